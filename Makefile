@@ -1,0 +1,48 @@
+# The two commands of the README: `make demo` and `make test`. Everything else is a step of those.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+# A CPU build of torch is enough for tests and the demo (every GPU probe has a CPU backend).
+TORCH_SPEC ?= torch==2.13.0
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# Debian packages the test suite uses: real sshd hosts, real fio, network namespaces.
+SYS_PACKAGES := openssh-server openssh-client fio iproute2 procps
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: venv sysdeps lint test test-unit demo clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -e '.[test]' '$(TORCH_SPEC)'
+	touch $@
+
+venv: $(STAMP)
+
+# Installs the Debian packages when root; without root it says which tests will be skipped.
+sysdeps:
+	@if [ "$$(id -u)" = 0 ]; then \
+	  missing=$$(for p in $(SYS_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	  if [ -n "$$missing" ]; then \
+	    echo "installing: $$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  fi; \
+	else \
+	  echo "not root: the SSH test-cluster tests (network namespaces) will be skipped; run 'sudo make test' for the full suite"; \
+	fi
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ansible-lint --offline -q
+
+test: sysdeps venv lint
+	$(BIN)/python -m pytest -q tests
+
+test-unit: venv
+	$(BIN)/python -m pytest -q tests/unit
+
+demo: venv
+	$(BIN)/ansible-playbook assess.yml -i inventories/local.ini -e assess_profile=quick
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,90 @@
+# Copyright: clustermax.assess contributors
+# Apache-2.0
+"""Action plugin clustermax.assess.probe: run one node probe and bring its artifact back, in one round trip."""
+
+import base64
+import json
+import os
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible_collections.clustermax.assess.probes.artifact import (
+    Artifact,
+    artifact_filename,
+    validate,
+    write_json_atomic,
+)
+
+class ActionModule(ActionBase):
+    """Runs `<assess_python> <assess_remote_dir>/probes.pyz <name> --inline …` on the node with the command module,
+    writes the artifact and its raw files under `<assess_run.dir>/artifacts/<inventory_hostname>/` on the
+    controller, and returns the artifact's status. A probe that measured a fault is data, not a failed task:
+    the task fails only when no artifact could be had at all, and even then an error artifact is written
+    on the controller so the report shows what is missing and why."""
+
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("name", "variant", "params", "timeout", "facts"))
+
+    def _var(self, task_vars, name):
+        if name not in task_vars:
+            raise AnsibleActionFail("clustermax.assess.probe needs the variable %s (set by the preflight role)" % name)
+        return self._templar.template(task_vars[name])
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        args = self._task.args
+        name = args.get("name")
+        if not name:
+            raise AnsibleActionFail("clustermax.assess.probe: 'name' is required")
+        variant = args.get("variant") or None
+        params = args.get("params") or {}
+        if not isinstance(params, dict):
+            raise AnsibleActionFail("clustermax.assess.probe %s: 'params' must be a dict, got %r" % (name, params))
+        timeout = float(args.get("timeout") or 0)
+
+        host = task_vars.get("inventory_hostname")
+        python = self._var(task_vars, "assess_python")
+        remote_dir = self._var(task_vars, "assess_remote_dir")
+        run = self._var(task_vars, "assess_run")
+        local_dir = os.path.join(run["dir"], "artifacts", host)
+        argv = [python, remote_dir + "/probes.pyz", name, "--out", remote_dir + "/artifacts",
+                "--run-id", run["id"], "--host", host, "--params", json.dumps(params, sort_keys=True), "--inline"]
+        if variant:
+            argv += ["--variant", variant]
+        if timeout:
+            argv += ["--timeout", str(timeout)]
+
+        cmd = self._execute_module(module_name="ansible.builtin.command", module_args={"argv": argv},
+                                   task_vars=task_vars)
+        manifest = None
+        lines = (cmd.get("stdout") or "").strip().splitlines()
+        if cmd.get("rc") == 0 and lines:
+            try:
+                manifest = json.loads(lines[-1])
+            except ValueError:
+                manifest = None
+        if manifest is None or validate(manifest.get("artifact")):
+            why = (cmd.get("stderr") or cmd.get("msg") or "no output").strip().splitlines()
+            reason = "probe %s did not run on %s: rc=%s %s" % (name, host, cmd.get("rc"), why[-1] if why else "")
+            art = Artifact(name, run["id"], host, variant=variant, params=params)
+            art.error(reason)
+            path = write_json_atomic(os.path.join(local_dir, artifact_filename(name, variant)), art.to_dict())
+            result.update(failed=True, msg=reason, artifact=path, probe=name, status="error", changed=False)
+            return result
+
+        doc = manifest["artifact"]
+        os.makedirs(local_dir, exist_ok=True)
+        for raw_name, content in manifest.get("raw_inline", {}).items():
+            with open(os.path.join(local_dir, os.path.basename(raw_name)), "wb") as fh:
+                fh.write(base64.b64decode(content))
+        for remote_path in manifest.get("raw_remote", []):
+            self._connection.fetch_file(remote_path, os.path.join(local_dir, os.path.basename(remote_path)))
+        path = write_json_atomic(os.path.join(local_dir, artifact_filename(name, variant)), doc)
+
+        result.update(changed=False, probe=name, variant=variant, artifact=path, status=doc["status"],
+                      reason=doc.get("reason"), duration_s=doc.get("duration_s"),
+                      msg="%s: %s%s" % (name, doc["status"], " (%s)" % doc["reason"] if doc.get("reason") else ""))
+        if args.get("facts"):
+            result["ansible_facts"] = {"assess_node": dict(doc.get("facts") or {}, device=doc.get("device"))}
+        return result

@@ -1,0 +1,123 @@
+"""`python -m probes <name> --out DIR …`: runs one probe and always leaves one artifact behind.
+
+A probe that raises, or runs past --timeout, still produces an artifact with status "error" and the reason,
+plus the traceback as a raw file: what was measured before the fault is kept, nothing is silently lost.
+With --inline the artifact and its raw files are also printed on stdout as one JSON manifest, so the
+controller gets everything back in the same SSH round trip that ran the probe.
+"""
+
+import argparse
+import base64
+import importlib
+import json
+import os
+import signal
+import socket
+import sys
+import traceback
+
+from probes import __version__
+from probes.artifact import Artifact, artifact_filename, validate, write_json_atomic
+from probes.registry import PROBES
+
+# Raw files larger than this are left on the node and fetched separately by the controller.
+INLINE_LIMIT_BYTES = 8 * 1024 * 1024
+
+
+class ProbeTimeout(Exception):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise ProbeTimeout()
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="probes", description="clustermax.assess node probes")
+    parser.add_argument("name", help="probe to run (%s), or 'list'" % ", ".join(sorted(PROBES)))
+    parser.add_argument("--out", default=".", help="directory for the artifact and its raw files")
+    parser.add_argument("--run-id", default="adhoc", help="assessment run id recorded in the artifact")
+    parser.add_argument("--host", default=None, help="inventory name of this node (default: hostname)")
+    parser.add_argument("--variant", default=None, help="variant name, part of the artifact file name")
+    parser.add_argument("--params", default="{}", help="probe parameters as a JSON object")
+    parser.add_argument("--timeout", type=float, default=0, help="seconds before the probe is stopped (0: none)")
+    parser.add_argument("--inline", action="store_true", help="print a JSON manifest with the artifact content")
+    return parser.parse_args(argv)
+
+
+def run_probe(name, out_dir, run_id, host, variant=None, params=None, timeout=0):
+    """Run a probe in this process; returns (artifact path, artifact dict)."""
+    params = dict(params or {})
+    art = Artifact(name, run_id, host, variant=variant, params=params, tool_version=__version__)
+    os.makedirs(out_dir, exist_ok=True)
+    if timeout and timeout > 0:
+        signal.signal(signal.SIGALRM, _on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        module = importlib.import_module(PROBES[name])
+        module.run(art, params, out_dir)
+    except ProbeTimeout:
+        art.error("timed out after %g s" % timeout)
+    except Exception as exc:  # noqa: BLE001 - any fault becomes data in the artifact
+        art.error("%s: %s" % (type(exc).__name__, exc))
+        tb_name = artifact_filename(name, variant).replace(".json", ".traceback.txt")
+        with open(os.path.join(out_dir, tb_name), "w") as fh:
+            fh.write(traceback.format_exc())
+        art.raw.append(tb_name)
+    finally:
+        if timeout and timeout > 0:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    doc = art.to_dict()
+    problems = validate(doc)
+    if problems:
+        # A probe bug must not produce an artifact the controller rejects: keep what is valid and say why.
+        doc.update(status="error", reason="invalid artifact: " + "; ".join(problems[:5]), results=[
+            r for r in doc["results"] if isinstance(r, dict) and not isinstance(r.get("value"), bool)
+            and isinstance(r.get("value"), (int, float))])
+    path = write_json_atomic(os.path.join(out_dir, artifact_filename(name, variant)), doc)
+    return path, doc
+
+
+def manifest(path, doc, out_dir):
+    """Everything the controller needs back: the artifact and, when small enough, its raw files."""
+    files = {}
+    left = []
+    budget = INLINE_LIMIT_BYTES
+    for raw_name in doc["raw"]:
+        raw_path = os.path.join(out_dir, raw_name)
+        try:
+            size = os.path.getsize(raw_path)
+        except OSError:
+            continue
+        if size <= budget:
+            with open(raw_path, "rb") as fh:
+                files[raw_name] = base64.b64encode(fh.read()).decode("ascii")
+            budget -= size
+        else:
+            left.append(raw_path)
+    return {"artifact_path": path, "artifact": doc, "raw_inline": files, "raw_remote": left}
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.name == "list":
+        print("\n".join(sorted(PROBES)))
+        return 0
+    if args.name not in PROBES:
+        print("unknown probe %r; known: %s" % (args.name, ", ".join(sorted(PROBES))), file=sys.stderr)
+        return 2
+    try:
+        params = json.loads(args.params)
+        if not isinstance(params, dict):
+            raise ValueError("not an object")
+    except ValueError as exc:
+        print("--params must be a JSON object: %s" % exc, file=sys.stderr)
+        return 2
+    host = args.host or socket.gethostname()
+    out_dir = os.path.abspath(args.out)
+    path, doc = run_probe(args.name, out_dir, args.run_id, host, args.variant, params, args.timeout)
+    if args.inline:
+        sys.stdout.write(json.dumps(manifest(path, doc, out_dir)) + "\n")
+    else:
+        print(path)
+    return 0
