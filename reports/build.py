@@ -32,10 +32,10 @@ def build(run_dir):
     run.results.to_parquet(os.path.join(report_dir, "results.parquet"), index=False)
     counts = summarize(rows)
     reachable = len(run.hosts) - len(run.unreachable)
+    partial = " - interrupted, partial" if run.meta.get("interrupted") else ""
     text = [
         "clustermax.assess: %s run %s (%s profile)%s" % (run.meta.get("provider"), run.meta.get("run_id"),
-                                                       run.meta.get("profile", "?"),
-                                                       " - interrupted, partial" if run.meta.get("interrupted") else ""),
+                                                       run.meta.get("profile", "?"), partial),
         "  hosts: %d (%d reachable%s)" % (len(run.hosts), reachable,
                                          ", unreachable: " + ", ".join(sorted(run.unreachable))
                                          if run.unreachable else ""),

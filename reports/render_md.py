@@ -52,7 +52,7 @@ def consistency_view(rows, hosts):
         if r["category"] == "consistency":
             by_check.setdefault((r["check_id"], r["title"]), []).append(r)
     out = []
-    for (check_id, title), items in sorted(by_check.items()):
+    for (_check_id, title), items in sorted(by_check.items()):
         odd = [r for r in items if r["status"] == "warn"]
         reported = [r for r in items if r["observed"] != ""]
         values = sorted({r["observed"] for r in reported})

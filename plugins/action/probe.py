@@ -15,6 +15,7 @@ from ansible_collections.clustermax.assess.probes.artifact import (
     write_json_atomic,
 )
 
+
 class ActionModule(ActionBase):
     """Runs `<assess_python> <assess_remote_dir>/probes.pyz <name> --inline …` on the node with the command module,
     writes the artifact and its raw files under `<assess_run.dir>/artifacts/<inventory_hostname>/` on the
