@@ -1,0 +1,33 @@
+"""The embedded default: assess.yml against this machine through inventories/local.ini (no SSH, no root)."""
+
+import csv
+import json
+import socket
+from pathlib import Path
+
+from helpers import ROOT, read_journal, run_dirs, run_playbook
+
+
+def test_local_assessment_writes_the_inventory_of_this_machine(tmp_path):
+    out = tmp_path / "runs"
+    res = run_playbook(ROOT / "inventories" / "local.ini", "-e", "assess_profile=quick",
+                       "-e", "assess_output_dir=%s" % out)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    [run_dir] = run_dirs(out)
+    assert run_dir.parent.name == "local"
+    # the callback printed the summary and the report's path
+    assert "report: %s" % (run_dir / "report" / "report.md") in res.stdout
+    doc = json.loads((run_dir / "artifacts" / "localhost" / "node_info.json").read_text())
+    assert doc["status"] == "ok" and doc["facts"]["hostname"] == socket.gethostname()
+    md = (run_dir / "report" / "report.md").read_text()
+    assert "| localhost | %s |" % socket.gethostname() in md
+    with open(run_dir / "report" / "checks.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert {r["host"] for r in rows} == {"localhost"}
+    assert [r["status"] for r in rows if r["check_id"] == "preflight.node_info"] == ["pass"]
+    journal = read_journal(run_dir)
+    assert any(line.get("task", "").endswith("node inventory") and line.get("status") == "ok" for line in journal)
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["stats"]["localhost"]["failures"] == 0
+    # nothing of the run is left on the node
+    assert not Path("/tmp/clustermax-assess-%s" % run_dir.name).exists()
