@@ -5,6 +5,7 @@ Exit codes: 0 ran and all good, 1 ran and failures found, 2 could not run.
 
 import argparse
 import sys
+import traceback
 
 from reports.build import EXIT_CANNOT_RUN, build
 
@@ -20,6 +21,9 @@ def main(argv=None):
             text, code, _ = build(args.run_dir)
         except FileNotFoundError as exc:
             print("assess-report: %s" % exc, file=sys.stderr)
+            return EXIT_CANNOT_RUN
+        except Exception:  # noqa: BLE001 - exit 1 means "findings"; an internal error must never look like that
+            traceback.print_exc()
             return EXIT_CANNOT_RUN
         print(text)
         return code

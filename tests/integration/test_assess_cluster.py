@@ -6,7 +6,6 @@ import os
 import sys
 
 import pytest
-
 from helpers import read_journal, run_dirs, run_playbook
 
 pytestmark = pytest.mark.cluster

@@ -1,0 +1,364 @@
+"""Aggregate callback clustermax.assess.assessment: journal every task result, summarize the run, build the report."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: assessment
+type: aggregate
+short_description: Journal every task of an assessment run and build its report
+description:
+  - Writes C(journal.jsonl) in the run directory of a clustermax.assess run, one JSON line per task result per
+    host (play, task, resolved action, role, host, status, duration, skip reason, failure message, loop item,
+    probe name and artifact path), plus one line per play start and a final line with the play recap.
+  - The run directory is the C(dir) of the C(assess_run) fact that the preflight role sets with
+    C(ansible.builtin.set_fact). Lines recorded before that are kept in memory and written first once it is
+    known; after that every line is flushed as it is written, so an interrupted run leaves a readable journal.
+  - At the end of the playbook writes C(run.json) (schema C(clustermax.assess/run/v1)) with the run's identity,
+    timing, versions and per-host recap, then builds the report with C(python -m reports build <run dir>) and
+    shows its summary. Exit code 1 of the report build means "the run has failed checks" and is shown as is;
+    any other failure of the build is a warning.
+  - When no C(assess_run) fact is ever seen (for example validation failed in the first play) nothing is
+    written anywhere.
+  - Problems writing files or building the report are warnings; this callback never fails a run.
+  - Works next to any stdout callback, including the C(awx_display) one ansible-runner forces.
+author: clustermax.assess contributors
+requirements:
+  - Enable it in C(callbacks_enabled) of the C([defaults]) section of ansible.cfg, or in the
+    E(ANSIBLE_CALLBACKS_ENABLED) environment variable (which replaces the ansible.cfg list, so it must name
+    C(clustermax.assess.assessment) too), as C(clustermax.assess.assessment).
+options:
+  report:
+    description:
+      - Build the report (C(python -m reports build <run dir>)) after C(run.json) is written.
+    type: bool
+    default: true
+    env:
+      - name: CLUSTERMAX_ASSESS_REPORT
+    ini:
+      - section: callback_assessment
+        key: report
+  report_timeout:
+    description:
+      - Seconds the report build may take before it is stopped with a warning.
+    type: int
+    default: 600
+    env:
+      - name: CLUSTERMAX_ASSESS_REPORT_TIMEOUT
+    ini:
+      - section: callback_assessment
+        key: report_timeout
+"""
+
+import functools
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ansible.plugins.callback import CallbackBase
+from ansible.release import __version__ as ansible_version
+from ansible_collections.clustermax.assess.plugins.plugin_utils.journal import (
+    Journal,
+    build_report,
+    collection_version,
+    result_line,
+    rfc3339,
+    summarize_stats,
+)
+
+try:
+    from ansible.module_utils.common.json import AnsibleJSONEncoder
+except ImportError:  # pragma: no cover - every supported ansible-core has it; plain JSON is the fallback
+    AnsibleJSONEncoder = None
+
+CALLBACK_FQCN = "clustermax.assess.assessment"
+# plugins/callback/assessment.py -> the collection root, where galaxy.yml and the reports package live.
+COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+
+
+# -------------------------------------------------------------------------------------------- accessors
+# ansible-core 2.19 gives task results public .result/.host/.task; 2.18 only _result/_host/_task.
+
+
+def _result_of(res: Any) -> Mapping[str, Any]:
+    """The result dict of a callback task result (``.result`` on 2.19+, ``._result`` on 2.18)."""
+    for attr in ("result", "_result"):
+        value = getattr(res, attr, None)
+        if isinstance(value, Mapping):
+            return value
+    return {}
+
+
+def _host_of(res: Any) -> Any:
+    """The Host of a callback task result (``.host`` on 2.19+, ``._host`` on 2.18)."""
+    host = getattr(res, "host", None)
+    return host if host is not None else getattr(res, "_host", None)
+
+
+def _task_of(res: Any) -> Any:
+    """The Task of a callback task result (``.task`` on 2.19+, ``._task`` on 2.18)."""
+    task = getattr(res, "task", None)
+    return task if task is not None else getattr(res, "_task", None)
+
+
+def _name_of(obj: Any) -> str | None:
+    """``obj.get_name()`` (Host, Task, Play, Role), else ``obj.name``, else None."""
+    if obj is None:
+        return None
+    get_name = getattr(obj, "get_name", None)
+    name = get_name() if callable(get_name) else getattr(obj, "name", None)
+    return str(name) if name not in (None, "") else None
+
+
+def _uuid_of(obj: Any) -> str:
+    return str(getattr(obj, "_uuid", None) or id(obj))
+
+
+def _action_of(task: Any) -> str | None:
+    """The resolved action FQCN (``ansible.builtin.command``), else the action as written."""
+    resolved = getattr(task, "_resolved_action", None)
+    action = getattr(task, "action", None)
+    if not resolved and action and "{{" not in str(action):
+        # resolved_action warns when the action is still a template; only ask when it is not one.
+        try:
+            resolved = getattr(task, "resolved_action", None)
+        except Exception:  # noqa: BLE001 - an unresolvable action still has its written name
+            resolved = None
+    value = resolved or action
+    return str(value) if value else None
+
+
+def _role_of(task: Any) -> str | None:
+    return _name_of(getattr(task, "_role", None))
+
+
+def _in_section(section: Any, child: Any) -> bool:
+    if not isinstance(section, list):
+        return False
+    uuid = getattr(child, "_uuid", None)
+    return any(entry is child or (uuid is not None and getattr(entry, "_uuid", None) == uuid) for entry in section)
+
+
+def _rescued(task: Any) -> bool:
+    """Whether a failed task sits in the ``block:`` part of a block that has a ``rescue:`` (at any depth)."""
+    child, parent = task, getattr(task, "_parent", None)
+    for _depth in range(64):
+        if parent is None:
+            return False
+        if getattr(parent, "rescue", None) and _in_section(getattr(parent, "block", None), child):
+            return True
+        child, parent = parent, getattr(parent, "_parent", None)
+    return False
+
+
+def _guarded(method):
+    """Turn an exception in a v2_* handler into a warning: a raising callback hides the run's results."""
+
+    @functools.wraps(method)
+    def handler(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as ex:  # noqa: BLE001 - never propagate into ansible-core's dispatcher
+            try:
+                self._display.warning(f"{CALLBACK_FQCN} callback: {method.__name__} failed: {type(ex).__name__}: {ex}")
+            except Exception:  # noqa: BLE001 - not even a broken display may escape
+                pass
+        return None
+
+    return handler
+
+
+# ----------------------------------------------------------------------------------------------- plugin
+
+
+class CallbackModule(CallbackBase):
+    """Adapts ansible-core events into :class:`Journal` calls (plain Python, see plugin_utils/journal.py)."""
+
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = CALLBACK_FQCN
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self, display=None, options=None):
+        self._report = True
+        self._report_timeout = 600
+        super().__init__(display=display, options=options)
+        self.journal = Journal(encoder=self._encoder(), warn=self._warn, note=self._note)
+        self._playbook: str | None = None
+        self._started_at = rfc3339()
+        self._play: str | None = None
+        self._task_started: dict[str, float] = {}
+        self._host_started: dict[tuple[str, str], float] = {}
+        self._item_done: dict[tuple[str, str], float] = {}
+
+    # ------------------------------------------------------------------------------ options
+
+    def set_options(self, task_keys=None, var_options=None, direct=None):
+        super().set_options(task_keys=task_keys, var_options=var_options, direct=direct)
+        self.configure(report=self.get_option("report"), report_timeout=self.get_option("report_timeout"))
+
+    def configure(self, *, report: bool = True, report_timeout: float = 600) -> None:
+        """Apply the plugin options (set_options reads them from env/ini; tests call this directly)."""
+        self._report = bool(report)
+        self._report_timeout = float(report_timeout) if report_timeout else 600.0
+
+    # ------------------------------------------------------------------------------ plumbing
+
+    @staticmethod
+    def _encoder():
+        if AnsibleJSONEncoder is None:
+            return None
+
+        class _Encoder(AnsibleJSONEncoder):
+            """AnsibleJSONEncoder (2.19 tagged strings, vault values), with str() for anything else."""
+
+            def default(self, o):
+                try:
+                    return super().default(o)
+                except TypeError:
+                    return str(o)
+
+        return _Encoder
+
+    def _warn(self, message: str) -> None:
+        self._display.warning(f"{CALLBACK_FQCN} callback: {message}")
+
+    def _note(self, message: str) -> None:
+        self._display.vvv(f"{CALLBACK_FQCN} callback: {message}")
+
+    def _duration(self, host: str, task: Any, *, item: bool) -> float | None:
+        """Seconds since this host started the task (falling back to the task's start); a loop item's own time."""
+        key = (host, _uuid_of(task))
+        now = time.monotonic()
+        start = self._host_started.get(key)
+        if start is None:
+            start = self._task_started.get(key[1])
+        if item:
+            since = self._item_done.get(key, start)
+            self._item_done[key] = now
+            return None if since is None else now - since
+        self._host_started.pop(key, None)
+        self._item_done.pop(key, None)
+        return None if start is None else now - start
+
+    def _record_result(self, res: Any, status: str, *, item: bool = False, ignored: bool | None = None) -> None:
+        result = _result_of(res)
+        task = _task_of(res)
+        host = _name_of(_host_of(res)) or "?"
+        if not item:
+            self.journal.discover(result)
+        if status == "ok" and result.get("changed"):
+            status = "changed"
+        rescued = None
+        if status == "failed" and not item:
+            rescued = bool(not ignored and _rescued(task))
+        self.journal.record(
+            result_line(
+                host=host,
+                status=status,
+                result=result,
+                play=self._play,
+                task=_name_of(task),
+                action=_action_of(task),
+                role=_role_of(task),
+                duration_s=self._duration(host, task, item=item),
+                task_no_log=getattr(task, "no_log", False),
+                item=item,
+                ignored=ignored,
+                rescued=rescued,
+            )
+        )
+
+    # ------------------------------------------------------------------------------ playbook events
+
+    @_guarded
+    def v2_playbook_on_start(self, playbook):
+        if self._playbook is None:
+            self._playbook = str(getattr(playbook, "_file_name", None) or "") or None
+            self._started_at = rfc3339()
+
+    @_guarded
+    def v2_playbook_on_play_start(self, play):
+        self._play = _name_of(play)
+        hosts = getattr(play, "hosts", None)
+        if hosts is None:
+            patterns = []
+        elif isinstance(hosts, (list, tuple)):
+            patterns = [str(pattern) for pattern in hosts]
+        else:
+            patterns = [str(hosts)]
+        self.journal.record({"event": "play_start", "play": self._play, "hosts": patterns})
+
+    @_guarded
+    def v2_playbook_on_task_start(self, task, is_conditional):
+        self._task_started[_uuid_of(task)] = time.monotonic()
+
+    @_guarded
+    def v2_playbook_on_handler_task_start(self, task):
+        self._task_started[_uuid_of(task)] = time.monotonic()
+
+    @_guarded
+    def v2_runner_on_start(self, host, task):
+        name = _name_of(host)
+        self.journal.note_host(name)
+        self._host_started[(name or "?", _uuid_of(task))] = time.monotonic()
+
+    # ------------------------------------------------------------------------------ results
+
+    @_guarded
+    def v2_runner_on_ok(self, result):
+        self._record_result(result, "ok")
+
+    @_guarded
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        self._record_result(result, "failed", ignored=bool(ignore_errors))
+
+    @_guarded
+    def v2_runner_on_skipped(self, result):
+        self._record_result(result, "skipped")
+
+    @_guarded
+    def v2_runner_on_unreachable(self, result):
+        self._record_result(result, "unreachable")
+
+    @_guarded
+    def v2_runner_on_async_failed(self, result):
+        self._record_result(result, "failed")
+
+    @_guarded
+    def v2_runner_item_on_ok(self, result):
+        self._record_result(result, "ok", item=True)
+
+    @_guarded
+    def v2_runner_item_on_failed(self, result):
+        self._record_result(result, "failed", item=True)
+
+    @_guarded
+    def v2_runner_item_on_skipped(self, result):
+        self._record_result(result, "skipped", item=True)
+
+    # ------------------------------------------------------------------------------ end of run
+
+    @_guarded
+    def v2_playbook_on_stats(self, stats):
+        journal = self.journal
+        if journal.run_dir is None:
+            self._note("no assess_run fact was seen, so no run directory: nothing written")
+            return
+        per_host = {str(host): stats.summarize(host) for host in getattr(stats, "processed", {}) or {}}
+        journal.record({"event": "stats", **summarize_stats(per_host)})
+        journal.close()
+        path = journal.write_run_summary(
+            stats=per_host,
+            playbook=self._playbook,
+            ansible_version=ansible_version,
+            collection_version=collection_version(COLLECTION_ROOT),
+            started_at=self._started_at,
+        )
+        if path is None or not self._report:
+            return
+        stdout, problem = build_report(journal.run_dir, root=COLLECTION_ROOT, timeout=self._report_timeout)
+        if stdout.strip():
+            self._display.display(stdout.rstrip())
+        if problem:
+            self._warn(problem)
