@@ -96,8 +96,11 @@ def render(run, rows):
         lines += ["- %s: %s" % (e["path"], e["error"]) for e in run.load_errors]
         lines.append("")
     lines += ["## Checks", ""]
-    lines.append(_table(["check", "host", "status", "observed", "expected", "reason"],
-                        [[r["check_id"], r["host"], r["status"].upper() if r["status"] in ("fail", "error")
-                          else r["status"], r["observed"], r["expected"], r["reason"]] for r in rows]))
+    def shown(status):
+        return status.upper() if status in ("fail", "error") else status
+
+    lines.append(_table(["check", "host", "subject", "status", "observed", "expected", "reason"],
+                        [[r["check_id"], r["host"], r["subject"], shown(r["status"]), r["observed"], r["expected"],
+                          r["reason"]] for r in rows]))
     lines.append("")
     return "\n".join(lines)

@@ -1,0 +1,102 @@
+import json
+
+import pytest
+
+from probes.artifact import Artifact
+from reports.expectations import gpu_model_key, load_gpus, resolve
+from reports.grade import grade_metric, grade_straggler, load_rubric
+from reports.load import Run, tidy
+
+MODELS = load_gpus()
+
+
+def gemm_doc(host, tflops_per_gpu, model="NVIDIA H100 80GB HBM3", backend="cuda", status="ok"):
+    art = Artifact("gemm", "r", host, variant="bf16")
+    art.device.update(backend=backend, model=model, count=len(tflops_per_gpu))
+    for gpu, value in enumerate(tflops_per_gpu):
+        art.add("tflops", value, "TFLOP/s", gpu=gpu, dtype="bf16")
+    if status != "ok":
+        art.skip("no GPU visible") if status == "skipped" else art.error("CUDA OOM")
+    return art.to_dict()
+
+
+def info_doc(host, model="NVIDIA H100 80GB HBM3"):
+    art = Artifact("node_info", "r", host)
+    art.facts["gpu_model"] = model
+    return art.to_dict()
+
+
+def make_run(docs, unreachable=()):
+    results, facts = tidy(docs)
+    hosts = sorted({d["host"] for d in docs} | set(unreachable))
+    return Run(run_dir="/x", meta={}, hosts=hosts, unreachable={h: "down" for h in unreachable}, artifacts=docs,
+               load_errors=[], results=results, facts=facts)
+
+
+CHECK = {"id": "compute.gemm_bf16", "category": "compute", "title": "BF16 GEMM vs MAMF", "kind": "metric",
+         "probe": "gemm", "variant": "bf16", "metric": "tflops", "per": "gpu", "agg": "median",
+         "expect": {"op": ">=", "fraction": 0.7, "of": "mamf_bf16_tflops"},
+         "warn": {"op": ">=", "fraction": 0.85, "of": "mamf_bf16_tflops"}, "backends": ["cuda", "rocm"]}
+
+
+@pytest.mark.parametrize("name,key", [
+    ("NVIDIA H100 80GB HBM3", "H100-SXM"), ("NVIDIA H200", "H200-SXM"), ("NVIDIA GB200", "GB200"),
+    ("NVIDIA B200", "B200"), ("NVIDIA GH200 480GB", "GH200"), ("AMD Instinct MI300X", "MI300X"),
+    ("NVIDIA A100-SXM4-80GB", "A100-SXM"), ("Tesla T4", None), (None, None)])
+def test_gpu_model_key_most_specific_wins(name, key):
+    assert gpu_model_key(name, MODELS) == key
+
+
+def test_resolve_fraction_of_model_value():
+    threshold, text, why = resolve({"op": ">=", "fraction": 0.7, "of": "mamf_bf16_tflops"}, MODELS["H100-SXM"])
+    assert threshold == pytest.approx(556.15) and why is None and "0.7 × mamf_bf16_tflops 794.5" in text
+    why = resolve({"of": "mamf_fp8_tflops"}, MODELS["A100-SXM"])[2]
+    assert why == "gpus.yml has no mamf_fp8_tflops for this GPU model"
+
+
+def test_per_gpu_pass_warn_fail():
+    # 794.5 × 0.85 = 675.3, × 0.7 = 556.2
+    run = make_run([gemm_doc("n1", [700.0, 600.0, 500.0]), info_doc("n1")])
+    rows = grade_metric(CHECK, run, "n1", MODELS)
+    assert [(r["subject"], r["status"]) for r in rows] == [("gpu=0", "pass"), ("gpu=1", "warn"), ("gpu=2", "fail")]
+    assert rows[2]["observed"] == "500 TFLOP/s"
+
+
+def test_cpu_backend_is_skipped_with_reason():
+    run = make_run([gemm_doc("n1", [1.2], model=None, backend="cpu"), info_doc("n1", model=None)])
+    [row] = grade_metric(CHECK, run, "n1", MODELS)
+    assert row["status"] == "skip" and row["reason"] == "backend=cpu: expectation is for cuda/rocm"
+
+
+def test_unknown_model_skipped_unreachable_skipped_error_kept():
+    run = make_run([gemm_doc("n1", [300.0], model="Tesla T4"), info_doc("n1", model="Tesla T4"),
+                    gemm_doc("n2", [700.0], status="error"), info_doc("n2")], unreachable=["n3"])
+    assert grade_metric(CHECK, run, "n1", MODELS)[0]["reason"] == "no expectation for this GPU model in gpus.yml"
+    err = grade_metric(CHECK, run, "n2", MODELS)[0]
+    assert err["status"] == "pass" and err["reason"] == "CUDA OOM"
+    assert grade_metric(CHECK, run, "n3", MODELS)[0]["reason"] == "host unreachable"
+
+
+def test_straggler_against_node_median():
+    check = dict(CHECK, kind="straggler", scope="node", max_below_median_pct=10, warn_below_median_pct=5)
+    run = make_run([gemm_doc("n1", [780, 790, 785, 640, 735, 782, 788, 781]), info_doc("n1")])
+    rows = {r["subject"]: r for r in grade_straggler(check, run, ["n1"])}
+    assert rows["gpu=3"]["status"] == "fail" and "18.1% below node median" in rows["gpu=3"]["observed"]
+    assert rows["gpu=4"]["status"] == "warn"
+    assert rows["gpu=0"]["status"] == "pass"
+
+
+def test_rubric_merges_parts_and_refuses_duplicates(tmp_path):
+    (tmp_path / "rubric.d").mkdir()
+    (tmp_path / "rubric.yml").write_text("checks:\n  - {id: a.one, kind: reachable, category: a, title: A}\n")
+    (tmp_path / "rubric.d" / "b.yml").write_text("checks:\n  - {id: b.one, kind: reachable, category: b, title: B}\n")
+    assert [c["id"] for c in load_rubric(str(tmp_path / "rubric.yml"))["checks"]] == ["a.one", "b.one"]
+    (tmp_path / "rubric.d" / "c.yml").write_text("checks:\n  - {id: a.one, kind: reachable, category: c, title: C}\n")
+    with pytest.raises(ValueError, match="a.one"):
+        load_rubric(str(tmp_path / "rubric.yml"))
+
+
+def test_shipped_rubric_loads():
+    rubric = load_rubric()
+    assert {c["id"] for c in rubric["checks"]} >= {"preflight.reachable", "preflight.node_info"}
+    json.dumps(rubric)
