@@ -27,7 +27,7 @@ def build(run_dir):
     report_dir = os.path.join(run.run_dir, "report")
     os.makedirs(report_dir, exist_ok=True)
     with open(os.path.join(report_dir, "report.md"), "w", encoding="utf-8") as fh:
-        fh.write(render(run, rows))
+        fh.write(render(run, rows, report_dir))
     write_checks_csv(os.path.join(report_dir, "checks.csv"), rows)
     run.results.to_parquet(os.path.join(report_dir, "results.parquet"), index=False)
     counts = summarize(rows)

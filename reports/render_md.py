@@ -2,6 +2,7 @@
 
 import json
 
+from reports import sections
 from reports.grade import summarize
 
 INVENTORY_FACTS = [("hostname", "hostname"), ("os", "OS"), ("kernel", "kernel"), ("arch", "arch"),
@@ -68,7 +69,7 @@ def consistency_view(rows, hosts):
     return _table(["fact", "values", "across hosts"], out)
 
 
-def render(run, rows):
+def render(run, rows, report_dir=None):
     meta = run.meta
     counts = summarize(rows)
     reachable = [h for h in run.hosts if h not in run.unreachable]
@@ -91,6 +92,10 @@ def render(run, rows):
         lines.append("")
     lines += ["## Node inventory", "", node_inventory(run), ""]
     lines += ["## Consistency across hosts", "", consistency_view(rows, run.hosts), ""]
+    if report_dir:
+        phase_sections = sections.render_all(run, rows, report_dir)
+        if phase_sections:
+            lines += [phase_sections]
     if run.load_errors:
         lines += ["## Artifacts that could not be read", ""]
         lines += ["- %s: %s" % (e["path"], e["error"]) for e in run.load_errors]

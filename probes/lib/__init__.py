@@ -1,0 +1,1 @@
+"""Code shared by several probes (parsers, launch helpers). Modules here are never run as probes themselves."""
