@@ -1,35 +1,143 @@
-"""Build every report file of one run from its artifacts (raw artifacts are never rewritten)."""
+"""Build every report file of one run from its artifacts (raw artifacts are never rewritten).
+
+report/: report.md, report.html, checks.csv, results.parquet, ratings.json (docs/ratings.md), junit.xml.
+"""
 
 import csv
+import datetime
+import hashlib
+import json
 import os
+import sys
+import time
 
-from reports.grade import CHECK_COLUMNS, grade, summarize
+from reports import peers, render_html, render_md
+from reports.grade import CHECK_COLUMNS, grade, load_rubric, summarize
+from reports.junit import junit_xml
 from reports.load import load_run
-from reports.render_md import render
+from reports.rate import analyst_rows, load_analyst, load_tiers, rate, rating_table, ratings_document
 
 # Exit codes of `reports build` (and of the CLI in general).
 EXIT_OK = 0  # ran, every check passed, warned or was skipped with its reason
 EXIT_FINDINGS = 1  # ran, some checks failed or errored
 EXIT_CANNOT_RUN = 2  # nothing to report on (no run directory, unreadable input)
+OUTPUTS = ("report.html", "report.md", "checks.csv", "results.parquet", "ratings.json", "junit.xml")
+
+
+class Progress:
+    """A one-line progress bar on stderr (only on a terminal unless forced): builds of big runs take seconds."""
+
+    def __init__(self, enabled=None, stream=None, width=30):
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.width = width
+        self.last = 0.0
+        self.shown = False
+
+    def __call__(self, fraction, label=""):
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self.last < 0.1 and fraction < 1.0:
+            return
+        self.last = now
+        done = int(self.width * max(0.0, min(1.0, fraction)))
+        self.stream.write("\r[%s%s] %3d%% %-40.40s" % ("#" * done, "-" * (self.width - done), 100 * fraction, label))
+        self.stream.flush()
+        self.shown = True
+
+    def close(self):
+        if self.enabled and self.shown:
+            self.stream.write("\n")
+            self.stream.flush()
 
 
 def write_checks_csv(path, rows):
     with open(path, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=CHECK_COLUMNS)
+        writer = csv.DictWriter(fh, fieldnames=CHECK_COLUMNS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
 
 
-def build(run_dir):
-    """Returns (summary text, exit code, report dir)."""
+def read_checks_csv(path):
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    for r in rows:
+        r["weight"] = float(r.get("weight") or 1.0)
+        r.setdefault("evidence", "measured")
+    return rows
+
+
+def _digest(obj):
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _write(path, data):
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as fh:
+        fh.write(data if isinstance(data, bytes) else data.encode("utf-8"))
+    os.replace(tmp, path)
+
+
+def _now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def evaluate(run_dir, rubric=None, tiers=None, analyst=None, peer_store=None, progress=None):
+    """Load, grade and rate a run without writing anything. Returns (run, rows, ratings document, extras)."""
+    progress = progress or (lambda fraction, label="": None)
+    progress(0.0, "loading artifacts")
     run = load_run(run_dir)
-    rows = grade(run)
-    report_dir = os.path.join(run.run_dir, "report")
+    rubric_doc = load_rubric(rubric)
+    tiers_doc = load_tiers(tiers)
+    if analyst is None and os.path.exists(os.path.join(run.run_dir, "analyst.yml")):
+        analyst = os.path.join(run.run_dir, "analyst.yml")
+    analyst_doc = load_analyst(analyst, tiers_doc) if analyst else None
+    progress(0.1, "grading")
+    rows = grade(run, rubric_doc, progress=lambda i, n, label: progress(0.1 + 0.5 * i / n, label))
+    rows.extend(analyst_rows(analyst_doc))
+    progress(0.6, "rating")
+    rating = rate(rows, tiers_doc, analyst_doc)
+    head = peers.headline(run, rating)
+    store = peer_store or peers.default_store(run.run_dir)
+    table, store_problems = peers.load_store(store)
+    peers.rank(head, run.meta, table, int(peers.load_spec().get("min_peers", 5)))
+    inputs = {
+        "rubric": {"path": os.path.abspath(rubric) if rubric else "reports/data/rubric.yml (+ rubric.d)",
+                   "sha256": _digest(rubric_doc), "checks": len(rubric_doc.get("checks", []))},
+        "tiers": {"path": os.path.abspath(tiers) if tiers else "reports/data/tiers.yml", "sha256": _digest(tiers_doc)},
+        "analyst": {"path": analyst_doc["path"], "sha256": _digest(analyst_doc)} if analyst_doc else None,
+        "peers": {"store": os.path.abspath(store), "records": int(len(table)), "problems": store_problems},
+    }
+    doc = ratings_document(run, rows, rating, head, inputs, analyst_doc, generated_at=_now())
+    return run, rows, doc
+
+
+def write_outputs(run, rows, ratings, report_dir, progress=None):
+    progress = progress or (lambda fraction, label="": None)
     os.makedirs(report_dir, exist_ok=True)
-    with open(os.path.join(report_dir, "report.md"), "w", encoding="utf-8") as fh:
-        fh.write(render(run, rows, report_dir))
+    progress(0.65, "report sections")
+    parts = render_md.render_parts(run, rows, report_dir, ratings)
+    _write(os.path.join(report_dir, "report.md"), render_md.render(run, rows, parts=parts))
+    progress(0.8, "report.html")
+    title = "ClusterMAX assessment: %s %s" % (run.meta.get("provider"), run.meta.get("run_id"))
+    _write(os.path.join(report_dir, "report.html"), render_html.render(parts, rows, ratings, report_dir, title))
+    progress(0.88, "checks.csv, junit.xml, ratings.json")
     write_checks_csv(os.path.join(report_dir, "checks.csv"), rows)
+    _write(os.path.join(report_dir, "junit.xml"), junit_xml(rows, ratings, run.meta, timestamp=ratings["generated_at"]))
+    _write(os.path.join(report_dir, "ratings.json"), json.dumps(ratings, indent=1, sort_keys=False) + "\n")
+    progress(0.94, "results.parquet")
     run.results.to_parquet(os.path.join(report_dir, "results.parquet"), index=False)
+    progress(1.0, "done")
+
+
+def exit_code(rows):
+    """1 when the cluster showed failures or errors (measured rows; analyst judgements never change it)."""
+    bad = any(r["status"] in ("fail", "error") for r in rows if r.get("evidence", "measured") != "analyst")
+    return EXIT_FINDINGS if bad else EXIT_OK
+
+
+def summary_text(run, rows, ratings, report_dir):
     counts = summarize(rows)
     reachable = len(run.hosts) - len(run.unreachable)
     partial = " - interrupted, partial" if run.meta.get("interrupted") else ""
@@ -40,7 +148,20 @@ def build(run_dir):
                                          ", unreachable: " + ", ".join(sorted(run.unreachable))
                                          if run.unreachable else ""),
         "  checks: " + ", ".join("%d %s" % (n, s) for s, n in counts.items()),
+        rating_table(ratings),
         "  report: %s" % os.path.join(report_dir, "report.md"),
+        "          (also report.html, ratings.json, junit.xml, checks.csv, results.parquet)",
     ]
-    code = EXIT_FINDINGS if counts["fail"] or counts["error"] else EXIT_OK
-    return "\n".join(text), code, report_dir
+    return "\n".join(text)
+
+
+def build(run_dir, rubric=None, tiers=None, analyst=None, peer_store=None, report_dir=None, progress=None):
+    """Returns (summary text, exit code, report dir)."""
+    bar = progress if isinstance(progress, Progress) else Progress(enabled=progress)
+    try:
+        run, rows, ratings = evaluate(run_dir, rubric, tiers, analyst, peer_store, bar)
+        report_dir = report_dir or os.path.join(run.run_dir, "report")
+        write_outputs(run, rows, ratings, report_dir, bar)
+    finally:
+        bar.close()
+    return summary_text(run, rows, ratings, report_dir), exit_code(rows), report_dir

@@ -1,30 +1,163 @@
-"""assess-report: build the report of a run.  `assess-report build runs/<provider>/<run_id>`
+"""assess-report: build, compare and re-rate the reports of assessment runs, and keep a peer store.
 
-Exit codes: 0 ran and all good, 1 ran and failures found, 2 could not run.
+    assess-report build RUN_DIR [--analyst FILE] [--rubric FILE] [--tiers FILE] [--peers DIR] [--progress]
+    assess-report compare RUN_A RUN_B [--json]
+    assess-report regrade RUN_DIR --rubric FILE [--tiers FILE] [--analyst FILE] [--out DIR] [--json]
+    assess-report peers add RUN_DIR [--store DIR]
+    assess-report peers list [--store DIR] [--gpu MODEL]
+
+Exit codes: 0 ran and all good, 1 ran and failures found (build/regrade: failed or errored checks; compare:
+regressions), 2 could not run (missing or unreadable input, bad rubric/tiers/analyst file, internal error).
 """
 
 import argparse
+import json
+import os
 import sys
 import traceback
 
-from reports.build import EXIT_CANNOT_RUN, build
+from reports import compare as compare_mod
+from reports import peers
+from reports.build import (
+    EXIT_CANNOT_RUN,
+    EXIT_FINDINGS,
+    EXIT_OK,
+    Progress,
+    build,
+    evaluate,
+    exit_code,
+    summary_text,
+    write_outputs,
+)
+
+
+def _parser():
+    parser = argparse.ArgumentParser(prog="assess-report", description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="\n".join(__doc__.splitlines()[2:]))
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def judgement(p, rubric_required=False):
+        p.add_argument("--rubric", required=rubric_required,
+                       help="rubric file (its rubric.d/ beside it is merged); default reports/data/rubric.yml")
+        p.add_argument("--tiers", help="tier thresholds, weights and gates; default reports/data/tiers.yml")
+        p.add_argument("--analyst", help="analyst input (pricing, partnerships, availability, support); "
+                                         "default RUN_DIR/analyst.yml when present")
+        p.add_argument("--peers", help="peer store directory; default $%s or <runs root>/_peers" % peers.ENV_STORE)
+
+    p = sub.add_parser("build", help="grade and rate a run; write report/ (html, md, csv, parquet, json, junit)")
+    p.add_argument("run_dir")
+    judgement(p)
+    p.add_argument("--progress", dest="progress", action="store_true", default=None,
+                   help="draw the progress bar on stderr even when it is not a terminal")
+    p.add_argument("--no-progress", dest="progress", action="store_false")
+
+    p = sub.add_parser("compare", help="regressions and improvements, check by check, from RUN_A to RUN_B")
+    p.add_argument("run_a")
+    p.add_argument("run_b")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.add_argument("--limit", type=int, default=50, help="list at most this many items per kind (text output)")
+
+    p = sub.add_parser("regrade", help="re-grade and re-rate a stored run with another rubric; no cluster touched")
+    p.add_argument("run_dir")
+    judgement(p, rubric_required=True)
+    p.add_argument("--out", help="where the re-graded report goes; default RUN_DIR/regrade/<rubric name>")
+    p.add_argument("--json", action="store_true", help="print the comparison with the stored report as JSON")
+
+    p = sub.add_parser("peers", help="the peer store: earlier runs' summaries")
+    psub = p.add_subparsers(dest="peers_command", required=True)
+    pa = psub.add_parser("add", help="add (or replace) a run's summary in the store")
+    pa.add_argument("run_dir")
+    pa.add_argument("--store", help="default $%s or <runs root>/_peers" % peers.ENV_STORE)
+    pl = psub.add_parser("list", help="list the store")
+    pl.add_argument("--store", help="default $%s or runs/_peers" % peers.ENV_STORE)
+    pl.add_argument("--gpu", help="only this gpus.yml model key (e.g. H100-SXM; 'none' for no GPU)")
+    return parser
+
+
+def _ratings_of(run_dir):
+    path = os.path.join(run_dir, "report", "ratings.json")
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    return evaluate(run_dir)[2]
+
+
+def cmd_build(args):
+    text, code, _ = build(args.run_dir, rubric=args.rubric, tiers=args.tiers, analyst=args.analyst,
+                          peer_store=args.peers, progress=args.progress)
+    print(text)
+    return code
+
+
+def cmd_compare(args):
+    result = compare_mod.compare(compare_mod.load_side(args.run_a), compare_mod.load_side(args.run_b))
+    print(json.dumps(result, indent=1) if args.json else compare_mod.text(result, args.limit))
+    return EXIT_FINDINGS if compare_mod.has_regressions(result) else EXIT_OK
+
+
+def cmd_regrade(args):
+    run_dir = os.path.abspath(args.run_dir)
+    if not os.path.isdir(os.path.join(run_dir, "artifacts")):
+        raise FileNotFoundError("%s is not a run directory (no artifacts/)" % run_dir)
+    stem = os.path.splitext(os.path.basename(args.rubric))[0]
+    out = args.out or os.path.join(run_dir, "regrade", stem)
+    bar = Progress()
+    try:
+        run, rows, ratings = evaluate(run_dir, args.rubric, args.tiers, args.analyst, args.peers, bar)
+        write_outputs(run, rows, ratings, out, bar)
+    finally:
+        bar.close()
+    before = os.path.join(run_dir, "report")
+    if os.path.exists(os.path.join(before, "ratings.json")):
+        result = compare_mod.compare(compare_mod.load_side(before), compare_mod.load_side(out))
+        result["a"], result["b"] = "stored report", "regrade with %s" % args.rubric
+        if args.json:
+            print(json.dumps(result, indent=1))
+        else:
+            print(summary_text(run, rows, ratings, out))
+            print(compare_mod.text(result))
+    else:
+        print(summary_text(run, rows, ratings, out))
+    return exit_code(rows)
+
+
+def cmd_peers(args):
+    if args.peers_command == "add":
+        run_dir = os.path.abspath(args.run_dir)
+        if not os.path.isdir(run_dir):
+            raise FileNotFoundError("run directory %s does not exist" % run_dir)
+        store = args.store or peers.default_store(run_dir)
+        path = peers.add(store, _ratings_of(run_dir))
+        print("added %s" % path)
+        return EXIT_OK
+    store = args.store or peers.default_store()
+    table, problems = peers.load_store(store)
+    rows = peers.list_table(table, args.gpu)
+    print("peer store %s: %d run(s)%s" % (store, len(rows), " with GPU model %s" % args.gpu if args.gpu else ""))
+    widths = [max(len(str(x)) for x in col) for col in zip(("provider", "run", "gpu", "backend", "tier", "score"),
+                                                           *rows)] if rows else []
+    for row in ([("provider", "run", "gpu", "backend", "tier", "score")] + rows) if rows else []:
+        print("  " + "  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip())
+    for problem in problems:
+        print("  skipped %s" % problem, file=sys.stderr)
+    return EXIT_OK
+
+
+COMMANDS = {"build": cmd_build, "compare": cmd_compare, "regrade": cmd_regrade, "peers": cmd_peers}
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="assess-report", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_build = sub.add_parser("build", help="grade a run and write report/ (report.md, checks.csv, results.parquet)")
-    p_build.add_argument("run_dir")
-    args = parser.parse_args(argv)
-    if args.command == "build":
-        try:
-            text, code, _ = build(args.run_dir)
-        except FileNotFoundError as exc:
-            print("assess-report: %s" % exc, file=sys.stderr)
-            return EXIT_CANNOT_RUN
-        except Exception:  # noqa: BLE001 - exit 1 means "findings"; an internal error must never look like that
-            traceback.print_exc()
-            return EXIT_CANNOT_RUN
-        print(text)
-        return code
-    return EXIT_CANNOT_RUN
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: usage errors exit 2 already, --help exits 0
+        return exc.code if isinstance(exc.code, int) else EXIT_CANNOT_RUN
+    try:
+        return COMMANDS[args.command](args)
+    except (FileNotFoundError, ValueError) as exc:
+        print("assess-report: %s" % exc, file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    except Exception:  # noqa: BLE001 - exit 1 means "findings"; an internal error must never look like that
+        traceback.print_exc()
+        return EXIT_CANNOT_RUN

@@ -10,13 +10,15 @@ import os
 import statistics
 from collections import Counter
 
+import numpy as np
+import pandas as pd
 import yaml
 
 from reports import expectations
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 CHECK_COLUMNS = ["check_id", "category", "title", "host", "subject", "status", "observed", "expected", "reason",
-                 "severity", "remediation"]
+                 "severity", "remediation", "weight", "evidence"]
 AGGREGATES = {"min": min, "max": max, "mean": statistics.fmean, "median": statistics.median, "sum": sum,
               "count": len}
 STATUS_ORDER = ("pass", "warn", "fail", "error", "skip")
@@ -54,12 +56,14 @@ def _row(check, host, status, observed=None, expected=None, reason=None, subject
         "subject": subject,
         "status": status, "observed": _text(observed), "expected": _text(expected), "reason": reason or "",
         "severity": check.get("severity", "minor"), "remediation": check.get("remediation", ""),
+        # Rating inputs (reports/rate.py): the check's weight within its category, and what the row rests on
+        # ("measured" by a probe on the cluster, or "analyst" input from an analyst file).
+        "weight": float(check.get("weight", 1.0)), "evidence": check.get("evidence", "measured"),
     }
 
 
 def _failed_tasks(run, host):
-    return [line.get("task") for line in run.journal if line.get("host") == host and line.get("status") == "failed"
-            and not line.get("ignored") and not line.get("rescued")]
+    return list(_index(run).failed_tasks.get(host, []))
 
 
 def grade_reachable(check, run, host):
@@ -78,7 +82,7 @@ def grade_tasks(check, run, host):
 
 
 def grade_artifact(check, run, host):
-    doc = run.artifact(host, check["probe"], check.get("variant"))
+    doc = _artifact(run, host, check["probe"], check.get("variant"))
     if doc is None:
         if host in run.unreachable:
             return _row(check, host, "skip", reason="host unreachable: probe did not run")
@@ -86,6 +90,12 @@ def grade_artifact(check, run, host):
                os.path.basename(e["path"]).startswith(check["probe"])]
         if bad:
             return _row(check, host, "error", "invalid artifact", "ok", bad[0]["error"])
+        if not run.attempted(host, check["probe"]):
+            # The phase was not selected (--tags), or the host dropped out after a failed task (preflight.tasks).
+            failed = _failed_tasks(run, host)
+            why = ("not run: the host dropped out after the failed task %r" % failed[0] if failed
+                   else "probe %s was not run on this host in this run" % check["probe"])
+            return _row(check, host, "skip", reason=why)
         return _row(check, host, "error", "no artifact", "ok", "probe %s left no artifact" % check["probe"])
     status = {"ok": "pass", "error": "error", "skipped": "skip"}[doc["status"]]
     return _row(check, host, status, doc["status"], "ok", doc.get("reason"))
@@ -155,27 +165,167 @@ def _labels_match(labels_json, wanted):
     return all(str(labels.get(k)) == str(v) for k, v in wanted.items())
 
 
+class _Group:
+    """The results of one (probe, metric), as arrays, with per-host positions and label columns made on demand."""
+
+    def __init__(self, positions, cols):
+        self.positions = positions  # positions in run.results
+        self.host = cols["host"][positions]
+        self.variant = cols["variant"][positions]
+        self.value = cols["value"][positions]
+        self.unit = cols["unit"][positions]
+        self.labels_text = cols["labels"][positions]
+        self.backend = cols["backend"][positions]
+        self.status = cols["status"][positions]
+        self._by_host = None
+        self._parsed = None
+        self._label_cols = {}
+
+    def host_positions(self, host):
+        if self._by_host is None:
+            codes, hosts = pd.factorize(self.host)
+            order = np.argsort(codes, kind="stable")  # stable: each host's positions stay in results order
+            bounds = np.cumsum(np.bincount(codes, minlength=len(hosts)))[:-1]
+            self._by_host = dict(zip(hosts, np.split(order.astype(np.int64), bounds)))
+        return self._by_host.get(host, np.empty(0, dtype=np.int64))
+
+    def label(self, key, as_text):
+        """Per row: the label's value (as parsed), or str() of it (what label filters compare)."""
+        if self._parsed is None:
+            # One json.loads for the whole group: much faster than one per row.
+            self._parsed = json.loads("[" + ",".join(self.labels_text) + "]") if len(self.labels_text) else []
+        cache_key = (key, as_text)
+        if cache_key not in self._label_cols:
+            col = np.empty(len(self._parsed), dtype=object)
+            col[:] = [str(d.get(key)) if as_text else d.get(key) for d in self._parsed]
+            self._label_cols[cache_key] = col
+        return self._label_cols[cache_key]
+
+
+class _Index:
+    """Lookups the graders repeat for every check and host, built once per run: results by (probe, metric)
+    and host, artifacts by (host, probe, variant), each host's GPU model, failed tasks per host."""
+
+    def __init__(self, run):
+        res = run.results
+        self.cols = {c: res[c].to_numpy(dtype=object) for c in ("host", "variant", "unit", "labels", "backend",
+                                                                 "status")}
+        self.cols["value"] = res["value"].to_numpy(dtype=float)
+        self.cols["probe"] = res["probe"].to_numpy(dtype=object)
+        self.cols["metric"] = res["metric"].to_numpy(dtype=object)
+        pairs = {}
+        for i, key in enumerate(zip(self.cols["probe"], self.cols["metric"])):
+            pairs.setdefault(key, []).append(i)
+        self.pair_positions = {k: np.array(v, dtype=np.int64) for k, v in pairs.items()}
+        self.groups = {}
+        self.artifacts = {}
+        for doc in run.artifacts:
+            self.artifacts.setdefault((doc["host"], doc["probe"], doc.get("variant")), doc)
+        self.gpu_model = {}
+        facts = run.facts
+        sel = facts[(facts.probe == "node_info") & (facts.fact == "gpu_model")]
+        for host, value in zip(sel.host, sel.value):
+            self.gpu_model.setdefault(host, value)
+        self.failed_tasks = {}
+        for line in run.journal:
+            if line.get("status") == "failed" and not line.get("ignored") and not line.get("rescued"):
+                self.failed_tasks.setdefault(line.get("host"), []).append(line.get("task"))
+        self.models = None
+
+    def group(self, probe, metric):
+        key = (probe, metric)
+        if key not in self.groups:
+            positions = self.pair_positions.get(key)
+            self.groups[key] = None if positions is None else _Group(positions, self.cols)
+        return self.groups[key]
+
+
+def _index(run):
+    """The run's _Index, rebuilt when the run's tables were replaced (pinned while grade() runs)."""
+    pinned = run.__dict__.get("_grade_index_pinned")
+    if pinned is not None:
+        return pinned
+    stamp = (id(run.results), len(run.results), id(run.artifacts), len(run.artifacts), id(run.facts),
+             id(run.journal), len(run.journal))
+    cached = run.__dict__.get("_grade_index")
+    if cached is None or cached[0] != stamp:
+        cached = (stamp, _Index(run))
+        run.__dict__["_grade_index"] = cached
+    return cached[1]
+
+
+def _artifact(run, host, probe, variant=None):
+    return _index(run).artifacts.get((host, probe, variant))
+
+
+def _models(run):
+    index = _index(run)
+    if index.models is None:
+        index.models = expectations.load_gpus()
+    return index.models
+
+
+class _Selection:
+    """The results a check selects on one host (or on all hosts): values, units, and the group they come from."""
+
+    def __init__(self, group, local):
+        self.group = group
+        self.local = local  # positions inside the group
+
+    def __len__(self):
+        return len(self.local)
+
+    @property
+    def values(self):
+        return self.group.value[self.local] if self.group is not None else np.empty(0)
+
+    @property
+    def unit(self):
+        return self.group.unit[self.local[0]] if len(self.local) else None
+
+    def label(self, key):
+        return self.group.label(key, as_text=False)[self.local]
+
+    def positions(self):
+        return self.group.positions[self.local] if self.group is not None else np.empty(0, dtype=np.int64)
+
+
+def _selection(run, check, host=None):
+    group = _index(run).group(check["probe"], check["metric"])
+    if group is None:
+        return _Selection(None, np.empty(0, dtype=np.int64))
+    local = group.host_positions(host) if host is not None else np.arange(len(group.value))
+    if "variant" in check:
+        if check["variant"] is None:  # as pandas: `== None` matches nothing
+            local = local[:0]
+        else:
+            local = local[group.variant[local] == check["variant"]]
+    for key, wanted in (check.get("labels") or {}).items():
+        if not len(local):
+            break
+        local = local[group.label(key, as_text=True)[local] == str(wanted)]
+    return _Selection(group, local)
+
+
 def _select(run, check, host=None):
     """Result rows of a check: probe, metric, optional variant and label filter; per host when given."""
-    res = run.results
-    sel = res[(res.probe == check["probe"]) & (res.metric == check["metric"])]
-    if "variant" in check:
-        sel = sel[sel.variant == check["variant"]]
-    if host is not None:
-        sel = sel[sel.host == host]
-    if check.get("labels"):
-        sel = sel[[_labels_match(lj, check["labels"]) for lj in sel.labels]]
-    return sel
+    return run.results.iloc[_selection(run, check, host).positions()]
 
 
 def _groups(check, sel):
-    """(subject, values) per group: the whole host, or one group per value of the label named by `per`."""
+    """(subject, values) per group: the whole host, or one group per value of the label named by `per`.
+    sel: a _selection(...) or a results DataFrame (as _select returns)."""
     per = check.get("per", "host")
+    if isinstance(sel, _Selection):
+        values = sel.values.tolist()
+        keys = sel.label(per).tolist() if per != "host" and len(sel) else []
+    else:
+        values = list(sel.value)
+        keys = [json.loads(lj).get(per) for lj in sel.labels] if per != "host" else []
     if per == "host":
-        return [("", list(sel.value))] if len(sel) else []
+        return [("", values)] if values else []
     groups = {}
-    for value, labels_json in zip(sel.value, sel.labels):
-        key = json.loads(labels_json).get(per)
+    for value, key in zip(values, keys):
         groups.setdefault(key, []).append(value)
     return [("%s=%s" % (per, k), groups[k]) for k in sorted(groups, key=lambda k: (str(type(k)), k))]
 
@@ -184,7 +334,7 @@ def _precondition(check, run, host):
     """A row when the check cannot be graded on this host (unreachable, probe skipped or failed, wrong backend)."""
     if host in run.unreachable:
         return _row(check, host, "skip", reason="host unreachable")
-    doc = run.artifact(host, check["probe"], check.get("variant"))
+    doc = _artifact(run, host, check["probe"], check.get("variant"))
     if doc is None:
         return _row(check, host, "skip", reason="probe %s did not run on this host" % check["probe"])
     if doc["status"] == "skipped":
@@ -197,9 +347,7 @@ def _precondition(check, run, host):
 
 
 def _host_model_spec(run, host, models):
-    facts = run.facts
-    sel = facts[(facts.host == host) & (facts.probe == "node_info") & (facts.fact == "gpu_model")]
-    name = sel.value.iloc[0] if len(sel) else None
+    name = _index(run).gpu_model.get(host)
     key = expectations.gpu_model_key(name, models)
     return key, (models.get(key) if key else None)
 
@@ -209,10 +357,11 @@ def grade_metric(check, run, host, models=None):
     pre = _precondition(check, run, host)
     if pre:
         return [pre]
-    models = models if models is not None else expectations.load_gpus()
+    models = models if models is not None else _models(run)
     _, spec = _host_model_spec(run, host, models)
-    doc = run.artifact(host, check["probe"], check.get("variant"))
-    groups = _groups(check, _select(run, check, host))
+    doc = _artifact(run, host, check["probe"], check.get("variant"))
+    sel = _selection(run, check, host)
+    groups = _groups(check, sel)
     if not groups:
         status = "error" if doc["status"] == "error" else "skip"
         return [_row(check, host, status, reason=doc.get("reason") or "no %s result" % check["metric"])]
@@ -230,7 +379,7 @@ def grade_metric(check, run, host, models=None):
             w_threshold, w_text, _ = expectations.resolve(check["warn"], spec)
             if w_threshold is not None and not expectations.meets(value, check["warn"], w_threshold):
                 status, expected = "warn", "%s (warn below %s)" % (text, w_text)
-        unit = check.get("unit") or (_select(run, check, host).unit.iloc[0])
+        unit = check.get("unit") or sel.unit
         rows.append(_row(check, host, status, "%s %s" % (_text(value), unit), expected,
                          doc.get("reason") if doc["status"] == "error" else None, subject=subject))
     return rows
@@ -247,7 +396,7 @@ def grade_straggler(check, run, hosts):
         if pre:
             rows.append(pre)
             continue
-        groups = _groups(check, _select(run, check, host))
+        groups = _groups(check, _selection(run, check, host))
         if not groups:
             rows.append(_row(check, host, "skip", reason="no %s result" % check["metric"]))
         for subject, vals in groups:
@@ -255,13 +404,18 @@ def grade_straggler(check, run, hosts):
     fail_pct = float(check["max_below_median_pct"])
     warn_pct = float(check.get("warn_below_median_pct", fail_pct))
     scope = check.get("scope", "cluster")
+    # The peers of a value: every value (scope cluster) or its host's values (scope node); median computed once.
+    by_scope = {}
+    for (h, _), v in values.items():
+        by_scope.setdefault(None if scope == "cluster" else h, []).append(v)
+    medians = {k: statistics.median(v) for k, v in by_scope.items() if len(v) >= 3}
     for (host, subject), value in sorted(values.items()):
-        peers = [v for (h, _), v in values.items() if scope == "cluster" or h == host]
-        if len(peers) < 3:
+        key = None if scope == "cluster" else host
+        if key not in medians:
             rows.append(_row(check, host, "skip", value, reason="fewer than 3 peers to compare with",
                              subject=subject))
             continue
-        median = statistics.median(peers)
+        median = medians[key]
         below = 100.0 * (median - value) / median if median else 0.0
         status = "fail" if below > fail_pct else "warn" if below > warn_pct else "pass"
         rows.append(_row(check, host, status, "%s (%.1f%% below %s median)" % (_text(value), max(below, 0), scope),
@@ -271,13 +425,50 @@ def grade_straggler(check, run, hosts):
 
 GRADERS = {"reachable": grade_reachable, "tasks": grade_tasks, "artifact": grade_artifact}
 PER_HOST_GRADERS = {"metric": grade_metric}
+PER_HOST_GRADERS.update(__import__("reports.grade_gpu_compute", fromlist=["_"]).GRADERS)
 CLUSTER_GRADERS = {"straggler": grade_straggler}
+PER_HOST_GRADERS["storage_ran"] = __import__("reports.grade_storage", fromlist=["_"]).grade_ran
+PER_HOST_GRADERS["storage_tier_metric"] = __import__("reports.grade_storage", fromlist=["_"]).grade_tier_metric
+PER_HOST_GRADERS["storage_fio_client"] = __import__("reports.grade_storage", fromlist=["_"]).grade_fio_client
+PER_HOST_GRADERS["storage_metadata"] = __import__("reports.grade_storage", fromlist=["_"]).grade_metadata
+CLUSTER_GRADERS["storage_scaling"] = __import__("reports.grade_storage", fromlist=["_"]).grade_scaling
+CLUSTER_GRADERS["storage_degradation"] = __import__("reports.grade_storage", fromlist=["_"]).grade_degradation
+PER_HOST_GRADERS["net_failures"] = __import__("reports.grade_network", fromlist=["_"]).grade_failures
+PER_HOST_GRADERS["net_peak_busbw"] = __import__("reports.grade_network", fromlist=["_"]).grade_peak_busbw
+PER_HOST_GRADERS["net_curve_shape"] = __import__("reports.grade_network", fromlist=["_"]).grade_curve_shape
+PER_HOST_GRADERS["net_rail_bw"] = __import__("reports.grade_network", fromlist=["_"]).grade_rail_bw
+CLUSTER_GRADERS["net_scaling"] = __import__("reports.grade_network", fromlist=["_"]).grade_scaling
+CLUSTER_GRADERS["net_pairs"] = __import__("reports.grade_network", fromlist=["_"]).grade_pairs
+PER_HOST_GRADERS["reliability_reboot"] = __import__("reports.grade_reliability", fromlist=["_"]).grade_reboot
+CLUSTER_GRADERS["reliability_peers"] = __import__("reports.grade_reliability", fromlist=["_"]).grade_peers
+PER_HOST_GRADERS["reliability_detect"] = __import__("reports.grade_reliability", fromlist=["_"]).grade_detect
+PER_HOST_GRADERS["reliability_action"] = __import__("reports.grade_reliability", fromlist=["_"]).grade_action
+PER_HOST_GRADERS["reliability_return"] = __import__("reports.grade_reliability", fromlist=["_"]).grade_return
+PER_HOST_GRADERS["audit"] = __import__("reports.grade_audit", fromlist=["_"]).grade_host
+CLUSTER_GRADERS["audit_cluster"] = __import__("reports.grade_audit", fromlist=["_"]).grade_cluster
 
 
-def grade(run, rubric=None):
+def grade(run, rubric=None, progress=None):
+    """Check rows of a run. progress(done, total, label), when given, is called before each check."""
     rubric = rubric or load_rubric()
+    # While grading, the index is built once and pinned, and run.artifact(host, probe, variant) - which graders,
+    # the phases' too, call per check and host - answers from it (same first match) instead of scanning artifacts.
+    index = _index(run)
+    run.__dict__["_grade_index_pinned"] = index
+    run.__dict__["artifact"] = lambda host, probe, variant=None: index.artifacts.get((host, probe, variant))
+    try:
+        return _grade(run, rubric, progress)
+    finally:
+        run.__dict__.pop("_grade_index_pinned", None)
+        run.__dict__.pop("artifact", None)
+
+
+def _grade(run, rubric, progress):
     rows = []
-    for check in rubric.get("checks", []):
+    checks = rubric.get("checks", [])
+    for index, check in enumerate(checks):
+        if progress:
+            progress(index, len(checks) + 1, check["id"])
         kind = check["kind"]
         if kind in GRADERS:
             rows.extend(GRADERS[kind](check, run, host) for host in run.hosts)
@@ -288,6 +479,8 @@ def grade(run, rubric=None):
             rows.extend(CLUSTER_GRADERS[kind](check, run, run.hosts))
         else:
             raise ValueError("check %s has unknown kind %r" % (check["id"], kind))
+    if progress:
+        progress(len(checks), len(checks) + 1, "consistency")
     if rubric.get("consistency"):
         rows.extend(grade_consistency(rubric["consistency"], run, run.hosts))
     return rows

@@ -26,12 +26,20 @@ class Run:
     results: pd.DataFrame
     facts: pd.DataFrame
     journal: list = field(default_factory=list)
+    _by_key: dict = field(default=None, repr=False, compare=False)
+    _attempted: set = field(default=None, repr=False, compare=False)
 
     def artifact(self, host, probe, variant=None):
-        for doc in self.artifacts:
-            if doc["host"] == host and doc["probe"] == probe and doc.get("variant") == variant:
-                return doc
-        return None
+        """The artifact of one probe invocation on one host, or None (a dict lookup: graders ask often)."""
+        if self._by_key is None:
+            self._by_key = {(d["host"], d["probe"], d.get("variant")): d for d in self.artifacts}
+        return self._by_key.get((host, probe, variant))
+
+    def attempted(self, host, probe):
+        """Whether the journal shows a task that ran, or tried to run, this probe on this host."""
+        if self._attempted is None:
+            self._attempted = {(line.get("host"), line.get("probe")) for line in self.journal if line.get("probe")}
+        return (host, probe) in self._attempted
 
 
 def read_journal(path):

@@ -69,11 +69,78 @@ def consistency_view(rows, hosts):
     return _table(["fact", "values", "across hosts"], out)
 
 
-def render(run, rows, report_dir=None):
+def _pct(value):
+    return "%.0f%%" % (100 * value)
+
+
+def evidence_text(category):
+    """What a category's score rests on: 'measured', 'analyst input', or both."""
+    used = category.get("evidence_used") or []
+    if not used:
+        return category["evidence"]
+    return " + ".join("analyst input" if e == "analyst" else e for e in used)
+
+
+def rating_md(ratings):
+    """Tier, category table, gates and rationale; headline metrics with their peer percentiles."""
+    from reports.rate import fmt_score, tier_line
+
+    lines = ["## Rating", "", "**Tier: %s**" % tier_line(ratings), ""]
+    cats = []
+    for c in ratings["categories"]:
+        n = c["counts"]
+        evidence = evidence_text(c)
+        cats.append([c["title"], evidence, "%g" % c["weight"],
+                     fmt_score(c["score"]) if c["score"] is not None else "not measured",
+                     _pct(c["coverage"]), n["pass"], n["warn"], n["fail"], n["error"], n["skip"]])
+    lines += [_table(["category", "evidence", "weight", "score", "coverage", "pass", "warn", "fail", "error",
+                      "skip"], cats), ""]
+    triggered = [g for g in ratings["gates"] if g["triggered"]]
+    if triggered:
+        lines += ["Gates that cap the tier:", ""]
+        lines += ["- **%s** (%s) → at most %s: %s" % (g["id"], g["title"], g["cap"], g["reason"]) for g in triggered]
+        lines.append("")
+    lines += ["Why this tier:", ""] + ["%d. %s" % (i + 1, t) for i, t in enumerate(ratings["rationale"])] + [""]
+    if ratings.get("analyst", {}).get("provided"):
+        a = ratings["analyst"]
+        lines += ["> **Analyst input** (not measured on the cluster): %s items from `%s` by %s, as of %s. "
+                  "Rows from it are marked *analyst*." % (a["items"], a["file"], a.get("analyst") or "?",
+                                                          a.get("as_of") or "?"), ""]
+    head = [m for m in ratings.get("headline", [])]
+    if head:
+        body = []
+        for m in head:
+            peers = m.get("peers") or {}
+            pct = peers.get("percentile")
+            body.append([m["title"], "not measured" if m["value"] is None else "%.4g %s" % (m["value"], m["unit"]),
+                         peers.get("n", 0), "%.0f" % pct if pct is not None else "–",
+                         "%.4g" % peers["median"] if peers.get("median") is not None else "–",
+                         peers.get("reason") or ""])
+        lines += ["### Headline metrics among peers", "",
+                  _table(["metric", "this run", "peers", "percentile", "peer median", "note"], body), ""]
+    return "\n".join(lines)
+
+
+def checks_md(rows):
+    def shown(status):
+        return status.upper() if status in ("fail", "error") else status
+
+    def host(r):
+        return "(analyst)" if r.get("evidence") == "analyst" else r["host"]
+
+    return "\n".join(["## Checks", "",
+                      _table(["check", "host", "subject", "status", "observed", "expected", "reason"],
+                             [[r["check_id"], host(r), r["subject"], shown(r["status"]), r["observed"],
+                               r["expected"], r["reason"]] for r in rows]), ""])
+
+
+def render_parts(run, rows, report_dir=None, ratings=None):
+    """The report as an ordered list of (key, markdown) parts: report.md joins them, report.html renders the
+    same parts (converting the markdown, or drawing the rating and checks from the same data)."""
     meta = run.meta
     counts = summarize(rows)
     reachable = [h for h in run.hosts if h not in run.unreachable]
-    lines = [
+    header = [
         "# ClusterMAX assessment: %s" % meta.get("provider", "?"),
         "",
         "- run: `%s`" % meta.get("run_id"),
@@ -85,27 +152,30 @@ def render(run, rows, report_dir=None):
         "- checks: " + ", ".join("%d %s" % (n, s) for s, n in counts.items()),
         "",
     ]
+    parts = [("header", "\n".join(header))]
+    if ratings:
+        parts.append(("rating", rating_md(ratings)))
     if run.unreachable:
-        lines += ["## Unreachable hosts", ""]
+        lines = ["## Unreachable hosts", ""]
         lines += ["- **%s**: %s" % (h, m.strip().splitlines()[0] if m.strip() else "unreachable")
                   for h, m in sorted(run.unreachable.items())]
-        lines.append("")
-    lines += ["## Node inventory", "", node_inventory(run), ""]
-    lines += ["## Consistency across hosts", "", consistency_view(rows, run.hosts), ""]
+        parts.append(("unreachable", "\n".join(lines) + "\n"))
+    parts.append(("inventory", "\n".join(["## Node inventory", "", node_inventory(run), ""])))
+    parts.append(("consistency", "\n".join(["## Consistency across hosts", "", consistency_view(rows, run.hosts),
+                                            ""])))
     if report_dir:
-        phase_sections = sections.render_all(run, rows, report_dir)
-        if phase_sections:
-            lines += [phase_sections]
+        for module in sections.modules():
+            text = module.render(run, rows, report_dir)
+            if text:
+                parts.append(("section:" + module.__name__.rsplit(".", 1)[-1], text.rstrip() + "\n"))
     if run.load_errors:
-        lines += ["## Artifacts that could not be read", ""]
+        lines = ["## Artifacts that could not be read", ""]
         lines += ["- %s: %s" % (e["path"], e["error"]) for e in run.load_errors]
-        lines.append("")
-    lines += ["## Checks", ""]
-    def shown(status):
-        return status.upper() if status in ("fail", "error") else status
+        parts.append(("load_errors", "\n".join(lines) + "\n"))
+    parts.append(("checks", checks_md(rows)))
+    return parts
 
-    lines.append(_table(["check", "host", "subject", "status", "observed", "expected", "reason"],
-                        [[r["check_id"], r["host"], r["subject"], shown(r["status"]), r["observed"], r["expected"],
-                          r["reason"]] for r in rows]))
-    lines.append("")
-    return "\n".join(lines)
+
+def render(run, rows, report_dir=None, ratings=None, parts=None):
+    parts = parts if parts is not None else render_parts(run, rows, report_dir, ratings)
+    return "\n".join(md for _, md in parts)

@@ -266,6 +266,7 @@ class CallbackModule(CallbackBase):
                 item=item,
                 ignored=ignored,
                 rescued=rescued,
+                task_args=getattr(task, "args", None) if isinstance(getattr(task, "args", None), dict) else None,
             )
         )
 

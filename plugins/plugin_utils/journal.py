@@ -134,8 +134,12 @@ def result_line(
     item: bool = False,
     ignored: bool | None = None,
     rescued: bool | None = None,
+    task_args: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The journal line of one task result for one host (one loop item when ``item`` is true).
+
+    For the probe action, the probe's name and variant come from the task's arguments when the result lacks them
+    (unreachable, or the action failed before running): the report must know which probe was attempted.
 
     When the result is no_log, every text taken from the result is replaced by :data:`CENSORED` and nothing
     else of the result is copied.
@@ -168,6 +172,11 @@ def result_line(
         for field in PROBE_FIELDS:
             if field in result:
                 line[field] = CENSORED if hidden else result[field]
+        args = task_args or {}
+        if "probe" not in line and isinstance(args.get("name"), str):
+            line["probe"] = args["name"]
+        if "variant" not in line and isinstance(args.get("variant"), str):
+            line["variant"] = args["variant"]
     return line
 
 

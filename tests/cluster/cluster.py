@@ -498,6 +498,10 @@ class Cluster:
             # Ansible with many forks opens connections in bursts; sshd's default (10:30:100) drops some of them.
             "MaxStartups 100:30:200",
             "MaxSessions 64",
+            # Every login runs root's shell rc files, which may run `pyenv rehash`; a session killed mid-rehash
+            # (stop_sshd, a simulated reboot) leaves its lock behind in the shared /root, and every later login
+            # would wait pyenv's default 60 s for it. One second is plenty for the real work.
+            "SetEnv PYENV_REHASH_TIMEOUT=1",
             "LogLevel VERBOSE",
             "Subsystem sftp internal-sftp",
             "",

@@ -1,4 +1,8 @@
-"""assess.yml over real SSH against the network-namespace test cluster."""
+"""assess.yml over real SSH against the network-namespace test cluster.
+
+These tests exercise the foundation (preflight, artifacts, journal, report) and run only the preflight plays
+(`--tags preflight`: the phases have their own integration tests), so each run takes seconds.
+"""
 
 import csv
 import json
@@ -9,6 +13,7 @@ import pytest
 from helpers import read_journal, run_dirs, run_playbook
 
 pytestmark = pytest.mark.cluster
+PREFLIGHT = ("--tags", "preflight")
 
 
 def rows_by(run_dir):
@@ -23,7 +28,7 @@ def inventory(test_cluster, tmp_path):
 
 def test_four_hosts_over_ssh(test_cluster, inventory, tmp_path):
     out = tmp_path / "runs"
-    res = run_playbook(inventory, "-e", "assess_output_dir=%s" % out)
+    res = run_playbook(inventory, *PREFLIGHT, "-e", "assess_output_dir=%s" % out)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
     [run_dir] = run_dirs(out)
     names = sorted(h["name"] for h in test_cluster.hosts)
@@ -58,7 +63,7 @@ def test_unreachable_host_is_reported_and_the_others_finish(test_cluster, invent
     out = tmp_path / "runs"
     test_cluster.stop_sshd(down)
     try:
-        res = run_playbook(inventory, "-e", "assess_output_dir=%s" % out)
+        res = run_playbook(inventory, *PREFLIGHT, "-e", "assess_output_dir=%s" % out)
     finally:
         test_cluster.start_sshd(down)
     assert res.returncode != 0  # ansible-playbook exits 4 when a host is unreachable
@@ -76,17 +81,19 @@ def test_unreachable_host_is_reported_and_the_others_finish(test_cluster, invent
 
 def test_second_run_never_touches_the_first(test_cluster, inventory, tmp_path):
     out = tmp_path / "runs"
-    first = run_playbook(inventory, "-e", "assess_output_dir=%s" % out, "--limit", test_cluster.hosts[0]["name"])
+    one = ("--limit", test_cluster.hosts[0]["name"])
+    first = run_playbook(inventory, *PREFLIGHT, *one, "-e", "assess_output_dir=%s" % out)
     assert first.returncode == 0, first.stdout[-3000:]
     [run1] = run_dirs(out)
     before = {p: p.stat().st_mtime_ns for p in run1.rglob("*") if p.is_file()}
-    second = run_playbook(inventory, "-e", "assess_output_dir=%s" % out, "--limit", test_cluster.hosts[0]["name"])
+    second = run_playbook(inventory, *PREFLIGHT, *one, "-e", "assess_output_dir=%s" % out)
     assert second.returncode == 0
     runs = run_dirs(out)
     assert len(runs) == 2 and run1 in runs
     assert {p: p.stat().st_mtime_ns for p in run1.rglob("*") if p.is_file()} == before
     # an explicit run id that exists is refused, and the existing run is left as it was
-    third = run_playbook(inventory, "-e", "assess_output_dir=%s" % out, "-e", "assess_run_id=%s" % run1.name)
+    third = run_playbook(inventory, *PREFLIGHT, "-e", "assess_output_dir=%s" % out, "-e",
+                         "assess_run_id=%s" % run1.name)
     assert third.returncode != 0
     assert "File exists" in third.stdout + third.stderr
     assert {p: p.stat().st_mtime_ns for p in run1.rglob("*") if p.is_file()} == before
@@ -96,7 +103,7 @@ def test_bad_profile_names_host_and_value_before_any_work(test_cluster, tmp_path
     inv = test_cluster.write_inventory(str(tmp_path / "bad.ini"), python=sys.executable,
                                        extra_host_vars={test_cluster.hosts[1]["name"]: {"assess_profile": "turbo"}})
     out = tmp_path / "runs"
-    res = run_playbook(inv, "-e", "assess_output_dir=%s" % out)
+    res = run_playbook(inv, *PREFLIGHT, "-e", "assess_output_dir=%s" % out)
     assert res.returncode != 0
     text = res.stdout + res.stderr
     # argument_specs validation names the host, the variable, the choices and the value
@@ -110,7 +117,7 @@ def test_node_without_python_is_named_before_any_probe_runs(test_cluster, tmp_pa
     inv = test_cluster.write_inventory(str(tmp_path / "nopy.ini"), python=sys.executable,
                                        extra_host_vars={bad: {"assess_python": "/nonexistent/bin/python3"}})
     out = tmp_path / "runs"
-    res = run_playbook(inv, "-e", "assess_output_dir=%s" % out)
+    res = run_playbook(inv, *PREFLIGHT, "-e", "assess_output_dir=%s" % out)
     assert res.returncode != 0
     text = res.stdout + res.stderr
     assert "no usable Python >= 3.8 on %s (tried /nonexistent/bin/python3; set assess_python" % bad in text
@@ -122,7 +129,7 @@ def test_empty_inventory_is_refused(tmp_path):
     inv = tmp_path / "empty.ini"
     inv.write_text("[nodes]\n")
     out = tmp_path / "runs"
-    res = run_playbook(inv, "-e", "assess_output_dir=%s" % out)
+    res = run_playbook(inv, *PREFLIGHT, "-e", "assess_output_dir=%s" % out)
     assert res.returncode != 0
     assert "has no hosts" in res.stdout + res.stderr
     assert not out.exists()
@@ -130,7 +137,7 @@ def test_empty_inventory_is_refused(tmp_path):
 
 def test_check_mode_runs_read_only_probes(test_cluster, inventory, tmp_path):
     out = tmp_path / "runs"
-    res = run_playbook(inventory, "--check", "-e", "assess_output_dir=%s" % out)
+    res = run_playbook(inventory, *PREFLIGHT, "--check", "-e", "assess_output_dir=%s" % out)
     assert res.returncode == 0, res.stdout[-3000:]
     [run_dir] = run_dirs(out)
     assert len(list((run_dir / "artifacts").glob("*/node_info.json"))) == 4

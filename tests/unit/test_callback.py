@@ -573,3 +573,16 @@ def test_callback_identity():
     assert CallbackModule.CALLBACK_NAME == "clustermax.assess.assessment"
     assert CallbackModule.CALLBACK_NEEDS_ENABLED is True
     assert CallbackModule.CALLBACK_VERSION == 2.0
+
+
+def test_probe_name_from_task_args_when_the_result_lacks_it():
+    from ansible_collections.clustermax.assess.plugins.plugin_utils.journal import PROBE_ACTION, result_line
+
+    line = result_line(host="n1", status="unreachable", result={"msg": "ssh: connect refused"}, play="p", task="t",
+                       action=PROBE_ACTION, task_args={"name": "gemm", "variant": "bf16"})
+    assert line["probe"] == "gemm" and line["variant"] == "bf16"
+    line = result_line(host="n1", status="ok", result={"probe": "gemm", "variant": "fp8"}, play="p", task="t",
+                       action=PROBE_ACTION, task_args={"name": "gemm", "variant": "{{ v }}"})
+    assert line["variant"] == "fp8"  # the result, when present, is what ran
+    assert "probe" not in result_line(host="n1", status="ok", result={}, play="p", task="t",
+                                      action="ansible.builtin.command", task_args={"name": "x"})

@@ -1,0 +1,88 @@
+"""grouped_gemm: MoE expert GEMMs (gate_up and down projections) of DeepSeek-V3, Kimi K2 and GPT-OSS-120B.
+
+Shapes from probes/lib/compute_shapes.py (MOE_MODELS, with the config.json each number comes from). A token batch
+of T tokens routes T x top_k rows; with expert parallelism ep each GPU holds experts / ep experts and gets its
+experts' share, split as evenly as integers allow (balanced routing). One projection over the local experts is
+torch._grouped_mm (one kernel) where it runs here, else one torch.mm per expert, and the `impl` label says which.
+FLOPs: sum over experts of 2 * rows_e * n * k. Metrics per (model, proj, tokens) and GPU: `tflops`,
+`tflops_median`, `tflops_max`; raw times in grouped_gemm.times.jsonl.
+"""
+
+from probes.lib import compute_launch as launch
+from probes.lib.compute_backend import GROUPED_DTYPES, LOOP_IMPL, grouped_impl, make_grouped
+from probes.lib.compute_flops import grouped_gemm_flops, rate_stats, tflops
+from probes.lib.compute_shapes import GROUPED_GEMM, MOE_MODELS, PROJECTIONS, local_groups, moe_projection
+from probes.lib.compute_timing import Timer, flush_size
+
+
+def worker(torch, dev, spec, emit):
+    flush_bytes = flush_size(torch, dev.backend, spec)
+    timer = Timer(torch, dev.backend, dev.device, flush_bytes)
+    launch.fact(emit, "flush_bytes", flush_bytes)
+    ep = int(spec["ep"])
+    warmed = False
+    fell_back = set()
+    for dtype in spec["dtypes"]:
+        if dtype not in GROUPED_DTYPES:
+            launch.dtype_outcome(emit, dtype, "skipped", "%s: grouped_gemm measures %s; fp8 grouped GEMMs "
+                                 "(torch._scaled_grouped_mm) are not measured by this probe"
+                                 % (dtype, ", ".join(GROUPED_DTYPES)))
+            continue
+        impl, why = grouped_impl(torch, dtype, dev.device, dev.backend)
+        if why:
+            launch.fact(emit, "impl_reason.%s" % dtype, why)
+        errors = []
+        for model in spec["models"]:
+            for proj in PROJECTIONS:
+                n, k = moe_projection(model, proj)
+                weights = None  # this projection's local experts, made once for all token batches
+                for tokens in spec["tokens"]:
+                    rows = local_groups(model, tokens, ep)
+                    times, failure = None, None
+                    # torch's grouped kernel first; if it refuses this configuration (e.g. group sizes it cannot
+                    # take), the per-expert loop measures it instead and the impl label says so
+                    for attempt in ([impl, LOOP_IMPL] if impl != LOOP_IMPL else [LOOP_IMPL]):
+                        try:
+                            op, used, keep = make_grouped(torch, dtype, rows, n, k, dev.device, attempt, weights)
+                            weights = keep[1]
+                            if not warmed:
+                                timer.warm(op, spec["warmup_s"])
+                                warmed = True
+                            times = timer.time(op, spec["warmup"], spec["iters"])
+                            del op, keep
+                            break
+                        except Exception as exc:  # noqa: BLE001 - one failing configuration is reported
+                            if launch.fatal(exc):
+                                raise
+                            failure = "%s %s tokens=%d (%s): %s: %s" % (model, proj, tokens, attempt,
+                                                                        type(exc).__name__, str(exc).strip()[:200])
+                            if attempt != LOOP_IMPL and dtype not in fell_back:
+                                fell_back.add(dtype)  # the first refusal says why; the labels say where
+                                launch.fact(emit, "impl_fallback.%s" % dtype, failure)
+                    if times is None:
+                        errors.append(failure)
+                        continue
+                    flops = grouped_gemm_flops(rows, n, k)
+                    stats = rate_stats(flops, times, tflops)
+                    labels = {"dtype": dtype, "model": model, "proj": proj, "tokens": int(tokens), "ep": ep,
+                              "experts_local": len(rows), "rows": sum(rows), "n": n, "k": k, "impl": used}
+                    launch.result(emit, "tflops", stats["mean"], "TFLOP/s", **labels)
+                    launch.result(emit, "tflops_median", stats["median"], "TFLOP/s", **labels)
+                    launch.result(emit, "tflops_max", stats["max"], "TFLOP/s", **labels)
+                    launch.raw(emit, flops=flops, group_rows=rows, times_s=[round(t, 12) for t in times], **labels)
+        launch.dtype_outcome(emit, dtype, "error" if errors else "ok", "; ".join(errors) or None)
+
+
+def run(art, params, out_dir):
+    def spec(config, dtypes):
+        models = list(config["models"])
+        unknown = [m for m in models if m not in MOE_MODELS]
+        if unknown:
+            raise ValueError("unknown MoE model(s) %s; known: %s" % (", ".join(unknown), ", ".join(MOE_MODELS)))
+        for model in models:
+            local_groups(model, 1, config["ep"])  # experts divisible by ep, checked before any worker starts
+        art.facts["models"] = ",".join(models)
+        art.facts["ep"] = int(config["ep"])
+        return {"models": models, "tokens": [int(t) for t in config["tokens"]], "ep": int(config["ep"])}
+
+    launch.run_compute_probe(art, params, out_dir, "grouped_gemm", GROUPED_GEMM, ["bf16"], spec)

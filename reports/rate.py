@@ -1,0 +1,454 @@
+"""Rating: check rows -> per-check scores -> category scores with coverage -> gates -> medallion tier, with the
+rationale spelled out. Pure functions of the rows and reports/data/tiers.yml (judgement as data).
+
+- A graded row scores status_scores[status] (pass 1, warn 0.5, fail 0, error 0); a skipped row is not graded.
+- A check's score is the mean over its graded rows (every host, GPU, ... counts the same); its coverage is the share
+  of its rows that were graded, host by host, averaged over hosts (a host that could not be measured has one skip row
+  where the others have one row per GPU). Its weight is severity_weights[severity] x its rubric `weight`.
+- A category's score (0-100) is the weighted mean of its graded checks; its coverage the weighted mean of its
+  checks' coverage. A category with nothing graded is "not measured": score None, coverage 0, never a made-up number.
+- The overall score is the category-weighted mean over the measured categories; the overall coverage is the
+  category-weighted mean of all rated categories' coverage (unmeasured ones count 0).
+- The score tier is the first tier of tiers.yml whose requirements hold; triggered gates cap it; below
+  min_coverage_to_rate the run is "Not rated" and that tier is only shown as provisional.
+
+ratings.json (schema clustermax.assess/ratings/v1) is assembled by `ratings_document`; docs/ratings.md documents
+every field.
+"""
+
+import fnmatch
+import os
+from collections import Counter
+
+import yaml
+
+DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+RATINGS_SCHEMA = "clustermax.assess/ratings/v1"
+ANALYST_SCHEMA = "clustermax.assess/analyst/v1"
+NOT_RATED = "Not rated"
+STATUSES = ("pass", "warn", "fail", "error", "skip")
+# Worst first: the status that stands for a check with mixed rows.
+WORST_ORDER = ("fail", "error", "warn", "pass", "skip")
+EVIDENCE = ("measured", "analyst", "mixed")
+
+
+# ------------------------------------------------------------------------------------------------ inputs
+
+def load_tiers(path=None):
+    """tiers.yml, checked: a bad rating config must stop the build (exit 2), not give a quietly wrong tier."""
+    path = path or os.path.join(DATA_DIR, "tiers.yml")
+    with open(path, encoding="utf-8") as fh:
+        tiers = yaml.safe_load(fh) or {}
+    problems = validate_tiers(tiers)
+    if problems:
+        raise ValueError("%s: %s" % (path, "; ".join(problems)))
+    return tiers
+
+
+def validate_tiers(tiers):
+    problems = []
+    names = [t.get("name") for t in tiers.get("tiers") or []]
+    if not names or len(set(names)) != len(names):
+        problems.append("tiers: need a list of uniquely named tiers")
+    if NOT_RATED in names:
+        problems.append("tiers: %r is reserved" % NOT_RATED)
+    for key in ("status_scores", "severity_weights"):
+        if not isinstance(tiers.get(key), dict):
+            problems.append("%s: missing" % key)
+    scores = tiers.get("status_scores") or {}
+    if "skip" in scores:
+        problems.append("status_scores: skip is never graded (it lowers coverage)")
+    for status in scores:
+        if status not in STATUSES:
+            problems.append("status_scores: unknown status %r" % status)
+    ids = [c.get("id") for c in tiers.get("categories") or []]
+    if not ids or len(set(ids)) != len(ids):
+        problems.append("categories: need a list of unique ids")
+    for cat in tiers.get("categories") or []:
+        if cat.get("evidence") not in EVIDENCE:
+            problems.append("category %s: evidence must be one of %s" % (cat.get("id"), "/".join(EVIDENCE)))
+        if not float(cat.get("weight", 0)) > 0:
+            problems.append("category %s: weight must be > 0" % cat.get("id"))
+    for gate in tiers.get("gates") or []:
+        if gate.get("cap") not in names:
+            problems.append("gate %s: cap %r is not a tier" % (gate.get("id"), gate.get("cap")))
+        if not gate.get("select"):
+            problems.append("gate %s: select is empty" % gate.get("id"))
+    return problems
+
+
+def load_analyst(path, tiers):
+    """An analyst file (reports/data/analyst.example.yml shows the format), checked against tiers.yml."""
+    with open(path, encoding="utf-8") as fh:
+        doc = yaml.safe_load(fh) or {}
+    categories = {c["id"] for c in tiers["categories"]}
+    problems = []
+    if doc.get("schema") != ANALYST_SCHEMA:
+        problems.append("schema must be %s" % ANALYST_SCHEMA)
+    seen = set()
+    for i, item in enumerate(doc.get("items") or []):
+        where = "item %d (%s)" % (i + 1, item.get("id"))
+        if not item.get("id") or not item.get("title"):
+            problems.append("%s: id and title are required" % where)
+        if item.get("id") in seen:
+            problems.append("%s: id given twice" % where)
+        seen.add(item.get("id"))
+        if item.get("category") not in categories:
+            problems.append("%s: category %r is not a rated category" % (where, item.get("category")))
+        if item.get("status") not in ("pass", "warn", "fail", "skip"):
+            problems.append("%s: status must be pass, warn, fail or skip" % where)
+        if item.get("severity", "minor") not in tiers["severity_weights"]:
+            problems.append("%s: unknown severity %r" % (where, item.get("severity")))
+    if problems:
+        raise ValueError("analyst file %s: %s" % (path, "; ".join(problems)))
+    doc["path"] = os.path.abspath(path)
+    return doc
+
+
+def analyst_rows(doc):
+    """One check row per analyst item: host empty, evidence 'analyst', the analyst's source in the reason."""
+    rows = []
+    for item in (doc or {}).get("items") or []:
+        note = "; ".join(str(x) for x in (item.get("note"), item.get("source")) if x)
+        rows.append({
+            "check_id": "analyst.%s" % item["id"], "category": item["category"],
+            "title": "%s (analyst)" % item["title"], "host": "", "subject": "", "status": item["status"],
+            "observed": str(item.get("observed", "")), "expected": str(item.get("expected", "")),
+            "reason": "analyst input%s" % (": " + note if note else ""),
+            "severity": item.get("severity", "minor"), "remediation": item.get("remediation", ""),
+            "weight": float(item.get("weight", 1.0)), "evidence": "analyst",
+        })
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------ scoring
+
+def check_summaries(rows, tiers):
+    """One entry per check id, in first-seen order: counts per status, score (0-1 or None), coverage, weight."""
+    status_scores = tiers["status_scores"]
+    severity_weights = tiers["severity_weights"]
+    by_id = {}
+    for r in rows:
+        s = by_id.get(r["check_id"])
+        if s is None:
+            weight = float(r.get("weight", 1.0) or 0.0)
+            s = by_id[r["check_id"]] = {
+                "check_id": r["check_id"], "category": r["category"], "title": r["title"],
+                "severity": r["severity"], "evidence": r.get("evidence", "measured"),
+                "weight": severity_weights.get(r["severity"], 1) * weight, "counts": Counter(), "_sum": 0.0,
+                "_hosts": {}}
+        status = r["status"]
+        s["counts"][status] += 1
+        per_host = s["_hosts"].setdefault(r["host"], [0, 0])
+        per_host[0] += 1
+        if status in status_scores:
+            s["_sum"] += status_scores[status]
+            per_host[1] += 1
+    out = []
+    for s in by_id.values():
+        counts = s.pop("counts")
+        total = sum(counts.values())
+        graded = sum(n for st, n in counts.items() if st in status_scores)
+        total_sum = s.pop("_sum")
+        hosts = s.pop("_hosts")
+        s["rows"] = total
+        s["graded"] = graded
+        s["counts"] = {st: counts.get(st, 0) for st in STATUSES}
+        s["score"] = total_sum / graded if graded else None
+        # Per host first: an unreachable host has one skip row where the others have one row per GPU.
+        s["coverage"] = sum(g / n for n, g in hosts.values()) / len(hosts) if hosts else 0.0
+        s["worst"] = next(st for st in WORST_ORDER if counts.get(st))
+        out.append(s)
+    return out
+
+
+def _category_reason(cat, checks, analyst_given):
+    if not checks:
+        if cat["evidence"] == "analyst":
+            return "analyst input absent" if not analyst_given else "no analyst item for this category"
+        return "no check for this category in the rubric yet"
+    return "every check was skipped (see their reasons)"
+
+
+def category_scores(summaries, tiers, analyst_given=False):
+    """Every rated category of tiers.yml, in its order: score 0-100 or None ('not measured'), coverage 0-1."""
+    out = []
+    for cat in tiers["categories"]:
+        checks = [s for s in summaries if s["category"] == cat["id"] and s["weight"] > 0]
+        total_w = sum(s["weight"] for s in checks)
+        graded = [s for s in checks if s["graded"]]
+        graded_w = sum(s["weight"] for s in graded)
+        counts = Counter()
+        for s in checks:
+            counts.update(s["counts"])
+        score = 100.0 * sum(s["weight"] * s["score"] for s in graded) / graded_w if graded_w else None
+        entry = {
+            "id": cat["id"], "title": cat.get("title", cat["id"]), "evidence": cat["evidence"],
+            "weight": float(cat["weight"]),
+            "score": None if score is None else round(score, 2),
+            "coverage": round(sum(s["weight"] * s["coverage"] for s in checks) / total_w, 4) if total_w else 0.0,
+            "status": "rated" if score is not None else "not measured",
+            "checks": len(checks), "graded_checks": len(graded),
+            "counts": {st: counts.get(st, 0) for st in STATUSES},
+            "evidence_used": sorted({s["evidence"] for s in graded}),
+            "reason": None if score is not None else _category_reason(cat, checks, analyst_given),
+        }
+        out.append(entry)
+    return out
+
+
+def _match(value, wanted):
+    if wanted is None:
+        return True
+    wanted = wanted if isinstance(wanted, list) else [wanted]
+    return any(fnmatch.fnmatchcase(str(value), str(w)) for w in wanted)
+
+
+def _selected(row, select):
+    return (_match(row["check_id"], select.get("check")) and _match(row["category"], select.get("category"))
+            and _match(row["severity"], select.get("severity"))
+            and _match(row.get("evidence", "measured"), select.get("evidence")))
+
+
+def evaluate_gates(rows, tiers, max_evidence=10):
+    """Each gate of tiers.yml: triggered or not, why, and the rows that triggered it (at most max_evidence)."""
+    out = []
+    for gate in tiers.get("gates") or []:
+        select = gate["select"]
+        statuses = set(gate.get("statuses") or [])
+        hits, graded = [], 0
+        for r in rows:
+            if not _selected(r, select):
+                continue
+            if r["status"] != "skip":
+                graded += 1
+            if r["status"] in statuses:
+                hits.append(r)
+        entry = {"id": gate["id"], "title": gate.get("title", gate["id"]), "cap": gate["cap"],
+                 "why": gate.get("why", ""), "triggered": False, "reason": None, "evidence": []}
+        if hits:
+            entry["triggered"] = True
+            checks = sorted({r["check_id"] for r in hits})
+            hosts = sorted({r["host"] for r in hits if r["host"]})
+            entry["reason"] = "%s %s%s" % (", ".join(checks), "/".join(sorted({r["status"] for r in hits})),
+                                           " on " + _names(hosts) if hosts else "")
+            entry["evidence"] = [{k: r[k] for k in ("check_id", "host", "subject", "status", "observed", "expected")}
+                                 for r in hits[:max_evidence]]
+        elif gate.get("missing") and not graded:
+            entry["triggered"] = True
+            entry["reason"] = "not shown in this run: no graded result for %s" % _describe(select)
+        out.append(entry)
+    return out
+
+
+def _names(items, limit=5):
+    items = list(items)
+    return ", ".join(items[:limit]) + (" and %d more" % (len(items) - limit) if len(items) > limit else "")
+
+
+def _describe(select):
+    parts = []
+    for key in ("check", "category", "severity", "evidence"):
+        if select.get(key) is not None:
+            value = select[key]
+            parts.append("%s %s" % (key, "/".join(value) if isinstance(value, list) else value))
+    return ", ".join(parts)
+
+
+def _score_tier(score, lowest, coverage, tiers):
+    """(tier entry, [(tier name, [unmet requirements])] for every better tier)."""
+    not_reached = []
+    for tier in tiers["tiers"]:
+        unmet = []
+        if tier.get("min_score") is not None and score < tier["min_score"]:
+            unmet.append("score %.1f < %g" % (score, tier["min_score"]))
+        if tier.get("min_category_score") is not None and lowest[1] < tier["min_category_score"]:
+            unmet.append("%s %.1f < %g" % (lowest[0], lowest[1], tier["min_category_score"]))
+        if tier.get("min_coverage") is not None and coverage < tier["min_coverage"]:
+            unmet.append("coverage %.0f%% < %.0f%%" % (100 * coverage, 100 * tier["min_coverage"]))
+        if not unmet:
+            return tier, not_reached
+        not_reached.append((tier["name"], unmet))
+    return None, not_reached
+
+
+def _requirements(tier):
+    req = []
+    if tier.get("min_score") is not None:
+        req.append("score >= %g" % tier["min_score"])
+    if tier.get("min_category_score") is not None:
+        req.append("every measured category >= %g" % tier["min_category_score"])
+    if tier.get("min_coverage") is not None:
+        req.append("coverage >= %.0f%%" % (100 * tier["min_coverage"]))
+    return ", ".join(req) or "no requirement"
+
+
+def rate(rows, tiers=None, analyst=None):
+    """The rating of a run from its check rows (analyst rows included). Returns a plain dict (JSON-ready)."""
+    tiers = tiers or load_tiers()
+    summaries = check_summaries(rows, tiers)
+    analyst_given = bool(analyst and analyst.get("items"))
+    categories = category_scores(summaries, tiers, analyst_given)
+    rated_ids = {c["id"] for c in tiers["categories"]}
+    supporting = {c["id"]: c for c in tiers.get("supporting_categories") or []}
+    gates = evaluate_gates(rows, tiers)
+    order = [t["name"] for t in tiers["tiers"]]
+
+    measured = [c for c in categories if c["score"] is not None]
+    total_w = sum(c["weight"] for c in categories)
+    coverage = sum(c["weight"] * c["coverage"] for c in categories) / total_w if total_w else 0.0
+    score = (sum(c["weight"] * c["score"] for c in measured) / sum(c["weight"] for c in measured)
+             if measured else None)
+    rationale = []
+    tier = {"name": NOT_RATED, "rated": False, "medallion": False, "score_tier": None, "provisional": None,
+            "capped_by": []}
+    if score is None:
+        rationale.append("No rated category has a graded check: nothing to rate.")
+    else:
+        lowest = min(((c["id"], c["score"]) for c in measured), key=lambda x: x[1])
+        rationale.append("Overall score %.1f/100 from %d of %d categories (weighted by tiers.yml); coverage %.0f%% "
+                         "of the rubric's weight; lowest measured category: %s %.1f."
+                         % (score, len(measured), len(categories), 100 * coverage, lowest[0], lowest[1]))
+        score_tier, not_reached = _score_tier(score, lowest, coverage, tiers)
+        for name, unmet in not_reached:
+            rationale.append("Not %s: %s." % (name, "; ".join(unmet)))
+        if score_tier is None:  # tiers.yml whose last tier still has requirements
+            score_tier = tiers["tiers"][-1]
+            rationale.append("No tier's requirements hold: the lowest tier, %s, applies." % score_tier["name"])
+        else:
+            rationale.append("Score tier: %s (%s)." % (score_tier["name"], _requirements(score_tier)))
+        final = score_tier["name"]
+        for gate in gates:
+            if gate["triggered"]:
+                rationale.append("Gate %s (%s): %s; caps the tier at %s." % (gate["id"], gate["title"],
+                                                                              gate["reason"], gate["cap"]))
+                if order.index(gate["cap"]) > order.index(final):
+                    final = gate["cap"]
+                    tier["capped_by"] = [gate["id"]]
+                elif order.index(gate["cap"]) == order.index(final) and final != score_tier["name"]:
+                    tier["capped_by"].append(gate["id"])
+        clear = [g["id"] for g in gates if not g["triggered"]]
+        if clear:
+            rationale.append("Gates clear: %s." % ", ".join(clear))
+        tier["score_tier"] = score_tier["name"]
+        if coverage < float(tiers.get("min_coverage_to_rate", 0)):
+            tier["provisional"] = final
+            rationale.append("%s: coverage %.0f%% is below the %.0f%% needed to rate; the measured part alone "
+                             "would give %s." % (NOT_RATED, 100 * coverage, 100 * tiers["min_coverage_to_rate"],
+                                                  final))
+        else:
+            tier.update(name=final, rated=True,
+                        medallion=bool(next(t for t in tiers["tiers"] if t["name"] == final).get("medallion")))
+            rationale.append("Tier: %s%s." % (final, " (capped by %s)" % ", ".join(tier["capped_by"])
+                                              if tier["capped_by"] else ""))
+    unmeasured = [c for c in categories if c["score"] is None]
+    if unmeasured:
+        rationale.append("Not measured: %s." % "; ".join("%s (%s)" % (c["id"], c["reason"]) for c in unmeasured))
+    if analyst_given:
+        cats = sorted({i["category"] for i in analyst["items"]})
+        rationale.append("Analyst input (%s, as of %s) decided %d item(s) in: %s." % (
+            analyst.get("analyst", "analyst not named"), analyst.get("as_of", "date not given"),
+            len(analyst["items"]), ", ".join(cats)))
+    unknown = sorted({s["category"] for s in summaries} - rated_ids - set(supporting))
+    if unknown:
+        rationale.append("Shown but not rated (category not in tiers.yml): %s." % ", ".join(unknown))
+    return {
+        "tier": tier,
+        "score": None if score is None else round(score, 2),
+        "coverage": round(coverage, 4),
+        "categories": categories,
+        "supporting": [{"id": cid, "title": spec.get("title", cid), "why": spec.get("why", ""),
+                        "counts": _counts(summaries, cid)} for cid, spec in supporting.items()],
+        "unrated_categories": unknown,
+        "gates": gates,
+        "rationale": rationale,
+        "checks": summaries,
+    }
+
+
+def _counts(summaries, category):
+    counts = Counter()
+    for s in summaries:
+        if s["category"] == category:
+            counts.update(s["counts"])
+    return {st: counts.get(st, 0) for st in STATUSES}
+
+
+# ------------------------------------------------------------------------------------------------ outputs
+
+def ratings_document(run, rows, rating, headline=None, inputs=None, analyst=None, generated_at=None):
+    """ratings.json: the run, the inputs that judged it, the rating and the headline metrics (docs/ratings.md)."""
+    from reports import __version__
+
+    counts = Counter(r["status"] for r in rows)
+    meta = run.meta
+    return {
+        "schema": RATINGS_SCHEMA,
+        "generated_at": generated_at,
+        "tool": {"name": "clustermax.assess", "version": __version__},
+        "run": {
+            "run_id": meta.get("run_id"), "provider": meta.get("provider"), "profile": meta.get("profile"),
+            "started_at": meta.get("started_at"), "finished_at": meta.get("finished_at"),
+            "interrupted": bool(meta.get("interrupted")), "hosts": len(run.hosts),
+            "reachable": len(run.hosts) - len(run.unreachable), "unreachable": sorted(run.unreachable),
+            "gpu_model": (headline or {}).get("gpu_model"), "gpu_model_key": (headline or {}).get("gpu_model_key"),
+            "backend": (headline or {}).get("backend"),
+        },
+        "inputs": inputs or {},
+        "analyst": {
+            "provided": bool(analyst and analyst.get("items")),
+            "file": (analyst or {}).get("path"), "analyst": (analyst or {}).get("analyst"),
+            "as_of": (analyst or {}).get("as_of"), "provider": (analyst or {}).get("provider"),
+            "items": len((analyst or {}).get("items") or []),
+        },
+        "tier": rating["tier"],
+        "score": rating["score"],
+        "coverage": rating["coverage"],
+        "categories": rating["categories"],
+        "supporting": rating["supporting"],
+        "unrated_categories": rating["unrated_categories"],
+        "gates": rating["gates"],
+        "rationale": rating["rationale"],
+        "counts": {st: counts.get(st, 0) for st in STATUSES},
+        "checks": rating["checks"],
+        "headline": (headline or {}).get("metrics", []),
+    }
+
+
+def fmt_score(value):
+    return "–" if value is None else "%.1f" % value
+
+
+def tier_line(doc):
+    tier = doc["tier"]
+    if tier["rated"]:
+        text = "%s, score %s, coverage %.0f%%" % (tier["name"], fmt_score(doc["score"]), 100 * doc["coverage"])
+        if tier["capped_by"]:
+            text += " (capped by %s; scores alone: %s)" % (", ".join(tier["capped_by"]), tier["score_tier"])
+        return text
+    if tier["provisional"]:
+        return "%s (coverage %.0f%%; provisional %s, score %s)" % (NOT_RATED, 100 * doc["coverage"],
+                                                                   tier["provisional"], fmt_score(doc["score"]))
+    return "%s (nothing graded)" % NOT_RATED
+
+
+def rating_table(doc, indent="  "):
+    """Plain-text rating table for terminals (the callback prints it at the end of ansible-playbook)."""
+    lines = ["%stier: %s" % (indent, tier_line(doc))]
+    header = ("category", "evidence", "score", "coverage", "pass", "warn", "fail", "error", "skip")
+    body = []
+    for c in doc["categories"]:
+        n = c["counts"]
+        body.append((c["id"], c["evidence"], fmt_score(c["score"]) if c["score"] is not None else "not measured",
+                     "%.0f%%" % (100 * c["coverage"]), n["pass"], n["warn"], n["fail"], n["error"], n["skip"]))
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *body)]
+    for row in [header] + body:
+        lines.append(indent + "  ".join(str(x).ljust(w) if i < 2 else str(x).rjust(w)
+                                        for i, (x, w) in enumerate(zip(row, widths))).rstrip())
+    for gate in doc["gates"]:
+        if gate["triggered"]:
+            lines.append("%sgate %s -> cap %s: %s" % (indent, gate["id"], gate["cap"], gate["reason"]))
+    if doc.get("analyst", {}).get("provided"):
+        lines.append("%sanalyst input: %s (%s items) - marked 'analyst' in every output" % (
+            indent, doc["analyst"].get("file"), doc["analyst"].get("items")))
+    return "\n".join(lines)

@@ -1,0 +1,358 @@
+"""Events -> downtime intervals -> availability per node, rack and cluster for one month; credits and triggers.
+
+The rules, in the order they are applied (all durations in UTC microseconds, all intervals half-open):
+
+1. Service time. The month is [first instant, first instant of the next month) in the contract's time zone. Time
+   before the acceptance (`accepted_at`) is not service time; with an agreed acceptance date but no acceptance yet
+   there is no service time at all. A review of the running month stops at "now".
+2. A node's own downtime: its node-scope `down` events, the rack- and cluster-scope `down` events that cover it, and
+   the node rule: the node is down while at least `node_down_gpus` of its GPUs are down at once (gpu-scope events;
+   a record that names no GPU counts as `gpus` GPUs, and overlapping records are never added up beyond what one
+   source says, so two sources reporting the same failed GPU count it once).
+3. Exclusions. Maintenance events of a kind listed under `exclusions` in sla_tiers.yml, announced at least
+   `notice_h` before they start, are cut out of the downtime of the nodes they cover (node, rack or cluster scope).
+   Maintenance that is not excluded (kind not listed, notice too short) is downtime.
+4. Overlapping intervals from any number of sources are merged, so a minute is counted once; intervals shorter than
+   `min_outage_s` are dropped.
+5. The rack rule (systems with `rack_down_nodes`, NVL72: 3): while at least that many of a rack's nodes are down at
+   once (after exclusions), every node of the rack counts as down.
+6. Availability = 1 - downtime / service time (or / service time minus excluded time, with
+   `availability_denominator: eligible`), exact (fractions). Credits: the tier's ladder per node; the cluster's
+   credit is the GPU-weighted mean of the node credits (share of the whole monthly fee).
+7. Breaches: nodes below the tier's target. Termination triggers: cluster availability below the tier's
+   termination threshold; the target missed for N consecutive months (with the earlier months' reviews); the
+   acceptance not made within `termination_after_days` of the agreed date.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from reports.sla import intervals as iv
+from reports.sla.events import Contract, Event
+from reports.sla.tiers import Tiers
+from reports.sla.timeutil import US, TimeError, add_months, iso_utc, month_window, parse_time, zone
+
+DAY_US = 86400 * US
+
+
+@dataclass
+class NodeResult:
+    name: str
+    rack: str | None
+    gpus: int
+    service_us: int
+    excluded_us: int
+    own_down_us: int  # the node's own downtime after exclusions
+    rack_rule_us: int  # downtime added by the rack rule on top of the node's own
+    down_us: int  # counted downtime
+    denominator_us: int
+    availability: Fraction | None  # None: no service time this month
+    credit_pct: Fraction
+    meets_target: bool | None
+    unmonitored_us: int | None  # None: no health-probe data was given at all
+    down: list = field(default_factory=list)  # counted intervals
+    excluded: list = field(default_factory=list)
+
+    @property
+    def availability_pct(self) -> float | None:
+        return None if self.availability is None else float(self.availability * 100)
+
+
+@dataclass
+class RackResult:
+    name: str
+    nodes: list[str]
+    rule_nodes: int | None
+    nodes_per_rack: int | None
+    down: list  # intervals in which the rack rule held
+    down_us: int
+    capacity_availability: Fraction | None
+
+
+@dataclass
+class Review:
+    month: str
+    contract: Contract
+    tier_name: str
+    target_pct: Fraction
+    window: tuple[int, int]
+    service: tuple[int, int] | None
+    partial: bool
+    params: dict
+    nodes: list[NodeResult]
+    racks: list[RackResult]
+    cluster_availability: Fraction | None
+    cluster_credit_pct: Fraction
+    downtime: list[dict]  # one row per counted interval and cause, with its evidence
+    exclusions: list[dict]  # exclusions applied or refused, with why
+    breaches: list[dict]
+    triggers: list[dict]
+    acceptance: dict
+    notes: list[str]
+    events: list[Event]
+
+    @property
+    def cluster_availability_pct(self) -> float | None:
+        return None if self.cluster_availability is None else float(self.cluster_availability * 100)
+
+
+def _instant(value: str | None, tz) -> int | None:
+    """An acceptance date: YYYY-MM-DD means the start of that day in the contract's zone; a full time is exact."""
+    if value in (None, ""):
+        return None
+    text = str(value)
+    if len(text) == 10 and text[4] == "-" and text[7] == "-":
+        return parse_time(text + "T00:00:00", default_tz=tz)
+    return parse_time(text, default_tz=tz)
+
+
+def gpu_rule(events: list[Event], k: int) -> list[tuple[int, int]]:
+    """Where at least k GPUs of one node are down at once (named GPUs counted once each; unnamed by their count)."""
+    named: dict[str, list] = {}
+    unnamed = []
+    for ev in events:
+        if ev.gpu is not None:
+            named.setdefault(str(ev.gpu), []).append((ev.start, ev.end))
+        else:
+            unnamed.append((ev.start, ev.end, ev.gpus))
+    named_sets = {g: iv.merge(s) for g, s in named.items()}
+    points = sorted({p for s in named_sets.values() for pair in s for p in pair}
+                    | {p for s, e, _ in unnamed for p in (s, e)})
+    out = []
+    for a, b in zip(points, points[1:]):
+        n_named = sum(1 for s in named_sets.values() if any(x <= a and b <= y for x, y in s))
+        n_unnamed = max([c for s, e, c in unnamed if s <= a and b <= e] or [0])
+        if max(n_named, n_unnamed) >= k:
+            out.append((a, b))
+    return iv.merge(out)
+
+
+def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, now_us: int | None = None,
+           unmonitored: dict | None = None, history: dict | None = None) -> Review:
+    """Judge one month. `unmonitored`: node -> intervals without monitoring data (reported, never counted);
+    `history`: earlier months "YYYY-MM" -> True/False (did the cluster meet the target), for the consecutive rule."""
+    tz = zone(contract.timezone)
+    tier = tiers.tier(contract.tier)
+    params = tiers.system(contract.system, contract.overrides)
+    acc = tiers.accounting
+    min_outage = int(Fraction(str(acc.get("min_outage_s", 0))) * US)
+    eligible_mode = acc.get("availability_denominator", "calendar") == "eligible"
+    notes: list[str] = []
+
+    window = month_window(month, tz)
+    agreed = _instant(contract.acceptance_agreed, tz)
+    accepted = _instant(contract.accepted_at, tz)
+    start, end = window
+    partial = False
+    if now_us is not None and now_us < end:
+        end, partial = max(start, now_us), True
+        notes.append("the month is not over: service time ends at %s" % iso_utc(end))
+    if accepted is not None:
+        start = max(start, accepted)
+    service = (start, end) if end > start and not (agreed is not None and accepted is None) else None
+    if agreed is not None and accepted is None:
+        notes.append("the cluster is not accepted yet (agreed acceptance %s): no service time is counted"
+                     % contract.acceptance_agreed)
+    elif service is None:
+        notes.append("no service time in %s (accepted %s)" % (month, contract.accepted_at))
+
+    node_names = {n.name for n in contract.nodes}
+    racks: dict[str, list[str]] = {}
+    for n in contract.nodes:
+        if n.rack:
+            racks.setdefault(n.rack, []).append(n.name)
+    cluster_targets = {contract.cluster, "*"}
+    unknown = sorted({ev.target for ev in events if ev.scope in ("gpu", "node") and ev.target not in node_names})
+    if unknown:
+        notes.append("events for hosts outside the contract were ignored: %s" % ", ".join(unknown))
+    unknown_racks = sorted({ev.target for ev in events if ev.scope == "rack" and ev.target not in racks})
+    if unknown_racks:
+        notes.append("events for racks no node belongs to were ignored: %s" % ", ".join(unknown_racks))
+
+    def covers(ev: Event, node) -> bool:
+        return ((ev.scope in ("node", "gpu") and ev.target == node.name)
+                or (ev.scope == "rack" and node.rack is not None and ev.target == node.rack)
+                or (ev.scope == "cluster" and ev.target in cluster_targets))
+
+    # Exclusions: which maintenance records are honoured.
+    exclusion_rows, accepted_excl, refused_excl = [], set(), set()
+    for ev in events:
+        if not ev.is_exclusion:
+            continue
+        notice = tiers.exclusion_notice_us(ev.kind)
+        if notice is None:
+            verdict, why = "refused", "kind %s is not an exclusion in sla_tiers.yml" % ev.kind
+        elif ev.announced_at is not None and ev.start - ev.announced_at < notice:
+            verdict = "refused"
+            why = "announced %.1f h ahead, %s needs %.0f h" % ((ev.start - ev.announced_at) / 3.6e9, ev.kind,
+                                                               notice / 3.6e9)
+        else:
+            verdict, why = "excluded", "%s%s" % (ev.kind, "" if ev.announced_at is None else
+                                                 ", announced %.1f h ahead" % ((ev.start - ev.announced_at) / 3.6e9))
+        (accepted_excl if verdict == "excluded" else refused_excl).add(ev.id)
+        exclusion_rows.append({"event": ev.id, "source": ev.source, "scope": ev.scope, "target": ev.target,
+                               "kind": ev.kind, "start": iso_utc(ev.start), "end": iso_utc(ev.end),
+                               "verdict": verdict, "why": why, "reason": ev.reason})
+
+    node_down_gpus = params["node_down_gpus"]
+    rack_k = params.get("rack_down_nodes")
+    results: dict[str, dict] = {}
+    for node in contract.nodes:
+        mine = [ev for ev in events if covers(ev, node)]
+        excl = iv.merge((ev.start, ev.end) for ev in mine if ev.id in accepted_excl)
+        own = iv.union(((ev.start, ev.end) for ev in mine if ev.scope != "gpu"
+                        and (ev.kind == "down" or ev.id in refused_excl)),
+                       gpu_rule([ev for ev in mine if ev.scope == "gpu" and ev.kind == "down"], node_down_gpus))
+        if service:
+            counted = iv.drop_shorter(iv.clip(iv.subtract(own, excl), *service), min_outage)
+            excl_in = iv.clip(excl, *service)
+        else:
+            counted, excl_in = [], []
+        results[node.name] = {"node": node, "events": mine, "excl": excl_in, "counted": counted}
+
+    rack_results, rack_down = [], {}
+    for rack, members in sorted(racks.items()):
+        down = []
+        if rack_k is not None and len(members) >= rack_k:
+            down = iv.at_least([(results[m]["counted"], 1) for m in members], rack_k)
+        elif rack_k is not None:
+            notes.append("rack %s has %d node(s) in the contract, fewer than the rack rule's %d: the rule cannot "
+                         "trigger" % (rack, len(members), rack_k))
+        per_rack = params.get("nodes_per_rack")
+        if per_rack and len(members) > per_rack:
+            notes.append("rack %s lists %d nodes, more than nodes_per_rack %d" % (rack, len(members), per_rack))
+        rack_down[rack] = down
+        rack_results.append(RackResult(name=rack, nodes=sorted(members), rule_nodes=rack_k, nodes_per_rack=per_rack,
+                                       down=down, down_us=iv.total(down), capacity_availability=None))
+
+    node_results, downtime_rows = [], []
+    for node in contract.nodes:
+        r = results[node.name]
+        gpus = node.gpus or params["gpus_per_node"]
+        service_us = (service[1] - service[0]) if service else 0
+        extra = iv.subtract(rack_down.get(node.rack, []), r["excl"]) if node.rack else []
+        down = iv.union(r["counted"], extra)
+        excluded_us = iv.total(r["excl"])
+        denominator = service_us - excluded_us if eligible_mode else service_us
+        if denominator > 0:
+            availability = 1 - Fraction(iv.total(down), denominator)
+            credit = tier.credit(availability * 100)
+            meets = tier.meets_target(availability * 100)
+        else:
+            availability, credit, meets = None, Fraction(0), None
+        unmon = None if unmonitored is None else (iv.clip(unmonitored.get(node.name, []), *service) if service else [])
+        node_results.append(NodeResult(
+            name=node.name, rack=node.rack, gpus=gpus, service_us=service_us, excluded_us=excluded_us,
+            own_down_us=iv.total(r["counted"]), rack_rule_us=iv.total(iv.subtract(extra, r["counted"])),
+            down_us=iv.total(down), denominator_us=denominator, availability=availability, credit_pct=credit,
+            meets_target=meets, unmonitored_us=None if unmon is None else iv.total(unmon), down=down,
+            excluded=r["excl"]))
+        for s, e in r["counted"]:
+            downtime_rows.append(_row(node, s, e, "node", _evidence(r["events"], s, e, accepted_excl)))
+        for s, e in iv.subtract(extra, r["counted"]):
+            members = [m for m in racks[node.rack] if m != node.name]
+            ev = [eid for m in members for eid in _evidence(results[m]["events"], s, e, accepted_excl)]
+            trays = sorted(m for m in racks[node.rack] if iv.intersect(results[m]["counted"], [(s, e)]))
+            downtime_rows.append(_row(node, s, e, "rack rule: %d of %s down at once (%s)" % (
+                len(trays), node.rack, ", ".join(trays)), ev))
+
+    if unmonitored is not None:
+        thin = ["%s %.1f %%" % (n.name, 100 - 100 * n.unmonitored_us / n.service_us) for n in node_results
+                if n.service_us and n.unmonitored_us > n.service_us // 10]
+        if thin:
+            notes.append("health-probe coverage below 90 %% of the service time (%s): downtime outside the sampled "
+                         "time is only what the other sources recorded" % ", ".join(thin))
+    by_name = {n.name: n for n in node_results}
+    for rr in rack_results:
+        rr.capacity_availability = _capacity([by_name[m] for m in rr.nodes])
+    cluster = _capacity(node_results)
+    weight = sum(n.gpus for n in node_results if n.availability is not None)
+    cluster_credit = (sum(n.credit_pct * n.gpus for n in node_results if n.availability is not None) / weight
+                      if weight else Fraction(0))
+
+    breaches = [{"node": n.name, "availability_pct": n.availability_pct, "target_pct": float(tier.target),
+                 "credit_pct": float(n.credit_pct), "down_s": n.down_us / US}
+                for n in node_results if n.meets_target is False]
+    triggers = []
+    if cluster is not None and tier.termination_below is not None and cluster * 100 < tier.termination_below:
+        triggers.append({"trigger": "availability", "detail": "cluster availability %.4f %% is below the %s "
+                         "termination threshold %s %%" % (float(cluster * 100), tier.name,
+                                                          _fmt(tier.termination_below))})
+    if cluster is not None and tier.termination_consecutive:
+        missed = [cluster * 100 < tier.target]
+        months = sorted(((m, met) for m, met in (history or {}).items() if m < month), reverse=True)
+        expected = month
+        for m, met in months:
+            if m != add_months(expected, -1):
+                break
+            missed.append(not met)
+            expected = m
+        run = 0
+        for flag in missed:
+            if not flag:
+                break
+            run += 1
+        if run >= tier.termination_consecutive:
+            triggers.append({"trigger": "consecutive", "detail": "the %s target %s %% was missed %d months in a row"
+                             " (termination after %d)" % (tier.name, _fmt(tier.target), run,
+                                                         tier.termination_consecutive)})
+    acceptance = _acceptance(contract, tiers, agreed, accepted, window, tz)
+    if acceptance.get("trigger"):
+        triggers.append({"trigger": "acceptance", "detail": acceptance["trigger"]})
+
+    return Review(month=month, contract=contract, tier_name=tier.name, target_pct=tier.target, window=window,
+                  service=service, partial=partial, params={**params, **{k: acc.get(k) for k in acc}},
+                  nodes=node_results, racks=rack_results, cluster_availability=cluster,
+                  cluster_credit_pct=cluster_credit, downtime=sorted(downtime_rows, key=lambda r: (r["start_us"],
+                                                                                                  r["node"])),
+                  exclusions=exclusion_rows, breaches=breaches, triggers=triggers, acceptance=acceptance,
+                  notes=notes, events=events)
+
+
+def _capacity(nodes: list[NodeResult]) -> Fraction | None:
+    """GPU-weighted availability of a set of nodes (a rack, the cluster)."""
+    denom = sum(n.denominator_us * n.gpus for n in nodes if n.availability is not None)
+    if not denom:
+        return None
+    return 1 - Fraction(sum(n.down_us * n.gpus for n in nodes if n.availability is not None), denom)
+
+
+def _evidence(events: list[Event], s: int, e: int, accepted_excl: set) -> list[str]:
+    return [ev.id for ev in events if ev.id not in accepted_excl and iv.overlaps((ev.start, ev.end), (s, e))]
+
+
+def _row(node, s, e, cause, evidence) -> dict:
+    return {"node": node.name, "rack": node.rack or "", "start_us": s, "end_us": e, "start": iso_utc(s),
+            "end": iso_utc(e), "duration_s": (e - s) / US, "cause": cause, "evidence": evidence}
+
+
+def _fmt(value: Fraction) -> str:
+    return ("%f" % float(value)).rstrip("0").rstrip(".")
+
+
+def _acceptance(contract, tiers, agreed, accepted, window, tz) -> dict:
+    days = tiers.acceptance.get("termination_after_days")
+    out = {"agreed": contract.acceptance_agreed, "accepted_at": contract.accepted_at,
+           "termination_after_days": days, "status": "not tracked", "trigger": None}
+    if agreed is None:
+        if accepted is not None:
+            out["status"] = "accepted %s (no agreed date recorded)" % iso_utc(accepted)
+        return out
+    deadline = agreed + int(days or 0) * DAY_US if days is not None else None
+    if accepted is not None:
+        late = accepted - agreed
+        out["status"] = ("accepted on time" if late <= 0 else "accepted %.1f days late" % (late / DAY_US))
+        if deadline is not None and accepted > deadline and window[0] <= deadline < window[1]:
+            out["trigger"] = ("acceptance %s came after the agreed date %s plus %s days: the buyer may terminate"
+                              % (contract.accepted_at, contract.acceptance_agreed, days))
+    else:
+        out["status"] = "not accepted (agreed %s)" % contract.acceptance_agreed
+        if deadline is not None and deadline < window[1]:
+            out["trigger"] = ("not accepted %s days after the agreed date %s: the buyer may terminate"
+                              % (days, contract.acceptance_agreed))
+    return out
+
+
+__all__ = ["review", "gpu_rule", "Review", "NodeResult", "RackResult", "TimeError"]

@@ -1,0 +1,174 @@
+"""The review's tables, as CSV rows, Markdown and a self-contained HTML page (no template engine, no scripts)."""
+
+from __future__ import annotations
+
+import html
+import json
+
+from reports.sla.timeutil import US, duration_text, iso_local, iso_utc
+
+
+def _pct(value) -> str:
+    return "n/a" if value is None else "%.4f" % value
+
+
+def _frac_pct(value) -> str:
+    return ("%f" % float(value)).rstrip("0").rstrip(".")
+
+
+def table_rows(result) -> dict:
+    """name -> (rows, columns) for every table of the review (also the CSV files)."""
+    tz = result.contract.timezone
+    avail = []
+    for n in result.nodes:
+        avail.append({"level": "node", "name": n.name, "rack": n.rack or "", "gpus": n.gpus,
+                      "service_s": n.service_us / US, "excluded_s": n.excluded_us / US,
+                      "own_down_s": n.own_down_us / US,
+                      "rack_rule_s": n.rack_rule_us / US, "down_s": n.down_us / US,
+                      "availability_pct": _pct(n.availability_pct), "target_pct": _frac_pct(result.target_pct),
+                      "meets_target": "" if n.meets_target is None else ("yes" if n.meets_target else "no"),
+                      "unmonitored_s": "" if n.unmonitored_us is None else n.unmonitored_us / US,
+                      "monitored_pct": "%.1f" % (100 - 100 * n.unmonitored_us / n.service_us)
+                      if n.service_us and n.unmonitored_us is not None else ""})
+    for r in result.racks:
+        avail.append({"level": "rack", "name": r.name, "rack": r.name, "gpus": sum(n.gpus for n in result.nodes
+                                                                                 if n.rack == r.name),
+                      "down_s": r.down_us / US, "rack_rule_s": r.down_us / US,
+                      "availability_pct": _pct(None if r.capacity_availability is None
+                                               else float(r.capacity_availability * 100)),
+                      "target_pct": _frac_pct(result.target_pct)})
+    avail.append({"level": "cluster", "name": result.contract.cluster, "gpus": sum(n.gpus for n in result.nodes),
+                  "down_s": sum(n.down_us for n in result.nodes) / US,
+                  "availability_pct": _pct(result.cluster_availability_pct), "target_pct": _frac_pct(result.target_pct),
+                  "meets_target": "" if result.cluster_availability is None else
+                  ("yes" if result.cluster_availability * 100 >= result.target_pct else "no")})
+    credits = [{"node": n.name, "rack": n.rack or "", "gpus": n.gpus, "availability_pct": _pct(n.availability_pct),
+                "tier": result.tier_name, "target_pct": _frac_pct(result.target_pct),
+                "credit_pct_of_node_fee": _frac_pct(n.credit_pct)} for n in result.nodes]
+    credits.append({"node": "(cluster, GPU-weighted)", "gpus": sum(n.gpus for n in result.nodes),
+                    "availability_pct": _pct(result.cluster_availability_pct), "tier": result.tier_name,
+                    "target_pct": _frac_pct(result.target_pct),
+                    "credit_pct_of_node_fee": _frac_pct(result.cluster_credit_pct)})
+    downtime = [{**{k: v for k, v in row.items() if not k.endswith("_us")},
+                 "start_local": iso_local(row["start_us"], tz), "end_local": iso_local(row["end_us"], tz),
+                 "evidence": " ".join(row["evidence"])}
+                for row in result.downtime]
+    events = [{**e.as_row(), "evidence": json.dumps(e.evidence, sort_keys=True, default=str)} for e in result.events]
+    return {
+        "availability": (avail, ["level", "name", "rack", "gpus", "service_s", "excluded_s", "own_down_s",
+                                 "rack_rule_s", "down_s", "availability_pct", "target_pct", "meets_target",
+                                 "unmonitored_s", "monitored_pct"]),
+        "credits": (credits, ["node", "rack", "gpus", "availability_pct", "tier", "target_pct",
+                              "credit_pct_of_node_fee"]),
+        "downtime": (downtime, ["node", "rack", "start", "end", "start_local", "end_local", "duration_s", "cause",
+                                "evidence"]),
+        "events": (events, ["id", "source", "scope", "target", "kind", "start", "end", "duration_s", "reason", "gpu",
+                            "gpus", "announced_at", "evidence"]),
+        "exclusions": (result.exclusions, ["event", "source", "scope", "target", "kind", "start", "end", "verdict",
+                                           "why", "reason"]),
+    }
+
+
+def _sections(result, observations):
+    """(title, intro lines, rows, columns) in reading order, shared by Markdown and HTML."""
+    c = result.contract
+    tz = c.timezone
+    head = [
+        "Provider **%s**, month **%s** (%s), tier **%s** (target %s %%), system **%s**." % (
+            c.provider, result.month, tz, result.tier_name.capitalize(), _frac_pct(result.target_pct), c.system),
+        "Window %s to %s (%s to %s)%s." % (iso_local(result.window[0], tz), iso_local(result.window[1], tz),
+                                               iso_utc(result.window[0]), iso_utc(result.window[1]),
+                                               ", partial: the month is not over" if result.partial else ""),
+        "Service time: %s." % ("%s to %s" % (iso_utc(result.service[0]), iso_utc(result.service[1]))
+                               if result.service else "none (not in service)"),
+        "Cluster availability (GPU-weighted): **%s %%**; cluster credit: **%s %%** of the monthly fee." % (
+            _pct(result.cluster_availability_pct), _frac_pct(result.cluster_credit_pct)),
+        "Acceptance: %s." % result.acceptance["status"],
+    ]
+    if result.triggers:
+        head.append("**Termination triggers:** " + "; ".join(t["detail"] for t in result.triggers) + ".")
+    else:
+        head.append("Termination triggers: none.")
+    for note in result.notes:
+        head.append("Note: %s." % note)
+    tables = table_rows(result)
+    out = [("SLA review", head, None, None)]
+    rows, cols = tables["availability"]
+    out.append(("Availability", ["Node downtime is its own (after exclusions) plus the rack rule's; racks and the "
+                                 "cluster are GPU-weighted. Unmonitored time is reported, never counted."], rows, cols))
+    rows, cols = tables["credits"]
+    out.append(("Credits", ["Per node, the tier's ladder (strictly below a threshold, the largest step applies); "
+                            "the cluster line is the share of the whole monthly fee."], rows, cols))
+    out.append(("Breaches", [] if result.breaches else ["No node missed the target."], result.breaches or None,
+                ["node", "availability_pct", "target_pct", "credit_pct", "down_s"]))
+    rows, cols = tables["downtime"]
+    out.append(("Downtime and its evidence", ["Each counted interval, with the events that made it (see events.csv "
+                                              "and evidence.json for the samples and lines behind each event)."]
+                if rows else ["No downtime counted."], rows or None, cols))
+    rows, cols = tables["exclusions"]
+    out.append(("Exclusions", [] if rows else ["No maintenance recorded."], rows or None, cols))
+    if observations.get("reboots"):
+        out.append(("Reboots between samples", ["A changed boot id between two up samples: a reboot shorter than the "
+                                                "probe interval (not counted: its length is unknown)."],
+                    observations["reboots"], ["host", "between", "and", "booted_at"]))
+    out.append(("Sources", ["%d health-probe samples read." % observations.get("samples", 0)],
+                observations.get("sources") or None, ["source", "records", "events"]))
+    rows, cols = tables["events"]
+    out.append(("Events", [], rows or None, [c for c in cols if c != "evidence"]))
+    return out
+
+
+def render_markdown(result, observations) -> str:
+    lines = []
+    for i, (title, intro, rows, cols) in enumerate(_sections(result, observations)):
+        lines.append(("# " if i == 0 else "## ") + title)
+        lines.append("")
+        lines += [x for x in intro]
+        if intro:
+            lines.append("")
+        if rows:
+            lines.append("| " + " | ".join(cols) + " |")
+            lines.append("|" + "|".join("---" for _ in cols) + "|")
+            for row in rows:
+                lines.append("| " + " | ".join(_cell(row.get(c, "")) for c in cols) + " |")
+            lines.append("")
+    down = sum(n.down_us for n in result.nodes)
+    lines.append("Total counted node downtime: %s (%.3f s)." % (duration_text(down), down / US))
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value) -> str:
+    if isinstance(value, list):
+        value = " ".join(str(v) for v in value)
+    if isinstance(value, float):
+        value = ("%.3f" % value).rstrip("0").rstrip(".")
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def render_html(result, observations) -> str:
+    import re
+
+    def inline(text):
+        return re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", html.escape(text))
+
+    parts = ["<!DOCTYPE html>", "<html lang='en'><head><meta charset='utf-8'>",
+             "<title>SLA review %s %s</title>" % (html.escape(result.contract.provider), html.escape(result.month)),
+             "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}"
+             "td,th{border:1px solid #bbb;padding:2px 6px;font-size:90%}th{background:#eee}"
+             ".no{color:#b00}</style>", "</head><body>"]
+    for i, (title, intro, rows, cols) in enumerate(_sections(result, observations)):
+        parts.append("<h%d>%s</h%d>" % (1 if i == 0 else 2, html.escape(title), 1 if i == 0 else 2))
+        for line in intro:
+            parts.append("<p>%s</p>" % inline(line))
+        if rows:
+            parts.append("<table><tr>" + "".join("<th>%s</th>" % html.escape(c) for c in cols) + "</tr>")
+            for row in rows:
+                cells = []
+                for c in cols:
+                    text = _cell(row.get(c, ""))
+                    cls = " class='no'" if c == "meets_target" and text == "no" else ""
+                    cells.append("<td%s>%s</td>" % (cls, html.escape(text)))
+                parts.append("<tr>" + "".join(cells) + "</tr>")
+            parts.append("</table>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,337 @@
+"""The monthly SLA review: stage the inputs, judge the month, write the report with its evidence and manifest.
+
+Layout of runs/<provider>/sla/<YYYY-MM>/ (replaced as a whole, atomically, when a month is reviewed again):
+
+    inputs/                 exactly what the review read (the manifest hashes these):
+      contract.json           nodes, racks, tier, system, time zone, acceptance dates
+      sla_tiers.yml           the tiers and rules in force
+      params.json             month, the review's "now", the Slurm zone, ignored users
+      healthprobe_samples.csv the health-probe samples of the month (from runs/<provider>/sla/healthprobe.sqlite)
+      slurm_snapshots.jsonl   Slurm snapshots the probe recorded, if any
+      slurm/ imports/ assessment/   copies of the other source files
+      history.json            earlier months' results (for "target missed N months in a row")
+    review.md review.html   the review for people
+    availability.csv        node, rack and cluster availability
+    credits.csv             the credits table
+    downtime.csv            every counted downtime interval with its cause and evidence (event ids)
+    events.csv              every event of every source, with what it was made of
+    exclusions.csv          maintenance excluded or refused, and why
+    summary.json            the numbers, for the next months' reviews and for machines
+    manifest.json SHA256SUMS  sha256 of every input and output (`sha256sum -c SHA256SUMS` in this directory)
+
+A review can be recomputed from its inputs alone: `python -m reports.sla review --from-inputs DIR/inputs`.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+
+import yaml
+
+from reports.sla import intervals as iv
+from reports.sla import store
+from reports.sla.availability import review as judge
+from reports.sla.events import Contract
+from reports.sla.render import render_html, render_markdown, table_rows
+from reports.sla.sources import assessment as assessment_src
+from reports.sla.sources import healthprobe as healthprobe_src
+from reports.sla.sources import imports as imports_src
+from reports.sla.sources import slurm as slurm_src
+from reports.sla.tiers import Tiers
+from reports.sla.timeutil import US, add_months, iso_utc, month_window, now_us, parse_time, previous_month, zone
+
+SCHEMA = "clustermax.assess/sla_review/v1"
+SAMPLE_COLUMNS = ["id", "round_id", "host", "sampled_at_us", "sampled_at", "state", "reason", "boot_id", "uptime_s",
+                  "gpus_found", "gpu_rc", "interval_s"]
+SLURM_FORMATS = ("scontrol", "sinfo", "sacctmgr")
+
+
+def sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _typed(row: dict) -> dict:
+    out = dict(row)
+    for key in ("id", "sampled_at_us", "gpus_found", "gpu_rc"):
+        out[key] = int(out[key]) if out.get(key) not in (None, "") else None
+    for key in ("uptime_s", "interval_s"):
+        out[key] = float(out[key]) if out.get(key) not in (None, "") else None
+    return out
+
+
+def stage(inputs: str, month: str, contract: dict, tiers_path: str, store_path: str | None = None, imports=(),
+          import_timezone: str | None = None, slurm_files=(), slurm_timezone: str = "UTC", ignore_users=(),
+          assessment_dir: str | None = None, history_root: str | None = None, now: int | None = None) -> None:
+    """Copy / export every input of the review into `inputs` (the review then reads only these)."""
+    os.makedirs(inputs, exist_ok=True)
+    c = Contract.from_dict(contract)
+    tz = zone(c.timezone)
+    start, end = month_window(month, tz)
+    tiers = Tiers.load(tiers_path)
+    hold = float(tiers.accounting.get("sample_max_hold_intervals", 2))
+    default_interval = float(tiers.accounting.get("default_probe_interval_s", 300))
+    with open(os.path.join(inputs, "contract.json"), "w", encoding="utf-8") as fh:
+        json.dump(c.as_dict(), fh, indent=2, sort_keys=True)
+    shutil.copyfile(tiers_path, os.path.join(inputs, "sla_tiers.yml"))
+    params = {"month": month, "now": iso_utc(now if now is not None else now_us()), "slurm_timezone": slurm_timezone,
+              "import_timezone": import_timezone, "slurm_ignore_users": sorted(ignore_users),
+              "slurm_files": [], "imports": [], "assessment_artifacts": []}
+    if store_path and os.path.exists(store_path):
+        margin = int(hold * max(default_interval, 3600) * US)
+        rows = store.read_samples(store_path, start - margin, end)
+        with open(os.path.join(inputs, "healthprobe_samples.csv"), "w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=SAMPLE_COLUMNS, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(rows)
+        snaps = store.read_slurm(store_path, start - margin, end)
+        if snaps:
+            with open(os.path.join(inputs, "slurm_snapshots.jsonl"), "w", encoding="utf-8") as fh:
+                for snap in snaps:
+                    fh.write(json.dumps(snap, sort_keys=True) + "\n")
+    for i, spec in enumerate(slurm_files):
+        fmt, path, observed = spec["format"], spec["path"], spec.get("observed_at")
+        if fmt not in SLURM_FORMATS:
+            raise ValueError("slurm file %s: format %r is not one of %s" % (path, fmt, ", ".join(SLURM_FORMATS)))
+        dest = os.path.join("slurm", "%02d-%s" % (i + 1, os.path.basename(path)))
+        os.makedirs(os.path.join(inputs, "slurm"), exist_ok=True)
+        shutil.copyfile(path, os.path.join(inputs, dest))
+        params["slurm_files"].append({"format": fmt, "path": dest, "observed_at": observed
+                                      or iso_utc(int(os.path.getmtime(path) * US))})
+    for i, path in enumerate(imports):
+        dest = os.path.join("imports", "%02d-%s" % (i + 1, os.path.basename(path)))
+        os.makedirs(os.path.join(inputs, "imports"), exist_ok=True)
+        shutil.copyfile(path, os.path.join(inputs, dest))
+        params["imports"].append(dest)
+    if assessment_dir and os.path.isdir(assessment_dir):
+        for path in assessment_src.find_artifacts(assessment_dir):
+            if not assessment_src.overlaps(path, start - 86400 * US, end + 86400 * US):
+                continue  # a run of another month
+            rel = os.path.relpath(path, assessment_dir)
+            parts = rel.split(os.sep)  # <run>/artifacts/<host>/<file>
+            dest = os.path.join("assessment", parts[0], parts[2], parts[3])
+            os.makedirs(os.path.dirname(os.path.join(inputs, dest)), exist_ok=True)
+            shutil.copyfile(path, os.path.join(inputs, dest))
+            params["assessment_artifacts"].append(dest)
+    history = {}
+    if history_root and os.path.isdir(history_root):
+        for back in range(1, 13):
+            m = add_months(month, -back)
+            path = os.path.join(history_root, m, "summary.json")
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as fh:
+                    doc = json.load(fh)
+                if doc.get("cluster_met_target") is not None:
+                    history[m] = bool(doc["cluster_met_target"])
+    with open(os.path.join(inputs, "history.json"), "w", encoding="utf-8") as fh:
+        json.dump(history, fh, indent=2, sort_keys=True)
+    with open(os.path.join(inputs, "params.json"), "w", encoding="utf-8") as fh:
+        json.dump(params, fh, indent=2, sort_keys=True)
+
+
+def compute(inputs: str):
+    """Judge the month from a staged inputs directory alone. Returns (Review, observations)."""
+    def read_json(name, default=None):
+        path = os.path.join(inputs, name)
+        if not os.path.exists(path):
+            return default
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+
+    params = read_json("params.json")
+    contract = Contract.from_dict(read_json("contract.json"))
+    tiers = Tiers.load(os.path.join(inputs, "sla_tiers.yml"))
+    month = params["month"]
+    tz = zone(contract.timezone)
+    start, end = month_window(month, tz)
+    now = parse_time(params["now"])
+    system = tiers.system(contract.system, contract.overrides)
+    hold = float(tiers.accounting.get("sample_max_hold_intervals", 2))
+    default_interval = float(tiers.accounting.get("default_probe_interval_s", 300))
+    events, notes, observations = [], [], {"reboots": [], "sources": [], "samples": 0}
+    horizon = min(end, now)
+
+    unmonitored = None
+    samples_csv = os.path.join(inputs, "healthprobe_samples.csv")
+    if os.path.exists(samples_csv):
+        with open(samples_csv, newline="", encoding="utf-8") as fh:
+            rows = [_typed(r) for r in csv.DictReader(fh)]
+        expected = {n.name: (n.gpus or system["gpus_per_node"]) for n in contract.nodes}
+        ev, monitored, reboots = healthprobe_src.events_from_samples(rows, expected, hold, default_interval)
+        events += ev
+        observations["reboots"] = reboots
+        observations["samples"] = len(rows)
+        unmonitored = {n.name: iv.subtract([(start, horizon)], monitored.get(n.name, [])) for n in contract.nodes}
+        silent = sorted(n.name for n in contract.nodes if not monitored.get(n.name))
+        if silent:
+            notes.append("no health-probe samples for %s in this month" % ", ".join(silent))
+        blind = sorted({r["host"] for r in rows if r["state"] == "up"}
+                       - {r["host"] for r in rows if r.get("gpus_found") is not None})
+        if blind:
+            notes.append("no GPU information from %s (no nvidia-smi there): the node rule saw reachability only"
+                         % ", ".join(blind))
+        observations["sources"].append({"source": "healthprobe", "records": len(rows), "events": len(ev)})
+    else:
+        notes.append("no health-probe store: availability rests on the other sources only")
+
+    snaps_path = os.path.join(inputs, "slurm_snapshots.jsonl")
+    slurm_tz = params.get("slurm_timezone") or "UTC"
+    ignore = params.get("slurm_ignore_users") or []
+    snapshots = []
+    if os.path.exists(snaps_path):
+        with open(snaps_path, encoding="utf-8") as fh:
+            snapshots += [json.loads(line) for line in fh if line.strip()]
+    for spec in params.get("slurm_files") or []:
+        with open(os.path.join(inputs, spec["path"]), encoding="utf-8") as fh:
+            text = fh.read()
+        if spec["format"] == "sacctmgr":
+            observed = parse_time(spec["observed_at"])
+            ev = slurm_src.events_from_sacctmgr(slurm_src.parse_sacctmgr_events(text), slurm_tz, observed, ignore,
+                                                prefix="sacctmgr:%s" % os.path.basename(spec["path"]))
+            events += ev
+            observations["sources"].append({"source": spec["path"], "records": text.count("\n"), "events": len(ev)})
+        else:
+            snapshots.append({"id": os.path.basename(spec["path"]), "observed_at_us": parse_time(spec["observed_at"]),
+                              "format": spec["format"], "text": text})
+    if snapshots:
+        ok = [s for s in snapshots if s.get("rc") in (None, 0)]
+        if len(ok) < len(snapshots):
+            notes.append("%d Slurm snapshot(s) failed and were skipped" % (len(snapshots) - len(ok)))
+        ev = slurm_src.events_from_snapshots(ok, slurm_tz, ignore,
+                                             max_gap_us=int(hold * default_interval * US))
+        events += ev
+        observations["sources"].append({"source": "slurm snapshots", "records": len(ok), "events": len(ev)})
+
+    for rel in params.get("imports") or []:
+        ev = imports_src.load(os.path.join(inputs, rel), params.get("import_timezone"))
+        events += ev
+        observations["sources"].append({"source": rel, "records": len(ev), "events": len(ev)})
+    arts = [os.path.join(inputs, rel) for rel in params.get("assessment_artifacts") or []]
+    if arts:
+        ev = assessment_src.events_from_artifacts(arts, notes)
+        events += ev
+        observations["sources"].append({"source": "assessment artifacts", "records": len(arts), "events": len(ev)})
+
+    ids = [e.id for e in events]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise ValueError("two events share an id: %s" % ", ".join(dupes[:5]))
+    history = read_json("history.json", {}) or {}
+    result = judge(contract, tiers, events, month, now_us=now, unmonitored=unmonitored, history=history)
+    result.notes = notes + result.notes
+    return result, observations
+
+
+def write_outputs(result, observations, out: str) -> list[str]:
+    """Every output file of the review into `out`; returns their names."""
+    tables = table_rows(result)
+    written = []
+
+    def write_csv(name, rows, columns):
+        with open(os.path.join(out, name), "w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(rows)
+        written.append(name)
+
+    for name, (rows, columns) in tables.items():
+        write_csv(name + ".csv", rows, columns)
+    summary = {
+        "schema": SCHEMA, "provider": result.contract.provider, "month": result.month, "tier": result.tier_name,
+        "system": result.contract.system, "timezone": result.contract.timezone,
+        "window": [iso_utc(result.window[0]), iso_utc(result.window[1])],
+        "service": [iso_utc(result.service[0]), iso_utc(result.service[1])] if result.service else None,
+        "partial": result.partial, "target_pct": float(result.target_pct),
+        "cluster_availability_pct": result.cluster_availability_pct,
+        "cluster_met_target": None if result.cluster_availability is None
+        else bool(result.cluster_availability * 100 >= result.target_pct),
+        "cluster_credit_pct": float(result.cluster_credit_pct),
+        "nodes": {n.name: {"availability_pct": n.availability_pct, "down_s": n.down_us / US,
+                           "credit_pct": float(n.credit_pct), "meets_target": n.meets_target,
+                           "unmonitored_s": None if n.unmonitored_us is None else n.unmonitored_us / US}
+                  for n in result.nodes},
+        "breaches": result.breaches, "triggers": result.triggers, "acceptance": result.acceptance,
+        "notes": result.notes, "observations": observations,
+    }
+    with open(os.path.join(out, "summary.json"), "w", encoding="utf-8") as fh:
+        json.dump(summary, fh, indent=2, sort_keys=True)
+    evidence = {"downtime": [{k: v for k, v in row.items() if not k.endswith("_us")} for row in result.downtime],
+                "events": {e.id: {**e.as_row(), "evidence": e.evidence} for e in result.events}}
+    with open(os.path.join(out, "evidence.json"), "w", encoding="utf-8") as fh:
+        json.dump(evidence, fh, indent=2, sort_keys=True, default=str)
+    written += ["summary.json", "evidence.json"]
+    with open(os.path.join(out, "review.md"), "w", encoding="utf-8") as fh:
+        fh.write(render_markdown(result, observations))
+    with open(os.path.join(out, "review.html"), "w", encoding="utf-8") as fh:
+        fh.write(render_html(result, observations))
+    written += ["review.md", "review.html"]
+    return written
+
+
+def write_manifest(out: str, outputs: list[str]) -> dict:
+    inputs = []
+    for root, _dirs, files in os.walk(os.path.join(out, "inputs")):
+        for name in sorted(files):
+            inputs.append(os.path.relpath(os.path.join(root, name), out))
+    doc = {"schema": "clustermax.assess/sla_manifest/v1", "created_at": iso_utc(now_us()),
+           "inputs": [{"path": p, "sha256": sha256(os.path.join(out, p)),
+                       "bytes": os.path.getsize(os.path.join(out, p))} for p in sorted(inputs)],
+           "outputs": [{"path": p, "sha256": sha256(os.path.join(out, p))} for p in sorted(outputs)]}
+    with open(os.path.join(out, "manifest.json"), "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=2)
+    with open(os.path.join(out, "SHA256SUMS"), "w", encoding="utf-8") as fh:
+        for item in doc["inputs"] + doc["outputs"]:
+            fh.write("%s  %s\n" % (item["sha256"], item["path"]))
+    return doc
+
+
+def run(month: str | None, contract: dict, out_root: str, tiers_path: str | None = None, now: int | None = None,
+        **sources):
+    """Stage, judge and write runs/<provider>/sla/<month>/ atomically. Returns (result, out_dir)."""
+    tiers_path = tiers_path or Tiers.load().path
+    now = now if now is not None else now_us()
+    tz = zone(Contract.from_dict(contract).timezone)
+    month = month or previous_month(now, tz)
+    os.makedirs(out_root, exist_ok=True)
+    final = os.path.join(out_root, month)
+    tmp = tempfile.mkdtemp(prefix=".%s.tmp-" % month, dir=out_root)
+    try:
+        stage(os.path.join(tmp, "inputs"), month, contract, tiers_path, now=now, history_root=out_root, **sources)
+        result, observations = compute(os.path.join(tmp, "inputs"))
+        outputs = write_outputs(result, observations, tmp)
+        write_manifest(tmp, outputs)
+        os.chmod(tmp, 0o755)
+        old = None
+        if os.path.exists(final):
+            old = tempfile.mkdtemp(prefix=".%s.old-" % month, dir=out_root)
+            os.rename(final, os.path.join(old, "review"))
+        os.rename(tmp, final)
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return result, final
+
+
+def rerun_from_inputs(inputs: str, out: str):
+    """Recompute a review from a staged inputs directory into `out` (which gets a copy of the inputs)."""
+    if os.path.abspath(os.path.join(out, "inputs")) != os.path.abspath(inputs):
+        shutil.copytree(inputs, os.path.join(out, "inputs"), dirs_exist_ok=True)
+    result, observations = compute(os.path.join(out, "inputs"))
+    outputs = write_outputs(result, observations, out)
+    write_manifest(out, outputs)
+    return result
+
+
+def load_contract(path: str) -> dict:
+    with open(path, encoding="utf-8") as fh:
+        return yaml.safe_load(fh) if path.endswith((".yml", ".yaml")) else json.load(fh)

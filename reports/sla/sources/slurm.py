@@ -1,0 +1,275 @@
+"""Slurm node states and events -> down events.
+
+Inputs, as recorded from the tools (tests/fixtures/slurm/ has examples):
+- `scontrol show node` (multi-line records) or `scontrol -o show node` (one line per node): a snapshot at a known
+  time (`observed_at`). A node in a down state with `Reason=... [user@time]` is down from the reason's time until
+  at least the snapshot; a series of snapshots (the health probe stores one per round when `sla_slurm_host` is set)
+  closes the interval at the first snapshot where the node is no longer down.
+- `sinfo -N -h -o '%N|%T|%E|%u|%H'` (node, state, reason, user, reason time), or plain `sinfo -R`: the same, for
+  the nodes that have a reason.
+- `sacctmgr show event` (default fixed-width table, or -p / -P parsable): node events with TimeStart and TimeEnd
+  (`Unknown` while still open); needs slurmdbd accounting. Cluster events (no NodeName) are not downtime.
+
+Down means: base state DOWN or FAIL, or a DRAIN / FAIL / NOT_RESPONDING (`*`) / REBOOT_ISSUED flag. POWERED_DOWN
+(power saving) and MAINT (a maintenance reservation) alone are not down. A drain whose reason was set by one of
+`ignore_users` (the buyer's own admins) is not the provider's downtime.
+Slurm prints local times without an offset: the caller names the controller's zone (`tz`), never guessed.
+"""
+
+from __future__ import annotations
+
+import re
+
+from reports.sla.events import Event
+from reports.sla.timeutil import TimeError, iso_utc, parse_time
+
+DOWN_BASE = {"DOWN", "FAIL", "FAILED"}
+DOWN_FLAGS = {"DRAIN", "DRAINED", "DRAINING", "DRNG", "DRAIN*", "FAIL", "FAILING", "NOT_RESPONDING",
+              "REBOOT_ISSUED", "ERROR"}
+_KEY = re.compile(r"(?:(?<=\s)|^)([A-Za-z][A-Za-z0-9_/:]*)=")
+_REASON = re.compile(r"^(?P<text>.*?)\s*\[(?P<user>[^@\]]+)@(?P<time>[0-9T:\-]+)\]\s*$")
+
+
+class SlurmParseError(ValueError):
+    pass
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Slurm hostlist -> names: 'gpu[001-003,007],login1' -> gpu001, gpu002, gpu003, gpu007, login1."""
+    names, depth, cur = [], 0, ""
+    parts = []
+    for ch in text.strip():
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+            continue
+        depth += ch == "["
+        depth -= ch == "]"
+        cur += ch
+    if cur:
+        parts.append(cur)
+    for part in parts:
+        m = re.match(r"^(.*?)\[([^\]]+)\](.*)$", part)
+        if not m:
+            if part:
+                names.append(part)
+            continue
+        prefix, ranges, suffix = m.groups()
+        for rng in ranges.split(","):
+            if "-" in rng:
+                lo, hi = rng.split("-", 1)
+                width = len(lo) if lo.startswith("0") else 0
+                for i in range(int(lo), int(hi) + 1):
+                    for rest in expand_hostlist(suffix) if "[" in suffix else [suffix]:
+                        names.append("%s%0*d%s" % (prefix, width, i, rest))
+            else:
+                for rest in expand_hostlist(suffix) if "[" in suffix else [suffix]:
+                    names.append(prefix + rng + rest)
+    return names
+
+
+def state_parts(state: str) -> tuple[str, set]:
+    """'IDLE+DRAIN' -> ('IDLE', {'DRAIN'}); 'down*' -> ('DOWN', {'NOT_RESPONDING'}); 'drained' -> ('IDLE', {DRAIN})."""
+    text = (state or "").strip().upper()
+    flags = set()
+    if "*" in text:
+        flags.add("NOT_RESPONDING")
+    text = re.sub(r"[*~#$@^!%-]+", "", text)
+    parts = [p for p in text.split("+") if p]
+    base = parts[0] if parts else "UNKNOWN"
+    flags.update(parts[1:])
+    if base in ("DRAINED", "DRAINING", "DRAIN", "DRNG"):  # sinfo's names for drained / draining nodes
+        flags.add("DRAIN")
+        base = "ALLOCATED" if base in ("DRAINING", "DRNG") else "IDLE"
+    return base, flags
+
+
+def is_down(state: str) -> bool:
+    base, flags = state_parts(state)
+    return base in DOWN_BASE or bool(flags & DOWN_FLAGS)
+
+
+def parse_reason(text: str, tz) -> tuple[str, str | None, int | None]:
+    """'Not responding [slurm@2021-10-19T12:56:19]' -> ('Not responding', 'slurm', µs)."""
+    text = (text or "").strip()
+    if text in ("", "(null)", "none"):
+        return "", None, None
+    m = _REASON.match(text)
+    if not m:
+        return text, None, None
+    return m.group("text"), m.group("user"), parse_time(m.group("time"), default_tz=tz)
+
+
+def parse_scontrol_show_node(text: str) -> list[dict]:
+    """Records of `scontrol show node` (multi-line) or `scontrol -o show node` -> dicts of Key -> value."""
+    records, cur = [], []
+    for line in (text or "").splitlines():
+        if line.startswith("NodeName="):
+            if cur:
+                records.append(" ".join(cur))
+            cur = [line.strip()]
+        elif line.strip() and cur:
+            cur.append(line.strip())
+        elif not line.strip() and cur:
+            records.append(" ".join(cur))
+            cur = []
+    if cur:
+        records.append(" ".join(cur))
+    out = []
+    for rec in records:
+        keys = list(_KEY.finditer(rec))
+        doc = {}
+        for i, m in enumerate(keys):
+            end = keys[i + 1].start() if i + 1 < len(keys) else len(rec)
+            doc[m.group(1)] = rec[m.end():end].strip()
+        if "NodeName" in doc:
+            doc["NodeName"] = doc["NodeName"].split()[0]
+            out.append(doc)
+    return out
+
+
+def parse_sinfo(text: str) -> list[dict]:
+    """`sinfo -N -h -o '%N|%T|%E|%u|%H'` or default `sinfo -R` -> [{node, state, reason, user, time}]."""
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    out = []
+    if lines and "|" in lines[0]:
+        for line in lines:
+            fields = line.split("|")
+            if len(fields) < 5 or fields[0].upper() in ("NODELIST", "HOSTNAMES"):
+                continue
+            for node in expand_hostlist(fields[0]):
+                reason = "" if fields[2] in ("none", "(null)") else fields[2]  # %E prints "none" for no reason
+                out.append({"node": node, "state": fields[1], "reason": reason, "user": fields[3],
+                            "time": fields[4]})
+        return out
+    if lines and lines[0].split()[:1] == ["REASON"]:
+        header = lines[0]
+        cols = [header.index(c) for c in ("USER", "TIMESTAMP", "NODELIST")]
+        for line in lines[1:]:
+            reason = line[:cols[0]].strip()
+            user = line[cols[0]:cols[1]].strip()
+            stamp = line[cols[1]:cols[2]].strip()
+            for node in expand_hostlist(line[cols[2]:].strip()):
+                # sinfo -R lists only nodes with a reason: down, drained or failing.
+                out.append({"node": node, "state": "DOWN+DRAIN" if reason else "", "reason": reason, "user": user,
+                            "time": stamp})
+        return out
+    raise SlurmParseError("not a recognised sinfo output (want -o '%N|%T|%E|%u|%H' or -R)")
+
+
+def parse_sacctmgr_events(text: str) -> list[dict]:
+    """`sacctmgr show event` default table, or -p/-P parsable output (with its header) -> list of dicts."""
+    lines = [line.rstrip("\n") for line in (text or "").splitlines() if line.strip()]
+    if not lines:
+        return []
+    if "|" in lines[0]:
+        trailing = lines[0].endswith("|")  # -p ends every line with one '|'; -P does not
+
+        def cut(line):
+            return line[:-1] if trailing and line.endswith("|") else line
+
+        header = [h.strip() for h in cut(lines[0]).split("|")]
+        rows = []
+        for line in lines[1:]:
+            fields = cut(line).split("|")
+            rows.append({h: (fields[i].strip() if i < len(fields) else "") for i, h in enumerate(header)})
+        return rows
+    if len(lines) < 2 or not set(lines[1].replace(" ", "")) <= {"-"}:
+        raise SlurmParseError("not a recognised sacctmgr table (want the header and dashes, or -P output)")
+    spans, pos = [], 0
+    for dashes in lines[1].split(" "):
+        if dashes:
+            spans.append((pos, pos + len(dashes)))
+        pos += len(dashes) + 1
+    header = [lines[0][s:e].strip() for s, e in spans]
+    return [{h: line[s:e].strip() for h, (s, e) in zip(header, spans)} for line in lines[2:]]
+
+
+def events_from_sacctmgr(rows: list[dict], tz, horizon_us: int, ignore_users=(), prefix="sacctmgr") -> list[Event]:
+    """Node events -> down events; an event still open (TimeEnd Unknown) is closed at horizon_us."""
+    out = []
+    for i, row in enumerate(rows):
+        node = row.get("NodeName", "")
+        start_text = row.get("TimeStart") or row.get("Start") or ""
+        if not node or not start_text:
+            continue  # cluster events: registration, TRES changes
+        if not is_down(row.get("State", "")) or (row.get("User") or "") in set(ignore_users):
+            continue
+        end_text = row.get("TimeEnd") or row.get("End") or ""
+        start = parse_time(start_text, default_tz=tz)
+        still_open = end_text in ("", "Unknown", "None")
+        end = horizon_us if still_open else parse_time(end_text, default_tz=tz)
+        if end <= start:
+            continue
+        for name in expand_hostlist(node):
+            out.append(Event(id="%s:%s:%d" % (prefix, name, i + 1), source="sacctmgr", scope="node", target=name,
+                             kind="down", start=start, end=end, reason=row.get("Reason", ""),
+                             evidence={"line": i + 1, "state": row.get("State", ""), "user": row.get("User", ""),
+                                       "open": still_open, "time_start": start_text, "time_end": end_text}))
+    return out
+
+
+def snapshot_records(text: str, fmt: str) -> list[dict]:
+    """A recorded snapshot -> [{node, state, reason, user, time}] whatever the tool."""
+    if fmt.startswith("scontrol"):
+        recs = []
+        for doc in parse_scontrol_show_node(text):
+            recs.append({"node": doc["NodeName"], "state": doc.get("State", ""), "reason_raw": doc.get("Reason", "")})
+        return recs
+    if fmt.startswith("sinfo"):
+        return parse_sinfo(text)
+    raise SlurmParseError("unknown snapshot format %r" % fmt)
+
+
+def events_from_snapshots(snapshots: list[dict], tz, ignore_users=(), max_gap_us: int | None = None,
+                          prefix="slurm") -> list[Event]:
+    """Snapshots [{observed_at_us, text, format, id}] -> down events per node (see the module docstring)."""
+    series: dict[str, list] = {}
+    for snap in sorted(snapshots, key=lambda s: s["observed_at_us"]):
+        for rec in snapshot_records(snap["text"], snap.get("format") or "scontrol-oneliner"):
+            if "reason_raw" in rec:
+                reason, user, when = parse_reason(rec["reason_raw"], tz)
+            else:
+                reason, user = rec.get("reason", ""), rec.get("user") or None
+                try:
+                    when = parse_time(rec["time"], default_tz=tz) if rec.get("time") not in (None, "", "Unknown") \
+                        else None
+                except TimeError:
+                    when = None
+            down = is_down(rec["state"]) and (user or "") not in set(ignore_users)
+            series.setdefault(rec["node"], []).append(
+                {"t": snap["observed_at_us"], "down": down, "reason": reason, "user": user, "since": when,
+                 "state": rec["state"], "snapshot": snap.get("id")})
+    out = []
+    for node, points in sorted(series.items()):
+        prev_up = None
+        i = 0
+        while i < len(points):
+            p = points[i]
+            if not p["down"]:
+                prev_up = p["t"]
+                i += 1
+                continue
+            j = i
+            while j + 1 < len(points) and points[j + 1]["down"]:
+                j += 1
+            start = p["t"]
+            if p["since"] is not None and p["since"] < start:
+                start = max(p["since"], prev_up) if prev_up is not None else p["since"]
+            nxt = points[j + 1] if j + 1 < len(points) else None
+            last = points[j]["t"]
+            if nxt is not None and (max_gap_us is None or nxt["t"] - last <= max_gap_us):
+                end, still_open = nxt["t"], False
+            else:
+                end, still_open = last, True
+            if end > start:
+                out.append(Event(
+                    id="%s:%s:%s-%s" % (prefix, node, points[i]["snapshot"] or i, points[j]["snapshot"] or j),
+                    source="slurm", scope="node", target=node, kind="down", start=start, end=end,
+                    reason=p["reason"] or p["state"],
+                    evidence={"state": p["state"], "reason_user": p["user"], "reason_since": iso_utc(p["since"])
+                              if p["since"] else None, "first_seen": iso_utc(p["t"]), "last_seen": iso_utc(last),
+                              "open": still_open, "snapshots": [x["snapshot"] for x in points[i:j + 1]]}))
+            prev_up = None
+            i = j + 1
+    return out

@@ -1,0 +1,191 @@
+"""The audit over real SSH on the 4-host test cluster (every check for every host, drift found by name, nothing
+changed on the nodes), and on this machine through inventories/local.ini under --check."""
+
+import csv
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from helpers import ROOT, read_journal, run_dirs, run_playbook
+
+from reports.grade import load_rubric
+
+PLANTED_NCCL = "/run/clustermax-test/nccl.conf"
+AUDIT_IDS = {c["id"] for c in load_rubric()["checks"] if c["id"].startswith("audit.")}
+
+# What a node looks like to someone who wants to know whether the audit changed it: the files the audit reads in
+# /etc, the host's private /run, /tmp and /dev/shm, the kernel settings it reads, and the processes of the host.
+SNAPSHOT = r"""
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+from probes.lib.audit_system import SYSCTLS
+
+def entry(path):
+    st = os.lstat(path)
+    return [st.st_mtime_ns, st.st_size, st.st_mode]
+
+def tree(root):
+    out = {}
+    if not os.path.exists(root):
+        return out
+    out[root] = entry(root) if not os.path.isdir(root) else None
+    for dirpath, dirs, files in os.walk(root):
+        # the run's own working directory is made by preflight and removed by cleanup, not by the audit
+        dirs[:] = [d for d in dirs if not d.startswith("clustermax-assess-")]
+        for name in dirs + files:
+            path = os.path.join(dirpath, name)
+            try:
+                out[path] = entry(path)
+            except OSError:
+                pass
+    return out
+
+files = {}
+for root in ("/etc/ssh", "/etc/nccl.conf", "/etc/sudoers", "/etc/sudoers.d", "/etc/environment", "/etc/profile.d",
+             "/etc/fstab", "/etc/login.defs", "/etc/sysctl.conf", "/etc/sysctl.d", "/etc/modprobe.d", "/etc/security",
+             "/etc/passwd", "/etc/group", "/etc/shadow", "/etc/os-release", "/run", "/tmp", "/dev/shm"):
+    files.update(tree(root))
+sysctl = {}
+for key in list(SYSCTLS) + ["net.ipv4.conf.all.rp_filter", "net.ipv4.conf.all.forwarding", "kernel.hostname"]:
+    try:
+        sysctl[key] = open("/proc/sys/" + key.replace(".", "/")).read().strip()
+    except OSError:
+        sysctl[key] = None
+mine = os.readlink("/proc/self/ns/net")
+skip = {os.getpid(), os.getppid()}
+procs = []
+for pid in os.listdir("/proc"):
+    if not pid.isdigit() or int(pid) in skip:
+        continue
+    try:
+        if os.readlink("/proc/%s/ns/net" % pid) != mine:
+            continue
+        cmd = open("/proc/%s/cmdline" % pid, "rb").read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        continue
+    if cmd.startswith("sshd") or "sshd: " in cmd:
+        continue  # SSH sessions come and go with Ansible's connections (ControlPersist), not with the audit
+    procs.append("%s %s" % (pid, cmd))
+print(json.dumps({"files": files, "sysctl": sysctl, "procs": sorted(procs)}))
+"""
+
+
+def _snapshot(cluster, name):
+    res = cluster.exec(name, [sys.executable, "-c", SNAPSHOT, str(ROOT)], timeout=60, check=True)
+    return json.loads(res.stdout)
+
+
+def _rows(run_dir):
+    with open(run_dir / "report" / "checks.csv") as fh:
+        return [r for r in csv.DictReader(fh) if r["check_id"].startswith("audit.")]
+
+
+@pytest.fixture(scope="module")
+def audit_run(test_cluster, tmp_path_factory):
+    """One audit of the 4 hosts, with one host given an NCCL override file and another a password-login sshd."""
+    tmp = tmp_path_factory.mktemp("audit")
+    names = sorted(h["name"] for h in test_cluster.hosts)
+    nccl_host, sshd_host = names[2], names[1]
+    sshd_config = test_cluster.host_dir(sshd_host) / "sshd_config"
+    original = sshd_config.read_text()
+    inventory = test_cluster.write_inventory(str(tmp / "cluster.ini"), python=sys.executable)
+    out = tmp / "runs"
+    try:
+        test_cluster.exec(nccl_host, ["sh", "-c", "mkdir -p %s && printf 'NCCL_IB_HCA=mlx5_0\\nNCCL_DEBUG=INFO\\n' "
+                                                  "> %s" % (PLANTED_NCCL.rsplit("/", 1)[0], PLANTED_NCCL)], check=True)
+        # sshd -T reads the file; the running sshd is not reloaded, so logins are unaffected
+        sshd_config.write_text(original.replace("PasswordAuthentication no", "PasswordAuthentication yes"))
+        before = {n: _snapshot(test_cluster, n) for n in names}
+        res = run_playbook(inventory, "--tags", "audit", "-e", "assess_output_dir=%s" % out,
+                           "-e", json.dumps({"audit_nccl_conf_paths": [PLANTED_NCCL]}))
+        after = {n: _snapshot(test_cluster, n) for n in names}
+    finally:
+        sshd_config.write_text(original)
+        test_cluster.exec(nccl_host, ["rm", "-rf", PLANTED_NCCL.rsplit("/", 1)[0]])
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    [run_dir] = run_dirs(out)
+    return {"names": names, "nccl_host": nccl_host, "sshd_host": sshd_host, "run_dir": run_dir,
+            "rows": _rows(run_dir), "before": before, "after": after}
+
+
+@pytest.mark.cluster
+def test_every_check_for_every_host_in_one_round_trip(audit_run):
+    run_dir, names = audit_run["run_dir"], audit_run["names"]
+    per_host = defaultdict(list)
+    for r in audit_run["rows"]:
+        per_host[r["host"]].append(r)
+    assert sorted(per_host) == names
+    for name in names:
+        ids = [r["check_id"] for r in per_host[name]]
+        assert len(ids) == len(set(ids)) and set(ids) == AUDIT_IDS and len(AUDIT_IDS) >= 100
+        assert all(r["reason"] for r in per_host[name] if r["status"] in ("skip", "error"))
+        doc = json.loads((run_dir / "artifacts" / name / "audit.json").read_text())
+        assert doc["status"] == "ok" and doc["host"] == name and doc["facts"]["collector"]["root"] is True
+        # measured inside its own host: its own address, its own sshd
+        assert doc["facts"]["security"]["sshd_config"].endswith("/nodes/%s/sshd_config" % name)
+        assert doc["facts"]["procs"]["listeners"][0]["port"] == 22
+    by = {(r["check_id"], r["host"]): r for r in audit_run["rows"]}
+    assert {by[("audit.storage.root_rw", n)]["status"] for n in names} == {"pass"}
+    assert {by[("audit.sec.metadata", n)]["reason"] for n in names} == {
+        "not applicable: audit_probe_metadata is false: the metadata endpoint was not probed"}
+    # one probe task per host: the whole survey came back in one SSH round trip
+    journal = read_journal(run_dir)
+    probe_lines = [line for line in journal if line.get("task", "").endswith("Audit | survey the node (read-only)")]
+    assert sorted(line["host"] for line in probe_lines) == names
+    assert all(line["status"] == "ok" for line in probe_lines)
+
+
+@pytest.mark.cluster
+def test_the_odd_hosts_are_named(audit_run):
+    by = {(r["check_id"], r["host"]): r for r in audit_run["rows"]}
+    names, nccl_host, sshd_host = audit_run["names"], audit_run["nccl_host"], audit_run["sshd_host"]
+    nccl = {n: by[("audit.consistency.nccl", n)] for n in names}
+    assert nccl[nccl_host]["status"] == "warn" and "NCCL_IB_HCA" in nccl[nccl_host]["reason"]
+    assert "differs from 3 of 4 hosts" in nccl[nccl_host]["reason"]
+    assert [nccl[n]["status"] for n in names if n != nccl_host] == ["pass"] * 3
+    sshd = {n: by[("audit.consistency.sshd", n)] for n in names}
+    assert sshd[sshd_host]["status"] == "warn" and "passwordauthentication" in sshd[sshd_host]["reason"]
+    assert [sshd[n]["status"] for n in names if n != sshd_host] == ["pass"] * 3
+    assert [by[("audit.sec.ssh_password_auth", n)]["status"] for n in names] == [
+        "fail" if n == sshd_host else "pass" for n in names]
+    every = {n: by[("audit.consistency.all_facts", n)] for n in names}
+    assert "nccl.files.%s.NCCL_IB_HCA" % PLANTED_NCCL in every[nccl_host]["observed"]
+    assert "security.sshd.passwordauthentication" in every[sshd_host]["observed"]
+    for n in names:
+        if n not in (nccl_host, sshd_host):
+            assert "NCCL_IB_HCA" not in every[n]["observed"] and "passwordauthentication" not in every[n]["observed"]
+    md = (audit_run["run_dir"] / "report" / "report.md").read_text()
+    assert "### Drift between hosts" in md
+    assert "| Same NCCL settings on every host | %s |" % nccl_host in md
+
+
+@pytest.mark.cluster
+def test_the_audit_changed_nothing_on_the_nodes(audit_run):
+    for name in audit_run["names"]:
+        before, after = audit_run["before"][name], audit_run["after"][name]
+        assert before["sysctl"] == after["sysctl"], name
+        changed = sorted(p for p in set(before["files"]) | set(after["files"])
+                         if before["files"].get(p) != after["files"].get(p))
+        assert changed == [], (name, changed[:10])
+        assert before["procs"] == after["procs"], name  # nothing started and left behind, nothing stopped
+        assert any("/etc/ssh" in p for p in before["files"]) and len(before["sysctl"]) > 10
+
+
+def test_local_audit_under_check_mode(tmp_path):
+    """The embedded default (inventories/local.ini) under --check: the audit is read-only, so it still runs."""
+    out = tmp_path / "runs"
+    res = run_playbook(ROOT / "inventories" / "local.ini", "--check", "--tags", "audit",
+                       "-e", "assess_output_dir=%s" % out)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    [run_dir] = run_dirs(out)
+    doc = json.loads((run_dir / "artifacts" / "localhost" / "audit.json").read_text())
+    assert doc["status"] == "ok"
+    assert doc["facts"]["system"]["kernel"] == Path("/proc/sys/kernel/osrelease").read_text().strip()
+    rows = _rows(run_dir)
+    assert {r["host"] for r in rows} == {"localhost"}
+    assert {r["check_id"] for r in rows} == AUDIT_IDS and len(rows) == len(AUDIT_IDS)
+    graded = [r for r in rows if r["status"] in ("pass", "warn", "fail")]
+    assert len(graded) >= 20  # real verdicts on this machine, not only skips
+    assert not list(Path("/tmp").glob("clustermax-assess-%s" % run_dir.name))

@@ -1,0 +1,237 @@
+"""The reliability phase (roles/reboot, roles/fault_injection) against a real Slurm on SSH test hosts.
+
+A cluster of its own (4 hosts, Slurm from tests/cluster/slurm.py, simulated reboots from tests/cluster/reboot.py):
+the reboots and the Slurm daemons must not touch the session's cluster. One destructive run is shared by the
+assertions: nodes 2 and 3 drained, rebooted together (max share 0.5 of 4 hosts: one batch), resumed and given a
+fresh srun; then an XID 79 written into node 4's kernel log, which the harness's HealthCheckProgram (the
+"provider's" health check) must notice and drain. Batches of one host at a time are shown by the reboot role's
+molecule scenario. A second run names the same hosts without assess_allow_destructive and must change nothing.
+"""
+
+import csv
+import json
+import os
+import sys
+
+import pytest
+from cluster.cluster import Cluster, preflight
+from cluster.reboot import Reboots
+from cluster.slurm import Slurm
+from cluster.slurm import preflight as slurm_preflight
+from cluster.xid_healthcheck import read_kmsg, xids_for
+from helpers import ROOT, run_dirs, run_playbook
+
+pytestmark = pytest.mark.cluster
+
+TIMINGS = ("drain_s", "reboot_s", "registered_s", "resume_s", "job_s", "return_to_service_s", "total_s")
+
+
+def _identity():
+    """A prefix and subnet of its own, derived from the session's, so parallel sessions never collide."""
+    prefix = os.environ.get("CMXA_PREFIX", "cmxa")[:7] + "r"
+    octets = os.environ.get("CMXA_SUBNET_PREFIX", "10.237.41").split(".")
+    octets[2] = str((int(octets[2]) + 100) % 250)
+    base = os.environ.get("CMXA_STATE_DIR") or str(ROOT / ".testcluster")
+    return prefix, ".".join(octets), base.rstrip("/") + "-rel"
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster():
+    reason = preflight() or slurm_preflight()
+    if reason:
+        pytest.skip(reason)
+    prefix, subnet, state_dir = _identity()
+    cluster = Cluster(state_dir=state_dir, prefix=prefix, subnet_prefix=subnet)
+    slurm = Slurm(cluster, slurmd_timeout=10, health_check_interval=2)
+    try:
+        cluster.up(4)
+        slurm.up()
+        yield cluster, slurm, Reboots(cluster)
+    finally:
+        slurm.down()
+        cluster.down()
+
+
+def _names(cluster):
+    return [h["name"] for h in cluster.hosts]
+
+
+def _extra_vars(tmp, data):
+    path = tmp / "extra.json"
+    path.write_text(json.dumps(data))
+    return "@%s" % path
+
+
+def _doc(run_dir, host, name):
+    path = run_dir / "artifacts" / host / name
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _metrics(doc):
+    return {r["metric"]: r["value"] for r in doc["results"] if not r["labels"]}
+
+
+def _events(doc):
+    return {r["labels"]["event"]: r["value"] for r in doc["results"] if r["metric"] == "event_at"}
+
+
+def _boot_logs(cluster):
+    """The harness's boot and reboot log of every host, for assertion messages."""
+    return "\n".join(p.read_text() for p in sorted((cluster.state_dir / "boot").glob("*.log")))
+
+
+def _checks(run_dir):
+    with open(run_dir / "report" / "checks.csv") as fh:
+        return {(r["check_id"], r["host"]): r for r in csv.DictReader(fh)}
+
+
+@pytest.fixture(scope="module")
+def destructive_run(slurm_cluster, tmp_path_factory):
+    cluster, slurm, reboots = slurm_cluster
+    n1, n2, n3, n4 = _names(cluster)
+    tmp = tmp_path_factory.mktemp("reliability")
+    inventory = cluster.write_inventory(str(tmp / "hosts.ini"), python=sys.executable)
+    boot_before = reboots.boot_ids()
+    kmsg_since = read_kmsg()[-1][0]
+    extra = _extra_vars(tmp, {
+        "assess_output_dir": str(tmp / "runs"),
+        "assess_allow_destructive": True,
+        "reboot_hosts": [n2, n3],
+        "reboot_max_share": 0.5,
+        "reboot_command": reboots.command(delay=2),
+        "reboot_poll_interval": 0.5,
+        "fault_injection_hosts": [n4],
+        "fault_injection_poll_interval": 0.5,
+        "fault_injection_detect_timeout": 60,
+        "fault_injection_remediation_timeout": 2,
+        "fault_injection_settle": 2,
+    })
+    res = run_playbook(inventory, "--tags", "reliability", "-e", extra, timeout=400)
+    [run_dir] = run_dirs(tmp / "runs")
+    return {"res": res, "run_dir": run_dir, "names": (n1, n2, n3, n4), "boot_before": boot_before,
+            "boot_after": reboots.boot_ids(), "states_after": slurm.node_states(), "kmsg_since": kmsg_since,
+            "slurm": slurm, "boot_logs": _boot_logs(cluster)}
+
+
+def test_reboot_of_two_of_four_nodes_with_drain_resume_and_every_timing(destructive_run):
+    res, run_dir = destructive_run["res"], destructive_run["run_dir"]
+    n1, n2, n3, n4 = destructive_run["names"]
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    # the rebooted nodes really rebooted (the harness's view of the boot id), the others did not
+    before, after = destructive_run["boot_before"], destructive_run["boot_after"]
+    assert before[n2] != after[n2] and before[n3] != after[n3]
+    assert before[n1] == after[n1] and before[n4] == after[n4]
+    windows = {}
+    for host in (n2, n3):
+        doc = _doc(run_dir, host, "reboot.json")
+        assert doc["status"] == "ok", doc.get("reason")
+        m = _metrics(doc)
+        assert m["boot_id_changed"] == 1 and m["returned"] == 1
+        assert doc["facts"]["scheduler"] == "slurm"
+        assert doc["facts"]["boot_id_before"] == before[host] and doc["facts"]["boot_id_after"] == after[host]
+        for name in TIMINGS:
+            assert name in m and m[name] >= 0, (host, name, m)
+        # the reboot itself (the harness keeps the node down 2 s) and the whole cycle take real time
+        assert 2.0 <= m["reboot_s"] < 600 and m["total_s"] >= m["reboot_s"], destructive_run["boot_logs"]
+        assert 2.0 <= m["reboot_module_elapsed_s"] <= m["reboot_s"]
+        ev = _events(doc)
+        order = ["drain_issued", "drained", "reboot_started", "reboot_returned", "resume_issued", "available",
+                 "job_ok"]
+        assert [ev[k] for k in order] == sorted(ev[k] for k in order), ev
+        windows[host] = (ev["reboot_started"], ev["reboot_returned"])
+    # max share 0.5 of 4 hosts: both in one batch, down at the same time, watched from node 1
+    assert {_doc(run_dir, h, "reboot.json")["facts"]["batch"] for h in (n2, n3)} == {"1"}
+    first, second = sorted(windows.values())
+    assert second[0] < first[1]
+    # the observer watched Slurm: each node went from IDLE to IDLE+DRAIN, slurmd restarted, back to IDLE
+    samples = [json.loads(line) for line in (run_dir / "artifacts" / n1 / "sched_watch-reboot-b1.jsonl")
+               .read_text().splitlines()]
+    for host in (n2, n3):
+        mine = [s for s in samples if s["node"] == host]
+        states = [s["state"] for s in mine]
+        assert states[0] == "IDLE" and "IDLE+DRAIN" in states and states[-1] == "IDLE", states
+        assert mine[0]["slurmd_start"] != mine[-1]["slurmd_start"]
+    # hosts that were not named were left alone, and say so
+    for host in (n1, n4):
+        doc = _doc(run_dir, host, "reboot.json")
+        assert doc["status"] == "skipped" and "not among reboot_hosts" in doc["reason"]
+    # every node back in service as it was
+    assert destructive_run["states_after"] == {n: "IDLE" for n in (n1, n2, n3, n4)}
+    rows = _checks(run_dir)
+    assert rows[("reliability.reboot_returned", n2)]["status"] == "pass"
+    assert rows[("reliability.reboot_returned", n1)]["status"] == "skip"
+    assert rows[("reliability.reboot_duration", n3)]["status"] in ("pass", "warn")
+
+
+def test_xid_in_kernel_log_is_detected_by_the_health_check_and_timed(destructive_run):
+    run_dir = destructive_run["run_dir"]
+    n1, n2, n3, n4 = destructive_run["names"]
+    inject = _doc(run_dir, n4, "fault_inject.json")
+    assert inject["status"] == "ok"
+    assert inject["facts"]["method"] == "kmsg"
+    assert inject["facts"]["method_dcgm"] == "dcgmi not found"
+    # the line is in the (shared) kernel log, in the driver's form, with the run and node marker
+    lines = xids_for(read_kmsg(), n4, destructive_run["kmsg_since"])
+    run_id = run_dir.name
+    ours = [text for _, xid, text in lines if xid == 79 and "run=%s" % run_id in text]
+    assert len(ours) == 1 and "NVRM: Xid (PCI:0000:00:00): 79," in ours[0]
+    assert "GPU has fallen off the bus." in ours[0]
+    doc = _doc(run_dir, n4, "fault_injection.json")
+    assert doc["status"] == "ok", doc.get("reason")
+    m = _metrics(doc)
+    assert m["detected"] == 1 and 0 < m["detect_s"] < 60
+    assert doc["facts"]["detect_phase"] == "drained"
+    assert doc["facts"]["detect_reason"] == "XID 79 in kernel log (health check)"
+    assert doc["facts"]["observed_action"] == "drained"
+    assert m["rebooted"] == 0 and m["returned"] == 0 and m["drain_open"] == 1
+    # fault_injection_remediation_timeout=2: the watch went on 2 s after detection, the node drained throughout
+    assert m["time_drained_s"] >= 2 and m["watched_s"] >= m["detect_s"] + 2
+    assert m["resumed_by_assessment"] == 1
+    # the health check (the provider's tool) did the draining: its own log says so
+    hc_log = (destructive_run["slurm"].dir / "healthcheck" / ("%s.log" % n4)).read_text()
+    assert "drain %s" % n4 in hc_log and "rc 0" in hc_log
+    # nobody else was touched
+    for host in (n1, n2, n3):
+        doc = _doc(run_dir, host, "fault_injection.json")
+        assert doc["status"] == "skipped" and "not among fault_injection_hosts" in doc["reason"]
+    assert destructive_run["states_after"][n4] == "IDLE"
+    rows = _checks(run_dir)
+    assert rows[("reliability.failure_detection", n4)]["status"] == "pass"
+    assert rows[("reliability.remediation", n4)]["status"] == "warn"
+    assert "REBOOT" in rows[("reliability.remediation", n4)]["expected"]
+    assert rows[("reliability.failure_detection", n1)]["status"] == "skip"
+    md = (run_dir / "report" / "report.md").read_text()
+    assert "### Reboot timings (seconds)" in md and "### Fault injection" in md
+    for host in (n2, n3, n4):
+        assert "- **%s** (" % host in md
+    assert (run_dir / "report" / "reliability_timeline.png").stat().st_size > 1000
+
+
+def test_without_allow_destructive_nothing_changes(slurm_cluster, tmp_path):
+    cluster, slurm, reboots = slurm_cluster
+    n1, n2, n3, n4 = _names(cluster)
+    inventory = cluster.write_inventory(str(tmp_path / "hosts.ini"), python=sys.executable)
+    boot_before, states_before = reboots.boot_ids(), slurm.node_states()
+    kmsg_since = read_kmsg()[-1][0]
+    extra = _extra_vars(tmp_path, {
+        "assess_output_dir": str(tmp_path / "runs"),
+        "reboot_hosts": [n2, n3],
+        "reboot_command": reboots.command(delay=2),
+        "fault_injection_hosts": [n4],
+    })
+    res = run_playbook(inventory, "--tags", "reliability", "-e", extra, timeout=300)
+    assert res.returncode == 0, res.stdout[-4000:]
+    assert reboots.boot_ids() == boot_before
+    assert slurm.node_states() == states_before
+    assert not [x for x in read_kmsg() if x[0] > kmsg_since and "clustermax.assess injection" in x[2]
+                and any("node=%s" % n in x[2] for n in (n1, n2, n3, n4))]
+    [run_dir] = run_dirs(tmp_path / "runs")
+    for host in (n1, n2, n3, n4):
+        for name in ("reboot.json", "fault_injection.json"):
+            doc = _doc(run_dir, host, name)
+            assert doc["status"] == "skipped" and "assess_allow_destructive" in doc["reason"], doc
+        assert sorted(p.name for p in (run_dir / "artifacts" / host).iterdir()) == [
+            "fault_injection.json", "node_info.json", "reboot.json"]
+    rows = _checks(run_dir)
+    assert {rows[(c, n4)]["status"] for c in ("reliability.failure_detection", "reliability.reboot_returned")} == {
+        "skip"}

@@ -1,0 +1,118 @@
+"""report.html in a real browser: headless Chromium (Debian's `chromium`) renders it without console errors, the
+screenshot is not blank, and the tier, category table and check table are in the DOM after the page's script ran.
+A page with a script error is caught the same way (the check can fail)."""
+
+import csv
+import shutil
+import subprocess
+import sys
+import tempfile
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+from rating_runs import RUBRIC, make_run  # noqa: E402
+
+from reports import sections  # noqa: E402
+from reports.build import build  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (Debian package `chromium`)")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--enable-logging=stderr", "--v=0", "--hide-scrollbars"]
+
+
+def chromium(url, *args):
+    """(stdout, console lines) of one headless Chromium run with a fresh profile."""
+    profile = tempfile.mkdtemp(prefix="cmxa-chromium-")
+    try:
+        res = subprocess.run([CHROMIUM, *FLAGS, "--user-data-dir=%s" % profile, *args, url], capture_output=True,
+                             text=True, timeout=120)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    console = [line for line in res.stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
+    return res.stdout, console
+
+
+def plot_section():
+    """A report section that draws a plot, as the phase sections do (matplotlib Agg, PNG in the report dir)."""
+    def render(run, rows, report_dir):
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(4, 2.5))
+        ax.plot([1, 2, 4, 8], [90, 180, 350, 470], marker="o")
+        ax.set_title("bus bandwidth")
+        fig.savefig(str(Path(report_dir) / "test_plot.png"), dpi=80)
+        plt.close(fig)
+        return "## Test plots\n\n![bus bandwidth](test_plot.png)\n"
+
+    return types.SimpleNamespace(ORDER=99, render=render, __name__="reports.sections.test_plot")
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    base = tmp_path_factory.mktemp("browser")
+    run_dir = make_run(base, "excellent", host_overrides={"gn3": {"read_bw_gbps": 1.0}})
+    original = sections.modules
+    sections.modules = lambda: original() + [plot_section()]
+    try:
+        # No analyst file: pricing, partnerships and availability are "not measured", coverage 81 % -> Gold
+        _, _, report_dir = build(run_dir, rubric=RUBRIC, progress=False)
+    finally:
+        sections.modules = original
+    return Path(report_dir)
+
+
+@pytest.fixture(scope="module")
+def browser(report, tmp_path_factory):
+    """One Chromium run: the DOM after the page's script ran, a screenshot, and the console."""
+    shot = tmp_path_factory.mktemp("shot") / "shot.png"
+    dom, console = chromium((report / "report.html").as_uri(), "--window-size=1280,1600",
+                            "--screenshot=%s" % shot, "--dump-dom")
+    return dom, shot, console
+
+
+def test_no_console_errors(browser):
+    assert browser[2] == []
+
+
+def test_screenshot_is_not_blank(browser):
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(str(browser[1]))[..., :3]
+    assert pixels.shape[:2] == (1600, 1280)
+    assert float(pixels.std()) > 0.05  # a blank (all white) page has 0
+    dark = (pixels.mean(axis=2) < 0.5).mean()
+    assert 0.005 < dark < 0.5  # text and tables, not a black page
+    # the tier badge near the top is coloured (Gold's #f6d365), not white
+    top = pixels[:500]
+    gold = np.all(np.abs(top - np.array([0xF6, 0xD3, 0x65]) / 255.0) < 0.03, axis=2)
+    assert gold.sum() > 2000
+
+
+def test_tier_category_and_check_tables_are_in_the_dom(browser, report):
+    dom = browser[0]
+    assert '<div class="tier" id="tier"' in dom and ">Gold<small>" in dom
+    categories = dom.split('<table id="categories">', 1)[1].split("</table>", 1)[0]
+    assert categories.count("<tr>") == 12 and "Pricing" in categories and "analyst input absent" in categories
+    checks = dom.split('id="check-rows"', 1)[1].split("</table>", 1)[0]
+    with open(report / "checks.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert checks.count("<tr class=\"row-") == len(rows)
+    assert '<tr class="row-fail"><td><code>storage.read_bw</code></td><td>gn3</td>' in checks
+    assert 'src="data:image/png;base64,' in dom  # the section's plot travelled inside the page
+    assert "<script" in dom and 'class="on" data-status=""' in dom  # the filter buttons are there
+
+
+def test_a_script_error_would_be_caught(tmp_path):
+    page = tmp_path / "broken.html"
+    page.write_text("<!DOCTYPE html><html><body><p>x</p><script>notDefined();</script></body></html>")
+    _, console = chromium(page.as_uri(), "--dump-dom")
+    assert any("Uncaught ReferenceError" in line for line in console)

@@ -1,0 +1,216 @@
+"""The quick storage phase over the 4-host SSH test cluster: a shared tier (a directory under the repository's
+.cache/, which every host sees) and a private tier (each host's own /tmp), fio with 1, 2 and 4 clients through fio's
+client/server mode, DCP across the hosts over gloo, the metadata storm across hosts, import torch, and the object
+store probe against moto's S3 server, started inside the first host on its loopback.
+
+One playbook run (module fixture) is shared by every assertion."""
+
+import csv
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import ROOT, read_journal, run_dirs, run_playbook
+
+pytestmark = pytest.mark.cluster
+WORKLOADS = 8
+MOTO_PORT = 45671
+
+
+def _moto_server():
+    exe = Path(sys.executable).parent / "moto_server"
+    return str(exe) if exe.exists() else shutil.which("moto_server")
+
+
+@pytest.fixture(scope="module")
+def s3_in_first_host(test_cluster):
+    """moto's S3 server on 127.0.0.1 inside the first host (its own loopback), with a bucket."""
+    exe = _moto_server()
+    if not exe:
+        pytest.skip("moto[server] is not installed (pip install -e '.[test]')")
+    host = test_cluster.hosts[0]
+    holder = test_cluster.host(host["name"])["holder_pid"]
+    log = open(ROOT / ".cache" / "storage-it-moto.log", "w") if (ROOT / ".cache").is_dir() else subprocess.DEVNULL
+    proc = subprocess.Popen(["nsenter", "-t", str(holder), "-m", "-u", "-n", "--", exe, "-H", "127.0.0.1", "-p",
+                             str(MOTO_PORT)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    creds = {"access_key": "AKIDCMXSTEST", "secret_key": "cmxs-" + secrets.token_hex(16)}
+    make_bucket = (
+        "import boto3, time\n"
+        "for i in range(100):\n"
+        "    try:\n"
+        "        boto3.client('s3', endpoint_url='http://127.0.0.1:%d', aws_access_key_id=%r,\n"
+        "                     aws_secret_access_key=%r, region_name='us-east-1').create_bucket(Bucket='bench')\n"
+        "        break\n"
+        "    except Exception:\n"
+        "        time.sleep(0.2)\n"
+        "else:\n"
+        "    raise SystemExit('moto did not start')\n" % (MOTO_PORT, creds["access_key"], creds["secret_key"]))
+    try:
+        test_cluster.exec(host["name"], [sys.executable, "-c", make_bucket], timeout=60, check=True)
+        yield dict(creds, endpoint="http://127.0.0.1:%d" % MOTO_PORT, bucket="bench")
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except OSError:
+            pass
+        proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def storage_run(test_cluster, s3_in_first_host, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("storage")
+    shared = ROOT / ".cache" / ("storage-it-%s" % os.environ.get("CMXA_PREFIX", "cmxa")) / "shared"
+    shared.mkdir(parents=True, exist_ok=True)
+    inventory = test_cluster.write_inventory(str(tmp / "cluster.ini"), python=sys.executable)
+    s3 = s3_in_first_host
+    extra = {"assess_output_dir": str(tmp / "runs"), "assess_profile": "quick",
+             "storage_tiers": [{"name": "shared", "path": str(shared), "shared": True},
+                               {"name": "tmp", "path": "/tmp", "shared": False}],
+             "storage_object_store_endpoint": s3["endpoint"], "storage_object_store_bucket": s3["bucket"],
+             "storage_object_store_access_key": s3["access_key"],
+             "storage_object_store_secret_key": s3["secret_key"]}
+    (tmp / "vars.json").write_text(json.dumps(extra))
+    t0 = time.monotonic()
+    res = run_playbook(inventory, "--tags", "storage", "-e", "@%s" % (tmp / "vars.json"), timeout=900)
+    elapsed = time.monotonic() - t0
+    assert res.returncode == 0, res.stdout[-5000:] + res.stderr[-2000:]
+    [run_dir] = run_dirs(tmp / "runs")
+    print("storage phase (preflight + storage + report): %.0f s" % elapsed)
+    return {"dir": run_dir, "hosts": sorted(h["name"] for h in test_cluster.hosts), "shared": shared,
+            "s3": s3, "stdout": res.stdout}
+
+
+def art(run, host, name):
+    return json.loads((run["dir"] / "artifacts" / host / (name + ".json")).read_text())
+
+
+def results(doc, metric=None, **labels):
+    return [r for r in doc["results"] if (metric is None or r["metric"] == metric)
+            and all(r["labels"].get(k) == v for k, v in labels.items())]
+
+
+def test_fio_sweep_over_both_tiers_with_1_2_4_clients(storage_run):
+    hosts = storage_run["hosts"]
+    for tier in ("shared", "tmp"):
+        driver = art(storage_run, hosts[0], "fio_sweep-" + tier)
+        assert driver["status"] == "ok", driver["reason"]
+        assert driver["facts"]["role"] == "driver" and driver["facts"]["clients_used"] == hosts
+        assert driver["facts"]["points"] == 3 * WORKLOADS
+        agg = results(driver, "fio_bw_bytes", scope="aggregate")
+        assert sorted({(r["labels"]["workload"], r["labels"]["clients"]) for r in agg}) == sorted(
+            {(w, c) for w in {r["labels"]["workload"] for r in agg} for c in (1, 2, 4)})
+        assert len(agg) == 3 * WORKLOADS and all(r["value"] > 1e5 for r in agg)
+        # each client host's own numbers, and the aggregate is their sum
+        for clients in (1, 2, 4):
+            per = results(driver, "fio_bw_bytes", scope="client", clients=clients, workload="seq_read_buffered")
+            assert sorted(r["labels"]["client"] for r in per) == hosts[:clients]
+            [total] = results(driver, "fio_bw_bytes", scope="aggregate", clients=clients,
+                              workload="seq_read_buffered")
+            assert total["value"] == pytest.approx(sum(r["value"] for r in per), rel=1e-3)
+        assert (storage_run["dir"] / "artifacts" / hosts[0] / ("fio_sweep-%s-c4.out" % tier)).exists()
+        for host in hosts[1:]:
+            doc = art(storage_run, host, "fio_sweep-" + tier)
+            assert doc["status"] == "ok" and doc["facts"]["role"] == "server" and doc["results"] == []
+    assert art(storage_run, hosts[0], "fio_sweep-tmp")["facts"]["tier_fstype"] == "tmpfs"
+
+
+def test_checkpoint_dcp_across_hosts_on_the_shared_tier(storage_run):
+    hosts = storage_run["hosts"]
+    for host in hosts:
+        doc = art(storage_run, host, "checkpoint-shared")
+        assert doc["status"] == "ok", doc["reason"]
+        assert doc["facts"]["dcp_mode"] == "across 4 hosts over gloo"
+        assert doc["facts"]["dcp_load_matches"] is True and doc["facts"]["torch_save_load_matches"] is True
+        [rank] = results(doc, "ckpt_save_gbps", method="dcp", scope="rank")
+        assert rank["labels"]["ranks"] == 4 and rank["value"] > 0
+        assert results(doc, "ckpt_save_gbps", method="torch_save")[0]["value"] > 0
+        tmp = art(storage_run, host, "checkpoint-tmp")
+        assert tmp["facts"]["dcp_mode"] == "per node (tier not shared)"
+    lead = art(storage_run, hosts[0], "checkpoint-shared")
+    [total] = results(lead, "ckpt_bytes", method="dcp", scope="aggregate")
+    assert total["value"] == 4 * 64 * 2**20
+
+
+def test_metadata_storm_across_hosts(storage_run):
+    hosts = storage_run["hosts"]
+    lead = art(storage_run, hosts[0], "metadata-shared")
+    assert lead["facts"]["scope"] == "across 4 hosts" and lead["facts"]["ranks"] == 8
+    assert lead["facts"]["mkdir_outcomes"] == {"EEXIST": 7, "created": 1}
+    [winners] = results(lead, "meta_mkdir_winners")
+    assert winners["value"] == 1
+    for host in hosts:
+        doc = art(storage_run, host, "metadata-shared")
+        [anomalies] = results(doc, "meta_anomalies_total", scope="host")
+        assert anomalies["value"] == 0
+        assert results(doc, "meta_create_per_s", scope="host")[0]["value"] > 0
+        assert art(storage_run, host, "metadata-tmp")["facts"]["scope"] == "this host"
+
+
+def test_import_time_and_object_store(storage_run):
+    hosts = storage_run["hosts"]
+    for host in hosts:
+        doc = art(storage_run, host, "import_time")
+        [first] = results(doc, "import_s", cache="first")
+        assert 0 < first["value"] < 120 and "node's own installation" in doc["facts"]["measured"]
+    s3 = art(storage_run, hosts[0], "object_store")
+    assert s3["status"] == "ok", s3["reason"]
+    for metric in ("obj_put_gbps", "obj_get_gbps", "obj_put_per_s", "obj_get_per_s", "obj_list_per_s",
+                   "obj_delete_per_s"):
+        assert results(s3, metric)[0]["value"] > 0, metric
+    assert {r["labels"]["pct"] for r in results(s3, "obj_get_latency_ms")} == {"p50", "p90", "p99"}
+    assert results(s3, "obj_list_missing")[0]["value"] == 0
+    assert results(s3, "obj_left_behind")[0]["value"] == 0
+    for host in hosts[1:]:
+        assert art(storage_run, host, "object_store")["status"] == "skipped"
+
+
+def test_credentials_never_reach_artifacts_journal_or_report(storage_run):
+    secret = storage_run["s3"]["secret_key"].encode()
+    access = storage_run["s3"]["access_key"].encode()
+    seen = [p for p in storage_run["dir"].rglob("*") if p.is_file() and (secret in p.read_bytes()
+                                                                           or access in p.read_bytes())]
+    assert seen == []
+    assert storage_run["s3"]["secret_key"] not in storage_run["stdout"]
+    journal = read_journal(storage_run["dir"])
+    handed = [line for line in journal if line.get("task", "").endswith("object store credentials to the node")]
+    assert handed and all("hidden" in (line.get("msg") or "hidden") for line in handed)
+
+
+def test_nothing_is_left_on_the_hosts(storage_run, test_cluster):
+    assert [p.name for p in storage_run["shared"].iterdir()] == []
+    run_id = storage_run["dir"].name
+    for host in storage_run["hosts"]:
+        res = test_cluster.exec(host, ["ls", "-a", "/tmp"])
+        assert run_id not in res.stdout  # neither the run's working directory nor a tier's test directory
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    subnet = test_cluster.hosts[0]["ip"].rsplit(".", 1)[0]
+    assert "--server=%s." % subnet not in ps
+
+
+def test_report_grades_every_storage_check_on_every_host_and_plots(storage_run):
+    run_dir, hosts = storage_run["dir"], storage_run["hosts"]
+    md = (run_dir / "report" / "report.md").read_text()
+    assert "## Storage" in md and "### fio sweep" in md and "### Object storage (S3)" in md
+    for tier in ("shared", "tmp"):
+        for kind in ("heatmap", "scaling", "latency"):
+            png = run_dir / "report" / ("storage_%s_%s.png" % (kind, tier))
+            assert png.stat().st_size > 1000 and png.name in md
+    with open(run_dir / "report" / "checks.csv") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["check_id"].startswith("storage.")]
+    ids = {r["check_id"] for r in rows}
+    assert len(ids) >= 15
+    for check_id in ids:
+        assert {r["host"] for r in rows if r["check_id"] == check_id} == set(hosts), check_id
+    by = {(r["check_id"], r["host"], r["subject"]): r for r in rows}
+    assert by[("storage.metadata_anomalies", hosts[0], "tier=shared")]["status"] == "pass"
+    assert by[("storage.obj_list_consistent", hosts[0], "")]["status"] == "pass"
+    scaling = [r for r in rows if r["check_id"] == "storage.fio_scaling" and r["host"] == hosts[0]]
+    assert len(scaling) == 2 * WORKLOADS and all(" → c4 " in r["observed"] for r in scaling)
+    assert all(r["status"] in ("pass", "warn", "fail") for r in scaling)

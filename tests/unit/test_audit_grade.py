@@ -1,0 +1,539 @@
+"""Grading of the audit on the controller: nodes assembled from recorded outputs (H100, H200, B200, GB200, MI300X)
+through the probe's own parsers, written as artifacts, loaded and graded like a real run."""
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from probes.artifact import Artifact, write_json_atomic
+from probes.lib import (
+    audit_amd,
+    audit_health,
+    audit_logs,
+    audit_net,
+    audit_nvidia,
+    audit_pci,
+    audit_sched,
+    audit_security,
+    audit_storage,
+)
+from reports import grade, grade_audit
+from reports.load import load_run
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "audit"
+STATUSES = {"pass", "warn", "fail", "skip", "error"}
+SOURCES = ("nvidia_smi", "nvlink_status", "nvlink_errors", "nvidia_driver", "amd_smi", "pci_sysfs", "lspci",
+           "net_sysfs", "rdma_sysfs", "ip_addr", "ibstat", "ibv_devinfo", "nccl_config", "proc_sys", "systemctl_failed",
+           "kernel_log", "packages", "libraries", "mounts", "findmnt", "processes", "listeners", "sshd_t", "sudoers",
+           "security_files", "metadata", "slurm", "kubernetes_node", "health_agents", "dcgm_diag")
+
+
+def text(name):
+    return (FIX / name).read_text()
+
+
+def cpu_node():
+    """A CPU-only login node: Ubuntu 22.04, hardened sshd, NFS home, Lustre, no GPU, no RDMA."""
+    mounts = audit_storage.parse_findmnt(text("findmnt-J_h100_node.json"))
+    real = [m for m in mounts if m["fstype"] not in audit_storage.PSEUDO]
+    for m in real:
+        m.update(size=10 * 2**40, avail=4 * 2**40, free=4 * 2**40, inodes=10**8, inodes_free=9 * 10**7, readonly=False)
+    sources = {s: {"status": "ok", "reason": None} for s in SOURCES}
+    sources["metadata"] = {"status": "not_applicable",
+                           "reason": "audit_probe_metadata is false: the metadata endpoint was not probed"}
+    sources["dcgm_diag"] = {"status": "missing", "reason": "dcgmi not found (DCGM not installed)"}
+    for s in ("nvidia_smi", "amd_smi", "ibstat", "ibv_devinfo"):
+        sources[s] = {"status": "missing", "reason": "%s not found" % s.replace("_", "-")}
+    sources["rdma_sysfs"] = {"status": "not_applicable", "reason": "no RDMA device (/sys/class/infiniband absent)"}
+    sources["slurm"] = {"status": "not_applicable", "reason": "no Slurm on this node (no slurm.conf)"}
+    sources["lspci"] = {"status": "not_applicable", "reason": "no PCIe bridge above a GPU, NIC or NVMe device"}
+    return {
+        "collector": {"root": True, "wall_s": 0.9},
+        "sources": sources,
+        "gpu_nvidia": {"tool": False},
+        "nvidia_driver": {"module_loaded": False, "modules": [], "proc_version": None, "peermem_loaded": False,
+                          "gdrdrv_loaded": False, "gdrdrv_device": False, "nvswitch_devices": 0, "imex_config": False,
+                          "imex_channels": False, "fabricmanager_version": None},
+        "gpu_amd": {"tool": None, "gpus": [], "amdgpu_loaded": False},
+        "pci": {"devices": {}, "acs_read": False},
+        "net": {"interfaces": {"lo": {"type": 772, "operstate": "unknown", "mtu": 65536, "virtual": True},
+                               "eno1": {"type": 1, "operstate": "up", "mtu": 1500, "speed_mbps": 25000,
+                                        "mac": "3c:ec:ef:10:22:01", "virtual": False, "pci": "0000:c1:00.0",
+                                        "driver": "bnxt_en", "rp_filter": 2, "addresses": ["10.40.2.17/16"]}},
+                "rdma": {}, "default_route": ["eno1"], "rp_filter_all": 0},
+        "ib_tools": {},
+        "nccl": {"files": {}, "searched": ["/etc/nccl.conf", "/root/.nccl.conf"], "profile": {}, "environment": {}},
+        "system": {"os_id": "ubuntu", "os_version": "22.04", "os_name": "Ubuntu 22.04.5 LTS",
+                   "kernel": "5.15.0-119-generic", "arch": "x86_64",
+                   "kernels_installed": ["5.15.0-118-generic", "5.15.0-119-generic"],
+                   "cmdline": {"BOOT_IMAGE": "/vmlinuz-5.15.0-119-generic", "ro": True, "iommu": "pt"},
+                   "iommu": {"units": ["dmar0"], "groups": 120, "group_types": {"identity": 120}},
+                   "cpu_governors": {"performance": 112}, "cpu_count": 112,
+                   "sysctl": {"kernel.numa_balancing": "0", "kernel.dmesg_restrict": "1", "kernel.kptr_restrict": "1",
+                              "kernel.yama.ptrace_scope": "1", "kernel.randomize_va_space": "2",
+                              "fs.suid_dumpable": "0", "kernel.unprivileged_bpf_disabled": "2",
+                              "fs.protected_symlinks": "1"},
+                   "vulnerabilities": {"meltdown": "Not affected", "spectre_v2": "Mitigation: Enhanced IBRS"},
+                   "modules": ["ib_core", "mlx5_core"], "edac": {"controllers": 4, "ce": 0, "ue": 0},
+                   "thp": "always [madvise] never", "clock": {"state": 0, "unsynchronised": False, "maxerror_us": 40},
+                   "loadavg_1m": 0.4, "uptime_s": 86400.0, "journal_persistent": True, "pid1": "systemd",
+                   "failed_units": []},
+        "kernel_log": {"source": "journalctl", "lines": 1200, "first": "2024-09-01T00:00:00Z", "xids": [],
+                       "counts": {}, "events": {}},
+        "packages": {"manager": "dpkg", "count": 911, "selected": {"openssh-server": "1:8.9p1-3ubuntu0.10"}},
+        "libraries": {"cuda_toolkit": None, "nccl_lib": None, "nccl_header": None, "cudnn_lib": None,
+                      "cudnn_header": None, "gdrapi_lib": None, "hpcx": [], "pyxis_plugin": [], "pmix_plugin": []},
+        "tools": {"openssh": {"version": "8.9p1", "rc": 0}},
+        "storage": {"mounts": real, "home_mount": "/home", "home_fstype": "nfs4", "user_home": "/root",
+                    "user_home_mount": "/", "nvme": {}, "fstab": [],
+                    "mount_targets": sorted(m["target"] for m in mounts)},
+        "procs": {"daemons": ["chronyd", "sshd", "node_exporter"], "daemons_elsewhere": {},
+                  "listeners": [{"address": "0.0.0.0", "port": 22, "loopback": False, "process": "sshd"},
+                                {"address": "10.40.2.17", "port": 9100, "loopback": False,
+                                 "process": "node_exporter"}]},
+        "security": {"sshd_config": "/etc/ssh/sshd_config",
+                     "sshd": {k: v for k, v in audit_security.parse_sshd_t(text("sshd-T_hardened.txt")).items()
+                              if k in audit_security.SSHD_KEYS},
+                     "sudo": {"nopasswd": [], "all": []}, "docker_socket": None,
+                     "path": [{"path": "/usr/bin", "mode": "0755", "world_writable": False, "sticky": False,
+                               "owner_uid": 0}],
+                     "mac": {"selinux": "disabled", "apparmor_enabled": True, "apparmor_profiles_enforced": 31},
+                     "ipmi": {"device_nodes": [], "modules": [], "ipmitool": False},
+                     "accounts": {"uid0": ["root"], "shadow_readable": True, "empty_password": [],
+                                  "shadow_mode": "0640"}},
+        "slurm": {"slurm_conf": None},
+        "kubernetes": {"kubelet_config": None, "anonymous_auth": None},
+        "health": {"nhc": "/usr/sbin/nhc", "nhc_conf": "/etc/nhc/nhc.conf", "nvsentinel_config": False, "dcgmi": False},
+    }
+
+
+def _rdma_from_ibstat(ibstat, pcis):
+    out = {}
+    for i, (dev, info) in enumerate(sorted(ibstat.items(), key=lambda kv: int(kv[0].split("_")[1]))):
+        p = info["ports"]["1"]
+        ib = p["link_layer"] == "InfiniBand"
+        out[dev] = {"fw_ver": info["firmware"], "hca_type": info["type"], "pci": pcis[i],
+                    "netdevs": ["ibp%ds0" % i] if ib else ["ens%df0np0" % i],
+                    "ports": {"1": {"state": "ACTIVE" if p["state"] == "Active" else "DOWN",
+                                    "phys_state": p["physical_state"], "rate": "%s Gb/sec" % p["rate"],
+                                    "rate_gbps": p["rate_gbps"], "link_layer": p["link_layer"], "lid": p["base_lid"],
+                                    "sm_lid": p["sm_lid"], "counters": {"symbol_error": 0, "link_downed": 0},
+                                    "gids": {} if ib else {"3": {"type": "RoCE v2", "ipv4": True},
+                                                           "1": {"type": "IB/RoCE v1", "ipv4": False}},
+                                    "pkeys": ["0xffff"] if ib else []}}}
+    return out
+
+
+def nvidia_node(xml, nvlink=None, nvlink_errors=None, version_file=None):
+    f = cpu_node()
+    smi = audit_nvidia.parse_smi_xml(text(xml))
+    f["gpu_nvidia"] = dict(smi, tool=True, rc=0)
+    if nvlink:
+        f["gpu_nvidia"]["nvlink"] = {str(k): v for k, v in audit_nvidia.parse_nvlink_status(text(nvlink)).items()}
+    if nvlink_errors:
+        f["gpu_nvidia"]["nvlink_errors"] = {str(k): v for k, v in
+                                            audit_nvidia.parse_nvlink_errors(text(nvlink_errors)).items()}
+    f["sources"]["nvidia_smi"] = {"status": "ok", "reason": None}
+    f["nvidia_driver"].update(module_loaded=True, modules=["nvidia", "nvidia_uvm", "nvidia_peermem"],
+                              peermem_loaded=True,
+                              proc_version=audit_nvidia.parse_driver_version_file(text(version_file))
+                              if version_file else {"version": smi["driver_version"], "open_kernel_module": True})
+    devices = {}
+    for g in smi["gpus"]:
+        bdf = g["pci_bus_id"][-12:].lower()
+        devices[bdf] = {"kind": "gpu", "vendor": "0x10de", "class": "0x030200", "root": "pci0000:%s" % bdf[5:7],
+                        "upstream": [], "link_width": 16, "link_width_max": 16, "aer_fatal": 0, "aer_nonfatal": 0}
+    f["pci"]["devices"] = devices
+    f["procs"]["daemons"] += ["nv-hostengine", "nvidia-persistenced", "dcgm-exporter"]
+    f["procs"]["listeners"].append({"address": "10.40.2.17", "port": 9400, "loopback": False,
+                                    "process": "dcgm-exporter"})
+    f["tools"].update(dcgmi={"version": "4.5.3", "rc": 0}, nvidia_ctk={"version": "1.19.1", "rc": 0},
+                      enroot={"version": "4.2.1", "rc": 0})
+    f["sources"]["dcgm_diag"] = {"status": "ok", "reason": None}
+    f["health"].update(dcgmi=True, dcgm_diag={"tests": {"Denylist": "pass"}, "failed": [], "warned": []})
+    f["libraries"].update(cuda_toolkit="13.1.0", nccl_lib="2.27.7", nccl_header="2.27.7", gdrapi_lib="2.4.1")
+    f["nvidia_driver"].update(gdrdrv_loaded=True)
+    return f
+
+
+def with_fabric(f, ibstat="ibstat_h100_ndr.txt", pcis=None):
+    """Eight NDR compute HCAs and two RoCE storage ports; the first HCA shares a PCIe switch with GPU 0."""
+    cas = audit_net.parse_ibstat(text(ibstat))
+    pcis = pcis or ["0000:19:00.0"] + ["0000:%02x:00.0" % (0x30 + i) for i in range(1, 10)]
+    f["net"]["rdma"] = _rdma_from_ibstat(cas, pcis)
+    for info in f["net"]["rdma"].values():
+        for nd in info["netdevs"]:
+            f["net"]["interfaces"][nd] = {"type": 32 if nd.startswith("ib") else 1, "operstate": "up",
+                                          "mtu": 4092 if nd.startswith("ib") else 9000, "speed_mbps": 400000,
+                                          "virtual": False, "pci": info["pci"], "driver": "mlx5_core", "rp_filter": 2}
+    f["ib_tools"] = {"ibstat": cas, "ibv_devinfo": audit_net.parse_ibv_devinfo(text("ibv_devinfo_h100_ndr.txt"))}
+    for s in ("ibstat", "ibv_devinfo", "rdma_sysfs", "lspci"):
+        f["sources"][s] = {"status": "ok", "reason": None}
+    f["tools"]["ofed_info"] = {"version": "24.10-1.1.4", "flavour": "OFED-internal", "rc": 0}
+    f["libraries"]["hpcx"] = ["2.21"]
+    return f
+
+
+def h100_node():
+    f = with_fabric(nvidia_node("nvidia-smi-q-x_h100.xml", "nvidia-smi-nvlink-s_h100.txt",
+                                "nvidia-smi-nvlink-e_h100.txt", "proc-driver-nvidia-version_proprietary.txt"))
+    # GPU 0 (18:00.0) and mlx5_0 (19:00.0) below one PCIe switch whose GPU-side port redirects P2P (lspci)
+    lspci, _ = audit_pci.parse_lspci(text("lspci-vvv_h100_pcie_switch_excerpt.txt"))
+    chain = ["0000:15:01.0", "0000:16:00.0"]
+    devices = f["pci"]["devices"]
+    devices["0000:18:00.0"].update(root="pci0000:15", upstream=chain + ["0000:17:00.0"])
+    devices["0000:19:00.0"] = {"kind": "nic", "vendor": "0x15b3", "class": "0x020700", "root": "pci0000:15",
+                               "upstream": chain + ["0000:17:01.0"], "link_width": 16, "link_width_max": 16}
+    for bdf in chain + ["0000:17:00.0", "0000:17:01.0"]:
+        devices[bdf] = {"kind": "bridge", "root": "pci0000:15", "acs_ctl": lspci[bdf]["acs_ctl"]}
+    devices["0000:05:00.0"] = {"kind": "nvswitch", "vendor": "0x10de", "class": "0x068000"}
+    f["pci"]["acs_read"] = True
+    f["procs"]["daemons"].append("nv-fabricmanager")
+    f["nvidia_driver"]["fabricmanager_version"] = "560.35.03"
+    f["kernel_log"] = dict(audit_logs.parse_kernel_log(text("dmesg-iso_h100_xids.txt")), source="dmesg")
+    del f["kernel_log"]["matched"]
+    f["tools"]["runc"] = {"version": "1.1.12", "rc": 0}
+    f["slurm"] = {"slurm_conf": "/etc/slurm/slurm.conf", "source": "scontrol",
+                  "config": audit_sched._select(
+                      audit_sched.parse_scontrol_config(text("scontrol-show-config_h100.txt"))),
+                  "plugstack": ["required /usr/local/lib/slurm/spank_pyxis.so"], "gres_conf": ["AutoDetect=nvml"],
+                  "cgroup_conf": {"ConstrainDevices": "yes"}, "mpi_plugins": ["pmix", "pmix_v5"], "node_state": "IDLE",
+                  "node_gres": "gpu:8", "healthcheck_exists": True}
+    f["sources"]["slurm"] = {"status": "ok", "reason": None}
+    f["procs"]["daemons"].append("slurmd")
+    f["health"]["dcgm_diag"] = audit_health.parse_dcgm_diag(text("dcgmi-diag-r1_h100.json"))
+    return f
+
+
+def h200_node():
+    return with_fabric(nvidia_node("nvidia-smi-q-x_h200.xml", "nvidia-smi-nvlink-s_h100.txt"))
+
+
+def b200_node():
+    f = with_fabric(nvidia_node("nvidia-smi-q-x_b200.xml", version_file="proc-driver-nvidia-version_open.txt"),
+                    ibstat="ibstat_h100_ndr.txt")
+    f["system"].update(os_version="24.04", os_name="Ubuntu 24.04.2 LTS", kernel="6.8.0-60-generic",
+                       kernels_installed=["6.8.0-60-generic", "6.8.0-124-generic"])
+    return f
+
+
+def gb200_node():
+    f = nvidia_node("nvidia-smi-q-x_gb200.xml", "nvidia-smi-nvlink-s_gb200.txt", "nvidia-smi-nvlink-e_gb200.txt")
+    f["system"].update(arch="aarch64", os_version="24.04", kernel="6.8.0-1028-nvidia-64k",
+                       kernels_installed=["6.8.0-1028-nvidia-64k"])
+    log = audit_logs.parse_kernel_log(text("journalctl-k-short-iso_gb200.txt"))
+    log.pop("matched")
+    f["kernel_log"] = dict(log, source="journalctl")
+    f["procs"]["daemons"].append("nvidia-imex")
+    f["nvidia_driver"].update(imex_config=True, imex_channels=True)
+    return f
+
+
+def mi300x_node():
+    f = cpu_node()
+    gpus = audit_amd.parse_static(text("amd-smi-static_mi300x.json"))
+    readings = audit_amd.parse_metric(text("amd-smi-metric_mi300x.json"))
+    for g in gpus:
+        g.update({k: v for k, v in readings[g["index"]].items() if v is not None})
+    f["gpu_amd"] = {"tool": "amd-smi", "gpus": gpus, "amdgpu_loaded": True}
+    f["sources"]["amd_smi"] = {"status": "ok", "reason": None}
+    f["pci"]["devices"] = {g["pci_bus_id"]: {"kind": "gpu", "vendor": "0x1002", "class": "0x120000"} for g in gpus}
+    return f
+
+
+def write_run(tmp_path, nodes, started="2026-11-20T08:00:00Z"):
+    """nodes: {host: facts or (facts, started_at, params)} -> a loaded Run."""
+    run_dir = tmp_path / "run"
+    hosts = sorted(nodes)
+    for host, spec in nodes.items():
+        facts, when, params = spec if isinstance(spec, tuple) else (spec, started, {})
+        art = Artifact("audit", "r1", host, params=params)
+        art.facts.update(copy.deepcopy(facts))
+        doc = art.to_dict()
+        doc["started_at"] = when
+        write_json_atomic(str(run_dir / "artifacts" / host / "audit.json"), doc)
+    (run_dir / "assess_run.json").write_text(json.dumps({"hosts": hosts, "id": "r1", "provider": "t"}))
+    return load_run(str(run_dir))
+
+
+def audit_rows(run):
+    rubric = grade.load_rubric()
+    rubric["checks"] = [c for c in rubric["checks"] if c["id"].startswith("audit.")]
+    rubric.pop("consistency", None)
+    return grade.grade(run, rubric)
+
+
+def by(rows):
+    return {(r["check_id"], r["host"]): r for r in rows}
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    nodes = {"h100": (h100_node(), "2024-09-26T14:13:55Z", {}), "h200": (h200_node(), "2025-03-12T09:41:07Z", {}),
+             "b200": b200_node(), "gb200": (gb200_node(), "2025-10-15T13:30:23Z", {}), "mi300x": mi300x_node(),
+             "login": cpu_node()}
+    run = write_run(tmp_path_factory.mktemp("fleet"), nodes)
+    return run, audit_rows(run)
+
+
+def test_every_check_for_every_host(fleet):
+    run, rows = fleet
+    checks = [c for c in grade.load_rubric()["checks"] if c["id"].startswith("audit.")]
+    assert grade_audit.validate_rubric(checks) == []
+    ids = {c["id"] for c in checks}
+    assert len(ids) >= 100
+    table = by(rows)
+    for host in run.hosts:
+        assert {cid for cid, h in table if h == host} == ids, host
+    assert len(rows) == len(ids) * len(run.hosts)  # one row per check per host, none doubled
+    for r in rows:
+        assert r["status"] in STATUSES
+        if r["status"] in ("skip", "error"):
+            assert r["reason"], r
+        if r["status"] in ("pass", "warn", "fail"):
+            assert r["observed"] and r["expected"], r
+    categories = {c["category"] for c in checks}
+    assert categories == {"security", "lifecycle", "orchestration", "storage", "networking", "reliability",
+                          "monitoring", "compute", "consistency"}
+
+
+def test_h100_node_findings(fleet):
+    _, rows = fleet
+    t = by(rows)
+
+    def st(cid):
+        return t[(cid, "h100")]["status"]
+
+    drv = t[("audit.sw.driver_security", "h100")]
+    assert drv["status"] == "fail" and drv["observed"] == "560.35.03"
+    assert "branch 560 is not in the table: end of life" in drv["reason"] and "table 2026-08-01" in drv["expected"]
+    assert st("audit.gpu.count") == "pass" and t[("audit.gpu.count", "h100")]["expected"] == "8 (H100-SXM per node)"
+    assert st("audit.gpu.remap_pending") == "fail" and "GPU 5" in t[("audit.gpu.remap_pending", "h100")]["observed"]
+    assert st("audit.gpu.reset_required") == "fail"
+    assert st("audit.gpu.throttle") == "fail" and "hw_slowdown" in t[("audit.gpu.throttle", "h100")]["observed"]
+    assert st("audit.gpu.ecc_aggregate") == "warn" and st("audit.gpu.ecc_volatile") == "pass"
+    assert st("audit.gpu.nvlink_up") == "fail" and "GPU 3: 17/18 up" in t[("audit.gpu.nvlink_up", "h100")]["observed"]
+    assert st("audit.gpu.nvlink_errors") == "fail"  # recoveries on GPU 3
+    xid = t[("audit.gpu.xid_history", "h100")]
+    # 7-day window before 2024-09-26 14:13: XID 31 of 09-12 is outside it; 79 (fell off the bus) is the worst
+    assert xid["status"] == "fail" and "31" not in xid["observed"] and "79 REBOOT" in xid["observed"]
+    assert "reboot" in xid["reason"]
+    acs = t[("audit.gpu.pcie_acs", "h100")]
+    assert acs["status"] == "fail" and "0000:17:00.0" in acs["observed"] and "0000:17:01.0" not in acs["observed"]
+    assert st("audit.gpu.fabric_manager") == "pass" and st("audit.gpu.fabricmanager_version") == "pass"
+    assert st("audit.gpu.fabric_state") == "pass" and st("audit.gpu.imex") == "skip"
+    assert st("audit.sw.runc") == "fail" and "1.1.14" in t[("audit.sw.runc", "h100")]["expected"]
+    fw = t[("audit.sw.connectx_firmware", "h100")]
+    assert fw["status"] == "fail" and "28.39.2048 on 10" in fw["observed"] and "xx.39.8002" in fw["reason"]
+    assert st("audit.net.rdma_rate") == "fail" and "mlx5_3 200G" in t[("audit.net.rdma_rate", "h100")]["observed"]
+    assert st("audit.net.rdma_link_state") == "warn"  # only the storage port mlx5_9 is down
+    assert st("audit.health.dcgm_diag") == "fail"
+    assert st("audit.hw.machine_checks") == "warn" and st("audit.health.oom") == "warn"
+    assert st("audit.slurm.topology") == "pass" and st("audit.slurm.healthcheck") == "pass"
+    assert st("audit.sec.listen_dcgm") == "pass"
+    assert st("audit.sw.minimums_table_age") == "pass"  # table newer than this re-graded 2024 run
+
+
+def test_h200_b200_gb200_mi300x(fleet):
+    _, rows = fleet
+    t = by(rows)
+    h200 = t[("audit.sw.driver_security", "h200")]
+    assert h200["status"] == "fail" and h200["expected"].startswith(">= 570.211.01 on the 570 branch")
+    assert t[("audit.gpu.pcie_width", "h200")]["status"] == "fail"
+    assert "2:x8" in t[("audit.gpu.pcie_width", "h200")]["observed"]
+    assert t[("audit.gpu.count", "b200")]["status"] == "pass"
+    assert t[("audit.sw.driver_security", "b200")]["status"] == "pass"
+    assert t[("audit.gpu.persistence_mode", "b200")]["status"] == "fail"
+    assert "off: GPU 4" in t[("audit.gpu.persistence_mode", "b200")]["observed"]
+    assert t[("audit.gpu.open_module", "b200")]["status"] == "pass"
+    assert t[("audit.gpu.pcie_gen", "b200")]["status"] == "pass"  # Gen5 hosts cap a Gen6 GPU: expected here
+    kern = t[("audit.sw.kernel_latest", "b200")]
+    assert kern["status"] == "warn" and "6.8.0-124-generic" in kern["observed"]
+    assert t[("audit.sw.kernel_security", "b200")]["status"] == "fail"  # 6.8.0-60 < 6.8.0-124 on Ubuntu 24.04
+    assert t[("audit.gpu.count", "gb200")]["status"] == "pass"
+    assert t[("audit.gpu.count", "gb200")]["observed"] == "4 GPUs"
+    assert t[("audit.gpu.imex", "gb200")]["status"] == "pass"
+    assert t[("audit.gpu.fabric_manager", "gb200")]["status"] == "skip"
+    assert t[("audit.gpu.fabric_state", "gb200")]["status"] == "pass"
+    assert t[("audit.sw.driver_security", "gb200")]["status"] == "pass"
+    gbx = t[("audit.gpu.xid_history", "gb200")]
+    assert gbx["status"] == "fail" and "74 WORKFLOW_NVLINK" in gbx["observed"]
+    assert "149 CONTACT_SUPPORT" in gbx["observed"]
+    assert t[("audit.gpu.count", "mi300x")]["status"] == "pass"
+    assert t[("audit.gpu.pcie_width", "mi300x")]["status"] == "fail"
+    assert "6:x8" in t[("audit.gpu.pcie_width", "mi300x")]["observed"]
+    assert t[("audit.gpu.ecc_aggregate", "mi300x")]["status"] == "warn"
+    assert t[("audit.gpu.persistence_mode", "mi300x")]["status"] == "skip"
+    assert t[("audit.gpu.memory", "mi300x")]["status"] == "pass"
+    assert t[("audit.gpu.model_cluster", "mi300x")]["status"] == "warn"  # the fleet mixes models
+    assert t[("audit.gpu.count", "login")]["reason"].startswith("not applicable: no GPU on this host")
+
+
+def test_login_node_security_and_storage(fleet):
+    _, rows = fleet
+    t = by(rows)
+    for cid in ("audit.sec.ssh_password_auth", "audit.sec.ssh_root_login", "audit.sec.uid0",
+                "audit.storage.home_shared", "audit.storage.parallel", "audit.storage.shared",
+                "audit.health.time_sync", "audit.sec.aslr"):
+        assert t[(cid, "login")]["status"] == "pass", cid
+    nfs = t[("audit.storage.nfs_options", "login")]
+    # the datasets mount is soft but read-only (no corruption risk); its 64 KiB rsize is still slow
+    assert nfs["status"] == "warn" and nfs["observed"] == "/mnt/datasets rsize=65536"
+    md = t[("audit.sec.metadata", "login")]
+    assert md["status"] == "skip" and "audit_probe_metadata is false" in md["reason"]
+    assert t[("audit.k8s.gpu_operator", "login")]["reason"].startswith("not applicable: no kubeconfig given")
+    assert t[("audit.health.dcgm_diag", "login")]["status"] == "skip"  # no NVIDIA GPU
+
+
+def test_odd_cases_driver_not_loaded_tools_missing_not_root(tmp_path):
+    broken = h200_node()
+    broken["gpu_nvidia"] = {"tool": True, "rc": 9,
+                            "error": "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."}
+    broken["sources"]["nvidia_smi"] = {"status": "error", "reason": "nvidia-smi exit 9: NVIDIA-SMI has failed"}
+    broken["nvidia_driver"].update(module_loaded=False, proc_version=None)
+    no_tool = h200_node()
+    no_tool["gpu_nvidia"] = {"tool": False}
+    no_tool["sources"]["nvidia_smi"] = {"status": "missing", "reason": "nvidia-smi not found"}
+    user = h200_node()
+    user["collector"]["root"] = False
+    user["sources"]["sudoers"] = {"status": "not_permitted", "reason": "/etc/sudoers is readable by root only"}
+    user["sources"]["lspci"] = {"status": "not_permitted", "reason": "lspci shows '<access denied>' for capabilities"}
+    user["pci"]["acs_read"] = False
+    user["pci"]["devices"]["0000:19:00.0"]["upstream"] = ["0000:15:01.0", "0000:16:00.0", "0000:17:01.0"]
+    user["pci"]["devices"]["0000:19:00.0"]["root"] = "pci0000:15"
+    user["pci"]["devices"]["0000:19:00.0"]["kind"] = "nic"
+    user["pci"]["devices"]["0000:19:00.0"]["vendor"] = "0x10de"
+    gpu = next(b for b, d in user["pci"]["devices"].items() if d["kind"] == "gpu")
+    user["pci"]["devices"][gpu].update(root="pci0000:15", upstream=["0000:15:01.0", "0000:16:00.0", "0000:17:00.0"])
+    user["security"].pop("sudo")
+    image = cpu_node()  # a CPU node built from the GPU image: nvidia-smi installed, no GPU on the bus
+    image["gpu_nvidia"] = dict(broken["gpu_nvidia"])
+    image["sources"]["nvidia_smi"] = dict(broken["sources"]["nvidia_smi"])
+    t = by(audit_rows(write_run(tmp_path, {"broken": broken, "notool": no_tool, "user": user, "image": image,
+                                           "eight": (b200_node(), "2026-11-20T08:00:00Z",
+                                                     {"expected_gpu_count": "0", "expect_mig": "False"}),
+                                           "six": (b200_node(), "2026-11-20T08:00:00Z",
+                                                   {"expected_gpu_count": 6})})))
+    assert t[("audit.gpu.driver_loaded", "image")]["status"] == "skip"
+    assert t[("audit.gpu.count", "eight")]["status"] == "pass"  # "0" from a template means "by model"
+    assert t[("audit.gpu.mig", "eight")]["status"] == "pass"
+    six = t[("audit.gpu.count", "six")]
+    assert six["status"] == "fail" and six["expected"] == "6 (audit_expected_gpu_count)"
+    drv = t[("audit.gpu.driver_loaded", "broken")]
+    assert drv["status"] == "fail" and drv["observed"].startswith("nvidia-smi exit 9") and "not loaded" in drv["reason"]
+    pm = t[("audit.gpu.persistence_mode", "broken")]
+    assert pm["status"] == "error" and "nvidia-smi gave no GPU" in pm["reason"]
+    assert t[("audit.gpu.driver_loaded", "notool")]["status"] == "fail"
+    inv = t[("audit.gpu.inventory", "notool")]
+    assert inv["status"] == "error"
+    assert "nvidia-smi not found although 8 NVIDIA GPU(s) are on the PCI bus" in inv["reason"]
+    sudo = t[("audit.sec.sudo_nopasswd", "user")]
+    assert sudo["status"] == "skip" and sudo["reason"].startswith("not permitted: /etc/sudoers")
+    acs = t[("audit.gpu.pcie_acs", "user")]
+    assert acs["status"] == "skip" and acs["reason"].startswith("not permitted")
+
+
+@pytest.mark.parametrize("entry,version,status,why", [
+    ("nvidia_driver", "570.211.01", "pass", None),
+    ("nvidia_driver", "570.133.20", "fail", None),
+    ("nvidia_driver", "550.127.05", "fail", "end of life"),  # R550 is between listed branches: end of life
+    ("nvidia_driver", "535.309.01", "pass", None),
+    ("nvidia_driver", "525.147.05", "fail", "end of life"),
+    ("nvidia_driver", "610.57.04", "pass", None),  # newer than every branch of the table
+    ("runc", "1.2.8", "pass", None),
+    ("runc", "1.2.5", "fail", None),
+    ("runc", "1.0.3", "fail", "end of life"),
+    ("runc", "1.5.0", "pass", None),
+    ("connectx_firmware", "28.39.8002", "pass", None),
+    ("connectx_firmware", "28.43.1014", "fail", None),
+    ("connectx_firmware", "22.41.1000", "fail", "end of life"),  # train 41 is not in the table
+    ("connectx_firmware", "40.47.0102", "pass", None),
+    ("docker_engine", "29.7.0", "pass", None),
+    ("docker_engine", "28.2.2", "fail", None),
+    ("container_toolkit", "1.17.8", "fail", None),
+    ("dcgm", "1:4.5.3", "pass", None),  # a Debian epoch is not part of the version
+])
+def test_minimum_versions_table(entry, version, status, why):
+    got, expected, reason = grade_audit.judge_version(grade_audit.minimums()[entry], version)
+    assert got == status, (entry, version, expected, reason)
+    if why:
+        assert why in reason
+
+
+def test_consistency_names_the_odd_host(tmp_path):
+    nodes = {"n%d" % i: cpu_node() for i in range(1, 5)}
+    nodes["n3"]["nccl"]["files"]["/run/clustermax-test/nccl.conf"] = {"NCCL_IB_HCA": "mlx5_0", "NCCL_DEBUG": "INFO"}
+    nodes["n3"]["nccl"]["searched"].append("/run/clustermax-test/nccl.conf")
+    for n in nodes.values():
+        if "/run/clustermax-test/nccl.conf" not in n["nccl"]["searched"]:
+            n["nccl"]["searched"].append("/run/clustermax-test/nccl.conf")
+    nodes["n2"]["security"]["sshd"]["passwordauthentication"] = "yes"
+    nodes["n4"]["system"]["uptime_s"] = 12.0  # a live reading: never drift
+    for i, n in enumerate(nodes.values()):
+        n["security"]["sshd"]["listenaddress"] = "10.0.0.%d:22" % (11 + i)  # each host's own address: never drift
+        n["net"]["interfaces"]["eno1"]["addresses"] = ["10.0.0.%d/24" % (11 + i)]
+    t = by(audit_rows(write_run(tmp_path, nodes)))
+    nccl = t[("audit.consistency.nccl", "n3")]
+    assert nccl["status"] == "warn" and "differs from 3 of 4 hosts" in nccl["reason"]
+    assert "NCCL_IB_HCA" in nccl["reason"]
+    assert [t[("audit.consistency.nccl", h)]["status"] for h in ("n1", "n2", "n4")] == ["pass"] * 3
+    sshd = t[("audit.consistency.sshd", "n2")]
+    assert sshd["status"] == "warn" and "passwordauthentication" in sshd["reason"]
+    assert t[("audit.sec.ssh_password_auth", "n2")]["status"] == "fail"
+    every = {h: t[("audit.consistency.all_facts", h)] for h in nodes}
+    assert every["n1"]["status"] == "pass" and every["n4"]["status"] == "pass"
+    assert every["n3"]["status"] == "warn"
+    assert "nccl.files./run/clustermax-test/nccl.conf.NCCL_IB_HCA" in every["n3"]["observed"]
+    assert every["n2"]["status"] == "warn" and "security.sshd.passwordauthentication" in every["n2"]["observed"]
+    one = by(audit_rows(write_run(tmp_path / "one", {"solo": cpu_node()})))
+    assert one[("audit.consistency.all_facts", "solo")]["status"] == "skip"
+    assert "nothing to compare" in one[("audit.consistency.nccl", "solo")]["reason"]
+
+
+def test_xid_table_and_window(tmp_path):
+    table = grade_audit.data("xid")
+    assert table["xids"][79] == "REBOOT" and table["xids"][63] == "IGNORE_UNTIL_RESET"
+    assert {a["status"] for a in table["actions"].values()} == {"pass", "warn", "fail"}
+    node = h100_node()
+    node["kernel_log"]["xids"] = [{"time": "2024-09-25T10:00:00Z", "pci": "0000:18:00", "xid": 63, "text": "remap"},
+                                  {"time": "2024-09-10T10:00:00Z", "pci": "0000:18:00", "xid": 79, "text": "old"}]
+    t = by(audit_rows(write_run(tmp_path, {"h": (node, "2024-09-26T14:13:55Z", {})})))
+    xid = t[("audit.gpu.xid_history", "h")]
+    assert xid["status"] == "pass" and xid["observed"] == "XID 63 IGNORE_UNTIL_RESET x1"
+
+
+def test_kubernetes_objects_from_the_controller(tmp_path):
+    run = write_run(tmp_path, {"h": h200_node()})
+    k8s = Path(run.run_dir) / "kubernetes"
+    k8s.mkdir()
+    pods = {"items": [{"metadata": {"namespace": "gpu-operator", "name": "nvidia-device-plugin-daemonset-x2k9p"}},
+                      {"metadata": {"namespace": "gpu-operator", "name": "gpu-operator-6d8f7c9b4d-qm2lx"}}]}
+    scs = {"items": [{"metadata": {"name": "local-path", "annotations": {
+        "storageclass.kubernetes.io/is-default-class": "true"}}, "provisioner": "rancher.io/local-path"}]}
+    (k8s / "pods.txt").write_text(json.dumps(pods))
+    (k8s / "daemonsets.txt").write_text(json.dumps({"error": "forbidden"}))
+    (k8s / "storageclasses.txt").write_text(json.dumps(scs))
+    t = by(audit_rows(run))
+    assert t[("audit.k8s.gpu_operator", "h")]["status"] == "error"
+    assert "kubectl get daemonsets failed: forbidden" in t[("audit.k8s.gpu_operator", "h")]["reason"]
+    (k8s / "daemonsets.txt").write_text(json.dumps({"items": []}))
+    t = by(audit_rows(run))
+    assert t[("audit.k8s.gpu_operator", "h")]["status"] == "pass"
+    assert t[("audit.k8s.device_plugin", "h")]["status"] == "pass"
+    assert t[("audit.k8s.network_operator", "h")]["status"] == "fail"
+    assert t[("audit.k8s.default_storageclass", "h")]["observed"] == "local-path"
+    assert t[("audit.k8s.rwx_storageclass", "h")]["status"] == "warn"
+
+
+def test_report_section_lists_findings_and_drift(tmp_path, fleet):
+    from reports.sections import audit as section
+
+    run, rows = fleet
+    md = section.render(run, rows, str(tmp_path))
+    assert md.startswith("## Audit")
+    assert "| h100 | %d |" % len({r["check_id"] for r in rows}) in md
+    assert "audit.sw.driver_security | FAIL | h100, h200" in md
+    assert "dated 2026-08-01" in md
+    assert "| h100 | mlx5_0 (400G IB)" in md

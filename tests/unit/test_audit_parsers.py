@@ -1,0 +1,264 @@
+"""The audit's node-side parsers, driven by recorded outputs of real node types (tests/fixtures/audit)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from probes.lib import (
+    audit_amd,
+    audit_health,
+    audit_logs,
+    audit_net,
+    audit_nvidia,
+    audit_pci,
+    audit_procs,
+    audit_sched,
+    audit_security,
+    audit_software,
+    audit_storage,
+)
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "audit"
+
+
+def text(name):
+    return (FIX / name).read_text()
+
+
+def test_h100_xml_every_gpu_with_the_odd_ones():
+    smi = audit_nvidia.parse_smi_xml(text("nvidia-smi-q-x_h100.xml"))
+    assert smi["driver_version"] == "560.35.03" and smi["cuda_version"] == "12.6"
+    gpus = smi["gpus"]
+    assert [g["index"] for g in gpus] == list(range(8))
+    assert {g["name"] for g in gpus} == {"NVIDIA H100 80GB HBM3"}
+    g0 = gpus[0]
+    assert g0["pci_bus_id"] == "00000000:18:00.0" and g0["memory_total_mib"] == 81559
+    assert g0["persistence_mode"] == "Enabled" and g0["ecc_mode"] == "Enabled" and g0["mig_mode"] == "Disabled"
+    assert g0["power_limit_w"] == 700 and g0["power_limit_default_w"] == 700
+    assert (g0["pcie_gen_max"], g0["pcie_width_current"], g0["pcie_width_max"]) == (5, 16, 16)
+    assert g0["fabric_state"] == "Completed" and g0["fabric_status"] == "Success"
+    assert g0["active_clock_reasons"] == ["gpu_idle"]
+    # GPU 5 waits for a reset after a remap and is slowed down; GPU 6 has two uncorrectable DRAM errors on record
+    assert gpus[5]["remap_pending"] is True and gpus[5]["remapped_rows_uncorrectable"] == 1
+    assert gpus[5]["reset_required"] is True and "hw_slowdown" in gpus[5]["active_clock_reasons"]
+    assert gpus[6]["ecc_uncorrectable_aggregate"] == 2 and gpus[6]["ecc_uncorrectable_volatile"] == 0
+    # Hopper has row remapping, not page retirement: those counters are N/A
+    assert g0["retired_pages_dbe"] is None and g0["remap_supported"] is True
+
+
+@pytest.mark.parametrize("name,driver,count,model,mem", [
+    ("h200", "570.133.20", 8, "NVIDIA H200", 143771),
+    ("b200", "580.159.03", 8, "NVIDIA B200", 183359),
+    ("gb200", "590.48.01", 4, "NVIDIA GB200", 189471),
+])
+def test_h200_b200_gb200_inventories(name, driver, count, model, mem):
+    smi = audit_nvidia.parse_smi_xml(text("nvidia-smi-q-x_%s.xml" % name))
+    assert smi["driver_version"] == driver and len(smi["gpus"]) == count
+    assert {g["name"] for g in smi["gpus"]} == {model}
+    assert {g["memory_total_mib"] for g in smi["gpus"]} == {mem}
+
+
+def test_gb200_fabric_and_module_power():
+    gpus = audit_nvidia.parse_smi_xml(text("nvidia-smi-q-x_gb200.xml"))["gpus"]
+    assert [g["pci_bus_id"] for g in gpus] == ["00000008:01:00.0", "00000009:01:00.0", "00000018:01:00.0",
+                                                "00000019:01:00.0"]
+    assert {g["fabric_clique_id"] for g in gpus} == {"4026"}
+    assert {g["fabric_cluster_uuid"] for g in gpus} == {"9c6f5af3-53bf-49b5-a436-b66766c413c3"}
+    assert gpus[0]["module_power_draw_w"] == pytest.approx(412.8)
+
+
+def test_h200_riser_at_x8_and_b200_host_gen5():
+    h200 = audit_nvidia.parse_smi_xml(text("nvidia-smi-q-x_h200.xml"))["gpus"]
+    assert [g["pcie_width_current"] for g in h200] == [16, 16, 8, 16, 16, 16, 16, 16]
+    b200 = audit_nvidia.parse_smi_xml(text("nvidia-smi-q-x_b200.xml"))["gpus"]
+    assert {(g["pcie_gen_device_max"], g["pcie_gen_host_max"], g["pcie_gen_max"]) for g in b200} == {(6, 5, 5)}
+    assert [g["persistence_mode"] for g in b200].count("Disabled") == 1
+
+
+def test_older_xml_layout_r535():
+    gpu = audit_nvidia.parse_smi_xml(text("nvidia-smi-q-x_a100_r535_excerpt.xml"))["gpus"][0]
+    assert gpu["ecc_uncorrectable_volatile"] == 1 and gpu["ecc_uncorrectable_aggregate"] == 4
+    assert gpu["ecc_correctable_volatile"] == 3
+    assert gpu["active_clock_reasons"] == ["gpu_idle", "hw_thermal_slowdown"]
+    assert gpu["power_limit_w"] == 300 and gpu["power_limit_enforced_w"] == 300 and gpu["power_limit_default_w"] == 400
+    assert gpu["app_clock_graphics_mhz"] == 1095 and gpu["app_clock_graphics_default_mhz"] == 1275
+    assert gpu["mig_mode"] == "Enabled" and gpu["persistence_mode"] == "Disabled"
+    assert gpu["remapped_rows_uncorrectable"] == 4 and gpu["remap_pending"] is False
+    assert gpu["fabric_state"] is None and gpu["reset_required"] is None
+
+
+def test_nvlink_status_and_errors():
+    status = audit_nvidia.parse_nvlink_status(text("nvidia-smi-nvlink-s_h100.txt"))
+    assert len(status) == 8 and status[0] == {"links": 18, "active": 18, "speeds_gbps": [26.562], "note": None}
+    assert status[3]["active"] == 17
+    errors = audit_nvidia.parse_nvlink_errors(text("nvidia-smi-nvlink-e_h100.txt"))
+    assert errors[3] == {"replay": 412, "recovery": 3, "crc": 0}
+    assert errors[0] == {"replay": 0, "recovery": 0, "crc": 0}
+    gb = audit_nvidia.parse_nvlink_status(text("nvidia-smi-nvlink-s_gb200.txt"))
+    assert {g["active"] for g in gb.values()} == {18} and gb[0]["speeds_gbps"] == [53.125]
+
+
+def test_driver_flavour_and_fabric_manager_version():
+    open_mod = audit_nvidia.parse_driver_version_file(text("proc-driver-nvidia-version_open.txt"))
+    assert open_mod["version"] == "580.159.03" and open_mod["open_kernel_module"] is True
+    prop = audit_nvidia.parse_driver_version_file(text("proc-driver-nvidia-version_proprietary.txt"))
+    assert prop["version"] == "560.35.03" and prop["open_kernel_module"] is False
+    assert audit_nvidia.parse_fabricmanager_version(text("nv-fabricmanager-version.txt")) == "560.35.03"
+
+
+def test_mi300x_amd_smi_both_json_layouts():
+    static = audit_amd.parse_static(text("amd-smi-static_mi300x.json"))  # ROCm 6: a list
+    assert len(static) == 8 and {g["name"] for g in static} == {"AMD Instinct MI300X"}
+    assert static[0]["pci_bus_id"] == "0000:05:00.0" and static[0]["memory_total_mib"] == 196592
+    assert static[0]["pcie_speed_max_gts"] == 32 and static[0]["pcie_width_max"] == 16
+    assert static[0]["driver"] == "6.8.5" and static[0]["power_limit_w"] == 750
+    metric = audit_amd.parse_metric(text("amd-smi-metric_mi300x.json"))  # ROCm 7: {"gpu_data": [...]}
+    assert metric[6]["pcie_width_current"] == 8 and metric[3]["ecc_uncorrectable_aggregate"] == 2
+    assert metric[0]["power_draw_w"] == 138 and metric[0]["temperature_c"] == 39
+    wrapped = json.dumps({"gpu_data": json.loads(text("amd-smi-static_mi300x.json"))})
+    assert audit_amd.parse_static(wrapped) == static
+
+
+def test_ibstat_and_ibv_devinfo():
+    cas = audit_net.parse_ibstat(text("ibstat_h100_ndr.txt"))
+    assert sorted(cas) == sorted("mlx5_%d" % i for i in range(10))
+    assert cas["mlx5_0"]["firmware"] == "28.39.2048" and cas["mlx5_0"]["type"] == "MT4129"
+    assert cas["mlx5_0"]["ports"]["1"]["rate_gbps"] == 400 and cas["mlx5_0"]["ports"]["1"]["link_layer"] == "InfiniBand"
+    assert cas["mlx5_3"]["ports"]["1"]["rate_gbps"] == 200
+    assert cas["mlx5_9"]["ports"]["1"]["state"] == "Down"
+    dev = audit_net.parse_ibv_devinfo(text("ibv_devinfo_h100_ndr.txt"))
+    assert dev["mlx5_0"]["ports"]["1"]["active_mtu"] == 4096 and dev["mlx5_0"]["fw_ver"] == "28.39.2048"
+    assert dev["mlx5_8"]["ports"]["1"]["active_mtu"] == 1024 and dev["mlx5_8"]["ports"]["1"]["link_layer"] == "Ethernet"
+
+
+def test_routes_and_addresses():
+    route = ("Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
+             "eth0\t00000000\tFE2CED0A\t0003\t0\t0\t0\t00000000\t0\t0\t0\n"
+             "eth0\t002CED0A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n")
+    assert audit_net.default_route_ifaces(route) == ["eth0"]
+    ip = json.dumps([{"ifname": "lo", "addr_info": [{"local": "127.0.0.1", "prefixlen": 8, "scope": "host"}]},
+                     {"ifname": "eth0", "addr_info": [{"local": "10.237.44.11", "prefixlen": 24, "scope": "global"},
+                                                      {"local": "fe80::1", "prefixlen": 64, "scope": "link"}]}])
+    assert audit_net.parse_ip_addr(ip) == {"lo": [], "eth0": ["10.237.44.11/24"]}
+
+
+def test_lspci_acs_flags_and_access_denied():
+    devices, denied = audit_pci.parse_lspci(text("lspci-vvv_h100_pcie_switch_excerpt.txt"))
+    assert not denied
+    assert devices["0000:17:00.0"]["acs_ctl"]["ReqRedir"] is True and devices["0000:17:00.0"]["acs_ctl"]["CmpltRedir"]
+    assert devices["0000:17:01.0"]["acs_ctl"] == {k: False for k in ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir",
+                                                                        "UpstreamFwd", "EgressCtrl", "DirectTrans")}
+    assert devices["0000:18:00.0"]["lnk_sta"] == "Speed 32GT/s, Width x16"
+    assert devices["0000:18:00.0"]["acs_ctl"] is None
+    assert audit_pci.parse_lspci(text("lspci-vvv_not_root_excerpt.txt"))[1] is True
+
+
+def test_pci_classes_and_aer():
+    assert audit_pci.classify("0x10de", "0x030200") == "gpu"
+    assert audit_pci.classify("0x1002", "0x120000") == "gpu"
+    assert audit_pci.classify("0x10de", "0x068000") == "nvswitch"
+    assert audit_pci.classify("0x15b3", "0x020700") == "nic"
+    assert audit_pci.classify("0x144d", "0x010802") == "nvme"
+    assert audit_pci.classify("0x1a03", "0x030000") is None
+    assert audit_pci.parse_aer("RxErr 0\nBadTLP 0\nTOTAL_ERR_FATAL 2\n") == 2
+    assert audit_pci.parse_aer("Undefined 0\nDLP 1\n") == 1
+
+
+def test_kernel_log_xids_events_and_times():
+    log = audit_logs.parse_kernel_log(text("dmesg-iso_h100_xids.txt"))
+    assert [x["xid"] for x in log["xids"]] == [31, 13, 13, 63, 94, 79]
+    assert log["xids"][-1] == {"time": "2024-09-26T04:50:04Z", "pci": "0000:ab:00", "xid": 79,
+                               "text": "pid=1912, name=nvidia-smi, GPU has fallen off the bus."}
+    assert log["counts"]["mce"] == 1 and log["counts"]["oom"] == 1 and log["counts"]["aer"] == 1
+    assert log["counts"]["gpu_fallen_off"] == 1  # the NVRM line after the XID, not the XID itself
+    journal = audit_logs.parse_kernel_log(text("journalctl-k-short-iso_gb200.txt"))
+    assert [(x["xid"], x["pci"]) for x in journal["xids"]] == [(74, "0018:01:00"), (149, "0018:01:00")]
+    assert audit_logs.parse_time("2025-10-14T06:41:55+0200") == "2025-10-14T04:41:55Z"
+
+
+def test_sshd_t_sudoers_and_sockets():
+    sshd = audit_security.parse_sshd_t(text("sshd-T_ubuntu2204_default.txt"))
+    assert sshd["passwordauthentication"] == "yes" and sshd["permitrootlogin"] == "without-password"
+    assert sshd["listenaddress"] == "[::]:22 0.0.0.0:22"
+    hardened = audit_security.parse_sshd_t(text("sshd-T_hardened.txt"))
+    assert hardened["passwordauthentication"] == "no" and hardened["maxauthtries"] == "3"
+    sudo = audit_security.parse_sudoers({"/etc/sudoers": text("sudoers_with_nopasswd")})
+    assert sudo["nopasswd"] == [{"file": "/etc/sudoers", "rule": "ubuntu ALL=(ALL) NOPASSWD:ALL"}]
+    v4 = audit_procs.parse_proc_net_tcp(text("proc-net-tcp_exposed.txt"))
+    assert [(s["address"], s["port"]) for s in v4] == [("0.0.0.0", 5555), ("0.0.0.0", 9400), ("0.0.0.0", 22),
+                                                       ("127.0.0.1", 2375), ("0.0.0.0", 2375)]
+    v6 = audit_procs.parse_proc_net_tcp(text("proc-net-tcp6_exposed.txt"), v6=True)
+    assert [(s["address"], s["port"]) for s in v6] == [("::", 10250), ("::1", 8080)]
+    assert audit_procs.is_loopback("::1") and audit_procs.is_loopback("127.0.0.53")
+    assert not audit_procs.is_loopback("::")
+
+
+def test_path_dirs_from_every_source():
+    dirs = audit_security.path_dirs("/usr/bin:/opt/x", 'PATH="/usr/local/bin:/usr/bin"\n',
+                                    "ENV_SUPATH\tPATH=/usr/sbin:/usr/bin\nENV_PATH PATH=/usr/bin:/tmp\n")
+    assert dirs == ["/usr/bin", "/opt/x", "/usr/local/bin", "/usr/sbin", "/tmp"]
+    modes = audit_security.dir_modes(["/tmp", "/nonexistent"])
+    assert modes == [{"path": "/tmp", "mode": modes[0]["mode"], "world_writable": True, "sticky": True,
+                      "owner_uid": 0}]
+
+
+def test_findmnt_tiers_and_home():
+    mounts = audit_storage.parse_findmnt(text("findmnt-J_h100_node.json"))
+    by = {m["target"]: m for m in mounts}
+    assert by["/home"]["fstype"] == "nfs4" and by["/lustre/fsx"]["fstype"] == "lustre"
+    assert audit_storage.mount_of("/home/alice", mounts)["target"] == "/home"
+    assert audit_storage.mount_of("/var/log", mounts)["target"] == "/"
+    assert audit_storage.parse_proc_mounts("/dev/sda1 /mnt/my\\040disk ext4 rw 0 0\n")[0]["target"] == "/mnt/my disk"
+    fstab = audit_storage.parse_fstab("UUID=abc / ext4 errors=remount-ro 0 1\n# c\n10.0.0.1:/x /data nfs4 _netdev\n")
+    assert [e["target"] for e in fstab] == ["/", "/data"]
+    assert audit_storage._transient("/run/user/1000") and not audit_storage._transient("/run")
+
+
+def test_statvfs_answers_and_records_errors():
+    out = audit_storage.statvfs_all(["/", "/nonexistent-mount"])
+    assert out["/"]["size"] > 0 and out["/"]["avail"] <= out["/"]["size"]
+    assert "error" in out["/nonexistent-mount"]
+
+
+def test_slurm_config_and_kubelet():
+    cfg = audit_sched._select(audit_sched.parse_scontrol_config(text("scontrol-show-config_h100.txt")))
+    assert cfg["TopologyPlugin"] == "topology/tree" and cfg["HealthCheckProgram"] == "/usr/sbin/nhc"
+    assert cfg["SLURM_VERSION"] == "23.11.4" and cfg["MpiDefault"] == "pmix"
+    params, nodes, parts = audit_sched.parse_slurm_conf(text("slurm.conf_flat_topology"))
+    assert params["TopologyPlugin"] == "topology/flat" and (nodes, parts) == (1, 1)
+    assert "HealthCheckProgram" not in params
+    conf = "authentication:\n  anonymous:\n    enabled: true\n  webhook:\n    enabled: true\n"
+    assert audit_sched.kubelet_anonymous_auth(conf) is True
+
+
+def test_dcgm_diag_json():
+    diag = audit_health.parse_dcgm_diag(text("dcgmi-diag-r1_h100.json"))
+    assert diag["failed"] == ["Page Retirement/Row Remap"] and diag["tests"]["Inforom"] == "skip"
+    assert sum(1 for s in diag["tests"].values() if s == "pass") == 7
+
+
+def test_software_version_parsers(tmp_path):
+    dpkg = "libnccl2\t2.21.5-1+cuda12.4\tii \nfoo\t1\trc \n"
+    assert audit_software.parse_dpkg(dpkg) == {"libnccl2": "2.21.5-1+cuda12.4"}
+    assert audit_software.parse_nvcc("Cuda compilation tools, release 12.4, V12.4.131\nBuild cuda_12.4") == "12.4.131"
+    assert audit_software.parse_dcgmi("dcgmi  version: 3.3.9\n") == "3.3.9"
+    assert audit_software.parse_dcgmi("Version : 3.3.5\nBuild ID : 14\n") == "3.3.5"
+    assert audit_software.parse_exporter("dcgm-exporter version 4.4.2-4.7.0") == "4.7.0"
+    assert audit_software.parse_ofed("MLNX_OFED_LINUX-23.10-1.1.9.0:\n") == ("MLNX_OFED_LINUX", "23.10-1.1.9.0")
+    assert audit_software.parse_ofed("OFED-internal-24.10-1.1.4:\n") == ("OFED-internal", "24.10-1.1.4")
+    runc = audit_software.TOOLS["runc"][1]
+    assert runc("runc version 1.1.12\ncommit: v1.1.12-0-g51d5e94\nspec: 1.0.2-dev\ngo: go1.20.13") == "1.1.12"
+    ctk = audit_software.TOOLS["nvidia_ctk"][1]
+    assert ctk("NVIDIA Container Toolkit CLI version 1.20.0\ncommit: 5505e") == "1.20.0"
+    assert audit_software.TOOLS["dockerd"][1]("Docker version 29.7.2, build a7dcaa6") == "29.7.2"
+    assert audit_software.TOOLS["slurm"][1]("slurm-wlm 23.11.4") == "23.11.4"
+    (tmp_path / "libnccl.so.2").touch()
+    (tmp_path / "libnccl.so.2.21.5").touch()
+    (tmp_path / "libnccl.so.2.19.3").touch()
+    assert audit_software.lib_version("libnccl", dirs=[str(tmp_path)]) == "2.21.5"
+    header = tmp_path / "nccl.h"
+    header.write_text("#define NCCL_MAJOR 2\n#define NCCL_MINOR 21\n#define NCCL_PATCH 5\n")
+    assert audit_software.header_version([str(tmp_path / "missing.h"), str(header)], "NCCL") == "2.21.5"
+    (tmp_path / "version.json").write_text(json.dumps({"cuda": {"name": "CUDA SDK", "version": "13.3.1"}}))
+    assert audit_software.cuda_toolkit(str(tmp_path)) == ("13.3.1", "version.json")

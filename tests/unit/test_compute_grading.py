@@ -1,0 +1,172 @@
+"""Grading of the GPU compute phase against gpus.yml (the shipped rubric.d/gpu_compute.yml), stragglers on
+synthetic data, and the report section on a synthetic 8-GPU run."""
+
+import pytest
+
+from probes.artifact import Artifact
+from reports import grade
+from reports.expectations import load_gpus
+from reports.grade_gpu_compute import grade_dtype_metric
+from reports.load import Run, tidy
+from reports.sections import gpu_compute as section
+
+MODELS = load_gpus()
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def compute_checks():
+    return {"checks": [c for c in grade.load_rubric()["checks"] if c["category"] == "compute"]}
+
+
+def info(host, model=H100):
+    art = Artifact("node_info", "r", host)
+    art.facts["gpu_model"] = model
+    return art.to_dict()
+
+
+def gemm(host, bf16, fp8=None, backend="cuda", model=H100):
+    """bf16 / fp8: TFLOP/s per GPU (two shapes each: the best is 5 % above the other)."""
+    art = Artifact("gemm", "r", host)
+    art.device.update(backend=backend, model=model, count=len(bf16))
+    art.facts.update({"dtypes": "bf16,tf32,fp8_e4m3,mxfp8", "dtype.bf16": "ok", "dtype.tf32": "error",
+                      "dtype_reason.tf32": "gpu 0 error: square_8192: RuntimeError: CUBLAS_STATUS_EXECUTION_FAILED",
+                      "dtype.mxfp8": "skipped",
+                      "dtype_reason.mxfp8": "%s (compute capability 9.0) has no block-scaled mxfp8 tensor cores"
+                      % H100})
+    for dtype, values in (("bf16", bf16), ("fp8_e4m3", fp8)):
+        if values is None:
+            continue
+        art.facts["dtype.%s" % dtype] = "ok"
+        for gpu, value in enumerate(values):
+            for shape, v in (("square_8192", value), ("square_4096", value / 1.05)):
+                art.add("tflops", v, "TFLOP/s", gpu=gpu, dtype=dtype, shape=shape, m=8192, n=8192, k=8192)
+    return art.to_dict()
+
+
+def gemv(host, gbps):
+    art = Artifact("gemv", "r", host)
+    art.device.update(backend="cuda", model=H100)
+    art.facts.update({"dtype.bf16": "ok", "dtypes": "bf16"})
+    for gpu, value in enumerate(gbps):
+        art.add("gbps", value, "GB/s", gpu=gpu, dtype="bf16", m=28672, k=8192, shape="llama70b_mlp_up_row")
+    return art.to_dict()
+
+
+def copy_bw(host, h2d, d2h, p2p):
+    art = Artifact("copy_bw", "r", host)
+    art.device.update(backend="cuda", model=H100)
+    for gpu in range(len(h2d)):
+        art.add("gbps", h2d[gpu], "GB/s", gpu=gpu, direction="h2d", bytes=1 << 29)
+        art.add("gbps", d2h[gpu], "GB/s", gpu=gpu, direction="d2h", bytes=1 << 29)
+        for peer in range(len(h2d)):
+            if peer != gpu:
+                art.add("gbps", p2p(gpu, peer), "GB/s", gpu=gpu, peer=peer, direction="p2p", bytes=1 << 29)
+    return art.to_dict()
+
+
+def run_of(docs, unreachable=()):
+    results, facts = tidy(docs)
+    hosts = sorted({d["host"] for d in docs} | set(unreachable))
+    return Run(run_dir="/x", meta={}, hosts=hosts, unreachable={h: "down" for h in unreachable}, artifacts=docs,
+               load_errors=[], results=results, facts=facts)
+
+
+@pytest.fixture(scope="module")
+def graded():
+    healthy = [720.0, 722.0, 718.0, 725.0, 721.0, 719.0, 723.0, 720.0]
+    slow = list(healthy)
+    slow[5] = 540.0  # below 0.7 x MAMF and 25 % below its node's median
+    docs = [info("n1"), info("n2"),
+            gemm("n1", healthy, fp8=[1300.0] * 8), gemm("n2", slow),
+            gemv("n1", [2900.0] * 8), gemv("n2", [2900.0] * 7 + [2400.0]),
+            copy_bw("n1", [55.0] * 8, [55.0] * 8, lambda g, p: 390.0),
+            copy_bw("n2", [55.0] * 8, [40.0] * 8, lambda g, p: 300.0 if (g, p) == (1, 6) else 392.0)]
+    run = run_of(docs)
+    rows = grade.grade(run, compute_checks())
+    return run, {(r["check_id"], r["host"], r["subject"]): r for r in rows}, rows
+
+
+def test_bf16_against_mamf_per_gpu(graded):
+    _, by, _ = graded
+    # MAMF H100 bf16 794.5: fail below 556.15, warn below 715.05; the best shape counts (agg max)
+    assert by[("compute.gemm_bf16_vs_mamf", "n1", "gpu=0")]["status"] == "pass"
+    assert by[("compute.gemm_bf16_vs_mamf", "n1", "gpu=0")]["observed"] == "720 TFLOP/s"
+    row = by[("compute.gemm_bf16_vs_mamf", "n2", "gpu=5")]
+    assert row["status"] == "fail" and row["expected"] == ">= 556.1 (0.7 × mamf_bf16_tflops 794.5)"
+    # 720 of 989 peak = 0.73: above 0.65 -> pass
+    assert by[("compute.gemm_bf16_vs_peak", "n1", "gpu=3")]["status"] == "pass"
+
+
+def test_dtype_records_decide_skip_error_and_not_measured(graded):
+    _, by, _ = graded
+    mx = by[("compute.gemm_mxfp8_vs_peak", "n1", "")]
+    assert mx["status"] == "skip" and "compute capability 9.0" in mx["reason"]
+    tf = by[("compute.gemm_tf32_vs_peak", "n1", "")]
+    assert tf["status"] == "error" and "CUBLAS_STATUS_EXECUTION_FAILED" in tf["reason"]
+    fp16 = by[("compute.gemm_fp16_vs_peak", "n1", "")]
+    assert fp16["status"] == "skip" and "fp16 was not measured in this run" in fp16["reason"]
+    assert by[("compute.gemm_fp8_vs_mamf", "n1", "gpu=0")]["status"] == "pass"  # 1300 >= 0.9 x 1402.6
+    assert by[("compute.gemm_fp8_vs_mamf", "n2", "")]["status"] == "skip"  # n2 did not measure fp8
+
+
+def test_stragglers_against_node_and_cluster_medians(graded):
+    _, by, _ = graded
+    node = by[("compute.gemm_bf16_straggler_node", "n2", "gpu=5")]
+    assert node["status"] == "fail" and "25.1% below node median" in node["observed"]
+    assert by[("compute.gemm_bf16_straggler_node", "n2", "gpu=4")]["status"] == "pass"
+    assert by[("compute.gemm_bf16_straggler_cluster", "n2", "gpu=5")]["status"] == "fail"
+    gemv_row = by[("compute.gemv_straggler_cluster", "n2", "gpu=7")]
+    assert gemv_row["status"] == "fail" and "17.2% below cluster median" in gemv_row["observed"]
+
+
+def test_hbm_and_pcie_against_expected(graded):
+    _, by, _ = graded
+    assert by[("compute.gemv_hbm", "n1", "gpu=0")]["status"] == "pass"  # 2900 >= 0.75 x 3350
+    assert by[("compute.gemv_hbm", "n2", "gpu=7")]["status"] == "warn"  # 2400: between 0.6 and 0.75 of it
+    assert by[("compute.copy_h2d", "n1", "gpu=0")]["status"] == "pass"
+    d2h = by[("compute.copy_d2h", "n2", "gpu=0")]
+    assert d2h["status"] == "fail" and d2h["expected"] == ">= 48 (1 × d2h_gbps_min 48)"
+    p2p = by[("compute.copy_p2p", "n2", "gpu=1")]
+    assert p2p["status"] == "fail" and p2p["observed"] == "300 GB/s"  # the slowest peer of GPU 1
+    assert by[("compute.copy_p2p", "n2", "gpu=2")]["status"] == "pass"
+
+
+def test_every_check_has_a_row_for_every_host(graded):
+    run, _, rows = graded
+    for check in compute_checks()["checks"]:
+        assert {r["host"] for r in rows if r["check_id"] == check["id"]} == set(run.hosts), check["id"]
+    nvb = [r for r in rows if r["check_id"] == "compute.nvbandwidth_h2d"]
+    assert {r["status"] for r in nvb} == {"skip"} and "did not run" in nvb[0]["reason"]
+
+
+def test_cpu_backend_and_unreachable_hosts_skip():
+    docs = [info("c1", model=None), gemm("c1", [0.2], backend="cpu", model=None)]
+    run = run_of(docs, unreachable=["c2"])
+    check = next(c for c in compute_checks()["checks"] if c["id"] == "compute.gemm_bf16_vs_mamf")
+    [row] = grade_dtype_metric(check, run, "c1", MODELS)
+    assert row["status"] == "skip" and row["reason"] == "backend=cpu: expectation is for cuda/rocm"
+    [row] = grade_dtype_metric(check, run, "c2", MODELS)
+    assert row["status"] == "skip" and row["reason"] == "host unreachable"
+    mx = next(c for c in compute_checks()["checks"] if c["id"] == "compute.gemm_mxfp8_vs_peak")
+    assert "compute capability" in grade_dtype_metric(mx, run, "c1", MODELS)[0]["reason"]
+
+
+def test_report_section_tables_and_plots(graded, tmp_path):
+    run, _, rows = graded
+    md = section.render(run, rows, str(tmp_path))
+    assert md.startswith("## GPU compute")
+    assert "| n2 gpu5 | 540.0 |" in md  # best shape per GPU and dtype
+    assert "| n1 gpu0 | 720.0 | 1300.0 |" in md
+    assert "skipped [" in md and "compute capability 9.0" in md  # the skipped dtype and its reason
+    assert "p2p slowest peer GB/s" in md and "| n2 gpu1 | 55 | 40 | 300.0 | 392.0 |" in md
+    for name in ("gpu_compute_gemm_tflops.png", "gpu_compute_copy_bw.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+    assert section.render(run_of([info("x")]), [], str(tmp_path)) == ""  # phase not run: no section
+    assert section.fmt(781.94) == "781.9" and section.fmt(0.0123456) == "0.0123"
+
+
+def test_a_run_without_the_phase_skips_every_compute_check():
+    run = run_of([info("n1"), info("n2")])
+    rows = grade.grade(run, compute_checks())
+    assert rows and {r["status"] for r in rows} == {"skip"} and all(r["reason"] for r in rows)
+    assert not [r for r in rows if "error" in r["status"]]

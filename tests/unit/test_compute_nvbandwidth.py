@@ -1,0 +1,106 @@
+"""nvbandwidth -j parsing, and the probe end to end with a stand-in nvbandwidth and nvidia-smi on PATH."""
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from probes import nvbandwidth
+from probes.artifact import Artifact
+from probes.cli import run_probe
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def test_parse_eight_h200():
+    parsed = nvbandwidth.parse((FIX / "nvbandwidth" / "h200x8_quick.json").read_text())
+    assert parsed["version"] == "v0.8" and parsed["driver"] == "570.133.20" and len(parsed["devices"]) == 8
+    names = [c["name"] for c in parsed["testcases"]]
+    assert names == ["host_to_device_memcpy_ce", "device_to_host_memcpy_ce", "device_to_device_memcpy_write_ce",
+                     "device_local_copy"]
+    h2d = parsed["testcases"][0]
+    assert len(h2d["matrix"]) == 1 and len(h2d["matrix"][0]) == 8
+    assert h2d["matrix"][0][0] == pytest.approx(55.1943)
+    assert sum(h2d["matrix"][0]) == pytest.approx(h2d["sum"], rel=1e-9)  # nvbandwidth's own sum agrees
+    d2d = parsed["testcases"][2]
+    assert [d2d["matrix"][i][i] for i in range(8)] == [None] * 8  # "N/A" on the diagonal
+
+
+def test_cells_name_the_gpu_each_number_is_about():
+    parsed = nvbandwidth.parse((FIX / "nvbandwidth" / "h200x8_quick.json").read_text())
+    h2d, _, d2d, local = parsed["testcases"]
+    cells = nvbandwidth.cells(h2d)
+    assert [lab["gpu"] for lab, _ in cells] == list(range(8))  # CPU(row) -> GPU(column)
+    d2d_cells = nvbandwidth.cells(d2d)
+    assert len(d2d_cells) == 56  # 8 x 8 without the diagonal
+    lab, value = next((lab, v) for lab, v in d2d_cells if lab["row"] == 2 and lab["col"] == 5)
+    assert lab["gpu"] == 2 and lab["peer"] == 5 and 389 <= value <= 397
+    assert [lab["gpu"] for lab, _ in nvbandwidth.cells(local)] == list(range(8))
+    stacked = {"name": "x", "description": "memcpy CE GPU(row) <-> GPU(column) Total bandwidth (GB/s)",
+               "matrix": [[None, 1.0], [2.0, None], [None, 3.0], [4.0, None]]}
+    assert [(lab["part"], lab["gpu"], lab["peer"]) for lab, _ in nvbandwidth.cells(stacked)] == [
+        (0, 0, 1), (0, 1, 0), (1, 0, 1), (1, 1, 0)]
+
+
+def test_record_keeps_waived_and_errors_apart():
+    art = Artifact("nvbandwidth", "r", "h")
+    failed = nvbandwidth.record(art, nvbandwidth.parse((FIX / "nvbandwidth" / "h100x1_waived_error.json")
+                                                       .read_text()))
+    assert failed == ["device_to_device_memcpy_read_ce: Error (CUDA_ERROR_PEER_ACCESS_UNSUPPORTED peer access is "
+                      "not supported between these two devices)"]
+    assert art.facts["testcase.device_to_device_memcpy_write_ce"] == "Waived"
+    assert art.facts["testcase.host_to_device_memcpy_ce"] == "Passed"
+    assert "buffer size" in art.facts["warning"]
+    gbps = [r for r in art.results if r["metric"] == "gbps"]
+    assert len(gbps) == 1 and gbps[0]["value"] == pytest.approx(53.4187) and gbps[0]["labels"]["gpu"] == 0
+
+
+def test_parse_ignores_text_before_the_json_and_refuses_garbage():
+    text = "some banner line\n" + (FIX / "nvbandwidth" / "h100x1_waived_error.json").read_text()
+    assert nvbandwidth.parse(text)["version"] == "v0.6"
+    with pytest.raises(ValueError):
+        nvbandwidth.parse("nvbandwidth: error while loading shared libraries: libcuda.so.1")
+    with pytest.raises(ValueError):
+        nvbandwidth.parse('{"other": 1}')
+
+
+def _tool(bin_dir, name, body):
+    path = bin_dir / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+def test_probe_runs_nvbandwidth_with_json_output(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _tool(bin_dir, "nvidia-smi", "cat %s\n" % (FIX / "nvidia-smi" / "h200_8x_query.csv"))
+    args_file = tmp_path / "args"
+    _tool(bin_dir, "nvbandwidth", 'echo "$@" > %s\ncat %s\n' % (args_file, FIX / "nvbandwidth" / "h200x8_quick.json"))
+    monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, os.environ["PATH"]))
+    _, doc = run_probe("nvbandwidth", str(tmp_path / "out"), "r", "h", params={"profile": "quick"})
+    assert doc["status"] == "ok", doc["reason"]
+    assert args_file.read_text().split() == ["-j", "-t", "host_to_device_memcpy_ce", "device_to_host_memcpy_ce",
+                                             "device_to_device_memcpy_write_ce", "device_local_copy"]
+    assert doc["device"]["backend"] == "cuda" and doc["device"]["count"] == 8
+    h2d = [r for r in doc["results"] if r["metric"] == "gbps" and r["labels"]["test"] == "host_to_device_memcpy_ce"]
+    assert len(h2d) == 8 and min(r["value"] for r in h2d) > 55
+    sums = {r["labels"]["test"]: r["value"] for r in doc["results"] if r["metric"] == "gbps_sum"}
+    assert sums["host_to_device_memcpy_ce"] == pytest.approx(441.5991)
+    assert doc["raw"] == ["nvbandwidth.out.json"]
+    assert (tmp_path / "out" / "nvbandwidth.out.json").read_text().startswith("{")
+
+
+def test_probe_skips_without_gpu_or_without_the_tool(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", "%s:/usr/bin:/bin" % bin_dir)
+    _, doc = run_probe("nvbandwidth", str(tmp_path / "a"), "r", "h")
+    assert doc["status"] == "skipped" and "no NVIDIA GPU" in doc["reason"]
+    _tool(bin_dir, "nvidia-smi", "cat %s\n" % (FIX / "nvidia-smi" / "h200_8x_query.csv"))
+    _, doc = run_probe("nvbandwidth", str(tmp_path / "b"), "r", "h", params={"path": str(tmp_path / "nope")})
+    assert doc["status"] == "skipped" and doc["reason"] == "nvbandwidth not found at %s" % (tmp_path / "nope")
+    _tool(bin_dir, "nvbandwidth", "echo 'nvbandwidth: error while loading shared libraries' >&2\nexit 127\n")
+    _, doc = run_probe("nvbandwidth", str(tmp_path / "c"), "r", "h")
+    assert doc["status"] == "error" and "exit 127" in doc["reason"] and "shared libraries" in doc["reason"]

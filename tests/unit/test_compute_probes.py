@@ -1,0 +1,211 @@
+"""The compute probes on the CPU backend, in-process and as one subprocess per device: what they record, how
+unsupported dtypes and faults show, and that a timeout keeps what was measured."""
+
+import json
+import os
+import stat
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from probes.artifact import validate
+from probes.cli import run_probe
+from probes.lib import compute_backend, compute_launch
+from probes.lib.compute_flops import gemm_flops
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+TINY = {"profile": "quick", "iters": 2, "warmup": 1, "flush_bytes": 1 << 20}
+
+
+def results(doc, metric):
+    return [r for r in doc["results"] if r["metric"] == metric]
+
+
+def test_gemm_measures_what_the_cpu_can_and_skips_the_rest_with_reasons(tmp_path):
+    params = dict(TINY, shapes=[["s64", 64, 96, 128]])
+    path, doc = run_probe("gemm", str(tmp_path), "r", "h", params=params)
+    assert validate(doc) == [] and doc["status"] == "ok", doc["reason"]
+    assert doc["device"]["backend"] == "cpu" and doc["facts"]["backend"] == "cpu"
+    tf = {r["labels"]["dtype"]: r for r in results(doc, "tflops")}
+    assert set(tf) == {"bf16", "fp16", "fp32", "fp8_e4m3"}
+    assert tf["fp8_e4m3"]["labels"]["impl"] == "torch._scaled_mm" and tf["bf16"]["labels"]["impl"] == "torch.mm"
+    for dtype in ("tf32", "mxfp8", "nvfp4"):
+        assert doc["facts"]["dtype.%s" % dtype] == "skipped" and doc["facts"]["dtype_reason.%s" % dtype]
+    raw = [json.loads(line) for line in (tmp_path / "gemm.times.jsonl").read_text().splitlines()]
+    assert doc["raw"] == ["gemm.times.jsonl"] and len(raw) == 4
+    for rec in raw:
+        assert rec["flops"] == gemm_flops(64, 96, 128) and len(rec["times_s"]) == 2
+        mean = sum(rec["times_s"]) / 2
+        assert tf[rec["dtype"]]["value"] == pytest.approx(rec["flops"] / mean / 1e12, rel=1e-6)
+        [mx] = [r for r in results(doc, "tflops_max") if r["labels"]["dtype"] == rec["dtype"]]
+        assert mx["value"] == pytest.approx(rec["flops"] / min(rec["times_s"]) / 1e12, rel=1e-6)
+
+
+def test_unknown_dtype_is_an_error_that_keeps_the_others(tmp_path):
+    _, doc = run_probe("gemm", str(tmp_path), "r", "h",
+                       params=dict(TINY, shapes=[["s", 32, 32, 32]], dtypes=["bf16", "int3"]))
+    assert doc["status"] == "error" and doc["reason"] == "int3: unknown dtype"
+    assert [r["labels"]["dtype"] for r in results(doc, "tflops")] == ["bf16"]
+
+
+def test_gemv_mamf_grouped_and_copy(tmp_path):
+    _, gemv = run_probe("gemv", str(tmp_path / "v"), "r", "h", params=dict(TINY, shapes=[["v", 512, 256]]))
+    [gb] = results(gemv, "gbps")
+    assert gemv["status"] == "ok" and gb["labels"]["m"] == 512 and gb["value"] > 0
+    raw = json.loads((tmp_path / "v" / "gemv.times.jsonl").read_text().splitlines()[0])
+    assert raw["bytes"] == (512 * 256 + 256 + 512) * 2
+    _, mamf = run_probe("mamf", str(tmp_path / "m"), "r", "h",
+                        params=dict(TINY, sweep={"m": [32, 96, 32], "n": 64, "k": 64}))
+    curve = results(mamf, "tflops")
+    [best] = results(mamf, "mamf_tflops")
+    assert [r["labels"]["m"] for r in curve] == [32, 64, 96]
+    assert best["value"] == max(r["value"] for r in curve)
+    assert best["labels"]["m"] == max(curve, key=lambda r: r["value"])["labels"]["m"]
+    assert mamf["facts"]["sweep"] == "m=[32, 96, 32] n=64 k=64 (3 shapes)"
+    _, grouped = run_probe("grouped_gemm", str(tmp_path / "g"), "r", "h",
+                           params=dict(TINY, models=["gpt-oss-120b"], ep=128, tokens=[64]))
+    rows = {r["labels"]["proj"]: r["labels"] for r in results(grouped, "tflops")}
+    assert grouped["status"] == "ok" and set(rows) == {"gate_up", "down"}
+    assert rows["gate_up"]["rows"] == 2 and rows["gate_up"]["experts_local"] == 1  # 64 x 4 / 128 experts
+    raw = json.loads((tmp_path / "g" / "grouped_gemm.times.jsonl").read_text().splitlines()[0])
+    assert raw["flops"] == 2 * 2 * 5760 * 2880
+    _, grouped_bad = run_probe("grouped_gemm", str(tmp_path / "g2"), "r", "h",
+                               params=dict(TINY, models=["gpt-oss-120b"], ep=3, tokens=[64]))
+    assert grouped_bad["status"] == "error" and "divisible" in grouped_bad["reason"]
+    _, copy = run_probe("copy_bw", str(tmp_path / "c"), "r", "h", params=dict(TINY, bytes=1 << 20))
+    assert copy["status"] == "ok" and {r["labels"]["direction"] for r in copy["results"]} == {"host_local"}
+    assert [r["labels"]["bytes"] for r in results(copy, "gbps")] == [1 << 20]
+
+
+def test_grouped_loop_and_grouped_mm_compute_the_same(tmp_path):
+    import torch
+
+    rows = [3, 0, 5]
+    op_g, impl_g, keep_g = compute_backend.make_grouped(torch, "fp32", rows, 16, 32, "cpu", "torch._grouped_mm")
+    op_l, impl_l, keep_l = compute_backend.make_grouped(torch, "fp32", rows, 16, 32, "cpu", "per_expert_loop")
+    assert (impl_g, impl_l) == ("torch._grouped_mm", "per_expert_loop")
+    x, w = keep_l[0], keep_l[1]
+    op_l()
+    expected = torch.cat([x[0:3] @ w[0].t(), x[3:8] @ w[2].t()])
+    assert torch.allclose(keep_l[2], expected, atol=1e-4)
+    out = torch._grouped_mm(keep_g[0], keep_g[1].transpose(-2, -1), offs=keep_g[2])
+    assert torch.allclose(out, torch.cat([keep_g[0][0:3] @ keep_g[1][0].t(), keep_g[0][3:8] @ keep_g[1][2].t()]),
+                          atol=1e-4)
+
+
+def test_no_torch_is_a_skip_and_an_unusable_gpu_is_an_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(compute_backend, "import_torch", lambda: (None, "torch is not importable by x: boom"))
+    _, doc = run_probe("gemm", str(tmp_path / "a"), "r", "h", params=TINY)
+    assert doc["status"] == "skipped" and doc["reason"] == "torch is not importable by x: boom"
+    monkeypatch.undo()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\ncat %s\n" % (FIX / "nvidia-smi" / "h100_8x_query.csv"))
+    smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, os.environ["PATH"]))
+    _, doc = run_probe("gemm", str(tmp_path / "b"), "r", "h", params=TINY)
+    # a GPU node whose torch has no CUDA: never measure its CPU in place of its GPUs
+    assert doc["status"] == "error" and "lists 8 GPU(s) but torch" in doc["reason"] and not doc["results"]
+    _, forced = run_probe("gemm", str(tmp_path / "c"), "r", "h",
+                          params=dict(TINY, backend="cpu", dtypes=["bf16"], shapes=[["s", 32, 32, 32]]))
+    assert forced["status"] == "ok" and forced["device"]["backend"] == "cpu" and forced["device"]["model"]
+
+
+def test_timeout_keeps_what_was_measured(tmp_path):
+    # the small shape takes milliseconds; 200 iterations of 2048^3 take seconds on any CPU: the alarm rings there
+    params = dict(TINY, dtypes=["bf16"], iters=200, shapes=[["small", 32, 32, 32], ["huge", 2048, 2048, 2048]])
+    _, doc = run_probe("gemm", str(tmp_path), "r", "h", params=params, timeout=2.0)
+    assert doc["status"] == "error" and doc["reason"] == "timed out after 2 s"
+    assert [r["labels"]["shape"] for r in results(doc, "tflops")] == ["small"]
+
+
+def test_one_subprocess_per_device_and_a_dying_worker(tmp_path, monkeypatch):
+    """The multi-process path (one worker per GPU on CUDA) on the CPU: cpu_workers=2. Then a worker that dies
+    half-way: its results so far and its partner's are kept, and its death is an error with its exit code."""
+    _, doc = run_probe("gemm", str(tmp_path / "ok"), "r", "h",
+                       params=dict(TINY, cpu_workers=2, dtypes=["bf16", "nvfp4"], shapes=[["s", 32, 32, 32]]))
+    assert doc["status"] == "ok" and doc["facts"]["processes"] == "2 subprocesses"
+    assert sorted(r["labels"]["gpu"] for r in results(doc, "tflops")) == [0, 1]
+    assert doc["facts"]["dtype.nvfp4"] == "skipped"
+    assert not list((tmp_path / "ok").glob(".*stderr"))  # worker logs are removed
+
+    mod = tmp_path / "mods" / "dying_worker.py"
+    mod.parent.mkdir()
+    mod.write_text(textwrap.dedent("""
+        import os
+        from probes.lib import compute_launch as launch
+
+        def worker(torch, dev, spec, emit):
+            launch.result(emit, "tflops", 1.0 + dev.gpu, "TFLOP/s", dtype="bf16")
+            if dev.gpu == 1:
+                os._exit(7)
+            launch.dtype_outcome(emit, "bf16", "ok")
+    """))
+    monkeypatch.setenv("PYTHONPATH", str(mod.parent))
+    sys.path.insert(0, str(mod.parent))
+    try:
+        from probes.artifact import Artifact
+
+        art = Artifact("gemm", "r", "h")
+        import torch
+
+        ctx = compute_backend.Context(torch, "cpu", [0], 1, None, ["cpu"])
+        out = tmp_path / "die"
+        out.mkdir()
+        col = compute_launch.run_workers(art, str(out), ctx, "dying_worker:worker", {"cpu_workers": 2}, "x.jsonl")
+    finally:
+        sys.path.remove(str(mod.parent))
+    assert sorted(r["value"] for r in art.results) == [1.0, 2.0]
+    assert col.failures == {1: "worker exited with rc 7: no message"}
+    merged = compute_launch.merge_outcomes(col.per_gpu, col.labels, ["bf16"], col.failures)
+    assert merged["bf16"][0] == "error" and "gpu 1 error: worker failed" in merged["bf16"][1]
+
+
+def test_merge_outcomes():
+    ok, sk = ("ok", None), ("skipped", "needs Blackwell")
+    merged = compute_launch.merge_outcomes({"bf16": {0: ok, 1: ok}, "mxfp8": {0: sk, 1: sk},
+                                            "fp8_e4m3": {0: ok, 1: ("skipped", "odd")}}, [0, 1],
+                                           ["bf16", "mxfp8", "fp8_e4m3", "fp16"], {})
+    assert merged["bf16"] == ("ok", None)
+    assert merged["mxfp8"] == ("skipped", "needs Blackwell")
+    assert merged["fp8_e4m3"] == ("error", "gpu 1 skipped: odd")  # a GPU unlike its siblings is a finding
+    assert merged["fp16"] == ("error", "gpu 0 error: not measured; gpu 1 error: not measured")
+
+
+def test_visible_devices_keep_the_physical_gpu_numbers():
+    assert compute_backend.visible_ids(None, 3) == (["0", "1", "2"], [0, 1, 2])
+    assert compute_backend.visible_ids("2,3", 2) == (["2", "3"], [2, 3])
+    assert compute_backend.visible_ids("GPU-aaa,GPU-bbb", 2) == (["GPU-aaa", "GPU-bbb"], [0, 1])
+
+
+def test_flush_sizes():
+    import torch
+
+    from probes.lib.compute_timing import flush_size, read_llc_bytes
+
+    assert flush_size(torch, "cpu", llc=32 << 20) == 64 << 20  # twice the last-level cache
+    assert flush_size(torch, "cpu", llc=1 << 20) == 8 << 20
+    assert flush_size(torch, "cpu", {"flush_bytes": 5}) == 5
+    llc = read_llc_bytes()
+    assert llc is None or llc >= 1 << 16
+
+
+def test_grouped_falls_back_to_the_loop_per_configuration_and_says_so(tmp_path, monkeypatch):
+    from probes import grouped_gemm
+
+    real = grouped_gemm.make_grouped
+
+    def refusing(torch, dtype, rows, n, k, device, impl, weights=None):
+        if impl == compute_backend.GROUPED_IMPL:
+            raise RuntimeError("grouped_mm: offsets must be multiples of 16")
+        return real(torch, dtype, rows, n, k, device, impl, weights)
+
+    monkeypatch.setattr(grouped_gemm, "make_grouped", refusing)
+    _, doc = run_probe("grouped_gemm", str(tmp_path), "r", "h",
+                       params=dict(TINY, models=["gpt-oss-120b"], ep=128, tokens=[64]))
+    assert doc["status"] == "ok"
+    assert {r["labels"]["impl"] for r in results(doc, "tflops")} == {"per_expert_loop"}
+    assert "multiples of 16" in doc["facts"]["impl_fallback.bf16"]

@@ -1,0 +1,115 @@
+"""nccl-tests text and -J JSON, and perftest reports, from the fixtures in tests/fixtures/{nccl-tests,perftest}."""
+
+from pathlib import Path
+
+import pytest
+
+from probes.lib.net_busbw import busbw_factor
+from probes.lib.net_nccl import nranks, parse_json, parse_text
+from probes.lib.net_perftest import parse_bw
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+NCCL = FIX / "nccl-tests"
+
+
+def both(name):
+    return (parse_text((NCCL / (name + ".txt")).read_text()), parse_json((NCCL / (name + ".json")).read_text()))
+
+
+def test_single_node_8x_h100_text_and_json_agree():
+    text, js = both("h100x8_all_reduce")
+    for parsed in (text, js):
+        assert parsed["collective"] == "all_reduce" and parsed["complete"]
+        assert nranks(parsed) == 8  # the JSON of a one-process run lists only the first device: ngpus says 8
+        assert len(parsed["rows"]) == 64 and parsed["last_size"] == 16 << 30
+        assert parsed["out_of_bounds"] == 0 and parsed["out_of_bounds_ok"] is True
+        assert {r["placement"] for r in parsed["rows"]} == {"out_of_place", "in_place"}
+        assert all(r["wrong"] == 0 and r["root"] == -1 and r["type"] == "float" for r in parsed["rows"])
+    assert text["version"] == "2.17.6" and text["nccl_version"] == js["nccl_version"] == 22703
+    assert text["params"] == {"nthreads": 1, "ngpus": 8, "min_bytes": 8, "max_bytes": 16 << 30, "step_factor": 2,
+                              "warmup_iters": 5, "iters": 20, "validation": 1}
+    assert text["devices"][7] == {"rank": 7, "group": 0, "pid": 184233, "host": "gpu-h100-017", "device": 7,
+                                  "pci": "0000:db:00", "name": "NVIDIA H100 80GB HBM3"}
+    assert text["avg_busbw"] == pytest.approx(184.711) and js["avg_busbw"] == pytest.approx(184.711336)
+    peak = max(text["rows"], key=lambda r: r["busbw_gbps"])
+    assert (peak["size"], peak["placement"], peak["busbw_gbps"], peak["time_us"]) == (16 << 30, "out_of_place",
+                                                                                      482.86, 62263.6)
+    # the text is the JSON rounded the way nccl-tests prints it, row by row
+    for t, j in zip(text["rows"], js["rows"]):
+        assert (t["size"], t["placement"]) == (j["size"], j["placement"])
+        assert t["busbw_gbps"] == pytest.approx(j["busbw_gbps"], abs=0.006)
+        assert t["time_us"] == pytest.approx(j["time_us"], rel=1e-3, abs=0.006)
+        # and busbw is algbw x 2(n-1)/n
+        assert j["busbw_gbps"] == pytest.approx(j["algbw_gbps"] * busbw_factor("all_reduce", 8), rel=1e-4, abs=1e-5)
+
+
+def test_two_node_ib_with_mpirun_tags():
+    text, js = both("ib_2node_ring_all_reduce")
+    assert text["program"] == "all_reduce_perf_mpi" and text["collective"] == js["collective"] == "all_reduce"
+    assert nranks(text) == nranks(js) == 16
+    assert {d["host"] for d in text["devices"]} == {"gpu-h100-017", "gpu-h100-018"}
+    assert text["complete"] and js["complete"]
+    assert max(r["busbw_gbps"] for r in text["rows"]) == pytest.approx(370.83)
+    assert max(r["busbw_gbps"] for r in js["rows"]) == pytest.approx(370.834106)
+
+
+def test_hang_is_incomplete_with_the_last_size_printed():
+    text, js = both("hang_2node_all_reduce")
+    assert not text["complete"] and text["avg_busbw"] is None and text["out_of_bounds"] is None
+    assert text["last_size"] == 131072 and len(text["rows"]) == 2 * 15  # 8 B .. 128 KiB
+    # the JSON file was cut mid-record: the complete records are salvaged, the cut one is not
+    assert not js["complete"] and js["last_size"] == 65536 and len(js["rows"]) == 2 * 14
+    assert js["nccl_version"] == 22703
+
+
+def test_wrong_results_are_counted():
+    text, js = both("wrong_results_all_reduce")
+    for parsed in (text, js):
+        assert parsed["complete"] and parsed["out_of_bounds"] == 24 and parsed["out_of_bounds_ok"] is False
+        wrong = [r for r in parsed["rows"] if r["wrong"]]
+        assert len(wrong) == 24 and min(r["size"] for r in wrong) == 524288
+        assert all(r["wrong"] == 0 for r in parsed["rows"] if r["size"] < 524288)
+    # the text prints #wrong with %g (1.23717e+08); the JSON keeps the exact count
+    assert text["rows"][-1]["wrong"] == 123717000
+    assert js["rows"][-1]["wrong"] == pytest.approx(123717000, abs=500) and js["rows"][-1]["wrong"] != 123717000
+
+
+def test_older_text_without_root_column_and_na_wrong():
+    text = parse_text(
+        "# nThread 1 nGpus 2 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 5 iters: 20 validation: 0\n"
+        "#                                                       out-of-place                       in-place\n"
+        "#       size         count      type   redop     time   algbw   busbw  error     time   algbw   busbw  error\n"
+        "           8             2     float     sum    19.90    0.00    0.00    N/A    18.96    0.00    0.00    N/A\n"
+        "          16             4     float     sum    20.67    0.00    0.00    N/A    19.10    0.00    0.00    N/A\n"
+        "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0.00012\n", program="all_reduce_perf")
+    assert text["collective"] == "all_reduce" and nranks(text) == 2 and text["complete"]
+    assert [(r["size"], r["root"], r["wrong"], r["time_us"]) for r in text["rows"]] == [
+        (8, None, None, 19.90), (8, None, None, 18.96), (16, None, None, 20.67), (16, None, None, 19.10)]
+
+
+def test_nccl_errors_are_collected():
+    text = parse_text("# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 5 iters: 20\n"
+                      "node1:1234:1234 [0] NCCL WARN NET/IB : Got completion from peer 10.0.0.2 with error 12\n"
+                      "node1: Test NCCL failure common.cu:1005 'remote process exited or there was a network error'\n")
+    assert not text["complete"] and len(text["errors"]) == 2 and "NET/IB" in text["errors"][0]
+
+
+@pytest.mark.parametrize("name,test,dev,link,gid,cuda,bw", [
+    ("ndr_write_bw_host.txt", "RDMA_Write BW Test", "mlx5_0", "IB", None, False, 391.87),
+    ("ndr_read_bw_host.txt", "RDMA_Read BW Test", "mlx5_4", "IB", None, False, 384.77),
+    ("roce_write_bw_cuda.txt", "RDMA_Write BW Test", "mlx5_3", "Ethernet", 3, True, 370.66)])
+def test_perftest_reports(name, test, dev, link, gid, cuda, bw):
+    got = parse_bw((FIX / "perftest" / name).read_text())
+    assert (got["test"], got["device"], got["link_type"], got["gid_index"], got["use_cuda"]) == (test, dev, link,
+                                                                                               gid, cuda)
+    assert got["unit"] == "Gb/sec" and got["error"] is None
+    [row] = got["rows"]
+    assert row["bytes"] == 65536 and row["iterations"] == 5000 and row["bw_avg_gbits"] == bw
+
+
+def test_perftest_failure_and_mb_units():
+    got = parse_bw((FIX / "perftest" / "connect_failed.txt").read_text())
+    assert got["rows"] == [] and got["error"] == "Couldn't connect to 10.12.1.12:18515"
+    mb = parse_bw(" #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n"
+                  " 65536      1000             11728.47           11728.47\t\t   0.187656\n")
+    assert mb["rows"][0]["bw_avg_gbits"] == pytest.approx(11728.47 * 8 * 2 ** 20 / 1e9)

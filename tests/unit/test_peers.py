@@ -1,0 +1,134 @@
+"""Peer store and percentile math: same GPU model and backend only, the run itself excluded, too few peers -> no
+percentile; the CLI's peers add/list and a build that ranks against the store."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rating_runs import ANALYST_GOOD, RUBRIC, make_run, ratings
+
+from reports import peers
+from reports.build import build
+from reports.cli import main as cli_main
+
+
+@pytest.mark.parametrize("values,value,better,expected", [
+    ([1, 2, 3, 4], 5, "higher", 100.0),
+    ([1, 2, 3, 4], 0, "higher", 0.0),
+    ([1, 2, 3, 4], 3, "higher", 62.5),  # 2 below + half of 1 tie, of 4
+    ([1, 2, 3, 4], 3, "lower", 37.5),  # lower is better: 1 above + half a tie
+    ([10, 10, 10], 10, "higher", 50.0),  # all ties: the middle
+    ([1, float("nan"), 3], 2, "higher", 50.0),  # NaN is no peer
+])
+def test_percentile(values, value, better, expected):
+    assert peers.percentile(values, value, better) == pytest.approx(expected)
+
+
+def test_percentile_without_peers_or_value():
+    assert peers.percentile([], 3) is None
+    assert peers.percentile([1, 2], None) is None
+
+
+def record(provider, run_id, score, model="H100-SXM", backend="cuda", gemm=None):
+    head = [{"id": "score", "title": "Overall score", "unit": "/100", "better": "higher", "value": score}]
+    if gemm is not None:
+        head.append({"id": "gemm_bf16_tflops", "title": "GEMM", "unit": "TFLOP/s", "better": "higher", "value": gemm})
+    return {"run": {"provider": provider, "run_id": run_id, "gpu_model": "NVIDIA H100 80GB HBM3",
+                    "gpu_model_key": model, "backend": backend, "hosts": 4, "finished_at": None},
+            "tier": {"name": "Gold", "rated": True}, "score": score, "coverage": 0.9,
+            "categories": [{"id": "security", "score": 90.0}], "headline": head}
+
+
+def head_for(score, gemm=None, model="H100-SXM"):
+    metrics = [{"id": "score", "title": "Overall score", "unit": "/100", "better": "higher", "value": score}]
+    metrics.append({"id": "gemm_bf16_tflops", "title": "GEMM", "unit": "TFLOP/s", "better": "higher", "value": gemm})
+    return {"gpu_model_key": model, "backend": "cuda", "metrics": metrics}
+
+
+def test_store_round_trip_and_rank_among_same_model_only(tmp_path):
+    store = str(tmp_path / "peers")
+    for i, score in enumerate([50, 60, 70, 80, 90, 95]):
+        peers.add(store, record("p%d" % i, "r", score, gemm=700 + i))
+    peers.add(store, record("b200cloud", "r", 10, model="B200"))  # another model: never a peer
+    peers.add(store, record("cpu", "r", 10, model=None, backend="cpu"))
+    peers.add(store, record("me", "r1", 1))  # the run itself, stored earlier
+    (tmp_path / "peers" / "junk.json").write_text("{not json")
+    (tmp_path / "peers" / "other.json").write_text(json.dumps({"schema": "something/else"}))
+    table, problems = peers.load_store(store)
+    assert len(table) == 9 and len(problems) == 2
+    head = peers.rank(head_for(75, gemm=702.5), {"provider": "me", "run_id": "r1"}, table, min_peers=5)
+    score, gemm = head["metrics"]
+    assert score["peers"]["n"] == 6 and score["peers"]["percentile"] == pytest.approx(50.0)
+    assert score["peers"]["median"] == pytest.approx(75.0)
+    assert gemm["peers"]["n"] == 6 and gemm["peers"]["percentile"] == pytest.approx(50.0)
+    head = peers.rank(head_for(75, gemm=None), {"provider": "me", "run_id": "r1"}, table, min_peers=7)
+    score, gemm = head["metrics"]
+    assert score["peers"]["percentile"] is None and score["peers"]["reason"].startswith("6 peer(s)")
+    assert gemm["peers"]["reason"] == "not measured in this run"
+
+
+def test_rank_without_store():
+    head = peers.rank(head_for(75), {"provider": "me", "run_id": "r1"}, None)
+    assert all(m["peers"]["percentile"] is None for m in head["metrics"])
+
+
+def test_add_replaces_the_same_run(tmp_path):
+    store = str(tmp_path / "peers")
+    first = peers.add(store, record("acme", "r1", 50))
+    second = peers.add(store, record("acme", "r1", 60))
+    assert first == second
+    table, _ = peers.load_store(store)
+    assert list(table.score) == [60]
+
+
+def test_build_ranks_against_the_store_and_cli_lists_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv(peers.ENV_STORE, raising=False)
+    runs = []
+    for i in range(6):
+        quality = "excellent" if i % 2 else "poor"
+        run_dir = make_run(tmp_path, quality, run_id="peer%d" % i, hosts=3)
+        build(run_dir, rubric=RUBRIC, analyst=ANALYST_GOOD, progress=False)
+        assert cli_main(["peers", "add", str(run_dir)]) == 0
+        runs.append(run_dir)
+    store = runs[0].parents[1] / "_peers"  # default: <runs root>/_peers
+    assert len(list(store.glob("*.json"))) == 6
+    capsys.readouterr()
+    assert cli_main(["peers", "list", "--store", str(store), "--gpu", "h100-sxm"]) == 0
+    out = capsys.readouterr().out
+    assert "6 run(s)" in out and out.count("golden") == 6 and "Platinum" in out and "Underperforming" in out
+
+    me = make_run(tmp_path, "excellent", run_id="me", hosts=3)
+    _, _, report_dir = build(me, rubric=RUBRIC, analyst=ANALYST_GOOD, progress=False)
+    doc = ratings(report_dir)
+    assert doc["inputs"]["peers"]["records"] == 6
+    score = next(m for m in doc["headline"] if m["id"] == "score")
+    # three poor peers below, three excellent ones tied at 100: (3 + 1.5) / 6
+    assert score["value"] == 100.0 and score["peers"]["n"] == 6
+    assert score["peers"]["percentile"] == pytest.approx(75.0)
+    assert "| Overall score | 100 /100 | 6 | 75 |" in (Path(report_dir) / "report.md").read_text()
+    assert (Path(report_dir) / "report.html").read_text().count('id="headline"') == 1
+
+
+def test_headline_metric_from_results_respects_labels_and_backends(tmp_path):
+    from probes.artifact import Artifact
+    from reports.load import Run, tidy
+
+    docs = []
+    for host, backend in (("n1", "cuda"), ("n2", "cuda"), ("n3", "cpu")):
+        art = Artifact("gemm", "r", host)
+        art.device.update(backend=backend)
+        for gpu, value in enumerate((700.0, 710.0)):
+            art.add("tflops", value + (0 if host != "n2" else 20), "TFLOP/s", gpu=gpu, dtype="bf16")
+            art.add("tflops", 1400.0, "TFLOP/s", gpu=gpu, dtype="fp8")
+        docs.append(art.to_dict())
+    results, facts = tidy(docs)
+    run = Run(run_dir="/x", meta={}, hosts=["n1", "n2", "n3"], unreachable={}, artifacts=docs, load_errors=[],
+              results=results, facts=facts)
+    spec = {"id": "g", "probe": "gemm", "metric": "tflops", "labels": {"dtype": "bf16"}, "backends": ["cuda"],
+            "agg": "median", "better": "higher"}
+    value, n, why = peers.metric_value(run, spec)
+    assert (value, n, why) == (float(np.median([700, 710, 720, 730])), 4, None)
+    assert peers.metric_value(run, dict(spec, agg="max", scale=1e-3))[0] == pytest.approx(0.73)  # PFLOP/s
+    value, n, why = peers.metric_value(run, dict(spec, backends=["rocm"]), backend="cuda")
+    assert value is None and why == "backend=cuda: ranked only for rocm"

@@ -1,0 +1,309 @@
+"""Rating: per-check and category scores with coverage, tier thresholds and their boundaries, gates, analyst input,
+and the golden synthetic runs (excellent -> Platinum, poor -> Underperforming, one critical flip -> capped)."""
+
+import copy
+import json
+
+import pytest
+from rating_runs import ANALYST_GOOD, ANALYST_POOR, RUBRIC, make_run, ratings
+
+from reports.build import EXIT_FINDINGS, EXIT_OK, build
+from reports.rate import (
+    NOT_RATED,
+    analyst_rows,
+    category_scores,
+    check_summaries,
+    evaluate_gates,
+    load_analyst,
+    load_tiers,
+    rate,
+    validate_tiers,
+)
+
+SHIPPED = load_tiers()
+
+
+def row(check_id, status, category=None, severity="major", host="n1", subject="", weight=1.0, evidence="measured",
+        observed=""):
+    return {"check_id": check_id, "category": category or check_id.split(".")[0], "title": check_id, "host": host,
+            "subject": subject, "status": status, "observed": observed, "expected": "", "reason": "",
+            "severity": severity, "remediation": "", "weight": weight, "evidence": evidence}
+
+
+def small_tiers(**over):
+    """Two categories, weights 1 and 3; three tiers; one gate of each kind."""
+    tiers = {
+        "status_scores": {"pass": 1.0, "warn": 0.5, "fail": 0.0, "error": 0.0},
+        "severity_weights": {"critical": 5, "major": 3, "minor": 1, "info": 0},
+        "min_coverage_to_rate": 0.5,
+        "tiers": [{"name": "Top", "medallion": True, "min_score": 90, "min_category_score": 80, "min_coverage": 0.9},
+                  {"name": "Mid", "medallion": True, "min_score": 60},
+                  {"name": "Low", "medallion": False}],
+        "categories": [{"id": "a", "title": "A", "evidence": "measured", "weight": 1},
+                       {"id": "b", "title": "B", "evidence": "measured", "weight": 3}],
+        "gates": [{"id": "crit", "select": {"category": "a", "severity": "critical"}, "statuses": ["fail"],
+                   "cap": "Mid"},
+                  {"id": "need", "select": {"check": "b.detect*"}, "statuses": ["fail", "error"], "missing": True,
+                   "cap": "Low"}],
+    }
+    tiers.update(over)
+    return tiers
+
+
+# ------------------------------------------------------------------------------------------------ scores
+
+def test_coverage_is_per_host_first():
+    rows = [row("a.gpu", "pass", host="n1", subject="gpu=%d" % g) for g in range(8)] + [row("a.gpu", "skip", host="n2")]
+    [s] = check_summaries(rows, small_tiers())
+    assert s["coverage"] == 0.5 and s["score"] == 1.0
+
+
+def test_check_summary_mean_over_graded_rows_and_coverage():
+    rows = [row("a.x", "pass", host="n1"), row("a.x", "warn", host="n2"), row("a.x", "fail", host="n3"),
+            row("a.x", "skip", host="n4")]
+    [s] = check_summaries(rows, small_tiers())
+    assert s["score"] == pytest.approx((1 + 0.5 + 0) / 3)
+    assert s["coverage"] == pytest.approx(0.75)
+    assert s["counts"] == {"pass": 1, "warn": 1, "fail": 1, "error": 0, "skip": 1}
+    assert s["worst"] == "fail" and s["weight"] == 3  # major x 1
+
+
+def test_category_score_weights_checks_by_severity_and_weight():
+    rows = [row("a.crit", "pass", severity="critical"),  # weight 5
+            row("a.minor", "fail", severity="minor", weight=2.0),  # weight 1 x 2
+            row("a.info", "fail", severity="info")]  # weight 0: shown, never scored
+    cats = {c["id"]: c for c in category_scores(check_summaries(rows, small_tiers()), small_tiers())}
+    assert cats["a"]["score"] == pytest.approx(100 * 5 / 7, abs=0.01)
+    assert cats["a"]["coverage"] == 1.0 and cats["a"]["checks"] == 2
+    assert cats["b"]["score"] is None and cats["b"]["status"] == "not measured" and cats["b"]["coverage"] == 0
+    assert cats["b"]["reason"] == "no check for this category in the rubric yet"
+
+
+def test_all_skipped_category_is_not_measured_never_a_score():
+    rows = [row("b.detect", "skip"), row("b.other", "skip")]
+    cats = {c["id"]: c for c in category_scores(check_summaries(rows, small_tiers()), small_tiers())}
+    assert cats["b"]["score"] is None and cats["b"]["coverage"] == 0.0
+    assert cats["b"]["reason"] == "every check was skipped (see their reasons)"
+
+
+def test_partial_coverage_is_weighted_by_check():
+    rows = [row("b.x", "pass", host="n1"), row("b.x", "skip", host="n2"),  # weight 3, coverage 0.5
+            row("b.y", "pass", severity="minor")]  # weight 1, coverage 1
+    cats = {c["id"]: c for c in category_scores(check_summaries(rows, small_tiers()), small_tiers())}
+    assert cats["b"]["coverage"] == pytest.approx((3 * 0.5 + 1) / 4)
+    assert cats["b"]["score"] == 100.0
+
+
+# ------------------------------------------------------------------------------------------------ tiers
+
+def rows_for(score_a, score_b, detect="pass"):
+    """Category a scores score_a (passes and fails of one check over 100 hosts); b likewise, plus b.detect."""
+    rows = []
+    for i in range(100):
+        rows.append(row("a.x", "pass" if i < score_a else "fail", host="h%d" % i))
+        rows.append(row("b.x", "pass" if i < score_b else "fail", host="h%d" % i))
+    rows.append(row("b.detect", detect, severity="info"))  # info: read by the gate, not scored
+    return rows
+
+
+@pytest.mark.parametrize("a,b,tier", [
+    (90, 90, "Top"),  # exactly at every boundary: >= holds
+    (80, 94, "Top"),  # overall 90.5, lowest category exactly 80
+    (79, 94, "Mid"),  # lowest category 79 < 80
+    (100, 86, "Mid"),  # overall 89.5 < 90
+    (60, 60, "Mid"),  # exactly 60
+    (59, 60, "Low"),  # 59.75 < 60
+])
+def test_tier_boundaries(a, b, tier):
+    result = rate(rows_for(a, b), small_tiers())
+    assert result["tier"]["name"] == tier and result["tier"]["rated"]
+    assert result["tier"]["score_tier"] == tier and result["tier"]["capped_by"] == []
+
+
+def test_tier_needs_coverage_and_rationale_names_what_was_missing():
+    rows = rows_for(100, 100) + [row("a.y", "skip", severity="critical")]  # a: 3/8 of its weight graded
+    result = rate(rows, small_tiers())
+    assert result["coverage"] == pytest.approx((1 * 3 / 8 + 3 * 1) / 4, abs=1e-4)
+    assert result["tier"]["name"] == "Mid"
+    assert "Not Top: coverage 84% < 90%." in result["rationale"]
+    assert "Score tier: Mid (score >= 60)." in result["rationale"]
+
+
+def test_below_min_coverage_is_not_rated_with_a_provisional_tier():
+    rows = [row("b.x", "pass"), row("b.detect", "pass", severity="info"), row("b.y", "skip", severity="critical")]
+    result = rate(rows, small_tiers())  # coverage 3/(3+5) of b, a not measured: 0.28
+    assert result["tier"]["name"] == NOT_RATED and not result["tier"]["rated"]
+    assert result["tier"]["provisional"] == "Mid"  # score 100, coverage too low for Top
+    assert result["score"] == 100.0
+    assert any(line.startswith("Not rated: coverage 28%") for line in result["rationale"])
+    assert any("a (no check for this category in the rubric yet)" in line for line in result["rationale"])
+
+
+def test_nothing_graded_is_not_rated_without_provisional():
+    result = rate([row("a.x", "skip")], small_tiers())
+    assert result["tier"]["name"] == NOT_RATED and result["tier"]["provisional"] is None
+    assert result["score"] is None and result["coverage"] == 0
+
+
+# ------------------------------------------------------------------------------------------------ gates
+
+def test_gate_on_status_caps_and_is_explained():
+    rows = rows_for(100, 100) + [row("a.crit", "pass", severity="critical", host="h%d" % i) for i in range(99)]
+    rows.append(row("a.crit", "fail", severity="critical", host="h7", observed="1"))
+    result = rate(rows, small_tiers())
+    assert result["tier"]["score_tier"] == "Top"  # a = (3 x 1 + 5 x 0.99) / 8: one failing host barely moves it
+    assert result["tier"]["name"] == "Mid" and result["tier"]["capped_by"] == ["crit"]
+    crit = next(g for g in result["gates"] if g["id"] == "crit")
+    assert crit["triggered"] and crit["reason"] == "a.crit fail on h7"
+    assert crit["evidence"] == [{"check_id": "a.crit", "host": "h7", "subject": "", "status": "fail",
+                                 "observed": "1", "expected": ""}]
+    assert any(line.startswith("Gate crit") and "caps the tier at Mid" in line for line in result["rationale"])
+
+
+def test_gate_when_missing_counts_skips_as_missing_and_the_worst_cap_wins():
+    rows = rows_for(100, 100, detect="skip") + [row("a.crit", "fail", severity="critical")]
+    result = rate(rows, small_tiers())
+    need = next(g for g in result["gates"] if g["id"] == "need")
+    assert need["triggered"] and need["reason"].startswith("not shown in this run")
+    assert result["tier"]["name"] == "Low" and result["tier"]["capped_by"] == ["need"]
+
+
+def test_gate_error_triggers_and_glob_selects():
+    gates = evaluate_gates([row("b.detect_xid", "error")], small_tiers())
+    assert {g["id"]: g["triggered"] for g in gates} == {"crit": False, "need": True}
+
+
+def test_gate_never_raises_a_tier():
+    tiers = small_tiers(gates=[{"id": "soft", "select": {"category": "a"}, "statuses": ["fail"], "cap": "Top"}])
+    result = rate(rows_for(59, 60), tiers)
+    assert result["tier"]["name"] == "Low" and result["tier"]["capped_by"] == []
+
+
+# ------------------------------------------------------------------------------------------------ config, analyst
+
+def test_shipped_tiers_are_valid_and_follow_the_seed():
+    assert validate_tiers(SHIPPED) == []
+    assert [t["name"] for t in SHIPPED["tiers"]] == ["Platinum", "Gold", "Silver", "Bronze", "Participation Ribbon",
+                                                     "Underperforming"]
+    assert {c["id"] for c in SHIPPED["categories"]} == {
+        "security", "lifecycle", "orchestration", "storage", "networking", "reliability", "monitoring", "pricing",
+        "partnerships", "availability", "compute"}
+    assert {c["id"] for c in SHIPPED["categories"] if c["evidence"] == "analyst"} == {"pricing", "partnerships",
+                                                                                     "availability"}
+    gates = {g["id"]: g for g in SHIPPED["gates"]}
+    assert gates["critical_security"]["cap"] == "Participation Ribbon"
+    assert gates["failure_detection"]["missing"] is True
+
+
+def test_bad_tiers_are_refused(tmp_path):
+    bad = copy.deepcopy(SHIPPED)
+    bad["gates"][0]["cap"] = "Diamond"
+    bad["categories"][0]["evidence"] = "rumour"
+    bad["status_scores"]["skip"] = 0
+    problems = validate_tiers(bad)
+    assert any("cap 'Diamond' is not a tier" in p for p in problems)
+    assert any("evidence must be" in p for p in problems)
+    assert any("skip is never graded" in p for p in problems)
+    path = tmp_path / "tiers.yml"
+    path.write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match="Diamond"):
+        load_tiers(str(path))
+
+
+def test_analyst_file_becomes_marked_rows(tmp_path):
+    doc = load_analyst(ANALYST_GOOD, SHIPPED)
+    rows = analyst_rows(doc)
+    assert {r["check_id"] for r in rows} == {"analyst.pricing.rate", "analyst.partnerships.oem",
+                                             "analyst.availability.delivery", "analyst.lifecycle.support"}
+    assert all(r["evidence"] == "analyst" and r["host"] == "" and r["title"].endswith("(analyst)") for r in rows)
+    assert next(r for r in rows if r["check_id"] == "analyst.pricing.rate")["reason"] == "analyst input: price sheet"
+    bad = tmp_path / "analyst.yml"
+    bad.write_text("schema: clustermax.assess/analyst/v1\nitems:\n  - {id: x, title: X, category: vibes, "
+                   "status: great}\n")
+    with pytest.raises(ValueError, match="'vibes' is not a rated category.*status must be"):
+        load_analyst(str(bad), SHIPPED)
+
+
+def test_shipped_analyst_example_is_valid():
+    from reports.rate import DATA_DIR
+
+    doc = load_analyst(DATA_DIR + "/analyst.example.yml", SHIPPED)
+    assert {i["category"] for i in doc["items"]} >= {"pricing", "partnerships", "availability", "lifecycle"}
+
+
+# ------------------------------------------------------------------------------------------------ golden runs
+
+def build_golden(tmp_path, quality="excellent", analyst=ANALYST_GOOD, **kw):
+    run_dir = make_run(tmp_path, quality, **kw)
+    text, code, report_dir = build(run_dir, rubric=RUBRIC, analyst=analyst, progress=False)
+    return ratings(report_dir), code, text
+
+
+def test_golden_excellent_cluster_is_platinum(tmp_path):
+    doc, code, text = build_golden(tmp_path)
+    assert doc["tier"] == {"name": "Platinum", "rated": True, "medallion": True, "score_tier": "Platinum",
+                           "provisional": None, "capped_by": []}
+    assert doc["score"] == 100.0 and doc["coverage"] == 1.0 and code == EXIT_OK
+    assert all(c["status"] == "rated" for c in doc["categories"])
+    assert "tier: Platinum, score 100.0, coverage 100%" in text
+
+
+def test_golden_poor_cluster_is_underperforming(tmp_path):
+    doc, code, _ = build_golden(tmp_path, "poor", ANALYST_POOR)
+    assert doc["tier"]["name"] == "Underperforming" and doc["tier"]["score_tier"] == "Underperforming"
+    assert doc["score"] < 45 and code == EXIT_FINDINGS
+    triggered = {g["id"] for g in doc["gates"] if g["triggered"]}
+    assert triggered == {"critical_security", "failure_detection"}
+
+
+def test_one_critical_security_failure_caps_an_excellent_cluster(tmp_path):
+    doc, code, _ = build_golden(tmp_path, host_overrides={"gn2": {"ssh_password_auth": 1}})
+    assert doc["tier"]["score_tier"] == "Platinum"  # the scores alone would still say Platinum
+    assert doc["tier"]["name"] == "Participation Ribbon" and doc["tier"]["capped_by"] == ["critical_security"]
+    gate = next(g for g in doc["gates"] if g["id"] == "critical_security")
+    assert gate["reason"] == "security.ssh_password_auth fail on gn2"
+    assert code == EXIT_FINDINGS
+
+
+@pytest.mark.parametrize("kw,reason", [
+    ({"host_overrides": {"gn3": {"detect_seconds": 150}}}, "reliability.failure_detection warn on gn3"),
+    ({"host_overrides": {"gn3": {"detect_seconds": 700}}}, "reliability.failure_detection fail on gn3"),
+    ({"drop": ("detect_seconds",)}, "not shown in this run: no graded result for check reliability.failure_detection"),
+])
+def test_slow_or_absent_failure_detection_caps_at_silver(tmp_path, kw, reason):
+    doc, _, _ = build_golden(tmp_path, **kw)
+    assert doc["tier"]["name"] == "Silver" and doc["tier"]["capped_by"] == ["failure_detection"]
+    assert next(g for g in doc["gates"] if g["id"] == "failure_detection")["reason"] == reason
+
+
+def test_unreachable_node_lowers_coverage_and_caps_at_gold(tmp_path):
+    doc, code, _ = build_golden(tmp_path, hosts=8, unreachable=("gn8",))
+    # every measured check covers 7 of 8 hosts; lifecycle also has the analyst's support item (weight 3 of 4)
+    assert doc["coverage"] == pytest.approx((17 * 7 / 8 + 2 * (3 + 7 / 8) / 4 - 2 * 7 / 8 + 4) / 21, abs=1e-4)
+    assert doc["tier"]["score_tier"] == "Platinum"
+    assert doc["tier"]["name"] == "Gold" and doc["tier"]["capped_by"] == ["unassessed_nodes"]
+    assert code == EXIT_FINDINGS
+
+
+def test_without_analyst_input_those_categories_are_not_measured(tmp_path):
+    doc, _, _ = build_golden(tmp_path, analyst=None)
+    cats = {c["id"]: c for c in doc["categories"]}
+    for cid in ("pricing", "partnerships", "availability"):
+        assert cats[cid]["score"] is None and cats[cid]["reason"] == "analyst input absent"
+    assert cats["lifecycle"]["evidence_used"] == ["measured"]
+    assert doc["coverage"] == pytest.approx(17 / 21, abs=1e-4)  # 4 of 21 category weight is analyst-only
+    assert doc["tier"]["name"] == "Gold"  # Platinum needs 85 % coverage
+    assert "Not Platinum: coverage 81% < 85%." in doc["rationale"]
+    assert doc["analyst"]["provided"] is False
+
+
+def test_regrade_with_another_tiers_file_changes_only_the_rating(tmp_path):
+    run_dir = make_run(tmp_path, "excellent")
+    strict = copy.deepcopy(SHIPPED)
+    strict["tiers"][0]["min_coverage"] = 1.01  # Platinum out of reach
+    path = tmp_path / "strict.yml"
+    path.write_text(json.dumps(strict))
+    _, _, report_dir = build(run_dir, rubric=RUBRIC, analyst=ANALYST_GOOD, tiers=str(path), progress=False)
+    doc = ratings(report_dir)
+    assert doc["tier"]["name"] == "Gold" and doc["score"] == 100.0
+    assert doc["inputs"]["tiers"]["path"] == str(path)

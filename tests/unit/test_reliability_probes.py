@@ -1,0 +1,252 @@
+"""The reliability probes run for real on this machine: the watcher process, scheduler actions against a stand-in
+Slurm (tests/fixtures/fakebin/fake_slurm.py, same output form as the recorded scontrol), fault injection into a file
+standing for /dev/kmsg and through a stand-in dcgmi, and the per-node timing probes fed with recorded sequences."""
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from probes.cli import run_probe
+from probes.fault_inject import sysfs_bdf, upstream_bridge, xid_pci
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+META = json.loads((FIX / "slurm" / "sequences.json").read_text())
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+
+
+def results(doc, **labels):
+    return {r["metric"]: r["value"] for r in doc["results"] if all(r["labels"].get(k) == v for k, v in labels.items())
+            and (labels or not r["labels"])}
+
+
+@pytest.fixture
+def fake_slurm(tmp_path, monkeypatch):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for tool in ("scontrol", "srun"):
+        (bindir / tool).symlink_to(FIX / "fakebin" / "fake_slurm.py")
+    state = tmp_path / "slurm.json"
+    state.write_text(json.dumps({"n1": {"State": "IDLE"}, "n2": {"State": "IDLE"}, "n3": {"State": "DOWN",
+                                                                                          "Reason": "broken"}}))
+    monkeypatch.setenv("PATH", "%s:%s" % (bindir, os.environ["PATH"]))
+    monkeypatch.setenv("FAKE_SLURM_STATE", str(state))
+    return state
+
+
+def test_boot_id(tmp_path):
+    _, doc = run_probe("boot_id", str(tmp_path), "r", "h")
+    assert doc["status"] == "ok" and doc["facts"]["boot_id"] == BOOT_ID
+    m = results(doc)
+    assert m["uptime_s"] > 0 and abs(m["command_ran_at"] - time.time()) < 60
+
+
+def test_scheduler_detection_and_state(fake_slurm, tmp_path):
+    _, doc = run_probe("sched_action", str(tmp_path), "r", "obs",
+                       params={"action": "state", "scheduler": "auto", "nodes": ["n1", "n3", "n9"]})
+    assert doc["facts"]["scheduler"] == "slurm"
+    got = {r["labels"]["node"]: (r["value"], r["labels"]["phase"]) for r in doc["results"]}
+    assert got == {"n1": (1, "available"), "n3": (0, "down"), "n9": (0, "missing")}
+
+
+def test_drain_return_and_restore_against_a_stand_in_slurm(fake_slurm, tmp_path):
+    _, drain = run_probe("sched_action", str(tmp_path), "r", "obs", variant="drain",
+                         params={"action": "drain", "scheduler": "slurm", "nodes": ["n1", "n2"],
+                                 "reason": "clustermax.assess reboot test", "timeout": 5, "interval": 0.1})
+    assert drain["status"] == "ok", drain.get("reason")
+    assert results(drain, node="n1")["drained"] == 1
+    assert results(drain, node="n1")["drained_at"] >= results(drain, node="n1")["drain_issued_at"]
+    state = json.loads(fake_slurm.read_text())
+    assert state["n1"] == {"State": "IDLE+DRAIN", "Reason": "clustermax.assess reboot test"}
+    _, ret = run_probe("sched_action", str(tmp_path), "r", "obs", variant="return",
+                       params={"action": "return", "scheduler": "slurm", "nodes": ["n1", "n2"], "resume": ["n1"],
+                               "timeout": 1, "interval": 0.2, "job_command": ["true"]})
+    n1 = results(ret, node="n1")
+    assert n1["available"] == 1 and n1["job_rc"] == 0
+    stamps = ("registered_at", "resume_issued_at", "available_at", "job_started_at", "job_ok_at")
+    assert [n1[k] for k in stamps] == sorted(n1[k] for k in stamps)
+    # n2 was not to be resumed: it stays drained, no job ran there
+    n2 = results(ret, node="n2")
+    assert n2["available"] == 0 and "resume_issued_at" not in n2 and "job_ok_at" not in n2
+    _, restore = run_probe("sched_action", str(tmp_path), "r", "obs", variant="restore",
+                           params={"action": "restore", "scheduler": "slurm", "nodes": ["n1", "n2", "n3"],
+                                   "resume": ["n1", "n2"]})
+    assert results(restore, node="n2")["resumed"] == 1 and results(restore, node="n1")["resumed"] == 0
+    state = json.loads(fake_slurm.read_text())
+    assert state["n2"]["State"] == "IDLE" and state["n3"]["State"] == "DOWN"  # n3 was not ours to resume
+
+
+def test_watcher_runs_detached_resolves_by_itself_and_is_collected(tmp_path):
+    flag = tmp_path / "unhealthy"
+    check = tmp_path / "check"
+    check.write_text("#!/bin/sh\n[ -e %s ] && { echo 'XID 79'; exit 1; }\nexit 0\n" % flag)
+    check.chmod(0o755)
+    params = {"mode": "start", "tag": "sched_watch-t", "scheduler": "none", "nodes": ["n1"], "interval": 0.1,
+              "stop_when": "resolved", "detect_timeout": 30, "remediation_timeout": 0.5, "settle_s": 0.2,
+              "max_s": 60, "options": {"detect_command": [str(check), "{node}"]}}
+    _, start = run_probe("sched_watch", str(tmp_path), "r", "obs", variant="t-start", params=params)
+    assert start["status"] == "ok" and results(start, node="n1")["available"] == 1
+    pid = int(start["facts"]["watcher_pid"])
+    time.sleep(0.5)
+    flag.write_text("")
+    _, stop = run_probe("sched_watch", str(tmp_path), "r", "obs", variant="t",
+                        params={"mode": "stop", "tag": "sched_watch-t", "wait_s": 20})
+    assert stop["facts"]["ended_by"] == "resolved"
+    assert stop["raw"] == ["sched_watch-t.jsonl"]
+    samples = [json.loads(x) for x in (tmp_path / "sched_watch-t.jsonl").read_text().splitlines()]
+    assert [s["phase"] for s in samples] == ["available", "unhealthy", "unhealthy"]
+    assert samples[-1]["final"] and samples[1]["reason"] == "XID 79"
+    assert results(stop)["polls"] >= 3
+    time.sleep(0.2)
+    assert not Path("/proc/%d" % pid).exists() or "Z" in Path("/proc/%d/stat" % pid).read_text().split(")")[1][:3]
+
+
+def test_watcher_is_stopped_on_request_and_a_second_stop_only_collects(tmp_path):
+    params = {"mode": "start", "tag": "sched_watch-s", "scheduler": "none", "nodes": ["n1"], "interval": 0.1,
+              "max_s": 60, "options": {"detect_command": ["true"]}}
+    run_probe("sched_watch", str(tmp_path), "r", "obs", variant="s-start", params=params)
+    _, stop = run_probe("sched_watch", str(tmp_path), "r", "obs", variant="s",
+                        params={"mode": "stop", "tag": "sched_watch-s"})
+    assert stop["facts"]["ended_by"] == "stop"
+    _, again = run_probe("sched_watch", str(tmp_path), "r", "obs", variant="s2",
+                         params={"mode": "stop", "tag": "sched_watch-s"})
+    assert again["status"] == "ok" and not (tmp_path / "sched_watch-s.pid").exists()
+    _, none = run_probe("sched_watch", str(tmp_path), "r", "obs", variant="n", params={"mode": "stop", "tag": "x"})
+    assert none["status"] == "skipped"
+
+
+def test_watcher_refuses_an_unreadable_scheduler(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    _, doc = run_probe("sched_watch", str(tmp_path), "r", "obs",
+                       params={"mode": "start", "tag": "w", "scheduler": "slurm", "nodes": ["n1"]})
+    assert doc["status"] == "error" and "scontrol" in doc["reason"]
+    assert not (tmp_path / "w.pid").exists()
+
+
+def test_kmsg_injection_writes_the_driver_form_with_a_marker(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no dcgmi, no nvidia-smi
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_text("")
+    _, doc = run_probe("fault_inject", str(tmp_path), "run7", "node4",
+                       params={"xid": 79, "message": "GPU has fallen off the bus.", "kmsg_path": str(kmsg)})
+    assert doc["status"] == "ok" and doc["facts"]["method"] == "kmsg"
+    assert doc["facts"]["method_dcgm"] == "dcgmi not found"
+    line = kmsg.read_text()
+    assert line.startswith("<3>NVRM: Xid (PCI:0000:00:00): 79, pid=")
+    assert line.rstrip().endswith("GPU has fallen off the bus. clustermax.assess injection run=run7 node=node4")
+    assert results(doc, method="kmsg", xid=79)["injected_at"] > 0
+
+
+def test_no_method_works_is_a_skip_with_every_reason(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    _, doc = run_probe("fault_inject", str(tmp_path), "r", "h",
+                       params={"xid": 79, "kmsg_path": str(tmp_path / "no" / "kmsg")})
+    assert doc["status"] == "skipped"
+    assert "dcgm: dcgmi not found" in doc["reason"] and "kmsg: cannot open" in doc["reason"]
+    assert "pcie_bridge_reset: no NVIDIA GPU" in doc["reason"]
+
+
+def test_dcgm_injection_is_held_and_cleared(tmp_path, monkeypatch):
+    calls = tmp_path / "dcgmi.calls"
+    (tmp_path / "dcgmi").write_text("#!/bin/sh\necho \"$@\" >> %s\n" % calls)
+    (tmp_path / "nvidia-smi").write_text("#!/bin/sh\ncat %s\n" % (FIX / "nvidia-smi" / "h100_8x_query.csv"))
+    for tool in ("dcgmi", "nvidia-smi"):
+        (tmp_path / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (tmp_path, os.environ["PATH"]))
+    _, doc = run_probe("fault_inject", str(tmp_path), "r", "h", params={"xid": 48, "gpu_index": 2, "hold_s": 30})
+    assert doc["status"] == "ok" and doc["facts"]["method"] == "dcgm" and doc["device"]["backend"] == "cuda"
+    time.sleep(1.5)  # the hold helper injects again every second
+    _, clear = run_probe("fault_inject", str(tmp_path), "r", "h", variant="clear",
+                         params={"mode": "clear", "gpu_index": 2})
+    assert results(clear, method="dcgm")["cleared"] == 1
+    lines = calls.read_text().splitlines()
+    assert lines[0] == "--version"
+    assert lines[1] == "test --inject --gpuid 2 -f 230 -v 48"
+    assert lines.count("test --inject --gpuid 2 -f 230 -v 48") >= 2
+    assert lines[-1] == "test --inject --gpuid 2 -f 230 -v 0"
+    assert not (tmp_path / "fault_inject-dcgm.pid").exists()
+
+
+def test_pci_names_and_upstream_bridge(tmp_path):
+    assert xid_pci("00000000:3B:00.0") == "0000:3b:00"
+    assert xid_pci("garbage") == "0000:00:00"
+    assert sysfs_bdf("00000000:3B:00.0") == "0000:3b:00.0"
+    dev = tmp_path / "devices" / "pci0000:3a" / "0000:3a:00.0" / "0000:3b:00.0"
+    dev.mkdir(parents=True)
+    (tmp_path / "bus" / "pci" / "devices").mkdir(parents=True)
+    (tmp_path / "bus" / "pci" / "devices" / "0000:3b:00.0").symlink_to(dev)
+    assert upstream_bridge("0000:3b:00.0", str(tmp_path)) == "0000:3a:00.0"
+    root = tmp_path / "devices" / "pci0000:00" / "0000:00:01.0"
+    root.mkdir(parents=True)
+    (tmp_path / "bus" / "pci" / "devices" / "0000:00:01.0").symlink_to(root)
+    assert upstream_bridge("0000:00:01.0", str(tmp_path)) is None
+
+
+def _seq(name):
+    node = META[name]["node"]
+    return [json.loads(x) for x in (FIX / "slurm" / name).read_text().splitlines() if json.loads(x)["node"] == node]
+
+
+def test_reboot_timings_probe_from_a_recorded_reboot(tmp_path):
+    ev = META["watch_reboot.jsonl"]["events"]
+    actions = [[{"metric": "drain_issued_at", "value": ev["drain_issued"], "labels": {"node": "cmxd-node2"}},
+                {"metric": "drained_at", "value": ev["drained"], "labels": {"node": "cmxd-node2"}},
+                {"metric": "drained_at", "value": 1.0, "labels": {"node": "other"}}],
+               [{"metric": k + "_at", "value": ev[k], "labels": {"node": "cmxd-node2"}}
+                for k in ("registered", "available", "job_started", "job_ok")]
+               + [{"metric": "resume_issued_at", "value": ev["resume_issued"], "labels": {"node": "cmxd-node2"}}]]
+    params = {"node": "cmxd-node2", "scheduler": "slurm", "batch": 1, "boot_id_before": "not-" + BOOT_ID,
+              "reboot": {"started": ev["reboot_started"], "returned": ev["reboot_returned"], "elapsed": 4},
+              "actions": actions, "samples": _seq("watch_reboot.jsonl")}
+    _, doc = run_probe("reboot", str(tmp_path), "r", "cmxd-node2", params=params)
+    m = results(doc)
+    assert doc["status"] == "ok" and m["boot_id_changed"] == 1 and m["returned"] == 1
+    assert m["drain_s"] == pytest.approx(ev["drained"] - ev["drain_issued"], abs=1e-3)
+    assert m["total_s"] == pytest.approx(ev["job_ok"] - ev["drain_issued"], abs=1e-3)
+    assert m["reboot_module_elapsed_s"] == 4
+    # the timeline's events are those the timings rest on: registered is when the watcher saw slurmd restart
+    samples = _seq("watch_reboot.jsonl")
+    restart = next(s["t"] for s in samples if s["slurmd_start"] != samples[0]["slurmd_start"])
+    events = {r["labels"]["event"]: r["value"] for r in doc["results"] if r["metric"] == "event_at"}
+    assert events["registered"] == pytest.approx(restart, abs=1e-3) and events["job_ok"] == ev["job_ok"]
+    # the boot id did not change: not back, and said so
+    params["boot_id_before"] = BOOT_ID
+    _, same = run_probe("reboot", str(tmp_path), "r", "cmxd-node2", params=params)
+    assert results(same)["returned"] == 0 and "did not change" in same["facts"]["reboot_error"]
+    _, skipped = run_probe("reboot", str(tmp_path), "r", "h", params={"skip": "not among reboot_hosts"})
+    assert skipped["status"] == "skipped" and skipped["reason"] == "not among reboot_hosts"
+
+
+def test_fault_injection_probe_from_a_recorded_health_check_drain(tmp_path):
+    meta = META["watch_xid_drained.jsonl"]
+    inject = {"status": "ok", "facts": {"method": "kmsg"},
+              "results": [{"metric": "injected_at", "value": meta["t_inject"], "labels": {"method": "kmsg"}}]}
+    params = {"node": "cmxd-node4", "scheduler": "slurm", "xid": 79, "inject": inject, "boot_id_before": BOOT_ID,
+              "samples": _seq("watch_xid_drained.jsonl"),
+              "restore": [{"metric": "resumed", "value": 1, "labels": {"node": "cmxd-node4"}}]}
+    _, doc = run_probe("fault_injection", str(tmp_path), "r", "cmxd-node4", params=params)
+    assert doc["status"] == "ok"
+    assert doc["facts"]["observed_action"] == "drained" and doc["facts"]["method"] == "kmsg"
+    m = results(doc)
+    assert m["detected"] == 1 and m["rebooted"] == 0 and m["resumed_by_assessment"] == 1 and m["drain_open"] == 1
+    # a boot id that changed during the watch is a reboot
+    params["boot_id_before"] = "not-" + BOOT_ID
+    _, rebooted = run_probe("fault_injection", str(tmp_path), "r", "cmxd-node4", params=params)
+    assert rebooted["facts"]["observed_action"] == "reboot"
+    # flapping then back for good, with a fresh job after the return
+    fmeta = META["watch_flapping.jsonl"]
+    back = [s["t"] for s in _seq("watch_flapping.jsonl") if s["state"] == "IDLE"][-2]
+    params.update(boot_id_before=BOOT_ID, samples=_seq("watch_flapping.jsonl"), node="cmxd-node3",
+                  inject=dict(inject, results=[{"metric": "injected_at", "value": fmeta["t_inject"], "labels": {}}]),
+                  job=[{"metric": "job_started_at", "value": back + 5, "labels": {"node": "cmxd-node3"}},
+                       {"metric": "job_ok_at", "value": back + 5.5, "labels": {"node": "cmxd-node3"}}])
+    _, flap = run_probe("fault_injection", str(tmp_path), "r", "cmxd-node3", params=params)
+    fm = results(flap)
+    assert flap["facts"]["observed_action"] == "returned" and fm["flaps"] == 1
+    assert fm["command_after_return_s"] == pytest.approx(5.5, abs=1e-3) and fm["job_s"] == pytest.approx(0.5)
+    # nothing injected: skipped with the injection's reason
+    params["inject"] = {"status": "skipped", "reason": "no injection method worked: ..."}
+    _, skipped = run_probe("fault_injection", str(tmp_path), "r", "cmxd-node3", params=params)
+    assert skipped["status"] == "skipped" and "no injection method worked" in skipped["reason"]

@@ -1,0 +1,91 @@
+"""report.html without a browser: the markdown it converts, embedded plots, escaping, the rating and checks parts;
+report.md's rating table; the build's progress bar and summary (what the callback prints)."""
+
+import base64
+import io
+import re
+from pathlib import Path
+
+from rating_runs import ANALYST_GOOD, RUBRIC, make_run
+
+from reports.build import Progress, build
+from reports.render_html import markdown_to_html
+
+PNG_1PX = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9aw"
+                           "AAAABJRU5ErkJggg==")
+
+
+def test_markdown_subset():
+    md = "\n".join([
+        "## Storage <tiers>", "", "Some *emphasis*, **bold** and `a|b <code>`.", "",
+        "| tier | read | status |", "|---|---:|---|", "| /home | 9.5 GB/s | pass |", "| a \\| b | 1 | FAIL |", "",
+        "- one", "- two [link](#x)", "", "1. first", "2. second", "", "> quoted", "", "```", "<raw> & code", "```"])
+    out = markdown_to_html(md)
+    assert '<h2 id="storage-tiers">Storage &lt;tiers&gt;</h2>' in out
+    assert "<em>emphasis</em>" in out and "<strong>bold</strong>" in out and "<code>a|b &lt;code&gt;</code>" in out
+    assert "<th>tier</th>" in out and '<td class="st st-pass">pass</td>' in out and '<td class="st st-fail">FAIL' in out
+    assert "<td>a | b</td>" in out and '<td class="num">9.5 GB/s</td>' in out
+    assert "<ul><li>one</li><li>two <a href=\"#x\">link</a></li></ul>" in out
+    assert "<ol><li>first</li><li>second</li></ol>" in out
+    assert "<blockquote>quoted</blockquote>" in out and "<pre><code>&lt;raw&gt; &amp; code</code></pre>" in out
+
+
+def test_images_are_embedded_from_the_report_dir_only(tmp_path):
+    (tmp_path / "plot.png").write_bytes(PNG_1PX)
+    out = markdown_to_html("![busbw](plot.png)\n\n![gone](missing.png)\n\n![far](../etc/x.png)\n\n"
+                           "![web](https://example.com/x.png)", str(tmp_path))
+    assert '<img alt="busbw" src="data:image/png;base64,%s">' % base64.b64encode(PNG_1PX).decode() in out
+    assert out.count("not embedded") == 3 and "https://example.com/x.png\"" not in out
+
+
+def test_javascript_links_are_neutralised():
+    assert 'href="#"' in markdown_to_html("[x](javascript:alert(1))")
+
+
+def test_built_report_html_and_md(tmp_path):
+    run_dir = make_run(tmp_path, "excellent", host_overrides={"gn2": {"ssh_password_auth": 1}})
+    text, code, report_dir = build(run_dir, rubric=RUBRIC, analyst=ANALYST_GOOD, progress=False)
+    page = (Path(report_dir) / "report.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<script src" not in page and "<link" not in page
+    assert re.search(r'<div class="tier" id="tier"[^>]*>Participation Ribbon<small>', page)
+    assert page.count('<tr class="row-fail">') == 2  # the row, and the check in the by-check table
+    assert "Analyst input</strong> (not measured on the cluster)" in page
+    assert page.count('<span class="tag-analyst">analyst</span>') >= 4  # every analyst row says so
+    assert 'id="categories"' in page and 'id="gates"' in page and 'id="rationale"' in page
+    assert "@media print" in page
+    md = (Path(report_dir) / "report.md").read_text()
+    head = md.split("## Node inventory")[0]
+    assert "**Tier: Participation Ribbon, score 97.8, coverage 100% (capped by critical_security; scores alone: " \
+           "Platinum)**" in head
+    assert "| Security | measured | 3 | 84.4 | 100% | 7 | 0 | 1 | 0 | 0 |" in head  # (5 x 0.75 + 3) / 8
+    assert "| Pricing | analyst input | 2 | 100.0 | 100% | 1 | 0 | 0 | 0 | 0 |" in head
+    assert "| analyst.pricing.rate | (analyst) |" in md
+    # the summary the callback prints at the end of ansible-playbook: the rating table
+    assert "tier: Participation Ribbon" in text and "gate critical_security -> cap Participation Ribbon" in text
+    assert re.search(r"security\s+mixed\s+84\.4\s+100%\s+7\s+0\s+1\s+0\s+0", text)
+    assert re.search(r"pricing\s+analyst\s+100\.0\s+100%", text)
+
+
+def test_progress_bar_draws_on_request_only():
+    stream = io.StringIO()
+    bar = Progress(enabled=True, stream=stream)
+    bar(0.0, "loading")
+    bar(1.0, "done")
+    bar.close()
+    assert "[------------------------------]   0% loading" in stream.getvalue()
+    assert "[##############################] 100% done" in stream.getvalue() and stream.getvalue().endswith("\n")
+    quiet = io.StringIO()
+    bar = Progress(stream=quiet)  # not a terminal: nothing
+    bar(0.5, "x")
+    bar.close()
+    assert quiet.getvalue() == ""
+
+
+def test_cli_build_progress_goes_to_stderr(tmp_path, capsys):
+    from reports.cli import main
+
+    run_dir = make_run(tmp_path, "excellent")
+    assert main(["build", str(run_dir), "--rubric", RUBRIC, "--analyst", ANALYST_GOOD, "--progress"]) == 0
+    captured = capsys.readouterr()
+    assert "100% done" in captured.err and "%" not in captured.out.split("\n")[0]
+    assert "tier: Platinum" in captured.out

@@ -1,0 +1,292 @@
+"""reports/sla/availability.py on hand-computed months (November 2026: 30 days = 2,592,000 s in UTC)."""
+
+from fractions import Fraction
+
+import pytest
+
+from reports.sla.availability import gpu_rule, review
+from reports.sla.events import Contract, Event, EventError
+from reports.sla.tiers import TierError, Tiers
+from reports.sla.timeutil import US, parse_time
+
+MONTH_S = 30 * 86400
+TIERS = Tiers.load()
+
+
+def T(text):
+    return parse_time(text)
+
+
+def ev(ident, target, start, end, kind="down", scope="node", **kw):
+    return Event(id=ident, source=kw.pop("source", "test"), scope=scope, target=target, kind=kind, start=T(start),
+                 end=T(end), **kw)
+
+
+def contract(nodes, tier="gold", system="hgx", **kw):
+    return Contract.from_dict({"provider": "p", "tier": tier, "system": system, "nodes": nodes, **kw})
+
+
+def node(result, name):
+    return next(n for n in result.nodes if n.name == name)
+
+
+def test_overlapping_events_of_two_sources_count_once():
+    c = contract(["n1", "n2"])
+    events = [ev("probe:1", "n1", "2026-11-10T10:00:00Z", "2026-11-10T11:00:00Z", source="healthprobe"),
+              ev("csv:1", "n1", "2026-11-10T10:30:00Z", "2026-11-10T12:00:00Z", source="import")]
+    r = review(c, TIERS, events, "2026-11")
+    n1 = node(r, "n1")
+    assert n1.service_us == MONTH_S * US
+    assert n1.down_us == 7200 * US  # 10:00-12:00, not 1 h + 1.5 h
+    assert n1.availability == Fraction(359, 360)
+    assert n1.credit_pct == 10 and n1.meets_target is False
+    assert node(r, "n2").down_us == 0 and node(r, "n2").availability == 1
+    # two nodes of 8 GPUs: the cluster lost 2 h of one node in a month of two
+    assert r.cluster_availability == 1 - Fraction(7200, 2 * MONTH_S)
+    assert r.cluster_credit_pct == 5  # 10 % on half the GPUs
+    [row] = r.downtime
+    assert row["node"] == "n1" and row["duration_s"] == 7200 and sorted(row["evidence"]) == ["csv:1", "probe:1"]
+    assert [b["node"] for b in r.breaches] == ["n1"]
+
+
+def test_month_boundaries_clip_events_utc():
+    c = contract(["n1"])
+    events = [ev("e", "n1", "2026-10-31T23:00:00Z", "2026-11-01T01:00:00Z")]
+    assert node(review(c, TIERS, events, "2026-11"), "n1").down_us == 3600 * US
+    october = review(c, TIERS, events, "2026-10")
+    assert node(october, "n1").down_us == 3600 * US and node(october, "n1").service_us == 31 * 86400 * US
+
+
+def test_month_in_a_time_zone_with_a_dst_change():
+    # New York: November 2026 starts 2026-11-01T00:00-04:00 (04:00Z) and ends 2026-12-01T00:00-05:00 (05:00Z):
+    # DST ends on Sunday 1 November, so this month has 30 days and 1 hour.
+    c = contract(["n1"], timezone="America/New_York")
+    events = [ev("e", "n1", "2026-11-01T03:00:00Z", "2026-11-01T05:00:00Z")]
+    r = review(c, TIERS, events, "2026-11")
+    assert r.window == (T("2026-11-01T04:00:00Z"), T("2026-12-01T05:00:00Z"))
+    assert node(r, "n1").service_us == (MONTH_S + 3600) * US
+    assert node(r, "n1").down_us == 3600 * US  # 03:00Z-04:00Z belongs to October there
+
+
+def test_maintenance_exclusions_are_clipped_and_need_their_notice():
+    c = contract([{"name": "n1", "rack": "r1"}, {"name": "n2", "rack": "r1"}, {"name": "n3", "rack": "r2"}])
+    ahead = "2026-11-01T00:00:00Z"
+    events = [
+        ev("down", "n1", "2026-11-10T10:00:00Z", "2026-11-10T14:00:00Z"),
+        # announced 9 days ahead: excluded, and cut out of the outage
+        ev("phys", "n1", "2026-11-10T11:00:00Z", "2026-11-10T12:00:00Z", kind="physical_maintenance",
+           announced_at=T(ahead)),
+        # announced 1 h ahead, needs 72 h: refused, so it is downtime (inside the outage: adds nothing)
+        ev("upg1", "n1", "2026-11-10T12:30:00Z", "2026-11-10T13:00:00Z", kind="software_upgrade",
+           announced_at=T("2026-11-10T11:30:00Z")),
+        # refused again, outside the outage: 30 min of downtime of its own
+        ev("upg2", "n1", "2026-11-10T20:00:00Z", "2026-11-10T20:30:00Z", kind="software_upgrade",
+           announced_at=T("2026-11-10T19:00:00Z")),
+        # rack-wide physical maintenance, no announced_at recorded: excluded for n1 and n2, not n3
+        ev("rack", "r1", "2026-11-20T00:00:00Z", "2026-11-20T02:00:00Z", kind="physical_maintenance", scope="rack"),
+        ev("n2down", "n2", "2026-11-20T01:00:00Z", "2026-11-20T03:00:00Z"),
+        # security patches need no notice; cluster scope covers every node
+        ev("patch", "*", "2026-11-25T00:00:00Z", "2026-11-25T00:10:00Z", kind="security_patch", scope="cluster",
+           announced_at=T("2026-11-24T23:59:00Z")),
+    ]
+    r = review(c, TIERS, events, "2026-11")
+    assert node(r, "n1").down_us == (3 * 3600 + 1800) * US
+    assert node(r, "n1").excluded_us == (3600 + 7200 + 600) * US
+    assert node(r, "n2").down_us == 3600 * US  # 01:00-02:00 was the rack's maintenance
+    assert node(r, "n2").excluded_us == (7200 + 600) * US
+    assert node(r, "n3").down_us == 0 and node(r, "n3").excluded_us == 600 * US
+    verdicts = {row["event"]: row["verdict"] for row in r.exclusions}
+    assert verdicts == {"phys": "excluded", "upg1": "refused", "upg2": "refused", "rack": "excluded",
+                        "patch": "excluded"}
+    # calendar denominator: excluded time stays in the month
+    assert node(r, "n1").availability == 1 - Fraction(3 * 3600 + 1800, MONTH_S)
+
+
+def test_eligible_denominator_removes_excluded_time():
+    doc = dict(TIERS.doc)
+    doc["accounting"] = {**TIERS.accounting, "availability_denominator": "eligible"}
+    tiers = Tiers(doc)
+    c = contract(["n1"])
+    events = [ev("m", "n1", "2026-11-02T00:00:00Z", "2026-11-03T00:00:00Z", kind="security_patch"),
+              ev("d", "n1", "2026-11-05T00:00:00Z", "2026-11-05T00:43:12Z")]  # 2592 s: 99.9 % of the calendar
+    assert node(review(c, TIERS, events, "2026-11"), "n1").credit_pct == 0
+    n1 = node(review(c, tiers, events, "2026-11"), "n1")
+    assert n1.availability == 1 - Fraction(2592, MONTH_S - 86400)
+    assert n1.credit_pct == 10
+
+
+def nvl72(trays=18):
+    return [{"name": "t%02d" % i, "rack": "r1"} for i in range(trays)]
+
+
+STAGGERED = [("t00", "10:00", "11:00"), ("t01", "10:20", "11:20"), ("t02", "10:40", "12:00"), ("t03", "10:50", "11:10")]
+
+
+def staggered(n):
+    return [ev("e%d" % i, t, "2026-11-10T%s:00Z" % a, "2026-11-10T%s:00Z" % b) for i, (t, a, b) in
+            enumerate(STAGGERED[:n])]
+
+
+def test_nvl72_two_trays_down_is_not_a_rack_outage():
+    r = review(contract(nvl72(), system="nvl72"), TIERS, staggered(2), "2026-11")
+    assert r.racks[0].down_us == 0
+    assert node(r, "t00").down_us == 3600 * US and node(r, "t01").down_us == 3600 * US
+    assert all(node(r, "t%02d" % i).down_us == 0 for i in range(2, 18))
+
+
+def test_nvl72_three_trays_down_at_once_take_the_rack_down():
+    r = review(contract(nvl72(), system="nvl72"), TIERS, staggered(3), "2026-11")
+    # all three down together 10:40-11:00
+    assert r.racks[0].down == [(T("2026-11-10T10:40:00Z"), T("2026-11-10T11:00:00Z"))]
+    t05 = node(r, "t05")
+    assert t05.down_us == 1200 * US and t05.own_down_us == 0 and t05.rack_rule_us == 1200 * US
+    t02 = node(r, "t02")
+    assert t02.down_us == 80 * 60 * US and t02.rack_rule_us == 0  # its own outage already covers the rack's
+    rows = [row for row in r.downtime if row["node"] == "t05"]
+    assert len(rows) == 1 and rows[0]["cause"].startswith("rack rule: 3 of r1 down at once (t00, t01, t02)")
+    assert sorted(rows[0]["evidence"]) == ["e0", "e1", "e2"]
+    # 15 trays lost 20 min, three trays lost 60, 60 and 80 min (4 GPUs each): GPU-weighted over the rack
+    lost = 15 * 1200 + 3600 + 3600 + 4800
+    assert r.racks[0].capacity_availability == 1 - Fraction(lost, 18 * MONTH_S)
+
+
+def test_nvl72_four_trays_and_the_threshold_as_a_parameter():
+    r = review(contract(nvl72(), system="nvl72"), TIERS, staggered(4), "2026-11")
+    assert r.racks[0].down == [(T("2026-11-10T10:40:00Z"), T("2026-11-10T11:10:00Z"))]  # >= 3 of 4 from 10:40 to 11:10
+    assert node(r, "t09").down_us == 1800 * US
+    r4 = review(contract(nvl72(), system="nvl72", overrides={"rack_down_nodes": 4}), TIERS, staggered(4), "2026-11")
+    assert r4.racks[0].down == [(T("2026-11-10T10:50:00Z"), T("2026-11-10T11:00:00Z"))]
+    assert node(r4, "t09").down_us == 600 * US
+
+
+def test_nvl72_tray_in_excluded_maintenance_does_not_count_toward_the_rule():
+    events = staggered(3) + [ev("m", "t02", "2026-11-10T10:30:00Z", "2026-11-10T12:00:00Z",
+                                kind="physical_maintenance")]
+    r = review(contract(nvl72(), system="nvl72"), TIERS, events, "2026-11")
+    assert r.racks[0].down_us == 0
+    assert node(r, "t02").down_us == 0  # its outage (10:40-12:00) lies inside its maintenance (10:30-12:00)
+    assert node(r, "t02").excluded_us == 5400 * US and node(r, "t05").down_us == 0
+
+
+def test_hgx_has_no_rack_rule():
+    c = contract([{"name": "h%d" % i, "rack": "r1"} for i in range(4)])
+    r = review(c, TIERS, [ev("e%d" % i, "h%d" % i, "2026-11-10T10:00:00Z", "2026-11-10T11:00:00Z") for i in range(3)],
+               "2026-11")
+    assert node(r, "h3").down_us == 0 and r.racks[0].down_us == 0
+
+
+def test_hgx_node_rule_one_gpu_takes_the_node_down():
+    events = [ev("g3", "n1", "2026-11-10T10:00:00Z", "2026-11-10T11:00:00Z", scope="gpu", gpu="3")]
+    assert node(review(contract(["n1"]), TIERS, events, "2026-11"), "n1").down_us == 3600 * US
+
+
+def test_hgx_node_rule_with_two_gpus_and_no_double_counting():
+    c = contract(["n1"], overrides={"node_down_gpus": 2})
+    events = [ev("g3", "n1", "2026-11-10T10:00:00Z", "2026-11-10T11:00:00Z", scope="gpu", gpu="3"),
+              ev("g5", "n1", "2026-11-10T10:30:00Z", "2026-11-10T12:00:00Z", scope="gpu", gpu="5"),
+              # another source reports "1 GPU missing" for the same failure as g3: still one GPU
+              ev("probe", "n1", "2026-11-10T10:00:00Z", "2026-11-10T10:20:00Z", scope="gpu", gpus=1),
+              # an unnamed record of two GPUs down
+              ev("two", "n1", "2026-11-10T13:00:00Z", "2026-11-10T13:10:00Z", scope="gpu", gpus=2)]
+    n1 = node(review(c, TIERS, events, "2026-11"), "n1")
+    assert n1.down_us == (1800 + 600) * US
+
+
+def test_gpu_rule_named_gpu_reported_twice_counts_once():
+    events = [ev("a", "n1", "2026-11-10T10:00:00Z", "2026-11-10T11:00:00Z", scope="gpu", gpu="0"),
+              ev("b", "n1", "2026-11-10T10:30:00Z", "2026-11-10T11:30:00Z", scope="gpu", gpu="0")]
+    assert gpu_rule(events, 2) == []
+    assert gpu_rule(events, 1) == [(T("2026-11-10T10:00:00Z"), T("2026-11-10T11:30:00Z"))]
+
+
+@pytest.mark.parametrize("down_us, credit", [
+    (2592 * US, 0),  # exactly 99.9 %: meets gold
+    (2592 * US + 1, 10),  # one microsecond more
+    (25920 * US, 10),  # exactly 99.0 %: still the first step
+    (25920 * US + 1, 30),
+    (129600 * US, 30),  # exactly 95 %
+    (129600 * US + 1, 100),
+])
+def test_gold_credit_boundaries_are_exact(down_us, credit):
+    start = T("2026-11-10T00:00:00Z")
+    c = contract(["n1"])
+    e = Event(id="e", source="t", scope="node", target="n1", kind="down", start=start, end=start + down_us)
+    n1 = node(review(c, TIERS, [e], "2026-11"), "n1")
+    assert n1.credit_pct == credit
+    assert n1.meets_target is (down_us <= 2592 * US)
+
+
+def test_tier_ladders_from_the_yaml():
+    assert [float(TIERS.tier(t).target) for t in ("bronze", "silver", "gold")] == [99.0, 99.5, 99.9]
+    silver = TIERS.tier("silver")
+    assert silver.credit(Fraction(995, 10)) == 0 and silver.credit(Fraction(9949, 100)) == 10
+    assert silver.credit(Fraction(9899, 100)) == 25 and silver.credit(Fraction(9499, 100)) == 100
+    bronze = TIERS.tier("bronze")
+    assert bronze.credit(Fraction(50)) == 25  # the DGX Cloud ladder stops at 25 %
+    with pytest.raises(TierError):
+        TIERS.tier("platinum")
+    with pytest.raises(TierError):
+        TIERS.system("nvl72", {"rack_down_nodes": 0})
+    with pytest.raises(TierError):
+        TIERS.system("hgx", {"node_down_gpus": 9})
+
+
+def test_acceptance_starts_the_service_time_and_a_missed_date_is_a_trigger():
+    c = contract(["n1"], acceptance_agreed="2026-10-01", accepted_at="2026-11-16")
+    e = ev("e", "n1", "2026-11-20T00:00:00Z", "2026-11-20T00:21:36Z")  # 1296 s = 0.1 % of 15 days
+    r = review(c, TIERS, [e], "2026-11")
+    assert r.service == (T("2026-11-16T00:00:00Z"), T("2026-12-01T00:00:00Z"))
+    assert node(r, "n1").availability == Fraction(999, 1000) and node(r, "n1").credit_pct == 0
+    assert "46.0 days late" in r.acceptance["status"]
+    assert not [t for t in r.triggers if t["trigger"] == "acceptance"]  # the deadline (31 Oct) fell in October
+    october = review(c, TIERS, [e], "2026-10")
+    assert october.service is None and node(october, "n1").availability is None
+    assert [t["trigger"] for t in october.triggers] == ["acceptance"]
+
+
+def test_not_accepted_after_the_deadline():
+    c = contract(["n1"], acceptance_agreed="2026-10-01")
+    r = review(c, TIERS, [], "2026-11")
+    assert r.service is None and r.cluster_availability is None
+    assert [t["trigger"] for t in r.triggers] == ["acceptance"]
+    assert review(contract(["n1"], acceptance_agreed="2026-11-20"), TIERS, [], "2026-11").triggers == []
+
+
+def test_termination_triggers_threshold_and_consecutive_months():
+    c = contract(["n1"])
+    low = [ev("e", "n1", "2026-11-01T00:00:00Z", "2026-11-03T00:00:00Z")]  # 2 days: 93.3 %
+    assert [t["trigger"] for t in review(c, TIERS, low, "2026-11").triggers] == ["availability"]
+    missed = [ev("e", "n1", "2026-11-01T00:00:00Z", "2026-11-01T01:00:00Z")]  # 99.86 %: below gold's target
+    assert review(c, TIERS, missed, "2026-11").triggers == []
+    assert [t["trigger"] for t in review(c, TIERS, missed, "2026-11", history={"2026-10": False}).triggers] == [
+        "consecutive"]
+    assert review(c, TIERS, missed, "2026-11", history={"2026-10": True}).triggers == []
+    assert review(c, TIERS, missed, "2026-11", history={"2026-09": False}).triggers == []  # not consecutive
+
+
+def test_partial_month_stops_at_now_and_unknown_hosts_are_noted():
+    c = contract(["n1"])
+    events = [ev("e", "n1", "2026-11-14T23:00:00Z", "2026-11-15T02:00:00Z"),
+              ev("x", "ghost", "2026-11-02T00:00:00Z", "2026-11-02T01:00:00Z")]
+    r = review(c, TIERS, events, "2026-11", now_us=T("2026-11-15T00:00:00Z"))
+    assert r.partial and node(r, "n1").service_us == 14 * 86400 * US and node(r, "n1").down_us == 3600 * US
+    assert any("ghost" in note for note in r.notes)
+
+
+def test_minimum_outage_drops_blips():
+    doc = dict(TIERS.doc)
+    doc["accounting"] = {**TIERS.accounting, "min_outage_s": 60}
+    events = [ev("blip", "n1", "2026-11-10T10:00:00Z", "2026-11-10T10:00:59Z"),
+              ev("real", "n1", "2026-11-10T11:00:00Z", "2026-11-10T11:01:00Z")]
+    assert node(review(contract(["n1"]), Tiers(doc), events, "2026-11"), "n1").down_us == 60 * US
+
+
+def test_bad_events_and_contracts_are_refused():
+    with pytest.raises(EventError):
+        ev("e", "n1", "2026-11-10T11:00:00Z", "2026-11-10T10:00:00Z")
+    with pytest.raises(EventError):
+        ev("e", "n1", "2026-11-10T10:00:00Z", "2026-11-10T11:00:00Z", kind="outage")
+    with pytest.raises(EventError):
+        Contract.from_dict({"nodes": ["a", "a"]})
+    with pytest.raises(EventError):
+        Contract.from_dict({"nodes": ["a"], "system": "dgx"})

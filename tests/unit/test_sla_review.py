@@ -1,0 +1,178 @@
+"""The monthly review end to end, offline: store + Slurm + provider log -> files, evidence and manifest."""
+
+import csv
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from reports.sla import review as rv
+from reports.sla.store import append_round
+from reports.sla.timeutil import parse_time
+
+ROOT = Path(__file__).resolve().parents[2]
+FIX = ROOT / "tests" / "fixtures"
+UP = (FIX / "healthprobe" / "cpu_only.txt").read_text()
+NODES = ["gpu001", "gpu002", "gpu003", "gpu004"]
+CONTRACT = {"provider": "acme", "tier": "silver", "system": "hgx", "timezone": "UTC",
+            "nodes": [{"name": n, "rack": "r1"} for n in NODES]}
+# By hand (November: 2,592,000 s; silver: target 99.5 %, 10 % below it, 25 % below 99 %):
+EXPECTED_DOWN_S = {
+    "gpu001": 21963,  # sacctmgr: down since 2026-11-29T23:30:00, still open at the export 2026-11-30T05:36:03
+    "gpu002": 9919 + 600,  # sacctmgr drain 14:02:11-16:47:30 on 3 Nov + the probe: down at 10:05 and 10:10 on 10 Nov
+    "gpu003": 10800,  # sacctmgr 22:15-01:15
+    "gpu004": 1800,  # provider log: 1 h down, half of it in announced physical maintenance; alice's drain ignored
+}
+
+
+@pytest.fixture(scope="module")
+def reviewed(tmp_path_factory):
+    base = tmp_path_factory.mktemp("sla")
+    db = str(base / "runs" / "acme" / "sla" / "healthprobe.sqlite")
+    for minute in (0, 5, 10, 15):
+        down = ("gpu002",) if minute in (5, 10) else ()
+        append_round(db, {"started_at": "2026-11-10T10:%02d:00Z" % minute, "interval_s": 300,
+                          "hosts": {h: ({"unreachable": True, "msg": "ssh: connect to host: Connection refused"}
+                                        if h in down else {"rc": 0, "stdout": UP}) for h in NODES}})
+    log = base / "noc.csv"
+    log.write_text("start,end,target,kind,reason,announced_at\n"
+                   "2026-11-15T00:00:00+01:00,2026-11-15T01:00:00+01:00,gpu004,down,PSU,\n"
+                   "2026-11-15T00:30:00+01:00,2026-11-15T01:30:00+01:00,gpu004,physical_maintenance,PSU swap,"
+                   "2026-11-01T00:00:00Z\n")
+    out_root = str(base / "runs" / "acme" / "sla")
+    sources = dict(store_path=db, imports=[str(log)], ignore_users=["alice"],
+                   slurm_files=[{"format": "sacctmgr", "path": str(FIX / "slurm" / "sla" / "sacctmgr_event.txt"),
+                                 "observed_at": "2026-11-30T05:36:03Z"}])
+    result, out = rv.run("2026-11", CONTRACT, out_root, now=parse_time("2026-12-01T06:00:00Z"), **sources)
+    return result, Path(out), out_root, sources
+
+
+def test_availability_and_credits_by_hand(reviewed):
+    result, out, _, _ = reviewed
+    down = {n.name: n.down_us / 1e6 for n in result.nodes}
+    assert down == EXPECTED_DOWN_S
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["nodes"]["gpu001"]["credit_pct"] == 10 and summary["nodes"]["gpu001"]["meets_target"] is False
+    assert all(summary["nodes"][n]["credit_pct"] == 0 for n in NODES[1:])
+    assert summary["cluster_credit_pct"] == 2.5  # 10 % of one node in four
+    assert result.cluster_availability == 1 - Fraction(sum(EXPECTED_DOWN_S.values()), 4 * 2592000)
+    assert summary["cluster_met_target"] is True and summary["partial"] is False
+    with open(out / "credits.csv") as fh:
+        credits = {r["node"]: r for r in csv.DictReader(fh)}
+    assert credits["gpu001"]["credit_pct_of_node_fee"] == "10" and credits["(cluster, GPU-weighted)"][
+        "credit_pct_of_node_fee"] == "2.5"
+
+
+def test_every_downtime_interval_names_its_evidence(reviewed):
+    _, out, _, _ = reviewed
+    with open(out / "downtime.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    with open(out / "events.csv") as fh:
+        events = {r["id"]: r for r in csv.DictReader(fh)}
+    assert rows and all(r["evidence"] for r in rows)
+    assert all(e in events for r in rows for e in r["evidence"].split())
+    probe = [r for r in rows if r["node"] == "gpu002" and r["start"] == "2026-11-10T10:05:00Z"]
+    assert len(probe) == 1 and probe[0]["end"] == "2026-11-10T10:15:00Z" and probe[0]["duration_s"] == "600.0"
+    [ev_id] = probe[0]["evidence"].split()
+    evidence = json.loads(events[ev_id]["evidence"])
+    assert len(evidence["samples"]) == 2 and evidence["up_at"] == "2026-11-10T10:15:00Z"
+    assert "Connection refused" in events[ev_id]["reason"]
+    with open(out / "exclusions.csv") as fh:
+        assert [r["verdict"] for r in csv.DictReader(fh)] == ["excluded"]
+
+
+def test_manifest_hashes_every_input_and_output(reviewed):
+    _, out, _, _ = reviewed
+    manifest = json.loads((out / "manifest.json").read_text())
+    inputs = {item["path"] for item in manifest["inputs"]}
+    assert {"inputs/contract.json", "inputs/sla_tiers.yml", "inputs/params.json", "inputs/healthprobe_samples.csv",
+            "inputs/history.json", "inputs/imports/01-noc.csv", "inputs/slurm/01-sacctmgr_event.txt"} <= inputs
+    for item in manifest["inputs"] + manifest["outputs"]:
+        assert hashlib.sha256((out / item["path"]).read_bytes()).hexdigest() == item["sha256"], item["path"]
+    sums = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=out, capture_output=True, text=True)
+    assert sums.returncode == 0, sums.stdout + sums.stderr
+    assert {"review.md", "review.html", "availability.csv", "credits.csv", "downtime.csv"} <= {
+        item["path"] for item in manifest["outputs"]}
+
+
+def test_the_review_renders(reviewed):
+    _, out, _, _ = reviewed
+    md = (out / "review.md").read_text()
+    for heading in ("# SLA review", "## Availability", "## Credits", "## Breaches", "## Downtime and its evidence",
+                    "## Exclusions", "## Sources", "## Events"):
+        assert heading in md
+    assert "| gpu001 | r1 | 8 | 2592000 |" in md and "cluster credit: **2.5 %**" in md
+    assert "health-probe coverage below 90 %" in md  # four 5-minute rounds cover little of a month: said so
+    page = (out / "review.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and page.count("<table>") >= 6 and "class='no'" in page
+
+
+def test_recomputed_from_its_inputs_alone(reviewed, tmp_path):
+    _, out, _, _ = reviewed
+    result = rv.rerun_from_inputs(str(out / "inputs"), str(tmp_path))
+    assert {n.name: n.down_us / 1e6 for n in result.nodes} == EXPECTED_DOWN_S
+    for name in ("availability.csv", "credits.csv", "downtime.csv", "events.csv"):
+        assert (tmp_path / name).read_bytes() == (out / name).read_bytes(), name
+
+
+def test_a_second_review_replaces_the_month_and_counts_consecutive_misses(reviewed):
+    result, out, out_root, sources = reviewed
+    again, out2 = rv.run("2026-11", CONTRACT, out_root, now=parse_time("2026-12-01T07:00:00Z"), **sources)
+    # the month directory was replaced as a whole: no second copy, no temporary directory left behind
+    assert Path(out2) == out and [d for d in os.listdir(out_root) if os.path.isdir(os.path.join(out_root, d))] == [
+        "2026-11"]
+    assert again.cluster_availability == result.cluster_availability
+    # December: the cluster misses the target (a 2-day outage); gold needs two misses in a row, silver three
+    contract = {**CONTRACT, "tier": "silver"}
+    log = Path(out_root).parent / "dec.csv"
+    log.write_text("start,end,target\n2026-12-02T00:00:00Z,2026-12-05T00:00:00Z,gpu001\n"
+                   "2026-12-02T00:00:00Z,2026-12-05T00:00:00Z,gpu002\n")
+    dec, _ = rv.run("2026-12", contract, out_root, now=parse_time("2027-01-01T06:00:00Z"), imports=[str(log)])
+    assert dec.cluster_availability * 100 < 99.5 and not [t for t in dec.triggers if t["trigger"] == "consecutive"]
+    history = json.loads((Path(out_root) / "2026-12" / "inputs" / "history.json").read_text())
+    assert history == {"2026-11": True}
+
+
+def test_the_review_command(reviewed, tmp_path):
+    _, out, _, _ = reviewed
+    proc = subprocess.run([sys.executable, "-m", "reports.sla", "review", "--from-inputs", str(out / "inputs"),
+                           "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 1, proc.stderr  # gpu001 breached the target: findings
+    doc = json.loads(proc.stdout)
+    assert doc["breaches"] == 1 and doc["down_s"]["gpu001"] == 21963
+    bad = subprocess.run([sys.executable, "-m", "reports.sla", "review", "--contract", "-", "--out-root",
+                          str(tmp_path / "x"), "--month", "2026-13"], input=json.dumps(CONTRACT),
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert bad.returncode == 2 and "YYYY-MM" in bad.stderr
+
+
+def test_the_assessments_own_reboot_is_excluded(tmp_path):
+    provider = tmp_path / "runs" / "acme"
+    db = str(provider / "sla" / "healthprobe.sqlite")
+    for minute in (0, 5, 10):
+        append_round(db, {"started_at": "2026-11-20T12:%02d:00Z" % minute, "interval_s": 300,
+                          "hosts": {h: ({"unreachable": True, "msg": "Connection refused"}
+                                        if h == "gpu003" and minute == 5 else {"rc": 0, "stdout": UP})
+                                    for h in NODES}})
+    for run, (issued, ready) in {"20261120T115500Z-a1": ("2026-11-20T12:04:00Z", "2026-11-20T12:09:00Z"),
+                                 "20261015T090000Z-b2": ("2026-10-15T09:01:00Z", "2026-10-15T09:06:00Z")}.items():
+        art = provider / run / "artifacts" / "gpu003"
+        art.mkdir(parents=True)
+        (art / "reboot.json").write_text(json.dumps({
+            "schema": "clustermax.assess/artifact/v1", "run_id": run, "host": "gpu003", "probe": "reboot",
+            "status": "ok", "started_at": issued, "finished_at": ready,
+            "facts": {"issued_at": issued, "ready_at": ready}}))
+    result, out = rv.run("2026-11", CONTRACT, str(provider / "sla"), now=parse_time("2026-12-01T06:00:00Z"),
+                         store_path=db, assessment_dir=str(provider))
+    gpu003 = next(n for n in result.nodes if n.name == "gpu003")
+    assert gpu003.down_us == 60 * 10**6  # down 12:05-12:10 by the probe, minus the reboot test 12:04-12:09
+    assert gpu003.excluded_us == 300 * 10**6
+    assert [(r["kind"], r["verdict"]) for r in result.exclusions] == [("assessment", "excluded")]
+    staged = sorted(str(p.relative_to(out)) for p in Path(out, "inputs", "assessment").rglob("*.json"))
+    assert staged == ["inputs/assessment/20261120T115500Z-a1/gpu003/reboot.json"]  # October's run is not read
+    assert any("no GPU information" in note for note in result.notes)

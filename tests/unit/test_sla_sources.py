@@ -1,0 +1,243 @@
+"""The SLA source adapters on recorded outputs: health-probe samples, Slurm, assessment artifacts, CSV/JSON."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from reports.sla.events import EventError
+from reports.sla.sources import assessment, imports, slurm
+from reports.sla.sources.healthprobe import events_from_samples
+from reports.sla.store import parse_node_output, sample_from_result
+from reports.sla.timeutil import US, TimeError, iso_utc, parse_time
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+SLURM = FIX / "slurm" / "sla"
+OBSERVED = parse_time("2026-11-30T05:36:03Z")  # when the slurm fixtures were recorded
+T0 = parse_time("2026-11-10T10:00:00Z")
+
+
+def sample(i, host, t_s, state, **kw):
+    return {"id": i, "host": host, "sampled_at_us": T0 + int(t_s * US), "state": state, "reason": kw.pop("reason", ""),
+            "interval_s": kw.pop("interval_s", 300), "boot_id": kw.pop("boot_id", "b1"), **kw}
+
+
+# ---------------------------------------------------------------------------------------------- health probe
+
+def test_probe_output_parsing():
+    up = parse_node_output((FIX / "healthprobe" / "h100_8gpus.txt").read_text())
+    assert up == {"boot_id": "5f1c2a7e-3b0d-4d8e-9a51-2c7e0f6b9d13", "uptime_s": 1234567.89, "gpus_found": 8,
+                  "gpu_rc": 0}
+    assert parse_node_output((FIX / "healthprobe" / "h100_7gpus.txt").read_text())["gpus_found"] == 7
+    broken = parse_node_output((FIX / "healthprobe" / "driver_not_loaded.txt").read_text())
+    assert broken["gpus_found"] == 0 and broken["gpu_rc"] == 9
+    cpu = parse_node_output((FIX / "healthprobe" / "cpu_only.txt").read_text())
+    assert cpu["gpus_found"] is None and cpu["gpu_rc"] is None and cpu["uptime_s"] == 1234567.89
+
+
+def test_unreachable_and_failed_hosts_are_down_with_their_reason():
+    msg = "Failed to connect to the host via ssh: ssh: connect to host 10.0.0.2 port 22: Connection refused"
+    s = sample_from_result({"host": "n2", "unreachable": True, "msg": msg, "changed": False})
+    assert s["state"] == "down" and s["reason"] == "unreachable: " + msg
+    s = sample_from_result({"host": "n3", "rc": 1, "stdout": "", "stderr": "cat: /proc/uptime: Input/output error"})
+    assert s["state"] == "down" and "Input/output error" in s["reason"] and "rc 1" in s["reason"]
+    s = sample_from_result({"host": "n1", "rc": 0, "stdout": (FIX / "healthprobe" / "cpu_only.txt").read_text()})
+    assert s["state"] == "up" and s["reason"] == ""
+    # what the role's rescue records for a node that did not answer within sla_probe_timeout
+    s = sample_from_result({"host": "n4", "failed": True,
+                            "msg": "no answer within 30 s: Task failed: Timed out after 30 second(s)."})
+    assert s["state"] == "down" and s["reason"].startswith("probe failed: no answer within 30 s")
+    s = sample_from_result({"host": "n5", "rc": 0, "stdout": "", "failed": True, "attempts": 2})
+    assert s["state"] == "down" and s["reason"] == "unexpected answer: (empty)"
+
+
+def test_samples_to_down_intervals_hold_until_the_next_sample():
+    rows = [sample(1, "a", 0, "up"), sample(2, "a", 300, "up"),
+            sample(3, "a", 600, "down", reason="unreachable: refused"), sample(4, "a", 900, "down",
+                                                                                reason="unreachable: refused"),
+            sample(5, "a", 1200, "up"), sample(6, "b", 0, "up")]
+    events, monitored, reboots = events_from_samples(rows)
+    [e] = events
+    assert (e.target, e.start, e.end) == ("a", T0 + 600 * US, T0 + 1200 * US)
+    assert e.evidence["samples"] == [3, 4] and e.evidence["up_sample"] == 5 and not e.evidence["open"]
+    assert e.reason == "unreachable: refused" and e.id == "healthprobe:a:3-4"
+    # the last sample of each host holds for two intervals (600 s)
+    assert monitored["a"][-1] == (T0 + 1200 * US, T0 + 1800 * US)
+    assert monitored["b"] == [(T0, T0 + 600 * US)] and reboots == []
+
+
+def test_a_gap_in_the_samples_is_unmonitored_not_downtime():
+    rows = [sample(1, "a", 0, "down"), sample(2, "a", 3000, "up")]  # 50 min without a sample (interval 5 min)
+    [e], monitored, _ = events_from_samples(rows)
+    assert e.end == T0 + 600 * US and e.evidence["open"] is True  # held for 2 intervals, then unknown
+    assert monitored["a"] == [(T0, T0 + 600 * US), (T0 + 3000 * US, T0 + 3600 * US)]
+
+
+def test_missing_gpus_and_reboots():
+    rows = [sample(1, "a", 0, "up", gpus_found=8, boot_id="b1"), sample(2, "a", 300, "up", gpus_found=7, boot_id="b1"),
+            sample(3, "a", 600, "up", gpus_found=7, boot_id="b1", uptime_s=100.0),
+            sample(4, "a", 900, "up", gpus_found=8, boot_id="b2", uptime_s=250.0)]
+    events, _, reboots = events_from_samples(rows, expected_gpus={"a": 8})
+    [g] = events
+    assert (g.scope, g.gpus, g.start, g.end) == ("gpu", 1, T0 + 300 * US, T0 + 900 * US)
+    assert g.reason == "nvidia-smi lists 7 of 8 GPUs"
+    [rb] = reboots
+    assert rb["booted_at"] == iso_utc(T0 + 650 * US) and rb["samples"] == [3, 4]
+
+
+# ---------------------------------------------------------------------------------------------- Slurm
+
+def test_scontrol_show_node_recorded_output():
+    multi = slurm.parse_scontrol_show_node((SLURM / "scontrol_show_node.txt").read_text())
+    one = slurm.parse_scontrol_show_node((SLURM / "scontrol_oneliner.txt").read_text())
+    assert [d["NodeName"] for d in multi] == [d["NodeName"] for d in one] == ["gpu001", "gpu002", "gpu003", "gpu004"]
+    by = {d["NodeName"]: d for d in multi}
+    assert by["gpu002"]["State"] == "UNKNOWN+DRAIN+NOT_RESPONDING"
+    assert by["gpu002"]["Reason"] == "xid 79: GPU has fallen off the bus [root@2026-11-30T05:35:45]"
+    assert by["gpu003"]["State"] == "DOWN+NOT_RESPONDING" and "Reason" not in by["gpu001"]
+    assert {d["NodeName"]: d.get("Reason") for d in one} == {d["NodeName"]: d.get("Reason") for d in multi}
+    assert slurm.parse_reason(by["gpu003"]["Reason"], "UTC") == ("nvlink errors, RMA", "root",
+                                                                 parse_time("2026-11-30T05:35:45Z"))
+
+
+@pytest.mark.parametrize("state, down", [
+    ("IDLE", False), ("MIXED", False), ("ALLOCATED", False), ("IDLE+POWERED_DOWN", False), ("IDLE+MAINT", False),
+    ("IDLE+DRAIN", True), ("ALLOCATED+DRAIN", True), ("DOWN+DRAIN", True), ("DOWN", True),
+    ("IDLE+NOT_RESPONDING", True), ("down*", True), ("drained", True), ("draining", True), ("idle~", False),
+    ("FAIL", True), ("mixed", False),
+])
+def test_which_slurm_states_are_down(state, down):
+    assert slurm.is_down(state) is down
+
+
+def test_snapshot_series_closes_at_the_first_snapshot_no_longer_down():
+    text = (SLURM / "scontrol_oneliner.txt").read_text()
+    # The same record later with the node back (the recorded line with State set to IDLE and no reason).
+    lines = [line for line in text.splitlines() if line.startswith("NodeName=gpu003 ")]
+    back = lines[0].replace("State=DOWN+NOT_RESPONDING", "State=IDLE").split(" Reason=")[0]
+    snaps = [{"id": "s1", "observed_at_us": OBSERVED, "format": "scontrol", "text": lines[0]},
+             {"id": "s2", "observed_at_us": OBSERVED + 300 * US, "format": "scontrol", "text": lines[0]},
+             {"id": "s3", "observed_at_us": OBSERVED + 600 * US, "format": "scontrol", "text": back}]
+    [e] = slurm.events_from_snapshots(snaps, "UTC")
+    assert e.start == parse_time("2026-11-30T05:35:45Z")  # the reason's time, before the first snapshot
+    assert e.end == OBSERVED + 600 * US and e.evidence["open"] is False and e.evidence["snapshots"] == ["s1", "s2"]
+    # Slurm prints local times: the same line from a slurmctld in Tokyo started 9 hours earlier in UTC.
+    [tokyo] = slurm.events_from_snapshots(snaps, "Asia/Tokyo")
+    assert tokyo.start == parse_time("2026-11-29T20:35:45Z") and tokyo.end == e.end
+    assert slurm.events_from_snapshots(snaps, "UTC", ignore_users=["root"]) == []
+
+
+def test_single_snapshot_down_since_the_reason():
+    snaps = [{"id": "rec", "observed_at_us": OBSERVED, "format": "scontrol",
+              "text": (SLURM / "scontrol_show_node.txt").read_text()}]
+    events = {e.target: e for e in slurm.events_from_snapshots(snaps, "UTC")}
+    # gpu001 is not responding but has no reason time: nothing before the snapshot is known about it
+    assert sorted(events) == ["gpu002", "gpu003", "gpu004"]
+    assert all(e.start == parse_time("2026-11-30T05:35:45Z") and e.end == OBSERVED and e.evidence["open"]
+               for e in events.values())
+
+
+def test_sinfo_outputs():
+    n = slurm.parse_sinfo((SLURM / "sinfo_N.txt").read_text())
+    assert [(r["node"], r["state"], r["reason"]) for r in n] == [
+        ("gpu001", "unknown*", ""), ("gpu002", "drained*", "xid 79: GPU has fallen off the bus"),
+        ("gpu003", "down*", "nvlink errors, RMA"), ("gpu004", "drained*", "kernel upgrade")]
+    r = slurm.parse_sinfo((SLURM / "sinfo_R.txt").read_text())
+    assert [(x["node"], x["reason"], x["time"]) for x in r] == [
+        ("gpu002", "xid 79: GPU has fall", "2026-11-30T05:35:45"), ("gpu004", "kernel upgrade", "2026-11-30T05:35:45"),
+        ("gpu003", "nvlink errors, RMA", "2026-11-30T05:35:45")]
+    snaps = [{"id": "n", "observed_at_us": OBSERVED, "format": "sinfo", "text": (SLURM / "sinfo_N.txt").read_text()}]
+    assert sorted(e.target for e in slurm.events_from_snapshots(snaps, "UTC")) == ["gpu002", "gpu003", "gpu004"]
+
+
+def test_hostlists():
+    assert slurm.expand_hostlist("gpu[001-003,007],login1") == ["gpu001", "gpu002", "gpu003", "gpu007", "login1"]
+    assert slurm.expand_hostlist("r[1-2]-t[1-2]") == ["r1-t1", "r1-t2", "r2-t1", "r2-t2"]
+    assert slurm.expand_hostlist("node9") == ["node9"]
+
+
+@pytest.mark.parametrize("name", ["sacctmgr_event.txt", "sacctmgr_event_P.txt"])
+def test_sacctmgr_events(name):
+    rows = slurm.parse_sacctmgr_events((SLURM / name).read_text())
+    assert len(rows) == 5 and rows[0]["NodeName"] == "" and rows[0]["Reason"] == "Cluster Registered TRES"
+    events = slurm.events_from_sacctmgr(rows, "UTC", OBSERVED, ignore_users=["alice"])
+    assert [(e.target, iso_utc(e.start), iso_utc(e.end), e.evidence["open"]) for e in events] == [
+        ("gpu002", "2026-11-03T14:02:11Z", "2026-11-03T16:47:30Z", False),
+        ("gpu003", "2026-11-12T22:15:00Z", "2026-11-13T01:15:00Z", False),
+        ("gpu001", "2026-11-29T23:30:00Z", "2026-11-30T05:36:03Z", True),  # still open: closed at the horizon
+    ]
+    assert len(slurm.events_from_sacctmgr(rows, "UTC", OBSERVED)) == 4  # alice's drain counts when not ignored
+
+
+def test_sacctmgr_parsable_with_trailing_pipe():
+    text = "Cluster|NodeName|TimeStart|TimeEnd|State|Reason|User|\ncmxl|gpu9|2026-11-01T00:00:00|" \
+           "2026-11-01T01:00:00|DOWN|x||\n"
+    [row] = slurm.parse_sacctmgr_events(text)
+    assert row["User"] == "" and row["Reason"] == "x"
+
+
+# ---------------------------------------------------------------------------------------------- imports
+
+def test_csv_import_with_offsets_and_zone(tmp_path):
+    path = tmp_path / "provider.csv"
+    path.write_text("# exported by the provider's NOC\n"
+                    "start,end,target,scope,kind,reason,announced_at\n"
+                    "2026-11-03T10:00:00+01:00,2026-11-03T11:00:00+01:00,n1,node,down,PSU swap,\n"
+                    "2026-11-04T02:00:00Z,2026-11-04T04:00:00Z,r1,rack,physical_maintenance,coolant,"
+                    "2026-10-30T00:00:00Z\n")
+    a, b = imports.load(str(path))
+    assert (a.start, a.end, a.target, a.kind) == (parse_time("2026-11-03T09:00:00Z"),
+                                                  parse_time("2026-11-03T10:00:00Z"), "n1", "down")
+    assert b.scope == "rack" and b.kind == "physical_maintenance"
+    assert b.announced_at == parse_time("2026-10-30T00:00:00Z")
+    naive = tmp_path / "naive.csv"
+    naive.write_text("start,end,target\n2026-11-03 10:00:00,2026-11-03 11:00:00,n1\n")
+    with pytest.raises(EventError, match="naive.csv#1.*no time zone"):
+        imports.load(str(naive))
+    [e] = imports.load(str(naive), timezone="Asia/Tokyo")
+    assert e.start == parse_time("2026-11-03T01:00:00Z")
+
+
+def test_json_import_and_refusals(tmp_path):
+    path = tmp_path / "log.json"
+    path.write_text(json.dumps({"timezone": "UTC", "events": [
+        {"start": "2026-11-05T00:00:00", "end": "2026-11-05T00:30:00", "target": "n2", "scope": "gpu", "gpu": 3,
+         "reason": "XID 79"}]}))
+    [e] = imports.load(str(path))
+    assert e.scope == "gpu" and e.gpu == "3" and e.end - e.start == 1800 * US
+    path.write_text(json.dumps([{"start": "2026-11-05T00:00:00Z", "end": "", "target": "n2"}]))
+    with pytest.raises(EventError, match="no end"):
+        imports.load(str(path))
+    path.write_text(json.dumps([{"start": "2026-11-05T00:00:00Z", "end": "2026-11-05T01:00:00Z", "target": "n2",
+                                 "kind": "outage"}]))
+    with pytest.raises(EventError, match="kind 'outage'"):
+        imports.load(str(path))
+    with pytest.raises(TimeError):
+        parse_time("yesterday")
+
+
+# ---------------------------------------------------------------------------------------------- assessment
+
+def test_assessment_artifacts(tmp_path):
+    run = tmp_path / "20261110T100000Z-abc" / "artifacts"
+    (run / "n1").mkdir(parents=True)
+    (run / "n2").mkdir(parents=True)
+    base = {"schema": "clustermax.assess/artifact/v1", "run_id": "20261110T100000Z-abc"}
+    (run / "n1" / "reboot.json").write_text(json.dumps({**base, "host": "n1", "probe": "reboot", "status": "ok",
+                                                        "started_at": "2026-11-10T10:00:00Z",
+                                                        "finished_at": "2026-11-10T10:09:00Z",
+                                                        "facts": {"issued_at": "2026-11-10T10:01:00Z",
+                                                                  "ready_at": "2026-11-10T10:07:30Z"}}))
+    (run / "n2" / "fault_injection-xid79.json").write_text(json.dumps({
+        **base, "host": "n2", "probe": "fault_injection", "status": "error", "reason": "no dcgmi",
+        "started_at": "2026-11-10T11:00:00Z", "finished_at": "2026-11-10T11:03:00Z", "facts": {}}))
+    (run / "n2" / "reboot.json").write_text(json.dumps({**base, "host": "n2", "status": "skipped",
+                                                        "started_at": "2026-11-10T12:00:00Z",
+                                                        "finished_at": "2026-11-10T12:00:01Z"}))
+    (run / "n2" / "gemm.json").write_text("{}")
+    found = assessment.find_artifacts(str(tmp_path))
+    assert sorted(Path(p).name for p in found) == ["fault_injection-xid79.json", "reboot.json", "reboot.json"]
+    events = {e.target: e for e in assessment.events_from_artifacts(found)}
+    assert sorted(events) == ["n1", "n2"]
+    assert events["n1"].kind == "assessment" and events["n1"].end - events["n1"].start == 390 * US
+    assert events["n2"].evidence["basis"].startswith("started_at..finished_at")

@@ -1,0 +1,149 @@
+"""fio job generation for every sweep point, fio JSON parsing (plain and client/server), aggregation across clients.
+Fixtures are real fio 3.33 outputs: tests/fixtures/fio/ (client/server ones made by probes/fio_sweep.py over two
+fio servers on 127.0.0.1 and 127.0.0.2)."""
+
+import configparser
+import json
+from pathlib import Path
+
+import pytest
+
+from probes.lib import storage_fio
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "fio"
+NAMES = {"127.0.0.1,18765": "hostA", "127.0.0.2,18765": "hostB"}
+
+
+def parse_job(text):
+    cp = configparser.ConfigParser(allow_no_value=True, delimiters=("=",), interpolation=None)
+    cp.optionxform = str
+    cp.read_string(text)
+    return cp
+
+
+@pytest.mark.parametrize("name", list(storage_fio.WORKLOADS))
+def test_job_file_for_every_sweep_point(name):
+    """The seed's sweep: 1 MiB sequential, 4 KiB buffered random, 64 KiB direct random; direct=1 only when direct."""
+    text = storage_fio.job_file([name], "/data/t/h1", 64, 2.5, numjobs=3, ramp_s=1)
+    cp = parse_job(text)
+    g, job = cp["global"], cp[name]
+    assert g["directory"] == "/data/t/h1" and g["size"] == "64m" and g["numjobs"] == "3"
+    assert g["runtime"] == "2500ms" and g["ramp_time"] == "1s" and g["time_based"] == "1"
+    assert g["group_reporting"] == "1" and g["filename_format"] == "cmxa-fio.$jobnum"
+    rw, bs, direct, op = storage_fio.workload_spec(name)
+    assert job["rw"] == rw and job["direct"] == str(direct)
+    expected_bs = "1m" if name.startswith("seq") else ("64k" if direct else "4k")
+    assert job["bs"] == expected_bs == bs
+    assert job["ioengine"] == ("libaio" if direct else "psync")
+    assert job["iodepth"] == ("16" if direct else "1")
+    assert ("end_fsync" in job) == (op == "write" and not direct)
+    assert "stonewall" not in job  # the first job of a file starts at once
+
+
+def test_one_job_file_runs_all_workloads_in_turn():
+    names = list(storage_fio.WORKLOADS)
+    cp = parse_job(storage_fio.job_file(names, "/x", 16, 1))
+    assert cp.sections()[1:] == names
+    for name in names[1:]:
+        assert "stonewall" in cp[name] and "new_group" in cp[name]
+    assert "ramp_time" not in cp["global"]
+
+
+def test_unknown_workload_is_refused_with_the_known_names():
+    with pytest.raises(ValueError, match="seq_read_buffered"):
+        storage_fio.job_file(["seq_read_fast"], "/x", 16, 1)
+
+
+@pytest.mark.parametrize("clients,expected", [
+    (1, {"a": 1}), (2, {"a": 1, "b": 1}), (4, {"a": 1, "b": 1, "c": 1, "d": 1}),
+    (8, {"a": 2, "b": 2, "c": 2, "d": 2}), (6, {"a": 2, "b": 2, "c": 1, "d": 1}),
+])
+def test_clients_spread_over_hosts(clients, expected):
+    assert storage_fio.split_clients(clients, ["a", "b", "c", "d"]) == expected
+
+
+def test_plain_fio_json():
+    [entry] = storage_fio.parse_output((FIX / "local_seq_read.json").read_text())
+    doc = json.loads((FIX / "local_seq_read.json").read_text())
+    read = doc["jobs"][0]["read"]
+    assert entry["client"] is None and entry["workload"] == "seq_read" and entry["error"] == 0
+    assert entry["read"]["bw_bytes"] == read["bw_bytes"] > 0
+    assert entry["read"]["iops"] == pytest.approx(read["iops"])
+    assert entry["read"]["clat_p99_us"] == read["clat_ns"]["percentile"]["99.000000"] / 1000
+    assert entry["read"]["clat_mean_us"] == pytest.approx(read["clat_ns"]["mean"] / 1000)
+    assert entry["write"]["bw_bytes"] == 0
+
+
+def test_client_server_output_with_server_text_before_the_json():
+    text = (FIX / "clientserver_sweep_c2.out").read_text()
+    assert text.startswith("<")  # the servers' text lines come first, as fio prints them
+    entries = storage_fio.parse_output(text, NAMES)
+    assert {e["client"] for e in entries} == {"hostA", "hostB"}
+    assert sorted({e["workload"] for e in entries}) == sorted(storage_fio.WORKLOADS)
+    assert len(entries) == 2 * len(storage_fio.WORKLOADS)
+    assert all(e["error"] == 0 for e in entries)
+    for e in entries:
+        op = storage_fio.workload_spec(e["workload"])[3]
+        other = "read" if op == "write" else "write"
+        assert e[op]["bw_bytes"] > 0 and e[op]["iops"] > 0 and e[op]["clat_p50_us"] > 0
+        assert e[other]["bw_bytes"] == 0
+
+
+def test_client_server_names_fall_back_to_address_and_port():
+    entries = storage_fio.parse_output((FIX / "clientserver_sweep_c2.out").read_text())
+    assert {e["client"] for e in entries} == {"127.0.0.1,18765", "127.0.0.2,18765"}
+
+
+def test_all_clients_entry_is_dropped_and_the_sum_matches_fios_own():
+    text = (FIX / "clientserver_2clients_allclients.json").read_text()
+    entries = storage_fio.parse_output(text)
+    assert len(entries) == 2 and all(e["workload"] == "seq_read" for e in entries)
+    doc = storage_fio.extract_json(text)
+    fio_all = next(j for j in doc["client_stats"] if j["jobname"] == "All clients")
+    # aggregate() needs a sweep workload name: relabel the fixture's job as one
+    for e in entries:
+        e["workload"] = "seq_read_buffered"
+    agg, per_client = storage_fio.aggregate(entries, "seq_read_buffered")
+    assert len(per_client) == 2
+    assert agg["bw_bytes"] == sum(e["read"]["bw_bytes"] for e in entries)
+    # fio divides the summed bytes by the longest runtime; the sum of per-client rates is within 1 % of it
+    assert agg["bw_bytes"] == pytest.approx(fio_all["read"]["bw_bytes"], rel=0.01)
+    assert agg["iops"] == pytest.approx(fio_all["read"]["iops"], rel=0.01)
+    assert agg["clat_mean_us"] == pytest.approx(fio_all["read"]["clat_ns"]["mean"] / 1000, rel=0.01)
+
+
+def test_aggregate_across_clients_of_a_sweep_point():
+    entries = storage_fio.parse_output((FIX / "clientserver_sweep_c3.out").read_text(), NAMES)
+    for name in storage_fio.WORKLOADS:
+        agg, per_client = storage_fio.aggregate(entries, name)
+        op = agg["op"]
+        sides = [e[op] for e in per_client]
+        assert agg["clients"] == 2 and agg["errors"] == 0
+        assert agg["bw_bytes"] == pytest.approx(sum(s["bw_bytes"] for s in sides))
+        assert agg["iops"] == pytest.approx(sum(s["iops"] for s in sides))
+        # percentiles: the worst client; mean: weighted by I/O count, so between the clients' means
+        assert agg["clat_p99_us"] == max(s["clat_p99_us"] for s in sides)
+        assert min(s["clat_mean_us"] for s in sides) <= agg["clat_mean_us"] <= max(s["clat_mean_us"] for s in sides)
+    assert storage_fio.aggregate(entries, "seq_read_direct")[0]["op"] == "read"
+    assert storage_fio.aggregate([], "seq_read_direct") == (None, [])
+
+
+def test_three_clients_on_two_hosts_gives_one_host_two_jobs():
+    jobs = (FIX / "clientserver_sweep_c3.jobs.txt").read_text()
+    assert "# host hostA" in jobs and "# host hostB" in jobs
+    a, b = jobs.split("# host hostB")
+    assert "numjobs=2" in a and "numjobs=1" in b
+    entries = storage_fio.parse_output((FIX / "clientserver_sweep_c3.out").read_text(), NAMES)
+    a_read = next(e for e in entries if e["client"] == "hostA" and e["workload"] == "seq_read_buffered")
+    assert a_read["read"]["ios"] > 0
+
+
+def test_no_json_is_a_clear_error():
+    with pytest.raises(ValueError, match="no JSON"):
+        storage_fio.parse_output("fio: failed to connect to 10.0.0.1:8765\n")
+
+
+def test_extract_json_skips_warnings_and_braces_in_text():
+    doc = {"jobs": [], "fio version": "fio-3.33"}
+    text = "fio: option <x> {ignored}\n<host> {not json\n" + json.dumps(doc) + "\n"
+    assert storage_fio.extract_json(text) == doc

@@ -1,0 +1,161 @@
+"""Grading and report section of the storage phase on artifacts written here with known numbers."""
+
+import json
+from pathlib import Path
+
+import yaml
+
+from probes.artifact import Artifact, artifact_filename, write_json_atomic
+from reports import grade, load
+from reports.sections import storage as section
+
+RUBRIC = Path(__file__).resolve().parents[2] / "reports" / "data" / "rubric.d" / "storage.yml"
+HOSTS = ["n1", "n2", "n3", "n4"]
+
+
+def put(run_dir, art):
+    write_json_atomic(str(run_dir / "artifacts" / art.host / artifact_filename(art.probe, art.variant)),
+                      art.to_dict())
+
+
+def fio_driver(series, per_client=None, tier="shared", slow=None):
+    """series: {workload: {clients: aggregate MB/s}}; per-client values are the aggregate split evenly
+    (slow: {host: factor} makes one client slower)."""
+    art = Artifact("fio_sweep", "r", "n1", variant=tier)
+    art.facts.update({"role": "driver", "tier_path": "/x", "tier_shared": True, "size_mib": 4, "runtime_s": 1})
+    for workload, points in series.items():
+        for clients, mbps in points.items():
+            labels = {"tier": tier, "workload": workload, "clients": clients}
+            art.add("fio_bw_bytes", mbps * 1e6, "B/s", scope="aggregate", **labels)
+            art.add("fio_iops", mbps * 1e6 / 4096, "IOPS", scope="aggregate", **labels)
+            art.add("fio_clat_p99_us", 900.0, "us", scope="aggregate", **labels)
+            for host in HOSTS[:clients]:
+                factor = (slow or {}).get(host, 1.0)
+                art.add("fio_bw_bytes", factor * mbps * 1e6 / clients, "B/s", scope="client", client=host, jobs=1,
+                        **labels)
+    return art
+
+
+def server(host, tier="shared"):
+    art = Artifact("fio_sweep", "r", host, variant=tier)
+    art.facts.update({"role": "server", "driver": "n1"})
+    return art
+
+
+def metadata(host, anomalies=None, aggregate=False, stale=0):
+    art = Artifact("metadata", "r", host, variant="shared")
+    art.facts["ranks"] = 8
+    labels = {"tier": "shared", "ranks": 8, "files_per_rank": 10}
+    for scope in ("host", "aggregate") if aggregate else ("host",):
+        for kind, n in (anomalies or {}).items():
+            art.add("meta_anomalies", n, "count", scope=scope, kind=kind, **labels)
+        art.add("meta_anomalies_total", sum((anomalies or {}).values()), "count", scope=scope, **labels)
+        art.add("meta_stale_after_unlink", stale, "count", scope=scope, **labels)
+        art.add("meta_create_per_s", 5000.0, "files/s", scope=scope, **labels)
+    return art
+
+
+def make_run(tmp_path, arts):
+    run_dir = tmp_path / "run"
+    (run_dir / "artifacts").mkdir(parents=True)
+    (run_dir / "assess_run.json").write_text(json.dumps({"hosts": HOSTS, "id": "r", "profile": "quick"}))
+    for art in arts:
+        put(run_dir, art)
+    return load.load_run(str(run_dir))
+
+
+def rows_of(run, check_id):
+    checks = [c for c in yaml.safe_load(RUBRIC.read_text())["checks"] if c["id"] == check_id]
+    return grade.grade(run, {"checks": checks})
+
+
+GOOD = {"seq_read_buffered": {1: 1000, 2: 1900, 4: 3600}, "rand_read_direct": {1: 400, 2: 700, 4: 800}}
+
+
+def test_rubric_loads_with_the_rest_and_every_kind_is_registered():
+    rubric = grade.load_rubric()
+    mine = [c for c in rubric["checks"] if c["id"].startswith("storage.")]
+    assert len(mine) >= 15
+    kinds = set(grade.GRADERS) | set(grade.PER_HOST_GRADERS) | set(grade.CLUSTER_GRADERS)
+    assert {c["kind"] for c in mine} <= kinds
+
+
+def test_scaling_flags_a_tier_whose_aggregate_falls(tmp_path):
+    series = dict(GOOD, seq_write_direct={1: 1000, 2: 1200, 4: 700})
+    run = make_run(tmp_path, [fio_driver(series)] + [server(h) for h in HOSTS[1:]])
+    rows = {(r["host"], r["subject"]): r for r in rows_of(run, "storage.fio_scaling")}
+    bad = rows[("n1", "tier=shared workload=seq_write_direct")]
+    assert bad["status"] == "fail" and "41.7% lower at c4 than at c2" in bad["observed"]
+    assert rows[("n1", "tier=shared workload=seq_read_buffered")]["status"] == "pass"
+    assert rows[("n1", "tier=shared workload=rand_read_direct")]["status"] == "pass"
+    for host in HOSTS[1:]:  # every host has the check, naming where it was graded
+        assert rows[(host, "")]["status"] == "skip" and "driver n1" in rows[(host, "")]["reason"]
+
+
+def test_degradation_per_client_under_load(tmp_path):
+    run = make_run(tmp_path, [fio_driver({"seq_read_buffered": {1: 1000, 4: 1200}})])
+    [row] = [r for r in rows_of(run, "storage.fio_degradation") if r["host"] == "n1"]
+    # 1000 MB/s alone, 300 MB/s each with 4 clients: 70 % lower -> warn (40 %), not fail (75 %)
+    assert row["status"] == "warn" and "(70.0% lower)" in row["observed"]
+
+
+def test_per_client_threshold_and_peers(tmp_path):
+    run = make_run(tmp_path, [fio_driver(GOOD, slow={"n3": 0.1, "n4": 0.5})] + [server(h) for h in HOSTS[1:]])
+    seq = {r["host"]: r for r in rows_of(run, "storage.fio_seq_bw")}
+    assert seq["n1"]["status"] == "pass" and seq["n1"]["observed"] == "900 MB/s"
+    assert seq["n1"]["subject"] == "tier=shared workload=seq_read_buffered c=4"
+    assert seq["n3"]["status"] == "fail" and seq["n3"]["observed"] == "90 MB/s"  # below the floor 100
+    assert seq["n4"]["status"] == "warn" and seq["n4"]["observed"] == "450 MB/s"  # below the warn line 500
+    peers = [r for r in rows_of(run, "storage.fio_client_peers") if r["subject"].endswith("seq_read_buffered c=4")]
+    status = {r["host"]: r["status"] for r in peers}
+    assert status == {"n1": "pass", "n2": "pass", "n3": "fail", "n4": "fail"}
+
+
+def test_skipped_sweep_shows_its_reason_on_every_host(tmp_path):
+    arts = []
+    for host in HOSTS:
+        art = server(host)
+        art.skip("not enough free space on /x: 1.0 MiB free, the test needs 40.0 MiB")
+        arts.append(art)
+    run = make_run(tmp_path, arts)
+    rows = rows_of(run, "storage.fio_seq_bw")
+    assert len(rows) == 4 and {r["status"] for r in rows} == {"skip"}
+    assert all(r["reason"].startswith("not enough free space") for r in rows)
+
+
+def test_metadata_anomalies_fail_and_stale_warns(tmp_path):
+    arts = [metadata("n1", {"mkdir_eexist_then_enoent": 3, "mkdir_winners_not_one": 1}, aggregate=True),
+            metadata("n2", {}, stale=2), metadata("n3", {}), metadata("n4", {"enoent_after_create": 0})]
+    run = make_run(tmp_path, arts)
+    rows = {r["host"]: r for r in rows_of(run, "storage.metadata_anomalies")}
+    assert rows["n1"]["status"] == "fail"
+    assert rows["n1"]["observed"] == ("4 anomalies (8 ranks, all ranks): mkdir_eexist_then_enoent 3, "
+                                      "mkdir_winners_not_one 1")
+    assert rows["n2"]["status"] == "warn" and "2 stale" in rows["n2"]["observed"]
+    assert rows["n3"]["status"] == rows["n4"]["status"] == "pass"
+    assert run.hosts == HOSTS
+
+
+def test_tier_metric_import_time_and_missing_probe(tmp_path):
+    arts = []
+    for host, seconds in (("n1", 1.5), ("n2", 4.0), ("n3", 15.0)):
+        art = Artifact("import_time", "r", host)
+        art.add("import_s", seconds, "s", tier="home", module="torch", cache="first", source="copy")
+        art.add("import_s", 0.5, "s", tier="home", module="torch", cache="warm", source="copy")
+        arts.append(art)
+    rows = {r["host"]: r for r in rows_of(make_run(tmp_path, arts), "storage.import_torch")}
+    assert [rows[h]["status"] for h in HOSTS] == ["pass", "warn", "fail", "skip"]
+    assert rows["n3"]["observed"] == "15 s" and rows["n3"]["subject"] == "tier=home"
+    assert "did not run" in rows["n4"]["reason"]
+
+
+def test_section_renders_tables_and_plots(tmp_path):
+    run = make_run(tmp_path, [fio_driver(GOOD)] + [server(h) for h in HOSTS[1:]] + [metadata("n1", {}, True)])
+    report_dir = tmp_path / "report"
+    report_dir.mkdir()
+    text = section.render(run, [], str(report_dir))
+    assert text.startswith("## Storage")
+    for name in ("storage_heatmap_shared.png", "storage_scaling_shared.png", "storage_latency_shared.png"):
+        assert "](%s)" % name in text and (report_dir / name).stat().st_size > 1000
+    assert "| seq_read_buffered | 4 | 3600 |" in text
+    assert "| shared | n1 | aggregate | 8 | 5000 |" in text

@@ -1,0 +1,304 @@
+"""The storage probes run for real on this machine (one host): tier helpers, refusals, O_DIRECT detection, cleanup
+after success, failure and timeout, metadata anomaly counting, checkpoint, import time, object store skips."""
+
+import errno
+import json
+import os
+import socket
+import stat
+import sys
+
+import pytest
+
+from probes.cli import run_probe
+from probes.lib import storage_sync, storage_tier
+
+FIO = pytest.mark.skipif(not __import__("shutil").which("fio"), reason="fio is not installed")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tier(tmp_path, name="t", shared=False):
+    path = tmp_path / "tier"
+    path.mkdir(exist_ok=True)
+    return {"name": name, "path": str(path), "shared": shared}
+
+
+def leftovers(tmp_path):
+    return sorted(p.name for p in (tmp_path / "tier").iterdir())
+
+
+def processes_with(text):
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as fh:
+                    if text.encode() in fh.read():
+                        found.append(int(pid))
+            except OSError:
+                pass
+    return found
+
+
+def fio_params(tmp_path, **extra):
+    p = {"tier": tier(tmp_path), "hosts": [{"name": "h1", "addr": "127.0.0.1"}], "fio_port": free_port(),
+         "sync_port": free_port(), "clients": [1], "size_mib": 4, "runtime_s": 0.3,
+         "workloads": ["seq_write_buffered", "seq_read_buffered", "rand_read_direct"]}
+    p.update(extra)
+    return p
+
+
+# ------------------------------------------------------------------------------------------- tier helpers
+
+def test_check_space_refuses_with_the_numbers(tmp_path):
+    assert storage_tier.check_space(str(tmp_path), 1024) is None
+    why = storage_tier.check_space(str(tmp_path), 2**62)
+    assert why.startswith("not enough free space on %s" % tmp_path) and "MiB free" in why and "needs" in why
+
+
+def test_mount_of_picks_the_longest_and_last_mount():
+    text = ("22 1 8:1 / / rw - ext4 /dev/sda1 rw\n"
+            "30 22 0:40 / /data rw - nfs4 server:/export rw\n"
+            "31 22 0:41 / /data/scratch rw - tmpfs tmpfs rw\n"
+            "32 31 0:42 / /data/scratch rw - xfs /dev/nvme0n1 rw\n")
+    assert storage_tier.mount_of("/data/scratch/x", text) == ("/data/scratch", "xfs", "/dev/nvme0n1")
+    assert storage_tier.mount_of("/data/other", text) == ("/data", "nfs4", "server:/export")
+    assert storage_tier.mount_of("/home", text) == ("/", "ext4", "/dev/sda1")
+
+
+def test_direct_io_detected_and_refusal_reported(tmp_path, monkeypatch):
+    ok, why = storage_tier.direct_io_supported(str(tmp_path))
+    assert (ok, why) == (True, None)
+    real_open = os.open
+
+    def tmpfs_like(path, flags, *args):
+        if flags & os.O_DIRECT:
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", tmpfs_like)
+    ok, why = storage_tier.direct_io_supported(str(tmp_path))
+    assert not ok and "O_DIRECT open refused" in why and "Invalid argument" in why
+    assert os.listdir(tmp_path) == []
+
+
+def test_remove_tree_removes_empty_parents_up_to_the_run_dir(tmp_path):
+    base = tmp_path / "clustermax-assess-storage-r1"
+    (base / "fio-t" / "h1").mkdir(parents=True)
+    (base / "fio-t" / "h1" / "f").write_text("x")
+    (base / "fio-t" / "h2").mkdir()
+    assert storage_tier.remove_tree(str(base / "fio-t" / "h1"), stop_at=str(base)) == []
+    assert (base / "fio-t" / "h2").exists()  # another host's part stays
+    assert storage_tier.remove_tree(str(base / "fio-t" / "h2"), stop_at=str(base)) == []
+    assert not base.exists() and tmp_path.exists()
+
+
+def test_rendezvous_allgather_and_a_lost_rank(tmp_path):
+    import threading
+
+    port = free_port()
+    server = storage_sync.Server(port, 2, "tok", bind_addr="127.0.0.1", accept_timeout=10).start()
+    results = {}
+
+    def rank(r):
+        c = storage_sync.Client("127.0.0.1", port, r, "tok", 10)
+        results[r] = c.allgather({"r": r}, timeout=10)
+        if r == 1:
+            c.close()  # rank 1 goes away
+        else:
+            try:
+                c.allgather("again", timeout=10)
+            except storage_sync.RendezvousError as exc:
+                results["lost"] = str(exc)
+            c.close()
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    server.close()
+    assert results[0] == results[1] == [{"r": 0}, {"r": 1}]
+    assert "lost" in results  # rank 0 is told instead of waiting for ever
+
+
+# ------------------------------------------------------------------------------------------- fio_sweep
+
+@FIO
+def test_fio_sweep_one_host_measures_and_cleans_up(tmp_path):
+    out = tmp_path / "out"
+    path, doc = run_probe("fio_sweep", str(out), "r1", "h1", variant="t", params=fio_params(tmp_path), timeout=120)
+    assert doc["status"] == "ok", doc["reason"]
+    agg = {(r["labels"]["workload"], r["metric"]): r["value"] for r in doc["results"]
+           if r["labels"]["scope"] == "aggregate"}
+    assert agg[("seq_read_buffered", "fio_bw_bytes")] > 1e6
+    assert agg[("rand_read_direct", "fio_iops")] > 10
+    clients = {r["labels"]["client"] for r in doc["results"] if r["labels"]["scope"] == "client"}
+    assert clients == {"h1"}
+    assert doc["facts"]["direct_io"] is True and doc["facts"]["points"] == 3
+    assert "fio_sweep-t-c1.out" in doc["raw"] and (out / "fio_sweep-t-c1.out").exists()
+    assert leftovers(tmp_path) == []
+
+
+@FIO
+def test_fio_sweep_refuses_when_space_is_short(tmp_path):
+    _, doc = run_probe("fio_sweep", str(tmp_path / "out"), "r1", "h1", variant="t",
+                       params=fio_params(tmp_path, size_mib=2**40), timeout=60)
+    assert doc["status"] == "skipped" and doc["reason"].startswith("not enough free space on ")
+    assert doc["results"] == [] and leftovers(tmp_path) == []
+
+
+@FIO
+def test_fio_sweep_skips_direct_workloads_where_o_direct_fails(tmp_path, monkeypatch):
+    monkeypatch.setattr(storage_tier, "direct_io_supported", lambda d: (False, "O_DIRECT open refused on %s: "
+                                                                         "Invalid argument" % d))
+    _, doc = run_probe("fio_sweep", str(tmp_path / "out"), "r1", "h1", variant="t", params=fio_params(tmp_path),
+                       timeout=120)
+    assert doc["status"] == "ok"
+    assert set(doc["facts"]["skipped_workloads"]) == {"rand_read_direct"}
+    assert "O_DIRECT does not work on this tier (h1: O_DIRECT open refused" in \
+        doc["facts"]["skipped_workloads"]["rand_read_direct"]
+    assert {r["labels"]["workload"] for r in doc["results"]} == {"seq_write_buffered", "seq_read_buffered"}
+
+
+@FIO
+def test_fio_sweep_timeout_kills_fio_and_removes_the_files(tmp_path):
+    params = fio_params(tmp_path, runtime_s=30, workloads=["seq_write_buffered"])
+    _, doc = run_probe("fio_sweep", str(tmp_path / "out"), "r1", "h1", variant="t", params=params, timeout=4)
+    assert doc["status"] == "error" and "timed out" in doc["reason"]
+    assert leftovers(tmp_path) == []
+    assert processes_with("--server=127.0.0.1,%d" % params["fio_port"]) == []
+
+
+@FIO
+def test_fio_sweep_fio_failure_is_data_and_files_go(tmp_path):
+    fake = tmp_path / "fio"
+    real = __import__("shutil").which("fio")
+    # a fio that works as a server but whose client run fails, as with a firewall between the hosts
+    fake.write_text("#!/bin/sh\ncase \"$1\" in --server=*|--version|--enghelp) exec %s \"$@\";; esac\n"
+                    "echo 'fio: connect: Connection refused' >&2; exit 1\n" % real)
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    _, doc = run_probe("fio_sweep", str(tmp_path / "out"), "r1", "h1", variant="t",
+                       params=fio_params(tmp_path, fio=str(fake)), timeout=60)
+    assert doc["status"] == "error" and "c1: fio rc=1, no JSON: fio: connect: Connection refused" in doc["reason"]
+    assert leftovers(tmp_path) == []
+
+
+def test_fio_sweep_without_fio_skips_with_the_reason(tmp_path):
+    _, doc = run_probe("fio_sweep", str(tmp_path / "out"), "r1", "h1", variant="t",
+                       params=fio_params(tmp_path, fio="/nonexistent/fio"), timeout=60)
+    assert doc["status"] == "skipped" and doc["reason"].startswith("fio not found on h1")
+
+
+# ------------------------------------------------------------------------------------------- metadata
+
+def meta_params(tmp_path, shared=True):
+    return {"tier": tier(tmp_path, shared=shared), "ranks_per_host": 3, "files_per_rank": 40,
+            "sync_port": free_port(), "hosts": [{"name": "h1", "addr": "127.0.0.1"}]}
+
+
+def test_metadata_counts_rates_and_no_anomalies(tmp_path):
+    _, doc = run_probe("metadata", str(tmp_path / "out"), "r1", "h1", variant="t", params=meta_params(tmp_path),
+                       timeout=120)
+    assert doc["status"] == "ok", doc["reason"]
+    res = {(r["metric"], r["labels"]["scope"], r["labels"].get("kind")): r["value"] for r in doc["results"]}
+    assert res[("meta_mkdir_winners", "aggregate", None)] == 1
+    assert res[("meta_anomalies_total", "aggregate", None)] == 0
+    assert res[("meta_create_per_s", "aggregate", None)] > 0 and res[("meta_unlink_per_s", "host", None)] > 0
+    assert doc["facts"]["mkdir_outcomes"] == {"EEXIST": 2, "created": 1}
+    assert leftovers(tmp_path) == []
+
+
+def test_metadata_eexist_then_enoent_is_an_anomaly(tmp_path, monkeypatch):
+    # A filesystem whose mkdir says EEXIST for a directory nobody can then see (the seed's failure).
+    real_mkdir = os.mkdir
+    params = meta_params(tmp_path)
+
+    def inconsistent_mkdir(path, mode=0o777, *a, **k):
+        if os.path.basename(path) == "storm":
+            raise FileExistsError(errno.EEXIST, "File exists", path)
+        return real_mkdir(path, mode)
+
+    monkeypatch.setattr(os, "mkdir", inconsistent_mkdir)  # the rank processes are forked: they inherit it
+    _, doc = run_probe("metadata", str(tmp_path / "out"), "r1", "h1", variant="t", params=params, timeout=120)
+    res = {(r["metric"], r["labels"]["scope"], r["labels"].get("kind")): r["value"] for r in doc["results"]}
+    assert res[("meta_anomalies", "aggregate", "mkdir_eexist_then_enoent")] == 3
+    assert res[("meta_anomalies", "aggregate", "mkdir_winners_not_one")] == 1
+    assert res[("meta_anomalies_total", "aggregate", None)] >= 4
+    assert res[("meta_mkdir_winners", "aggregate", None)] == 0
+
+
+# ------------------------------------------------------------------------------------------- checkpoint, import
+
+def test_checkpoint_per_node(tmp_path):
+    pytest.importorskip("torch")
+    params = {"tier": tier(tmp_path), "size_mib": 4, "tensors": 4}
+    _, doc = run_probe("checkpoint", str(tmp_path / "out"), "r1", "h1", variant="t", params=params, timeout=300)
+    assert doc["status"] == "ok", doc["reason"]
+    res = {(r["metric"], r["labels"]["method"]): r["value"] for r in doc["results"]}
+    assert res[("ckpt_bytes", "torch_save")] >= 4 * 2**20
+    assert res[("ckpt_bytes", "dcp")] == 4 * 2**20
+    assert res[("ckpt_save_gbps", "torch_save")] > 0 and res[("ckpt_load_gbps", "dcp")] > 0
+    assert res[("ckpt_load_mismatch", "torch_save")] == 0 and res[("ckpt_load_mismatch", "dcp")] == 0
+    assert doc["facts"]["dcp_mode"] == "per node (tier not shared)"
+    assert leftovers(tmp_path) == []
+
+
+def test_checkpoint_refuses_without_room(tmp_path):
+    pytest.importorskip("torch")
+    params = {"tier": tier(tmp_path), "size_mib": 2**40}
+    _, doc = run_probe("checkpoint", str(tmp_path / "out"), "r1", "h1", variant="t", params=params, timeout=60)
+    assert doc["status"] == "skipped" and doc["reason"].startswith("not enough free space")
+
+
+def test_import_time_from_a_copy_on_the_tier(tmp_path):
+    params = {"tiers": [tier(tmp_path)], "mode": "copy", "module": "json", "repeat": 2}
+    _, doc = run_probe("import_time", str(tmp_path / "out"), "r1", "h1", params=params, timeout=120)
+    assert doc["status"] == "ok", doc["reason"]
+    rows = {(r["metric"], r["labels"].get("cache")): r for r in doc["results"]}
+    assert rows[("import_s", "first")]["labels"] == {"tier": "t", "module": "json", "cache": "first",
+                                                      "source": "copy"}
+    assert 0 < rows[("import_s", "first")]["value"] < 60
+    assert "from a copy of its package tree" in doc["facts"]["measured"]
+    assert leftovers(tmp_path) == []
+
+
+def test_import_time_node_mode_labels_the_tier_holding_the_module(tmp_path):
+    prefix = os.path.dirname(os.path.dirname(json.__file__))
+    params = {"tiers": [{"name": "stdlib", "path": prefix}, tier(tmp_path)], "mode": "node", "module": "json",
+              "repeat": 2}
+    _, doc = run_probe("import_time", str(tmp_path / "out"), "r1", "h1", params=params, timeout=120)
+    tiers = {r["labels"]["tier"] for r in doc["results"] if r["metric"] == "import_s"}
+    assert tiers == {"stdlib"} and "no copy is made" in doc["facts"]["measured"]
+
+
+# ------------------------------------------------------------------------------------------- object store
+
+def test_object_store_skips_without_endpoint_or_credentials(tmp_path):
+    _, doc = run_probe("object_store", str(tmp_path / "o1"), "r1", "h1", params={}, timeout=30)
+    assert doc["status"] == "skipped" and doc["reason"].startswith("no object store configured")
+    _, doc = run_probe("object_store", str(tmp_path / "o2"), "r1", "h1",
+                       params={"endpoint": "http://127.0.0.1:1", "bucket": "b",
+                               "credentials_file": str(tmp_path / "none")}, timeout=30)
+    assert doc["status"] == "skipped" and doc["reason"].startswith("no credentials for http://127.0.0.1:1")
+
+
+def test_object_store_reads_and_deletes_the_credentials_file_and_never_records_them(tmp_path):
+    creds = tmp_path / "creds.json"
+    creds.write_text(json.dumps({"access_key": "AKIDX", "secret_key": "NEVER-SHOW-ME-7"}))
+    out = tmp_path / "out"
+    _, doc = run_probe("object_store", str(out), "r1", "h1", timeout=30,
+                       params={"endpoint": "http://127.0.0.1:%d" % free_port(), "bucket": "b",
+                               "credentials_file": str(creds), "timeout_s": 2})
+    assert doc["status"] == "error" and not creds.exists()
+    for f in out.iterdir():
+        assert "NEVER-SHOW-ME" not in f.read_text()
+
+
+if sys.platform != "linux":  # pragma: no cover
+    pytestmark = pytest.mark.skip("the storage probes are for Linux nodes")
