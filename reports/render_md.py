@@ -4,23 +4,13 @@ import json
 
 from reports import sections
 from reports.grade import summarize
+from reports.markdown import table as _table
 
 INVENTORY_FACTS = [("hostname", "hostname"), ("os", "OS"), ("kernel", "kernel"), ("arch", "arch"),
                    ("cpu_model", "CPU"), ("gpu_model", "GPU model"), ("gpu_driver", "GPU driver"),
                    ("python", "Python"), ("torch", "torch")]
 INVENTORY_RESULTS = [("cpu_logical_count", "CPUs", 1), ("cpu_sockets", "sockets", 1), ("numa_nodes", "NUMA", 1),
                      ("memory_total_bytes", "memory GiB", 1 / 2**30), ("gpu_count", "GPUs", 1)]
-
-
-def _cell(value):
-    text = "" if value is None else str(value)
-    return text.replace("|", "\\|").replace("\n", " ") or "–"
-
-
-def _table(header, rows):
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
-    return "\n".join(out)
 
 
 def _num(value, scale):

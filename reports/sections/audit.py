@@ -5,21 +5,11 @@ found on each host, and what the node collector could not read (tools missing, n
 from collections import Counter, defaultdict
 
 from reports import grade_audit
+from reports.markdown import table as _table
 
 ORDER = 20
 STATUSES = ("pass", "warn", "fail", "error", "skip")
 SEVERITY_ORDER = {"critical": 0, "major": 1, "minor": 2, "info": 3}
-
-
-def _cell(value):
-    text = "" if value is None else str(value)
-    return text.replace("|", "\\|").replace("\n", " ") or "–"
-
-
-def _table(header, rows):
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
-    return "\n".join(out)
 
 
 def _hosts_text(hosts, all_hosts):

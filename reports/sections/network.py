@@ -10,21 +10,11 @@ import json
 import os
 
 from reports.grade_network import curves, frame, human_bytes
+from reports.markdown import table as _table
 
 ORDER = 40
 PROBES = (("collectives", None), ("collectives", "nvlink_off"), ("collectives", "ring"), ("nccl_tests", None),
           ("perftest", None), ("tcp_pairs", None))
-
-
-def _cell(value):
-    text = "" if value is None else str(value)
-    return text.replace("|", "\\|").replace("\n", " ") or "–"
-
-
-def _table(header, rows):
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
-    return "\n".join(out)
 
 
 def fmt(value):

@@ -7,6 +7,8 @@ the first event of that node). When nothing destructive was allowed the section 
 
 import os
 
+from reports.markdown import table as _table
+
 ORDER = 70
 PLOT = "reliability_timeline.png"
 REBOOT_COLUMNS = (("drain_s", "drain"), ("reboot_s", "reboot"), ("seen_down_s", "seen down"),
@@ -16,17 +18,6 @@ REBOOT_EVENTS = (("drain_issued", "drain issued"), ("drained", "drained"), ("reb
                  ("seen_down", "scheduler sees it down"), ("registered", "scheduler sees it back"),
                  ("reboot_returned", "up with a new boot id"),
                  ("resume_issued", "resumed"), ("available", "available"), ("job_ok", "fresh job ran"))
-
-
-def _cell(value):
-    text = "" if value is None else str(value)
-    return text.replace("|", "\\|").replace("\n", " ") or "–"
-
-
-def _table(header, rows):
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
-    return "\n".join(out)
 
 
 def _s(value):

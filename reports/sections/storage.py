@@ -10,22 +10,13 @@ clients. Aggregate latency percentiles are the worst client's, as the fio_sweep 
 import json
 import os
 
+from reports.markdown import table as _table
+
 ORDER = 50
 WORKLOAD_ORDER = ("seq_read_buffered", "seq_write_buffered", "rand_read_buffered", "rand_write_buffered",
                   "seq_read_direct", "seq_write_direct", "rand_read_direct", "rand_write_direct")
 PCTS = (("fio_clat_p50_us", "p50"), ("fio_clat_p90_us", "p90"), ("fio_clat_p99_us", "p99"),
         ("fio_clat_p99_9_us", "p99.9"))
-
-
-def _cell(value):
-    text = "" if value is None else str(value)
-    return text.replace("|", "\\|").replace("\n", " ") or "–"
-
-
-def _table(header, rows):
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
-    return "\n".join(out)
 
 
 def fmt(value, digits=3):
