@@ -599,7 +599,9 @@ class Cluster:
 
     def _start_holder(self, spec: dict) -> int:
         name, hdir = spec["name"], self.host_dir(spec["name"])
-        keep = [str(self.state_dir), sys.prefix]
+        # The checkout itself stays visible too: nodes share the image, and tests plant files under the repo's
+        # .cache/ for every host to see, even when the checkout lies under /tmp (a clone made for CI, say).
+        keep = [str(self.state_dir), sys.prefix, str(REPO_ROOT)]
         keep += [p for p in os.environ.get("CMXA_KEEP_PATHS", "").split(":") if p]
         argv = ["ip", "netns", "exec", spec["netns"],
                 "unshare", "--uts", "--mount", "--propagation", "private",
