@@ -8,7 +8,8 @@ and records (probes/lib/timeline.py):
 * detect_s: injection -> the node first taken out of service (drained, down, unhealthy, removed);
 * drain_s: injection -> first drained; time_drained_s: the time it spent drained (still drained at the end of
   the watch: drain_open=1 and the time is a lower bound);
-* return_s: injection -> back in service for good; command_after_return_s: back -> a fresh job ran on it;
+* return_s: injection -> back in service for good; job_s: once back, a basic command (a fresh job on the node)
+  from its submission to its success, and job_ok_at when it succeeded;
 * flaps: the times it came back only to leave again;
 * the remediation observed (fact observed_action): none (never taken out: still schedulable), drained (kept off,
   nothing more within the watch), reboot (boot id changed), returned (back in service without a reboot: a GPU
@@ -84,8 +85,8 @@ def run(art, params, out_dir):
     job_ok = _value(params.get("job"), "job_ok_at", node)
     job_started = _value(params.get("job"), "job_started_at", node)
     if tl.get("returned") and job_ok is not None:
-        art.add("command_after_return_s", round(job_ok - (t_inject + tl["return_s"]), 3), "s")
         art.add("job_s", round(job_ok - job_started, 3), "s")
+        art.add("job_ok_at", job_ok, "s_epoch")
     restored = _value(params.get("restore"), "resumed", node)
     if restored is not None:
         art.add("resumed_by_assessment", restored, "bool")

@@ -7,7 +7,8 @@ Runs on the observer node (a Slurm client, or a host with kubectl). Actions (``p
 * ``return``  after a reboot: wait until the scheduler hears from the node again, resume it (only the nodes in
               ``resume``), wait until it is available, then run a fresh job on it (``job_command``);
 * ``job``     a fresh job on each node that is available (after a fault injection, once the node is back);
-* ``restore`` put nodes back as they were: every node in ``resume`` that is not available now is resumed.
+* ``restore`` put nodes back as they were: every node in ``resume`` that is not available now is resumed, and
+              waited for (up to ``timeout``) until it is available again.
 
 Every time is recorded as a result in seconds since the epoch (unit ``s_epoch``) with the node as label, so the
 controller and the reboot / fault_injection probes can put the stages of each node in order.
@@ -125,18 +126,27 @@ def _return(art, scheduler, nodes, params, interval):
                 _job(art, scheduler, node, params)
 
 
-def _restore(art, scheduler, nodes, params):
+def _restore(art, scheduler, nodes, params, interval):
     resume = [n for n in nodes if n in set(params.get("resume") or [])]
+    resumed = []
     for s in scheduler.read(resume, time.time()):
         node = s["node"]
         if s["phase"] in OUT_OF_SERVICE and s["phase"] != "missing":
             res = scheduler.resume(node)
             ok = res is None or res.rc == 0
             art.add("resumed", 1 if ok else 0, "bool", node=node, was=s["phase"], reason=s.get("reason"))
-            if not ok:
+            if ok:
+                resumed.append(node)
+            else:
                 art.facts["resume_error_%s" % node] = _cmd_text(res)
         else:
             art.add("resumed", 0, "bool", node=node, was=s["phase"], reason=s.get("reason"))
+    # Back as it was means available again (a node that does not come back is left to the report, not retried).
+    available, last = _wait(scheduler, resumed, lambda s: s["phase"] == "available",
+                            float(params.get("timeout", 30)), interval)
+    for node in resumed:
+        art.add("available_after_restore", 1 if node in available else 0, "bool", node=node,
+                phase=(available.get(node) or last.get(node) or {}).get("phase"))
 
 
 def run(art, params, out_dir):
@@ -165,6 +175,6 @@ def run(art, params, out_dir):
             else:
                 art.facts["job_skipped_%s" % s["node"]] = "node is %s" % s["phase"]
     elif action == "restore":
-        _restore(art, scheduler, nodes, params)
+        _restore(art, scheduler, nodes, params, interval)
     else:
         raise ValueError("action %r: want state, drain, return, job or restore" % action)

@@ -190,10 +190,10 @@ def grade_return(check, run, host):
     within = float(check.get("within_s", 3600))
     expected = "back in service and a basic command runs within %s of the fault" % _s(within)
     if m.get("returned"):
-        back = m["return_s"] + m.get("command_after_return_s", 0.0)
+        back = m["return_s"]
         observed = "back after %s" % _s(m["return_s"])
-        if m.get("command_after_return_s") is not None:
-            observed += ", command ran %s later" % _s(m["command_after_return_s"])
+        if m.get("job_s") is not None:
+            observed += ", a fresh job took %s" % _s(m["job_s"])
         return [_row(check, host, "pass" if back <= within else "fail", observed, expected)]
     watched = m.get("watched_s", 0.0)
     if watched >= within:

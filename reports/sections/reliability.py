@@ -63,8 +63,8 @@ def fault_stages(doc):
         stages.append((m.get("watched_s", 0.0), "rebooted (new boot id by the end of the watch)"))
     if m.get("returned"):
         stages.append((m["return_s"], "back in service"))
-        if m.get("command_after_return_s") is not None:
-            stages.append((m["return_s"] + m["command_after_return_s"], "fresh job ran"))
+        if m.get("job_ok_at") is not None:
+            stages.append((m["job_ok_at"] - m["injected_at"], "fresh job ran (%.1f s)" % m.get("job_s", 0.0)))
     else:
         where = "still out of service" if m.get("detected") else "still in service, nothing detected"
         stages.append((m.get("watched_s", 0.0), "end of watch: %s" % where))
@@ -174,9 +174,9 @@ def render(run, rows, report_dir):
                           _s(m.get("detect_s")) if m.get("detected") else "**never**", drained,
                           facts.get("observed_action"), action_row.get("expected"),
                           _s(m.get("return_s")) if m.get("returned") else "not back",
-                          _s(m.get("command_after_return_s")), int(m.get("flaps", 0)), _s(m.get("watched_s"))])
+                          _s(m.get("job_s")), int(m.get("flaps", 0)), _s(m.get("watched_s"))])
         lines += [_table(["host", "XID", "method", "detect", "time drained", "action observed", "recommended",
-                          "back in service", "command after return", "flaps", "watched"], table), ""]
+                          "back in service", "fresh job", "flaps", "watched"], table), ""]
         skipped = [d for d in faults if d["status"] != "ok"]
         if skipped:
             lines += ["Not injected: " + "; ".join("%s (%s)" % (d["host"], d.get("reason")) for d in skipped), ""]

@@ -32,8 +32,10 @@ def tree(root):
         return out
     out[root] = entry(root) if not os.path.isdir(root) else None
     for dirpath, dirs, files in os.walk(root):
-        # the run's own working directory is made by preflight and removed by cleanup, not by the audit
-        dirs[:] = [d for d in dirs if not d.startswith("clustermax-assess-")]
+        # the run's own working directory is made by preflight and removed by cleanup, not by the audit; the
+        # checkout (bound into hosts when it lies under /tmp) holds the harness's logs, which sshd writes
+        dirs[:] = [d for d in dirs if not d.startswith("clustermax-assess-")
+                   and os.path.join(dirpath, d) != sys.argv[1]]
         for name in dirs + files:
             path = os.path.join(dirpath, name)
             try:

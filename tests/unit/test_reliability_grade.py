@@ -59,7 +59,8 @@ def fault_doc(host, detect=None, action="drained", returned=None, watched=700.0,
         art.add("time_drained_s", (returned or watched) - detect, "s")
     if returned is not None:
         art.add("return_s", returned, "s")
-        art.add("command_after_return_s", 2.0, "s")
+        art.add("job_s", 2.0, "s")
+        art.add("job_ok_at", 1_800_000_000.0 + returned + 5.0, "s_epoch")
     return art.to_dict()
 
 
@@ -126,7 +127,7 @@ def test_return_to_service(tmp_path):
             fault_doc("n4", detect=30.0, watched=3700.0)]
     run = make_run(tmp_path, docs)
     rows = {h: gr.grade_return(check("reliability.return_to_service"), run, h)[0] for h in HOSTS}
-    assert rows["n1"]["status"] == "pass" and "command ran 2.0 s later" in rows["n1"]["observed"]
+    assert rows["n1"]["status"] == "pass" and "a fresh job took 2.0 s" in rows["n1"]["observed"]
     assert rows["n2"]["status"] == "fail"
     assert rows["n3"]["status"] == "skip" and "shorter than 3600.0 s" in rows["n3"]["reason"]
     assert rows["n4"]["status"] == "fail"
@@ -178,6 +179,6 @@ def test_section_tables_and_timeline(tmp_path):
     assert "| n4 | 79 | kmsg | 42.0 |" in md and "| returned |" in md
     assert "- **n1** (reboot, batch 1): t+0.0 s drain issued -> t+0.5 s drained" in md
     assert "- **n4** (XID 79): t+0.0 s injected (kmsg) -> t+42.0 s taken out of service" in md
-    assert "t+900.0 s back in service -> t+902.0 s fresh job ran" in md
+    assert "t+900.0 s back in service -> t+905.0 s fresh job ran (2.0 s)" in md
     assert "Not rebooted: n3 (x)" in md
     assert (tmp_path / section.PLOT).stat().st_size > 1000

@@ -74,6 +74,7 @@ def test_drain_return_and_restore_against_a_stand_in_slurm(fake_slurm, tmp_path)
                            params={"action": "restore", "scheduler": "slurm", "nodes": ["n1", "n2", "n3"],
                                    "resume": ["n1", "n2"]})
     assert results(restore, node="n2")["resumed"] == 1 and results(restore, node="n1")["resumed"] == 0
+    assert results(restore, node="n2")["available_after_restore"] == 1
     state = json.loads(fake_slurm.read_text())
     assert state["n2"]["State"] == "IDLE" and state["n3"]["State"] == "DOWN"  # n3 was not ours to resume
 
@@ -245,7 +246,7 @@ def test_fault_injection_probe_from_a_recorded_health_check_drain(tmp_path):
     _, flap = run_probe("fault_injection", str(tmp_path), "r", "cmxd-node3", params=params)
     fm = results(flap)
     assert flap["facts"]["observed_action"] == "returned" and fm["flaps"] == 1
-    assert fm["command_after_return_s"] == pytest.approx(5.5, abs=1e-3) and fm["job_s"] == pytest.approx(0.5)
+    assert fm["job_ok_at"] == pytest.approx(back + 5.5, abs=1e-3) and fm["job_s"] == pytest.approx(0.5)
     # nothing injected: skipped with the injection's reason
     params["inject"] = {"status": "skipped", "reason": "no injection method worked: ..."}
     _, skipped = run_probe("fault_injection", str(tmp_path), "r", "cmxd-node3", params=params)
