@@ -1,7 +1,6 @@
 """The health-probe store: atomic rounds, idempotent appends, concurrent writers; and the interval arithmetic."""
 
 import json
-import multiprocessing
 import sqlite3
 import subprocess
 import sys
@@ -48,18 +47,29 @@ def test_a_bad_round_leaves_nothing(tmp_path):
     assert len(read_samples(db)) == 2
 
 
-def _writer(args):
-    db, worker, rounds = args
-    for i in range(rounds):
-        append_round(db, round_doc(worker * 1000 + i, hosts=("a", "b", "c", "d")))
-    return worker
+WRITER = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from tests.unit.test_sla_store import round_doc
+from reports.sla.store import append_round
+db, worker, rounds = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+for i in range(rounds):
+    append_round(db, round_doc(worker * 1000 + i, hosts=("a", "b", "c", "d")))
+"""
 
 
 def test_concurrent_writers_lose_nothing(tmp_path):
     """Four processes appending at once to a store none of them created: every round, complete, exactly once."""
     db = str(tmp_path / "new" / "healthprobe.sqlite")
-    with multiprocessing.get_context("fork").Pool(4) as pool:
-        assert sorted(pool.map(_writer, [(db, w, 25) for w in range(4)])) == [0, 1, 2, 3]
+    # Separate interpreters, as the playbook's appends are: forking the test process (threads, open handles) can hang.
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(ROOT), db, str(w), "25"], cwd=ROOT,
+                              stderr=subprocess.PIPE, text=True) for w in range(4)]
+    try:
+        errors = [p.communicate(timeout=120)[1] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], errors
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM rounds").fetchone()[0] == 100
         per_round = conn.execute("SELECT count(*) FROM samples GROUP BY round_id").fetchall()
