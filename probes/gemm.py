@@ -10,38 +10,25 @@ from probes.lib import compute_launch as launch
 from probes.lib.compute_backend import make_gemm, matmul_mode, trial
 from probes.lib.compute_flops import gemm_flops, rate_stats, tflops
 from probes.lib.compute_shapes import DTYPES, GEMM, gemm_shapes
-from probes.lib.compute_timing import Timer, flush_size
 
 TRIAL_SIZE = 128
 
 
 def worker(torch, dev, spec, emit):
-    flush_bytes = flush_size(torch, dev.backend, spec)
-    timer = Timer(torch, dev.backend, dev.device, flush_bytes)
-    launch.fact(emit, "flush_bytes", flush_bytes)
-    warmed = False
+    sweep = launch.Sweep(torch, dev, spec, emit)
     for dtype in spec["dtypes"]:
         with matmul_mode(torch, dtype, dev.backend):
             why = trial(torch, dev.backend, dev.device, lambda d=dtype: make_gemm(
                 torch, d, TRIAL_SIZE, TRIAL_SIZE, TRIAL_SIZE, dev.device, dev.backend))
             if why:
-                launch.dtype_outcome(emit, dtype, "skipped", "%s: %s" % (dtype, why) if not why.startswith(dtype)
-                                     else why)
+                launch.dtype_skipped(emit, dtype, why)
                 continue
             errors = []
             for name, m, n, k in spec["shapes"]:
                 try:
-                    op, impl, keep = make_gemm(torch, dtype, m, n, k, dev.device, dev.backend)
-                    if not warmed:
-                        timer.warm(op, spec["warmup_s"])
-                        warmed = True
-                    times = timer.time(op, spec["warmup"], spec["iters"])
-                    del op, keep
+                    impl, times = sweep.measure(make_gemm, torch, dtype, m, n, k, dev.device, dev.backend)[:2]
                 except Exception as exc:  # noqa: BLE001 - one failing shape is reported, the others still run
-                    if launch.fatal(exc):
-                        raise
-                    errors.append("%s %dx%dx%d: %s: %s" % (name, m, n, k, type(exc).__name__,
-                                                           str(exc).strip().splitlines()[0] if str(exc) else ""))
+                    errors.append(launch.failure("%s %dx%dx%d" % (name, m, n, k), exc))
                     continue
                 flops = gemm_flops(m, n, k)
                 stats = rate_stats(flops, times, tflops)

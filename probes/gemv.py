@@ -10,33 +10,22 @@ from probes.lib import compute_launch as launch
 from probes.lib.compute_backend import make_gemv, trial
 from probes.lib.compute_flops import gbps, gemv_bytes, gemv_flops, rate_stats, tflops
 from probes.lib.compute_shapes import GEMV
-from probes.lib.compute_timing import Timer, flush_size
 
 
 def worker(torch, dev, spec, emit):
-    flush_bytes = flush_size(torch, dev.backend, spec)
-    timer = Timer(torch, dev.backend, dev.device, flush_bytes)
-    launch.fact(emit, "flush_bytes", flush_bytes)
-    warmed = False
+    sweep = launch.Sweep(torch, dev, spec, emit)
     for dtype in spec["dtypes"]:
         why = trial(torch, dev.backend, dev.device, lambda d=dtype: make_gemv(torch, d, 256, 256, dev.device))
         if why:
-            launch.dtype_outcome(emit, dtype, "skipped", why if why.startswith(dtype) else "%s: %s" % (dtype, why))
+            launch.dtype_skipped(emit, dtype, why)
             continue
         errors = []
         for name, m, k in spec["shapes"]:
             m, k = int(m), int(k)
             try:
-                op, impl, keep = make_gemv(torch, dtype, m, k, dev.device)
-                if not warmed:
-                    timer.warm(op, spec["warmup_s"])
-                    warmed = True
-                times = timer.time(op, spec["warmup"], spec["iters"])
-                del op, keep
+                impl, times = sweep.measure(make_gemv, torch, dtype, m, k, dev.device)[:2]
             except Exception as exc:  # noqa: BLE001 - one failing shape is reported, the others still run
-                if launch.fatal(exc):
-                    raise
-                errors.append("%s %dx%d: %s: %s" % (name, m, k, type(exc).__name__, str(exc).strip()[:200]))
+                errors.append(launch.failure("%s %dx%d" % (name, m, k), exc))
                 continue
             nbytes = gemv_bytes(m, k, dtype)
             stats = rate_stats(nbytes, times, gbps)

@@ -12,15 +12,11 @@ from probes.lib import compute_launch as launch
 from probes.lib.compute_backend import GROUPED_DTYPES, LOOP_IMPL, grouped_impl, make_grouped
 from probes.lib.compute_flops import grouped_gemm_flops, rate_stats, tflops
 from probes.lib.compute_shapes import GROUPED_GEMM, MOE_MODELS, PROJECTIONS, local_groups, moe_projection
-from probes.lib.compute_timing import Timer, flush_size
 
 
 def worker(torch, dev, spec, emit):
-    flush_bytes = flush_size(torch, dev.backend, spec)
-    timer = Timer(torch, dev.backend, dev.device, flush_bytes)
-    launch.fact(emit, "flush_bytes", flush_bytes)
+    sweep = launch.Sweep(torch, dev, spec, emit)
     ep = int(spec["ep"])
-    warmed = False
     fell_back = set()
     for dtype in spec["dtypes"]:
         if dtype not in GROUPED_DTYPES:
@@ -43,19 +39,13 @@ def worker(torch, dev, spec, emit):
                     # take), the per-expert loop measures it instead and the impl label says so
                     for attempt in ([impl, LOOP_IMPL] if impl != LOOP_IMPL else [LOOP_IMPL]):
                         try:
-                            op, used, keep = make_grouped(torch, dtype, rows, n, k, dev.device, attempt, weights)
+                            used, times, keep = sweep.measure(make_grouped, torch, dtype, rows, n, k, dev.device,
+                                                              attempt, weights)
                             weights = keep[1]
-                            if not warmed:
-                                timer.warm(op, spec["warmup_s"])
-                                warmed = True
-                            times = timer.time(op, spec["warmup"], spec["iters"])
-                            del op, keep
+                            del keep  # this batch's activations; the weights serve the next batch
                             break
                         except Exception as exc:  # noqa: BLE001 - one failing configuration is reported
-                            if launch.fatal(exc):
-                                raise
-                            failure = "%s %s tokens=%d (%s): %s: %s" % (model, proj, tokens, attempt,
-                                                                        type(exc).__name__, str(exc).strip()[:200])
+                            failure = launch.failure("%s %s tokens=%d (%s)" % (model, proj, tokens, attempt), exc)
                             if attempt != LOOP_IMPL and dtype not in fell_back:
                                 fell_back.add(dtype)  # the first refusal says why; the labels say where
                                 launch.fact(emit, "impl_fallback.%s" % dtype, failure)

@@ -11,35 +11,24 @@ from probes.lib import compute_launch as launch
 from probes.lib.compute_backend import make_gemm, matmul_mode, trial
 from probes.lib.compute_flops import gemm_flops, geomean, rate_stats, tflops
 from probes.lib.compute_shapes import MAMF, mamf_shapes
-from probes.lib.compute_timing import Timer, flush_size
 
 
 def worker(torch, dev, spec, emit):
-    flush_bytes = flush_size(torch, dev.backend, spec)
-    timer = Timer(torch, dev.backend, dev.device, flush_bytes)
-    launch.fact(emit, "flush_bytes", flush_bytes)
+    sweep = launch.Sweep(torch, dev, spec, emit)
     shapes = [tuple(s) for s in spec["shapes"]]
-    warmed = False
     for dtype in spec["dtypes"]:
         with matmul_mode(torch, dtype, dev.backend):
             why = trial(torch, dev.backend, dev.device,
                         lambda d=dtype: make_gemm(torch, d, 128, 128, 128, dev.device, dev.backend))
             if why:
-                launch.dtype_outcome(emit, dtype, "skipped", why if why.startswith(dtype) else "%s: %s" % (dtype, why))
+                launch.dtype_skipped(emit, dtype, why)
                 continue
             curve, errors = [], []
             for m, n, k in shapes:
                 try:
-                    op, impl, keep = make_gemm(torch, dtype, m, n, k, dev.device, dev.backend)
-                    if not warmed:
-                        timer.warm(op, spec["warmup_s"])
-                        warmed = True
-                    times = timer.time(op, spec["warmup"], spec["iters"])
-                    del op, keep
+                    impl, times = sweep.measure(make_gemm, torch, dtype, m, n, k, dev.device, dev.backend)[:2]
                 except Exception as exc:  # noqa: BLE001 - a shape that fails is reported; the sweep goes on
-                    if launch.fatal(exc):
-                        raise
-                    errors.append("%dx%dx%d: %s: %s" % (m, n, k, type(exc).__name__, str(exc).strip()[:200]))
+                    errors.append(launch.failure("%dx%dx%d" % (m, n, k), exc))
                     continue
                 stats = rate_stats(gemm_flops(m, n, k), times, tflops)
                 labels = {"dtype": dtype, "m": m, "n": n, "k": k}

@@ -21,6 +21,8 @@ import subprocess
 import sys
 import threading
 
+from probes.lib.compute_timing import Timer, flush_size
+
 MARK = "@@cmxa-record "
 CHILD_CODE = "from probes.lib.compute_launch import child_main; child_main()"
 
@@ -44,6 +46,40 @@ def dtype_outcome(emit, dtype, status, reason=None):
 
 def fact(emit, key, value):
     emit({"kind": "fact", "key": key, "value": value})
+
+
+def dtype_skipped(emit, dtype, why):
+    """A dtype this GPU or torch cannot run: skipped, with a reason that names the dtype."""
+    dtype_outcome(emit, dtype, "skipped", why if why.startswith(dtype) else "%s: %s" % (dtype, why))
+
+
+def failure(what, exc):
+    """One failed shape as an error string (the sweep goes on); the probe's own timeout is re-raised."""
+    if fatal(exc):
+        raise exc
+    text = str(exc).strip()
+    return "%s: %s: %s" % (what, type(exc).__name__, text.splitlines()[0][:200] if text else "")
+
+
+class Sweep:
+    """One worker's timed ops: the cache-flush buffer sized and reported once, one warm-up before the first op
+    (clocks up, allocator settled), then warmup + iters timed runs per op as the spec says."""
+
+    def __init__(self, torch, dev, spec, emit):
+        flush_bytes = flush_size(torch, dev.backend, spec)
+        self.timer = Timer(torch, dev.backend, dev.device, flush_bytes)
+        self.spec = spec
+        self.warmed = False
+        fact(emit, "flush_bytes", flush_bytes)
+
+    def measure(self, make_op, *args):
+        """(impl, per-iteration seconds, keep) of the op make_op(*args) builds as (op, impl, keep). Callers that
+        do not need `keep` (the op's tensors) drop it at once, so one shape's memory is freed before the next's."""
+        op, impl, keep = make_op(*args)
+        if not self.warmed:
+            self.timer.warm(op, self.spec["warmup_s"])
+            self.warmed = True
+        return impl, self.timer.time(op, self.spec["warmup"], self.spec["iters"]), keep
 
 
 class Device:
