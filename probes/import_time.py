@@ -51,8 +51,9 @@ def tree_size(path):
     return files, size
 
 
-def time_import(module, repeat, timeout, pythonpath=None, expect_prefix=None):
-    """Seconds per fresh-interpreter import (list), and the file each import came from."""
+def time_import(module, repeat, timeout, pythonpath=None, expect_prefix=None, python=None):
+    """Seconds per fresh-interpreter import (list), and the file each import came from. python: the interpreter
+    (default this one), e.g. a virtual environment's, whose own site-packages then provide the module."""
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -60,7 +61,7 @@ def time_import(module, repeat, timeout, pythonpath=None, expect_prefix=None):
     times, origin = [], None
     for _ in range(int(repeat)):
         t0 = time.perf_counter()
-        rc, out, err = storage_proc.run([sys.executable, "-c", code], timeout=timeout, env=env,
+        rc, out, err = storage_proc.run([python or sys.executable, "-c", code], timeout=timeout, env=env,
                                         cwd=pythonpath or None)
         elapsed = time.perf_counter() - t0
         if rc != 0:
@@ -70,6 +71,26 @@ def time_import(module, repeat, timeout, pythonpath=None, expect_prefix=None):
             raise RuntimeError("import %s came from %s, not from the copy in %s" % (module, origin, expect_prefix))
         times.append(elapsed)
     return times, origin
+
+
+def drop_page_cache(tree, method="fadvise"):
+    """Evict a tree's files from this node's page cache before a cold import; returns how it was done, for the
+    artifact. fadvise: posix_fadvise(DONTNEED) on every file of the tree (any user; file data only, the kernel
+    keeps directory entries and inodes cached). global: also /proc/sys/vm/drop_caches = 3 (page cache, dentries
+    and inodes of the whole node; root only, otherwise fadvise alone is used and the text says so)."""
+    files = storage_tier.drop_cache(tree)
+    text = "posix_fadvise(DONTNEED) on %d files of the environment" % files
+    if method == "global":
+        if os.geteuid() != 0:
+            return text + " (drop_caches asked for, but not root)"
+        os.sync()
+        try:
+            with open("/proc/sys/vm/drop_caches", "w") as fh:
+                fh.write("3\n")
+            return text + ", then /proc/sys/vm/drop_caches=3"
+        except OSError as exc:
+            return text + " (/proc/sys/vm/drop_caches refused: %s)" % exc.strerror
+    return text
 
 
 def baseline(repeat, timeout):

@@ -1,0 +1,173 @@
+"""Grading and report section of the lifecycle phase on artifacts written here with known numbers: thresholds per
+tier and tool, the spread between tiers (the slow tier named, with its ratio), peers, failures, and skips with the
+reason of the tool/probe that could not run."""
+
+import json
+from pathlib import Path
+
+import yaml
+
+from probes.artifact import Artifact, artifact_filename, write_json_atomic
+from reports import grade, grade_lifecycle, load
+from reports.sections import lifecycle as section
+
+RUBRIC = Path(__file__).resolve().parents[2] / "reports" / "data" / "rubric.d" / "lifecycle.yml"
+HOSTS = ["n1", "n2", "n3", "n4"]
+
+
+def pkg(host, times, warm=None, skipped_tools=None, failures=None):
+    """times: {(tier, tool): (venv_s, install_s, cold import s)}; warm: {(tier, tool): s} (default cold / 2)."""
+    art = Artifact("pkg_install", "r", host)
+    art.facts.update({"tiers": [{"name": t, "path": "/%s" % t, "shared": t == "home"} for t in
+                                sorted({t for t, _ in times})], "packages": ["torch"], "import_module": "torch",
+                      "index": "the tools' default", "skipped_tools": skipped_tools or {}, "failures": failures or {},
+                      "cache_drop": "posix_fadvise(DONTNEED) on 9000 files of the environment",
+                      "tiers_from": "discovered on the node", "versions": {}})
+    for (tier, tool), (venv, install, cold) in times.items():
+        labels = {"tier": tier, "tool": tool}
+        art.add("venv_s", venv, "s", **labels)
+        art.add("install_s", install, "s", **labels)
+        art.add("total_s", venv + install, "s", **labels)
+        art.add("import_s", cold, "s", module="torch", cache="cold", **labels)
+        art.add("import_s", (warm or {}).get((tier, tool), cold / 2), "s", module="torch", cache="warm", **labels)
+        art.facts["versions"]["%s/%s" % (tier, tool)] = {"torch": "2.7.1", "pip": "25.1"}
+    return art
+
+
+def skipped(probe, host, reason):
+    art = Artifact(probe, "r", host)
+    art.skip(reason)
+    return art
+
+
+def make_run(tmp_path, arts):
+    run_dir = tmp_path / "run"
+    (run_dir / "artifacts").mkdir(parents=True)
+    (run_dir / "assess_run.json").write_text(json.dumps({"hosts": HOSTS, "id": "r", "profile": "standard"}))
+    for art in arts:
+        write_json_atomic(str(run_dir / "artifacts" / art.host / artifact_filename(art.probe, art.variant)),
+                          art.to_dict())
+    return load.load_run(str(run_dir))
+
+
+def rows_of(run, check_id):
+    checks = [c for c in yaml.safe_load(RUBRIC.read_text())["checks"] if c["id"] == check_id]
+    assert checks, check_id
+    return grade.grade(run, {"checks": checks})
+
+
+GOOD = {("home", "pip"): (3.0, 60.0, 1.6), ("home", "uv"): (0.1, 20.0, 1.5),
+        ("scratch", "pip"): (3.0, 55.0, 1.2), ("scratch", "uv"): (0.1, 15.0, 1.1)}
+
+
+def test_rubric_loads_with_the_rest_and_every_kind_is_registered():
+    rubric = grade.load_rubric()
+    mine = [c for c in rubric["checks"] if c["id"].startswith("lifecycle.")]
+    assert len(mine) >= 15 and {c["category"] for c in mine} == {"lifecycle"}
+    kinds = set(grade.GRADERS) | set(grade.PER_HOST_GRADERS) | set(grade.CLUSTER_GRADERS)
+    assert {c["kind"] for c in mine} <= kinds
+
+
+def test_tier_spread_names_the_slow_tier_and_its_ratio():
+    assert grade_lifecycle.tier_spread({"home": 12.0, "data": 3.0, "tmp": 2.0}) == ("home", 12.0, 2.5, 4.8)
+    assert grade_lifecycle.tier_spread({"tmp": 1.0}) is None
+    slow, _, _, ratio = grade_lifecycle.tier_spread({"a": 2.0, "b": 2.0})
+    assert slow == "a" and ratio == 1.0
+
+
+def test_timings_aggregate_per_tier_and_tool(tmp_path):
+    run = make_run(tmp_path, [pkg(h, GOOD) for h in HOSTS])
+    rows = section.install_rows(run)
+    assert rows[("n1", "home", "pip")] == {"venv_s": 3.0, "install_s": 60.0, "total_s": 63.0, "import_s/cold": 1.6,
+                                           "import_s/warm": 0.8}
+    per = section.per_tier(rows, "total_s")
+    assert per["scratch"]["uv"] == [15.1] * 4 and sorted(per) == ["home", "scratch"]
+    groups = grade_lifecycle.group_values(grade_lifecycle.records(run, "pkg_install", "import_s", "n1",
+                                                                  {"cache": "cold"}), ["tier", "tool"])
+    assert groups == {"tier=home tool=pip": [1.6], "tier=home tool=uv": [1.5], "tier=scratch tool=pip": [1.2],
+                      "tier=scratch tool=uv": [1.1]}
+
+
+def test_import_thresholds_follow_the_seed(tmp_path):
+    # torch from home: 1.6 s cold passes; from a lots-of-small-files tier 14 s cold / 12 s warm fails
+    slow = {**GOOD, ("lustre", "pip"): (3.0, 70.0, 14.0)}
+    run = make_run(tmp_path, [pkg("n1", slow, warm={("lustre", "pip"): 12.0})])
+    warm = {r["subject"]: r for r in rows_of(run, "lifecycle.import_warm") if r["host"] == "n1"}
+    assert warm["tier=lustre tool=pip"]["status"] == "fail" and warm["tier=lustre tool=pip"]["observed"] == "12 s"
+    assert warm["tier=home tool=pip"]["status"] == "pass"
+    cold = {r["subject"]: r for r in rows_of(run, "lifecycle.import_cold") if r["host"] == "n1"}
+    assert cold["tier=lustre tool=pip"]["status"] == "warn" and cold["tier=home tool=uv"]["status"] == "pass"
+
+
+def test_a_tier_much_slower_than_the_others_is_flagged_by_name(tmp_path):
+    times = {**GOOD, ("home", "uv"): (0.1, 95.0, 9.0)}
+    run = make_run(tmp_path, [pkg("n1", times)])
+    spread = {r["subject"]: r for r in rows_of(run, "lifecycle.install_tier_spread") if r["host"] == "n1"}
+    assert spread["tool=uv"]["status"] == "fail"
+    assert spread["tool=uv"]["observed"] == "tier home 6.3× the other tiers' median (95.1 s vs 15.1 s)"
+    assert spread["tool=pip"]["status"] == "pass"
+    imports = {r["subject"]: r for r in rows_of(run, "lifecycle.import_tier_spread") if r["host"] == "n1"}
+    assert imports["tool=uv cache=cold"]["status"] == "fail"  # 9.0 s vs 1.1 s
+    assert imports["tool=uv cache=cold"]["observed"].startswith("tier home 8.2×")
+    # under the floor, a big ratio of small times is not a finding
+    assert imports["tool=pip cache=warm"]["status"] == "pass"
+    assert imports["tool=pip cache=warm"]["observed"].endswith("under the 2 s floor")
+
+
+def test_one_host_slower_than_its_peers_and_failed_steps(tmp_path):
+    slow = {k: (v[0], v[1] * 3, v[2]) for k, v in GOOD.items()}
+    arts = [pkg("n1", GOOD), pkg("n2", GOOD), pkg("n3", GOOD),
+            pkg("n4", slow, failures={"scratch/pip": "pip install failed (rc=1): No space left on device"})]
+    run = make_run(tmp_path, arts)
+    peers = {(r["host"], r["subject"]): r["status"] for r in rows_of(run, "lifecycle.install_peers")}
+    assert peers[("n4", "tier=home tool=pip")] == "fail" and peers[("n1", "tier=home tool=pip")] == "pass"
+    fails = {r["host"]: r for r in rows_of(run, "lifecycle.install_failures")}
+    assert fails["n4"]["status"] == "fail" and "No space left on device" in fails["n4"]["observed"]
+    assert fails["n1"]["status"] == "pass"
+
+
+def test_skips_carry_the_reason_of_what_could_not_run(tmp_path):
+    no_uv = {k: v for k, v in GOOD.items() if k[1] == "pip"}
+    arts = [pkg("n1", no_uv, skipped_tools={"uv": "uv not found next to /usr/bin/python3 nor on PATH"}),
+            skipped("pkg_install", "n2", "package index https://pypi.org/simple is not reachable from this node"),
+            skipped("serve_ready", "n1", "no GPU on this node (neither nvidia-smi nor amd-smi found)")]
+    run = make_run(tmp_path, arts)
+    uv = {r["host"]: r for r in rows_of(run, "lifecycle.uv_install")}
+    assert uv["n1"]["status"] == "skip"
+    assert uv["n1"]["reason"] == "uv: uv not found next to /usr/bin/python3 nor on PATH"
+    assert uv["n2"]["status"] == "skip" and uv["n2"]["reason"].startswith("package index https://pypi.org")
+    assert uv["n3"]["status"] == "skip" and uv["n3"]["reason"] == "probe pkg_install did not run on this host"
+    serve = {r["host"]: r for r in rows_of(run, "lifecycle.serve_ready")}
+    assert serve["n1"]["status"] == "skip" and serve["n1"]["reason"].startswith("no GPU on this node")
+    assert len(serve) == 4
+
+
+def test_serve_ready_thresholds(tmp_path):
+    arts = []
+    for host, secs in zip(HOSTS, (25.0, 70.0, 150.0)):
+        art = Artifact("serve_ready", "r", host)
+        art.add("ready_s", secs, "s", model="Qwen/Qwen2.5-0.5B-Instruct")
+        arts.append(art)
+    run = make_run(tmp_path, arts)
+    status = {r["host"]: r["status"] for r in rows_of(run, "lifecycle.serve_ready")}
+    assert status == {"n1": "pass", "n2": "warn", "n3": "fail", "n4": "skip"}
+
+
+def test_section_tables_plot_and_skips(tmp_path):
+    arts = [pkg(h, GOOD) for h in HOSTS] + [skipped("net_speed", h, "no speed-test URL is reachable") for h in HOSTS]
+    arts.append(skipped("container_pull", "n1", "no usable container engine on this node (docker: not installed)"))
+    run = make_run(tmp_path, arts)
+    report = tmp_path / "report"
+    report.mkdir()
+    md = section.render(run, [], str(report))
+    assert md.startswith("## Lifecycle")
+    assert "| n1 | home | pip | 3 | 60 | 63 | 1.6 | 0.8 | – | torch 2.7.1 |" in md
+    assert "| n4 | scratch | uv | 0.1 | 15 | 15.1 | 1.1 | 0.55 | – | torch 2.7.1 |" in md
+    assert ("| n1 | container_pull | – | skipped | no usable container engine on this node (docker: not installed) |"
+            in md)
+    assert "![install and import time per tier](lifecycle_tiers.png)" in md
+    assert (report / "lifecycle_tiers.png").stat().st_size > 5000
+    assert section.render(make_run(tmp_path / "empty", []), [], str(report)) == ""
+    offline = make_run(tmp_path / "offline", [skipped("pkg_install", h, "internet downloads are off") for h in HOSTS])
+    md = section.render(offline, [], str(tmp_path))
+    assert "Not measured: internet downloads are off" in md and "| host | tier |" not in md

@@ -1,0 +1,293 @@
+"""The lifecycle probes run for real on this machine: tier discovery from a recorded /proc/mounts, reachability,
+pip and uv installing a real package from a wheelhouse built offline (then imported cold and warm), cleanup after
+success, failure and timeout, the speed test against a loopback HTTP server, vllm serve's readiness loop against a
+stand-in server, and the skips (no engine, no client, no GPU) with their reasons."""
+
+import http.server
+import json
+import os
+import socket
+import stat
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from probes import import_time
+from probes import serve_ready as serve_mod
+from probes.cli import run_probe
+from probes.container_pull import registry_of
+from probes.lib import audit_storage, lifecycle
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def wheelhouse(tmp_path_factory):
+    from integration.lifecycle_wheelhouse import VERSION, build  # noqa: PLC0415
+
+    return build(tmp_path_factory.mktemp("wheelhouse")), VERSION
+
+
+def test_shared_filesystem_types_match_the_audit():
+    # reports.grade_audit must be imported through reports.grade (it registers itself there)
+    from reports import grade, grade_audit  # noqa: F401, PLC0415
+
+    assert set(lifecycle.SHARED_FS) == set(grade_audit.SHARED_FS)
+
+
+def test_tiers_discovered_from_a_gpu_node_mount_table():
+    mounts = audit_storage.parse_proc_mounts((FIXTURES / "proc" / "lifecycle_mounts.txt").read_text())
+    tiers, left = lifecycle.discover_tiers(mounts, home="/home/alice", tmp="/tmp", user="alice",
+                                           usable=lambda path, user: path)
+    assert [(t["name"], t["path"], t["shared"], t["fstype"]) for t in tiers] == [
+        ("home", "/home/alice", True, "nfs4"), ("data", "/data", True, "lustre"),
+        ("local-ssd", "/mnt/local-ssd", False, "ext4"), ("scratch", "/scratch", False, "xfs"),
+        ("tmp", "/tmp", False, "ext4")]
+    # the /home mount is the home tier already; docker layers, netns handles and /boot are never tiers
+    assert left == {"/home": "same filesystem (/home) as tier home"}
+    # a mount root the user cannot write to falls back to <mount>/<user>, else it is left out with the reason
+    tiers, left = lifecycle.discover_tiers(mounts, home="/home/alice", tmp="/tmp", user="alice",
+                                           usable=lambda path, user: None if path == "/data" else path)
+    assert "data" not in [t["name"] for t in tiers] and left["/data"] == "not writable by alice"
+
+
+def test_tmp_on_the_same_filesystem_as_home_is_one_tier():
+    mounts = [{"target": "/", "source": "/dev/sda1", "fstype": "ext4"}]
+    tiers, left = lifecycle.discover_tiers(mounts, home="/root", tmp="/tmp", user="root", usable=lambda p, u: p)
+    assert [t["name"] for t in tiers] == ["home"] and left == {"/tmp": "same filesystem (/) as tier home"}
+
+
+def test_reachability_is_checked_with_a_short_timeout():
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        assert lifecycle.reachable("http://127.0.0.1:%d/x" % srv.getsockname()[1], 2) == (True, None)
+    ok, why = lifecycle.reachable("http://127.0.0.1:%d/" % free_port(), 2)
+    assert not ok and why.startswith("no TCP connection to 127.0.0.1 port ")
+    assert lifecycle.endpoint("https://pypi.org/simple") == ("pypi.org", 443)
+    assert lifecycle.reachable("file:///opt/wheels", 1) == (False, "no host in 'file:///opt/wheels'")
+
+
+def test_timing_helpers():
+    assert lifecycle.median_warm([2.0, 0.5, 0.7, 0.6]) == (2.0, 0.6)
+    assert lifecycle.median_warm([1.5]) == (1.5, None)
+    assert registry_of("busybox") == ("docker.io", "library/busybox")
+    assert registry_of("nvcr.io/nvidia/pytorch:25.01-py3") == ("nvcr.io", "nvidia/pytorch:25.01-py3")
+    assert registry_of("localhost:5000/x/y") == ("localhost:5000", "x/y")
+
+
+def test_pip_and_uv_install_and_import_from_a_wheelhouse_then_clean_up(tmp_path, wheelhouse):
+    wheels, version = wheelhouse
+    tier_dir = tmp_path / "tier"
+    tier_dir.mkdir()
+    _, doc = run_probe("pkg_install", str(tmp_path / "out"), "r1", "h1", params={
+        "tiers": [{"name": "fast", "path": str(tier_dir)}], "packages": ["cmxlife"], "no_index": True,
+        "find_links": [str(wheels)], "import_module": "cmxlife", "import_repeat": 3, "pip_venv_with_pip": False})
+    assert doc["status"] == "ok", doc["reason"]
+    facts = doc["facts"]
+    assert facts["failures"] == {} and facts["tiers_from"] == "the lifecycle_tiers list"
+    assert facts["pip_venv"].startswith("python -m venv --without-pip")
+    for tool in ("pip", "uv"):
+        got = {r["metric"]: r["value"] for r in doc["results"] if r["labels"].get("tool") == tool
+               and r["labels"].get("cache") in (None, "cold")}
+        assert got["venv_s"] > 0 and got["install_s"] > 0 and got["import_s"] > 0
+        assert got["total_s"] == pytest.approx(got["venv_s"] + got["install_s"], abs=0.002)
+        assert facts["versions"]["fast/%s" % tool]["cmxlife"] == version
+        warm = [r for r in doc["results"] if r["labels"] == {"tier": "fast", "tool": tool, "cache": "warm",
+                                                             "module": "cmxlife"}]
+        assert len(warm) == 1 and warm[0]["value"] > 0
+    assert facts["cache_drop"].startswith("posix_fadvise(DONTNEED) on ")
+    assert list(tier_dir.iterdir()) == []  # venvs, caches and the run's directory are gone
+
+
+def test_a_failed_install_is_recorded_and_removed(tmp_path, wheelhouse):
+    wheels, _ = wheelhouse
+    tier_dir = tmp_path / "tier"
+    tier_dir.mkdir()
+    _, doc = run_probe("pkg_install", str(tmp_path / "out"), "r1", "h1", params={
+        "tiers": [{"name": "t", "path": str(tier_dir)}, {"name": "gone", "path": str(tmp_path / "missing")}],
+        "packages": ["cmxlife-does-not-exist"], "tools": ["uv"], "no_index": True, "find_links": [str(wheels)]})
+    assert doc["status"] == "error" and doc["reason"].startswith("every install failed: ")
+    failures = doc["facts"]["failures"]
+    assert failures["gone/uv"] == "%s does not exist" % (tmp_path / "missing")
+    assert failures["t/uv"].startswith("uv pip install failed (rc=1)") and "cmxlife-does-not-exist" in failures["t/uv"]
+    assert list(tier_dir.iterdir()) == []
+
+
+def test_a_probe_timeout_kills_the_tool_and_removes_its_environment(tmp_path):
+    pid_file = tmp_path / "fake-uv.pid"
+    fake = tmp_path / "uv"
+    fake.write_text('#!/bin/sh\nif [ "$1" = "--version" ]; then echo "uv 0.0.0-fake"; exit 0; fi\n'
+                    'echo $$ > %s\nexec sleep 60\n' % pid_file)
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    tier_dir = tmp_path / "tier"
+    tier_dir.mkdir()
+    t0 = time.monotonic()
+    _, doc = run_probe("pkg_install", str(tmp_path / "out"), "r1", "h1", timeout=2, params={
+        "tiers": [{"name": "t", "path": str(tier_dir)}], "packages": ["x"], "tools": ["uv"], "uv": str(fake),
+        "no_index": True})
+    assert time.monotonic() - t0 < 30
+    assert doc["status"] == "error" and doc["reason"] == "timed out after 2 s"
+    assert doc["facts"]["uv_version"] == "uv 0.0.0-fake"
+    assert list(tier_dir.iterdir()) == []
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        for _ in range(50):  # reaped by the probe's group kill; give the kernel a moment
+            os.kill(pid, 0)
+            time.sleep(0.1)
+
+
+def test_an_unreachable_index_skips_before_any_tool_waits(tmp_path):
+    _, doc = run_probe("pkg_install", str(tmp_path / "out"), "r1", "h1", params={
+        "tiers": [{"name": "t", "path": str(tmp_path)}], "packages": ["x"],
+        "index_url": "http://127.0.0.1:%d/simple" % free_port(), "reach_timeout_s": 1})
+    assert doc["status"] == "skipped"
+    assert doc["reason"].startswith("package index http://127.0.0.1:") and "lifecycle_find_links" in doc["reason"]
+    _, doc = run_probe("pkg_install", str(tmp_path / "out"), "r1", "h1", params={
+        "tiers": [{"name": "t", "path": str(tmp_path)}], "offline": "internet downloads are off in this run"})
+    assert doc["status"] == "skipped" and doc["reason"].startswith("internet downloads are off in this run and no")
+
+
+class _Speed(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802
+        body = b"x" * 3_000_000
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def speed_server():
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Speed)
+    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th.start()
+    yield "http://127.0.0.1:%d" % srv.server_address[1]
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_net_speed_against_a_loopback_server(tmp_path, speed_server):
+    closed = "http://127.0.0.1:%d/down" % free_port()
+    _, doc = run_probe("net_speed", str(tmp_path), "r1", "h1", params={
+        "download_urls": [speed_server + "/down", closed], "upload_urls": [speed_server + "/up"],
+        "upload_bytes": 1_000_000, "repeat": 2, "reach_timeout_s": 1})
+    assert doc["status"] == "ok"
+    down = [r for r in doc["results"] if r["metric"] == "download_bytes"]
+    assert [r["value"] for r in down] == [3_000_000, 3_000_000]
+    mbps = [r["value"] for r in doc["results"] if r["metric"] == "download_mbps"]
+    secs = [r["value"] for r in doc["results"] if r["metric"] == "download_s"]
+    assert mbps[0] == pytest.approx(3_000_000 * 8 / secs[0] / 1e6, rel=0.01)
+    assert [r["value"] for r in doc["results"] if r["metric"] == "upload_bytes"] == [1_000_000, 1_000_000]
+    assert list(doc["facts"]["unreachable"]) == [closed]
+    _, doc = run_probe("net_speed", str(tmp_path), "r1", "h1", params={
+        "download_urls": [closed], "upload_urls": [], "reach_timeout_s": 1})
+    assert doc["status"] == "skipped" and doc["reason"].startswith("no speed-test URL is reachable from this node")
+
+
+def test_container_pull_without_engines_and_model_pull_without_hub_skip_with_reasons(tmp_path):
+    _, doc = run_probe("container_pull", str(tmp_path), "r1", "h1", params={"engines": ["enroot", "apptainer"]})
+    if doc["status"] != "skipped":
+        pytest.skip("enroot or apptainer is installed here")
+    assert doc["reason"] == "no usable container engine on this node (apptainer: not installed; enroot: not installed)"
+    closed = "http://127.0.0.1:%d" % free_port()
+    _, doc = run_probe("model_pull", str(tmp_path), "r1", "h1", params={
+        "hubs": ["huggingface"], "hf_endpoint": closed, "reach_timeout_s": 1})
+    assert doc["status"] == "skipped" and doc["reason"].startswith("no model hub could be used: huggingface: ")
+    assert ("client is not installed" in doc["reason"]) or ("%s not reachable" % closed in doc["reason"])
+    assert not (tmp_path.parent / "lifecycle" / "models").exists()
+
+
+def test_serve_ready_times_until_v1_models_answers(tmp_path, monkeypatch):
+    port = free_port()
+    fake = tmp_path / "vllm"
+    # A stand-in for `vllm serve MODEL --host H --port P`: takes a second to "load", then answers /v1/models.
+    fake.write_text("#!%s\nimport http.server, json, sys, time\ntime.sleep(1.0)\n"
+                    "class H(http.server.BaseHTTPRequestHandler):\n"
+                    "    def do_GET(self):\n"
+                    "        body = json.dumps({'object': 'list', 'data': [{'id': sys.argv[2]}]}).encode()\n"
+                    "        self.send_response(200); self.end_headers(); self.wfile.write(body)\n"
+                    "    def log_message(self, *a): pass\n"
+                    "http.server.HTTPServer((sys.argv[4], int(sys.argv[6])), H).serve_forever()\n" % sys.executable)
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    model = tmp_path / "model"
+    model.mkdir()
+    gpu = {"backend": "cuda", "model": "NVIDIA H100", "count": 8, "driver": "570", "torch": None}
+    monkeypatch.setattr(serve_mod.device_mod, "describe", lambda: (gpu, [], {"gpu_tool": "nvidia-smi"}))
+    _, doc = run_probe("serve_ready", str(tmp_path / "out"), "r1", "h1", params={
+        "vllm": str(fake), "model_path": str(model), "port": port, "timeout_s": 30,
+        "work_dir": str(tmp_path / "work")})
+    assert doc["status"] == "ok", doc["reason"]
+    [ready] = [r["value"] for r in doc["results"] if r["metric"] == "ready_s"]
+    assert 1.0 <= ready < 30
+    assert not serve_mod.models_answer(port)  # the server was stopped
+    assert not (tmp_path / "work").exists()
+    # no vLLM on a GPU node, and no GPU at all: skipped with the reason
+    _, doc = run_probe("serve_ready", str(tmp_path / "out"), "r1", "h1", params={"vllm": str(tmp_path / "none")})
+    assert doc["status"] == "skipped" and doc["reason"].startswith("vLLM is not installed")
+    monkeypatch.setattr(serve_mod.device_mod, "describe",
+                        lambda: (dict(gpu, backend="cpu", count=0), [], {"gpu_tool": "none", "gpu_error": None}))
+    _, doc = run_probe("serve_ready", str(tmp_path / "out"), "r1", "h1", params={})
+    assert doc["reason"] == "no GPU on this node (neither nvidia-smi nor amd-smi found): vllm serve needs one"
+
+
+def test_drop_page_cache_says_what_it_did(tmp_path):
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "b.py").write_text("y = 2\n")
+    assert import_time.drop_page_cache(str(tmp_path)) == "posix_fadvise(DONTNEED) on 2 files of the environment"
+    json.dumps(import_time.drop_page_cache(str(tmp_path), "global"))  # root or not, a sentence for the artifact
+
+
+def test_container_pull_times_a_pull_and_removes_the_image(tmp_path, monkeypatch):
+    """A stand-in docker CLI (its daemon "answers"), a registry on loopback (only its TCP port is checked): the
+    pull is timed, the image's size read, the image removed; an image docker already has is left alone."""
+    calls = tmp_path / "calls.log"
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    docker = bindir / "docker"
+    docker.write_text(
+        '#!/bin/sh\necho "$*" >> %s\n'
+        'case "$1" in\n'
+        '  info) echo 28.2.2 ;;\n'
+        '  image) case "$*" in *--format*) echo 5000000 ;; *present*) exit 0 ;; *) exit 1 ;; esac ;;\n'
+        '  pull) sleep 0.3 ;;\n'
+        'esac\n' % calls)
+    docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", "%s:%s" % (bindir, os.environ["PATH"]))
+    with socket.socket() as registry:
+        registry.bind(("127.0.0.1", 0))
+        registry.listen(4)
+        host = "127.0.0.1:%d" % registry.getsockname()[1]
+        _, doc = run_probe("container_pull", str(tmp_path / "out"), "r1", "h1", params={
+            "engines": ["docker"], "images": ["%s/team/app:1" % host, "%s/team/present:1" % host],
+            "work_dir": str(tmp_path / "work"), "reach_timeout_s": 1})
+    assert doc["status"] == "ok", doc["reason"]
+    [pull] = [r for r in doc["results"] if r["metric"] == "pull_s"]
+    assert pull["labels"] == {"engine": "docker", "image": "%s/team/app:1" % host, "registry": host}
+    assert 0.3 <= pull["value"] < 30
+    assert [r["value"] for r in doc["results"] if r["metric"] == "image_bytes"] == [5000000]
+    assert doc["facts"]["skipped"] == {"docker %s/team/present:1" % host:
+                                       "already present in docker's image store: a pull would not be measured"}
+    log = calls.read_text().splitlines()
+    assert "pull --quiet %s/team/app:1" % host in log and "rmi --force %s/team/app:1" % host in log
+    assert not any(line.startswith(("pull", "rmi")) and "present" in line for line in log)
+    assert not (tmp_path / "work").exists()
