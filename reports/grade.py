@@ -446,6 +446,7 @@ PER_HOST_GRADERS["reliability_action"] = __import__("reports.grade_reliability",
 PER_HOST_GRADERS["reliability_return"] = __import__("reports.grade_reliability", fromlist=["_"]).grade_return
 PER_HOST_GRADERS["audit"] = __import__("reports.grade_audit", fromlist=["_"]).grade_host
 CLUSTER_GRADERS["audit_cluster"] = __import__("reports.grade_audit", fromlist=["_"]).grade_cluster
+PER_HOST_GRADERS.update(__import__("reports.grade_burnin", fromlist=["_"]).GRADERS)
 PER_HOST_GRADERS["lifecycle_metric"] = __import__("reports.grade_lifecycle", fromlist=["_"]).grade_metric
 PER_HOST_GRADERS["lifecycle_failures"] = __import__("reports.grade_lifecycle", fromlist=["_"]).grade_failures
 PER_HOST_GRADERS["lifecycle_tier_spread"] = __import__("reports.grade_lifecycle", fromlist=["_"]).grade_tier_spread

@@ -10,8 +10,11 @@ from helpers import ROOT, read_journal, run_dirs, run_playbook
 
 def test_local_assessment_writes_the_inventory_of_this_machine(tmp_path):
     out = tmp_path / "runs"
+    # every phase runs; the burn-in's quick durations (about 2 min) are cut to seconds: test_burnin.py covers it
+    short_burnin = {"burnin_duration_s": 6, "burnin_fabric_duration_s": 3, "burnin_storage_phase_s": 2,
+                    "burnin_storage_size_mib": 16, "burnin_interval_s": 2, "burnin_poll_s": 2}
     res = run_playbook(ROOT / "inventories" / "local.ini", "-e", "assess_profile=quick",
-                       "-e", "assess_output_dir=%s" % out)
+                       "-e", "assess_output_dir=%s" % out, "-e", json.dumps(short_burnin))
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     [run_dir] = run_dirs(out)
     assert run_dir.parent.name == "local"

@@ -1,0 +1,160 @@
+"""Burn-in summary (node side), grading and report section (controller side), from timeline files as the runner
+writes them: a GPU node whose samples come from the recorded nvidia-smi stream, a CPU node, an interrupted node."""
+
+import json
+import re
+import time
+from pathlib import Path
+
+from probes.artifact import Artifact, validate, write_json_atomic
+from probes.lib import soak_kernel, soak_runner, soak_smi, soak_summary
+from reports import grade_burnin as gb
+from reports.grade import grade, load_rubric
+from reports.load import load_run
+from reports.sections import burnin as section
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+CHECKS = {c["id"]: c for c in load_rubric()["checks"] if c["id"].startswith("burnin.")}
+T0 = float(int(time.time()) - 100)  # the interrupted node's timeline ends now: 100 s in
+
+
+def _write(path, records):
+    with open(path, "w") as fh:
+        for rec in records:
+            fh.write(json.dumps(rec) + "\n")
+
+
+def node(tmp_path, host, gpu=False, done=True, xid_at=None, tflops=None, coll_error=None):
+    """A burn-in artifact summarised from timeline files, as poll/stop make it."""
+    out = tmp_path / ("node-%s" % host)
+    out.mkdir()
+    p = soak_runner.paths(str(out), "burnin", None)
+    cfg = {"t_start": T0, "deadline": T0 + 60, "duration_s": 60.0, "interval": 5.0, "grace_s": 30,
+           "marker": soak_runner.marker("r1", host, "burnin"), "gemm": True, "collectives": ["alltoall"],
+           "fio": None}
+    monitor = []
+    if gpu:
+        lines = (FIX / "nvidia-smi" / "h100_2x_burnin_query_lms1000.csv").read_text().splitlines()
+        samples = soak_smi.sample_stream(lines, 5.0)
+        base = samples[0]["t"]
+        for k in range(4):
+            gs = [dict(s, t=T0 + 5 * (k + 1)) for s in samples if s["t"] == base + 5 * k]
+            monitor.append({"type": "monitor", "t": T0 + 5 * (k + 1), "gpus": gs, "nics": {"eth0": {"rx_bytes": 10}}})
+    else:
+        monitor = [{"type": "monitor", "t": T0 + 5 * (k + 1), "cpu_util_pct": 99.0, "nics": {}} for k in range(4)]
+    _write(p["monitor"], monitor)
+    tflops = tflops or [0.02, 0.02, 0.019, 0.021]
+    workers = [0, 1] if gpu else [0]
+    _write(p["gemm"], [{"type": "gemm", "worker": w, "gpu": w if gpu else None, "device": "cuda:%d" % w if gpu
+                        else "cpu", "dtype": "fp32", "size": 512, "t": T0 + 5 * (k + 1), "tflops": v, "iters": 10,
+                        "errors": 0} for w in workers for k, v in enumerate(tflops)])
+    coll = [{"type": "coll", "rank": 0, "world": 4, "collective": "alltoall", "size_bytes": 1 << 20,
+             "t": T0 + 5 * (k + 1), "busbw_gbps": 0.2, "busbw_min_gbps": 0.15, "busbw_max_gbps": 0.25,
+             "lat_us": 900.0, "wrong": 0, "checks": 1} for k in range(4)]
+    if coll_error:
+        coll.append({"type": "error", "kind": coll_error, "rank": 0, "t": T0 + 30, "error": "gloo timed out"})
+    _write(p["coll"], coll)
+    if xid_at is not None:
+        line = "NVRM: Xid (PCI:0000:18:00): 79, pid=1912, name=python3, GPU has fallen off the bus."
+        _write(p["kernel"], [soak_kernel.event(line, T0 + xid_at, 3, 7),
+                             soak_kernel.event("NVRM: Xid (PCI:0000:18:00): 79, pid=1912, name=python3, again",
+                                               T0 + xid_at + 0.01, 3, 8)])
+    if done:
+        with open(p["done"], "w") as fh:
+            json.dump({"ended_by": "completed", "t_start": T0, "t_end": T0 + 60.2, "exits": {}}, fh)
+    art = Artifact("burnin", "r1", host)
+    art.device["backend"] = "cuda" if gpu else "cpu"
+    soak_summary.summarize(art, cfg, p)
+    doc = art.to_dict()
+    assert validate(doc) == []
+    return doc, out
+
+
+def make_run(tmp_path, nodes):
+    run_dir = tmp_path / "run"
+    (run_dir / "artifacts").mkdir(parents=True)
+    (run_dir / "assess_run.json").write_text(json.dumps({"id": "r1", "provider": "p",
+                                                        "hosts": [d["host"] for d, _ in nodes]}))
+    for doc, out in nodes:
+        host_dir = run_dir / "artifacts" / doc["host"]
+        write_json_atomic(str(host_dir / "burnin.json"), doc)
+        for name in doc["raw"]:
+            (host_dir / name).write_text((out / name).read_text())
+    return load_run(str(run_dir))
+
+
+def test_summary_numbers_from_the_timelines(tmp_path):
+    doc, _ = node(tmp_path, "g1", gpu=True, xid_at=12.5, tflops=[100.0, 98.0, 90.0, 80.0])
+    m = {(r["metric"], r["labels"].get("gpu")): r["value"] for r in doc["results"]}
+    assert doc["facts"]["state"] == "done" and doc["facts"]["ended_by"] == "completed"
+    assert m[("gemm_degradation_pct", 0)] == 20.0 and m[("gemm_tflops_first", 0)] == 100.0
+    assert m[("gpu_throttle_episodes", 1)] == 1 and m[("gpu_throttle_episodes", 0)] == 0
+    assert m[("gpu_temp_max_c", 1)] == 75 and m[("gpu_power_limit_w", 0)] == 700.0
+    assert m[("gpu_sm_clock_first_mhz", 1)] > m[("gpu_sm_clock_last_mhz", 1)]
+    assert m[("kernel_xid_count", None)] == 1  # two lines of one fault
+    [ev] = [r for r in doc["results"] if r["metric"] == "kernel_event"]
+    assert ev["value"] == T0 + 12.5 and ev["labels"]["at_s"] == 12.5 and ev["labels"]["lines"] == 2
+    assert doc["raw"] == ["burnin.monitor.jsonl", "burnin.kernel.jsonl", "burnin.gemm.jsonl", "burnin.coll.jsonl"]
+
+
+def test_grading_gpu_node_cpu_node_and_interrupted_node(tmp_path):
+    nodes = [node(tmp_path, "g1", gpu=True, xid_at=12.5, tflops=[100.0, 98.0, 90.0, 80.0]),
+             node(tmp_path, "c1"),
+             node(tmp_path, "c2", done=False, coll_error="hang")]
+    run = make_run(tmp_path, nodes)
+    rows = grade(run, {"checks": list(CHECKS.values())})
+    by = {}
+    for r in rows:
+        by.setdefault((r["check_id"], r["host"]), []).append(r)
+    assert {c for c, _ in by} == set(CHECKS) and {h for _, h in by} == {"g1", "c1", "c2"}
+    # XID: fails on the GPU node, with its line and time from the start
+    [xid] = [r for r in by[("burnin.kernel_errors", "g1")] if r["subject"] == "burnin XID 79"]
+    assert xid["status"] == "fail" and xid["observed"].startswith("XID 79 at t+12.5 s: NVRM: Xid (PCI:0000:18:00): 79")
+    assert [r["status"] for r in by[("burnin.kernel_errors", "c1")] if r["subject"] == "burnin"] == ["pass"]
+    # degradation 20 % fails; the CPU node's (0.02 -> 0.021) passes
+    assert {r["status"] for r in by[("burnin.gemm_degradation", "g1")]} == {"fail"}
+    assert [r["status"] for r in by[("burnin.gemm_degradation", "c1")]] == ["pass"]
+    # GPU checks: GPU 1 slowed by heat; CPU nodes skip with the reason
+    throttle = {r["subject"]: r for r in by[("burnin.throttling", "g1")]}
+    assert throttle["gpu 1"]["status"] == "fail" and throttle["gpu 0"]["status"] == "pass"
+    assert "1 episode(s)" in throttle["gpu 1"]["observed"] and "power cap 90% of the time" in throttle["gpu 0"][
+        "observed"]
+    assert [r["status"] for r in by[("burnin.temperature", "g1")]] == ["pass", "pass"]
+    assert [r["status"] for r in by[("burnin.power", "g1")]] == ["pass", "pass"]
+    clock = {r["subject"]: r for r in by[("burnin.clock_drop", "g1")]}
+    assert clock["gpu 1"]["status"] == "fail" and clock["gpu 0"]["status"] in ("pass", "warn")
+    for check in ("burnin.throttling", "burnin.clock_drop", "burnin.temperature", "burnin.power"):
+        [row] = by[(check, "c1")]
+        assert row["status"] == "skip" and row["reason"].startswith("no GPU on this node (cpu backend)")
+    # interrupted: partial timeline, graded as far as it goes; a hang fails the collectives
+    [done] = [r for r in by[("burnin.completed", "c2")] if r["subject"] == "burnin"]
+    assert done["status"] == "fail" and done["observed"].startswith("interrupted: timeline ends at")
+    hang = [r for r in by[("burnin.collectives", "c2")] if r["subject"] == "burnin collectives"]
+    assert hang and hang[0]["status"] == "fail" and "hang: gloo timed out" in hang[0]["reason"]
+    coll = [r for r in by[("burnin.collectives", "c1")] if r["subject"] == "burnin alltoall"]
+    assert coll[0]["status"] == "pass" and "busbw min 0.150 / avg 0.200 / max 0.250 GB/s" in coll[0]["observed"]
+    # parts that did not run skip with the reason, for every host
+    skipped = [r for r in by[("burnin.completed", "c1")] if r["subject"] == "fabric_soak"]
+    assert skipped[0]["status"] == "skip" and skipped[0]["reason"] == "fabric_soak did not run on this host"
+
+
+def test_report_section_plots_and_marks_the_xid(tmp_path):
+    run = make_run(tmp_path, [node(tmp_path, "g1", gpu=True, xid_at=12.5), node(tmp_path, "c2", done=False)])
+    report = tmp_path / "report"
+    report.mkdir()
+    md = section.render(run, [], str(report))
+    assert "**Partial timeline**: interrupted before the end on c2 (burnin)" in md
+    assert re.search(r"\| g1 \| burnin \| 12\.5 \| XID \| 79 \| NVRM: Xid \(PCI:0000:18:00\): 79", md)
+    assert "| g1 | 0 | 68 | 688 | 700 | 1851 | 1773 | 0 |" in md  # GPU 0: max temp, power, limit, clocks
+    assert "| g1 | 1 | 75 | 692 | 700 | 1851 | 1629 | 1 |" in md  # GPU 1: slowed by heat once
+    assert re.search(r"\| c2 \| cpu \| \*\*interrupted\*\* at 1\d\d s of 60 s \(partial timeline\) \|", md)
+    for png in ("burnin_timeline.png", "burnin_collectives.png"):
+        assert (report / png).stat().st_size > 10000 and "(%s)" % png in md
+    assert not (report / "burnin_storage.png").exists()
+
+
+def test_grader_kinds_are_registered():
+    from reports.grade import PER_HOST_GRADERS
+
+    for kind in gb.GRADERS:
+        assert PER_HOST_GRADERS[kind] is gb.GRADERS[kind]

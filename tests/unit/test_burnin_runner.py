@@ -1,0 +1,108 @@
+"""The detached soak runner on this machine, with the monitor only (no torch, seconds): it outlives the probe call
+that started it, stops by itself when no poll comes (the controller is gone), stops on request, and leaves no
+process of its run behind."""
+
+import json
+import os
+import signal
+import time
+
+from probes.cli import run_probe
+from probes.lib import soak_runner
+
+
+def _wait(predicate, timeout=30.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline and not predicate():
+        time.sleep(0.1)
+    return predicate()
+
+
+def test_runner_stops_when_no_poll_comes(tmp_path):
+    out = str(tmp_path)
+    _, doc = run_probe("monitor", out, "unit-hb", "h1", params={"mode": "start", "duration_s": 60, "interval_s": 0.5,
+                                                                "heartbeat_timeout": 3, "grace_s": 2})
+    assert doc["status"] == "ok" and doc["facts"]["state"] == "running"
+    mark = doc["facts"]["marker"]
+    assert mark == "clustermax-assess-soak=unit-hb/h1/monitor"
+    assert _wait(lambda: soak_runner.marked_pids(mark)), "the runner outlives the probe call that started it"
+    assert _wait(lambda: os.path.exists(os.path.join(out, ".monitor.done")))
+    assert _wait(lambda: not soak_runner.marked_pids(mark))
+    _, doc = run_probe("monitor", out, "unit-hb", "h1", params={"mode": "poll", "wait_s": 0})
+    assert doc["facts"]["state"] == "done" and doc["facts"]["ended_by"].startswith("controller lost: no poll for")
+    m = {r["metric"]: r["value"] for r in doc["results"] if not r["labels"]}
+    assert m["completed"] == 0 and 3 <= m["elapsed_s"] < 30 and m["monitor_samples"] >= 2
+    samples = [json.loads(x) for x in open(os.path.join(out, "monitor.monitor.jsonl"))]
+    assert len(samples) == m["monitor_samples"] and all(s["type"] == "monitor" for s in samples)
+    assert doc["raw"][0] == "monitor.monitor.jsonl"
+    # not a run directory preflight made (clustermax-assess-<run id>): nothing is removed
+    assert os.path.exists(os.path.join(out, ".monitor.cfg"))
+
+
+def test_controller_lost_removes_the_run_directory(tmp_path):
+    out = str(tmp_path / "clustermax-assess-unit-rm" / "artifacts")
+    _, doc = run_probe("monitor", out, "unit-rm", "h1", params={"mode": "start", "duration_s": 60, "interval_s": 0.5,
+                                                                 "heartbeat_timeout": 1, "grace_s": 1})
+    assert doc["status"] == "ok"
+    assert _wait(lambda: not (tmp_path / "clustermax-assess-unit-rm").exists())
+    assert _wait(lambda: not soak_runner.marked_pids(doc["facts"]["marker"]))
+
+
+def test_polls_keep_it_alive_and_stop_ends_it(tmp_path):
+    out = str(tmp_path)
+    _, doc = run_probe("monitor", out, "unit-stop", "h1", params={"mode": "start", "duration_s": 60,
+                                                                  "interval_s": 0.5, "heartbeat_timeout": 2})
+    mark = doc["facts"]["marker"]
+    # a dropped SSH session (SIGHUP) does not stop the runner (once it is up: its state file is written)
+    assert _wait(lambda: os.path.exists(os.path.join(out, ".monitor.state")))
+    os.kill(int(doc["facts"]["runner_pid"]), signal.SIGHUP)
+    for _ in range(4):  # 4 s of polls, longer than the heartbeat timeout
+        _, doc = run_probe("monitor", out, "unit-stop", "h1", params={"mode": "poll", "wait_s": 1})
+        assert doc["facts"]["state"] == "running", doc["facts"]
+        assert "s of 60 s" in doc["facts"]["progress"]
+    _, doc = run_probe("monitor", out, "unit-stop", "h1", params={"mode": "stop", "grace_s": 5, "wait_s": 1})
+    assert doc["facts"]["state"] == "done" and doc["facts"]["ended_by"] == "stop requested"
+    assert not soak_runner.marked_pids(mark)
+    # stop again is harmless; poll on a node where nothing started is a skip with the reason
+    _, again = run_probe("monitor", out, "unit-stop", "h1", params={"mode": "stop"})
+    assert again["facts"]["ended_by"] == "stop requested"
+    _, none = run_probe("burnin", out, "unit-stop", "h1", params={"mode": "poll"})
+    assert none["status"] == "skipped" and none["reason"] == "no burnin run was started on this node"
+
+
+def test_skip_param_records_why_nothing_ran(tmp_path):
+    _, doc = run_probe("burnin", str(tmp_path), "unit", "h1", params={"skip": "check mode: not run"})
+    assert doc["status"] == "skipped" and doc["reason"] == "check mode: not run"
+
+
+def test_storage_soak_skips_without_fio(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    _, doc = run_probe("storage_soak", str(tmp_path), "unit", "h1", params={"mode": "start"})
+    assert doc["status"] == "skipped" and doc["reason"] == "fio is not installed on this node"
+
+
+def test_monitor_reads_a_live_nvidia_smi_stream(tmp_path, monkeypatch):
+    """The monitor's nvidia-smi stream path, with a stand-in nvidia-smi that prints the recorded stream."""
+    from pathlib import Path
+
+    from probes.lib.soak_monitor import Monitor
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi" / "h100_2x_burnin_query_lms1000.csv"
+    fake = tmp_path / "bin" / "nvidia-smi"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\ncase \"$1\" in --query-gpu=*clocks_throttle_reasons*) cat %s; exec sleep 30;; esac\n"
+                    % fixture)
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (fake.parent, os.environ["PATH"]))
+    mon = Monitor({"gpu_tool": "nvidia-smi", "interval": 1, "kmsg_path": str(tmp_path / "no-kmsg")},
+                  str(tmp_path / "m.jsonl"), str(tmp_path / "k.jsonl"))
+    try:
+        assert _wait(lambda: mon.smi.seen == 40, timeout=10)
+        rec = mon.sample()
+    finally:
+        mon.close()
+    gpus = {g["gpu"]: g for g in rec["gpus"]}
+    assert set(gpus) == {0, 1} and gpus[0]["rows"] == 20 and gpus[1]["temp_c"] == 75
+    assert "sw_thermal" in gpus[1]["throttle_reasons"] and gpus[1]["slowdown_share"] == 0.15
+    assert mon.facts["kmsg"].startswith("cannot read") and rec["kernel_lines"] == 0
+    assert json.loads(open(tmp_path / "m.jsonl").read())["gpus"][1]["sm_min_mhz"] == 1410
