@@ -6,6 +6,8 @@ import re
 import time
 from pathlib import Path
 
+import pytest
+
 from probes.artifact import Artifact, validate, write_json_atomic
 from probes.lib import soak_kernel, soak_runner, soak_smi, soak_summary
 from reports import grade_burnin as gb
@@ -15,7 +17,14 @@ from reports.sections import burnin as section
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 CHECKS = {c["id"]: c for c in load_rubric()["checks"] if c["id"].startswith("burnin.")}
-T0 = float(int(time.time()) - 100)  # the interrupted node's timeline ends now: 100 s in
+T0 = None  # set as each test starts (below), never at collection: a long suite runs this file minutes later
+
+
+@pytest.fixture(autouse=True)
+def _t0():
+    """The interrupted node's timeline ends now, 100 s after its start."""
+    global T0
+    T0 = float(int(time.time()) - 100)
 
 
 def _write(path, records):
