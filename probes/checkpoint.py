@@ -20,6 +20,7 @@ import time
 import warnings
 
 from probes.lib import storage_sync, storage_tier
+from probes.util import with_defaults
 
 DEFAULTS = {"size_mib": 64, "tensors": 8, "dtype": "bfloat16", "master_port": 29620, "sync_port": 29621,
             "dcp": True, "space_factor": 1.2, "connect_timeout": 120}
@@ -87,8 +88,7 @@ def torch_save_load(torch, sd, path):
 
 
 def run(art, params, out_dir):
-    p = dict(DEFAULTS)
-    p.update({k: v for k, v in params.items() if v is not None})
+    p = with_defaults(DEFAULTS, params)
     tier = storage_tier.check_tier(p["tier"])
     hosts = p.get("hosts") or [{"name": art.host, "addr": "127.0.0.1"}]
     rank = int(p.get("rank", 0))

@@ -15,6 +15,7 @@ import shutil
 import time
 
 from probes.lib import lifecycle, storage_proc, storage_tier
+from probes.util import with_defaults
 
 DEFAULTS = {"images": ["docker.io/library/busybox:latest"], "engines": ["docker", "podman", "enroot", "apptainer"],
             "work_dir": None, "pull_timeout_s": 1800, "reach_timeout_s": 3}
@@ -84,8 +85,7 @@ def _docker_size(exe, image):
 
 
 def run(art, params, out_dir):
-    p = dict(DEFAULTS)
-    p.update({k: v for k, v in params.items() if v is not None})
+    p = with_defaults(DEFAULTS, params)
     if p.get("offline"):
         art.skip(p["offline"])
         return

@@ -18,6 +18,7 @@ import os
 import shutil
 
 from probes.lib import storage_fio, storage_proc, storage_sync, storage_tier
+from probes.util import with_defaults
 
 DEFAULTS = {
     "clients": [1],
@@ -42,8 +43,7 @@ METRICS = (("bw_bytes", "fio_bw_bytes", "B/s"), ("iops", "fio_iops", "IOPS"),
 
 
 def _params(params):
-    p = dict(DEFAULTS)
-    p.update({k: v for k, v in params.items() if v is not None})
+    p = with_defaults(DEFAULTS, params)
     p["clients"] = sorted({int(c) for c in p["clients"]})
     for name in p["workloads"]:
         storage_fio.workload_spec(name)  # unknown names fail early, with the list of known ones

@@ -20,6 +20,7 @@ import sys
 import time
 
 from probes.lib import storage_proc, storage_tier
+from probes.util import with_defaults
 
 DEFAULTS = {"mode": "node", "module": "torch", "repeat": 2, "timeout_s": 300, "space_factor": 1.5}
 
@@ -120,8 +121,7 @@ def _add(art, times, module, **labels):
 
 
 def run(art, params, out_dir):
-    p = dict(DEFAULTS)
-    p.update({k: v for k, v in params.items() if v is not None})
+    p = with_defaults(DEFAULTS, params)
     module = p["module"]
     tiers = [storage_tier.check_tier(t) for t in (p.get("tiers") or [])]
     location, extras = module_location(module)

@@ -22,6 +22,7 @@ import shutil
 import time
 
 from probes.lib import storage_sync, storage_tier
+from probes.util import with_defaults
 
 DEFAULTS = {"ranks_per_host": 2, "files_per_rank": 200, "sync_port": 29630, "connect_timeout": 120,
             "phase_timeout": 600}
@@ -126,8 +127,7 @@ def summarize(results, files):
 
 
 def run(art, params, out_dir):
-    p = dict(DEFAULTS)
-    p.update({k: v for k, v in params.items() if v is not None})
+    p = with_defaults(DEFAULTS, params)
     tier = storage_tier.check_tier(p["tier"])
     hosts = p.get("hosts") or [{"name": art.host, "addr": "127.0.0.1"}]
     host_rank = int(p.get("rank", 0))

@@ -15,6 +15,7 @@ import sys
 import time
 
 from probes.lib import lifecycle, storage_proc, storage_tier
+from probes.util import with_defaults
 
 DEFAULTS = {"model": "Qwen/Qwen2.5-0.5B-Instruct", "hubs": ["huggingface", "modelscope"], "allow_patterns": [],
             "hf_endpoint": "", "modelscope_endpoint": "https://www.modelscope.cn", "python": None, "work_dir": None,
@@ -51,8 +52,7 @@ def _tail(text):
 
 
 def run(art, params, out_dir):
-    p = dict(DEFAULTS)
-    p.update({k: v for k, v in params.items() if v is not None})
+    p = with_defaults(DEFAULTS, params)
     if p.get("offline"):
         art.skip(p["offline"])
         return

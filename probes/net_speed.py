@@ -13,6 +13,7 @@ import time
 import urllib.request
 
 from probes.lib import lifecycle
+from probes.util import with_defaults
 
 DEFAULTS = {
     "download_urls": ["https://speed.cloudflare.com/__down?bytes=100000000"],
@@ -52,8 +53,7 @@ def upload(url, timeout, size):
 
 
 def run(art, params, out_dir):
-    p = dict(DEFAULTS)
-    p.update({k: v for k, v in params.items() if v is not None})
+    p = with_defaults(DEFAULTS, params)
     if p.get("offline"):
         art.skip(p["offline"])
         return

@@ -18,6 +18,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from probes.lib import storage_s3
+from probes.util import with_defaults
 
 DEFAULTS = {"region": "us-east-1", "verify_tls": True, "large_mib": 16, "large_count": 4, "small_kib": 4,
             "small_count": 200, "threads": 4, "chunk_mib": 8, "timeout_s": 60}
@@ -92,8 +93,7 @@ def read_credentials(path):
 
 
 def run(art, params, out_dir):
-    p = dict(DEFAULTS)
-    p.update({k: v for k, v in params.items() if v is not None})
+    p = with_defaults(DEFAULTS, params)
     if p.get("skip_reason"):
         art.skip(p["skip_reason"])
         return

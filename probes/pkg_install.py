@@ -30,6 +30,7 @@ import time
 
 from probes import import_time
 from probes.lib import lifecycle, storage_proc, storage_tier
+from probes.util import with_defaults
 
 DEFAULTS = {
     "tiers": [], "packages": ["torch"], "tools": ["pip", "uv"], "index_url": "", "extra_index_urls": [],
@@ -182,8 +183,7 @@ def install_one(tool, work, p, python, uv, env):
 
 
 def run(art, params, out_dir):
-    p = dict(DEFAULTS)
-    p.update({k: v for k, v in params.items() if v is not None})
+    p = with_defaults(DEFAULTS, params)
     for key in ("venv_timeout_s", "install_timeout_s", "import_timeout_s", "reach_timeout_s", "http_timeout_s"):
         p[key] = float(p[key])
     python = p["python"] or sys.executable

@@ -17,6 +17,7 @@ import urllib.request
 
 from probes import device as device_mod
 from probes.lib import lifecycle, storage_proc, storage_tier
+from probes.util import with_defaults
 
 DEFAULTS = {"model": "Qwen/Qwen2.5-0.5B-Instruct", "model_path": "", "python": None, "vllm": None, "port": 28123,
             "args": [], "timeout_s": 600, "download_timeout_s": 1800, "hf_endpoint": "", "reach_timeout_s": 3,
@@ -52,8 +53,7 @@ def _tail_file(path):
 
 
 def run(art, params, out_dir):
-    p = dict(DEFAULTS)
-    p.update({k: v for k, v in params.items() if v is not None})
+    p = with_defaults(DEFAULTS, params)
     python = p["python"] or sys.executable
     dev, _, dev_facts = device_mod.describe()
     art.device.update(dev)

@@ -59,3 +59,10 @@ def parse_key_values(text, sep="="):
         key, value = line.split(sep, 1)
         out[key.strip()] = value.strip().strip('"').strip("'")
     return out
+
+
+def with_defaults(defaults, params):
+    """A probe's parameters: its defaults, overridden by every param given a value (None keeps the default)."""
+    merged = dict(defaults)
+    merged.update({k: v for k, v in (params or {}).items() if v is not None})
+    return merged

@@ -167,22 +167,8 @@ def plot_collectives(run, docs, events, report_dir):
             if s.get("type") == "coll":
                 key = "%s %s %s r%s" % (d["probe"], s["collective"], d["host"], s["rank"])
                 lines.setdefault(key, []).append((s["t"] - t0, s["busbw_gbps"]))
-    if not lines:
-        return None
-    fig, ax = plt.subplots(figsize=(10, 3.5))
-    for key in sorted(lines):
-        pts = sorted(lines[key])
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", linewidth=1, label=key)
-    _mark_events(ax, events)
-    ax.set_xlabel("seconds from the start of each run")
-    ax.set_ylabel("bus bandwidth (GB/s)")
-    ax.set_title("Collectives under load: bus bandwidth over time")
-    ax.grid(alpha=0.3)
-    if len(lines) <= 24:
-        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.savefig(os.path.join(report_dir, PLOTS["coll"]), dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return PLOTS["coll"]
+    return _line_plot(plt, lines, events, "seconds from the start of each run", "bus bandwidth (GB/s)",
+                      "Collectives under load: bus bandwidth over time", report_dir, PLOTS["coll"])
 
 
 def plot_storage(run, docs, report_dir):
@@ -198,21 +184,28 @@ def plot_storage(run, docs, report_dir):
             if s.get("type") == "fio":
                 key = "%s %s c%s" % (d["host"], s["phase"], s["clients"])
                 lines.setdefault(key, []).append((s["t"] - t0, s["read_mibps"] + s["write_mibps"]))
+    return _line_plot(plt, lines, [], "seconds from the start of the storage soak", "read + write bandwidth (MiB/s)",
+                      "Storage soak: bandwidth over time", report_dir, PLOTS["storage"])
+
+
+def _line_plot(plt, lines, events, xlabel, ylabel, title, report_dir, name):
+    """One line per key of lines ({label: [(t, value)]}), kernel events marked; the PNG's file name, or None."""
     if not lines:
         return None
     fig, ax = plt.subplots(figsize=(10, 3.5))
     for key in sorted(lines):
         pts = sorted(lines[key])
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", linewidth=1, label=key)
-    ax.set_xlabel("seconds from the start of the storage soak")
-    ax.set_ylabel("read + write bandwidth (MiB/s)")
-    ax.set_title("Storage soak: bandwidth over time")
+    _mark_events(ax, events)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.grid(alpha=0.3)
     if len(lines) <= 24:
         ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.savefig(os.path.join(report_dir, PLOTS["storage"]), dpi=100, bbox_inches="tight")
+    fig.savefig(os.path.join(report_dir, name), dpi=100, bbox_inches="tight")
     plt.close(fig)
-    return PLOTS["storage"]
+    return name
 
 
 def _burnin_table(docs):
