@@ -5,6 +5,7 @@ observed value and the expectation, so nothing measured or missing disappears fr
 """
 
 import glob
+import importlib
 import json
 import os
 import statistics
@@ -425,36 +426,22 @@ def grade_straggler(check, run, hosts):
 
 GRADERS = {"reachable": grade_reachable, "tasks": grade_tasks, "artifact": grade_artifact}
 PER_HOST_GRADERS = {"metric": grade_metric}
-PER_HOST_GRADERS.update(__import__("reports.grade_gpu_compute", fromlist=["_"]).GRADERS)
 CLUSTER_GRADERS = {"straggler": grade_straggler}
-PER_HOST_GRADERS["storage_ran"] = __import__("reports.grade_storage", fromlist=["_"]).grade_ran
-PER_HOST_GRADERS["storage_tier_metric"] = __import__("reports.grade_storage", fromlist=["_"]).grade_tier_metric
-PER_HOST_GRADERS["storage_fio_client"] = __import__("reports.grade_storage", fromlist=["_"]).grade_fio_client
-PER_HOST_GRADERS["storage_metadata"] = __import__("reports.grade_storage", fromlist=["_"]).grade_metadata
-CLUSTER_GRADERS["storage_scaling"] = __import__("reports.grade_storage", fromlist=["_"]).grade_scaling
-CLUSTER_GRADERS["storage_degradation"] = __import__("reports.grade_storage", fromlist=["_"]).grade_degradation
-PER_HOST_GRADERS["net_failures"] = __import__("reports.grade_network", fromlist=["_"]).grade_failures
-PER_HOST_GRADERS["net_peak_busbw"] = __import__("reports.grade_network", fromlist=["_"]).grade_peak_busbw
-PER_HOST_GRADERS["net_curve_shape"] = __import__("reports.grade_network", fromlist=["_"]).grade_curve_shape
-PER_HOST_GRADERS["net_rail_bw"] = __import__("reports.grade_network", fromlist=["_"]).grade_rail_bw
-CLUSTER_GRADERS["net_scaling"] = __import__("reports.grade_network", fromlist=["_"]).grade_scaling
-CLUSTER_GRADERS["net_pairs"] = __import__("reports.grade_network", fromlist=["_"]).grade_pairs
-PER_HOST_GRADERS["reliability_reboot"] = __import__("reports.grade_reliability", fromlist=["_"]).grade_reboot
-CLUSTER_GRADERS["reliability_peers"] = __import__("reports.grade_reliability", fromlist=["_"]).grade_peers
-PER_HOST_GRADERS["reliability_detect"] = __import__("reports.grade_reliability", fromlist=["_"]).grade_detect
-PER_HOST_GRADERS["reliability_action"] = __import__("reports.grade_reliability", fromlist=["_"]).grade_action
-PER_HOST_GRADERS["reliability_return"] = __import__("reports.grade_reliability", fromlist=["_"]).grade_return
-PER_HOST_GRADERS["audit"] = __import__("reports.grade_audit", fromlist=["_"]).grade_host
-CLUSTER_GRADERS["audit_cluster"] = __import__("reports.grade_audit", fromlist=["_"]).grade_cluster
-PER_HOST_GRADERS.update(__import__("reports.grade_burnin", fromlist=["_"]).GRADERS)
-PER_HOST_GRADERS["lifecycle_metric"] = __import__("reports.grade_lifecycle", fromlist=["_"]).grade_metric
-PER_HOST_GRADERS["lifecycle_failures"] = __import__("reports.grade_lifecycle", fromlist=["_"]).grade_failures
-PER_HOST_GRADERS["lifecycle_tier_spread"] = __import__("reports.grade_lifecycle", fromlist=["_"]).grade_tier_spread
-CLUSTER_GRADERS["lifecycle_peers"] = __import__("reports.grade_lifecycle", fromlist=["_"]).grade_peers
+# Each phase's own kinds live in reports/grade_<phase>.py as PER_HOST and CLUSTER ({kind: fn}). Those modules import
+# this one for its helpers, so their kinds are registered on first use, never while this module is imported.
+PHASES = ("gpu_compute", "storage", "network", "reliability", "audit", "burnin", "lifecycle")
 
+
+def load_phase_graders():
+    """Registers every phase's kinds into PER_HOST_GRADERS and CLUSTER_GRADERS (idempotent)."""
+    for name in PHASES:
+        module = importlib.import_module("reports.grade_" + name)
+        PER_HOST_GRADERS.update(module.PER_HOST)
+        CLUSTER_GRADERS.update(module.CLUSTER)
 
 def grade(run, rubric=None, progress=None):
     """Check rows of a run. progress(done, total, label), when given, is called before each check."""
+    load_phase_graders()
     rubric = rubric or load_rubric()
     # While grading, the index is built once and pinned, and run.artifact(host, probe, variant) - which graders,
     # the phases' too, call per check and host - answers from it (same first match) instead of scanning artifacts.

@@ -2502,3 +2502,8 @@ def validate_rubric(checks):
                 problems.append("%s: unknown condition %r" % (c.get("id"), cond))
     return problems
 
+
+# Registered by reports.grade.load_phase_graders: PER_HOST fn(check, run, host) -> rows,
+# CLUSTER fn(check, run, hosts) -> rows.
+PER_HOST = {"audit": grade_host}
+CLUSTER = {"audit_cluster": grade_cluster}

@@ -16,14 +16,13 @@ kinds (registered in reports/grade.py), all per host:
   burnin_storage     per phase and client count: bandwidth degradation (first tenth against last tenth) and errors
 """
 
-def _grade():
-    from reports import grade  # noqa: PLC0415 - reports.grade registers these graders while it is imported
 
-    return grade
+
+from reports import grade
 
 
 def _row(check, host, status, observed=None, expected=None, reason=None, subject=""):
-    return _grade()._row(check, host, status, observed, expected, reason, subject)
+    return grade._row(check, host, status, observed, expected, reason, subject)
 
 
 def _precondition(check, run, host, probe):
@@ -277,5 +276,7 @@ def grade_storage(check, run, host):
     return rows
 
 
-GRADERS = {"burnin_completed": grade_completed, "burnin_kernel": grade_kernel, "burnin_gemm": grade_gemm,
+# Registered by reports.grade.load_phase_graders (per host: fn(check, run, host) -> rows).
+PER_HOST = {"burnin_completed": grade_completed, "burnin_kernel": grade_kernel, "burnin_gemm": grade_gemm,
            "burnin_gpu": grade_gpu, "burnin_coll": grade_coll, "burnin_storage": grade_storage}
+CLUSTER = {}

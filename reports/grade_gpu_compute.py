@@ -33,5 +33,6 @@ def grade_dtype_metric(check, run, host, models=None):
     return grade.grade_metric(merged, run, host, models=models)
 
 
-# Registered in reports/grade.py (PER_HOST_GRADERS: fn(check, run, host) -> rows).
-GRADERS = {"dtype_metric": grade_dtype_metric}
+# Registered by reports.grade.load_phase_graders (per host: fn(check, run, host) -> rows).
+PER_HOST = {"dtype_metric": grade_dtype_metric}
+CLUSTER = {}

@@ -16,16 +16,11 @@ kinds (registered in reports/grade.py):
 import json
 import statistics
 
-
-def _grade():
-    # Imported here, not at the top: reports.grade registers these graders while it is being imported.
-    from reports import grade  # noqa: PLC0415
-
-    return grade
+from reports import grade
 
 
 def _row(check, host, status, observed=None, expected=None, reason=None, subject=""):
-    return _grade()._row(check, host, status, observed, expected, reason, subject)
+    return grade._row(check, host, status, observed, expected, reason, subject)
 
 
 def _doc(run, host, probe):
@@ -59,7 +54,7 @@ def group_values(recs, keys):
 
 
 def _fmt(value, unit):
-    text = _grade()._text(round(value, 3))
+    text = grade._text(round(value, 3))
     return ("%s %s" % (text, unit or "")).strip()
 
 
@@ -114,7 +109,7 @@ def grade_metric(check, run, host):
     if not groups:
         status = "error" if doc["status"] == "error" else "skip"
         return [_row(check, host, status, reason=_why_missing(check, doc))]
-    agg = _grade().AGGREGATES[check.get("agg", "median")]
+    agg = grade.AGGREGATES[check.get("agg", "median")]
     unit = check.get("unit") or recs[0]["unit"]
     out = []
     for subject, values in groups.items():
@@ -219,3 +214,13 @@ def grade_peers(check, run, hosts):
         rows.append(_row(check, host, status, "%s (%+.0f%% against the median)" % (_fmt(value, "s"), above),
                          "within %g%% of the hosts' median %s" % (fail, _fmt(median, "s")), subject=subject))
     return rows
+
+
+# Registered by reports.grade.load_phase_graders: PER_HOST fn(check, run, host) -> rows,
+# CLUSTER fn(check, run, hosts) -> rows.
+PER_HOST = {
+    "lifecycle_metric": grade_metric,
+    "lifecycle_failures": grade_failures,
+    "lifecycle_tier_spread": grade_tier_spread,
+}
+CLUSTER = {"lifecycle_peers": grade_peers}

@@ -19,19 +19,17 @@ import statistics
 import pandas as pd
 import yaml
 
+from reports import grade
+
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 LABELS = ("collective", "size_bytes", "placement", "nodes", "ranks")
 STATUS_RANK = {"pass": 0, "skip": 0, "warn": 1, "fail": 2, "error": 3}
 
 
-def _grade():
-    from reports import grade  # noqa: PLC0415 - grade imports this module to register the graders
-
-    return grade
 
 
 def _row(*args, **kwargs):
-    return _grade()._row(*args, **kwargs)
+    return grade._row(*args, **kwargs)
 
 
 def load_fabrics(path=None):
@@ -150,7 +148,6 @@ def _select_nodes(df, nodes):
 
 def _expected_busbw(check, run, host, doc, ranks, nodes):
     """(threshold, text) or (None, reason) for a peak busbw check."""
-    grade = _grade()
     fraction = float(check["expect"].get("fraction", 1.0))
     if nodes == 1:
         field = check["expect"]["of"]
@@ -184,7 +181,7 @@ def _expected_busbw(check, run, host, doc, ranks, nodes):
 
 def grade_peak_busbw(check, run, host):
     """Peak busbw of one collective on this host at 1 node or at the largest multi-node world size."""
-    pre = _grade()._precondition(check, run, host)
+    pre = grade._precondition(check, run, host)
     if pre:
         return [pre]
     doc = run.artifact(host, check["probe"], check.get("variant"))
@@ -250,7 +247,7 @@ def grade_curve_shape(check, run, host):
 
 def grade_rail_bw(check, run, host):
     """Per RDMA rail: perftest bandwidth against the fabric's expectation (fraction × line rate, or its pass line)."""
-    pre = _grade()._precondition(check, run, host)
+    pre = grade._precondition(check, run, host)
     if pre:
         return [pre]
     doc = run.artifact(host, check["probe"], check.get("variant"))
@@ -383,3 +380,14 @@ def grade_pairs(check, run, hosts):
         rows.append(_row(check, host, status, text, "bw within %g%% of the median pair (warn %g%%), rtt within +%g%%"
                          % (bw_fail, bw_warn, rtt_warn)))
     return rows
+
+
+# Registered by reports.grade.load_phase_graders: PER_HOST fn(check, run, host) -> rows,
+# CLUSTER fn(check, run, hosts) -> rows.
+PER_HOST = {
+    "net_failures": grade_failures,
+    "net_peak_busbw": grade_peak_busbw,
+    "net_curve_shape": grade_curve_shape,
+    "net_rail_bw": grade_rail_bw,
+}
+CLUSTER = {"net_scaling": grade_scaling, "net_pairs": grade_pairs}

@@ -18,20 +18,18 @@ import statistics
 
 import yaml
 
+from reports import grade
+
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 # What the observed actions mean for the buckets of xid.yml.
 UNCONTAINED = ("REBOOT", "RESET_GPU", "WORKFLOW_ECC", "WORKFLOW_NVLINK", "CHECK_MECHANICALS", "CONTACT_SUPPORT")
 HARMLESS = ("RESTART_APP", "IGNORE_UNTIL_RESET")
 
 
-def _grade():
-    from reports import grade  # noqa: PLC0415 - reports.grade registers these graders while it is imported
-
-    return grade
 
 
 def _row(check, host, status, observed=None, expected=None, reason=None, subject=""):
-    return _grade()._row(check, host, status, observed, expected, reason, subject)
+    return grade._row(check, host, status, observed, expected, reason, subject)
 
 
 def _doc(run, host, probe):
@@ -214,3 +212,14 @@ def timeline_rows(run):
                 events[(r.get("labels") or {}).get("event", r["metric"])] = float(r["value"])
         out.append((doc["host"], doc["probe"], events, _metrics(doc), doc.get("facts") or {}))
     return out
+
+
+# Registered by reports.grade.load_phase_graders: PER_HOST fn(check, run, host) -> rows,
+# CLUSTER fn(check, run, hosts) -> rows.
+PER_HOST = {
+    "reliability_reboot": grade_reboot,
+    "reliability_detect": grade_detect,
+    "reliability_action": grade_action,
+    "reliability_return": grade_return,
+}
+CLUSTER = {"reliability_peers": grade_peers}

@@ -20,16 +20,11 @@ kinds (registered in reports/grade.py):
 import json
 import statistics
 
-
-def _grade():
-    # Imported here, not at the top: reports.grade registers these graders while it is being imported.
-    from reports import grade  # noqa: PLC0415
-
-    return grade
+from reports import grade
 
 
 def _row(check, host, status, observed=None, expected=None, reason=None, subject=""):
-    return _grade()._row(check, host, status, observed, expected, reason, subject)
+    return grade._row(check, host, status, observed, expected, reason, subject)
 
 
 def _docs(run, host, probe):
@@ -62,7 +57,7 @@ def _matches(labels, wanted, unwanted=None):
 def _fmt(value, check):
     scale = float(check.get("scale", 1.0))
     unit = check.get("unit", "")
-    text = _grade()._text(round(value * scale, 4) if scale != 1.0 else round(value, 4))
+    text = grade._text(round(value * scale, 4) if scale != 1.0 else round(value, 4))
     return ("%s %s" % (text, unit)).strip()
 
 
@@ -125,7 +120,7 @@ def grade_tier_metric(check, run, host):
     if not groups and not rows:
         rows.append(_row(check, host, "skip", reason=check.get("missing_reason")
                          or "no %s result on this host" % check["metric"]))
-    agg = _grade().AGGREGATES[check.get("agg", "median")]
+    agg = grade.AGGREGATES[check.get("agg", "median")]
     for key in sorted(groups):
         value = float(agg(groups[key]))
         status, expected = _judge(check, value)
@@ -336,3 +331,14 @@ def grade_metadata(check, run, host):
         else:
             rows.append(_row(check, host, "pass", "0 anomalies (%s)" % where, "0 anomalies", subject=subject))
     return rows
+
+
+# Registered by reports.grade.load_phase_graders: PER_HOST fn(check, run, host) -> rows,
+# CLUSTER fn(check, run, hosts) -> rows.
+PER_HOST = {
+    "storage_ran": grade_ran,
+    "storage_tier_metric": grade_tier_metric,
+    "storage_fio_client": grade_fio_client,
+    "storage_metadata": grade_metadata,
+}
+CLUSTER = {"storage_scaling": grade_scaling, "storage_degradation": grade_degradation}

@@ -100,3 +100,24 @@ def test_shipped_rubric_loads():
     rubric = load_rubric()
     assert {c["id"] for c in rubric["checks"]} >= {"preflight.reachable", "preflight.node_info"}
     json.dumps(rubric)
+
+
+def test_each_phase_grader_imports_first_and_every_rubric_kind_is_registered():
+    """A phase's grader module can be the first thing imported (fresh interpreter: no circular import through
+    reports.grade), and every kind the rubric uses has a grader once the phases are loaded."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from reports import grade
+
+    root = Path(__file__).resolve().parents[2]
+    for phase in grade.PHASES:
+        code = ("import reports.grade_%s as m\nfrom reports import grade\ngrade.load_phase_graders()\n"
+                "assert m.PER_HOST.items() <= grade.PER_HOST_GRADERS.items()\n"
+                "assert m.CLUSTER.items() <= grade.CLUSTER_GRADERS.items()\n" % phase)
+        res = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, (phase, res.stderr[-1500:])
+    grade.load_phase_graders()
+    kinds = set(grade.GRADERS) | set(grade.PER_HOST_GRADERS) | set(grade.CLUSTER_GRADERS)
+    assert {c["kind"] for c in load_rubric()["checks"]} <= kinds
