@@ -51,6 +51,19 @@ def meets(value, expect, threshold):
     return OPS[expect.get("op", ">=")](value, threshold)
 
 
+def judge(value, expect, warn=None):
+    """(status, expected text) of a value against a fixed expectation and, when it meets it, the warn one:
+    fail below expect, warn below warn, else pass (graders whose thresholds do not depend on the GPU model)."""
+    threshold, text, _ = resolve(expect, None)
+    if not meets(value, expect, threshold):
+        return "fail", text
+    if warn:
+        w_threshold, w_text, _ = resolve(warn, None)
+        if not meets(value, warn, w_threshold):
+            return "warn", "%s (warn unless %s)" % (text, w_text)
+    return "pass", text
+
+
 def _fmt(value):
     value = float(value)
     return str(int(value)) if value.is_integer() else "%.4g" % value

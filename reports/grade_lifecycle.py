@@ -13,10 +13,9 @@ kinds (registered in reports/grade.py):
   lifecycle_peers       cluster: each host against the median of all hosts for the same tier and tool
 """
 
-import json
 import statistics
 
-from reports import grade
+from reports import expectations, grade
 
 
 def _row(check, host, status, observed=None, expected=None, reason=None, subject=""):
@@ -29,16 +28,8 @@ def _doc(run, host, probe):
 
 def records(run, probe, metric, host=None, labels=None):
     """Result rows of probe/metric with parsed labels (optionally one host, and a label filter)."""
-    res = run.results
-    sel = res[(res.probe == probe) & (res.metric == metric)]
-    if host is not None:
-        sel = sel[sel.host == host]
-    out = []
-    for r in sel.itertuples():
-        lab = json.loads(r.labels)
-        if all(str(lab.get(k)) == str(v) for k, v in (labels or {}).items()):
-            out.append({"host": r.host, "value": float(r.value), "unit": r.unit, "labels": lab})
-    return out
+    return [r for r in run.records(probe) if r["metric"] == metric and (host is None or r["host"] == host)
+            and all(str(r["labels"].get(k)) == str(v) for k, v in (labels or {}).items())]
 
 
 def _subject(labels, keys):
@@ -56,20 +47,6 @@ def group_values(recs, keys):
 def _fmt(value, unit):
     text = grade._text(round(value, 3))
     return ("%s %s" % (text, unit or "")).strip()
-
-
-def judge(check, value):
-    """(status, expected text) of value against expect and, when it passes, warn."""
-    from reports import expectations  # noqa: PLC0415
-
-    threshold, text, _ = expectations.resolve(check["expect"], None)
-    if not expectations.meets(value, check["expect"], threshold):
-        return "fail", text
-    if check.get("warn"):
-        w_threshold, w_text, _ = expectations.resolve(check["warn"], None)
-        if not expectations.meets(value, check["warn"], w_threshold):
-            return "warn", "%s (warn unless %s)" % (text, w_text)
-    return "pass", text
 
 
 def _unusable(check, run, host, doc):
@@ -114,7 +91,7 @@ def grade_metric(check, run, host):
     out = []
     for subject, values in groups.items():
         value = float(agg(values))
-        status, expected = judge(check, value)
+        status, expected = expectations.judge(value, check["expect"], check.get("warn"))
         out.append(_row(check, host, status, _fmt(value, unit), expected, subject=subject))
     return out
 

@@ -17,10 +17,9 @@ kinds (registered in reports/grade.py):
   storage_metadata    per host: metadata anomalies (EEXIST then ENOENT, invisible files …) fail; stale entries warn
 """
 
-import json
 import statistics
 
-from reports import grade
+from reports import expectations, grade
 
 
 def _row(check, host, status, observed=None, expected=None, reason=None, subject=""):
@@ -32,19 +31,8 @@ def _docs(run, host, probe):
                   key=lambda d: d.get("variant") or "")
 
 
-def _all_records(run, probe):
-    """Result rows of one probe with their labels parsed, cached on the run (graders ask many times)."""
-    cache = run.__dict__.setdefault("_storage_records", {})
-    if probe not in cache:
-        res = run.results
-        sel = res[res.probe == probe]
-        cache[probe] = [{"host": r.host, "variant": r.variant, "metric": r.metric, "value": float(r.value),
-                         "unit": r.unit, "labels": json.loads(r.labels)} for r in sel.itertuples()]
-    return cache[probe]
-
-
 def _records(run, probe, host=None, metric=None):
-    return [r for r in _all_records(run, probe)
+    return [r for r in run.records(probe)
             if (host is None or r["host"] == host) and (metric is None or r["metric"] == metric)]
 
 
@@ -62,18 +50,8 @@ def _fmt(value, check):
 
 
 def _judge(check, value):
-    """(status, expected text) of a value against check.expect and check.warn (thresholds in display units)."""
-    from reports import expectations  # noqa: PLC0415
-
-    shown = value * float(check.get("scale", 1.0))
-    threshold, text, _ = expectations.resolve(check["expect"], None)
-    if not expectations.meets(shown, check["expect"], threshold):
-        return "fail", text
-    if check.get("warn"):
-        w_threshold, w_text, _ = expectations.resolve(check["warn"], None)
-        if not expectations.meets(shown, check["warn"], w_threshold):
-            return "warn", "%s (warn unless %s)" % (text, w_text)
-    return "pass", text
+    """(status, expected text) of a value in display units (check.scale) against check.expect and check.warn."""
+    return expectations.judge(value * float(check.get("scale", 1.0)), check["expect"], check.get("warn"))
 
 
 def _unusable(check, run, host, docs):

@@ -28,12 +28,23 @@ class Run:
     journal: list = field(default_factory=list)
     _by_key: dict = field(default=None, repr=False, compare=False)
     _attempted: set = field(default=None, repr=False, compare=False)
+    _records: dict = field(default_factory=dict, repr=False, compare=False)
 
     def artifact(self, host, probe, variant=None):
         """The artifact of one probe invocation on one host, or None (a dict lookup: graders ask often)."""
         if self._by_key is None:
             self._by_key = {(d["host"], d["probe"], d.get("variant")): d for d in self.artifacts}
         return self._by_key.get((host, probe, variant))
+
+    def records(self, probe):
+        """Result rows of one probe as dicts (host, variant, backend, metric, value, unit, labels parsed), in
+        artifact order; made once per probe, since graders and sections ask for them many times."""
+        if probe not in self._records:
+            sel = self.results[self.results.probe == probe]
+            self._records[probe] = [{"host": r.host, "variant": r.variant, "backend": r.backend, "metric": r.metric,
+                                     "value": float(r.value), "unit": r.unit, "labels": json.loads(r.labels)}
+                                    for r in sel.itertuples()]
+        return self._records[probe]
 
     def attempted(self, host, probe):
         """Whether the journal shows a task that ran, or tried to run, this probe on this host."""

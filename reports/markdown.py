@@ -11,3 +11,12 @@ def table(header, rows):
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     out += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
     return "\n".join(out)
+
+
+def fmt(value, digits=3):
+    """A measured number for a table: whole numbers from 100 up, else `digits` significant digits."""
+    if value is None:
+        return None
+    if abs(value) >= 100:
+        return "%.0f" % value
+    return "%.*g" % (digits, value)

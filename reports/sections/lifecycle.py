@@ -5,29 +5,15 @@ Plot (PNG, matplotlib Agg) beside report.md: install time (venv + install) and i
 one bar per tool (and cold/warm for imports), the median over hosts with the range of hosts as an error bar.
 """
 
-import json
 import os
 import statistics
 
+from reports.markdown import fmt
 from reports.markdown import table as _table
 
 ORDER = 55
 PLOT = "lifecycle_tiers.png"
 PROBES = ("net_speed", "pkg_install", "container_pull", "model_pull", "serve_ready")
-
-
-def fmt(value, digits=3):
-    if value is None:
-        return None
-    if abs(value) >= 100:
-        return "%.0f" % value
-    return "%.*g" % (digits, value)
-
-
-def _records(run, probe):
-    res = run.results[run.results.probe == probe]
-    return [{"host": r.host, "metric": r.metric, "value": float(r.value), "unit": r.unit,
-             "labels": json.loads(r.labels)} for r in res.itertuples()]
 
 
 def _docs(run, probe):
@@ -37,7 +23,7 @@ def _docs(run, probe):
 def install_rows(run):
     """{(host, tier, tool): {metric or metric/cache: value}} of the pkg_install results."""
     out = {}
-    for r in _records(run, "pkg_install"):
+    for r in run.records("pkg_install"):
         lab = r["labels"]
         key = (r["host"], lab.get("tier"), lab.get("tool"))
         name = r["metric"] + ("/" + lab["cache"] if "cache" in lab else "")
@@ -144,12 +130,12 @@ def install_part(run, report_dir):
 
 def transfer_part(run):
     lines = []
-    net = _records(run, "net_speed")
+    net = run.records("net_speed")
     if net:
         rows = sorted((r["host"], r["metric"].replace("_mbps", ""), r["labels"].get("url"), fmt(r["value"]))
                       for r in net if r["metric"].endswith("_mbps"))
         lines += ["### Internet speed", "", _table(["host", "direction", "URL", "Mbit/s"], rows), ""]
-    pulls = _records(run, "container_pull")
+    pulls = run.records("container_pull")
     if pulls:
         by = {}
         for r in pulls:
@@ -158,7 +144,7 @@ def transfer_part(run):
         rows = [[h, e, i, fmt(m.get("pull_s")), fmt((m.get("image_bytes") or 0) / 1e6) if m.get("image_bytes")
                  else None, fmt(m.get("pull_mbps"))] for (h, e, i), m in sorted(by.items())]
         lines += ["### Container pulls", "", _table(["host", "engine", "image", "pull s", "MB", "Mbit/s"], rows), ""]
-    models = _records(run, "model_pull")
+    models = run.records("model_pull")
     if models:
         by = {}
         for r in models:
@@ -166,7 +152,7 @@ def transfer_part(run):
         rows = [[h, hub, model, fmt(m.get("download_s")), fmt((m.get("model_bytes") or 0) / 1e6),
                  fmt(m.get("download_mbps"))] for (h, hub, model), m in sorted(by.items())]
         lines += ["### Model downloads", "", _table(["host", "hub", "model", "s", "MB", "Mbit/s"], rows), ""]
-    serve = [r for r in _records(run, "serve_ready") if r["metric"] == "ready_s"]
+    serve = [r for r in run.records("serve_ready") if r["metric"] == "ready_s"]
     if serve:
         rows = [[r["host"], r["labels"].get("model"), fmt(r["value"])] for r in sorted(serve, key=lambda r: r["host"])]
         lines += ["### vllm serve", "", _table(["host", "model", "s until /v1/models answers"], rows), ""]

@@ -7,9 +7,9 @@ throughput against clients (one line per workload), and the latency percentiles 
 clients. Aggregate latency percentiles are the worst client's, as the fio_sweep probe records them.
 """
 
-import json
 import os
 
+from reports.markdown import fmt
 from reports.markdown import table as _table
 
 ORDER = 50
@@ -17,20 +17,6 @@ WORKLOAD_ORDER = ("seq_read_buffered", "seq_write_buffered", "rand_read_buffered
                   "seq_read_direct", "seq_write_direct", "rand_read_direct", "rand_write_direct")
 PCTS = (("fio_clat_p50_us", "p50"), ("fio_clat_p90_us", "p90"), ("fio_clat_p99_us", "p99"),
         ("fio_clat_p99_9_us", "p99.9"))
-
-
-def fmt(value, digits=3):
-    if value is None:
-        return None
-    if abs(value) >= 100:
-        return "%.0f" % value
-    return "%.*g" % (digits, value)
-
-
-def _records(run, probe):
-    res = run.results[run.results.probe == probe]
-    return [{"host": r.host, "variant": r.variant, "metric": r.metric, "value": float(r.value), "unit": r.unit,
-             "labels": json.loads(r.labels)} for r in res.itertuples()]
 
 
 def _docs(run, probe):
@@ -45,7 +31,7 @@ def _workloads(names):
 def sweep_points(run):
     """{tier: {(workload, clients): {metric: value}}} of the aggregate results, from the driver artifacts."""
     out = {}
-    for r in _records(run, "fio_sweep"):
+    for r in run.records("fio_sweep"):
         if r["labels"].get("scope") != "aggregate":
             continue
         key = (r["labels"]["workload"], int(r["labels"]["clients"]))
@@ -174,7 +160,7 @@ def fio_part(run, report_dir):
 
 def checkpoint_part(run):
     rows = []
-    recs = _records(run, "checkpoint")
+    recs = run.records("checkpoint")
     keys = sorted({(r["host"], r["variant"], r["labels"].get("method"), r["labels"].get("scope")) for r in recs
                    if r["metric"] == "ckpt_save_gbps"})
     for host, tier, method, scope in keys:
@@ -197,7 +183,7 @@ def checkpoint_part(run):
 
 
 def metadata_part(run):
-    recs = _records(run, "metadata")
+    recs = run.records("metadata")
     rows = []
     for doc in sorted(_docs(run, "metadata"), key=lambda d: (d.get("variant") or "", d["host"])):
         mine = [r for r in recs if r["host"] == doc["host"] and r["variant"] == doc.get("variant")]
@@ -224,7 +210,7 @@ def metadata_part(run):
 def import_part(run):
     rows = []
     for doc in sorted(_docs(run, "import_time"), key=lambda d: d["host"]):
-        recs = [r for r in _records(run, "import_time") if r["host"] == doc["host"] and r["metric"] == "import_s"]
+        recs = [r for r in run.records("import_time") if r["host"] == doc["host"] and r["metric"] == "import_s"]
         for tier in sorted({r["labels"].get("tier") for r in recs}):
             first = next((r["value"] for r in recs if r["labels"].get("tier") == tier
                           and r["labels"].get("cache") == "first"), None)
@@ -240,7 +226,7 @@ def import_part(run):
 
 
 def object_part(run):
-    recs = _records(run, "object_store")
+    recs = run.records("object_store")
     rows = []
     for host in sorted({r["host"] for r in recs}):
         def val(metric, pct=None, host=host):
