@@ -154,19 +154,25 @@ def plot_timeline(run, docs, events, report_dir):
     return PLOTS["timeline"]
 
 
-def plot_collectives(run, docs, events, report_dir):
-    plt = _plt()
-    if plt is None:
-        return None
+def _series(run, docs, stream, kind, key, value):
+    """{line label: [(seconds from the run's start, value)]} of one timeline stream of every artifact."""
     lines = {}
     for d in docs:
         t0 = _t0(d)
         if t0 is None:
             continue
-        for s in read_stream(run, d, "coll"):
-            if s.get("type") == "coll":
-                key = "%s %s %s r%s" % (d["probe"], s["collective"], d["host"], s["rank"])
-                lines.setdefault(key, []).append((s["t"] - t0, s["busbw_gbps"]))
+        for s in read_stream(run, d, stream):
+            if s.get("type") == kind:
+                lines.setdefault(key(d, s), []).append((s["t"] - t0, value(s)))
+    return lines
+
+
+def plot_collectives(run, docs, events, report_dir):
+    plt = _plt()
+    if plt is None:
+        return None
+    lines = _series(run, docs, "coll", "coll", lambda d, s: "%s %s %s r%s" % (d["probe"], s["collective"], d["host"],
+                                                                            s["rank"]), lambda s: s["busbw_gbps"])
     return _line_plot(plt, lines, events, "seconds from the start of each run", "bus bandwidth (GB/s)",
                       "Collectives under load: bus bandwidth over time", report_dir, PLOTS["coll"])
 
@@ -175,15 +181,8 @@ def plot_storage(run, docs, report_dir):
     plt = _plt()
     if plt is None:
         return None
-    lines = {}
-    for d in docs:
-        t0 = _t0(d)
-        if t0 is None:
-            continue
-        for s in read_stream(run, d, "fio"):
-            if s.get("type") == "fio":
-                key = "%s %s c%s" % (d["host"], s["phase"], s["clients"])
-                lines.setdefault(key, []).append((s["t"] - t0, s["read_mibps"] + s["write_mibps"]))
+    lines = _series(run, docs, "fio", "fio", lambda d, s: "%s %s c%s" % (d["host"], s["phase"], s["clients"]),
+                    lambda s: s["read_mibps"] + s["write_mibps"])
     return _line_plot(plt, lines, [], "seconds from the start of the storage soak", "read + write bandwidth (MiB/s)",
                       "Storage soak: bandwidth over time", report_dir, PLOTS["storage"])
 
