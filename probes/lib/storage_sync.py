@@ -98,7 +98,9 @@ class Server:
                 values = []
                 for rank in range(self.world):
                     values.append(self._conns[rank][1].read().get("value"))
-                for rank in range(self.world):
+                # Rank 0 last: it runs this server and closes it once answered, so every other rank must
+                # have its answer by then (else a peer can read "connection closed" instead of the values).
+                for rank in reversed(range(self.world)):
                     _send(self._conns[rank][0], {"values": values})
         except (OSError, ValueError, RendezvousError) as exc:
             if not self._closed:
