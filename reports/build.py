@@ -11,11 +11,13 @@ import os
 import sys
 import time
 
-from reports import peers, render_html, render_md
-from reports.grade import CHECK_COLUMNS, grade, load_rubric, summarize
+from reports import peers
+from reports.grading.engine import CHECK_COLUMNS, grade, load_rubric, summarize
 from reports.junit import junit_xml
 from reports.load import load_run
 from reports.rate import analyst_rows, load_analyst, load_tiers, rate, rating_table, ratings_document
+from reports.render import report_html as render_html
+from reports.render import report_md as render_md
 
 # Exit codes of `reports build` (and of the CLI in general).
 EXIT_OK = 0  # ran, every check passed, warned or was skipped with its reason

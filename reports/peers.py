@@ -22,9 +22,9 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from reports import expectations
+from reports import DATA_DIR
+from reports.grading import expectations
 
-DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 PEER_SCHEMA = "clustermax.assess/peer/v1"
 ENV_STORE = "CLUSTERMAX_ASSESS_PEERS"
 
@@ -69,7 +69,7 @@ AGGS = {"median": np.median, "mean": np.mean, "min": np.min, "max": np.max}
 
 def metric_value(run, m, backend=None):
     """(value or None, number of results it aggregates, why None)."""
-    from reports.grade import _selection  # the grading index: one parse of the labels per (probe, metric)
+    from reports.grading.engine import _selection  # the grading index: one parse of the labels per (probe, metric)
 
     sel = _selection(run, {k: m[k] for k in ("probe", "metric", "variant", "labels") if k in m})
     if not len(sel):

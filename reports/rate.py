@@ -22,7 +22,8 @@ from collections import Counter
 
 import yaml
 
-DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+from reports import DATA_DIR
+
 RATINGS_SCHEMA = "clustermax.assess/ratings/v1"
 ANALYST_SCHEMA = "clustermax.assess/analyst/v1"
 NOT_RATED = "Not rated"

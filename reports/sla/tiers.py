@@ -8,7 +8,9 @@ from fractions import Fraction
 
 import yaml
 
-DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "sla_tiers.yml")
+from reports import DATA_DIR
+
+DATA = os.path.join(DATA_DIR, "sla_tiers.yml")
 
 
 class TierError(ValueError):

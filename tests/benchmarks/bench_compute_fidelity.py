@@ -3,8 +3,8 @@
     .venv/bin/python tests/benchmarks/bench_compute_fidelity.py [--rounds 3] [--threads 1]
 
 In one process, on the backend this machine has (CUDA when torch sees a GPU, else the CPU):
-1. gemm: our probe (probes/gemm.py: workers, L2 flush before each iteration, per-iteration timing, TFLOP/s from
-   the mean time) against a bare ten-line torch.mm timing loop on the same shape and dtype;
+1. gemm: our probe (probes/gpu_compute/gemm.py: workers, L2 flush before each iteration, per-iteration timing,
+   TFLOP/s from the mean time) against a bare ten-line torch.mm timing loop on the same shape and dtype;
 2. copy_bw: our probe (pinned host-to-device on CUDA, host-to-host on the CPU) against a bare tensor-copy loop.
 Each round runs the probe and the bare loop back to back (alternating which goes first); the ratio is the median
 of the per-round ratios, so that other load on the machine hits both sides alike. Prints the ratios (probe / bare,

@@ -30,7 +30,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from probes.cli import run_probe  # noqa: E402
-from probes.lib import storage_fio, storage_tier  # noqa: E402
+from probes.common import tiers as storage_tier  # noqa: E402
+from probes.storage import fio as storage_fio  # noqa: E402
 
 TARGET = 0.95
 

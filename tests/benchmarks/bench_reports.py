@@ -151,11 +151,13 @@ def timed(fn, *args, **kwargs):
 
 def stages(run_dir, rubric):
     """CPU seconds of each stage of a build, in order (where the time goes)."""
-    from reports import render_html, render_md, sections
-    from reports.grade import grade, load_rubric
+    from reports import phases
+    from reports.grading.engine import grade, load_rubric
     from reports.junit import junit_xml
     from reports.load import load_run
     from reports.rate import load_tiers, rate
+    from reports.render import report_html as render_html
+    from reports.render import report_md as render_md
 
     out = []
 
@@ -171,7 +173,7 @@ def stages(run_dir, rubric):
     stage("headline metrics", peers.headline, run, rating)
     report_dir = tempfile.mkdtemp(prefix="cmxa-bench-stages-")
     try:
-        for module in sections.modules():
+        for module in phases.sections():
             stage("section %s" % module.__name__.rsplit(".", 1)[-1], module.render, run, rows, report_dir)
         parts = stage("report.md parts", render_md.render_parts, run, rows, None, None)
         stage("report.html", render_html.render, parts, rows, None, report_dir)

@@ -99,7 +99,7 @@ def main():
                                                                 ).exists() else "probes"
     art_dir, run_dir = run_ansible(args.profile, out) if via == "ansible" else run_probes(args.profile, out)
 
-    from reports.expectations import gpu_model_key, load_gpus
+    from reports.grading.expectations import gpu_model_key, load_gpus
 
     failed = False
     print("\nprobe          status   backend  notes")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, read_journal, run_dirs, run_playbook
 
-from reports.grade import load_rubric
+from reports.grading.engine import load_rubric
 
 PLANTED_NCCL = "/run/clustermax-test/nccl.conf"
 AUDIT_IDS = {c["id"] for c in load_rubric()["checks"] if c["id"].startswith("audit.")}
@@ -20,7 +20,7 @@ AUDIT_IDS = {c["id"] for c in load_rubric()["checks"] if c["id"].startswith("aud
 SNAPSHOT = r"""
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
-from probes.lib.audit_system import SYSCTLS
+from probes.audit.system import SYSCTLS
 
 def entry(path):
     st = os.lstat(path)

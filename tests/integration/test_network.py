@@ -15,7 +15,7 @@ import pytest
 from cluster.cluster import HOLDER_ENV, SSHD, _netns_pids, _proc_env, _proc_exe
 from helpers import ROOT, run_dirs, run_playbook
 
-from probes.lib.net_busbw import busbw_factor
+from probes.network.busbw import busbw_factor
 
 pytestmark = pytest.mark.cluster
 

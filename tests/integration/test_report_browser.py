@@ -16,7 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from rating_runs import RUBRIC, make_run  # noqa: E402
 
-from reports import sections  # noqa: E402
+from reports import phases  # noqa: E402
 from reports.build import build  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -60,13 +60,13 @@ def plot_section():
 def report(tmp_path_factory):
     base = tmp_path_factory.mktemp("browser")
     run_dir = make_run(base, "excellent", host_overrides={"gn3": {"read_bw_gbps": 1.0}})
-    original = sections.modules
-    sections.modules = lambda: original() + [plot_section()]
+    original = phases.sections
+    phases.sections = lambda: original() + [plot_section()]
     try:
         # No analyst file: pricing, partnerships and availability are "not measured", coverage 81 % -> Gold
         _, _, report_dir = build(run_dir, rubric=RUBRIC, progress=False)
     finally:
-        sections.modules = original
+        phases.sections = original
     return Path(report_dir)
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from probes.artifact import validate
+from probes.audit.collect import Collector
 from probes.cli import run_probe
-from probes.lib.audit_collect import Collector
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "audit"
 

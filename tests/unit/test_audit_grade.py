@@ -8,19 +8,18 @@ from pathlib import Path
 import pytest
 
 from probes.artifact import Artifact, write_json_atomic
-from probes.lib import (
-    audit_amd,
-    audit_health,
-    audit_logs,
-    audit_net,
-    audit_nvidia,
-    audit_pci,
-    audit_sched,
-    audit_security,
-    audit_storage,
-)
-from reports import grade, grade_audit
+from probes.audit import amd as audit_amd
+from probes.audit import health as audit_health
+from probes.audit import logs as audit_logs
+from probes.audit import net as audit_net
+from probes.audit import nvidia as audit_nvidia
+from probes.audit import pci as audit_pci
+from probes.audit import sched as audit_sched
+from probes.audit import security as audit_security
+from probes.audit import storage as audit_storage
+from reports.grading import engine as grade
 from reports.load import load_run
+from reports.phases.audit import grade as grade_audit
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "audit"
 STATUSES = {"pass", "warn", "fail", "skip", "error"}
@@ -528,7 +527,7 @@ def test_kubernetes_objects_from_the_controller(tmp_path):
 
 
 def test_report_section_lists_findings_and_drift(tmp_path, fleet):
-    from reports.sections import audit as section
+    from reports.phases.audit import section
 
     run, rows = fleet
     md = section.render(run, rows, str(tmp_path))

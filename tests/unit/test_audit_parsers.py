@@ -5,19 +5,17 @@ from pathlib import Path
 
 import pytest
 
-from probes.lib import (
-    audit_amd,
-    audit_health,
-    audit_logs,
-    audit_net,
-    audit_nvidia,
-    audit_pci,
-    audit_procs,
-    audit_sched,
-    audit_security,
-    audit_software,
-    audit_storage,
-)
+from probes.audit import amd as audit_amd
+from probes.audit import health as audit_health
+from probes.audit import logs as audit_logs
+from probes.audit import net as audit_net
+from probes.audit import nvidia as audit_nvidia
+from probes.audit import pci as audit_pci
+from probes.audit import procs as audit_procs
+from probes.audit import sched as audit_sched
+from probes.audit import security as audit_security
+from probes.audit import software as audit_software
+from probes.audit import storage as audit_storage
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "audit"
 

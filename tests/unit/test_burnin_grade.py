@@ -9,11 +9,14 @@ from pathlib import Path
 import pytest
 
 from probes.artifact import Artifact, validate, write_json_atomic
-from probes.lib import soak_kernel, soak_runner, soak_smi, soak_summary
-from reports import grade_burnin as gb
-from reports.grade import grade, load_rubric
+from probes.burnin import kernel_log as soak_kernel
+from probes.burnin import runner as soak_runner
+from probes.burnin import smi as soak_smi
+from probes.burnin import summary as soak_summary
+from reports.grading.engine import grade, load_rubric
 from reports.load import load_run
-from reports.sections import burnin as section
+from reports.phases.burnin import grade as gb
+from reports.phases.burnin import section
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 CHECKS = {c["id"]: c for c in load_rubric()["checks"] if c["id"].startswith("burnin.")}
@@ -163,7 +166,7 @@ def test_report_section_plots_and_marks_the_xid(tmp_path):
 
 
 def test_grader_kinds_are_registered():
-    from reports import grade as g
+    from reports.grading import engine as g
 
     g.load_phase_graders()
     assert gb.PER_HOST and all(g.PER_HOST_GRADERS[kind] is fn for kind, fn in gb.PER_HOST.items())

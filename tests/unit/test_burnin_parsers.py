@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from probes.lib import soak_fio, soak_kernel, soak_smi, soak_stats
+from probes.burnin import fio as soak_fio
+from probes.burnin import kernel_log as soak_kernel
+from probes.burnin import smi as soak_smi
+from probes.burnin import stats as soak_stats
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -7,8 +7,8 @@ import os
 import signal
 import time
 
+from probes.burnin import runner as soak_runner
 from probes.cli import run_probe
-from probes.lib import soak_runner
 
 
 def _wait(predicate, timeout=30.0):
@@ -85,7 +85,7 @@ def test_monitor_reads_a_live_nvidia_smi_stream(tmp_path, monkeypatch):
     """The monitor's nvidia-smi stream path, with a stand-in nvidia-smi that prints the recorded stream."""
     from pathlib import Path
 
-    from probes.lib.soak_monitor import Monitor
+    from probes.burnin.sampler import Monitor
 
     fixture = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi" / "h100_2x_burnin_query_lms1000.csv"
     fake = tmp_path / "bin" / "nvidia-smi"

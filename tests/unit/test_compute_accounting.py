@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from probes.lib import compute_flops as cf
-from probes.lib import compute_shapes as cs
+from probes.gpu_compute import flops as cf
+from probes.gpu_compute import shapes as cs
 
 
 def test_gemm_flops_is_two_m_n_k():

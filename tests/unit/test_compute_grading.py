@@ -4,11 +4,11 @@ synthetic data, and the report section on a synthetic 8-GPU run."""
 import pytest
 
 from probes.artifact import Artifact
-from reports import grade
-from reports.expectations import load_gpus
-from reports.grade_gpu_compute import grade_dtype_metric
+from reports.grading import engine as grade
+from reports.grading.expectations import load_gpus
 from reports.load import Run, tidy
-from reports.sections import gpu_compute as section
+from reports.phases.gpu_compute import section
+from reports.phases.gpu_compute.grade import grade_dtype_metric
 
 MODELS = load_gpus()
 H100 = "NVIDIA H100 80GB HBM3"

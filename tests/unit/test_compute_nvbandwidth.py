@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from probes import nvbandwidth
 from probes.artifact import Artifact
 from probes.cli import run_probe
+from probes.gpu_compute import nvbandwidth
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -12,8 +12,9 @@ import pytest
 
 from probes.artifact import validate
 from probes.cli import run_probe
-from probes.lib import compute_backend, compute_launch
-from probes.lib.compute_flops import gemm_flops
+from probes.gpu_compute import backend as compute_backend
+from probes.gpu_compute import launch as compute_launch
+from probes.gpu_compute.flops import gemm_flops
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 TINY = {"profile": "quick", "iters": 2, "warmup": 1, "flush_bytes": 1 << 20}
@@ -136,7 +137,7 @@ def test_one_subprocess_per_device_and_a_dying_worker(tmp_path, monkeypatch):
     mod.parent.mkdir()
     mod.write_text(textwrap.dedent("""
         import os
-        from probes.lib import compute_launch as launch
+        from probes.gpu_compute import launch
 
         def worker(torch, dev, spec, emit):
             launch.result(emit, "tflops", 1.0 + dev.gpu, "TFLOP/s", dtype="bf16")
@@ -184,7 +185,7 @@ def test_visible_devices_keep_the_physical_gpu_numbers():
 def test_flush_sizes():
     import torch
 
-    from probes.lib.compute_timing import flush_size, read_llc_bytes
+    from probes.gpu_compute.timing import flush_size, read_llc_bytes
 
     assert flush_size(torch, "cpu", llc=32 << 20) == 64 << 20  # twice the last-level cache
     assert flush_size(torch, "cpu", llc=1 << 20) == 8 << 20
@@ -194,7 +195,7 @@ def test_flush_sizes():
 
 
 def test_grouped_falls_back_to_the_loop_per_configuration_and_says_so(tmp_path, monkeypatch):
-    from probes import grouped_gemm
+    from probes.gpu_compute import grouped_gemm
 
     real = grouped_gemm.make_grouped
 

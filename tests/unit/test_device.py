@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from probes.device import nvidia_smi_error, parse_nvidia_query
-from probes.util import CmdResult
+from probes.common.command import CmdResult
+from probes.common.device import nvidia_smi_error, parse_nvidia_query
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"
 

@@ -8,8 +8,10 @@ from pathlib import Path
 import yaml
 
 from probes.artifact import Artifact, artifact_filename, write_json_atomic
-from reports import grade, grade_lifecycle, load
-from reports.sections import lifecycle as section
+from reports import load
+from reports.grading import engine as grade
+from reports.phases.lifecycle import grade as grade_lifecycle
+from reports.phases.lifecycle import section
 
 RUBRIC = Path(__file__).resolve().parents[2] / "reports" / "data" / "rubric.d" / "lifecycle.yml"
 HOSTS = ["n1", "n2", "n3", "n4"]

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from probes import import_time
-from probes import serve_ready as serve_mod
+from probes.audit import storage as audit_storage
 from probes.cli import run_probe
-from probes.container_pull import registry_of
-from probes.lib import audit_storage, lifecycle
+from probes.lifecycle import common as lifecycle
+from probes.lifecycle import serve_ready as serve_mod
+from probes.lifecycle.container_pull import registry_of
+from probes.storage import import_time
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -38,8 +39,8 @@ def wheelhouse(tmp_path_factory):
 
 
 def test_shared_filesystem_types_match_the_audit():
-    # reports.grade_audit must be imported through reports.grade (it registers itself there)
-    from reports import grade, grade_audit  # noqa: F401, PLC0415
+    # reports.phases.audit.grade must be imported through reports.grading.engine (it registers itself there)
+    from reports.phases.audit import grade as grade_audit  # noqa: F401, PLC0415
 
     assert set(lifecycle.SHARED_FS) == set(grade_audit.SHARED_FS)
 

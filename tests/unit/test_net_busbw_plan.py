@@ -4,8 +4,8 @@ import itertools
 
 import pytest
 
-from probes.lib.net_busbw import algbw_gbps, busbw_factor, busbw_gbps, collective_from_program
-from probes.lib.net_plan import (
+from probes.network.busbw import algbw_gbps, busbw_factor, busbw_gbps, collective_from_program
+from probes.network.plan import (
     as_bool,
     directed_pair_slots,
     human_bytes,

@@ -1,14 +1,14 @@
-"""Network grading (reports/grade_network.py, rubric.d/network.yml) and the report section, on artifacts shaped as
-the network probes write them."""
+"""Network grading (reports/phases/network/grade.py, rubric.d/network.yml) and the report section, on artifacts shaped
+as the network probes write them."""
 
 import json
 
 from probes.artifact import Artifact
-from probes.lib.net_busbw import busbw_factor
-from reports import grade
-from reports import grade_network as gn
+from probes.network.busbw import busbw_factor
+from reports.grading import engine as grade
 from reports.load import Run, tidy
-from reports.sections import network as section
+from reports.phases.network import grade as gn
+from reports.phases.network import section
 
 H100 = "NVIDIA H100 80GB HBM3"
 SIZES = [1 << k for k in range(4, 35, 2)]  # 16 B .. 16 GiB, factor 4

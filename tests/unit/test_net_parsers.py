@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from probes.lib.net_busbw import busbw_factor
-from probes.lib.net_nccl import nranks, parse_json, parse_text
-from probes.lib.net_perftest import parse_bw
+from probes.network.busbw import busbw_factor
+from probes.network.nccl_output import nranks, parse_json, parse_text
+from probes.network.perftest_output import parse_bw
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 NCCL = FIX / "nccl-tests"

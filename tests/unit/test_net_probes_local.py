@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from probes import collectives
 from probes.cli import run_probe
-from probes.lib.net_busbw import busbw_factor
+from probes.network import collectives
+from probes.network.busbw import busbw_factor
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures"
@@ -200,7 +200,7 @@ def test_nccl_tests_skips_without_gpu_or_binaries(tmp_path, h100_node):
 
 
 def test_perftest_per_rail_with_fake_tools(h100_node, monkeypatch):
-    from probes import perftest
+    from probes.network import perftest
 
     sysfs = h100_node / "infiniband"
     for hca in ("mlx5_0", "mlx5_1"):

@@ -3,7 +3,7 @@ from pathlib import Path
 
 from probes.artifact import validate
 from probes.cli import run_probe
-from probes.node_info import parse_cpuinfo, parse_meminfo
+from probes.inventory.node_info import parse_cpuinfo, parse_meminfo
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "proc"
 

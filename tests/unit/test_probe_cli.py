@@ -89,7 +89,7 @@ def test_pyz_is_reproducible_and_runs_by_hand(tmp_path):
     build(str(b))
     assert a.read_bytes() == b.read_bytes()
     names = zipfile.ZipFile(a).namelist()
-    assert "__main__.py" in names and "probes/node_info.py" in names
+    assert "__main__.py" in names and "probes/inventory/node_info.py" in names
     out = subprocess.run([sys.executable, str(a), "node_info", "--out", str(tmp_path / "o"), "--inline",
                           "--params", '{"torch": false}'], capture_output=True, text=True, timeout=60, check=True)
     man = json.loads(out.stdout.strip().splitlines()[-1])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from probes.cli import run_probe
-from probes.fault_inject import sysfs_bdf, upstream_bridge, xid_pci
+from probes.reliability.fault_inject import sysfs_bdf, upstream_bridge, xid_pci
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 META = json.loads((FIX / "slurm" / "sequences.json").read_text())

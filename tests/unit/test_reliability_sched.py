@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from probes.lib import sched, sched_k8s, sched_slurm
+from probes.common import k8s as sched_k8s
+from probes.common import sched
+from probes.common import slurm as sched_slurm
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 

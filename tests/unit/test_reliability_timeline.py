@@ -1,12 +1,12 @@
-"""The timing state machine (probes/lib/timeline.py) over scheduler state sequences recorded on the test cluster's
-Slurm (tests/fixtures/slurm/watch_*.jsonl; tests/fixtures/slurm/sequences.json says what happened in each)."""
+"""The timing state machine (probes/reliability/timeline.py) over scheduler state sequences recorded on the test
+cluster's Slurm (tests/fixtures/slurm/watch_*.jsonl; tests/fixtures/slurm/sequences.json says what happened in each)."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from probes.lib import timeline
+from probes.reliability import timeline
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 META = json.loads((FIX / "sequences.json").read_text())

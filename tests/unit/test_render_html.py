@@ -9,7 +9,7 @@ from pathlib import Path
 from rating_runs import ANALYST_GOOD, RUBRIC, make_run
 
 from reports.build import Progress, build
-from reports.render_html import markdown_to_html
+from reports.render.report_html import markdown_to_html
 
 PNG_1PX = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9aw"
                            "AAAABJRU5ErkJggg==")

@@ -1,5 +1,5 @@
 """fio job generation for every sweep point, fio JSON parsing (plain and client/server), aggregation across clients.
-Fixtures are real fio 3.33 outputs: tests/fixtures/fio/ (client/server ones made by probes/fio_sweep.py over two
+Fixtures are real fio 3.33 outputs: tests/fixtures/fio/ (client/server ones made by probes/storage/fio_sweep.py over two
 fio servers on 127.0.0.1 and 127.0.0.2)."""
 
 import configparser
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from probes.lib import storage_fio
+from probes.storage import fio as storage_fio
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "fio"
 NAMES = {"127.0.0.1,18765": "hostA", "127.0.0.2,18765": "hostB"}

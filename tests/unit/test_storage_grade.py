@@ -6,8 +6,9 @@ from pathlib import Path
 import yaml
 
 from probes.artifact import Artifact, artifact_filename, write_json_atomic
-from reports import grade, load
-from reports.sections import storage as section
+from reports import load
+from reports.grading import engine as grade
+from reports.phases.storage import section
 
 RUBRIC = Path(__file__).resolve().parents[2] / "reports" / "data" / "rubric.d" / "storage.yml"
 HOSTS = ["n1", "n2", "n3", "n4"]

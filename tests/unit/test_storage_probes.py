@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from probes.cli import run_probe
-from probes.lib import storage_sync, storage_tier
+from probes.common import tiers as storage_tier
+from probes.storage import sync as storage_sync
 
 FIO = pytest.mark.skipif(not __import__("shutil").which("fio"), reason="fio is not installed")
 

@@ -5,7 +5,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from probes.lib import storage_s3
+from probes.storage import s3 as storage_s3
 
 WHEN = datetime(2015, 8, 30, 12, 36, 0, tzinfo=timezone.utc)
 

@@ -1,0 +1,129 @@
+"""Scheduler facts for the audit: Slurm's configuration (live `scontrol show config` when the controller answers,
+else slurm.conf), plugstack (pyxis), gres.conf, cgroup.conf, `srun --mpi=list` (PMIx), this node's state;
+and whether this node is a Kubernetes node (kubelet). Kubernetes cluster objects are read on the controller."""
+
+import glob
+import os
+import re
+import socket
+
+from probes.audit.collect import read, read_key_values
+
+SLURM_CONFS = ("/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf", "/usr/local/etc/slurm.conf",
+               "/etc/slurm/slurm.conf.d/slurm.conf")
+SLURM_KEYS = ("ClusterName", "SlurmctldHost", "ControlMachine", "TopologyPlugin", "TopologyParam",
+              "HealthCheckProgram", "HealthCheckInterval", "HealthCheckNodeState", "Prolog", "Epilog",
+              "PrologSlurmctld", "PrologFlags", "TaskPlugin", "TaskPluginParam", "ProctrackType", "SelectType",
+              "SelectTypeParameters", "GresTypes", "AccountingStorageType", "JobAcctGatherType", "MpiDefault",
+              "PlugStackConfig", "SwitchType", "ReturnToService", "SlurmdTimeout", "JobCompType", "SLURM_VERSION")
+
+
+def parse_slurm_conf(text):
+    """Top-level `Key=Value` parameters of slurm.conf (NodeName/PartitionName lines are counted, not parsed)."""
+    params = {}
+    nodes = partitions = 0
+    for line in (text or "").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line or "=" not in line:
+            continue
+        key, value = line.split("=", 1)
+        key = key.strip()
+        if key.lower() == "nodename":
+            nodes += 1
+            continue
+        if key.lower() == "partitionname":
+            partitions += 1
+            continue
+        if " " not in key:
+            params[key] = value.strip()
+    return params, nodes, partitions
+
+
+def parse_scontrol_config(text):
+    """`scontrol show config`: 'Key                     = Value' lines."""
+    out = {}
+    for line in (text or "").splitlines():
+        m = re.match(r"^(\S+)\s+= (.*)$", line)
+        if m:
+            out[m.group(1)] = m.group(2).strip()
+    return out
+
+
+def _select(params):
+    lower = {k.lower(): v for k, v in params.items()}
+    out = {}
+    for key in SLURM_KEYS:
+        value = lower.get(key.lower())
+        if value not in (None, "", "(null)"):
+            out[key] = value
+    return out
+
+
+def plugstack_lines(path):
+    """Non-comment lines of plugstack.conf and the files it includes (pyxis registers itself there)."""
+    lines = []
+    if not path:
+        return lines
+    for p in [path] + sorted(glob.glob(os.path.join(os.path.dirname(path), "plugstack.conf.d", "*"))):
+        for line in (read(p) or "").splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line:
+                lines.append(line[:200])
+    return lines
+
+
+def collect(c):
+    conf_path = os.environ.get("SLURM_CONF") or next((p for p in SLURM_CONFS if os.path.exists(p)), None)
+    out = {"slurm_conf": conf_path}
+    if not conf_path:
+        c.mark("slurm", "not_applicable", "no Slurm on this node (no slurm.conf)")
+        return out
+    text = read(conf_path)
+    if text is None:
+        c.mark("slurm", "not_permitted", "%s is not readable" % conf_path)
+        return out
+    params, nodes, partitions = parse_slurm_conf(text)
+    out.update(nodes_defined=nodes, partitions_defined=partitions, source="slurm.conf")
+    live = c.cmd("scontrol_config", ["scontrol", "show", "config"], timeout=6)
+    if live.rc == 0:
+        params = parse_scontrol_config(live.stdout)
+        out["source"] = "scontrol"
+    out["config"] = _select(params)
+    c.mark("slurm", "ok")
+    conf_dir = os.path.dirname(conf_path)
+    plug = out["config"].get("PlugStackConfig") or os.path.join(conf_dir, "plugstack.conf")
+    out["plugstack"] = plugstack_lines(plug if os.path.exists(plug) else None)
+    gres = read(os.path.join(conf_dir, "gres.conf"))
+    out["gres_conf"] = [line.split("#", 1)[0].strip() for line in (gres or "").splitlines()
+                        if line.split("#", 1)[0].strip()][:50] if gres is not None else None
+    cgroup = read(os.path.join(conf_dir, "cgroup.conf"))
+    out["cgroup_conf"] = read_key_values(cgroup) if cgroup is not None else None
+    out["topology_conf"] = os.path.exists(os.path.join(conf_dir, "topology.conf"))
+    mpi = c.cmd("srun_mpi_list", ["srun", "--mpi=list"], timeout=6)
+    if mpi.rc == 0:
+        out["mpi_plugins"] = sorted(set(re.findall(r"\b(pmix\S*|pmi2|cray_shasta|none)\b", mpi.stdout + mpi.stderr)))
+    node = c.cmd("slurm_node", ["scontrol", "show", "node", socket.gethostname().split(".")[0], "-o"], timeout=6)
+    if node.rc == 0:
+        m = re.search(r"\bState=(\S+)", node.stdout)
+        out["node_state"] = m.group(1) if m else None
+        g = re.search(r"\bGres=(\S+)", node.stdout)
+        out["node_gres"] = g.group(1) if g else None
+    hc = out["config"].get("HealthCheckProgram")
+    if hc:
+        out["healthcheck_exists"] = os.path.exists(hc.split()[0])
+    return out
+
+
+def kubelet_anonymous_auth(text):
+    """authentication.anonymous.enabled of a KubeletConfiguration (YAML read without a YAML library)."""
+    m = re.search(r"^authentication:\s*\n(?:[ \t]+.*\n)*?[ \t]+anonymous:\s*\n[ \t]+enabled:\s*(true|false)",
+                  text or "", re.M)
+    return None if not m else m.group(1) == "true"
+
+
+def collect_kubernetes(c):
+    kubelet_conf = next((p for p in ("/etc/kubernetes/kubelet.conf", "/var/lib/kubelet/config.yaml")
+                         if os.path.exists(p)), None)
+    config = read("/var/lib/kubelet/config.yaml")
+    c.mark("kubernetes_node", "ok")
+    return {"kubelet_config": kubelet_conf, "anonymous_auth": kubelet_anonymous_auth(config) if config else None}

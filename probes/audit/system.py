@@ -1,0 +1,143 @@
+"""Operating system and kernel facts for the audit, read from /proc and /sys: OS release, kernels installed and
+booted, kernel command line, IOMMU, CPU frequency governor, selected sysctls, CPU vulnerability mitigations,
+loaded modules, memory ECC (EDAC), clock synchronisation, journald persistence and failed systemd units."""
+
+import ctypes
+import glob
+import os
+import platform
+import re
+
+from probes.audit.collect import listdir, read, read_key_values, read_strip, to_int
+
+# Kernel settings the rubric reads (performance, isolation, hardening). Read from /proc/sys, never written.
+SYSCTLS = (
+    "kernel.numa_balancing", "kernel.dmesg_restrict", "kernel.kptr_restrict", "kernel.yama.ptrace_scope",
+    "kernel.randomize_va_space", "fs.suid_dumpable", "kernel.unprivileged_bpf_disabled",
+    "kernel.unprivileged_userns_clone", "user.max_user_namespaces", "net.ipv4.ip_forward", "vm.swappiness",
+    "vm.overcommit_memory", "vm.zone_reclaim_mode", "kernel.perf_event_paranoid", "net.core.rmem_max",
+    "net.core.wmem_max", "kernel.sysrq", "fs.protected_symlinks", "fs.protected_hardlinks",
+)
+_STA_UNSYNC = 0x0040
+_TIME_ERROR = 5
+
+
+def read_sysctls(keys=SYSCTLS, root="/proc/sys"):
+    out = {}
+    for key in keys:
+        value = read_strip(os.path.join(root, *key.split(".")))
+        out[key] = None if value is None else re.sub(r"\s+", " ", value)
+    return out
+
+
+def parse_cmdline(text):
+    """Kernel command line -> {"raw", "params": {key: value or True}}."""
+    params = {}
+    for token in (text or "").split():
+        key, sep, value = token.partition("=")
+        params[key] = value if sep else True
+    return params
+
+
+def kernel_versions(boot_dir="/boot", modules_dir="/lib/modules"):
+    """Kernels installed: vmlinuz images in /boot and module trees in /lib/modules (either counts)."""
+    found = set()
+    for path in glob.glob(os.path.join(boot_dir, "vmlinuz-*")):
+        found.add(os.path.basename(path)[len("vmlinuz-"):])
+    for name in listdir(modules_dir):
+        if os.path.isdir(os.path.join(modules_dir, name, "kernel")):
+            found.add(name)
+    return sorted(found)
+
+
+def clock_state():
+    """adjtimex(2) with modes=0 (read only): {"state", "unsynchronised", "maxerror_us"} or None."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        buf = ctypes.create_string_buffer(512)  # struct timex, zeroed: modes = 0 changes nothing
+        state = libc.adjtimex(buf)
+    except (OSError, AttributeError):
+        return None
+    if state < 0:
+        return None
+    out = {"state": state, "unsynchronised": state == _TIME_ERROR}
+    if ctypes.sizeof(ctypes.c_long) == 8:
+        longs = ctypes.cast(buf, ctypes.POINTER(ctypes.c_long))
+        ints = ctypes.cast(buf, ctypes.POINTER(ctypes.c_int))
+        out["maxerror_us"] = longs[3]
+        out["unsynchronised"] = bool(ints[10] & _STA_UNSYNC) or state == _TIME_ERROR
+    return out
+
+
+def cpu_governors(root="/sys/devices/system/cpu"):
+    counts = {}
+    for path in glob.glob(os.path.join(root, "cpu[0-9]*", "cpufreq", "scaling_governor")):
+        gov = read_strip(path)
+        if gov:
+            counts[gov] = counts.get(gov, 0) + 1
+    return counts
+
+
+def edac_counts(root="/sys/devices/system/edac/mc"):
+    ce = ue = 0
+    controllers = 0
+    for mc in listdir(root):
+        if not mc.startswith("mc"):
+            continue
+        controllers += 1
+        ce += to_int(read_strip(os.path.join(root, mc, "ce_count")), 0)
+        ue += to_int(read_strip(os.path.join(root, mc, "ue_count")), 0)
+    return {"controllers": controllers, "ce": ce, "ue": ue}
+
+
+def iommu_state():
+    groups = listdir("/sys/kernel/iommu_groups")
+    types = {}
+    for g in groups:
+        kind = read_strip("/sys/kernel/iommu_groups/%s/type" % g)
+        if kind:
+            types[kind] = types.get(kind, 0) + 1
+    return {"units": listdir("/sys/class/iommu"), "groups": len(groups), "group_types": types}
+
+
+def collect(c):
+    uname = platform.uname()
+    osr = read_key_values(read("/etc/os-release", ""))
+    vulns = {}
+    for name in listdir("/sys/devices/system/cpu/vulnerabilities"):
+        vulns[name] = read_strip("/sys/devices/system/cpu/vulnerabilities/" + name)
+    cmdline = read_strip("/proc/cmdline", "")
+    loadavg = (read_strip("/proc/loadavg", "") or "").split()
+    journald_conf = read_key_values(read("/etc/systemd/journald.conf", ""))
+    out = {
+        "os_id": osr.get("ID"),
+        "os_version": osr.get("VERSION_ID"),
+        "os_name": osr.get("PRETTY_NAME"),
+        "kernel": uname.release,
+        "arch": uname.machine,
+        "kernels_installed": kernel_versions(),
+        "cmdline": parse_cmdline(cmdline),
+        "iommu": iommu_state(),
+        "cpu_governors": cpu_governors(),
+        "cpu_count": os.cpu_count(),
+        "sysctl": read_sysctls(),
+        "vulnerabilities": vulns,
+        "modules": sorted(line.split()[0] for line in (read("/proc/modules", "") or "").splitlines() if line),
+        "edac": edac_counts(),
+        "thp": read_strip("/sys/kernel/mm/transparent_hugepage/enabled"),
+        "clock": clock_state(),
+        "loadavg_1m": float(loadavg[0]) if loadavg else None,
+        "uptime_s": float((read_strip("/proc/uptime", "0") or "0").split()[0]),
+        "journal_persistent": os.path.isdir("/var/log/journal") or
+        journald_conf.get("Storage", "").lower() == "persistent",
+        "pid1": read_strip("/proc/1/comm"),
+    }
+    c.mark("proc_sys", "ok")
+    if out["pid1"] == "systemd":
+        res = c.cmd("systemctl_failed", ["systemctl", "list-units", "--state=failed", "--plain", "--no-legend",
+                                         "--no-pager"], timeout=10)
+        if res.rc == 0:
+            out["failed_units"] = sorted(line.split()[0] for line in res.stdout.splitlines() if line.strip())
+    else:
+        c.mark("systemctl_failed", "not_applicable", "systemd is not PID 1 here (PID 1 is %s)" % out["pid1"])
+    return out

@@ -1,0 +1,438 @@
+"""Long runs on the nodes (burn-in, fabric soak, storage soak) that outlive the SSH session that started them.
+
+A soak probe is called in three modes with the same name and variant:
+
+* ``start``: writes the run's configuration and leaves a detached runner process behind (its own session, so a
+  dropped SSH connection does not touch it), then returns at once;
+* ``poll``: touches the heartbeat file, waits up to ``wait_s`` for the run to end, and writes the artifact with
+  everything measured so far (state ``running`` until the runner is done). The controller polls in a loop, so the
+  controller always holds the timeline up to its last poll: an interrupted play still has a partial timeline;
+* ``stop``: asks the runner to stop (stop file), waits up to ``grace_s``, kills whatever is left by the run's
+  marker, and writes the final artifact. Safe to call again, and after the runner ended by itself.
+
+The runner starts the monitor (lib/soak_monitor.py) and the components the probe asked for together: GEMM workers,
+collective workers (lib/soak_workers.py), fio phases. It stops them at the deadline, on the stop file, on SIGTERM,
+or when no poll touched the heartbeat for ``heartbeat_timeout`` seconds (the controller is gone: Ctrl-C, a crash),
+and never runs past ``hard_deadline``. Every process carries the marker ``clustermax-assess-soak=<run>/<name>`` in
+its command line, which is how ``stop`` (or anyone) finds and ends a run's processes.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import probes
+from probes.artifact import artifact_filename
+from probes.burnin import summary as soak_summary
+from probes.burnin.sampler import Monitor, append_jsonl
+from probes.common import device
+from probes.common.procs import Children
+from probes.common.rendezvous import interface_for
+
+BOOT = "import sys; sys.path.insert(0, %r); from probes.burnin.workers import main; main()"
+RUNNER = ("import sys; sys.path.insert(0, %r); from probes.burnin.runner import runner_main; "
+          "runner_main(sys.argv[1])")
+STREAMS = ("monitor", "kernel", "gemm", "coll", "fio")
+
+
+def package_root():
+    return os.path.dirname(os.path.dirname(os.path.abspath(probes.__file__)))
+
+
+def paths(out_dir, probe, variant):
+    base = os.path.splitext(artifact_filename(probe, variant))[0]
+    p = {"base": base, "dir": out_dir}
+    for key in ("cfg", "done", "stop", "halt", "heartbeat", "log", "state"):
+        p[key] = os.path.join(out_dir, ".%s.%s" % (base, key))
+    for stream in STREAMS:
+        p[stream] = os.path.join(out_dir, "%s.%s.jsonl" % (base, stream))
+    p["work"] = os.path.join(out_dir, ".%s-work" % base)
+    return p
+
+
+def marker(run_id, host, base):
+    # The host is part of it: nodes that share a process table (containers, test namespaces) keep apart.
+    return "clustermax-assess-soak=%s/%s/%s" % (run_id, host, base)
+
+
+def marked_pids(mark):
+    """PIDs of this user's processes whose command line holds the marker (never this process)."""
+    out = []
+    needle = mark.encode()
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open("/proc/%s/cmdline" % name, "rb") as fh:
+                cmdline = fh.read()
+            if needle in cmdline.split(b"\0") and os.stat("/proc/%s" % name).st_uid == os.getuid():
+                out.append(int(name))
+        except OSError:
+            continue
+    return out
+
+
+def kill_marked(mark, grace=3.0):
+    pids = marked_pids(mark)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        deadline = time.time() + grace
+        while time.time() < deadline and marked_pids(mark):
+            time.sleep(0.1)
+        pids = marked_pids(mark)
+        if not pids:
+            break
+    return len(marked_pids(mark)) == 0
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the probe side: start, poll, stop
+
+
+def start(art, params, out_dir, components):
+    """Leave a runner behind. components: {"gemm": bool, "coll": [collectives] or [], "fio": {…} or None}."""
+    p = paths(out_dir, art.probe, art.variant)
+    dev, gpus, tool_facts = device.describe()
+    art.device.update(dev)
+    duration = float(params.get("duration_s", 60))
+    interval = float(params.get("interval_s", 5))
+    hosts = list(params.get("hosts") or [art.host])
+    addresses = [str(a) for a in (params.get("addresses") or hosts)]
+    rank = int(params.get("rank", 0))
+    mark = marker(art.run_id, art.host, p["base"])
+    if marked_pids(mark):
+        kill_marked(mark)  # a runner of the same run and name is still there: a restart replaces it
+    for key in ("done", "stop", "halt") + STREAMS:
+        if os.path.exists(p[key]):
+            os.unlink(p[key])
+    os.makedirs(p["work"], exist_ok=True)
+    grace = float(params.get("grace_s", 30))
+    now = time.time()
+    cfg = {
+        "probe": art.probe, "variant": art.variant, "run_id": art.run_id, "host": art.host, "marker": mark,
+        "paths": p, "t_start": now, "duration_s": duration, "deadline": now + duration, "grace_s": grace,
+        "planned_s": float(params.get("planned_s", duration)),
+        "hard_deadline": now + duration + 2 * grace + float(params.get("rdzv_timeout", 120)) + 60,
+        "interval": interval, "heartbeat_timeout": float(params.get("heartbeat_timeout", 600)),
+        "backend": dev["backend"], "gpus": [g.get("index") for g in gpus], "gpu_tool": tool_facts.get("gpu_tool"),
+        "smi_interval_ms": int(params.get("smi_interval_ms", 1000)), "kmsg_path": params.get("kmsg_path",
+                                                                                             "/dev/kmsg"),
+        "hosts": hosts, "addresses": addresses, "rank": rank, "port": int(params.get("port", 29650)),
+        "rdzv_timeout": float(params.get("rdzv_timeout", 120)), "op_timeout": float(params.get("op_timeout", 120)),
+        "stall_s": float(params.get("stall_s", 0)) or max(60.0, 6 * interval),
+        "gemm": bool(components.get("gemm")), "collectives": list(components.get("coll") or []),
+        "fio": components.get("fio"), "params": params, "env": dict(params.get("env") or {}),
+    }
+    with open(p["cfg"], "w") as fh:
+        json.dump(cfg, fh)
+    with open(p["heartbeat"], "w") as fh:
+        fh.write("%f\n" % now)
+    with open(p["log"], "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-c", RUNNER % package_root(), p["cfg"], mark],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=out_dir,
+                                start_new_session=True, close_fds=True)
+    art.facts.update(state="running", runner_pid=str(proc.pid), marker=mark, t_start=str(round(now, 3)),
+                     duration_s=str(cfg["planned_s"]), interval_s=str(interval))
+    art.add("planned_s", cfg["planned_s"], "s")
+
+
+def _wait_done(p, wait_s):
+    deadline = time.time() + max(0.0, float(wait_s))
+    while not os.path.exists(p["done"]) and time.time() < deadline:
+        time.sleep(0.25)
+    return os.path.exists(p["done"])
+
+
+def _load_cfg(p):
+    try:
+        with open(p["cfg"]) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def poll(art, params, out_dir):
+    p = paths(out_dir, art.probe, art.variant)
+    cfg = _load_cfg(p)
+    if cfg is None:
+        art.skip("no %s run was started on this node" % p["base"])
+        return
+    now = time.time()
+    wait = float(params.get("wait_s", 5))
+    if cfg["deadline"] - now <= wait:
+        # The last poll waits for the end (the workers' grace included), so the play needs no extra polls.
+        wait = max(0.0, cfg["deadline"] - now) + cfg["grace_s"] + 15
+    end = now + wait
+
+    def beat():
+        # The heartbeat (refreshed while this poll waits), and how long this poll may still run: the runner waits
+        # that long before it removes anything (see _remove_run_dir).
+        try:
+            with open(p["heartbeat"], "w") as fh:
+                fh.write("%f %f\n" % (time.time(), max(0.0, end - time.time()) + 10))
+        except OSError:
+            pass
+
+    beat()
+    while not os.path.exists(p["done"]) and time.time() < end:
+        time.sleep(min(1.0, max(0.0, end - time.time())))
+        beat()
+    if not os.path.exists(p["done"]) and not _runner_alive(p, cfg):
+        with open(p["done"], "w") as fh:
+            json.dump({"ended_by": "runner gone (killed)", "t_end": time.time(), "exits": {}}, fh)
+    soak_summary.summarize(art, cfg, p)
+
+
+def _runner_alive(p, cfg):
+    try:
+        with open(p["state"]) as fh:
+            pid = int(json.load(fh)["pid"])
+    except (OSError, ValueError, KeyError):
+        return time.time() - cfg["t_start"] < 30  # not started yet
+    return pid in marked_pids(cfg["marker"])
+
+
+def stop(art, params, out_dir):
+    p = paths(out_dir, art.probe, art.variant)
+    cfg = _load_cfg(p)
+    if cfg is None:
+        art.skip("no %s run was started on this node" % p["base"])
+        return
+    # A run near its end is let finish (the play's poll slots can run out a little early after unreachable polls).
+    if not _wait_done(p, min(float(params.get("wait_s", 0)), max(0.0, cfg["deadline"] - time.time()) + cfg["grace_s"])):
+        open(p["stop"], "w").close()
+        _wait_done(p, float(params.get("grace_s", cfg["grace_s"])) + 15)
+    killed = 0
+    if marked_pids(cfg["marker"]):
+        killed = len(marked_pids(cfg["marker"]))
+        kill_marked(cfg["marker"])
+    if not os.path.exists(p["done"]):
+        with open(p["done"], "w") as fh:
+            json.dump({"ended_by": "killed by the stop step", "t_end": time.time(), "exits": {}}, fh)
+    art.facts["left_processes_killed"] = str(killed)
+    soak_summary.summarize(art, cfg, p)
+    shutil.rmtree(p["work"], ignore_errors=True)
+
+
+def run_modes(art, params, out_dir, components):
+    if params.get("skip"):
+        art.skip(str(params["skip"]))
+        return
+    mode = params.get("mode", "start")
+    if mode == "start":
+        start(art, params, out_dir, components)
+    elif mode == "poll":
+        poll(art, params, out_dir)
+    elif mode == "stop":
+        stop(art, params, out_dir)
+    else:
+        raise ValueError("mode %r: want start, poll or stop" % mode)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the runner (detached)
+
+
+def _worker_env(cfg):
+    env = dict(os.environ)
+    env.update({k: str(v) for k, v in cfg.get("env", {}).items()})
+    if cfg["collectives"] and len(cfg["hosts"]) > 1:
+        iface, _, _ = interface_for(cfg["addresses"][cfg["rank"]],
+                                    [a for i, a in enumerate(cfg["addresses"]) if i != cfg["rank"]])
+        if iface:
+            env.setdefault("GLOO_SOCKET_IFNAME", iface)
+            env.setdefault("NCCL_SOCKET_IFNAME", iface)
+    env.setdefault("OMP_NUM_THREADS", str(cfg["params"].get("threads", 1)))
+    return env
+
+
+def _worker_cfgs(cfg):
+    p = cfg["paths"]
+    params = cfg["params"]
+    gpu = cfg["backend"] in ("cuda", "rocm") and cfg["gpus"]
+    common = {"interval": cfg["interval"], "deadline": cfg["deadline"], "stop": p["halt"],
+              "hard_deadline": cfg["hard_deadline"], "backend": cfg["backend"]}
+    out = []
+    if cfg["gemm"]:
+        devices = [("cuda:%d" % i, g) for i, g in enumerate(cfg["gpus"])] if gpu else [("cpu", None)]
+        for i, (dev, g) in enumerate(devices):
+            out.append(dict(common, role="gemm", worker=i, gpu=g, device=dev, out=p["gemm"],
+                            size=int(params.get("gemm_size") or (8192 if gpu else 512)),
+                            dtype=params.get("gemm_dtype") or ("bf16" if gpu else "fp32"),
+                            threads=params.get("threads", 1)))
+    if cfg["collectives"]:
+        ppn = len(cfg["gpus"]) if gpu else 1
+        nodes = len(cfg["hosts"])
+        for local in range(ppn):
+            out.append(dict(common, role="coll", rank=cfg["rank"] * ppn + local, world=nodes * ppn, nodes=nodes,
+                            device="cuda:%d" % local if gpu else "cpu", out=p["coll"],
+                            backend="nccl" if gpu else "gloo", master_addr=cfg["addresses"][0],
+                            master_port=cfg["port"], rdzv_timeout=cfg["rdzv_timeout"],
+                            op_timeout=cfg["op_timeout"], collectives=cfg["collectives"],
+                            size_bytes=int(params.get("coll_size_bytes") or (256 << 20 if gpu else 1 << 20)),
+                            dtype="float32", round_s=float(params.get("round_s", 0.5)),
+                            check_every=int(params.get("check_every", 5))))
+    return out
+
+
+class FioPhases:
+    """The storage soak: for each client count, sequential mixed then random mixed I/O for phase_s seconds each,
+    fio printing its cumulative status every interval; the deltas give the per-interval bandwidth."""
+
+    def __init__(self, cfg, children):
+        self.cfg, self.children = cfg, children
+        self.spec = cfg["fio"]
+        self.proc = None
+        self.stopped = False
+
+    def run(self, stop_event):
+        from probes.burnin import fio as soak_fio  # noqa: PLC0415
+
+        p = self.cfg["paths"]
+        spec = self.spec
+        directory = spec.get("directory") or os.path.join(p["work"], "fio")
+        os.makedirs(directory, exist_ok=True)
+        for clients in spec["clients"]:
+            for phase in spec["phases"]:
+                if stop_event.is_set():
+                    return
+                job = os.path.join(p["work"], "%s-c%d.fio" % (phase, clients))
+                with open(job, "w") as fh:
+                    fh.write(soak_fio.job_text(phase, directory, clients, spec))
+                argv = ["fio", "--output-format=json", "--status-interval=%d" % max(1, int(self.cfg["interval"])),
+                        job]
+                self.proc = self.children.start(argv, stdout=subprocess.PIPE, log_path=p["log"])
+                parser = soak_fio.StatusStream(phase, clients, self.cfg["interval"])
+                for raw in self.proc.stdout:
+                    for rec in parser.feed(raw.decode("utf-8", "replace")):
+                        append_jsonl(p["fio"], [rec])
+                self.proc.wait()
+                for rec in parser.finish(self.proc.returncode):
+                    append_jsonl(p["fio"], [rec])
+
+
+def runner_main(cfg_path):
+    with open(cfg_path) as fh:
+        cfg = json.load(fh)
+    p = cfg["paths"]
+    stop_event = threading.Event()
+    ended = {"by": None}
+
+    def on_term(signum, frame):
+        ended["by"] = ended["by"] or "signal %d" % signum
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a dropped SSH session is no reason to stop
+    children = Children()
+    exits = {}
+    threads = []
+    monitor = Monitor(cfg, p["monitor"], p["kernel"])
+    with open(p["state"], "w") as fh:
+        json.dump({"monitor": monitor.facts, "pid": os.getpid()}, fh)
+    threads.append(threading.Thread(target=monitor.run, args=(stop_event,), daemon=True))
+    env = _worker_env(cfg)
+    workers = []
+    for i, wcfg in enumerate(_worker_cfgs(cfg)):
+        path = os.path.join(p["work"], "worker-%d.json" % i)
+        with open(path, "w") as fh:
+            json.dump(wcfg, fh)
+        argv = [sys.executable, "-c", BOOT % package_root(), path, cfg["marker"]]
+        name = "%s-%d" % (wcfg["role"], wcfg.get("worker", wcfg.get("rank")))
+        workers.append((name, wcfg, children.start(argv, env=env, log_path=p["log"])))
+    fio = None
+    if cfg.get("fio"):
+        fio = FioPhases(cfg, children)
+        threads.append(threading.Thread(target=fio.run, args=(stop_event,), daemon=True))
+    for t in threads:
+        t.start()
+    coll_seen = time.time()
+    coll_size = 0
+    while ended["by"] is None:
+        time.sleep(0.5)
+        now = time.time()
+        if os.path.exists(p["stop"]):
+            ended["by"] = "stop requested"
+        elif now >= cfg["deadline"]:
+            ended["by"] = "completed"
+        elif now >= cfg["hard_deadline"]:
+            ended["by"] = "hard deadline"
+        else:
+            try:
+                beat = os.path.getmtime(p["heartbeat"])
+            except OSError:
+                beat = cfg["t_start"]
+            if now - beat > cfg["heartbeat_timeout"]:
+                ended["by"] = "controller lost: no poll for %.0f s" % (now - beat)
+        for name, _wcfg, proc in workers:
+            if name not in exits and proc.poll() is not None:
+                exits[name] = proc.returncode
+        if fio is not None and not [t for t in threads if t.is_alive() and t is not threads[0]]:
+            if ended["by"] is None and not workers:
+                ended["by"] = "completed"  # every fio phase ran
+        # A collective loop that stopped writing samples while its processes live: a hang.
+        size = os.path.getsize(p["coll"]) if os.path.exists(p["coll"]) else 0
+        if size != coll_size:
+            coll_size, coll_seen = size, now
+        live = [w for w in workers if w[1]["role"] == "coll" and w[2].poll() is None]
+        if live and now - coll_seen > cfg["stall_s"] + (cfg["rdzv_timeout"] if coll_size == 0 else 0):
+            append_jsonl(p["coll"], [{"type": "error", "kind": "hang", "t": round(now, 3), "rank": w[1]["rank"],
+                                      "error": "no collective progress for %.0f s: stopped" % (now - coll_seen)}
+                                     for w in live])
+            for w in live:
+                children.stop(w[2], grace=2.0)
+            coll_seen = now
+    # Stop: the workers finish their round and write their last sample; then everything that is left goes.
+    open(p["halt"], "w").close()
+    stop_event.set()
+    deadline = time.time() + cfg["grace_s"]
+    while time.time() < deadline and any(w[2].poll() is None for w in workers):
+        time.sleep(0.2)
+    if fio is not None and fio.proc is not None and fio.proc.poll() is None:
+        children.stop(fio.proc, grace=2.0)
+    for name, _wcfg, proc in workers:
+        if proc.poll() is None:
+            children.stop(proc, grace=2.0)
+            exits[name] = "killed after the grace period"
+        elif name not in exits:
+            exits[name] = proc.returncode
+    children.stop_all()
+    for t in threads:
+        t.join(timeout=15)
+    monitor.close()
+    with open(p["done"], "w") as fh:
+        json.dump({"ended_by": ended["by"], "t_start": cfg["t_start"], "t_end": time.time(), "exits": exits}, fh)
+    if ended["by"].startswith("controller lost"):
+        _remove_run_dir(cfg)
+
+
+def _remove_run_dir(cfg):
+    """The controller is gone (the play was interrupted or crashed): nobody will collect or clean up this run, and
+    what was measured up to the last poll is on the controller. Leave nothing behind: the run's working directory
+    on the node goes, but only when it is the one preflight made for this run (clustermax-assess-<run id>), and only
+    once the last poll that reached the node has ended (it writes its artifact there when it does)."""
+    run_dir = os.path.dirname(os.path.abspath(cfg["paths"]["dir"]))
+    if os.path.basename(run_dir) != "clustermax-assess-%s" % cfg["run_id"]:
+        return
+    give_up = time.time() + 900
+    while time.time() < give_up:
+        try:
+            with open(cfg["paths"]["heartbeat"]) as fh:
+                beat, poll_s = (float(x) for x in fh.read().split()[:2])
+        except (OSError, ValueError):
+            beat, poll_s = 0.0, 0.0
+        left = beat + poll_s + 2 - time.time()
+        if left <= 0:
+            break
+        time.sleep(min(left, 5.0))  # read again: a poll that started late may have written a new one
+    shutil.rmtree(run_dir, ignore_errors=True)

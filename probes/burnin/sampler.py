@@ -1,0 +1,219 @@
+"""The monitor that runs beside a burn-in or soak: every `interval` seconds one sample of what the node is doing.
+
+* GPUs: one long-running ``nvidia-smi --query-gpu=… -lms`` stream (lib/soak_smi.py), reduced per interval to one
+  sample per GPU (temperature, power, SM and memory clocks, throttle reasons, utilization, ECC counters);
+* CPU hosts (and every host): utilisation from /proc/stat, the hottest thermal zone, the mean cpufreq clock,
+  the load average, where readable;
+* NICs: byte, error and drop counters of every interface under /sys/class/net (not lo), as deltas;
+* kernel log: new /dev/kmsg records since the start, XID / SXID / AER lines parsed (lib/soak_kernel.py) and
+  appended, with their wall time, to the kernel timeline.
+
+Each sample is one JSON line appended to the monitor file as soon as it is taken, so an interrupted run keeps
+everything up to its last interval.
+"""
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+
+from probes.burnin import kernel_log as soak_kernel
+from probes.burnin import smi as soak_smi
+from probes.common.procs import wrapped
+from probes.common.readers import read_text
+
+NIC_COUNTERS = ("rx_bytes", "tx_bytes", "rx_errors", "tx_errors", "rx_dropped", "tx_dropped")
+# Kernel lines kept in the kernel timeline besides the classified ones: error level or worse, capped.
+MAX_OTHER_ERR_LINES = 200
+
+
+def append_jsonl(path, records):
+    if not records:
+        return
+    with open(path, "a") as fh:
+        for rec in records:
+            fh.write(json.dumps(rec, sort_keys=True) + "\n")
+
+
+def read_jsonl(path):
+    out = []
+    try:
+        with open(path) as fh:
+            for line in fh:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    continue  # a line torn by a kill: the rest counts
+    except OSError:
+        pass
+    return out
+
+
+def cpu_times(text):
+    """/proc/stat's first line -> (busy, total) jiffies."""
+    for line in (text or "").splitlines():
+        if line.startswith("cpu "):
+            values = [int(v) for v in line.split()[1:]]
+            idle = values[3] + (values[4] if len(values) > 4 else 0)
+            return sum(values) - idle, sum(values)
+    return None
+
+
+def thermal_max_c(sys_root="/sys"):
+    temps = []
+    for path in glob.glob(os.path.join(sys_root, "class/thermal/thermal_zone*/temp")):
+        text = read_text(path)
+        try:
+            temps.append(int(text.strip()) / 1000.0)
+        except (ValueError, AttributeError):
+            continue
+    return max(temps) if temps else None
+
+
+def cpufreq_mean_mhz(sys_root="/sys"):
+    freqs = []
+    for path in glob.glob(os.path.join(sys_root, "devices/system/cpu/cpu[0-9]*/cpufreq/scaling_cur_freq")):
+        text = read_text(path)
+        try:
+            freqs.append(int(text.strip()) / 1000.0)
+        except (ValueError, AttributeError):
+            continue
+    return round(sum(freqs) / len(freqs), 1) if freqs else None
+
+
+def nic_counters(sys_root="/sys"):
+    out = {}
+    for path in glob.glob(os.path.join(sys_root, "class/net/*/statistics")):
+        name = os.path.basename(os.path.dirname(path))
+        if name == "lo":
+            continue
+        values = {}
+        for counter in NIC_COUNTERS:
+            text = read_text(os.path.join(path, counter))
+            try:
+                values[counter] = int(text.strip())
+            except (ValueError, AttributeError):
+                continue
+        out[name] = values
+    return out
+
+
+class SmiStream:
+    """``nvidia-smi --query-gpu=… -lms`` in the background; take() returns the rows parsed since the last take."""
+
+    def __init__(self, interval_ms, fields=soak_smi.QUERY_FIELDS):
+        self.rows = []
+        self.seen = 0
+        self.lock = threading.Lock()
+        self.error = None
+        self.interval_ms, self.fields = interval_ms, fields
+        argv = ["nvidia-smi", "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits",
+                "-lms", str(int(interval_ms))]
+        self.proc = subprocess.Popen(wrapped(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, start_new_session=True)
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        for raw in self.proc.stdout:
+            row = soak_smi.parse_line(raw.decode("utf-8", "replace"))
+            if row is not None:
+                with self.lock:
+                    self.rows.append(row)
+                    self.seen += 1
+
+    def take(self):
+        with self.lock:
+            rows, self.rows = self.rows, []
+        return rows
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+class Monitor:
+    def __init__(self, cfg, monitor_path, kernel_path):
+        self.cfg = cfg
+        self.interval = float(cfg.get("interval", 5.0))
+        self.monitor_path, self.kernel_path = monitor_path, kernel_path
+        self.sys_root = cfg.get("sys_root", "/sys")
+        self.smi = None
+        self.facts = {}
+        if cfg.get("gpu_tool") == "nvidia-smi" and shutil.which("nvidia-smi"):
+            self.smi = SmiStream(int(cfg.get("smi_interval_ms", 1000)))
+            self.facts["gpu_telemetry"] = "nvidia-smi -lms %d" % int(cfg.get("smi_interval_ms", 1000))
+        else:
+            self.facts["gpu_telemetry"] = "none (no nvidia-smi on this node)"
+        self.kmsg = soak_kernel.KmsgReader(cfg.get("kmsg_path", "/dev/kmsg"))
+        self.facts["kmsg"] = self.kmsg.error or "reading %s from the start of the run" % self.kmsg.path
+        self.other_err = 0
+        self.prev_cpu = cpu_times(read_text("/proc/stat"))
+        self.prev_nic = nic_counters(self.sys_root)
+        self.prev_t = time.time()
+
+    def sample(self):
+        now = time.time()
+        dt = max(1e-6, now - self.prev_t)
+        rec = {"type": "monitor", "t": round(now, 3), "dt": round(dt, 3)}
+        cpu = cpu_times(read_text("/proc/stat"))
+        if cpu and self.prev_cpu and cpu[1] > self.prev_cpu[1]:
+            rec["cpu_util_pct"] = round(100.0 * (cpu[0] - self.prev_cpu[0]) / (cpu[1] - self.prev_cpu[1]), 2)
+        self.prev_cpu = cpu
+        rec["cpu_temp_c"] = thermal_max_c(self.sys_root)
+        rec["cpu_mhz"] = cpufreq_mean_mhz(self.sys_root)
+        load = (read_text("/proc/loadavg") or "").split()
+        rec["load1"] = float(load[0]) if load else None
+        nics = nic_counters(self.sys_root)
+        deltas = {}
+        for name, values in nics.items():
+            prev = self.prev_nic.get(name) or {}
+            deltas[name] = {k: v - prev[k] for k, v in values.items() if k in prev and v >= prev[k]}
+        self.prev_nic = nics
+        rec["nics"] = deltas
+        if self.smi is not None:
+            if (self.smi.seen == 0 and self.smi.proc.poll() is not None
+                    and self.smi.fields == soak_smi.QUERY_FIELDS):
+                # nvidia-smi refused the query (an unknown field name on this driver): the newer field name
+                self.smi = SmiStream(self.smi.interval_ms, soak_smi.QUERY_FIELDS_NEW)
+                self.facts["gpu_telemetry"] += " (clocks_event_reasons)"
+            rec["gpus"] = soak_smi.window_sample(self.smi.take(), now)
+        events = []
+        lines = 0
+        for t, krec in self.kmsg.read_new():
+            lines += 1
+            ev = soak_kernel.event(krec["message"], t, krec["prio"], krec["seq"])
+            if ev is None and krec["prio"] <= 3 and self.other_err < MAX_OTHER_ERR_LINES:
+                self.other_err += 1
+                ev = {"kind": "err", "t": round(t, 3), "line": krec["message"], "prio": krec["prio"],
+                      "seq": krec["seq"]}
+            if ev is not None:
+                events.append(ev)
+        rec["kernel_lines"] = lines
+        rec["kernel_events"] = len(events)
+        append_jsonl(self.kernel_path, events)
+        append_jsonl(self.monitor_path, [rec])
+        self.prev_t = now
+        return rec
+
+    def run(self, stop_event):
+        next_t = time.time() + self.interval
+        while not stop_event.wait(max(0.0, next_t - time.time())):
+            self.sample()
+            next_t += self.interval
+        self.sample()  # the last stretch up to the stop
+
+    def close(self):
+        if self.smi is not None:
+            self.smi.close()
+        self.kmsg.close()

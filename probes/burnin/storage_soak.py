@@ -1,0 +1,34 @@
+"""storage_soak: filesystem endurance (seed, "Storage" under Phase 3): for each client count, ``phase_s`` seconds
+of sequential mixed reads and writes, then ``phase_s`` seconds of random mixed reads and writes, with fio
+(lib/soak_fio.py); the bandwidth of every interval is kept, so degradation over time shows (the first tenth
+against the last tenth of each phase), plus IOPS and p99 completion latency per phase, beside the monitor.
+
+Params: directory (default: a directory under the probe's working directory; point it at the filesystem under
+test), clients (list of fio job counts), phase_s, size_mib (per job), direct, interval_s, and the start / poll /
+stop modes of lib/soak_runner.py. Skipped with the reason when fio is not installed.
+"""
+
+import shutil
+
+from probes.burnin.fio import PHASES
+from probes.burnin.runner import run_modes
+
+
+def run(art, params, out_dir):
+    mode = params.get("mode", "start")
+    if mode == "start" and not shutil.which("fio"):
+        art.skip("fio is not installed on this node")
+        return
+    clients = [int(c) for c in (params.get("clients") or [1])]
+    phases = list(params.get("phases") or list(PHASES))
+    unknown = [ph for ph in phases if ph not in PHASES]
+    if unknown:
+        raise ValueError("unknown phases %s (known: %s)" % (", ".join(unknown), ", ".join(PHASES)))
+    phase_s = float(params.get("phase_s", 450))
+    spec = {"clients": clients, "phases": phases, "phase_s": phase_s, "size_mib": int(params.get("size_mib", 256)),
+            "directory": params.get("directory") or None, "direct": bool(params.get("direct", False))}
+    if mode == "start":
+        # fio ends each phase by itself; the deadline is only the backstop (layout and start of every phase).
+        planned = len(clients) * len(phases) * phase_s
+        params = dict(params, planned_s=planned, duration_s=planned + len(clients) * len(phases) * 15 + 15)
+    run_modes(art, params, out_dir, {"fio": spec})

@@ -1,0 +1,245 @@
+"""A soak's timeline files -> the numbers of its artifact (measurements only; the controller judges them).
+
+The timelines themselves travel as raw files beside the artifact (``<name>.monitor.jsonl``, ``.kernel.jsonl``,
+``.gemm.jsonl``, ``.coll.jsonl``, ``.fio.jsonl``), so the report can plot them and re-grade them.
+"""
+
+import json
+import os
+import time
+
+from probes.burnin.kernel_log import merge_events
+from probes.burnin.sampler import read_jsonl
+from probes.burnin.stats import change_pct, degradation_pct, episodes, min_avg_max, r, tenths
+
+
+def _done(p):
+    try:
+        with open(p["done"]) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def _gemm(art, samples):
+    by_worker = {}
+    for s in samples:
+        if s.get("type") == "gemm":
+            by_worker.setdefault(s["worker"], []).append(s)
+    errors = [s for s in samples if s.get("type") == "error"]
+    for s in errors:
+        art.add("gemm_worker_error", s["t"], "s_epoch", worker=s.get("worker"), error=s.get("error"))
+    for worker, ss in sorted(by_worker.items()):
+        labels = {"worker": worker, "gpu": ss[0].get("gpu"), "device": ss[0].get("device"),
+                  "dtype": ss[0].get("dtype"), "size": ss[0].get("size")}
+        tf = [s["tflops"] for s in ss]
+        lo, avg, hi = min_avg_max(tf)
+        first, last = tenths(tf)
+        art.add("gemm_tflops_mean", r(avg, 6), "TFLOP/s", **labels)
+        art.add("gemm_tflops_min", r(lo, 6), "TFLOP/s", **labels)
+        art.add("gemm_tflops_max", r(hi, 6), "TFLOP/s", **labels)
+        art.add("gemm_tflops_first", r(first, 6), "TFLOP/s", **labels)
+        art.add("gemm_tflops_last", r(last, 6), "TFLOP/s", **labels)
+        art.add("gemm_degradation_pct", r(degradation_pct(tf)), "%", **labels)
+        art.add("gemm_errors", sum(s.get("errors", 0) for s in ss), "count", **labels)
+        art.add("gemm_samples", len(ss), "count", **labels)
+
+
+def _coll(art, samples):
+    by_coll = {}
+    for s in samples:
+        if s.get("type") == "coll":
+            by_coll.setdefault(s["collective"], []).append(s)
+    errors = [s for s in samples if s.get("type") == "error"]
+    art.add("coll_errors", sum(1 for s in errors if s.get("kind") != "hang"), "count")
+    art.add("coll_hangs", sum(1 for s in errors if s.get("kind") == "hang"), "count")
+    for s in errors:
+        art.add("coll_failure", s["t"], "s_epoch", kind=s.get("kind"), rank=s.get("rank"),
+                error=(s.get("error") or "")[:300])
+    starts = [s for s in samples if s.get("type") == "start"]
+    if starts:
+        art.facts["coll_backend"] = starts[0].get("backend")
+        art.facts["coll_world"] = str(starts[0].get("world"))
+    for coll, ss in sorted(by_coll.items()):
+        labels = {"collective": coll, "size_bytes": ss[0]["size_bytes"], "ranks": ss[0]["world"]}
+        bw = [s["busbw_gbps"] for s in ss]
+        _, avg, _ = min_avg_max(bw)
+        lo = min(s["busbw_min_gbps"] for s in ss)
+        hi = max(s["busbw_max_gbps"] for s in ss)
+        art.add("coll_busbw_min_gbps", r(lo, 6), "GB/s", **labels)
+        art.add("coll_busbw_avg_gbps", r(avg, 6), "GB/s", **labels)
+        art.add("coll_busbw_max_gbps", r(hi, 6), "GB/s", **labels)
+        art.add("coll_busbw_degradation_pct", r(degradation_pct(bw)), "%", **labels)
+        lat = min_avg_max(s["lat_us"] for s in ss)
+        art.add("coll_lat_us_avg", r(lat[1]), "us", **labels)
+        art.add("coll_lat_us_max", r(lat[2]), "us", **labels)
+        art.add("coll_wrong", sum(s.get("wrong") or 0 for s in ss), "count", **labels)
+        art.add("coll_checks", sum(s.get("checks") or 0 for s in ss), "count", **labels)
+        art.add("coll_samples", len(ss), "count", **labels)
+
+
+def _monitor(art, samples, interval):
+    mons = [s for s in samples if s.get("type") == "monitor"]
+    art.add("monitor_samples", len(mons), "count")
+    if not mons:
+        return
+    util = min_avg_max(s.get("cpu_util_pct") for s in mons)
+    if util:
+        art.add("cpu_util_mean_pct", r(util[1], 2), "%")
+    temp = min_avg_max(s.get("cpu_temp_c") for s in mons)
+    if temp:
+        art.add("cpu_temp_max_c", r(temp[2], 1), "C")
+    mhz = [s.get("cpu_mhz") for s in mons if s.get("cpu_mhz") is not None]
+    if mhz:
+        first, last = tenths(mhz)
+        art.add("cpu_mhz_first", r(first, 1), "MHz")
+        art.add("cpu_mhz_last", r(last, 1), "MHz")
+        art.add("cpu_mhz_drop_pct", r(degradation_pct(mhz)), "%")
+    nics = {}
+    for s in mons:
+        for name, d in (s.get("nics") or {}).items():
+            acc = nics.setdefault(name, {})
+            for k, v in d.items():
+                acc[k] = acc.get(k, 0) + v
+    for name, acc in sorted(nics.items()):
+        art.add("nic_rx_bytes", acc.get("rx_bytes", 0), "B", nic=name)
+        art.add("nic_tx_bytes", acc.get("tx_bytes", 0), "B", nic=name)
+        art.add("nic_errors", acc.get("rx_errors", 0) + acc.get("tx_errors", 0), "count", nic=name)
+        art.add("nic_drops", acc.get("rx_dropped", 0) + acc.get("tx_dropped", 0), "count", nic=name)
+    gpus = {}
+    for s in mons:
+        for g in s.get("gpus") or []:
+            gpus.setdefault(g["gpu"], []).append(g)
+    for gpu, gs in sorted(gpus.items()):
+        labels = {"gpu": gpu, "pci": gs[-1].get("pci")}
+        temps = min_avg_max(g.get("temp_c") for g in gs)
+        if temps:
+            art.add("gpu_temp_max_c", r(temps[2], 1), "C", **labels)
+        power = min_avg_max(g.get("power_max_w") for g in gs)
+        if power:
+            art.add("gpu_power_max_w", r(power[2], 1), "W", **labels)
+        limit = min_avg_max(g.get("power_limit_w") for g in gs)
+        if limit:
+            art.add("gpu_power_limit_w", r(limit[2], 1), "W", **labels)
+        clocks = [g.get("sm_mhz") for g in gs]
+        first, last = tenths(clocks)
+        if first is not None:
+            art.add("gpu_sm_clock_first_mhz", r(first, 1), "MHz", **labels)
+            art.add("gpu_sm_clock_last_mhz", r(last, 1), "MHz", **labels)
+            art.add("gpu_sm_clock_drop_pct", r(degradation_pct(clocks)), "%", **labels)
+        slowed = [(g.get("slowdown_share") or 0) > 0 for g in gs]
+        art.add("gpu_throttle_episodes", episodes(slowed), "count", **labels)
+        art.add("gpu_throttle_s", r(sum((g.get("slowdown_share") or 0) * interval for g in gs), 1), "s", **labels)
+        art.add("gpu_power_cap_share", r(sum(g.get("power_cap_share") or 0 for g in gs) / len(gs)), "ratio",
+                **labels)
+        ecc = [g.get("ecc_uncorrected") for g in gs if g.get("ecc_uncorrected") is not None]
+        if ecc:
+            art.add("gpu_ecc_uncorrected_new", max(ecc) - ecc[0], "count", **labels)
+        u = min_avg_max(g.get("util_pct") for g in gs)
+        if u:
+            art.add("gpu_util_mean_pct", r(u[1], 1), "%", **labels)
+        art.add("gpu_samples", len(gs), "count", **labels)
+
+
+def _kernel(art, events, t_start):
+    merged = merge_events(events)
+    counts = {"xid": 0, "sxid": 0, "aer": 0, "err": sum(1 for e in events if e.get("kind") == "err")}
+    for e in merged:
+        counts[e["kind"]] += 1
+        labels = {"kind": e["kind"], "line": e.get("line", "")[:500], "pci": e.get("pci"),
+                  "at_s": r(e["t"] - t_start, 1)}
+        if e.get("code") is not None:
+            labels["code"] = e["code"]
+        if e.get("severity"):
+            labels["severity"] = e["severity"]
+        if e.get("fatal") is not None:
+            labels["fatal"] = bool(e["fatal"])
+        if e.get("lines", 1) > 1:
+            labels["lines"] = e["lines"]
+        art.add("kernel_event", e["t"], "s_epoch", **labels)
+    for kind, n in sorted(counts.items()):
+        art.add("kernel_%s_count" % kind, n, "count")
+
+
+def _fio(art, samples):
+    by = {}
+    finals = {}
+    for s in samples:
+        if s.get("type") == "fio":
+            by.setdefault((s["phase"], s["clients"]), []).append(s)
+        elif s.get("type") == "fio_phase":
+            finals[(s["phase"], s["clients"])] = s
+    for key in sorted(set(by) | set(finals)):
+        phase, clients = key
+        labels = {"phase": phase, "clients": clients}
+        ss = by.get(key, [])
+        total = [s["read_mibps"] + s["write_mibps"] for s in ss]
+        mam = min_avg_max(total)
+        if mam:
+            art.add("fio_bw_min_mibps", r(mam[0]), "MiB/s", **labels)
+            art.add("fio_bw_avg_mibps", r(mam[1]), "MiB/s", **labels)
+            art.add("fio_bw_max_mibps", r(mam[2]), "MiB/s", **labels)
+            first, last = tenths(total)
+            art.add("fio_bw_first_mibps", r(first), "MiB/s", **labels)
+            art.add("fio_bw_last_mibps", r(last), "MiB/s", **labels)
+            art.add("fio_bw_degradation_pct", r(degradation_pct(total)), "%", **labels)
+            art.add("fio_intervals", len(ss), "count", **labels)
+        fin = finals.get(key)
+        if fin:
+            art.add("fio_errors", 1 if fin.get("error") or fin.get("fio_error") or fin.get("rc") else 0, "count",
+                    **labels)
+            for side in ("read", "write"):
+                if "%s_iops" % side in fin:
+                    art.add("fio_%s_iops" % side, fin["%s_iops" % side], "IOPS", **labels)
+                if "%s_clat_p99_us" % side in fin:
+                    art.add("fio_%s_clat_p99_us" % side, fin["%s_clat_p99_us" % side], "us", **labels)
+
+
+def summarize(art, cfg, p):
+    """Fill the artifact from the timeline files; state running until the runner wrote its done file."""
+    done = _done(p)
+    now = time.time()
+    t_start = cfg["t_start"]
+    t_end = done.get("t_end", now) if done else now
+    planned = float(cfg.get("planned_s", cfg["duration_s"]))
+    left = max(0.0, t_start + planned - now)
+    art.facts.update(state="done" if done else "running", t_start=str(round(t_start, 3)),
+                     duration_s=str(planned), interval_s=str(cfg["interval"]), marker=cfg["marker"],
+                     components=",".join(k for k in ("gemm", "coll", "fio") if cfg.get(k) or
+                                         (k == "coll" and cfg.get("collectives"))))
+    try:
+        with open(p["state"]) as fh:
+            art.facts.update({k: str(v) for k, v in (json.load(fh).get("monitor") or {}).items()})
+    except (OSError, ValueError):
+        pass
+    if done:
+        art.facts["ended_by"] = str(done.get("ended_by"))
+        art.facts["t_end"] = str(round(t_end, 3))
+        bad = {k: v for k, v in (done.get("exits") or {}).items() if v not in (0, None)}
+        if bad:
+            art.facts["worker_exits"] = json.dumps(bad, sort_keys=True)
+    art.add("elapsed_s", r(t_end - t_start, 1), "s")
+    art.add("planned_s", planned, "s")
+    art.add("remaining_s", r(left if not done else 0.0, 1), "s")
+    art.add("completed", 1 if done and done.get("ended_by") == "completed" else 0, "bool")
+    streams = {k: read_jsonl(p[k]) for k in ("monitor", "kernel", "gemm", "coll", "fio")}
+    _monitor(art, streams["monitor"], float(cfg["interval"]))
+    _kernel(art, streams["kernel"], t_start)
+    if cfg.get("gemm"):
+        _gemm(art, streams["gemm"])
+    if cfg.get("collectives"):
+        _coll(art, streams["coll"])
+    if cfg.get("fio"):
+        _fio(art, streams["fio"])
+    for k in ("monitor", "kernel", "gemm", "coll", "fio"):
+        if os.path.exists(p[k]):
+            art.raw.append(os.path.basename(p[k]))
+    art.facts["progress"] = "%s: %.0f s of %.0f s%s" % (
+        art.facts["state"], t_end - t_start, planned,
+        ", %.0f s left" % left if not done else " (%s)" % art.facts.get("ended_by"))
+    change = None
+    if streams["gemm"]:
+        tf = [s["tflops"] for s in streams["gemm"] if s.get("type") == "gemm"]
+        change = change_pct(*tenths(tf))
+    if change is not None:
+        art.facts["gemm_change_pct"] = "%.2f" % change

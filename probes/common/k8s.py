@@ -1,0 +1,129 @@
+"""Kubernetes as the destructive phase sees it, through kubectl: node phase from `kubectl get nodes -o json`
+(conditions, spec.unschedulable, taints), cordon/drain/uncordon, and a fresh pod pinned to one node.
+
+Phases are those of probes/common/sched.py. Taints that a node already had when the watch began (a GPU pool's
+`nvidia.com/gpu:NoSchedule`, a control-plane taint) are part of its normal state: only taints added since count.
+Without such a baseline (a one-off reading by an action) only Kubernetes' own node.kubernetes.io/* taints count.
+"""
+
+import json
+import time
+
+from probes.common.command import run_cmd
+
+TAKING_EFFECTS = ("NoSchedule", "NoExecute")
+# Taints Kubernetes itself sets on a node that is not Ready or unreachable: the node is down, not merely drained.
+DOWN_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
+def _ready(node):
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return cond.get("status"), cond.get("reason"), cond.get("message")
+    return "Unknown", None, None
+
+
+def taint_keys(node):
+    return sorted("%s:%s" % (t.get("key"), t.get("effect")) for t in (node.get("spec") or {}).get("taints") or []
+                  if t.get("effect") in TAKING_EFFECTS)
+
+
+def bad_conditions(node):
+    """Conditions other than Ready that report a problem (True for *Pressure/…Unavailable, or a health agent's own
+    condition such as GpuHealthy=False)."""
+    out = []
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        ctype, status = cond.get("type"), cond.get("status")
+        if ctype == "Ready":
+            continue
+        healthy_when_true = ctype.lower().endswith(("healthy", "ok", "ready"))
+        if (status == "True") != healthy_when_true and status in ("True", "False"):
+            out.append("%s=%s" % (ctype, status))
+    return sorted(out)
+
+
+def sample(name, node, t, baseline_taints=None):
+    if node is None:
+        return {"t": t, "node": name, "phase": "missing", "state": None, "reason": None}
+    ready, why, message = _ready(node)
+    taints = taint_keys(node)
+    if baseline_taints is None:
+        new_taints = [k for k in taints if k.startswith("node.kubernetes.io/")]
+    else:
+        new_taints = [k for k in taints if k not in set(baseline_taints)]
+    unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
+    conds = bad_conditions(node)
+    if ready != "True" or any(k.split(":")[0] in DOWN_TAINTS for k in new_taints):
+        phase = "down"
+    elif unschedulable or new_taints:
+        phase = "drained"
+    elif conds:
+        phase = "unhealthy"
+    else:
+        phase = "available"
+    state = ["Ready" if ready == "True" else "NotReady"]
+    if unschedulable:
+        state.append("SchedulingDisabled")
+    reason = "; ".join(x for x in [why if ready != "True" else None, message if ready != "True" else None]
+                       + new_taints + conds if x) or None
+    return {"t": t, "node": name, "phase": phase, "state": ",".join(state), "reason": reason,
+            "taints": taints, "boot_id": ((node.get("status") or {}).get("nodeInfo") or {}).get("bootID")}
+
+
+def parse_nodes(text):
+    doc = json.loads(text)
+    items = doc.get("items") if doc.get("kind") == "List" or "items" in doc else [doc]
+    return {(n.get("metadata") or {}).get("name"): n for n in items}
+
+
+def read(names, t, kubectl=("kubectl",), baseline_taints=None, timeout=30.0):
+    res = run_cmd(list(kubectl) + ["get", "nodes", "-o", "json"], timeout=timeout)
+    if res.rc != 0:
+        why = (res.stderr or res.stdout).strip().splitlines()
+        return [{"t": t, "node": n, "phase": "unknown", "state": None,
+                 "reason": "kubectl: %s" % (why[-1] if why else "rc=%s" % res.rc)} for n in names]
+    nodes = parse_nodes(res.stdout)
+    return [sample(n, nodes.get(n), t, None if baseline_taints is None else baseline_taints.get(n, []))
+            for n in names]
+
+
+def available(kubectl=("kubectl",)):
+    res = run_cmd(list(kubectl) + ["get", "nodes", "-o", "name"], timeout=30)
+    if res.missing:
+        return "kubectl not found"
+    if res.rc != 0:
+        return "kubectl get nodes: %s" % ((res.stderr or res.stdout).strip().splitlines() or ["failed"])[-1]
+    return None
+
+
+def drain(name, reason, kubectl=("kubectl",), timeout_s=600):
+    """Cordon and drain (the seed's order); the reason goes on the node as an annotation."""
+    run_cmd(list(kubectl) + ["annotate", "--overwrite", "node", name, "clustermax.assess/reason=%s" % reason],
+            timeout=30)
+    return run_cmd(list(kubectl) + ["drain", name, "--ignore-daemonsets", "--delete-emptydir-data",
+                                    "--timeout=%ds" % int(timeout_s)], timeout=timeout_s + 30)
+
+
+def resume(name, kubectl=("kubectl",)):
+    run_cmd(list(kubectl) + ["annotate", "node", name, "clustermax.assess/reason-"], timeout=30)
+    return run_cmd(list(kubectl) + ["uncordon", name], timeout=30)
+
+
+def pod_overrides(name, image, command, gpus):
+    container = {"name": "probe", "image": image, "command": list(command)}
+    if gpus:
+        container["resources"] = {"limits": {"nvidia.com/gpu": int(gpus)}}
+    # nodeSelector, not nodeName: the pod goes through the scheduler, so a cordoned or tainted node refuses it.
+    spec = {"nodeSelector": {"kubernetes.io/hostname": name}, "restartPolicy": "Never", "containers": [container]}
+    if gpus:
+        spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    return {"apiVersion": "v1", "spec": spec}
+
+
+def job(name, command, image, gpus=0, kubectl=("kubectl",), wait_s=300, timeout=None):
+    """A fresh pod on this node running command (nvidia-smi on GPU nodes), removed afterwards."""
+    pod = "clustermax-assess-%d" % int(time.time() * 1000)
+    argv = list(kubectl) + ["run", pod, "--image=%s" % image, "--restart=Never", "--rm", "--attach", "--quiet",
+                            "--pod-running-timeout=%ds" % int(wait_s),
+                            "--overrides=%s" % json.dumps(pod_overrides(name, image, command, gpus))]
+    return run_cmd(argv, timeout=timeout or wait_s + 60)

@@ -1,0 +1,132 @@
+"""Slurm as the destructive phase sees it: node state from `scontrol show node -o`, and the few actions it takes
+(drain, resume, a fresh job on one node). Everything runs as argv lists with timeouts (probes.common.command.run_cmd).
+
+A node's state is reduced to a phase that every scheduler shares (probes/common/sched.py):
+available, draining (DRAIN with jobs still running), drained, down (DOWN, FAIL, NOT_RESPONDING, REBOOT_ISSUED,
+powered down), missing (the scheduler no longer knows the node), unknown (the state could not be read).
+"""
+
+import re
+
+from probes.common.command import run_cmd
+
+SCONTROL = "scontrol"
+SRUN = "srun"
+# Flags that take a node out of service whatever its base state.
+DOWN_FLAGS = {"NOT_RESPONDING", "FAIL", "FAILING", "REBOOT_ISSUED", "POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN",
+              "POWERING_UP", "INVALID_REG", "INVALID"}
+DRAIN_FLAGS = {"DRAIN", "DRAINING", "DRAINED"}
+BUSY_BASES = {"ALLOCATED", "MIXED", "COMPLETING"}
+_KEY_RE = re.compile(r"(?:^|\s)([A-Z][A-Za-z_]*)=")
+
+
+def parse_show_node(text):
+    """`scontrol show node -o` output -> {node name: {field: value}}.
+
+    Values may hold spaces (OS=Linux 6.8 #1 SMP ...); Reason is always the last field and keeps the rest of the line.
+    Lines such as "Node x not found" are ignored.
+    """
+    nodes = {}
+    for line in (text or "").splitlines():
+        line = line.rstrip()
+        if not line.startswith("NodeName="):
+            continue
+        reason = None
+        idx = line.find(" Reason=")
+        if idx >= 0:
+            reason = line[idx + len(" Reason="):]
+            line = line[:idx]
+        matches = list(_KEY_RE.finditer(line))
+        fields = {}
+        for i, m in enumerate(matches):
+            end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
+            fields[m.group(1)] = line[m.end():end].strip()
+        if reason is not None:
+            fields["Reason"] = reason
+        nodes[fields["NodeName"]] = fields
+    return nodes
+
+
+def split_state(state):
+    """'IDLE+DRAIN+NOT_RESPONDING' -> ('IDLE', {'DRAIN', 'NOT_RESPONDING'}); sinfo-style '*' and '~' suffixes too."""
+    state = (state or "").strip().upper()
+    flags = set()
+    while state and state[-1] in "*~#!%$@^-":
+        flags.add({"*": "NOT_RESPONDING", "~": "POWERED_DOWN", "#": "POWERING_UP", "!": "POWERING_DOWN",
+                   "%": "POWERING_DOWN", "$": "MAINTENANCE", "@": "REBOOT_REQUESTED", "^": "REBOOT_ISSUED",
+                   "-": "PLANNED"}[state[-1]])
+        state = state[:-1]
+    parts = [p for p in state.split("+") if p]
+    base = parts[0] if parts else "UNKNOWN"
+    flags.update(parts[1:])
+    return base, flags
+
+
+def phase(fields):
+    """The shared phase of one node from its scontrol fields."""
+    base, flags = split_state(fields.get("State"))
+    if base in ("DOWN", "FAIL", "FUTURE", "UNKNOWN") or flags & DOWN_FLAGS:
+        return "down"
+    if flags & DRAIN_FLAGS:
+        busy = base in BUSY_BASES or "COMPLETING" in flags
+        return "draining" if busy else "drained"
+    return "available"
+
+
+def reason_text(fields):
+    """The Reason without Slurm's trailing ' [user@time]' stamp."""
+    reason = fields.get("Reason") or ""
+    return re.sub(r"\s*\[[^\]]*@[^\]]*\]\s*$", "", reason)
+
+
+def sample(name, fields, t):
+    if fields is None:
+        return {"t": t, "node": name, "phase": "missing", "state": None, "reason": None}
+    return {"t": t, "node": name, "phase": phase(fields), "state": fields.get("State"),
+            "reason": reason_text(fields) or None, "boot_time": fields.get("BootTime"),
+            "slurmd_start": fields.get("SlurmdStartTime")}
+
+
+def read(names, t, timeout=20.0):
+    """One sample per node. A failed scontrol gives phase unknown for every node, with the error as reason."""
+    argv = [SCONTROL, "show", "node", "-o"]
+    if names:
+        argv.append(",".join(names))
+    res = run_cmd(argv, timeout=timeout)
+    nodes = parse_show_node(res.stdout)
+    if not nodes and res.rc != 0:
+        why = (res.stderr or res.stdout).strip().splitlines()
+        why = why[-1] if why else "rc=%s" % res.rc
+        if not res.missing and not res.timed_out and len(names) == 1 and re.search(r"^Node \S+ not found", why):
+            return [sample(names[0], None, t)]
+        return [{"t": t, "node": n, "phase": "unknown", "state": None, "reason": "scontrol: %s" % why}
+                for n in names]
+    return [sample(n, nodes.get(n), t) for n in names]
+
+
+def available():
+    """Why Slurm cannot be used from here, or None."""
+    res = run_cmd([SCONTROL, "ping"], timeout=15)
+    if res.missing:
+        return "scontrol not found"
+    if res.rc != 0 or "UP" not in res.stdout:
+        return "scontrol ping: %s" % ((res.stdout + res.stderr).strip().splitlines() or ["no answer"])[-1]
+    return None
+
+
+def drain(name, reason):
+    return run_cmd([SCONTROL, "update", "NodeName=%s" % name, "State=DRAIN", "Reason=%s" % reason], timeout=30)
+
+
+def resume(name):
+    return run_cmd([SCONTROL, "update", "NodeName=%s" % name, "State=RESUME"], timeout=30)
+
+
+def job_argv(name, command, wait_s, job_name="clustermax-assess"):
+    """A fresh one-task job on exactly this node; --immediate so a node that cannot run it fails fast."""
+    return [SRUN, "--nodelist=%s" % name, "--nodes=1", "--ntasks=1", "--immediate=%d" % max(1, int(wait_s)),
+            "--time=5", "--job-name=%s" % job_name] + list(command)
+
+
+def job(name, command, wait_s=30, timeout=120.0):
+    return run_cmd(job_argv(name, command, wait_s), timeout=timeout)

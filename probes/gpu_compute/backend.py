@@ -1,0 +1,346 @@
+"""Backend selection and operands for the GPU compute probes: torch on CUDA, ROCm, or the CPU.
+
+What each dtype means here (and why one is skipped):
+  bf16, fp16, fp32  torch.mm on tensors of that dtype (fp32 with TF32 off)
+  tf32              torch.mm on fp32 tensors with torch.backends.cuda.matmul.allow_tf32 on (CUDA only)
+  fp8_e4m3          torch._scaled_mm, per-tensor scales, bf16 output (e4m3fnuz on MI300-class ROCm GPUs)
+  mxfp8             torch._scaled_mm with float8_e8m0fnu scales per 32 elements along K (OCP MX)
+  nvfp4             torch._scaled_mm on float4_e2m1fn_x2 data with float8_e4m3fn scales per 16 elements
+A dtype the GPU or the torch build cannot run is skipped with the reason (static checks first, then one small trial
+operation whose error message becomes the reason), never silently replaced by another dtype.
+"""
+
+import os
+import sys
+from contextlib import contextmanager
+
+from probes.common import device as vendor
+from probes.gpu_compute.shapes import DTYPES
+
+MIB = 2 ** 20
+TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "tf32": "float32", "fp32": "float32"}
+
+
+class Unsupported(Exception):
+    """This dtype or operation cannot run on this device with this torch: a skip, with the message as reason."""
+
+
+class Context:
+    """What a probe learned before measuring: torch, the backend, and the devices to run on."""
+
+    def __init__(self, torch, backend, devices, cpu_threads, visible_env, visible_ids, torch_indices=None):
+        self.torch = torch
+        self.backend = backend
+        self.devices = devices  # labels of the devices (GPU indices as nvidia-smi / amd-smi count them)
+        self.cpu_threads = cpu_threads
+        self.visible_env = visible_env  # CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES
+        self.visible_ids = visible_ids  # the value that pins worker i to its GPU
+        # torch's index in this (unpinned) process of each device, for probes that use all GPUs in one process
+        self.torch_indices = list(range(len(devices))) if torch_indices is None else torch_indices
+
+
+def import_torch():
+    """(torch, None) or (None, why it cannot be imported)."""
+    try:
+        import torch  # noqa: PLC0415 - torch is optional on a node; its absence is a skip, not a crash
+    except Exception as exc:  # noqa: BLE001 - a broken install is a reason too
+        return None, "torch is not importable by %s: %s: %s" % (sys.executable, type(exc).__name__, exc)
+    return torch, None
+
+
+def torch_backend(torch):
+    """(backend, device count) as torch sees it, without creating a CUDA context in this process."""
+    try:
+        if torch.cuda.is_available():
+            return ("rocm" if getattr(torch.version, "hip", None) else "cuda"), torch.cuda.device_count()
+    except Exception:  # noqa: BLE001 - a broken driver reads as "no GPU for torch"; the caller says so
+        pass
+    return "cpu", 0
+
+
+def visible_ids(env_value, count):
+    """The device ids to pin workers to, and their labels: the entries of an existing *_VISIBLE_DEVICES list
+    (so a job restricted to GPUs 2,3 reports gpu 2 and 3), else 0..count-1."""
+    if env_value:
+        entries = [e.strip() for e in env_value.split(",") if e.strip()]
+        if len(entries) >= count:
+            entries = entries[:count]
+            labels = [int(e) if e.isdigit() else i for i, e in enumerate(entries)]
+            return entries, labels
+    return [str(i) for i in range(count)], list(range(count))
+
+
+def prepare(art, params):
+    """Fill the artifact's device block and facts; return a Context, or None when the probe cannot run (the
+    artifact then says why: skipped when torch is missing, error when GPUs exist that torch cannot use)."""
+    # torch must number GPUs as nvidia-smi does (PCI bus order), before anything initialises CUDA in this process
+    os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    dev, gpus, tool_facts = vendor.describe()
+    art.device = dev
+    art.facts.update({"gpu_tool": tool_facts.get("gpu_tool"), "gpu_error": tool_facts.get("gpu_error")})
+    torch, why = import_torch()
+    if torch is None:
+        art.skip(why)
+        return None
+    art.device["torch"] = torch.__version__
+    art.facts.update({"torch": torch.__version__, "torch_cuda": getattr(torch.version, "cuda", None),
+                      "torch_hip": getattr(torch.version, "hip", None)})
+    requested = params.get("backend") or "auto"
+    backend, count = torch_backend(torch)
+    if requested not in ("auto", "cpu", "cuda", "rocm"):
+        art.error("backend %r is not one of auto, cpu, cuda, rocm" % requested)
+        return None
+    if requested == "cpu":
+        backend, count = "cpu", 0
+    elif requested != "auto" and requested != backend:
+        art.error("backend %s was asked for but torch %s sees %s" % (requested, torch.__version__, backend))
+        return None
+    if backend == "cpu" and dev["count"] and requested != "cpu":
+        # Measuring the CPU of a GPU node would hide the GPUs from every GPU check: say what is wrong instead.
+        art.device["backend"] = "cpu"
+        art.error("%s lists %d GPU(s) but torch %s (cuda=%s, hip=%s) cannot use them: install a GPU build of torch "
+                  "for %s" % (tool_facts.get("gpu_tool"), dev["count"], torch.__version__,
+                              getattr(torch.version, "cuda", None), getattr(torch.version, "hip", None),
+                              sys.executable))
+        return None
+    art.device["backend"] = backend
+    threads = None
+    if backend == "cpu":
+        threads = max(1, int(params.get("cpu_threads") or 1))
+        torch.set_num_threads(threads)
+        art.device["count"] = 0
+        art.facts["cpu_threads"] = threads
+        ids, labels, env_name, indices = ["cpu"], [0], None, [0]
+    else:
+        env_name = "HIP_VISIBLE_DEVICES" if backend == "rocm" else "CUDA_VISIBLE_DEVICES"
+        ids, labels = visible_ids(os.environ.get(env_name), count)
+        indices = list(range(len(labels)))
+        wanted = params.get("gpus")
+        if wanted:
+            indices = [i for i, label in enumerate(labels) if label in [int(g) for g in wanted]]
+            ids, labels = [ids[i] for i in indices], [labels[i] for i in indices]
+        if not dev["count"]:
+            art.device["count"] = count
+        if not art.device.get("model"):
+            try:
+                art.device["model"] = torch.cuda.get_device_name(0)
+            except Exception:  # noqa: BLE001 - the name is a nicety; the measurement does not need it
+                pass
+    art.facts["backend"] = backend
+    art.facts["devices"] = ",".join(str(d) for d in labels)
+    return Context(torch, backend, labels, threads, env_name, ids, indices)
+
+
+def requested_dtypes(params, default):
+    """The dtypes asked for, in the canonical order, plus the unknown names (reported as errors)."""
+    asked = params.get("dtypes") or default
+    if isinstance(asked, str):
+        asked = [d.strip() for d in asked.split(",") if d.strip()]
+    known = [d for d in DTYPES if d in asked]
+    unknown = [d for d in asked if d not in DTYPES]
+    return known, unknown
+
+
+@contextmanager
+def matmul_mode(torch, dtype, backend):
+    """TF32 on for tf32, off for everything else (so fp32 is real fp32); restored afterwards."""
+    if backend == "cpu":
+        yield
+        return
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+
+
+def _first_line(exc):
+    text = str(exc).strip().splitlines()
+    return "%s: %s" % (type(exc).__name__, text[0] if text else "")
+
+
+def static_support(torch, dtype, backend, device=None):
+    """Why this dtype cannot run here, from what is known without running anything (None: try it)."""
+    version = torch.__version__
+    if dtype == "tf32":
+        if backend == "cpu":
+            return "tf32 is a tensor-core math mode of NVIDIA GPUs; the CPU backend has none"
+        if backend == "rocm":
+            return ("tf32 is not measured on ROCm: torch's allow_tf32 flag cannot tell whether hipBLASLt used xf32, "
+                    "so the number could be plain fp32")
+    if dtype in ("fp8_e4m3", "mxfp8", "nvfp4") and not hasattr(torch, "_scaled_mm"):
+        return "torch %s has no torch._scaled_mm" % version
+    if dtype in ("fp8_e4m3", "mxfp8") and not hasattr(torch, "float8_e4m3fn"):
+        return "torch %s has no float8_e4m3fn dtype" % version
+    if dtype == "mxfp8" and not hasattr(torch, "float8_e8m0fnu"):
+        return "torch %s has no float8_e8m0fnu (the MX block-scale dtype, torch >= 2.7)" % version
+    if dtype == "nvfp4" and not hasattr(torch, "float4_e2m1fn_x2"):
+        return "torch %s has no float4_e2m1fn_x2 (packed fp4, torch >= 2.8)" % version
+    if backend == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        name = torch.cuda.get_device_name(device)
+        if dtype == "fp8_e4m3" and (major, minor) < (8, 9):
+            return "%s (compute capability %d.%d) has no fp8 tensor cores (needs 8.9 or newer)" % (name, major, minor)
+        if dtype in ("mxfp8", "nvfp4") and major < 10:
+            return ("%s (compute capability %d.%d) has no block-scaled %s tensor cores (needs 10.0 or newer, "
+                    "Blackwell)" % (name, major, minor, dtype))
+    if backend == "rocm":
+        arch = getattr(torch.cuda.get_device_properties(device), "gcnArchName", "") or ""
+        if dtype == "fp8_e4m3" and not ("gfx94" in arch or "gfx95" in arch):
+            return "%s has no fp8 matrix cores (gfx94x or gfx95x needed)" % arch
+        if dtype in ("mxfp8", "nvfp4") and "gfx95" not in arch:
+            return "%s has no block-scaled %s matrix cores (gfx950 needed)" % (arch, dtype)
+    return None
+
+
+def _fp8_dtype(torch, backend, device):
+    if backend == "rocm":
+        arch = getattr(torch.cuda.get_device_properties(device), "gcnArchName", "") or ""
+        if "gfx94" in arch:
+            return torch.float8_e4m3fnuz
+    return torch.float8_e4m3fn
+
+
+def _block_scales(torch, rows, k, block, scale_dtype, device):
+    """All-ones block scales in the padded size cuBLAS / hipBLASLt read: rows to a multiple of 128, K-blocks to 4.
+    The values are all 1.0, so the swizzled layout holds the same numbers as any other: only the size matters."""
+    k_blocks = -(-k // block)
+    numel = (-(-rows // 128) * 128) * (-(-k_blocks // 4) * 4)
+    return torch.full((numel,), 1.0, dtype=scale_dtype, device=device)
+
+
+def make_gemm(torch, dtype, m, n, k, device, backend):
+    """(op, impl, keep): op() computes C = A @ B once into a preallocated C; keep holds the tensors.
+    A is row-major m x k, B is n x k stored row-major and used transposed (column-major k x n), like nn.Linear
+    weights and like mamf-finder. Raises Unsupported with the reason."""
+    why = static_support(torch, dtype, backend, device)
+    if why:
+        raise Unsupported(why)
+    if dtype in TORCH_DTYPES:
+        tdt = getattr(torch, TORCH_DTYPES[dtype])
+        a = torch.randn(m, k, dtype=tdt, device=device)
+        b = torch.randn(n, k, dtype=tdt, device=device).t()
+        c = torch.empty(m, n, dtype=tdt, device=device)
+
+        def op():
+            torch.mm(a, b, out=c)
+
+        return op, "torch.mm", (a, b, c)
+    out_dtype = torch.bfloat16
+    c = torch.empty(m, n, dtype=out_dtype, device=device)
+    if dtype == "fp8_e4m3":
+        f8 = _fp8_dtype(torch, backend, device)
+        a = torch.randn(m, k, device=device).to(f8)
+        b = torch.randn(n, k, device=device).to(f8).t()
+        scale_a = torch.tensor(1.0, device=device)
+        scale_b = torch.tensor(1.0, device=device)
+    elif dtype == "mxfp8":
+        a = torch.randn(m, k, device=device).to(torch.float8_e4m3fn)
+        b = torch.randn(n, k, device=device).to(torch.float8_e4m3fn).t()
+        scale_a = _block_scales(torch, m, k, 32, torch.float8_e8m0fnu, device)
+        scale_b = _block_scales(torch, n, k, 32, torch.float8_e8m0fnu, device)
+    elif dtype == "nvfp4":
+        if k % 32:
+            raise Unsupported("nvfp4 needs K to be a multiple of 32, got %d" % k)
+        # two e2m1 values per byte along K; e2m1 has no NaN or Inf, so random bytes are valid random data
+        a = torch.randint(0, 256, (m, k // 2), dtype=torch.uint8, device=device).view(torch.float4_e2m1fn_x2)
+        b = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, device=device).view(torch.float4_e2m1fn_x2).t()
+        scale_a = _block_scales(torch, m, k, 16, torch.float8_e4m3fn, device)
+        scale_b = _block_scales(torch, n, k, 16, torch.float8_e4m3fn, device)
+    else:
+        raise Unsupported("unknown dtype %r" % dtype)
+
+    def op():
+        torch._scaled_mm(a, b, scale_a=scale_a, scale_b=scale_b, out_dtype=out_dtype, out=c)
+
+    return op, "torch._scaled_mm", (a, b, c, scale_a, scale_b)
+
+
+def trial(torch, backend, device, build):
+    """Build and run one small instance; returns None, or the reason it cannot run here."""
+    try:
+        op = build()[0]
+        op()
+        if backend != "cpu":
+            torch.cuda.synchronize()
+    except Unsupported as exc:
+        return str(exc)
+    except Exception as exc:  # noqa: BLE001 - the library's refusal is the reason of the skip
+        return "not supported by torch %s on the %s backend: %s" % (torch.__version__, backend, _first_line(exc))
+    return None
+
+
+GEMV_DTYPES = ("bf16", "fp16", "fp32")
+
+
+def make_gemv(torch, dtype, m, k, device):
+    """(op, impl, keep): y[m] = W[m,k] @ x[k] with torch.mv."""
+    if dtype not in GEMV_DTYPES:
+        raise Unsupported("gemv measures %s (memory-bound: the math mode does not matter); %s has no torch.mv "
+                          "kernel of its own" % (", ".join(GEMV_DTYPES), dtype))
+    tdt = getattr(torch, TORCH_DTYPES[dtype])
+    w = torch.randn(m, k, dtype=tdt, device=device)
+    x = torch.randn(k, dtype=tdt, device=device)
+    y = torch.empty(m, dtype=tdt, device=device)
+
+    def op():
+        torch.mv(w, x, out=y)
+
+    return op, "torch.mv", (w, x, y)
+
+
+GROUPED_DTYPES = ("bf16", "fp16", "fp32")
+GROUPED_IMPL = "torch._grouped_mm"
+LOOP_IMPL = "per_expert_loop"
+
+
+def make_grouped(torch, dtype, rows, n, k, device, impl, weights=None):
+    """(op, impl, keep): one MoE projection over the local experts. x holds the routed rows sorted by expert
+    (rows[e] of them for expert e), W the expert weights (experts, n, k) like nn.Linear (`weights`, when given,
+    is reused: the same experts serve every token batch). impl is torch's grouped matmul (one kernel for all
+    experts) or a loop of one torch.mm per expert."""
+    if dtype not in GROUPED_DTYPES:
+        raise Unsupported("grouped_gemm measures %s; fp8 grouped GEMMs (torch._scaled_grouped_mm) are not measured "
+                          "by this probe" % ", ".join(GROUPED_DTYPES))
+    tdt = getattr(torch, TORCH_DTYPES[dtype])
+    total = sum(rows)
+    x = torch.randn(total, k, dtype=tdt, device=device)
+    w = weights if weights is not None else torch.randn(len(rows), n, k, dtype=tdt, device=device)
+    if tuple(w.shape) != (len(rows), n, k) or w.dtype != tdt:
+        raise ValueError("weights of shape %s %s do not fit %d experts of %dx%d %s"
+                         % (tuple(w.shape), w.dtype, len(rows), n, k, dtype))
+    if impl == GROUPED_IMPL:
+        ends, acc = [], 0
+        for r in rows:
+            acc += r
+            ends.append(acc)
+        offs = torch.tensor(ends, dtype=torch.int32, device=device)
+        wt = w.transpose(-2, -1)
+
+        def op():
+            torch._grouped_mm(x, wt, offs=offs)
+
+        return op, GROUPED_IMPL, (x, w, offs)
+    y = torch.empty(total, n, dtype=tdt, device=device)
+    slices, start = [], 0
+    for e, r in enumerate(rows):
+        if r:
+            slices.append((x[start:start + r], w[e].t(), y[start:start + r]))
+        start += r
+
+    def op():
+        for xs, ws, ys in slices:
+            torch.mm(xs, ws, out=ys)
+
+    return op, LOOP_IMPL, (x, w, y, slices)
+
+
+def grouped_impl(torch, dtype, device, backend):
+    """(impl, reason): torch's grouped matmul when it runs here, else the per-expert loop and why."""
+    if not hasattr(torch, "_grouped_mm"):
+        return LOOP_IMPL, "torch %s has no torch._grouped_mm" % torch.__version__
+    why = trial(torch, backend, device, lambda: make_grouped(torch, dtype, [16, 0, 32], 32, 64, device, GROUPED_IMPL))
+    if why:
+        return LOOP_IMPL, "torch._grouped_mm: %s" % why
+    return GROUPED_IMPL, None

@@ -1,0 +1,172 @@
+"""nvbandwidth: NVIDIA's copy bandwidth tool (H2D, D2H, D2D over the copy engines, device-local copies), run with
+`-j` and parsed.
+
+The binary is looked for at params.path, then on PATH, then in a few usual places; without it (or without an
+NVIDIA GPU) the artifact is skipped with the reason. Each matrix cell becomes a `gbps` result labelled with the
+testcase, its row and column, and the GPU it measures (`gpu`: the GPU column of CPU<->GPU tests and of 1-row
+tests, the row GPU of GPU x GPU tests, whose column is `peer`). Per testcase: `gbps_sum`, `gbps_min`, `gbps_max`,
+`gbps_mean` over the cells with a number. Testcases nvbandwidth waived or failed are facts (testcase.<name>).
+The JSON nvbandwidth printed is kept as nvbandwidth.out.json.
+"""
+
+import json
+import math
+import os
+import shutil
+
+from probes.common import device as vendor
+from probes.common.command import run_cmd
+from probes.gpu_compute.shapes import NVBANDWIDTH_TESTS
+
+RAW = "nvbandwidth.out.json"
+CANDIDATES = ("/usr/local/bin/nvbandwidth", "/usr/local/cuda/bin/nvbandwidth", "/opt/nvbandwidth/nvbandwidth")
+
+
+def _number(cell):
+    try:
+        value = float(cell)
+    except (TypeError, ValueError):
+        return None  # "N/A": the pair was not measured (a GPU with itself, no peer access)
+    return value if math.isfinite(value) else None
+
+
+def parse(text):
+    """nvbandwidth -j output (anything before the first '{' is ignored) into a plain dict:
+    {version, git_version, cuda_version, driver, devices, error, warning, testcases: [{name, status, description,
+    matrix (rows of float or None), sum, error}]}."""
+    start = text.find("{")
+    if start < 0:
+        raise ValueError("no JSON object in nvbandwidth output")
+    doc, _ = json.JSONDecoder().raw_decode(text[start:])
+    root = doc.get("nvbandwidth")
+    if not isinstance(root, dict):
+        raise ValueError("nvbandwidth output has no 'nvbandwidth' object")
+    cases = []
+    for case in root.get("testcases") or []:
+        matrix = [[_number(c) for c in row] for row in case.get("bandwidth_matrix") or []]
+        cases.append({
+            "name": case.get("name"),
+            "status": case.get("status"),
+            "description": case.get("bandwidth_description"),
+            "matrix": matrix,
+            "sum": case.get("sum"),
+            "error": case.get("error"),
+        })
+    return {
+        "version": root.get("version"),
+        "git_version": root.get("git_version"),
+        "cuda_version": root.get("CUDA Runtime Version"),
+        "driver": root.get("Driver Version"),
+        "devices": root.get("GPU Device list") or [],
+        "error": root.get("error"),
+        "warning": root.get("warning"),
+        "testcases": cases,
+    }
+
+
+def cells(case):
+    """(labels, value) of every measured cell of a testcase, with the GPU each cell is about."""
+    matrix = case["matrix"]
+    if not matrix:
+        return []
+    cols = max(len(r) for r in matrix)
+    description = case.get("description") or ""
+    host_test = "CPU(row)" in description
+    out = []
+    for r, row in enumerate(matrix):
+        for c, value in enumerate(row):
+            if value is None:
+                continue
+            labels = {"test": case["name"], "row": r, "col": c}
+            if host_test or len(matrix) == 1:
+                labels["gpu"] = c
+            elif len(matrix) == cols:
+                labels.update(gpu=r, peer=c)
+            else:
+                # several matrices of one testcase stacked (bidirectional tests): part 0, 1, 2 …
+                labels.update(part=r // cols, gpu=r % cols, peer=c)
+            out.append((labels, value))
+    return out
+
+
+def find_binary(params):
+    explicit = params.get("path")
+    if explicit:
+        return (explicit, None) if os.access(explicit, os.X_OK) else (None, "nvbandwidth not found at %s" % explicit)
+    found = shutil.which("nvbandwidth")
+    if found:
+        return found, None
+    for path in CANDIDATES:
+        if os.access(path, os.X_OK):
+            return path, None
+    return None, ("nvbandwidth is not installed (not on PATH, nor in %s); build it from github.com/NVIDIA/"
+                  "nvbandwidth or set gpu_compute_nvbandwidth_path" % ", ".join(CANDIDATES))
+
+
+def record(art, parsed):
+    """Results and facts from a parsed nvbandwidth document; returns the testcases in error."""
+    art.facts.update({"nvbandwidth_version": parsed["version"], "nvbandwidth_git": parsed["git_version"],
+                      "cuda_driver_api": parsed["cuda_version"], "driver": parsed["driver"],
+                      "devices_listed": len(parsed["devices"])})
+    if parsed["warning"]:
+        art.facts["warning"] = parsed["warning"]
+    failed = []
+    for case in parsed["testcases"]:
+        if case["status"] != "Passed":
+            art.facts["testcase.%s" % case["name"]] = case["status"] + (": %s" % case["error"] if case["error"] else "")
+            if case["status"] not in ("Waived",):
+                failed.append("%s: %s%s" % (case["name"], case["status"],
+                                            " (%s)" % case["error"] if case["error"] else ""))
+            continue
+        values = []
+        for labels, value in cells(case):
+            art.add("gbps", value, "GB/s", **labels)
+            values.append(value)
+        if values:
+            art.add("gbps_sum", sum(values), "GB/s", test=case["name"])
+            art.add("gbps_min", min(values), "GB/s", test=case["name"])
+            art.add("gbps_max", max(values), "GB/s", test=case["name"])
+            art.add("gbps_mean", sum(values) / len(values), "GB/s", test=case["name"])
+        art.facts["testcase.%s" % case["name"]] = "Passed"
+    return failed
+
+
+def run(art, params, out_dir):
+    dev, gpus, tool_facts = vendor.describe()
+    art.device = dev
+    art.facts.update(tool_facts)
+    if dev["backend"] != "cuda":
+        art.skip("no NVIDIA GPU on this node (%s): nvbandwidth measures NVIDIA GPUs only"
+                 % (tool_facts.get("gpu_error") or "gpu tool: %s" % tool_facts.get("gpu_tool")))
+        return
+    binary, why = find_binary(params)
+    if binary is None:
+        art.skip(why)
+        return
+    art.facts["binary"] = binary
+    tests = params.get("tests")
+    if tests is None:
+        tests = NVBANDWIDTH_TESTS.get(params.get("profile") or "quick")
+    argv = [binary, "-j"]
+    if tests:
+        argv += ["-t"] + list(tests)
+    res = run_cmd(argv, timeout=float(params.get("tool_timeout") or 1800))
+    with open(os.path.join(out_dir, RAW), "w") as fh:
+        fh.write(res.stdout)
+    art.raw.append(RAW)
+    if res.timed_out:
+        art.error("nvbandwidth timed out: %s" % " ".join(argv))
+        return
+    try:
+        parsed = parse(res.stdout)
+    except ValueError as exc:
+        tail = (res.stderr or res.stdout).strip().splitlines()
+        art.error("nvbandwidth exit %s, output not readable (%s): %s" % (res.rc, exc, tail[-1] if tail else ""))
+        return
+    failed = record(art, parsed)
+    if parsed["error"]:
+        failed.insert(0, str(parsed["error"]).strip().splitlines()[0])
+    if failed:
+        art.error("; ".join(failed))
+    elif not any(c["status"] == "Passed" for c in parsed["testcases"]):
+        art.skip("nvbandwidth ran no testcase (all waived): %s" % ", ".join(c["name"] for c in parsed["testcases"]))

@@ -1,1 +1,0 @@
-"""Code shared by several probes (parsers, launch helpers). Modules here are never run as probes themselves."""

@@ -1,0 +1,161 @@
+"""container_pull: how long pulling container images takes with the engines this node has (seed, "Lifecycle":
+containers from Docker Hub, ghcr.io and nvcr.io).
+
+Engines, each used when present: docker (its daemon must answer), podman (into a storage root of its own, so the
+pull is really a pull and the node's images are untouched), enroot (`enroot import` to a squashfs file) and
+apptainer/singularity (`pull` to a SIF file), the last two with cache and temp directories of their own. Before an
+image is pulled its registry is checked for reachability with a short timeout; an image docker already has is not
+timed (its "pull" would not download anything, and the node's images are never removed). Results: pull_s and
+image_bytes per engine and image. Everything pulled is removed afterwards, also after a failure or a timeout.
+"""
+
+import json
+import os
+import shutil
+import time
+
+from probes.common import command as storage_proc
+from probes.common import tiers as storage_tier
+from probes.lifecycle import common as lifecycle
+from probes.params import with_defaults
+
+DEFAULTS = {"images": ["docker.io/library/busybox:latest"], "engines": ["docker", "podman", "enroot", "apptainer"],
+            "work_dir": None, "pull_timeout_s": 1800, "reach_timeout_s": 3}
+
+
+def registry_of(image):
+    """(registry host, path:tag) of an image reference; Docker Hub for a bare name."""
+    first, _, rest = image.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return first, rest
+    return "docker.io", image if rest else "library/" + image
+
+
+def registry_url(registry):
+    return "https://%s/v2/" % ("registry-1.docker.io" if registry == "docker.io" else registry)
+
+
+def _find(name):
+    if name == "apptainer":
+        return shutil.which("apptainer") or shutil.which("singularity")
+    return shutil.which(name)
+
+
+def _tail(text):
+    lines = [x for x in (text or "").strip().splitlines() if x.strip()]
+    return " | ".join(lines[-2:])[-400:]
+
+
+def _pull_argv(engine, exe, image, work):
+    registry, path = registry_of(image)
+    if engine == "docker":
+        return [exe, "pull", "--quiet", image], None
+    if engine == "podman":
+        return [exe, "--root", os.path.join(work, "root"), "--runroot", os.path.join(work, "runroot"), "pull",
+                "--quiet", image], None
+    if engine == "enroot":
+        ref = "docker://%s" % path if registry == "docker.io" else "docker://%s#%s" % (registry, path)
+        return [exe, "import", "--output", os.path.join(work, "image.sqsh"), ref], os.path.join(work, "image.sqsh")
+    return [exe, "pull", "--force", os.path.join(work, "image.sif"), "docker://%s" % image], \
+        os.path.join(work, "image.sif")
+
+
+def _env(engine, work):
+    env = dict(os.environ)
+    if engine == "enroot":
+        for var, sub in (("ENROOT_CACHE_PATH", "cache"), ("ENROOT_DATA_PATH", "data"), ("ENROOT_TEMP_PATH", "tmp")):
+            env[var] = os.path.join(work, sub)
+    elif engine == "apptainer":
+        for var in ("APPTAINER_CACHEDIR", "SINGULARITY_CACHEDIR"):
+            env[var] = os.path.join(work, "cache")
+        for var in ("APPTAINER_TMPDIR", "SINGULARITY_TMPDIR"):
+            env[var] = os.path.join(work, "tmp")
+    return env
+
+
+def _docker_has(exe, image):
+    rc, _, _ = storage_proc.run([exe, "image", "inspect", image], timeout=30)
+    return rc == 0
+
+
+def _docker_size(exe, image):
+    rc, out, _ = storage_proc.run([exe, "image", "inspect", "--format", "{{json .Size}}", image], timeout=30)
+    try:
+        return int(json.loads(out)) if rc == 0 else None
+    except ValueError:
+        return None
+
+
+def run(art, params, out_dir):
+    p = with_defaults(DEFAULTS, params)
+    if p.get("offline"):
+        art.skip(p["offline"])
+        return
+    work_root = p["work_dir"] or os.path.join(os.path.dirname(os.path.abspath(out_dir)), "lifecycle", "containers")
+    engines, skipped_engines = {}, {}
+    for name in p["engines"]:
+        exe = _find(name)
+        if not exe:
+            skipped_engines[name] = "not installed"
+            continue
+        if name == "docker":
+            rc, out, err = storage_proc.run([exe, "info", "--format", "{{.ServerVersion}}"], timeout=20)
+            if rc != 0:
+                skipped_engines[name] = "docker daemon not reachable: %s" % (_tail(err) or "timed out")
+                continue
+        engines[name] = exe
+    art.facts.update({"engines": engines, "skipped_engines": skipped_engines, "images": list(p["images"])})
+    if not engines:
+        art.skip("no usable container engine on this node (%s)" % "; ".join(
+            "%s: %s" % kv for kv in sorted(skipped_engines.items())))
+        return
+    reach, skipped, failures = {}, {}, {}
+    for image in p["images"]:
+        registry, _ = registry_of(image)
+        if registry not in reach:
+            reach[registry] = lifecycle.reachable(registry_url(registry), float(p["reach_timeout_s"]))
+        ok, why = reach[registry]
+        if not ok:
+            skipped[image] = "registry %s not reachable: %s" % (registry, why)
+            continue
+        for engine, exe in sorted(engines.items()):
+            key = "%s %s" % (engine, image)
+            if engine == "docker" and _docker_has(exe, image):
+                skipped[key] = "already present in docker's image store: a pull would not be measured"
+                continue
+            work = os.path.join(work_root, engine)
+            pulled = False
+            try:
+                os.makedirs(os.path.join(work, "tmp"), exist_ok=True)
+                argv, out_file = _pull_argv(engine, exe, image, work)
+                t0 = time.perf_counter()
+                rc, out, err = storage_proc.run(argv, timeout=float(p["pull_timeout_s"]), env=_env(engine, work))
+                secs = time.perf_counter() - t0
+                pulled = engine == "docker"
+                if rc is None:
+                    failures[key] = "timed out after %g s" % float(p["pull_timeout_s"])
+                    continue
+                if rc != 0:
+                    failures[key] = "rc=%s: %s" % (rc, _tail(err) or _tail(out))
+                    continue
+                size = _docker_size(exe, image) if engine == "docker" else (
+                    os.path.getsize(out_file) if out_file and os.path.exists(out_file)
+                    else lifecycle.tree_bytes(work))
+                labels = {"engine": engine, "image": image, "registry": registry}
+                art.add("pull_s", round(secs, 3), "s", **labels)
+                if size:
+                    art.add("image_bytes", size, "B", **labels)
+                    art.add("pull_mbps", round(size * 8 / secs / 1e6, 3), "Mbit/s", **labels)
+            finally:
+                if pulled:
+                    storage_proc.run([exe, "rmi", "--force", image], timeout=120)
+                if engine == "podman":
+                    storage_proc.run([exe, "--root", os.path.join(work, "root"), "--runroot",
+                                      os.path.join(work, "runroot"), "rmi", "--all", "--force"], timeout=120)
+                storage_tier.remove_tree(work, stop_at=work_root)
+    art.facts.update({"skipped": skipped, "failures": failures})
+    if not art.results:
+        if failures:
+            art.error("every pull failed: %s" % "; ".join("%s: %s" % kv for kv in sorted(failures.items())[:3]))
+        else:
+            art.skip("nothing pulled: %s" % "; ".join("%s: %s" % kv for kv in sorted(skipped.items())))

@@ -1,0 +1,114 @@
+"""model_pull: how long downloading a model takes from Hugging Face and from ModelScope (seed, "Lifecycle": pull a
+model from Hugging Face and ModelScope), through their Python clients as a user would.
+
+Per hub: the client must be importable by the node's Python (`huggingface_hub`, `modelscope`) and the hub must
+answer a TCP connection within `reach_timeout_s`; otherwise that hub is skipped with the reason. The download runs
+in a child process (killed with its group at `timeout_s`) into a fresh cache directory of its own, so nothing of the
+node's cache is reused or touched; the cache is removed afterwards, also after a failure or a timeout.
+Results per hub and model: download_s (inside the client's snapshot_download), process_s (the whole child: Python
+start and the client's import included, what a user waits for), model_bytes and download_mbps (over download_s).
+"""
+
+import json
+import os
+import sys
+import time
+
+from probes.common import command as storage_proc
+from probes.common import tiers as storage_tier
+from probes.lifecycle import common as lifecycle
+from probes.params import with_defaults
+
+DEFAULTS = {"model": "Qwen/Qwen2.5-0.5B-Instruct", "hubs": ["huggingface", "modelscope"], "allow_patterns": [],
+            "hf_endpoint": "", "modelscope_endpoint": "https://www.modelscope.cn", "python": None, "work_dir": None,
+            "timeout_s": 1800, "reach_timeout_s": 3}
+CLIENTS = {"huggingface": "huggingface_hub", "modelscope": "modelscope"}
+# One script for both clients: argv = hub, model, cache dir, JSON list of patterns (empty: the whole repository).
+SCRIPT = r"""
+import json, sys, time
+hub, model, cache, patterns = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4]) or None
+if hub == "huggingface":
+    from huggingface_hub import snapshot_download
+    t0 = time.perf_counter()
+    path = snapshot_download(repo_id=model, cache_dir=cache, allow_patterns=patterns)
+else:
+    from modelscope import snapshot_download
+    t0 = time.perf_counter()
+    try:
+        path = snapshot_download(model, cache_dir=cache, allow_patterns=patterns)
+    except TypeError:
+        path = snapshot_download(model, cache_dir=cache, allow_file_pattern=patterns)
+print(json.dumps({"path": path, "download_s": time.perf_counter() - t0}))
+"""
+
+
+def hub_url(hub, p):
+    if hub == "huggingface":
+        return p.get("hf_endpoint") or os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    return p.get("modelscope_endpoint") or "https://www.modelscope.cn"
+
+
+def _tail(text):
+    lines = [x for x in (text or "").strip().splitlines() if x.strip()]
+    return " | ".join(lines[-2:])[-400:]
+
+
+def run(art, params, out_dir):
+    p = with_defaults(DEFAULTS, params)
+    if p.get("offline"):
+        art.skip(p["offline"])
+        return
+    python = p["python"] or sys.executable
+    work_root = p["work_dir"] or os.path.join(os.path.dirname(os.path.abspath(out_dir)), "lifecycle", "models")
+    skipped, failures = {}, {}
+    art.facts.update({"model": p["model"], "allow_patterns": list(p["allow_patterns"] or []), "python": python})
+    for hub in p["hubs"]:
+        if hub not in CLIENTS:
+            raise ValueError("hubs: huggingface or modelscope, got %r" % hub)
+        rc, _, err = storage_proc.run([python, "-c", "import %s" % CLIENTS[hub]], timeout=120)
+        if rc != 0:
+            skipped[hub] = "the %s client is not installed for %s" % (CLIENTS[hub], python)
+            continue
+        url = hub_url(hub, p)
+        ok, why = lifecycle.reachable(url, float(p["reach_timeout_s"]))
+        if not ok:
+            skipped[hub] = "%s not reachable: %s" % (url, why)
+            continue
+        work = os.path.join(work_root, hub)
+        env = dict(os.environ, HF_HUB_DISABLE_TELEMETRY="1", HF_HOME=os.path.join(work, "home"),
+                   MODELSCOPE_CACHE=os.path.join(work, "home"))
+        if hub == "huggingface" and p.get("hf_endpoint"):
+            env["HF_ENDPOINT"] = p["hf_endpoint"]
+        try:
+            os.makedirs(work, exist_ok=True)
+            cache = os.path.join(work, "cache")
+            t0 = time.perf_counter()
+            rc, out, err = storage_proc.run([python, "-c", SCRIPT, hub, p["model"], cache,
+                                             json.dumps(list(p["allow_patterns"] or []))],
+                                            timeout=float(p["timeout_s"]), env=env)
+            secs = time.perf_counter() - t0
+            if rc is None:
+                failures[hub] = "timed out after %g s" % float(p["timeout_s"])
+                continue
+            if rc != 0:
+                failures[hub] = "rc=%s: %s" % (rc, _tail(err) or _tail(out))
+                continue
+            try:
+                inner = float(json.loads(out.strip().splitlines()[-1])["download_s"])
+            except (ValueError, KeyError, IndexError):
+                inner = secs
+            size = lifecycle.tree_bytes(work)
+            labels = {"hub": hub, "model": p["model"]}
+            art.add("download_s", round(inner, 3), "s", **labels)
+            art.add("process_s", round(secs, 3), "s", **labels)
+            art.add("model_bytes", size, "B", **labels)
+            if inner > 0:
+                art.add("download_mbps", round(size * 8 / inner / 1e6, 3), "Mbit/s", **labels)
+        finally:
+            storage_tier.remove_tree(work, stop_at=work_root)
+    art.facts.update({"skipped": skipped, "failures": failures})
+    if not art.results:
+        if failures:
+            art.error("every download failed: %s" % "; ".join("%s: %s" % kv for kv in sorted(failures.items())))
+        else:
+            art.skip("no model hub could be used: %s" % "; ".join("%s: %s" % kv for kv in sorted(skipped.items())))

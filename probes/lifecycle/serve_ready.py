@@ -1,0 +1,123 @@
+"""serve_ready: seconds from starting `vllm serve` on a model until its OpenAI API answers GET /v1/models (seed,
+"Lifecycle": 10-40 s on good providers, over 2 minutes on some).
+
+GPU nodes only (nvidia-smi or amd-smi must list a GPU) and only where vLLM is installed (`vllm` next to the node's
+Python or on PATH); otherwise skipped with the reason. The model is `model_path` (a directory already on the node,
+e.g. on shared storage, which is what the seed times) or else `model` downloaded with huggingface_hub into a fresh
+directory first (download_s, not part of ready_s). The server listens on 127.0.0.1 only, is stopped with its whole
+process group as soon as it answered (or at `timeout_s`), and the downloaded model is removed.
+"""
+
+import json
+import os
+import shutil
+import sys
+import time
+import urllib.request
+
+from probes.common import command as storage_proc
+from probes.common import device as device_mod
+from probes.common import tiers as storage_tier
+from probes.lifecycle import common as lifecycle
+from probes.params import with_defaults
+
+DEFAULTS = {"model": "Qwen/Qwen2.5-0.5B-Instruct", "model_path": "", "python": None, "vllm": None, "port": 28123,
+            "args": [], "timeout_s": 600, "download_timeout_s": 1800, "hf_endpoint": "", "reach_timeout_s": 3,
+            "work_dir": None}
+DOWNLOAD = ("import sys; from huggingface_hub import snapshot_download; "
+            "print(snapshot_download(repo_id=sys.argv[1], local_dir=sys.argv[2]))")
+
+
+def find_vllm(explicit, python):
+    if explicit:
+        path = explicit if os.path.isabs(explicit) else shutil.which(explicit)
+        return path if path and os.access(path, os.X_OK) else None
+    near = os.path.join(os.path.dirname(python), "vllm")
+    return near if os.access(near, os.X_OK) else shutil.which("vllm")
+
+
+def models_answer(port, timeout=2.0):
+    """True when GET /v1/models answers 200 with a JSON list of models."""
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/v1/models" % port, timeout=timeout) as resp:
+            return resp.status == 200 and isinstance(json.loads(resp.read()).get("data"), list)
+    except (OSError, ValueError):
+        return False
+
+
+def _tail_file(path):
+    try:
+        with open(path, errors="replace") as fh:
+            lines = [x for x in fh.read().splitlines() if x.strip()]
+        return " | ".join(lines[-3:])[-600:]
+    except OSError:
+        return ""
+
+
+def run(art, params, out_dir):
+    p = with_defaults(DEFAULTS, params)
+    python = p["python"] or sys.executable
+    dev, _, dev_facts = device_mod.describe()
+    art.device.update(dev)
+    if dev["backend"] == "cpu":
+        tool = dev_facts["gpu_tool"]
+        why = dev_facts.get("gpu_error") or ("no GPU listed by %s" % tool if tool != "none"
+                                             else "neither nvidia-smi nor amd-smi found")
+        art.skip("no GPU on this node (%s): vllm serve needs one" % why)
+        return
+    vllm = find_vllm(p["vllm"], python)
+    if not vllm:
+        art.skip("vLLM is not installed (no vllm next to %s nor on PATH)" % python)
+        return
+    work_root = p["work_dir"] or os.path.join(os.path.dirname(os.path.abspath(out_dir)), "lifecycle", "serve")
+    work = os.path.join(work_root, "serve")
+    proc = None
+    try:
+        os.makedirs(work, exist_ok=True)
+        model = p["model_path"]
+        if model and not os.path.isdir(model):
+            art.skip("model_path %s is not a directory on this node" % model)
+            return
+        if not model and p.get("offline"):
+            art.skip("no model_path given, and %s" % p["offline"])
+            return
+        if not model:
+            url = p["hf_endpoint"] or os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+            ok, why = lifecycle.reachable(url, float(p["reach_timeout_s"]))
+            if not ok:
+                art.skip("no model_path given and %s not reachable to download %s: %s" % (url, p["model"], why))
+                return
+            model = os.path.join(work, "model")
+            env = dict(os.environ, HF_HOME=os.path.join(work, "hf-home"), HF_HUB_DISABLE_TELEMETRY="1")
+            if p["hf_endpoint"]:
+                env["HF_ENDPOINT"] = p["hf_endpoint"]
+            t0 = time.perf_counter()
+            rc, out, err = storage_proc.run([python, "-c", DOWNLOAD, p["model"], model],
+                                            timeout=float(p["download_timeout_s"]), env=env)
+            if rc != 0:
+                art.error("download of %s failed: %s" % (p["model"], "timed out" if rc is None else err[-400:]))
+                return
+            art.add("download_s", round(time.perf_counter() - t0, 3), "s", model=p["model"])
+        art.facts.update({"model": model, "vllm": vllm, "port": int(p["port"])})
+        log = os.path.join(out_dir, "serve_ready.log")
+        argv = [vllm, "serve", model, "--host", "127.0.0.1", "--port", str(int(p["port"]))] + list(p["args"])
+        deadline_s = float(p["timeout_s"])
+        t0 = time.perf_counter()
+        proc = storage_proc.start(argv, log_path=log)
+        art.raw.append("serve_ready.log")
+        while True:
+            elapsed = time.perf_counter() - t0
+            if models_answer(int(p["port"])):
+                art.add("ready_s", round(elapsed, 3), "s", model=p["model_path"] or p["model"])
+                return
+            if proc.poll() is not None:
+                art.error("vllm serve exited with rc=%s after %.1f s: %s" % (proc.returncode, elapsed,
+                                                                           _tail_file(log)))
+                return
+            if elapsed > deadline_s:
+                art.error("/v1/models did not answer within %g s" % deadline_s)
+                return
+            time.sleep(0.5)
+    finally:
+        storage_proc.kill_group(proc, grace=10.0)
+        storage_tier.remove_tree(work, stop_at=work_root)

@@ -1,0 +1,525 @@
+"""collectives: torch.distributed collectives across the nodes, world size doubling until every node is used.
+
+Every node runs this probe at the same time (the play starts it on all hosts at once) with the same host list and
+its own index as `rank`. For each world size of the plan (1 node, 2, 4, … all nodes):
+
+- 1 node: every node runs its own single-node world at once (nothing crosses the network, so they do not disturb
+  each other, and each node gets its own intra-node curve);
+- w > 1 nodes: the first w hosts of the list form the world; the others wait. A separate rendezvous per world
+  size: MASTER_ADDR is the first host's address, the port is `port + 1 + index of the world size in the plan`.
+
+The launch is our own (no torchrun): this probe starts one worker process per GPU (one per node on CPU) with its
+rank, and the workers meet through torch's TCPStore and init_process_group(store=…) (see lib/net_worker.py).
+gloo on CPU, nccl on GPUs. GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME are set to the interface that carries the
+host's inventory address unless the params' env sets them.
+
+Every launch has a timeout and a stall timeout (no progress at all); workers also die with this probe
+(lib/net_procs.py). A hang is reported as a hang with the ranks that were stuck and where; a crashed rank is
+named with its exit status. Nodes agree on when to start the next world size, and keep each other's progress,
+through a small store the first node serves (lib/net_rdzv.py).
+
+Results per (collective, size, placement, nodes): time_us (mean per iteration, max over ranks), algbw_gbps,
+busbw_gbps (not for a one-rank world: nothing crosses a bus there), wrong (elements of this node's ranks whose
+result was wrong on one checked call). Facts: backend, interface, plan, and `failures` (one entry per failed world
+size, with its kind, message and log file).
+"""
+
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import probes
+from probes.artifact import artifact_filename
+from probes.common import device
+from probes.common.procs import Children, tail
+from probes.common.readers import read_text
+from probes.common.rendezvous import Mesh, StoreError, interface_for
+from probes.network.plan import as_bool, human_bytes, message_sizes, parse_bytes, world_size_plan
+
+DEFAULT_COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast"]
+BOOT = "import sys; sys.path.insert(0, %r); from probes.network.worker import main; sys.exit(main(sys.argv[1]))"
+
+
+def package_root():
+    """The directory (or probes.pyz) that holds the probes package, for the workers' sys.path."""
+    return os.path.dirname(os.path.dirname(os.path.abspath(probes.__file__)))
+
+
+def mem_available_bytes():
+    for line in (read_text("/proc/meminfo") or "").splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return None
+
+
+class Node:
+    """This node's view of the run: who it is, the store, and where files go."""
+
+    def __init__(self, art, params, out_dir):
+        self.art, self.params = art, params
+        self.hosts = list(params.get("hosts") or [art.host])
+        self.addresses = [str(a) for a in (params.get("addresses") or self.hosts)]
+        if len(self.addresses) != len(self.hosts):
+            raise ValueError("params: %d hosts but %d addresses" % (len(self.hosts), len(self.addresses)))
+        self.rank = int(params.get("rank", 0))
+        if not 0 <= self.rank < len(self.hosts):
+            raise ValueError("params: rank %d is outside 0..%d" % (self.rank, len(self.hosts) - 1))
+        self.n = len(self.hosts)
+        self.port = int(params.get("port", 29500))
+        self.token = "%s:%s:%d" % (params.get("token") or art.run_id, art.variant or "", self.port)
+        base = os.path.splitext(artifact_filename(art.probe, art.variant))[0]
+        self.base = base
+        self.out_dir = out_dir
+        self.work = os.path.join(out_dir, ".%s-work" % base)
+        self.mesh = None
+        self.store = None
+
+    def open_store(self, connect_timeout):
+        if self.n > 1:
+            self.mesh = Mesh(self.hosts, self.addresses, self.rank, self.port, self.token,
+                             connect_timeout=connect_timeout)
+            self.store = self.mesh.store
+
+    def barrier(self, name, timeout):
+        if self.store is None:
+            return []
+        try:
+            return self.store.barrier(name, self.rank, self.n, timeout)
+        except StoreError as exc:
+            self.art.facts.setdefault("store_errors", []).append(str(exc))
+            self.store = None
+            return [r for r in range(self.n) if r != self.rank]
+
+    def close(self):
+        if self.mesh is not None:
+            self.mesh.close()
+        self.store = None
+
+
+def free_local_port():
+    """A free TCP port on loopback for a single-node world (each node picks its own)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _positions(records, ranks):
+    """rank -> progress record, for the ranks of one world."""
+    out = {}
+    for key, value in (records or {}).items():
+        try:
+            out[int(key.rsplit("/", 1)[1])] = value
+        except (ValueError, IndexError):
+            continue
+    return {r: out.get(r) for r in ranks}
+
+
+def _ranks_text(ranks):
+    return ",".join(str(r) for r in sorted(ranks))
+
+
+def describe_failure(nodes, ranks, exits, positions, stall_s):
+    """One sentence for a failed world: which ranks stopped where, and how (crash, hang, error).
+
+    exits: rank -> {"status": ok|crash|hang|error|rendezvous|timeout, "rc", "error"}; positions: rank -> last
+    progress record or None. Hangs name the stuck ranks and the step they waited in."""
+    parts = []
+    crashed = sorted(r for r in ranks if (exits.get(r) or {}).get("status") == "crash")
+    hung = sorted(r for r in ranks if (exits.get(r) or {}).get("status") in ("hang", "timeout"))
+    errored = sorted(r for r in ranks if (exits.get(r) or {}).get("status") in ("error", "rendezvous"))
+    unknown = sorted(r for r in ranks if exits.get(r) is None)
+
+    def where(r):
+        pos = positions.get(r)
+        if not pos:
+            return "before the rendezvous"
+        if pos.get("phase") == "rendezvous":
+            return "in the rendezvous"
+        return "in %s (step %s)" % (pos.get("label"), pos.get("step"))
+
+    for r in crashed:
+        rc = exits[r].get("rc")
+        how = "was killed by signal %d" % -rc if isinstance(rc, int) and rc < 0 else "exited with status %s" % rc
+        parts.append("rank %d %s %s" % (r, how, where(r)))
+    if hung:
+        groups = {}
+        for r in hung:
+            groups.setdefault(where(r), []).append(r)
+        for place, members in sorted(groups.items(), key=lambda kv: kv[1]):
+            parts.append("ranks %s stuck %s (no progress for %g s)" % (_ranks_text(members), place, stall_s)
+                         if len(members) > 1 else "rank %d stuck %s (no progress for %g s)" % (members[0], place,
+                                                                                             stall_s))
+    if errored:
+        msgs = {}
+        for r in errored:
+            msgs.setdefault((exits[r].get("error") or "error")[:200], []).append(r)
+        for msg, members in sorted(msgs.items(), key=lambda kv: kv[1]):
+            parts.append("ranks %s: %s" % (_ranks_text(members), msg) if len(members) > 1
+                         else "rank %d: %s" % (members[0], msg))
+    if unknown:
+        parts.append("ranks %s did not report (their node's probe is gone)" % _ranks_text(unknown)
+                     if len(unknown) > 1 else "rank %d did not report (its node's probe is gone)" % unknown[0])
+    kind = "hang" if hung and not crashed else "crash" if crashed else "error"
+    if errored and all((exits[r] or {}).get("status") == "rendezvous" for r in errored) and not (crashed or hung):
+        kind = "rendezvous"
+    return kind, "%s at %d node%s: %s" % (kind, nodes, "s" if nodes > 1 else "", "; ".join(parts) or "no detail")
+
+
+class Pool:
+    """This node's worker processes, one per local rank. A worker imports torch once and runs the worlds it is
+    sent one after another; after a failed world the workers are ended and the next world starts fresh ones."""
+
+    def __init__(self, node, ppn, settings, env, children):
+        self.node, self.ppn, self.settings, self.env, self.children = node, ppn, settings, env, children
+        self.procs = []
+
+    def ensure(self):
+        if self.procs and all(p.poll() is None for p in self.procs):
+            return self.procs
+        self.stop()
+        base = os.path.join(self.node.work, "worker.json")
+        with open(base, "w") as fh:
+            json.dump(self.settings, fh)
+        log = os.path.join(self.node.out_dir, "%s.workers.log" % self.node.base)
+        argv = [sys.executable, "-c", BOOT % package_root(), base]
+        self.procs = [self.children.start(argv, env=self.env, log_path=log, stdin=subprocess.PIPE)
+                      for _ in range(self.ppn)]
+        return self.procs
+
+    def send(self, commands):
+        for proc, cmd in zip(self.procs, commands):
+            try:
+                proc.stdin.write((json.dumps(cmd) + "\n").encode("utf-8"))
+                proc.stdin.flush()
+            except OSError:
+                pass  # it died: watch() sees the exit
+
+    def stop(self):
+        for proc in self.procs:
+            self.children.stop(proc)
+        self.procs = []
+
+    def close(self, timeout=15.0):
+        """End of the run: close the workers' stdin so they exit on their own, then stop what is left."""
+        for proc in self.procs:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+        deadline = time.monotonic() + timeout
+        while any(p.poll() is None for p in self.procs) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.stop()
+
+
+class World:
+    """One world size on this node: give the local ranks their part, watch them, collect what they measured."""
+
+    def __init__(self, node, index, nodes, ppn, settings):
+        self.node, self.index, self.nodes, self.ppn = node, index, nodes, ppn
+        self.settings = settings
+        self.key = "w%d" % index
+        self.log_name = "%s.n%d.log" % (node.base, nodes)
+        if nodes == 1:
+            self.master, self.node_index = "127.0.0.1", 0
+        else:
+            self.master, self.node_index = node.addresses[0], node.rank
+        # A single-node world never leaves the node: a free loopback port of its own, so nodes sharing a machine
+        # (or a port range) never meet in the wrong world.
+        self.port = free_local_port() if nodes == 1 else node.port + 1 + index
+        self.world = nodes * ppn
+        self.ranks = list(range(self.node_index * ppn, (self.node_index + 1) * ppn))
+        self.files = {}
+
+    def commands(self):
+        s = self.settings
+        out = []
+        for local in range(self.ppn):
+            rank = self.node_index * self.ppn + local
+            files = {k: os.path.join(self.node.work, "%s.r%d.%s" % (self.key, rank, k)) for k in ("results",
+                                                                                                 "progress")}
+            for path in files.values():
+                if os.path.exists(path):
+                    os.unlink(path)
+            self.files[rank] = files
+            out.append({"rank": rank, "world": self.world, "local_rank": local, "nodes": self.nodes,
+                        "master_addr": self.master, "master_port": self.port, "results": files["results"],
+                        "progress": files["progress"], "key": self.key,
+                        "log": os.path.join(self.node.out_dir, self.log_name),
+                        "device": ("cuda:%d" % local) if s["backend"] == "nccl" else "cpu",
+                        "store": ({"host": self.node.addresses[0], "port": self.node.port, "token": self.node.token}
+                                  if self.node.store is not None and self.nodes > 1 else None)})
+        return out
+
+    def _progress(self):
+        """(size of the progress files together, every local rank past its rendezvous, every one finished,
+        some failed)."""
+        mark, running, done, failed = 0, True, True, False
+        for files in self.files.values():
+            try:
+                with open(files["progress"], "rb") as fh:
+                    fh.seek(0, os.SEEK_END)
+                    size = fh.tell()
+                    fh.seek(max(0, size - 512))
+                    last = fh.read().decode("utf-8", "replace").strip().splitlines()[-1:]
+            except OSError:
+                size, last = 0, []
+            mark += size
+            try:
+                phase = json.loads(last[0]).get("phase") if last else "start"
+            except ValueError:
+                phase = "start"
+            running = running and phase not in ("start", "rendezvous")
+            done = done and phase in ("done", "failed")
+            failed = failed or phase == "failed"
+        return mark, running, done, failed
+
+    def run(self, pool):
+        """Run this world on the pool's workers. Returns rank -> exit record {"status", "rc", "error"}.
+
+        Until every local rank is past its rendezvous the limit is the rendezvous timeout (plus a minute to import
+        torch); after that, no progress for stall_timeout seconds is a hang; the whole launch has launch_timeout."""
+        s = self.settings
+        procs = pool.ensure()
+        pool.send(self.commands())
+        start = time.monotonic()
+        deadline = start + float(s["launch_timeout"])
+        stall = float(s["stall_timeout"])
+        startup = float(s["rdzv_timeout"]) + 60
+        mark, changed = 0, start
+        first_exit = None
+        why = None
+        while True:
+            new, running, done, failed = self._progress()
+            if done:
+                break
+            codes = [p.poll() for p in procs]
+            now = time.monotonic()
+            if new != mark:
+                mark, changed = new, now
+            if any(c is not None for c in codes):
+                first_exit = first_exit or now
+                if all(c is not None for c in codes) or now - first_exit > 10:
+                    # a local rank died; the others had a moment to fail on their own
+                    why = "error"
+                    break
+            if now > deadline:
+                why = "timeout"
+                break
+            if (running and now - changed > stall) or (not running and now - start > startup):
+                why = "hang"
+                break
+            time.sleep(0.1)
+        _, _, _, failed = self._progress()
+        if why or failed:
+            pool.stop()  # a process group that failed is never reused
+        exits = {}
+        for rank, proc in zip(self.ranks, procs):
+            errors = [r for r in self.records(rank) if r.get("type") == "error"]
+            last = _last_progress(self, rank) or {}
+            rc = proc.returncode
+            if last.get("phase") == "done":
+                exits[rank] = {"status": "ok", "rc": 0}
+            elif errors:
+                err = errors[-1]
+                exits[rank] = {"status": err.get("kind", "error"), "rc": rc, "error": err.get("error")}
+            elif why in ("hang", "timeout") and (rc is None or rc < 0):
+                exits[rank] = {"status": why, "rc": rc}
+            else:
+                exits[rank] = {"status": "crash", "rc": rc}
+        return exits
+
+    def records(self, rank):
+        out = []
+        path = self.files.get(rank, {}).get("results")
+        for line in (read_text(path) or "").splitlines() if path else []:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+        return out
+
+
+def settings_from(params, backend, ppn, sizes, host_mem_limit):
+    return {
+        "backend": backend, "collectives": list(params.get("collectives") or DEFAULT_COLLECTIVES),
+        "sizes": sizes, "dtype": params.get("dtype", "float32"),
+        "warmup": int(params.get("warmup", 2)), "iters": int(params.get("iters", 10)),
+        "min_iters": int(params.get("min_iters", 3)),
+        "max_seconds_per_size": float(params.get("max_seconds_per_size", 1.0)),
+        "launch_timeout": float(params.get("launch_timeout", 300)),
+        "stall_timeout": float(params.get("stall_timeout", 90)),
+        "rdzv_timeout": float(params.get("rdzv_timeout", 90)),
+        "op_timeout": float(params.get("stall_timeout", 90)),
+        "check": as_bool(params.get("check"), True), "fault": params.get("fault") or None,
+        "host_mem_limit_bytes": host_mem_limit, "ppn": ppn,
+    }
+
+
+def _sig(value):
+    """Seven significant digits: enough for any timer, and tiny CPU-backend bandwidths keep their precision."""
+    return float("%.7g" % value)
+
+
+def record_results(art, world, node_ranks):
+    """The metrics of one world on this node: timing from the node's first rank, wrong summed over its ranks."""
+    per_rank = {r: [x for x in world.records(r) if x.get("type") == "result"] for r in node_ranks}
+    first = per_rank[node_ranks[0]]
+    wrong_by_step = {}
+    for rows in per_rank.values():
+        for row in rows:
+            if row.get("wrong") is not None:
+                wrong_by_step[row["step"]] = wrong_by_step.get(row["step"], 0) + int(row["wrong"])
+    env = next((x for x in world.records(node_ranks[0]) if x.get("type") == "env"), {})
+    for row in first:
+        labels = {"collective": row["collective"], "size_bytes": row["size_bytes"], "placement": row["placement"],
+                  "nodes": row["nodes"], "ranks": row["ranks"], "dtype": row["dtype"]}
+        art.add("time_us", _sig(row["time_us"]), "us", **labels)
+        art.add("algbw_gbps", _sig(row["algbw_gbps"]), "GB/s", **labels)
+        if row.get("busbw_gbps") is not None:
+            art.add("busbw_gbps", _sig(row["busbw_gbps"]), "GB/s", **labels)
+        if row["step"] in wrong_by_step:
+            art.add("wrong", wrong_by_step[row["step"]], "count", **labels)
+    skipped = [x for r in node_ranks for x in world.records(r) if x.get("type") == "skip"]
+    return env, len(first), skipped
+
+
+def run(art, params, out_dir):
+    dev, gpus, gpu_facts = device.describe()
+    art.device = dev
+    art.facts.update({"gpu_error": gpu_facts.get("gpu_error")})
+    if params.get("skip"):
+        # The play decided this run cannot happen (e.g. a GPU variant on a cluster where a host has no GPU).
+        art.skip(str(params["skip"]).strip())
+        return
+    if importlib.util.find_spec("torch") is None:
+        art.skip("torch is not importable by %s: the collectives need torch (gloo on CPU, nccl on GPU)"
+                 % sys.executable)
+        return
+    node = Node(art, params, out_dir)
+    gpu = dev["backend"] in ("cuda", "rocm")
+    backend = "nccl" if gpu else "gloo"
+    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    gpu_count = min(len(gpus), len(visible)) if visible and gpu else len(gpus)
+    ppn = int(params.get("procs_per_node") or 0) or (gpu_count if gpu else int(params.get("cpu_procs_per_node", 1)))
+    max_bytes = parse_bytes(params.get("max_bytes", 4 << 20))
+    if not gpu and params.get("cpu_max_bytes"):
+        cap = parse_bytes(params["cpu_max_bytes"])
+        if cap < max_bytes:
+            art.facts["max_bytes_capped"] = "%s on the cpu backend (asked %s)" % (human_bytes(cap),
+                                                                                human_bytes(max_bytes))
+            max_bytes = cap
+    sizes = message_sizes(parse_bytes(params.get("min_bytes", 8)), max_bytes, int(params.get("factor", 2)))
+    plan = world_size_plan(node.n, params.get("world_sizes"))
+    peers = [a for i, a in enumerate(node.addresses) if i != node.rank]
+    ifname, local_ip, how = interface_for(node.addresses[node.rank], peers)
+    env = dict(os.environ)
+    env.update({str(k): str(v) for k, v in (params.get("env") or {}).items()})
+    if ifname:
+        env.setdefault("GLOO_SOCKET_IFNAME", ifname)
+        env.setdefault("NCCL_SOCKET_IFNAME", ifname)
+    if ppn > 1:
+        env.setdefault("OMP_NUM_THREADS", "1")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    mem = mem_available_bytes()
+    settings = settings_from(params, backend, ppn, sizes, (mem // (2 * ppn)) if (mem and not gpu) else None)
+    art.device["torch"] = None
+    art.facts.update({
+        "torch_backend": backend, "procs_per_node": ppn, "launcher": "builtin (TCPStore rendezvous, "
+        "init_process_group per world size)", "master_addr": node.addresses[0], "port": node.port,
+        "interface": ifname, "interface_address": local_ip, "interface_how": how,
+        "socket_ifname": env.get("GLOO_SOCKET_IFNAME") if backend == "gloo" else env.get("NCCL_SOCKET_IFNAME"),
+        "world_sizes": ",".join(str(w) for w in plan), "node_rank": node.rank, "hosts": node.n,
+        "sizes": "%s .. %s, factor %d" % (human_bytes(sizes[0]), human_bytes(sizes[-1]), int(params.get("factor", 2))),
+        "collectives": ",".join(settings["collectives"]),
+        "env": " ".join("%s=%s" % kv for kv in sorted((params.get("env") or {}).items())) or None,
+    })
+    failures, ran, missing_nodes = [], [], set()
+    os.makedirs(node.work, exist_ok=True)
+    barrier_timeout = settings["launch_timeout"] + 60
+    children = Children()
+    pool = Pool(node, ppn, settings, env, children)
+    try:
+        node.open_store(connect_timeout=settings["rdzv_timeout"])
+        for index, nodes in enumerate(plan):
+            world = World(node, index, nodes, ppn, settings)
+            lost = sorted(r for r in missing_nodes if r < nodes) if nodes > 1 else []
+            participates = nodes == 1 or node.rank < nodes
+            if lost and participates:
+                failures.append({"nodes": nodes, "kind": "skipped", "log": None,
+                                 "message": "not run at %d nodes: %s did not reach the previous step"
+                                            % (nodes, ", ".join(node.hosts[r] for r in lost))})
+                participates = False
+            if participates:
+                started = time.monotonic()
+                exits = world.run(pool)
+                env_info, count, skipped = record_results(art, world, world.ranks)
+                if env_info:
+                    art.device["torch"] = env_info.get("torch")
+                    if env_info.get("nccl"):
+                        art.facts["nccl_version"] = env_info["nccl"]
+                for item in skipped:
+                    art.facts.setdefault("skipped_sizes", []).append(
+                        "%s %s at %d nodes: %s" % (item["collective"], human_bytes(item["size_bytes"]), nodes,
+                                                   item["reason"]))
+                if node.store is not None and nodes > 1:
+                    try:
+                        for rank, rec in exits.items():
+                            node.store.set("%s/x/%d" % (world.key, rank), rec)
+                    except StoreError:
+                        pass
+                ran.append(nodes)
+                art.facts["seconds_n%d" % nodes] = round(time.monotonic() - started, 2)
+            missing = node.barrier("after-%d" % index, barrier_timeout)
+            missing_nodes.update(missing)
+            if participates and any(rec["status"] != "ok" for rec in exits.values()):
+                positions, all_exits = {}, dict(exits)
+                if nodes > 1 and node.store is not None:
+                    try:
+                        positions = _positions(node.store.keys("%s/p/" % world.key), range(world.world))
+                        for key, rec in node.store.keys("%s/x/" % world.key).items():
+                            all_exits[int(key.rsplit("/", 1)[1])] = rec
+                    except StoreError:
+                        pass
+                else:
+                    positions = {r: _last_progress(world, r) for r in world.ranks}
+                kind, message = describe_failure(nodes, list(range(world.world)) if nodes > 1 else world.ranks,
+                                                 all_exits, positions, settings["stall_timeout"])
+                stuck = sorted(r for r, rec in all_exits.items() if rec and rec.get("status") != "ok")
+                log_tail = tail(os.path.join(out_dir, world.log_name), 5)
+                failures.append({"nodes": nodes, "kind": kind, "message": message, "stuck_ranks": stuck,
+                                 "log": world.log_name, "log_tail": log_tail})
+            if os.path.exists(os.path.join(out_dir, world.log_name)) and world.log_name not in art.raw:
+                art.raw.append(world.log_name)
+        node.barrier("end", barrier_timeout)
+        pool.close()
+    finally:
+        children.stop_all()
+        node.close()
+        shutil.rmtree(node.work, ignore_errors=True)
+    workers_log = "%s.workers.log" % node.base
+    if os.path.exists(os.path.join(out_dir, workers_log)) and os.path.getsize(os.path.join(out_dir, workers_log)):
+        art.raw.append(workers_log)
+    art.facts["world_sizes_run"] = ",".join(str(w) for w in ran)
+    art.facts["failures"] = failures
+    real = [f for f in failures if f["kind"] != "skipped"]
+    if failures:
+        first = (real or failures)[0]
+        art.error("%d of %d world sizes failed; first: %s (log: %s)" % (
+            len(failures), len(plan), first["message"], first.get("log") or "-"))
+
+
+def _last_progress(world, rank):
+    path = world.files.get(rank, {}).get("progress")
+    lines = (read_text(path) or "").splitlines() if path else []
+    for line in reversed(lines):
+        try:
+            return json.loads(line)
+        except ValueError:
+            continue
+    return None

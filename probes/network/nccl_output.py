@@ -1,0 +1,234 @@
+"""Parsers for nccl-tests output: the text table every version prints, and the JSON file of `-J <file>`.
+
+Text (nccl-tests src/util.cu): header lines starting with '#' (`# nccl-tests version …`, `# Collective test
+starting: <prog>`, `# nThread 1 nGpus 8 minBytes … maxBytes … step: 2(factor) warmup iters: 5 iters: 20 …`, one
+`#  Rank  0 Group  0 Pid … on <host> device  0 [<pci>] <name>` per rank), a column header
+(`size count type redop root | time algbw busbw #wrong` out-of-place then in-place; older releases say `error`
+and have no `root`), one line per size, then the footer `# Out of bounds values : N OK|FAILED` and
+`# Avg bus bandwidth : X`. A run that hung and was killed has no footer: `complete` is False and `last_size` says
+how far it got. `mpirun --tag-output` prefixes ([1,0]<stdout>:) are removed.
+
+JSON (-J, format version 2): {version, args, env, nccl_version, config{…, devices[]}, results[{size, count, type,
+redop, root, out_of_place{time|cpu_time, alg_bw, bus_bw, nwrong}, in_place{…}, actual_iterations}],
+out_of_bounds{count, okay}, average_bus_bandwidth{bandwidth, okay}, errors[]}. A file cut short by a hang is
+salvaged record by record.
+"""
+
+import json
+import re
+
+from probes.network.busbw import collective_from_program
+
+_TAG = re.compile(r"^\[[\d,]+\](?:<stdout>|<stderr>)?:?\s?")
+_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+"
+                   r"\[([^\]]*)\]\s*(.*)$")
+_NUM = re.compile(r"^-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")
+
+
+def _number(token):
+    if token in ("N/A", "-nan", "nan", "inf", "-inf"):
+        return None
+    if _NUM.match(token):
+        value = float(token)
+        return int(value) if value.is_integer() and "." not in token and "e" not in token.lower() else value
+    return None
+
+
+def _header_params(line, out):
+    """`# nThread 1 nGpus 8 minBytes 8 maxBytes 17179869184 step: 2(factor) warmup iters: 5 iters: 20 …`."""
+    for key, pattern in (("nthreads", r"nThread (\d+)"), ("ngpus", r"nGpus (\d+)"), ("min_bytes", r"minBytes (\d+)"),
+                         ("max_bytes", r"maxBytes (\d+)"), ("warmup_iters", r"warmup iters: (\d+)"),
+                         ("iters", r"(?<!warmup )(?<!agg )\biters: (\d+)"), ("validation", r"validation: (\d+)")):
+        m = re.search(pattern, line)
+        if m:
+            out[key] = int(m.group(1))
+    m = re.search(r"step: (\d+)\((factor|bytes)\)", line)
+    if m:
+        out["step_" + m.group(2)] = int(m.group(1))
+
+
+def parse_text(text, program=None):
+    """nccl-tests stdout -> {"program", "collective", "version", "nccl_version", "params", "devices", "rows",
+    "avg_busbw", "out_of_bounds", "complete", "last_size", "errors"}.
+
+    rows: one per size and placement: {"size", "count", "type", "redop", "root", "placement", "time_us",
+    "algbw_gbps", "busbw_gbps", "wrong"} (wrong is None when validation was off: N/A)."""
+    out = {"program": program, "version": None, "nccl_version": None, "params": {}, "devices": [], "rows": [],
+           "avg_busbw": None, "out_of_bounds": None, "out_of_bounds_ok": None, "complete": False, "last_size": None,
+           "errors": []}
+    columns = None
+    for raw_line in (text or "").splitlines():
+        line = _TAG.sub("", raw_line.rstrip())
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("#"):
+            body = stripped[1:].strip()
+            m = re.match(r"nccl-tests version (\S+).*?nccl-library=(\d+)", body)
+            if m:
+                out["version"], out["nccl_version"] = m.group(1), int(m.group(2))
+            m = re.match(r"Collective test starting: (\S+)", body)
+            if m:
+                out["program"] = m.group(1)
+            if body.startswith("nThread"):
+                _header_params(body, out["params"])
+            m = _RANK.match(stripped)
+            if m:
+                out["devices"].append({"rank": int(m.group(1)), "group": int(m.group(2) or 0), "pid": int(m.group(3)),
+                                       "host": m.group(4), "device": int(m.group(5)), "pci": m.group(6),
+                                       "name": m.group(7).strip()})
+            tokens = body.split()
+            if tokens[:2] == ["size", "count"]:
+                columns = tokens
+            m = re.match(r"Out of bounds values\s*:\s*(\d+)\s*(\w+)?", body)
+            if m:
+                out["out_of_bounds"] = int(m.group(1))
+                out["out_of_bounds_ok"] = (m.group(2) or "OK") == "OK"
+            m = re.match(r"Avg bus bandwidth\s*:\s*([\d.eE+-]+)", body)
+            if m:
+                out["avg_busbw"] = float(m.group(1))
+                out["complete"] = True
+            if body.startswith("error:"):
+                out["errors"].append(body[len("error:"):].strip())
+            continue
+        if "NCCL WARN" in stripped or re.search(r"(Test NCCL failure|Test failure|Cuda failure|NCCL failure)",
+                                                 stripped):
+            out["errors"].append(stripped[:300])
+            continue
+        row = _data_row(stripped.split(), columns)
+        if row:
+            out["rows"].extend(row)
+            out["last_size"] = row[0]["size"]
+    if out["program"] is None and program:
+        out["program"] = program
+    out["collective"] = collective_from_program(out["program"]) if out["program"] else None
+    return out
+
+
+def _data_row(tokens, columns):
+    """A table line -> two records (out-of-place, in-place), or [] when the line is not one."""
+    if len(tokens) < 8 or not tokens[0].isdigit() or not tokens[1].isdigit():
+        return []
+    with_root = columns is None and len(tokens) >= 13 or (columns is not None and "root" in columns)
+    head = 5 if with_root else 4
+    per_place = 4
+    if columns is not None and "i_min" in columns:
+        per_place = 8  # per-iteration timing: time algbw busbw #wrong i_min i_max i_p99 i_cv%
+    cells = tokens[head:]
+    if len(cells) < per_place:
+        return []
+    base = {"size": int(tokens[0]), "count": int(tokens[1]), "type": tokens[2], "redop": tokens[3],
+            "root": int(tokens[4]) if with_root and _number(tokens[4]) is not None else None}
+    records = []
+    for i, placement in enumerate(("out_of_place", "in_place")):
+        chunk = cells[i * per_place:(i + 1) * per_place]
+        if len(chunk) < 4 or _number(chunk[0]) is None:
+            continue
+        wrong = _number(chunk[3])
+        records.append(dict(base, placement=placement, time_us=float(_number(chunk[0])),
+                            algbw_gbps=float(_number(chunk[1]) or 0.0), busbw_gbps=float(_number(chunk[2]) or 0.0),
+                            wrong=int(wrong) if wrong is not None else None))
+    return records
+
+
+def _placement(record, key):
+    body = record.get(key)
+    if not isinstance(body, dict):
+        return None
+    time_us = body.get("time", body.get("cpu_time"))
+
+    def num(v):
+        return None if v in (None, "nan") else float(v)
+
+    return {"time_us": num(time_us), "algbw_gbps": num(body.get("alg_bw")), "busbw_gbps": num(body.get("bus_bw")),
+            "wrong": None if body.get("nwrong") in (None, "nan") else int(float(body["nwrong"]))}
+
+
+def _salvage(text):
+    """The complete result records of a JSON file that was cut short (the run hung and was killed)."""
+    start = text.find('"results"')
+    if start < 0:
+        return None, []
+    head = {}
+    decoder = json.JSONDecoder()
+    m = re.search(r'"nccl_version"\s*:\s*(\d+)', text[:start])
+    if m:
+        head["nccl_version"] = int(m.group(1))
+    m = re.search(r'"args"\s*:\s*(\[[^\]]*\])', text[:start])
+    if m:
+        try:
+            head["args"] = json.loads(m.group(1))
+        except ValueError:
+            pass
+    pos = text.find("[", start) + 1
+    records = []
+    while pos < len(text):
+        while pos < len(text) and text[pos] in " \n\r\t,":
+            pos += 1
+        if pos >= len(text) or text[pos] != "{":
+            break
+        try:
+            obj, pos = decoder.raw_decode(text, pos)
+        except ValueError:
+            break
+        records.append(obj)
+    return head, records
+
+
+def parse_json(text, program=None):
+    """The -J file -> the same shape as parse_text (complete False when the file was cut short)."""
+    out = {"program": program, "version": None, "nccl_version": None, "params": {}, "devices": [], "rows": [],
+           "avg_busbw": None, "out_of_bounds": None, "out_of_bounds_ok": None, "complete": False, "last_size": None,
+           "errors": []}
+    try:
+        doc = json.loads(text)
+        records = doc.get("results") or []
+    except ValueError:
+        doc, records = _salvage(text or "")
+        doc = doc or {}
+    out["json_version"] = doc.get("version")
+    out["nccl_version"] = doc.get("nccl_version")
+    args = doc.get("args") or []
+    if args and not program:
+        out["program"] = args[0]
+    config = doc.get("config") or {}
+    for src, dst in (("ngpus", "ngpus"), ("nthreads", "nthreads"), ("minimum_bytes", "min_bytes"),
+                     ("maximum_bytes", "max_bytes"), ("step_factor", "step_factor"), ("step_bytes", "step_bytes"),
+                     ("warmup_iters", "warmup_iters"), ("iterations", "iters"), ("validation", "validation")):
+        if src in config:
+            out["params"][dst] = config[src]
+    for dev in config.get("devices") or []:
+        out["devices"].append({"rank": dev.get("rank"), "group": dev.get("group"), "pid": dev.get("pid"),
+                               "host": dev.get("hostname"), "device": dev.get("device"), "pci": dev.get("device_hex"),
+                               "name": dev.get("device_info")})
+    for rec in records:
+        try:
+            root = int(str(rec.get("root", "")).strip())
+        except ValueError:
+            root = None
+        base = {"size": int(rec["size"]), "count": int(rec["count"]), "type": rec.get("type"),
+                "redop": rec.get("redop"), "root": root}
+        for key in ("out_of_place", "in_place"):
+            body = _placement(rec, key)
+            if body and body["time_us"] is not None:
+                out["rows"].append(dict(base, placement=key, **body))
+        out["last_size"] = base["size"]
+    oob = doc.get("out_of_bounds")
+    if isinstance(oob, dict):
+        out["out_of_bounds"] = oob.get("count")
+        out["out_of_bounds_ok"] = str(oob.get("okay")).lower() == "true"
+    avg = doc.get("average_bus_bandwidth")
+    if isinstance(avg, dict) and avg.get("bandwidth") is not None:
+        out["avg_busbw"] = float(avg["bandwidth"])
+        out["complete"] = True
+    out["errors"] = [e for e in (doc.get("errors") or []) if e]
+    out["collective"] = collective_from_program(out["program"]) if out["program"] else None
+    return out
+
+
+def nranks(parsed):
+    """Ranks in the run: one device line per rank (MPI runs list all ranks), or threads × GPUs of one process
+    (a single-process JSON file lists only the first device). None when neither is known."""
+    params = parsed["params"]
+    per_process = int(params["ngpus"]) * int(params.get("nthreads") or 1) if params.get("ngpus") else 0
+    return max(len(parsed["devices"]), per_process) or None

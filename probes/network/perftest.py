@@ -1,0 +1,148 @@
+"""perftest: RDMA bandwidth per rail with ib_write_bw and ib_read_bw, from host memory and, where perftest was
+built with CUDA, from GPU memory (GPUDirect RDMA).
+
+Every node runs this probe at the same time. Rails are the RDMA devices in /sys/class/infiniband (params `hcas`
+narrows them). Node i is the client of node i+1 (the last of the first; one node alone tests its own loopback),
+rail k to rail k, all rails at once, one test at a time for all nodes: each node serves on port + k for its
+predecessor while it measures its successor. GID index (`-x`, RoCE) from params `gid_index`.
+
+No RDMA device, or perftest not installed: the artifact is skipped with that reason. Every server and client has
+a timeout, and every process the probe started is stopped at the end.
+Results: bw_avg_gbits and bw_peak_gbits per (hca, test write|read, mem host|gpu, peer).
+"""
+
+import os
+import shutil
+import subprocess
+import time
+
+from probes.common import device
+from probes.common.procs import Children
+from probes.common.rendezvous import Mesh, resolve
+from probes.network.perftest_output import parse_bw
+from probes.network.plan import as_bool
+
+SYSFS = "/sys/class/infiniband"
+TOOLS = {"write": "ib_write_bw", "read": "ib_read_bw"}
+
+
+def rdma_devices(root=None):
+    try:
+        return sorted(os.listdir(root or SYSFS))
+    except OSError:
+        return []
+
+
+def cuda_capable(tool):
+    """Whether this perftest build has --use_cuda (it is a build option)."""
+    try:
+        out = subprocess.run([tool, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=10,
+                             stdin=subprocess.DEVNULL).stdout.decode("utf-8", "replace")
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "use_cuda" in out
+
+
+def common_args(hca, port, params):
+    args = ["-d", hca, "-p", str(port), "-F", "--report_gbits", "-s", str(int(params.get("message_bytes", 65536)))]
+    if params.get("duration_s"):
+        args += ["-D", str(int(params["duration_s"]))]
+    if params.get("gid_index") not in (None, ""):
+        args += ["-x", str(params["gid_index"])]
+    return args
+
+
+def run(art, params, out_dir):
+    hcas = [h for h in rdma_devices() if not params.get("hcas") or h in params["hcas"]]
+    if not hcas:
+        art.skip("no RDMA devices: %s is missing or empty" % SYSFS if not rdma_devices()
+                 else "none of the RDMA devices %s is in hcas %s" % (rdma_devices(), params.get("hcas")))
+        return
+    missing = [t for t in TOOLS.values() if shutil.which(t) is None]
+    if missing:
+        art.skip("perftest is not installed (%s not found)" % ", ".join(missing))
+        return
+    dev, gpus, _ = device.describe()
+    art.device = dev
+    hosts = list(params.get("hosts") or [art.host])
+    addresses = [str(a) for a in (params.get("addresses") or hosts)]
+    rank, n = int(params.get("rank", 0)), len(hosts)
+    peer = (rank + 1) % n
+    port = int(params.get("port", 29800))
+    timeout = float(params.get("timeout_per_test", 60))
+    mems = ["host"]
+    if gpus and as_bool(params.get("gpu_memory"), True) and cuda_capable(TOOLS["write"]):
+        mems.append("gpu")
+    art.facts.update({"hcas": ", ".join(hcas), "peer": hosts[peer], "memories": ", ".join(mems),
+                      "gid_index": params.get("gid_index")})
+    token = "%s:perftest:%d" % (params.get("token") or art.run_id, port)
+    failures = []
+    mesh = None
+    try:
+        mesh = Mesh(hosts, addresses, rank, port, token) if n > 1 else None
+        for test in params.get("tests") or ["write", "read"]:
+            for mem in mems:
+                failures += one_round(art, test, mem, hcas, gpus, hosts, addresses, rank, peer, port, timeout,
+                                      params, out_dir, mesh)
+    finally:
+        if mesh:
+            mesh.close()
+    art.facts["failures"] = failures
+    if failures:
+        art.error("%d perftest runs failed; first: %s" % (len(failures), failures[0]["message"]))
+
+
+def one_round(art, test, mem, hcas, gpus, hosts, addresses, rank, peer, port, timeout, params, out_dir, mesh):
+    tool = shutil.which(TOOLS[test])
+    failures = []
+    with Children() as children:
+        servers = []
+        for k, hca in enumerate(hcas):
+            args = common_args(hca, port + 1 + k, params)
+            if mem == "gpu":
+                args.append("--use_cuda=%d" % (k % len(gpus)))
+            log = os.path.join(out_dir, "perftest.%s.%s.%s.server.log" % (test, mem, hca))
+            servers.append(children.start([tool] + args, log_path=log))
+        time.sleep(0.5)
+        if mesh and mesh.barrier("serve-%s-%s" % (test, mem), timeout):
+            return [{"kind": "error", "message": "%s %s: not every host started its servers" % (test, mem)}]
+        clients = []
+        target = resolve(addresses[peer]) or addresses[peer]
+        for k, hca in enumerate(hcas):
+            args = common_args(hca, port + 1 + k, params) + [target]
+            if mem == "gpu":
+                args.append("--use_cuda=%d" % (k % len(gpus)))
+            clients.append((hca, children.start([tool] + args, stdout=subprocess.PIPE)))
+        deadline = time.monotonic() + timeout
+        for hca, proc in clients:
+            try:
+                out, _ = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+                text = out.decode("utf-8", "replace")
+            except subprocess.TimeoutExpired:
+                children.stop(proc)
+                text = ""
+                failures.append({"kind": "hang", "hca": hca, "message": "%s %s on %s to %s: no result within %g s"
+                                 % (TOOLS[test], mem, hca, hosts[peer], timeout)})
+                continue
+            name = "perftest.%s.%s.%s.txt" % (test, mem, hca)
+            with open(os.path.join(out_dir, name), "w") as fh:
+                fh.write(text)
+            art.raw.append(name)
+            parsed = parse_bw(text)
+            if not parsed["rows"]:
+                failures.append({"kind": "error", "hca": hca, "log": name, "message": "%s %s on %s to %s: %s" % (
+                    TOOLS[test], mem, hca, hosts[peer], parsed["error"] or "no result (rc %s)" % proc.returncode)})
+                continue
+            row = parsed["rows"][-1]
+            labels = {"hca": hca, "test": test, "mem": mem, "peer": hosts[peer], "bytes": row["bytes"],
+                      "link_type": parsed["link_type"]}
+            art.add("bw_avg_gbits", row["bw_avg_gbits"], "Gbit/s", **labels)
+            art.add("bw_peak_gbits", row["bw_peak_gbits"], "Gbit/s", **labels)
+        for proc in servers:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                children.stop(proc)
+    if mesh:
+        mesh.barrier("done-%s-%s" % (test, mem), timeout + 30)
+    return failures

@@ -1,0 +1,227 @@
+"""fault_inject: make a GPU fault that the provider's health checks should see, by the seed's methods in order.
+
+1. ``dcgm``: DCGM injection (``dcgmi test --inject --gpuid N -f 230 -v <xid>``, field 230 = DCGM_FI_DEV_XID_ERRORS).
+   Injected values expire, so a detached helper injects again every second until ``mode: clear`` (or ``hold_s``)
+   and then sets the field back to 0.
+2. ``kmsg``: a synthetic XID line written to the kernel log through /dev/kmsg, in the driver's own form
+   ``NVRM: Xid (PCI:0000:3b:00): 79, pid=…, name=clustermax-assess, GPU has fallen off the bus.``, followed by a
+   marker naming the run and the node (so the line can be told from a real one, and found again).
+3. ``pcie_bridge_reset``: a secondary bus reset of the GPU's upstream PCIe bridge (``setpci BRIDGE_CONTROL``), which
+   gives a genuine XID 79. Only on an NVIDIA GPU node and only when ``allow_pcie_reset`` is true: the GPU is gone
+   until the node reboots.
+
+The first method that works is used; each one tried is recorded with why it did not work. No method working is
+a skipped artifact with all the reasons. AMD's UMC RAS injection is not implemented (recorded as such).
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+from probes.common import device
+from probes.common.command import run_cmd
+
+METHODS = ("dcgm", "kmsg", "pcie_bridge_reset")
+DCGM_XID_FIELD = 230  # DCGM_FI_DEV_XID_ERRORS
+KMSG = "/dev/kmsg"
+
+
+def xid_pci(bus_id):
+    """nvidia-smi's '00000000:3B:00.0' -> the kernel log's '0000:3b:00'."""
+    m = re.match(r"^(?:([0-9A-Fa-f]+):)?([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})(?:\.[0-7])?$", (bus_id or "").strip())
+    if not m:
+        return "0000:00:00"
+    domain = (m.group(1) or "0")[-4:].rjust(4, "0")
+    return ("%s:%s:%s" % (domain, m.group(2), m.group(3))).lower()
+
+
+def sysfs_bdf(bus_id):
+    """'00000000:3B:00.0' -> '0000:3b:00.0' (the name under /sys/bus/pci/devices)."""
+    m = re.match(r"^(?:([0-9A-Fa-f]+):)?([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})\.?([0-7])?$", (bus_id or "").strip())
+    if not m:
+        return None
+    return ("%s:%s:%s.%s" % ((m.group(1) or "0")[-4:].rjust(4, "0"), m.group(2), m.group(3),
+                             m.group(4) or "0")).lower()
+
+
+def upstream_bridge(bdf, sys_root="/sys"):
+    """The PCI device right above bdf (its upstream port / bridge), from the sysfs device tree; None at a root."""
+    path = os.path.realpath(os.path.join(sys_root, "bus/pci/devices", bdf))
+    parent = os.path.basename(os.path.dirname(path))
+    return parent if re.match(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$", parent) else None
+
+
+def xid_line(xid, pci, message, marker, pid=None):
+    return "NVRM: Xid (PCI:%s): %d, pid=%d, name=clustermax-assess, %s %s" % (
+        pci, int(xid), pid if pid is not None else os.getpid(), message.strip(), marker)
+
+
+def _gpu(gpus, params):
+    index = int(params.get("gpu_index", 0))
+    return next((g for g in gpus if int(g.get("index", -1)) == index), gpus[0] if gpus else None)
+
+
+def _package_root():
+    import probes
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(probes.__file__)))
+
+
+def _hold_paths(out_dir):
+    return os.path.join(out_dir, "fault_inject-dcgm.pid"), os.path.join(out_dir, "fault_inject-dcgm.stop")
+
+
+def dcgm_argv(gpu_index, field, value):
+    return ["dcgmi", "test", "--inject", "--gpuid", str(gpu_index), "-f", str(field), "-v", str(value)]
+
+
+def hold_main(cfg):
+    """Detached: inject again every second until the stop file, the deadline or SIGTERM; then clear the field."""
+    stop = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    deadline = time.time() + float(cfg["hold_s"])
+    while not stop["now"] and time.time() < deadline and not os.path.exists(cfg["stop"]):
+        run_cmd(dcgm_argv(cfg["gpu"], cfg["field"], cfg["value"]), timeout=10)
+        time.sleep(1.0)
+    run_cmd(dcgm_argv(cfg["gpu"], cfg["field"], 0), timeout=10)
+
+
+def _dcgm(art, params, gpus, out_dir):
+    if run_cmd(["dcgmi", "--version"], timeout=10).missing:
+        return None, "dcgmi not found"
+    gpu = _gpu(gpus, params)
+    if gpu is None:
+        return None, "no GPU to inject into"
+    field = int(params.get("dcgm_field", DCGM_XID_FIELD))
+    xid = int(params["xid"])
+    res = run_cmd(dcgm_argv(gpu["index"], field, xid), timeout=30)
+    t = time.time()
+    if res.rc != 0:
+        text = (res.stderr or res.stdout).strip().splitlines()
+        return None, "dcgmi test --inject: %s" % (text[-1] if text else "rc=%s" % res.rc)
+    pid_path, stop_path = _hold_paths(out_dir)
+    cfg = {"gpu": gpu["index"], "field": field, "value": xid, "hold_s": float(params.get("hold_s", 600)),
+           "stop": stop_path}
+    code = ("import json, sys; sys.path.insert(0, %r); from probes.reliability.fault_inject import hold_main; "
+            "hold_main(json.loads(sys.argv[1]))" % _package_root())
+    proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(cfg), "clustermax-assess-dcgm-hold"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True, close_fds=True)
+    with open(pid_path, "w") as fh:
+        fh.write("%d\n" % proc.pid)
+    art.facts.update(dcgm_gpu=str(gpu["index"]), dcgm_field=str(field))
+    return t, None
+
+
+def _kmsg(art, params, gpus, out_dir):
+    gpu = _gpu(gpus, params)
+    pci = xid_pci(gpu.get("pci_bus_id")) if gpu else "0000:00:00"
+    marker = "clustermax.assess injection run=%s node=%s" % (art.run_id, art.host)
+    line = xid_line(params["xid"], pci, params.get("message") or "injected by clustermax.assess", marker)
+    try:
+        fd = os.open(params.get("kmsg_path", KMSG), os.O_WRONLY)
+    except OSError as exc:
+        return None, "cannot open %s: %s" % (params.get("kmsg_path", KMSG), exc.strerror)
+    try:
+        # "<3>": kernel log level err, as the driver logs XIDs.
+        os.write(fd, ("<3>%s\n" % line).encode())
+    except OSError as exc:
+        return None, "cannot write %s: %s" % (params.get("kmsg_path", KMSG), exc.strerror)
+    finally:
+        os.close(fd)
+    art.facts.update(kmsg_line=line, pci=pci)
+    return time.time(), None
+
+
+def _pcie(art, params, gpus, out_dir):
+    if art.device.get("backend") != "cuda" or not gpus:
+        return None, "no NVIDIA GPU on this node (a PCIe bridge reset needs one)"
+    if not params.get("allow_pcie_reset"):
+        return None, "not allowed (set fault_injection_allow_pcie_reset: the GPU is lost until the node reboots)"
+    gpu = _gpu(gpus, params)
+    bdf = sysfs_bdf(gpu.get("pci_bus_id"))
+    bridge = upstream_bridge(bdf, params.get("sys_root", "/sys")) if bdf else None
+    if not bridge:
+        return None, "no upstream PCIe bridge found for GPU %s (%s)" % (gpu.get("index"), gpu.get("pci_bus_id"))
+    res = run_cmd(["setpci", "-s", bridge, "BRIDGE_CONTROL"], timeout=10)
+    if res.rc != 0:
+        return None, "setpci: %s" % ((res.stderr or "not found").strip() or "rc=%s" % res.rc)
+    value = int(res.stdout.strip() or "0", 16)
+    t = time.time()
+    # Secondary bus reset: set bit 6 of the bridge control register, hold it, clear it again.
+    run_cmd(["setpci", "-s", bridge, "BRIDGE_CONTROL=%04x" % (value | 0x40)], timeout=10)
+    time.sleep(0.2)
+    run_cmd(["setpci", "-s", bridge, "BRIDGE_CONTROL=%04x" % value], timeout=10)
+    art.facts.update(pcie_bridge=bridge, gpu_bdf=bdf)
+    return t, None
+
+
+def _clear(art, params, out_dir):
+    """Stop the DCGM hold helper (it sets the field back to 0 as it goes); nothing to undo for the other methods."""
+    pid_path, stop_path = _hold_paths(out_dir)
+    if not os.path.exists(pid_path):
+        art.skip("nothing to clear: no DCGM injection is held on this node")
+        return
+    open(stop_path, "w").close()
+    with open(pid_path) as fh:
+        pid = int(fh.read().strip() or 0)
+    deadline = time.time() + 15
+    while time.time() < deadline and _alive(pid):
+        time.sleep(0.2)
+    if _alive(pid) and _ours(pid):
+        os.kill(pid, signal.SIGKILL)
+        run_cmd(dcgm_argv(params.get("gpu_index", 0), int(params.get("dcgm_field", DCGM_XID_FIELD)), 0), timeout=10)
+    for path in (pid_path, stop_path):
+        if os.path.exists(path):
+            os.unlink(path)
+    art.add("cleared", 1, "bool", method="dcgm")
+
+
+def _alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def _ours(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as fh:
+            return b"clustermax-assess-dcgm-hold" in fh.read()
+    except OSError:
+        return False
+
+
+def run(art, params, out_dir):
+    if params.get("mode") == "clear":
+        _clear(art, params, out_dir)
+        return
+    if params.get("xid") is None:
+        raise ValueError("params.xid is required")
+    dev, gpus, _ = device.describe()
+    art.device = dev
+    methods = list(params.get("methods") or METHODS)
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise ValueError("unknown method(s) %s: want %s" % (", ".join(unknown), ", ".join(METHODS)))
+    art.facts["xid"] = str(int(params["xid"]))
+    if dev.get("backend") == "rocm":
+        art.facts["amd_ras"] = "UMC RAS error injection is not implemented"
+    tried = []
+    for method in methods:
+        fn = {"dcgm": _dcgm, "kmsg": _kmsg, "pcie_bridge_reset": _pcie}[method]
+        t, why = fn(art, params, gpus, out_dir)
+        art.facts["method_%s" % method] = "ok" if t is not None else why
+        tried.append(method)
+        if t is not None:
+            art.facts["method"] = method
+            art.add("injected_at", round(t, 3), "s_epoch", method=method, xid=int(params["xid"]))
+            art.add("methods_tried", len(tried), "count")
+            return
+    art.add("methods_tried", len(tried), "count")
+    art.skip("no injection method worked: " + "; ".join("%s: %s" % (m, art.facts["method_%s" % m]) for m in tried))

@@ -1,0 +1,180 @@
+"""sched_action: one scheduler action of the destructive phase, on some nodes, timed on the node that does it.
+
+Runs on the observer node (a Slurm client, or a host with kubectl). Actions (``params.action``):
+
+* ``state``   read the nodes once; with ``scheduler: auto`` also find out which scheduler there is;
+* ``drain``   drain each node (Kubernetes: cordon and drain) and wait until it is drained, up to ``timeout``;
+* ``return``  after a reboot: wait until the scheduler hears from the node again, resume it (only the nodes in
+              ``resume``), wait until it is available, then run a fresh job on it (``job_command``);
+* ``job``     a fresh job on each node that is available (after a fault injection, once the node is back);
+* ``restore`` put nodes back as they were: every node in ``resume`` that is not available now is resumed, and
+              waited for (up to ``timeout``) until it is available again.
+
+Every time is recorded as a result in seconds since the epoch (unit ``s_epoch``) with the node as label, so the
+controller and the reboot / fault_injection probes can put the stages of each node in order.
+"""
+
+import time
+
+from probes.common import sched
+from probes.common.sched import OUT_OF_SERVICE
+
+REGISTERED = ("available", "draining", "drained", "unhealthy")
+
+
+def _stamp(art, metric, node, value=None):
+    art.add(metric, round(time.time() if value is None else value, 3), "s_epoch", node=node)
+
+
+def _cmd_text(res):
+    if res is None:
+        return None
+    text = (res.stderr or res.stdout or "").strip().splitlines()
+    return text[-1] if text else "rc=%s" % res.rc
+
+
+def _scheduler(params, art):
+    name = params.get("scheduler", "auto")
+    options = dict(params.get("options") or {})
+    if name == "auto":
+        name, why = sched.detect(options)
+        for tried, reason in sorted(why.items()):
+            art.facts["not_%s" % tried] = reason
+    art.facts["scheduler"] = name
+    return sched.Scheduler(name, options)
+
+
+def _wait(scheduler, nodes, predicate, timeout, interval):
+    """{node: first sample meeting predicate} for the nodes that met it within timeout, and the last samples."""
+    met, last = {}, {}
+    deadline = time.time() + timeout
+    while True:
+        pending = [n for n in nodes if n not in met]
+        if not pending:
+            break
+        for s in scheduler.read(pending, time.time()):
+            last[s["node"]] = s
+            if predicate(s):
+                met[s["node"]] = s
+        if time.time() >= deadline or len(met) == len(nodes):
+            break
+        time.sleep(interval)
+    return met, last
+
+
+def _state(art, scheduler, nodes):
+    for s in scheduler.read(nodes, time.time()):
+        art.add("available", 1 if s["phase"] == "available" else 0, "bool", node=s["node"], phase=s["phase"],
+                state=s.get("state"), reason=s.get("reason"))
+
+
+def _drain(art, scheduler, nodes, params, interval):
+    reason = params.get("reason") or "clustermax.assess"
+    timeout = float(params.get("timeout", 600))
+    for node in nodes:
+        _stamp(art, "drain_issued_at", node)
+        res = scheduler.drain(node, reason, timeout_s=timeout)
+        if res is not None and res.rc != 0:
+            art.facts["drain_error_%s" % node] = _cmd_text(res)
+    met, last = _wait(scheduler, nodes, lambda s: s["phase"] == "drained", timeout, interval)
+    for node in nodes:
+        art.add("drained", 1 if node in met else 0, "bool", node=node,
+                phase=(met.get(node) or last.get(node) or {}).get("phase"))
+        if node in met:
+            _stamp(art, "drained_at", node, met[node]["t"])
+
+
+def _job(art, scheduler, node, params):
+    command = list(params.get("job_command") or ["hostname"])
+    _stamp(art, "job_started_at", node)
+    res = scheduler.job(node, command, wait_s=float(params.get("job_wait", 60)))
+    if res is None:
+        return
+    art.add("job_rc", -1 if res.rc is None else res.rc, "rc", node=node)
+    if res.rc == 0:
+        _stamp(art, "job_ok_at", node)
+    else:
+        art.facts["job_error_%s" % node] = _cmd_text(res)
+
+
+def _return(art, scheduler, nodes, params, interval):
+    timeout = float(params.get("timeout", 900))
+    resume = set(params.get("resume") or [])
+    # The scheduler hears from the node again (Slurm: slurmd registered; Kubernetes: Ready).
+    registered, last = _wait(scheduler, nodes, lambda s: s["phase"] in REGISTERED, timeout, interval)
+    for node in nodes:
+        if node in registered:
+            _stamp(art, "registered_at", node, registered[node]["t"])
+        else:
+            art.facts["not_registered_%s" % node] = "%s (%s)" % ((last.get(node) or {}).get("phase"),
+                                                                (last.get(node) or {}).get("reason"))
+    for node in nodes:
+        if node in resume and node in registered:
+            _stamp(art, "resume_issued_at", node)
+            res = scheduler.resume(node)
+            if res is not None and res.rc != 0:
+                art.facts["resume_error_%s" % node] = _cmd_text(res)
+    # Exactly available: right after a resume Slurm shows IDLE+NOT_RESPONDING for a moment.
+    available, last = _wait(scheduler, [n for n in nodes if n in registered], lambda s: s["phase"] == "available",
+                            timeout, interval)
+    for node in nodes:
+        art.add("available", 1 if node in available else 0, "bool", node=node,
+                phase=(available.get(node) or last.get(node) or {}).get("phase"))
+        if node in available:
+            _stamp(art, "available_at", node, available[node]["t"])
+            if params.get("job", True):
+                _job(art, scheduler, node, params)
+
+
+def _restore(art, scheduler, nodes, params, interval):
+    resume = [n for n in nodes if n in set(params.get("resume") or [])]
+    resumed = []
+    for s in scheduler.read(resume, time.time()):
+        node = s["node"]
+        if s["phase"] in OUT_OF_SERVICE and s["phase"] != "missing":
+            res = scheduler.resume(node)
+            ok = res is None or res.rc == 0
+            art.add("resumed", 1 if ok else 0, "bool", node=node, was=s["phase"], reason=s.get("reason"))
+            if ok:
+                resumed.append(node)
+            else:
+                art.facts["resume_error_%s" % node] = _cmd_text(res)
+        else:
+            art.add("resumed", 0, "bool", node=node, was=s["phase"], reason=s.get("reason"))
+    # Back as it was means available again (a node that does not come back is left to the report, not retried).
+    available, last = _wait(scheduler, resumed, lambda s: s["phase"] == "available",
+                            float(params.get("timeout", 30)), interval)
+    for node in resumed:
+        art.add("available_after_restore", 1 if node in available else 0, "bool", node=node,
+                phase=(available.get(node) or last.get(node) or {}).get("phase"))
+
+
+def run(art, params, out_dir):
+    action = params.get("action")
+    nodes = list(params.get("nodes") or [])
+    interval = float(params.get("interval", 1.0))
+    scheduler = _scheduler(params, art)
+    if action == "state":
+        if scheduler.name != "none" or (params.get("options") or {}).get("detect_command"):
+            _state(art, scheduler, nodes)
+        return
+    if not nodes:
+        art.skip("no nodes for %s" % action)
+        return
+    if scheduler.name == "none":
+        art.skip("no scheduler: nothing to %s" % action)
+        return
+    if action == "drain":
+        _drain(art, scheduler, nodes, params, interval)
+    elif action == "return":
+        _return(art, scheduler, nodes, params, interval)
+    elif action == "job":
+        for s in scheduler.read(nodes, time.time()):
+            if s["phase"] == "available":
+                _job(art, scheduler, s["node"], params)
+            else:
+                art.facts["job_skipped_%s" % s["node"]] = "node is %s" % s["phase"]
+    elif action == "restore":
+        _restore(art, scheduler, nodes, params, interval)
+    else:
+        raise ValueError("action %r: want state, drain, return, job or restore" % action)

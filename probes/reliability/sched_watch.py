@@ -1,0 +1,211 @@
+"""sched_watch: record what the scheduler says about some nodes while something destructive happens to them.
+
+Runs on an observer node (one that is not being rebooted or injected), in two calls with the same ``tag``:
+
+* ``mode: start`` reads the nodes once (the baseline), then leaves a detached watcher process behind that reads
+  them every ``interval`` seconds and appends every change to ``<tag>.jsonl`` beside the artifacts;
+* ``mode: stop`` waits up to ``wait_s`` for the watcher to finish by itself (``stop_when: resolved``: every node
+  was detected and came back for ``settle_s``, or stayed out ``remediation_timeout`` after detection, or was not
+  detected within ``detect_timeout``), then stops it, by a stop file and, failing that, by its PID. The artifact
+  carries the changes as a raw file; the per-node timings are computed from them by the reboot and fault_injection
+  probes (probes/reliability/timeline.py).
+
+The watcher never runs past ``max_s`` whatever happens to the play, and ``stop`` is safe to call again (clean-up):
+it only collects what is there.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from probes.common import sched
+from probes.reliability import timeline
+
+STOP_GRACE_S = 15.0
+
+
+def _paths(out_dir, tag):
+    base = os.path.join(out_dir, tag)
+    return {k: base + ext for k, ext in (("jsonl", ".jsonl"), ("pid", ".pid"), ("stop", ".stop"),
+                                         ("done", ".done"), ("log", ".log"))}
+
+
+def _package_root():
+    import probes
+
+    # The directory (or the probes.pyz zip) that holds the probes package.
+    return os.path.dirname(os.path.dirname(os.path.abspath(probes.__file__)))
+
+
+def _append(path, samples):
+    with open(path, "a") as fh:
+        for s in samples:
+            fh.write(json.dumps(s, sort_keys=True) + "\n")
+
+
+def read_samples(path):
+    samples = []
+    try:
+        with open(path) as fh:
+            for line in fh:
+                line = line.strip()
+                if line:
+                    try:
+                        samples.append(json.loads(line))
+                    except ValueError:
+                        continue  # a line torn by a kill: the rest still counts
+    except OSError:
+        pass
+    return samples
+
+
+def loop_main(cfg):
+    """The detached watcher (not a probe run): polls until stopped, resolved or past its deadline."""
+    paths = _paths(cfg["out_dir"], cfg["tag"])
+    stop = {"by": None}
+
+    def on_term(signum, frame):
+        stop["by"] = "signal"
+
+    signal.signal(signal.SIGTERM, on_term)
+    scheduler = sched.Scheduler(cfg["scheduler"], cfg.get("options"))
+    nodes = list(cfg["nodes"])
+    compactor = timeline.Compactor()
+    history = {n: [] for n in nodes}
+    for s in read_samples(paths["jsonl"]):  # the baseline written by start
+        compactor.add(s)
+        history.setdefault(s["node"], []).append(s)
+    t_start = float(cfg["t_start"])
+    deadline = t_start + float(cfg["max_s"])
+    polls = errors = 0
+    interval = float(cfg.get("interval", 1.0))
+    while stop["by"] is None:
+        now = time.time()
+        samples = scheduler.read(nodes, now)
+        polls += 1
+        errors += sum(1 for s in samples if s["phase"] == "unknown")
+        kept = [s for s in samples if compactor.add(s)]
+        for s in kept:
+            history.setdefault(s["node"], []).append(s)
+        if kept:
+            _append(paths["jsonl"], kept)
+        if os.path.exists(paths["stop"]):
+            stop["by"] = "stop"
+        elif now >= deadline:
+            stop["by"] = "deadline"
+        elif cfg.get("stop_when") == "resolved" and all(
+                timeline.watch_resolved(history.get(n, []), t_start, now, float(cfg["detect_timeout"]),
+                                        float(cfg["remediation_timeout"]), float(cfg.get("settle_s", 5)))
+                for n in nodes):
+            stop["by"] = "resolved"
+        if stop["by"] is None:
+            time.sleep(max(0.0, interval - (time.time() - now)))
+    # The last reading of every node, so the timelines know until when the node was watched.
+    _append(paths["jsonl"], [dict(s, final=True) for s in compactor.last.values()])
+    with open(paths["done"], "w") as fh:
+        json.dump({"ended_by": stop["by"], "polls": polls, "unreadable_polls": errors, "t_start": t_start,
+                   "t_end": time.time()}, fh)
+
+
+def _start(art, params, out_dir, paths):
+    nodes = list(params.get("nodes") or [])
+    if not nodes:
+        art.skip("no nodes to watch")
+        return
+    options = dict(params.get("options") or {})
+    scheduler = sched.Scheduler(params.get("scheduler", "none"), options)
+    now = time.time()
+    baseline = scheduler.read(nodes, now)
+    if all(s["phase"] == "unknown" for s in baseline):
+        art.error("cannot read the scheduler (%s): %s" % (scheduler.name, baseline[0].get("reason")))
+        return
+    if scheduler.name == "kubernetes":
+        options["baseline_taints"] = {s["node"]: s.get("taints") or [] for s in baseline}
+    for path in (paths["jsonl"], paths["stop"], paths["done"]):
+        if os.path.exists(path):
+            os.unlink(path)
+    _append(paths["jsonl"], baseline)
+    cfg = {"out_dir": out_dir, "tag": params["tag"], "scheduler": scheduler.name, "options": options,
+           "nodes": nodes, "t_start": now, "interval": float(params.get("interval", 1.0)),
+           "max_s": float(params.get("max_s", 3600)), "stop_when": params.get("stop_when", "stop"),
+           "detect_timeout": float(params.get("detect_timeout", 600)),
+           "remediation_timeout": float(params.get("remediation_timeout", 3600)),
+           "settle_s": float(params.get("settle_s", 5))}
+    code = ("import json, sys; sys.path.insert(0, %r); from probes.reliability.sched_watch import loop_main; "
+            "loop_main(json.loads(sys.argv[1]))" % _package_root())
+    with open(paths["log"], "ab") as log:
+        argv = [sys.executable, "-c", code, json.dumps(cfg), "clustermax-assess-watch=" + params["tag"]]
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=out_dir,
+                                start_new_session=True, close_fds=True)
+    with open(paths["pid"], "w") as fh:
+        fh.write("%d\n" % proc.pid)
+    art.facts.update(scheduler=scheduler.name, tag=params["tag"], watcher_pid=str(proc.pid))
+    for s in baseline:
+        art.add("available", 1 if s["phase"] == "available" else 0, "bool", node=s["node"], phase=s["phase"],
+                state=s.get("state"), reason=s.get("reason"))
+
+
+def _ours(pid, tag):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as fh:
+            return ("clustermax-assess-watch=" + tag).encode() in fh.read()
+    except OSError:
+        return False
+
+
+def _stop(art, params, out_dir, paths):
+    tag = params["tag"]
+    deadline = time.time() + float(params.get("wait_s", 0))
+    while not os.path.exists(paths["done"]) and time.time() < deadline and os.path.exists(paths["pid"]):
+        time.sleep(0.2)
+    ended_by = None
+    if os.path.exists(paths["pid"]) and not os.path.exists(paths["done"]):
+        open(paths["stop"], "w").close()
+        grace = time.time() + STOP_GRACE_S
+        while not os.path.exists(paths["done"]) and time.time() < grace:
+            time.sleep(0.1)
+        if not os.path.exists(paths["done"]):
+            with open(paths["pid"]) as fh:
+                pid = int(fh.read().strip() or 0)
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                if pid and _ours(pid, tag):
+                    os.kill(pid, sig)
+                    time.sleep(2.0)
+            ended_by = "killed"
+    done = {}
+    try:
+        with open(paths["done"]) as fh:
+            done = json.load(fh)
+    except (OSError, ValueError):
+        pass
+    for path in (paths["pid"], paths["stop"]):
+        if os.path.exists(path):
+            os.unlink(path)
+    samples = read_samples(paths["jsonl"])
+    if not samples:
+        art.skip("no watcher ran under tag %s" % tag)
+        return
+    art.raw.append(os.path.basename(paths["jsonl"]))
+    art.facts.update(tag=tag, ended_by=ended_by or done.get("ended_by") or "unknown")
+    art.add("polls", done.get("polls", 0), "count")
+    art.add("unreadable_polls", done.get("unreadable_polls", 0), "count")
+    if done.get("t_end") and done.get("t_start"):
+        art.add("watched_s", round(done["t_end"] - done["t_start"], 3), "s")
+    for node in sorted({s["node"] for s in samples}):
+        art.add("changes", sum(1 for s in samples if s["node"] == node and not s.get("final")), "count", node=node)
+
+
+def run(art, params, out_dir):
+    if not params.get("tag"):
+        raise ValueError("params.tag is required")
+    paths = _paths(out_dir, params["tag"])
+    mode = params.get("mode", "start")
+    if mode == "start":
+        _start(art, params, out_dir, paths)
+    elif mode == "stop":
+        _stop(art, params, out_dir, paths)
+    else:
+        raise ValueError("mode %r: want start or stop" % mode)

@@ -1,0 +1,195 @@
+"""fio for the storage sweep: the seed's workloads, job files, and fio's JSON (local and client/server) parsed.
+
+The seed's sweep ("Storage"): sequential and random, reads and writes, buffered and direct; 1 MiB sequential
+blocks, 4 KiB buffered and 64 KiB direct random blocks; from 1 client up, on every storage tier.
+
+One fio invocation per (tier, client count) runs every workload of the sweep in turn (``stonewall`` +
+``new_group``), so the fixed cost of fio's client/server start-up is paid once per client count, not once per
+point. Each client host gets its own job file (its directory, its number of jobs); fio's client sends it to the
+``fio --server`` on that host.
+
+Pure functions only: the probe (probes/storage/fio_sweep.py) runs fio, these build its input and read its output.
+"""
+
+import json
+
+# name -> (fio rw, block size, direct). Writes come before reads of the same kind so that the read finds
+# the file already laid out by the write (fio lays out missing files itself either way).
+WORKLOADS = {
+    "seq_write_buffered": ("write", "1m", 0),
+    "seq_read_buffered": ("read", "1m", 0),
+    "rand_write_buffered": ("randwrite", "4k", 0),
+    "rand_read_buffered": ("randread", "4k", 0),
+    "seq_write_direct": ("write", "1m", 1),
+    "seq_read_direct": ("read", "1m", 1),
+    "rand_write_direct": ("randwrite", "64k", 1),
+    "rand_read_direct": ("randread", "64k", 1),
+}
+# fio's clat percentile keys we report, and the names they get.
+PERCENTILES = (("50.000000", "p50"), ("90.000000", "p90"), ("99.000000", "p99"), ("99.900000", "p99_9"))
+
+
+def workload_spec(name):
+    """(rw, bs, direct, op) of a workload name; op is the JSON section fio fills: read or write."""
+    if name not in WORKLOADS:
+        raise ValueError("unknown fio workload %r (known: %s)" % (name, ", ".join(WORKLOADS)))
+    rw, bs, direct = WORKLOADS[name]
+    return rw, bs, direct, ("write" if "write" in rw else "read")
+
+
+def split_clients(clients, hosts):
+    """Spread `clients` fio processes over `hosts` host names in order (round robin): {host: jobs}.
+    c <= hosts uses the first c hosts with one job each; more clients than hosts gives hosts several jobs."""
+    if clients < 1 or not hosts:
+        raise ValueError("need at least one client and one host (clients=%r, hosts=%r)" % (clients, hosts))
+    jobs = {}
+    for i in range(clients):
+        host = hosts[i % len(hosts)]
+        jobs[host] = jobs.get(host, 0) + 1
+    return jobs
+
+
+def job_file(workloads, directory, size_mib, runtime_s, numjobs=1, ramp_s=0, buffered_engine="psync",
+             buffered_iodepth=1, direct_engine="libaio", direct_iodepth=16):
+    """Text of one fio job file running `workloads` one after the other, each its own reporting group.
+
+    Files are named by clone number only (filename_format), so every workload reuses the same files: they
+    are laid out once per host. In client/server mode fio prefixes the names with the client's host name, so
+    hosts writing into one shared directory never collide."""
+    lines = [
+        "[global]",
+        "directory=%s" % directory,
+        "filename_format=cmxa-fio.$jobnum",
+        "size=%dm" % int(size_mib),
+        "numjobs=%d" % int(numjobs),
+        "group_reporting=1",
+        "time_based=1",
+        "runtime=%s" % _duration(runtime_s),
+        "invalidate=1",
+        "randrepeat=0",
+    ]
+    if ramp_s:
+        lines.append("ramp_time=%s" % _duration(ramp_s))
+    for i, name in enumerate(workloads):
+        rw, bs, direct, op = workload_spec(name)
+        lines += ["", "[%s]" % name]
+        if i:
+            lines += ["stonewall", "new_group"]
+        lines += ["rw=%s" % rw, "bs=%s" % bs, "direct=%d" % direct]
+        if direct:
+            lines += ["ioengine=%s" % direct_engine, "iodepth=%d" % int(direct_iodepth)]
+        else:
+            lines += ["ioengine=%s" % buffered_engine, "iodepth=%d" % int(buffered_iodepth)]
+        if op == "write" and not direct:
+            # Dirty pages of a buffered write are flushed inside the job, not during the next workload.
+            lines.append("end_fsync=1")
+    return "\n".join(lines) + "\n"
+
+
+def _duration(seconds):
+    seconds = float(seconds)
+    if seconds.is_integer():
+        return "%ds" % int(seconds)
+    return "%dms" % int(round(seconds * 1000))
+
+
+def extract_json(text):
+    """The JSON document in fio's output. In client/server mode fio prints the servers' text lines
+    (``<host> Starting 2 processes``) before the JSON; warnings (``fio: …``) may come first too."""
+    decoder = json.JSONDecoder()
+    pos = 0
+    while True:
+        start = text.find("{", pos)
+        if start < 0:
+            raise ValueError("no JSON document in fio output: %r" % text[:200])
+        if start == 0 or text[start - 1] == "\n":
+            try:
+                doc, _ = decoder.raw_decode(text[start:])
+                if isinstance(doc, dict) and ("jobs" in doc or "client_stats" in doc):
+                    return doc
+            except ValueError:
+                pass
+        pos = start + 1
+
+
+def _side(stats):
+    """Bandwidth, IOPS and completion latency of one direction (read or write) of one fio job entry."""
+    clat = stats.get("clat_ns") or {}
+    out = {
+        "bw_bytes": float(stats.get("bw_bytes", 0)),
+        "iops": float(stats.get("iops", 0)),
+        "io_bytes": int(stats.get("io_bytes", 0)),
+        "runtime_ms": int(stats.get("runtime", 0)),
+        "ios": int(stats.get("total_ios", clat.get("N", 0)) or 0),
+        "clat_mean_us": float(clat.get("mean", 0.0)) / 1000.0,
+        "clat_max_us": float(clat.get("max", 0.0)) / 1000.0,
+        "clat_n": int(clat.get("N", 0) or 0),
+    }
+    pct = clat.get("percentile") or {}
+    for key, name in PERCENTILES:
+        if key in pct:
+            out["clat_%s_us" % name] = float(pct[key]) / 1000.0
+    return out
+
+
+def parse_output(text_or_doc, clients_by_addr=None):
+    """fio --output-format=json (plain, or client/server) -> list of entries, one per (client, job name):
+    {"client", "workload", "error", "read": {...}, "write": {...}}.
+
+    Plain fio has `jobs` (client None). Client/server has `client_stats`, one entry per client and group
+    (with group_reporting) identified by `hostname` and `port`, plus an "All clients" entry that fio sums over
+    every group of the run, which this parser drops: aggregates are made per workload by `aggregate`.
+    `clients_by_addr` maps "addr" or "addr,port" to the name the probe wants in its labels."""
+    doc = extract_json(text_or_doc) if isinstance(text_or_doc, str) else text_or_doc
+    names = clients_by_addr or {}
+    entries = []
+    if "client_stats" in doc:
+        for job in doc["client_stats"]:
+            if job.get("jobname") == "All clients":
+                continue
+            addr, port = job.get("hostname"), job.get("port")
+            key = "%s,%s" % (addr, port)
+            client = names.get(key, names.get(addr, key))
+            entries.append(_entry(job, client))
+    else:
+        for job in doc.get("jobs", []):
+            entries.append(_entry(job, None))
+    return entries
+
+
+def _entry(job, client):
+    opts = job.get("job options") or {}
+    return {
+        "client": client,
+        "workload": job.get("jobname"),
+        "error": int(job.get("error", 0) or 0),
+        "numjobs": int(opts.get("numjobs", 1)) if str(opts.get("numjobs", "1")).isdigit() else None,
+        "read": _side(job.get("read") or {}),
+        "write": _side(job.get("write") or {}),
+    }
+
+
+def aggregate(entries, workload):
+    """Across clients, one workload: the sum of bandwidth and IOPS, the completion-latency mean weighted by the
+    number of I/Os, and each percentile as its worst (highest) client, since fio's per-client percentiles cannot
+    be merged exactly. Returns (aggregate dict or None, per-client list)."""
+    op = workload_spec(workload)[3]
+    per_client = [e for e in entries if e["workload"] == workload]
+    if not per_client:
+        return None, []
+    sides = [e[op] for e in per_client]
+    total_n = sum(s["clat_n"] for s in sides)
+    agg = {
+        "op": op,
+        "clients": len(per_client),
+        "errors": sum(1 for e in per_client if e["error"]),
+        "bw_bytes": sum(s["bw_bytes"] for s in sides),
+        "iops": sum(s["iops"] for s in sides),
+        "io_bytes": sum(s["io_bytes"] for s in sides),
+        "clat_mean_us": (sum(s["clat_mean_us"] * s["clat_n"] for s in sides) / total_n) if total_n else 0.0,
+    }
+    for _, name in PERCENTILES:
+        values = [s["clat_%s_us" % name] for s in sides if "clat_%s_us" % name in s]
+        if values:
+            agg["clat_%s_us" % name] = max(values)
+    return agg, per_client

@@ -1,0 +1,262 @@
+"""fio_sweep: the seed's fio sweep on one storage tier, from 1 client up, across hosts (fio client/server).
+
+Every host of the sweep runs this probe at the same time with the same params and its own `rank`:
+  * each host starts ``fio --server`` on its own address and makes its test directory on the tier
+    (``<tier>/clustermax-assess-<run>/fio-<tier>/<host>``), checks free space and whether O_DIRECT works there;
+  * the hosts meet at a rendezvous on rank 0 (probes/storage/sync.py) and exchange what they found;
+  * rank 0 (the driver) runs, for each client count c, one fio client invocation that sends each of the
+    first c hosts (round robin: more clients than hosts gives a host several jobs) its own job file with every
+    workload of the sweep one after the other; fio's JSON gives per-client numbers, this probe adds them up;
+  * then every host stops its fio server and removes its test directory, also after any failure.
+
+Results (driver only): fio_bw_bytes, fio_iops, fio_clat_{mean,p50,p90,p99,p99_9}_us with labels tier, workload,
+clients, scope (aggregate | client) and, per client, client (host name) and jobs. Aggregate latency percentiles are
+the worst client's (fio's per-client percentiles cannot be merged). Other hosts record facts only.
+"""
+
+import os
+import shutil
+
+from probes.common import command as storage_proc
+from probes.common import tiers as storage_tier
+from probes.params import with_defaults
+from probes.storage import fio as storage_fio
+from probes.storage import sync as storage_sync
+
+DEFAULTS = {
+    "clients": [1],
+    "workloads": list(storage_fio.WORKLOADS),
+    "size_mib": 32,
+    "runtime_s": 1,
+    "ramp_s": 0,
+    "buffered_engine": "psync",
+    "buffered_iodepth": 1,
+    "direct_engine": "libaio",
+    "direct_iodepth": 16,
+    "fio": "fio",
+    "fio_port": 8765,
+    "sync_port": 29610,
+    "space_factor": 1.2,
+    "connect_timeout": 120,
+}
+METRICS = (("bw_bytes", "fio_bw_bytes", "B/s"), ("iops", "fio_iops", "IOPS"),
+           ("clat_mean_us", "fio_clat_mean_us", "us"), ("clat_p50_us", "fio_clat_p50_us", "us"),
+           ("clat_p90_us", "fio_clat_p90_us", "us"), ("clat_p99_us", "fio_clat_p99_us", "us"),
+           ("clat_p99_9_us", "fio_clat_p99_9_us", "us"))
+
+
+def _params(params):
+    p = with_defaults(DEFAULTS, params)
+    p["clients"] = sorted({int(c) for c in p["clients"]})
+    for name in p["workloads"]:
+        storage_fio.workload_spec(name)  # unknown names fail early, with the list of known ones
+    if not p.get("hosts"):
+        p["hosts"] = [{"name": params.get("host") or "localhost", "addr": "127.0.0.1"}]
+    return p
+
+
+def fio_version(fio):
+    rc, out, _ = storage_proc.run([fio, "--version"], timeout=20)
+    return out.strip() if rc == 0 else None
+
+
+def engines(fio):
+    rc, out, _ = storage_proc.run([fio, "--enghelp"], timeout=20)
+    return {line.strip() for line in out.splitlines()[1:] if line.strip()} if rc == 0 else set()
+
+
+def _local_setup(p, tier, me, my_dir, out_dir):
+    """What this host can offer the sweep: {ok, reason, direct_ok, …}; starts its fio server when it can."""
+    info = {"host": me["name"], "ok": False, "reason": None, "direct_ok": False, "direct_reason": None}
+    fio = shutil.which(p["fio"])
+    if not fio:
+        info["reason"] = "fio not found on %s (install fio, or set storage_fio_binary)" % me["name"]
+        return info, None
+    info["fio_version"] = fio_version(fio)
+    if not os.path.isdir(tier["path"]):
+        info["reason"] = "tier %s: %s does not exist on %s" % (tier["name"], tier["path"], me["name"])
+        return info, None
+    hosts = [h["name"] for h in p["hosts"]]
+    most_jobs = max(storage_fio.split_clients(max(p["clients"]), hosts).get(me["name"], 0), 1)
+    refusal = storage_tier.check_space(tier["path"], most_jobs * p["size_mib"] * 2**20, p["space_factor"])
+    info.update(storage_tier.describe(tier["path"]))
+    if refusal:
+        info["reason"] = refusal
+        return info, None
+    os.makedirs(my_dir, exist_ok=True)
+    info["direct_ok"], info["direct_reason"] = storage_tier.direct_io_supported(my_dir)
+    info["engines_ok"] = p["direct_engine"] in engines(fio)
+    server = storage_proc.start([fio, "--server=%s,%d" % (me["addr"], int(p["fio_port"]))],
+                                os.path.join(out_dir, ".fio-server-%s.log" % tier["name"]))
+    if not storage_proc.wait_listening(me["addr"], p["fio_port"], server, timeout=15):
+        storage_proc.kill_group(server)
+        info["reason"] = "fio --server did not start on %s:%s" % (me["addr"], p["fio_port"])
+        return info, None
+    info["ok"] = True
+    return info, server
+
+
+def run(art, params, out_dir):
+    p = _params(params)
+    tier = storage_tier.check_tier(p["tier"])
+    rank = int(p.get("rank", 0))
+    hosts = p["hosts"]
+    me = hosts[rank]
+    token = "%s/fio_sweep/%s" % (p.get("run_id") or art.run_id, tier["name"])
+    base = storage_tier.run_dir(tier["path"], art.run_id)
+    my_dir = os.path.join(base, "fio-%s" % tier["name"], me["name"])
+    art.facts.update({"tier": tier["name"], "tier_path": tier["path"], "tier_shared": tier["shared"],
+                      "role": "driver" if rank == 0 else "server", "driver": hosts[0]["name"]})
+    art.facts.update({"tier_" + k: v for k, v in storage_tier.describe(tier["path"]).items()})
+    server = rendezvous = client = None
+    try:
+        try:
+            info, server = _local_setup(p, tier, me, my_dir, out_dir)
+        except OSError as exc:  # e.g. the tier is read-only here: this host sits the sweep out, the others go on
+            info = {"host": me["name"], "ok": False, "reason": "%s: %s" % (type(exc).__name__, exc),
+                    "direct_ok": False, "direct_reason": None}
+        if rank == 0:
+            rendezvous = storage_sync.Server(p["sync_port"], len(hosts), token, bind_addr=me["addr"],
+                                             accept_timeout=p["connect_timeout"]).start()
+        client = storage_sync.Client(hosts[0]["addr"], p["sync_port"], rank, token, p["connect_timeout"])
+        infos = client.allgather(info, timeout=p["connect_timeout"] + 30)
+        art.facts["direct_io"] = info["direct_ok"]
+        if info.get("direct_reason"):
+            art.facts["direct_io_reason"] = info["direct_reason"]
+        if rank == 0:
+            summary = _drive(art, p, tier, infos, out_dir)
+        else:
+            summary = None
+        # Rank 0's summary reaches every host; the others wait here while the sweep runs.
+        summary = client.allgather(summary, timeout=None)[0] or {}
+        if rank != 0:
+            art.facts["points"] = summary.get("points")
+            if not info["ok"]:
+                art.skip(info["reason"])
+            elif summary.get("status") == "skipped":
+                art.skip(summary.get("reason"))
+            elif me["name"] not in summary.get("clients_used", []):
+                art.skip("not used as a client: %s" % (summary.get("reason") or "see the driver's artifact"))
+    finally:
+        if client is not None:
+            client.close()
+        storage_proc.kill_group(server)
+        if rendezvous is not None:
+            rendezvous.close()
+        errors = storage_tier.remove_tree(my_dir, stop_at=base)
+        if errors:
+            art.facts["cleanup_errors"] = errors[:5]
+
+
+def _drive(art, p, tier, infos, out_dir):
+    """Rank 0: run the sweep over the hosts that could take part; returns the summary every host gets."""
+    usable = [i for i in infos if i["ok"]]
+    unusable = {i["host"]: i["reason"] for i in infos if not i["ok"]}
+    if unusable:
+        art.facts["hosts_not_used"] = unusable
+    if not infos[0]["ok"]:
+        art.skip(infos[0]["reason"])
+        return {"status": "skipped", "reason": infos[0]["reason"], "clients_used": []}
+    names = [i["host"] for i in usable]
+    addr = {h["name"]: h["addr"] for h in p["hosts"]}
+    if tier["shared"]:
+        total = max(p["clients"]) * p["size_mib"] * 2**20
+        refusal = storage_tier.check_space(tier["path"], total, p["space_factor"])
+        if refusal:
+            art.skip(refusal)
+            return {"status": "skipped", "reason": refusal, "clients_used": []}
+    workloads = list(p["workloads"])
+    skipped = {}
+    no_direct = {i["host"]: i["direct_reason"] for i in usable if not i["direct_ok"]}
+    if no_direct:
+        why = "; ".join("%s: %s" % kv for kv in sorted(no_direct.items()))
+        for name in workloads:
+            if storage_fio.workload_spec(name)[2]:
+                skipped[name] = "O_DIRECT does not work on this tier (%s)" % why
+    direct_engine = p["direct_engine"] if all(i.get("engines_ok") for i in usable) else "psync"
+    if direct_engine != p["direct_engine"]:
+        art.facts["direct_engine_fallback"] = "%s not in fio --enghelp on every host: psync used" % p["direct_engine"]
+    workloads = [w for w in workloads if w not in skipped]
+    if skipped:
+        art.facts["skipped_workloads"] = skipped
+    art.facts.update({"fio_version": infos[0].get("fio_version"), "clients_used": names,
+                      "direct_engine": direct_engine, "direct_iodepth": p["direct_iodepth"],
+                      "buffered_engine": p["buffered_engine"], "buffered_iodepth": p["buffered_iodepth"],
+                      "size_mib": p["size_mib"], "runtime_s": p["runtime_s"], "ramp_s": p["ramp_s"]})
+    fio = shutil.which(p["fio"])
+    base = storage_tier.run_dir(tier["path"], art.run_id)
+    failures = []
+    points = 0
+    for clients in p["clients"]:
+        if not workloads:
+            break
+        jobs = storage_fio.split_clients(clients, names)
+        argv = [fio, "--output-format=json", "--eta=never"]
+        job_texts = []
+        for host, numjobs in jobs.items():
+            text = storage_fio.job_file(
+                workloads, os.path.join(base, "fio-%s" % tier["name"], host), p["size_mib"], p["runtime_s"],
+                numjobs=numjobs, ramp_s=p["ramp_s"], buffered_engine=p["buffered_engine"],
+                buffered_iodepth=p["buffered_iodepth"], direct_engine=direct_engine,
+                direct_iodepth=p["direct_iodepth"])
+            job_path = os.path.join(out_dir, ".fio-%s-c%d-%s.fio" % (tier["name"], clients, host))
+            with open(job_path, "w") as fh:
+                fh.write(text)
+            job_texts.append("# host %s\n%s" % (host, text))
+            argv += ["--client=%s,%d" % (addr[host], int(p["fio_port"])), job_path]
+        stem = "fio_sweep-%s-c%d" % (tier["name"], clients)
+        with open(os.path.join(out_dir, stem + ".jobs.txt"), "w") as fh:
+            fh.write("\n".join(job_texts))
+        art.raw.append(stem + ".jobs.txt")
+        per_workload = float(p["runtime_s"]) + float(p["ramp_s"]) + 2
+        layout = max(jobs.values()) * p["size_mib"] / 50.0  # seconds at a slow 50 MiB/s
+        rc, out, err = storage_proc.run(argv, timeout=len(workloads) * per_workload + layout + 60)
+        with open(os.path.join(out_dir, stem + ".out"), "w") as fh:
+            fh.write(out)
+        art.raw.append(stem + ".out")
+        if rc is None:
+            failures.append("c%d: fio timed out" % clients)
+            continue
+        try:
+            entries = storage_fio.parse_output(out, {"%s,%s" % (addr[h], p["fio_port"]): h for h in names})
+        except ValueError:
+            tail = (err.strip() or out.strip()).splitlines()[-3:]
+            failures.append("c%d: fio rc=%s, no JSON: %s" % (clients, rc, " | ".join(tail)))
+            continue
+        points += _record(art, tier, clients, jobs, workloads, entries, failures)
+        if rc != 0:
+            failures.append("c%d: fio exited %s: %s" % (clients, rc, err.strip().splitlines()[-1:] or ""))
+    art.facts["points"] = points
+    if failures:
+        art.facts["failures"] = failures
+        art.error("; ".join(failures[:3]))
+    return {"status": art.status, "reason": art.reason, "clients_used": names, "points": points}
+
+
+def _record(art, tier, clients, jobs, workloads, entries, failures):
+    points = 0
+    for name in workloads:
+        rw, bs, direct, op = storage_fio.workload_spec(name)
+        agg, per_client = storage_fio.aggregate(entries, name)
+        if agg is None:
+            failures.append("c%d %s: no result from fio" % (clients, name))
+            continue
+        labels = {"tier": tier["name"], "workload": name, "clients": clients, "rw": rw, "bs": bs,
+                  "direct": direct}
+        missing = sorted(set(jobs) - {e["client"] for e in per_client})
+        if missing:
+            failures.append("c%d %s: no result from %s" % (clients, name, ", ".join(missing)))
+        bad = [e["client"] for e in per_client if e["error"]]
+        if bad:
+            failures.append("c%d %s: fio reported an error on %s" % (clients, name, ", ".join(map(str, bad))))
+        for key, metric, unit in METRICS:
+            if key in agg:
+                art.add(metric, round(agg[key], 3), unit, scope="aggregate", **labels)
+        for entry in per_client:
+            side = entry[op]
+            for key, metric, unit in METRICS:
+                if key in side:
+                    art.add(metric, round(side[key], 3), unit, scope="client", client=entry["client"],
+                            jobs=jobs.get(entry["client"], entry.get("numjobs")), **labels)
+        points += 1
+    return points

@@ -1,0 +1,231 @@
+"""object_store: an S3 bucket's large-object throughput, small-object rates, GET latency, LIST and DELETE.
+
+Seed: "large object throughput on sequential read/write, small object PUT and GET rates, and read latency
+(p50, p90, p99)". Runs only when an endpoint and credentials are given; otherwise skipped with that reason.
+
+Credentials never travel in params (params are copied into the artifact): the role writes them to a file of mode
+0600 in the run's working directory (a no_log task) and passes its path; this probe reads the file and deletes it
+at once. Every object lives under ``clustermax-assess/<run>/<host>/`` and is deleted at the end, also after a
+failure. GB/s = 1e9 bytes/s; latencies in ms. Large objects are single PUTs (no multipart upload); their content is
+random bytes that repeat every `chunk_mib`.
+"""
+
+import json
+import os
+import statistics
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from probes.params import with_defaults
+from probes.storage import s3 as storage_s3
+
+DEFAULTS = {"region": "us-east-1", "verify_tls": True, "large_mib": 16, "large_count": 4, "small_kib": 4,
+            "small_count": 200, "threads": 4, "chunk_mib": 8, "timeout_s": 60}
+
+
+def percentile(values, pct):
+    """Nearest-rank percentile (pct in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    rank = max(1, int(round(pct / 100.0 * len(ordered) + 0.5 - 1e-9)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+class Bench:
+    def __init__(self, p, creds):
+        self.p = p
+        self._local = threading.local()
+        self._creds = creds
+        self.clients = []
+        self._lock = threading.Lock()
+        self.errors = {}
+        self.throttled = 0
+        self.created = set()
+
+    def client(self):
+        c = getattr(self._local, "client", None)
+        if c is None:
+            c = storage_s3.Client(self.p["endpoint"], self._creds["access_key"], self._creds["secret_key"],
+                                  self.p["region"], timeout=self.p["timeout_s"], verify_tls=self.p["verify_tls"])
+            self._local.client = c
+            with self._lock:
+                self.clients.append(c)
+        return c
+
+    def close(self):
+        for c in self.clients:
+            c.close()
+
+    def _fail(self, op, exc):
+        with self._lock:
+            self.errors.setdefault(op, []).append(str(exc)[:200])
+            if isinstance(exc, storage_s3.S3Error) and (exc.status == 503 or exc.code == "SlowDown"):
+                self.throttled += 1
+
+    def each(self, op, keys, fn):
+        """fn(client, key) on every key with `threads` workers; returns (wall seconds, [per-call result])."""
+        out = []
+
+        def call(key):
+            try:
+                res = fn(self.client(), key)
+                with self._lock:
+                    out.append(res)
+            except (storage_s3.S3Error, OSError, ValueError) as exc:
+                self._fail(op, exc)
+
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=int(self.p["threads"])) as pool:
+            list(pool.map(call, keys))
+        return time.perf_counter() - t0, out
+
+
+def read_credentials(path):
+    with open(path) as fh:
+        creds = json.load(fh)
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    if not creds.get("access_key") or not creds.get("secret_key"):
+        raise ValueError("the credentials file has no access_key/secret_key")
+    return creds
+
+
+def run(art, params, out_dir):
+    p = with_defaults(DEFAULTS, params)
+    if p.get("skip_reason"):
+        art.skip(p["skip_reason"])
+        return
+    if not p.get("endpoint") or not p.get("bucket"):
+        art.skip("no object store configured (set storage_object_store_endpoint, _bucket and credentials)")
+        return
+    path = p.get("credentials_file")
+    if not path or not os.path.exists(path):
+        art.skip("no credentials for %s (set storage_object_store_access_key and _secret_key)" % p["endpoint"])
+        return
+    creds = read_credentials(path)
+    prefix = "clustermax-assess/%s/%s/" % (art.run_id, art.host)
+    art.facts.update({"endpoint": p["endpoint"], "bucket": p["bucket"], "prefix": prefix, "threads": p["threads"],
+                      "multipart": False})
+    bench = Bench(p, creds)
+    try:
+        bench.client().head_bucket(p["bucket"])
+        _large(art, bench, p, prefix)
+        _small(art, bench, p, prefix)
+    finally:
+        _cleanup(art, bench, p, prefix)
+        bench.close()
+    for op, errs in bench.errors.items():
+        art.add("obj_errors", len(errs), "count", op=op)
+    if bench.throttled:
+        art.add("obj_throttled", bench.throttled, "count")
+    if bench.errors:
+        art.facts["errors"] = {op: errs[:3] for op, errs in bench.errors.items()}
+        art.error("; ".join("%s: %d failed (%s)" % (op, len(e), e[0]) for op, e in bench.errors.items())[:500])
+
+
+def _large(art, bench, p, prefix):
+    size = int(p["large_mib"]) * 2**20
+    chunk = os.urandom(min(size, int(p["chunk_mib"]) * 2**20))
+
+    def body():
+        left = size
+        while left > 0:
+            piece = chunk[:min(left, len(chunk))]
+            left -= len(piece)
+            yield piece
+
+    keys = ["%slarge/%d" % (prefix, i) for i in range(int(p["large_count"]))]
+
+    def put(client, key):
+        bench.created.add(key)
+        client.put(p["bucket"], key, body(), length=size)
+
+    wall, _ = bench.each("PUT large", keys, put)
+    done = len(keys) - len(bench.errors.get("PUT large", []))
+    labels = {"object_bytes": size, "threads": int(p["threads"])}
+    if done:
+        art.add("obj_put_gbps", round(done * size / wall / 1e9, 4), "GB/s", **labels)
+
+    def get(client, key):
+        got = [0]
+        client.get(p["bucket"], key, sink=lambda b: got.__setitem__(0, got[0] + len(b)))
+        if got[0] != size:
+            raise ValueError("GET %s returned %d bytes, expected %d" % (key, got[0], size))
+        return got[0]
+
+    wall, sizes = bench.each("GET large", keys, get)
+    if sizes:
+        art.add("obj_get_gbps", round(sum(sizes) / wall / 1e9, 4), "GB/s", **labels)
+
+
+def _small(art, bench, p, prefix):
+    size = int(p["small_kib"]) * 1024
+    data = os.urandom(size)
+    keys = ["%ssmall/%06d" % (prefix, i) for i in range(int(p["small_count"]))]
+    labels = {"object_bytes": size, "threads": int(p["threads"])}
+
+    def put(client, key):
+        bench.created.add(key)
+        t0 = time.perf_counter()
+        client.put(p["bucket"], key, data)
+        return time.perf_counter() - t0
+
+    wall, lat = bench.each("PUT small", keys, put)
+    if lat:
+        art.add("obj_put_per_s", round(len(lat) / wall, 2), "ops/s", **labels)
+        art.add("obj_put_latency_ms", round(statistics.median(lat) * 1000, 3), "ms", pct="p50", **labels)
+
+    def get(client, key):
+        t0 = time.perf_counter()
+        _, _, body, ttfb = client.get(p["bucket"], key)
+        if len(body) != size:
+            raise ValueError("GET %s returned %d bytes, expected %d" % (key, len(body), size))
+        return time.perf_counter() - t0, ttfb
+
+    wall, lat = bench.each("GET small", keys, get)
+    if lat:
+        art.add("obj_get_per_s", round(len(lat) / wall, 2), "ops/s", **labels)
+        for pct in (50, 90, 99):
+            art.add("obj_get_latency_ms", round(percentile([t for t, _ in lat], pct) * 1000, 3), "ms",
+                    pct="p%d" % pct, **labels)
+            art.add("obj_get_ttfb_ms", round(percentile([f for _, f in lat], pct) * 1000, 3), "ms",
+                    pct="p%d" % pct, **labels)
+
+    client = bench.client()
+    t0 = time.perf_counter()
+    try:
+        listed, pages = client.list(p["bucket"], prefix + "small/")
+    except (storage_s3.S3Error, OSError, ValueError) as exc:
+        bench._fail("LIST", exc)
+        return
+    wall = time.perf_counter() - t0
+    expected = {k for k in keys if k in bench.created} - {None}
+    art.add("obj_list_per_s", round(len(listed) / wall, 1) if wall else 0.0, "objects/s", pages=pages)
+    art.add("obj_list_missing", len(expected - set(listed)), "count")
+
+    def delete(client, key):
+        client.delete(p["bucket"], key)
+        bench.created.discard(key)
+
+    wall, _ = bench.each("DELETE", sorted(expected), delete)
+    done = len(expected) - len(bench.errors.get("DELETE", []))
+    if done:
+        art.add("obj_delete_per_s", round(done / wall, 2), "ops/s")
+
+
+def _cleanup(art, bench, p, prefix):
+    """Delete whatever this run left under its prefix (also after a failure); count what would not go."""
+    try:
+        client = bench.client()
+        left, _ = client.list(p["bucket"], prefix)
+        for key in set(left) | bench.created:
+            try:
+                client.delete(p["bucket"], key)
+            except (storage_s3.S3Error, OSError) as exc:
+                bench._fail("cleanup", exc)
+        left, _ = client.list(p["bucket"], prefix)
+        art.add("obj_left_behind", len(left), "count")
+    except (storage_s3.S3Error, OSError, ValueError) as exc:
+        art.facts["cleanup_error"] = str(exc)[:200]

@@ -1,0 +1,70 @@
+"""Expected values: GPU models from reports/data/gpus.yml, and comparisons with their wording."""
+
+import operator
+import os
+
+import yaml
+
+from reports import DATA_DIR
+
+OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt, "==": operator.eq}
+
+
+def load_gpus(path=None):
+    with open(path or os.path.join(DATA_DIR, "gpus.yml"), encoding="utf-8") as fh:
+        return yaml.safe_load(fh)["models"]
+
+
+def gpu_model_key(name, models):
+    """The gpus.yml key for a reported GPU name; the most specific match wins (GB200 over B200)."""
+    if not name:
+        return None
+    lowered = name.lower()
+    best, best_len = None, 0
+    for key, spec in models.items():
+        needles = [m.lower() for m in spec.get("match", [])]
+        if needles and all(n in lowered for n in needles):
+            length = sum(len(n) for n in needles)
+            if length > best_len:
+                best, best_len = key, length
+    return best
+
+
+def resolve(expect, model_spec):
+    """Threshold of an expectation: a fixed `value`, or `fraction` × the GPU model's field `of`.
+    Returns (threshold or None, text, reason when it cannot be resolved)."""
+    op = expect.get("op", ">=")
+    if op not in OPS:
+        raise ValueError("unknown comparison %r" % op)
+    if "value" in expect:
+        return float(expect["value"]), "%s %s" % (op, _fmt(expect["value"])), None
+    field = expect["of"]
+    if model_spec is None:
+        return None, None, "no expectation for this GPU model in gpus.yml"
+    if field not in model_spec:
+        return None, None, "gpus.yml has no %s for this GPU model" % field
+    fraction = float(expect.get("fraction", 1.0))
+    threshold = fraction * float(model_spec[field])
+    return threshold, "%s %s (%g × %s %s)" % (op, _fmt(threshold), fraction, field, _fmt(model_spec[field])), None
+
+
+def meets(value, expect, threshold):
+    return OPS[expect.get("op", ">=")](value, threshold)
+
+
+def judge(value, expect, warn=None):
+    """(status, expected text) of a value against a fixed expectation and, when it meets it, the warn one:
+    fail below expect, warn below warn, else pass (graders whose thresholds do not depend on the GPU model)."""
+    threshold, text, _ = resolve(expect, None)
+    if not meets(value, expect, threshold):
+        return "fail", text
+    if warn:
+        w_threshold, w_text, _ = resolve(warn, None)
+        if not meets(value, warn, w_threshold):
+            return "warn", "%s (warn unless %s)" % (text, w_text)
+    return "pass", text
+
+
+def _fmt(value):
+    value = float(value)
+    return str(int(value)) if value.is_integer() else "%.4g" % value

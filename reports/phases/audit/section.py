@@ -1,0 +1,133 @@
+"""Report section of the audit: every host's checks at a glance, the findings (fail and error) with their hosts
+and remediation, drift between hosts, the security minimums table used (date and age), the NICs and storage tiers
+found on each host, and what the node collector could not read (tools missing, not permitted)."""
+
+from collections import Counter, defaultdict
+
+from reports.phases.audit import grade as grade_audit
+from reports.render.markdown import table as _table
+
+ORDER = 20
+STATUSES = ("pass", "warn", "fail", "error", "skip")
+SEVERITY_ORDER = {"critical": 0, "major": 1, "minor": 2, "info": 3}
+
+
+def _hosts_text(hosts, all_hosts):
+    hosts = sorted(set(hosts))
+    if len(hosts) == len(all_hosts) and len(hosts) > 1:
+        return "all %d hosts" % len(hosts)
+    return ", ".join(hosts[:6]) + (" … (+%d)" % (len(hosts) - 6) if len(hosts) > 6 else "")
+
+
+def summary_table(rows, hosts):
+    per = defaultdict(Counter)
+    ids = defaultdict(set)
+    for r in rows:
+        per[r["host"]][r["status"]] += 1
+        ids[r["host"]].add(r["check_id"])
+    return _table(["host", "checks"] + list(STATUSES),
+                  [[h, len(ids[h])] + [per[h].get(s, 0) for s in STATUSES] for h in hosts])
+
+
+def category_table(rows):
+    per = defaultdict(Counter)
+    for r in rows:
+        per[r["category"]][r["status"]] += 1
+    return _table(["category"] + list(STATUSES), [[c] + [per[c].get(s, 0) for s in STATUSES] for c in sorted(per)])
+
+
+def findings_table(rows, hosts):
+    """Fail and error rows, one line per check: which hosts, what was seen, what to do."""
+    by = defaultdict(list)
+    for r in rows:
+        if r["status"] in ("fail", "error") and r["category"] != "consistency":
+            by[r["check_id"]].append(r)
+    out = []
+    for check_id, items in sorted(by.items(), key=lambda kv: (SEVERITY_ORDER.get(kv[1][0]["severity"], 9), kv[0])):
+        first = items[0]
+        out.append([first["severity"], check_id, first["status"].upper(),
+                    _hosts_text([r["host"] for r in items], hosts), first["observed"] or first["reason"],
+                    first["remediation"]])
+    return _table(["severity", "check", "status", "hosts", "observed (first host)", "remediation"], out) if out else \
+        "No failed or errored audit check."
+
+
+def drift_table(rows):
+    out = []
+    for r in sorted(rows, key=lambda r: (r["check_id"], r["host"])):
+        if r["category"] == "consistency" and r["status"] == "warn" and r["check_id"].startswith("audit."):
+            out.append([r["title"], r["host"], r["observed"], r["reason"]])
+    return _table(["fact", "odd host", "its value", "why"], out) if out else "No drift: every compared fact is the " \
+                                                                            "same on most hosts."
+
+
+def minimums_note(run):
+    table = grade_audit.minimums()
+    started = run.meta.get("started_at")
+    age = ""
+    if started:
+        from datetime import datetime  # noqa: PLC0415 - only for this line
+
+        try:
+            when = datetime.fromisoformat(str(started).replace("Z", "+00:00")).date()
+            tdate = datetime.fromisoformat(str(table["table_date"])).date()
+            age = ", %d days old at this run" % (when - tdate).days
+        except ValueError:
+            age = ""
+    return "Security minimums: %s, dated %s%s (reports/data/minimum_versions.yml)." % (
+        table.get("source", "?"), table["table_date"], age)
+
+
+def inventory_tables(run, hosts):
+    nics, tiers, collector = [], [], []
+    for host in hosts:
+        doc = run.artifact(host, grade_audit.PROBE)
+        if not doc or not doc.get("facts"):
+            continue
+        v = grade_audit.View(run, host, doc)
+        check = {"compute_roce_min_gbps": 400, "storage_min_gbps": 25}
+        roles = defaultdict(list)
+        for n in grade_audit.classify_nics(v, check):
+            roles[n["role"]].append("%s%s" % (n["name"], " (%gG %s)" % (n["rate_gbps"], n["link"]) if n["rate_gbps"]
+                                              else ""))
+        nics.append([host] + [", ".join(roles.get(r, [])[:8]) for r in ("compute", "storage", "frontend", "other")])
+        mounts = (v.sec("storage").get("mounts") or [])
+        tier_list = sorted({"%s %s" % (grade_audit.tier_of(m), m["target"]) for m in mounts
+                            if not m["target"].startswith(("/dev", "/run", "/sys", "/proc"))})
+        tiers.append([host, "; ".join(tier_list[:8]) + (" …" if len(tier_list) > 8 else "")])
+        sources = v.sources
+        missing = sorted(k.split(":")[-1] for k, s in sources.items() if s.get("status") == "missing")
+        denied = sorted(k for k, s in sources.items() if s.get("status") == "not_permitted")
+        failed = sorted(k for k, s in sources.items() if s.get("status") in ("error", "timeout"))
+        collector.append([host, (doc.get("facts", {}).get("collector") or {}).get("wall_s"), len(sources),
+                          ", ".join(missing[:10]) + (" …" if len(missing) > 10 else ""), ", ".join(denied),
+                          ", ".join(failed)])
+    return (_table(["host", "compute fabric", "storage", "frontend", "other"], nics),
+            _table(["host", "storage tiers"], tiers),
+            _table(["host", "collector s", "sources", "tools missing", "not permitted", "failed"], collector))
+
+
+def render(run, rows, report_dir):
+    rows = [r for r in rows if r["check_id"].startswith("audit.")]
+    if not rows:
+        return ""
+    hosts = list(run.hosts)
+    nics, tiers, collector = inventory_tables(run, hosts)
+    return "\n".join([
+        "## Audit", "",
+        "Read-only survey of every host; every check is shown for every host (skip rows say why).", "",
+        summary_table(rows, hosts), "",
+        category_table(rows), "",
+        "### Findings", "",
+        findings_table(rows, hosts), "",
+        "### Drift between hosts", "",
+        drift_table(rows), "",
+        "### Security minimums", "",
+        minimums_note(run), "",
+        "### Network interfaces", "",
+        nics, "",
+        "### Storage tiers", "",
+        tiers, "",
+        "### Node collector", "",
+        collector, "",
+    ])

@@ -1,0 +1,331 @@
+"""Report section of the burn-in phase: burn-in (GEMM + all-to-all + monitor), fabric soak, storage soak.
+
+Tables per host (state, FLOP/s and their degradation, bandwidth min/avg/max, kernel-log events with their time),
+and three plots from the timelines the nodes wrote (raw .jsonl files beside the artifacts):
+
+* burnin_timeline.png: per GPU (per GEMM worker and CPU on CPU nodes) temperature, power, SM clock and TFLOP/s
+  over time, every XID / SXID / AER marked with a red line at its time;
+* burnin_collectives.png: collective bus bandwidth over time (burn-in all-to-all and the fabric soak);
+* burnin_storage.png: storage bandwidth over time per phase and client count.
+
+An interrupted run shows its partial timeline (up to the last poll) and says so.
+"""
+
+import json
+import os
+
+from probes.burnin.kernel_log import merge_events
+from reports.render.markdown import table as _table
+
+ORDER = 60
+PLOTS = {"timeline": "burnin_timeline.png", "coll": "burnin_collectives.png", "storage": "burnin_storage.png"}
+
+
+def _docs(run, probe):
+    return sorted((d for d in run.artifacts if d["probe"] == probe and d.get("variant") is None),
+                  key=lambda d: d["host"])
+
+
+def read_stream(run, doc, stream):
+    """The samples of one timeline file of an artifact ([] when it is not there)."""
+    name = "%s.%s.jsonl" % (doc["probe"], stream)
+    if name not in (doc.get("raw") or []):
+        return []
+    path = os.path.join(run.run_dir, "artifacts", doc["host"], name)
+    out = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                line = line.strip()
+                if line:
+                    try:
+                        out.append(json.loads(line))
+                    except ValueError:
+                        continue
+    except OSError:
+        pass
+    return out
+
+
+def _plain(doc):
+    return {r["metric"]: r["value"] for r in doc.get("results") or [] if not r.get("labels")}
+
+
+def _labelled(doc, metric):
+    return [(r["labels"], r["value"]) for r in doc.get("results") or [] if r["metric"] == metric]
+
+
+def _t0(doc):
+    try:
+        return float((doc.get("facts") or {}).get("t_start"))
+    except (TypeError, ValueError):
+        return None
+
+
+def _state(doc):
+    facts = doc.get("facts") or {}
+    m = _plain(doc)
+    if doc["status"] != "ok":
+        return "%s: %s" % (doc["status"], doc.get("reason"))
+    if facts.get("state") != "done":
+        return "**interrupted** at %.0f s of %.0f s (partial timeline)" % (m.get("elapsed_s", 0), m.get("planned_s", 0))
+    if m.get("completed") != 1:
+        return "ended after %.0f s: %s" % (m.get("elapsed_s", 0), facts.get("ended_by"))
+    return "done, %.0f s" % m.get("elapsed_s", 0)
+
+
+def _f(value, fmt="%.3f"):
+    return None if value is None else fmt % value
+
+
+def _events(run, docs):
+    out = []
+    for d in docs:
+        t0 = _t0(d)
+        for e in merge_events(read_stream(run, d, "kernel")):
+            out.append((d["host"], d["probe"], e["t"] - t0 if t0 else None, e))
+    return out
+
+
+def _plt():
+    try:
+        import matplotlib  # noqa: PLC0415
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+    except ImportError:
+        return None
+    return plt
+
+
+def _mark_events(ax, events, host=None):
+    for h, _probe, t, e in events:
+        if t is None or (host is not None and h != host):
+            continue
+        ax.axvline(t, color="red", linewidth=1.0, alpha=0.8)
+        ax.annotate("%s %s %s" % (h, e["kind"].upper(), e.get("code", "")), (t, 1.0),
+                    xycoords=("data", "axes fraction"), fontsize=6, color="red", rotation=90, va="top", ha="right")
+
+
+def plot_timeline(run, docs, events, report_dir):
+    plt = _plt()
+    if plt is None or not docs:
+        return None
+    panels = [("temp_c", "temperature (C)"), ("power_w", "power (W)"), ("sm_mhz", "SM clock (MHz)"),
+              ("tflops", "GEMM TFLOP/s")]
+    series = {k: [] for k, _ in panels}
+    cpu = {"cpu_util_pct": [], "cpu_temp_c": [], "cpu_mhz": []}
+    for d in docs:
+        t0 = _t0(d)
+        if t0 is None:
+            continue
+        for s in read_stream(run, d, "monitor"):
+            for g in s.get("gpus") or []:
+                for key in ("temp_c", "power_w", "sm_mhz"):
+                    if g.get(key) is not None:
+                        series[key].append(("%s gpu%s" % (d["host"], g["gpu"]), s["t"] - t0, g[key]))
+            for key in cpu:
+                if s.get(key) is not None:
+                    cpu[key].append((d["host"], s["t"] - t0, s[key]))
+        for s in read_stream(run, d, "gemm"):
+            if s.get("type") == "gemm":
+                who = "gpu%s" % s["gpu"] if s.get("gpu") is not None else "worker %s (cpu)" % s["worker"]
+                series["tflops"].append(("%s %s" % (d["host"], who), s["t"] - t0, s["tflops"]))
+    if not any(series["temp_c"] + series["power_w"] + series["sm_mhz"]):
+        # CPU nodes: CPU utilisation, temperature and clock (where readable) stand in for the GPU telemetry.
+        panels = [(k, title) for k, title in (("cpu_util_pct", "CPU utilisation (%)"), ("cpu_temp_c", "CPU temp (C)"),
+                                              ("cpu_mhz", "CPU clock (MHz)")) if cpu[k]] + [("tflops", "GEMM TFLOP/s")]
+        series.update(cpu)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 2.2 * len(panels)), sharex=True, squeeze=False)
+    for ax, (key, title) in zip(axes[:, 0], panels):
+        names = sorted({n for n, _, _ in series[key]})
+        for name in names:
+            pts = sorted((t, v) for n, t, v in series[key] if n == name)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", linewidth=1, label=name)
+        ax.set_ylabel(title, fontsize=8)
+        ax.grid(alpha=0.3)
+        _mark_events(ax, events)
+        if names and len(names) <= 16:
+            ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    axes[-1, 0].set_xlabel("seconds from the start of the burn-in; red lines: XID / SXID / AER in the kernel log")
+    axes[0, 0].set_title("Burn-in timeline")
+    fig.savefig(os.path.join(report_dir, PLOTS["timeline"]), dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return PLOTS["timeline"]
+
+
+def _series(run, docs, stream, kind, key, value):
+    """{line label: [(seconds from the run's start, value)]} of one timeline stream of every artifact."""
+    lines = {}
+    for d in docs:
+        t0 = _t0(d)
+        if t0 is None:
+            continue
+        for s in read_stream(run, d, stream):
+            if s.get("type") == kind:
+                lines.setdefault(key(d, s), []).append((s["t"] - t0, value(s)))
+    return lines
+
+
+def plot_collectives(run, docs, events, report_dir):
+    plt = _plt()
+    if plt is None:
+        return None
+    lines = _series(run, docs, "coll", "coll", lambda d, s: "%s %s %s r%s" % (d["probe"], s["collective"], d["host"],
+                                                                            s["rank"]), lambda s: s["busbw_gbps"])
+    return _line_plot(plt, lines, events, "seconds from the start of each run", "bus bandwidth (GB/s)",
+                      "Collectives under load: bus bandwidth over time", report_dir, PLOTS["coll"])
+
+
+def plot_storage(run, docs, report_dir):
+    plt = _plt()
+    if plt is None:
+        return None
+    lines = _series(run, docs, "fio", "fio", lambda d, s: "%s %s c%s" % (d["host"], s["phase"], s["clients"]),
+                    lambda s: s["read_mibps"] + s["write_mibps"])
+    return _line_plot(plt, lines, [], "seconds from the start of the storage soak", "read + write bandwidth (MiB/s)",
+                      "Storage soak: bandwidth over time", report_dir, PLOTS["storage"])
+
+
+def _line_plot(plt, lines, events, xlabel, ylabel, title, report_dir, name):
+    """One line per key of lines ({label: [(t, value)]}), kernel events marked; the PNG's file name, or None."""
+    if not lines:
+        return None
+    fig, ax = plt.subplots(figsize=(10, 3.5))
+    for key in sorted(lines):
+        pts = sorted(lines[key])
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", linewidth=1, label=key)
+    _mark_events(ax, events)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    if len(lines) <= 24:
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.savefig(os.path.join(report_dir, name), dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return name
+
+
+def _burnin_table(docs):
+    rows = []
+    for d in docs:
+        m = _plain(d)
+        tf = {(lab.get("worker"), lab.get("gpu")): v for lab, v in _labelled(d, "gemm_tflops_mean")}
+        deg = {(lab.get("worker"), lab.get("gpu")): v for lab, v in _labelled(d, "gemm_degradation_pct")}
+        a2a = [_f(dict((lab.get("collective"), v) for lab, v in _labelled(d, m2)).get("alltoall"))
+               for m2 in ("coll_busbw_min_gbps", "coll_busbw_avg_gbps", "coll_busbw_max_gbps")]
+        rows.append([d["host"], d.get("device", {}).get("backend"), _state(d),
+                     ", ".join("%.3f" % v for _, v in sorted(tf.items(), key=str)) or None,
+                     ", ".join("%.1f%%" % v for _, v in sorted(deg.items(), key=str)) or None,
+                     a2a[0], a2a[1], a2a[2],
+                     int(m.get("coll_errors", 0) + m.get("coll_hangs", 0)),
+                     int(m.get("kernel_xid_count", 0)), int(m.get("kernel_sxid_count", 0)),
+                     int(m.get("kernel_aer_count", 0))])
+    return _table(["host", "backend", "state", "GEMM TFLOP/s (mean per worker)", "FLOP/s degradation",
+                   "all-to-all busbw min", "avg", "max (GB/s)", "coll errors+hangs", "XID", "SXID", "AER"], rows)
+
+
+def _gpu_table(docs):
+    rows = []
+    for d in docs:
+        per = {}
+        for metric in ("gpu_temp_max_c", "gpu_power_max_w", "gpu_power_limit_w", "gpu_sm_clock_first_mhz",
+                       "gpu_sm_clock_last_mhz", "gpu_throttle_episodes", "gpu_ecc_uncorrected_new"):
+            for lab, v in _labelled(d, metric):
+                per.setdefault(lab.get("gpu"), {})[metric] = v
+        for gpu, m in sorted(per.items(), key=lambda kv: kv[0]):
+            rows.append([d["host"], gpu, _f(m.get("gpu_temp_max_c"), "%.0f"), _f(m.get("gpu_power_max_w"), "%.0f"),
+                         _f(m.get("gpu_power_limit_w"), "%.0f"), _f(m.get("gpu_sm_clock_first_mhz"), "%.0f"),
+                         _f(m.get("gpu_sm_clock_last_mhz"), "%.0f"), m.get("gpu_throttle_episodes"),
+                         m.get("gpu_ecc_uncorrected_new")])
+    if not rows:
+        return None
+    return _table(["host", "gpu", "max temp (C)", "max power (W)", "power limit (W)", "SM clock first (MHz)",
+                   "SM clock last (MHz)", "throttle episodes", "new uncorrected ECC"], rows)
+
+
+def _fabric_table(docs):
+    rows = []
+    for d in docs:
+        per = {}
+        for metric in ("coll_busbw_min_gbps", "coll_busbw_avg_gbps", "coll_busbw_max_gbps", "coll_lat_us_avg",
+                       "coll_wrong", "coll_samples"):
+            for lab, v in _labelled(d, metric):
+                per.setdefault(lab.get("collective"), {})[metric] = v
+        m = _plain(d)
+        for coll, c in sorted(per.items()):
+            rows.append([d["host"], coll, _f(c.get("coll_busbw_min_gbps")), _f(c.get("coll_busbw_avg_gbps")),
+                         _f(c.get("coll_busbw_max_gbps")), _f(c.get("coll_lat_us_avg"), "%.0f"),
+                         int(c.get("coll_wrong", 0)), int(m.get("coll_errors", 0)), int(m.get("coll_hangs", 0)),
+                         int(c.get("coll_samples", 0))])
+        if not per:
+            rows.append([d["host"], None, None, None, None, None, None, None, None, _state(d)])
+    return _table(["host", "collective", "busbw min", "avg", "max (GB/s)", "latency (us)", "wrong", "errors", "hangs",
+                   "samples"], rows)
+
+
+def _storage_table(docs):
+    rows = []
+    for d in docs:
+        per = {}
+        for r in d.get("results") or []:
+            if r["metric"].startswith("fio_") and r.get("labels"):
+                per.setdefault((r["labels"].get("phase"), r["labels"].get("clients")), {})[r["metric"]] = r["value"]
+        for (phase, clients), m in sorted(per.items(), key=lambda kv: (str(kv[0][0]), kv[0][1] or 0)):
+            rows.append([d["host"], phase, clients, _f(m.get("fio_bw_first_mibps"), "%.0f"),
+                         _f(m.get("fio_bw_last_mibps"), "%.0f"), _f(m.get("fio_bw_min_mibps"), "%.0f"),
+                         _f(m.get("fio_bw_avg_mibps"), "%.0f"), _f(m.get("fio_bw_max_mibps"), "%.0f"),
+                         _f(m.get("fio_bw_degradation_pct"), "%.1f%%"), _f(m.get("fio_read_clat_p99_us"), "%.0f"),
+                         _f(m.get("fio_write_clat_p99_us"), "%.0f")])
+        if not per:
+            rows.append([d["host"], _state(d)] + [None] * 9)
+    return _table(["host", "phase", "clients", "first tenth", "last tenth", "min", "avg", "max (MiB/s)",
+                   "degradation", "read p99 (us)", "write p99 (us)"], rows)
+
+
+def render(run, rows, report_dir):
+    burn, fabric, storage = _docs(run, "burnin"), _docs(run, "fabric_soak"), _docs(run, "storage_soak")
+    if not (burn or fabric or storage):
+        return ""
+    lines = ["## Burn-in and soak", ""]
+    ran_burn = [d for d in burn if d["status"] == "ok"]
+    ran_fabric = [d for d in fabric if d["status"] == "ok"]
+    ran_storage = [d for d in storage if d["status"] == "ok"]
+    interrupted = [d for d in ran_burn + ran_fabric + ran_storage if (d.get("facts") or {}).get("state") != "done"]
+    if interrupted:
+        lines += ["**Partial timeline**: interrupted before the end on %s; what was measured up to the last poll is "
+                  "shown and graded." % ", ".join(sorted("%s (%s)" % (d["host"], d["probe"]) for d in interrupted)), ""]
+    events = _events(run, ran_burn + ran_fabric + ran_storage)
+    if burn:
+        lines += ["### Burn-in: GEMMs and all-to-all at the same time", "", _burnin_table(burn), ""]
+        gpu = _gpu_table(ran_burn)
+        if gpu:
+            lines += [gpu, ""]
+    if events:
+        lines += ["### Kernel log during the runs (XID, SXID, AER)", ""]
+        lines += [_table(["host", "run", "t+ (s)", "kind", "code", "line"],
+                         [[h, p, _f(t, "%.1f"), e["kind"].upper(), e.get("code") or e.get("severity"), e.get("line")]
+                          for h, p, t, e in sorted(events, key=lambda x: (x[3]["t"], x[0]))]), ""]
+    elif ran_burn:
+        lines += ["No XID, SXID or AER line in the kernel log during the runs.", ""]
+    if report_dir and ran_burn:
+        plot = plot_timeline(run, ran_burn, [e for e in events if e[1] == "burnin"], report_dir)
+        if plot:
+            lines += ["![burn-in timeline: temperature, power, clocks, TFLOP/s per GPU or worker](%s)" % plot, ""]
+    if fabric:
+        lines += ["### Fabric soak: collectives of large messages in a loop", "", _fabric_table(fabric), ""]
+    if report_dir and (ran_burn or ran_fabric):
+        plot = plot_collectives(run, ran_burn + ran_fabric, [], report_dir)
+        if plot:
+            lines += ["![collective bus bandwidth over time](%s)" % plot, ""]
+    if storage:
+        lines += ["### Storage soak: sequential then random mixed I/O", "", _storage_table(storage), ""]
+        if report_dir and ran_storage:
+            plot = plot_storage(run, ran_storage, report_dir)
+            if plot:
+                lines += ["![storage bandwidth over time](%s)" % plot, ""]
+    skipped = [d for d in burn + fabric + storage if d["status"] != "ok"]
+    if skipped:
+        lines += ["Not run: " + "; ".join("%s %s (%s)" % (d["host"], d["probe"], d.get("reason")) for d in skipped), ""]
+    return "\n".join(lines)

@@ -1,0 +1,382 @@
+"""Report section of the GPU compute phase: what ran (per probe and per dtype, with the skip reasons), GEMM TFLOP/s
+per GPU and dtype, the MAMF sweep, grouped GEMM on MoE shapes, GEMV bandwidth, copy bandwidth, nvbandwidth.
+
+Plots (PNG, matplotlib Agg) beside report.md: TFLOP/s per dtype per GPU, the MAMF sweep curve, the copy bandwidth
+matrix. Every number shown is a result of an artifact; nothing is recomputed except maxima and medians.
+"""
+
+import json
+import os
+import statistics
+
+from reports.render.markdown import table as _table
+
+ORDER = 30
+PROBES = ("gemm", "grouped_gemm", "gemv", "mamf", "copy_bw", "nvbandwidth")
+DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp8_e4m3", "mxfp8", "nvfp4")
+COPY_PATHS = ("h2d", "d2h", "d2d_local", "host_local")
+
+
+def fmt(value):
+    """Three significant digits for small (CPU-backend) numbers, one decimal from 100 up."""
+    if value is None:
+        return None
+    if abs(value) >= 100:
+        return "%.1f" % value
+    return "%.3g" % value
+
+
+def _records(run, probe):
+    """Result rows of one probe as dicts with the labels unpacked."""
+    res = run.results[run.results.probe == probe]
+    out = []
+    for r in res.itertuples():
+        labels = json.loads(r.labels)
+        out.append(dict(labels, host=r.host, metric=r.metric, value=float(r.value), unit=r.unit, backend=r.backend))
+    return out
+
+
+def _gpu_key(rec):
+    gpu = rec.get("gpu")
+    return (rec["host"], -1 if gpu is None else int(gpu))
+
+
+def _gpu_name(host, gpu, backend):
+    if gpu < 0:
+        return "%s (cpu)" % host
+    return "%s gpu%d" % (host, gpu) if backend != "cpu" else "%s cpu" % host
+
+
+def status_tables(run, docs):
+    """Which probe ran where, and which GEMM dtypes ran, with the reasons of what did not."""
+    hosts = [h for h in run.hosts if h not in run.unreachable]
+    by = {(d["host"], d["probe"]): d for d in docs}
+    reasons = {}
+
+    def note(text):
+        reasons.setdefault(text, len(reasons) + 1)
+        return reasons[text]
+
+    probe_rows = []
+    for host in hosts:
+        row = [host]
+        for probe in PROBES:
+            doc = by.get((host, probe))
+            if doc is None:
+                row.append("not run")
+            elif doc["status"] == "ok":
+                row.append("ok (%s)" % doc["device"]["backend"])
+            else:
+                row.append("%s [%d]" % (doc["status"], note("%s: %s" % (probe, doc.get("reason") or doc["status"]))))
+        probe_rows.append(row)
+    dtype_rows = []
+    for host in hosts:
+        doc = by.get((host, "gemm"))
+        facts = (doc or {}).get("facts") or {}
+        row = [host]
+        for dtype in DTYPES:
+            status = facts.get("dtype.%s" % dtype)
+            if status is None:
+                row.append("–")
+            elif status == "ok":
+                row.append("ok")
+            else:
+                why = facts.get("dtype_reason.%s" % dtype) or status
+                row.append("%s [%d]" % (status, note(why if why.startswith(dtype) else "%s: %s" % (dtype, why))))
+        dtype_rows.append(row)
+    lines = ["### What ran", "", _table(["host"] + list(PROBES), probe_rows), "",
+             "GEMM dtypes (a dtype this GPU or torch cannot run is skipped with the reason):", "",
+             _table(["host"] + list(DTYPES), dtype_rows), ""]
+    if reasons:
+        lines += ["Reasons:", ""] + ["%d. %s" % (n, text) for text, n in sorted(reasons.items(), key=lambda x: x[1])]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def gemm_table(run):
+    """Best TFLOP/s (2mnk / mean time of the best shape) per GPU and dtype."""
+    best, backend = {}, {}
+    for rec in _records(run, "gemm"):
+        if rec["metric"] != "tflops":
+            continue
+        key = _gpu_key(rec)
+        backend[key] = rec["backend"]
+        cell = (key, rec.get("dtype"))
+        if cell not in best or rec["value"] > best[cell][0]:
+            best[cell] = (rec["value"], rec.get("shape"))
+    if not best:
+        return None, {}
+    keys = sorted({k for k, _ in best})
+    dtypes = [d for d in DTYPES if any((k, d) in best for k in keys)]
+    rows = [[_gpu_name(k[0], k[1], backend[k])] + [fmt(best[(k, d)][0]) if (k, d) in best else None for d in dtypes]
+            for k in keys]
+    text = _table(["GPU"] + ["%s TFLOP/s" % d for d in dtypes], rows)
+    data = {d: [(_gpu_name(k[0], k[1], backend[k]), best[(k, d)][0]) for k in keys if (k, d) in best]
+            for d in dtypes}
+    return text, data
+
+
+def mamf_table(run):
+    recs = _records(run, "mamf")
+    summary, curves = {}, {}
+    for rec in recs:
+        key = (_gpu_key(rec), rec.get("dtype"))
+        if rec["metric"] == "mamf_tflops":
+            summary.setdefault(key, {})["max"] = (rec["value"], "%sx%sx%s" % (rec.get("m"), rec.get("n"), rec.get("k")))
+            summary[key]["backend"] = rec["backend"]
+        elif rec["metric"] == "mamf_geomean_tflops":
+            summary.setdefault(key, {})["geo"] = rec["value"]
+        elif rec["metric"] == "tflops":
+            curves.setdefault(key, []).append((int(rec["m"]), int(rec["n"]), int(rec["k"]), rec["value"]))
+    if not summary:
+        return None, {}
+    rows = []
+    for (gkey, dtype), s in sorted(summary.items()):
+        mx = s.get("max", (None, None))
+        rows.append([_gpu_name(gkey[0], gkey[1], s.get("backend")), dtype, fmt(mx[0]), fmt(s.get("geo")), mx[1],
+                     len(curves.get((gkey, dtype), []))])
+    text = _table(["GPU", "dtype", "MAMF TFLOP/s (best shape)", "geometric mean", "best shape m x n x k", "shapes"],
+                  rows)
+    return text, {(gkey, dtype, summary[(gkey, dtype)].get("backend")): sorted(points)
+                  for (gkey, dtype), points in curves.items() if (gkey, dtype) in summary}
+
+
+def grouped_table(run):
+    groups = {}
+    for rec in _records(run, "grouped_gemm"):
+        if rec["metric"] != "tflops":
+            continue
+        key = (rec.get("model"), rec.get("proj"), rec.get("dtype"), int(rec.get("tokens", 0)))
+        groups.setdefault(key, []).append(rec)
+    if not groups:
+        return None
+    rows = []
+    for key in sorted(groups):
+        recs = groups[key]
+        values = [r["value"] for r in recs]
+        slowest = min(recs, key=lambda r: r["value"])
+        first = recs[0]
+        rows.append([key[0], key[1], key[2], key[3], first.get("rows"), first.get("experts_local"),
+                     "%sx%s" % (first.get("n"), first.get("k")), ", ".join(sorted({r.get("impl") for r in recs})),
+                     fmt(statistics.median(values)),
+                     "%s (%s)" % (fmt(slowest["value"]), _gpu_name(*_gpu_key(slowest), slowest["backend"])),
+                     len(recs)])
+    return _table(["model", "projection", "dtype", "tokens", "rows / GPU", "experts / GPU", "n x k", "impl",
+                   "median TFLOP/s", "slowest GPU", "GPUs"], rows)
+
+
+def gemv_table(run):
+    best, backend = {}, {}
+    for rec in _records(run, "gemv"):
+        if rec["metric"] != "gbps":
+            continue
+        key = (_gpu_key(rec), rec.get("dtype"))
+        backend[key[0]] = rec["backend"]
+        if key not in best or rec["value"] > best[key][0]:
+            best[key] = (rec["value"], rec.get("shape"))
+    if not best:
+        return None
+    rows = [[_gpu_name(k[0], k[1], backend[k]), d, fmt(v), shape] for (k, d), (v, shape) in sorted(best.items())]
+    return _table(["GPU", "dtype", "best GB/s", "shape"], rows)
+
+
+def copy_table(run):
+    """Per GPU: one column per path, and the slowest / fastest peer for P2P; the matrix for the plot."""
+    cells, backend, peers = {}, {}, {}
+    for rec in _records(run, "copy_bw"):
+        if rec["metric"] != "gbps":
+            continue
+        key = _gpu_key(rec)
+        backend[key] = rec["backend"]
+        if rec.get("direction") == "p2p":
+            peers.setdefault(key, {})[int(rec["peer"])] = rec["value"]
+        else:
+            cells.setdefault(key, {})[rec.get("direction")] = rec["value"]
+    keys = sorted(set(cells) | set(peers))
+    if not keys:
+        return None, None
+    paths = [p for p in COPY_PATHS if any(p in cells.get(k, {}) for k in keys)]
+    rows = []
+    for k in keys:
+        row = [_gpu_name(k[0], k[1], backend[k])] + [fmt(cells.get(k, {}).get(p)) for p in paths]
+        pv = peers.get(k, {})
+        if any(peers.values()):
+            row += [fmt(min(pv.values())) if pv else None, fmt(max(pv.values())) if pv else None]
+        rows.append(row)
+    header = ["GPU"] + ["%s GB/s" % p for p in paths]
+    if any(peers.values()):
+        header += ["p2p slowest peer GB/s", "p2p fastest peer GB/s"]
+    peer_ids = sorted({p for pv in peers.values() for p in pv})
+    matrix = {"rows": [_gpu_name(k[0], k[1], backend[k]) for k in keys],
+              "cols": paths + ["p2p→%d" % p for p in peer_ids],
+              "values": [[cells.get(k, {}).get(p) for p in paths] + [peers.get(k, {}).get(p) for p in peer_ids]
+                         for k in keys]}
+    return _table(header, rows), matrix
+
+
+def nvbandwidth_table(run):
+    rows = []
+    for rec in _records(run, "nvbandwidth"):
+        if rec["metric"] == "gbps_sum":
+            rows.append(rec)
+    if not rows:
+        return None
+    stats = {}
+    for rec in _records(run, "nvbandwidth"):
+        if rec["metric"] in ("gbps_min", "gbps_mean", "gbps_max", "gbps_sum"):
+            stats.setdefault((rec["host"], rec["test"]), {})[rec["metric"]] = rec["value"]
+    body = [[h, t, fmt(s.get("gbps_min")), fmt(s.get("gbps_mean")), fmt(s.get("gbps_max")), fmt(s.get("gbps_sum"))]
+            for (h, t), s in sorted(stats.items())]
+    return _table(["host", "testcase", "min GB/s", "mean GB/s", "max GB/s", "sum GB/s"], body)
+
+
+# ------------------------------------------------------------------------------------------------------- plots
+
+def _pyplot():
+    try:
+        import matplotlib  # noqa: PLC0415 - plots are optional: without matplotlib the tables remain
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+    except Exception:  # noqa: BLE001
+        return None
+    return plt
+
+
+# Above this many GPUs the GEMM plot shows distributions per dtype instead of one bar per GPU.
+MAX_BARS_GPUS = 64
+
+
+def plot_gemm(data, path):
+    plt = _pyplot()
+    if plt is None or not data:
+        return False
+    gpus = []
+    for points in data.values():
+        for name, _ in points:
+            if name not in gpus:
+                gpus.append(name)
+    dtypes = list(data)
+    if len(gpus) > MAX_BARS_GPUS:
+        # One bar per GPU stops being readable (and costs seconds to draw) on a large cluster: show the
+        # distribution per dtype instead; the per-GPU numbers stay in the tables and checks.
+        fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(dtypes) + 3), 4))
+        ax.boxplot([[v for _, v in data[d]] for d in dtypes], tick_labels=dtypes, showfliers=True)
+        ax.set_ylabel("TFLOP/s (best shape, mean time)")
+        ax.set_yscale("log")
+        ax.set_title("GEMM throughput per dtype across %d GPUs" % len(gpus))
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        return True
+    width = 0.8 / max(1, len(dtypes))
+    fig, ax = plt.subplots(figsize=(min(24, max(6, 0.6 * len(gpus) * max(1, len(dtypes)) / 2 + 3)), 4))
+    for i, dtype in enumerate(dtypes):
+        values = dict(data[dtype])
+        xs = [j + i * width for j, g in enumerate(gpus) if g in values]
+        ax.bar(xs, [values[g] for g in gpus if g in values], width, label=dtype)
+    ax.set_xticks([j + width * (len(dtypes) - 1) / 2 for j in range(len(gpus))])
+    ax.set_xticklabels(gpus, rotation=45, ha="right", fontsize=7)
+    ax.set_ylabel("TFLOP/s (best shape, mean time)")
+    ax.set_yscale("log")
+    ax.set_title("GEMM throughput per GPU and dtype")
+    ax.legend(fontsize=7, ncol=min(4, len(dtypes)))
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def plot_mamf(curves, path):
+    plt = _pyplot()
+    if plt is None or not curves:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for (gkey, dtype, backend), points in sorted(curves.items(), key=lambda x: (str(x[0][0]), x[0][1])):
+        fixed_nk = len({(n, k) for _, n, k, _ in points}) == 1
+        xs = [m for m, _, _, _ in points] if fixed_nk else list(range(len(points)))
+        ax.plot(xs, [v for _, _, _, v in points], marker=".", linewidth=1,
+                label="%s %s" % (_gpu_name(gkey[0], gkey[1], backend), dtype))
+    ax.set_xlabel("m (n, k fixed)" if all(len({(n, k) for _, n, k, _ in p}) == 1 for p in curves.values())
+                  else "shape index")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title("MAMF sweep")
+    if len(curves) <= 16:
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def plot_copy(matrix, path):
+    plt = _pyplot()
+    if plt is None or not matrix or not matrix["rows"]:
+        return False
+    import math  # noqa: PLC0415
+
+    values = [[float("nan") if v is None else v for v in row] for row in matrix["values"]]
+    fig, ax = plt.subplots(figsize=(max(4, 0.9 * len(matrix["cols"]) + 2), max(2.5, 0.35 * len(matrix["rows"]) + 1.5)))
+    image = ax.imshow(values, aspect="auto", cmap="viridis")
+    ax.set_xticks(range(len(matrix["cols"])))
+    ax.set_xticklabels(matrix["cols"], rotation=45, ha="right", fontsize=7)
+    ax.set_yticks(range(len(matrix["rows"])))
+    ax.set_yticklabels(matrix["rows"], fontsize=7)
+    for i, row in enumerate(values):
+        for j, v in enumerate(row):
+            if not math.isnan(v):
+                ax.text(j, i, fmt(v), ha="center", va="center", fontsize=6, color="white")
+    fig.colorbar(image, ax=ax, label="GB/s")
+    ax.set_title("Copy bandwidth (torch copies)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def render(run, rows, report_dir):
+    docs = [d for d in run.artifacts if d["probe"] in PROBES]
+    if not docs:
+        return ""
+    lines = ["## GPU compute", ""]
+    backends = {}
+    for doc in docs:
+        backends.setdefault(doc["device"]["backend"], set()).add(doc["host"])
+    for backend, hosts in sorted(backends.items()):
+        text = "- backend **%s** on %s" % (backend, ", ".join(sorted(hosts)))
+        if backend == "cpu":
+            text += (": torch on the CPU runs the same probes, timing and artifacts; these are CPU numbers, and "
+                     "every GPU expectation is graded as skip")
+        lines.append(text)
+    lines.append("")
+    lines.append(status_tables(run, docs))
+    gemm_text, gemm_data = gemm_table(run)
+    if gemm_text:
+        lines += ["### GEMM TFLOP/s per GPU", "",
+                  "Best shape per dtype; TFLOP/s = 2·m·n·k / mean time of the timed iterations (L2 flushed before "
+                  "each), all GPUs of a node at once.", "", gemm_text, ""]
+        if report_dir and plot_gemm(gemm_data, os.path.join(report_dir, "gpu_compute_gemm_tflops.png")):
+            lines += ["![GEMM TFLOP/s per GPU and dtype](gpu_compute_gemm_tflops.png)", ""]
+    mamf_text, curves = mamf_table(run)
+    if mamf_text:
+        lines += ["### MAMF sweep", "", mamf_text, ""]
+        if report_dir and plot_mamf(curves, os.path.join(report_dir, "gpu_compute_mamf_sweep.png")):
+            lines += ["![MAMF sweep](gpu_compute_mamf_sweep.png)", ""]
+    grouped = grouped_table(run)
+    if grouped:
+        lines += ["### Grouped GEMM on MoE expert shapes", "",
+                  "Balanced routing; each GPU holds experts / ep experts and their share of tokens × top-k rows.",
+                  "", grouped, ""]
+    gemv = gemv_table(run)
+    if gemv:
+        lines += ["### GEMV bandwidth (decode proxy)", "",
+                  "GB/s = (m·k + k + m) · bytes per element / mean time.", "", gemv, ""]
+    copy_text, matrix = copy_table(run)
+    if copy_text:
+        lines += ["### Copy bandwidth", "", copy_text, ""]
+        if report_dir and plot_copy(matrix, os.path.join(report_dir, "gpu_compute_copy_bw.png")):
+            lines += ["![Copy bandwidth matrix](gpu_compute_copy_bw.png)", ""]
+    nvb = nvbandwidth_table(run)
+    if nvb:
+        lines += ["### nvbandwidth", "", nvb, ""]
+    return "\n".join(lines)

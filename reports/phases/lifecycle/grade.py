@@ -1,0 +1,204 @@
+"""Grading of the lifecycle phase (roles/lifecycle): install, import, pull, download and serve timings.
+
+Tiers are discovered on each node or come from the inventory, so their names are only known from the results:
+the graders give one row per group of labels they find (subject ``tier=home tool=uv`` …).
+
+kinds (registered in reports/grading/engine.py):
+  lifecycle_metric      per host: threshold on a metric (lower- or higher-is-better, `expect`/`warn`), one row per
+                        combination of the labels named in `per`; with no result, the skip reason the probe gave
+                        for that tool/hub/engine (facts.skipped_*, facts.failures) or its artifact's reason
+  lifecycle_failures    per host: steps the probe tried and that failed (facts.failures) fail the check
+  lifecycle_tier_spread per host: for the same install or import (labels in `group`), the slowest tier against the
+                        median of the other tiers; a ratio above `warn_ratio`/`fail_ratio` names the tier
+  lifecycle_peers       cluster: each host against the median of all hosts for the same tier and tool
+"""
+
+import statistics
+
+from reports.grading import engine as grade
+from reports.grading import expectations
+
+
+def _row(check, host, status, observed=None, expected=None, reason=None, subject=""):
+    return grade._row(check, host, status, observed, expected, reason, subject)
+
+
+def _doc(run, host, probe):
+    return next((d for d in run.artifacts if d["host"] == host and d["probe"] == probe), None)
+
+
+def records(run, probe, metric, host=None, labels=None):
+    """Result rows of probe/metric with parsed labels (optionally one host, and a label filter)."""
+    return [r for r in run.records(probe) if r["metric"] == metric and (host is None or r["host"] == host)
+            and all(str(r["labels"].get(k)) == str(v) for k, v in (labels or {}).items())]
+
+
+def _subject(labels, keys):
+    return " ".join("%s=%s" % (k, labels.get(k)) for k in keys if labels.get(k) is not None)
+
+
+def group_values(recs, keys):
+    """{subject: [values]} grouped by the label keys, in a stable order."""
+    groups = {}
+    for r in recs:
+        groups.setdefault(_subject(r["labels"], keys), []).append(r["value"])
+    return dict(sorted(groups.items()))
+
+
+def _fmt(value, unit):
+    text = grade._text(round(value, 3))
+    return ("%s %s" % (text, unit or "")).strip()
+
+
+def _unusable(check, run, host, doc):
+    if host in run.unreachable:
+        return [_row(check, host, "skip", reason="host unreachable")]
+    if doc is None:
+        return [_row(check, host, "skip", reason="probe %s did not run on this host" % check["probe"])]
+    if doc["status"] == "skipped":
+        return [_row(check, host, "skip", reason=doc.get("reason"))]
+    return None
+
+
+def _why_missing(check, doc):
+    """Why a probe that ran has no result for this check: the tool/engine/hub it skipped or that failed."""
+    facts = doc.get("facts") or {}
+    wanted = check.get("labels") or {}
+    reasons = []
+    for key in ("skipped_tools", "skipped_engines", "skipped", "failures"):
+        for name, why in sorted((facts.get(key) or {}).items()):
+            if not wanted or any(str(v) in str(name).split("/") or str(v) == str(name) for v in wanted.values()):
+                reasons.append("%s: %s" % (name, why))
+    if reasons:
+        return "; ".join(reasons[:4])
+    if doc["status"] == "error":
+        return doc.get("reason")
+    return "no %s result%s on this host" % (check["metric"], " for %s" % _subject(wanted, sorted(wanted))
+                                            if wanted else "")
+
+
+def grade_metric(check, run, host):
+    doc = _doc(run, host, check["probe"])
+    rows = _unusable(check, run, host, doc)
+    if rows:
+        return rows
+    recs = records(run, check["probe"], check["metric"], host, check.get("labels"))
+    groups = group_values(recs, check.get("per", []))
+    if not groups:
+        status = "error" if doc["status"] == "error" else "skip"
+        return [_row(check, host, status, reason=_why_missing(check, doc))]
+    agg = grade.AGGREGATES[check.get("agg", "median")]
+    unit = check.get("unit") or recs[0]["unit"]
+    out = []
+    for subject, values in groups.items():
+        value = float(agg(values))
+        status, expected = expectations.judge(value, check["expect"], check.get("warn"))
+        out.append(_row(check, host, status, _fmt(value, unit), expected, subject=subject))
+    return out
+
+
+def grade_failures(check, run, host):
+    doc = _doc(run, host, check["probe"])
+    rows = _unusable(check, run, host, doc)
+    if rows:
+        return rows
+    failures = (doc.get("facts") or {}).get("failures") or {}
+    if doc["status"] == "error" and not failures:
+        return [_row(check, host, "error", "probe error", "no failed step", doc.get("reason"))]
+    if failures:
+        return [_row(check, host, "fail", "%d failed: %s" % (len(failures), "; ".join(
+            "%s: %s" % kv for kv in sorted(failures.items())[:4])), "no failed step")]
+    return [_row(check, host, "pass", "0 failed", "no failed step")]
+
+
+def tier_spread(values):
+    """values: {tier: seconds}. (slowest tier, its value, median of the others, ratio) or None with < 2 tiers."""
+    if len(values) < 2:
+        return None
+    slow = max(sorted(values), key=lambda t: values[t])
+    others = statistics.median([v for t, v in values.items() if t != slow])
+    ratio = values[slow] / others if others > 0 else float("inf")
+    return slow, values[slow], others, ratio
+
+
+def grade_tier_spread(check, run, host):
+    doc = _doc(run, host, check["probe"])
+    rows = _unusable(check, run, host, doc)
+    if rows:
+        return rows
+    recs = records(run, check["probe"], check["metric"], host, check.get("labels"))
+    keys = check.get("group", [])
+    by_group = {}
+    for r in recs:
+        tier = r["labels"].get("tier")
+        by_group.setdefault(_subject(r["labels"], keys), {}).setdefault(tier, []).append(r["value"])
+    if not by_group:
+        status = "error" if doc["status"] == "error" else "skip"
+        return [_row(check, host, status, reason=_why_missing(check, doc))]
+    warn, fail = float(check["warn_ratio"]), float(check["fail_ratio"])
+    floor = float(check.get("min_s", 0))
+    out = []
+    for subject, tiers in sorted(by_group.items()):
+        values = {t: statistics.median(v) for t, v in tiers.items()}
+        spread = tier_spread(values)
+        if spread is None:
+            out.append(_row(check, host, "skip", reason="only one tier (%s): nothing to compare" % next(iter(values)),
+                            subject=subject))
+            continue
+        slow, value, others, ratio = spread
+        observed = "tier %s %.1f× the other tiers' median (%s vs %s)" % (
+            slow, ratio, _fmt(value, "s"), _fmt(others, "s"))
+        expected = "slowest tier ≤ %g× the others (warn above %g×; times under %g s not compared)" % (fail, warn, floor)
+        if value < floor:
+            status = "pass"
+            observed += ", under the %g s floor" % floor
+        else:
+            status = "fail" if ratio > fail else "warn" if ratio > warn else "pass"
+        out.append(_row(check, host, status, observed, expected, subject=subject))
+    return out
+
+
+def grade_peers(check, run, hosts):
+    """Each host's value per subject against the median of every host's (≥ 3 hosts); lower is better."""
+    keys = check.get("per", ["tier", "tool"])
+    per_host = {}
+    rows = []
+    for host in hosts:
+        doc = _doc(run, host, check["probe"])
+        pre = _unusable(check, run, host, doc)
+        if pre:
+            rows.extend(pre)
+            continue
+        groups = group_values(records(run, check["probe"], check["metric"], host, check.get("labels")), keys)
+        if not groups:
+            rows.append(_row(check, host, "error" if doc["status"] == "error" else "skip",
+                             reason=_why_missing(check, doc)))
+        for subject, values in groups.items():
+            per_host[(host, subject)] = statistics.median(values)
+    warn, fail = float(check["warn_above_median_pct"]), float(check["fail_above_median_pct"])
+    floor = float(check.get("min_s", 0))
+    subjects = {}
+    for (_host, subject), v in per_host.items():
+        subjects.setdefault(subject, []).append(v)
+    for (host, subject), value in sorted(per_host.items()):
+        peers = subjects[subject]
+        if len(peers) < 3:
+            rows.append(_row(check, host, "skip", _fmt(value, "s"), reason="fewer than 3 hosts to compare with",
+                             subject=subject))
+            continue
+        median = statistics.median(peers)
+        above = 100.0 * (value - median) / median if median > 0 else 0.0
+        status = "pass" if value < floor else "fail" if above > fail else "warn" if above > warn else "pass"
+        rows.append(_row(check, host, status, "%s (%+.0f%% against the median)" % (_fmt(value, "s"), above),
+                         "within %g%% of the hosts' median %s" % (fail, _fmt(median, "s")), subject=subject))
+    return rows
+
+
+# Registered by reports.grading.engine.load_phase_graders: PER_HOST fn(check, run, host) -> rows,
+# CLUSTER fn(check, run, hosts) -> rows.
+PER_HOST = {
+    "lifecycle_metric": grade_metric,
+    "lifecycle_failures": grade_failures,
+    "lifecycle_tier_spread": grade_tier_spread,
+}
+CLUSTER = {"lifecycle_peers": grade_peers}

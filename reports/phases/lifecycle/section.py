@@ -1,0 +1,188 @@
+"""Report section of the lifecycle phase: pip and uv installs and imports per host × tier × tool, internet speed,
+container pulls, model downloads, vllm serve, and every probe that was skipped or failed with its reason.
+
+Plot (PNG, matplotlib Agg) beside report.md: install time (venv + install) and import time per tier, side by side,
+one bar per tool (and cold/warm for imports), the median over hosts with the range of hosts as an error bar.
+"""
+
+import os
+import statistics
+
+from reports.render.markdown import fmt
+from reports.render.markdown import table as _table
+
+ORDER = 55
+PLOT = "lifecycle_tiers.png"
+PROBES = ("net_speed", "pkg_install", "container_pull", "model_pull", "serve_ready")
+
+
+def _docs(run, probe):
+    return sorted((d for d in run.artifacts if d["probe"] == probe), key=lambda d: d["host"])
+
+
+def install_rows(run):
+    """{(host, tier, tool): {metric or metric/cache: value}} of the pkg_install results."""
+    out = {}
+    for r in run.records("pkg_install"):
+        lab = r["labels"]
+        key = (r["host"], lab.get("tier"), lab.get("tool"))
+        name = r["metric"] + ("/" + lab["cache"] if "cache" in lab else "")
+        out.setdefault(key, {})[name] = r["value"]
+    return out
+
+
+def per_tier(rows, metric):
+    """{tier: {tool: [values over hosts]}} of one metric (e.g. total_s, import_s/cold)."""
+    out = {}
+    for (_, tier, tool), m in rows.items():
+        if metric in m:
+            out.setdefault(tier, {}).setdefault(tool, []).append(m[metric])
+    return out
+
+
+def _plot(rows, report_dir):
+    try:
+        import matplotlib  # noqa: PLC0415
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+    except ImportError:
+        return None
+    tiers = sorted({t for _, t, _ in rows})
+    tools = sorted({tool for _, _, tool in rows})
+    panels = [("install: venv + install", [("total_s", tool, tool) for tool in tools]),
+              ("import from the environment", [("import_s/%s" % c, tool, "%s %s" % (tool, c))
+                                               for tool in tools for c in ("cold", "warm")])]
+    fig, axes = plt.subplots(1, 2, figsize=(max(8, 3 + 2.2 * len(tiers)), 4))
+    for ax, (title, series) in zip(axes, panels):
+        width = 0.8 / max(1, len(series))
+        for k, (metric, tool, label) in enumerate(series):
+            data = per_tier(rows, metric)
+            meds, lows, highs = [], [], []
+            for tier in tiers:
+                values = data.get(tier, {}).get(tool) or [float("nan")]
+                med = statistics.median(values)
+                meds.append(med)
+                lows.append(med - min(values))
+                highs.append(max(values) - med)
+            xs = [i + k * width for i in range(len(tiers))]
+            ax.bar(xs, meds, width, yerr=[lows, highs], capsize=3, label=label)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(tiers))], tiers)
+        ax.set_ylabel("seconds (median over hosts, bar: range)")
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+        ax.grid(True, axis="y", alpha=0.3)
+    fig.suptitle("Lifecycle: install and import time per storage tier")
+    fig.tight_layout()
+    fig.savefig(os.path.join(report_dir, PLOT), dpi=90)
+    plt.close(fig)
+    return PLOT
+
+
+def install_part(run, report_dir):
+    rows = install_rows(run)
+    docs = _docs(run, "pkg_install")
+    lines = ["### Installs and imports per tier", ""]
+    if not docs:
+        return lines + ["pkg_install did not run in this run.", ""]
+    if not rows:
+        reasons = sorted({d.get("reason") or "no result" for d in docs})
+        return lines + ["Not measured: %s" % "; ".join(reasons), ""]
+    facts = [d.get("facts") or {} for d in docs]
+    packages = sorted({" ".join(f.get("packages") or []) for f in facts} - {""})
+    index = sorted({f.get("index") for f in facts} - {None})
+    module = sorted({f.get("import_module") for f in facts} - {None})
+    drops = sorted({f.get("cache_drop").split(" on ")[0] for f in facts if f.get("cache_drop")})
+    if packages:
+        lines.append("Packages: `%s`; index: %s; imported module: `%s`; cold = after %s." % (
+            "`, `".join(packages), "; ".join(index) or "–", ", ".join(module) or "–", ", ".join(drops) or "–"))
+        lines.append("")
+    if report_dir:
+        name = _plot(rows, report_dir)
+        if name:
+            lines += ["![install and import time per tier](%s)" % name, ""]
+    table = []
+    for (host, tier, tool), m in sorted(rows.items()):
+        doc = next((d for d in docs if d["host"] == host), {})
+        versions = ((doc.get("facts") or {}).get("versions") or {}).get("%s/%s" % (tier, tool)) or {}
+        wanted = [p.split("[")[0].split("=")[0].split("<")[0].split(">")[0].strip().lower()
+                  for p in (doc.get("facts") or {}).get("packages") or []]
+        shown = ", ".join("%s %s" % (n, versions[n]) for n in wanted if n in versions)
+        table.append([host, tier, tool, fmt(m.get("venv_s")), fmt(m.get("install_s")), fmt(m.get("total_s")),
+                      fmt(m.get("import_s/cold")), fmt(m.get("import_s/warm")),
+                      fmt(m.get("env_bytes", 0) / 2**20) if m.get("env_bytes") else None, shown or None])
+    if table:
+        lines += [_table(["host", "tier", "tool", "venv s", "install s", "total s", "import cold s", "import warm s",
+                          "env MiB", "versions"], table), ""]
+    tier_lines = []
+    for d in docs:
+        f = d.get("facts") or {}
+        for t in f.get("tiers") or []:
+            tier_lines.append([d["host"], t.get("name"), t.get("path"), t.get("fstype"),
+                               "shared" if t.get("shared") else "private"])
+        for path, why in sorted((f.get("tiers_left_out") or {}).items()):
+            tier_lines.append([d["host"], "–", path, "left out", why])
+    if tier_lines:
+        lines += ["Tiers (%s):" % "; ".join(sorted({(d.get("facts") or {}).get("tiers_from") or "?" for d in docs})),
+                  "", _table(["host", "tier", "path", "filesystem", "kind"], tier_lines), ""]
+    return lines
+
+
+def transfer_part(run):
+    lines = []
+    net = run.records("net_speed")
+    if net:
+        rows = sorted((r["host"], r["metric"].replace("_mbps", ""), r["labels"].get("url"), fmt(r["value"]))
+                      for r in net if r["metric"].endswith("_mbps"))
+        lines += ["### Internet speed", "", _table(["host", "direction", "URL", "Mbit/s"], rows), ""]
+    pulls = run.records("container_pull")
+    if pulls:
+        by = {}
+        for r in pulls:
+            key = (r["host"], r["labels"].get("engine"), r["labels"].get("image"))
+            by.setdefault(key, {})[r["metric"]] = r["value"]
+        rows = [[h, e, i, fmt(m.get("pull_s")), fmt((m.get("image_bytes") or 0) / 1e6) if m.get("image_bytes")
+                 else None, fmt(m.get("pull_mbps"))] for (h, e, i), m in sorted(by.items())]
+        lines += ["### Container pulls", "", _table(["host", "engine", "image", "pull s", "MB", "Mbit/s"], rows), ""]
+    models = run.records("model_pull")
+    if models:
+        by = {}
+        for r in models:
+            by.setdefault((r["host"], r["labels"].get("hub"), r["labels"].get("model")), {})[r["metric"]] = r["value"]
+        rows = [[h, hub, model, fmt(m.get("download_s")), fmt((m.get("model_bytes") or 0) / 1e6),
+                 fmt(m.get("download_mbps"))] for (h, hub, model), m in sorted(by.items())]
+        lines += ["### Model downloads", "", _table(["host", "hub", "model", "s", "MB", "Mbit/s"], rows), ""]
+    serve = [r for r in run.records("serve_ready") if r["metric"] == "ready_s"]
+    if serve:
+        rows = [[r["host"], r["labels"].get("model"), fmt(r["value"])] for r in sorted(serve, key=lambda r: r["host"])]
+        lines += ["### vllm serve", "", _table(["host", "model", "s until /v1/models answers"], rows), ""]
+    return lines
+
+
+def not_run_part(run):
+    """Every probe that was skipped or failed, and every tool/engine/hub/URL/step it left out, with the reason."""
+    rows = []
+    for probe in PROBES:
+        for d in _docs(run, probe):
+            if d["status"] != "ok":
+                rows.append([d["host"], probe, "–", d["status"], d.get("reason")])
+                continue
+            f = d.get("facts") or {}
+            for key, label in (("skipped_tools", "skipped"), ("skipped_engines", "skipped"), ("skipped", "skipped"),
+                               ("unreachable", "unreachable"), ("failures", "failed")):
+                for what, why in sorted((f.get(key) or {}).items()):
+                    rows.append([d["host"], probe, what, label, why])
+    if not rows:
+        return []
+    return ["### Skipped or failed", "", _table(["host", "probe", "what", "status", "reason"], rows), ""]
+
+
+def render(run, rows, report_dir):
+    docs = [d for d in run.artifacts if d["probe"] in PROBES]
+    if not docs:
+        return ""
+    lines = ["## Lifecycle", ""]
+    lines += install_part(run, report_dir)
+    lines += transfer_part(run)
+    lines += not_run_part(run)
+    return "\n".join(lines)

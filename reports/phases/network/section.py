@@ -1,0 +1,281 @@
+"""Report section of the network phase: what ran (with the reasons of what did not), failures with their logs,
+collective curves (busbw against message size per collective, one line per world size; latency too, which also
+shows one-rank worlds), nccl-tests, perftest per rail, and the pairwise TCP matrix.
+
+Plots (PNG, matplotlib Agg) beside report.md. Every number is a result of an artifact; a multi-node curve measured by
+several hosts shows the lowest value per point (the slowest host sets the pace).
+"""
+
+import json
+import os
+
+from reports.phases.network.grade import curves, frame, human_bytes
+from reports.render.markdown import table as _table
+
+ORDER = 40
+PROBES = (("collectives", None), ("collectives", "nvlink_off"), ("collectives", "ring"), ("nccl_tests", None),
+          ("perftest", None), ("tcp_pairs", None))
+
+
+def fmt(value):
+    if value is None:
+        return None
+    return "%.1f" % value if abs(value) >= 100 else "%.3g" % value
+
+
+def _name(probe, variant):
+    return "%s-%s" % (probe, variant) if variant else probe
+
+
+def _plt():
+    import matplotlib  # noqa: PLC0415 - only when there is something to plot
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    return plt
+
+
+def status_table(run):
+    hosts = [h for h in run.hosts if h not in run.unreachable]
+    reasons = {}
+    rows = []
+    for host in hosts:
+        row = [host]
+        for probe, variant in PROBES:
+            doc = run.artifact(host, probe, variant)
+            if doc is None:
+                row.append("not run")
+            elif doc["status"] == "ok":
+                row.append("ok (%s)" % doc["device"]["backend"])
+            else:
+                text = "%s: %s" % (_name(probe, variant), doc.get("reason") or doc["status"])
+                reasons.setdefault(text, len(reasons) + 1)
+                row.append("%s [%d]" % (doc["status"], reasons[text]))
+        rows.append(row)
+    out = [_table(["host"] + [_name(p, v) for p, v in PROBES], rows)]
+    if reasons:
+        out.append("")
+        out += ["%d. %s" % (n, text) for text, n in sorted(reasons.items(), key=lambda kv: kv[1])]
+    return "\n".join(out)
+
+
+def failures_list(run):
+    seen, lines = set(), []
+    for doc in run.artifacts:
+        for f in (doc.get("facts") or {}).get("failures") or []:
+            if not isinstance(f, dict):
+                continue
+            key = (doc["probe"], doc.get("variant"), f.get("message"))
+            hosts = [d["host"] for d in run.artifacts if d["probe"] == doc["probe"] and d.get("variant") ==
+                     doc.get("variant") and any(isinstance(x, dict) and x.get("message") == f.get("message")
+                                                for x in (d.get("facts") or {}).get("failures") or [])]
+            if key in seen:
+                continue
+            seen.add(key)
+            log = f.get("log")
+            logs = ", ".join("[%s/%s](../artifacts/%s/%s)" % (h, log, h, log) for h in hosts) if log else "no log"
+            lines.append("- **%s** (%s): %s — logs: %s" % (_name(doc["probe"], doc.get("variant")), ", ".join(hosts),
+                                                          f.get("message"), logs))
+    return "\n".join(lines)
+
+
+def peak_table(df):
+    """Peak busbw per (collective, placement, world size) of the cluster curve."""
+    rows = []
+    for (nodes, ranks, coll, place), points in sorted(curves(df).items(), key=lambda kv: (kv[0][2], kv[0][3],
+                                                                                          kv[0][0])):
+        size, value = max(points, key=lambda p: p[1])
+        rows.append([coll, place.replace("_", "-"), nodes, ranks, fmt(value), human_bytes(size), len(points)])
+    return _table(["collective", "placement", "nodes", "ranks", "peak busbw GB/s", "at size", "sizes"], rows)
+
+
+def _size_label(size):
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if size >= 1 << shift:
+            return "%d%s" % (size >> shift, unit)
+    return "%d" % size
+
+
+def _size_axis(ax, sizes):
+    """Log2 x axis with a few plain tick labels (mathtext labels and tight_layout make plotting several times
+    slower)."""
+    from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator  # noqa: PLC0415
+
+    ax.set_xscale("log", base=2)
+    sizes = sorted(set(sizes))
+    step = max(1, len(sizes) // 6)
+    ticks = sizes[::step]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(FixedFormatter([_size_label(t) for t in ticks]))
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
+def plot_curves(df, title, ylabel, path, log_y=False):
+    """One panel per collective, one line per (world size, placement)."""
+    plt = _plt()
+    from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: PLC0415
+
+    series = curves(df)
+    colls = sorted({k[2] for k in series})
+    if not colls:
+        return None
+    cols = min(3, len(colls))
+    rows = (len(colls) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
+    for ax, coll in zip(axes.flat, colls):
+        sizes = []
+        for (nodes, ranks, c, place), points in sorted(series.items()):
+            if c != coll or not points:
+                continue
+            xs, ys = zip(*points)
+            sizes += xs
+            both = c in ("all_gather", "reduce_scatter")  # the collectives measured in and out of place
+            ax.plot(xs, ys, marker=".", linestyle="--" if both and place == "in_place" else "-",
+                    label="%d node%s (%d ranks)%s" % (nodes, "s" if nodes > 1 else "", ranks,
+                                                      ", in-place" if both and place == "in_place" else ""))
+        _size_axis(ax, sizes)
+        if log_y:
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: "%g" % v))
+            ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_title(coll)
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(colls):]:
+        ax.axis("off")
+    fig.suptitle(title)
+    fig.subplots_adjust(left=0.07, right=0.98, top=0.9, bottom=0.1, hspace=0.45, wspace=0.28)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return os.path.basename(path)
+
+
+def collectives_part(run, probe, variant, report_dir):
+    busbw = frame(run, probe, "busbw_gbps", variant)
+    times = frame(run, probe, "time_us", variant)
+    if busbw.empty and times.empty:
+        return []
+    name = _name(probe, variant)
+    out = ["### %s" % name, ""]
+    backends = sorted(set(busbw.backend) | set(times.backend))
+    out.append("Backend: %s. Multi-node curves show the slowest host per point." % ", ".join(backends))
+    out.append("")
+    if not busbw.empty:
+        out += [peak_table(busbw), ""]
+    if report_dir:
+        image = plot_curves(busbw, "%s: busbw against message size" % name, "busbw (GB/s)",
+                            os.path.join(report_dir, "network_%s_busbw.png" % name)) if not busbw.empty else None
+        if image:
+            out += ["![%s busbw](%s)" % (name, image), ""]
+        image = plot_curves(times, "%s: time per call against message size" % name, "time (us)",
+                            os.path.join(report_dir, "network_%s_time.png" % name), log_y=True) \
+            if not times.empty else None
+        if image:
+            out += ["![%s time](%s)" % (name, image),
+                    "", "_Time per call includes one-rank worlds, which move nothing over any bus (no busbw)._", ""]
+    return out
+
+
+def perftest_part(run, report_dir):
+    res = run.results[(run.results.probe == "perftest") & (run.results.metric == "bw_avg_gbits")]
+    if res.empty:
+        return []
+    rows, bars = [], []
+    for host, value, labels in zip(res.host, res.value, res.labels):
+        lab = json.loads(labels)
+        rows.append([host, lab.get("hca"), lab.get("test"), lab.get("mem"), lab.get("peer"), lab.get("link_type"),
+                     fmt(value)])
+        bars.append(("%s %s %s/%s" % (host, lab.get("hca"), lab.get("test"), lab.get("mem")), value))
+    out = ["### perftest per rail", "", _table(["host", "hca", "test", "memory", "peer", "link", "Gbit/s"], rows), ""]
+    if report_dir and bars:
+        plt = _plt()
+        fig, ax = plt.subplots(figsize=(8, 0.3 * len(bars) + 1.5))
+        ax.barh([b[0] for b in bars], [b[1] for b in bars])
+        ax.set_xlabel("Gbit/s (average)")
+        ax.set_title("RDMA bandwidth per rail")
+        fig.subplots_adjust(left=0.4, right=0.97)
+        fig.savefig(os.path.join(report_dir, "network_perftest.png"), dpi=90)
+        plt.close(fig)
+        out += ["![perftest per rail](network_perftest.png)", ""]
+    return out
+
+
+def tcp_part(run, report_dir):
+    res = run.results[run.results.probe == "tcp_pairs"]
+    if res.empty:
+        return []
+    cells = {}
+    for metric, value, labels in zip(res.metric, res.value, res.labels):
+        lab = json.loads(labels)
+        cells.setdefault(metric, {})[(lab.get("src"), lab.get("dst"))] = value
+    hosts = sorted({h for m in cells.values() for pair in m for h in pair})
+    bw, rtt, loss = cells.get("bw_gbits", {}), cells.get("rtt_us", {}), cells.get("loss_pct", {})
+    rows = []
+    for src in hosts:
+        row = [src]
+        for dst in hosts:
+            if src == dst:
+                row.append("")
+                continue
+            parts = []
+            if (src, dst) in bw:
+                parts.append("%s Gb/s" % fmt(bw[(src, dst)]))
+            if (src, dst) in rtt:
+                parts.append("%s us" % fmt(rtt[(src, dst)]))
+            if (src, dst) in loss:
+                parts.append("%g%% loss" % loss[(src, dst)])
+            row.append(" · ".join(parts) or "–")
+        rows.append(row)
+    tools = sorted({(d.get("facts") or {}).get("bandwidth_tool") for d in run.artifacts if d["probe"] == "tcp_pairs"
+                    and (d.get("facts") or {}).get("bandwidth_tool")})
+    out = ["### TCP between every directed pair", "",
+           "Rows send, columns receive: bandwidth (%s), TCP round trip (median), ping loss." % ", ".join(tools), "",
+           _table(["src \\ dst"] + hosts, rows), ""]
+    if report_dir and bw:
+        plt = _plt()
+        import numpy as np  # noqa: PLC0415
+
+        grid = np.full((len(hosts), len(hosts)), np.nan)
+        for (s, d), v in bw.items():
+            grid[hosts.index(s), hosts.index(d)] = v
+        fig, ax = plt.subplots(figsize=(1.2 * len(hosts) + 3, 1.0 * len(hosts) + 2))
+        image = ax.imshow(grid, cmap="viridis")
+        ax.set_xticks(range(len(hosts)), hosts, rotation=45, ha="right")
+        ax.set_yticks(range(len(hosts)), hosts)
+        ax.set_xlabel("receiver")
+        ax.set_ylabel("sender")
+        for i in range(len(hosts)):
+            for j in range(len(hosts)):
+                if not np.isnan(grid[i, j]):
+                    ax.text(j, i, fmt(grid[i, j]), ha="center", va="center", color="w", fontsize=8)
+        fig.colorbar(image, ax=ax, label="Gbit/s")
+        ax.set_title("TCP bandwidth between pairs")
+        fig.subplots_adjust(left=0.25, bottom=0.25)
+        fig.savefig(os.path.join(report_dir, "network_tcp_pairs.png"), dpi=90)
+        plt.close(fig)
+        out += ["![TCP pairs](network_tcp_pairs.png)", ""]
+    return out
+
+
+def render(run, rows, report_dir):
+    if not any(d["probe"] in {p for p, _ in PROBES} for d in run.artifacts):
+        return ""
+    out = ["## Network", "", status_table(run), ""]
+    failures = failures_list(run)
+    if failures:
+        out += ["#### Failures (hangs, crashes, errors)", "", failures, ""]
+    for probe, variant in (("collectives", None), ("collectives", "nvlink_off"), ("collectives", "ring"),
+                           ("nccl_tests", None)):
+        out += collectives_part(run, probe, variant, report_dir)
+    out += perftest_part(run, report_dir)
+    out += tcp_part(run, report_dir)
+    net_rows = [r for r in rows if r["category"] == "networking"]
+    if net_rows:
+        counts = {}
+        for r in net_rows:
+            counts[r["status"]] = counts.get(r["status"], 0) + 1
+        out += ["Network checks: " + ", ".join("%d %s" % (n, s) for s, n in sorted(counts.items())), ""]
+    return "\n".join(out)

@@ -1,0 +1,225 @@
+"""Grading of the reliability phase (roles/reboot, roles/fault_injection): reboot timings and what the provider's
+health checks did about an injected fault.
+
+Every host has a `reboot` and a `fault_injection` artifact (skipped with the reason when nothing was done to it),
+so every check below gives one row per host.
+
+kinds (registered in reports/grading/engine.py):
+  reliability_reboot    per host: the node came back from the reboot (new boot id, back in service, a fresh job ran)
+  reliability_peers     cluster: a duration of each rebooted node against the median of the other rebooted nodes
+  reliability_detect    per host: injection -> the node taken out of service; within `pass_s` pass, within `fail_s`
+                        warn, slower or never fail
+  reliability_action    per host: the remediation observed against the one reports/data/xid.yml recommends for the XID
+  reliability_return    per host: back in service (and a basic command ran) within `within_s` of the injection
+"""
+
+import os
+import statistics
+
+import yaml
+
+from reports import DATA_DIR
+from reports.grading import engine as grade
+
+# What the observed actions mean for the buckets of xid.yml.
+UNCONTAINED = ("REBOOT", "RESET_GPU", "WORKFLOW_ECC", "WORKFLOW_NVLINK", "CHECK_MECHANICALS", "CONTACT_SUPPORT")
+HARMLESS = ("RESTART_APP", "IGNORE_UNTIL_RESET")
+
+
+
+
+def _row(check, host, status, observed=None, expected=None, reason=None, subject=""):
+    return grade._row(check, host, status, observed, expected, reason, subject)
+
+
+def _doc(run, host, probe):
+    return run.artifact(host, probe)
+
+
+def _metrics(doc):
+    """{metric: value} of the label-less results of an artifact (first value wins)."""
+    out = {}
+    for r in doc.get("results") or []:
+        if not r.get("labels"):
+            out.setdefault(r["metric"], float(r["value"]))
+    return out
+
+
+def _precondition(check, run, host, probe):
+    """(row, None) when there is nothing to grade on this host, else (None, artifact). A host that became
+    unreachable is still graded on what it recorded (a node that did not come back from a reboot is a finding)."""
+    doc = _doc(run, host, probe)
+    if doc is None:
+        if host in run.unreachable:
+            return _row(check, host, "skip", reason="host unreachable"), None
+        return _row(check, host, "skip", reason="%s did not run on this host" % probe), None
+    if doc["status"] == "skipped":
+        return _row(check, host, "skip", reason=doc.get("reason")), None
+    if doc["status"] == "error":
+        return _row(check, host, "error", reason=doc.get("reason")), None
+    return None, doc
+
+
+def _s(value):
+    return "%.1f s" % value
+
+
+def grade_reboot(check, run, host):
+    row, doc = _precondition(check, run, host, "reboot")
+    if row:
+        return [row]
+    m = _metrics(doc)
+    facts = doc.get("facts") or {}
+    expected = "new boot id, back in service, a fresh job ran"
+    if m.get("returned") == 1:
+        back = m.get("return_to_service_s")
+        return [_row(check, host, "pass", "back after %s" % _s(back) if back is not None else "back", expected)]
+    why = facts.get("reboot_error") or ("the boot id did not change" if not m.get("boot_id_changed")
+                                        else "no fresh job ran after the reboot")
+    return [_row(check, host, "fail", "not back", expected, why)]
+
+
+def grade_peers(check, run, hosts):
+    """Each host's value of `metric` (probe `probe`) against the median of the others: slower than `fail_factor`
+    times that median (and by more than `min_excess_s`) fails, slower than `warn_factor` times warns."""
+    values, rows = {}, []
+    for host in hosts:
+        row, doc = _precondition(check, run, host, check["probe"])
+        if row:
+            rows.append(row)
+            continue
+        value = _metrics(doc).get(check["metric"])
+        if value is None:
+            rows.append(_row(check, host, "skip", reason="no %s (the node did not come back)" % check["metric"]))
+            continue
+        values[host] = value
+    fail_f, warn_f = float(check.get("fail_factor", 2.0)), float(check.get("warn_factor", 1.5))
+    min_excess = float(check.get("min_excess_s", 30))
+    for host, value in sorted(values.items()):
+        others = [v for h, v in values.items() if h != host]
+        if len(others) < int(check.get("min_peers", 1)):
+            rows.append(_row(check, host, "skip", _s(value), reason="no other node to compare with"))
+            continue
+        median = statistics.median(others)
+        expected = "at most %.1fx the median of the other %d node(s), %s" % (fail_f, len(others), _s(median))
+        excess = value - median
+        if excess > min_excess and value > fail_f * median:
+            status = "fail"
+        elif excess > min_excess and value > warn_f * median:
+            status = "warn"
+        else:
+            status = "pass"
+        rows.append(_row(check, host, status, _s(value), expected))
+    return rows
+
+
+def grade_detect(check, run, host):
+    row, doc = _precondition(check, run, host, "fault_injection")
+    if row:
+        return [row]
+    m = _metrics(doc)
+    pass_s, fail_s = float(check.get("pass_s", 120)), float(check.get("fail_s", 600))
+    expected = "taken out of service within %s (over %s fails)" % (_s(pass_s), _s(fail_s))
+    if not m.get("detected"):
+        watched = m.get("watched_s", 0.0)
+        note = "" if watched >= fail_s else (" (the watch was shorter than %s: raise fault_injection_detect_timeout "
+                                            "to tell slow from never)" % _s(fail_s))
+        return [_row(check, host, "fail", "not detected", expected,
+                     "the node stayed in service for the whole %s watch%s" % (_s(watched), note))]
+    detect = m["detect_s"]
+    status = "pass" if detect <= pass_s else "warn" if detect <= fail_s else "fail"
+    how = (doc.get("facts") or {}).get("detect_reason") or (doc.get("facts") or {}).get("detect_phase")
+    return [_row(check, host, status, "%s (%s)" % (_s(detect), how), expected)]
+
+
+def load_xid_actions(path=None):
+    with open(path or os.path.join(DATA_DIR, "xid.yml"), encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def recommended(xid, data):
+    bucket = (data.get("xids") or {}).get(int(xid)) or data.get("unknown", "CONTACT_SUPPORT")
+    text = ((data.get("actions") or {}).get(bucket) or {}).get("text", bucket)
+    return bucket, text
+
+
+def judge_action(observed, bucket, watched_s):
+    """(status, why) for an observed remediation against the recommended bucket."""
+    window = "within the %s watch" % _s(watched_s)
+    if bucket in HARMLESS:
+        if observed in ("reboot", "removed"):
+            return "warn", "the node was %s for an XID that needs only %s" % (
+                "rebooted" if observed == "reboot" else "replaced",
+                "an application restart" if bucket == "RESTART_APP" else "a GPU reset at some point")
+        return "pass", None
+    if observed == "none":
+        return "fail", "the node was left schedulable after an uncontained error"
+    if observed in ("drained", "out_of_service"):
+        if bucket in ("REBOOT", "RESET_GPU"):
+            return "warn", "kept off the node, but no %s was observed %s" % (
+                "reboot" if bucket == "REBOOT" else "GPU reset or reboot", window)
+        return "pass", None
+    if observed == "returned" and bucket == "REBOOT":
+        return "warn", "back in service without the reboot this XID calls for"
+    return "pass", None
+
+
+def grade_action(check, run, host, data=None):
+    row, doc = _precondition(check, run, host, "fault_injection")
+    if row:
+        return [row]
+    facts = doc.get("facts") or {}
+    data = data if data is not None else load_xid_actions(check.get("xid_file") and os.path.join(
+        DATA_DIR, check["xid_file"]))
+    xid = int(facts.get("xid") or 0)
+    bucket, text = recommended(xid, data)
+    observed = facts.get("observed_action") or "unknown"
+    if observed == "unknown":
+        return [_row(check, host, "error", observed, text, "the scheduler's view could not be read")]
+    status, why = judge_action(observed, bucket, _metrics(doc).get("watched_s", 0.0))
+    return [_row(check, host, status, "%s (XID %d)" % (observed, xid), "%s: %s" % (bucket, text), why)]
+
+
+def grade_return(check, run, host):
+    row, doc = _precondition(check, run, host, "fault_injection")
+    if row:
+        return [row]
+    m = _metrics(doc)
+    within = float(check.get("within_s", 3600))
+    expected = "back in service and a basic command runs within %s of the fault" % _s(within)
+    if m.get("returned"):
+        back = m["return_s"]
+        observed = "back after %s" % _s(m["return_s"])
+        if m.get("job_s") is not None:
+            observed += ", a fresh job took %s" % _s(m["job_s"])
+        return [_row(check, host, "pass" if back <= within else "fail", observed, expected)]
+    watched = m.get("watched_s", 0.0)
+    if watched >= within:
+        return [_row(check, host, "fail", "not back", expected, "still out of service after %s" % _s(watched))]
+    return [_row(check, host, "skip", "not back within the %s watch" % _s(watched), expected,
+                 "the watch (fault_injection_remediation_timeout) was shorter than %s" % _s(within))]
+
+
+def timeline_rows(run):
+    """Per node and stage, for the report: (host, probe, {event: epoch s}) of every reboot and fault injection."""
+    out = []
+    for doc in run.artifacts:
+        if doc["probe"] not in ("reboot", "fault_injection") or doc["status"] != "ok":
+            continue
+        events = {}
+        for r in doc.get("results") or []:
+            if r["unit"] == "s_epoch":
+                events[(r.get("labels") or {}).get("event", r["metric"])] = float(r["value"])
+        out.append((doc["host"], doc["probe"], events, _metrics(doc), doc.get("facts") or {}))
+    return out
+
+
+# Registered by reports.grading.engine.load_phase_graders: PER_HOST fn(check, run, host) -> rows,
+# CLUSTER fn(check, run, hosts) -> rows.
+PER_HOST = {
+    "reliability_reboot": grade_reboot,
+    "reliability_detect": grade_detect,
+    "reliability_action": grade_action,
+    "reliability_return": grade_return,
+}
+CLUSTER = {"reliability_peers": grade_peers}

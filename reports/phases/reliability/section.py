@@ -1,0 +1,191 @@
+"""Report section of the reliability phase: reboot timings per node, what the provider's health checks did about an
+injected fault and how fast, and the detect / drain / return timeline of every node.
+
+A plot (PNG, matplotlib Agg) beside report.md shows every node's stages on one time axis per node (seconds from
+the first event of that node). When nothing destructive was allowed the section says why in one line.
+"""
+
+import os
+
+from reports.render.markdown import table as _table
+
+ORDER = 70
+PLOT = "reliability_timeline.png"
+REBOOT_COLUMNS = (("drain_s", "drain"), ("reboot_s", "reboot"), ("seen_down_s", "seen down"),
+                  ("registered_s", "scheduler sees it back"), ("resume_s", "resume -> available"),
+                  ("job_s", "fresh job"), ("return_to_service_s", "reboot -> fresh job"), ("total_s", "total"))
+REBOOT_EVENTS = (("drain_issued", "drain issued"), ("drained", "drained"), ("reboot_started", "reboot issued"),
+                 ("seen_down", "scheduler sees it down"), ("registered", "scheduler sees it back"),
+                 ("reboot_returned", "up with a new boot id"),
+                 ("resume_issued", "resumed"), ("available", "available"), ("job_ok", "fresh job ran"))
+
+
+def _s(value):
+    return None if value is None else "%.1f" % value
+
+
+def _metrics(doc):
+    out, events = {}, {}
+    for r in doc.get("results") or []:
+        labels = r.get("labels") or {}
+        if r.get("unit") == "s_epoch" and "event" in labels:
+            events[labels["event"]] = float(r["value"])
+        elif not labels:
+            out.setdefault(r["metric"], float(r["value"]))
+    return out, events
+
+
+def _docs(run, probe):
+    return sorted((d for d in run.artifacts if d["probe"] == probe), key=lambda d: d["host"])
+
+
+def reboot_stages(doc):
+    """[(t seconds from the first event, label)] of one node's reboot, in time order."""
+    _, events = _metrics(doc)
+    if not events:
+        return []
+    t0 = min(events.values())
+    return sorted((events[k] - t0, label) for k, label in REBOOT_EVENTS if k in events)
+
+
+def fault_stages(doc):
+    """[(t seconds from the injection, label)] of one node's fault injection, in time order, and whether the node
+    was still out of service when the watch ended."""
+    m, _ = _metrics(doc)
+    facts = doc.get("facts") or {}
+    stages = [(0.0, "injected (%s)" % facts.get("method"))]
+    if m.get("detected"):
+        stages.append((m["detect_s"], "taken out of service: %s (%s)" % (
+            facts.get("detect_phase"), facts.get("detect_reason") or "no reason given")))
+    if m.get("drain_s") is not None and m.get("drain_s") != m.get("detect_s"):
+        stages.append((m["drain_s"], "drained"))
+    if m.get("rebooted"):
+        stages.append((m.get("watched_s", 0.0), "rebooted (new boot id by the end of the watch)"))
+    if m.get("returned"):
+        stages.append((m["return_s"], "back in service"))
+        if m.get("job_ok_at") is not None:
+            stages.append((m["job_ok_at"] - m["injected_at"], "fresh job ran (%.1f s)" % m.get("job_s", 0.0)))
+    else:
+        where = "still out of service" if m.get("detected") else "still in service, nothing detected"
+        stages.append((m.get("watched_s", 0.0), "end of watch: %s" % where))
+    if m.get("resumed_by_assessment"):
+        stages.append((m.get("watched_s", 0.0), "put back by the assessment"))
+    return sorted(stages, key=lambda x: x[0])
+
+
+def _line(host, title, stages):
+    steps = " -> ".join("t+%.1f s %s" % (t, label) for t, label in stages)
+    return "- **%s** (%s): %s" % (host, title, steps)
+
+
+# The state a node is in after each stage, and its colour in the plot.
+STATE_AFTER = {"drain issued": "draining", "drained": "out of service", "reboot issued": "rebooting",
+               "scheduler sees it down": "rebooting",
+               "scheduler sees it back": "returning", "up with a new boot id": "returning", "resumed": "returning",
+               "available": "in service", "fresh job ran": "in service", "back in service": "in service",
+               "taken out of service": "out of service", "injected": "faulted, not yet detected"}
+STATE_COLORS = {"faulted, not yet detected": "#9467bd", "draining": "#ffbb78", "out of service": "#ff7f0e",
+                "rebooting": "#d62728", "returning": "#bcbd22", "in service": "#2ca02c"}
+
+
+def _state_after(label, current):
+    for prefix, state in STATE_AFTER.items():
+        if label.startswith(prefix):
+            return state
+    return current
+
+
+def _plot(reboots, faults, report_dir):
+    try:
+        import matplotlib  # noqa: PLC0415
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+        from matplotlib.patches import Patch  # noqa: PLC0415
+    except ImportError:
+        return None
+    rows = [("%s reboot" % d["host"], reboot_stages(d)) for d in reboots]
+    rows += [("%s XID %s" % (d["host"], (d.get("facts") or {}).get("xid")), fault_stages(d)) for d in faults]
+    rows = [(name, st) for name, st in rows if st]
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.45 * len(rows)))
+    used = []
+    for y, (_name, stages) in enumerate(rows):
+        state = None
+        for i, (t, label) in enumerate(stages):
+            state = _state_after(label, state)
+            end = stages[i + 1][0] if i + 1 < len(stages) else t
+            if end > t and state:
+                ax.barh(y, end - t, left=t, height=0.6, color=STATE_COLORS[state], edgecolor="black", linewidth=0.3)
+                used.append(state)
+            ax.plot([t, t], [y - 0.35, y + 0.35], color="black", linewidth=0.6)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([name for name, _ in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds from the node's first event (drain issued, or fault injected); ticks mark each stage")
+    ax.set_title("Reliability: detect, drain and return per node")
+    ax.legend(handles=[Patch(color=STATE_COLORS[s], label=s) for s in STATE_COLORS if s in used],
+              fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1)
+    fig.savefig(os.path.join(report_dir, PLOT), dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return PLOT
+
+
+def render(run, rows, report_dir):
+    reboots = _docs(run, "reboot")
+    faults = _docs(run, "fault_injection")
+    if not reboots and not faults:
+        return ""
+    done_r = [d for d in reboots if d["status"] == "ok"]
+    done_f = [d for d in faults if d["status"] == "ok"]
+    lines = ["## Reliability (destructive)", ""]
+    if not done_r and not done_f:
+        reasons = sorted({d.get("reason") or "" for d in reboots + faults})
+        lines += ["Not run: %s." % "; ".join(r for r in reasons if r), ""]
+        return "\n".join(lines)
+    if done_r:
+        lines += ["### Reboot timings (seconds)", ""]
+        table = []
+        for d in done_r:
+            m, _ = _metrics(d)
+            facts = d.get("facts") or {}
+            table.append([d["host"], facts.get("scheduler"), facts.get("batch")]
+                         + [_s(m.get(k)) for k, _ in REBOOT_COLUMNS]
+                         + ["yes" if m.get("boot_id_changed") else "**no**",
+                            "yes" if m.get("returned") else "**no**: %s" % facts.get("reboot_error", "")])
+        lines += [_table(["host", "scheduler", "batch"] + [t for _, t in REBOOT_COLUMNS]
+                         + ["new boot id", "back"], table), ""]
+        skipped = [d for d in reboots if d["status"] != "ok"]
+        if skipped:
+            lines += ["Not rebooted: " + "; ".join("%s (%s)" % (d["host"], d.get("reason")) for d in skipped), ""]
+    if done_f:
+        lines += ["### Fault injection: detection and remediation (seconds from the fault)", ""]
+        by_check = {(r["check_id"], r["host"]): r for r in rows}
+        table = []
+        for d in done_f:
+            m, _ = _metrics(d)
+            facts = d.get("facts") or {}
+            drained = _s(m.get("time_drained_s"))
+            if drained is not None and m.get("drain_open"):
+                drained = ">= %s (still drained)" % drained
+            action_row = by_check.get(("reliability.remediation", d["host"])) or {}
+            table.append([d["host"], facts.get("xid"), facts.get("method"),
+                          _s(m.get("detect_s")) if m.get("detected") else "**never**", drained,
+                          facts.get("observed_action"), action_row.get("expected"),
+                          _s(m.get("return_s")) if m.get("returned") else "not back",
+                          _s(m.get("job_s")), int(m.get("flaps", 0)), _s(m.get("watched_s"))])
+        lines += [_table(["host", "XID", "method", "detect", "time drained", "action observed", "recommended",
+                          "back in service", "fresh job", "flaps", "watched"], table), ""]
+        skipped = [d for d in faults if d["status"] != "ok"]
+        if skipped:
+            lines += ["Not injected: " + "; ".join("%s (%s)" % (d["host"], d.get("reason")) for d in skipped), ""]
+    lines += ["### Timeline per node", ""]
+    lines += [_line(d["host"], "reboot, batch %s" % (d.get("facts") or {}).get("batch"), reboot_stages(d))
+              for d in done_r if reboot_stages(d)]
+    lines += [_line(d["host"], "XID %s" % (d.get("facts") or {}).get("xid"), fault_stages(d)) for d in done_f]
+    lines.append("")
+    plot = _plot(done_r, done_f, report_dir) if report_dir else None
+    if plot:
+        lines += ["![detect, drain and return per node](%s)" % plot, ""]
+    return "\n".join(lines)

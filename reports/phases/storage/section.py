@@ -1,0 +1,264 @@
+"""Report section of the storage phase: the fio sweep per tier (aggregate throughput, IOPS and latency for every
+workload × client count, with what was skipped and why), checkpoint save/load, metadata rates and anomalies,
+import torch time, object storage.
+
+Plots (PNG, matplotlib Agg) beside report.md: per tier a heatmap of aggregate throughput (workload × clients),
+throughput against clients (one line per workload), and the latency percentiles of every workload at the most
+clients. Aggregate latency percentiles are the worst client's, as the fio_sweep probe records them.
+"""
+
+import os
+
+from reports.render.markdown import fmt
+from reports.render.markdown import table as _table
+
+ORDER = 50
+WORKLOAD_ORDER = ("seq_read_buffered", "seq_write_buffered", "rand_read_buffered", "rand_write_buffered",
+                  "seq_read_direct", "seq_write_direct", "rand_read_direct", "rand_write_direct")
+PCTS = (("fio_clat_p50_us", "p50"), ("fio_clat_p90_us", "p90"), ("fio_clat_p99_us", "p99"),
+        ("fio_clat_p99_9_us", "p99.9"))
+
+
+def _docs(run, probe):
+    return [d for d in run.artifacts if d["probe"] == probe]
+
+
+def _workloads(names):
+    known = [w for w in WORKLOAD_ORDER if w in names]
+    return known + sorted(set(names) - set(known))
+
+
+def sweep_points(run):
+    """{tier: {(workload, clients): {metric: value}}} of the aggregate results, from the driver artifacts."""
+    out = {}
+    for r in run.records("fio_sweep"):
+        if r["labels"].get("scope") != "aggregate":
+            continue
+        key = (r["labels"]["workload"], int(r["labels"]["clients"]))
+        out.setdefault(r["variant"], {}).setdefault(key, {})[r["metric"]] = r["value"]
+    return out
+
+
+def _plots(tier, points, report_dir):
+    """Writes the three plots of one tier; returns their file names (none when matplotlib is missing)."""
+    try:
+        import matplotlib  # noqa: PLC0415
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+        from matplotlib.colors import LogNorm  # noqa: PLC0415
+    except ImportError:
+        return []
+    workloads = _workloads({w for w, _ in points})
+    clients = sorted({c for _, c in points})
+    names = []
+
+    grid = [[points.get((w, c), {}).get("fio_bw_bytes", float("nan")) / 1e6 for c in clients] for w in workloads]
+    fig, ax = plt.subplots(figsize=(1.6 + 1.1 * len(clients), 0.9 + 0.45 * len(workloads)))
+    finite = [v for row in grid for v in row if v == v and v > 0]
+    norm = LogNorm(vmin=min(finite), vmax=max(finite)) if finite and min(finite) < max(finite) else None
+    image = ax.imshow(grid, aspect="auto", cmap="viridis", norm=norm)
+    ax.set_xticks(range(len(clients)), ["c%d" % c for c in clients])
+    ax.set_yticks(range(len(workloads)), workloads)
+    for i, row in enumerate(grid):
+        for j, v in enumerate(row):
+            if v == v:
+                bright = norm(v) > 0.6 if norm is not None else False
+                ax.text(j, i, fmt(v), ha="center", va="center", color="black" if bright else "white", fontsize=8)
+    fig.colorbar(image, ax=ax, label="aggregate MB/s")
+    ax.set_title("fio sweep, tier %s: aggregate MB/s" % tier)
+    fig.tight_layout()
+    name = "storage_heatmap_%s.png" % tier
+    fig.savefig(os.path.join(report_dir, name), dpi=90)
+    plt.close(fig)
+    names.append(name)
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for w in workloads:
+        xs = [c for c in clients if (w, c) in points and "fio_bw_bytes" in points[(w, c)]]
+        ax.plot(xs, [points[(w, c)]["fio_bw_bytes"] / 1e6 for c in xs], marker="o", label=w)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(clients, [str(c) for c in clients])
+    ax.set_xlabel("clients")
+    ax.set_ylabel("aggregate MB/s")
+    ax.set_title("fio throughput against clients, tier %s" % tier)
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    name = "storage_scaling_%s.png" % tier
+    fig.savefig(os.path.join(report_dir, name), dpi=90)
+    plt.close(fig)
+    names.append(name)
+
+    top = max(clients)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    width = 0.8 / len(PCTS)
+    for k, (metric, label) in enumerate(PCTS):
+        values = [points.get((w, top), {}).get(metric, float("nan")) / 1000.0 for w in workloads]
+        ax.bar([i + k * width for i in range(len(workloads))], values, width, label=label)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(workloads))], workloads, rotation=30, ha="right",
+                  fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("completion latency, ms (worst client)")
+    ax.set_title("fio latency percentiles at c%d, tier %s" % (top, tier))
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    name = "storage_latency_%s.png" % tier
+    fig.savefig(os.path.join(report_dir, name), dpi=90)
+    plt.close(fig)
+    names.append(name)
+    return names
+
+
+def _not_ok(docs):
+    rows = []
+    for d in sorted(docs, key=lambda d: (d["host"], d.get("variant") or "")):
+        if d["status"] != "ok":
+            rows.append([d["host"], d["probe"], d.get("variant") or "", d["status"], d.get("reason")])
+    return rows
+
+
+def fio_part(run, report_dir):
+    points = sweep_points(run)
+    drivers = [d for d in _docs(run, "fio_sweep") if (d.get("facts") or {}).get("role") == "driver"]
+    lines = ["### fio sweep", ""]
+    if not points and not drivers:
+        return lines + ["No fio sweep ran in this run.", ""]
+    for doc in sorted(drivers, key=lambda d: d.get("variant") or ""):
+        facts = doc.get("facts") or {}
+        tier = doc.get("variant")
+        lines.append("**Tier %s** (`%s`, %s, %s; driver %s; %s MiB per client, %s s per point; buffered %s QD%s, "
+                     "direct %s QD%s)" % (tier, facts.get("tier_path"), "shared" if facts.get("tier_shared") else
+                                          "private to each host", facts.get("tier_fstype"), doc["host"],
+                                          facts.get("size_mib"), facts.get("runtime_s"),
+                                          facts.get("buffered_engine"), facts.get("buffered_iodepth"),
+                                          facts.get("direct_engine"), facts.get("direct_iodepth")))
+        lines.append("")
+        for name, why in sorted((facts.get("skipped_workloads") or {}).items()):
+            lines.append("- skipped %s: %s" % (name, why))
+        for host, why in sorted((facts.get("hosts_not_used") or {}).items()):
+            lines.append("- host %s not used: %s" % (host, why))
+        if doc["status"] != "ok":
+            lines.append("- %s: %s" % (doc["status"], doc.get("reason")))
+        tier_points = points.get(tier, {})
+        if tier_points and report_dir:
+            for name in _plots(tier, tier_points, report_dir):
+                lines.append("![%s](%s)" % (name, name))
+            lines.append("")
+        rows = []
+        for w in _workloads({w for w, _ in tier_points}):
+            for c in sorted(c for ww, c in tier_points if ww == w):
+                m = tier_points[(w, c)]
+                rows.append([w, c, fmt(m.get("fio_bw_bytes", 0) / 1e6), fmt(m.get("fio_iops")),
+                             fmt(m.get("fio_clat_mean_us", 0) / 1000.0), fmt(m.get("fio_clat_p50_us", 0) / 1000.0),
+                             fmt(m.get("fio_clat_p99_us", 0) / 1000.0)])
+        if rows:
+            lines += [_table(["workload", "clients", "MB/s", "IOPS", "mean ms", "p50 ms", "p99 ms"], rows), ""]
+    return lines
+
+
+def checkpoint_part(run):
+    rows = []
+    recs = run.records("checkpoint")
+    keys = sorted({(r["host"], r["variant"], r["labels"].get("method"), r["labels"].get("scope")) for r in recs
+                   if r["metric"] == "ckpt_save_gbps"})
+    for host, tier, method, scope in keys:
+        def val(metric, host=host, tier=tier, method=method, scope=scope):
+            return next((r["value"] for r in recs if r["host"] == host and r["variant"] == tier and r["metric"]
+                         == metric and r["labels"].get("method") == method and r["labels"].get("scope") == scope),
+                        None)
+        size = val("ckpt_bytes")
+        rows.append([host, tier, method, scope, fmt(size / 2**20) if size else None, fmt(val("ckpt_save_gbps")),
+                     fmt(val("ckpt_load_gbps"))])
+    lines = ["### Checkpoint save and load", ""]
+    modes = sorted({"%s: %s" % (d.get("variant"), (d.get("facts") or {}).get("dcp_mode"))
+                    for d in _docs(run, "checkpoint") if (d.get("facts") or {}).get("dcp_mode")})
+    if modes:
+        lines += ["DCP mode per tier: " + "; ".join(modes), ""]
+    if rows:
+        lines += [_table(["host", "tier", "method", "scope", "MiB", "save GB/s (fsync incl.)", "load GB/s"], rows),
+                  ""]
+    return lines
+
+
+def metadata_part(run):
+    recs = run.records("metadata")
+    rows = []
+    for doc in sorted(_docs(run, "metadata"), key=lambda d: (d.get("variant") or "", d["host"])):
+        mine = [r for r in recs if r["host"] == doc["host"] and r["variant"] == doc.get("variant")]
+        for scope in ("aggregate", "host"):
+            sel = {r["metric"]: r["value"] for r in mine if r["labels"].get("scope") == scope
+                   and "kind" not in r["labels"]}
+            if not sel:
+                continue
+            kinds = ", ".join("%s %d" % (r["labels"]["kind"], r["value"]) for r in mine
+                              if r["labels"].get("scope") == scope and r["metric"] == "meta_anomalies"
+                              and r["value"])
+            rows.append([doc.get("variant"), doc["host"], scope, (doc.get("facts") or {}).get("ranks"),
+                         fmt(sel.get("meta_create_per_s")), fmt(sel.get("meta_stat_per_s")),
+                         fmt(sel.get("meta_unlink_per_s")), sel.get("meta_mkdir_winners"),
+                         int(sel.get("meta_anomalies_total", 0)), kinds or "none",
+                         int(sel.get("meta_stale_after_unlink", 0))])
+    lines = ["### Metadata", ""]
+    if rows:
+        lines += [_table(["tier", "host", "scope", "ranks", "creates/s", "stats/s", "unlinks/s", "mkdir winners",
+                          "anomalies", "kinds", "stale"], rows), ""]
+    return lines
+
+
+def import_part(run):
+    rows = []
+    for doc in sorted(_docs(run, "import_time"), key=lambda d: d["host"]):
+        recs = [r for r in run.records("import_time") if r["host"] == doc["host"] and r["metric"] == "import_s"]
+        for tier in sorted({r["labels"].get("tier") for r in recs}):
+            first = next((r["value"] for r in recs if r["labels"].get("tier") == tier
+                          and r["labels"].get("cache") == "first"), None)
+            warm = next((r["value"] for r in recs if r["labels"].get("tier") == tier
+                         and r["labels"].get("cache") == "warm"), None)
+            rows.append([doc["host"], tier, fmt(first), fmt(warm)])
+    lines = ["### import torch", ""]
+    measured = sorted({(d.get("facts") or {}).get("measured") for d in _docs(run, "import_time")} - {None})
+    lines += ["Measured: %s" % m for m in measured[:1]] + ([""] if measured else [])
+    if rows:
+        lines += [_table(["host", "tier", "first import s", "warm import s"], rows), ""]
+    return lines
+
+
+def object_part(run):
+    recs = run.records("object_store")
+    rows = []
+    for host in sorted({r["host"] for r in recs}):
+        def val(metric, pct=None, host=host):
+            return next((r["value"] for r in recs if r["host"] == host and r["metric"] == metric
+                         and (pct is None or r["labels"].get("pct") == pct)), None)
+        rows.append([host, fmt(val("obj_put_gbps")), fmt(val("obj_get_gbps")), fmt(val("obj_put_per_s")),
+                     fmt(val("obj_get_per_s")), fmt(val("obj_get_latency_ms", "p50")),
+                     fmt(val("obj_get_latency_ms", "p90")), fmt(val("obj_get_latency_ms", "p99")),
+                     fmt(val("obj_list_per_s")), fmt(val("obj_delete_per_s"))])
+    lines = ["### Object storage (S3)", ""]
+    if rows:
+        lines += [_table(["host", "PUT GB/s", "GET GB/s", "small PUT/s", "small GET/s", "GET p50 ms", "GET p90 ms",
+                          "GET p99 ms", "LIST objects/s", "DELETE/s"], rows), ""]
+    else:
+        reasons = sorted({d.get("reason") for d in _docs(run, "object_store") if d.get("reason")})
+        lines += ["Not measured: %s" % ("; ".join(reasons) if reasons else "the probe did not run"), ""]
+    return lines
+
+
+def render(run, rows, report_dir):
+    probes = ("fio_sweep", "checkpoint", "metadata", "import_time", "object_store")
+    docs = [d for d in run.artifacts if d["probe"] in probes]
+    if not docs:
+        return ""
+    lines = ["## Storage", ""]
+    lines += fio_part(run, report_dir)
+    lines += checkpoint_part(run)
+    lines += metadata_part(run)
+    lines += import_part(run)
+    lines += object_part(run)
+    skipped = [r for r in _not_ok(docs) if r[1] != "object_store"]
+    if skipped:
+        lines += ["### Storage probes that did not run fully", "",
+                  _table(["host", "probe", "tier", "status", "reason"], skipped), ""]
+    return "\n".join(lines)
