@@ -69,9 +69,9 @@ AGGS = {"median": np.median, "mean": np.mean, "min": np.min, "max": np.max}
 
 def metric_value(run, m, backend=None):
     """(value or None, number of results it aggregates, why None)."""
-    from reports.grading.engine import _selection  # the grading index: one parse of the labels per (probe, metric)
+    from reports.grading.engine import selection  # the grading index: one parse of the labels per (probe, metric)
 
-    sel = _selection(run, {k: m[k] for k in ("probe", "metric", "variant", "labels") if k in m})
+    sel = selection(run, {k: m[k] for k in ("probe", "metric", "variant", "labels") if k in m})
     if not len(sel):
         return None, 0, "not measured in this run"
     group, local = sel.group, sel.local

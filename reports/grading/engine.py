@@ -42,7 +42,7 @@ def load_rubric(path=None):
     return rubric
 
 
-def _text(value):
+def text_of(value):
     if value is None:
         return ""
     if isinstance(value, float):
@@ -50,11 +50,11 @@ def _text(value):
     return str(value)
 
 
-def _row(check, host, status, observed=None, expected=None, reason=None, subject=""):
+def make_row(check, host, status, observed=None, expected=None, reason=None, subject=""):
     return {
         "check_id": check["id"], "category": check["category"], "title": check["title"], "host": host,
         "subject": subject,
-        "status": status, "observed": _text(observed), "expected": _text(expected), "reason": reason or "",
+        "status": status, "observed": text_of(observed), "expected": text_of(expected), "reason": reason or "",
         "severity": check.get("severity", "minor"), "remediation": check.get("remediation", ""),
         # Rating inputs (reports/rate.py): the check's weight within its category, and what the row rests on
         # ("measured" by a probe on the cluster, or "analyst" input from an analyst file).
@@ -62,46 +62,46 @@ def _row(check, host, status, observed=None, expected=None, reason=None, subject
     }
 
 
-def _failed_tasks(run, host):
-    return list(_index(run).failed_tasks.get(host, []))
+def host_failed_tasks(run, host):
+    return list(run_index(run).failed_tasks.get(host, []))
 
 
 def grade_reachable(check, run, host):
     if host in run.unreachable:
-        return _row(check, host, "fail", "unreachable", "reachable", run.unreachable[host])
-    return _row(check, host, "pass", "reachable", "reachable")
+        return make_row(check, host, "fail", "unreachable", "reachable", run.unreachable[host])
+    return make_row(check, host, "pass", "reachable", "reachable")
 
 
 def grade_tasks(check, run, host):
     if host in run.unreachable:
-        return _row(check, host, "skip", reason="host unreachable")
-    failed = _failed_tasks(run, host)
+        return make_row(check, host, "skip", reason="host unreachable")
+    failed = host_failed_tasks(run, host)
     if failed:
-        return _row(check, host, "fail", "%d failed: %s" % (len(failed), "; ".join(failed)), "0 failed")
-    return _row(check, host, "pass", "0 failed", "0 failed")
+        return make_row(check, host, "fail", "%d failed: %s" % (len(failed), "; ".join(failed)), "0 failed")
+    return make_row(check, host, "pass", "0 failed", "0 failed")
 
 
 def grade_artifact(check, run, host):
-    doc = _artifact(run, host, check["probe"], check.get("variant"))
+    doc = find_artifact(run, host, check["probe"], check.get("variant"))
     if doc is None:
         if host in run.unreachable:
-            return _row(check, host, "skip", reason="host unreachable: probe did not run")
+            return make_row(check, host, "skip", reason="host unreachable: probe did not run")
         bad = [e for e in run.load_errors if e.get("host") == host and
                os.path.basename(e["path"]).startswith(check["probe"])]
         if bad:
-            return _row(check, host, "error", "invalid artifact", "ok", bad[0]["error"])
+            return make_row(check, host, "error", "invalid artifact", "ok", bad[0]["error"])
         if not run.attempted(host, check["probe"]):
             # The phase was not selected (--tags), or the host dropped out after a failed task (preflight.tasks).
-            failed = _failed_tasks(run, host)
+            failed = host_failed_tasks(run, host)
             why = ("not run: the host dropped out after the failed task %r" % failed[0] if failed
                    else "probe %s was not run on this host in this run" % check["probe"])
-            return _row(check, host, "skip", reason=why)
-        return _row(check, host, "error", "no artifact", "ok", "probe %s left no artifact" % check["probe"])
+            return make_row(check, host, "skip", reason=why)
+        return make_row(check, host, "error", "no artifact", "ok", "probe %s left no artifact" % check["probe"])
     status = {"ok": "pass", "error": "error", "skipped": "skip"}[doc["status"]]
-    return _row(check, host, status, doc["status"], "ok", doc.get("reason"))
+    return make_row(check, host, status, doc["status"], "ok", doc.get("reason"))
 
 
-def _majority(values):
+def majority_value(values):
     """The most common value; None when there is no strict majority winner among ties."""
     counts = Counter(values.values())
     if not counts:
@@ -112,31 +112,31 @@ def _majority(values):
     return top, counts
 
 
-def _consistency_rows(check, run, hosts, values, tolerance=0.0):
+def consistency_rows(check, run, hosts, values, tolerance=0.0):
     """values: host -> observed value for the hosts that reported one."""
     rows = []
-    reference, counts = _majority(values)
+    reference, counts = majority_value(values)
     for host in hosts:
         if host not in values:
             reason = "host unreachable" if host in run.unreachable else "not reported by this host"
-            rows.append(_row(check, host, "skip", reason=reason))
+            rows.append(make_row(check, host, "skip", reason=reason))
             continue
         value = values[host]
         if len(values) < 2:
-            rows.append(_row(check, host, "skip", value, reason="only one host reported it: nothing to compare"))
+            rows.append(make_row(check, host, "skip", value, reason="only one host reported it: nothing to compare"))
             continue
         if reference is None:
             spread = ", ".join("%s on %d" % (v, n) for v, n in counts.most_common())
-            rows.append(_row(check, host, "warn", value, "one value on all hosts", "no majority: " + spread))
+            rows.append(make_row(check, host, "warn", value, "one value on all hosts", "no majority: " + spread))
             continue
         same = value == reference
         if not same and tolerance and isinstance(value, float) and isinstance(reference, float) and reference:
             same = abs(value - reference) / abs(reference) <= tolerance
         if same:
-            rows.append(_row(check, host, "pass", value, reference))
+            rows.append(make_row(check, host, "pass", value, reference))
         else:
             others = sum(n for v, n in counts.items() if v == reference)
-            rows.append(_row(check, host, "warn", value, reference,
+            rows.append(make_row(check, host, "warn", value, reference,
                              "differs from %d of %d hosts" % (others, len(values))))
     return rows
 
@@ -150,17 +150,17 @@ def grade_consistency(spec, run, hosts):
         check = dict(base, id="consistency.%s" % item["name"], title=item["title"])
         sel = facts[(facts.probe == item["source"]) & (facts.fact == item["name"])]
         values = {r.host: ("none" if r.value is None else r.value) for r in sel.itertuples()}
-        rows.extend(_consistency_rows(check, run, hosts, values))
+        rows.extend(consistency_rows(check, run, hosts, values))
     res = run.results
     for item in spec.get("results", []):
         check = dict(base, id="consistency.%s" % item["metric"], title=item["title"])
         sel = res[(res.probe == item["source"]) & (res.metric == item["metric"]) & (res.labels == json.dumps({}))]
         values = {r.host: float(r.value) for r in sel.itertuples()}
-        rows.extend(_consistency_rows(check, run, hosts, values, item.get("tolerance", 0.0)))
+        rows.extend(consistency_rows(check, run, hosts, values, item.get("tolerance", 0.0)))
     return rows
 
 
-def _labels_match(labels_json, wanted):
+def labels_match(labels_json, wanted):
     labels = json.loads(labels_json)
     return all(str(labels.get(k)) == str(v) for k, v in wanted.items())
 
@@ -240,7 +240,7 @@ class _Index:
         return self.groups[key]
 
 
-def _index(run):
+def run_index(run):
     """The run's _Index, rebuilt when the run's tables were replaced (pinned while grade() runs)."""
     pinned = run.__dict__.get("_grade_index_pinned")
     if pinned is not None:
@@ -254,12 +254,12 @@ def _index(run):
     return cached[1]
 
 
-def _artifact(run, host, probe, variant=None):
-    return _index(run).artifacts.get((host, probe, variant))
+def find_artifact(run, host, probe, variant=None):
+    return run_index(run).artifacts.get((host, probe, variant))
 
 
-def _models(run):
-    index = _index(run)
+def load_models(run):
+    index = run_index(run)
     if index.models is None:
         index.models = expectations.load_gpus()
     return index.models
@@ -290,8 +290,8 @@ class _Selection:
         return self.group.positions[self.local] if self.group is not None else np.empty(0, dtype=np.int64)
 
 
-def _selection(run, check, host=None):
-    group = _index(run).group(check["probe"], check["metric"])
+def selection(run, check, host=None):
+    group = run_index(run).group(check["probe"], check["metric"])
     if group is None:
         return _Selection(None, np.empty(0, dtype=np.int64))
     local = group.host_positions(host) if host is not None else np.arange(len(group.value))
@@ -307,14 +307,14 @@ def _selection(run, check, host=None):
     return _Selection(group, local)
 
 
-def _select(run, check, host=None):
+def select_rows(run, check, host=None):
     """Result rows of a check: probe, metric, optional variant and label filter; per host when given."""
-    return run.results.iloc[_selection(run, check, host).positions()]
+    return run.results.iloc[selection(run, check, host).positions()]
 
 
-def _groups(check, sel):
+def groups_of(check, sel):
     """(subject, values) per group: the whole host, or one group per value of the label named by `per`.
-    sel: a _selection(...) or a results DataFrame (as _select returns)."""
+    sel: a selection(...) or a results DataFrame (as select_rows returns)."""
     per = check.get("per", "host")
     if isinstance(sel, _Selection):
         values = sel.values.tolist()
@@ -330,48 +330,48 @@ def _groups(check, sel):
     return [("%s=%s" % (per, k), groups[k]) for k in sorted(groups, key=lambda k: (str(type(k)), k))]
 
 
-def _precondition(check, run, host):
+def ungradable(check, run, host):
     """A row when the check cannot be graded on this host (unreachable, probe skipped or failed, wrong backend)."""
     if host in run.unreachable:
-        return _row(check, host, "skip", reason="host unreachable")
-    doc = _artifact(run, host, check["probe"], check.get("variant"))
+        return make_row(check, host, "skip", reason="host unreachable")
+    doc = find_artifact(run, host, check["probe"], check.get("variant"))
     if doc is None:
-        return _row(check, host, "skip", reason="probe %s did not run on this host" % check["probe"])
+        return make_row(check, host, "skip", reason="probe %s did not run on this host" % check["probe"])
     if doc["status"] == "skipped":
-        return _row(check, host, "skip", reason=doc.get("reason"))
+        return make_row(check, host, "skip", reason=doc.get("reason"))
     backends = check.get("backends")
     if backends and doc["device"]["backend"] not in backends:
-        return _row(check, host, "skip", reason="backend=%s: expectation is for %s" % (
+        return make_row(check, host, "skip", reason="backend=%s: expectation is for %s" % (
             doc["device"]["backend"], "/".join(backends)))
     return None
 
 
-def _host_model_spec(run, host, models):
-    name = _index(run).gpu_model.get(host)
+def host_model_spec(run, host, models):
+    name = run_index(run).gpu_model.get(host)
     key = expectations.gpu_model_key(name, models)
     return key, (models.get(key) if key else None)
 
 
 def grade_metric(check, run, host, models=None):
     """Threshold check on an aggregate of results, per host or per label value (e.g. per GPU)."""
-    pre = _precondition(check, run, host)
+    pre = ungradable(check, run, host)
     if pre:
         return [pre]
-    models = models if models is not None else _models(run)
-    _, spec = _host_model_spec(run, host, models)
-    doc = _artifact(run, host, check["probe"], check.get("variant"))
-    sel = _selection(run, check, host)
-    groups = _groups(check, sel)
+    models = models if models is not None else load_models(run)
+    _, spec = host_model_spec(run, host, models)
+    doc = find_artifact(run, host, check["probe"], check.get("variant"))
+    sel = selection(run, check, host)
+    groups = groups_of(check, sel)
     if not groups:
         status = "error" if doc["status"] == "error" else "skip"
-        return [_row(check, host, status, reason=doc.get("reason") or "no %s result" % check["metric"])]
+        return [make_row(check, host, status, reason=doc.get("reason") or "no %s result" % check["metric"])]
     agg = AGGREGATES[check.get("agg", "median")]
     rows = []
     for subject, values in groups:
         value = float(agg(values))
         threshold, text, why = expectations.resolve(check["expect"], spec)
         if threshold is None:
-            rows.append(_row(check, host, "skip", value, reason=why, subject=subject))
+            rows.append(make_row(check, host, "skip", value, reason=why, subject=subject))
             continue
         status = "pass" if expectations.meets(value, check["expect"], threshold) else "fail"
         expected = text
@@ -380,7 +380,7 @@ def grade_metric(check, run, host, models=None):
             if w_threshold is not None and not expectations.meets(value, check["warn"], w_threshold):
                 status, expected = "warn", "%s (warn below %s)" % (text, w_text)
         unit = check.get("unit") or sel.unit
-        rows.append(_row(check, host, status, "%s %s" % (_text(value), unit), expected,
+        rows.append(make_row(check, host, status, "%s %s" % (text_of(value), unit), expected,
                          doc.get("reason") if doc["status"] == "error" else None, subject=subject))
     return rows
 
@@ -392,13 +392,13 @@ def grade_straggler(check, run, hosts):
     values = {}
     rows = []
     for host in hosts:
-        pre = _precondition(check, run, host)
+        pre = ungradable(check, run, host)
         if pre:
             rows.append(pre)
             continue
-        groups = _groups(check, _selection(run, check, host))
+        groups = groups_of(check, selection(run, check, host))
         if not groups:
-            rows.append(_row(check, host, "skip", reason="no %s result" % check["metric"]))
+            rows.append(make_row(check, host, "skip", reason="no %s result" % check["metric"]))
         for subject, vals in groups:
             values[(host, subject)] = float(agg(vals))
     fail_pct = float(check["max_below_median_pct"])
@@ -412,14 +412,15 @@ def grade_straggler(check, run, hosts):
     for (host, subject), value in sorted(values.items()):
         key = None if scope == "cluster" else host
         if key not in medians:
-            rows.append(_row(check, host, "skip", value, reason="fewer than 3 peers to compare with",
+            rows.append(make_row(check, host, "skip", value, reason="fewer than 3 peers to compare with",
                              subject=subject))
             continue
         median = medians[key]
         below = 100.0 * (median - value) / median if median else 0.0
         status = "fail" if below > fail_pct else "warn" if below > warn_pct else "pass"
-        rows.append(_row(check, host, status, "%s (%.1f%% below %s median)" % (_text(value), max(below, 0), scope),
-                         "within %g%% of the %s median %s" % (fail_pct, scope, _text(median)), subject=subject))
+        observed = "%s (%.1f%% below %s median)" % (text_of(value), max(below, 0), scope)
+        rows.append(make_row(check, host, status, observed,
+                             "within %g%% of the %s median %s" % (fail_pct, scope, text_of(median)), subject=subject))
     return rows
 
 
@@ -444,7 +445,7 @@ def grade(run, rubric=None, progress=None):
     rubric = rubric or load_rubric()
     # While grading, the index is built once and pinned, and run.artifact(host, probe, variant) - which graders,
     # the phases' too, call per check and host - answers from it (same first match) instead of scanning artifacts.
-    index = _index(run)
+    index = run_index(run)
     run.__dict__["_grade_index_pinned"] = index
     run.__dict__["artifact"] = lambda host, probe, variant=None: index.artifacts.get((host, probe, variant))
     try:

@@ -2318,22 +2318,22 @@ def flatten(value, prefix="", out=None):
 
 
 # The consistency view's rule (most common value, no winner on a tie) is the core grader's, not a copy.
-_majority = G._majority
+_majority = G.majority_value
 
 
 def _cluster_precondition(check, run, hosts):
     rows, views = [], {}
     for host in hosts:
         if host in run.unreachable:
-            rows.append(G._row(check, host, "skip", reason="host unreachable"))
+            rows.append(G.make_row(check, host, "skip", reason="host unreachable"))
             continue
         doc = run.artifact(host, PROBE)
         if doc is None:
-            rows.append(G._row(check, host, "skip", reason="the audit did not run on this host"))
+            rows.append(G.make_row(check, host, "skip", reason="the audit did not run on this host"))
         elif doc["status"] == "skipped":
-            rows.append(G._row(check, host, "skip", reason=doc.get("reason")))
+            rows.append(G.make_row(check, host, "skip", reason=doc.get("reason")))
         elif not doc.get("facts"):
-            rows.append(G._row(check, host, "error", reason=doc.get("reason") or "no facts"))
+            rows.append(G.make_row(check, host, "error", reason=doc.get("reason") or "no facts"))
         else:
             views[host] = _view(run, host, doc)
     return rows, views
@@ -2358,23 +2358,23 @@ def c_consistency(check, run, hosts):
         if host not in views:
             continue
         if host not in values:
-            rows.append(G._row(check, host, "skip", reason="not reported by this host"))
+            rows.append(G.make_row(check, host, "skip", reason="not reported by this host"))
             continue
         if len(values) < 2:
-            rows.append(G._row(check, host, "skip", _short(raw[host]), reason="only one host reported it: nothing "
+            rows.append(G.make_row(check, host, "skip", _short(raw[host]), reason="only one host reported it: nothing "
                                                                              "to compare"))
             continue
         if reference is None:
-            rows.append(G._row(check, host, "warn", _short(raw[host]), "one value on all hosts",
+            rows.append(G.make_row(check, host, "warn", _short(raw[host]), "one value on all hosts",
                                "no majority: %d different values" % len(counts)))
             continue
         if values[host] == reference:
-            rows.append(G._row(check, host, "pass", _short(raw[host]), "same on %d/%d hosts" % (counts[reference],
+            rows.append(G.make_row(check, host, "pass", _short(raw[host]), "same on %d/%d hosts" % (counts[reference],
                                                                                                 len(values))))
             continue
         ref_host = next(h for h in values if values[h] == reference)
         diff = _diff_keys(raw[host], raw[ref_host])
-        rows.append(G._row(check, host, "warn", _short(raw[host]), _short(raw[ref_host]),
+        rows.append(G.make_row(check, host, "warn", _short(raw[host]), _short(raw[ref_host]),
                            "differs from %d of %d hosts%s" % (counts[reference], len(values),
                                                              ": " + _names(diff, 4) if diff else "")))
     return rows
@@ -2413,14 +2413,14 @@ def c_consistency_all(check, run, hosts):
         if host not in views:
             continue
         if len(flat) < 2:
-            rows.append(G._row(check, host, "skip", "%d facts" % len(flat[host]),
+            rows.append(G.make_row(check, host, "skip", "%d facts" % len(flat[host]),
                                reason="only one host reported it: nothing to compare"))
         elif odd[host]:
-            rows.append(G._row(check, host, "warn", "%d of %d facts differ: %s" % (len(odd[host]), len(keys),
+            rows.append(G.make_row(check, host, "warn", "%d of %d facts differ: %s" % (len(odd[host]), len(keys),
                                                                                   _names(odd[host], 5)),
                                "the value most hosts have", "differs from the majority"))
         else:
-            rows.append(G._row(check, host, "pass", "%d facts match" % len(keys), "the value most hosts have"))
+            rows.append(G.make_row(check, host, "pass", "%d facts match" % len(keys), "the value most hosts have"))
     return rows
 
 
@@ -2433,12 +2433,12 @@ def c_gpu_model_cluster(check, run, hosts):
         if host not in views:
             continue
         if host not in models:
-            rows.append(G._row(check, host, "skip", reason="not applicable: no GPU on this host"))
+            rows.append(G.make_row(check, host, "skip", reason="not applicable: no GPU on this host"))
         elif len(distinct) > 1:
-            rows.append(G._row(check, host, "warn", models[host], "one GPU model across the cluster",
+            rows.append(G.make_row(check, host, "warn", models[host], "one GPU model across the cluster",
                                "cluster mixes %s" % " / ".join(distinct)))
         else:
-            rows.append(G._row(check, host, "pass", models[host] or "?", "one GPU model across the cluster"))
+            rows.append(G.make_row(check, host, "pass", models[host] or "?", "one GPU model across the cluster"))
     return rows
 
 
@@ -2447,31 +2447,31 @@ def c_gpu_model_cluster(check, run, hosts):
 def grade_host(check, run, host):
     """Kind `audit`: one row for this host."""
     if host in run.unreachable:
-        return [G._row(check, host, "skip", reason="host unreachable")]
+        return [G.make_row(check, host, "skip", reason="host unreachable")]
     doc = run.artifact(host, PROBE)
     if doc is None:
-        return [G._row(check, host, "skip", reason="the audit did not run on this host")]
+        return [G.make_row(check, host, "skip", reason="the audit did not run on this host")]
     if doc["status"] == "skipped":
-        return [G._row(check, host, "skip", reason=doc.get("reason"))]
+        return [G.make_row(check, host, "skip", reason=doc.get("reason"))]
     if not doc.get("facts"):
-        return [G._row(check, host, "error", reason="audit failed: %s" % doc.get("reason"))]
+        return [G.make_row(check, host, "error", reason="audit failed: %s" % doc.get("reason"))]
     v = _view(run, host, doc)
     try:
         for cond in check.get("applies", []):
             why = CONDITIONS[cond](v)
             if why:
-                return [G._row(check, host, "skip", reason=why)]
+                return [G.make_row(check, host, "skip", reason=why)]
         if check.get("needs"):
             v.need(*check["needs"])
         status, observed, expected, reason = RULES[check["rule"]](v, check)
     except Skip as exc:
-        return [G._row(check, host, "skip", reason=str(exc))]
+        return [G.make_row(check, host, "skip", reason=str(exc))]
     except Error as exc:
-        return [G._row(check, host, "error", reason=str(exc))]
+        return [G.make_row(check, host, "error", reason=str(exc))]
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError) as exc:
         # A fact in a shape the rule did not expect: shown as an error of this check, never a lost report.
-        return [G._row(check, host, "error", reason="cannot grade: %s: %s" % (type(exc).__name__, exc))]
-    return [G._row(check, host, status, observed, expected, reason)]
+        return [G.make_row(check, host, "error", reason="cannot grade: %s: %s" % (type(exc).__name__, exc))]
+    return [G.make_row(check, host, status, observed, expected, reason)]
 
 
 def grade_cluster(check, run, hosts):

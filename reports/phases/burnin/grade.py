@@ -22,7 +22,7 @@ from reports.grading import engine as grade
 
 
 def _row(check, host, status, observed=None, expected=None, reason=None, subject=""):
-    return grade._row(check, host, status, observed, expected, reason, subject)
+    return grade.make_row(check, host, status, observed, expected, reason, subject)
 
 
 def _precondition(check, run, host, probe):

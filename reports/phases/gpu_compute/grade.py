@@ -22,13 +22,13 @@ def grade_dtype_metric(check, run, host, models=None):
     if doc is not None and host not in run.unreachable and doc["status"] != "skipped":
         status, reason = dtype_status(doc, dtype)
         if status == "skipped":
-            return [grade._row(check, host, "skip", reason=reason or "%s skipped by the probe" % dtype)]
+            return [grade.make_row(check, host, "skip", reason=reason or "%s skipped by the probe" % dtype)]
         if status is None:
-            return [grade._row(check, host, "skip", reason="%s was not measured in this run (dtypes: %s)"
+            return [grade.make_row(check, host, "skip", reason="%s was not measured in this run (dtypes: %s)"
                                % (dtype, (doc.get("facts") or {}).get("dtypes") or "none"))]
-        sel = grade._select(run, dict(check, labels=dict(check.get("labels") or {}, dtype=dtype)), host)
+        sel = grade.select_rows(run, dict(check, labels=dict(check.get("labels") or {}, dtype=dtype)), host)
         if status == "error" and not len(sel):
-            return [grade._row(check, host, "error", "no result", reason=reason)]
+            return [grade.make_row(check, host, "error", "no result", reason=reason)]
     merged = dict(check, labels=dict(check.get("labels") or {}, dtype=dtype))
     return grade.grade_metric(merged, run, host, models=models)
 

@@ -20,7 +20,7 @@ from reports.grading import expectations
 
 
 def _row(check, host, status, observed=None, expected=None, reason=None, subject=""):
-    return grade._row(check, host, status, observed, expected, reason, subject)
+    return grade.make_row(check, host, status, observed, expected, reason, subject)
 
 
 def _doc(run, host, probe):
@@ -46,7 +46,7 @@ def group_values(recs, keys):
 
 
 def _fmt(value, unit):
-    text = grade._text(round(value, 3))
+    text = grade.text_of(round(value, 3))
     return ("%s %s" % (text, unit or "")).strip()
 
 

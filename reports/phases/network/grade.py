@@ -29,7 +29,7 @@ STATUS_RANK = {"pass": 0, "skip": 0, "warn": 1, "fail": 2, "error": 3}
 
 
 def _row(*args, **kwargs):
-    return grade._row(*args, **kwargs)
+    return grade.make_row(*args, **kwargs)
 
 
 def load_fabrics(path=None):
@@ -151,7 +151,7 @@ def _expected_busbw(check, run, host, doc, ranks, nodes):
     fraction = float(check["expect"].get("fraction", 1.0))
     if nodes == 1:
         field = check["expect"]["of"]
-        _, spec = grade._host_model_spec(run, host, grade._models(run))
+        _, spec = grade.host_model_spec(run, host, grade.load_models(run))
         if spec is None:
             return None, "no expectation for this GPU model in gpus.yml"
         if field not in spec:
@@ -170,7 +170,7 @@ def _expected_busbw(check, run, host, doc, ranks, nodes):
             fraction * per_nic * rails, fraction, rails, per_nic, fabric)
     field = check.get("model_field")
     if field:
-        _, spec = grade._host_model_spec(run, host, grade._models(run))
+        _, spec = grade.host_model_spec(run, host, grade.load_models(run))
         if spec and field in spec:
             return fraction * float(spec[field]), ">= %.4g (%g × %s %g)" % (
                 fraction * float(spec[field]), fraction, field, float(spec[field]))
@@ -181,7 +181,7 @@ def _expected_busbw(check, run, host, doc, ranks, nodes):
 
 def grade_peak_busbw(check, run, host):
     """Peak busbw of one collective on this host at 1 node or at the largest multi-node world size."""
-    pre = grade._precondition(check, run, host)
+    pre = grade.ungradable(check, run, host)
     if pre:
         return [pre]
     doc = run.artifact(host, check["probe"], check.get("variant"))
@@ -247,7 +247,7 @@ def grade_curve_shape(check, run, host):
 
 def grade_rail_bw(check, run, host):
     """Per RDMA rail: perftest bandwidth against the fabric's expectation (fraction × line rate, or its pass line)."""
-    pre = grade._precondition(check, run, host)
+    pre = grade.ungradable(check, run, host)
     if pre:
         return [pre]
     doc = run.artifact(host, check["probe"], check.get("variant"))

@@ -29,7 +29,7 @@ HARMLESS = ("RESTART_APP", "IGNORE_UNTIL_RESET")
 
 
 def _row(check, host, status, observed=None, expected=None, reason=None, subject=""):
-    return grade._row(check, host, status, observed, expected, reason, subject)
+    return grade.make_row(check, host, status, observed, expected, reason, subject)
 
 
 def _doc(run, host, probe):

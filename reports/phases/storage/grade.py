@@ -24,7 +24,7 @@ from reports.grading import expectations
 
 
 def _row(check, host, status, observed=None, expected=None, reason=None, subject=""):
-    return grade._row(check, host, status, observed, expected, reason, subject)
+    return grade.make_row(check, host, status, observed, expected, reason, subject)
 
 
 def _docs(run, host, probe):
@@ -46,7 +46,7 @@ def _matches(labels, wanted, unwanted=None):
 def _fmt(value, check):
     scale = float(check.get("scale", 1.0))
     unit = check.get("unit", "")
-    text = grade._text(round(value * scale, 4) if scale != 1.0 else round(value, 4))
+    text = grade.text_of(round(value * scale, 4) if scale != 1.0 else round(value, 4))
     return ("%s %s" % (text, unit)).strip()
 
 
