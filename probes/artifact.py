@@ -1,7 +1,9 @@
 """The one artifact schema every probe writes, its writer and its validator.
 
-An artifact is one JSON document per probe invocation (design.md, "Artifacts"). The validator is shared by the
-probe CLI (before writing), the tests, and reports/ (on load), so all three agree on what a valid artifact is.
+An artifact is one JSON document per probe invocation (design.md, "Artifacts"). `validate` is the node's check (the
+probe CLI runs it before writing; standard library only, as everything under probes/). The controller validates
+fetched artifacts against reports/data/schemas/artifact.schema.json instead; tests/unit/test_artifact.py keeps the
+two in agreement.
 """
 
 import json

@@ -12,7 +12,7 @@ import sys
 import time
 
 from reports import peers
-from reports.grading.engine import CHECK_COLUMNS, grade, load_rubric, summarize
+from reports.grading import CHECK_COLUMNS, grade, load_rubric, summarize
 from reports.junit import junit_xml
 from reports.load import load_run
 from reports.rate import analyst_rows, load_analyst, load_tiers, rate, rating_table, ratings_document

@@ -1,15 +1,19 @@
 """Load one run directory into tidy tables: what every host measured, and what the run itself recorded.
 
-A corrupt or invalid artifact never stops the load: it becomes a load error shown in the report.
+A corrupt or invalid artifact never stops the load: it becomes a load error shown in the report. Artifacts are
+validated against reports/data/schemas/artifact.schema.json (the node checks the same rules with the standard library
+only: probes.artifact.validate).
 """
 
+import functools
 import json
 import os
 from dataclasses import dataclass, field
 
+import jsonschema
 import pandas as pd
 
-from probes.artifact import validate
+from reports import DATA_DIR
 
 RESULT_COLUMNS = ["host", "probe", "variant", "status", "backend", "metric", "value", "unit", "labels"]
 FACT_COLUMNS = ["host", "probe", "variant", "fact", "value"]
@@ -75,6 +79,48 @@ def _read_json(path):
         return json.load(fh)
 
 
+@functools.cache
+def schema_validator(name):
+    """The validator of reports/data/schemas/<name>.schema.json."""
+    schema = _read_json(os.path.join(DATA_DIR, "schemas", "%s.schema.json" % name))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def key_path(path):
+    """jsonschema's path of a key as it is written: checks[3].expect (or "(top level)")."""
+    text = ""
+    for part in path:
+        text += "[%d]" % part if isinstance(part, int) else ("." if text else "") + str(part)
+    return text or "(top level)"
+
+
+def schema_problems(doc, name):
+    """["<key path>: <what is wrong>"] of a document against a schema of reports/data/schemas, in document order."""
+    errors = sorted(schema_validator(name).iter_errors(doc),
+                    key=lambda e: [(0, p, "") if isinstance(p, int) else (1, 0, str(p)) for p in e.absolute_path])
+    return ["%s: %s" % (key_path(e.absolute_path), e.message) for e in errors]
+
+
+def read_json_or_problem(path):
+    """(document, None), or (None, why it cannot be read) for a missing, unreadable or torn JSON file."""
+    try:
+        return _read_json(path), None
+    except (OSError, ValueError) as exc:
+        return None, str(exc)
+
+
+def _read_optional_json(run_dir, name, load_errors):
+    """A run-level JSON file of run_dir, {} when it is absent; unreadable, it is a load error and {}."""
+    path = os.path.join(run_dir, name)
+    if not os.path.exists(path):
+        return {}
+    doc, problem = read_json_or_problem(path)
+    if problem:
+        load_errors.append({"host": None, "path": name, "error": "unreadable: %s" % problem})
+    return doc or {}
+
+
 def load_artifacts(artifacts_dir):
     docs, errors = [], []
     if not os.path.isdir(artifacts_dir):
@@ -87,13 +133,8 @@ def load_artifacts(artifacts_dir):
             if not name.endswith(".json") or name.startswith("."):
                 continue
             path = os.path.join(host_dir, name)
-            try:
-                doc = _read_json(path)
-            except (OSError, ValueError) as exc:
-                errors.append({"host": host, "path": os.path.relpath(path, artifacts_dir),
-                               "error": "unreadable JSON: %s" % exc})
-                continue
-            problems = validate(doc)
+            doc, problem = read_json_or_problem(path)
+            problems = ["unreadable JSON: %s" % problem] if problem else schema_problems(doc, "artifact")
             if not problems and doc["host"] != host:
                 problems = ["artifact says host %r but lies in %s/" % (doc["host"], host)]
             if problems:
@@ -122,27 +163,15 @@ def load_run(run_dir):
     run_dir = os.path.abspath(run_dir)
     if not os.path.isdir(run_dir):
         raise FileNotFoundError("run directory %s does not exist" % run_dir)
-    meta = {}
     load_errors = []
-    run_json = os.path.join(run_dir, "run.json")
-    if os.path.exists(run_json):
-        try:
-            meta = _read_json(run_json)
-        except (OSError, ValueError) as exc:
-            load_errors.append({"host": None, "path": "run.json", "error": "unreadable: %s" % exc})
+    meta = _read_optional_json(run_dir, "run.json", load_errors)
     journal = read_journal(os.path.join(run_dir, "journal.jsonl"))
     docs, errors = load_artifacts(os.path.join(run_dir, "artifacts"))
     load_errors.extend(errors)
 
     # The inventory of the run, written by preflight before any node is touched: the hosts that should
     # appear in the report, whether or not they answered. Controller-only events (implicit localhost) are not hosts.
-    request = {}
-    request_path = os.path.join(run_dir, "assess_run.json")
-    if os.path.exists(request_path):
-        try:
-            request = _read_json(request_path)
-        except (OSError, ValueError) as exc:
-            load_errors.append({"host": None, "path": "assess_run.json", "error": "unreadable: %s" % exc})
+    request = _read_optional_json(run_dir, "assess_run.json", load_errors)
     hosts = set(request.get("hosts") or [])
     hosts.update(doc["host"] for doc in docs)
     unreachable = {}
@@ -162,3 +191,12 @@ def load_run(run_dir):
     results, facts = tidy(docs)
     return Run(run_dir=run_dir, meta=meta, hosts=sorted(hosts), unreachable=unreachable, artifacts=docs,
                load_errors=load_errors, results=results, facts=facts, journal=journal)
+
+
+def run_of_artifacts(docs, unreachable=()):
+    """A Run of artifact documents held in memory (no run directory): its hosts are the artifacts' and the
+    unreachable ones, as a grader sees them."""
+    results, facts = tidy(docs)
+    hosts = sorted({d["host"] for d in docs} | set(unreachable))
+    return Run(run_dir="/x", meta={}, hosts=hosts, unreachable={h: "down" for h in unreachable}, artifacts=docs,
+               load_errors=[], results=results, facts=facts)

@@ -24,6 +24,8 @@ import yaml
 
 from reports import DATA_DIR
 from reports.grading import expectations
+from reports.grading.select import selection
+from reports.load import read_json_or_problem
 
 PEER_SCHEMA = "clustermax.assess/peer/v1"
 ENV_STORE = "CLUSTERMAX_ASSESS_PEERS"
@@ -69,8 +71,7 @@ AGGS = {"median": np.median, "mean": np.mean, "min": np.min, "max": np.max}
 
 def metric_value(run, m, backend=None):
     """(value or None, number of results it aggregates, why None)."""
-    from reports.grading.engine import selection  # the grading index: one parse of the labels per (probe, metric)
-
+    # Through the grading index: one parse of the labels per (probe, metric).
     sel = selection(run, {k: m[k] for k in ("probe", "metric", "variant", "labels") if k in m})
     if not len(sel):
         return None, 0, "not measured in this run"
@@ -159,12 +160,9 @@ def load_store(store):
     for name in sorted(os.listdir(store)):
         if not name.endswith(".json"):
             continue
-        path = os.path.join(store, name)
-        try:
-            with open(path, encoding="utf-8") as fh:
-                doc = json.load(fh)
-        except (OSError, ValueError) as exc:
-            problems.append("%s: %s" % (name, exc))
+        doc, problem = read_json_or_problem(os.path.join(store, name))
+        if problem:
+            problems.append("%s: %s" % (name, problem))
             continue
         if doc.get("schema") != PEER_SCHEMA:
             problems.append("%s: not a peer record" % name)

@@ -3,8 +3,10 @@
 """Action plugin clustermax.assess.probe: run one node probe and bring its artifact back, in one round trip."""
 
 import base64
+import hashlib
 import json
 import os
+from contextlib import contextmanager
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
@@ -15,21 +17,62 @@ from ansible_collections.clustermax.assess.probes.artifact import (
     write_json_atomic,
 )
 
+# Ports of a run: PORT_FIRST + (sha1(run id) % PORT_SLOTS) * PORT_STRIDE, below Linux's ephemeral range (32768+),
+# so that two runs on the same hosts at the same time listen on different ports (the network role's formula).
+PORT_FIRST, PORT_SLOTS, PORT_STRIDE = 21000, 800, 10
+
+
+def run_port_base(run_id):
+    """First port of the run `run_id` (the same on every host and in every task of the run)."""
+    return PORT_FIRST + int(hashlib.sha1(run_id.encode()).hexdigest()[:8], 16) % PORT_SLOTS * PORT_STRIDE
+
+
+@contextmanager
+def _measuring_in_check_mode(task):
+    """A probe measures and writes only into the run's working directory, so it runs under --check as well (roles
+    guard the probes that load or change a node with `when: not ansible_check_mode`). The command module would
+    otherwise only say that it would have run, so it is called with check mode off for this one call."""
+    check_mode = task.check_mode
+    task.check_mode = False
+    try:
+        yield
+    finally:
+        task.check_mode = check_mode
+
 
 class ActionModule(ActionBase):
     """Runs `<assess_python> <assess_remote_dir>/probes.pyz <name> --inline …` on the node with the command module,
     writes the artifact and its raw files under `<assess_run.dir>/artifacts/<inventory_hostname>/` on the
     controller, and returns the artifact's status. A probe that measured a fault is data, not a failed task:
     the task fails only when no artifact could be had at all, and even then an error artifact is written
-    on the controller so the report shows what is missing and why."""
+    on the controller so the report shows what is missing and why.
+
+    What every multi-host task would otherwise repeat is filled in here: `peers: true` adds the play's hosts,
+    their addresses and this host's rank to the params, and `ports: {param: offset}` adds each port of the run.
+    Params given by the task win, so a task that passes them itself works as before."""
 
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("name", "variant", "params", "timeout", "facts"))
+    _VALID_ARGS = frozenset(("name", "variant", "params", "timeout", "facts", "peers", "ports"))
 
     def _var(self, task_vars, name):
         if name not in task_vars:
             raise AnsibleActionFail("clustermax.assess.probe needs the variable %s (set by the preflight role)" % name)
         return self._templar.template(task_vars[name])
+
+    def _peer_params(self, task_vars, host):
+        """hosts, addresses and rank: the hosts still in the play (one that dropped out is not waited for), in
+        play order, the first one being where the others meet."""
+        hosts = list(self._var(task_vars, "ansible_play_hosts"))
+        hostvars = task_vars["hostvars"]
+        addresses = [str(self._templar.template(hostvars[h].get("ansible_host", h))) for h in hosts]
+        return {"hosts": hosts, "addresses": addresses, "rank": hosts.index(host)}
+
+    def _port_params(self, task_vars, run, ports):
+        if not isinstance(ports, dict):
+            raise AnsibleActionFail("clustermax.assess.probe: 'ports' maps a param to an offset, got %r" % (ports,))
+        override = int(self._templar.template(task_vars.get("assess_port_base", 0)) or 0)
+        base = override if override > 0 else run_port_base(run["id"])
+        return {param: base + int(offset) for param, offset in ports.items()}
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -48,6 +91,9 @@ class ActionModule(ActionBase):
         python = self._var(task_vars, "assess_python")
         remote_dir = self._var(task_vars, "assess_remote_dir")
         run = self._var(task_vars, "assess_run")
+        injected = dict(self._peer_params(task_vars, host)) if args.get("peers") else {}
+        injected.update(self._port_params(task_vars, run, args["ports"]) if args.get("ports") else {})
+        params = dict(injected, **params)
         local_dir = os.path.join(run["dir"], "artifacts", host)
         argv = [python, remote_dir + "/probes.pyz", name, "--out", remote_dir + "/artifacts",
                 "--run-id", run["id"], "--host", host, "--params", json.dumps(params, sort_keys=True), "--inline"]
@@ -56,8 +102,9 @@ class ActionModule(ActionBase):
         if timeout:
             argv += ["--timeout", str(timeout)]
 
-        cmd = self._execute_module(module_name="ansible.builtin.command", module_args={"argv": argv},
-                                   task_vars=task_vars)
+        with _measuring_in_check_mode(self._task):
+            cmd = self._execute_module(module_name="ansible.builtin.command", module_args={"argv": argv},
+                                       task_vars=task_vars)
         manifest = None
         lines = (cmd.get("stdout") or "").strip().splitlines()
         if cmd.get("rc") == 0 and lines:

@@ -14,6 +14,9 @@ description:
   - A probe that measured a fault, or was skipped, is data, not a failed task. The task fails only when no artifact
     could be had; an error artifact with the reason is then written on the controller.
   - Needs the variables C(assess_python), C(assess_remote_dir) and C(assess_run), set by the preflight role.
+  - "Runs under C(--check) as well (a probe measures; it writes only into the run's working directory), so a probe
+    task needs no C(check_mode) of its own. Roles guard the probes that load or change a node with
+    C(when: not ansible_check_mode)."
 version_added: 0.1.0
 options:
   name:
@@ -35,6 +38,24 @@ options:
     description: Also return the artifact's facts and device block as the fact C(assess_node).
     type: bool
     default: false
+  peers:
+    description:
+      - Add to the params the hosts still in the play (C(hosts)), their C(ansible_host) addresses (C(addresses))
+        and this host's index among them (C(rank)), for probes that run on all hosts at once and meet at the first.
+      - A param the task gives itself is kept.
+    type: bool
+    default: false
+  ports:
+    description:
+      - "Ports of this run, as C(param: offset) pairs; each param is set to the run's first port plus the offset."
+      - The run's first port is C(assess_port_base) when set above 0, else derived from the run id, so that two
+        runs on the same hosts at once use different ports. A param the task gives itself is kept.
+    type: dict
+    default: {}
+attributes:
+  check_mode:
+    support: full
+    description: The probe runs under C(--check) too.
 author:
   - clustermax.assess contributors
 """
@@ -45,6 +66,14 @@ EXAMPLES = r"""
     name: node_info
     facts: true
     timeout: 120
+
+- name: TCP between every pair of hosts (hosts, addresses, rank and the port filled in)
+  clustermax.assess.probe:
+    name: tcp_pairs
+    peers: true
+    ports: {port: 100}
+    params:
+      duration_s: 5
 """
 
 RETURN = r"""

@@ -8,6 +8,7 @@ import re
 import socket
 
 from probes.audit.collect import read, read_key_values
+from probes.common import slurm
 
 SLURM_CONFS = ("/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf", "/usr/local/etc/slurm.conf",
                "/etc/slurm/slurm.conf.d/slurm.conf")
@@ -104,10 +105,10 @@ def collect(c):
         out["mpi_plugins"] = sorted(set(re.findall(r"\b(pmix\S*|pmi2|cray_shasta|none)\b", mpi.stdout + mpi.stderr)))
     node = c.cmd("slurm_node", ["scontrol", "show", "node", socket.gethostname().split(".")[0], "-o"], timeout=6)
     if node.rc == 0:
-        m = re.search(r"\bState=(\S+)", node.stdout)
-        out["node_state"] = m.group(1) if m else None
-        g = re.search(r"\bGres=(\S+)", node.stdout)
-        out["node_gres"] = g.group(1) if g else None
+        fields = next(iter(slurm.parse_show_node(node.stdout).values()), None)
+        out["node_state"] = fields.get("State") if fields else None
+        out["node_phase"] = slurm.phase(fields) if fields else None  # the shared meaning of the state
+        out["node_gres"] = fields.get("Gres") if fields else None
     hc = out["config"].get("HealthCheckProgram")
     if hc:
         out["healthcheck_exists"] = os.path.exists(hc.split()[0])

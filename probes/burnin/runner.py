@@ -26,22 +26,18 @@ import sys
 import threading
 import time
 
-import probes
 from probes.artifact import artifact_filename
 from probes.burnin import summary as soak_summary
 from probes.burnin.sampler import Monitor, append_jsonl
 from probes.common import device
-from probes.common.procs import Children
-from probes.common.rendezvous import interface_for
+from probes.common.netif import interface_for
+from probes.common.ports import port_param
+from probes.common.procs import Children, package_root
 
 BOOT = "import sys; sys.path.insert(0, %r); from probes.burnin.workers import main; main()"
 RUNNER = ("import sys; sys.path.insert(0, %r); from probes.burnin.runner import runner_main; "
           "runner_main(sys.argv[1])")
 STREAMS = ("monitor", "kernel", "gemm", "coll", "fio")
-
-
-def package_root():
-    return os.path.dirname(os.path.dirname(os.path.abspath(probes.__file__)))
 
 
 def paths(out_dir, probe, variant):
@@ -127,7 +123,7 @@ def start(art, params, out_dir, components):
         "backend": dev["backend"], "gpus": [g.get("index") for g in gpus], "gpu_tool": tool_facts.get("gpu_tool"),
         "smi_interval_ms": int(params.get("smi_interval_ms", 1000)), "kmsg_path": params.get("kmsg_path",
                                                                                              "/dev/kmsg"),
-        "hosts": hosts, "addresses": addresses, "rank": rank, "port": int(params.get("port", 29650)),
+        "hosts": hosts, "addresses": addresses, "rank": rank, "port": port_param(params, "port", art.run_id, art.probe),
         "rdzv_timeout": float(params.get("rdzv_timeout", 120)), "op_timeout": float(params.get("op_timeout", 120)),
         "stall_s": float(params.get("stall_s", 0)) or max(60.0, 6 * interval),
         "gemm": bool(components.get("gemm")), "collectives": list(components.get("coll") or []),

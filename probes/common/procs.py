@@ -29,6 +29,14 @@ _WRAPPER = (
 )
 
 
+def package_root():
+    """The directory (or probes.pyz) that holds the probes package: what a Python child that imports probes
+    puts first on its sys.path."""
+    import probes  # noqa: PLC0415 - probes/__init__ is the package this module is part of
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(probes.__file__)))
+
+
 def wrapped(argv):
     """argv run through the die-with-parent wrapper (parent = this process)."""
     return [sys.executable, "-c", _WRAPPER, str(os.getpid())] + [str(a) for a in argv]

@@ -1,9 +1,14 @@
 """Slurm as the destructive phase sees it: node state from `scontrol show node -o`, and the few actions it takes
 (drain, resume, a fresh job on one node). Everything runs as argv lists with timeouts (probes.common.command.run_cmd).
 
-A node's state is reduced to a phase that every scheduler shares (probes/common/sched.py):
-available, draining (DRAIN with jobs still running), drained, down (DOWN, FAIL, NOT_RESPONDING, REBOOT_ISSUED,
-powered down), missing (the scheduler no longer knows the node), unknown (the state could not be read).
+A node's state is reduced to a phase that every scheduler shares (probes/common/sched.py), the one meaning of
+"down" in this project (the SLA review's "out of service" is every phase but available):
+- available: Slurm would place work on the node, including a node powered off by power saving (Slurm powers it
+  up for the job) and one in a maintenance reservation;
+- draining (DRAIN with jobs still running), drained (DRAIN, idle);
+- down: base state DOWN, FAIL, FUTURE or UNKNOWN, or a flag that keeps work off the node (NOT_RESPONDING, FAIL,
+  REBOOT_ISSUED, powering up or down, an invalid registration);
+- missing (the scheduler no longer knows the node), unknown (the state could not be read).
 """
 
 import re
@@ -13,24 +18,45 @@ from probes.common.command import run_cmd
 SCONTROL = "scontrol"
 SRUN = "srun"
 # Flags that take a node out of service whatever its base state.
-DOWN_FLAGS = {"NOT_RESPONDING", "FAIL", "FAILING", "REBOOT_ISSUED", "POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN",
-              "POWERING_UP", "INVALID_REG", "INVALID"}
+DOWN_FLAGS = {"NOT_RESPONDING", "FAIL", "FAILING", "REBOOT_ISSUED", "POWERING_DOWN", "POWER_DOWN", "POWERING_UP",
+              "INVALID_REG", "INVALID", "ERROR"}
 DRAIN_FLAGS = {"DRAIN", "DRAINING", "DRAINED"}
 BUSY_BASES = {"ALLOCATED", "MIXED", "COMPLETING"}
 _KEY_RE = re.compile(r"(?:^|\s)([A-Z][A-Za-z_]*)=")
 
 
-def parse_show_node(text):
-    """`scontrol show node -o` output -> {node name: {field: value}}.
+def _records(text):
+    """One line per node: `scontrol show node -o` lines as they are, the multi-line form's records joined.
+    A multi-line Reason= line is moved last, where the one-line form has it."""
+    records, cur = [], None
+    for line in (text or "").splitlines():
+        if line.startswith("NodeName="):
+            if cur:
+                records.append(cur)
+            cur = [line.rstrip()]
+        elif line.strip() and cur:
+            cur.append(line.strip())
+        elif cur:
+            records.append(cur)
+            cur = None
+    if cur:
+        records.append(cur)
+    out = []
+    for parts in records:
+        reason = [p for p in parts[1:] if p.startswith("Reason=")]
+        out.append(" ".join([p for p in parts if p not in reason] + reason))
+    return out
 
-    Values may hold spaces (OS=Linux 6.8 #1 SMP ...); Reason is always the last field and keeps the rest of the line.
+
+def parse_show_node(text):
+    """`scontrol show node -o` (one line a node) or `scontrol show node` (multi-line records) output ->
+    {node name: {field: value}}.
+
+    Values may hold spaces (OS=Linux 6.8 #1 SMP ...); Reason is the last field and keeps the rest of its line.
     Lines such as "Node x not found" are ignored.
     """
     nodes = {}
-    for line in (text or "").splitlines():
-        line = line.rstrip()
-        if not line.startswith("NodeName="):
-            continue
+    for line in _records(text):
         reason = None
         idx = line.find(" Reason=")
         if idx >= 0:
@@ -48,7 +74,8 @@ def parse_show_node(text):
 
 
 def split_state(state):
-    """'IDLE+DRAIN+NOT_RESPONDING' -> ('IDLE', {'DRAIN', 'NOT_RESPONDING'}); sinfo-style '*' and '~' suffixes too."""
+    """'IDLE+DRAIN+NOT_RESPONDING' -> ('IDLE', {'DRAIN', 'NOT_RESPONDING'}); sinfo-style '*' and '~' suffixes and
+    its names for drained and draining nodes ('drained' -> ('IDLE', {'DRAIN'})) too."""
     state = (state or "").strip().upper()
     flags = set()
     while state and state[-1] in "*~#!%$@^-":
@@ -59,6 +86,9 @@ def split_state(state):
     parts = [p for p in state.split("+") if p]
     base = parts[0] if parts else "UNKNOWN"
     flags.update(parts[1:])
+    if base in ("DRAINED", "DRAINING", "DRAIN", "DRNG"):
+        flags.add("DRAIN")
+        base = "ALLOCATED" if base in ("DRAINING", "DRNG") else "IDLE"
     return base, flags
 
 

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 
+from probes.common.procs import package_root
 from probes.gpu_compute.timing import Timer, flush_size
 from probes.registry import PROBES
 
@@ -226,13 +227,6 @@ def run_workers(art, out_dir, ctx, target, spec, raw_name):
     return collector
 
 
-def _package_root():
-    """The directory (or probes.pyz) that holds the probes package, for the workers' PYTHONPATH."""
-    import probes  # noqa: PLC0415
-
-    return os.path.dirname(os.path.dirname(os.path.abspath(probes.__file__)))
-
-
 def _reader(stream, gpu, q):
     for raw in iter(stream.readline, b""):
         line = raw.decode("utf-8", "replace").rstrip("\n")
@@ -259,7 +253,7 @@ def _tail(path, limit=800):
 
 def _run_subprocesses(collector, out_dir, ctx, target, spec, ids, labels):
     env = dict(os.environ)
-    root = _package_root()
+    root = package_root()
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     procs = {}

@@ -22,7 +22,7 @@ from probes.common import tiers as storage_tier
 
 RUN_DIR_PREFIX = "clustermax-assess-lifecycle-"
 
-# Same list as reports/grade_audit.SHARED_FS (the controller's audit tiers); a unit test keeps the two equal.
+# Same list as SHARED_FS in reports/phases/audit/storage.py (the audit tiers); a unit test keeps the two equal.
 SHARED_FS = ("nfs", "nfs4", "lustre", "gpfs", "wekafs", "beegfs", "ceph", "virtiofs", "fuse.juicefs", "fuse.s3fs",
              "fuse.gcsfuse", "cifs", "smb3", "glusterfs", "fuse.glusterfs", "9p", "panfs", "fuse.weka")
 _SKIP_TARGETS = ("/proc", "/sys", "/dev", "/run", "/boot", "/snap", "/var/lib", "/etc", "/usr")
@@ -194,6 +194,23 @@ def dist_versions(site_dirs):
                 dist, version = name[:-len(".dist-info")].rsplit("-", 1)
                 out[dist.replace("_", "-").lower()] = version
     return out
+
+
+def tail(text, n=2, limit=400):
+    """The last n non-empty lines of a tool's output on one line (at most limit characters), for a reason."""
+    lines = [x for x in (text or "").strip().splitlines() if x.strip()]
+    return " | ".join(lines[-n:])[-limit:]
+
+
+def failure(res, timeout):
+    """Why a command (a probes.common.command result) failed, on one line; None when it exited 0."""
+    if res.timed_out:
+        return "timed out after %g s" % timeout
+    if res.rc is None:
+        return res.stderr.strip()
+    if res.rc != 0:
+        return "rc=%s: %s" % (res.rc, tail(res.stderr) or tail(res.stdout))
+    return None
 
 
 def tree_bytes(path):

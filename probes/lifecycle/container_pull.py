@@ -14,8 +14,8 @@ import os
 import shutil
 import time
 
-from probes.common import command as storage_proc
 from probes.common import tiers as storage_tier
+from probes.common.command import run_cmd
 from probes.lifecycle import common as lifecycle
 from probes.params import with_defaults
 
@@ -39,11 +39,6 @@ def _find(name):
     if name == "apptainer":
         return shutil.which("apptainer") or shutil.which("singularity")
     return shutil.which(name)
-
-
-def _tail(text):
-    lines = [x for x in (text or "").strip().splitlines() if x.strip()]
-    return " | ".join(lines[-2:])[-400:]
 
 
 def _pull_argv(engine, exe, image, work):
@@ -74,14 +69,13 @@ def _env(engine, work):
 
 
 def _docker_has(exe, image):
-    rc, _, _ = storage_proc.run([exe, "image", "inspect", image], timeout=30)
-    return rc == 0
+    return run_cmd([exe, "image", "inspect", image], timeout=30).rc == 0
 
 
 def _docker_size(exe, image):
-    rc, out, _ = storage_proc.run([exe, "image", "inspect", "--format", "{{json .Size}}", image], timeout=30)
+    res = run_cmd([exe, "image", "inspect", "--format", "{{json .Size}}", image], timeout=30)
     try:
-        return int(json.loads(out)) if rc == 0 else None
+        return int(json.loads(res.stdout)) if res.rc == 0 else None
     except ValueError:
         return None
 
@@ -99,9 +93,9 @@ def run(art, params, out_dir):
             skipped_engines[name] = "not installed"
             continue
         if name == "docker":
-            rc, out, err = storage_proc.run([exe, "info", "--format", "{{.ServerVersion}}"], timeout=20)
-            if rc != 0:
-                skipped_engines[name] = "docker daemon not reachable: %s" % (_tail(err) or "timed out")
+            res = run_cmd([exe, "info", "--format", "{{.ServerVersion}}"], timeout=20)
+            if res.rc != 0:
+                skipped_engines[name] = "docker daemon not reachable: %s" % (lifecycle.tail(res.stderr) or "timed out")
                 continue
         engines[name] = exe
     art.facts.update({"engines": engines, "skipped_engines": skipped_engines, "images": list(p["images"])})
@@ -129,14 +123,12 @@ def run(art, params, out_dir):
                 os.makedirs(os.path.join(work, "tmp"), exist_ok=True)
                 argv, out_file = _pull_argv(engine, exe, image, work)
                 t0 = time.perf_counter()
-                rc, out, err = storage_proc.run(argv, timeout=float(p["pull_timeout_s"]), env=_env(engine, work))
+                res = run_cmd(argv, timeout=float(p["pull_timeout_s"]), env=_env(engine, work))
                 secs = time.perf_counter() - t0
                 pulled = engine == "docker"
-                if rc is None:
-                    failures[key] = "timed out after %g s" % float(p["pull_timeout_s"])
-                    continue
-                if rc != 0:
-                    failures[key] = "rc=%s: %s" % (rc, _tail(err) or _tail(out))
+                failed = lifecycle.failure(res, float(p["pull_timeout_s"]))
+                if failed:
+                    failures[key] = failed
                     continue
                 size = _docker_size(exe, image) if engine == "docker" else (
                     os.path.getsize(out_file) if out_file and os.path.exists(out_file)
@@ -148,10 +140,10 @@ def run(art, params, out_dir):
                     art.add("pull_mbps", round(size * 8 / secs / 1e6, 3), "Mbit/s", **labels)
             finally:
                 if pulled:
-                    storage_proc.run([exe, "rmi", "--force", image], timeout=120)
+                    run_cmd([exe, "rmi", "--force", image], timeout=120)
                 if engine == "podman":
-                    storage_proc.run([exe, "--root", os.path.join(work, "root"), "--runroot",
-                                      os.path.join(work, "runroot"), "rmi", "--all", "--force"], timeout=120)
+                    run_cmd([exe, "--root", os.path.join(work, "root"), "--runroot", os.path.join(work, "runroot"),
+                             "rmi", "--all", "--force"], timeout=120)
                 storage_tier.remove_tree(work, stop_at=work_root)
     art.facts.update({"skipped": skipped, "failures": failures})
     if not art.results:

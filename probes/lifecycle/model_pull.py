@@ -14,8 +14,8 @@ import os
 import sys
 import time
 
-from probes.common import command as storage_proc
 from probes.common import tiers as storage_tier
+from probes.common.command import run_cmd
 from probes.lifecycle import common as lifecycle
 from probes.params import with_defaults
 
@@ -48,11 +48,6 @@ def hub_url(hub, p):
     return p.get("modelscope_endpoint") or "https://www.modelscope.cn"
 
 
-def _tail(text):
-    lines = [x for x in (text or "").strip().splitlines() if x.strip()]
-    return " | ".join(lines[-2:])[-400:]
-
-
 def run(art, params, out_dir):
     p = with_defaults(DEFAULTS, params)
     if p.get("offline"):
@@ -65,8 +60,7 @@ def run(art, params, out_dir):
     for hub in p["hubs"]:
         if hub not in CLIENTS:
             raise ValueError("hubs: huggingface or modelscope, got %r" % hub)
-        rc, _, err = storage_proc.run([python, "-c", "import %s" % CLIENTS[hub]], timeout=120)
-        if rc != 0:
+        if run_cmd([python, "-c", "import %s" % CLIENTS[hub]], timeout=120).rc != 0:
             skipped[hub] = "the %s client is not installed for %s" % (CLIENTS[hub], python)
             continue
         url = hub_url(hub, p)
@@ -83,18 +77,15 @@ def run(art, params, out_dir):
             os.makedirs(work, exist_ok=True)
             cache = os.path.join(work, "cache")
             t0 = time.perf_counter()
-            rc, out, err = storage_proc.run([python, "-c", SCRIPT, hub, p["model"], cache,
-                                             json.dumps(list(p["allow_patterns"] or []))],
-                                            timeout=float(p["timeout_s"]), env=env)
+            res = run_cmd([python, "-c", SCRIPT, hub, p["model"], cache, json.dumps(list(p["allow_patterns"] or []))],
+                          timeout=float(p["timeout_s"]), env=env)
             secs = time.perf_counter() - t0
-            if rc is None:
-                failures[hub] = "timed out after %g s" % float(p["timeout_s"])
-                continue
-            if rc != 0:
-                failures[hub] = "rc=%s: %s" % (rc, _tail(err) or _tail(out))
+            failed = lifecycle.failure(res, float(p["timeout_s"]))
+            if failed:
+                failures[hub] = failed
                 continue
             try:
-                inner = float(json.loads(out.strip().splitlines()[-1])["download_s"])
+                inner = float(json.loads(res.stdout.strip().splitlines()[-1])["download_s"])
             except (ValueError, KeyError, IndexError):
                 inner = secs
             size = lifecycle.tree_bytes(work)

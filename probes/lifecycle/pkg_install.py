@@ -28,8 +28,8 @@ import shutil
 import sys
 import time
 
-from probes.common import command as storage_proc
 from probes.common import tiers as storage_tier
+from probes.common.command import run_cmd
 from probes.lifecycle import common as lifecycle
 from probes.params import with_defaults
 from probes.storage import import_time
@@ -90,21 +90,19 @@ def index_check(p):
     return None
 
 
-def _tail(text, n=3):
-    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
-    return " | ".join(lines[-n:])[-600:]
-
-
 def pip_check(python, with_pip):
     """None when pip can be timed with this Python, else why not."""
     if with_pip:
-        rc, _, err = storage_proc.run([python, "-c", "import venv, ensurepip"], timeout=60)
-        if rc != 0:
-            return "%s cannot make a venv with pip (no venv/ensurepip module: %s)" % (python, _tail(err, 1))
+        res = run_cmd([python, "-c", "import venv, ensurepip"], timeout=60)
+        if res.rc != 0:
+            return "%s cannot make a venv with pip (no venv/ensurepip module: %s)" % (
+                python, lifecycle.tail(res.stderr, 1, 600))
         return None
-    rc, out, err = storage_proc.run([python, "-m", "pip", "--version"], timeout=60)
-    if rc != 0:
-        return "%s has no pip to install into a venv made without one: %s" % (python, _tail(err, 1))
+    res = run_cmd([python, "-m", "pip", "--version"], timeout=60)
+    out = res.stdout
+    if res.rc != 0:
+        return "%s has no pip to install into a venv made without one: %s" % (
+            python, lifecycle.tail(res.stderr, 1, 600))
     try:
         major, minor = (int(x) for x in out.split()[1].split(".")[:2])
     except (IndexError, ValueError):
@@ -116,12 +114,13 @@ def pip_check(python, with_pip):
 
 def _run_step(argv, timeout, env, what):
     t0 = time.perf_counter()
-    rc, out, err = storage_proc.run(argv, timeout=timeout, env=env)
+    res = run_cmd(argv, timeout=timeout, env=env)
     elapsed = time.perf_counter() - t0
-    if rc is None:
+    if res.timed_out:
         raise StepError("%s timed out after %g s" % (what, timeout))
-    if rc != 0:
-        raise StepError("%s failed (rc=%s): %s" % (what, rc, _tail(err) or _tail(out)))
+    if res.rc != 0:
+        why = lifecycle.tail(res.stderr, 3, 600) or lifecycle.tail(res.stdout, 3, 600)
+        raise StepError("%s failed (rc=%s): %s" % (what, res.rc, why))
     return elapsed
 
 
@@ -220,9 +219,9 @@ def run(art, params, out_dir):
             if uv is None:
                 skipped_tools["uv"] = why
                 continue
-            rc, out, _ = storage_proc.run([uv, "--version"], timeout=30)
+            res = run_cmd([uv, "--version"], timeout=30)
             art.facts["uv"] = uv
-            art.facts["uv_version"] = out.strip() if rc == 0 else None
+            art.facts["uv_version"] = res.stdout.strip() if res.rc == 0 else None
             tools.append("uv")
         else:
             raise ValueError("tools: pip or uv, got %r" % tool)

@@ -15,9 +15,10 @@ import sys
 import time
 import urllib.request
 
-from probes.common import command as storage_proc
 from probes.common import device as device_mod
 from probes.common import tiers as storage_tier
+from probes.common.command import run_cmd
+from probes.common.procs import Children
 from probes.lifecycle import common as lifecycle
 from probes.params import with_defaults
 
@@ -71,7 +72,7 @@ def run(art, params, out_dir):
         return
     work_root = p["work_dir"] or os.path.join(os.path.dirname(os.path.abspath(out_dir)), "lifecycle", "serve")
     work = os.path.join(work_root, "serve")
-    proc = None
+    children = Children()
     try:
         os.makedirs(work, exist_ok=True)
         model = p["model_path"]
@@ -92,10 +93,10 @@ def run(art, params, out_dir):
             if p["hf_endpoint"]:
                 env["HF_ENDPOINT"] = p["hf_endpoint"]
             t0 = time.perf_counter()
-            rc, out, err = storage_proc.run([python, "-c", DOWNLOAD, p["model"], model],
-                                            timeout=float(p["download_timeout_s"]), env=env)
-            if rc != 0:
-                art.error("download of %s failed: %s" % (p["model"], "timed out" if rc is None else err[-400:]))
+            res = run_cmd([python, "-c", DOWNLOAD, p["model"], model], timeout=float(p["download_timeout_s"]), env=env)
+            if res.rc != 0:
+                why = "timed out" if res.rc is None else res.stderr[-400:]
+                art.error("download of %s failed: %s" % (p["model"], why))
                 return
             art.add("download_s", round(time.perf_counter() - t0, 3), "s", model=p["model"])
         art.facts.update({"model": model, "vllm": vllm, "port": int(p["port"])})
@@ -103,7 +104,7 @@ def run(art, params, out_dir):
         argv = [vllm, "serve", model, "--host", "127.0.0.1", "--port", str(int(p["port"]))] + list(p["args"])
         deadline_s = float(p["timeout_s"])
         t0 = time.perf_counter()
-        proc = storage_proc.start(argv, log_path=log)
+        proc = children.start(argv, log_path=log)
         art.raw.append("serve_ready.log")
         while True:
             elapsed = time.perf_counter() - t0
@@ -119,5 +120,5 @@ def run(art, params, out_dir):
                 return
             time.sleep(0.5)
     finally:
-        storage_proc.kill_group(proc, grace=10.0)
+        children.stop_all(grace=10.0)
         storage_tier.remove_tree(work, stop_at=work_root)

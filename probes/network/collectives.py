@@ -33,21 +33,17 @@ import subprocess
 import sys
 import time
 
-import probes
 from probes.artifact import artifact_filename
 from probes.common import device
-from probes.common.procs import Children, tail
+from probes.common.netif import interface_for
+from probes.common.ports import BLOCK, port_param
+from probes.common.procs import Children, package_root, tail
 from probes.common.readers import read_text
-from probes.common.rendezvous import Mesh, StoreError, interface_for
+from probes.common.rendezvous import Mesh, StoreError
 from probes.network.plan import as_bool, human_bytes, message_sizes, parse_bytes, world_size_plan
 
 DEFAULT_COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast"]
 BOOT = "import sys; sys.path.insert(0, %r); from probes.network.worker import main; sys.exit(main(sys.argv[1]))"
-
-
-def package_root():
-    """The directory (or probes.pyz) that holds the probes package, for the workers' sys.path."""
-    return os.path.dirname(os.path.dirname(os.path.abspath(probes.__file__)))
 
 
 def mem_available_bytes():
@@ -70,7 +66,8 @@ class Node:
         if not 0 <= self.rank < len(self.hosts):
             raise ValueError("params: rank %d is outside 0..%d" % (self.rank, len(self.hosts) - 1))
         self.n = len(self.hosts)
-        self.port = int(params.get("port", 29500))
+        # the store on port, world size i of the plan on port + 1 + i (a block holds 31 world sizes)
+        self.port = port_param(params, "port", art.run_id, "collectives/%s" % (art.variant or ""), span=BLOCK)
         self.token = "%s:%s:%d" % (params.get("token") or art.run_id, art.variant or "", self.port)
         base = os.path.splitext(artifact_filename(art.probe, art.variant))[0]
         self.base = base

@@ -17,8 +17,11 @@ import subprocess
 import time
 
 from probes.common import device
+from probes.common.command import run_cmd
+from probes.common.netif import resolve
+from probes.common.ports import BLOCK, port_param
 from probes.common.procs import Children
-from probes.common.rendezvous import Mesh, resolve
+from probes.common.rendezvous import Mesh
 from probes.network.perftest_output import parse_bw
 from probes.network.plan import as_bool
 
@@ -35,12 +38,8 @@ def rdma_devices(root=None):
 
 def cuda_capable(tool):
     """Whether this perftest build has --use_cuda (it is a build option)."""
-    try:
-        out = subprocess.run([tool, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=10,
-                             stdin=subprocess.DEVNULL).stdout.decode("utf-8", "replace")
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return "use_cuda" in out
+    res = run_cmd([tool, "--help"], timeout=10)
+    return "use_cuda" in res.stdout + res.stderr
 
 
 def common_args(hca, port, params):
@@ -68,7 +67,7 @@ def run(art, params, out_dir):
     addresses = [str(a) for a in (params.get("addresses") or hosts)]
     rank, n = int(params.get("rank", 0)), len(hosts)
     peer = (rank + 1) % n
-    port = int(params.get("port", 29800))
+    port = port_param(params, "port", art.run_id, "perftest", span=BLOCK)  # the store, then one a rail
     timeout = float(params.get("timeout_per_test", 60))
     mems = ["host"]
     if gpus and as_bool(params.get("gpu_memory"), True) and cuda_capable(TOOLS["write"]):

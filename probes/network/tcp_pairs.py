@@ -12,23 +12,22 @@ For a pair src -> dst, src measures:
 - loss_pct and ping_rtt_us from a bounded ping (`-c count -i interval -w deadline`), when ping can run.
 
 Traffic only ever goes to the addresses of the hosts in the list. Nodes agree on when a slot starts through the
-store the first node serves (lib/net_rdzv.py); every server this probe started is stopped at the end.
+store the first node serves (probes/common/rendezvous.py); every server this probe started is stopped at the end.
 """
 
-import ipaddress
 import json
 import os
 import re
 import shutil
 import socket
 import statistics
-import threading
 import time
 
 from probes.common.command import run_cmd
+from probes.common.netif import Listener, is_local, listening, resolve, route_source
+from probes.common.ports import port_param
 from probes.common.procs import Children
-from probes.common.readers import read_text
-from probes.common.rendezvous import Mesh, local_addresses, resolve, route_source
+from probes.common.rendezvous import Mesh
 from probes.network.plan import as_bool, directed_pair_slots
 
 ECHO, SINK = b"E", b"S"
@@ -38,20 +37,7 @@ class PairServer:
     """Echo (RTT) and sink (bandwidth) server on this host's address, in daemon threads."""
 
     def __init__(self, host, port):
-        self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((host, port))
-        self.sock.listen(64)
-        self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while not self._closed:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+        self._listener = Listener(host, port, self._serve)
 
     @staticmethod
     def _serve(conn):
@@ -82,11 +68,7 @@ class PairServer:
             conn.close()
 
     def close(self):
-        self._closed = True
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        self._listener.close()
 
 
 def tcp_rtt(dst, port, count, source=None, timeout=10):
@@ -150,20 +132,10 @@ def parse_ping(text):
     return out
 
 
-def listening(port):
-    """Whether something on this host listens on TCP port (from /proc/net/tcp{,6}; no connection made)."""
-    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in (read_text(path) or "").splitlines()[1:]:
-            cells = line.split()
-            if len(cells) > 3 and cells[3] == "0A" and int(cells[1].rsplit(":", 1)[1], 16) == port:
-                return True
-    return False
-
-
 def own_address(addresses, rank):
     """This host's address to serve and send from: its inventory address when local, else the route's source."""
     mine = resolve(addresses[rank])
-    if mine and (mine in local_addresses() or ipaddress.ip_address(mine).is_loopback):
+    if is_local(mine):
         return mine
     for i, addr in enumerate(addresses):
         peer = resolve(addr)
@@ -181,7 +153,7 @@ def run(art, params, out_dir):
     if n < 2:
         art.skip("only one host in the play: there is no pair to measure")
         return
-    port = int(params.get("port", 29700))
+    port = port_param(params, "port", art.run_id, "tcp_pairs", span=3)
     duration = float(params.get("duration_s", 1))
     ping_count, ping_interval = int(params.get("ping_count", 5)), float(params.get("ping_interval", 0.2))
     rtt_count = int(params.get("rtt_count", 20))

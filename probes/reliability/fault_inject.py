@@ -14,16 +14,14 @@ The first method that works is used; each one tried is recorded with why it did 
 a skipped artifact with all the reasons. AMD's UMC RAS injection is not implemented (recorded as such).
 """
 
-import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 
 from probes.common import device
 from probes.common.command import run_cmd
+from probes.reliability import detached
 
 METHODS = ("dcgm", "kmsg", "pcie_bridge_reset")
 DCGM_XID_FIELD = 230  # DCGM_FI_DEV_XID_ERRORS
@@ -65,12 +63,6 @@ def _gpu(gpus, params):
     return next((g for g in gpus if int(g.get("index", -1)) == index), gpus[0] if gpus else None)
 
 
-def _package_root():
-    import probes
-
-    return os.path.dirname(os.path.dirname(os.path.abspath(probes.__file__)))
-
-
 def _hold_paths(out_dir):
     return os.path.join(out_dir, "fault_inject-dcgm.pid"), os.path.join(out_dir, "fault_inject-dcgm.stop")
 
@@ -106,11 +98,7 @@ def _dcgm(art, params, gpus, out_dir):
     pid_path, stop_path = _hold_paths(out_dir)
     cfg = {"gpu": gpu["index"], "field": field, "value": xid, "hold_s": float(params.get("hold_s", 600)),
            "stop": stop_path}
-    code = ("import json, sys; sys.path.insert(0, %r); from probes.reliability.fault_inject import hold_main; "
-            "hold_main(json.loads(sys.argv[1]))" % _package_root())
-    proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(cfg), "clustermax-assess-dcgm-hold"],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True, close_fds=True)
+    proc = detached.start("probes.reliability.fault_inject", "hold_main", cfg, "clustermax-assess-dcgm-hold")
     with open(pid_path, "w") as fh:
         fh.write("%d\n" % proc.pid)
     art.facts.update(dcgm_gpu=str(gpu["index"]), dcgm_field=str(field))

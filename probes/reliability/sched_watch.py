@@ -7,8 +7,8 @@ Runs on an observer node (one that is not being rebooted or injected), in two ca
 * ``mode: stop`` waits up to ``wait_s`` for the watcher to finish by itself (``stop_when: resolved``: every node
   was detected and came back for ``settle_s``, or stayed out ``remediation_timeout`` after detection, or was not
   detected within ``detect_timeout``), then stops it, by a stop file and, failing that, by its PID. The artifact
-  carries the changes as a raw file; the per-node timings are computed from them by the reboot and fault_injection
-  probes (probes/reliability/timeline.py).
+  carries the changes as a raw file; the per-node timelines are computed from it on the controller
+  (reports/phases/reliability/timeline.py).
 
 The watcher never runs past ``max_s`` whatever happens to the play, and ``stop`` is safe to call again (clean-up):
 it only collects what is there.
@@ -17,12 +17,12 @@ it only collects what is there.
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 
 from probes.common import sched
-from probes.reliability import timeline
+from probes.reliability import detached
+from probes.reliability import samples as watch_samples
+from probes.reliability.samples import read_samples
 
 STOP_GRACE_S = 15.0
 
@@ -33,33 +33,10 @@ def _paths(out_dir, tag):
                                          ("done", ".done"), ("log", ".log"))}
 
 
-def _package_root():
-    import probes
-
-    # The directory (or the probes.pyz zip) that holds the probes package.
-    return os.path.dirname(os.path.dirname(os.path.abspath(probes.__file__)))
-
-
 def _append(path, samples):
     with open(path, "a") as fh:
         for s in samples:
             fh.write(json.dumps(s, sort_keys=True) + "\n")
-
-
-def read_samples(path):
-    samples = []
-    try:
-        with open(path) as fh:
-            for line in fh:
-                line = line.strip()
-                if line:
-                    try:
-                        samples.append(json.loads(line))
-                    except ValueError:
-                        continue  # a line torn by a kill: the rest still counts
-    except OSError:
-        pass
-    return samples
 
 
 def loop_main(cfg):
@@ -73,7 +50,7 @@ def loop_main(cfg):
     signal.signal(signal.SIGTERM, on_term)
     scheduler = sched.Scheduler(cfg["scheduler"], cfg.get("options"))
     nodes = list(cfg["nodes"])
-    compactor = timeline.Compactor()
+    compactor = watch_samples.Compactor()
     history = {n: [] for n in nodes}
     for s in read_samples(paths["jsonl"]):  # the baseline written by start
         compactor.add(s)
@@ -97,7 +74,7 @@ def loop_main(cfg):
         elif now >= deadline:
             stop["by"] = "deadline"
         elif cfg.get("stop_when") == "resolved" and all(
-                timeline.watch_resolved(history.get(n, []), t_start, now, float(cfg["detect_timeout"]),
+                watch_samples.watch_resolved(history.get(n, []), t_start, now, float(cfg["detect_timeout"]),
                                         float(cfg["remediation_timeout"]), float(cfg.get("settle_s", 5)))
                 for n in nodes):
             stop["by"] = "resolved"
@@ -134,12 +111,8 @@ def _start(art, params, out_dir, paths):
            "detect_timeout": float(params.get("detect_timeout", 600)),
            "remediation_timeout": float(params.get("remediation_timeout", 3600)),
            "settle_s": float(params.get("settle_s", 5))}
-    code = ("import json, sys; sys.path.insert(0, %r); from probes.reliability.sched_watch import loop_main; "
-            "loop_main(json.loads(sys.argv[1]))" % _package_root())
-    with open(paths["log"], "ab") as log:
-        argv = [sys.executable, "-c", code, json.dumps(cfg), "clustermax-assess-watch=" + params["tag"]]
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=out_dir,
-                                start_new_session=True, close_fds=True)
+    proc = detached.start("probes.reliability.sched_watch", "loop_main", cfg,
+                          "clustermax-assess-watch=" + params["tag"], log_path=paths["log"], cwd=out_dir)
     with open(paths["pid"], "w") as fh:
         fh.write("%d\n" % proc.pid)
     art.facts.update(scheduler=scheduler.name, tag=params["tag"], watcher_pid=str(proc.pid))

@@ -12,39 +12,19 @@ Every load is checked against what was saved (a fact: load_matches). GB/s = 1e9 
 """
 
 import datetime
-import fcntl
 import os
-import socket
-import struct
 import time
 import warnings
 
 from probes.common import tiers as storage_tier
+from probes.common.netif import interface_for
+from probes.common.ports import port_for
+from probes.common.rendezvous import Mesh
 from probes.params import with_defaults
-from probes.storage import sync as storage_sync
 
-DEFAULTS = {"size_mib": 64, "tensors": 8, "dtype": "bfloat16", "master_port": 29620, "sync_port": 29621,
+# Ports 0: derived from the run id and the tier (probes.common.ports).
+DEFAULTS = {"size_mib": 64, "tensors": 8, "dtype": "bfloat16", "master_port": 0, "sync_port": 0,
             "dcp": True, "space_factor": 1.2, "connect_timeout": 120}
-
-
-def iface_for(addr):
-    """Name of the interface that holds IPv4 address addr (for GLOO_SOCKET_IFNAME), or None."""
-    try:
-        target = socket.gethostbyname(addr)
-    except OSError:
-        return None
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        for _, name in socket.if_nameindex():
-            try:
-                packed = fcntl.ioctl(sock.fileno(), 0x8915, struct.pack("256s", name[:15].encode()))  # SIOCGIFADDR
-            except OSError:
-                continue
-            if socket.inet_ntoa(packed[20:24]) == target:
-                return name
-    finally:
-        sock.close()
-    return None
 
 
 def make_state_dict(torch, rank, size_bytes, tensors, dtype):
@@ -91,6 +71,8 @@ def torch_save_load(torch, sd, path):
 def run(art, params, out_dir):
     p = with_defaults(DEFAULTS, params)
     tier = storage_tier.check_tier(p["tier"])
+    block = port_for(art.run_id, "checkpoint/%s" % tier["name"], span=2)
+    p["sync_port"], p["master_port"] = int(p["sync_port"] or block), int(p["master_port"] or block + 1)
     hosts = p.get("hosts") or [{"name": art.host, "addr": "127.0.0.1"}]
     rank = int(p.get("rank", 0))
     world = len(hosts)
@@ -117,17 +99,15 @@ def run(art, params, out_dir):
         why = storage_tier.check_space(tier["path"], need, p["space_factor"])
         ready = why is None
 
-    sync = client = None
+    mesh = None
     try:
         if across:
             # Agree first: gloo would wait for a missing rank until its timeout.
             token = "%s/checkpoint/%s" % (art.run_id, tier["name"])
-            if rank == 0:
-                sync = storage_sync.Server(p["sync_port"], world, token, bind_addr=me["addr"],
-                                           accept_timeout=p["connect_timeout"]).start()
-            client = storage_sync.Client(hosts[0]["addr"], p["sync_port"], rank, token, p["connect_timeout"])
-            states = client.allgather({"host": me["name"], "ready": ready, "why": why},
-                                      timeout=p["connect_timeout"] + 30)
+            mesh = Mesh([h["name"] for h in hosts], [h["addr"] for h in hosts], rank, p["sync_port"], token,
+                        connect_timeout=p["connect_timeout"])
+            states = mesh.allgather({"host": me["name"], "ready": ready, "why": why},
+                                    timeout=p["connect_timeout"] + 30)
             not_ready = ["%s (%s)" % (s["host"], s["why"]) for s in states if not s["ready"]]
         else:
             not_ready = [] if ready else ["%s (%s)" % (me["name"], why)]
@@ -156,25 +136,23 @@ def run(art, params, out_dir):
         dcp_dir = os.path.join(ck_dir, "dcp") if across else os.path.join(my_dir, "dcp")
         art.facts.setdefault("dcp_mode", "across %d hosts over gloo" % world if across else
                              "per node (%s)" % ("tier not shared" if not tier["shared"] else "one host"))
-        _dcp(art, torch, sd, dcp_dir, across, rank, world, hosts, p, labels, client)
+        _dcp(art, torch, sd, dcp_dir, across, rank, world, hosts, p, labels)
     finally:
-        if client is not None:
-            client.close()
-        if sync is not None:
-            sync.close()
+        if mesh is not None:
+            mesh.close()
         errors = storage_tier.remove_tree(my_dir, stop_at=base)
         if errors:
             art.facts["cleanup_errors"] = errors[:5]
 
 
-def _dcp(art, torch, sd, dcp_dir, across, rank, world, hosts, p, labels, client):
+def _dcp(art, torch, sd, dcp_dir, across, rank, world, hosts, p, labels):
     import torch.distributed as dist  # noqa: PLC0415
     import torch.distributed.checkpoint as dcp  # noqa: PLC0415
 
     # DCP warns that it saves in a single process when there is no process group: that is the per-node mode.
     warnings.filterwarnings("ignore", message="torch.distributed is disabled")
     if across:
-        iface = iface_for(hosts[rank]["addr"])
+        iface, _, _ = interface_for(hosts[rank]["addr"], [h["addr"] for h in hosts])
         if iface:
             os.environ["GLOO_SOCKET_IFNAME"] = iface
         dist.init_process_group("gloo", init_method="tcp://%s:%d" % (hosts[0]["addr"], int(p["master_port"])),

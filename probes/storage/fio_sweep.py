@@ -3,7 +3,7 @@
 Every host of the sweep runs this probe at the same time with the same params and its own `rank`:
   * each host starts ``fio --server`` on its own address and makes its test directory on the tier
     (``<tier>/clustermax-assess-<run>/fio-<tier>/<host>``), checks free space and whether O_DIRECT works there;
-  * the hosts meet at a rendezvous on rank 0 (probes/storage/sync.py) and exchange what they found;
+  * the hosts meet at a rendezvous on rank 0 (probes/common/rendezvous.py) and exchange what they found;
   * rank 0 (the driver) runs, for each client count c, one fio client invocation that sends each of the
     first c hosts (round robin: more clients than hosts gives a host several jobs) its own job file with every
     workload of the sweep one after the other; fio's JSON gives per-client numbers, this probe adds them up;
@@ -17,11 +17,14 @@ the worst client's (fio's per-client percentiles cannot be merged). Other hosts 
 import os
 import shutil
 
-from probes.common import command as storage_proc
 from probes.common import tiers as storage_tier
+from probes.common.command import run_cmd
+from probes.common.netif import wait_listening
+from probes.common.ports import port_for
+from probes.common.procs import Children
+from probes.common.rendezvous import Mesh
 from probes.params import with_defaults
 from probes.storage import fio as storage_fio
-from probes.storage import sync as storage_sync
 
 DEFAULTS = {
     "clients": [1],
@@ -34,8 +37,8 @@ DEFAULTS = {
     "direct_engine": "libaio",
     "direct_iodepth": 16,
     "fio": "fio",
-    "fio_port": 8765,
-    "sync_port": 29610,
+    "fio_port": 0,  # 0: derived from the run id and the tier (probes.common.ports), like sync_port
+    "sync_port": 0,
     "space_factor": 1.2,
     "connect_timeout": 120,
 }
@@ -45,8 +48,11 @@ METRICS = (("bw_bytes", "fio_bw_bytes", "B/s"), ("iops", "fio_iops", "IOPS"),
            ("clat_p99_9_us", "fio_clat_p99_9_us", "us"))
 
 
-def _params(params):
+def _params(params, run_id):
     p = with_defaults(DEFAULTS, params)
+    block = port_for(run_id, "fio_sweep/%s" % p["tier"], span=2)
+    p["sync_port"] = int(p["sync_port"] or block)
+    p["fio_port"] = int(p["fio_port"] or block + 1)
     p["clients"] = sorted({int(c) for c in p["clients"]})
     for name in p["workloads"]:
         storage_fio.workload_spec(name)  # unknown names fail early, with the list of known ones
@@ -56,48 +62,49 @@ def _params(params):
 
 
 def fio_version(fio):
-    rc, out, _ = storage_proc.run([fio, "--version"], timeout=20)
-    return out.strip() if rc == 0 else None
+    res = run_cmd([fio, "--version"], timeout=20)
+    return res.stdout.strip() if res.rc == 0 else None
 
 
 def engines(fio):
-    rc, out, _ = storage_proc.run([fio, "--enghelp"], timeout=20)
-    return {line.strip() for line in out.splitlines()[1:] if line.strip()} if rc == 0 else set()
+    res = run_cmd([fio, "--enghelp"], timeout=20)
+    return {line.strip() for line in res.stdout.splitlines()[1:] if line.strip()} if res.rc == 0 else set()
 
 
-def _local_setup(p, tier, me, my_dir, out_dir):
-    """What this host can offer the sweep: {ok, reason, direct_ok, …}; starts its fio server when it can."""
+def _local_setup(p, tier, me, my_dir, out_dir, children):
+    """What this host can offer the sweep: {ok, reason, direct_ok, …}; starts its fio server (one of children)
+    when it can."""
     info = {"host": me["name"], "ok": False, "reason": None, "direct_ok": False, "direct_reason": None}
     fio = shutil.which(p["fio"])
     if not fio:
         info["reason"] = "fio not found on %s (install fio, or set storage_fio_binary)" % me["name"]
-        return info, None
+        return info
     info["fio_version"] = fio_version(fio)
     if not os.path.isdir(tier["path"]):
         info["reason"] = "tier %s: %s does not exist on %s" % (tier["name"], tier["path"], me["name"])
-        return info, None
+        return info
     hosts = [h["name"] for h in p["hosts"]]
     most_jobs = max(storage_fio.split_clients(max(p["clients"]), hosts).get(me["name"], 0), 1)
     refusal = storage_tier.check_space(tier["path"], most_jobs * p["size_mib"] * 2**20, p["space_factor"])
     info.update(storage_tier.describe(tier["path"]))
     if refusal:
         info["reason"] = refusal
-        return info, None
+        return info
     os.makedirs(my_dir, exist_ok=True)
     info["direct_ok"], info["direct_reason"] = storage_tier.direct_io_supported(my_dir)
     info["engines_ok"] = p["direct_engine"] in engines(fio)
-    server = storage_proc.start([fio, "--server=%s,%d" % (me["addr"], int(p["fio_port"]))],
-                                os.path.join(out_dir, ".fio-server-%s.log" % tier["name"]))
-    if not storage_proc.wait_listening(me["addr"], p["fio_port"], server, timeout=15):
-        storage_proc.kill_group(server)
+    server = children.start([fio, "--server=%s,%d" % (me["addr"], int(p["fio_port"]))],
+                            log_path=os.path.join(out_dir, ".fio-server-%s.log" % tier["name"]))
+    if not wait_listening(me["addr"], p["fio_port"], server, timeout=15):
+        children.stop(server)
         info["reason"] = "fio --server did not start on %s:%s" % (me["addr"], p["fio_port"])
-        return info, None
+        return info
     info["ok"] = True
-    return info, server
+    return info
 
 
 def run(art, params, out_dir):
-    p = _params(params)
+    p = _params(params, art.run_id)
     tier = storage_tier.check_tier(p["tier"])
     rank = int(p.get("rank", 0))
     hosts = p["hosts"]
@@ -108,18 +115,17 @@ def run(art, params, out_dir):
     art.facts.update({"tier": tier["name"], "tier_path": tier["path"], "tier_shared": tier["shared"],
                       "role": "driver" if rank == 0 else "server", "driver": hosts[0]["name"]})
     art.facts.update({"tier_" + k: v for k, v in storage_tier.describe(tier["path"]).items()})
-    server = rendezvous = client = None
+    mesh = None
+    children = Children()
     try:
         try:
-            info, server = _local_setup(p, tier, me, my_dir, out_dir)
+            info = _local_setup(p, tier, me, my_dir, out_dir, children)
         except OSError as exc:  # e.g. the tier is read-only here: this host sits the sweep out, the others go on
             info = {"host": me["name"], "ok": False, "reason": "%s: %s" % (type(exc).__name__, exc),
                     "direct_ok": False, "direct_reason": None}
-        if rank == 0:
-            rendezvous = storage_sync.Server(p["sync_port"], len(hosts), token, bind_addr=me["addr"],
-                                             accept_timeout=p["connect_timeout"]).start()
-        client = storage_sync.Client(hosts[0]["addr"], p["sync_port"], rank, token, p["connect_timeout"])
-        infos = client.allgather(info, timeout=p["connect_timeout"] + 30)
+        mesh = Mesh([h["name"] for h in hosts], [h["addr"] for h in hosts], rank, p["sync_port"], token,
+                    connect_timeout=p["connect_timeout"])
+        infos = mesh.allgather(info, timeout=p["connect_timeout"] + 30)
         art.facts["direct_io"] = info["direct_ok"]
         if info.get("direct_reason"):
             art.facts["direct_io_reason"] = info["direct_reason"]
@@ -128,7 +134,7 @@ def run(art, params, out_dir):
         else:
             summary = None
         # Rank 0's summary reaches every host; the others wait here while the sweep runs.
-        summary = client.allgather(summary, timeout=None)[0] or {}
+        summary = mesh.allgather(summary, timeout=None)[0] or {}
         if rank != 0:
             art.facts["points"] = summary.get("points")
             if not info["ok"]:
@@ -138,11 +144,10 @@ def run(art, params, out_dir):
             elif me["name"] not in summary.get("clients_used", []):
                 art.skip("not used as a client: %s" % (summary.get("reason") or "see the driver's artifact"))
     finally:
-        if client is not None:
-            client.close()
-        storage_proc.kill_group(server)
-        if rendezvous is not None:
-            rendezvous.close()
+        # The fio servers first: the rendezvous is over (or broken) by now, and nothing may keep them running.
+        children.stop_all()
+        if mesh is not None:
+            mesh.close()
         errors = storage_tier.remove_tree(my_dir, stop_at=base)
         if errors:
             art.facts["cleanup_errors"] = errors[:5]
@@ -210,7 +215,8 @@ def _drive(art, p, tier, infos, out_dir):
         art.raw.append(stem + ".jobs.txt")
         per_workload = float(p["runtime_s"]) + float(p["ramp_s"]) + 2
         layout = max(jobs.values()) * p["size_mib"] / 50.0  # seconds at a slow 50 MiB/s
-        rc, out, err = storage_proc.run(argv, timeout=len(workloads) * per_workload + layout + 60)
+        res = run_cmd(argv, timeout=len(workloads) * per_workload + layout + 60)
+        rc, out, err = res.rc, res.stdout, res.stderr
         with open(os.path.join(out_dir, stem + ".out"), "w") as fh:
             fh.write(out)
         art.raw.append(stem + ".out")

@@ -19,8 +19,8 @@ import statistics
 import sys
 import time
 
-from probes.common import command as storage_proc
 from probes.common import tiers as storage_tier
+from probes.common.command import run_cmd
 from probes.params import with_defaults
 
 DEFAULTS = {"mode": "node", "module": "torch", "repeat": 2, "timeout_s": 300, "space_factor": 1.5}
@@ -63,12 +63,13 @@ def time_import(module, repeat, timeout, pythonpath=None, expect_prefix=None, py
     times, origin = [], None
     for _ in range(int(repeat)):
         t0 = time.perf_counter()
-        rc, out, err = storage_proc.run([python or sys.executable, "-c", code], timeout=timeout, env=env,
-                                        cwd=pythonpath or None)
+        res = run_cmd([python or sys.executable, "-c", code], timeout=timeout, env=env, cwd=pythonpath or None)
         elapsed = time.perf_counter() - t0
-        if rc != 0:
-            raise RuntimeError("import %s failed (rc=%s): %s" % (module, rc, (err.strip().splitlines() or [""])[-1]))
-        origin = out.strip().splitlines()[-1] if out.strip() else None
+        if res.rc != 0:
+            raise RuntimeError("import %s failed (rc=%s): %s" % (module, res.rc,
+                                                                 (res.stderr.strip().splitlines() or [""])[-1]))
+        out = res.stdout.strip()
+        origin = out.splitlines()[-1] if out else None
         if expect_prefix and not (origin or "").startswith(expect_prefix):
             raise RuntimeError("import %s came from %s, not from the copy in %s" % (module, origin, expect_prefix))
         times.append(elapsed)
@@ -100,7 +101,7 @@ def baseline(repeat, timeout):
     times = []
     for _ in range(int(repeat)):
         t0 = time.perf_counter()
-        storage_proc.run([sys.executable, "-c", "pass"], timeout=timeout)
+        run_cmd([sys.executable, "-c", "pass"], timeout=timeout)
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 

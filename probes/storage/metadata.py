@@ -22,10 +22,12 @@ import shutil
 import time
 
 from probes.common import tiers as storage_tier
+from probes.common.ports import port_param
+from probes.common.rendezvous import StoreClient, StoreError, StoreServer
 from probes.params import with_defaults
-from probes.storage import sync as storage_sync
 
-DEFAULTS = {"ranks_per_host": 2, "files_per_rank": 200, "sync_port": 29630, "connect_timeout": 120,
+# sync_port 0: derived from the run id and the tier (probes.common.ports).
+DEFAULTS = {"ranks_per_host": 2, "files_per_rank": 200, "sync_port": 0, "connect_timeout": 120,
             "phase_timeout": 600}
 ANOMALIES = ("mkdir_eexist_then_enoent", "mkdir_created_then_enoent", "mkdir_other_error", "makedirs_raised",
              "create_eexist", "create_error", "enoent_after_create", "stat_error", "unlink_enoent", "unlink_error")
@@ -35,6 +37,23 @@ def _errname(exc):
     return errno.errorcode.get(exc.errno, str(exc.errno)) if isinstance(exc, OSError) else type(exc).__name__
 
 
+def _create(name):
+    fd = os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    os.write(fd, b"x")
+    os.close(fd)
+
+
+FILE_OPS = {"create": _create, "stat": os.stat, "unlink": os.unlink}
+
+
+def barrier(client, name, rank, world, timeout):
+    """All ranks at `name`, or a StoreError naming the missing ones (a lost rank ends the wait at once)."""
+    missing = client.barrier(name, rank, world, timeout, abort_on_lost=True)
+    if missing:
+        raise StoreError("barrier %s: rank(s) %s %s" % (name, ",".join(map(str, missing)),
+                                                          "left" if client.lost else "did not arrive in time"))
+
+
 def rank_work(rank, world, per_host, files, storm, addr, port, token, host, queue, phase_timeout):
     """One rank (a forked process). Puts {"rank", "counts", "times", …} (and on rank 0 every rank's) on queue."""
     res = {"rank": rank, "host": host, "counts": dict.fromkeys(ANOMALIES, 0), "times": {}, "stale": 0,
@@ -42,8 +61,8 @@ def rank_work(rank, world, per_host, files, storm, addr, port, token, host, queu
     counts = res["counts"]
     client = None
     try:
-        client = storage_sync.Client(addr, port, rank, token)
-        client.barrier(timeout=phase_timeout)
+        client = StoreClient(addr, port, token, connect_timeout=120, rank=rank)
+        barrier(client, "start", rank, world, phase_timeout)
         # 1. the storm: one directory, every rank at once
         try:
             os.mkdir(storm)
@@ -62,45 +81,28 @@ def rank_work(rank, world, per_host, files, storm, addr, port, token, host, queu
         except OSError as exc:
             counts["makedirs_raised"] += 1
             res["errors"].append("makedirs: %s" % _errname(exc))
-        client.barrier(timeout=phase_timeout)
+        barrier(client, "storm", rank, world, phase_timeout)
         mine = [os.path.join(storm, "r%d.f%d" % (rank, i)) for i in range(files)]
         # Another host's rank when there is one (ranks are numbered host by host).
         peer = (rank + per_host) % world if world > per_host else (rank + 1) % world
         theirs = [os.path.join(storm, "r%d.f%d" % (peer, i)) for i in range(files)]
-        # 2. create
-        t0 = time.perf_counter()
-        for name in mine:
-            try:
-                fd = os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-                os.write(fd, b"x")
-                os.close(fd)
-            except OSError as exc:
-                counts["create_eexist" if exc.errno == errno.EEXIST else "create_error"] += 1
-        res["times"]["create"] = time.perf_counter() - t0
-        client.barrier(timeout=phase_timeout)
-        # 3. stat another rank's files
-        t0 = time.perf_counter()
-        for name in theirs:
-            try:
-                os.stat(name)
-            except OSError as exc:
-                counts["enoent_after_create" if exc.errno == errno.ENOENT else "stat_error"] += 1
-        res["times"]["stat"] = time.perf_counter() - t0
-        client.barrier(timeout=phase_timeout)
-        # 4. unlink own files
-        t0 = time.perf_counter()
-        for name in mine:
-            try:
-                os.unlink(name)
-            except OSError as exc:
-                counts["unlink_enoent" if exc.errno == errno.ENOENT else "unlink_error"] += 1
-        res["times"]["unlink"] = time.perf_counter() - t0
-        client.barrier(timeout=phase_timeout)
+        # 2. create, 3. stat another rank's files, 4. unlink own files: each timed, each after a barrier
+        for phase, names, code, anomaly in (("create", mine, errno.EEXIST, "create_eexist"),
+                                            ("stat", theirs, errno.ENOENT, "enoent_after_create"),
+                                            ("unlink", mine, errno.ENOENT, "unlink_enoent")):
+            t0 = time.perf_counter()
+            for name in names:
+                try:
+                    FILE_OPS[phase](name)
+                except OSError as exc:
+                    counts[anomaly if exc.errno == code else "%s_error" % phase] += 1
+            res["times"][phase] = time.perf_counter() - t0
+            barrier(client, phase, rank, world, phase_timeout)
         # 5. stale entries after the other rank's unlink
         for name in theirs:
             if os.path.lexists(name):
                 res["stale"] += 1
-        everyone = client.allgather(res, timeout=phase_timeout)
+        everyone = client.allgather("results", rank, world, res, phase_timeout)
         if rank == 0:
             res["all"] = everyone
             shutil.rmtree(storm, ignore_errors=True)
@@ -108,6 +110,7 @@ def rank_work(rank, world, per_host, files, storm, addr, port, token, host, queu
         res["errors"].append("%s: %s" % (type(exc).__name__, exc))
     finally:
         if client is not None:
+            client.leave()
             client.close()
         queue.put(res)
 
@@ -130,6 +133,7 @@ def summarize(results, files):
 def run(art, params, out_dir):
     p = with_defaults(DEFAULTS, params)
     tier = storage_tier.check_tier(p["tier"])
+    p["sync_port"] = port_param(p, "sync_port", art.run_id, "metadata/%s" % tier["name"])
     hosts = p.get("hosts") or [{"name": art.host, "addr": "127.0.0.1"}]
     host_rank = int(p.get("rank", 0))
     me = hosts[host_rank]
@@ -157,8 +161,7 @@ def run(art, params, out_dir):
         except OSError as exc:
             art.facts["setup_error"] = "makedirs %s: %s" % (meta_dir, _errname(exc))
         if host_rank == 0:
-            server = storage_sync.Server(p["sync_port"], world, token, bind_addr=hosts[0]["addr"],
-                                         accept_timeout=p["connect_timeout"]).start()
+            server = StoreServer(hosts[0]["addr"], p["sync_port"], token)
         storm = os.path.join(meta_dir, "storm")
         for local in range(per_host):
             rank = host_rank * per_host + local
@@ -183,7 +186,7 @@ def run(art, params, out_dir):
                 proc.kill()
                 proc.join(timeout=5)
         if server is not None:
-            server.close()
+            server.close(wait_for=world)
         errors = storage_tier.remove_tree(meta_dir, stop_at=base)
         if errors and host_rank == 0:
             art.facts["cleanup_errors"] = errors[:5]

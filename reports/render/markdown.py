@@ -1,10 +1,18 @@
-"""Markdown table helpers shared by report.md and every phase section."""
+"""report.md from blocks (reports.render.blocks), and the number formats every part's tables share."""
+
+from reports.render.blocks import spans
+
+_SPAN_MD = {"text": "%s", "strong": "**%s**", "em": "*%s*", "code": "`%s`"}
+
+
+def inline(content):
+    return "".join("[%s](%s)" % (s.text, s.href) if s.kind == "link" else _SPAN_MD[s.kind] % s.text
+                   for s in spans(content))
 
 
 def cell(value):
     """A table cell: None shows as an en dash, pipes and newlines cannot break the row."""
-    text = "" if value is None else str(value)
-    return text.replace("|", "\\|").replace("\n", " ") or "–"
+    return inline(value).replace("|", "\\|").replace("\n", " ") or "–"
 
 
 def table(header, rows):
@@ -13,10 +21,36 @@ def table(header, rows):
     return "\n".join(out)
 
 
-def fmt(value, digits=3):
-    """A measured number for a table: whole numbers from 100 up, else `digits` significant digits."""
+def _block(b):
+    if b.kind == "heading":
+        return "#" * b.level + " " + inline(b.text)
+    if b.kind == "paragraph":
+        return inline(b.text)
+    if b.kind == "bullets":
+        return "\n".join(("%d. " % (i + 1) if b.numbered else "- ") + inline(item) for i, item in enumerate(b.items))
+    if b.kind == "quote":
+        return "> " + inline(b.text)
+    if b.kind == "table":
+        return table(b.columns, b.rows)
+    if b.kind == "figures":
+        return "\n".join("![%s](%s)" % (i.caption, i.file) for i in b.images)
+    raise ValueError("not a report block: %r" % (b,))
+
+
+def render(blocks):
+    """The blocks as markdown, a blank line between blocks; "" for no blocks."""
+    return "\n\n".join(_block(b) for b in blocks) + "\n" if blocks else ""
+
+
+def fmt(value, digits=3, decimals=0):
+    """A measured number for a table: from 100 up with `decimals` decimals, else `digits` significant digits."""
     if value is None:
         return None
     if abs(value) >= 100:
-        return "%.0f" % value
+        return "%.*f" % (decimals, value)
     return "%.*g" % (digits, value)
+
+
+def fmt_tenths(value):
+    """fmt with one decimal from 100 up (GPU and network rates, where 781.9 and 782 are worth telling apart)."""
+    return fmt(value, decimals=1)

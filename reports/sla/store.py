@@ -206,39 +206,38 @@ def _insert(path: str, rows: dict) -> bool:
     return inserted
 
 
-def read_samples(path: str, start_us: int | None = None, end_us: int | None = None) -> list[dict]:
-    """Samples (with their round's interval) ordered by host and time; optionally only those in [start, end)."""
+def _read(path: str, query: str, time_column: str, order: str, start_us: int | None, end_us: int | None,
+          missing_table_ok: bool = False) -> list[dict]:
+    """Rows of `query` as dicts, optionally only those with time_column in [start, end); [] when there is no store.
+    missing_table_ok: a store made before that table existed answers [] instead of raising."""
     if not os.path.exists(path):
         return []
     conn = connect(path, readonly=True)
     conn.row_factory = sqlite3.Row
     try:
-        query = ("SELECT s.*, r.interval_s AS interval_s FROM samples s JOIN rounds r USING (round_id)")
         args: list = []
         if start_us is not None and end_us is not None:
-            query += " WHERE s.sampled_at_us >= ? AND s.sampled_at_us < ?"
+            query += " WHERE %s >= ? AND %s < ?" % (time_column, time_column)
             args = [start_us, end_us]
-        query += " ORDER BY s.host, s.sampled_at_us, s.id"
-        return [dict(row) for row in conn.execute(query, args)]
+        return [dict(row) for row in conn.execute(query + " ORDER BY " + order, args)]
+    except sqlite3.OperationalError:
+        if missing_table_ok:
+            return []
+        raise
     finally:
         conn.close()
+
+
+def read_samples(path: str, start_us: int | None = None, end_us: int | None = None) -> list[dict]:
+    """Samples (with their round's interval) ordered by host and time; optionally only those in [start, end)."""
+    return _read(path, "SELECT s.*, r.interval_s AS interval_s FROM samples s JOIN rounds r USING (round_id)",
+                 "s.sampled_at_us", "s.host, s.sampled_at_us, s.id", start_us, end_us)
 
 
 def read_slurm(path: str, start_us: int | None = None, end_us: int | None = None) -> list[dict]:
-    if not os.path.exists(path):
-        return []
-    conn = connect(path, readonly=True)
-    conn.row_factory = sqlite3.Row
-    try:
-        query, args = "SELECT * FROM slurm", []
-        if start_us is not None and end_us is not None:
-            query += " WHERE observed_at_us >= ? AND observed_at_us < ?"
-            args = [start_us, end_us]
-        return [dict(row) for row in conn.execute(query + " ORDER BY observed_at_us, id", args)]
-    except sqlite3.OperationalError:
-        return []
-    finally:
-        conn.close()
+    """Scheduler snapshots in time order; optionally only those in [start, end)."""
+    return _read(path, "SELECT * FROM slurm", "observed_at_us", "observed_at_us, id", start_us, end_us,
+                 missing_table_ok=True)
 
 
 def main_append(db: str, stream=None) -> int:

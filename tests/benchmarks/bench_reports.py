@@ -174,7 +174,7 @@ def stages(run_dir, rubric):
     report_dir = tempfile.mkdtemp(prefix="cmxa-bench-stages-")
     try:
         for module in phases.sections():
-            stage("section %s" % module.__name__.rsplit(".", 1)[-1], module.render, run, rows, report_dir)
+            stage("section %s" % module.__name__.rsplit(".", 2)[-2], module.render, run, rows, report_dir)
         parts = stage("report.md parts", render_md.render_parts, run, rows, None, None)
         stage("report.html", render_html.render, parts, rows, None, report_dir)
         stage("junit.xml", junit_xml, rows)

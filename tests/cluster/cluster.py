@@ -34,13 +34,14 @@ host, so e.g. pytest's tmp_path is not visible there; the state directory and th
 environment under /tmp for instance, are kept visible without asking). Two clusters coexist when both their prefix
 and their subnet differ.
 
+Here is the Cluster; beside it procs.py (commands, processes, namespaces and ClusterError), holder.py (the per-host
+init, run isolated inside the host's namespaces) and cli.py (the command line above).
 Only the standard library is used (Python 3.9+), so it runs before any virtual environment exists.
 Traffic only ever goes to loopback or to the test hosts' own addresses.
 """
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import ipaddress
 import json
@@ -60,6 +61,25 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
+if __name__ == "__main__":
+    # Run as a script: tests/ first on sys.path, so that `cluster` is this package and not this file.
+    sys.path.insert(0, str(HERE.parent))
+
+from cluster.holder import SSHD  # noqa: E402
+from cluster.procs import (  # noqa: E402
+    ClusterError,
+    _ip,
+    _link_exists,
+    _netns_list,
+    _netns_pids,
+    _ns_inode,
+    _pid_alive,
+    _proc_env,
+    _proc_exe,
+    _run,
+    _terminate,
+    _write_text,
+)
 
 DEFAULT_PREFIX = "cmxa"
 DEFAULT_SUBNET_PREFIX = "10.237.41"
@@ -69,142 +89,9 @@ FIRST_HOST_OCTET = 11  # hosts are .11, .12, ...; .1 is the bridge (the controll
 # machine that forwards IP.
 GATEWAY_OCTET = 254
 MAX_HOSTS = 200  # .11 .. .210, well clear of the gateway
-SSHD = "/usr/sbin/sshd"  # sshd re-executes itself and insists on an absolute path
-# Mount points that every host gets empty and private. A path under them that hosts must still see (the state
-# directory, a virtual environment under /tmp, CMXA_KEEP_PATHS) is bound back in by the holder.
-PRIVATE_MOUNTS = (("/run", "0755"), ("/tmp", "1777"), ("/dev/shm", "1777"))
 HOLDER_ENV = "CMXA_HOLDER"  # marks holder processes as ours: "<state dir>::<host name>"
 STATE_MARKER = ".cmxa-testcluster"  # only a directory holding this file is ever removed by `down`
 STATE_VERSION = 1
-
-
-class ClusterError(RuntimeError):
-    """Something about the test cluster failed; the message says which host and where to look."""
-
-
-# --------------------------------------------------------------------------------------------------------------
-# small helpers
-
-
-def _run(argv, check=True, timeout=30, input=None, env=None) -> subprocess.CompletedProcess:
-    try:
-        cp = subprocess.run(
-            argv,
-            input=input,
-            capture_output=True,
-            stdin=None if input is not None else subprocess.DEVNULL,
-            text=True,
-            timeout=timeout,
-            env=env,
-        )
-    except FileNotFoundError as e:
-        raise ClusterError(f"command not found: {argv[0]}") from e
-    except subprocess.TimeoutExpired as e:
-        raise ClusterError(f"timed out after {timeout}s: {shlex.join(argv)}") from e
-    if check and cp.returncode != 0:
-        raise ClusterError(f"failed (rc {cp.returncode}): {shlex.join(argv)}: {cp.stderr.strip() or cp.stdout.strip()}")
-    return cp
-
-
-def _ip(*args, check=True) -> subprocess.CompletedProcess:
-    return _run(["ip", *args], check=check)
-
-
-def _link_exists(name: str) -> bool:
-    # Our own process lives in the root network namespace, so its /sys/class/net lists the root links.
-    return os.path.exists(f"/sys/class/net/{name}")
-
-
-def _netns_list() -> list[str]:
-    cp = _ip("netns", "list", check=False)
-    return [line.split()[0] for line in cp.stdout.splitlines() if line.strip()]
-
-
-def _netns_pids(ns: str) -> list[int]:
-    cp = _ip("netns", "pids", ns, check=False)
-    return [int(x) for x in cp.stdout.split() if x.isdigit()]
-
-
-def _pid_alive(pid: int | None) -> bool:
-    """True for a running process; a zombie counts as gone (it holds no namespace and no port)."""
-    if not pid:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    state = stat.rsplit(")", 1)[1].split()[0]
-    return state not in ("Z", "X")
-
-
-def _proc_env(pid: int) -> dict[str, str]:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return {}
-    env = {}
-    for item in raw.split(b"\0"):
-        key, sep, value = item.partition(b"=")
-        if sep:
-            env[key.decode(errors="replace")] = value.decode(errors="replace")
-    return env
-
-
-def _proc_exe(pid: int) -> str:
-    try:
-        return os.readlink(f"/proc/{pid}/exe")
-    except OSError:
-        return ""
-
-
-def _ns_inode(path: str) -> int | None:
-    try:
-        return os.stat(path).st_ino
-    except OSError:
-        return None
-
-
-def _signal_all(pids, sig) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
-
-
-def _wait_gone(pids, timeout: float) -> list[int]:
-    deadline = time.monotonic() + timeout
-    left = [p for p in pids if _pid_alive(p)]
-    while left and time.monotonic() < deadline:
-        time.sleep(0.02)
-        left = [p for p in left if _pid_alive(p)]
-    return left
-
-
-def _terminate(pids, term_timeout=2.0) -> None:
-    """SIGTERM, a short grace period, then SIGKILL: always by PID, never by name."""
-    pids = [p for p in pids if _pid_alive(p)]
-    if not pids:
-        return
-    _signal_all(pids, signal.SIGTERM)
-    left = _wait_gone(pids, term_timeout)
-    if left:
-        _signal_all(left, signal.SIGKILL)
-        _wait_gone(left, 3.0)
-
-
-def _under_private_mount(path: str) -> bool:
-    return any(path == root or path.startswith(root + "/") for root, _ in PRIVATE_MOUNTS)
-
-
-def _write_text(path: Path, text: str, mode: int | None = None) -> None:
-    # Written in place (not renamed into place): /etc/hosts inside running hosts is a bind mount of this very inode.
-    with open(path, "w") as f:
-        f.write(text)
-    if mode is not None:
-        os.chmod(path, mode)
 
 
 def preflight() -> str | None:
@@ -237,6 +124,11 @@ class Cluster:
                  subnet_prefix: str | None = None):
         self.state_dir = Path(os.path.abspath(state_dir or os.environ.get("CMXA_STATE_DIR")
                                               or REPO_ROOT / ".testcluster"))
+        # What the state directory holds: the client key, the files ssh reads, what exists (state.json).
+        self.key_path = self.state_dir / "id_ed25519"
+        self.known_hosts_path = self.state_dir / "known_hosts"
+        self.ssh_config_path = self.state_dir / "ssh_config"
+        self.state_path = self.state_dir / "state.json"
         saved = self._load_state() or {}
         # An explicit argument wins (up refuses it when it contradicts an existing cluster); then what the state
         # directory says, because it describes what really exists (so `down` removes the right names whatever the
@@ -244,6 +136,10 @@ class Cluster:
         self.prefix = prefix or saved.get("prefix") or os.environ.get("CMXA_PREFIX") or DEFAULT_PREFIX
         self.subnet_prefix = (subnet_prefix or saved.get("subnet_prefix") or os.environ.get("CMXA_SUBNET_PREFIX")
                               or DEFAULT_SUBNET_PREFIX)
+        self.subnet = f"{self.subnet_prefix}.0/24"
+        self.bridge = f"{self.prefix}-br0"
+        self.bridge_ip = f"{self.subnet_prefix}.1"
+        self.gateway_ip = f"{self.subnet_prefix}.{GATEWAY_OCTET}"
         self._validate_names()
         self._children: dict[str, subprocess.Popen] = {}  # holders this process started (to reap them)
 
@@ -259,38 +155,6 @@ class Cluster:
         if not ipaddress.ip_network(self.subnet).is_private:
             # The cluster must never shadow addresses of the real world.
             raise ClusterError(f"subnet {self.subnet} is not a private range")
-
-    @property
-    def subnet(self) -> str:
-        return f"{self.subnet_prefix}.0/24"
-
-    @property
-    def bridge(self) -> str:
-        return f"{self.prefix}-br0"
-
-    @property
-    def bridge_ip(self) -> str:
-        return f"{self.subnet_prefix}.1"
-
-    @property
-    def gateway_ip(self) -> str:
-        return f"{self.subnet_prefix}.{GATEWAY_OCTET}"
-
-    @property
-    def key_path(self) -> Path:
-        return self.state_dir / "id_ed25519"
-
-    @property
-    def known_hosts_path(self) -> Path:
-        return self.state_dir / "known_hosts"
-
-    @property
-    def ssh_config_path(self) -> Path:
-        return self.state_dir / "ssh_config"
-
-    @property
-    def state_path(self) -> Path:
-        return self.state_dir / "state.json"
 
     def host_dir(self, name: str) -> Path:
         return self.state_dir / "nodes" / name
@@ -605,7 +469,7 @@ class Cluster:
         keep += [p for p in os.environ.get("CMXA_KEEP_PATHS", "").split(":") if p]
         argv = ["ip", "netns", "exec", spec["netns"],
                 "unshare", "--uts", "--mount", "--propagation", "private",
-                sys.executable, "-I", "-S", str(Path(__file__).resolve()), "_holder",
+                sys.executable, "-I", "-S", str(HERE / "holder.py"),
                 "--name", name, "--sshd-config", str(hdir / "sshd_config"), "--sshd-log", str(hdir / "sshd.log"),
                 "--hosts-file", str(self.state_dir / "hosts"), "--resolv-file", str(self.state_dir / "resolv.conf")]
         for p in keep:
@@ -862,191 +726,7 @@ def _nullcontext():
     yield
 
 
-# --------------------------------------------------------------------------------------------------------------
-# the holder: runs inside the new namespaces (started by Cluster._start_holder through ip netns exec + unshare)
-
-
-def _holder_main(args) -> int:
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    ms_nosuid, ms_nodev, ms_bind, ms_rec = 2, 4, 4096, 16384
-    pr_set_child_subreaper = 36
-
-    def mount(src, target, fstype, flags, data=None):
-        if libc.mount(src.encode() if src else None, target.encode(), fstype.encode() if fstype else None,
-                      ctypes.c_ulong(flags), data.encode() if data else None) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"mount {src} on {target}: {os.strerror(err)}")
-
-    try:
-        socket.sethostname(args.name)
-        # Paths under /tmp, /run, /dev/shm that must stay visible: hold them open before they are covered, then
-        # bind them back from the open descriptor (a bind from /proc/self/fd/N reaches the covered directory).
-        keep = []
-        for p in dict.fromkeys(os.path.abspath(p) for p in args.keep):
-            if _under_private_mount(p) and os.path.exists(p):
-                keep.append((p, os.path.isdir(p), os.open(p, os.O_PATH | os.O_CLOEXEC)))
-        etc_targets = [(args.hosts_file, os.path.realpath("/etc/hosts")),
-                       (args.resolv_file, os.path.realpath("/etc/resolv.conf"))]
-        for root, mode in PRIVATE_MOUNTS:
-            mount("tmpfs", root, "tmpfs", ms_nosuid | ms_nodev, f"mode={mode}")
-        for p, isdir, fd in sorted(keep):
-            if isdir:
-                os.makedirs(p, exist_ok=True)
-            else:
-                os.makedirs(os.path.dirname(p), exist_ok=True)
-                open(p, "a").close()
-            mount(f"/proc/self/fd/{fd}", p, None, ms_bind | ms_rec)
-            os.close(fd)
-        for src, target in etc_targets:
-            if _under_private_mount(target):
-                # e.g. /etc/resolv.conf -> /run/...: the target is on our fresh tmpfs, so just write it there.
-                os.makedirs(os.path.dirname(target), exist_ok=True)
-                shutil.copyfile(src, target)
-            else:
-                mount(src, target, None, ms_bind)
-        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation directory
-        os.makedirs("/run/lock", exist_ok=True)
-        os.chmod("/run/lock", 0o1777)
-        if libc.prctl(pr_set_child_subreaper, 1, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
-    except Exception as e:  # reported to the parent on the ready pipe, and to holder.log
-        print(f"error {e}", flush=True)
-        print(f"holder {args.name}: {e}", file=sys.stderr, flush=True)
-        return 1
-
-    waited = {signal.SIGCHLD, signal.SIGUSR1, signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
-    signal.pthread_sigmask(signal.SIG_BLOCK, waited)
-
-    def start_sshd():
-        try:
-            # -D: sshd stays our child, so we reap it; the child gets default signal handling back.
-            return os.posix_spawn(SSHD, [SSHD, "-D", "-f", args.sshd_config, "-E", args.sshd_log], dict(os.environ),
-                                  setsigmask=(), setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
-        except OSError as e:
-            print(f"holder {args.name}: cannot start sshd: {e}", file=sys.stderr, flush=True)
-            return None
-
-    def reap(sshd):
-        """Collect sshd and every orphan of the host; returns sshd's PID while it still runs, else None."""
-        while True:
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return sshd
-            if pid == 0:
-                return sshd
-            if pid == sshd:
-                sshd = None
-
-    sshd = start_sshd()
-    print(f"ready {os.getpid()}", flush=True)
-    devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 1)
-    os.close(devnull)
-    while True:
-        sig = signal.sigwaitinfo(waited).si_signo
-        if sig == signal.SIGCHLD:
-            sshd = reap(sshd)
-        elif sig == signal.SIGUSR1:
-            # Reap first: SIGUSR1 is taken before a pending SIGCHLD (lower number), and the old sshd may have just
-            # died (stop_sshd then start_sshd) without being collected yet.
-            sshd = reap(sshd)
-            if sshd is None:
-                sshd = start_sshd()
-        elif sig == signal.SIGHUP:
-            continue
-        else:  # SIGTERM / SIGINT: the host goes away (down kills the rest of it by PID)
-            return 0
-
-
-# --------------------------------------------------------------------------------------------------------------
-# CLI
-
-
-def _print_hosts(cluster: Cluster) -> None:
-    for h in cluster.hosts:
-        print(f"  {h['name']:<14} {h['ip']:<15} holder {h['holder_pid']}")
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="cluster.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--state-dir", help="state directory (default: $CMXA_STATE_DIR or <repo>/.testcluster)")
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("up", help="make N test hosts (idempotent)")
-    p.add_argument("n", type=int)
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for every sshd")
-    sub.add_parser("down", help="remove every piece of the cluster")
-    p = sub.add_parser("status", help="what exists")
-    p.add_argument("--json", action="store_true")
-    p = sub.add_parser("inventory", help="write an Ansible INI inventory and print its path")
-    p.add_argument("--python", help="interpreter on the hosts (default: this Python)")
-    p.add_argument("--out", help="file to write (default: <state>/inventory.ini)")
-    p = sub.add_parser("stop-sshd", help="stop a host's sshd (the host becomes unreachable)")
-    p.add_argument("host")
-    p = sub.add_parser("start-sshd", help="start a host's sshd again")
-    p.add_argument("host")
-    p.add_argument("--timeout", type=float, default=15.0)
-    for name, text in (("exec", "run a command inside a host (nsenter)"), ("ssh", "ssh to a host")):
-        p = sub.add_parser(name, help=text)
-        p.add_argument("host")
-        p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ...")
-    p = sub.add_parser("_holder")  # internal: the per-host holder process
-    p.add_argument("--name", required=True)
-    p.add_argument("--sshd-config", required=True)
-    p.add_argument("--sshd-log", required=True)
-    p.add_argument("--hosts-file", required=True)
-    p.add_argument("--resolv-file", required=True)
-    p.add_argument("--keep", action="append", default=[])
-    args = parser.parse_args(argv)
-
-    if args.cmd == "_holder":
-        return _holder_main(args)
-    # A CLI piped into `head` should just stop, not print a BrokenPipeError traceback.
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    try:
-        cluster = Cluster(state_dir=args.state_dir)
-        if args.cmd == "up":
-            t0 = time.monotonic()
-            cluster.up(args.n, timeout=args.timeout)
-            print(f"cluster up: {args.n} host(s) in {time.monotonic() - t0:.2f}s (state {cluster.state_dir})")
-            _print_hosts(cluster)
-        elif args.cmd == "down":
-            t0 = time.monotonic()
-            cluster.down()
-            print(f"cluster down in {time.monotonic() - t0:.2f}s")
-        elif args.cmd == "status":
-            st = cluster.status()
-            if args.json:
-                print(json.dumps(st, indent=2))
-            else:
-                print(f"state {st['state_dir']} ({'present' if st['exists'] else 'absent'}), bridge {st['bridge']} "
-                      f"{'present' if st['bridge_present'] else 'absent'}, subnet {st['subnet']}")
-                for h in st["hosts"]:
-                    print(f"  {h['name']:<14} {h['ip']:<15} netns {'yes' if h['netns'] else 'NO'}  holder "
-                          f"{h['holder_pid'] if h['holder_alive'] else 'DEAD'}  sshd {h['sshd_pid'] or 'DOWN'}")
-            return 0 if st["exists"] and all(h["holder_alive"] and h["sshd_pid"] for h in st["hosts"]) else 1
-        elif args.cmd == "inventory":
-            print(cluster.write_inventory(args.out, python=args.python))
-        elif args.cmd == "stop-sshd":
-            cluster.stop_sshd(args.host)
-        elif args.cmd == "start-sshd":
-            cluster.start_sshd(args.host, timeout=args.timeout)
-        elif args.cmd in ("exec", "ssh"):
-            command = args.command[1:] if args.command[:1] == ["--"] else args.command
-            if args.cmd == "exec":
-                if not command:
-                    parser.error("exec needs a command: exec HOST -- CMD ...")
-                return cluster.exec(args.host, command, timeout=None, capture=False).returncode
-            # Like ssh itself: the words are joined into one remote shell line. Interactive when there is no command.
-            line = " ".join(command) if command else None
-            return subprocess.call(cluster.ssh_argv(args.host, line, batch=line is not None))
-    except ClusterError as e:
-        print(f"cluster.py {args.cmd}: {e}", file=sys.stderr)
-        return 1
-    return 0
-
-
 if __name__ == "__main__":
+    from cluster.cli import main
+
     sys.exit(main())

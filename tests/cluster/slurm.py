@@ -35,7 +35,6 @@ import os
 import pwd
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -45,6 +44,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from cluster.cluster import Cluster, ClusterError, _pid_alive, _terminate  # noqa: E402
+from cluster.procs import run_cli  # noqa: E402
 from cluster.reboot import Reboots  # noqa: E402
 
 BINARIES = {"slurmctld": "/usr/sbin/slurmctld", "slurmd": "/usr/sbin/slurmd", "scontrol": "/usr/bin/scontrol",
@@ -299,10 +299,10 @@ def main(argv=None) -> int:
     parser.add_argument("--health-check-interval", type=int, default=2)
     parser.add_argument("action", choices=["up", "down", "status"])
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     slurm = Slurm(Cluster(state_dir=args.state_dir), slurmd_timeout=args.slurmd_timeout,
                   health_check_interval=args.health_check_interval)
-    try:
+
+    def action():
         if args.action == "up":
             t0 = time.monotonic()
             slurm.up()
@@ -311,11 +311,8 @@ def main(argv=None) -> int:
             slurm.down()
         else:
             print(json.dumps(slurm.status(), indent=2))
-    except ClusterError as e:
-        print(f"slurm.py {args.action}: {e}", file=sys.stderr)
-        return 1
-    return 0
 
+    return run_cli("slurm.py", args.action, action)
 
 if __name__ == "__main__":
     sys.exit(main())

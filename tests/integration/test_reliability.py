@@ -21,6 +21,9 @@ from cluster.slurm import preflight as slurm_preflight
 from cluster.xid_healthcheck import read_kmsg, xids_for
 from helpers import ROOT, run_dirs, run_playbook
 
+from reports.load import load_run
+from reports.phases.reliability import timeline
+
 pytestmark = pytest.mark.cluster
 
 TIMINGS = ("drain_s", "reboot_s", "registered_s", "resume_s", "job_s", "return_to_service_s", "total_s")
@@ -67,17 +70,22 @@ def _doc(run_dir, host, name):
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def _metrics(doc):
-    return {r["metric"]: r["value"] for r in doc["results"] if not r["labels"]}
-
-
-def _events(doc):
-    return {r["labels"]["event"]: r["value"] for r in doc["results"] if r["metric"] == "event_at"}
+def _outcome(run_dir, host, probe):
+    """What the controller computes from the nodes' raw observations for one host (the nodes only record)."""
+    run = load_run(str(run_dir))
+    return timeline.outcome(run, run.artifact(host, probe))
 
 
 def _boot_logs(cluster):
     """The harness's boot and reboot log of every host, for assertion messages."""
     return "\n".join(p.read_text() for p in sorted((cluster.state_dir / "boot").glob("*.log")))
+
+
+def _failures(res):
+    """The failed tasks of a playbook run (with the task line before each), for assertion messages."""
+    lines = res.stdout.splitlines()
+    return "\n".join("%s\n%s" % (next((p for p in reversed(lines[:i]) if p.startswith("TASK [")), ""), line)
+                     for i, line in enumerate(lines) if line.startswith(("fatal:", "failed:"))) + "\n"
 
 
 def _checks(run_dir):
@@ -107,6 +115,7 @@ def destructive_run(slurm_cluster, tmp_path_factory):
         "fault_injection_settle": 2,
     })
     res = run_playbook(inventory, "--tags", "reliability", "-e", extra, timeout=400)
+    assert run_dirs(tmp / "runs"), res.stdout[-4000:] + res.stderr[-2000:]
     [run_dir] = run_dirs(tmp / "runs")
     return {"res": res, "run_dir": run_dir, "names": (n1, n2, n3, n4), "boot_before": boot_before,
             "boot_after": reboots.boot_ids(), "states_after": slurm.node_states(), "kmsg_since": kmsg_since,
@@ -123,9 +132,10 @@ def test_reboot_of_two_of_four_nodes_with_drain_resume_and_every_timing(destruct
     assert before[n1] == after[n1] and before[n4] == after[n4]
     windows = {}
     for host in (n2, n3):
-        doc = _doc(run_dir, host, "reboot.json")
+        doc = _outcome(run_dir, host, "reboot")
         assert doc["status"] == "ok", doc.get("reason")
-        m = _metrics(doc)
+        m = doc["metrics"]
+        print("reboot", host, {k: m.get(k) for k in TIMINGS + ("seen_down_s", "reboot_module_elapsed_s")})
         assert m["boot_id_changed"] == 1 and m["returned"] == 1
         assert doc["facts"]["scheduler"] == "slurm"
         assert doc["facts"]["boot_id_before"] == before[host] and doc["facts"]["boot_id_after"] == after[host]
@@ -134,7 +144,7 @@ def test_reboot_of_two_of_four_nodes_with_drain_resume_and_every_timing(destruct
         # the reboot itself (the harness keeps the node down 2 s) and the whole cycle take real time
         assert 2.0 <= m["reboot_s"] < 600 and m["total_s"] >= m["reboot_s"], destructive_run["boot_logs"]
         assert 2.0 <= m["reboot_module_elapsed_s"] <= m["reboot_s"]
-        ev = _events(doc)
+        ev = doc["events"]
         order = ["drain_issued", "drained", "reboot_started", "reboot_returned", "resume_issued", "available",
                  "job_ok"]
         assert [ev[k] for k in order] == sorted(ev[k] for k in order), ev
@@ -176,9 +186,10 @@ def test_xid_in_kernel_log_is_detected_by_the_health_check_and_timed(destructive
     ours = [text for _, xid, text in lines if xid == 79 and "run=%s" % run_id in text]
     assert len(ours) == 1 and "NVRM: Xid (PCI:0000:00:00): 79," in ours[0]
     assert "GPU has fallen off the bus." in ours[0]
-    doc = _doc(run_dir, n4, "fault_injection.json")
+    doc = _outcome(run_dir, n4, "fault_injection")
     assert doc["status"] == "ok", doc.get("reason")
-    m = _metrics(doc)
+    m = doc["metrics"]
+    print("fault_injection", n4, m, doc["facts"])
     assert m["detected"] == 1 and 0 < m["detect_s"] < 60
     assert doc["facts"]["detect_phase"] == "drained"
     assert doc["facts"]["detect_reason"] == "XID 79 in kernel log (health check)"
@@ -220,7 +231,7 @@ def test_without_allow_destructive_nothing_changes(slurm_cluster, tmp_path):
         "fault_injection_hosts": [n4],
     })
     res = run_playbook(inventory, "--tags", "reliability", "-e", extra, timeout=300)
-    assert res.returncode == 0, res.stdout[-4000:]
+    assert res.returncode == 0, _failures(res) + res.stdout[-3000:]
     assert reboots.boot_ids() == boot_before
     assert slurm.node_states() == states_before
     assert not [x for x in read_kmsg() if x[0] > kmsg_since and "clustermax.assess injection" in x[2]

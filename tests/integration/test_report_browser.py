@@ -18,6 +18,8 @@ from rating_runs import RUBRIC, make_run  # noqa: E402
 
 from reports import phases  # noqa: E402
 from reports.build import build  # noqa: E402
+from reports.render import plots  # noqa: E402
+from reports.render.blocks import Heading, figure  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (Debian package `chromium`)")
@@ -39,21 +41,15 @@ def chromium(url, *args):
 
 
 def plot_section():
-    """A report section that draws a plot, as the phase sections do (matplotlib Agg, PNG in the report dir)."""
-    def render(run, rows, report_dir):
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(4, 2.5))
+    """A report section that draws a plot, as the phase sections do (reports.render.plots: Agg, PNG in the report
+    directory, linked from a figure block)."""
+    def blocks(run, rows, report_dir):
+        fig, ax = plots.figure(4, 2.5)
         ax.plot([1, 2, 4, 8], [90, 180, 350, 470], marker="o")
         ax.set_title("bus bandwidth")
-        fig.savefig(str(Path(report_dir) / "test_plot.png"), dpi=80)
-        plt.close(fig)
-        return "## Test plots\n\n![bus bandwidth](test_plot.png)\n"
+        return [Heading(2, "Test plots")] + figure(plots.save(fig, report_dir, "test_plot.png"), "bus bandwidth")
 
-    return types.SimpleNamespace(ORDER=99, render=render, __name__="reports.sections.test_plot")
+    return types.SimpleNamespace(ORDER=99, blocks=blocks, __name__="reports.phases.test_plot.section")
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +105,9 @@ def test_tier_category_and_check_tables_are_in_the_dom(browser, report):
     assert '<tr class="row-fail"><td><code>storage.read_bw</code></td><td>gn3</td>' in checks
     assert 'src="data:image/png;base64,' in dom  # the section's plot travelled inside the page
     assert "<script" in dom and 'class="on" data-status=""' in dom  # the filter buttons are there
+    # one id per part, and the table of contents links to each
+    assert '<section id="section-test-plot"><h2 id="test-plots">Test plots</h2>' in dom
+    assert '<a href="#section-test-plot">Test plots</a>' in dom
 
 
 def test_a_script_error_would_be_caught(tmp_path):

@@ -1,8 +1,12 @@
 import json
+import tarfile
+from pathlib import Path
 
 import pytest
 
 from probes.artifact import SCHEMA, Artifact, artifact_filename, validate, write_json_atomic
+from reports.grading import grade
+from reports.load import load_run, schema_problems
 
 
 def make_doc(**overrides):
@@ -22,25 +26,31 @@ def test_valid_artifact_has_schema_and_timing():
                                  "labels": {"gpu": 0, "dtype": "bf16"}}
 
 
-@pytest.mark.parametrize("field,value,needle", [
-    ("schema", "other/v2", "schema"),
-    ("host", "", "host"),
-    ("probe", "Bad Name", "probe"),
-    ("variant", "a/b", "variant"),
-    ("started_at", "yesterday", "started_at"),
-    ("duration_s", -1, "duration_s"),
-    ("status", "passed", "status"),
-    ("params", [], "params"),
-    ("raw", ["../etc/passwd"], "raw"),
-    ("device", {"backend": "tpu"}, "backend"),
+# The controller validates with reports/data/schemas/artifact.schema.json (jsonschema), the node with validate (standard
+# library only): both refuse each broken field, and the controller's message names its key.
+@pytest.mark.parametrize("field,value,needle,key", [
+    ("schema", "other/v2", "schema", "schema"),
+    ("host", "", "host", "host"),
+    ("probe", "Bad Name", "probe", "probe"),
+    ("variant", "a/b", "variant", "variant"),
+    ("started_at", "yesterday", "started_at", "started_at"),
+    ("duration_s", -1, "duration_s", "duration_s"),
+    ("status", "passed", "status", "status"),
+    ("params", [], "params", "params"),
+    ("raw", ["../etc/passwd"], "raw", "raw[0]"),
+    ("device", {"backend": "tpu"}, "backend", "device.backend"),
 ])
-def test_invalid_fields_are_named(field, value, needle):
-    problems = validate(make_doc(**{field: value}))
+def test_invalid_fields_are_named(field, value, needle, key):
+    doc = make_doc(**{field: value})
+    problems = validate(doc)
     assert problems and any(needle in p for p in problems), problems
+    assert [p.split(": ")[0] for p in schema_problems(doc, "artifact")] == [key]
 
 
 def test_non_ok_status_needs_reason():
     assert any("reason" in p for p in validate(make_doc(status="skipped", reason=None)))
+    assert schema_problems(make_doc(status="skipped", reason=None), "artifact") == [
+        "reason: None is not of type 'string'"]
     assert validate(make_doc(status="skipped", reason="no GPU")) == []
 
 
@@ -74,3 +84,33 @@ def test_atomic_write_leaves_no_temp_files(tmp_path):
         write_json_atomic(path, {"v": float("nan")})
     assert json.loads(open(path).read())["probe"] == "gemm"
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["x.json"]
+
+
+RECORDED_RUN = Path(__file__).resolve().parents[1] / "fixtures" / "assessment_run" / "run.tar.xz"
+
+
+def test_every_artifact_of_the_recorded_run_is_valid_for_the_node_and_the_controller(tmp_path):
+    with tarfile.open(RECORDED_RUN) as tar:
+        tar.extractall(tmp_path, filter="data")
+    paths = sorted((tmp_path / "run" / "artifacts").glob("*/*.json"))
+    assert len(paths) > 100
+    for path in paths:
+        doc = json.loads(path.read_text())
+        assert validate(doc) == [] and schema_problems(doc, "artifact") == [], path
+
+
+def test_an_invalid_artifact_is_a_load_error_and_an_error_row_naming_file_and_key(tmp_path):
+    doc = make_doc()
+    doc["results"].append({"metric": "tflops", "value": "fast", "unit": "TFLOP/s", "labels": {}})
+    write_json_atomic(str(tmp_path / "artifacts" / "node1" / "gemm-bf16.json"), doc)
+    write_json_atomic(str(tmp_path / "artifacts" / "node1" / "node_info.json"), make_doc(probe="node_info",
+                                                                                        variant=None))
+    run = load_run(str(tmp_path))
+    assert [d["probe"] for d in run.artifacts] == ["node_info"]
+    assert run.load_errors == [{"host": "node1", "path": "node1/gemm-bf16.json",
+                                "error": "results[1].value: 'fast' is not of type 'number'"}]
+    check = {"id": "compute.gemm_ran", "category": "compute", "title": "GEMM ran", "kind": "artifact",
+             "probe": "gemm", "variant": "bf16"}
+    (row,) = grade(run, {"checks": [check]})
+    assert (row["status"], row["observed"]) == ("error", "invalid artifact")
+    assert row["reason"] == "node1/gemm-bf16.json: results[1].value: 'fast' is not of type 'number'"

@@ -19,7 +19,10 @@ from probes.audit import security as audit_security
 from probes.audit import storage as audit_storage
 from reports.grading import engine as grade
 from reports.load import load_run
+from reports.phases.audit import common as audit_common
 from reports.phases.audit import grade as grade_audit
+from reports.phases.audit import network as audit_network
+from reports.phases.audit import software as audit_software
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "audit"
 STATUSES = {"pass", "warn", "fail", "skip", "error"}
@@ -279,7 +282,7 @@ def fleet(tmp_path_factory):
 
 def test_every_check_for_every_host(fleet):
     run, rows = fleet
-    checks = [c for c in grade.load_rubric()["checks"] if c["id"].startswith("audit.")]
+    checks = audit_checks()
     assert grade_audit.validate_rubric(checks) == []
     ids = {c["id"] for c in checks}
     assert len(ids) >= 100
@@ -455,10 +458,57 @@ def test_odd_cases_driver_not_loaded_tools_missing_not_root(tmp_path):
     ("dcgm", "1:4.5.3", "pass", None),  # a Debian epoch is not part of the version
 ])
 def test_minimum_versions_table(entry, version, status, why):
-    got, expected, reason = grade_audit.judge_version(grade_audit.minimums()[entry], version)
+    got, expected, reason = audit_software.judge_version(audit_software.minimums()[entry], version)
     assert got == status, (entry, version, expected, reason)
     if why:
         assert why in reason
+
+
+def audit_checks():
+    return [c for c in grade.load_rubric()["checks"] if c["id"].startswith("audit.")]
+
+
+def test_every_rule_is_the_function_of_its_name_in_the_module_of_its_area():
+    for c in audit_checks():
+        fn = grade_audit.resolve(c)
+        assert fn is getattr(grade_audit.AREAS[c["id"].split(".")[1]], c["rule"]) and fn.audit_kind == c["kind"]
+    # One name per check: but for the consistency view (one rule, many facts), the rule is the id's last part.
+    assert [c["id"] for c in audit_checks() if c["id"].split(".")[1] != "consistency"
+            and c["rule"] != c["id"].split(".")[-1]] == []
+
+
+def test_a_rule_that_does_not_resolve_names_the_check_and_the_rule():
+    check = next(c for c in audit_checks() if c["id"] == "audit.sw.cuda_toolkit")
+    with pytest.raises(ValueError, match=r"check audit\.sw\.cuda_toolkit: rule 'cuda_tookit' is no rule of kind audit "
+                                         r"in reports\.phases\.audit\.software"):
+        grade_audit.resolve(dict(check, rule="cuda_tookit"))
+    with pytest.raises(ValueError, match="'judge_version' is no rule"):  # a helper of the area is not a rule
+        grade_audit.resolve(dict(check, rule="judge_version"))
+    with pytest.raises(ValueError, match="'same_value' is no rule of kind audit in"):  # a rule of the other kind
+        grade_audit.resolve(dict(check, id="audit.consistency.x", rule="same_value"))
+    assert grade_audit.validate_rubric([dict(check, rule="cuda_tookit", minimum="cuda")]) == [
+        "check audit.sw.cuda_toolkit: rule 'cuda_tookit' is no rule of kind audit in reports.phases.audit.software",
+        "audit.sw.cuda_toolkit: minimum 'cuda' is not an entry of minimum_versions.yml"]
+
+
+def test_the_rubric_entry_names_the_minimum_that_applies(fleet):
+    run, rows = fleet
+    check = next(c for c in audit_checks() if c["id"] == "audit.sw.cuda_toolkit")
+    assert check["minimum"] == "cuda_toolkit"
+    [row] = grade_audit.grade_host(check, run, "h100")
+    assert (row["status"], row["observed"]) == ("pass", "13.1.0") and row["expected"].startswith(">= 13.1 (")
+    [row] = grade_audit.grade_host(dict(check, minimum="docker_engine"), run, "h100")  # same node, other table entry
+    assert (row["status"], row["observed"]) == ("fail", "13.1.0") and row["expected"].startswith(">= 29.7.0 (")
+    [row] = grade_audit.grade_host({k: v for k, v in check.items() if k != "minimum"}, run, "h100")
+    assert row["status"] == "error"
+    assert "check audit.sw.cuda_toolkit has no `minimum:`" in row["reason"]
+
+
+def test_nic_role_thresholds_for_the_section_come_from_the_rubric():
+    check = next(c for c in audit_checks() if c["id"] == "audit.net.nic_inventory")
+    assert audit_network.nic_role_thresholds() == {"compute_roce_min_gbps": check["compute_roce_min_gbps"],
+                                                   "storage_min_gbps": check["storage_min_gbps"]} == {
+        "compute_roce_min_gbps": 400, "storage_min_gbps": 25}
 
 
 def test_consistency_names_the_odd_host(tmp_path):
@@ -492,7 +542,7 @@ def test_consistency_names_the_odd_host(tmp_path):
 
 
 def test_xid_table_and_window(tmp_path):
-    table = grade_audit.data("xid")
+    table = audit_common.data("xid")
     assert table["xids"][79] == "REBOOT" and table["xids"][63] == "IGNORE_UNTIL_RESET"
     assert {a["status"] for a in table["actions"].values()} == {"pass", "warn", "fail"}
     node = h100_node()

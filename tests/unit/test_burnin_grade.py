@@ -13,7 +13,7 @@ from probes.burnin import kernel_log as soak_kernel
 from probes.burnin import runner as soak_runner
 from probes.burnin import smi as soak_smi
 from probes.burnin import summary as soak_summary
-from reports.grading.engine import grade, load_rubric
+from reports.grading import grade, load_rubric
 from reports.load import load_run
 from reports.phases.burnin import grade as gb
 from reports.phases.burnin import section
@@ -147,7 +147,7 @@ def test_grading_gpu_node_cpu_node_and_interrupted_node(tmp_path):
     assert coll[0]["status"] == "pass" and "busbw min 0.150 / avg 0.200 / max 0.250 GB/s" in coll[0]["observed"]
     # parts that did not run skip with the reason, for every host
     skipped = [r for r in by[("burnin.completed", "c1")] if r["subject"] == "fabric_soak"]
-    assert skipped[0]["status"] == "skip" and skipped[0]["reason"] == "fabric_soak did not run on this host"
+    assert skipped[0]["status"] == "skip" and skipped[0]["reason"] == "probe fabric_soak did not run on this host"
 
 
 def test_report_section_plots_and_marks_the_xid(tmp_path):
@@ -166,7 +166,7 @@ def test_report_section_plots_and_marks_the_xid(tmp_path):
 
 
 def test_grader_kinds_are_registered():
-    from reports.grading import engine as g
+    from reports.grading import kinds
 
-    g.load_phase_graders()
-    assert gb.PER_HOST and all(g.PER_HOST_GRADERS[kind] is fn for kind, fn in gb.PER_HOST.items())
+    kinds.register_phase_kinds()
+    assert gb.PER_HOST and all(kinds.PER_HOST_KINDS[kind] is fn for kind, fn in gb.PER_HOST.items())

@@ -4,9 +4,9 @@ synthetic data, and the report section on a synthetic 8-GPU run."""
 import pytest
 
 from probes.artifact import Artifact
-from reports.grading import engine as grade
+from reports import grading as grade
 from reports.grading.expectations import load_gpus
-from reports.load import Run, tidy
+from reports.load import run_of_artifacts as run_of
 from reports.phases.gpu_compute import section
 from reports.phases.gpu_compute.grade import grade_dtype_metric
 
@@ -63,12 +63,6 @@ def copy_bw(host, h2d, d2h, p2p):
                 art.add("gbps", p2p(gpu, peer), "GB/s", gpu=gpu, peer=peer, direction="p2p", bytes=1 << 29)
     return art.to_dict()
 
-
-def run_of(docs, unreachable=()):
-    results, facts = tidy(docs)
-    hosts = sorted({d["host"] for d in docs} | set(unreachable))
-    return Run(run_dir="/x", meta={}, hosts=hosts, unreachable={h: "down" for h in unreachable}, artifacts=docs,
-               load_errors=[], results=results, facts=facts)
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,15 @@
 import json
+import shutil
 
 import pytest
+import yaml
 
 from probes.artifact import Artifact
-from reports.grading.engine import grade_metric, grade_straggler, load_rubric
+from reports import DATA_DIR
+from reports.grading import RubricError, load_rubric
 from reports.grading.expectations import gpu_model_key, load_gpus, resolve
-from reports.load import Run, tidy
+from reports.grading.kinds import grade_metric, grade_straggler
+from reports.load import run_of_artifacts as make_run
 
 MODELS = load_gpus()
 
@@ -25,12 +29,6 @@ def info_doc(host, model="NVIDIA H100 80GB HBM3"):
     art.facts["gpu_model"] = model
     return art.to_dict()
 
-
-def make_run(docs, unreachable=()):
-    results, facts = tidy(docs)
-    hosts = sorted({d["host"] for d in docs} | set(unreachable))
-    return Run(run_dir="/x", meta={}, hosts=hosts, unreachable={h: "down" for h in unreachable}, artifacts=docs,
-               load_errors=[], results=results, facts=facts)
 
 
 CHECK = {"id": "compute.gemm_bf16", "category": "compute", "title": "BF16 GEMM vs MAMF", "kind": "metric",
@@ -96,32 +94,45 @@ def test_rubric_merges_parts_and_refuses_duplicates(tmp_path):
         load_rubric(str(tmp_path / "rubric.yml"))
 
 
-def test_shipped_rubric_loads():
-    rubric = load_rubric()
+def test_shipped_rubric_loads_and_matches_its_schema():
+    rubric = load_rubric()  # every file is validated against rubric.schema.json on the way
     assert {c["id"] for c in rubric["checks"]} >= {"preflight.reachable", "preflight.node_info"}
     json.dumps(rubric)
 
 
+def test_a_broken_rubric_is_named_by_file_and_key(tmp_path):
+    shutil.copytree(DATA_DIR, tmp_path / "data")
+    network = tmp_path / "data" / "rubric.d" / "network.yml"
+    part = yaml.safe_load(network.read_text())
+    position = next(i for i, c in enumerate(part["checks"]) if c["kind"] == "net_peak_busbw")
+    part["checks"][position]["expect"]["op"] = "=>"
+    del part["checks"][0]["title"]
+    network.write_text(yaml.safe_dump(part))
+    with pytest.raises(RubricError) as caught:
+        load_rubric(str(tmp_path / "data" / "rubric.yml"))
+    assert str(caught.value).splitlines() == [
+        "rubric.d/network.yml: checks[0]: 'title' is a required property",
+        "rubric.d/network.yml: checks[%d].expect.op: '=>' is not one of ['>=', '>', '<=', '<', '==']" % position]
+
+
 def test_each_phase_grader_imports_first_and_every_rubric_kind_is_registered():
     """A phase's grader module can be the first thing imported (fresh interpreter: no circular import through
-    reports.grading.engine), and every kind the rubric uses has a grader once the phases are loaded."""
+    reports.grading), and every kind the rubric uses has a grader once the phases are loaded."""
     import subprocess
     import sys
     from pathlib import Path
 
-    from reports.grading import engine as grade
+    from reports.grading import kinds
 
     root = Path(__file__).resolve().parents[2]
     from reports import phases
 
     assert {"audit", "burnin", "gpu_compute", "lifecycle", "network", "reliability", "storage"} <= set(phases.names())
     for phase in phases.names():
-        code = ("import reports.phases.%s.grade as m\nfrom reports.grading import engine as grade\n"
-                "grade.load_phase_graders()\n"
-                "assert m.PER_HOST.items() <= grade.PER_HOST_GRADERS.items()\n"
-                "assert m.CLUSTER.items() <= grade.CLUSTER_GRADERS.items()\n" % phase)
+        code = ("import reports.phases.%s.grade as m\nfrom reports.grading import kinds\n"
+                "kinds.register_phase_kinds()\n"
+                "assert m.PER_HOST.items() <= kinds.PER_HOST_KINDS.items()\n"
+                "assert m.CLUSTER.items() <= kinds.CLUSTER_KINDS.items()\n" % phase)
         res = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
         assert res.returncode == 0, (phase, res.stderr[-1500:])
-    grade.load_phase_graders()
-    kinds = set(grade.GRADERS) | set(grade.PER_HOST_GRADERS) | set(grade.CLUSTER_GRADERS)
-    assert {c["kind"] for c in load_rubric()["checks"]} <= kinds
+    assert {c["kind"] for c in load_rubric()["checks"]} <= kinds.kind_names()

@@ -2,14 +2,14 @@
 tier and tool, the spread between tiers (the slow tier named, with its ratio), peers, failures, and skips with the
 reason of the tool/probe that could not run."""
 
-import json
 from pathlib import Path
 
 import yaml
+from run_dirs import write_and_load_run
 
-from probes.artifact import Artifact, artifact_filename, write_json_atomic
-from reports import load
-from reports.grading import engine as grade
+from probes.artifact import Artifact
+from reports import grading as grade
+from reports.grading.kinds import kind_names
 from reports.phases.lifecycle import grade as grade_lifecycle
 from reports.phases.lifecycle import section
 
@@ -43,13 +43,7 @@ def skipped(probe, host, reason):
 
 
 def make_run(tmp_path, arts):
-    run_dir = tmp_path / "run"
-    (run_dir / "artifacts").mkdir(parents=True)
-    (run_dir / "assess_run.json").write_text(json.dumps({"hosts": HOSTS, "id": "r", "profile": "standard"}))
-    for art in arts:
-        write_json_atomic(str(run_dir / "artifacts" / art.host / artifact_filename(art.probe, art.variant)),
-                          art.to_dict())
-    return load.load_run(str(run_dir))
+    return write_and_load_run(tmp_path, arts, HOSTS, "standard")
 
 
 def rows_of(run, check_id):
@@ -66,8 +60,7 @@ def test_rubric_loads_with_the_rest_and_every_kind_is_registered():
     rubric = grade.load_rubric()
     mine = [c for c in rubric["checks"] if c["id"].startswith("lifecycle.")]
     assert len(mine) >= 15 and {c["category"] for c in mine} == {"lifecycle"}
-    grade.load_phase_graders()
-    kinds = set(grade.GRADERS) | set(grade.PER_HOST_GRADERS) | set(grade.CLUSTER_GRADERS)
+    kinds = kind_names()
     assert {c["kind"] for c in mine} <= kinds
 
 

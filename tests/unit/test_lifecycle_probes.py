@@ -39,10 +39,9 @@ def wheelhouse(tmp_path_factory):
 
 
 def test_shared_filesystem_types_match_the_audit():
-    # reports.phases.audit.grade must be imported through reports.grading.engine (it registers itself there)
-    from reports.phases.audit import grade as grade_audit  # noqa: F401, PLC0415
+    from reports.phases.audit import storage as audit_storage  # noqa: PLC0415
 
-    assert set(lifecycle.SHARED_FS) == set(grade_audit.SHARED_FS)
+    assert set(lifecycle.SHARED_FS) == set(audit_storage.SHARED_FS)
 
 
 def test_tiers_discovered_from_a_gpu_node_mount_table():

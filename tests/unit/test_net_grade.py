@@ -5,8 +5,8 @@ import json
 
 from probes.artifact import Artifact
 from probes.network.busbw import busbw_factor
-from reports.grading import engine as grade
-from reports.load import Run, tidy
+from reports import grading as grade
+from reports.load import run_of_artifacts as make_run
 from reports.phases.network import grade as gn
 from reports.phases.network import section
 
@@ -45,12 +45,6 @@ def info_doc(host, model=H100):
     art.facts["gpu_model"] = model
     return art.to_dict()
 
-
-def make_run(docs, unreachable=()):
-    results, facts = tidy(docs)
-    hosts = sorted({d["host"] for d in docs} | set(unreachable))
-    return Run(run_dir="/x", meta={}, hosts=hosts, unreachable={h: "down" for h in unreachable}, artifacts=docs,
-               load_errors=[], results=results, facts=facts)
 
 
 RUBRIC = grade.load_rubric()

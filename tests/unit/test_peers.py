@@ -112,7 +112,7 @@ def test_build_ranks_against_the_store_and_cli_lists_it(tmp_path, capsys, monkey
 
 def test_headline_metric_from_results_respects_labels_and_backends(tmp_path):
     from probes.artifact import Artifact
-    from reports.load import Run, tidy
+    from reports.load import run_of_artifacts
 
     docs = []
     for host, backend in (("n1", "cuda"), ("n2", "cuda"), ("n3", "cpu")):
@@ -122,9 +122,7 @@ def test_headline_metric_from_results_respects_labels_and_backends(tmp_path):
             art.add("tflops", value + (0 if host != "n2" else 20), "TFLOP/s", gpu=gpu, dtype="bf16")
             art.add("tflops", 1400.0, "TFLOP/s", gpu=gpu, dtype="fp8")
         docs.append(art.to_dict())
-    results, facts = tidy(docs)
-    run = Run(run_dir="/x", meta={}, hosts=["n1", "n2", "n3"], unreachable={}, artifacts=docs, load_errors=[],
-              results=results, facts=facts)
+    run = run_of_artifacts(docs)
     spec = {"id": "g", "probe": "gemm", "metric": "tflops", "labels": {"dtype": "bf16"}, "backends": ["cuda"],
             "agg": "median", "better": "higher"}
     value, n, why = peers.metric_value(run, spec)

@@ -16,61 +16,103 @@ RUBRIC = load_rubric()
 CHECKS = {c["id"]: c for c in RUBRIC["checks"]}
 
 
-def reboot_doc(host, back=True, rts=60.0, skip=None, batch=1):
-    art = Artifact("reboot", "r1", host)
+T0 = 1_800_000_000.0
+OBS = "obs"  # the batches' observer: not itself graded
+
+
+def _art(probe, host, variant=None):
+    return Artifact(probe, "r1", host, variant=variant)
+
+
+def _boot_ids(prefix, host, before, after):
+    docs = []
+    for when, boot_id in (("before", before), ("after", after)):
+        if boot_id:
+            art = _art("boot_id", host, "%s-%s" % (prefix, when))
+            art.facts["boot_id"] = boot_id
+            docs.append(art.to_dict())
+    return docs
+
+
+def reboot_docs(host, back=True, rts=60.0, skip=None, batch=1):
+    """What the nodes and the observer record for one planned reboot: the node's reboot artifact (the controller's
+    events), its boot ids, and the observer's drain and return actions, timed so that drain takes 0.5 s, the
+    reboot rts - 10 s, resume 1 s, the fresh job 0.4 s and reboot -> fresh job rts s."""
+    art = _art("reboot", host)
     if skip:
         art.skip(skip)
-        return art.to_dict()
-    art.facts.update(node=host, scheduler="slurm", batch=str(batch), boot_id_before="a", boot_id_after="b")
-    art.add("boot_id_changed", 1 if back else 0, "bool")
-    t0 = 1_800_000_000.0
+        return [art.to_dict()]
+    stage = "reboot-b%d" % batch
+    art.facts.update(node=host, scheduler="slurm", batch=str(batch), observer=OBS, stage=stage)
+    started = T0 + 1
+    art.add("event_at", started, "s_epoch", event="reboot_started")
+    drain = [("drain_issued_at", T0), ("drained_at", T0 + 0.5)]
     if back:
-        for name, value in (("drain_s", 0.5), ("reboot_s", rts - 10), ("registered_s", rts - 8),
-                            ("resume_s", 1.0), ("job_s", 0.4), ("return_to_service_s", rts), ("total_s", rts + 1)):
-            art.add(name, value, "s")
-        for event, dt in (("drain_issued", 0), ("drained", 0.5), ("reboot_started", 1), ("reboot_returned", rts - 9),
-                          ("registered", rts - 7), ("resume_issued", rts - 1), ("available", rts),
-                          ("job_ok", rts + 1)):
-            art.add("event_at", t0 + dt, "s_epoch", event=event)
+        art.add("event_at", started + rts - 10, "s_epoch", event="reboot_returned")
+        ret = [("registered_at", started + rts - 8), ("resume_issued_at", started + rts - 2),
+               ("available_at", started + rts - 1), ("job_started_at", started + rts - 0.4),
+               ("job_ok_at", started + rts)]
     else:
         art.facts["reboot_error"] = "Timed out waiting for last boot time check (timeout=1800)"
-    art.add("returned", 1 if back else 0, "bool")
-    return art.to_dict()
+        ret = []
+    actions = {stage + "-drain": [(m, t, host) for m, t in drain], stage + "-return": [(m, t, host) for m, t in ret]}
+    return [art.to_dict()] + _boot_ids("reboot", host, "a", "b" if back else None) + [actions]
 
 
-def fault_doc(host, detect=None, action="drained", returned=None, watched=700.0, xid=79, skip=None, drained=True):
-    art = Artifact("fault_injection", "r1", host)
+def fault_docs(host, detect=None, action="drained", returned=None, watched=700.0, xid=79, skip=None):
+    """What the nodes and the observer record for one fault injection: the node's fault_injection and fault_inject
+    artifacts, its boot ids, the observer's scheduler samples (in service, then taken out at detect s, back at
+    returned s, watched until watched s after the injection, or until it came back) and its fresh job once the
+    node was back."""
+    art = _art("fault_injection", host)
     if skip:
         art.skip(skip)
-        return art.to_dict()
-    art.facts.update(node=host, xid=str(xid), method="kmsg", observed_action=action, detect_phase="drained",
-                     detect_reason="XID %d in kernel log (health check)" % xid, scheduler="slurm")
-    art.add("injected_at", 1_800_000_000.0, "s_epoch")
-    art.add("watched_s", watched, "s")
-    art.add("detected", 0 if detect is None else 1, "bool")
-    art.add("returned", 1 if returned is not None else 0, "bool")
-    art.add("rebooted", 1 if action == "reboot" else 0, "bool")
-    art.add("flaps", 0, "count")
-    art.add("drain_open", 1 if returned is None and detect is not None else 0, "bool")
+        return [art.to_dict()]
+    art.facts.update(node=host, scheduler="slurm", batch="1", observer=OBS, stage="fault-b1", xid=str(xid))
+    inject = _art("fault_inject", host)
+    inject.facts["method"] = "kmsg"
+    inject.add("injected_at", T0, "s_epoch", method="kmsg", xid=xid)
+    if action == "returned" and returned is None:
+        returned = detect + 60.0
+    out_phase = "missing" if action == "removed" else "drained"
+    reason = "XID %d in kernel log (health check)" % xid
+    samples = [{"t": T0 - 1, "node": host, "phase": "available", "state": "IDLE"}]
     if detect is not None:
-        art.add("detect_s", detect, "s")
-        if drained:
-            art.add("drain_s", detect, "s")
-        art.add("time_drained_s", (returned or watched) - detect, "s")
+        samples.append({"t": T0 + detect, "node": host, "phase": out_phase, "state": "IDLE+DRAIN", "reason": reason})
     if returned is not None:
-        art.add("return_s", returned, "s")
-        art.add("job_s", 2.0, "s")
-        art.add("job_ok_at", 1_800_000_000.0 + returned + 5.0, "s_epoch")
-    return art.to_dict()
+        samples.append({"t": T0 + returned, "node": host, "phase": "available", "state": "IDLE"})
+    samples.append(dict(samples[-1], t=max(T0 + watched, samples[-1]["t"]), final=True))
+    job = [("job_started_at", T0 + returned + 3.0, host), ("job_ok_at", T0 + returned + 5.0, host)] if returned else []
+    return ([art.to_dict(), inject.to_dict()] + _boot_ids("fault", host, "a", "b" if action == "reboot" else "a")
+            + [{"fault-b1-job": job}, {"samples fault-b1": samples}])
 
 
-def make_run(tmp_path, docs):
+def make_run(tmp_path, groups):
+    """A run directory of the artifacts the builders above give, the observer's merged per batch."""
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "assess_run.json").write_text(json.dumps({"id": "r1", "provider": "p", "hosts": HOSTS}))
-    for doc in docs:
-        name = doc["probe"] + ".json"
-        write_json_atomic(str(run_dir / "artifacts" / doc["host"] / name), doc)
+    actions, samples = {}, {}
+    for doc in (d for g in groups for d in (g if isinstance(g, list) else [g])):
+        if "probe" in doc:
+            name = doc["probe"] + ("-%s" % doc["variant"] if doc.get("variant") else "") + ".json"
+            write_json_atomic(str(run_dir / "artifacts" / doc["host"] / name), doc)
+            continue
+        for key, value in doc.items():
+            if key.startswith("samples "):
+                samples.setdefault(key.split()[1], []).extend(value)
+            else:
+                actions.setdefault(key, []).extend(value)
+    for variant, results in actions.items():
+        art = _art("sched_action", OBS, variant)
+        for metric, t, node in results:
+            art.add(metric, t, "s_epoch", node=node)
+        write_json_atomic(str(run_dir / "artifacts" / OBS / ("sched_action-%s.json" % variant)), art.to_dict())
+    for stage, kept in samples.items():
+        art = _art("sched_watch", OBS, stage)
+        art.raw.append("sched_watch-%s.jsonl" % stage)
+        (run_dir / "artifacts" / OBS / art.raw[0]).write_text("".join(json.dumps(x) + "\n" for x in kept))
+        write_json_atomic(str(run_dir / "artifacts" / OBS / ("sched_watch-%s.json" % stage)), art.to_dict())
     return load_run(str(run_dir))
 
 
@@ -85,7 +127,7 @@ def by_host(rows):
 @pytest.mark.parametrize("detect,status", [(45.0, "pass"), (120.0, "pass"), (121.0, "warn"), (600.0, "warn"),
                                            (601.0, "fail"), (None, "fail")])
 def test_detection_thresholds(tmp_path, detect, status):
-    run = make_run(tmp_path, [fault_doc("n1", detect=detect, action="drained" if detect else "none")])
+    run = make_run(tmp_path, fault_docs("n1", detect=detect, action="drained" if detect else "none"))
     [row] = gr.grade_detect(check("reliability.failure_detection"), run, "n1")
     assert row["status"] == status
     if detect is None:
@@ -93,7 +135,7 @@ def test_detection_thresholds(tmp_path, detect, status):
 
 
 def test_never_detected_in_a_short_watch_says_so(tmp_path):
-    run = make_run(tmp_path, [fault_doc("n1", detect=None, action="none", watched=60.0)])
+    run = make_run(tmp_path, fault_docs("n1", detect=None, action="none", watched=60.0))
     [row] = gr.grade_detect(check("reliability.failure_detection"), run, "n1")
     assert row["status"] == "fail" and "raise fault_injection_detect_timeout" in row["reason"]
 
@@ -112,7 +154,7 @@ def test_never_detected_in_a_short_watch_says_so(tmp_path):
     (999, "none", "fail", "left schedulable"),  # unknown XID: contact support, keep it off
 ])
 def test_observed_action_against_the_recommended_one(tmp_path, xid, action, status, words):
-    run = make_run(tmp_path, [fault_doc("n1", detect=30.0 if action != "none" else None, action=action, xid=xid)])
+    run = make_run(tmp_path, fault_docs("n1", detect=30.0 if action != "none" else None, action=action, xid=xid))
     [row] = gr.grade_action(check("reliability.remediation"), run, "n1")
     assert row["status"] == status, row
     assert words in row["reason"]
@@ -121,10 +163,10 @@ def test_observed_action_against_the_recommended_one(tmp_path, xid, action, stat
 
 
 def test_return_to_service(tmp_path):
-    docs = [fault_doc("n1", detect=30.0, action="returned", returned=900.0),
-            fault_doc("n2", detect=30.0, action="returned", returned=3700.0, watched=4000.0),
-            fault_doc("n3", detect=30.0, watched=120.0),
-            fault_doc("n4", detect=30.0, watched=3700.0)]
+    docs = [fault_docs("n1", detect=30.0, action="returned", returned=900.0),
+            fault_docs("n2", detect=30.0, action="returned", returned=3700.0, watched=4000.0),
+            fault_docs("n3", detect=30.0, watched=120.0),
+            fault_docs("n4", detect=30.0, watched=3700.0)]
     run = make_run(tmp_path, docs)
     rows = {h: gr.grade_return(check("reliability.return_to_service"), run, h)[0] for h in HOSTS}
     assert rows["n1"]["status"] == "pass" and "a fresh job took 2.0 s" in rows["n1"]["observed"]
@@ -134,8 +176,8 @@ def test_return_to_service(tmp_path):
 
 
 def test_reboot_checks_and_peers(tmp_path):
-    docs = [reboot_doc("n1", rts=60), reboot_doc("n2", rts=64), reboot_doc("n3", rts=200),
-            reboot_doc("n4", back=False)]
+    docs = [reboot_docs("n1", rts=60), reboot_docs("n2", rts=64), reboot_docs("n3", rts=200),
+            reboot_docs("n4", back=False)]
     run = make_run(tmp_path, docs)
     rows = by_host(r for h in HOSTS for r in gr.grade_reboot(check("reliability.reboot_returned"), run, h))
     assert rows["n1"]["status"] == "pass" and rows["n1"]["observed"] == "back after 60.0 s"
@@ -147,14 +189,14 @@ def test_reboot_checks_and_peers(tmp_path):
 
 
 def test_peers_ignore_small_absolute_differences(tmp_path):
-    run = make_run(tmp_path, [reboot_doc("n1", rts=5), reboot_doc("n2", rts=20)])
+    run = make_run(tmp_path, [reboot_docs("n1", rts=5), reboot_docs("n2", rts=20)])
     peers = by_host(gr.grade_peers(check("reliability.reboot_duration"), run, ["n1", "n2"]))
     assert peers["n2"]["status"] == "pass"  # 4x, but 15 s is within min_excess_s
 
 
 def test_every_check_shows_for_every_host_when_nothing_was_allowed(tmp_path):
     reason = "destructive tests are off: set assess_allow_destructive=true and name the hosts in reboot_hosts"
-    docs = [reboot_doc(h, skip=reason) for h in HOSTS] + [fault_doc(h, skip=reason) for h in HOSTS]
+    docs = [reboot_docs(h, skip=reason) for h in HOSTS] + [fault_docs(h, skip=reason) for h in HOSTS]
     run = make_run(tmp_path, docs)
     from reports.grading.engine import grade
 
@@ -168,8 +210,8 @@ def test_every_check_shows_for_every_host_when_nothing_was_allowed(tmp_path):
 
 
 def test_section_tables_and_timeline(tmp_path):
-    docs = [reboot_doc("n1", rts=60, batch=1), reboot_doc("n2", rts=64, batch=2), reboot_doc("n3", skip="x"),
-            fault_doc("n4", detect=42.0, returned=900.0, action="returned")]
+    docs = [reboot_docs("n1", rts=60, batch=1), reboot_docs("n2", rts=64, batch=2), reboot_docs("n3", skip="x"),
+            fault_docs("n4", detect=42.0, returned=900.0, action="returned")]
     run = make_run(tmp_path, docs)
     from reports.grading.engine import grade
 

@@ -1,12 +1,18 @@
-"""The timing state machine (probes/reliability/timeline.py) over scheduler state sequences recorded on the test
-cluster's Slurm (tests/fixtures/slurm/watch_*.jsonl; tests/fixtures/slurm/sequences.json says what happened in each)."""
+"""The timelines the controller computes (reports/phases/reliability/timeline.py) and the watcher's stop rule and
+compaction (probes/reliability/samples.py), over scheduler state sequences recorded on the test cluster's Slurm
+(tests/fixtures/slurm/watch_*.jsonl; tests/fixtures/slurm/sequences.json says what happened in each); and, from the
+whole recorded run (tests/fixtures/assessment_run), the proof of the move: computed from the raw observations alone,
+every timing, event and fact is what the old node-side probes computed into their artifacts."""
 
 import json
+import tarfile
 from pathlib import Path
 
 import pytest
 
-from probes.reliability import timeline
+from probes.reliability import samples as watch
+from reports.load import load_run
+from reports.phases.reliability import timeline
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 META = json.loads((FIX / "sequences.json").read_text())
@@ -133,23 +139,51 @@ def test_watch_resolution():
     t0 = drained[0]["t"]
     # detected, still drained: resolved only once the remediation window has passed
     detected_at = next(s["t"] for s in drained if s["phase"] == "drained")
-    assert not timeline.watch_resolved(drained, t0, detected_at + 1, 60, 3, 2)
-    assert timeline.watch_resolved(drained, t0, detected_at + 3.1, 60, 3, 2)
+    assert not watch.watch_resolved(drained, t0, detected_at + 1, 60, 3, 2)
+    assert watch.watch_resolved(drained, t0, detected_at + 3.1, 60, 3, 2)
     quiet, _ = seq("watch_never_detected.jsonl")
-    assert not timeline.watch_resolved(quiet, quiet[0]["t"], quiet[0]["t"] + 30, 60, 3, 2)
-    assert timeline.watch_resolved(quiet, quiet[0]["t"], quiet[0]["t"] + 60, 60, 3, 2)
+    assert not watch.watch_resolved(quiet, quiet[0]["t"], quiet[0]["t"] + 30, 60, 3, 2)
+    assert watch.watch_resolved(quiet, quiet[0]["t"], quiet[0]["t"] + 60, 60, 3, 2)
     flap, _ = seq("watch_flapping.jsonl")
     back = [s["t"] for s in flap if s["state"] == "IDLE"]
     # back the first time: not settled yet when it leaves again; back for good and settled: resolved
-    assert not timeline.watch_resolved([s for s in flap if s["t"] <= back[1] + 1], flap[0]["t"], back[1] + 1,
+    assert not watch.watch_resolved([s for s in flap if s["t"] <= back[1] + 1], flap[0]["t"], back[1] + 1,
                                        60, 600, 2)
-    assert timeline.watch_resolved(flap, flap[0]["t"], back[2] + 2.5, 60, 600, 2)
+    assert watch.watch_resolved(flap, flap[0]["t"], back[2] + 2.5, 60, 600, 2)
     # a node already out of service when the watch began: nothing to watch
-    assert timeline.watch_resolved(drained[1:], t0, t0, 60, 600, 2)
+    assert watch.watch_resolved(drained[1:], t0, t0, 60, 600, 2)
 
 
 def test_compactor_keeps_only_changes():
-    c = timeline.Compactor()
+    c = watch.Compactor()
     a = {"t": 1, "node": "n", "phase": "available", "state": "IDLE", "reason": None}
     assert c.add(a) and not c.add(dict(a, t=2)) and c.add(dict(a, t=3, phase="drained", state="IDLE+DRAIN"))
     assert c.last["n"]["t"] == 3
+
+
+@pytest.fixture(scope="module")
+def recorded_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("recorded")
+    with tarfile.open(Path(__file__).resolve().parents[1] / "fixtures" / "assessment_run" / "run.tar.xz") as tar:
+        tar.extractall(tmp, filter="data")
+    return load_run(str(tmp / "run"))
+
+
+def test_the_controller_computes_from_raw_observations_what_the_old_probes_computed(recorded_run):
+    """The recorded run's reboot and fault_injection artifacts were written by the node-side computation; their
+    computed results are compared here, never read by the controller."""
+    compared = []
+    for doc in recorded_run.artifacts:
+        if doc["probe"] not in ("reboot", "fault_injection") or doc["status"] != "ok":
+            continue
+        done = timeline.outcome(recorded_run, doc)
+        assert done["status"] == "ok"
+        assert done["metrics"] == {r["metric"]: r["value"] for r in doc["results"] if not r["labels"]}
+        assert done["events"] == {r["labels"]["event"]: r["value"] for r in doc["results"]
+                                  if r["metric"] == "event_at"}
+        assert {k: done["facts"].get(k) for k in doc["facts"]} == doc["facts"]
+        compared.append((doc["host"], doc["probe"]))
+    assert compared == [("cmxbl-node2", "reboot"), ("cmxbl-node3", "reboot"), ("cmxbl-node4", "fault_injection")]
+    reboot = timeline.outcome(recorded_run, recorded_run.artifact("cmxbl-node2", "reboot"))
+    assert reboot["facts"]["observer"] == "cmxbl-node1"  # found from the batch: old artifacts did not name it
+    assert reboot["metrics"]["return_to_service_s"] == pytest.approx(9.175)

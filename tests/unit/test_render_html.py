@@ -1,5 +1,6 @@
-"""report.html without a browser: the markdown it converts, embedded plots, escaping, the rating and checks parts;
-report.md's rating table; the build's progress bar and summary (what the callback prints)."""
+"""report.html without a browser: the blocks it renders (the same blocks report.md is written from), embedded
+plots, escaping, the rating and checks parts; report.md's rating table; the build's progress bar and summary (what
+the callback prints)."""
 
 import base64
 import io
@@ -9,37 +10,59 @@ from pathlib import Path
 from rating_runs import ANALYST_GOOD, RUBRIC, make_run
 
 from reports.build import Progress, build
-from reports.render.report_html import markdown_to_html
+from reports.render import markdown
+from reports.render.blocks import Bullets, Heading, Paragraph, Quote, Table, code, em, figure, link, strong
+from reports.render.report_html import blocks_html
 
 PNG_1PX = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9aw"
                            "AAAABJRU5ErkJggg==")
+BLOCKS = [
+    Heading(2, "Storage <tiers>"),
+    Paragraph(["Some ", em("emphasis"), ", ", strong("bold"), " and ", code("a|b <code>"), "."]),
+    Table(["tier", "read", "status"],
+          [["/home", "9.5 GB/s", "pass"], ["a | b", 1, "FAIL"], [None, [strong("no"), ": x"], "<td>"]]),
+    Bullets(["one", ["two ", link("link", "#x")]]), Bullets(["first", "second"], numbered=True),
+    Quote("quoted & <raw>"),
+]
 
 
-def test_markdown_subset():
-    md = "\n".join([
-        "## Storage <tiers>", "", "Some *emphasis*, **bold** and `a|b <code>`.", "",
-        "| tier | read | status |", "|---|---:|---|", "| /home | 9.5 GB/s | pass |", "| a \\| b | 1 | FAIL |", "",
-        "- one", "- two [link](#x)", "", "1. first", "2. second", "", "> quoted", "", "```", "<raw> & code", "```"])
-    out = markdown_to_html(md)
+def test_blocks_as_html_escaped():
+    out = blocks_html(BLOCKS)
     assert '<h2 id="storage-tiers">Storage &lt;tiers&gt;</h2>' in out
     assert "<em>emphasis</em>" in out and "<strong>bold</strong>" in out and "<code>a|b &lt;code&gt;</code>" in out
     assert "<th>tier</th>" in out and '<td class="st st-pass">pass</td>' in out and '<td class="st st-fail">FAIL' in out
-    assert "<td>a | b</td>" in out and '<td class="num">9.5 GB/s</td>' in out
-    assert "<ul><li>one</li><li>two <a href=\"#x\">link</a></li></ul>" in out
+    assert "<td>a | b</td>" in out and '<td class="num">9.5 GB/s</td>' in out and '<td class="num">1</td>' in out
+    assert "<td>–</td><td><strong>no</strong>: x</td><td>&lt;td&gt;</td>" in out
+    assert '<ul><li>one</li><li>two <a href="#x">link</a></li></ul>' in out
     assert "<ol><li>first</li><li>second</li></ol>" in out
-    assert "<blockquote>quoted</blockquote>" in out and "<pre><code>&lt;raw&gt; &amp; code</code></pre>" in out
+    assert "<blockquote>quoted &amp; &lt;raw&gt;</blockquote>" in out
+    assert "<raw>" not in out and "<tiers>" not in out
+
+
+def test_the_same_blocks_as_markdown():
+    md = markdown.render(BLOCKS)
+    assert md.startswith("## Storage <tiers>\n\nSome *emphasis*, **bold** and `a|b <code>`.\n\n"
+                         "| tier | read | status |\n|---|---|---|\n| /home | 9.5 GB/s | pass |\n")
+    assert ("| a \\| b | 1 | FAIL |\n| – | **no**: x | <td> |\n\n- one\n- two [link](#x)\n\n1. first\n2. second\n\n"
+            in md)
+    assert md.endswith("> quoted & <raw>\n") and markdown.render([]) == ""
 
 
 def test_images_are_embedded_from_the_report_dir_only(tmp_path):
     (tmp_path / "plot.png").write_bytes(PNG_1PX)
-    out = markdown_to_html("![busbw](plot.png)\n\n![gone](missing.png)\n\n![far](../etc/x.png)\n\n"
-                           "![web](https://example.com/x.png)", str(tmp_path))
+    (tmp_path / "notes.txt").write_text("not an image")
+    images = [b for name in ("plot.png", "missing.png", "../etc/x.png", "https://example.com/x.png", "notes.txt")
+              for b in figure(name, "busbw" if name == "plot.png" else name)]
+    out = blocks_html(images, str(tmp_path))
     assert '<img alt="busbw" src="data:image/png;base64,%s">' % base64.b64encode(PNG_1PX).decode() in out
-    assert out.count("not embedded") == 3 and "https://example.com/x.png\"" not in out
+    assert out.count("not embedded") == 4 and 'src="https://' not in out
+    assert figure(None, "not drawn") == []
+    assert markdown.render(figure("plot.png", "busbw")) == "![busbw](plot.png)\n"
 
 
 def test_javascript_links_are_neutralised():
-    assert 'href="#"' in markdown_to_html("[x](javascript:alert(1))")
+    out = blocks_html([Paragraph([link("x", "javascript:alert(1)"), link("log", "../artifacts/h1/n4.log")])])
+    assert '<a href="#">x</a>' in out and '<a href="../artifacts/h1/n4.log">log</a>' in out
 
 
 def test_built_report_html_and_md(tmp_path):

@@ -7,7 +7,7 @@ import pytest
 from probes.artifact import Artifact, write_json_atomic
 from reports.build import EXIT_CANNOT_RUN, EXIT_FINDINGS, EXIT_OK, build
 from reports.cli import main as cli_main
-from reports.grading.engine import CHECK_COLUMNS
+from reports.grading import CHECK_COLUMNS
 
 
 def node_info(host, kernel="6.8.0-124-generic", gpus=8, driver="570.211.01", mem=2 * 2**40):

@@ -1,22 +1,17 @@
 """Grading and report section of the storage phase on artifacts written here with known numbers."""
 
-import json
 from pathlib import Path
 
 import yaml
+from run_dirs import write_and_load_run
 
-from probes.artifact import Artifact, artifact_filename, write_json_atomic
-from reports import load
-from reports.grading import engine as grade
+from probes.artifact import Artifact
+from reports import grading as grade
+from reports.grading.kinds import kind_names
 from reports.phases.storage import section
 
 RUBRIC = Path(__file__).resolve().parents[2] / "reports" / "data" / "rubric.d" / "storage.yml"
 HOSTS = ["n1", "n2", "n3", "n4"]
-
-
-def put(run_dir, art):
-    write_json_atomic(str(run_dir / "artifacts" / art.host / artifact_filename(art.probe, art.variant)),
-                      art.to_dict())
 
 
 def fio_driver(series, per_client=None, tier="shared", slow=None):
@@ -57,12 +52,7 @@ def metadata(host, anomalies=None, aggregate=False, stale=0):
 
 
 def make_run(tmp_path, arts):
-    run_dir = tmp_path / "run"
-    (run_dir / "artifacts").mkdir(parents=True)
-    (run_dir / "assess_run.json").write_text(json.dumps({"hosts": HOSTS, "id": "r", "profile": "quick"}))
-    for art in arts:
-        put(run_dir, art)
-    return load.load_run(str(run_dir))
+    return write_and_load_run(tmp_path, arts, HOSTS, "quick")
 
 
 def rows_of(run, check_id):
@@ -77,8 +67,7 @@ def test_rubric_loads_with_the_rest_and_every_kind_is_registered():
     rubric = grade.load_rubric()
     mine = [c for c in rubric["checks"] if c["id"].startswith("storage.")]
     assert len(mine) >= 15
-    grade.load_phase_graders()
-    kinds = set(grade.GRADERS) | set(grade.PER_HOST_GRADERS) | set(grade.CLUSTER_GRADERS)
+    kinds = kind_names()
     assert {c["kind"] for c in mine} <= kinds
 
 

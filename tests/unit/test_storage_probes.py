@@ -12,7 +12,7 @@ import pytest
 
 from probes.cli import run_probe
 from probes.common import tiers as storage_tier
-from probes.storage import sync as storage_sync
+from probes.common.rendezvous import Mesh, StoreError
 
 FIO = pytest.mark.skipif(not __import__("shutil").which("fio"), reason="fio is not installed")
 
@@ -99,33 +99,35 @@ def test_remove_tree_removes_empty_parents_up_to_the_run_dir(tmp_path):
     assert not base.exists() and tmp_path.exists()
 
 
-def test_rendezvous_allgather_and_a_lost_rank(tmp_path):
+def test_rendezvous_allgather_and_a_lost_rank():
+    """The storage probes' rendezvous (probes.common.rendezvous): an all-gather gives every rank all values in
+    rank order, and a rank that goes away without leaving ends the next all-gather at once, naming it."""
     import threading
 
     port = free_port()
-    server = storage_sync.Server(port, 2, "tok", bind_addr="127.0.0.1", accept_timeout=10).start()
     results = {}
+    up = threading.Barrier(2)
 
     def rank(r):
-        c = storage_sync.Client("127.0.0.1", port, r, "tok", 10)
-        results[r] = c.allgather({"r": r}, timeout=10)
+        mesh = Mesh(["h0", "h1"], ["127.0.0.1", "127.0.0.1"], r, port, "tok", connect_timeout=10)
+        up.wait()
+        results[r] = mesh.allgather({"r": r}, timeout=10)
         if r == 1:
-            c.close()  # rank 1 goes away
+            mesh.store.close()  # rank 1 goes away without leaving, as a crashed process would
         else:
             try:
-                c.allgather("again", timeout=10)
-            except storage_sync.RendezvousError as exc:
+                mesh.allgather("again", timeout=60)
+            except StoreError as exc:
                 results["lost"] = str(exc)
-            c.close()
+            mesh.close()
 
     threads = [threading.Thread(target=rank, args=(r,)) for r in (0, 1)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(20)
-    server.close()
+        t.join(30)
     assert results[0] == results[1] == [{"r": 0}, {"r": 1}]
-    assert "lost" in results  # rank 0 is told instead of waiting for ever
+    assert results["lost"] == "rank(s) 1 left the rendezvous"  # rank 0 is told instead of waiting for ever
 
 
 # ------------------------------------------------------------------------------------------- fio_sweep

@@ -4,12 +4,14 @@ found on each host, and what the node collector could not read (tools missing, n
 
 from collections import Counter, defaultdict
 
-from reports.phases.audit import grade as grade_audit
-from reports.render.markdown import table as _table
+from reports.phases.audit import common, network, software, storage
+from reports.render import markdown
+from reports.render.blocks import Heading, Paragraph, Table
 
 ORDER = 20
 STATUSES = ("pass", "warn", "fail", "error", "skip")
 SEVERITY_ORDER = {"critical": 0, "major": 1, "minor": 2, "info": 3}
+# The check whose rate thresholds (compute_roce_min_gbps, storage_min_gbps) sort NICs into roles, here as in grading.
 
 
 def _hosts_text(hosts, all_hosts):
@@ -25,15 +27,15 @@ def summary_table(rows, hosts):
     for r in rows:
         per[r["host"]][r["status"]] += 1
         ids[r["host"]].add(r["check_id"])
-    return _table(["host", "checks"] + list(STATUSES),
-                  [[h, len(ids[h])] + [per[h].get(s, 0) for s in STATUSES] for h in hosts])
+    return Table(["host", "checks"] + list(STATUSES),
+                 [[h, len(ids[h])] + [per[h].get(s, 0) for s in STATUSES] for h in hosts])
 
 
 def category_table(rows):
     per = defaultdict(Counter)
     for r in rows:
         per[r["category"]][r["status"]] += 1
-    return _table(["category"] + list(STATUSES), [[c] + [per[c].get(s, 0) for s in STATUSES] for c in sorted(per)])
+    return Table(["category"] + list(STATUSES), [[c] + [per[c].get(s, 0) for s in STATUSES] for c in sorted(per)])
 
 
 def findings_table(rows, hosts):
@@ -48,8 +50,9 @@ def findings_table(rows, hosts):
         out.append([first["severity"], check_id, first["status"].upper(),
                     _hosts_text([r["host"] for r in items], hosts), first["observed"] or first["reason"],
                     first["remediation"]])
-    return _table(["severity", "check", "status", "hosts", "observed (first host)", "remediation"], out) if out else \
-        "No failed or errored audit check."
+    if not out:
+        return Paragraph("No failed or errored audit check.")
+    return Table(["severity", "check", "status", "hosts", "observed (first host)", "remediation"], out)
 
 
 def drift_table(rows):
@@ -57,12 +60,13 @@ def drift_table(rows):
     for r in sorted(rows, key=lambda r: (r["check_id"], r["host"])):
         if r["category"] == "consistency" and r["status"] == "warn" and r["check_id"].startswith("audit."):
             out.append([r["title"], r["host"], r["observed"], r["reason"]])
-    return _table(["fact", "odd host", "its value", "why"], out) if out else "No drift: every compared fact is the " \
-                                                                            "same on most hosts."
+    if not out:
+        return Paragraph("No drift: every compared fact is the same on most hosts.")
+    return Table(["fact", "odd host", "its value", "why"], out)
 
 
 def minimums_note(run):
-    table = grade_audit.minimums()
+    table = software.minimums()
     started = run.meta.get("started_at")
     age = ""
     if started:
@@ -74,25 +78,25 @@ def minimums_note(run):
             age = ", %d days old at this run" % (when - tdate).days
         except ValueError:
             age = ""
-    return "Security minimums: %s, dated %s%s (reports/data/minimum_versions.yml)." % (
-        table.get("source", "?"), table["table_date"], age)
+    return Paragraph("Security minimums: %s, dated %s%s (reports/data/minimum_versions.yml)." % (
+        table.get("source", "?"), table["table_date"], age))
 
 
 def inventory_tables(run, hosts):
+    thresholds = network.nic_role_thresholds()
     nics, tiers, collector = [], [], []
     for host in hosts:
-        doc = run.artifact(host, grade_audit.PROBE)
+        doc = run.artifact(host, common.PROBE)
         if not doc or not doc.get("facts"):
             continue
-        v = grade_audit.View(run, host, doc)
-        check = {"compute_roce_min_gbps": 400, "storage_min_gbps": 25}
+        v = common.View(run, host, doc)
         roles = defaultdict(list)
-        for n in grade_audit.classify_nics(v, check):
+        for n in network.classify_nics(v, thresholds):
             roles[n["role"]].append("%s%s" % (n["name"], " (%gG %s)" % (n["rate_gbps"], n["link"]) if n["rate_gbps"]
                                               else ""))
         nics.append([host] + [", ".join(roles.get(r, [])[:8]) for r in ("compute", "storage", "frontend", "other")])
         mounts = (v.sec("storage").get("mounts") or [])
-        tier_list = sorted({"%s %s" % (grade_audit.tier_of(m), m["target"]) for m in mounts
+        tier_list = sorted({"%s %s" % (storage.tier_of(m), m["target"]) for m in mounts
                             if not m["target"].startswith(("/dev", "/run", "/sys", "/proc"))})
         tiers.append([host, "; ".join(tier_list[:8]) + (" …" if len(tier_list) > 8 else "")])
         sources = v.sources
@@ -102,32 +106,31 @@ def inventory_tables(run, hosts):
         collector.append([host, (doc.get("facts", {}).get("collector") or {}).get("wall_s"), len(sources),
                           ", ".join(missing[:10]) + (" …" if len(missing) > 10 else ""), ", ".join(denied),
                           ", ".join(failed)])
-    return (_table(["host", "compute fabric", "storage", "frontend", "other"], nics),
-            _table(["host", "storage tiers"], tiers),
-            _table(["host", "collector s", "sources", "tools missing", "not permitted", "failed"], collector))
+    return (Table(["host", "compute fabric", "storage", "frontend", "other"], nics),
+            Table(["host", "storage tiers"], tiers),
+            Table(["host", "collector s", "sources", "tools missing", "not permitted", "failed"], collector))
+
+
+def blocks(run, rows, report_dir):
+    rows = [r for r in rows if r["check_id"].startswith("audit.")]
+    if not rows:
+        return []
+    hosts = list(run.hosts)
+    nics, tiers, collector = inventory_tables(run, hosts)
+    return [
+        Heading(2, "Audit"),
+        Paragraph("Read-only survey of every host; every check is shown for every host (skip rows say why)."),
+        summary_table(rows, hosts),
+        category_table(rows),
+        Heading(3, "Findings"), findings_table(rows, hosts),
+        Heading(3, "Drift between hosts"), drift_table(rows),
+        Heading(3, "Security minimums"), minimums_note(run),
+        Heading(3, "Network interfaces"), nics,
+        Heading(3, "Storage tiers"), tiers,
+        Heading(3, "Node collector"), collector,
+    ]
 
 
 def render(run, rows, report_dir):
-    rows = [r for r in rows if r["check_id"].startswith("audit.")]
-    if not rows:
-        return ""
-    hosts = list(run.hosts)
-    nics, tiers, collector = inventory_tables(run, hosts)
-    return "\n".join([
-        "## Audit", "",
-        "Read-only survey of every host; every check is shown for every host (skip rows say why).", "",
-        summary_table(rows, hosts), "",
-        category_table(rows), "",
-        "### Findings", "",
-        findings_table(rows, hosts), "",
-        "### Drift between hosts", "",
-        drift_table(rows), "",
-        "### Security minimums", "",
-        minimums_note(run), "",
-        "### Network interfaces", "",
-        nics, "",
-        "### Storage tiers", "",
-        tiers, "",
-        "### Node collector", "",
-        collector, "",
-    ])
+    """The section as markdown."""
+    return markdown.render(blocks(run, rows, report_dir))

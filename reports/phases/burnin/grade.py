@@ -3,7 +3,7 @@
 Every host has the three artifacts (skipped with the reason when a part was switched off or could not run), so
 every check gives at least one row per host. GPU checks skip with the reason on nodes without GPU telemetry.
 
-kinds (registered in reports/grading/engine.py), all per host:
+kinds (registered by reports.grading.kinds.register_phase_kinds), all per host:
   burnin_completed   each soak ran its full duration; interrupted (the timeline ends early) or ended otherwise fails
   burnin_kernel      every XID / SXID in the kernel log during the burn-in fails with its line and time (t+ s from
                      the start); uncorrected AER fails, corrected AER warns; none: pass
@@ -16,34 +16,17 @@ kinds (registered in reports/grading/engine.py), all per host:
   burnin_storage     per phase and client count: bandwidth degradation (first tenth against last tenth) and errors
 """
 
-
-
-from reports.grading import engine as grade
-
-
-def _row(check, host, status, observed=None, expected=None, reason=None, subject=""):
-    return grade.make_row(check, host, status, observed, expected, reason, subject)
+from reports.grading.preconditions import ungradable
+from reports.grading.rows import make_row, status_above
+from reports.grading.select import find_artifact, plain_metrics
 
 
 def _precondition(check, run, host, probe):
-    doc = run.artifact(host, probe)
-    if doc is None:
-        if host in run.unreachable:
-            return _row(check, host, "skip", reason="host unreachable", subject=probe), None
-        return _row(check, host, "skip", reason="%s did not run on this host" % probe, subject=probe), None
-    if doc["status"] == "skipped":
-        return _row(check, host, "skip", reason=doc.get("reason"), subject=probe), None
-    if doc["status"] == "error":
-        return _row(check, host, "error", reason=doc.get("reason"), subject=probe), None
-    return None, doc
-
-
-def _plain(doc):
-    out = {}
-    for r in doc.get("results") or []:
-        if not r.get("labels"):
-            out.setdefault(r["metric"], float(r["value"]))
-    return out
+    """(row, None) when there is nothing to grade for this probe on this host, else (None, artifact). A host that
+    became unreachable is still graded on what it recorded; an errored soak is an error row."""
+    row = ungradable(check, run, host, probe=probe, variant=None, subject=probe, error_is_final=True,
+                     grade_unreachable=True)
+    return (row, None) if row else (None, find_artifact(run, host, probe))
 
 
 def _by_labels(doc, prefix, keys):
@@ -60,29 +43,32 @@ def _interrupted(doc):
     return (doc.get("facts") or {}).get("state") != "done"
 
 
-def _probes(check):
-    return check.get("probes") or [check.get("probe", "burnin")]
+def _soaks_that_ran(check, run, host, rows):
+    """(probe, artifact) of each soak the check names (`probes`, or `probe`) that can be graded on this host; the
+    others add their skip or error row to rows."""
+    for probe in check.get("probes") or [check.get("probe", "burnin")]:
+        row, doc = _precondition(check, run, host, probe)
+        if row:
+            rows.append(row)
+        else:
+            yield probe, doc
 
 
 def grade_completed(check, run, host):
     rows = []
-    for probe in _probes(check):
-        row, doc = _precondition(check, run, host, probe)
-        if row:
-            rows.append(row)
-            continue
-        m, facts = _plain(doc), doc.get("facts") or {}
+    for probe, doc in _soaks_that_ran(check, run, host, rows):
+        m, facts = plain_metrics(doc), doc.get("facts") or {}
         elapsed, planned = m.get("elapsed_s", 0.0), m.get("planned_s", 0.0)
         expected = "ran the planned %.0f s to the end" % planned if probe != "storage_soak" else "every phase ran"
         if facts.get("state") != "done":
-            rows.append(_row(check, host, "fail", "interrupted: timeline ends at %.0f s of %.0f s" % (elapsed, planned),
-                             expected, "the run was interrupted (the play stopped polling); the report shows the "
-                             "partial timeline up to the last poll", subject=probe))
+            rows.append(make_row(check, host, "fail", "interrupted: timeline ends at %.0f s of %.0f s" % (
+                elapsed, planned), expected, "the run was interrupted (the play stopped polling); the report shows "
+                "the partial timeline up to the last poll", subject=probe))
         elif m.get("completed") != 1:
-            rows.append(_row(check, host, "fail", "ended after %.0f s: %s" % (elapsed, facts.get("ended_by")), expected,
-                             facts.get("worker_exits"), subject=probe))
+            rows.append(make_row(check, host, "fail", "ended after %.0f s: %s" % (elapsed, facts.get("ended_by")),
+                                 expected, facts.get("worker_exits"), subject=probe))
         else:
-            rows.append(_row(check, host, "pass", "%.0f s" % elapsed, expected, subject=probe))
+            rows.append(make_row(check, host, "pass", "%.0f s" % elapsed, expected, subject=probe))
     return rows
 
 
@@ -101,14 +87,10 @@ def event_text(labels):
 
 def grade_kernel(check, run, host):
     rows = []
-    for probe in _probes(check):
-        row, doc = _precondition(check, run, host, probe)
-        if row:
-            rows.append(row)
-            continue
+    for probe, doc in _soaks_that_ran(check, run, host, rows):
         kmsg = (doc.get("facts") or {}).get("kmsg", "")
         if kmsg.startswith("cannot") or kmsg.startswith("reading /dev/kmsg:"):
-            rows.append(_row(check, host, "skip", reason="kernel log not readable: %s" % kmsg, subject=probe))
+            rows.append(make_row(check, host, "skip", reason="kernel log not readable: %s" % kmsg, subject=probe))
             continue
         expected = "no XID or SXID (and no uncorrected AER) during the run"
         found = []
@@ -122,42 +104,48 @@ def grade_kernel(check, run, host):
                 continue
             subject = "%s %s%s" % (probe, kind.upper(), " %s" % labels["code"] if labels.get("code") is not None
                                    else "")
-            found.append(_row(check, host, status, event_text(labels), expected, subject=subject))
+            found.append(make_row(check, host, status, event_text(labels), expected, subject=subject))
         if found:
             rows.extend(found)
         else:
-            rows.append(_row(check, host, "pass", "none in %.0f s" % _plain(doc).get("elapsed_s", 0.0), expected,
-                             subject=probe))
+            elapsed = plain_metrics(doc).get("elapsed_s", 0.0)
+            rows.append(make_row(check, host, "pass", "none in %.0f s" % elapsed, expected, subject=probe))
     return rows
+
+
+def _degradation(check, degradation_pct, warn_pct, fail_pct):
+    """(status, expected) of a soak's degradation (first tenth against last tenth); the check's `warn_pct` and
+    `fail_pct` override the defaults."""
+    warn, fail = float(check.get("warn_pct", warn_pct)), float(check.get("fail_pct", fail_pct))
+    return status_above(degradation_pct, warn, fail), "last tenth at most %g%% below the first (%g%% fails)" % (
+        warn, fail)
 
 
 def grade_gemm(check, run, host):
     row, doc = _precondition(check, run, host, "burnin")
     if row:
         return [row]
-    warn, fail = float(check.get("warn_pct", 5)), float(check.get("fail_pct", 10))
     workers = _by_labels(doc, "gemm_", ("worker", "gpu", "device"))
     if not workers:
         if _interrupted(doc):
-            return [_row(check, host, "skip", reason="interrupted before the first GEMM sample")]
-        return [_row(check, host, "error", reason="no GEMM samples in the burn-in (see the worker log)")]
+            return [make_row(check, host, "skip", reason="interrupted before the first GEMM sample")]
+        return [make_row(check, host, "error", reason="no GEMM samples in the burn-in (see the worker log)")]
     rows = []
     for (worker, gpu, dev), m in sorted(workers.items(), key=lambda kv: str(kv[0])):
         subject = "gpu %s" % gpu if gpu is not None else "worker %s (%s)" % (worker, dev)
         if check.get("field") == "errors":
             n = m.get("gemm_errors", 0)
-            rows.append(_row(check, host, "fail" if n else "pass", "%d wrong result(s) in %d samples" % (
+            rows.append(make_row(check, host, "fail" if n else "pass", "%d wrong result(s) in %d samples" % (
                 n, m.get("gemm_samples", 0)), "the same product every time", subject=subject))
             continue
         deg = m.get("gemm_degradation_pct")
         if deg is None:
-            rows.append(_row(check, host, "skip", reason="no FLOP/s samples", subject=subject))
+            rows.append(make_row(check, host, "skip", reason="no FLOP/s samples", subject=subject))
             continue
-        status = "fail" if deg > fail else "warn" if deg > warn else "pass"
+        status, expected = _degradation(check, deg, 5, 10)
         observed = "%.1f%% (first tenth %.3f, last tenth %.3f TFLOP/s)" % (
             deg, m.get("gemm_tflops_first", 0), m.get("gemm_tflops_last", 0))
-        rows.append(_row(check, host, status, observed, "last tenth at most %g%% below the first (%g%% fails)" % (
-            warn, fail), subject=subject))
+        rows.append(make_row(check, host, status, observed, expected, subject=subject))
     return rows
 
 
@@ -172,7 +160,7 @@ def grade_gpu(check, run, host):
     gpus = _by_labels(doc, "gpu_", ("gpu",))
     if not gpus:
         why = (doc.get("facts") or {}).get("gpu_telemetry") or "no GPU telemetry"
-        return [_row(check, host, "skip", reason="no GPU on this node (%s backend): %s" % (
+        return [make_row(check, host, "skip", reason="no GPU on this node (%s backend): %s" % (
             doc.get("device", {}).get("backend"), why))]
     field = check["field"]
     rows = []
@@ -180,64 +168,60 @@ def grade_gpu(check, run, host):
         subject = "gpu %s" % gpu
         value = m.get(GPU_FIELDS[field])
         if value is None:
-            rows.append(_row(check, host, "skip", reason="nvidia-smi gave no %s" % field, subject=subject))
+            rows.append(make_row(check, host, "skip", reason="nvidia-smi gave no %s" % field, subject=subject))
             continue
         if field == "throttle":
             secs = m.get("gpu_throttle_s", 0.0)
             status = "fail" if value >= int(check.get("fail_episodes", 1)) else "pass"
-            rows.append(_row(check, host, status, "%d episode(s), %.0f s slowed (thermal / HW slowdown / power "
-                             "brake); power cap %.0f%% of the time" % (value, secs, 100 * m.get("gpu_power_cap_share",
-                                                                                                  0)),
-                             "no thermal or hardware slowdown", subject=subject))
+            cap_share = 100 * m.get("gpu_power_cap_share", 0)
+            rows.append(make_row(check, host, status, "%d episode(s), %.0f s slowed (thermal / HW slowdown / power "
+                                 "brake); power cap %.0f%% of the time" % (value, secs, cap_share),
+                                 "no thermal or hardware slowdown", subject=subject))
         elif field == "clock_drop":
             warn, fail = float(check.get("warn_pct", 5)), float(check.get("fail_pct", 10))
-            status = "fail" if value > fail else "warn" if value > warn else "pass"
-            rows.append(_row(check, host, status, "%.1f%% (%.0f -> %.0f MHz)" % (
+            status = status_above(value, warn, fail)
+            rows.append(make_row(check, host, status, "%.1f%% (%.0f -> %.0f MHz)" % (
                 value, m.get("gpu_sm_clock_first_mhz", 0), m.get("gpu_sm_clock_last_mhz", 0)),
                 "SM clock at most %g%% below its start (%g%% fails)" % (warn, fail), subject=subject))
         elif field == "temperature":
             max_c, warn_c = float(check.get("max_c", 85)), float(check.get("warn_c", 80))
-            status = "fail" if value > max_c else "warn" if value > warn_c else "pass"
-            rows.append(_row(check, host, status, "%.0f C" % value, "at most %g C (over %g C warns)" % (max_c, warn_c),
-                             subject=subject))
+            status = status_above(value, warn_c, max_c)
+            rows.append(make_row(check, host, status, "%.0f C" % value,
+                                 "at most %g C (over %g C warns)" % (max_c, warn_c), subject=subject))
         elif field == "power":
             limit = m.get("gpu_power_limit_w")
             if not limit:
-                rows.append(_row(check, host, "skip", "%.0f W" % value, reason="no power limit reported",
-                                 subject=subject))
+                rows.append(make_row(check, host, "skip", "%.0f W" % value, reason="no power limit reported",
+                                     subject=subject))
                 continue
             over = float(check.get("over_share", 0.05))
             status = "fail" if value > limit * (1 + over) else "pass"
-            rows.append(_row(check, host, status, "%.0f W max" % value, "at most the enforced limit %.0f W (+%g%%)" % (
-                limit, 100 * over), subject=subject))
+            rows.append(make_row(check, host, status, "%.0f W max" % value,
+                                 "at most the enforced limit %.0f W (+%g%%)" % (limit, 100 * over), subject=subject))
     return rows
 
 
 def grade_coll(check, run, host):
     rows = []
     share = float(check.get("min_share", 0.5))
-    for probe in _probes(check):
-        row, doc = _precondition(check, run, host, probe)
-        if row:
-            rows.append(row)
-            continue
-        m = _plain(doc)
+    for probe, doc in _soaks_that_ran(check, run, host, rows):
+        m = plain_metrics(doc)
         failures = [r for r in doc.get("results") or [] if r["metric"] == "coll_failure"]
         colls = _by_labels(doc, "coll_", ("collective",))
         expected = "no errors, hangs or wrong results; minimum at least %g%% of the average" % (100 * share)
         if failures or m.get("coll_errors") or m.get("coll_hangs"):
             first = failures[0]["labels"] if failures else {}
-            rows.append(_row(check, host, "fail", "%d error(s), %d hang(s)" % (m.get("coll_errors", 0),
+            rows.append(make_row(check, host, "fail", "%d error(s), %d hang(s)" % (m.get("coll_errors", 0),
                                                                                m.get("coll_hangs", 0)),
                              expected, "%s: %s" % (first.get("kind"), first.get("error")) if first else None,
                              subject="%s collectives" % probe))
         if not colls and not failures:
             if _interrupted(doc):
-                rows.append(_row(check, host, "skip", reason="interrupted before the first collective sample",
-                                 subject=probe))
+                rows.append(make_row(check, host, "skip", reason="interrupted before the first collective sample",
+                                     subject=probe))
             else:
-                rows.append(_row(check, host, "error", reason="no collective samples (see the workers' log)",
-                                 subject=probe))
+                rows.append(make_row(check, host, "error", reason="no collective samples (see the workers' log)",
+                                     subject=probe))
         for (coll,), c in sorted(colls.items(), key=lambda kv: str(kv[0])):
             if coll is None:
                 continue  # coll_failure results: labelled by rank, not by collective
@@ -246,7 +230,7 @@ def grade_coll(check, run, host):
             observed = "busbw min %.3f / avg %.3f / max %.3f GB/s, latency %.0f us, %d wrong" % (
                 lo, avg, hi, c.get("coll_lat_us_avg", 0), wrong)
             status = "fail" if wrong else "warn" if avg and lo < share * avg else "pass"
-            rows.append(_row(check, host, status, observed, expected, subject="%s %s" % (probe, coll)))
+            rows.append(make_row(check, host, status, observed, expected, subject="%s %s" % (probe, coll)))
     return rows
 
 
@@ -254,29 +238,27 @@ def grade_storage(check, run, host):
     row, doc = _precondition(check, run, host, "storage_soak")
     if row:
         return [row]
-    warn, fail = float(check.get("warn_pct", 10)), float(check.get("fail_pct", 25))
     phases = _by_labels(doc, "fio_", ("phase", "clients"))
     if not phases:
-        return [_row(check, host, "error", reason="no fio intervals (see the probe log)")]
+        return [make_row(check, host, "error", reason="no fio intervals (see the probe log)")]
     rows = []
     for (phase, clients), m in sorted(phases.items(), key=lambda kv: (str(kv[0][0]), kv[0][1] or 0)):
         subject = "%s c%s" % (phase, clients)
         if m.get("fio_errors"):
-            rows.append(_row(check, host, "fail", "fio reported an error", "no I/O errors", subject=subject))
+            rows.append(make_row(check, host, "fail", "fio reported an error", "no I/O errors", subject=subject))
             continue
         deg = m.get("fio_bw_degradation_pct")
         if deg is None:
-            rows.append(_row(check, host, "skip", reason="no bandwidth intervals", subject=subject))
+            rows.append(make_row(check, host, "skip", reason="no bandwidth intervals", subject=subject))
             continue
-        status = "fail" if deg > fail else "warn" if deg > warn else "pass"
-        rows.append(_row(check, host, status, "%.1f%% (%.0f -> %.0f MiB/s; min %.0f avg %.0f max %.0f)" % (
+        status, expected = _degradation(check, deg, 10, 25)
+        rows.append(make_row(check, host, status, "%.1f%% (%.0f -> %.0f MiB/s; min %.0f avg %.0f max %.0f)" % (
             deg, m.get("fio_bw_first_mibps", 0), m.get("fio_bw_last_mibps", 0), m.get("fio_bw_min_mibps", 0),
-            m.get("fio_bw_avg_mibps", 0), m.get("fio_bw_max_mibps", 0)),
-            "last tenth at most %g%% below the first (%g%% fails)" % (warn, fail), subject=subject))
+            m.get("fio_bw_avg_mibps", 0), m.get("fio_bw_max_mibps", 0)), expected, subject=subject))
     return rows
 
 
-# Registered by reports.grading.engine.load_phase_graders (per host: fn(check, run, host) -> rows).
+# Registered by reports.grading.kinds.register_phase_kinds (per host: fn(check, run, host) -> rows).
 PER_HOST = {"burnin_completed": grade_completed, "burnin_kernel": grade_kernel, "burnin_gemm": grade_gemm,
            "burnin_gpu": grade_gpu, "burnin_coll": grade_coll, "burnin_storage": grade_storage}
 CLUSTER = {}

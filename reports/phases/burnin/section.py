@@ -11,11 +11,12 @@ and three plots from the timelines the nodes wrote (raw .jsonl files beside the 
 An interrupted run shows its partial timeline (up to the last poll) and says so.
 """
 
-import json
 import os
 
 from probes.burnin.kernel_log import merge_events
-from reports.render.markdown import table as _table
+from probes.burnin.sampler import read_jsonl
+from reports.render import markdown, plots
+from reports.render.blocks import Heading, Paragraph, Table, figure, strong
 
 ORDER = 60
 PLOTS = {"timeline": "burnin_timeline.png", "coll": "burnin_collectives.png", "storage": "burnin_storage.png"}
@@ -31,20 +32,7 @@ def read_stream(run, doc, stream):
     name = "%s.%s.jsonl" % (doc["probe"], stream)
     if name not in (doc.get("raw") or []):
         return []
-    path = os.path.join(run.run_dir, "artifacts", doc["host"], name)
-    out = []
-    try:
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                line = line.strip()
-                if line:
-                    try:
-                        out.append(json.loads(line))
-                    except ValueError:
-                        continue
-    except OSError:
-        pass
-    return out
+    return read_jsonl(os.path.join(run.run_dir, "artifacts", doc["host"], name))
 
 
 def _plain(doc):
@@ -68,7 +56,8 @@ def _state(doc):
     if doc["status"] != "ok":
         return "%s: %s" % (doc["status"], doc.get("reason"))
     if facts.get("state") != "done":
-        return "**interrupted** at %.0f s of %.0f s (partial timeline)" % (m.get("elapsed_s", 0), m.get("planned_s", 0))
+        return [strong("interrupted"), " at %.0f s of %.0f s (partial timeline)" % (m.get("elapsed_s", 0),
+                                                                                  m.get("planned_s", 0))]
     if m.get("completed") != 1:
         return "ended after %.0f s: %s" % (m.get("elapsed_s", 0), facts.get("ended_by"))
     return "done, %.0f s" % m.get("elapsed_s", 0)
@@ -87,17 +76,6 @@ def _events(run, docs):
     return out
 
 
-def _plt():
-    try:
-        import matplotlib  # noqa: PLC0415
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # noqa: PLC0415
-    except ImportError:
-        return None
-    return plt
-
-
 def _mark_events(ax, events, host=None):
     for h, _probe, t, e in events:
         if t is None or (host is not None and h != host):
@@ -108,9 +86,6 @@ def _mark_events(ax, events, host=None):
 
 
 def plot_timeline(run, docs, events, report_dir):
-    plt = _plt()
-    if plt is None or not docs:
-        return None
     panels = [("temp_c", "temperature (C)"), ("power_w", "power (W)"), ("sm_mhz", "SM clock (MHz)"),
               ("tflops", "GEMM TFLOP/s")]
     series = {k: [] for k, _ in panels}
@@ -136,7 +111,10 @@ def plot_timeline(run, docs, events, report_dir):
         panels = [(k, title) for k, title in (("cpu_util_pct", "CPU utilisation (%)"), ("cpu_temp_c", "CPU temp (C)"),
                                               ("cpu_mhz", "CPU clock (MHz)")) if cpu[k]] + [("tflops", "GEMM TFLOP/s")]
         series.update(cpu)
-    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 2.2 * len(panels)), sharex=True, squeeze=False)
+    made = plots.figure(10, 2.2 * len(panels), len(panels), 1, sharex=True, squeeze=False)
+    if made is None:
+        return None
+    fig, axes = made
     for ax, (key, title) in zip(axes[:, 0], panels):
         names = sorted({n for n, _, _ in series[key]})
         for name in names:
@@ -149,9 +127,7 @@ def plot_timeline(run, docs, events, report_dir):
             ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes[-1, 0].set_xlabel("seconds from the start of the burn-in; red lines: XID / SXID / AER in the kernel log")
     axes[0, 0].set_title("Burn-in timeline")
-    fig.savefig(os.path.join(report_dir, PLOTS["timeline"]), dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return PLOTS["timeline"]
+    return plots.save(fig, report_dir, PLOTS["timeline"], layout="bbox")
 
 
 def _series(run, docs, stream, kind, key, value):
@@ -168,30 +144,25 @@ def _series(run, docs, stream, kind, key, value):
 
 
 def plot_collectives(run, docs, events, report_dir):
-    plt = _plt()
-    if plt is None:
-        return None
     lines = _series(run, docs, "coll", "coll", lambda d, s: "%s %s %s r%s" % (d["probe"], s["collective"], d["host"],
                                                                             s["rank"]), lambda s: s["busbw_gbps"])
-    return _line_plot(plt, lines, events, "seconds from the start of each run", "bus bandwidth (GB/s)",
+    return _line_plot(lines, events, "seconds from the start of each run", "bus bandwidth (GB/s)",
                       "Collectives under load: bus bandwidth over time", report_dir, PLOTS["coll"])
 
 
 def plot_storage(run, docs, report_dir):
-    plt = _plt()
-    if plt is None:
-        return None
     lines = _series(run, docs, "fio", "fio", lambda d, s: "%s %s c%s" % (d["host"], s["phase"], s["clients"]),
                     lambda s: s["read_mibps"] + s["write_mibps"])
-    return _line_plot(plt, lines, [], "seconds from the start of the storage soak", "read + write bandwidth (MiB/s)",
+    return _line_plot(lines, [], "seconds from the start of the storage soak", "read + write bandwidth (MiB/s)",
                       "Storage soak: bandwidth over time", report_dir, PLOTS["storage"])
 
 
-def _line_plot(plt, lines, events, xlabel, ylabel, title, report_dir, name):
+def _line_plot(lines, events, xlabel, ylabel, title, report_dir, name):
     """One line per key of lines ({label: [(t, value)]}), kernel events marked; the PNG's file name, or None."""
-    if not lines:
+    made = plots.figure(10, 3.5) if lines else None
+    if made is None:
         return None
-    fig, ax = plt.subplots(figsize=(10, 3.5))
+    fig, ax = made
     for key in sorted(lines):
         pts = sorted(lines[key])
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", linewidth=1, label=key)
@@ -202,9 +173,7 @@ def _line_plot(plt, lines, events, xlabel, ylabel, title, report_dir, name):
     ax.grid(alpha=0.3)
     if len(lines) <= 24:
         ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.savefig(os.path.join(report_dir, name), dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return name
+    return plots.save(fig, report_dir, name, layout="bbox")
 
 
 def _burnin_table(docs):
@@ -222,7 +191,7 @@ def _burnin_table(docs):
                      int(m.get("coll_errors", 0) + m.get("coll_hangs", 0)),
                      int(m.get("kernel_xid_count", 0)), int(m.get("kernel_sxid_count", 0)),
                      int(m.get("kernel_aer_count", 0))])
-    return _table(["host", "backend", "state", "GEMM TFLOP/s (mean per worker)", "FLOP/s degradation",
+    return Table(["host", "backend", "state", "GEMM TFLOP/s (mean per worker)", "FLOP/s degradation",
                    "all-to-all busbw min", "avg", "max (GB/s)", "coll errors+hangs", "XID", "SXID", "AER"], rows)
 
 
@@ -241,7 +210,7 @@ def _gpu_table(docs):
                          m.get("gpu_ecc_uncorrected_new")])
     if not rows:
         return None
-    return _table(["host", "gpu", "max temp (C)", "max power (W)", "power limit (W)", "SM clock first (MHz)",
+    return Table(["host", "gpu", "max temp (C)", "max power (W)", "power limit (W)", "SM clock first (MHz)",
                    "SM clock last (MHz)", "throttle episodes", "new uncorrected ECC"], rows)
 
 
@@ -261,7 +230,7 @@ def _fabric_table(docs):
                          int(c.get("coll_samples", 0))])
         if not per:
             rows.append([d["host"], None, None, None, None, None, None, None, None, _state(d)])
-    return _table(["host", "collective", "busbw min", "avg", "max (GB/s)", "latency (us)", "wrong", "errors", "hangs",
+    return Table(["host", "collective", "busbw min", "avg", "max (GB/s)", "latency (us)", "wrong", "errors", "hangs",
                    "samples"], rows)
 
 
@@ -280,52 +249,55 @@ def _storage_table(docs):
                          _f(m.get("fio_write_clat_p99_us"), "%.0f")])
         if not per:
             rows.append([d["host"], _state(d)] + [None] * 9)
-    return _table(["host", "phase", "clients", "first tenth", "last tenth", "min", "avg", "max (MiB/s)",
+    return Table(["host", "phase", "clients", "first tenth", "last tenth", "min", "avg", "max (MiB/s)",
                    "degradation", "read p99 (us)", "write p99 (us)"], rows)
 
 
-def render(run, rows, report_dir):
+def blocks(run, rows, report_dir):
     burn, fabric, storage = _docs(run, "burnin"), _docs(run, "fabric_soak"), _docs(run, "storage_soak")
     if not (burn or fabric or storage):
-        return ""
-    lines = ["## Burn-in and soak", ""]
+        return []
+    out = [Heading(2, "Burn-in and soak")]
     ran_burn = [d for d in burn if d["status"] == "ok"]
     ran_fabric = [d for d in fabric if d["status"] == "ok"]
     ran_storage = [d for d in storage if d["status"] == "ok"]
     interrupted = [d for d in ran_burn + ran_fabric + ran_storage if (d.get("facts") or {}).get("state") != "done"]
     if interrupted:
-        lines += ["**Partial timeline**: interrupted before the end on %s; what was measured up to the last poll is "
-                  "shown and graded." % ", ".join(sorted("%s (%s)" % (d["host"], d["probe"]) for d in interrupted)), ""]
+        out.append(Paragraph([strong("Partial timeline"), ": interrupted before the end on %s; what was measured up "
+                              "to the last poll is shown and graded." % ", ".join(
+                                  sorted("%s (%s)" % (d["host"], d["probe"]) for d in interrupted))]))
     events = _events(run, ran_burn + ran_fabric + ran_storage)
     if burn:
-        lines += ["### Burn-in: GEMMs and all-to-all at the same time", "", _burnin_table(burn), ""]
+        out += [Heading(3, "Burn-in: GEMMs and all-to-all at the same time"), _burnin_table(burn)]
         gpu = _gpu_table(ran_burn)
         if gpu:
-            lines += [gpu, ""]
+            out.append(gpu)
     if events:
-        lines += ["### Kernel log during the runs (XID, SXID, AER)", ""]
-        lines += [_table(["host", "run", "t+ (s)", "kind", "code", "line"],
-                         [[h, p, _f(t, "%.1f"), e["kind"].upper(), e.get("code") or e.get("severity"), e.get("line")]
-                          for h, p, t, e in sorted(events, key=lambda x: (x[3]["t"], x[0]))]), ""]
+        out += [Heading(3, "Kernel log during the runs (XID, SXID, AER)"),
+                Table(["host", "run", "t+ (s)", "kind", "code", "line"],
+                      [[h, p, _f(t, "%.1f"), e["kind"].upper(), e.get("code") or e.get("severity"), e.get("line")]
+                       for h, p, t, e in sorted(events, key=lambda x: (x[3]["t"], x[0]))])]
     elif ran_burn:
-        lines += ["No XID, SXID or AER line in the kernel log during the runs.", ""]
+        out.append(Paragraph("No XID, SXID or AER line in the kernel log during the runs."))
     if report_dir and ran_burn:
-        plot = plot_timeline(run, ran_burn, [e for e in events if e[1] == "burnin"], report_dir)
-        if plot:
-            lines += ["![burn-in timeline: temperature, power, clocks, TFLOP/s per GPU or worker](%s)" % plot, ""]
+        out += figure(plot_timeline(run, ran_burn, [e for e in events if e[1] == "burnin"], report_dir),
+                        "burn-in timeline: temperature, power, clocks, TFLOP/s per GPU or worker")
     if fabric:
-        lines += ["### Fabric soak: collectives of large messages in a loop", "", _fabric_table(fabric), ""]
+        out += [Heading(3, "Fabric soak: collectives of large messages in a loop"), _fabric_table(fabric)]
     if report_dir and (ran_burn or ran_fabric):
-        plot = plot_collectives(run, ran_burn + ran_fabric, [], report_dir)
-        if plot:
-            lines += ["![collective bus bandwidth over time](%s)" % plot, ""]
+        out += figure(plot_collectives(run, ran_burn + ran_fabric, [], report_dir),
+                        "collective bus bandwidth over time")
     if storage:
-        lines += ["### Storage soak: sequential then random mixed I/O", "", _storage_table(storage), ""]
+        out += [Heading(3, "Storage soak: sequential then random mixed I/O"), _storage_table(storage)]
         if report_dir and ran_storage:
-            plot = plot_storage(run, ran_storage, report_dir)
-            if plot:
-                lines += ["![storage bandwidth over time](%s)" % plot, ""]
+            out += figure(plot_storage(run, ran_storage, report_dir), "storage bandwidth over time")
     skipped = [d for d in burn + fabric + storage if d["status"] != "ok"]
     if skipped:
-        lines += ["Not run: " + "; ".join("%s %s (%s)" % (d["host"], d["probe"], d.get("reason")) for d in skipped), ""]
-    return "\n".join(lines)
+        out.append(Paragraph("Not run: " + "; ".join("%s %s (%s)" % (d["host"], d["probe"], d.get("reason"))
+                                                     for d in skipped)))
+    return out
+
+
+def render(run, rows, report_dir):
+    """The section as markdown."""
+    return markdown.render(blocks(run, rows, report_dir))

@@ -6,24 +6,17 @@ matrix. Every number shown is a result of an artifact; nothing is recomputed exc
 """
 
 import json
-import os
+import math
 import statistics
 
-from reports.render.markdown import table as _table
+from reports.render import markdown, plots
+from reports.render.blocks import Bullets, Heading, Paragraph, Table, figure, strong
+from reports.render.markdown import fmt_tenths as fmt
 
 ORDER = 30
 PROBES = ("gemm", "grouped_gemm", "gemv", "mamf", "copy_bw", "nvbandwidth")
 DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp8_e4m3", "mxfp8", "nvfp4")
 COPY_PATHS = ("h2d", "d2h", "d2d_local", "host_local")
-
-
-def fmt(value):
-    """Three significant digits for small (CPU-backend) numbers, one decimal from 100 up."""
-    if value is None:
-        return None
-    if abs(value) >= 100:
-        return "%.1f" % value
-    return "%.3g" % value
 
 
 def _records(run, probe):
@@ -84,13 +77,12 @@ def status_tables(run, docs):
                 why = facts.get("dtype_reason.%s" % dtype) or status
                 row.append("%s [%d]" % (status, note(why if why.startswith(dtype) else "%s: %s" % (dtype, why))))
         dtype_rows.append(row)
-    lines = ["### What ran", "", _table(["host"] + list(PROBES), probe_rows), "",
-             "GEMM dtypes (a dtype this GPU or torch cannot run is skipped with the reason):", "",
-             _table(["host"] + list(DTYPES), dtype_rows), ""]
+    out = [Heading(3, "What ran"), Table(["host"] + list(PROBES), probe_rows),
+           Paragraph("GEMM dtypes (a dtype this GPU or torch cannot run is skipped with the reason):"),
+           Table(["host"] + list(DTYPES), dtype_rows)]
     if reasons:
-        lines += ["Reasons:", ""] + ["%d. %s" % (n, text) for text, n in sorted(reasons.items(), key=lambda x: x[1])]
-        lines.append("")
-    return "\n".join(lines)
+        out += [Paragraph("Reasons:"), Bullets(sorted(reasons, key=reasons.get), numbered=True)]
+    return out
 
 
 def gemm_table(run):
@@ -110,7 +102,7 @@ def gemm_table(run):
     dtypes = [d for d in DTYPES if any((k, d) in best for k in keys)]
     rows = [[_gpu_name(k[0], k[1], backend[k])] + [fmt(best[(k, d)][0]) if (k, d) in best else None for d in dtypes]
             for k in keys]
-    text = _table(["GPU"] + ["%s TFLOP/s" % d for d in dtypes], rows)
+    text = Table(["GPU"] + ["%s TFLOP/s" % d for d in dtypes], rows)
     data = {d: [(_gpu_name(k[0], k[1], backend[k]), best[(k, d)][0]) for k in keys if (k, d) in best]
             for d in dtypes}
     return text, data
@@ -135,8 +127,8 @@ def mamf_table(run):
         mx = s.get("max", (None, None))
         rows.append([_gpu_name(gkey[0], gkey[1], s.get("backend")), dtype, fmt(mx[0]), fmt(s.get("geo")), mx[1],
                      len(curves.get((gkey, dtype), []))])
-    text = _table(["GPU", "dtype", "MAMF TFLOP/s (best shape)", "geometric mean", "best shape m x n x k", "shapes"],
-                  rows)
+    text = Table(["GPU", "dtype", "MAMF TFLOP/s (best shape)", "geometric mean", "best shape m x n x k", "shapes"],
+                 rows)
     return text, {(gkey, dtype, summary[(gkey, dtype)].get("backend")): sorted(points)
                   for (gkey, dtype), points in curves.items() if (gkey, dtype) in summary}
 
@@ -161,8 +153,8 @@ def grouped_table(run):
                      fmt(statistics.median(values)),
                      "%s (%s)" % (fmt(slowest["value"]), _gpu_name(*_gpu_key(slowest), slowest["backend"])),
                      len(recs)])
-    return _table(["model", "projection", "dtype", "tokens", "rows / GPU", "experts / GPU", "n x k", "impl",
-                   "median TFLOP/s", "slowest GPU", "GPUs"], rows)
+    return Table(["model", "projection", "dtype", "tokens", "rows / GPU", "experts / GPU", "n x k", "impl",
+                  "median TFLOP/s", "slowest GPU", "GPUs"], rows)
 
 
 def gemv_table(run):
@@ -177,7 +169,7 @@ def gemv_table(run):
     if not best:
         return None
     rows = [[_gpu_name(k[0], k[1], backend[k]), d, fmt(v), shape] for (k, d), (v, shape) in sorted(best.items())]
-    return _table(["GPU", "dtype", "best GB/s", "shape"], rows)
+    return Table(["GPU", "dtype", "best GB/s", "shape"], rows)
 
 
 def copy_table(run):
@@ -211,7 +203,7 @@ def copy_table(run):
               "cols": paths + ["p2p→%d" % p for p in peer_ids],
               "values": [[cells.get(k, {}).get(p) for p in paths] + [peers.get(k, {}).get(p) for p in peer_ids]
                          for k in keys]}
-    return _table(header, rows), matrix
+    return Table(header, rows), matrix
 
 
 def nvbandwidth_table(run):
@@ -227,30 +219,17 @@ def nvbandwidth_table(run):
             stats.setdefault((rec["host"], rec["test"]), {})[rec["metric"]] = rec["value"]
     body = [[h, t, fmt(s.get("gbps_min")), fmt(s.get("gbps_mean")), fmt(s.get("gbps_max")), fmt(s.get("gbps_sum"))]
             for (h, t), s in sorted(stats.items())]
-    return _table(["host", "testcase", "min GB/s", "mean GB/s", "max GB/s", "sum GB/s"], body)
+    return Table(["host", "testcase", "min GB/s", "mean GB/s", "max GB/s", "sum GB/s"], body)
 
 
 # ------------------------------------------------------------------------------------------------------- plots
 
-def _pyplot():
-    try:
-        import matplotlib  # noqa: PLC0415 - plots are optional: without matplotlib the tables remain
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # noqa: PLC0415
-    except Exception:  # noqa: BLE001
-        return None
-    return plt
-
-
 # Above this many GPUs the GEMM plot shows distributions per dtype instead of one bar per GPU.
 MAX_BARS_GPUS = 64
+PLOTS = {"gemm": "gpu_compute_gemm_tflops.png", "mamf": "gpu_compute_mamf_sweep.png", "copy": "gpu_compute_copy_bw.png"}
 
 
-def plot_gemm(data, path):
-    plt = _pyplot()
-    if plt is None or not data:
-        return False
+def plot_gemm(data, report_dir):
     gpus = []
     for points in data.values():
         for name, _ in points:
@@ -260,38 +239,37 @@ def plot_gemm(data, path):
     if len(gpus) > MAX_BARS_GPUS:
         # One bar per GPU stops being readable (and costs seconds to draw) on a large cluster: show the
         # distribution per dtype instead; the per-GPU numbers stay in the tables and checks.
-        fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(dtypes) + 3), 4))
+        made = plots.figure(max(6, 1.2 * len(dtypes) + 3), 4)
+        if made is None:
+            return None
+        fig, ax = made
         ax.boxplot([[v for _, v in data[d]] for d in dtypes], tick_labels=dtypes, showfliers=True)
-        ax.set_ylabel("TFLOP/s (best shape, mean time)")
-        ax.set_yscale("log")
-        ax.set_title("GEMM throughput per dtype across %d GPUs" % len(gpus))
-        fig.tight_layout()
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        return True
-    width = 0.8 / max(1, len(dtypes))
-    fig, ax = plt.subplots(figsize=(min(24, max(6, 0.6 * len(gpus) * max(1, len(dtypes)) / 2 + 3)), 4))
-    for i, dtype in enumerate(dtypes):
-        values = dict(data[dtype])
-        xs = [j + i * width for j, g in enumerate(gpus) if g in values]
-        ax.bar(xs, [values[g] for g in gpus if g in values], width, label=dtype)
-    ax.set_xticks([j + width * (len(dtypes) - 1) / 2 for j in range(len(gpus))])
-    ax.set_xticklabels(gpus, rotation=45, ha="right", fontsize=7)
+        title = "GEMM throughput per dtype across %d GPUs" % len(gpus)
+    else:
+        made = plots.figure(min(24, max(6, 0.6 * len(gpus) * max(1, len(dtypes)) / 2 + 3)), 4)
+        if made is None:
+            return None
+        fig, ax = made
+        width = 0.8 / max(1, len(dtypes))
+        for i, dtype in enumerate(dtypes):
+            values = dict(data[dtype])
+            xs = [j + i * width for j, g in enumerate(gpus) if g in values]
+            ax.bar(xs, [values[g] for g in gpus if g in values], width, label=dtype)
+        ax.set_xticks([j + width * (len(dtypes) - 1) / 2 for j in range(len(gpus))])
+        ax.set_xticklabels(gpus, rotation=45, ha="right", fontsize=7)
+        ax.legend(fontsize=7, ncol=min(4, len(dtypes)))
+        title = "GEMM throughput per GPU and dtype"
     ax.set_ylabel("TFLOP/s (best shape, mean time)")
     ax.set_yscale("log")
-    ax.set_title("GEMM throughput per GPU and dtype")
-    ax.legend(fontsize=7, ncol=min(4, len(dtypes)))
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return True
+    ax.set_title(title)
+    return plots.save(fig, report_dir, PLOTS["gemm"])
 
 
-def plot_mamf(curves, path):
-    plt = _pyplot()
-    if plt is None or not curves:
-        return False
-    fig, ax = plt.subplots(figsize=(7, 4))
+def plot_mamf(curves, report_dir):
+    made = plots.figure(7, 4)
+    if made is None:
+        return None
+    fig, ax = made
     for (gkey, dtype, backend), points in sorted(curves.items(), key=lambda x: (str(x[0][0]), x[0][1])):
         fixed_nk = len({(n, k) for _, n, k, _ in points}) == 1
         xs = [m for m, _, _, _ in points] if fixed_nk else list(range(len(points)))
@@ -303,20 +281,17 @@ def plot_mamf(curves, path):
     ax.set_title("MAMF sweep")
     if len(curves) <= 16:
         ax.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return True
+    return plots.save(fig, report_dir, PLOTS["mamf"])
 
 
-def plot_copy(matrix, path):
-    plt = _pyplot()
-    if plt is None or not matrix or not matrix["rows"]:
-        return False
-    import math  # noqa: PLC0415
-
+def plot_copy(matrix, report_dir):
+    if not matrix["rows"]:
+        return None
+    made = plots.figure(max(4, 0.9 * len(matrix["cols"]) + 2), max(2.5, 0.35 * len(matrix["rows"]) + 1.5))
+    if made is None:
+        return None
+    fig, ax = made
     values = [[float("nan") if v is None else v for v in row] for row in matrix["values"]]
-    fig, ax = plt.subplots(figsize=(max(4, 0.9 * len(matrix["cols"]) + 2), max(2.5, 0.35 * len(matrix["rows"]) + 1.5)))
     image = ax.imshow(values, aspect="auto", cmap="viridis")
     ax.set_xticks(range(len(matrix["cols"])))
     ax.set_xticklabels(matrix["cols"], rotation=45, ha="right", fontsize=7)
@@ -328,55 +303,49 @@ def plot_copy(matrix, path):
                 ax.text(j, i, fmt(v), ha="center", va="center", fontsize=6, color="white")
     fig.colorbar(image, ax=ax, label="GB/s")
     ax.set_title("Copy bandwidth (torch copies)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return True
+    return plots.save(fig, report_dir, PLOTS["copy"])
 
 
-def render(run, rows, report_dir):
+def blocks(run, rows, report_dir):
     docs = [d for d in run.artifacts if d["probe"] in PROBES]
     if not docs:
-        return ""
-    lines = ["## GPU compute", ""]
+        return []
+    out = [Heading(2, "GPU compute")]
     backends = {}
     for doc in docs:
         backends.setdefault(doc["device"]["backend"], set()).add(doc["host"])
+    items = []
     for backend, hosts in sorted(backends.items()):
-        text = "- backend **%s** on %s" % (backend, ", ".join(sorted(hosts)))
+        item = ["backend ", strong(backend), " on %s" % ", ".join(sorted(hosts))]
         if backend == "cpu":
-            text += (": torch on the CPU runs the same probes, timing and artifacts; these are CPU numbers, and "
-                     "every GPU expectation is graded as skip")
-        lines.append(text)
-    lines.append("")
-    lines.append(status_tables(run, docs))
+            item.append(": torch on the CPU runs the same probes, timing and artifacts; these are CPU numbers, and "
+                        "every GPU expectation is graded as skip")
+        items.append(item)
+    out.append(Bullets(items))
+    out += status_tables(run, docs)
     gemm_text, gemm_data = gemm_table(run)
-    if gemm_text:
-        lines += ["### GEMM TFLOP/s per GPU", "",
-                  "Best shape per dtype; TFLOP/s = 2·m·n·k / mean time of the timed iterations (L2 flushed before "
-                  "each), all GPUs of a node at once.", "", gemm_text, ""]
-        if report_dir and plot_gemm(gemm_data, os.path.join(report_dir, "gpu_compute_gemm_tflops.png")):
-            lines += ["![GEMM TFLOP/s per GPU and dtype](gpu_compute_gemm_tflops.png)", ""]
     mamf_text, curves = mamf_table(run)
-    if mamf_text:
-        lines += ["### MAMF sweep", "", mamf_text, ""]
-        if report_dir and plot_mamf(curves, os.path.join(report_dir, "gpu_compute_mamf_sweep.png")):
-            lines += ["![MAMF sweep](gpu_compute_mamf_sweep.png)", ""]
-    grouped = grouped_table(run)
-    if grouped:
-        lines += ["### Grouped GEMM on MoE expert shapes", "",
-                  "Balanced routing; each GPU holds experts / ep experts and their share of tokens × top-k rows.",
-                  "", grouped, ""]
-    gemv = gemv_table(run)
-    if gemv:
-        lines += ["### GEMV bandwidth (decode proxy)", "",
-                  "GB/s = (m·k + k + m) · bytes per element / mean time.", "", gemv, ""]
     copy_text, matrix = copy_table(run)
-    if copy_text:
-        lines += ["### Copy bandwidth", "", copy_text, ""]
-        if report_dir and plot_copy(matrix, os.path.join(report_dir, "gpu_compute_copy_bw.png")):
-            lines += ["![Copy bandwidth matrix](gpu_compute_copy_bw.png)", ""]
-    nvb = nvbandwidth_table(run)
-    if nvb:
-        lines += ["### nvbandwidth", "", nvb, ""]
-    return "\n".join(lines)
+    # (heading, note, table, plot drawn from data, data, the plot's caption); a part without a table is left out
+    parts = [
+        ("GEMM TFLOP/s per GPU", "Best shape per dtype; TFLOP/s = 2·m·n·k / mean time of the timed iterations (L2 "
+         "flushed before each), all GPUs of a node at once.", gemm_text, plot_gemm, gemm_data,
+         "GEMM TFLOP/s per GPU and dtype"),
+        ("MAMF sweep", None, mamf_text, plot_mamf, curves, "MAMF sweep"),
+        ("Grouped GEMM on MoE expert shapes", "Balanced routing; each GPU holds experts / ep experts and their share "
+         "of tokens × top-k rows.", grouped_table(run), None, None, None),
+        ("GEMV bandwidth (decode proxy)", "GB/s = (m·k + k + m) · bytes per element / mean time.", gemv_table(run),
+         None, None, None),
+        ("Copy bandwidth", None, copy_text, plot_copy, matrix, "Copy bandwidth matrix"),
+        ("nvbandwidth", None, nvbandwidth_table(run), None, None, None),
+    ]
+    for title, note, table, plot, data, caption in parts:
+        if table:
+            out += [Heading(3, title)] + ([Paragraph(note)] if note else []) + [table]
+            out += figure(plot(data, report_dir) if plot and report_dir and data else None, caption)
+    return out
+
+
+def render(run, rows, report_dir):
+    """The section as markdown."""
+    return markdown.render(blocks(run, rows, report_dir))

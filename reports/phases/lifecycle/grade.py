@@ -3,7 +3,7 @@
 Tiers are discovered on each node or come from the inventory, so their names are only known from the results:
 the graders give one row per group of labels they find (subject ``tier=home tool=uv`` …).
 
-kinds (registered in reports/grading/engine.py):
+kinds (registered by reports.grading.kinds.register_phase_kinds):
   lifecycle_metric      per host: threshold on a metric (lower- or higher-is-better, `expect`/`warn`), one row per
                         combination of the labels named in `per`; with no result, the skip reason the probe gave
                         for that tool/hub/engine (facts.skipped_*, facts.failures) or its artifact's reason
@@ -15,22 +15,16 @@ kinds (registered in reports/grading/engine.py):
 
 import statistics
 
-from reports.grading import engine as grade
 from reports.grading import expectations
-
-
-def _row(check, host, status, observed=None, expected=None, reason=None, subject=""):
-    return grade.make_row(check, host, status, observed, expected, reason, subject)
-
-
-def _doc(run, host, probe):
-    return next((d for d in run.artifacts if d["host"] == host and d["probe"] == probe), None)
+from reports.grading.preconditions import ungradable
+from reports.grading.rows import make_row, status_above, text_of
+from reports.grading.select import AGGREGATES, find_artifact, labels_match
 
 
 def records(run, probe, metric, host=None, labels=None):
     """Result rows of probe/metric with parsed labels (optionally one host, and a label filter)."""
     return [r for r in run.records(probe) if r["metric"] == metric and (host is None or r["host"] == host)
-            and all(str(r["labels"].get(k)) == str(v) for k, v in (labels or {}).items())]
+            and labels_match(r["labels"], labels)]
 
 
 def _subject(labels, keys):
@@ -46,18 +40,14 @@ def group_values(recs, keys):
 
 
 def _fmt(value, unit):
-    text = grade.text_of(round(value, 3))
+    text = text_of(round(value, 3))
     return ("%s %s" % (text, unit or "")).strip()
 
 
-def _unusable(check, run, host, doc):
-    if host in run.unreachable:
-        return [_row(check, host, "skip", reason="host unreachable")]
-    if doc is None:
-        return [_row(check, host, "skip", reason="probe %s did not run on this host" % check["probe"])]
-    if doc["status"] == "skipped":
-        return [_row(check, host, "skip", reason=doc.get("reason"))]
-    return None
+def _gradable_doc(check, run, host):
+    """(None, the probe's artifact) when the check can be graded on this host, else (the rows to return, None)."""
+    pre = ungradable(check, run, host, variant=None)
+    return ([pre], None) if pre else (None, find_artifact(run, host, check["probe"]))
 
 
 def _why_missing(check, doc):
@@ -78,37 +68,35 @@ def _why_missing(check, doc):
 
 
 def grade_metric(check, run, host):
-    doc = _doc(run, host, check["probe"])
-    rows = _unusable(check, run, host, doc)
+    rows, doc = _gradable_doc(check, run, host)
     if rows:
         return rows
     recs = records(run, check["probe"], check["metric"], host, check.get("labels"))
     groups = group_values(recs, check.get("per", []))
     if not groups:
         status = "error" if doc["status"] == "error" else "skip"
-        return [_row(check, host, status, reason=_why_missing(check, doc))]
-    agg = grade.AGGREGATES[check.get("agg", "median")]
+        return [make_row(check, host, status, reason=_why_missing(check, doc))]
+    agg = AGGREGATES[check.get("agg", "median")]
     unit = check.get("unit") or recs[0]["unit"]
     out = []
     for subject, values in groups.items():
         value = float(agg(values))
         status, expected = expectations.judge(value, check["expect"], check.get("warn"))
-        out.append(_row(check, host, status, _fmt(value, unit), expected, subject=subject))
+        out.append(make_row(check, host, status, _fmt(value, unit), expected, subject=subject))
     return out
 
 
 def grade_failures(check, run, host):
-    doc = _doc(run, host, check["probe"])
-    rows = _unusable(check, run, host, doc)
+    rows, doc = _gradable_doc(check, run, host)
     if rows:
         return rows
     failures = (doc.get("facts") or {}).get("failures") or {}
     if doc["status"] == "error" and not failures:
-        return [_row(check, host, "error", "probe error", "no failed step", doc.get("reason"))]
+        return [make_row(check, host, "error", "probe error", "no failed step", doc.get("reason"))]
     if failures:
-        return [_row(check, host, "fail", "%d failed: %s" % (len(failures), "; ".join(
+        return [make_row(check, host, "fail", "%d failed: %s" % (len(failures), "; ".join(
             "%s: %s" % kv for kv in sorted(failures.items())[:4])), "no failed step")]
-    return [_row(check, host, "pass", "0 failed", "no failed step")]
+    return [make_row(check, host, "pass", "0 failed", "no failed step")]
 
 
 def tier_spread(values):
@@ -122,8 +110,7 @@ def tier_spread(values):
 
 
 def grade_tier_spread(check, run, host):
-    doc = _doc(run, host, check["probe"])
-    rows = _unusable(check, run, host, doc)
+    rows, doc = _gradable_doc(check, run, host)
     if rows:
         return rows
     recs = records(run, check["probe"], check["metric"], host, check.get("labels"))
@@ -134,7 +121,7 @@ def grade_tier_spread(check, run, host):
         by_group.setdefault(_subject(r["labels"], keys), {}).setdefault(tier, []).append(r["value"])
     if not by_group:
         status = "error" if doc["status"] == "error" else "skip"
-        return [_row(check, host, status, reason=_why_missing(check, doc))]
+        return [make_row(check, host, status, reason=_why_missing(check, doc))]
     warn, fail = float(check["warn_ratio"]), float(check["fail_ratio"])
     floor = float(check.get("min_s", 0))
     out = []
@@ -142,8 +129,8 @@ def grade_tier_spread(check, run, host):
         values = {t: statistics.median(v) for t, v in tiers.items()}
         spread = tier_spread(values)
         if spread is None:
-            out.append(_row(check, host, "skip", reason="only one tier (%s): nothing to compare" % next(iter(values)),
-                            subject=subject))
+            out.append(make_row(check, host, "skip", subject=subject,
+                                reason="only one tier (%s): nothing to compare" % next(iter(values))))
             continue
         slow, value, others, ratio = spread
         observed = "tier %s %.1f× the other tiers' median (%s vs %s)" % (
@@ -153,8 +140,8 @@ def grade_tier_spread(check, run, host):
             status = "pass"
             observed += ", under the %g s floor" % floor
         else:
-            status = "fail" if ratio > fail else "warn" if ratio > warn else "pass"
-        out.append(_row(check, host, status, observed, expected, subject=subject))
+            status = status_above(ratio, warn, fail)
+        out.append(make_row(check, host, status, observed, expected, subject=subject))
     return out
 
 
@@ -164,15 +151,14 @@ def grade_peers(check, run, hosts):
     per_host = {}
     rows = []
     for host in hosts:
-        doc = _doc(run, host, check["probe"])
-        pre = _unusable(check, run, host, doc)
+        pre, doc = _gradable_doc(check, run, host)
         if pre:
             rows.extend(pre)
             continue
         groups = group_values(records(run, check["probe"], check["metric"], host, check.get("labels")), keys)
         if not groups:
-            rows.append(_row(check, host, "error" if doc["status"] == "error" else "skip",
-                             reason=_why_missing(check, doc)))
+            rows.append(make_row(check, host, "error" if doc["status"] == "error" else "skip",
+                                 reason=_why_missing(check, doc)))
         for subject, values in groups.items():
             per_host[(host, subject)] = statistics.median(values)
     warn, fail = float(check["warn_above_median_pct"]), float(check["fail_above_median_pct"])
@@ -183,18 +169,18 @@ def grade_peers(check, run, hosts):
     for (host, subject), value in sorted(per_host.items()):
         peers = subjects[subject]
         if len(peers) < 3:
-            rows.append(_row(check, host, "skip", _fmt(value, "s"), reason="fewer than 3 hosts to compare with",
-                             subject=subject))
+            rows.append(make_row(check, host, "skip", _fmt(value, "s"), reason="fewer than 3 hosts to compare with",
+                                 subject=subject))
             continue
         median = statistics.median(peers)
         above = 100.0 * (value - median) / median if median > 0 else 0.0
-        status = "pass" if value < floor else "fail" if above > fail else "warn" if above > warn else "pass"
-        rows.append(_row(check, host, status, "%s (%+.0f%% against the median)" % (_fmt(value, "s"), above),
-                         "within %g%% of the hosts' median %s" % (fail, _fmt(median, "s")), subject=subject))
+        status = "pass" if value < floor else status_above(above, warn, fail)
+        rows.append(make_row(check, host, status, "%s (%+.0f%% against the median)" % (_fmt(value, "s"), above),
+                             "within %g%% of the hosts' median %s" % (fail, _fmt(median, "s")), subject=subject))
     return rows
 
 
-# Registered by reports.grading.engine.load_phase_graders: PER_HOST fn(check, run, host) -> rows,
+# Registered by reports.grading.kinds.register_phase_kinds: PER_HOST fn(check, run, host) -> rows,
 # CLUSTER fn(check, run, hosts) -> rows.
 PER_HOST = {
     "lifecycle_metric": grade_metric,

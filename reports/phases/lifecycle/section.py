@@ -5,11 +5,11 @@ Plot (PNG, matplotlib Agg) beside report.md: install time (venv + install) and i
 one bar per tool (and cold/warm for imports), the median over hosts with the range of hosts as an error bar.
 """
 
-import os
 import statistics
 
+from reports.render import markdown, plots
+from reports.render.blocks import Heading, Paragraph, Table, code, figure, joined
 from reports.render.markdown import fmt
-from reports.render.markdown import table as _table
 
 ORDER = 55
 PLOT = "lifecycle_tiers.png"
@@ -41,19 +41,15 @@ def per_tier(rows, metric):
 
 
 def _plot(rows, report_dir):
-    try:
-        import matplotlib  # noqa: PLC0415
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # noqa: PLC0415
-    except ImportError:
-        return None
     tiers = sorted({t for _, t, _ in rows})
     tools = sorted({tool for _, _, tool in rows})
     panels = [("install: venv + install", [("total_s", tool, tool) for tool in tools]),
               ("import from the environment", [("import_s/%s" % c, tool, "%s %s" % (tool, c))
                                                for tool in tools for c in ("cold", "warm")])]
-    fig, axes = plt.subplots(1, 2, figsize=(max(8, 3 + 2.2 * len(tiers)), 4))
+    made = plots.figure(max(8, 3 + 2.2 * len(tiers)), 4, 1, 2)
+    if made is None:
+        return None
+    fig, axes = made
     for ax, (title, series) in zip(axes, panels):
         width = 0.8 / max(1, len(series))
         for k, (metric, tool, label) in enumerate(series):
@@ -73,34 +69,28 @@ def _plot(rows, report_dir):
         ax.legend(fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
     fig.suptitle("Lifecycle: install and import time per storage tier")
-    fig.tight_layout()
-    fig.savefig(os.path.join(report_dir, PLOT), dpi=90)
-    plt.close(fig)
-    return PLOT
+    return plots.save(fig, report_dir, PLOT)
 
 
 def install_part(run, report_dir):
     rows = install_rows(run)
     docs = _docs(run, "pkg_install")
-    lines = ["### Installs and imports per tier", ""]
+    out = [Heading(3, "Installs and imports per tier")]
     if not docs:
-        return lines + ["pkg_install did not run in this run.", ""]
+        return out + [Paragraph("pkg_install did not run in this run.")]
     if not rows:
         reasons = sorted({d.get("reason") or "no result" for d in docs})
-        return lines + ["Not measured: %s" % "; ".join(reasons), ""]
+        return out + [Paragraph("Not measured: %s" % "; ".join(reasons))]
     facts = [d.get("facts") or {} for d in docs]
     packages = sorted({" ".join(f.get("packages") or []) for f in facts} - {""})
     index = sorted({f.get("index") for f in facts} - {None})
     module = sorted({f.get("import_module") for f in facts} - {None})
     drops = sorted({f.get("cache_drop").split(" on ")[0] for f in facts if f.get("cache_drop")})
     if packages:
-        lines.append("Packages: `%s`; index: %s; imported module: `%s`; cold = after %s." % (
-            "`, `".join(packages), "; ".join(index) or "–", ", ".join(module) or "–", ", ".join(drops) or "–"))
-        lines.append("")
-    if report_dir:
-        name = _plot(rows, report_dir)
-        if name:
-            lines += ["![install and import time per tier](%s)" % name, ""]
+        out.append(Paragraph(["Packages: "] + joined([code(p) for p in packages])
+                             + ["; index: %s; imported module: " % ("; ".join(index) or "–"),
+                                code(", ".join(module) or "–"), "; cold = after %s." % (", ".join(drops) or "–")]))
+    out += figure(_plot(rows, report_dir) if report_dir else None, "install and import time per tier")
     table = []
     for (host, tier, tool), m in sorted(rows.items()):
         doc = next((d for d in docs if d["host"] == host), {})
@@ -112,8 +102,8 @@ def install_part(run, report_dir):
                       fmt(m.get("import_s/cold")), fmt(m.get("import_s/warm")),
                       fmt(m.get("env_bytes", 0) / 2**20) if m.get("env_bytes") else None, shown or None])
     if table:
-        lines += [_table(["host", "tier", "tool", "venv s", "install s", "total s", "import cold s", "import warm s",
-                          "env MiB", "versions"], table), ""]
+        out.append(Table(["host", "tier", "tool", "venv s", "install s", "total s", "import cold s", "import warm s",
+                          "env MiB", "versions"], table))
     tier_lines = []
     for d in docs:
         f = d.get("facts") or {}
@@ -123,18 +113,19 @@ def install_part(run, report_dir):
         for path, why in sorted((f.get("tiers_left_out") or {}).items()):
             tier_lines.append([d["host"], "–", path, "left out", why])
     if tier_lines:
-        lines += ["Tiers (%s):" % "; ".join(sorted({(d.get("facts") or {}).get("tiers_from") or "?" for d in docs})),
-                  "", _table(["host", "tier", "path", "filesystem", "kind"], tier_lines), ""]
-    return lines
+        out += [Paragraph("Tiers (%s):" % "; ".join(sorted({(d.get("facts") or {}).get("tiers_from") or "?"
+                                                            for d in docs}))),
+                Table(["host", "tier", "path", "filesystem", "kind"], tier_lines)]
+    return out
 
 
 def transfer_part(run):
-    lines = []
+    out = []
     net = run.records("net_speed")
     if net:
         rows = sorted((r["host"], r["metric"].replace("_mbps", ""), r["labels"].get("url"), fmt(r["value"]))
                       for r in net if r["metric"].endswith("_mbps"))
-        lines += ["### Internet speed", "", _table(["host", "direction", "URL", "Mbit/s"], rows), ""]
+        out += [Heading(3, "Internet speed"), Table(["host", "direction", "URL", "Mbit/s"], rows)]
     pulls = run.records("container_pull")
     if pulls:
         by = {}
@@ -143,7 +134,7 @@ def transfer_part(run):
             by.setdefault(key, {})[r["metric"]] = r["value"]
         rows = [[h, e, i, fmt(m.get("pull_s")), fmt((m.get("image_bytes") or 0) / 1e6) if m.get("image_bytes")
                  else None, fmt(m.get("pull_mbps"))] for (h, e, i), m in sorted(by.items())]
-        lines += ["### Container pulls", "", _table(["host", "engine", "image", "pull s", "MB", "Mbit/s"], rows), ""]
+        out += [Heading(3, "Container pulls"), Table(["host", "engine", "image", "pull s", "MB", "Mbit/s"], rows)]
     models = run.records("model_pull")
     if models:
         by = {}
@@ -151,12 +142,12 @@ def transfer_part(run):
             by.setdefault((r["host"], r["labels"].get("hub"), r["labels"].get("model")), {})[r["metric"]] = r["value"]
         rows = [[h, hub, model, fmt(m.get("download_s")), fmt((m.get("model_bytes") or 0) / 1e6),
                  fmt(m.get("download_mbps"))] for (h, hub, model), m in sorted(by.items())]
-        lines += ["### Model downloads", "", _table(["host", "hub", "model", "s", "MB", "Mbit/s"], rows), ""]
+        out += [Heading(3, "Model downloads"), Table(["host", "hub", "model", "s", "MB", "Mbit/s"], rows)]
     serve = [r for r in run.records("serve_ready") if r["metric"] == "ready_s"]
     if serve:
         rows = [[r["host"], r["labels"].get("model"), fmt(r["value"])] for r in sorted(serve, key=lambda r: r["host"])]
-        lines += ["### vllm serve", "", _table(["host", "model", "s until /v1/models answers"], rows), ""]
-    return lines
+        out += [Heading(3, "vllm serve"), Table(["host", "model", "s until /v1/models answers"], rows)]
+    return out
 
 
 def not_run_part(run):
@@ -174,15 +165,15 @@ def not_run_part(run):
                     rows.append([d["host"], probe, what, label, why])
     if not rows:
         return []
-    return ["### Skipped or failed", "", _table(["host", "probe", "what", "status", "reason"], rows), ""]
+    return [Heading(3, "Skipped or failed"), Table(["host", "probe", "what", "status", "reason"], rows)]
+
+
+def blocks(run, rows, report_dir):
+    if not any(d["probe"] in PROBES for d in run.artifacts):
+        return []
+    return [Heading(2, "Lifecycle")] + install_part(run, report_dir) + transfer_part(run) + not_run_part(run)
 
 
 def render(run, rows, report_dir):
-    docs = [d for d in run.artifacts if d["probe"] in PROBES]
-    if not docs:
-        return ""
-    lines = ["## Lifecycle", ""]
-    lines += install_part(run, report_dir)
-    lines += transfer_part(run)
-    lines += not_run_part(run)
-    return "\n".join(lines)
+    """The section as markdown."""
+    return markdown.render(blocks(run, rows, report_dir))

@@ -1,6 +1,6 @@
 """Grading of the network phase (probes collectives, nccl_tests, perftest, tcp_pairs): pure functions of a run.
 
-Check kinds (rubric.d/network.yml), registered in reports/grading/engine.py:
+Check kinds (rubric.d/network.yml), registered by reports.grading.kinds.register_phase_kinds:
   net_failures    per host: hangs, crashes, failed rendezvous and failed runs the probe recorded (facts.failures),
                   as failures with their message and log file
   net_peak_busbw  per host: the peak busbw of a collective at 1 node or at the largest multi-node world, against the
@@ -19,30 +19,18 @@ import statistics
 import pandas as pd
 import yaml
 
+from probes.network.plan import human_bytes
 from reports import DATA_DIR
-from reports.grading import engine as grade
+from reports.grading.preconditions import ungradable
+from reports.grading.rows import make_row, status_above, status_below, worst_status
+from reports.grading.select import find_artifact, host_model_spec, labels_match, load_models
 
 LABELS = ("collective", "size_bytes", "placement", "nodes", "ranks")
-STATUS_RANK = {"pass": 0, "skip": 0, "warn": 1, "fail": 2, "error": 3}
-
-
-
-
-def _row(*args, **kwargs):
-    return grade.make_row(*args, **kwargs)
 
 
 def load_fabrics(path=None):
     with open(path or os.path.join(DATA_DIR, "gpus.yml"), encoding="utf-8") as fh:
         return yaml.safe_load(fh).get("fabrics") or {}
-
-
-def human_bytes(size):
-    size = int(size)
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if size >= 1 << shift and size % (1 << shift) == 0:
-            return "%d %s" % (size >> shift, unit)
-    return "%d B" % size
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -100,23 +88,12 @@ def _curve_name(key):
 # per host
 
 
-def _doc_or_row(check, run, host):
-    """(artifact, None) when the check can be graded on host, else (None, the row to return)."""
-    if host in run.unreachable:
-        return None, _row(check, host, "skip", reason="host unreachable")
-    doc = run.artifact(host, check["probe"], check.get("variant"))
-    if doc is None:
-        return None, _row(check, host, "skip", reason="probe %s did not run on this host" % check["probe"])
-    if doc["status"] == "skipped":
-        return None, _row(check, host, "skip", reason=doc.get("reason"))
-    return doc, None
-
-
 def grade_failures(check, run, host):
     """Hangs, crashes and failed runs the probe recorded on this host: each one is a failure with its log."""
-    doc, row = _doc_or_row(check, run, host)
-    if row:
-        return [row]
+    pre = ungradable(check, run, host)
+    if pre:
+        return [pre]
+    doc = find_artifact(run, host, check["probe"], check.get("variant"))
     failures = (doc.get("facts") or {}).get("failures") or []
     if isinstance(failures, str):
         failures = [{"kind": "error", "message": failures}]
@@ -127,12 +104,12 @@ def grade_failures(check, run, host):
         observed = ", ".join("%d %s" % (n, k) for k, n in sorted(kinds.items()))
         reason = "; ".join("%s%s" % (f.get("message", "?"), " (log: artifacts/%s/%s)" % (host, f["log"])
                                      if f.get("log") else "") for f in failures)
-        return [_row(check, host, "fail", observed, "no hang, crash or error", reason)]
+        return [make_row(check, host, "fail", observed, "no hang, crash or error", reason)]
     if doc["status"] == "error":
-        return [_row(check, host, "error", "probe error", "no hang, crash or error", doc.get("reason"))]
+        return [make_row(check, host, "error", "probe error", "no hang, crash or error", doc.get("reason"))]
     run_sizes = (doc.get("facts") or {}).get("world_sizes_run")
     observed = "none" + (" (world sizes %s)" % run_sizes if run_sizes else "")
-    return [_row(check, host, "pass", observed, "no hang, crash or error")]
+    return [make_row(check, host, "pass", observed, "no hang, crash or error")]
 
 
 def _select_nodes(df, nodes):
@@ -151,7 +128,7 @@ def _expected_busbw(check, run, host, doc, ranks, nodes):
     fraction = float(check["expect"].get("fraction", 1.0))
     if nodes == 1:
         field = check["expect"]["of"]
-        _, spec = grade.host_model_spec(run, host, grade.load_models(run))
+        _, spec = host_model_spec(run, host, load_models(run))
         if spec is None:
             return None, "no expectation for this GPU model in gpus.yml"
         if field not in spec:
@@ -170,7 +147,7 @@ def _expected_busbw(check, run, host, doc, ranks, nodes):
             fraction * per_nic * rails, fraction, rails, per_nic, fabric)
     field = check.get("model_field")
     if field:
-        _, spec = grade.host_model_spec(run, host, grade.load_models(run))
+        _, spec = host_model_spec(run, host, load_models(run))
         if spec and field in spec:
             return fraction * float(spec[field]), ">= %.4g (%g × %s %g)" % (
                 fraction * float(spec[field]), fraction, field, float(spec[field]))
@@ -181,10 +158,10 @@ def _expected_busbw(check, run, host, doc, ranks, nodes):
 
 def grade_peak_busbw(check, run, host):
     """Peak busbw of one collective on this host at 1 node or at the largest multi-node world size."""
-    pre = grade.ungradable(check, run, host)
+    pre = ungradable(check, run, host)
     if pre:
         return [pre]
-    doc = run.artifact(host, check["probe"], check.get("variant"))
+    doc = find_artifact(run, host, check["probe"], check.get("variant"))
     df = frame(run, check["probe"], "busbw_gbps", check.get("variant"))
     df = df[(df.host == host) & (df.collective == check.get("collective", "all_reduce"))]
     if check.get("placement"):
@@ -192,7 +169,7 @@ def grade_peak_busbw(check, run, host):
     df = _select_nodes(df, check.get("nodes", 1))
     if df.empty:
         status = "error" if doc["status"] == "error" else "skip"
-        return [_row(check, host, status, reason=doc.get("reason") or "no %s busbw at %s nodes in this run" % (
+        return [make_row(check, host, status, reason=doc.get("reason") or "no %s busbw at %s nodes in this run" % (
             check.get("collective", "all_reduce"), check.get("nodes", 1)))]
     best = df.loc[df.value.idxmax()]
     nodes, ranks = int(best.nodes), int(best.ranks)
@@ -200,13 +177,13 @@ def grade_peak_busbw(check, run, host):
                                                          "s" if nodes > 1 else "", ranks)
     threshold, text = _expected_busbw(check, run, host, doc, ranks, nodes)
     if threshold is None:
-        return [_row(check, host, "skip", observed, reason=text)]
+        return [make_row(check, host, "skip", observed, reason=text)]
     status = "pass" if best.value >= threshold else "fail"
     if status == "pass" and check.get("warn"):
         warn_at = threshold / float(check["expect"].get("fraction", 1.0)) * float(check["warn"]["fraction"])
         if best.value < warn_at:
             status, text = "warn", "%s (warn below %.4g)" % (text, warn_at)
-    return [_row(check, host, status, observed, text)]
+    return [make_row(check, host, status, observed, text)]
 
 
 def _shape_settings(check, backend):
@@ -218,39 +195,40 @@ def _shape_settings(check, backend):
 
 def grade_curve_shape(check, run, host):
     """Drops of busbw between consecutive message sizes in the curves this host measured."""
-    doc, row = _doc_or_row(check, run, host)
-    if row:
-        return [row]
+    pre = ungradable(check, run, host)
+    if pre:
+        return [pre]
+    doc = find_artifact(run, host, check["probe"], check.get("variant"))
     df = frame(run, check["probe"], check.get("metric", "busbw_gbps"), check.get("variant"))
     df = df[df.host == host]
     if df.empty:
         status = "error" if doc["status"] == "error" else "skip"
-        return [_row(check, host, status, reason=doc.get("reason") or "no busbw curve measured on this host")]
+        return [make_row(check, host, status, reason=doc.get("reason") or "no busbw curve measured on this host")]
     min_size, fail_pct, warn_pct, cpu = _shape_settings(check, doc["device"]["backend"])
-    worst, found = "pass", []
+    found = []
     for key, points in sorted(curves(df).items()):
         for s0, s1, pct in find_drops(points, min_size, warn_pct):
             status = "fail" if fail_pct is not None and pct > float(fail_pct) and not cpu else "warn"
-            found.append((pct, "%s: %s -> %s -%.0f%%" % (_curve_name(key), human_bytes(s0), human_bytes(s1), pct)))
-            if STATUS_RANK[status] > STATUS_RANK[worst]:
-                worst = status
+            found.append((pct, "%s: %s -> %s -%.0f%%" % (_curve_name(key), human_bytes(s0), human_bytes(s1), pct),
+                          status))
+    worst = worst_status(status for _, _, status in found)
     expected = "busbw does not drop by more than %g%% from one size to the next (sizes >= %s)%s" % (
         float(fail_pct) if fail_pct is not None and not cpu else warn_pct, human_bytes(min_size),
         "; cpu backend: warn only" if cpu else "")
     if not found:
-        return [_row(check, host, "pass", "no drop in %d curves" % len(curves(df)), expected)]
+        return [make_row(check, host, "pass", "no drop in %d curves" % len(curves(df)), expected)]
     found.sort(reverse=True)
     observed = "%d drop%s; largest: %s" % (len(found), "s" if len(found) > 1 else "", found[0][1])
-    reason = "; ".join(text for _, text in found[:8]) + (" …" if len(found) > 8 else "")
-    return [_row(check, host, worst, observed, expected, reason)]
+    reason = "; ".join(text for _, text, _ in found[:8]) + (" …" if len(found) > 8 else "")
+    return [make_row(check, host, worst, observed, expected, reason)]
 
 
 def grade_rail_bw(check, run, host):
     """Per RDMA rail: perftest bandwidth against the fabric's expectation (fraction × line rate, or its pass line)."""
-    pre = grade.ungradable(check, run, host)
+    pre = ungradable(check, run, host)
     if pre:
         return [pre]
-    doc = run.artifact(host, check["probe"], check.get("variant"))
+    doc = find_artifact(run, host, check["probe"], check.get("variant"))
     res = run.results
     sel = res[(res.host == host) & (res.probe == check["probe"]) & (res.metric == check.get("metric", "bw_avg_gbits"))]
     rows = []
@@ -258,14 +236,14 @@ def grade_rail_bw(check, run, host):
     spec = load_fabrics().get(fabric)
     for value, labels_json in zip(sel.value, sel.labels):
         labels = json.loads(labels_json)
-        if any(str(labels.get(k)) != str(v) for k, v in (check.get("labels") or {}).items()):
+        if not labels_match(labels, check.get("labels")):
             continue
         subject = "hca=%s %s %s" % (labels.get("hca"), labels.get("test"), labels.get("mem"))
         observed = "%.4g Gbit/s" % value
         if not spec:
             why = ("fabric %r is not in gpus.yml fabrics" % fabric) if fabric else \
                 "no fabric declared: set network_fabric in the inventory"
-            rows.append(_row(check, host, "skip", observed, reason=why, subject=subject))
+            rows.append(make_row(check, host, "skip", observed, reason=why, subject=subject))
             continue
         if spec.get("perftest_gbits_min") and check.get("use_pass_line", True):
             threshold, text = float(spec["perftest_gbits_min"]), ">= %g Gbit/s (%s pass line)" % (
@@ -274,10 +252,10 @@ def grade_rail_bw(check, run, host):
             frac = float(check.get("fraction_of_line_rate", 0.9))
             threshold, text = frac * float(spec["nic_gbits"]), ">= %.4g Gbit/s (%g × %s line rate %g)" % (
                 frac * float(spec["nic_gbits"]), frac, fabric, spec["nic_gbits"])
-        rows.append(_row(check, host, "pass" if value >= threshold else "fail", observed, text, subject=subject))
+        rows.append(make_row(check, host, "pass" if value >= threshold else "fail", observed, text, subject=subject))
     if not rows:
         status = "error" if doc["status"] == "error" else "skip"
-        rows.append(_row(check, host, status, reason=doc.get("reason") or "no perftest result on this host"))
+        rows.append(make_row(check, host, status, reason=doc.get("reason") or "no perftest result on this host"))
     return rows
 
 
@@ -289,8 +267,8 @@ def grade_scaling(check, run, hosts):
     """busbw as world size grows: the peak at every multi-node world size against the smallest multi-node one.
     busbw is normalised for the rank count, so a well-scaling fabric keeps it flat."""
     df = frame(run, check["probe"], "busbw_gbps", check.get("variant"))
-    docs = {h: run.artifact(h, check["probe"], check.get("variant")) for h in hosts}
-    backends = {d["device"]["backend"] for d in docs.values() if d and d["status"] != "skipped"}
+    docs = [find_artifact(run, h, check["probe"], check.get("variant")) for h in hosts]
+    backends = {d["device"]["backend"] for d in docs if d and d["status"] != "skipped"}
     multi = df[df.nodes > 1]
     if check.get("placement"):
         multi = multi[multi.placement == check["placement"]]
@@ -312,21 +290,18 @@ def grade_scaling(check, run, hosts):
     cpu = bool(backends) and not (backends & {"cuda", "rocm"})
     fail_below, warn_below = float(check.get("fail_below", 0.7)), float(check.get("warn_below", 0.85))
     for host in hosts:
-        doc = docs[host]
-        if host in run.unreachable:
-            rows.append(_row(check, host, "skip", reason="host unreachable"))
-            continue
-        if doc is None or doc["status"] == "skipped":
-            rows.append(_row(check, host, "skip", reason=(doc or {}).get("reason") or "probe did not run"))
+        pre = ungradable(check, run, host)
+        if pre:
+            rows.append(pre)
             continue
         if not ratios:
             plan = sorted({int(n) for n in multi.nodes}) if not multi.empty else []
-            rows.append(_row(check, host, "skip", reason="fewer than two multi-node world sizes measured (%s): "
-                             "nothing to scale against" % (", ".join(map(str, plan)) or "none")))
+            rows.append(make_row(check, host, "skip", reason="fewer than two multi-node world sizes measured (%s): "
+                                 "nothing to scale against" % (", ".join(map(str, plan)) or "none")))
             continue
         worst = min(ratios)
         ratio, coll, place, nodes, base, size = worst
-        status = "fail" if ratio < fail_below else "warn" if ratio < warn_below else "pass"
+        status = status_below(ratio, warn_below, fail_below)
         expected = "peak busbw at every world size >= %g × the %d-node value (warn below %g)" % (
             fail_below, base, warn_below)
         if cpu and status == "fail":
@@ -334,7 +309,7 @@ def grade_scaling(check, run, hosts):
             expected += "; cpu backend: warn only (test hosts share CPUs)"
         observed = "worst %.2f: %s %s at %d nodes vs %d (%s)" % (ratio, coll, place.replace("_", "-"), nodes, base,
                                                                  human_bytes(size))
-        rows.append(_row(check, host, status, observed, expected))
+        rows.append(make_row(check, host, status, observed, expected))
     return rows
 
 
@@ -356,20 +331,17 @@ def grade_pairs(check, run, hosts):
     bw_median = statistics.median(bw.values()) if bw else None
     rtt_median = statistics.median(rtt.values()) if rtt else None
     for host in hosts:
-        doc = run.artifact(host, "tcp_pairs")
-        if host in run.unreachable:
-            rows.append(_row(check, host, "skip", reason="host unreachable"))
-            continue
-        if doc is None or doc["status"] == "skipped":
-            rows.append(_row(check, host, "skip", reason=(doc or {}).get("reason") or "tcp_pairs did not run"))
+        pre = ungradable(check, run, host, probe="tcp_pairs", variant=None)
+        if pre:
+            rows.append(pre)
             continue
         mine = [v for (s, d), v in bw.items() if host in (s, d)]
         if len(bw) < 3 or not mine:
-            rows.append(_row(check, host, "skip", reason="fewer than 3 measured pairs to compare with"))
+            rows.append(make_row(check, host, "skip", reason="fewer than 3 measured pairs to compare with"))
             continue
         value = statistics.median(mine)
         below = 100.0 * (bw_median - value) / bw_median if bw_median else 0.0
-        status = "fail" if below > bw_fail else "warn" if below > bw_warn else "pass"
+        status = status_above(below, bw_warn, bw_fail)
         text = "bw %.3g Gbit/s (%.0f%% below the median pair %.3g)" % (value, max(below, 0), bw_median)
         my_rtt = [v for (s, d), v in rtt.items() if host in (s, d)]
         if my_rtt and rtt_median:
@@ -377,12 +349,12 @@ def grade_pairs(check, run, hosts):
             text += "; rtt %.3g us (%+.0f%%)" % (statistics.median(my_rtt), above)
             if above > rtt_warn and status == "pass":
                 status = "warn"
-        rows.append(_row(check, host, status, text, "bw within %g%% of the median pair (warn %g%%), rtt within +%g%%"
-                         % (bw_fail, bw_warn, rtt_warn)))
+        rows.append(make_row(check, host, status, text, "bw within %g%% of the median pair (warn %g%%), rtt within "
+                             "+%g%%" % (bw_fail, bw_warn, rtt_warn)))
     return rows
 
 
-# Registered by reports.grading.engine.load_phase_graders: PER_HOST fn(check, run, host) -> rows,
+# Registered by reports.grading.kinds.register_phase_kinds: PER_HOST fn(check, run, host) -> rows,
 # CLUSTER fn(check, run, hosts) -> rows.
 PER_HOST = {
     "net_failures": grade_failures,

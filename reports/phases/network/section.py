@@ -7,33 +7,19 @@ several hosts shows the lowest value per point (the slowest host sets the pace).
 """
 
 import json
-import os
 
 from reports.phases.network.grade import curves, frame, human_bytes
-from reports.render.markdown import table as _table
+from reports.render import markdown, plots
+from reports.render.blocks import Bullets, Heading, Paragraph, Table, em, figure, joined, link, strong
+from reports.render.markdown import fmt_tenths as fmt
 
 ORDER = 40
 PROBES = (("collectives", None), ("collectives", "nvlink_off"), ("collectives", "ring"), ("nccl_tests", None),
           ("perftest", None), ("tcp_pairs", None))
 
 
-def fmt(value):
-    if value is None:
-        return None
-    return "%.1f" % value if abs(value) >= 100 else "%.3g" % value
-
-
 def _name(probe, variant):
     return "%s-%s" % (probe, variant) if variant else probe
-
-
-def _plt():
-    import matplotlib  # noqa: PLC0415 - only when there is something to plot
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    return plt
 
 
 def status_table(run):
@@ -53,15 +39,15 @@ def status_table(run):
                 reasons.setdefault(text, len(reasons) + 1)
                 row.append("%s [%d]" % (doc["status"], reasons[text]))
         rows.append(row)
-    out = [_table(["host"] + [_name(p, v) for p, v in PROBES], rows)]
+    out = [Table(["host"] + [_name(p, v) for p, v in PROBES], rows)]
     if reasons:
-        out.append("")
-        out += ["%d. %s" % (n, text) for text, n in sorted(reasons.items(), key=lambda kv: kv[1])]
-    return "\n".join(out)
+        out.append(Bullets(sorted(reasons, key=reasons.get), numbered=True))
+    return out
 
 
 def failures_list(run):
-    seen, lines = set(), []
+    """One item per distinct failure of a probe: its hosts, the message and a link to each host's log."""
+    seen, items = set(), []
     for doc in run.artifacts:
         for f in (doc.get("facts") or {}).get("failures") or []:
             if not isinstance(f, dict):
@@ -74,10 +60,10 @@ def failures_list(run):
                 continue
             seen.add(key)
             log = f.get("log")
-            logs = ", ".join("[%s/%s](../artifacts/%s/%s)" % (h, log, h, log) for h in hosts) if log else "no log"
-            lines.append("- **%s** (%s): %s — logs: %s" % (_name(doc["probe"], doc.get("variant")), ", ".join(hosts),
-                                                          f.get("message"), logs))
-    return "\n".join(lines)
+            logs = [link("%s/%s" % (h, log), "../artifacts/%s/%s" % (h, log)) for h in hosts] if log else ["no log"]
+            items.append([strong(_name(doc["probe"], doc.get("variant"))),
+                          " (%s): %s — logs: " % (", ".join(hosts), f.get("message"))] + joined(logs))
+    return items
 
 
 def peak_table(df):
@@ -87,7 +73,7 @@ def peak_table(df):
                                                                                           kv[0][0])):
         size, value = max(points, key=lambda p: p[1])
         rows.append([coll, place.replace("_", "-"), nodes, ranks, fmt(value), human_bytes(size), len(points)])
-    return _table(["collective", "placement", "nodes", "ranks", "peak busbw GB/s", "at size", "sizes"], rows)
+    return Table(["collective", "placement", "nodes", "ranks", "peak busbw GB/s", "at size", "sizes"], rows)
 
 
 def _size_label(size):
@@ -111,18 +97,20 @@ def _size_axis(ax, sizes):
     ax.xaxis.set_minor_locator(NullLocator())
 
 
-def plot_curves(df, title, ylabel, path, log_y=False):
+def plot_curves(df, title, ylabel, report_dir, name, log_y=False):
     """One panel per collective, one line per (world size, placement)."""
-    plt = _plt()
-    from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: PLC0415
-
     series = curves(df)
     colls = sorted({k[2] for k in series})
     if not colls:
         return None
     cols = min(3, len(colls))
     rows = (len(colls) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
+    made = plots.figure(5 * cols, 3.6 * rows, rows, cols, squeeze=False)
+    if made is None:
+        return None
+    from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: PLC0415 - matplotlib is there: figure() drew
+
+    fig, axes = made
     for ax, coll in zip(axes.flat, colls):
         sizes = []
         for (nodes, ranks, c, place), points in sorted(series.items()):
@@ -147,10 +135,9 @@ def plot_curves(df, title, ylabel, path, log_y=False):
     for ax in list(axes.flat)[len(colls):]:
         ax.axis("off")
     fig.suptitle(title)
+    # Placed by hand: tight_layout with these log axes makes plotting several times slower.
     fig.subplots_adjust(left=0.07, right=0.98, top=0.9, bottom=0.1, hspace=0.45, wspace=0.28)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return os.path.basename(path)
+    return plots.save(fig, report_dir, name, layout=None)
 
 
 def collectives_part(run, probe, variant, report_dir):
@@ -159,24 +146,34 @@ def collectives_part(run, probe, variant, report_dir):
     if busbw.empty and times.empty:
         return []
     name = _name(probe, variant)
-    out = ["### %s" % name, ""]
     backends = sorted(set(busbw.backend) | set(times.backend))
-    out.append("Backend: %s. Multi-node curves show the slowest host per point." % ", ".join(backends))
-    out.append("")
+    out = [Heading(3, name),
+           Paragraph("Backend: %s. Multi-node curves show the slowest host per point." % ", ".join(backends))]
     if not busbw.empty:
-        out += [peak_table(busbw), ""]
+        out.append(peak_table(busbw))
     if report_dir:
-        image = plot_curves(busbw, "%s: busbw against message size" % name, "busbw (GB/s)",
-                            os.path.join(report_dir, "network_%s_busbw.png" % name)) if not busbw.empty else None
+        image = plot_curves(busbw, "%s: busbw against message size" % name, "busbw (GB/s)", report_dir,
+                            "network_%s_busbw.png" % name) if not busbw.empty else None
+        out += figure(image, "%s busbw" % name)
+        image = plot_curves(times, "%s: time per call against message size" % name, "time (us)", report_dir,
+                            "network_%s_time.png" % name, log_y=True) if not times.empty else None
         if image:
-            out += ["![%s busbw](%s)" % (name, image), ""]
-        image = plot_curves(times, "%s: time per call against message size" % name, "time (us)",
-                            os.path.join(report_dir, "network_%s_time.png" % name), log_y=True) \
-            if not times.empty else None
-        if image:
-            out += ["![%s time](%s)" % (name, image),
-                    "", "_Time per call includes one-rank worlds, which move nothing over any bus (no busbw)._", ""]
+            out += figure(image, "%s time" % name)
+            out.append(Paragraph(em("Time per call includes one-rank worlds, which move nothing over any bus (no "
+                                    "busbw).")))
     return out
+
+
+def plot_perftest(bars, report_dir):
+    made = plots.figure(8, 0.3 * len(bars) + 1.5)
+    if made is None:
+        return None
+    fig, ax = made
+    ax.barh([b[0] for b in bars], [b[1] for b in bars])
+    ax.set_xlabel("Gbit/s (average)")
+    ax.set_title("RDMA bandwidth per rail")
+    fig.subplots_adjust(left=0.4, right=0.97)
+    return plots.save(fig, report_dir, "network_perftest.png", layout=None)
 
 
 def perftest_part(run, report_dir):
@@ -189,18 +186,33 @@ def perftest_part(run, report_dir):
         rows.append([host, lab.get("hca"), lab.get("test"), lab.get("mem"), lab.get("peer"), lab.get("link_type"),
                      fmt(value)])
         bars.append(("%s %s %s/%s" % (host, lab.get("hca"), lab.get("test"), lab.get("mem")), value))
-    out = ["### perftest per rail", "", _table(["host", "hca", "test", "memory", "peer", "link", "Gbit/s"], rows), ""]
-    if report_dir and bars:
-        plt = _plt()
-        fig, ax = plt.subplots(figsize=(8, 0.3 * len(bars) + 1.5))
-        ax.barh([b[0] for b in bars], [b[1] for b in bars])
-        ax.set_xlabel("Gbit/s (average)")
-        ax.set_title("RDMA bandwidth per rail")
-        fig.subplots_adjust(left=0.4, right=0.97)
-        fig.savefig(os.path.join(report_dir, "network_perftest.png"), dpi=90)
-        plt.close(fig)
-        out += ["![perftest per rail](network_perftest.png)", ""]
-    return out
+    out = [Heading(3, "perftest per rail"), Table(["host", "hca", "test", "memory", "peer", "link", "Gbit/s"], rows)]
+    return out + figure(plot_perftest(bars, report_dir) if report_dir and bars else None, "perftest per rail")
+
+
+def plot_tcp(hosts, bw, report_dir):
+    made = plots.figure(1.2 * len(hosts) + 3, 1.0 * len(hosts) + 2)
+    if made is None:
+        return None
+    import numpy as np  # noqa: PLC0415 - with matplotlib, for its grid
+
+    fig, ax = made
+    grid = np.full((len(hosts), len(hosts)), np.nan)
+    for (s, d), v in bw.items():
+        grid[hosts.index(s), hosts.index(d)] = v
+    image = ax.imshow(grid, cmap="viridis")
+    ax.set_xticks(range(len(hosts)), hosts, rotation=45, ha="right")
+    ax.set_yticks(range(len(hosts)), hosts)
+    ax.set_xlabel("receiver")
+    ax.set_ylabel("sender")
+    for i in range(len(hosts)):
+        for j in range(len(hosts)):
+            if not np.isnan(grid[i, j]):
+                ax.text(j, i, fmt(grid[i, j]), ha="center", va="center", color="w", fontsize=8)
+    fig.colorbar(image, ax=ax, label="Gbit/s")
+    ax.set_title("TCP bandwidth between pairs")
+    fig.subplots_adjust(left=0.25, bottom=0.25)
+    return plots.save(fig, report_dir, "network_tcp_pairs.png", layout=None)
 
 
 def tcp_part(run, report_dir):
@@ -231,42 +243,20 @@ def tcp_part(run, report_dir):
         rows.append(row)
     tools = sorted({(d.get("facts") or {}).get("bandwidth_tool") for d in run.artifacts if d["probe"] == "tcp_pairs"
                     and (d.get("facts") or {}).get("bandwidth_tool")})
-    out = ["### TCP between every directed pair", "",
-           "Rows send, columns receive: bandwidth (%s), TCP round trip (median), ping loss." % ", ".join(tools), "",
-           _table(["src \\ dst"] + hosts, rows), ""]
-    if report_dir and bw:
-        plt = _plt()
-        import numpy as np  # noqa: PLC0415
-
-        grid = np.full((len(hosts), len(hosts)), np.nan)
-        for (s, d), v in bw.items():
-            grid[hosts.index(s), hosts.index(d)] = v
-        fig, ax = plt.subplots(figsize=(1.2 * len(hosts) + 3, 1.0 * len(hosts) + 2))
-        image = ax.imshow(grid, cmap="viridis")
-        ax.set_xticks(range(len(hosts)), hosts, rotation=45, ha="right")
-        ax.set_yticks(range(len(hosts)), hosts)
-        ax.set_xlabel("receiver")
-        ax.set_ylabel("sender")
-        for i in range(len(hosts)):
-            for j in range(len(hosts)):
-                if not np.isnan(grid[i, j]):
-                    ax.text(j, i, fmt(grid[i, j]), ha="center", va="center", color="w", fontsize=8)
-        fig.colorbar(image, ax=ax, label="Gbit/s")
-        ax.set_title("TCP bandwidth between pairs")
-        fig.subplots_adjust(left=0.25, bottom=0.25)
-        fig.savefig(os.path.join(report_dir, "network_tcp_pairs.png"), dpi=90)
-        plt.close(fig)
-        out += ["![TCP pairs](network_tcp_pairs.png)", ""]
-    return out
+    out = [Heading(3, "TCP between every directed pair"),
+           Paragraph("Rows send, columns receive: bandwidth (%s), TCP round trip (median), ping loss." %
+                     ", ".join(tools)),
+           Table(["src \\ dst"] + hosts, rows)]
+    return out + figure(plot_tcp(hosts, bw, report_dir) if report_dir and bw else None, "TCP pairs")
 
 
-def render(run, rows, report_dir):
+def blocks(run, rows, report_dir):
     if not any(d["probe"] in {p for p, _ in PROBES} for d in run.artifacts):
-        return ""
-    out = ["## Network", "", status_table(run), ""]
+        return []
+    out = [Heading(2, "Network")] + status_table(run)
     failures = failures_list(run)
     if failures:
-        out += ["#### Failures (hangs, crashes, errors)", "", failures, ""]
+        out += [Heading(4, "Failures (hangs, crashes, errors)"), Bullets(failures)]
     for probe, variant in (("collectives", None), ("collectives", "nvlink_off"), ("collectives", "ring"),
                            ("nccl_tests", None)):
         out += collectives_part(run, probe, variant, report_dir)
@@ -277,5 +267,10 @@ def render(run, rows, report_dir):
         counts = {}
         for r in net_rows:
             counts[r["status"]] = counts.get(r["status"], 0) + 1
-        out += ["Network checks: " + ", ".join("%d %s" % (n, s) for s, n in sorted(counts.items())), ""]
-    return "\n".join(out)
+        out.append(Paragraph("Network checks: " + ", ".join("%d %s" % (n, s) for s, n in sorted(counts.items()))))
+    return out
+
+
+def render(run, rows, report_dir):
+    """The section as markdown."""
+    return markdown.render(blocks(run, rows, report_dir))

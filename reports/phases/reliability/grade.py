@@ -2,7 +2,8 @@
 health checks did about an injected fault.
 
 Every host has a `reboot` and a `fault_injection` artifact (skipped with the reason when nothing was done to it),
-so every check below gives one row per host.
+so every check below gives one row per host. The nodes record raw observations only; the timings and the
+remediation observed are computed from them in timeline.py, and judged here.
 
 kinds (registered in reports/grading/engine.py):
   reliability_reboot    per host: the node came back from the reboot (new boot id, back in service, a fresh job ran)
@@ -20,44 +21,32 @@ import yaml
 
 from reports import DATA_DIR
 from reports.grading import engine as grade
+from reports.phases.reliability import timeline
 
 # What the observed actions mean for the buckets of xid.yml.
 UNCONTAINED = ("REBOOT", "RESET_GPU", "WORKFLOW_ECC", "WORKFLOW_NVLINK", "CHECK_MECHANICALS", "CONTACT_SUPPORT")
 HARMLESS = ("RESTART_APP", "IGNORE_UNTIL_RESET")
 
 
-
-
 def _row(check, host, status, observed=None, expected=None, reason=None, subject=""):
     return grade.make_row(check, host, status, observed, expected, reason, subject)
 
 
-def _doc(run, host, probe):
-    return run.artifact(host, probe)
-
-
-def _metrics(doc):
-    """{metric: value} of the label-less results of an artifact (first value wins)."""
-    out = {}
-    for r in doc.get("results") or []:
-        if not r.get("labels"):
-            out.setdefault(r["metric"], float(r["value"]))
-    return out
-
-
 def _precondition(check, run, host, probe):
-    """(row, None) when there is nothing to grade on this host, else (None, artifact). A host that became
-    unreachable is still graded on what it recorded (a node that did not come back from a reboot is a finding)."""
-    doc = _doc(run, host, probe)
+    """(row, None) when there is nothing to grade on this host, else (None, what happened there: the record
+    timeline.outcome computes from the raw observations). A host that became unreachable is still graded on what
+    it recorded (a node that did not come back from a reboot is a finding)."""
+    doc = run.artifact(host, probe)
     if doc is None:
         if host in run.unreachable:
             return _row(check, host, "skip", reason="host unreachable"), None
         return _row(check, host, "skip", reason="%s did not run on this host" % probe), None
-    if doc["status"] == "skipped":
-        return _row(check, host, "skip", reason=doc.get("reason")), None
-    if doc["status"] == "error":
-        return _row(check, host, "error", reason=doc.get("reason")), None
-    return None, doc
+    done = timeline.outcome(run, doc)
+    if done["status"] == "skipped":
+        return _row(check, host, "skip", reason=done["reason"]), None
+    if done["status"] == "error":
+        return _row(check, host, "error", reason=done["reason"]), None
+    return None, done
 
 
 def _s(value):
@@ -65,11 +54,11 @@ def _s(value):
 
 
 def grade_reboot(check, run, host):
-    row, doc = _precondition(check, run, host, "reboot")
+    row, done = _precondition(check, run, host, "reboot")
     if row:
         return [row]
-    m = _metrics(doc)
-    facts = doc.get("facts") or {}
+    m = done["metrics"]
+    facts = done["facts"]
     expected = "new boot id, back in service, a fresh job ran"
     if m.get("returned") == 1:
         back = m.get("return_to_service_s")
@@ -84,11 +73,11 @@ def grade_peers(check, run, hosts):
     times that median (and by more than `min_excess_s`) fails, slower than `warn_factor` times warns."""
     values, rows = {}, []
     for host in hosts:
-        row, doc = _precondition(check, run, host, check["probe"])
+        row, done = _precondition(check, run, host, check["probe"])
         if row:
             rows.append(row)
             continue
-        value = _metrics(doc).get(check["metric"])
+        value = done["metrics"].get(check["metric"])
         if value is None:
             rows.append(_row(check, host, "skip", reason="no %s (the node did not come back)" % check["metric"]))
             continue
@@ -114,10 +103,10 @@ def grade_peers(check, run, hosts):
 
 
 def grade_detect(check, run, host):
-    row, doc = _precondition(check, run, host, "fault_injection")
+    row, done = _precondition(check, run, host, "fault_injection")
     if row:
         return [row]
-    m = _metrics(doc)
+    m = done["metrics"]
     pass_s, fail_s = float(check.get("pass_s", 120)), float(check.get("fail_s", 600))
     expected = "taken out of service within %s (over %s fails)" % (_s(pass_s), _s(fail_s))
     if not m.get("detected"):
@@ -128,7 +117,7 @@ def grade_detect(check, run, host):
                      "the node stayed in service for the whole %s watch%s" % (_s(watched), note))]
     detect = m["detect_s"]
     status = "pass" if detect <= pass_s else "warn" if detect <= fail_s else "fail"
-    how = (doc.get("facts") or {}).get("detect_reason") or (doc.get("facts") or {}).get("detect_phase")
+    how = done["facts"].get("detect_reason") or done["facts"].get("detect_phase")
     return [_row(check, host, status, "%s (%s)" % (_s(detect), how), expected)]
 
 
@@ -165,10 +154,10 @@ def judge_action(observed, bucket, watched_s):
 
 
 def grade_action(check, run, host, data=None):
-    row, doc = _precondition(check, run, host, "fault_injection")
+    row, done = _precondition(check, run, host, "fault_injection")
     if row:
         return [row]
-    facts = doc.get("facts") or {}
+    facts = done["facts"]
     data = data if data is not None else load_xid_actions(check.get("xid_file") and os.path.join(
         DATA_DIR, check["xid_file"]))
     xid = int(facts.get("xid") or 0)
@@ -176,15 +165,15 @@ def grade_action(check, run, host, data=None):
     observed = facts.get("observed_action") or "unknown"
     if observed == "unknown":
         return [_row(check, host, "error", observed, text, "the scheduler's view could not be read")]
-    status, why = judge_action(observed, bucket, _metrics(doc).get("watched_s", 0.0))
+    status, why = judge_action(observed, bucket, done["metrics"].get("watched_s", 0.0))
     return [_row(check, host, status, "%s (XID %d)" % (observed, xid), "%s: %s" % (bucket, text), why)]
 
 
 def grade_return(check, run, host):
-    row, doc = _precondition(check, run, host, "fault_injection")
+    row, done = _precondition(check, run, host, "fault_injection")
     if row:
         return [row]
-    m = _metrics(doc)
+    m = done["metrics"]
     within = float(check.get("within_s", 3600))
     expected = "back in service and a basic command runs within %s of the fault" % _s(within)
     if m.get("returned"):
@@ -198,20 +187,6 @@ def grade_return(check, run, host):
         return [_row(check, host, "fail", "not back", expected, "still out of service after %s" % _s(watched))]
     return [_row(check, host, "skip", "not back within the %s watch" % _s(watched), expected,
                  "the watch (fault_injection_remediation_timeout) was shorter than %s" % _s(within))]
-
-
-def timeline_rows(run):
-    """Per node and stage, for the report: (host, probe, {event: epoch s}) of every reboot and fault injection."""
-    out = []
-    for doc in run.artifacts:
-        if doc["probe"] not in ("reboot", "fault_injection") or doc["status"] != "ok":
-            continue
-        events = {}
-        for r in doc.get("results") or []:
-            if r["unit"] == "s_epoch":
-                events[(r.get("labels") or {}).get("event", r["metric"])] = float(r["value"])
-        out.append((doc["host"], doc["probe"], events, _metrics(doc), doc.get("facts") or {}))
-    return out
 
 
 # Registered by reports.grading.engine.load_phase_graders: PER_HOST fn(check, run, host) -> rows,

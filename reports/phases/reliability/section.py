@@ -1,13 +1,14 @@
 """Report section of the reliability phase: reboot timings per node, what the provider's health checks did about an
 injected fault and how fast, and the detect / drain / return timeline of every node.
 
+What happened to each node is computed from the raw observations in timeline.py (the same records grade.py judges).
 A plot (PNG, matplotlib Agg) beside report.md shows every node's stages on one time axis per node (seconds from
 the first event of that node). When nothing destructive was allowed the section says why in one line.
 """
 
-import os
-
-from reports.render.markdown import table as _table
+from reports.phases.reliability import timeline
+from reports.render import markdown, plots
+from reports.render.blocks import Bullets, Heading, Paragraph, Table, figure, strong
 
 ORDER = 70
 PLOT = "reliability_timeline.png"
@@ -24,35 +25,19 @@ def _s(value):
     return None if value is None else "%.1f" % value
 
 
-def _metrics(doc):
-    out, events = {}, {}
-    for r in doc.get("results") or []:
-        labels = r.get("labels") or {}
-        if r.get("unit") == "s_epoch" and "event" in labels:
-            events[labels["event"]] = float(r["value"])
-        elif not labels:
-            out.setdefault(r["metric"], float(r["value"]))
-    return out, events
-
-
-def _docs(run, probe):
-    return sorted((d for d in run.artifacts if d["probe"] == probe), key=lambda d: d["host"])
-
-
-def reboot_stages(doc):
+def reboot_stages(done):
     """[(t seconds from the first event, label)] of one node's reboot, in time order."""
-    _, events = _metrics(doc)
+    events = done["events"]
     if not events:
         return []
     t0 = min(events.values())
     return sorted((events[k] - t0, label) for k, label in REBOOT_EVENTS if k in events)
 
 
-def fault_stages(doc):
+def fault_stages(done):
     """[(t seconds from the injection, label)] of one node's fault injection, in time order, and whether the node
     was still out of service when the watch ended."""
-    m, _ = _metrics(doc)
-    facts = doc.get("facts") or {}
+    m, facts = done["metrics"], done["facts"]
     stages = [(0.0, "injected (%s)" % facts.get("method"))]
     if m.get("detected"):
         stages.append((m["detect_s"], "taken out of service: %s (%s)" % (
@@ -75,7 +60,7 @@ def fault_stages(doc):
 
 def _line(host, title, stages):
     steps = " -> ".join("t+%.1f s %s" % (t, label) for t, label in stages)
-    return "- **%s** (%s): %s" % (host, title, steps)
+    return [strong(host), " (%s): %s" % (title, steps)]
 
 
 # The state a node is in after each stage, and its colour in the plot.
@@ -96,20 +81,15 @@ def _state_after(label, current):
 
 
 def _plot(reboots, faults, report_dir):
-    try:
-        import matplotlib  # noqa: PLC0415
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # noqa: PLC0415
-        from matplotlib.patches import Patch  # noqa: PLC0415
-    except ImportError:
-        return None
     rows = [("%s reboot" % d["host"], reboot_stages(d)) for d in reboots]
-    rows += [("%s XID %s" % (d["host"], (d.get("facts") or {}).get("xid")), fault_stages(d)) for d in faults]
+    rows += [("%s XID %s" % (d["host"], d["facts"].get("xid")), fault_stages(d)) for d in faults]
     rows = [(name, st) for name, st in rows if st]
-    if not rows:
+    made = plots.figure(9, 1.2 + 0.45 * len(rows)) if rows else None
+    if made is None:
         return None
-    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.45 * len(rows)))
+    from matplotlib.patches import Patch  # noqa: PLC0415 - matplotlib is there: figure() drew
+
+    fig, ax = made
     used = []
     for y, (_name, stages) in enumerate(rows):
         state = None
@@ -127,65 +107,74 @@ def _plot(reboots, faults, report_dir):
     ax.set_title("Reliability: detect, drain and return per node")
     ax.legend(handles=[Patch(color=STATE_COLORS[s], label=s) for s in STATE_COLORS if s in used],
               fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1)
-    fig.savefig(os.path.join(report_dir, PLOT), dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return PLOT
+    return plots.save(fig, report_dir, PLOT, layout="bbox")
+
+
+def _skipped(what, docs):
+    """'Not rebooted: n3 (why); ...' for the nodes where the probe did not run, or []."""
+    skipped = [d for d in docs if d["status"] != "ok"]
+    if not skipped:
+        return []
+    return [Paragraph(what + ": " + "; ".join("%s (%s)" % (d["host"], d.get("reason")) for d in skipped))]
+
+
+def reboot_part(done, reboots):
+    table = []
+    for d in done:
+        m, facts = d["metrics"], d["facts"]
+        table.append([d["host"], facts.get("scheduler"), facts.get("batch")]
+                     + [_s(m.get(k)) for k, _ in REBOOT_COLUMNS]
+                     + ["yes" if m.get("boot_id_changed") else strong("no"),
+                        "yes" if m.get("returned") else [strong("no"), ": %s" % facts.get("reboot_error", "")]])
+    return [Heading(3, "Reboot timings (seconds)"),
+            Table(["host", "scheduler", "batch"] + [t for _, t in REBOOT_COLUMNS] + ["new boot id", "back"], table)
+            ] + _skipped("Not rebooted", reboots)
+
+
+def fault_part(done, faults, rows):
+    by_check = {(r["check_id"], r["host"]): r for r in rows}
+    table = []
+    for d in done:
+        m, facts = d["metrics"], d["facts"]
+        drained = _s(m.get("time_drained_s"))
+        if drained is not None and m.get("drain_open"):
+            drained = ">= %s (still drained)" % drained
+        action_row = by_check.get(("reliability.remediation", d["host"])) or {}
+        table.append([d["host"], facts.get("xid"), facts.get("method"),
+                      _s(m.get("detect_s")) if m.get("detected") else strong("never"), drained,
+                      facts.get("observed_action"), action_row.get("expected"),
+                      _s(m.get("return_s")) if m.get("returned") else "not back",
+                      _s(m.get("job_s")), int(m.get("flaps", 0)), _s(m.get("watched_s"))])
+    return [Heading(3, "Fault injection: detection and remediation (seconds from the fault)"),
+            Table(["host", "XID", "method", "detect", "time drained", "action observed", "recommended",
+                   "back in service", "fresh job", "flaps", "watched"], table)] + _skipped("Not injected", faults)
+
+
+def blocks(run, rows, report_dir):
+    reboots = timeline.outcomes(run, "reboot")
+    faults = timeline.outcomes(run, "fault_injection")
+    if not reboots and not faults:
+        return []
+    done_r = [d for d in reboots if d["status"] == "ok"]
+    done_f = [d for d in faults if d["status"] == "ok"]
+    out = [Heading(2, "Reliability (destructive)")]
+    if not done_r and not done_f:
+        reasons = sorted({d.get("reason") or "" for d in reboots + faults})
+        return out + [Paragraph("Not run: %s." % "; ".join(r for r in reasons if r))]
+    if done_r:
+        out += reboot_part(done_r, reboots)
+    if done_f:
+        out += fault_part(done_f, faults, rows)
+    steps = [_line(d["host"], "reboot, batch %s" % d["facts"].get("batch"), reboot_stages(d))
+             for d in done_r if reboot_stages(d)]
+    steps += [_line(d["host"], "XID %s" % d["facts"].get("xid"), fault_stages(d)) for d in done_f]
+    out.append(Heading(3, "Timeline per node"))
+    if steps:
+        out.append(Bullets(steps))
+    return out + figure(_plot(done_r, done_f, report_dir) if report_dir else None,
+                        "detect, drain and return per node")
 
 
 def render(run, rows, report_dir):
-    reboots = _docs(run, "reboot")
-    faults = _docs(run, "fault_injection")
-    if not reboots and not faults:
-        return ""
-    done_r = [d for d in reboots if d["status"] == "ok"]
-    done_f = [d for d in faults if d["status"] == "ok"]
-    lines = ["## Reliability (destructive)", ""]
-    if not done_r and not done_f:
-        reasons = sorted({d.get("reason") or "" for d in reboots + faults})
-        lines += ["Not run: %s." % "; ".join(r for r in reasons if r), ""]
-        return "\n".join(lines)
-    if done_r:
-        lines += ["### Reboot timings (seconds)", ""]
-        table = []
-        for d in done_r:
-            m, _ = _metrics(d)
-            facts = d.get("facts") or {}
-            table.append([d["host"], facts.get("scheduler"), facts.get("batch")]
-                         + [_s(m.get(k)) for k, _ in REBOOT_COLUMNS]
-                         + ["yes" if m.get("boot_id_changed") else "**no**",
-                            "yes" if m.get("returned") else "**no**: %s" % facts.get("reboot_error", "")])
-        lines += [_table(["host", "scheduler", "batch"] + [t for _, t in REBOOT_COLUMNS]
-                         + ["new boot id", "back"], table), ""]
-        skipped = [d for d in reboots if d["status"] != "ok"]
-        if skipped:
-            lines += ["Not rebooted: " + "; ".join("%s (%s)" % (d["host"], d.get("reason")) for d in skipped), ""]
-    if done_f:
-        lines += ["### Fault injection: detection and remediation (seconds from the fault)", ""]
-        by_check = {(r["check_id"], r["host"]): r for r in rows}
-        table = []
-        for d in done_f:
-            m, _ = _metrics(d)
-            facts = d.get("facts") or {}
-            drained = _s(m.get("time_drained_s"))
-            if drained is not None and m.get("drain_open"):
-                drained = ">= %s (still drained)" % drained
-            action_row = by_check.get(("reliability.remediation", d["host"])) or {}
-            table.append([d["host"], facts.get("xid"), facts.get("method"),
-                          _s(m.get("detect_s")) if m.get("detected") else "**never**", drained,
-                          facts.get("observed_action"), action_row.get("expected"),
-                          _s(m.get("return_s")) if m.get("returned") else "not back",
-                          _s(m.get("job_s")), int(m.get("flaps", 0)), _s(m.get("watched_s"))])
-        lines += [_table(["host", "XID", "method", "detect", "time drained", "action observed", "recommended",
-                          "back in service", "fresh job", "flaps", "watched"], table), ""]
-        skipped = [d for d in faults if d["status"] != "ok"]
-        if skipped:
-            lines += ["Not injected: " + "; ".join("%s (%s)" % (d["host"], d.get("reason")) for d in skipped), ""]
-    lines += ["### Timeline per node", ""]
-    lines += [_line(d["host"], "reboot, batch %s" % (d.get("facts") or {}).get("batch"), reboot_stages(d))
-              for d in done_r if reboot_stages(d)]
-    lines += [_line(d["host"], "XID %s" % (d.get("facts") or {}).get("xid"), fault_stages(d)) for d in done_f]
-    lines.append("")
-    plot = _plot(done_r, done_f, report_dir) if report_dir else None
-    if plot:
-        lines += ["![detect, drain and return per node](%s)" % plot, ""]
-    return "\n".join(lines)
+    """The section as markdown."""
+    return markdown.render(blocks(run, rows, report_dir))

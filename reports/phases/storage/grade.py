@@ -7,8 +7,9 @@ The fio sweep is driven from one host (the driver, rank 0): its artifact holds t
 each client host's own numbers (label client=<host>). Per-host checks read a host's numbers from there; cluster
 checks (scaling, degradation) are graded on the driver's rows and shown as skip on the other hosts, naming it.
 
-kinds (registered in reports/grading/engine.py):
-  storage_ran         per host: each variant of the probe ran (ok pass, skipped skip, error error)
+Whether each tier's probe ran is the generic `artifact` kind with `each_variant: tier`.
+
+kinds (registered by reports.grading.kinds.register_phase_kinds):
   storage_tier_metric per host: threshold on a metric of every variant, grouped by a label (default: tier)
   storage_fio_client  per host: this host's fio numbers as a client at the largest client count it took part in,
                       against a threshold (mode: threshold) or against the other clients' median (mode: peers)
@@ -19,17 +20,15 @@ kinds (registered in reports/grading/engine.py):
 
 import statistics
 
-from reports.grading import engine as grade
 from reports.grading import expectations
-
-
-def _row(check, host, status, observed=None, expected=None, reason=None, subject=""):
-    return grade.make_row(check, host, status, observed, expected, reason, subject)
+from reports.grading.preconditions import ANY_VARIANT, ungradable
+from reports.grading.rows import make_row, status_above, text_of
+from reports.grading.select import AGGREGATES, artifacts_of, labels_match
 
 
 def _docs(run, host, probe):
-    return sorted((d for d in run.artifacts if d["host"] == host and d["probe"] == probe),
-                  key=lambda d: d.get("variant") or "")
+    """Every tier's artifact of the probe on this host, in tier order."""
+    return sorted(artifacts_of(run, host, probe), key=lambda d: d.get("variant") or "")
 
 
 def _records(run, probe, host=None, metric=None):
@@ -37,16 +36,19 @@ def _records(run, probe, host=None, metric=None):
             if (host is None or r["host"] == host) and (metric is None or r["metric"] == metric)]
 
 
-def _matches(labels, wanted, unwanted=None):
-    if any(str(labels.get(k)) != str(v) for k, v in (wanted or {}).items()):
-        return False
-    return not any(str(labels.get(k)) == str(v) for k, v in (unwanted or {}).items())
+def _tiers_that_ran(check, run, host, probe, rows):
+    """(tier, artifact) of every tier where the probe ran on this host; a skipped tier adds its skip row to rows."""
+    for doc in _docs(run, host, probe):
+        if doc["status"] == "skipped":
+            rows.append(make_row(check, host, "skip", reason=doc.get("reason"), subject="tier=%s" % doc.get("variant")))
+        else:
+            yield doc.get("variant"), doc
 
 
 def _fmt(value, check):
     scale = float(check.get("scale", 1.0))
     unit = check.get("unit", "")
-    text = grade.text_of(round(value * scale, 4) if scale != 1.0 else round(value, 4))
+    text = text_of(round(value * scale, 4) if scale != 1.0 else round(value, 4))
     return ("%s %s" % (text, unit)).strip()
 
 
@@ -55,34 +57,15 @@ def _judge(check, value):
     return expectations.judge(value * float(check.get("scale", 1.0)), check["expect"], check.get("warn"))
 
 
-def _unusable(check, run, host, docs):
-    """A row list when the host cannot be graded for this probe at all; else None."""
-    if host in run.unreachable:
-        return [_row(check, host, "skip", reason="host unreachable")]
-    if not docs:
-        return [_row(check, host, "skip", reason="probe %s did not run on this host" % check["probe"])]
-    return None
-
-
-def grade_ran(check, run, host):
-    docs = _docs(run, host, check["probe"])
-    rows = _unusable(check, run, host, docs)
-    if rows:
-        return rows
-    status = {"ok": "pass", "error": "error", "skipped": "skip"}
-    return [_row(check, host, status[d["status"]], d["status"], "ok", d.get("reason"),
-                 subject="tier=%s" % d["variant"] if d.get("variant") else "") for d in docs]
-
-
 def grade_tier_metric(check, run, host):
     """Threshold on `metric` of every variant of `probe` on this host, one row per value of the label `per`
     (default tier; `per: host` gives one row). `labels` selects, `exclude_labels` drops, `agg` aggregates."""
+    pre = ungradable(check, run, host, variant=ANY_VARIANT)
+    if pre:
+        return [pre]
     docs = _docs(run, host, check["probe"])
-    rows = _unusable(check, run, host, docs)
-    if rows:
-        return rows
     recs = [r for r in _records(run, check["probe"], host, check["metric"])
-            if _matches(r["labels"], check.get("labels"), check.get("exclude_labels"))]
+            if labels_match(r["labels"], check.get("labels"), check.get("exclude_labels"))]
     per = check.get("per", "tier")
     groups = {}
     for r in recs:
@@ -92,19 +75,20 @@ def grade_tier_metric(check, run, host):
     for doc in docs:
         tier = doc.get("variant")
         if doc["status"] == "skipped" and (per != "tier" or tier not in groups):
-            rows.append(_row(check, host, "skip", reason=doc.get("reason"), subject="tier=%s" % tier if tier else ""))
+            rows.append(make_row(check, host, "skip", reason=doc.get("reason"),
+                                 subject="tier=%s" % tier if tier else ""))
         elif doc["status"] == "error" and not recs:
-            rows.append(_row(check, host, "error", "no result", reason=doc.get("reason"),
-                             subject="tier=%s" % tier if tier else ""))
+            rows.append(make_row(check, host, "error", "no result", reason=doc.get("reason"),
+                                 subject="tier=%s" % tier if tier else ""))
     if not groups and not rows:
-        rows.append(_row(check, host, "skip", reason=check.get("missing_reason")
-                         or "no %s result on this host" % check["metric"]))
-    agg = grade.AGGREGATES[check.get("agg", "median")]
+        rows.append(make_row(check, host, "skip", reason=check.get("missing_reason")
+                             or "no %s result on this host" % check["metric"]))
+    agg = AGGREGATES[check.get("agg", "median")]
     for key in sorted(groups):
         value = float(agg(groups[key]))
         status, expected = _judge(check, value)
-        rows.append(_row(check, host, status, _fmt(value, check), expected,
-                         subject="%s=%s" % (per, key) if key else ""))
+        rows.append(make_row(check, host, status, _fmt(value, check), expected,
+                             subject="%s=%s" % (per, key) if key else ""))
     return rows
 
 
@@ -133,26 +117,21 @@ def _workload_ok(check, workload):
 def grade_fio_client(check, run, host):
     """This host's fio numbers as a client, per tier and workload, at the largest client count it was part of,
     per fio process (a host running several jobs is divided by its job count)."""
-    docs = _docs(run, host, "fio_sweep")
-    rows = _unusable(dict(check, probe="fio_sweep"), run, host, docs)
-    if rows:
-        return rows
+    pre = ungradable(check, run, host, probe="fio_sweep", variant=ANY_VARIANT)
+    if pre:
+        return [pre]
     recs = [r for r in _fio_records(run, check["metric"])
             if r["labels"].get("scope") == "client" and _workload_ok(check, r["labels"].get("workload"))]
     rows = []
-    for doc in docs:
-        tier = doc.get("variant")
+    for tier, _doc in _tiers_that_ran(check, run, host, "fio_sweep", rows):
         subject = "tier=%s" % tier
-        if doc["status"] == "skipped":
-            rows.append(_row(check, host, "skip", reason=doc.get("reason"), subject=subject))
-            continue
         mine = [r for r in recs if r["variant"] == tier and r["labels"].get("client") == host]
         if not mine:
             driver = _driver_of(run, tier)
             why = ("the sweep's driver %s recorded no %s for this host" % (driver["host"], check["metric"])
                    if driver else "no driver artifact for tier %s" % tier)
             status = "error" if driver is not None and driver["status"] == "error" else "skip"
-            rows.append(_row(check, host, status, reason=(driver or {}).get("reason") or why, subject=subject))
+            rows.append(make_row(check, host, status, reason=(driver or {}).get("reason") or why, subject=subject))
             continue
         by_workload = {}
         for r in mine:
@@ -164,22 +143,22 @@ def grade_fio_client(check, run, host):
             sub = "tier=%s workload=%s c=%d" % (tier, workload, clients)
             if check.get("mode", "threshold") == "threshold":
                 status, expected = _judge(check, value)
-                rows.append(_row(check, host, status, _fmt(value, check), expected, subject=sub))
+                rows.append(make_row(check, host, status, _fmt(value, check), expected, subject=sub))
                 continue
             peers = [r["value"] / max(1, int(r["labels"].get("jobs") or 1)) for r in recs
                      if r["variant"] == tier and r["labels"]["workload"] == workload
                      and int(r["labels"]["clients"]) == clients]
             if len(peers) < 3:
-                rows.append(_row(check, host, "skip", _fmt(value, check), subject=sub,
-                                 reason="fewer than 3 clients at c=%d to compare with" % clients))
+                rows.append(make_row(check, host, "skip", _fmt(value, check), subject=sub,
+                                     reason="fewer than 3 clients at c=%d to compare with" % clients))
                 continue
             median = statistics.median(peers)
             lower_better = check.get("lower_is_better", False)
             off = 100.0 * ((value - median) if lower_better else (median - value)) / median if median else 0.0
             fail_pct = float(check["max_below_median_pct"])
             warn_pct = float(check.get("warn_below_median_pct", fail_pct))
-            status = "fail" if off > fail_pct else "warn" if off > warn_pct else "pass"
-            rows.append(_row(check, host, status, "%s (%.1f%% %s the clients' median)" % (
+            status = status_above(off, warn_pct, fail_pct)
+            rows.append(make_row(check, host, status, "%s (%.1f%% %s the clients' median)" % (
                 _fmt(value, check), max(off, 0.0), "above" if lower_better else "below"),
                 "within %g%% of the median %s" % (fail_pct, _fmt(median, check)), subject=sub))
     return rows
@@ -204,14 +183,14 @@ def _cluster_rows(check, run, hosts, graded):
         if host in graded:
             rows.extend(graded[host])
         elif host in run.unreachable:
-            rows.append(_row(check, host, "skip", reason="host unreachable"))
+            rows.append(make_row(check, host, "skip", reason="host unreachable"))
         elif drivers:
-            rows.append(_row(check, host, "skip", reason="cluster-wide check, graded on the sweep's driver %s"
-                             % ", ".join(drivers)))
+            rows.append(make_row(check, host, "skip", reason="cluster-wide check, graded on the sweep's driver %s"
+                                 % ", ".join(drivers)))
         else:
             docs = _docs(run, host, "fio_sweep")
             reason = next((d.get("reason") for d in docs if d.get("reason")), None)
-            rows.append(_row(check, host, "skip", reason=reason or "no fio sweep aggregate in this run"))
+            rows.append(make_row(check, host, "skip", reason=reason or "no fio sweep aggregate in this run"))
     return rows
 
 
@@ -227,8 +206,8 @@ def grade_scaling(check, run, hosts):
         sub = "tier=%s workload=%s" % (tier, workload)
         counts = sorted(series)
         if len(counts) < 2:
-            graded.setdefault(driver, []).append(_row(check, driver, "skip", subject=sub,
-                                                      reason="one client count only: nothing to compare"))
+            graded.setdefault(driver, []).append(make_row(check, driver, "skip", subject=sub,
+                                                          reason="one client count only: nothing to compare"))
             continue
         worst, where = 0.0, None
         for i, c in enumerate(counts[1:], 1):
@@ -240,10 +219,10 @@ def grade_scaling(check, run, hosts):
         observed = " → ".join("c%d %s" % (c, _fmt(series[c], check)) for c in counts)
         if where:
             observed += " (%.1f%% lower at c%d than at c%d)" % (worst, where[1], where[0])
-        status = "fail" if worst > fail_pct else "warn" if worst > warn_pct else "pass"
-        graded.setdefault(driver, []).append(_row(check, driver, status, observed,
-                                                  "aggregate never more than %g%% below a smaller client count"
-                                                  % fail_pct, subject=sub))
+        status = status_above(worst, warn_pct, fail_pct)
+        graded.setdefault(driver, []).append(make_row(check, driver, status, observed,
+                                                      "aggregate never more than %g%% below a smaller client count"
+                                                      % fail_pct, subject=sub))
     return _cluster_rows(check, run, hosts, graded)
 
 
@@ -258,13 +237,13 @@ def grade_degradation(check, run, hosts):
         sub = "tier=%s workload=%s" % (tier, workload)
         lo, hi = min(series), max(series)
         if lo == hi:
-            graded.setdefault(driver, []).append(_row(check, driver, "skip", subject=sub,
-                                                      reason="one client count only: nothing to compare"))
+            graded.setdefault(driver, []).append(make_row(check, driver, "skip", subject=sub,
+                                                          reason="one client count only: nothing to compare"))
             continue
         base, loaded = series[lo] / lo, series[hi] / hi
         degradation = 100.0 * (base - loaded) / base if base else 0.0
-        status = "fail" if degradation > fail_pct else "warn" if degradation > warn_pct else "pass"
-        graded.setdefault(driver, []).append(_row(
+        status = status_above(degradation, warn_pct, fail_pct)
+        graded.setdefault(driver, []).append(make_row(
             check, driver, status, "%s per client at c%d, %s at c%d (%.1f%% lower)" % (
                 _fmt(base, check), lo, _fmt(loaded, check), hi, max(degradation, 0.0)),
             "at most %g%% lower per client under load" % fail_pct, subject=sub))
@@ -276,46 +255,40 @@ def grade_degradation(check, run, hosts):
 def grade_metadata(check, run, host):
     """Anomalies of the metadata probe per tier: any is a fail (jobs die of them). The first host of a shared tier
     also holds the all-ranks view (scope aggregate), which adds 'not exactly one mkdir winner'."""
-    docs = _docs(run, host, "metadata")
-    rows = _unusable(dict(check, probe="metadata"), run, host, docs)
-    if rows:
-        return rows
+    pre = ungradable(check, run, host, probe="metadata", variant=ANY_VARIANT)
+    if pre:
+        return [pre]
     recs = _records(run, "metadata", host)
     rows = []
-    for doc in docs:
-        tier = doc.get("variant")
+    for tier, doc in _tiers_that_ran(check, run, host, "metadata", rows):
         subject = "tier=%s" % tier
-        if doc["status"] == "skipped":
-            rows.append(_row(check, host, "skip", reason=doc.get("reason"), subject=subject))
-            continue
         mine = [r for r in recs if r["variant"] == tier]
         scope = "aggregate" if any(r["labels"].get("scope") == "aggregate" for r in mine) else "host"
         mine = [r for r in mine if r["labels"].get("scope") == scope]
         total = [r["value"] for r in mine if r["metric"] == "meta_anomalies_total"]
         if not total:
-            rows.append(_row(check, host, "error", "no result", reason=doc.get("reason") or "no anomaly count",
-                             subject=subject))
+            rows.append(make_row(check, host, "error", "no result", reason=doc.get("reason") or "no anomaly count",
+                                 subject=subject))
             continue
         kinds = {r["labels"]["kind"]: int(r["value"]) for r in mine if r["metric"] == "meta_anomalies" and r["value"]}
         stale = sum(r["value"] for r in mine if r["metric"] == "meta_stale_after_unlink")
         ranks = next((r["labels"].get("ranks") for r in mine), None)
         where = "%s ranks, %s" % (ranks, "all ranks" if scope == "aggregate" else "this host's ranks")
         if total[0] > 0:
-            rows.append(_row(check, host, "fail", "%d anomalies (%s): %s" % (
+            rows.append(make_row(check, host, "fail", "%d anomalies (%s): %s" % (
                 total[0], where, ", ".join("%s %d" % kv for kv in sorted(kinds.items()))), "0 anomalies",
                 subject=subject))
         elif stale > 0:
-            rows.append(_row(check, host, "warn", "0 anomalies, %d stale entries after unlink (%s)" % (stale, where),
-                             "0 anomalies, nothing stale", subject=subject))
+            rows.append(make_row(check, host, "warn", "0 anomalies, %d stale entries after unlink (%s)" % (
+                stale, where), "0 anomalies, nothing stale", subject=subject))
         else:
-            rows.append(_row(check, host, "pass", "0 anomalies (%s)" % where, "0 anomalies", subject=subject))
+            rows.append(make_row(check, host, "pass", "0 anomalies (%s)" % where, "0 anomalies", subject=subject))
     return rows
 
 
-# Registered by reports.grading.engine.load_phase_graders: PER_HOST fn(check, run, host) -> rows,
+# Registered by reports.grading.kinds.register_phase_kinds: PER_HOST fn(check, run, host) -> rows,
 # CLUSTER fn(check, run, hosts) -> rows.
 PER_HOST = {
-    "storage_ran": grade_ran,
     "storage_tier_metric": grade_tier_metric,
     "storage_fio_client": grade_fio_client,
     "storage_metadata": grade_metadata,

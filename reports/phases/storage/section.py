@@ -7,10 +7,9 @@ throughput against clients (one line per workload), and the latency percentiles 
 clients. Aggregate latency percentiles are the worst client's, as the fio_sweep probe records them.
 """
 
-import os
-
+from reports.render import markdown, plots
+from reports.render.blocks import Bullets, Figures, Heading, Image, Paragraph, Table, code, strong
 from reports.render.markdown import fmt
-from reports.render.markdown import table as _table
 
 ORDER = 50
 WORKLOAD_ORDER = ("seq_read_buffered", "seq_write_buffered", "rand_read_buffered", "rand_write_buffered",
@@ -41,20 +40,15 @@ def sweep_points(run):
 
 def _plots(tier, points, report_dir):
     """Writes the three plots of one tier; returns their file names (none when matplotlib is missing)."""
-    try:
-        import matplotlib  # noqa: PLC0415
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # noqa: PLC0415
-        from matplotlib.colors import LogNorm  # noqa: PLC0415
-    except ImportError:
-        return []
     workloads = _workloads({w for w, _ in points})
     clients = sorted({c for _, c in points})
-    names = []
+    made = plots.figure(1.6 + 1.1 * len(clients), 0.9 + 0.45 * len(workloads))
+    if made is None:
+        return []
+    from matplotlib.colors import LogNorm  # noqa: PLC0415 - matplotlib is there: figure() drew
 
+    fig, ax = made
     grid = [[points.get((w, c), {}).get("fio_bw_bytes", float("nan")) / 1e6 for c in clients] for w in workloads]
-    fig, ax = plt.subplots(figsize=(1.6 + 1.1 * len(clients), 0.9 + 0.45 * len(workloads)))
     finite = [v for row in grid for v in row if v == v and v > 0]
     norm = LogNorm(vmin=min(finite), vmax=max(finite)) if finite and min(finite) < max(finite) else None
     image = ax.imshow(grid, aspect="auto", cmap="viridis", norm=norm)
@@ -67,13 +61,9 @@ def _plots(tier, points, report_dir):
                 ax.text(j, i, fmt(v), ha="center", va="center", color="black" if bright else "white", fontsize=8)
     fig.colorbar(image, ax=ax, label="aggregate MB/s")
     ax.set_title("fio sweep, tier %s: aggregate MB/s" % tier)
-    fig.tight_layout()
-    name = "storage_heatmap_%s.png" % tier
-    fig.savefig(os.path.join(report_dir, name), dpi=90)
-    plt.close(fig)
-    names.append(name)
+    names = [plots.save(fig, report_dir, "storage_heatmap_%s.png" % tier)]
 
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plots.figure(7, 4)
     for w in workloads:
         xs = [c for c in clients if (w, c) in points and "fio_bw_bytes" in points[(w, c)]]
         ax.plot(xs, [points[(w, c)]["fio_bw_bytes"] / 1e6 for c in xs], marker="o", label=w)
@@ -85,14 +75,10 @@ def _plots(tier, points, report_dir):
     ax.set_title("fio throughput against clients, tier %s" % tier)
     ax.legend(fontsize=7, ncol=2)
     ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    name = "storage_scaling_%s.png" % tier
-    fig.savefig(os.path.join(report_dir, name), dpi=90)
-    plt.close(fig)
-    names.append(name)
+    names.append(plots.save(fig, report_dir, "storage_scaling_%s.png" % tier))
 
     top = max(clients)
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, ax = plots.figure(8, 4)
     width = 0.8 / len(PCTS)
     for k, (metric, label) in enumerate(PCTS):
         values = [points.get((w, top), {}).get(metric, float("nan")) / 1000.0 for w in workloads]
@@ -103,11 +89,7 @@ def _plots(tier, points, report_dir):
     ax.set_ylabel("completion latency, ms (worst client)")
     ax.set_title("fio latency percentiles at c%d, tier %s" % (top, tier))
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    name = "storage_latency_%s.png" % tier
-    fig.savefig(os.path.join(report_dir, name), dpi=90)
-    plt.close(fig)
-    names.append(name)
+    names.append(plots.save(fig, report_dir, "storage_latency_%s.png" % tier))
     return names
 
 
@@ -122,30 +104,29 @@ def _not_ok(docs):
 def fio_part(run, report_dir):
     points = sweep_points(run)
     drivers = [d for d in _docs(run, "fio_sweep") if (d.get("facts") or {}).get("role") == "driver"]
-    lines = ["### fio sweep", ""]
+    out = [Heading(3, "fio sweep")]
     if not points and not drivers:
-        return lines + ["No fio sweep ran in this run.", ""]
+        return out + [Paragraph("No fio sweep ran in this run.")]
     for doc in sorted(drivers, key=lambda d: d.get("variant") or ""):
         facts = doc.get("facts") or {}
         tier = doc.get("variant")
-        lines.append("**Tier %s** (`%s`, %s, %s; driver %s; %s MiB per client, %s s per point; buffered %s QD%s, "
-                     "direct %s QD%s)" % (tier, facts.get("tier_path"), "shared" if facts.get("tier_shared") else
-                                          "private to each host", facts.get("tier_fstype"), doc["host"],
-                                          facts.get("size_mib"), facts.get("runtime_s"),
-                                          facts.get("buffered_engine"), facts.get("buffered_iodepth"),
-                                          facts.get("direct_engine"), facts.get("direct_iodepth")))
-        lines.append("")
-        for name, why in sorted((facts.get("skipped_workloads") or {}).items()):
-            lines.append("- skipped %s: %s" % (name, why))
-        for host, why in sorted((facts.get("hosts_not_used") or {}).items()):
-            lines.append("- host %s not used: %s" % (host, why))
+        out.append(Paragraph([
+            strong("Tier %s" % tier), " (", code(facts.get("tier_path")),
+            ", %s, %s; driver %s; %s MiB per client, %s s per point; buffered %s QD%s, direct %s QD%s)" % (
+                "shared" if facts.get("tier_shared") else "private to each host", facts.get("tier_fstype"),
+                doc["host"], facts.get("size_mib"), facts.get("runtime_s"), facts.get("buffered_engine"),
+                facts.get("buffered_iodepth"), facts.get("direct_engine"), facts.get("direct_iodepth"))]))
+        notes = ["skipped %s: %s" % kv for kv in sorted((facts.get("skipped_workloads") or {}).items())]
+        notes += ["host %s not used: %s" % kv for kv in sorted((facts.get("hosts_not_used") or {}).items())]
         if doc["status"] != "ok":
-            lines.append("- %s: %s" % (doc["status"], doc.get("reason")))
+            notes.append("%s: %s" % (doc["status"], doc.get("reason")))
+        if notes:
+            out.append(Bullets(notes))
         tier_points = points.get(tier, {})
         if tier_points and report_dir:
-            for name in _plots(tier, tier_points, report_dir):
-                lines.append("![%s](%s)" % (name, name))
-            lines.append("")
+            names = _plots(tier, tier_points, report_dir)
+            if names:
+                out.append(Figures([Image(name, name) for name in names]))
         rows = []
         for w in _workloads({w for w, _ in tier_points}):
             for c in sorted(c for ww, c in tier_points if ww == w):
@@ -154,8 +135,8 @@ def fio_part(run, report_dir):
                              fmt(m.get("fio_clat_mean_us", 0) / 1000.0), fmt(m.get("fio_clat_p50_us", 0) / 1000.0),
                              fmt(m.get("fio_clat_p99_us", 0) / 1000.0)])
         if rows:
-            lines += [_table(["workload", "clients", "MB/s", "IOPS", "mean ms", "p50 ms", "p99 ms"], rows), ""]
-    return lines
+            out.append(Table(["workload", "clients", "MB/s", "IOPS", "mean ms", "p50 ms", "p99 ms"], rows))
+    return out
 
 
 def checkpoint_part(run):
@@ -171,15 +152,14 @@ def checkpoint_part(run):
         size = val("ckpt_bytes")
         rows.append([host, tier, method, scope, fmt(size / 2**20) if size else None, fmt(val("ckpt_save_gbps")),
                      fmt(val("ckpt_load_gbps"))])
-    lines = ["### Checkpoint save and load", ""]
+    out = [Heading(3, "Checkpoint save and load")]
     modes = sorted({"%s: %s" % (d.get("variant"), (d.get("facts") or {}).get("dcp_mode"))
                     for d in _docs(run, "checkpoint") if (d.get("facts") or {}).get("dcp_mode")})
     if modes:
-        lines += ["DCP mode per tier: " + "; ".join(modes), ""]
+        out.append(Paragraph("DCP mode per tier: " + "; ".join(modes)))
     if rows:
-        lines += [_table(["host", "tier", "method", "scope", "MiB", "save GB/s (fsync incl.)", "load GB/s"], rows),
-                  ""]
-    return lines
+        out.append(Table(["host", "tier", "method", "scope", "MiB", "save GB/s (fsync incl.)", "load GB/s"], rows))
+    return out
 
 
 def metadata_part(run):
@@ -200,11 +180,11 @@ def metadata_part(run):
                          fmt(sel.get("meta_unlink_per_s")), sel.get("meta_mkdir_winners"),
                          int(sel.get("meta_anomalies_total", 0)), kinds or "none",
                          int(sel.get("meta_stale_after_unlink", 0))])
-    lines = ["### Metadata", ""]
+    out = [Heading(3, "Metadata")]
     if rows:
-        lines += [_table(["tier", "host", "scope", "ranks", "creates/s", "stats/s", "unlinks/s", "mkdir winners",
-                          "anomalies", "kinds", "stale"], rows), ""]
-    return lines
+        out.append(Table(["tier", "host", "scope", "ranks", "creates/s", "stats/s", "unlinks/s", "mkdir winners",
+                          "anomalies", "kinds", "stale"], rows))
+    return out
 
 
 def import_part(run):
@@ -217,12 +197,12 @@ def import_part(run):
             warm = next((r["value"] for r in recs if r["labels"].get("tier") == tier
                          and r["labels"].get("cache") == "warm"), None)
             rows.append([doc["host"], tier, fmt(first), fmt(warm)])
-    lines = ["### import torch", ""]
+    out = [Heading(3, "import torch")]
     measured = sorted({(d.get("facts") or {}).get("measured") for d in _docs(run, "import_time")} - {None})
-    lines += ["Measured: %s" % m for m in measured[:1]] + ([""] if measured else [])
+    out += [Paragraph("Measured: %s" % m) for m in measured[:1]]
     if rows:
-        lines += [_table(["host", "tier", "first import s", "warm import s"], rows), ""]
-    return lines
+        out.append(Table(["host", "tier", "first import s", "warm import s"], rows))
+    return out
 
 
 def object_part(run):
@@ -236,29 +216,30 @@ def object_part(run):
                      fmt(val("obj_get_per_s")), fmt(val("obj_get_latency_ms", "p50")),
                      fmt(val("obj_get_latency_ms", "p90")), fmt(val("obj_get_latency_ms", "p99")),
                      fmt(val("obj_list_per_s")), fmt(val("obj_delete_per_s"))])
-    lines = ["### Object storage (S3)", ""]
+    out = [Heading(3, "Object storage (S3)")]
     if rows:
-        lines += [_table(["host", "PUT GB/s", "GET GB/s", "small PUT/s", "small GET/s", "GET p50 ms", "GET p90 ms",
-                          "GET p99 ms", "LIST objects/s", "DELETE/s"], rows), ""]
+        out.append(Table(["host", "PUT GB/s", "GET GB/s", "small PUT/s", "small GET/s", "GET p50 ms", "GET p90 ms",
+                          "GET p99 ms", "LIST objects/s", "DELETE/s"], rows))
     else:
         reasons = sorted({d.get("reason") for d in _docs(run, "object_store") if d.get("reason")})
-        lines += ["Not measured: %s" % ("; ".join(reasons) if reasons else "the probe did not run"), ""]
-    return lines
+        out.append(Paragraph("Not measured: %s" % ("; ".join(reasons) if reasons else "the probe did not run")))
+    return out
 
 
-def render(run, rows, report_dir):
+def blocks(run, rows, report_dir):
     probes = ("fio_sweep", "checkpoint", "metadata", "import_time", "object_store")
     docs = [d for d in run.artifacts if d["probe"] in probes]
     if not docs:
-        return ""
-    lines = ["## Storage", ""]
-    lines += fio_part(run, report_dir)
-    lines += checkpoint_part(run)
-    lines += metadata_part(run)
-    lines += import_part(run)
-    lines += object_part(run)
+        return []
+    out = [Heading(2, "Storage")] + fio_part(run, report_dir) + checkpoint_part(run) + metadata_part(run)
+    out += import_part(run) + object_part(run)
     skipped = [r for r in _not_ok(docs) if r[1] != "object_store"]
     if skipped:
-        lines += ["### Storage probes that did not run fully", "",
-                  _table(["host", "probe", "tier", "status", "reason"], skipped), ""]
-    return "\n".join(lines)
+        out += [Heading(3, "Storage probes that did not run fully"),
+                Table(["host", "probe", "tier", "status", "reason"], skipped)]
+    return out
+
+
+def render(run, rows, report_dir):
+    """The section as markdown."""
+    return markdown.render(blocks(run, rows, report_dir))

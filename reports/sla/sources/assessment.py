@@ -27,6 +27,7 @@ import glob
 import json
 import os
 
+from reports.load import read_json_or_problem
 from reports.sla.events import Event
 from reports.sla.timeutil import TimeError, parse_time
 
@@ -49,11 +50,9 @@ def events_from_artifacts(paths, notes: list | None = None) -> list[Event]:
         kind = _kind_of(path)
         if kind is None:
             continue
-        try:
-            with open(path, encoding="utf-8") as fh:
-                doc = json.load(fh)
-        except (OSError, ValueError) as exc:
-            notes.append("%s: unreadable (%s)" % (path, exc))
+        doc, problem = read_json_or_problem(path)
+        if problem:
+            notes.append("%s: unreadable (%s)" % (path, problem))
             continue
         if doc.get("status") == "skipped":
             continue

@@ -1,0 +1,218 @@
+"""The generic check kinds, which any phase's rubric can use: reachable, tasks, artifact, metric, straggler and the
+rubric's consistency block. Each phase's own kinds live in reports/phases/<phase>/grade.py (PER_HOST, CLUSTER)."""
+
+import json
+import os
+import statistics
+from collections import Counter
+
+from reports.grading import expectations
+from reports.grading.preconditions import ANY_VARIANT, ungradable
+from reports.grading.rows import ARTIFACT_STATUS, make_row, status_above, text_of
+from reports.grading.select import (
+    AGGREGATES,
+    artifacts_of,
+    find_artifact,
+    groups_of,
+    host_failed_tasks,
+    host_model_spec,
+    load_models,
+    selection,
+)
+
+
+def grade_reachable(check, run, host):
+    if host in run.unreachable:
+        return [make_row(check, host, "fail", "unreachable", "reachable", run.unreachable[host])]
+    return [make_row(check, host, "pass", "reachable", "reachable")]
+
+
+def grade_tasks(check, run, host):
+    if host in run.unreachable:
+        return [make_row(check, host, "skip", reason="host unreachable")]
+    failed = host_failed_tasks(run, host)
+    if failed:
+        return [make_row(check, host, "fail", "%d failed: %s" % (len(failed), "; ".join(failed)), "0 failed")]
+    return [make_row(check, host, "pass", "0 failed", "0 failed")]
+
+
+def grade_artifact(check, run, host):
+    """The probe's artifact exists and is ok. With `each_variant: <label>`, one row per variant of the probe (one
+    storage tier each, subject <label>=<variant>); otherwise the check's `variant`, or none."""
+    if check.get("each_variant"):
+        pre = ungradable(check, run, host, variant=ANY_VARIANT)
+        if pre:
+            return [pre]
+        docs = sorted(artifacts_of(run, host, check["probe"]), key=lambda d: d.get("variant") or "")
+        return [make_row(check, host, ARTIFACT_STATUS[d["status"]], d["status"], "ok", d.get("reason"),
+                         subject="%s=%s" % (check["each_variant"], d["variant"]) if d.get("variant") else "")
+                for d in docs]
+    doc = find_artifact(run, host, check["probe"], check.get("variant"))
+    if doc is not None:
+        return [make_row(check, host, ARTIFACT_STATUS[doc["status"]], doc["status"], "ok", doc.get("reason"))]
+    if host in run.unreachable:
+        return [make_row(check, host, "skip", reason="host unreachable: probe did not run")]
+    bad = [e for e in run.load_errors if e.get("host") == host and
+           os.path.basename(e["path"]).startswith(check["probe"])]
+    if bad:
+        return [make_row(check, host, "error", "invalid artifact", "ok", "%s: %s" % (bad[0]["path"], bad[0]["error"]))]
+    if not run.attempted(host, check["probe"]):
+        # The phase was not selected (--tags), or the host dropped out after a failed task (preflight.tasks).
+        failed = host_failed_tasks(run, host)
+        why = ("not run: the host dropped out after the failed task %r" % failed[0] if failed
+               else "probe %s was not run on this host in this run" % check["probe"])
+        return [make_row(check, host, "skip", reason=why)]
+    return [make_row(check, host, "error", "no artifact", "ok", "probe %s left no artifact" % check["probe"])]
+
+
+def majority_value(values):
+    """The most common value; None when there is no strict majority winner among ties."""
+    counts = Counter(values.values())
+    if not counts:
+        return None, counts
+    (top, n), *rest = counts.most_common()
+    if rest and rest[0][1] == n:
+        return None, counts
+    return top, counts
+
+
+def consistency_rows(check, run, hosts, values, tolerance=0.0):
+    """values: host -> observed value for the hosts that reported one."""
+    rows = []
+    reference, counts = majority_value(values)
+    for host in hosts:
+        if host not in values:
+            reason = "host unreachable" if host in run.unreachable else "not reported by this host"
+            rows.append(make_row(check, host, "skip", reason=reason))
+            continue
+        value = values[host]
+        if len(values) < 2:
+            rows.append(make_row(check, host, "skip", value, reason="only one host reported it: nothing to compare"))
+            continue
+        if reference is None:
+            spread = ", ".join("%s on %d" % (v, n) for v, n in counts.most_common())
+            rows.append(make_row(check, host, "warn", value, "one value on all hosts", "no majority: " + spread))
+            continue
+        same = value == reference
+        if not same and tolerance and isinstance(value, float) and isinstance(reference, float) and reference:
+            same = abs(value - reference) / abs(reference) <= tolerance
+        if same:
+            rows.append(make_row(check, host, "pass", value, reference))
+        else:
+            others = sum(n for v, n in counts.items() if v == reference)
+            rows.append(make_row(check, host, "warn", value, reference,
+                                 "differs from %d of %d hosts" % (others, len(values))))
+    return rows
+
+
+def grade_consistency(spec, run, hosts):
+    """The rubric's consistency block: each fact or label-less result the hosts should share."""
+    rows = []
+    base = {"category": spec.get("category", "consistency"), "severity": spec.get("severity", "minor"),
+            "remediation": spec.get("remediation", "")}
+    facts = run.facts
+    for item in spec.get("facts", []):
+        check = dict(base, id="consistency.%s" % item["name"], title=item["title"])
+        sel = facts[(facts.probe == item["source"]) & (facts.fact == item["name"])]
+        values = {r.host: ("none" if r.value is None else r.value) for r in sel.itertuples()}
+        rows.extend(consistency_rows(check, run, hosts, values))
+    res = run.results
+    for item in spec.get("results", []):
+        check = dict(base, id="consistency.%s" % item["metric"], title=item["title"])
+        sel = res[(res.probe == item["source"]) & (res.metric == item["metric"]) & (res.labels == json.dumps({}))]
+        values = {r.host: float(r.value) for r in sel.itertuples()}
+        rows.extend(consistency_rows(check, run, hosts, values, item.get("tolerance", 0.0)))
+    return rows
+
+
+def grade_metric(check, run, host, models=None):
+    """Threshold check on an aggregate of results, per host or per label value (e.g. per GPU)."""
+    pre = ungradable(check, run, host)
+    if pre:
+        return [pre]
+    models = models if models is not None else load_models(run)
+    _, spec = host_model_spec(run, host, models)
+    doc = find_artifact(run, host, check["probe"], check.get("variant"))
+    sel = selection(run, check, host)
+    groups = groups_of(check, sel)
+    if not groups:
+        status = "error" if doc["status"] == "error" else "skip"
+        return [make_row(check, host, status, reason=doc.get("reason") or "no %s result" % check["metric"])]
+    agg = AGGREGATES[check.get("agg", "median")]
+    rows = []
+    for subject, values in groups:
+        value = float(agg(values))
+        threshold, text, why = expectations.resolve(check["expect"], spec)
+        if threshold is None:
+            rows.append(make_row(check, host, "skip", value, reason=why, subject=subject))
+            continue
+        status = "pass" if expectations.meets(value, check["expect"], threshold) else "fail"
+        expected = text
+        if status == "pass" and check.get("warn"):
+            w_threshold, w_text, _ = expectations.resolve(check["warn"], spec)
+            if w_threshold is not None and not expectations.meets(value, check["warn"], w_threshold):
+                status, expected = "warn", "%s (warn below %s)" % (text, w_text)
+        unit = check.get("unit") or sel.unit
+        rows.append(make_row(check, host, status, "%s %s" % (text_of(value), unit), expected,
+                             doc.get("reason") if doc["status"] == "error" else None, subject=subject))
+    return rows
+
+
+def grade_straggler(check, run, hosts):
+    """Per GPU (or per host): how far below the median of its node (scope: node) or of the cluster (scope: cluster).
+    Robust: the median is not pulled down by the straggler it is looking for."""
+    agg = AGGREGATES[check.get("agg", "median")]
+    values = {}
+    rows = []
+    for host in hosts:
+        pre = ungradable(check, run, host)
+        if pre:
+            rows.append(pre)
+            continue
+        groups = groups_of(check, selection(run, check, host))
+        if not groups:
+            rows.append(make_row(check, host, "skip", reason="no %s result" % check["metric"]))
+        for subject, vals in groups:
+            values[(host, subject)] = float(agg(vals))
+    fail_pct = float(check["max_below_median_pct"])
+    warn_pct = float(check.get("warn_below_median_pct", fail_pct))
+    scope = check.get("scope", "cluster")
+    # The peers of a value: every value (scope cluster) or its host's values (scope node); median computed once.
+    by_scope = {}
+    for (h, _), v in values.items():
+        by_scope.setdefault(None if scope == "cluster" else h, []).append(v)
+    medians = {k: statistics.median(v) for k, v in by_scope.items() if len(v) >= 3}
+    for (host, subject), value in sorted(values.items()):
+        key = None if scope == "cluster" else host
+        if key not in medians:
+            rows.append(make_row(check, host, "skip", value, reason="fewer than 3 peers to compare with",
+                                 subject=subject))
+            continue
+        median = medians[key]
+        below = 100.0 * (median - value) / median if median else 0.0
+        observed = "%s (%.1f%% below %s median)" % (text_of(value), max(below, 0), scope)
+        rows.append(make_row(check, host, status_above(below, warn_pct, fail_pct), observed,
+                             "within %g%% of the %s median %s" % (fail_pct, scope, text_of(median)), subject=subject))
+    return rows
+
+
+# Per host: fn(check, run, host) -> rows; cluster: fn(check, run, hosts) -> rows. The phases' kinds join these the
+# first time grade() runs (register_phase_kinds), never while this module is imported: phase graders import it.
+PER_HOST_KINDS = {"reachable": grade_reachable, "tasks": grade_tasks, "artifact": grade_artifact,
+                  "metric": grade_metric}
+CLUSTER_KINDS = {"straggler": grade_straggler}
+GENERIC_KINDS = frozenset(PER_HOST_KINDS) | frozenset(CLUSTER_KINDS)
+
+
+def register_phase_kinds():
+    """Registers every phase's kinds into PER_HOST_KINDS and CLUSTER_KINDS (idempotent)."""
+    from reports import phases
+
+    for module in phases.modules("grade"):
+        PER_HOST_KINDS.update(module.PER_HOST)
+        CLUSTER_KINDS.update(module.CLUSTER)
+
+
+def kind_names():
+    register_phase_kinds()
+    return set(PER_HOST_KINDS) | set(CLUSTER_KINDS)

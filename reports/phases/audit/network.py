@@ -1,0 +1,331 @@
+"""Audit area `net` (audit.net.*): NICs by role (compute fabric, storage, frontend), RDMA ports, InfiniBand and RoCE
+settings, and the NCCL settings that reach every job on the node."""
+
+import re
+from collections import Counter
+
+from reports.phases.audit.common import R, Skip, host_rule, name_list, rubric_check
+
+
+def nic_role_thresholds():
+    """The rates that sort NICs into roles (compute_roce_min_gbps, storage_min_gbps) as the rubric's
+    audit.net.nic_inventory sets them: for a report section that lists each host's NICs by role as the checks do."""
+    check = rubric_check("audit.net.nic_inventory")
+    return {key: check[key] for key in ("compute_roce_min_gbps", "storage_min_gbps")}
+
+
+def classify_nics(v, c):
+    """[{name, role, link, rate_gbps, rdma, netdevs}] with role compute / storage / frontend / other."""
+    net = v.sec("net")
+    ifaces = net.get("interfaces") or {}
+    default = set(net.get("default_route") or [])
+    roce_min = float(c.get("compute_roce_min_gbps", 400))
+    out, used = [], set()
+    for dev, info in sorted(v.rdma().items()):
+        ports = info.get("ports") or {}
+        p = ports.get("1") or (next(iter(ports.values())) if ports else {})
+        netdevs = info.get("netdevs") or []
+        used.update(netdevs)
+        link = p.get("link_layer") or "?"
+        rate = p.get("rate_gbps")
+        if default & set(netdevs):
+            role = "frontend"
+        elif link == "InfiniBand" or (rate or 0) >= roce_min:
+            role = "compute"
+        else:
+            role = "storage"
+        out.append({"name": dev, "role": role, "link": "IB" if link == "InfiniBand" else "RoCE", "rate_gbps": rate,
+                    "state": p.get("state"), "netdevs": netdevs, "rdma": True})
+    for name, i in sorted(ifaces.items()):
+        if name in used or name == "lo" or i.get("type") == 772:
+            continue
+        if i.get("virtual") and name not in default:
+            continue
+        speed = (i.get("speed_mbps") or 0) / 1000.0 if (i.get("speed_mbps") or 0) > 0 else None
+        role = "frontend" if name in default else ("storage" if (speed or 0) >= float(c.get("storage_min_gbps", 25))
+                                                   else "other")
+        out.append({"name": name, "role": role, "link": "Ethernet", "rate_gbps": speed, "state": i.get("operstate"),
+                    "netdevs": [name], "rdma": False})
+    return out
+
+
+@host_rule
+def nic_inventory(v, c):
+    nics = classify_nics(v, c)
+    roles = {}
+    for n in nics:
+        roles.setdefault(n["role"], []).append("%s%s" % (n["name"], " %gG" % n["rate_gbps"] if n["rate_gbps"] else ""))
+    obs = "; ".join("%s: %s" % (r, name_list(x, 4)) for r, x in sorted(roles.items())) or "no NIC"
+    if v.vendor and not roles.get("compute"):
+        return R("warn", obs, "a compute fabric (RDMA) on GPU nodes",
+                 "without a compute fabric, multi-node jobs run over TCP")
+    if not roles.get("frontend"):
+        return R("warn", obs, "a frontend NIC carrying the default route")
+    return R("pass", obs, "compute fabric on GPU nodes, frontend present")
+
+
+@host_rule
+def compute_nic_ratio(v, c):
+    nics = [n for n in classify_nics(v, c) if n["role"] == "compute"]
+    gpus = len(v.gpus())
+    want = float(c.get("nics_per_gpu", 1.0))
+    ok = len(nics) >= want * gpus
+    return R("pass" if ok else "warn", "%d compute NICs for %d GPUs" % (len(nics), gpus),
+             ">= %g compute NIC per GPU (rail-optimized)" % want)
+
+
+@host_rule
+def rdma_link_state(v, c):
+    ports = v.rdma_ports()
+    down = ["%s/%s %s" % (d, p, x.get("state")) for d, p, x in ports if (x.get("state") or "").upper() != "ACTIVE"]
+    compute = {n["name"] for n in classify_nics(v, c) if n["role"] == "compute"}
+    down_compute = [x for x in down if x.split("/")[0] in compute]
+    obs = "%d/%d ports active" % (len(ports) - len(down), len(ports))
+    if down_compute:
+        return R("fail", obs + " (down: %s)" % name_list(down_compute), "every RDMA port active")
+    if down:
+        return R("warn", obs + " (down: %s)" % name_list(down), "every RDMA port active")
+    return R("pass", obs, "every RDMA port active")
+
+
+@host_rule
+def rdma_rate(v, c):
+    nics = [n for n in classify_nics(v, c) if n["role"] == "compute" and (n["state"] or "").upper() == "ACTIVE"]
+    if not nics:
+        raise Skip("not applicable: no active compute fabric port")
+    rates = Counter(n["rate_gbps"] for n in nics)
+    top = max(r for r in rates if r)
+    want = float(v.param_int("fabric_rate_gbps") or c.get("min_gbps", 0) or top)
+    slow = ["%s %gG" % (n["name"], n["rate_gbps"] or 0) for n in nics if (n["rate_gbps"] or 0) < max(top, want)]
+    obs = name_list("%gG x%d" % (r or 0, k) for r, k in sorted(rates.items(), key=lambda kv: -(kv[0] or 0)))
+    return R("fail" if slow else "pass", obs + (" (slow: %s)" % name_list(slow) if slow else ""),
+             "every compute port at %gG" % max(top, want))
+
+
+@host_rule
+def ib_sm(v, c):
+    ports = [(d, p, x) for d, p, x in v.rdma_ports() if x.get("link_layer") == "InfiniBand"
+             and (x.get("state") or "").upper() == "ACTIVE"]
+    if not ports:
+        raise Skip("not applicable: no active InfiniBand port")
+    bad = ["%s/%s" % (d, p) for d, p, x in ports if int(str(x.get("sm_lid") or "0"), 0) == 0
+           or int(str(x.get("lid") or "0"), 0) == 0]
+    return R("fail" if bad else "pass", ("no SM/LID on %s" % name_list(bad)) if bad else
+             "%d ports with a LID and a subnet manager" % len(ports), "subnet manager reachable, LID assigned")
+
+
+@host_rule
+def ib_mtu(v, c):
+    v.need("ibv_devinfo")
+    info = v.sec("ib_tools").get("ibv_devinfo") or {}
+    want = int(c.get("min_mtu", 4096))
+    mtus = {}
+    for hca, h in info.items():
+        for port, p in (h.get("ports") or {}).items():
+            if p.get("link_layer") == "InfiniBand" and "ACTIVE" in (p.get("state") or ""):
+                mtus["%s/%s" % (hca, port)] = p.get("active_mtu")
+    if not mtus:
+        raise Skip("not applicable: no active InfiniBand port in ibv_devinfo")
+    low = sorted(k for k, m in mtus.items() if (m or 0) < want)
+    return R("warn" if low else "pass", name_list("%s on %d" % kv for kv in Counter(mtus.values()).items()) +
+             (" (low: %s)" % name_list(low) if low else ""), "active MTU >= %d" % want)
+
+
+@host_rule
+def roce_mtu(v, c):
+    ifaces = v.sec("net").get("interfaces") or {}
+    want = int(c.get("min_mtu", 4200))
+    mtus = {}
+    for d, _, x in v.rdma_ports():
+        if x.get("link_layer") != "Ethernet":
+            continue
+        for nd in v.rdma()[d].get("netdevs") or []:
+            mtus[nd] = (ifaces.get(nd) or {}).get("mtu")
+    if not mtus:
+        raise Skip("not applicable: RoCE ports have no network interface")
+    low = sorted(k for k, m in mtus.items() if (m or 0) < want)
+    return R("warn" if low else "pass", name_list("%s=%s" % kv for kv in sorted(mtus.items())),
+             "MTU >= %d (jumbo)" % want)
+
+
+def nccl_settings(v):
+    """Effective NCCL_* settings: /etc/nccl.conf, then ~/.nccl.conf, then NCCL_CONF_FILE, then exported variables."""
+    n = v.sec("nccl")
+    merged = {}
+    for path in n.get("searched") or []:
+        merged.update((n.get("files") or {}).get(path) or {})
+    for _, values in sorted((n.get("profile") or {}).items()):
+        merged.update(values)
+    merged.update(n.get("environment") or {})
+    return merged
+
+
+@host_rule
+def hca_naming(v, c):
+    devs = sorted(v.rdma())
+    schemes = Counter(re.sub(r"\d+$", "N", re.sub(r"\d+(?=[a-z])", "N", d)) for d in devs)
+    settings = nccl_settings(v)
+    hca = settings.get("NCCL_IB_HCA")
+    bad = []
+    if hca:
+        spec = hca.lstrip("^=")
+        for item in spec.split(","):
+            name = item.split(":")[0].strip()
+            if not name:
+                continue
+            exact = hca.startswith("=") or hca.startswith("^=")
+            if not any((d == name) if exact else d.startswith(name) for d in devs):
+                bad.append(name)
+    obs = "%s%s" % (name_list("%s x%d" % kv for kv in schemes.most_common()),
+                    "; NCCL_IB_HCA=%s" % hca if hca else "")
+    if bad:
+        return R("fail", obs, "NCCL_IB_HCA names existing devices", "no device matches %s" % ", ".join(bad))
+    if len(schemes) > 1:
+        return R("warn", obs, "one naming scheme for RDMA devices", "mixed names make NCCL_IB_HCA patterns fragile")
+    return R("pass", obs, "one naming scheme; NCCL_IB_HCA (if set) matches")
+
+
+@host_rule
+def nccl_conf(v, c):
+    v.need("nccl_config")
+    settings = nccl_settings(v)
+    risky = c.get("risky") or {}
+    found = []
+    for key, value in sorted(settings.items()):
+        bad_values = risky.get(key)
+        if bad_values is None:
+            continue
+        if bad_values == "any" or str(value) in [str(x) for x in bad_values]:
+            found.append("%s=%s" % (key, value))
+    files = [p for p in (v.sec("nccl").get("files") or {})]
+    obs = ("%d settings from %s" % (len(settings), name_list(files))) if files or settings else "no NCCL overrides"
+    if found:
+        return R("warn", "%s: %s" % (obs, name_list(found)), "no setting that disables a transport or forces a path",
+                 "these overrides change NCCL's transport choice for every job on the node")
+    return R("pass", obs, "no setting that disables a transport or forces a path")
+
+
+@host_rule
+def roce_gid_index(v, c):
+    settings = nccl_settings(v)
+    idx = settings.get("NCCL_IB_GID_INDEX")
+    ports = [(d, p, x) for d, p, x in v.rdma_ports() if x.get("link_layer") == "Ethernet"
+             and (x.get("state") or "").upper() == "ACTIVE"]
+    if not ports:
+        raise Skip("not applicable: no active RoCE port")
+    v2 = {}
+    for d, p, x in ports:
+        v2["%s/%s" % (d, p)] = sorted((k for k, g in (x.get("gids") or {}).items()
+                                      if "v2" in (g.get("type") or "").lower() and g.get("ipv4")), key=int)
+    if idx is None:
+        return R("warn", "NCCL_IB_GID_INDEX unset; RoCE v2 IPv4 GIDs at %s" % name_list(
+            "%s:%s" % (k, "/".join(x) or "none") for k, x in sorted(v2.items())),
+                 "NCCL_IB_GID_INDEX set to a RoCE v2 GID",
+                 "NCCL picks a GID itself; a wrong one gives a jagged busbw curve")
+    wrong = [k for k, x in v2.items() if str(idx) not in x]
+    return R("fail" if wrong else "pass", "NCCL_IB_GID_INDEX=%s" % idx + (" (not RoCE v2 on %s)" % name_list(wrong)
+                                                                         if wrong else ""),
+             "NCCL_IB_GID_INDEX points at a RoCE v2 IPv4 GID on every port")
+
+
+@host_rule
+def ib_qps(v, c):
+    tiers = v.param_int("fabric_tiers")
+    if not tiers:
+        raise Skip("not applicable: fabric tier count unknown (set audit_fabric_tiers)")
+    if tiers < 2:
+        raise Skip("not applicable: single-tier fabric (audit_fabric_tiers=%s)" % tiers)
+    want = int(c.get("min_qps", 2))
+    qps = nccl_settings(v).get("NCCL_IB_QPS_PER_CONNECTION")
+    ok = qps is not None and int(qps) >= want
+    return R("pass" if ok else "warn", "NCCL_IB_QPS_PER_CONNECTION=%s" % (qps or "unset (1)"),
+             ">= %d on a %s-tier fabric" % (want, tiers), None if ok else "one QP per connection limits ECMP spread")
+
+
+@host_rule
+def pkeys(v, c):
+    ports = [(d, p, x) for d, p, x in v.rdma_ports() if x.get("link_layer") == "InfiniBand"]
+    if not ports:
+        raise Skip("not applicable: no InfiniBand port")
+    sets = Counter(",".join(x.get("pkeys") or []) or "none" for _, _, x in ports)
+    limited = [("%s/%s" % (d, p)) for d, p, x in ports if x.get("pkeys") and
+               not any(k.endswith("ffff") for k in x["pkeys"])]
+    if limited:
+        return R("warn", name_list("%s x%d" % kv for kv in sets.items()), "full-membership default PKey 0xffff",
+                 "limited-membership PKeys only on %s" % name_list(limited))
+    return R("warn" if len(sets) > 1 else "pass", name_list("%s x%d" % kv for kv in sets.items()),
+             "one PKey set on every port, default 0xffff included")
+
+
+@host_rule
+def port_counters(v, c):
+    ports = v.rdma_ports()
+    if not any(x.get("counters") for _, _, x in ports):
+        raise Skip("not reported: no port counters in sysfs")
+    limits = c.get("max") or {}
+    bad = []
+    for d, p, x in ports:
+        for key, limit in limits.items():
+            n = (x.get("counters") or {}).get(key)
+            if n is not None and n > limit:
+                bad.append("%s/%s %s=%d" % (d, p, key, n))
+    return R("warn" if bad else "pass", name_list(bad) if bad else "below limits on %d ports" % len(ports),
+             name_list("%s<=%s" % kv for kv in sorted(limits.items())))
+
+
+@host_rule
+def rp_filter(v, c):
+    ifaces = v.sec("net").get("interfaces") or {}
+    netdevs = [nd for d, _, x in v.rdma_ports() if x.get("link_layer") == "Ethernet"
+               for nd in v.rdma()[d].get("netdevs") or []]
+    if len(netdevs) < 2:
+        raise Skip("not applicable: fewer than two RoCE interfaces")
+    allv = v.sec("net").get("rp_filter_all") or 0
+    strict = [nd for nd in netdevs if max((ifaces.get(nd) or {}).get("rp_filter") or 0, allv) == 1]
+    return R("warn" if strict else "pass", ("strict rp_filter on %s" % name_list(strict)) if strict else "loose or off",
+             "rp_filter 0 or 2 on multi-rail RoCE interfaces")
+
+
+@host_rule
+def frontend(v, c):
+    net = v.sec("net")
+    default = net.get("default_route") or []
+    if not default:
+        return R("warn", "no default route", "a default route on an interface that is up")
+    ifaces = net.get("interfaces") or {}
+    down = [i for i in default if (ifaces.get(i) or {}).get("operstate") not in ("up", "unknown")]
+    states = name_list("%s %s" % (i, (ifaces.get(i) or {}).get("operstate")) for i in default)
+    return R("fail" if down else "pass", states, "a default route on an interface that is up")
+
+
+@host_rule
+def nccl_socket_ifname(v, c):
+    value = nccl_settings(v).get("NCCL_SOCKET_IFNAME")
+    if not value:
+        return R("pass", "unset (NCCL picks an interface)", "unset, or matching an existing interface")
+    ifaces = sorted(v.sec("net").get("interfaces") or {})
+    exclude = value.startswith("^")
+    spec = value.lstrip("^")
+    exact = spec.startswith("=")
+    names = [x for x in spec.lstrip("=").split(",") if x]
+    matches = [i for i in ifaces if any((i == n) if exact else i.startswith(n) for n in names)]
+    usable = [i for i in ifaces if i not in matches and i != "lo"] if exclude else matches
+    return R("pass" if usable else "fail", "NCCL_SOCKET_IFNAME=%s -> %s" % (value, name_list(usable) or "nothing"),
+             "matches an existing interface")
+
+
+@host_rule
+def nic_pcie(v, c):
+    pcis = {info.get("pci"): dev for dev, info in v.rdma().items() if info.get("pci")}
+    rows = []
+    narrow = []
+    for bdf, dev in sorted(pcis.items()):
+        d = v.pci.get(bdf) or {}
+        if d.get("link_width") and d.get("link_width_max"):
+            rows.append(dev)
+            if d["link_width"] < d["link_width_max"]:
+                narrow.append("%s x%d<x%d" % (dev, d["link_width"], d["link_width_max"]))
+    if not rows:
+        raise Skip("not reported: no PCIe link width for the RDMA NICs")
+    return R("fail" if narrow else "pass", name_list(narrow) if narrow else "%d NICs at full width" % len(rows),
+             "every RDMA NIC at its maximum PCIe width")

@@ -1,0 +1,197 @@
+"""Audit areas `slurm` and `k8s`: Slurm as each node sees it (slurm.conf, scontrol, plugins), and the Kubernetes
+objects the controller read with audit_kubeconfig (kept in the run directory as kubernetes/<kind>.txt)."""
+
+import json
+import os
+import re
+
+from reports.phases.audit.common import Error, R, Skip, host_rule, name_list
+
+
+def _slurm_cfg(v):
+    v.need("slurm")
+    return v.slurm().get("config") or {}
+
+
+@host_rule
+def controller(v, c):
+    s = v.slurm()
+    _slurm_cfg(v)
+    live = s.get("source") == "scontrol"
+    ver = (s.get("config") or {}).get("SLURM_VERSION") or (v.tool("slurm") or {}).get("version")
+    return R("pass" if live else "warn", "%s%s" % ("slurmctld answers" if live else "slurm.conf only (slurmctld did "
+                                                  "not answer)", ", Slurm %s" % ver if ver else ""),
+             "slurmctld answers scontrol")
+
+
+@host_rule
+def topology(v, c):
+    cfg = _slurm_cfg(v)
+    plugin = cfg.get("TopologyPlugin") or ""
+    param = cfg.get("TopologyParam") or ""
+    flat = plugin in ("", "topology/flat", "topology/none", "topology/default") and "SwitchAsNodeRank" not in param
+    return R("fail" if flat else "pass", "TopologyPlugin=%s" % (plugin or "unset"),
+             "topology/tree or topology/block (not flat)",
+             "without topology, jobs are placed without regard to the network" if flat else None)
+
+
+@host_rule
+def healthcheck(v, c):
+    cfg = _slurm_cfg(v)
+    prog = cfg.get("HealthCheckProgram")
+    if not prog:
+        return R("fail", "HealthCheckProgram unset", "a health check program on every node")
+    exists = v.slurm().get("healthcheck_exists")
+    obs = "%s every %s (%s)" % (prog, cfg.get("HealthCheckInterval", "?"), cfg.get("HealthCheckNodeState", "?"))
+    if exists is False:
+        return R("fail", obs + "; not found on this node", "a health check program on every node")
+    return R("pass", obs, "a health check program on every node")
+
+
+@host_rule
+def prolog_epilog(v, c):
+    cfg = _slurm_cfg(v)
+    have = {k: cfg.get(k) for k in ("Prolog", "Epilog") if cfg.get(k)}
+    return R("pass" if len(have) == 2 else "warn", name_list("%s=%s" % kv for kv in have.items()) or "none",
+             "Prolog and Epilog set (node checks and cleanup around jobs)")
+
+
+@host_rule
+def gres(v, c):
+    cfg = _slurm_cfg(v)
+    s = v.slurm()
+    types = cfg.get("GresTypes") or ""
+    node_gres = s.get("node_gres") or ""
+    conf = s.get("gres_conf") or []
+    ok = "gpu" in types and ("gpu" in node_gres or any("gpu" in x.lower() for x in conf))
+    return R("pass" if ok else "fail", "GresTypes=%s; node Gres=%s; gres.conf %s" % (
+        types or "unset", node_gres or "?", "%d lines" % len(conf) if s.get("gres_conf") is not None else "absent"),
+        "GPUs scheduled as GRES on GPU nodes")
+
+
+@host_rule
+def accounting(v, c):
+    cfg = _slurm_cfg(v)
+    value = cfg.get("AccountingStorageType") or "unset"
+    return R("pass" if value.endswith("slurmdbd") else "warn", "AccountingStorageType=%s" % value,
+             "accounting_storage/slurmdbd")
+
+
+@host_rule
+def pyxis(v, c):
+    _slurm_cfg(v)
+    s = v.slurm()
+    lines = [x for x in s.get("plugstack") or [] if "pyxis" in x]
+    plugin = v.sec("libraries").get("pyxis_plugin") or []
+    enroot = v.tool("enroot")
+    ok = bool(lines) and bool(enroot)
+    return R("pass" if ok else "warn", "plugstack %s, spank_pyxis.so %s, enroot %s" % (
+        "has pyxis" if lines else "without pyxis", "found" if plugin else "not found",
+        (enroot or {}).get("version") or "missing"), "pyxis in plugstack.conf with enroot installed")
+
+
+@host_rule
+def pmix(v, c):
+    cfg = _slurm_cfg(v)
+    s = v.slurm()
+    mpi = s.get("mpi_plugins") or []
+    plugin = v.sec("libraries").get("pmix_plugin") or []
+    ok = any(m.startswith("pmix") for m in mpi) or bool(plugin)
+    return R("pass" if ok else "warn", "MpiDefault=%s; srun --mpi=list: %s; plugins: %s" % (
+        cfg.get("MpiDefault", "unset"), name_list(mpi) or "?", name_list(plugin) or "none"), "PMIx available to srun")
+
+
+@host_rule
+def slurmd(v, c):
+    _slurm_cfg(v)
+    running = "slurmd" in v.daemons()
+    return R("pass" if running else "fail", "slurmd %s" % ("running" if running else "not running"),
+             "slurmd running on compute nodes")
+
+
+@host_rule
+def node_state(v, c):
+    _slurm_cfg(v)
+    state = v.slurm().get("node_state")
+    if state is None:
+        raise Skip("not reported: scontrol show node gave no state for this host (not a Slurm node, or slurmctld "
+                   "did not answer)")
+    bad = any(x in state.upper() for x in ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING"))
+    return R("fail" if bad else "pass", state, "not down, drained or failing")
+
+
+@host_rule
+def cgroup_devices(v, c):
+    _slurm_cfg(v)
+    cg = v.slurm().get("cgroup_conf")
+    if cg is None:
+        return R("fail", "no cgroup.conf", "ConstrainDevices=yes (jobs see only their GPUs)")
+    value = {k.lower(): x for k, x in cg.items()}.get("constraindevices", "no")
+    return R("pass" if value.lower() == "yes" else "fail", "ConstrainDevices=%s" % value,
+             "ConstrainDevices=yes (jobs see only their GPUs)")
+
+
+@host_rule
+def select(v, c):
+    cfg = _slurm_cfg(v)
+    value = cfg.get("SelectType") or "unset"
+    return R("pass" if value == "select/cons_tres" else "warn", "SelectType=%s" % value, "select/cons_tres")
+
+
+def kubernetes(v):
+    """Controller-side cluster objects (role task with audit_kubeconfig) from <run>/kubernetes/."""
+    base = os.path.join(v.run.run_dir, "kubernetes")
+    if not os.path.isdir(base):
+        raise Skip("not applicable: no kubeconfig given (set audit_kubeconfig to read Kubernetes from the controller)")
+    out = {}
+    for name in ("pods", "storageclasses", "daemonsets"):
+        path = os.path.join(base, name + ".txt")
+        try:
+            with open(path, encoding="utf-8") as fh:
+                doc = json.load(fh)
+        except (OSError, ValueError) as exc:
+            raise Error("kubernetes/%s.txt unreadable: %s" % (name, exc)) from exc
+        if "error" in doc:
+            raise Error("kubectl get %s failed: %s" % (name, doc["error"]))
+        out[name] = doc.get("items", [])
+    return out
+
+
+def _k8s_pods(v, pattern):
+    k = kubernetes(v)
+    names = []
+    for p in k["pods"] + k.get("daemonsets", []):
+        meta = p.get("metadata") or {}
+        text = "%s/%s" % (meta.get("namespace"), meta.get("name"))
+        if re.search(pattern, text):
+            names.append(text)
+    return names
+
+
+def _k8s_component(pattern, what):
+    @host_rule
+    def fn(v, c):
+        found = _k8s_pods(v, c.get("pattern", pattern))
+        return R("pass" if found else "fail", name_list(found) if found else "not found", "%s running" % what)
+    return fn
+
+
+gpu_operator = _k8s_component(r"gpu-operator", "NVIDIA GPU operator")
+network_operator = _k8s_component(r"network-operator", "NVIDIA network operator")
+device_plugin = _k8s_component(r"device-plugin", "GPU device plugin")
+
+
+@host_rule
+def default_storageclass(v, c):
+    scs = kubernetes(v)["storageclasses"]
+    default = [s["metadata"]["name"] for s in scs if ((s.get("metadata") or {}).get("annotations") or {}).get(
+        "storageclass.kubernetes.io/is-default-class") == "true"]
+    return R("pass" if len(default) == 1 else "fail", name_list(default) or "none", "exactly one default StorageClass")
+
+
+@host_rule
+def rwx_storageclass(v, c):
+    scs = kubernetes(v)["storageclasses"]
+    rwx_provisioners = c.get("rwx_provisioners", [])
+    found = [s["metadata"]["name"] for s in scs if any(p in (s.get("provisioner") or "") for p in rwx_provisioners)]
+    return R("pass" if found else "warn", name_list(found) or "none", "a ReadWriteMany-capable StorageClass")

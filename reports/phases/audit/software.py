@@ -1,0 +1,290 @@
+"""Audit area `sw` (audit.sw.*): installed software and firmware against reports/data/minimum_versions.yml. The
+rubric entry names the table entry that applies (`minimum: cuda_toolkit`); judge_version reads its kinds (minimum,
+branch, branch2, train)."""
+
+import re
+from collections import Counter
+from datetime import datetime
+
+from reports.phases.audit.common import Error, R, Skip, data, host_rule, name_list, vkey
+
+
+def minimums():
+    return data("minimum_versions")
+
+
+def table_age(v):
+    table_date = datetime.fromisoformat(str(minimums()["table_date"])).date()
+    return table_date, (v.started_at().date() - table_date).days
+
+
+def _table_note(v):
+    d, age = table_age(v)
+    if age < 0:
+        return "table %s, newer than this run" % d.isoformat()
+    return "table %s, %d days old" % (d.isoformat(), age)
+
+
+def judge_version(spec, version):
+    """(status, expected text, reason) of a version against one minimum_versions.yml entry."""
+    kind = spec.get("kind", "minimum")
+    title = spec.get("title", "")
+    if kind == "minimum":
+        ok = vkey(version) >= vkey(spec["minimum"])
+        return ("pass" if ok else "fail"), ">= %s" % spec["minimum"], None
+    mins = {str(k): v for k, v in spec["minimums"].items()}
+    if kind == "train":
+        parts = str(version).split(".")
+        if len(parts) < 3:
+            return "error", "known firmware format", "cannot read the train of %s" % version
+        branch, patch = str(int(parts[1])), int(re.sub(r"\D.*$", "", parts[2]) or 0)
+        newest = max(mins, key=lambda k: int(k))
+        if branch in mins:
+            ok = patch >= int(mins[branch])
+            return ("pass" if ok else "fail"), "train %s >= xx.%s.%04d" % (branch, branch, int(mins[branch])), None
+        if int(branch) > int(newest):
+            return "pass", "train newer than the table (newest %s)" % newest, None
+        return "fail", "a supported train (%s)" % ", ".join(sorted(mins, key=int)), \
+            "train %s is not in the table: end of life" % branch
+    parts = vkey(version)
+    branch = ".".join(str(p) for p in parts[:2]) if kind == "branch2" else str(parts[0]) if parts else ""
+    newest = max(mins, key=vkey)
+    if branch in mins:
+        ok = parts >= vkey(mins[branch])
+        return ("pass" if ok else "fail"), ">= %s on the %s branch" % (mins[branch], branch), None
+    if vkey(branch) > vkey(newest):
+        return "pass", "branch newer than the table (newest %s)" % newest, None
+    return "fail", "a supported branch (%s)" % ", ".join(sorted(mins, key=vkey)), \
+        "%s branch %s is not in the table: end of life" % (title, branch)
+
+
+def minimum_of(c):
+    """The minimum_versions.yml entry that the check's rubric entry names with `minimum:`."""
+    name = c.get("minimum")
+    if not name:
+        raise ValueError("check %s has no `minimum:` (the minimum_versions.yml entry that applies)" % c.get("id"))
+    if not isinstance(minimums().get(name), dict):
+        raise ValueError("check %s: `minimum: %s` is not an entry of minimum_versions.yml" % (c.get("id"), name))
+    return minimums()[name]
+
+
+def _tool_version(name):
+    return lambda v: (v.tool(name) or {}).get("version")
+
+
+def _pkg(v, pattern):
+    for name, ver in sorted((v.sec("packages").get("selected") or {}).items()):
+        if re.match(pattern, name):
+            return ver
+    return None
+
+
+def _cuda_toolkit_version(v):
+    return v.sec("libraries").get("cuda_toolkit") or _tool_version("nvcc")(v)
+
+
+def _version_rule(installed, missing):
+    """A rule for one installed version (installed(view), None when absent) against the table entry the check names;
+    missing: what the skip reason says when nothing is installed."""
+    @host_rule
+    def fn(v, c):
+        version = installed(v)
+        if not version:
+            raise Skip("not installed: %s" % missing)
+        status, expected, reason = judge_version(minimum_of(c), version)
+        return R(status, version, "%s (%s)" % (expected, _table_note(v)), reason)
+    return fn
+
+
+driver_security = _version_rule(lambda v: v.driver_version(), "NVIDIA driver not found on the node")
+cuda_toolkit = _version_rule(_cuda_toolkit_version, "no CUDA toolkit on the node (containers bring their own)")
+dcgm = _version_rule(lambda v: _tool_version("dcgmi")(v) or _pkg(v, r"^datacenter-gpu-manager"),
+                     "DCGM (dcgmi) not found on the node")
+dcgm_exporter = _version_rule(_tool_version("dcgm_exporter"), "the dcgm-exporter binary (a containerized exporter is "
+                                                              "checked by its port) not found on the node")
+container_toolkit = _version_rule(lambda v: _tool_version("nvidia_ctk")(v) or _tool_version("nvidia_container_cli")(v),
+                                  "NVIDIA Container Toolkit (nvidia-ctk) not found on the node")
+docker = _version_rule(_tool_version("dockerd"), "Docker Engine (dockerd) not found on the node")
+runc = _version_rule(_tool_version("runc"), "runc not found on the node")
+
+
+@host_rule
+def cuda_driver_compat(v, c):
+    driver_cuda = v.nv.get("cuda_version")
+    toolkit = _cuda_toolkit_version(v)
+    if not toolkit:
+        raise Skip("not installed: no CUDA toolkit on the node")
+    if not driver_cuda:
+        raise Error("nvidia-smi reported no CUDA version")
+    ok = vkey(toolkit)[:2] <= vkey(driver_cuda)[:2]
+    return R("pass" if ok else "fail", "toolkit %s, driver supports %s" % (toolkit, driver_cuda),
+             "toolkit <= the driver's CUDA version", None if ok else "needs the CUDA forward-compatibility package")
+
+
+def _lib_rule(lib_key, header_key, pkg_pattern, what):
+    @host_rule
+    def fn(v, c):
+        lib = v.sec("libraries")
+        found = {"library": lib.get(lib_key), "header": lib.get(header_key), "package": _pkg(v, pkg_pattern)}
+        found = {k: x for k, x in found.items() if x}
+        if not found:
+            raise Skip("not installed: no system-wide %s (containers bring their own)" % what)
+        versions = {".".join(str(p) for p in vkey(x)[:3]) for x in found.values()}
+        obs = name_list("%s %s" % kv for kv in sorted(found.items()))
+        if len(versions) > 1:
+            return R("warn", obs, "one %s version on the node" % what, "library, header and package disagree")
+        return R("pass", obs, "one %s version on the node" % what)
+    return fn
+
+
+nccl = _lib_rule("nccl_lib", "nccl_header", r"^libnccl2?$", "NCCL")
+cudnn = _lib_rule("cudnn_lib", "cudnn_header", r"^(libcudnn\d+(-cuda-\d+)?|cudnn\d*)$", "cuDNN")
+
+
+@host_rule
+def container_runtime(v, c):
+    found = [n for n in ("dockerd", "enroot", "apptainer", "singularity", "containerd") if v.tool(n)]
+    if found:
+        return R("pass", name_list("%s %s" % (n, (v.tool(n) or {}).get("version") or "?") for n in found),
+                 "a container runtime for GPU jobs")
+    return R("warn", "none", "a container runtime for GPU jobs (Docker, enroot, Apptainer, containerd)")
+
+
+@host_rule
+def nvidia_container_runtime(v, c):
+    lib = v.sec("libraries")
+    if not (v.tool("dockerd") or v.tool("containerd")):
+        raise Skip("not applicable: no Docker or containerd on the node")
+    has = lib.get("nvidia_container_runtime_config") or v.tool("nvidia_ctk") or v.tool("nvidia_container_cli")
+    return R("pass" if has else "fail", "NVIDIA container runtime %s" % ("configured" if has else "missing"),
+             "GPUs reachable from containers (nvidia-container-toolkit)")
+
+
+@host_rule
+def enroot(v, c):
+    t = v.tool("enroot")
+    if t:
+        return R("pass", "enroot %s" % (t.get("version") or "?"), "enroot installed on Slurm GPU nodes")
+    return R("warn", "not installed", "enroot installed on Slurm GPU nodes", "pyxis runs containers through enroot")
+
+
+@host_rule
+def ofed(v, c):
+    t = v.tool("ofed_info")
+    if t and t.get("version"):
+        return R("pass", "%s %s" % (t.get("flavour") or "OFED", t["version"]), "MLNX_OFED or DOCA-OFED")
+    pkg = _pkg(v, r"^(doca-ofed|mlnx-ofed)")
+    if pkg:
+        return R("pass", "package %s" % pkg, "MLNX_OFED or DOCA-OFED")
+    return R("warn", "inbox rdma-core only" + (" (%s)" % _pkg(v, r"^rdma-core$") if _pkg(v, r"^rdma-core$") else ""),
+             "MLNX_OFED or DOCA-OFED", "vendor OFED brings nvidia_peermem support, firmware tools and tuned drivers")
+
+
+@host_rule
+def hpcx(v, c):
+    found = v.sec("libraries").get("hpcx") or []
+    return R("pass" if found else "warn", ("HPC-X %s" % name_list(found)) if found else "not found",
+             "HPC-X (UCX, UCC, SHARP plugin) installed")
+
+
+def connectx_versions(v):
+    out = {}
+    for dev, info in v.rdma().items():
+        if info.get("fw_ver") and (info.get("hca_type") or "").startswith("MT") or dev.startswith("mlx5"):
+            if info.get("fw_ver"):
+                out[dev] = info["fw_ver"]
+    if not out:
+        for dev, info in (v.sec("ib_tools").get("ibstat") or {}).items():
+            if info.get("firmware"):
+                out[dev] = info["firmware"]
+    return out
+
+
+@host_rule
+def connectx_firmware(v, c):
+    fws = connectx_versions(v)
+    if not fws:
+        raise Skip("not applicable: no Mellanox/NVIDIA ConnectX adapter")
+    worst, rows = "pass", []
+    order = {"pass": 0, "error": 1, "fail": 2}
+    reason = None
+    for version in sorted(set(fws.values())):
+        status, expected, why = judge_version(minimum_of(c), version)
+        if order[status] > order[worst]:
+            worst, reason = status, why or "%s below %s" % (version, expected)
+        rows.append("%s on %d" % (version, sum(1 for x in fws.values() if x == version)))
+    return R(worst, name_list(rows), "per-train minimum (%s)" % _table_note(v), reason)
+
+
+@host_rule
+def connectx_uniform(v, c):
+    fws = connectx_versions(v)
+    if not fws:
+        raise Skip("not applicable: no Mellanox/NVIDIA ConnectX adapter")
+    values = Counter(fws.values())
+    return R("pass" if len(values) == 1 else "warn", name_list("%s on %d" % kv for kv in values.most_common()),
+             "one firmware on every adapter")
+
+
+@host_rule
+def kernel_latest(v, c):
+    sysd = v.sec("system")
+    running = sysd.get("kernel")
+    installed = sysd.get("kernels_installed") or []
+    if not installed:
+        raise Skip("not reported: no kernel found in /boot or /lib/modules")
+    flavour = re.sub(r"^[\d.\-]+", "", running or "")
+    same = [k for k in installed if re.sub(r"^[\d.\-]+", "", k) == flavour] or installed
+    newest = max(same, key=vkey)
+    if vkey(newest) > vkey(running):
+        return R("warn", "running %s, installed %s" % (running, newest), "the newest installed kernel is booted",
+                 "a newer kernel is installed but not booted: reboot to apply its fixes")
+    return R("pass", "running %s (newest of %d installed)" % (running, len(installed)),
+             "the newest installed kernel is booted")
+
+
+@host_rule
+def kernel_security(v, c):
+    sysd = v.sec("system")
+    osid, osver, kernel = sysd.get("os_id"), sysd.get("os_version"), sysd.get("kernel") or ""
+    table = minimum_of(c).get(osid or "", {}).get(osver or "")
+    if not table:
+        raise Skip("not applicable: the table has no kernel minimum for %s %s" % (osid, osver))
+    line = ".".join(kernel.split("-")[0].split(".")[:3])
+    if line not in table:
+        newest = max(table, key=vkey)
+        if vkey(line) > vkey(newest):
+            return R("pass", kernel, "kernel line newer than the table (%s)" % _table_note(v))
+        raise Skip("not applicable: no minimum for the %s kernel line on %s %s" % (line, osid, osver))
+    ok = vkey(kernel)[:4] >= vkey(table[line])[:4]
+    return R("pass" if ok else "fail", kernel, ">= %s (%s)" % (table[line], _table_note(v)))
+
+
+@host_rule
+def os_support(v, c):
+    sysd = v.sec("system")
+    osid, osver = sysd.get("os_id"), sysd.get("os_version")
+    ends = minimum_of(c).get(osid or "")
+    if not ends:
+        raise Skip("not applicable: no support dates for %s in minimum_versions.yml" % osid)
+    key = osver if osver in ends else (osver or "").split(".")[0]
+    if key not in ends:
+        newest = max(ends, key=vkey)
+        if vkey(osver) > vkey(newest):
+            return R("pass", "%s %s" % (osid, osver), "a supported release (newer than the table)")
+        return R("fail", "%s %s" % (osid, osver), "a supported release (%s)" % ", ".join(sorted(ends, key=vkey)),
+                 "release not in the table: end of life")
+    end = datetime.fromisoformat(str(ends[key])).date()
+    ok = v.started_at().date() <= end
+    return R("pass" if ok else "fail", "%s %s" % (osid, osver), "security updates until %s" % end.isoformat(),
+             None if ok else "standard security support ended %s" % end.isoformat())
+
+
+@host_rule
+def minimums_table_age(v, c):
+    d, age = table_age(v)
+    limit = int(minimums().get("max_age_days", 180))
+    if age < 0:
+        return R("pass", "table dated %s: newer than this run (re-graded)" % d.isoformat(), "<= %d days old" % limit)
+    return R("warn" if age > limit else "pass", "table dated %s: %d days old at this run" % (d.isoformat(), age),
+             "<= %d days old" % limit, None if age <= limit else "update reports/data/minimum_versions.yml")

@@ -1,0 +1,190 @@
+"""Audit area `storage` (audit.storage.*): shared and parallel filesystems, local NVMe scratch, free space, inodes,
+/etc/fstab and NFS options, hung or read-only mounts."""
+
+import re
+
+from reports.phases.audit.common import Error, R, Skip, host_rule, name_list
+
+SHARED_FS = ("nfs", "nfs4", "lustre", "gpfs", "wekafs", "beegfs", "ceph", "virtiofs", "fuse.juicefs", "fuse.s3fs",
+             "fuse.gcsfuse", "cifs", "smb3", "glusterfs", "fuse.glusterfs", "9p", "panfs", "fuse.weka")
+PARALLEL_FS = ("lustre", "gpfs", "wekafs", "beegfs", "panfs", "fuse.weka")
+
+
+def tier_of(m):
+    fs, src = m.get("fstype") or "", m.get("source") or ""
+    if fs in PARALLEL_FS:
+        return {"lustre": "Lustre", "gpfs": "GPFS", "wekafs": "Weka", "fuse.weka": "Weka", "beegfs": "BeeGFS",
+                "panfs": "PanFS"}[fs]
+    if fs.startswith("nfs"):
+        return "NFS"
+    if fs == "virtiofs":
+        return "virtiofs"
+    if fs in SHARED_FS:
+        return fs
+    if fs == "tmpfs":
+        return "tmpfs"
+    if "nvme" in src or re.match(r"^/dev/md\d", src):
+        return "local NVMe/RAID"
+    return "local %s" % fs
+
+
+def _mounts(v):
+    v.need("mounts")
+    return v.sec("storage").get("mounts") or []
+
+
+@host_rule
+def shared(v, c):
+    mounts = [m for m in _mounts(v)
+              if (m.get("fstype") or "") in SHARED_FS or (m.get("fstype") or "").startswith("nfs")]
+    if not mounts:
+        return R("warn", "none", "a shared filesystem mounted on every node")
+    return R("pass", name_list("%s %s" % (m["target"], tier_of(m)) for m in mounts), "a shared filesystem mounted")
+
+
+@host_rule
+def parallel(v, c):
+    mounts = _mounts(v)
+    par = [m for m in mounts if (m.get("fstype") or "") in PARALLEL_FS]
+    if par:
+        return R("pass", name_list("%s %s" % (m["target"], tier_of(m)) for m in par), "a parallel filesystem for data")
+    nfs = [m for m in mounts if (m.get("fstype") or "").startswith("nfs")]
+    return R("warn", ("NFS only: %s" % name_list(m["target"] for m in nfs)) if nfs else "none",
+             "a parallel filesystem (Lustre, GPFS, Weka, BeeGFS) or a scale-out NFS for data")
+
+
+@host_rule
+def home_shared(v, c):
+    st = v.sec("storage")
+    v.need("mounts")
+    fs = st.get("home_fstype") or ""
+    shared = fs in SHARED_FS or fs.startswith("nfs")
+    return R("pass" if shared else "warn", "/home on %s (%s)" % (st.get("home_mount"), fs or "?"),
+             "/home on shared storage", None if shared else "users see a different home directory on every node")
+
+
+@host_rule
+def local_nvme(v, c):
+    st = v.sec("storage")
+    mounts = _mounts(v)
+    local = [m for m in mounts if tier_of(m) == "local NVMe/RAID" and m.get("target") != "/"]
+    devices = st.get("nvme") or {}
+    if local:
+        return R("pass", name_list("%s (%s, %.1f TB)" % (m["target"], m.get("source"), (m.get("size") or 0) / 1e12)
+                               for m in local), "local NVMe scratch mounted")
+    if devices:
+        return R("warn", "%d NVMe devices, none mounted as scratch" % len(devices), "local NVMe scratch mounted")
+    return R("warn", "no NVMe device", "local NVMe scratch mounted")
+
+
+def _free_rule(target_pick, what):
+    @host_rule
+    def fn(v, c):
+        mounts = _mounts(v)
+        pct_warn = float(c.get("warn_below_pct", 10))
+        pct_fail = float(c.get("fail_below_pct", 5))
+        chosen = target_pick(mounts)
+        if not chosen:
+            raise Skip("not applicable: no %s mount" % what)
+        rows, status = [], "pass"
+        for m in chosen:
+            if m.get("error"):
+                rows.append("%s: %s" % (m["target"], m["error"]))
+                status = "fail" if "timed out" in m["error"] else status
+                continue
+            if not m.get("size"):
+                continue
+            pct = 100.0 * (m.get("avail") or 0) / m["size"]
+            if pct < pct_fail:
+                status = "fail"
+            elif pct < pct_warn and status == "pass":
+                status = "warn"
+            if pct < pct_warn or len(chosen) == 1:
+                rows.append("%s %.0f%% free (%.1f GiB)" % (m["target"], pct, (m.get("avail") or 0) / 2**30))
+        obs = name_list(rows) if rows else "%d mounts above %g%% free" % (len(chosen), pct_warn)
+        return R(status, obs, ">= %g%% free (fail below %g%%)" % (pct_warn, pct_fail))
+    return fn
+
+
+root_free = _free_rule(lambda ms: [m for m in ms if m["target"] == "/"], "root")
+mounts_free = _free_rule(
+    lambda ms: [m for m in ms if m["target"] != "/" and "ro" not in (m.get("options") or "").split(",")
+                and m.get("fstype") not in ("tmpfs",)], "writable")
+
+
+@host_rule
+def inodes(v, c):
+    mounts = [m for m in _mounts(v) if m.get("inodes")]
+    limit = float(c.get("max_used_pct", 90))
+    high = ["%s %.0f%%" % (m["target"], 100.0 * (1 - m["inodes_free"] / m["inodes"])) for m in mounts
+            if m["inodes"] and 100.0 * (1 - m["inodes_free"] / m["inodes"]) > limit]
+    return R("warn" if high else "pass",
+             name_list(high) if high else "%d mounts below %g%% inodes used" % (len(mounts), limit),
+             "<= %g%% inodes used" % limit)
+
+
+def _size_rule(target, min_gib, what):
+    @host_rule
+    def fn(v, c):
+        mounts = _mounts(v)
+        m = next((x for x in mounts if x["target"] == target), None)
+        want = float(c.get("min_gib", min_gib))
+        if not m or not m.get("size"):
+            raise Skip("not applicable: %s is not a separate mount" % target)
+        size = (m.get("avail") if c.get("measure") == "avail" else m.get("size")) / 2**30
+        return R("pass" if size >= want else "warn", "%s %.1f GiB %s" % (target, size, c.get("measure", "size")),
+                 ">= %g GiB (%s)" % (want, what))
+    return fn
+
+
+tmp = _size_rule("/tmp", 1, "scratch for jobs")
+dev_shm = _size_rule("/dev/shm", 1, "NCCL's shared-memory transport")
+
+
+@host_rule
+def fstab(v, c):
+    st = v.sec("storage")
+    entries = [e for e in st.get("fstab") or [] if e.get("fstype") not in ("swap", "none", "proc", "sysfs")
+               and "noauto" not in (e.get("options") or "") and e.get("target", "").startswith("/")]
+    if not entries:
+        raise Skip("not applicable: no mount in /etc/fstab")
+    mounted = set(st.get("mount_targets") or [])
+    missing = [e["target"] for e in entries if e["target"] not in mounted]
+    return R("warn" if missing else "pass", ("not mounted: %s" % name_list(missing)) if missing else
+             "%d entries mounted" % len(entries), "every /etc/fstab entry mounted")
+
+
+@host_rule
+def nfs_options(v, c):
+    nfs = [m for m in _mounts(v) if (m.get("fstype") or "").startswith("nfs")]
+    if not nfs:
+        raise Skip("not applicable: no NFS mount")
+    min_rw = int(c.get("min_rwsize", 1048576))
+    bad = []
+    for m in nfs:
+        opts = dict(o.split("=", 1) if "=" in o else (o, True) for o in (m.get("options") or "").split(","))
+        ro = "ro" in opts
+        if "soft" in opts and not ro:
+            bad.append("%s soft" % m["target"])
+        for key in ("rsize", "wsize"):
+            if key in opts and int(opts[key]) < min_rw and not (ro and key == "wsize"):
+                bad.append("%s %s=%s" % (m["target"], key, opts[key]))
+    return R("warn" if bad else "pass", name_list(bad) if bad else "%d NFS mounts hard, large blocks" % len(nfs),
+             "hard mounts (rw), rsize/wsize >= %d" % min_rw)
+
+
+@host_rule
+def hung(v, c):
+    hung = [m["target"] for m in _mounts(v) if "timed out" in (m.get("error") or "")]
+    return R("fail" if hung else "pass", ("hung: %s" % name_list(hung)) if hung else "every mount answered statvfs",
+             "no hung mount")
+
+
+@host_rule
+def root_rw(v, c):
+    root = next((m for m in _mounts(v) if m["target"] == "/"), None)
+    if not root:
+        raise Error("no root mount recorded")
+    ro = root.get("readonly") or "ro" in (root.get("options") or "").split(",")
+    return R("fail" if ro else "pass", "/ %s (%s)" % ("read-only" if ro else "read-write", root.get("fstype")),
+             "root filesystem read-write")

@@ -1,0 +1,184 @@
+"""Audit areas `health`, `hw`, `cpu` and `kernel`: node health and monitoring agents, memory and PCIe errors,
+kernel-log events of the last days, CPU frequency governor and NUMA balancing."""
+
+from datetime import datetime
+
+from reports.phases.audit.common import R, Skip, host_rule, name_list, sysctl_rule
+
+
+@host_rule
+def governor(v, c):
+    govs = v.sec("system").get("cpu_governors") or {}
+    if not govs:
+        raise Skip("not applicable: no cpufreq governor exposed (VM or firmware-managed frequency)")
+    want = c.get("expect", "performance")
+    other = {g: n for g, n in govs.items() if g != want}
+    return R("warn" if other else "pass", name_list("%s on %d CPUs" % kv for kv in sorted(govs.items())),
+             "%s on every CPU" % want)
+
+
+
+numa_balancing = sysctl_rule("kernel.numa_balancing", lambda x: x == "0", "kernel.numa_balancing = 0")
+
+
+
+@host_rule
+def memory_ecc(v, c):
+    edac = v.sec("system").get("edac") or {}
+    if not edac.get("controllers"):
+        raise Skip("not applicable: no EDAC memory controller driver loaded (no memory error counters)")
+    if edac.get("ue"):
+        return R("fail", "%d uncorrectable, %d correctable" % (edac["ue"], edac.get("ce", 0)), "0 uncorrectable")
+    warn_ce = int(c.get("warn_correctable_above", 100))
+    return R("warn" if edac.get("ce", 0) > warn_ce else "pass", "0 uncorrectable, %d correctable" % edac.get("ce", 0),
+             "0 uncorrectable, <= %d correctable" % warn_ce)
+
+
+def _log_count(kind, what):
+    @host_rule
+    def fn(v, c):
+        v.need("kernel_log")
+        kl = v.sec("kernel_log")
+        window = int(c.get("window_days", 7))
+        end = v.started_at()
+        times = []
+        for t in (kl.get("events") or {}).get(kind) or []:
+            try:
+                when = datetime.fromisoformat(str(t).replace("Z", "+00:00"))
+            except ValueError:
+                continue
+            if (end - when).total_seconds() <= window * 86400:
+                times.append(t)
+        status = c.get("status", "warn") if times else "pass"
+        return R(status, "%d %s in %d days%s" % (len(times), what, window, " (last %s)" % times[-1] if times else ""),
+                 "none in %d days" % window)
+    return fn
+
+
+machine_checks = _log_count("mce", "machine-check events")
+oom = _log_count("oom", "out-of-memory kills")
+hung_tasks = _log_count("hung_task", "hung-task reports")
+pcie_aer_log = _log_count("aer", "uncorrected PCIe errors")
+
+
+@host_rule
+def pcie_aer(v, c):
+    devs = {b: d for b, d in v.pci.items() if d.get("kind") in ("gpu", "nic", "nvswitch", "nvme")}
+    reported = {b: d for b, d in devs.items() if d.get("aer_fatal") is not None or d.get("aer_nonfatal") is not None}
+    if not reported:
+        raise Skip("not reported: no AER counters in sysfs for the GPUs and NICs")
+    fatal = {b: d["aer_fatal"] for b, d in reported.items() if d.get("aer_fatal")}
+    nonfatal = {b: d["aer_nonfatal"] for b, d in reported.items() if d.get("aer_nonfatal")}
+    if fatal:
+        return R("fail", "fatal AER on %s" % name_list("%s:%d" % kv for kv in sorted(fatal.items())),
+                 "0 fatal, 0 non-fatal")
+    if nonfatal:
+        return R("warn", "non-fatal AER on %s" % name_list("%s:%d" % kv for kv in sorted(nonfatal.items())),
+                 "0 fatal, 0 non-fatal")
+    return R("pass", "0 on %d devices" % len(reported), "0 fatal, 0 non-fatal")
+
+
+
+@host_rule
+def dcgm(v, c):
+    running = "nv-hostengine" in v.daemons()
+    local = v.listeners(port=5555)
+    if running or local:
+        return R("pass", "nv-hostengine running", "DCGM host engine running")
+    return R("fail", "nv-hostengine not running" + (" (dcgmi installed)" if v.sec("health").get("dcgmi") else
+                                                   " (DCGM not installed)"), "DCGM host engine running")
+
+
+def _exporter(port, names):
+    @host_rule
+    def fn(v, c):
+        p = int(c.get("port", port))
+        socks = v.listeners(port=p)
+        exposed = [s for s in socks if not s.get("loopback")]
+        proc = sorted(set(names) & v.daemons())
+        if exposed:
+            return R("pass", "listening on %s:%d" % (exposed[0]["address"], p),
+                     "scrapable on port %d of every node" % p)
+        if socks:
+            return R("warn", "listening on loopback only", "scrapable on port %d of every node" % p)
+        if proc:
+            return R("warn", "%s running, port %d not listening here" % (proc[0], p),
+                     "scrapable on port %d of every node" % p)
+        return R("fail", "not running", "scrapable on port %d of every node" % p)
+    return fn
+
+
+dcgm_exporter = _exporter(9400, ["dcgm-exporter"])
+node_exporter = _exporter(9100, ["node_exporter", "node-exporter"])
+
+
+@host_rule
+def agent(v, c):
+    h = v.sec("health")
+    found = []
+    if h.get("nhc"):
+        found.append("NHC (%s%s)" % (h["nhc"], ", " + h["nhc_conf"] if h.get("nhc_conf") else ", no config"))
+    for d in ("nvsentinel", "gpud"):
+        if d in v.daemons():
+            found.append(d)
+    if h.get("nvsentinel_config"):
+        found.append("NVSentinel config")
+    hc = (v.slurm().get("config") or {}).get("HealthCheckProgram")
+    if hc:
+        found.append("Slurm HealthCheckProgram %s" % hc)
+    return R("pass" if found else "fail", name_list(found) or "none",
+             "a node health-check agent (NHC, NVSentinel, ...)")
+
+
+@host_rule
+def dcgm_diag(v, c):
+    v.need("dcgm_diag")
+    diag = v.sec("health").get("dcgm_diag") or {}
+    tests = diag.get("tests") or {}
+    if diag.get("failed"):
+        return R("fail", "failed: %s" % name_list(diag["failed"]), "every test of dcgmi diag -r 1 passes")
+    if diag.get("warned"):
+        return R("warn", "warnings: %s" % name_list(diag["warned"]), "every test of dcgmi diag -r 1 passes")
+    return R("pass", "%d tests passed" % sum(1 for x in tests.values() if x == "pass"),
+             "every test of dcgmi diag -r 1 passes")
+
+
+@host_rule
+def time_sync(v, c):
+    clock = v.sec("system").get("clock")
+    if not clock:
+        raise Skip("not reported: adjtimex not readable")
+    return R("fail" if clock.get("unsynchronised") else "pass",
+             "clock %s (max error %s us)" % ("unsynchronised" if clock.get("unsynchronised") else "synchronised",
+                                             clock.get("maxerror_us")), "clock synchronised (NTP/PTP)")
+
+
+@host_rule
+def time_daemon(v, c):
+    found = sorted({"chronyd", "ntpd", "systemd-timesyncd"} & v.daemons())
+    return R("pass" if found else "warn", name_list(found) or "none", "a time daemon running")
+
+
+@host_rule
+def failed_units(v, c):
+    v.need("systemctl_failed")
+    units = v.sec("system").get("failed_units") or []
+    return R("warn" if units else "pass", name_list(units) or "none", "no failed systemd unit")
+
+
+@host_rule
+def journal(v, c):
+    persistent = v.sec("system").get("journal_persistent")
+    return R("pass" if persistent else "warn", "persistent" if persistent else "volatile (lost at reboot)",
+             "persistent journal (XID history survives reboots)")
+
+
+@host_rule
+def load(v, c):
+    s = v.sec("system")
+    load, cpus = s.get("loadavg_1m"), s.get("cpu_count") or 1
+    if load is None:
+        raise Skip("not reported: no load average")
+    limit = float(c.get("max_per_cpu", 1.0)) * cpus
+    return R("warn" if load > limit else "pass", "load %.2f on %d CPUs" % (load, cpus),
+             "<= %g (node idle before load tests)" % limit)

@@ -1,0 +1,332 @@
+"""What happened to each node of the destructive phase, computed on the controller from the raw observations.
+
+The nodes only record (probes/reliability): the scheduler states an observer sampled (sched_watch-<stage>.jsonl),
+the times of the observer's scheduler actions (sched_action-<stage>-drain, -return, -job, -restore), the node's
+boot id before and after (boot_id-reboot-before/-after, boot_id-fault-before/-after), the injection (fault_inject)
+and, for a reboot, when the controller issued it and saw it back (reboot). Here those become:
+
+* for a reboot, every stage's timing (``reboot_timeline``): drain, reboot, the scheduler seeing the node gone and
+  back, resume, a fresh job, and whether the node came back at all;
+* for a fault injection, the timeline from the injection (``fault_timeline``): when the node was first taken out
+  of service (detection), how long it spent drained, whether and when it came back for good, flaps, whether the
+  scheduler lost it, and the remediation observed (``observed_action``).
+
+``outcome(run, doc)`` gives, for one host's reboot or fault_injection artifact, a record shaped like an artifact
+(host, probe, status, reason, facts, metrics {name: value}, events {name: epoch s}); grade.py and section.py read
+only that. It is computed once per run and artifact.
+
+Artifacts written before this move (the recorded run in tests/fixtures/assessment_run) carry the same raw pieces,
+so they are computed the same way; they did not name the batch's observer and stage, which are then found from the
+batch number: the host that holds the batch's sched_watch artifact.
+"""
+
+import os
+
+from probes.common.sched import DRAINED, OUT_OF_SERVICE
+from probes.reliability.samples import intervals, known, read_samples
+
+# sched_action result metrics -> reboot_timeline event names
+ACTION_EVENTS = {"drain_issued_at": "drain_issued", "drained_at": "drained", "registered_at": "registered",
+                 "resume_issued_at": "resume_issued", "available_at": "available", "job_started_at": "job_started",
+                 "job_ok_at": "job_ok"}
+REBOOT_TIMINGS = ("drain_s", "reboot_s", "seen_down_s", "registered_s", "resume_s", "job_s", "return_to_service_s",
+                  "total_s")
+# The events the reboot artifact itself holds: what only the controller saw.
+CONTROLLER_EVENTS = ("reboot_started", "reboot_returned")
+# The first part of the variant of a batch's observer artifacts, per probe (roles/*/vars: <prefix>-b<batch>).
+STAGE_PREFIX = {"reboot": "reboot", "fault_injection": "fault"}
+
+
+def _r(value):
+    return None if value is None else round(float(value), 3)
+
+
+def _dur(a, b):
+    return None if a is None or b is None else _r(b - a)
+
+
+def state_at(samples, t):
+    """The last known sample at or before t, or None."""
+    before = [s for s in known(samples) if s["t"] <= t]
+    return before[-1] if before else None
+
+
+def _first(samples, t_from, predicate):
+    for s in known(samples):
+        if s["t"] >= t_from and predicate(s):
+            return s
+    return None
+
+
+def fault_timeline(samples, t_inject, t_end=None):
+    """What the provider's tooling did about a fault injected at t_inject, as seen through the scheduler."""
+    samples = known(samples)
+    if not samples:
+        return {"observed": False, "why": "no scheduler state could be read"}
+    t_end = max(t_end or 0, samples[-1]["t"])
+    baseline = state_at(samples, t_inject)
+    if baseline is None:
+        return {"observed": False, "why": "no scheduler state from before the injection"}
+    out = {"observed": True, "baseline_phase": baseline["phase"], "watched_s": _r(t_end - t_inject)}
+    if baseline["phase"] != "available":
+        out.update(measurable=False, why="node was %s (%s) before the injection" % (
+            baseline["phase"], baseline.get("reason") or baseline.get("state")))
+        return out
+    out["measurable"] = True
+    after = [dict(baseline, t=t_inject)] + [s for s in samples if s["t"] > t_inject]
+    ivs = intervals(after, end=t_end)
+    outs = [iv for iv in ivs if iv[0] in OUT_OF_SERVICE]
+    out["detected"] = bool(outs)
+    out["final_phase"] = ivs[-1][0]
+    out["removed"] = any(iv[0] == "missing" for iv in ivs)
+    if not outs:
+        out.update(returned=False, flaps=0, drained=False, time_drained_s=0.0, drain_open=False)
+        return out
+    first = outs[0]
+    out["detect_s"] = _r(first[1] - t_inject)
+    out["detect_phase"] = first[0]
+    out["detect_reason"] = first[3].get("reason")
+    drains = [iv for iv in ivs if iv[0] in DRAINED]
+    out["drained"] = bool(drains)
+    if drains:
+        out["drain_s"] = _r(drains[0][1] - t_inject)
+    out["time_drained_s"] = _r(sum(iv[2] - iv[1] for iv in drains))
+    out["drain_open"] = ivs[-1][0] in DRAINED
+    # Returns: an available stretch after being out. The last one counts as the return to service only when the
+    # node is still available at the end; every earlier one was a flap (back, then out again).
+    returns = [iv for iv in ivs if iv[0] == "available" and iv[1] > first[1]]
+    final_back = returns[-1] if returns and ivs[-1][0] == "available" else None
+    out["flaps"] = len(returns) - (1 if final_back else 0)
+    out["returned"] = final_back is not None
+    if final_back:
+        out["return_s"] = _r(final_back[1] - t_inject)
+        out["out_of_service_s"] = _r(final_back[1] - first[1])
+    else:
+        out["out_of_service_s"] = _r(t_end - first[1])
+    return out
+
+
+def observed_action(tl, rebooted):
+    """The remediation seen: none (never taken out: still schedulable), removed (the scheduler lost the node:
+    replaced), reboot (boot id changed), returned (back in service without a reboot: a GPU reset or a resume),
+    drained (kept off, nothing more within the watch), out_of_service (taken out otherwise, e.g. down)."""
+    if not tl.get("observed") or not tl.get("measurable", True):
+        return "unknown"
+    if not tl.get("detected"):
+        return "none"
+    if tl.get("removed"):
+        return "removed"
+    if rebooted:
+        return "reboot"
+    if tl.get("returned"):
+        return "returned"
+    return "drained" if tl.get("drained") else "out_of_service"
+
+
+def _seen(ev, samples, phase, since):
+    """When the node reached phase: as the action saw it (the event of that name), else the first sample in that
+    phase from the event `since` on; None when neither saw it."""
+    if ev.get(phase) is not None or ev.get(since) is None:
+        return ev.get(phase)
+    s = _first(samples, ev[since], lambda s: s["phase"] == phase)
+    return s["t"] if s else None
+
+
+def reboot_timeline(samples, events, t_end=None):
+    """Stage timings of one planned reboot.
+
+    events (seconds since the epoch, any may be missing): drain_issued, drained (the drain action saw it drained),
+    reboot_started, reboot_returned (boot id changed and a command ran, by the controller's clock), registered
+    (the scheduler saw the node answer again), resume_issued, available, job_started, job_ok.
+    The scheduler samples fill in what an action did not see and add what only a watcher sees (the node seen down,
+    slurmd restarted).
+    """
+    ev = {k: (float(v) if v is not None else None) for k, v in (events or {}).items()}
+    samples = known(samples)
+    start = ev.get("drain_issued") or ev.get("reboot_started")
+    out = {"events": dict(ev)}  # the events the timings rest on, with what the samples filled in
+    base = state_at(samples, start) if start is not None else None
+    if base is not None:
+        out["baseline_phase"] = base["phase"]
+    drained = _seen(ev, samples, "drained", "drain_issued")
+    out["drain_s"] = _dur(ev.get("drain_issued"), drained)
+    if drained is not None:
+        out["events"]["drained"] = drained
+    rs = ev.get("reboot_started")
+    out["reboot_s"] = _dur(rs, ev.get("reboot_returned"))
+    if rs is not None:
+        # Seen down: between the reboot and our resume (right after a resume Slurm shows NOT_RESPONDING briefly).
+        until = ev.get("resume_issued") or float("inf")
+        down = _first(samples, rs, lambda s: s["phase"] in ("down", "missing") and s["t"] < until)
+        out["seen_down_s"] = _dur(rs, down["t"]) if down else None
+        # Registered again: the watcher sees slurmd's start time change (Slurm), else the return action saw the
+        # node answer; the earlier of the two, since the action only starts looking once the reboot task is done.
+        seen = []
+        if ev.get("registered") is not None:
+            seen.append(ev["registered"])
+        if base is not None and base.get("slurmd_start"):
+            s = _first(samples, rs, lambda s: s.get("slurmd_start") not in (None, base.get("slurmd_start")))
+            if s:
+                seen.append(s["t"])
+        out["registered_s"] = _dur(rs, min(seen)) if seen else None
+        if seen:
+            out["events"]["registered"] = min(seen)
+        if down:
+            out["events"]["seen_down"] = down["t"]
+    available = _seen(ev, samples, "available", "resume_issued")
+    out["resume_s"] = _dur(ev.get("resume_issued"), available)
+    if available is not None:
+        out["events"]["available"] = available
+    out["job_s"] = _dur(ev.get("job_started"), ev.get("job_ok"))
+    back = ev.get("job_ok") or available or ev.get("reboot_returned")
+    out["return_to_service_s"] = _dur(rs, back)
+    out["total_s"] = _dur(start, back)
+    # Flapping after the node came back: it left service again before the end of the watch.
+    if available is not None:
+        ivs = intervals(samples, start=available, end=t_end)
+        out["flaps_after_return"] = sum(1 for iv in ivs[1:] if iv[0] in OUT_OF_SERVICE)
+    return out
+
+
+class _Batch:
+    """The observations of one node's batch: its own artifacts and those of the batch's observer."""
+
+    def __init__(self, run, doc):
+        self.run, self.doc, self.host = run, doc, doc["host"]
+        facts = doc.get("facts") or {}
+        self.node = facts.get("node") or self.host
+        self.stage = facts.get("stage") or "%s-b%s" % (STAGE_PREFIX[doc["probe"]], facts.get("batch"))
+        self.observer = facts.get("observer")
+        if self.observer is None:  # an artifact from before the move: the host that watched this batch
+            self.observer = next((d["host"] for d in run.artifacts
+                                  if d["probe"] == "sched_watch" and d.get("variant") == self.stage), "")
+
+    def own(self, probe, variant=None):
+        return self.run.artifact(self.host, probe, variant)
+
+    def observer_doc(self, probe, suffix=""):
+        return self.run.artifact(self.observer, probe, self.stage + suffix) if self.observer else None
+
+    def boot_id(self, when):
+        doc = self.own("boot_id", "%s-%s" % (STAGE_PREFIX[self.doc["probe"]], when))
+        return ((doc or {}).get("facts") or {}).get("boot_id") or None
+
+    def samples(self):
+        """This node's scheduler samples, as the observer's watcher kept them."""
+        watch = self.observer_doc("sched_watch")
+        name = "sched_watch-%s.jsonl" % self.stage
+        if watch is None or name not in (watch.get("raw") or []):
+            return []
+        path = os.path.join(self.run.run_dir, "artifacts", self.observer, name)
+        return [s for s in read_samples(path) if s.get("node") == self.node]
+
+    def action_values(self, *suffixes):
+        """{metric: first value} of the observer's sched_action results about this node, in the order given."""
+        out = {}
+        for suffix in suffixes:
+            for r in (self.observer_doc("sched_action", suffix) or {}).get("results") or []:
+                if (r.get("labels") or {}).get("node") == self.node:
+                    out.setdefault(r["metric"], float(r["value"]))
+        return out
+
+
+def _unlabelled(doc, metric):
+    for r in (doc or {}).get("results") or []:
+        if r["metric"] == metric and not r.get("labels"):
+            return float(r["value"])
+    return None
+
+
+def _record(doc, status="ok", reason=None, facts=None, metrics=None, events=None):
+    return {"host": doc["host"], "probe": doc["probe"], "status": status, "reason": reason,
+            "facts": dict(doc.get("facts") or {}, **(facts or {})), "metrics": metrics or {}, "events": events or {}}
+
+
+def reboot_outcome(run, doc):
+    b = _Batch(run, doc)
+    facts = doc.get("facts") or {}
+    before, after = b.boot_id("before"), b.boot_id("after")
+    changed = bool(before and after and before != after)
+    error = facts.get("reboot_error")
+    events = {ACTION_EVENTS[m]: v for m, v in b.action_values("-drain", "-return").items() if m in ACTION_EVENTS}
+    for r in doc.get("results") or []:
+        event = (r.get("labels") or {}).get("event")
+        if r["metric"] == "event_at" and event in CONTROLLER_EVENTS:
+            events[event] = float(r["value"])
+    command_ran_at = _unlabelled(b.own("boot_id", "reboot-after"), "command_ran_at")
+    if command_ran_at is not None and facts.get("scheduler") == "none" and changed:
+        # No scheduler: the node is back in service when a plain command runs on it again.
+        events.setdefault("job_started", command_ran_at)
+        events.setdefault("job_ok", command_ran_at)
+    samples = b.samples()
+    t_end = max([s["t"] for s in samples] or [0]) or None
+    stages = reboot_timeline(samples, events, t_end)
+    metrics = {"boot_id_changed": 1 if changed else 0}
+    metrics.update((name, stages[name]) for name in REBOOT_TIMINGS if stages.get(name) is not None)
+    elapsed = _unlabelled(doc, "reboot_module_elapsed_s")
+    if elapsed is not None:
+        metrics["reboot_module_elapsed_s"] = elapsed
+    if stages.get("flaps_after_return") is not None:
+        metrics["flaps_after_return"] = stages["flaps_after_return"]
+    back = changed and not error and (facts.get("scheduler") == "none" or "job_ok" in events)
+    metrics["returned"] = 1 if back else 0
+    if not changed and not error:
+        error = "the boot id did not change: the node did not reboot"
+    computed = {"boot_id_before": before, "boot_id_after": after, "reboot_error": error, "observer": b.observer}
+    return _record(doc, facts={k: v for k, v in computed.items() if v is not None}, metrics=metrics,
+                   events={k: _r(v) for k, v in stages["events"].items() if v is not None})
+
+
+def fault_outcome(run, doc):
+    b = _Batch(run, doc)
+    inject = b.own("fault_inject")
+    watch = b.observer_doc("sched_watch")
+    facts = {"method": ((inject or {}).get("facts") or {}).get("method"),
+             "ended_by": ((watch or {}).get("facts") or {}).get("ended_by"), "observer": b.observer}
+    if (inject or {}).get("status") != "ok":
+        return _record(doc, "skipped", "the fault was not injected: %s" % (
+            (inject or {}).get("reason") or "no injection artifact"), facts)
+    t_inject = next(float(r["value"]) for r in inject["results"] if r["metric"] == "injected_at")
+    before, after = b.boot_id("before"), b.boot_id("after")
+    rebooted = bool(before and after and before != after)
+    facts.update(boot_id_before=before, boot_id_after=after)
+    tl = fault_timeline(b.samples(), t_inject)
+    if not tl.get("observed"):
+        return _record(doc, "error", "cannot tell what happened: %s" % tl.get("why"), facts)
+    if not tl.get("measurable"):
+        return _record(doc, "skipped", tl.get("why"), facts)
+    facts.update(observed_action=observed_action(tl, rebooted), detect_phase=tl.get("detect_phase"),
+                 detect_reason=tl.get("detect_reason"), final_phase=tl.get("final_phase"))
+    metrics = {"injected_at": t_inject, "watched_s": tl["watched_s"], "detected": 1 if tl["detected"] else 0,
+               "rebooted": 1 if rebooted else 0, "returned": 1 if tl.get("returned") else 0,
+               "flaps": tl.get("flaps", 0), "drain_open": 1 if tl.get("drain_open") else 0}
+    metrics.update((name, tl[name]) for name in ("detect_s", "drain_s", "time_drained_s", "out_of_service_s",
+                                                 "return_s") if tl.get(name) is not None)
+    job = b.action_values("-job")
+    if tl.get("returned") and job.get("job_ok_at") is not None:
+        metrics["job_s"] = round(job["job_ok_at"] - job["job_started_at"], 3)
+        metrics["job_ok_at"] = job["job_ok_at"]
+    restored = b.action_values("-restore").get("resumed")
+    if restored is not None:
+        metrics["resumed_by_assessment"] = restored
+    return _record(doc, facts=facts, metrics=metrics)
+
+
+OUTCOMES = {"reboot": reboot_outcome, "fault_injection": fault_outcome}
+
+
+def outcome(run, doc):
+    """The computed record of one reboot or fault_injection artifact; a skipped or failed artifact stays as it is."""
+    if doc["status"] != "ok":
+        return _record(doc, doc["status"], doc.get("reason"))
+    cache = run.__dict__.setdefault("_reliability_outcomes", {})
+    key = (doc["host"], doc["probe"], id(doc))
+    if key not in cache:
+        cache[key] = OUTCOMES[doc["probe"]](run, doc)
+    return cache[key]
+
+
+def outcomes(run, probe):
+    """The computed records of every artifact of one probe, by host."""
+    return [outcome(run, d) for d in sorted((d for d in run.artifacts if d["probe"] == probe and
+                                             d.get("variant") is None), key=lambda d: d["host"])]

@@ -1,0 +1,72 @@
+"""Two assessments of the same test hosts at the same time both finish with complete artifacts: their multi-host
+probes meet on ports of their own run, write files of their own run, and leave nothing behind on the hosts."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from helpers import BIN, ROOT, ansible_env, run_dirs
+from test_network import SWEEP, stray_processes
+
+pytestmark = pytest.mark.cluster
+
+# The quick profile's multi-host probes that listen on ports: collectives (a TCPStore and gloo), TCP pairs
+# (iperf3 or socket servers), and the storage probes that meet across hosts (fio --server, DCP over gloo, the
+# metadata storm's rendezvous). The GPU-only probes skip here and add nothing to the test.
+TAGS = "network_collectives,network_tcp_pairs,storage_fio,storage_checkpoint,storage_metadata"
+EXPECTED = {"node_info", "collectives", "tcp_pairs", "fio_sweep-tmp", "checkpoint-tmp", "metadata-tmp"}
+
+
+@pytest.fixture(scope="module")
+def two_runs(test_cluster, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("concurrent")
+    inventory = test_cluster.write_inventory(str(tmp / "cluster.ini"), python=sys.executable)
+    procs = {}
+    for run in ("a", "b"):
+        extra = {"assess_output_dir": str(tmp / run), "assess_profile": "quick", "assess_provider": "concurrent",
+                 "network_collectives_profiles": SWEEP,
+                 "storage_tiers": [{"name": "tmp", "path": "/tmp", "shared": False}]}
+        (tmp / ("%s.json" % run)).write_text(json.dumps(extra))
+        argv = [str(BIN / "ansible-playbook"), "assess.yml", "-i", inventory, "--tags", TAGS,
+                "-e", "@%s" % (tmp / ("%s.json" % run))]
+        procs[run] = subprocess.Popen(argv, cwd=ROOT, env=ansible_env(), stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True)
+    outputs = {run: proc.communicate(timeout=1500)[0] for run, proc in procs.items()}
+    runs = {}
+    for run, proc in procs.items():
+        assert proc.returncode == 0, "run %s: %s" % (run, outputs[run][-5000:])
+        [runs[run]] = run_dirs(tmp / run)
+    return {"runs": runs, "hosts": sorted(h["name"] for h in test_cluster.hosts),
+            "strays": stray_processes(test_cluster),
+            "tmp": {h["name"]: test_cluster.exec(h["name"], ["ls", "-a", "/tmp"]).stdout for h in test_cluster.hosts}}
+
+
+def test_both_runs_have_every_artifact_of_every_host_and_none_is_an_error(two_runs):
+    a, b = two_runs["runs"]["a"], two_runs["runs"]["b"]
+    assert a.name != b.name
+    for run_dir in (a, b):
+        assert sorted(p.name for p in (run_dir / "artifacts").iterdir()) == two_runs["hosts"]
+        for host in two_runs["hosts"]:
+            docs = {p.stem: json.loads(p.read_text()) for p in (run_dir / "artifacts" / host).glob("*.json")}
+            assert EXPECTED <= set(docs), (run_dir.name, host, sorted(docs))
+            errors = {name: doc["reason"] for name, doc in docs.items() if doc["status"] not in ("ok", "skipped")}
+            assert not errors, (run_dir.name, host, errors)
+            assert docs["collectives"]["status"] == "ok" and docs["tcp_pairs"]["status"] == "ok"
+            assert docs["fio_sweep-tmp"]["status"] == "ok" and docs["checkpoint-tmp"]["status"] == "ok"
+            assert {doc["run_id"] for doc in docs.values()} == {run_dir.name}
+        assert (run_dir / "report" / "checks.csv").exists()
+
+
+def test_the_runs_met_on_ports_of_their_own(two_runs):
+    ports = {}
+    for run, run_dir in two_runs["runs"].items():
+        doc = json.loads((run_dir / "artifacts" / two_runs["hosts"][0] / "tcp_pairs.json").read_text())
+        ports[run] = doc["facts"]["port"]
+    assert ports["a"] != ports["b"]
+
+
+def test_nothing_is_left_on_the_hosts(two_runs):
+    assert two_runs["strays"] == {}
+    for host, listing in two_runs["tmp"].items():
+        assert "clustermax-assess-" not in listing, (host, listing)

@@ -1,0 +1,93 @@
+"""The clustermax.assess.probe action, driven by a real ansible-playbook over the local connection: it runs under
+--check without a check_mode of its own, fills in peers and ports, and keeps what a task gives itself."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT / ".collections") not in sys.path:
+    sys.path.insert(0, str(ROOT / ".collections"))
+
+from ansible_collections.clustermax.assess.plugins.action.probe import run_port_base  # noqa: E402
+
+RUN_ID = "20260101T000000Z-action"
+PLAYBOOK = """
+- name: Probe action
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Simple form, hosts, rank and ports filled in by the action
+      clustermax.assess.probe:
+        name: boot_id
+        variant: simple
+        peers: true
+        ports: {port: 100, sync_port: 7}
+    - name: Old form, the task's own rank and port are kept
+      clustermax.assess.probe:
+        name: boot_id
+        variant: explicit
+        peers: true
+        ports: {port: 100}
+        params: {rank: 5, port: 1234}
+"""
+
+
+@pytest.fixture(scope="module")
+def check_mode_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("action")
+    run_dir = tmp / "run"
+    run_dir.mkdir()
+    subprocess.run([sys.executable, "-m", "probes.pyz", str(run_dir / "probes.pyz")], cwd=ROOT, check=True)
+    # Two inventory hosts on this machine, each with its own remote working directory, as two nodes would have.
+    inventory = tmp / "hosts.ini"
+    inventory.write_text("\n".join(
+        "%s ansible_connection=local ansible_host=%s assess_remote_dir=%s" % (h, addr, tmp / ("remote-" + h))
+        for h, addr in (("node-a", "127.0.0.2"), ("node-b", "127.0.0.3"))) + "\n")
+    for h in ("node-a", "node-b"):
+        (tmp / ("remote-" + h)).mkdir()
+        (tmp / ("remote-" + h) / "probes.pyz").write_bytes((run_dir / "probes.pyz").read_bytes())
+    playbook = tmp / "play.yml"
+    playbook.write_text(PLAYBOOK)
+    extra = {"assess_python": sys.executable, "ansible_python_interpreter": sys.executable,
+             "assess_run": {"id": RUN_ID, "dir": str(run_dir)}}
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "--check", "-i", str(inventory),
+                           str(playbook), "-e", json.dumps(extra)], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return run_dir / "artifacts"
+
+
+def _artifact(artifacts, host, variant):
+    return json.loads((artifacts / host / ("boot_id-%s.json" % variant)).read_text())
+
+
+def test_the_run_port_base_is_the_network_roles_formula():
+    digest = hashlib.sha1(RUN_ID.encode()).hexdigest()
+    assert run_port_base(RUN_ID) == 21000 + int(digest[:8], 16) % 800 * 10
+    assert 21000 <= run_port_base(RUN_ID) < 29000
+
+
+def test_a_probe_measures_under_check_mode(check_mode_run):
+    for host in ("node-a", "node-b"):
+        doc = _artifact(check_mode_run, host, "simple")
+        assert doc["status"] == "ok" and doc["host"] == host and doc["run_id"] == RUN_ID
+        assert len(doc["facts"]["boot_id"]) == 36
+
+
+def test_peers_and_ports_are_filled_in(check_mode_run):
+    base = run_port_base(RUN_ID)
+    for rank, host in enumerate(("node-a", "node-b")):
+        params = _artifact(check_mode_run, host, "simple")["params"]
+        assert params == {"hosts": ["node-a", "node-b"], "addresses": ["127.0.0.2", "127.0.0.3"], "rank": rank,
+                          "port": base + 100, "sync_port": base + 7}
+
+
+def test_params_the_task_gives_are_kept(check_mode_run):
+    params = _artifact(check_mode_run, "node-b", "explicit")["params"]
+    assert params["rank"] == 5 and params["port"] == 1234 and params["hosts"] == ["node-a", "node-b"]

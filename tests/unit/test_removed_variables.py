@@ -1,0 +1,64 @@
+"""The preflight's first task refuses a removed or renamed variable that is still set, naming its successor, before
+anything is made; and the list of such variables (roles/preflight/vars/main.yml) stays true to the roles."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+REMOVED = yaml.safe_load((ROOT / "roles/preflight/vars/main.yml").read_text())["preflight_removed_variables"]
+
+
+def _role_variables():
+    """Every variable a role declares: its defaults and the options of its argument_specs."""
+    names = set()
+    for role in (ROOT / "roles").iterdir():
+        defaults = role / "defaults/main.yml"
+        if defaults.exists():
+            names |= set(yaml.safe_load(defaults.read_text()) or {})
+        specs = role / "meta/argument_specs.yml"
+        if specs.exists():
+            for entry in yaml.safe_load(specs.read_text())["argument_specs"].values():
+                names |= set(entry.get("options") or {})
+    return names
+
+
+def test_each_entry_names_a_gone_variable_and_a_live_successor():
+    live = _role_variables()
+    assert REMOVED, "the list is empty"
+    for entry in REMOVED:
+        assert entry["name"] not in live, "%s is still a role variable: it is not removed" % entry["name"]
+        assert entry["successor"] in live, "successor %s of %s is no role variable" % (entry["successor"],
+                                                                                    entry["name"])
+    assert len({e["name"] for e in REMOVED}) == len(REMOVED)
+
+
+def _preflight(tmp_path, host_vars=""):
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("[nodes]\nnode-a ansible_connection=local\nnode-b ansible_connection=local %s\n"
+                         % host_vars)
+    out = tmp_path / "runs"
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "playbooks/preflight.yml",
+                           "-i", str(inventory), "-e", "assess_output_dir=%s" % out,
+                           "-e", "assess_remote_tmp=%s" % tmp_path,  # the nodes' working directory, here
+                           "-e", "ansible_python_interpreter=%s" % sys.executable], cwd=ROOT,
+                          capture_output=True, text=True)
+    return proc, out
+
+
+def test_without_removed_variables_the_preflight_goes_on(tmp_path):
+    proc, out = _preflight(tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    [run_dir] = list(out.glob("default/*"))
+    assert {p.parent.name for p in (run_dir / "artifacts").glob("*/node_info.json")} == {"node-a", "node-b"}
+
+
+@pytest.mark.parametrize("entry", REMOVED, ids=[e["name"] for e in REMOVED])
+def test_a_removed_variable_set_for_one_host_stops_the_run_before_it_is_made(tmp_path, entry):
+    proc, out = _preflight(tmp_path, "%s=x" % entry["name"])
+    assert proc.returncode != 0
+    assert "%s is no longer used (set for node-b): set %s instead" % (entry["name"], entry["successor"]) in proc.stdout
+    assert not out.exists()  # nothing was made: no provider or run directory
