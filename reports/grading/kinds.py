@@ -125,8 +125,35 @@ def grade_consistency(spec, run, hosts):
     return rows
 
 
+def part_outcome(check, run, host):
+    """For a check on one part of a multi-part artifact (`part: {dtype: bf16}`: the results labelled so), a row
+    when the probe recorded that the part did not run, or None. Probes that measure several parts in one artifact
+    (the compute probes: one per dtype) record each part's outcome as facts `<label>.<value>` (ok | skipped | error)
+    and `<label>_reason.<value>`: "no mxfp8 tensor cores" says more than an anonymous "no result", and comes
+    before the backend gate for the same reason."""
+    if ungradable(dict(check, backends=None), run, host) is not None:
+        return None
+    [(label, value)] = check["part"].items()
+    facts = find_artifact(run, host, check["probe"], check.get("variant")).get("facts") or {}
+    status, reason = facts.get("%s.%s" % (label, value)), facts.get("%s_reason.%s" % (label, value))
+    if status == "skipped":
+        return make_row(check, host, "skip", reason=reason or "%s skipped by the probe" % value)
+    if status is None:
+        return make_row(check, host, "skip", reason="%s was not measured in this run (%ss: %s)"
+                        % (value, label, facts.get("%ss" % label) or "none"))
+    if status == "error" and not len(selection(run, check, host)):
+        return make_row(check, host, "error", "no result", reason=reason)
+    return None
+
+
 def grade_metric(check, run, host, models=None):
-    """Threshold check on an aggregate of results, per host or per label value (e.g. per GPU)."""
+    """Threshold check on an aggregate of results, per host or per label value (e.g. per GPU); with `part`, on
+    the results of that part only (see part_outcome)."""
+    if check.get("part"):
+        check = dict(check, labels=dict(check.get("labels") or {}, **check["part"]))
+        pre = part_outcome(check, run, host)
+        if pre:
+            return [pre]
     pre = ungradable(check, run, host)
     if pre:
         return [pre]

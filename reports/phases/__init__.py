@@ -1,9 +1,10 @@
 """One package per phase, named as its probes package (`probes/<phase>/`) and its rubric (`data/rubric.d/<phase>.yml`).
 
 A phase package may have `grade.py` (PER_HOST and CLUSTER: kind -> grader, for what the generic kinds of
-reports.grading cannot judge) and `section.py` (ORDER and render(run, rows, report_dir) -> markdown; it may write
-plots into report_dir and link them by file name). Phases are found by listing this package: adding a phase edits
-nothing here, in the grading engine or in the renderer.
+reports.grading cannot judge) and `section.py` (ORDER, and blocks(run, rows, report_dir) -> a list of
+reports.render.blocks, which report.md and report.html both render; plots go through reports.render.plots into
+report_dir). Phases are found by listing this package: adding a phase edits nothing here, in the grading engine or
+in the renderers.
 """
 
 import importlib

@@ -7,7 +7,7 @@ markdown (render), report.html their HTML (report_html.render).
 import json
 
 from reports import phases
-from reports.grading.engine import summarize
+from reports.grading import summarize
 from reports.rate import fmt_score, tier_line
 from reports.render import markdown
 from reports.render.blocks import Bullets, Heading, Paragraph, Quote, Table, code, em, strong

@@ -152,7 +152,7 @@ def timed(fn, *args, **kwargs):
 def stages(run_dir, rubric):
     """CPU seconds of each stage of a build, in order (where the time goes)."""
     from reports import phases
-    from reports.grading.engine import grade, load_rubric
+    from reports.grading import grade, load_rubric
     from reports.junit import junit_xml
     from reports.load import load_run
     from reports.rate import load_tiers, rate

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, read_journal, run_dirs, run_playbook
 
-from reports.grading.engine import load_rubric
+from reports.grading import load_rubric
 
 PLANTED_NCCL = "/run/clustermax-test/nccl.conf"
 AUDIT_IDS = {c["id"] for c in load_rubric()["checks"] if c["id"].startswith("audit.")}

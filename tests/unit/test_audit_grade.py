@@ -17,7 +17,7 @@ from probes.audit import pci as audit_pci
 from probes.audit import sched as audit_sched
 from probes.audit import security as audit_security
 from probes.audit import storage as audit_storage
-from reports.grading import engine as grade
+from reports import grading
 from reports.load import load_run
 from reports.phases.audit import common as audit_common
 from reports.phases.audit import grade as grade_audit
@@ -261,10 +261,10 @@ def write_run(tmp_path, nodes, started="2026-11-20T08:00:00Z"):
 
 
 def audit_rows(run):
-    rubric = grade.load_rubric()
+    rubric = grading.load_rubric()
     rubric["checks"] = [c for c in rubric["checks"] if c["id"].startswith("audit.")]
     rubric.pop("consistency", None)
-    return grade.grade(run, rubric)
+    return grading.grade(run, rubric)
 
 
 def by(rows):
@@ -465,7 +465,7 @@ def test_minimum_versions_table(entry, version, status, why):
 
 
 def audit_checks():
-    return [c for c in grade.load_rubric()["checks"] if c["id"].startswith("audit.")]
+    return [c for c in grading.load_rubric()["checks"] if c["id"].startswith("audit.")]
 
 
 def test_every_rule_is_the_function_of_its_name_in_the_module_of_its_area():

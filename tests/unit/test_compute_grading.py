@@ -6,9 +6,9 @@ import pytest
 from probes.artifact import Artifact
 from reports import grading as grade
 from reports.grading.expectations import load_gpus
+from reports.grading.kinds import grade_metric
 from reports.load import run_of_artifacts as run_of
 from reports.phases.gpu_compute import section
-from reports.phases.gpu_compute.grade import grade_dtype_metric
 
 MODELS = load_gpus()
 H100 = "NVIDIA H100 80GB HBM3"
@@ -137,12 +137,12 @@ def test_cpu_backend_and_unreachable_hosts_skip():
     docs = [info("c1", model=None), gemm("c1", [0.2], backend="cpu", model=None)]
     run = run_of(docs, unreachable=["c2"])
     check = next(c for c in compute_checks()["checks"] if c["id"] == "compute.gemm_bf16_vs_mamf")
-    [row] = grade_dtype_metric(check, run, "c1", MODELS)
+    [row] = grade_metric(check, run, "c1", MODELS)
     assert row["status"] == "skip" and row["reason"] == "backend=cpu: expectation is for cuda/rocm"
-    [row] = grade_dtype_metric(check, run, "c2", MODELS)
+    [row] = grade_metric(check, run, "c2", MODELS)
     assert row["status"] == "skip" and row["reason"] == "host unreachable"
     mx = next(c for c in compute_checks()["checks"] if c["id"] == "compute.gemm_mxfp8_vs_peak")
-    assert "compute capability" in grade_dtype_metric(mx, run, "c1", MODELS)[0]["reason"]
+    assert "compute capability" in grade_metric(mx, run, "c1", MODELS)[0]["reason"]
 
 
 def test_report_section_tables_and_plots(graded, tmp_path):

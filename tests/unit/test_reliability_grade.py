@@ -5,7 +5,7 @@ import json
 import pytest
 
 from probes.artifact import Artifact, write_json_atomic
-from reports.grading.engine import load_rubric
+from reports.grading import load_rubric
 from reports.load import load_run
 from reports.phases.reliability import grade as gr
 from reports.phases.reliability import section
@@ -198,7 +198,7 @@ def test_every_check_shows_for_every_host_when_nothing_was_allowed(tmp_path):
     reason = "destructive tests are off: set assess_allow_destructive=true and name the hosts in reboot_hosts"
     docs = [reboot_docs(h, skip=reason) for h in HOSTS] + [fault_docs(h, skip=reason) for h in HOSTS]
     run = make_run(tmp_path, docs)
-    from reports.grading.engine import grade
+    from reports.grading import grade
 
     rubric = {"checks": [c for c in RUBRIC["checks"] if c["id"].startswith("reliability.")]}
     rows = grade(run, rubric)
@@ -213,7 +213,7 @@ def test_section_tables_and_timeline(tmp_path):
     docs = [reboot_docs("n1", rts=60, batch=1), reboot_docs("n2", rts=64, batch=2), reboot_docs("n3", skip="x"),
             fault_docs("n4", detect=42.0, returned=900.0, action="returned")]
     run = make_run(tmp_path, docs)
-    from reports.grading.engine import grade
+    from reports.grading import grade
 
     rubric = {"checks": [c for c in RUBRIC["checks"] if c["id"].startswith("reliability.")]}
     md = section.render(run, grade(run, rubric), str(tmp_path))

@@ -1,7 +1,7 @@
 """Grading of the audit: every rubric.d/audit.yml check, for every host, from the audit artifact's raw facts.
 
 A check's `rule` is the function of that name in the module of its area, the id's second part:
-audit.sw.cuda_toolkit -> software.cuda_toolkit. Two check kinds, registered in reports/grading/engine.py:
+audit.sw.cuda_toolkit -> software.cuda_toolkit. Two check kinds, registered by reports/grading/kinds.py:
   audit          one row per host from a @host_rule fn(view, check); `applies` lists conditions (no GPU, no RDMA,
                  no Slurm ...) that turn the check into a skip with that reason; a source the rule needs that was
                  missing / not permitted / failed on the node becomes skip or error with the node's own reason.
@@ -91,7 +91,7 @@ def validate_rubric(checks):
     return problems
 
 
-# Registered by reports.grading.engine.load_phase_graders: PER_HOST fn(check, run, host) -> rows,
+# Registered by reports.grading.kinds.register_phase_kinds: PER_HOST fn(check, run, host) -> rows,
 # CLUSTER fn(check, run, hosts) -> rows.
 PER_HOST = {"audit": grade_host}
 CLUSTER = {"audit_cluster": grade_cluster}

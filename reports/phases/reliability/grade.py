@@ -5,7 +5,7 @@ Every host has a `reboot` and a `fault_injection` artifact (skipped with the rea
 so every check below gives one row per host. The nodes record raw observations only; the timings and the
 remediation observed are computed from them in timeline.py, and judged here.
 
-kinds (registered in reports/grading/engine.py):
+kinds (registered by reports.grading.kinds):
   reliability_reboot    per host: the node came back from the reboot (new boot id, back in service, a fresh job ran)
   reliability_peers     cluster: a duration of each rebooted node against the median of the other rebooted nodes
   reliability_detect    per host: injection -> the node taken out of service; within `pass_s` pass, within `fail_s`
@@ -20,7 +20,7 @@ import statistics
 import yaml
 
 from reports import DATA_DIR
-from reports.grading import engine as grade
+from reports.grading import make_row
 from reports.phases.reliability import timeline
 
 # What the observed actions mean for the buckets of xid.yml.
@@ -29,7 +29,7 @@ HARMLESS = ("RESTART_APP", "IGNORE_UNTIL_RESET")
 
 
 def _row(check, host, status, observed=None, expected=None, reason=None, subject=""):
-    return grade.make_row(check, host, status, observed, expected, reason, subject)
+    return make_row(check, host, status, observed, expected, reason, subject)
 
 
 def _precondition(check, run, host, probe):
@@ -189,7 +189,7 @@ def grade_return(check, run, host):
                  "the watch (fault_injection_remediation_timeout) was shorter than %s" % _s(within))]
 
 
-# Registered by reports.grading.engine.load_phase_graders: PER_HOST fn(check, run, host) -> rows,
+# Registered by reports.grading.kinds.register_phase_kinds: PER_HOST fn(check, run, host) -> rows,
 # CLUSTER fn(check, run, hosts) -> rows.
 PER_HOST = {
     "reliability_reboot": grade_reboot,
