@@ -2,6 +2,8 @@
 
 A probe that raises, or runs past --timeout, still produces an artifact with status "error" and the reason,
 plus the traceback as a raw file: what was measured before the fault is kept, nothing is silently lost.
+The params are resolved against the probe's declaration first (probes/params.py): an unknown param or a value of
+the wrong type makes an error artifact naming it, and a non-empty `skip` a skipped one, before the probe runs.
 With --inline the artifact and its raw files are also printed on stdout as one JSON manifest, so the
 controller gets everything back in the same SSH round trip that ran the probe.
 """
@@ -18,6 +20,7 @@ import traceback
 
 from probes import __version__
 from probes.artifact import Artifact, artifact_filename, validate, write_json_atomic
+from probes.params import ParamError
 from probes.registry import PROBES
 
 # Raw files larger than this are left on the node and fetched separately by the controller.
@@ -42,11 +45,13 @@ def parse_args(argv):
     parser.add_argument("--params", default="{}", help="probe parameters as a JSON object")
     parser.add_argument("--timeout", type=float, default=0, help="seconds before the probe is stopped (0: none)")
     parser.add_argument("--inline", action="store_true", help="print a JSON manifest with the artifact content")
+    parser.add_argument("--help-params", action="store_true", help="list the probe's params and exit")
     return parser.parse_args(argv)
 
 
 def run_probe(name, out_dir, run_id, host, variant=None, params=None, timeout=0):
-    """Run a probe in this process; returns (artifact path, artifact dict)."""
+    """Run a probe in this process; returns (artifact path, artifact dict). The artifact records the params as
+    given; the probe gets them resolved against its declaration."""
     params = dict(params or {})
     art = Artifact(name, run_id, host, variant=variant, params=params, tool_version=__version__)
     os.makedirs(out_dir, exist_ok=True)
@@ -55,7 +60,15 @@ def run_probe(name, out_dir, run_id, host, variant=None, params=None, timeout=0)
         signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
         module = importlib.import_module(PROBES[name])
-        module.run(art, params, out_dir)
+        declared = getattr(module, "PARAMS", None)
+        resolved = declared.resolve(name, params) if declared else params
+        skip = str(resolved.get("skip") or "").strip()
+        if skip:
+            art.skip(skip)
+        else:
+            module.run(art, resolved, out_dir)
+    except ParamError as exc:
+        art.error(str(exc))  # what was asked is wrong, not the probe: no traceback
     except ProbeTimeout:
         art.error("timed out after %g s" % timeout)
     except Exception as exc:  # noqa: BLE001 - any fault becomes data in the artifact
@@ -106,6 +119,10 @@ def main(argv=None):
     if args.name not in PROBES:
         print("unknown probe %r; known: %s" % (args.name, ", ".join(sorted(PROBES))), file=sys.stderr)
         return 2
+    if args.help_params:
+        print("params of probe %s (--params '{\"name\": value, ...}'):" % args.name)
+        print(importlib.import_module(PROBES[args.name]).PARAMS.describe())
+        return 0
     try:
         params = json.loads(args.params)
         if not isinstance(params, dict):

@@ -3,12 +3,12 @@
 """Action plugin clustermax.assess.probe: run one node probe and bring its artifact back, in one round trip."""
 
 import base64
-import hashlib
 import json
 import os
 from contextlib import contextmanager
 
 from ansible.errors import AnsibleActionFail
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible_collections.clustermax.assess.probes.artifact import (
     Artifact,
@@ -16,15 +16,6 @@ from ansible_collections.clustermax.assess.probes.artifact import (
     validate,
     write_json_atomic,
 )
-
-# Ports of a run: PORT_FIRST + (sha1(run id) % PORT_SLOTS) * PORT_STRIDE, below Linux's ephemeral range (32768+),
-# so that two runs on the same hosts at the same time listen on different ports (the network role's formula).
-PORT_FIRST, PORT_SLOTS, PORT_STRIDE = 21000, 800, 10
-
-
-def run_port_base(run_id):
-    """First port of the run `run_id` (the same on every host and in every task of the run)."""
-    return PORT_FIRST + int(hashlib.sha1(run_id.encode()).hexdigest()[:8], 16) % PORT_SLOTS * PORT_STRIDE
 
 
 @contextmanager
@@ -48,11 +39,11 @@ class ActionModule(ActionBase):
     on the controller so the report shows what is missing and why.
 
     What every multi-host task would otherwise repeat is filled in here: `peers: true` adds the play's hosts,
-    their addresses and this host's rank to the params, and `ports: {param: offset}` adds each port of the run.
-    Params given by the task win, so a task that passes them itself works as before."""
+    their addresses and this host's rank to the params (params given by the task win). Ports are not passed: every
+    multi-host probe derives its own from the run id (probes/common/ports.py), so two runs never share one."""
 
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("name", "variant", "params", "timeout", "facts", "peers", "ports"))
+    _VALID_ARGS = frozenset(("name", "variant", "params", "timeout", "facts", "peers"))
 
     def _var(self, task_vars, name):
         if name not in task_vars:
@@ -66,13 +57,6 @@ class ActionModule(ActionBase):
         hostvars = task_vars["hostvars"]
         addresses = [str(self._templar.template(hostvars[h].get("ansible_host", h))) for h in hosts]
         return {"hosts": hosts, "addresses": addresses, "rank": hosts.index(host)}
-
-    def _port_params(self, task_vars, run, ports):
-        if not isinstance(ports, dict):
-            raise AnsibleActionFail("clustermax.assess.probe: 'ports' maps a param to an offset, got %r" % (ports,))
-        override = int(self._templar.template(task_vars.get("assess_port_base", 0)) or 0)
-        base = override if override > 0 else run_port_base(run["id"])
-        return {param: base + int(offset) for param, offset in ports.items()}
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -91,8 +75,7 @@ class ActionModule(ActionBase):
         python = self._var(task_vars, "assess_python")
         remote_dir = self._var(task_vars, "assess_remote_dir")
         run = self._var(task_vars, "assess_run")
-        injected = dict(self._peer_params(task_vars, host)) if args.get("peers") else {}
-        injected.update(self._port_params(task_vars, run, args["ports"]) if args.get("ports") else {})
+        injected = self._peer_params(task_vars, host) if boolean(args.get("peers", False), strict=False) else {}
         params = dict(injected, **params)
         local_dir = os.path.join(run["dir"], "artifacts", host)
         argv = [python, remote_dir + "/probes.pyz", name, "--out", remote_dir + "/artifacts",

@@ -45,13 +45,6 @@ options:
       - A param the task gives itself is kept.
     type: bool
     default: false
-  ports:
-    description:
-      - "Ports of this run, as C(param: offset) pairs; each param is set to the run's first port plus the offset."
-      - The run's first port is C(assess_port_base) when set above 0, else derived from the run id, so that two
-        runs on the same hosts at once use different ports. A param the task gives itself is kept.
-    type: dict
-    default: {}
 attributes:
   check_mode:
     support: full
@@ -67,11 +60,10 @@ EXAMPLES = r"""
     facts: true
     timeout: 120
 
-- name: TCP between every pair of hosts (hosts, addresses, rank and the port filled in)
+- name: TCP between every pair of hosts (hosts, addresses and rank filled in; the probe derives its ports)
   clustermax.assess.probe:
     name: tcp_pairs
     peers: true
-    ports: {port: 100}
     params:
       duration_s: 5
 """

@@ -7,12 +7,19 @@ log with XID / SXID / AER lines). Everything is appended to timeline files as it
 
 Long runs are asynchronous: ``mode: start`` leaves a detached runner, ``mode: poll`` (repeated by the play) keeps
 it alive and returns the artifact so far, ``mode: stop`` ends it and returns the final artifact
-(lib/soak_runner.py). Params: duration_s, interval_s, hosts, addresses, rank, port, gemm_size, gemm_dtype,
-coll_size_bytes, threads, heartbeat_timeout, grace_s, wait_s (poll), rdzv_timeout, op_timeout.
+(probes/burnin/runner.py). Params: `python -m probes burnin --help-params`.
 """
 
-from probes.burnin.runner import run_modes
+from probes.burnin.runner import COLL_PARAMS, run_modes, soak_params
+from probes.params import Param
+
+PARAMS = soak_params(
+    gemm_size=Param(int, 0, "start: m = n = k of the GEMMs (0: 8192 on GPUs, 512 on the CPU)"),
+    gemm_dtype=Param(str, "", "start: dtype of the GEMMs (empty: bf16 on GPUs, fp32 on the CPU)"),
+    collectives=Param(list, ["alltoall"], "start: collectives run in a loop beside the GEMMs"),
+    **COLL_PARAMS,
+)
 
 
 def run(art, params, out_dir):
-    run_modes(art, params, out_dir, {"gemm": True, "coll": list(params.get("collectives") or ["alltoall"])})
+    run_modes(art, params, out_dir, {"gemm": True, "coll": params["collectives"] or ["alltoall"]})

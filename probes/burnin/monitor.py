@@ -4,7 +4,9 @@ with the start / poll / stop modes of lib/soak_runner.py. burnin, fabric_soak an
 monitor beside their load, in the same artifact.
 """
 
-from probes.burnin.runner import run_modes
+from probes.burnin.runner import run_modes, soak_params
+
+PARAMS = soak_params()
 
 
 def run(art, params, out_dir):

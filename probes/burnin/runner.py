@@ -33,11 +33,49 @@ from probes.common import device
 from probes.common.netif import interface_for
 from probes.common.ports import port_param
 from probes.common.procs import Children, package_root
+from probes.params import Param, Params
 
 BOOT = "import sys; sys.path.insert(0, %r); from probes.burnin.workers import main; main()"
 RUNNER = ("import sys; sys.path.insert(0, %r); from probes.burnin.runner import runner_main; "
           "runner_main(sys.argv[1])")
 STREAMS = ("monitor", "kernel", "gemm", "coll", "fio")
+# The params every soak probe takes: the mode, the run's timing and the monitor's.
+RUNNER_PARAMS = {
+    "mode": Param(str, "start", "start a detached run, poll it, or stop it", choices=("start", "poll", "stop")),
+    "duration_s": Param(float, 60, "start: seconds the load runs"),
+    "planned_s": Param(float, None, "start: seconds the load is planned to run (default: duration_s)"),
+    "interval_s": Param(float, 5, "start: seconds between two monitor samples"),
+    "port": Param(int, 0, "start: the collectives' rendezvous port on the first host (0: derived from the run id)"),
+    "rdzv_timeout": Param(float, 120, "start: seconds to wait for every host at the rendezvous"),
+    "op_timeout": Param(float, 120, "start: seconds one collective may take before it counts as hung"),
+    "stall_s": Param(float, 0, "start: seconds without progress that make a worker stalled (0: 6 intervals, at "
+                               "least 60)"),
+    "heartbeat_timeout": Param(float, 600, "start: the run stops when no poll came for this many seconds"),
+    "smi_interval_ms": Param(int, 1000, "start: nvidia-smi / amd-smi sampling interval"),
+    "kmsg_path": Param(str, "/dev/kmsg", "start: the kernel log read for XID / SXID / AER lines"),
+    "threads": Param(int, 1, "start: CPU threads per worker (OMP_NUM_THREADS)"),
+    "env": Param(dict, {}, "start: environment of the workers"),
+    "grace_s": Param(float, None, "seconds the workers get to finish after the end or the stop (start: default 30; "
+                                  "stop: default the start's)"),
+    "wait_s": Param(float, None, "poll: seconds to wait for the end (default 5); stop: seconds a run near its end "
+                                 "is let finish (default 0)"),
+}
+# The params of the collective load (burnin, fabric_soak).
+COLL_PARAMS = {
+    "coll_size_bytes": Param(int, 0, "start: bytes per collective (0: 256 MiB on GPUs, 1 MiB on the CPU)"),
+    "round_s": Param(float, 0.5, "start: seconds of one round of collectives"),
+    "check_every": Param(int, 5, "start: check the results every this many rounds"),
+}
+
+
+def soak_params(**declared):
+    """The params of a soak probe: the runner's and its own."""
+    return Params(peers=True, **RUNNER_PARAMS, **declared)
+
+
+def _given(value, default):
+    """A param whose default depends on the mode (declared None)."""
+    return default if value is None else value
 
 
 def paths(out_dir, probe, variant):
@@ -100,11 +138,11 @@ def start(art, params, out_dir, components):
     p = paths(out_dir, art.probe, art.variant)
     dev, gpus, tool_facts = device.describe()
     art.device.update(dev)
-    duration = float(params.get("duration_s", 60))
-    interval = float(params.get("interval_s", 5))
-    hosts = list(params.get("hosts") or [art.host])
-    addresses = [str(a) for a in (params.get("addresses") or hosts)]
-    rank = int(params.get("rank", 0))
+    duration = params["duration_s"]
+    interval = params["interval_s"]
+    hosts = list(params["hosts"] or [art.host])
+    addresses = [str(a) for a in (params["addresses"] or hosts)]
+    rank = params["rank"]
     mark = marker(art.run_id, art.host, p["base"])
     if marked_pids(mark):
         kill_marked(mark)  # a runner of the same run and name is still there: a restart replaces it
@@ -112,22 +150,21 @@ def start(art, params, out_dir, components):
         if os.path.exists(p[key]):
             os.unlink(p[key])
     os.makedirs(p["work"], exist_ok=True)
-    grace = float(params.get("grace_s", 30))
+    grace = _given(params["grace_s"], 30.0)
     now = time.time()
     cfg = {
         "probe": art.probe, "variant": art.variant, "run_id": art.run_id, "host": art.host, "marker": mark,
         "paths": p, "t_start": now, "duration_s": duration, "deadline": now + duration, "grace_s": grace,
-        "planned_s": float(params.get("planned_s", duration)),
-        "hard_deadline": now + duration + 2 * grace + float(params.get("rdzv_timeout", 120)) + 60,
-        "interval": interval, "heartbeat_timeout": float(params.get("heartbeat_timeout", 600)),
+        "planned_s": _given(params["planned_s"], duration),
+        "hard_deadline": now + duration + 2 * grace + params["rdzv_timeout"] + 60,
+        "interval": interval, "heartbeat_timeout": params["heartbeat_timeout"],
         "backend": dev["backend"], "gpus": [g.get("index") for g in gpus], "gpu_tool": tool_facts.get("gpu_tool"),
-        "smi_interval_ms": int(params.get("smi_interval_ms", 1000)), "kmsg_path": params.get("kmsg_path",
-                                                                                             "/dev/kmsg"),
+        "smi_interval_ms": params["smi_interval_ms"], "kmsg_path": params["kmsg_path"],
         "hosts": hosts, "addresses": addresses, "rank": rank, "port": port_param(params, "port", art.run_id, art.probe),
-        "rdzv_timeout": float(params.get("rdzv_timeout", 120)), "op_timeout": float(params.get("op_timeout", 120)),
-        "stall_s": float(params.get("stall_s", 0)) or max(60.0, 6 * interval),
+        "rdzv_timeout": params["rdzv_timeout"], "op_timeout": params["op_timeout"],
+        "stall_s": params["stall_s"] or max(60.0, 6 * interval),
         "gemm": bool(components.get("gemm")), "collectives": list(components.get("coll") or []),
-        "fio": components.get("fio"), "params": params, "env": dict(params.get("env") or {}),
+        "fio": components.get("fio"), "params": params, "env": params["env"],
     }
     with open(p["cfg"], "w") as fh:
         json.dump(cfg, fh)
@@ -164,7 +201,7 @@ def poll(art, params, out_dir):
         art.skip("no %s run was started on this node" % p["base"])
         return
     now = time.time()
-    wait = float(params.get("wait_s", 5))
+    wait = _given(params["wait_s"], 5.0)
     if cfg["deadline"] - now <= wait:
         # The last poll waits for the end (the workers' grace included), so the play needs no extra polls.
         wait = max(0.0, cfg["deadline"] - now) + cfg["grace_s"] + 15
@@ -205,9 +242,9 @@ def stop(art, params, out_dir):
         art.skip("no %s run was started on this node" % p["base"])
         return
     # A run near its end is let finish (the play's poll slots can run out a little early after unreachable polls).
-    if not _wait_done(p, min(float(params.get("wait_s", 0)), max(0.0, cfg["deadline"] - time.time()) + cfg["grace_s"])):
+    if not _wait_done(p, min(_given(params["wait_s"], 0.0), max(0.0, cfg["deadline"] - time.time()) + cfg["grace_s"])):
         open(p["stop"], "w").close()
-        _wait_done(p, float(params.get("grace_s", cfg["grace_s"])) + 15)
+        _wait_done(p, _given(params["grace_s"], cfg["grace_s"]) + 15)
     killed = 0
     if marked_pids(cfg["marker"]):
         killed = len(marked_pids(cfg["marker"]))
@@ -221,18 +258,12 @@ def stop(art, params, out_dir):
 
 
 def run_modes(art, params, out_dir, components):
-    if params.get("skip"):
-        art.skip(str(params["skip"]))
-        return
-    mode = params.get("mode", "start")
-    if mode == "start":
+    if params["mode"] == "start":
         start(art, params, out_dir, components)
-    elif mode == "poll":
+    elif params["mode"] == "poll":
         poll(art, params, out_dir)
-    elif mode == "stop":
-        stop(art, params, out_dir)
     else:
-        raise ValueError("mode %r: want start, poll or stop" % mode)
+        stop(art, params, out_dir)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -248,7 +279,7 @@ def _worker_env(cfg):
         if iface:
             env.setdefault("GLOO_SOCKET_IFNAME", iface)
             env.setdefault("NCCL_SOCKET_IFNAME", iface)
-    env.setdefault("OMP_NUM_THREADS", str(cfg["params"].get("threads", 1)))
+    env.setdefault("OMP_NUM_THREADS", str(cfg["params"]["threads"]))
     return env
 
 
@@ -263,9 +294,9 @@ def _worker_cfgs(cfg):
         devices = [("cuda:%d" % i, g) for i, g in enumerate(cfg["gpus"])] if gpu else [("cpu", None)]
         for i, (dev, g) in enumerate(devices):
             out.append(dict(common, role="gemm", worker=i, gpu=g, device=dev, out=p["gemm"],
-                            size=int(params.get("gemm_size") or (8192 if gpu else 512)),
-                            dtype=params.get("gemm_dtype") or ("bf16" if gpu else "fp32"),
-                            threads=params.get("threads", 1)))
+                            size=params["gemm_size"] or (8192 if gpu else 512),
+                            dtype=params["gemm_dtype"] or ("bf16" if gpu else "fp32"),
+                            threads=params["threads"]))
     if cfg["collectives"]:
         ppn = len(cfg["gpus"]) if gpu else 1
         nodes = len(cfg["hosts"])
@@ -275,9 +306,8 @@ def _worker_cfgs(cfg):
                             backend="nccl" if gpu else "gloo", master_addr=cfg["addresses"][0],
                             master_port=cfg["port"], rdzv_timeout=cfg["rdzv_timeout"],
                             op_timeout=cfg["op_timeout"], collectives=cfg["collectives"],
-                            size_bytes=int(params.get("coll_size_bytes") or (256 << 20 if gpu else 1 << 20)),
-                            dtype="float32", round_s=float(params.get("round_s", 0.5)),
-                            check_every=int(params.get("check_every", 5))))
+                            size_bytes=params["coll_size_bytes"] or (256 << 20 if gpu else 1 << 20),
+                            dtype="float32", round_s=params["round_s"], check_every=params["check_every"]))
     return out
 
 

@@ -11,22 +11,33 @@ stop modes of lib/soak_runner.py. Skipped with the reason when fio is not instal
 import shutil
 
 from probes.burnin.fio import PHASES
-from probes.burnin.runner import run_modes
+from probes.burnin.runner import run_modes, soak_params
+from probes.params import Param
+
+PARAMS = soak_params(
+    clients=Param(list, [1], "start: fio job counts, one after the other"),
+    phases=Param(list, list(PHASES), "start: the I/O phases run for each client count"),
+    phase_s=Param(float, 450, "start: seconds per phase"),
+    size_mib=Param(int, 256, "start: MiB of file per fio job"),
+    directory=Param(str, "", "start: where the files go, on the filesystem under test (default: the probe's "
+                             "working directory)"),
+    direct=Param(bool, False, "start: O_DIRECT I/O"),
+)
 
 
 def run(art, params, out_dir):
-    mode = params.get("mode", "start")
+    mode = params["mode"]
     if mode == "start" and not shutil.which("fio"):
         art.skip("fio is not installed on this node")
         return
-    clients = [int(c) for c in (params.get("clients") or [1])]
-    phases = list(params.get("phases") or list(PHASES))
+    clients = [int(c) for c in (params["clients"] or [1])]
+    phases = params["phases"] or list(PHASES)
     unknown = [ph for ph in phases if ph not in PHASES]
     if unknown:
         raise ValueError("unknown phases %s (known: %s)" % (", ".join(unknown), ", ".join(PHASES)))
-    phase_s = float(params.get("phase_s", 450))
-    spec = {"clients": clients, "phases": phases, "phase_s": phase_s, "size_mib": int(params.get("size_mib", 256)),
-            "directory": params.get("directory") or None, "direct": bool(params.get("direct", False))}
+    phase_s = params["phase_s"]
+    spec = {"clients": clients, "phases": phases, "phase_s": phase_s, "size_mib": params["size_mib"],
+            "directory": params["directory"] or None, "direct": params["direct"]}
     if mode == "start":
         # fio ends each phase by itself; the deadline is only the backstop (layout and start of every phase).
         planned = len(clients) * len(phases) * phase_s

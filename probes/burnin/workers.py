@@ -47,7 +47,7 @@ def gemm_main(cfg):
     import torch  # noqa: PLC0415 - only the worker imports torch
 
     from probes.gpu_compute.backend import make_gemm  # noqa: PLC0415
-    from probes.gpu_compute.flops import gemm_flops  # noqa: PLC0415
+    from probes.gpu_compute.shapes import gemm_flops  # noqa: PLC0415
 
     out, worker = cfg["out"], cfg["worker"]
     device = torch.device(cfg["device"])

@@ -16,8 +16,16 @@ from contextlib import contextmanager
 
 from probes.common import device as vendor
 from probes.gpu_compute.shapes import DTYPES
+from probes.params import Param
 
 MIB = 2 ** 20
+# What prepare reads: the params of every torch compute probe.
+DEVICE_PARAMS = {
+    "backend": Param(str, "auto", "what to measure on (auto: the GPUs torch sees, else the CPU)",
+                     choices=("auto", "cpu", "cuda", "rocm")),
+    "cpu_threads": Param(int, 1, "torch threads on the CPU backend"),
+    "gpus": Param(list, None, "GPU indices to measure, as nvidia-smi / amd-smi count them (default: all)"),
+}
 TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "tf32": "float32", "fp32": "float32"}
 
 
@@ -85,11 +93,8 @@ def prepare(art, params):
     art.device["torch"] = torch.__version__
     art.facts.update({"torch": torch.__version__, "torch_cuda": getattr(torch.version, "cuda", None),
                       "torch_hip": getattr(torch.version, "hip", None)})
-    requested = params.get("backend") or "auto"
+    requested = params["backend"]
     backend, count = torch_backend(torch)
-    if requested not in ("auto", "cpu", "cuda", "rocm"):
-        art.error("backend %r is not one of auto, cpu, cuda, rocm" % requested)
-        return None
     if requested == "cpu":
         backend, count = "cpu", 0
     elif requested != "auto" and requested != backend:
@@ -106,7 +111,7 @@ def prepare(art, params):
     art.device["backend"] = backend
     threads = None
     if backend == "cpu":
-        threads = max(1, int(params.get("cpu_threads") or 1))
+        threads = max(1, params["cpu_threads"])
         torch.set_num_threads(threads)
         art.device["count"] = 0
         art.facts["cpu_threads"] = threads
@@ -115,7 +120,7 @@ def prepare(art, params):
         env_name = "HIP_VISIBLE_DEVICES" if backend == "rocm" else "CUDA_VISIBLE_DEVICES"
         ids, labels = visible_ids(os.environ.get(env_name), count)
         indices = list(range(len(labels)))
-        wanted = params.get("gpus")
+        wanted = params["gpus"]
         if wanted:
             indices = [i for i, label in enumerate(labels) if label in [int(g) for g in wanted]]
             ids, labels = [ids[i] for i in indices], [labels[i] for i in indices]
@@ -133,9 +138,7 @@ def prepare(art, params):
 
 def requested_dtypes(params, default):
     """The dtypes asked for, in the canonical order, plus the unknown names (reported as errors)."""
-    asked = params.get("dtypes") or default
-    if isinstance(asked, str):
-        asked = [d.strip() for d in asked.split(",") if d.strip()]
+    asked = params["dtypes"] or default
     known = [d for d in DTYPES if d in asked]
     unknown = [d for d in asked if d not in DTYPES]
     return known, unknown

@@ -16,8 +16,10 @@ import os
 import time
 
 from probes.gpu_compute import backend as compute_backend
-from probes.gpu_compute.flops import gbps, rate_stats
-from probes.gpu_compute.shapes import COPY, resolve
+from probes.gpu_compute.shapes import COPY, gbps, profile_params, rate_stats, resolve
+from probes.params import Params
+
+PARAMS = Params(**compute_backend.DEVICE_PARAMS, **profile_params(COPY))
 
 RAW = "copy_bw.times.jsonl"
 

@@ -8,10 +8,11 @@ reason (facts dtype.<d>, dtype_reason.<d>); the others are still measured.
 
 from probes.gpu_compute import launch
 from probes.gpu_compute.backend import make_gemm, matmul_mode, trial
-from probes.gpu_compute.flops import gemm_flops, rate_stats, tflops
-from probes.gpu_compute.shapes import DTYPES, GEMM, gemm_shapes
+from probes.gpu_compute.shapes import DTYPES, GEMM, gemm_flops, gemm_shapes, rate_stats, tflops
 
 TRIAL_SIZE = 128
+
+PARAMS = launch.compute_params(GEMM)
 
 
 def worker(torch, dev, spec, emit):

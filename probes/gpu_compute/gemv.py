@@ -8,8 +8,9 @@ number is HBM bandwidth. Metrics per shape and GPU: `gbps` (bytes / mean time), 
 
 from probes.gpu_compute import launch
 from probes.gpu_compute.backend import make_gemv, trial
-from probes.gpu_compute.flops import gbps, gemv_bytes, gemv_flops, rate_stats, tflops
-from probes.gpu_compute.shapes import GEMV
+from probes.gpu_compute.shapes import GEMV, gbps, gemv_bytes, gemv_flops, rate_stats, tflops
+
+PARAMS = launch.compute_params(GEMV)
 
 
 def worker(torch, dev, spec, emit):

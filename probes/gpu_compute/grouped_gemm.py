@@ -10,8 +10,18 @@ FLOPs: sum over experts of 2 * rows_e * n * k. Metrics per (model, proj, tokens)
 
 from probes.gpu_compute import launch
 from probes.gpu_compute.backend import GROUPED_DTYPES, LOOP_IMPL, grouped_impl, make_grouped
-from probes.gpu_compute.flops import grouped_gemm_flops, rate_stats, tflops
-from probes.gpu_compute.shapes import GROUPED_GEMM, MOE_MODELS, PROJECTIONS, local_groups, moe_projection
+from probes.gpu_compute.shapes import (
+    GROUPED_GEMM,
+    MOE_MODELS,
+    PROJECTIONS,
+    grouped_gemm_flops,
+    local_groups,
+    moe_projection,
+    rate_stats,
+    tflops,
+)
+
+PARAMS = launch.compute_params(GROUPED_GEMM)
 
 
 def worker(torch, dev, spec, emit):

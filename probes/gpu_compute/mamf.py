@@ -9,8 +9,9 @@ mean over the sweep). Raw times in mamf.times.jsonl.
 
 from probes.gpu_compute import launch
 from probes.gpu_compute.backend import make_gemm, matmul_mode, trial
-from probes.gpu_compute.flops import gemm_flops, geomean, rate_stats, tflops
-from probes.gpu_compute.shapes import MAMF, mamf_shapes
+from probes.gpu_compute.shapes import MAMF, gemm_flops, geomean, mamf_shapes, rate_stats, tflops
+
+PARAMS = launch.compute_params(MAMF)
 
 
 def worker(torch, dev, spec, emit):

@@ -16,8 +16,15 @@ import shutil
 
 from probes.common import device as vendor
 from probes.common.command import run_cmd
-from probes.gpu_compute.shapes import NVBANDWIDTH_TESTS
+from probes.gpu_compute.shapes import NVBANDWIDTH_TESTS, PROFILES
+from probes.params import Param, Params
 
+PARAMS = Params(
+    profile=Param(str, "quick", "which testcases run (NVBANDWIDTH_TESTS in shapes.py)", choices=PROFILES),
+    tests=Param(list, None, "nvbandwidth testcases to run (default: the profile's; empty: all of them)"),
+    path=Param(str, "", "the nvbandwidth binary (default: on PATH, then in the usual places)"),
+    tool_timeout=Param(float, 1800, "seconds nvbandwidth may run"),
+)
 RAW = "nvbandwidth.out.json"
 CANDIDATES = ("/usr/local/bin/nvbandwidth", "/usr/local/cuda/bin/nvbandwidth", "/opt/nvbandwidth/nvbandwidth")
 
@@ -90,7 +97,7 @@ def cells(case):
 
 
 def find_binary(params):
-    explicit = params.get("path")
+    explicit = params["path"]
     if explicit:
         return (explicit, None) if os.access(explicit, os.X_OK) else (None, "nvbandwidth not found at %s" % explicit)
     found = shutil.which("nvbandwidth")
@@ -144,13 +151,13 @@ def run(art, params, out_dir):
         art.skip(why)
         return
     art.facts["binary"] = binary
-    tests = params.get("tests")
+    tests = params["tests"]
     if tests is None:
-        tests = NVBANDWIDTH_TESTS.get(params.get("profile") or "quick")
+        tests = NVBANDWIDTH_TESTS[params["profile"]]
     argv = [binary, "-j"]
     if tests:
         argv += ["-t"] + list(tests)
-    res = run_cmd(argv, timeout=float(params.get("tool_timeout") or 1800))
+    res = run_cmd(argv, timeout=params["tool_timeout"])
     with open(os.path.join(out_dir, RAW), "w") as fh:
         fh.write(res.stdout)
     art.raw.append(RAW)

@@ -4,9 +4,15 @@ Two size classes per profile: `gpu` (CUDA/ROCm: the real shapes) and `cpu` (the 
 exercise the same code in seconds, so the quick profile finishes on a 2-core CI machine running four test hosts).
 A probe's `params` may override any entry (e.g. `{"shapes": [["s", 1024, 1024, 1024]], "iters": 5}`); what was
 measured is always in the result labels and the artifact facts.
+
+And what a shape costs: its FLOP and byte counts, and the rates and statistics of its timed iterations (pure
+functions, no torch; units TFLOP/s = 1e12 FLOP/s, GB/s = 1e9 B/s, as mamf-finder, nvbandwidth and the datasheets).
 """
 
 import itertools
+import math
+
+from probes.params import SIZE, Param
 
 PROFILES = ("quick", "standard", "full")
 DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp8_e4m3", "mxfp8", "nvfp4")
@@ -161,6 +167,32 @@ NVBANDWIDTH_TESTS = {
 }
 
 
+# What a param of the same name as a profile entry is (resolve: a given one replaces the profile's value).
+OVERRIDES = {
+    "shapes": (list, "[[name, m, n, k], ...] ([name, m, k] for gemv)"),
+    "sweep": (dict, "{m, n, k}: each a size or [start, stop, step]"),
+    "dtypes": (list, "dtypes to measure"),
+    "models": (list, "MoE models (deepseek-v3, kimi-k2, gpt-oss-120b)"),
+    "ep": (int, "expert-parallel degree"),
+    "tokens": (list, "token batch sizes"),
+    "bytes": (SIZE, "bytes per copy"),
+    "copies_per_sample": (int, "peer-to-peer copies between two host synchronisations"),
+    "warmup": (int, "warm-up iterations"),
+    "iters": (int, "timed iterations"),
+    "warmup_s": (float, "seconds of warm-up before the first shape"),
+}
+
+
+def profile_params(table):
+    """The params of a probe measuring by `table`: the profile, and each of its entries (None: the profile's)."""
+    entries = sorted({key for sizes in table.values() for config in sizes.values() for key in config})
+    declared = {"profile": Param(str, "quick", "which sizes to measure", choices=PROFILES)}
+    for key in entries:
+        kind, what = OVERRIDES[key]
+        declared[key] = Param(kind, None, "%s (default: the profile's)" % what)
+    return declared
+
+
 def size_class(backend):
     return "cpu" if backend == "cpu" else "gpu"
 
@@ -231,3 +263,84 @@ def local_groups(model, tokens, ep):
         raise ValueError("%s has %d experts: not divisible by ep=%d" % (model, spec["experts"], ep))
     local = spec["experts"] // int(ep)
     return expert_rows(tokens, spec["experts"], spec["top_k"])[:local]
+
+
+# --- FLOP and byte counts of these shapes, and the rates and statistics of timed iterations ---
+# FLOP and byte accounting, and the statistics of timed iterations, for the GPU compute probes.
+#
+# Pure functions, no torch: the unit tests check every formula exactly. Units: TFLOP/s = 1e12 FLOP/s and
+# GB/s = 1e9 B/s (the units of mamf-finder, nvbandwidth and the vendors' datasheets).
+
+# Bytes per element of each dtype the probes know. tf32 is fp32 storage (the tensor cores round the mantissa);
+# nvfp4 packs two e2m1 values into a byte. Block scales (mxfp8, nvfp4) are not counted: they are 1/32 or 1/16 of
+# the data and the FLOP count does not depend on them.
+ELEMENT_BYTES = {
+    "bf16": 2,
+    "fp16": 2,
+    "tf32": 4,
+    "fp32": 4,
+    "fp8_e4m3": 1,
+    "mxfp8": 1,
+    "nvfp4": 0.5,
+}
+
+
+def gemm_flops(m, n, k):
+    """C[m,n] = A[m,k] @ B[k,n]: m*n dot products of length k, each k multiplies and k adds."""
+    return 2 * int(m) * int(n) * int(k)
+
+
+def grouped_gemm_flops(group_rows, n, k):
+    """Sum of one GEMM per expert: group i multiplies group_rows[i] rows of k by a k x n weight."""
+    return sum(gemm_flops(rows, n, k) for rows in group_rows)
+
+
+def gemv_flops(m, k):
+    return 2 * int(m) * int(k)
+
+
+def gemv_bytes(m, k, dtype):
+    """Bytes a GEMV y[m] = W[m,k] @ x[k] must move at least once: read W and x, write y."""
+    return int((int(m) * int(k) + int(k) + int(m)) * ELEMENT_BYTES[dtype])
+
+
+def tflops(flops, seconds):
+    return flops / seconds / 1e12
+
+
+def gbps(nbytes, seconds):
+    return nbytes / seconds / 1e9
+
+
+def time_stats(times_s):
+    """Mean, median, min and max of per-iteration times in seconds (the raw times are kept elsewhere)."""
+    if not times_s:
+        raise ValueError("no timed iterations")
+    ordered = sorted(float(t) for t in times_s)
+    n = len(ordered)
+    mid = n // 2
+    median = ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
+    if ordered[0] <= 0:
+        raise ValueError("an iteration took %r s: the timer is broken" % ordered[0])
+    return {"mean": sum(ordered) / n, "median": median, "min": ordered[0], "max": ordered[-1], "n": n}
+
+
+def rate_stats(work, times_s, per_second):
+    """Throughput of `work` (FLOPs or bytes) per iteration, from the times: mean (work / mean time, as mamf-finder
+    reports it), median (work / median time) and max (work / fastest iteration). `per_second` is tflops or gbps."""
+    stats = time_stats(times_s)
+    return {
+        "mean": per_second(work, stats["mean"]),
+        "median": per_second(work, stats["median"]),
+        "max": per_second(work, stats["min"]),
+        "time_mean_s": stats["mean"],
+        "n": stats["n"],
+    }
+
+
+def geomean(values):
+    """Geometric mean of positive numbers (mamf-finder's summary over a sweep, less sensitive to one lucky shape)."""
+    values = [float(v) for v in values]
+    if not values or any(v <= 0 for v in values):
+        raise ValueError("geometric mean needs positive values, got %r" % (values,))
+    return math.exp(sum(math.log(v) for v in values) / len(values))

@@ -17,10 +17,15 @@ import time
 from probes.common import tiers as storage_tier
 from probes.common.command import run_cmd
 from probes.lifecycle import common as lifecycle
-from probes.params import with_defaults
+from probes.params import Param, Params
 
-DEFAULTS = {"images": ["docker.io/library/busybox:latest"], "engines": ["docker", "podman", "enroot", "apptainer"],
-            "work_dir": None, "pull_timeout_s": 1800, "reach_timeout_s": 3}
+PARAMS = Params(
+    images=Param(list, ["docker.io/library/busybox:latest"], "image references to pull"),
+    engines=Param(list, ["docker", "podman", "enroot", "apptainer"], "engines to pull with, each where installed"),
+    work_dir=Param(str, None, "where pulls go (default: lifecycle/containers beside the artifacts' directory)"),
+    pull_timeout_s=Param(float, 1800, "seconds per pull"),
+    reach_timeout_s=Param(float, 3, "seconds for the TCP connection that checks a registry is reachable"),
+)
 
 
 def registry_of(image):
@@ -80,11 +85,7 @@ def _docker_size(exe, image):
         return None
 
 
-def run(art, params, out_dir):
-    p = with_defaults(DEFAULTS, params)
-    if p.get("offline"):
-        art.skip(p["offline"])
-        return
+def run(art, p, out_dir):
     work_root = p["work_dir"] or os.path.join(os.path.dirname(os.path.abspath(out_dir)), "lifecycle", "containers")
     engines, skipped_engines = {}, {}
     for name in p["engines"]:
@@ -107,7 +108,7 @@ def run(art, params, out_dir):
     for image in p["images"]:
         registry, _ = registry_of(image)
         if registry not in reach:
-            reach[registry] = lifecycle.reachable(registry_url(registry), float(p["reach_timeout_s"]))
+            reach[registry] = lifecycle.reachable(registry_url(registry), p["reach_timeout_s"])
         ok, why = reach[registry]
         if not ok:
             skipped[image] = "registry %s not reachable: %s" % (registry, why)
@@ -123,10 +124,10 @@ def run(art, params, out_dir):
                 os.makedirs(os.path.join(work, "tmp"), exist_ok=True)
                 argv, out_file = _pull_argv(engine, exe, image, work)
                 t0 = time.perf_counter()
-                res = run_cmd(argv, timeout=float(p["pull_timeout_s"]), env=_env(engine, work))
+                res = run_cmd(argv, timeout=p["pull_timeout_s"], env=_env(engine, work))
                 secs = time.perf_counter() - t0
                 pulled = engine == "docker"
-                failed = lifecycle.failure(res, float(p["pull_timeout_s"]))
+                failed = lifecycle.failure(res, p["pull_timeout_s"])
                 if failed:
                     failures[key] = failed
                     continue

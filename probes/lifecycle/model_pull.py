@@ -17,11 +17,19 @@ import time
 from probes.common import tiers as storage_tier
 from probes.common.command import run_cmd
 from probes.lifecycle import common as lifecycle
-from probes.params import with_defaults
+from probes.params import Param, Params
 
-DEFAULTS = {"model": "Qwen/Qwen2.5-0.5B-Instruct", "hubs": ["huggingface", "modelscope"], "allow_patterns": [],
-            "hf_endpoint": "", "modelscope_endpoint": "https://www.modelscope.cn", "python": None, "work_dir": None,
-            "timeout_s": 1800, "reach_timeout_s": 3}
+PARAMS = Params(
+    model=Param(str, "Qwen/Qwen2.5-0.5B-Instruct", "model repository to download"),
+    hubs=Param(list, ["huggingface", "modelscope"], "hubs to download from"),
+    allow_patterns=Param(list, [], "file patterns to download (empty: the whole repository)"),
+    hf_endpoint=Param(str, "", "Hugging Face endpoint (default: $HF_ENDPOINT, else https://huggingface.co)"),
+    modelscope_endpoint=Param(str, "https://www.modelscope.cn", "ModelScope endpoint"),
+    python=Param(str, None, "the Python whose hub clients download (default: this one)"),
+    work_dir=Param(str, None, "where downloads go (default: lifecycle/models beside the artifacts' directory)"),
+    timeout_s=Param(float, 1800, "seconds per download"),
+    reach_timeout_s=Param(float, 3, "seconds for the TCP connection that checks a hub is reachable"),
+)
 CLIENTS = {"huggingface": "huggingface_hub", "modelscope": "modelscope"}
 # One script for both clients: argv = hub, model, cache dir, JSON list of patterns (empty: the whole repository).
 SCRIPT = r"""
@@ -44,19 +52,15 @@ print(json.dumps({"path": path, "download_s": time.perf_counter() - t0}))
 
 def hub_url(hub, p):
     if hub == "huggingface":
-        return p.get("hf_endpoint") or os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
-    return p.get("modelscope_endpoint") or "https://www.modelscope.cn"
+        return p["hf_endpoint"] or os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    return p["modelscope_endpoint"] or "https://www.modelscope.cn"
 
 
-def run(art, params, out_dir):
-    p = with_defaults(DEFAULTS, params)
-    if p.get("offline"):
-        art.skip(p["offline"])
-        return
+def run(art, p, out_dir):
     python = p["python"] or sys.executable
     work_root = p["work_dir"] or os.path.join(os.path.dirname(os.path.abspath(out_dir)), "lifecycle", "models")
     skipped, failures = {}, {}
-    art.facts.update({"model": p["model"], "allow_patterns": list(p["allow_patterns"] or []), "python": python})
+    art.facts.update({"model": p["model"], "allow_patterns": list(p["allow_patterns"]), "python": python})
     for hub in p["hubs"]:
         if hub not in CLIENTS:
             raise ValueError("hubs: huggingface or modelscope, got %r" % hub)
@@ -64,23 +68,23 @@ def run(art, params, out_dir):
             skipped[hub] = "the %s client is not installed for %s" % (CLIENTS[hub], python)
             continue
         url = hub_url(hub, p)
-        ok, why = lifecycle.reachable(url, float(p["reach_timeout_s"]))
+        ok, why = lifecycle.reachable(url, p["reach_timeout_s"])
         if not ok:
             skipped[hub] = "%s not reachable: %s" % (url, why)
             continue
         work = os.path.join(work_root, hub)
         env = dict(os.environ, HF_HUB_DISABLE_TELEMETRY="1", HF_HOME=os.path.join(work, "home"),
                    MODELSCOPE_CACHE=os.path.join(work, "home"))
-        if hub == "huggingface" and p.get("hf_endpoint"):
+        if hub == "huggingface" and p["hf_endpoint"]:
             env["HF_ENDPOINT"] = p["hf_endpoint"]
         try:
             os.makedirs(work, exist_ok=True)
             cache = os.path.join(work, "cache")
             t0 = time.perf_counter()
-            res = run_cmd([python, "-c", SCRIPT, hub, p["model"], cache, json.dumps(list(p["allow_patterns"] or []))],
-                          timeout=float(p["timeout_s"]), env=env)
+            res = run_cmd([python, "-c", SCRIPT, hub, p["model"], cache, json.dumps(p["allow_patterns"])],
+                          timeout=p["timeout_s"], env=env)
             secs = time.perf_counter() - t0
-            failed = lifecycle.failure(res, float(p["timeout_s"]))
+            failed = lifecycle.failure(res, p["timeout_s"])
             if failed:
                 failures[hub] = failed
                 continue

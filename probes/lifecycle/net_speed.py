@@ -13,13 +13,17 @@ import time
 import urllib.request
 
 from probes.lifecycle import common as lifecycle
-from probes.params import with_defaults
+from probes.params import Param, Params
 
-DEFAULTS = {
-    "download_urls": ["https://speed.cloudflare.com/__down?bytes=100000000"],
-    "upload_urls": ["https://speed.cloudflare.com/__up"],
-    "upload_bytes": 25000000, "max_bytes": 1000000000, "repeat": 1, "timeout_s": 120, "reach_timeout_s": 3,
-}
+PARAMS = Params(
+    download_urls=Param(list, ["https://speed.cloudflare.com/__down?bytes=100000000"], "URLs to download (HTTP GET)"),
+    upload_urls=Param(list, ["https://speed.cloudflare.com/__up"], "URLs to upload to (HTTP POST)"),
+    upload_bytes=Param(int, 25000000, "random bytes per upload"),
+    max_bytes=Param(int, 1000000000, "a download is read to its end or this many bytes"),
+    repeat=Param(int, 1, "transfers per URL"),
+    timeout_s=Param(float, 120, "seconds per transfer"),
+    reach_timeout_s=Param(float, 3, "seconds for the TCP connection that checks a URL is reachable"),
+)
 CHUNK = 1 << 20
 
 
@@ -52,14 +56,10 @@ def upload(url, timeout, size):
     return size, time.perf_counter() - t0
 
 
-def run(art, params, out_dir):
-    p = with_defaults(DEFAULTS, params)
-    if p.get("offline"):
-        art.skip(p["offline"])
-        return
-    timeout, reach = float(p["timeout_s"]), float(p["reach_timeout_s"])
+def run(art, p, out_dir):
+    timeout, reach = p["timeout_s"], p["reach_timeout_s"]
     unreachable, failures = {}, {}
-    jobs = [("download", u) for u in p["download_urls"] or []] + [("upload", u) for u in p["upload_urls"] or []]
+    jobs = [("download", u) for u in p["download_urls"]] + [("upload", u) for u in p["upload_urls"]]
     if not jobs:
         art.skip("no download or upload URL configured (lifecycle_net_download_urls, lifecycle_net_upload_urls)")
         return
@@ -71,12 +71,12 @@ def run(art, params, out_dir):
         if not ok:
             unreachable[url] = why
             continue
-        for attempt in range(max(1, int(p["repeat"]))):
+        for attempt in range(max(1, p["repeat"])):
             try:
                 if direction == "download":
-                    nbytes, secs = download(url, timeout, int(p["max_bytes"]))
+                    nbytes, secs = download(url, timeout, p["max_bytes"])
                 else:
-                    nbytes, secs = upload(url, timeout, int(p["upload_bytes"]))
+                    nbytes, secs = upload(url, timeout, p["upload_bytes"])
             except Exception as exc:  # noqa: BLE001 - a failed transfer is data
                 failures["%s %s" % (direction, url)] = "%s: %s" % (type(exc).__name__, exc)
                 break

@@ -31,16 +31,33 @@ import time
 from probes.common import tiers as storage_tier
 from probes.common.command import run_cmd
 from probes.lifecycle import common as lifecycle
-from probes.params import with_defaults
+from probes.params import Param, Params
 from probes.storage import import_time
 
-DEFAULTS = {
-    "tiers": [], "packages": ["torch"], "tools": ["pip", "uv"], "index_url": "", "extra_index_urls": [],
-    "find_links": [], "no_index": False, "pip_args": [], "uv_args": [], "python": None, "uv": None,
-    "import_module": "torch", "import_repeat": 3, "pip_venv_with_pip": True, "cache_drop": "fadvise",
-    "venv_timeout_s": 300, "install_timeout_s": 1800, "import_timeout_s": 300, "reach_timeout_s": 3,
-    "http_timeout_s": 30,
-}
+PARAMS = Params(
+    offline=Param(str, "", "why the internet cannot be used: when not empty and no local index or wheelhouse is "
+                           "set, the probe is skipped with this reason"),
+    tiers=Param(list, [], "storage tiers {name, path, shared} to install on (empty: those found on the node)"),
+    packages=Param(list, ["torch"], "packages to install"),
+    tools=Param(list, ["pip", "uv"], "installers to time, each where usable"),
+    index_url=Param(str, "", "package index (empty: the tools' default)"),
+    extra_index_urls=Param(list, [], "extra package indexes"),
+    find_links=Param(list, [], "wheelhouse paths or URLs"),
+    no_index=Param(bool, False, "install from find_links only"),
+    pip_args=Param(list, [], "extra pip install arguments"),
+    uv_args=Param(list, [], "extra uv pip install arguments"),
+    python=Param(str, None, "the Python the environments are made with (default: this one)"),
+    uv=Param(str, None, "the uv to use (default: beside the Python, beside this interpreter, on PATH)"),
+    import_module=Param(str, "torch", "module imported from each fresh environment (empty: no import)"),
+    import_repeat=Param(int, 3, "imports per environment: the first cold, the others warm"),
+    pip_venv_with_pip=Param(bool, True, "pip venvs made with ensurepip (else --without-pip and the node's pip)"),
+    cache_drop=Param(str, "fadvise", "how the environment's pages are dropped before the cold import"),
+    venv_timeout_s=Param(float, 300, "seconds to make one environment"),
+    install_timeout_s=Param(float, 1800, "seconds for one install"),
+    import_timeout_s=Param(float, 300, "seconds for one import"),
+    reach_timeout_s=Param(float, 3, "seconds for the TCP connection that checks an index is reachable"),
+    http_timeout_s=Param(float, 30, "the installers' own network timeout, seconds"),
+)
 DEFAULT_INDEX = "https://pypi.org/simple"
 
 
@@ -65,25 +82,25 @@ def find_uv(explicit=None, python=None):
 def index_args(p):
     """The index options both pip and uv understand, in the same spelling."""
     args = []
-    if p.get("no_index"):
+    if p["no_index"]:
         args.append("--no-index")
-    elif p.get("index_url"):
+    elif p["index_url"]:
         args += ["--index-url", p["index_url"]]
-    for url in p.get("extra_index_urls") or []:
+    for url in p["extra_index_urls"]:
         args += ["--extra-index-url", url]
-    for link in p.get("find_links") or []:
+    for link in p["find_links"]:
         args += ["--find-links", link]
     return args
 
 
 def index_check(p):
     """None when the configured index can be used, else why not (network indexes only; a wheelhouse is a path)."""
-    if p.get("no_index"):
+    if p["no_index"]:
         return None
-    urls = [p.get("index_url") or DEFAULT_INDEX] + list(p.get("extra_index_urls") or [])
+    urls = [p["index_url"] or DEFAULT_INDEX] + p["extra_index_urls"]
     for url in urls:
         if url.startswith(("http://", "https://")):
-            ok, why = lifecycle.reachable(url, float(p["reach_timeout_s"]))
+            ok, why = lifecycle.reachable(url, p["reach_timeout_s"])
             if not ok:
                 return ("package index %s is not reachable from this node (%s); point lifecycle_index_url or "
                         "lifecycle_find_links at a mirror or wheelhouse" % (url, why))
@@ -170,7 +187,7 @@ def install_one(tool, work, p, python, uv, env):
     if tool == "pip":
         argv = pip + ["install", "--cache-dir", cache, "--disable-pip-version-check", "--no-input",
                       "--timeout", str(p["http_timeout_s"])]
-        argv += index_args(p) + list(p.get("pip_args") or []) + packages
+        argv += index_args(p) + p["pip_args"] + packages
         install_s = _run_step(argv, p["install_timeout_s"], env, "pip install")
     else:
         uv_env = dict(env, UV_CACHE_DIR=cache, UV_PYTHON_DOWNLOADS="never", UV_NO_PROGRESS="1",
@@ -178,21 +195,18 @@ def install_one(tool, work, p, python, uv, env):
         uv_env.pop("VIRTUAL_ENV", None)
         venv_s = _run_step([uv, "venv", "--python", python, venv], p["venv_timeout_s"], uv_env, "uv venv")
         argv = [uv, "pip", "install", "--python", os.path.join(venv, "bin", "python")]
-        argv += index_args(p) + list(p.get("uv_args") or []) + packages
+        argv += index_args(p) + p["uv_args"] + packages
         install_s = _run_step(argv, p["install_timeout_s"], uv_env, "uv pip install")
     return venv, venv_s, install_s
 
 
-def run(art, params, out_dir):
-    p = with_defaults(DEFAULTS, params)
-    for key in ("venv_timeout_s", "install_timeout_s", "import_timeout_s", "reach_timeout_s", "http_timeout_s"):
-        p[key] = float(p[key])
+def run(art, p, out_dir):
     python = p["python"] or sys.executable
     tiers, tier_facts = lifecycle.resolve_tiers(p["tiers"])
     art.facts.update(tier_facts)
     art.facts.update({"tiers": tiers, "packages": list(p["packages"]), "python": python,
                       "index": " ".join(index_args(p)) or "the tools' default (%s unless configured)" % DEFAULT_INDEX})
-    if p.get("offline"):
+    if p["offline"]:
         art.skip("%s and no local index or wheelhouse is set (lifecycle_index_url, lifecycle_find_links)"
                  % p["offline"])
         return
@@ -235,7 +249,7 @@ def run(art, params, out_dir):
     env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
     for name in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "PIP_REQUIRE_VIRTUALENV"):
         env.pop(name, None)  # an install writes its .pyc files and sees only its own environment, as for a user
-    module = p.get("import_module")
+    module = p["import_module"]
     art.facts.update({"import_module": module, "versions": {}, "failures": {}, "cache_drop": None})
     for tier in tiers:
         base = lifecycle.run_dir(tier["path"], art.run_id)
@@ -265,7 +279,7 @@ def run(art, params, out_dir):
                     try:
                         art.facts["cache_drop"] = import_time.drop_page_cache(venv, p["cache_drop"])
                         times, origin = import_time.time_import(
-                            module, max(1, int(p["import_repeat"])), p["import_timeout_s"],
+                            module, max(1, p["import_repeat"]), p["import_timeout_s"],
                             expect_prefix=venv, python=os.path.join(venv, "bin", "python"))
                     except RuntimeError as exc:
                         art.facts["failures"][key + "/import"] = str(exc)

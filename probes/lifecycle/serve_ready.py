@@ -20,11 +20,23 @@ from probes.common import tiers as storage_tier
 from probes.common.command import run_cmd
 from probes.common.procs import Children
 from probes.lifecycle import common as lifecycle
-from probes.params import with_defaults
+from probes.params import Param, Params
 
-DEFAULTS = {"model": "Qwen/Qwen2.5-0.5B-Instruct", "model_path": "", "python": None, "vllm": None, "port": 28123,
-            "args": [], "timeout_s": 600, "download_timeout_s": 1800, "hf_endpoint": "", "reach_timeout_s": 3,
-            "work_dir": None}
+PARAMS = Params(
+    offline=Param(str, "", "why the internet cannot be used: when not empty and no model_path is given, the probe "
+                           "is skipped with this reason"),
+    model=Param(str, "Qwen/Qwen2.5-0.5B-Instruct", "model downloaded from Hugging Face when no model_path is given"),
+    model_path=Param(str, "", "a model directory on the node to serve"),
+    python=Param(str, None, "the Python whose vllm is used (default: this one)"),
+    vllm=Param(str, None, "the vllm executable (default: beside the Python, else on PATH)"),
+    port=Param(int, 28123, "port vllm serve listens on (127.0.0.1)"),
+    args=Param(list, [], "extra vllm serve arguments"),
+    timeout_s=Param(float, 600, "seconds until /v1/models must answer"),
+    download_timeout_s=Param(float, 1800, "seconds for the model download"),
+    hf_endpoint=Param(str, "", "Hugging Face endpoint (default: $HF_ENDPOINT, else https://huggingface.co)"),
+    reach_timeout_s=Param(float, 3, "seconds for the TCP connection that checks the hub is reachable"),
+    work_dir=Param(str, None, "where the download goes (default: lifecycle/serve beside the artifacts' directory)"),
+)
 DOWNLOAD = ("import sys; from huggingface_hub import snapshot_download; "
             "print(snapshot_download(repo_id=sys.argv[1], local_dir=sys.argv[2]))")
 
@@ -55,8 +67,7 @@ def _tail_file(path):
         return ""
 
 
-def run(art, params, out_dir):
-    p = with_defaults(DEFAULTS, params)
+def run(art, p, out_dir):
     python = p["python"] or sys.executable
     dev, _, dev_facts = device_mod.describe()
     art.device.update(dev)
@@ -79,12 +90,12 @@ def run(art, params, out_dir):
         if model and not os.path.isdir(model):
             art.skip("model_path %s is not a directory on this node" % model)
             return
-        if not model and p.get("offline"):
+        if not model and p["offline"]:
             art.skip("no model_path given, and %s" % p["offline"])
             return
         if not model:
             url = p["hf_endpoint"] or os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
-            ok, why = lifecycle.reachable(url, float(p["reach_timeout_s"]))
+            ok, why = lifecycle.reachable(url, p["reach_timeout_s"])
             if not ok:
                 art.skip("no model_path given and %s not reachable to download %s: %s" % (url, p["model"], why))
                 return
@@ -93,22 +104,22 @@ def run(art, params, out_dir):
             if p["hf_endpoint"]:
                 env["HF_ENDPOINT"] = p["hf_endpoint"]
             t0 = time.perf_counter()
-            res = run_cmd([python, "-c", DOWNLOAD, p["model"], model], timeout=float(p["download_timeout_s"]), env=env)
+            res = run_cmd([python, "-c", DOWNLOAD, p["model"], model], timeout=p["download_timeout_s"], env=env)
             if res.rc != 0:
                 why = "timed out" if res.rc is None else res.stderr[-400:]
                 art.error("download of %s failed: %s" % (p["model"], why))
                 return
             art.add("download_s", round(time.perf_counter() - t0, 3), "s", model=p["model"])
-        art.facts.update({"model": model, "vllm": vllm, "port": int(p["port"])})
+        art.facts.update({"model": model, "vllm": vllm, "port": p["port"]})
         log = os.path.join(out_dir, "serve_ready.log")
-        argv = [vllm, "serve", model, "--host", "127.0.0.1", "--port", str(int(p["port"]))] + list(p["args"])
-        deadline_s = float(p["timeout_s"])
+        argv = [vllm, "serve", model, "--host", "127.0.0.1", "--port", str(p["port"])] + p["args"]
+        deadline_s = p["timeout_s"]
         t0 = time.perf_counter()
         proc = children.start(argv, log_path=log)
         art.raw.append("serve_ready.log")
         while True:
             elapsed = time.perf_counter() - t0
-            if models_answer(int(p["port"])):
+            if models_answer(p["port"]):
                 art.add("ready_s", round(elapsed, 3), "s", model=p["model_path"] or p["model"])
                 return
             if proc.poll() is not None:

@@ -40,9 +40,35 @@ from probes.common.ports import BLOCK, port_param
 from probes.common.procs import Children, package_root, tail
 from probes.common.readers import read_text
 from probes.common.rendezvous import Mesh, StoreError
-from probes.network.plan import as_bool, human_bytes, message_sizes, parse_bytes, world_size_plan
+from probes.network.plan import RECORDED_PARAMS, human_bytes, message_sizes, world_size_plan
+from probes.params import SIZE, Param, Params
 
 DEFAULT_COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast"]
+PARAMS = Params(
+    peers=True,
+    port=Param(int, 0, "first port of the run's block on the first host (0: derived from the run id and variant)"),
+    token=Param(str, "", "shared secret of the rendezvous (default: the run id)"),
+    world_sizes=Param(list, None, "node counts to run (default: 1, then doubling up to all hosts)"),
+    collectives=Param(list, DEFAULT_COLLECTIVES, "collectives to measure"),
+    min_bytes=Param(SIZE, 8, "smallest message"),
+    max_bytes=Param(SIZE, 4 << 20, "largest message"),
+    factor=Param(int, 2, "each message size is the previous one times this"),
+    cpu_max_bytes=Param(SIZE, None, "largest message on the CPU backend (gloo), when smaller than max_bytes"),
+    dtype=Param(str, "float32", "torch dtype of the buffers"),
+    warmup=Param(int, 2, "warm-up iterations per size"),
+    iters=Param(int, 10, "timed iterations per size"),
+    min_iters=Param(int, 3, "timed iterations per size at least, also past max_seconds_per_size"),
+    max_seconds_per_size=Param(float, 1.0, "fewer iterations of a size that takes longer than this"),
+    launch_timeout=Param(float, 300, "seconds for one world size's processes to start and finish"),
+    stall_timeout=Param(float, 90, "seconds without progress before a collective counts as hung"),
+    rdzv_timeout=Param(float, 90, "seconds to wait for every host at the rendezvous"),
+    procs_per_node=Param(int, 0, "processes per node (0: one per GPU, cpu_procs_per_node on the CPU backend)"),
+    cpu_procs_per_node=Param(int, 1, "processes per node on the CPU backend"),
+    check=Param(bool, True, "check every result against the expected values"),
+    fault=Param(dict, None, "a fault to inject, for tests of the fault handling"),
+    env=Param(dict, {}, "environment of the worker processes (NCCL_*, GLOO_*)"),
+    **RECORDED_PARAMS,
+)
 BOOT = "import sys; sys.path.insert(0, %r); from probes.network.worker import main; sys.exit(main(sys.argv[1]))"
 
 
@@ -58,17 +84,17 @@ class Node:
 
     def __init__(self, art, params, out_dir):
         self.art, self.params = art, params
-        self.hosts = list(params.get("hosts") or [art.host])
-        self.addresses = [str(a) for a in (params.get("addresses") or self.hosts)]
+        self.hosts = list(params["hosts"] or [art.host])
+        self.addresses = [str(a) for a in (params["addresses"] or self.hosts)]
         if len(self.addresses) != len(self.hosts):
             raise ValueError("params: %d hosts but %d addresses" % (len(self.hosts), len(self.addresses)))
-        self.rank = int(params.get("rank", 0))
+        self.rank = params["rank"]
         if not 0 <= self.rank < len(self.hosts):
             raise ValueError("params: rank %d is outside 0..%d" % (self.rank, len(self.hosts) - 1))
         self.n = len(self.hosts)
         # the store on port, world size i of the plan on port + 1 + i (a block holds 31 world sizes)
         self.port = port_param(params, "port", art.run_id, "collectives/%s" % (art.variant or ""), span=BLOCK)
-        self.token = "%s:%s:%d" % (params.get("token") or art.run_id, art.variant or "", self.port)
+        self.token = "%s:%s:%d" % (params["token"] or art.run_id, art.variant or "", self.port)
         base = os.path.splitext(artifact_filename(art.probe, art.variant))[0]
         self.base = base
         self.out_dir = out_dir
@@ -344,16 +370,12 @@ class World:
 
 def settings_from(params, backend, ppn, sizes, host_mem_limit):
     return {
-        "backend": backend, "collectives": list(params.get("collectives") or DEFAULT_COLLECTIVES),
-        "sizes": sizes, "dtype": params.get("dtype", "float32"),
-        "warmup": int(params.get("warmup", 2)), "iters": int(params.get("iters", 10)),
-        "min_iters": int(params.get("min_iters", 3)),
-        "max_seconds_per_size": float(params.get("max_seconds_per_size", 1.0)),
-        "launch_timeout": float(params.get("launch_timeout", 300)),
-        "stall_timeout": float(params.get("stall_timeout", 90)),
-        "rdzv_timeout": float(params.get("rdzv_timeout", 90)),
-        "op_timeout": float(params.get("stall_timeout", 90)),
-        "check": as_bool(params.get("check"), True), "fault": params.get("fault") or None,
+        "backend": backend, "collectives": params["collectives"] or DEFAULT_COLLECTIVES,
+        "sizes": sizes, "dtype": params["dtype"], "warmup": params["warmup"], "iters": params["iters"],
+        "min_iters": params["min_iters"], "max_seconds_per_size": params["max_seconds_per_size"],
+        "launch_timeout": params["launch_timeout"], "stall_timeout": params["stall_timeout"],
+        "rdzv_timeout": params["rdzv_timeout"], "op_timeout": params["stall_timeout"],
+        "check": params["check"], "fault": params["fault"] or None,
         "host_mem_limit_bytes": host_mem_limit, "ppn": ppn,
     }
 
@@ -390,10 +412,6 @@ def run(art, params, out_dir):
     dev, gpus, gpu_facts = device.describe()
     art.device = dev
     art.facts.update({"gpu_error": gpu_facts.get("gpu_error")})
-    if params.get("skip"):
-        # The play decided this run cannot happen (e.g. a GPU variant on a cluster where a host has no GPU).
-        art.skip(str(params["skip"]).strip())
-        return
     if importlib.util.find_spec("torch") is None:
         art.skip("torch is not importable by %s: the collectives need torch (gloo on CPU, nccl on GPU)"
                  % sys.executable)
@@ -403,20 +421,20 @@ def run(art, params, out_dir):
     backend = "nccl" if gpu else "gloo"
     visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
     gpu_count = min(len(gpus), len(visible)) if visible and gpu else len(gpus)
-    ppn = int(params.get("procs_per_node") or 0) or (gpu_count if gpu else int(params.get("cpu_procs_per_node", 1)))
-    max_bytes = parse_bytes(params.get("max_bytes", 4 << 20))
-    if not gpu and params.get("cpu_max_bytes"):
-        cap = parse_bytes(params["cpu_max_bytes"])
+    ppn = params["procs_per_node"] or (gpu_count if gpu else params["cpu_procs_per_node"])
+    max_bytes = params["max_bytes"]
+    if not gpu and params["cpu_max_bytes"]:
+        cap = params["cpu_max_bytes"]
         if cap < max_bytes:
             art.facts["max_bytes_capped"] = "%s on the cpu backend (asked %s)" % (human_bytes(cap),
                                                                                 human_bytes(max_bytes))
             max_bytes = cap
-    sizes = message_sizes(parse_bytes(params.get("min_bytes", 8)), max_bytes, int(params.get("factor", 2)))
-    plan = world_size_plan(node.n, params.get("world_sizes"))
+    sizes = message_sizes(params["min_bytes"], max_bytes, params["factor"])
+    plan = world_size_plan(node.n, params["world_sizes"])
     peers = [a for i, a in enumerate(node.addresses) if i != node.rank]
     ifname, local_ip, how = interface_for(node.addresses[node.rank], peers)
     env = dict(os.environ)
-    env.update({str(k): str(v) for k, v in (params.get("env") or {}).items()})
+    env.update({str(k): str(v) for k, v in params["env"].items()})
     if ifname:
         env.setdefault("GLOO_SOCKET_IFNAME", ifname)
         env.setdefault("NCCL_SOCKET_IFNAME", ifname)
@@ -432,9 +450,9 @@ def run(art, params, out_dir):
         "interface": ifname, "interface_address": local_ip, "interface_how": how,
         "socket_ifname": env.get("GLOO_SOCKET_IFNAME") if backend == "gloo" else env.get("NCCL_SOCKET_IFNAME"),
         "world_sizes": ",".join(str(w) for w in plan), "node_rank": node.rank, "hosts": node.n,
-        "sizes": "%s .. %s, factor %d" % (human_bytes(sizes[0]), human_bytes(sizes[-1]), int(params.get("factor", 2))),
+        "sizes": "%s .. %s, factor %d" % (human_bytes(sizes[0]), human_bytes(sizes[-1]), params["factor"]),
         "collectives": ",".join(settings["collectives"]),
-        "env": " ".join("%s=%s" % kv for kv in sorted((params.get("env") or {}).items())) or None,
+        "env": " ".join("%s=%s" % kv for kv in sorted(params["env"].items())) or None,
     })
     failures, ran, missing_nodes = [], [], set()
     os.makedirs(node.work, exist_ok=True)

@@ -24,12 +24,33 @@ from probes.common import device
 from probes.common.command import run_cmd
 from probes.common.readers import read_text
 from probes.network.nccl_output import nranks, parse_json, parse_text
-from probes.network.plan import as_bool, human_bytes, parse_bytes
+from probes.network.plan import RECORDED_PARAMS, human_bytes
+from probes.params import SIZE, Param, Params
 
 DEFAULT_COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast"]
 SEARCH_DIRS = ["/opt/nccl-tests/build", "/usr/local/nccl-tests/build", "/opt/rccl-tests/build",
                os.path.expanduser("~/nccl-tests/build"), "/usr/local/bin", "/usr/bin"]
 SOURCE_DIRS = ["/opt/nccl-tests", "/usr/local/src/nccl-tests", os.path.expanduser("~/nccl-tests")]
+PARAMS = Params(
+    peers=True,
+    launcher=Param(str, "local", "local: every node measures its own GPUs; mpirun: one run across all nodes, "
+                                 "launched from the first"),
+    collectives=Param(list, DEFAULT_COLLECTIVES, "collectives to run (<collective>_perf binaries)"),
+    bin_dir=Param(str, "", "where the nccl-tests binaries are (default: $NCCL_TESTS_DIR, the usual places, PATH)"),
+    src_dir=Param(str, "", "nccl-tests source tree to build from (default: the usual places)"),
+    build=Param(bool, True, "build nccl-tests from a source tree on the node when no binary is found"),
+    build_dir=Param(str, "", "where a build goes (default: tools/nccl-tests in the run's working directory)"),
+    build_timeout=Param(float, 900, "seconds the build may take"),
+    mpi_home=Param(str, "", "MPI to build with for the mpirun launcher"),
+    min_bytes=Param(SIZE, 8, "smallest message (-b)"),
+    max_bytes=Param(SIZE, "1G", "largest message (-e)"),
+    factor=Param(int, 2, "each message size is the previous one times this (-f)"),
+    warmup=Param(int, 5, "warm-up iterations (-w)"),
+    iters=Param(int, 20, "timed iterations (-n)"),
+    timeout_per_collective=Param(float, 600, "seconds one collective's run may take"),
+    env=Param(dict, {}, "environment of the runs (NCCL_*)"),
+    **RECORDED_PARAMS,
+)
 
 
 def find_binaries(collectives, dirs):
@@ -67,7 +88,7 @@ def nccl_home():
 
 def build(params, work, timeout):
     """(build dir, None) or (None, why not) — builds only from a source tree already on the node."""
-    src = params.get("src_dir") or next((d for d in SOURCE_DIRS if os.path.exists(os.path.join(d, "Makefile"))),
+    src = params["src_dir"] or next((d for d in SOURCE_DIRS if os.path.exists(os.path.join(d, "Makefile"))),
                                         None)
     missing = []
     if not src or not os.path.exists(os.path.join(src, "Makefile")):
@@ -85,7 +106,7 @@ def build(params, work, timeout):
     out = work
     argv = ["make", "-C", src, "-j%d" % max(1, os.cpu_count() or 1), "BUILDDIR=%s" % out, "CUDA_HOME=%s" % cuda,
             "NCCL_HOME=%s" % nccl]
-    if params.get("launcher") == "mpirun" and params.get("mpi_home"):
+    if params["launcher"] == "mpirun" and params["mpi_home"]:
         argv += ["MPI=1", "MPI_HOME=%s" % params["mpi_home"]]
     res = run_cmd(argv, timeout=timeout)
     if res.rc != 0:
@@ -161,29 +182,29 @@ def run(art, params, out_dir):
         art.skip("no GPU visible (backend %s%s): nccl-tests needs NVIDIA or AMD GPUs" % (
             dev["backend"], "; %s" % gpu_facts["gpu_error"] if gpu_facts.get("gpu_error") else ""))
         return
-    hosts = list(params.get("hosts") or [art.host])
-    rank = int(params.get("rank", 0))
-    launcher = params.get("launcher", "local")
+    hosts = list(params["hosts"] or [art.host])
+    rank = params["rank"]
+    launcher = params["launcher"]
     if launcher == "mpirun" and len(hosts) > 1 and rank != 0:
         art.skip("the multi-node nccl-tests run is launched by mpirun from %s; its results are in that host's artifact"
                  % hosts[0])
         return
-    collectives = list(params.get("collectives") or DEFAULT_COLLECTIVES)
-    dirs = [d for d in [params.get("bin_dir"), os.environ.get("NCCL_TESTS_DIR")] if d] + SEARCH_DIRS
+    collectives = params["collectives"] or DEFAULT_COLLECTIVES
+    dirs = [d for d in [params["bin_dir"], os.environ.get("NCCL_TESTS_DIR")] if d] + SEARCH_DIRS
     base = os.path.splitext(artifact_filename(art.probe, art.variant))[0]
     work = os.path.join(out_dir, ".%s-work" % base)
     # A build of ours lives in the run's working directory (removed by the cleanup play), shared by the variants.
-    build_dir = params.get("build_dir") or os.path.join(os.path.dirname(os.path.abspath(out_dir)), "tools",
+    build_dir = params["build_dir"] or os.path.join(os.path.dirname(os.path.abspath(out_dir)), "tools",
                                                         "nccl-tests")
     dirs.insert(0, build_dir)
     binaries = find_binaries(collectives, dirs)
     if not binaries:
-        if not as_bool(params.get("build"), True):
+        if not params["build"]:
             art.skip("nccl-tests not found (%s_perf in %s or PATH) and building is off (assess_install_tools)"
                      % (collectives[0], ", ".join(dirs)))
             return
         os.makedirs(build_dir, exist_ok=True)
-        built, why = build(params, build_dir, timeout=float(params.get("build_timeout", 900)))
+        built, why = build(params, build_dir, timeout=params["build_timeout"])
         if not built:
             art.skip("nccl-tests not found (%s_perf in %s or PATH) and cannot be built here: %s"
                      % (collectives[0], ", ".join(dirs), why))
@@ -195,11 +216,10 @@ def run(art, params, out_dir):
     if missing:
         art.facts["missing_binaries"] = ", ".join("%s_perf" % c for c in missing)
     ngpus = len(gpus)
-    args = ["-b", str(parse_bytes(params.get("min_bytes", 8))), "-e", str(parse_bytes(params.get("max_bytes", "1G"))),
-            "-f", str(int(params.get("factor", 2))), "-c", "1", "-w", str(int(params.get("warmup", 5))),
-            "-n", str(int(params.get("iters", 20)))]
+    args = ["-b", str(params["min_bytes"]), "-e", str(params["max_bytes"]), "-f", str(params["factor"]), "-c", "1",
+            "-w", str(params["warmup"]), "-n", str(params["iters"])]
     env = dict(os.environ)
-    env.update({str(k): str(v) for k, v in (params.get("env") or {}).items()})
+    env.update({str(k): str(v) for k, v in params["env"].items()})
     prefix = []
     if launcher == "mpirun" and len(hosts) > 1:
         mpirun = shutil.which("mpirun")
@@ -209,7 +229,7 @@ def run(art, params, out_dir):
         os.makedirs(work, exist_ok=True)
         hostfile = os.path.join(work, "hostfile")
         with open(hostfile, "w") as fh:
-            fh.write("".join("%s slots=%d\n" % (a, ngpus) for a in params.get("addresses") or hosts))
+            fh.write("".join("%s slots=%d\n" % (a, ngpus) for a in params["addresses"] or hosts))
         prefix = [mpirun, "-np", str(ngpus * len(hosts)), "--hostfile", hostfile, "--bind-to", "none"]
         if os.geteuid() == 0:
             prefix.append("--allow-run-as-root")
@@ -219,8 +239,8 @@ def run(art, params, out_dir):
     else:
         args += ["-g", str(ngpus)]
     art.facts.update({"launcher": launcher if prefix else "local", "gpus": ngpus,
-                      "env": " ".join("%s=%s" % kv for kv in sorted((params.get("env") or {}).items())) or None})
-    timeout = float(params.get("timeout_per_collective", 600))
+                      "env": " ".join("%s=%s" % kv for kv in sorted(params["env"].items())) or None})
+    timeout = params["timeout_per_collective"]
     failures = []
     try:
         for coll in collectives:

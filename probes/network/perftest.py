@@ -23,10 +23,25 @@ from probes.common.ports import BLOCK, port_param
 from probes.common.procs import Children
 from probes.common.rendezvous import Mesh
 from probes.network.perftest_output import parse_bw
-from probes.network.plan import as_bool
+from probes.network.plan import RECORDED_PARAMS
+from probes.params import Param, Params
 
 SYSFS = "/sys/class/infiniband"
 TOOLS = {"write": "ib_write_bw", "read": "ib_read_bw"}
+PARAMS = Params(
+    peers=True,
+    port=Param(int, 0, "first port of the run's block on every host: the rendezvous, then one a rail (0: derived "
+                       "from the run id)"),
+    token=Param(str, "", "shared secret of the rendezvous (default: the run id)"),
+    hcas=Param(list, [], "RDMA devices to measure (empty: all in /sys/class/infiniband)"),
+    tests=Param(list, ["write", "read"], "perftest tests: write (ib_write_bw), read (ib_read_bw)"),
+    gid_index=Param(str, "", "GID index (-x, RoCE; empty: perftest's choice)"),
+    message_bytes=Param(int, 65536, "message size (-s)"),
+    duration_s=Param(int, 0, "seconds per test (-D; 0: perftest's iteration count)"),
+    timeout_per_test=Param(float, 60, "seconds one test may take"),
+    gpu_memory=Param(bool, True, "also measure from GPU memory where perftest has --use_cuda"),
+    **RECORDED_PARAMS,
+)
 
 
 def rdma_devices(root=None):
@@ -43,19 +58,19 @@ def cuda_capable(tool):
 
 
 def common_args(hca, port, params):
-    args = ["-d", hca, "-p", str(port), "-F", "--report_gbits", "-s", str(int(params.get("message_bytes", 65536)))]
-    if params.get("duration_s"):
-        args += ["-D", str(int(params["duration_s"]))]
-    if params.get("gid_index") not in (None, ""):
+    args = ["-d", hca, "-p", str(port), "-F", "--report_gbits", "-s", str(params["message_bytes"])]
+    if params["duration_s"]:
+        args += ["-D", str(params["duration_s"])]
+    if params["gid_index"]:
         args += ["-x", str(params["gid_index"])]
     return args
 
 
 def run(art, params, out_dir):
-    hcas = [h for h in rdma_devices() if not params.get("hcas") or h in params["hcas"]]
+    hcas = [h for h in rdma_devices() if not params["hcas"] or h in params["hcas"]]
     if not hcas:
         art.skip("no RDMA devices: %s is missing or empty" % SYSFS if not rdma_devices()
-                 else "none of the RDMA devices %s is in hcas %s" % (rdma_devices(), params.get("hcas")))
+                 else "none of the RDMA devices %s is in hcas %s" % (rdma_devices(), params["hcas"]))
         return
     missing = [t for t in TOOLS.values() if shutil.which(t) is None]
     if missing:
@@ -63,23 +78,23 @@ def run(art, params, out_dir):
         return
     dev, gpus, _ = device.describe()
     art.device = dev
-    hosts = list(params.get("hosts") or [art.host])
-    addresses = [str(a) for a in (params.get("addresses") or hosts)]
-    rank, n = int(params.get("rank", 0)), len(hosts)
+    hosts = list(params["hosts"] or [art.host])
+    addresses = [str(a) for a in (params["addresses"] or hosts)]
+    rank, n = params["rank"], len(hosts)
     peer = (rank + 1) % n
     port = port_param(params, "port", art.run_id, "perftest", span=BLOCK)  # the store, then one a rail
-    timeout = float(params.get("timeout_per_test", 60))
+    timeout = params["timeout_per_test"]
     mems = ["host"]
-    if gpus and as_bool(params.get("gpu_memory"), True) and cuda_capable(TOOLS["write"]):
+    if gpus and params["gpu_memory"] and cuda_capable(TOOLS["write"]):
         mems.append("gpu")
     art.facts.update({"hcas": ", ".join(hcas), "peer": hosts[peer], "memories": ", ".join(mems),
-                      "gid_index": params.get("gid_index")})
-    token = "%s:perftest:%d" % (params.get("token") or art.run_id, port)
+                      "gid_index": params["gid_index"]})
+    token = "%s:perftest:%d" % (params["token"] or art.run_id, port)
     failures = []
     mesh = None
     try:
         mesh = Mesh(hosts, addresses, rank, port, token) if n > 1 else None
-        for test in params.get("tests") or ["write", "read"]:
+        for test in params["tests"] or ["write", "read"]:
             for mem in mems:
                 failures += one_round(art, test, mem, hcas, gpus, hosts, addresses, rank, peer, port, timeout,
                                       params, out_dir, mesh)

@@ -7,6 +7,15 @@
   side by side without two of them sharing a host.
 """
 
+from probes.params import Param
+
+# Params the network probes take only to record them in the artifact, where the report reads them (what the play
+# says the fabric is: reports/phases/network/grade.py).
+RECORDED_PARAMS = {
+    "fabric": Param(str, "", "the fabric the play names (network_fabric), recorded for the report"),
+    "rails": Param(int, 0, "the rails the play names (network_rails), recorded for the report"),
+}
+
 
 def world_size_plan(n_hosts, requested=None):
     """Node counts to run, ascending. requested: an explicit list (values outside 1..n_hosts are dropped)."""
@@ -37,17 +46,6 @@ def message_sizes(min_bytes, max_bytes, factor=2):
         sizes.append(size)
         size *= factor
     return sizes
-
-
-def parse_bytes(value):
-    """8, "8", "64K", "4M", "16G" (binary multiples, as nccl-tests reads them) -> bytes."""
-    if isinstance(value, int):
-        return value
-    text = str(value).strip().upper().rstrip("B")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-    if text and text[-1] in mult:
-        return int(float(text[:-1]) * mult[text[-1]])
-    return int(text)
 
 
 def round_robin(n):
@@ -92,14 +90,3 @@ def human_bytes(size):
         if size >= 1 << shift and size % (1 << shift) == 0:
             return "%d %s" % (size >> shift, unit)
     return "%d B" % size
-
-
-def as_bool(value, default=False):
-    """A boolean param that may arrive as a string ("true", "False", "0", "yes") from a template."""
-    if value is None:
-        return default
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)):
-        return value != 0
-    return str(value).strip().lower() in ("1", "true", "yes", "on", "y")

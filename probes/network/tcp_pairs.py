@@ -28,9 +28,23 @@ from probes.common.netif import Listener, is_local, listening, resolve, route_so
 from probes.common.ports import port_param
 from probes.common.procs import Children
 from probes.common.rendezvous import Mesh
-from probes.network.plan import as_bool, directed_pair_slots
+from probes.network.plan import directed_pair_slots
+from probes.params import Param, Params
 
 ECHO, SINK = b"E", b"S"
+PARAMS = Params(
+    peers=True,
+    port=Param(int, 0, "first of the 3 ports on every host (0: derived from the run id)"),
+    token=Param(str, "", "shared secret of the rendezvous (default: the run id)"),
+    tool=Param(str, "auto", "bandwidth tool: iperf3 (an error when missing), auto (iperf3 where installed, else "
+                            "sockets), anything else: sockets"),
+    duration_s=Param(float, 1, "seconds of bandwidth per directed pair"),
+    ping_count=Param(int, 5, "pings per directed pair (loss)"),
+    ping_interval=Param(float, 0.2, "seconds between pings"),
+    rtt_count=Param(int, 20, "TCP round trips per directed pair"),
+    concurrent=Param(bool, True, "disjoint pairs side by side (else one pair at a time)"),
+    connect_timeout=Param(float, 90, "seconds to wait for every host at the rendezvous"),
+)
 
 
 class PairServer:
@@ -147,17 +161,17 @@ def own_address(addresses, rank):
 
 
 def run(art, params, out_dir):
-    hosts = list(params.get("hosts") or [art.host])
-    addresses = [str(a) for a in (params.get("addresses") or hosts)]
-    rank, n = int(params.get("rank", 0)), len(hosts)
+    hosts = list(params["hosts"] or [art.host])
+    addresses = [str(a) for a in (params["addresses"] or hosts)]
+    rank, n = params["rank"], len(hosts)
     if n < 2:
         art.skip("only one host in the play: there is no pair to measure")
         return
     port = port_param(params, "port", art.run_id, "tcp_pairs", span=3)
-    duration = float(params.get("duration_s", 1))
-    ping_count, ping_interval = int(params.get("ping_count", 5)), float(params.get("ping_interval", 0.2))
-    rtt_count = int(params.get("rtt_count", 20))
-    tool = params.get("tool", "auto")
+    duration = params["duration_s"]
+    ping_count, ping_interval = params["ping_count"], params["ping_interval"]
+    rtt_count = params["rtt_count"]
+    tool = params["tool"]
     iperf3 = shutil.which("iperf3") if tool in ("auto", "iperf3") else None
     if tool == "iperf3" and not iperf3:
         art.error("tool iperf3 was asked for but is not installed")
@@ -165,12 +179,12 @@ def run(art, params, out_dir):
     ping = shutil.which("ping")
     me = own_address(addresses, rank)
     peers_ip = [resolve(a) for a in addresses]
-    token = "%s:tcp_pairs:%d" % (params.get("token") or art.run_id, port)
+    token = "%s:tcp_pairs:%d" % (params["token"] or art.run_id, port)
     slot_timeout = duration + ping_count * ping_interval + 60
     art.facts.update({"bandwidth_tool": "iperf3" if iperf3 else "socket", "address": me, "port": port,
                       "ping": "ping" if ping else "missing: no loss measured", "hosts": n,
                       "duration_s": duration, "ping_count": ping_count, "rtt_count": rtt_count})
-    slots = directed_pair_slots(n, concurrent=as_bool(params.get("concurrent"), True))
+    slots = directed_pair_slots(n, concurrent=params["concurrent"])
     art.facts["slots"] = len(slots)
     errors = []
     children = Children()
@@ -187,7 +201,7 @@ def run(art, params, out_dir):
                 art.facts["bandwidth_tool"] = "socket"
                 art.facts["iperf3_error"] = "iperf3 server did not start on port %d" % (port + 2)
                 iperf3 = None
-        connect_timeout = float(params.get("connect_timeout", 90))
+        connect_timeout = params["connect_timeout"]
         mesh = Mesh(hosts, addresses, rank, port, token, connect_timeout=connect_timeout)
         missing = mesh.barrier("ready", connect_timeout)
         if missing:

@@ -20,11 +20,20 @@ from probes.common import tiers as storage_tier
 from probes.common.netif import interface_for
 from probes.common.ports import port_for
 from probes.common.rendezvous import Mesh
-from probes.params import with_defaults
+from probes.params import Param, Params
 
-# Ports 0: derived from the run id and the tier (probes.common.ports).
-DEFAULTS = {"size_mib": 64, "tensors": 8, "dtype": "bfloat16", "master_port": 0, "sync_port": 0,
-            "dcp": True, "space_factor": 1.2, "connect_timeout": 120}
+PARAMS = Params(
+    peers=True,
+    tier=Param(dict, None, "the storage tier {name, path, shared} to checkpoint on"),
+    size_mib=Param(int, 64, "MiB of state dict per rank"),
+    tensors=Param(int, 8, "tensors in each rank's state dict"),
+    dtype=Param(str, "bfloat16", "torch dtype of the tensors"),
+    master_port=Param(int, 0, "the gloo process group's port on the first host (0: derived from the run id)"),
+    sync_port=Param(int, 0, "the rendezvous port on the first host (0: derived from the run id)"),
+    dcp=Param(bool, True, "also save and load with torch.distributed.checkpoint"),
+    space_factor=Param(float, 1.2, "free space needed on the tier, as a multiple of what is written"),
+    connect_timeout=Param(float, 120, "seconds to wait for every host at the rendezvous"),
+)
 
 
 def make_state_dict(torch, rank, size_bytes, tensors, dtype):
@@ -68,13 +77,12 @@ def torch_save_load(torch, sd, path):
     return size, save_s, load_s, same(torch, sd, loaded)
 
 
-def run(art, params, out_dir):
-    p = with_defaults(DEFAULTS, params)
+def run(art, p, out_dir):
     tier = storage_tier.check_tier(p["tier"])
     block = port_for(art.run_id, "checkpoint/%s" % tier["name"], span=2)
-    p["sync_port"], p["master_port"] = int(p["sync_port"] or block), int(p["master_port"] or block + 1)
-    hosts = p.get("hosts") or [{"name": art.host, "addr": "127.0.0.1"}]
-    rank = int(p.get("rank", 0))
+    p["sync_port"], p["master_port"] = p["sync_port"] or block, p["master_port"] or block + 1
+    hosts = p["hosts"] or [{"name": art.host, "addr": "127.0.0.1"}]
+    rank = p["rank"]
     world = len(hosts)
     me = hosts[rank]
     art.facts.update({"tier": tier["name"], "tier_path": tier["path"], "tier_shared": tier["shared"]})
@@ -82,8 +90,8 @@ def run(art, params, out_dir):
     base = storage_tier.run_dir(tier["path"], art.run_id)
     ck_dir = os.path.join(base, "ckpt-%s" % tier["name"])
     my_dir = os.path.join(ck_dir, me["name"])
-    size = int(p["size_mib"]) * 2**20
-    across = bool(p["dcp"]) and tier["shared"] and world > 1
+    size = p["size_mib"] * 2**20
+    across = p["dcp"] and tier["shared"] and world > 1
 
     ready, why = True, None
     try:
@@ -115,7 +123,7 @@ def run(art, params, out_dir):
             art.skip(why)
             return
         os.makedirs(my_dir, exist_ok=True)
-        sd = make_state_dict(torch, rank, size, int(p["tensors"]), p["dtype"])
+        sd = make_state_dict(torch, rank, size, p["tensors"], p["dtype"])
         labels = {"tier": tier["name"]}
         written, save_s, load_s, ok = torch_save_load(torch, sd, os.path.join(my_dir, "state_dict.pt"))
         art.facts["torch_save_load_matches"] = ok
@@ -155,9 +163,9 @@ def _dcp(art, torch, sd, dcp_dir, across, rank, world, hosts, p, labels):
         iface, _, _ = interface_for(hosts[rank]["addr"], [h["addr"] for h in hosts])
         if iface:
             os.environ["GLOO_SOCKET_IFNAME"] = iface
-        dist.init_process_group("gloo", init_method="tcp://%s:%d" % (hosts[0]["addr"], int(p["master_port"])),
+        dist.init_process_group("gloo", init_method="tcp://%s:%d" % (hosts[0]["addr"], p["master_port"]),
                                 rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=float(p["connect_timeout"])))
+                                timeout=datetime.timedelta(seconds=p["connect_timeout"]))
     try:
         if rank == 0 or not across:
             os.makedirs(dcp_dir, exist_ok=True)

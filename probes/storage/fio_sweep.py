@@ -23,41 +23,43 @@ from probes.common.netif import wait_listening
 from probes.common.ports import port_for
 from probes.common.procs import Children
 from probes.common.rendezvous import Mesh
-from probes.params import with_defaults
+from probes.params import Param, Params
 from probes.storage import fio as storage_fio
 
-DEFAULTS = {
-    "clients": [1],
-    "workloads": list(storage_fio.WORKLOADS),
-    "size_mib": 32,
-    "runtime_s": 1,
-    "ramp_s": 0,
-    "buffered_engine": "psync",
-    "buffered_iodepth": 1,
-    "direct_engine": "libaio",
-    "direct_iodepth": 16,
-    "fio": "fio",
-    "fio_port": 0,  # 0: derived from the run id and the tier (probes.common.ports), like sync_port
-    "sync_port": 0,
-    "space_factor": 1.2,
-    "connect_timeout": 120,
-}
+PARAMS = Params(
+    peers=True,
+    tier=Param(dict, None, "the storage tier {name, path, shared} to measure"),
+    clients=Param(list, [1], "client counts of the sweep (fio jobs, round robin over the hosts)"),
+    workloads=Param(list, list(storage_fio.WORKLOADS), "fio workloads, each run for every client count"),
+    size_mib=Param(int, 32, "MiB of file per fio job"),
+    runtime_s=Param(float, 1, "seconds each workload runs"),
+    ramp_s=Param(float, 0, "seconds of ramp before each workload is measured"),
+    buffered_engine=Param(str, "psync", "fio ioengine of the buffered workloads"),
+    buffered_iodepth=Param(int, 1, "iodepth of the buffered workloads"),
+    direct_engine=Param(str, "libaio", "fio ioengine of the O_DIRECT workloads (psync where a host lacks it)"),
+    direct_iodepth=Param(int, 16, "iodepth of the O_DIRECT workloads"),
+    fio=Param(str, "fio", "the fio executable"),
+    fio_port=Param(int, 0, "port of each host's fio --server (0: derived from the run id and the tier)"),
+    sync_port=Param(int, 0, "the rendezvous port on the first host (0: derived from the run id and the tier)"),
+    space_factor=Param(float, 1.2, "free space needed on the tier, as a multiple of what is written"),
+    connect_timeout=Param(float, 120, "seconds to wait for every host at the rendezvous"),
+)
 METRICS = (("bw_bytes", "fio_bw_bytes", "B/s"), ("iops", "fio_iops", "IOPS"),
            ("clat_mean_us", "fio_clat_mean_us", "us"), ("clat_p50_us", "fio_clat_p50_us", "us"),
            ("clat_p90_us", "fio_clat_p90_us", "us"), ("clat_p99_us", "fio_clat_p99_us", "us"),
            ("clat_p99_9_us", "fio_clat_p99_9_us", "us"))
 
 
-def _params(params, run_id):
-    p = with_defaults(DEFAULTS, params)
+def _params(p, run_id):
+    """The ports of this run and tier, the client counts in order, the workloads checked."""
     block = port_for(run_id, "fio_sweep/%s" % p["tier"], span=2)
-    p["sync_port"] = int(p["sync_port"] or block)
-    p["fio_port"] = int(p["fio_port"] or block + 1)
+    p["sync_port"] = p["sync_port"] or block
+    p["fio_port"] = p["fio_port"] or block + 1
     p["clients"] = sorted({int(c) for c in p["clients"]})
     for name in p["workloads"]:
         storage_fio.workload_spec(name)  # unknown names fail early, with the list of known ones
-    if not p.get("hosts"):
-        p["hosts"] = [{"name": params.get("host") or "localhost", "addr": "127.0.0.1"}]
+    if not p["hosts"]:
+        p["hosts"] = [{"name": "localhost", "addr": "127.0.0.1"}]
     return p
 
 
@@ -93,7 +95,7 @@ def _local_setup(p, tier, me, my_dir, out_dir, children):
     os.makedirs(my_dir, exist_ok=True)
     info["direct_ok"], info["direct_reason"] = storage_tier.direct_io_supported(my_dir)
     info["engines_ok"] = p["direct_engine"] in engines(fio)
-    server = children.start([fio, "--server=%s,%d" % (me["addr"], int(p["fio_port"]))],
+    server = children.start([fio, "--server=%s,%d" % (me["addr"], p["fio_port"])],
                             log_path=os.path.join(out_dir, ".fio-server-%s.log" % tier["name"]))
     if not wait_listening(me["addr"], p["fio_port"], server, timeout=15):
         children.stop(server)
@@ -106,10 +108,10 @@ def _local_setup(p, tier, me, my_dir, out_dir, children):
 def run(art, params, out_dir):
     p = _params(params, art.run_id)
     tier = storage_tier.check_tier(p["tier"])
-    rank = int(p.get("rank", 0))
+    rank = p["rank"]
     hosts = p["hosts"]
     me = hosts[rank]
-    token = "%s/fio_sweep/%s" % (p.get("run_id") or art.run_id, tier["name"])
+    token = "%s/fio_sweep/%s" % (art.run_id, tier["name"])
     base = storage_tier.run_dir(tier["path"], art.run_id)
     my_dir = os.path.join(base, "fio-%s" % tier["name"], me["name"])
     art.facts.update({"tier": tier["name"], "tier_path": tier["path"], "tier_shared": tier["shared"],
@@ -208,12 +210,12 @@ def _drive(art, p, tier, infos, out_dir):
             with open(job_path, "w") as fh:
                 fh.write(text)
             job_texts.append("# host %s\n%s" % (host, text))
-            argv += ["--client=%s,%d" % (addr[host], int(p["fio_port"])), job_path]
+            argv += ["--client=%s,%d" % (addr[host], p["fio_port"]), job_path]
         stem = "fio_sweep-%s-c%d" % (tier["name"], clients)
         with open(os.path.join(out_dir, stem + ".jobs.txt"), "w") as fh:
             fh.write("\n".join(job_texts))
         art.raw.append(stem + ".jobs.txt")
-        per_workload = float(p["runtime_s"]) + float(p["ramp_s"]) + 2
+        per_workload = p["runtime_s"] + p["ramp_s"] + 2
         layout = max(jobs.values()) * p["size_mib"] / 50.0  # seconds at a slow 50 MiB/s
         res = run_cmd(argv, timeout=len(workloads) * per_workload + layout + 60)
         rc, out, err = res.rc, res.stdout, res.stderr

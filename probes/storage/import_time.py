@@ -21,9 +21,17 @@ import time
 
 from probes.common import tiers as storage_tier
 from probes.common.command import run_cmd
-from probes.params import with_defaults
+from probes.params import Param, Params
 
-DEFAULTS = {"mode": "node", "module": "torch", "repeat": 2, "timeout_s": 300, "space_factor": 1.5}
+PARAMS = Params(
+    mode=Param(str, "node", "node: the node's own installation; copy: a copy of the package on each tier",
+               choices=("node", "copy")),
+    tiers=Param(list, [], "storage tiers {name, path, shared}: where the copies go, or which holds the module"),
+    module=Param(str, "torch", "the module imported"),
+    repeat=Param(int, 2, "imports per tier, each in a fresh interpreter: the first cold, the others warm"),
+    timeout_s=Param(float, 300, "seconds per import"),
+    space_factor=Param(float, 1.5, "free space needed on a tier, as a multiple of the package's size"),
+)
 
 
 def module_location(module):
@@ -122,10 +130,9 @@ def _add(art, times, module, **labels):
         art.add("import_s", round(statistics.median(times[1:]), 4), "s", module=module, cache="warm", **labels)
 
 
-def run(art, params, out_dir):
-    p = with_defaults(DEFAULTS, params)
+def run(art, p, out_dir):
     module = p["module"]
-    tiers = [storage_tier.check_tier(t) for t in (p.get("tiers") or [])]
+    tiers = [storage_tier.check_tier(t) for t in p["tiers"]]
     location, extras = module_location(module)
     if location is None:
         art.skip("%s is not importable by %s" % (module, sys.executable))
@@ -141,8 +148,6 @@ def run(art, params, out_dir):
         times, _ = time_import(module, p["repeat"], p["timeout_s"])
         _add(art, times, module, tier=tier, source="node")
         return
-    if p["mode"] != "copy":
-        raise ValueError("mode must be node or copy, got %r" % p["mode"])
     art.facts["measured"] = ("import %s from a copy of its package tree (%d files, %.0f MiB) placed on each tier, "
                              "page cache dropped before the first import" % (module, files, size / 2**20))
     skipped = {}

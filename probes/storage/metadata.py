@@ -24,11 +24,17 @@ import time
 from probes.common import tiers as storage_tier
 from probes.common.ports import port_param
 from probes.common.rendezvous import StoreClient, StoreError, StoreServer
-from probes.params import with_defaults
+from probes.params import Param, Params
 
-# sync_port 0: derived from the run id and the tier (probes.common.ports).
-DEFAULTS = {"ranks_per_host": 2, "files_per_rank": 200, "sync_port": 0, "connect_timeout": 120,
-            "phase_timeout": 600}
+PARAMS = Params(
+    peers=True,
+    tier=Param(dict, None, "the storage tier {name, path, shared} to measure"),
+    ranks_per_host=Param(int, 2, "processes per host, each creating, stating and removing its own files"),
+    files_per_rank=Param(int, 200, "files per process"),
+    sync_port=Param(int, 0, "the rendezvous port on the first host (0: derived from the run id and the tier)"),
+    connect_timeout=Param(float, 120, "seconds to wait for every host at the rendezvous"),
+    phase_timeout=Param(float, 600, "seconds each phase (create, stat, unlink, mkdir storm) may take"),
+)
 ANOMALIES = ("mkdir_eexist_then_enoent", "mkdir_created_then_enoent", "mkdir_other_error", "makedirs_raised",
              "create_eexist", "create_error", "enoent_after_create", "stat_error", "unlink_enoent", "unlink_error")
 
@@ -130,17 +136,16 @@ def summarize(results, files):
     return rates, counts, sum(r.get("stale", 0) for r in results)
 
 
-def run(art, params, out_dir):
-    p = with_defaults(DEFAULTS, params)
+def run(art, p, out_dir):
     tier = storage_tier.check_tier(p["tier"])
     p["sync_port"] = port_param(p, "sync_port", art.run_id, "metadata/%s" % tier["name"])
-    hosts = p.get("hosts") or [{"name": art.host, "addr": "127.0.0.1"}]
-    host_rank = int(p.get("rank", 0))
+    hosts = p["hosts"] or [{"name": art.host, "addr": "127.0.0.1"}]
+    host_rank = p["rank"]
     me = hosts[host_rank]
     if not tier["shared"]:
         # A private tier is tested on each host alone: its own ranks, its own rendezvous on loopback.
         hosts, host_rank = [{"name": me["name"], "addr": "127.0.0.1"}], 0
-    per_host, files = int(p["ranks_per_host"]), int(p["files_per_rank"])
+    per_host, files = p["ranks_per_host"], p["files_per_rank"]
     world = per_host * len(hosts)
     art.facts.update({"tier": tier["name"], "tier_path": tier["path"], "tier_shared": tier["shared"],
                       "ranks": world, "ranks_per_host": per_host, "files_per_rank": files,

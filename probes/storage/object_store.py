@@ -17,11 +17,23 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from probes.params import with_defaults
+from probes.params import Param, Params
 from probes.storage import s3 as storage_s3
 
-DEFAULTS = {"region": "us-east-1", "verify_tls": True, "large_mib": 16, "large_count": 4, "small_kib": 4,
-            "small_count": 200, "threads": 4, "chunk_mib": 8, "timeout_s": 60}
+PARAMS = Params(
+    endpoint=Param(str, "", "the S3 endpoint URL (empty: skipped)"),
+    bucket=Param(str, "", "the bucket (empty: skipped)"),
+    credentials_file=Param(str, "", "JSON file {access_key, secret_key}, deleted once read (missing: skipped)"),
+    region=Param(str, "us-east-1", "region of the request signatures"),
+    verify_tls=Param(bool, True, "verify the endpoint's TLS certificate"),
+    large_mib=Param(int, 16, "MiB per large object"),
+    large_count=Param(int, 4, "large objects written and read"),
+    small_kib=Param(int, 4, "KiB per small object"),
+    small_count=Param(int, 200, "small objects written, read, listed and deleted"),
+    threads=Param(int, 4, "requests in flight at once"),
+    chunk_mib=Param(int, 8, "large objects' content repeats every this many MiB"),
+    timeout_s=Param(float, 60, "seconds per request"),
+)
 
 
 def percentile(values, pct):
@@ -75,7 +87,7 @@ class Bench:
                 self._fail(op, exc)
 
         t0 = time.perf_counter()
-        with ThreadPoolExecutor(max_workers=int(self.p["threads"])) as pool:
+        with ThreadPoolExecutor(max_workers=self.p["threads"]) as pool:
             list(pool.map(call, keys))
         return time.perf_counter() - t0, out
 
@@ -92,15 +104,11 @@ def read_credentials(path):
     return creds
 
 
-def run(art, params, out_dir):
-    p = with_defaults(DEFAULTS, params)
-    if p.get("skip_reason"):
-        art.skip(p["skip_reason"])
-        return
-    if not p.get("endpoint") or not p.get("bucket"):
+def run(art, p, out_dir):
+    if not p["endpoint"] or not p["bucket"]:
         art.skip("no object store configured (set storage_object_store_endpoint, _bucket and credentials)")
         return
-    path = p.get("credentials_file")
+    path = p["credentials_file"]
     if not path or not os.path.exists(path):
         art.skip("no credentials for %s (set storage_object_store_access_key and _secret_key)" % p["endpoint"])
         return
@@ -126,8 +134,8 @@ def run(art, params, out_dir):
 
 
 def _large(art, bench, p, prefix):
-    size = int(p["large_mib"]) * 2**20
-    chunk = os.urandom(min(size, int(p["chunk_mib"]) * 2**20))
+    size = p["large_mib"] * 2**20
+    chunk = os.urandom(min(size, p["chunk_mib"] * 2**20))
 
     def body():
         left = size
@@ -136,7 +144,7 @@ def _large(art, bench, p, prefix):
             left -= len(piece)
             yield piece
 
-    keys = ["%slarge/%d" % (prefix, i) for i in range(int(p["large_count"]))]
+    keys = ["%slarge/%d" % (prefix, i) for i in range(p["large_count"])]
 
     def put(client, key):
         bench.created.add(key)
@@ -144,7 +152,7 @@ def _large(art, bench, p, prefix):
 
     wall, _ = bench.each("PUT large", keys, put)
     done = len(keys) - len(bench.errors.get("PUT large", []))
-    labels = {"object_bytes": size, "threads": int(p["threads"])}
+    labels = {"object_bytes": size, "threads": p["threads"]}
     if done:
         art.add("obj_put_gbps", round(done * size / wall / 1e9, 4), "GB/s", **labels)
 
@@ -161,10 +169,10 @@ def _large(art, bench, p, prefix):
 
 
 def _small(art, bench, p, prefix):
-    size = int(p["small_kib"]) * 1024
+    size = p["small_kib"] * 1024
     data = os.urandom(size)
-    keys = ["%ssmall/%06d" % (prefix, i) for i in range(int(p["small_count"]))]
-    labels = {"object_bytes": size, "threads": int(p["threads"])}
+    keys = ["%ssmall/%06d" % (prefix, i) for i in range(p["small_count"])]
+    labels = {"object_bytes": size, "threads": p["threads"]}
 
     def put(client, key):
         bench.created.add(key)

@@ -9,6 +9,8 @@ import pytest
 from helpers import BIN, ROOT, ansible_env, run_dirs
 from test_network import SWEEP, stray_processes
 
+from probes.common.ports import BLOCK, port_for
+
 pytestmark = pytest.mark.cluster
 
 # The quick profile's multi-host probes that listen on ports: collectives (a TCPStore and gloo), TCP pairs
@@ -16,6 +18,20 @@ pytestmark = pytest.mark.cluster
 # metadata storm's rendezvous). The GPU-only probes skip here and add nothing to the test.
 TAGS = "network_collectives,network_tcp_pairs,storage_fio,storage_checkpoint,storage_metadata"
 EXPECTED = {"node_info", "collectives", "tcp_pairs", "fio_sweep-tmp", "checkpoint-tmp", "metadata-tmp"}
+# What those probes derive their port blocks from (probes/common/ports.py: run id + purpose).
+PURPOSES = ("collectives/", "tcp_pairs", "fio_sweep/tmp", "checkpoint/tmp", "metadata/tmp")
+
+
+def run_ids():
+    """Two run ids whose port blocks are all different. Derived ports collide for two random run ids about once in
+    690 per pair of probes running at the same moment: the test picks its ids so that it shows the mechanism (each
+    run meets on its own ports) and never fails by that chance."""
+    for n in range(1000):
+        ids = ("20261201T000000Z-concurrent-a%d" % n, "20261201T000000Z-concurrent-b%d" % n)
+        blocks = [port_for(i, p, span=BLOCK) for i in ids for p in PURPOSES]
+        if len(set(blocks)) == len(blocks):
+            return ids
+    raise AssertionError("no two run ids with separate port blocks")
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +39,9 @@ def two_runs(test_cluster, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("concurrent")
     inventory = test_cluster.write_inventory(str(tmp / "cluster.ini"), python=sys.executable)
     procs = {}
-    for run in ("a", "b"):
+    for run, run_id in zip(("a", "b"), run_ids()):
         extra = {"assess_output_dir": str(tmp / run), "assess_profile": "quick", "assess_provider": "concurrent",
+                 "assess_run_id": run_id,
                  "network_collectives_profiles": SWEEP,
                  "storage_tiers": [{"name": "tmp", "path": "/tmp", "shared": False}]}
         (tmp / ("%s.json" % run)).write_text(json.dumps(extra))

@@ -1,7 +1,6 @@
 """The clustermax.assess.probe action, driven by a real ansible-playbook over the local connection: it runs under
---check without a check_mode of its own, fills in peers and ports, and keeps what a task gives itself."""
+--check without a check_mode of its own, fills in the peers, and keeps what a task gives itself."""
 
-import hashlib
 import json
 import os
 import subprocess
@@ -14,7 +13,6 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT / ".collections") not in sys.path:
     sys.path.insert(0, str(ROOT / ".collections"))
 
-from ansible_collections.clustermax.assess.plugins.action.probe import run_port_base  # noqa: E402
 
 RUN_ID = "20260101T000000Z-action"
 PLAYBOOK = """
@@ -22,19 +20,22 @@ PLAYBOOK = """
   hosts: all
   gather_facts: false
   tasks:
-    - name: Simple form, hosts, rank and ports filled in by the action
+    - name: Simple form, hosts, addresses and rank filled in by the action
       clustermax.assess.probe:
         name: boot_id
         variant: simple
         peers: true
-        ports: {port: 100, sync_port: 7}
-    - name: Old form, the task's own rank and port are kept
+    - name: The task's own rank is kept
       clustermax.assess.probe:
         name: boot_id
         variant: explicit
         peers: true
-        ports: {port: 100}
-        params: {rank: 5, port: 1234}
+        params: {rank: 5}
+    - name: Peers off as a templated false (a soak that is not multi-host)
+      clustermax.assess.probe:
+        name: boot_id
+        variant: single
+        peers: "{{ 1 > 2 }}"
 """
 
 
@@ -67,12 +68,6 @@ def _artifact(artifacts, host, variant):
     return json.loads((artifacts / host / ("boot_id-%s.json" % variant)).read_text())
 
 
-def test_the_run_port_base_is_the_network_roles_formula():
-    digest = hashlib.sha1(RUN_ID.encode()).hexdigest()
-    assert run_port_base(RUN_ID) == 21000 + int(digest[:8], 16) % 800 * 10
-    assert 21000 <= run_port_base(RUN_ID) < 29000
-
-
 def test_a_probe_measures_under_check_mode(check_mode_run):
     for host in ("node-a", "node-b"):
         doc = _artifact(check_mode_run, host, "simple")
@@ -80,14 +75,13 @@ def test_a_probe_measures_under_check_mode(check_mode_run):
         assert len(doc["facts"]["boot_id"]) == 36
 
 
-def test_peers_and_ports_are_filled_in(check_mode_run):
-    base = run_port_base(RUN_ID)
+def test_peers_are_filled_in(check_mode_run):
     for rank, host in enumerate(("node-a", "node-b")):
         params = _artifact(check_mode_run, host, "simple")["params"]
-        assert params == {"hosts": ["node-a", "node-b"], "addresses": ["127.0.0.2", "127.0.0.3"], "rank": rank,
-                          "port": base + 100, "sync_port": base + 7}
+        assert params == {"hosts": ["node-a", "node-b"], "addresses": ["127.0.0.2", "127.0.0.3"], "rank": rank}
+        assert _artifact(check_mode_run, host, "single")["params"] == {}
 
 
 def test_params_the_task_gives_are_kept(check_mode_run):
     params = _artifact(check_mode_run, "node-b", "explicit")["params"]
-    assert params["rank"] == 5 and params["port"] == 1234 and params["hosts"] == ["node-a", "node-b"]
+    assert params["rank"] == 5 and params["hosts"] == ["node-a", "node-b"]

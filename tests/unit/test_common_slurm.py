@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from probes.common import slurm
-from reports.sla.sources import slurm as sla_slurm
 
 SLA = Path(__file__).resolve().parents[1] / "fixtures" / "slurm" / "sla"
 
@@ -25,16 +24,8 @@ def test_the_one_line_and_multi_line_forms_read_the_same():
                                                              "gpu004": "down"}
 
 
-# The states tests/unit/test_sla_sources.py records, judged by the SLA review's own is_down.
-SLA_STATES = ("IDLE MIXED ALLOCATED IDLE+POWERED_DOWN IDLE+MAINT IDLE+DRAIN ALLOCATED+DRAIN DOWN+DRAIN DOWN "
-              "IDLE+NOT_RESPONDING down* drained draining idle~ FAIL mixed").split()
-
-
-@pytest.mark.parametrize("state", SLA_STATES)
-def test_phase_gives_the_sla_reviews_out_of_service(state):
-    assert (slurm.phase({"State": state}) != "available") is sla_slurm.is_down(state)
-
-
+# The SLA review's verdicts are the same function (reports/sla/sources/slurm.is_down): its table of states is in
+# tests/unit/test_sla_sources.py.
 @pytest.mark.parametrize("state, phase", [
     ("drained", "drained"), ("draining", "draining"), ("IDLE+POWERED_DOWN", "available"),
     ("IDLE+POWERING_UP", "down"), ("IDLE+REBOOT_ISSUED", "down"), ("MIXED+DRAIN", "draining"),

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from probes.gpu_compute import flops as cf
+from probes.gpu_compute import shapes as cf
 from probes.gpu_compute import shapes as cs
 
 

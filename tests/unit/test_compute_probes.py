@@ -14,7 +14,7 @@ from probes.artifact import validate
 from probes.cli import run_probe
 from probes.gpu_compute import backend as compute_backend
 from probes.gpu_compute import launch as compute_launch
-from probes.gpu_compute.flops import gemm_flops
+from probes.gpu_compute.shapes import gemm_flops
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 TINY = {"profile": "quick", "iters": 2, "warmup": 1, "flush_bytes": 1 << 20}
@@ -75,7 +75,7 @@ def test_gemv_mamf_grouped_and_copy(tmp_path):
     _, grouped_bad = run_probe("grouped_gemm", str(tmp_path / "g2"), "r", "h",
                                params=dict(TINY, models=["gpt-oss-120b"], ep=3, tokens=[64]))
     assert grouped_bad["status"] == "error" and "divisible" in grouped_bad["reason"]
-    _, copy = run_probe("copy_bw", str(tmp_path / "c"), "r", "h", params=dict(TINY, bytes=1 << 20))
+    _, copy = run_probe("copy_bw", str(tmp_path / "c"), "r", "h", params={"profile": "quick", "iters": 2, "warmup": 1, "bytes": 1 << 20})
     assert copy["status"] == "ok" and {r["labels"]["direction"] for r in copy["results"]} == {"host_local"}
     assert [r["labels"]["bytes"] for r in results(copy, "gbps")] == [1 << 20]
 
@@ -185,7 +185,7 @@ def test_visible_devices_keep_the_physical_gpu_numbers():
 def test_flush_sizes():
     import torch
 
-    from probes.gpu_compute.timing import flush_size, read_llc_bytes
+    from probes.gpu_compute.launch import flush_size, read_llc_bytes
 
     assert flush_size(torch, "cpu", llc=32 << 20) == 64 << 20  # twice the last-level cache
     assert flush_size(torch, "cpu", llc=1 << 20) == 8 << 20

@@ -5,15 +5,7 @@ import itertools
 import pytest
 
 from probes.network.busbw import algbw_gbps, busbw_factor, busbw_gbps, collective_from_program
-from probes.network.plan import (
-    as_bool,
-    directed_pair_slots,
-    human_bytes,
-    message_sizes,
-    parse_bytes,
-    round_robin,
-    world_size_plan,
-)
+from probes.network.plan import directed_pair_slots, human_bytes, message_sizes, round_robin, world_size_plan
 
 
 @pytest.mark.parametrize("collective,n,factor", [
@@ -62,21 +54,9 @@ def test_message_sizes_like_nccl_tests():
         message_sizes(8, 64, 1)
 
 
-@pytest.mark.parametrize("text,value", [(8, 8), ("8", 8), ("64K", 65536), ("4M", 4 << 20), ("16G", 16 << 30),
-                                        ("1g", 1 << 30), ("512B", 512)])
-def test_parse_bytes(text, value):
-    assert parse_bytes(text) == value
-
-
 def test_human_bytes():
     assert [human_bytes(s) for s in (8, 1024, 3 << 20, 16 << 30, 1536)] == ["8 B", "1 KiB", "3 MiB", "16 GiB",
                                                                              "1536 B"]
-
-
-@pytest.mark.parametrize("value,expected", [(True, True), ("True", True), ("false", False), ("False", False),
-                                            ("0", False), (1, True), (None, True), ("yes", True)])
-def test_as_bool_from_templates(value, expected):
-    assert as_bool(value, default=True) is expected
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 8])

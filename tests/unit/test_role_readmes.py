@@ -42,12 +42,12 @@ def test_a_changed_spec_shows_as_drift(tmp_path):
     role = tmp_path / "network"
     (role / "meta").mkdir(parents=True)
     specs = yaml.safe_load((ROOT / "roles/network/meta/argument_specs.yml").read_text())
-    specs["argument_specs"]["main"]["options"]["network_port_base"]["default"] = 24000
+    specs["argument_specs"]["main"]["options"]["network_rails"]["default"] = 24000
     (role / "meta/argument_specs.yml").write_text(yaml.safe_dump(specs))
     (role / "meta/main.yml").write_text((ROOT / "roles/network/meta/main.yml").read_text())
     (role / "README.md").write_text((ROOT / "roles/network/README.md").read_text())
     rendered = role_readmes.render(role)
     assert rendered != (role / "README.md").read_text()
-    assert "| `network_port_base` | int | `24000` |" in rendered
+    assert "| `network_rails` | int | `24000` |" in rendered
     # The hand-written purpose and requirements are kept as they are.
     assert rendered.split(role_readmes.BEGIN)[0] == (role / "README.md").read_text().split(role_readmes.BEGIN)[0]

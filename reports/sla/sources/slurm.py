@@ -10,7 +10,8 @@ Inputs, as recorded from the tools (tests/fixtures/slurm/ has examples):
 - `sacctmgr show event` (default fixed-width table, or -p / -P parsable): node events with TimeStart and TimeEnd
   (`Unknown` while still open); needs slurmdbd accounting. Cluster events (no NodeName) are not downtime.
 
-Down means: base state DOWN or FAIL, or a DRAIN / FAIL / NOT_RESPONDING (`*`) / REBOOT_ISSUED flag. POWERED_DOWN
+Down means every phase but available in probes/common/slurm.py: base state DOWN, FAIL, FUTURE or UNKNOWN, a drain,
+or a flag that keeps work off the node (NOT_RESPONDING `*`, FAIL, REBOOT_ISSUED, powering up or down). POWERED_DOWN
 (power saving) and MAINT (a maintenance reservation) alone are not down. A drain whose reason was set by one of
 `ignore_users` (the buyer's own admins) is not the provider's downtime.
 Slurm prints local times without an offset: the caller names the controller's zone (`tz`), never guessed.
@@ -20,13 +21,11 @@ from __future__ import annotations
 
 import re
 
+from probes.common.slurm import parse_show_node
+from probes.common.slurm import phase as node_phase
 from reports.sla.events import Event
 from reports.sla.timeutil import TimeError, iso_utc, parse_time
 
-DOWN_BASE = {"DOWN", "FAIL", "FAILED"}
-DOWN_FLAGS = {"DRAIN", "DRAINED", "DRAINING", "DRNG", "DRAIN*", "FAIL", "FAILING", "NOT_RESPONDING",
-              "REBOOT_ISSUED", "ERROR"}
-_KEY = re.compile(r"(?:(?<=\s)|^)([A-Za-z][A-Za-z0-9_/:]*)=")
 _REASON = re.compile(r"^(?P<text>.*?)\s*\[(?P<user>[^@\]]+)@(?P<time>[0-9T:\-]+)\]\s*$")
 
 
@@ -68,25 +67,9 @@ def expand_hostlist(text: str) -> list[str]:
     return names
 
 
-def state_parts(state: str) -> tuple[str, set]:
-    """'IDLE+DRAIN' -> ('IDLE', {'DRAIN'}); 'down*' -> ('DOWN', {'NOT_RESPONDING'}); 'drained' -> ('IDLE', {DRAIN})."""
-    text = (state or "").strip().upper()
-    flags = set()
-    if "*" in text:
-        flags.add("NOT_RESPONDING")
-    text = re.sub(r"[*~#$@^!%-]+", "", text)
-    parts = [p for p in text.split("+") if p]
-    base = parts[0] if parts else "UNKNOWN"
-    flags.update(parts[1:])
-    if base in ("DRAINED", "DRAINING", "DRAIN", "DRNG"):  # sinfo's names for drained / draining nodes
-        flags.add("DRAIN")
-        base = "ALLOCATED" if base in ("DRAINING", "DRNG") else "IDLE"
-    return base, flags
-
-
 def is_down(state: str) -> bool:
-    base, flags = state_parts(state)
-    return base in DOWN_BASE or bool(flags & DOWN_FLAGS)
+    """Out of service: the one meaning of down in this project, the node side's (probes/common/slurm.py phase)."""
+    return node_phase({"State": state}) != "available"
 
 
 def parse_reason(text: str, tz) -> tuple[str, str | None, int | None]:
@@ -101,31 +84,9 @@ def parse_reason(text: str, tz) -> tuple[str, str | None, int | None]:
 
 
 def parse_scontrol_show_node(text: str) -> list[dict]:
-    """Records of `scontrol show node` (multi-line) or `scontrol -o show node` -> dicts of Key -> value."""
-    records, cur = [], []
-    for line in (text or "").splitlines():
-        if line.startswith("NodeName="):
-            if cur:
-                records.append(" ".join(cur))
-            cur = [line.strip()]
-        elif line.strip() and cur:
-            cur.append(line.strip())
-        elif not line.strip() and cur:
-            records.append(" ".join(cur))
-            cur = []
-    if cur:
-        records.append(" ".join(cur))
-    out = []
-    for rec in records:
-        keys = list(_KEY.finditer(rec))
-        doc = {}
-        for i, m in enumerate(keys):
-            end = keys[i + 1].start() if i + 1 < len(keys) else len(rec)
-            doc[m.group(1)] = rec[m.end():end].strip()
-        if "NodeName" in doc:
-            doc["NodeName"] = doc["NodeName"].split()[0]
-            out.append(doc)
-    return out
+    """Records of `scontrol show node` (multi-line) or `scontrol -o show node` -> dicts of Key -> value (the one
+    parser, probes/common/slurm.py, which the reliability probes use on the nodes too)."""
+    return list(parse_show_node(text).values())
 
 
 def parse_sinfo(text: str) -> list[dict]:
