@@ -60,9 +60,8 @@ def run_probe(name, out_dir, run_id, host, variant=None, params=None, timeout=0)
         signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
         module = importlib.import_module(PROBES[name])
-        declared = getattr(module, "PARAMS", None)
-        resolved = declared.resolve(name, params) if declared else params
-        skip = str(resolved.get("skip") or "").strip()
+        resolved = module.PARAMS.resolve(name, params)
+        skip = resolved["skip"].strip()
         if skip:
             art.skip(skip)
         else:

@@ -11,7 +11,8 @@ them through; these defaults are what a probe run by hand uses (`python -m probe
 
 Declared here once: `skip` for every probe (a non-empty reason: the probe is not run, its artifact is skipped with
 that reason), and for every multi-host probe (`Params(peers=True, ...)`) hosts, addresses and rank, which the probe
-action adds with `peers: true` (the storage role passes its own).
+action adds with `peers: true` (the storage role passes its own). A probe that does not declare them ignores them:
+`peers: true` on a single-host probe is harmless, not a misspelt param.
 """
 
 import copy
@@ -143,10 +144,10 @@ class Params:
         """The params the probe runs with: every declared one, typed; ParamError for anything else."""
         given = given or {}
         for name in given:
-            if name not in self.declared:
+            if name not in self.declared and name not in PEERS:
                 close = difflib.get_close_matches(name, self.declared, n=1)
-                raise ParamError("probe %s: unknown param %r (%s)" % (
-                    probe, name, "did you mean %r?" % close[0] if close else "known: " + ", ".join(sorted(self.declared))))
+                hint = "did you mean %r?" % close[0] if close else "known: " + ", ".join(sorted(self.declared))
+                raise ParamError("probe %s: unknown param %r (%s)" % (probe, name, hint))
         out = {}
         for name, param in self.declared.items():
             value = given.get(name)
@@ -163,10 +164,3 @@ class Params:
         width = [max(len(r[i]) for r in rows) for i in range(3)]
         return "\n".join("%-*s  %-*s  %-*s  %s" % (width[0], r[0], width[1], r[1], width[2], r[2], r[3])
                          for r in rows)
-
-
-def with_defaults(defaults, params):
-    """A probe's parameters: its defaults, overridden by every param given a value (None keeps the default)."""
-    merged = dict(defaults)
-    merged.update({k: v for k, v in (params or {}).items() if v is not None})
-    return merged

@@ -1,9 +1,10 @@
 """Names of the probes: every phase package of `probes` lists its probe modules in PROBES.
 
-A new probe is a module `probes/<phase>/<name>.py` with `run(art, params, out_dir)`, named in its package's PROBES;
-a new phase is a new package. Nothing else to register. Discovery imports only the phase packages' `__init__`
-(cheap, no torch), and works from the package directory and from inside probes.pyz (pkgutil reads both).
-A probe name is the artifact's name, so two phases may not use the same one.
+A new probe is a module `probes/<phase>/<name>.py` with `PARAMS` (its params' declaration, probes/params.py) and
+`run(art, params, out_dir)`, named in its package's PROBES; a new phase is a new package. Nothing else to register.
+Discovery imports only the phase packages' `__init__` (cheap, no torch), and works from the package directory and
+from inside probes.pyz (pkgutil reads both). A probe name is the artifact's name, so two phases may not use the same
+one.
 """
 
 import importlib

@@ -25,19 +25,25 @@ from probes.audit import software as audit_software
 from probes.audit import storage as audit_storage
 from probes.audit import system as audit_system
 from probes.audit.collect import Collector
+from probes.params import Param, Params
 
-DEFAULTS = {"timeout": 10.0, "workers": 16, "deadline_s": 100.0, "probe_metadata": False, "dcgm_diag": True,
-            "nccl_conf_paths": [], "log_window_days": 7}
+PARAMS = Params(
+    timeout=Param(float, 10.0, "seconds per command"),
+    workers=Param(int, 16, "sources read at once"),
+    deadline_s=Param(float, 100.0, "seconds for the whole survey: sources still running then are timed out"),
+    probe_metadata=Param(bool, False, "ask the cloud metadata service (one HTTP request to 169.254.169.254)"),
+    dcgm_diag=Param(bool, True, "run dcgmi diag -r 1 where DCGM is installed"),
+    nccl_conf_paths=Param(list, [], "extra nccl.conf files to read"),
+    log_window_days=Param(int, 7, "days of kernel log read"),
+    # What the inventory says the node should be: recorded for the report (reports/phases/audit), not used here.
+    expected_gpu_count=Param(int, 0, "GPUs per node the inventory expects (0: the count of the GPU model)"),
+    expect_mig=Param(bool, False, "whether the GPUs are meant to be MIG-partitioned"),
+    fabric_tiers=Param(int, 0, "switch tiers of the compute fabric (0: unknown)"),
+    fabric_rate_gbps=Param(float, 0, "expected compute port rate in Gb/s (0: the fastest port of the node)"),
+)
 _TOOL_GROUPS = (("nvcc", "dcgmi", "dcgm_exporter", "nvidia_ctk", "nvidia_container_cli"),
                 ("dockerd", "docker_client", "containerd", "runc", "enroot", "apptainer"),
                 ("singularity", "ofed_info", "slurm", "kubelet", "openssh", "sudo"))
-
-
-def _flag(value):
-    """true/false from JSON, or from text that went through a template ("False", "0", "no")."""
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
 
 
 def tasks(params):
@@ -49,17 +55,17 @@ def tasks(params):
         ("pci", audit_pci.collect),
         ("net", audit_net.collect_links),
         ("ib_tools", audit_net.collect_ib_tools),
-        ("nccl", lambda c: audit_net.collect_nccl(c, params.get("nccl_conf_paths") or ())),
+        ("nccl", lambda c: audit_net.collect_nccl(c, params["nccl_conf_paths"])),
         ("system", audit_system.collect),
-        ("kernel_log", lambda c: audit_logs.collect(c, int(params.get("log_window_days", 7)))),
+        ("kernel_log", lambda c: audit_logs.collect(c, params["log_window_days"])),
         ("packages", audit_software.collect_packages),
         ("libraries", audit_software.collect_libraries),
         ("storage", audit_storage.collect),
         ("procs", audit_procs.collect),
-        ("security", lambda c: audit_security.collect(c, _flag(params.get("probe_metadata")))),
+        ("security", lambda c: audit_security.collect(c, params["probe_metadata"])),
         ("slurm", audit_sched.collect),
         ("kubernetes", audit_sched.collect_kubernetes),
-        ("health", lambda c: audit_health.collect(c, _flag(params.get("dcgm_diag", True)))),
+        ("health", lambda c: audit_health.collect(c, params["dcgm_diag"])),
     ]
     for i, names in enumerate(_TOOL_GROUPS):
         out.append(("tools_%d" % i, lambda c, names=names: audit_software.collect_tools(c, names)))
@@ -81,11 +87,10 @@ def _device(facts):
             "torch": None}
 
 
-def run(art, params, out_dir):
-    p = dict(DEFAULTS, **params)
+def run(art, p, out_dir):
     t0 = time.monotonic()
-    c = Collector(out_dir, default_timeout=float(p["timeout"]))
-    facts = c.run_all(tasks(p), workers=int(p["workers"]), deadline_s=float(p["deadline_s"]))
+    c = Collector(out_dir, default_timeout=p["timeout"])
+    facts = c.run_all(tasks(p), workers=p["workers"], deadline_s=p["deadline_s"])
     tools = {}
     for i in range(len(_TOOL_GROUPS)):
         tools.update(facts.pop("tools_%d" % i, {}) or {})

@@ -10,6 +10,9 @@ import socket
 
 from probes.common import device
 from probes.common.readers import parse_key_values, read_text
+from probes.params import Param, Params
+
+PARAMS = Params(torch=Param(bool, True, "import torch to record its version and the devices it sees"))
 
 
 def parse_cpuinfo(text):
@@ -80,7 +83,7 @@ def run(art, params, out_dir):
     mem = parse_meminfo(read_text("/proc/meminfo"))
     osr = parse_key_values(read_text("/etc/os-release", ""))
     dev, gpus, gpu_facts = device.describe()
-    tfacts = torch_facts() if params.get("torch", True) else {"torch": None}
+    tfacts = torch_facts() if params["torch"] else {"torch": None}
     dev["torch"] = tfacts.get("torch")
     art.device = dev
     uname = platform.uname()

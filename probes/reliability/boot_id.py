@@ -9,7 +9,9 @@ import socket
 import time
 
 from probes.common.readers import read_text
+from probes.params import Params
 
+PARAMS = Params()
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 
 

@@ -21,11 +21,24 @@ import time
 
 from probes.common import device
 from probes.common.command import run_cmd
+from probes.params import Param, Params
 from probes.reliability import detached
 
 METHODS = ("dcgm", "kmsg", "pcie_bridge_reset")
 DCGM_XID_FIELD = 230  # DCGM_FI_DEV_XID_ERRORS
 KMSG = "/dev/kmsg"
+PARAMS = Params(
+    mode=Param(str, "inject", "inject a fault, or clear a held DCGM injection", choices=("inject", "clear")),
+    xid=Param(int, None, "inject: the XID to inject (required)"),
+    methods=Param(list, list(METHODS), "inject: methods to try in order, the first that works is used"),
+    message=Param(str, "", "inject: the text of the kernel log line (default: injected by clustermax.assess)"),
+    gpu_index=Param(int, 0, "the GPU to inject into, as nvidia-smi counts them"),
+    hold_s=Param(float, 600, "inject: seconds a DCGM injection is held"),
+    dcgm_field=Param(int, DCGM_XID_FIELD, "the DCGM field injected (DCGM_FI_DEV_XID_ERRORS)"),
+    kmsg_path=Param(str, KMSG, "inject: the kernel log written to"),
+    allow_pcie_reset=Param(bool, False, "inject: allow the PCIe bridge reset (the GPU is lost until a reboot)"),
+    sys_root=Param(str, "/sys", "inject: where sysfs is"),
+)
 
 
 def xid_pci(bus_id):
@@ -59,7 +72,7 @@ def xid_line(xid, pci, message, marker, pid=None):
 
 
 def _gpu(gpus, params):
-    index = int(params.get("gpu_index", 0))
+    index = params["gpu_index"]
     return next((g for g in gpus if int(g.get("index", -1)) == index), gpus[0] if gpus else None)
 
 
@@ -88,15 +101,15 @@ def _dcgm(art, params, gpus, out_dir):
     gpu = _gpu(gpus, params)
     if gpu is None:
         return None, "no GPU to inject into"
-    field = int(params.get("dcgm_field", DCGM_XID_FIELD))
-    xid = int(params["xid"])
+    field = params["dcgm_field"]
+    xid = params["xid"]
     res = run_cmd(dcgm_argv(gpu["index"], field, xid), timeout=30)
     t = time.time()
     if res.rc != 0:
         text = (res.stderr or res.stdout).strip().splitlines()
         return None, "dcgmi test --inject: %s" % (text[-1] if text else "rc=%s" % res.rc)
     pid_path, stop_path = _hold_paths(out_dir)
-    cfg = {"gpu": gpu["index"], "field": field, "value": xid, "hold_s": float(params.get("hold_s", 600)),
+    cfg = {"gpu": gpu["index"], "field": field, "value": xid, "hold_s": params["hold_s"],
            "stop": stop_path}
     proc = detached.start("probes.reliability.fault_inject", "hold_main", cfg, "clustermax-assess-dcgm-hold")
     with open(pid_path, "w") as fh:
@@ -109,16 +122,16 @@ def _kmsg(art, params, gpus, out_dir):
     gpu = _gpu(gpus, params)
     pci = xid_pci(gpu.get("pci_bus_id")) if gpu else "0000:00:00"
     marker = "clustermax.assess injection run=%s node=%s" % (art.run_id, art.host)
-    line = xid_line(params["xid"], pci, params.get("message") or "injected by clustermax.assess", marker)
+    line = xid_line(params["xid"], pci, params["message"] or "injected by clustermax.assess", marker)
     try:
-        fd = os.open(params.get("kmsg_path", KMSG), os.O_WRONLY)
+        fd = os.open(params["kmsg_path"], os.O_WRONLY)
     except OSError as exc:
-        return None, "cannot open %s: %s" % (params.get("kmsg_path", KMSG), exc.strerror)
+        return None, "cannot open %s: %s" % (params["kmsg_path"], exc.strerror)
     try:
         # "<3>": kernel log level err, as the driver logs XIDs.
         os.write(fd, ("<3>%s\n" % line).encode())
     except OSError as exc:
-        return None, "cannot write %s: %s" % (params.get("kmsg_path", KMSG), exc.strerror)
+        return None, "cannot write %s: %s" % (params["kmsg_path"], exc.strerror)
     finally:
         os.close(fd)
     art.facts.update(kmsg_line=line, pci=pci)
@@ -128,11 +141,11 @@ def _kmsg(art, params, gpus, out_dir):
 def _pcie(art, params, gpus, out_dir):
     if art.device.get("backend") != "cuda" or not gpus:
         return None, "no NVIDIA GPU on this node (a PCIe bridge reset needs one)"
-    if not params.get("allow_pcie_reset"):
+    if not params["allow_pcie_reset"]:
         return None, "not allowed (set fault_injection_allow_pcie_reset: the GPU is lost until the node reboots)"
     gpu = _gpu(gpus, params)
     bdf = sysfs_bdf(gpu.get("pci_bus_id"))
-    bridge = upstream_bridge(bdf, params.get("sys_root", "/sys")) if bdf else None
+    bridge = upstream_bridge(bdf, params["sys_root"]) if bdf else None
     if not bridge:
         return None, "no upstream PCIe bridge found for GPU %s (%s)" % (gpu.get("index"), gpu.get("pci_bus_id"))
     res = run_cmd(["setpci", "-s", bridge, "BRIDGE_CONTROL"], timeout=10)
@@ -162,7 +175,7 @@ def _clear(art, params, out_dir):
         time.sleep(0.2)
     if _alive(pid) and _ours(pid):
         os.kill(pid, signal.SIGKILL)
-        run_cmd(dcgm_argv(params.get("gpu_index", 0), int(params.get("dcgm_field", DCGM_XID_FIELD)), 0), timeout=10)
+        run_cmd(dcgm_argv(params["gpu_index"], params["dcgm_field"], 0), timeout=10)
     for path in (pid_path, stop_path):
         if os.path.exists(path):
             os.unlink(path)
@@ -186,18 +199,18 @@ def _ours(pid):
 
 
 def run(art, params, out_dir):
-    if params.get("mode") == "clear":
+    if params["mode"] == "clear":
         _clear(art, params, out_dir)
         return
-    if params.get("xid") is None:
+    if params["xid"] is None:
         raise ValueError("params.xid is required")
     dev, gpus, _ = device.describe()
     art.device = dev
-    methods = list(params.get("methods") or METHODS)
+    methods = params["methods"] or list(METHODS)
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError("unknown method(s) %s: want %s" % (", ".join(unknown), ", ".join(METHODS)))
-    art.facts["xid"] = str(int(params["xid"]))
+    art.facts["xid"] = str(params["xid"])
     if dev.get("backend") == "rocm":
         art.facts["amd_ras"] = "UMC RAS error injection is not implemented"
     tried = []
@@ -208,7 +221,7 @@ def run(art, params, out_dir):
         tried.append(method)
         if t is not None:
             art.facts["method"] = method
-            art.add("injected_at", round(t, 3), "s_epoch", method=method, xid=int(params["xid"]))
+            art.add("injected_at", round(t, 3), "s_epoch", method=method, xid=params["xid"])
             art.add("methods_tried", len(tried), "count")
             return
     art.add("methods_tried", len(tried), "count")

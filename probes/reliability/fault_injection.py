@@ -11,16 +11,15 @@ What the provider's tooling did and how fast (detection, drain, return, flaps, t
 computed on the controller from those artifacts (reports/phases/reliability/timeline.py) and judged against the
 XID's recommended action there (reports/phases/reliability/grade.py).
 
-params: skip, node, scheduler, batch, observer, stage (the variant of the batch's observer artifacts, e.g.
-fault-b1), xid.
+A `skip` reason means nothing was injected there.
 """
 
-from probes.reliability.reboot import record_batch
+from probes.params import Param, Params
+from probes.reliability.reboot import BATCH_PARAMS, record_batch
+
+PARAMS = Params(xid=Param(int, None, "the XID injected"), **BATCH_PARAMS)
 
 
 def run(art, params, out_dir):
-    if params.get("skip"):
-        art.skip(params["skip"])
-        return
     record_batch(art, params)
-    art.facts["xid"] = str(params.get("xid"))
+    art.facts["xid"] = str(params["xid"])

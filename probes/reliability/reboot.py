@@ -10,25 +10,32 @@ error, plus where the batch's other observations lie (the observer host and the 
 The stage timings (drain, reboot, seen down, registered, resume, fresh job) and whether the node came back are
 computed on the controller from all of these artifacts (reports/phases/reliability/timeline.py).
 
-params: skip (a reason: nothing was done to this node), node (its name in the scheduler), scheduler, batch,
-observer (the inventory host that drained and watched; empty without a scheduler), stage (the variant of the
-batch's observer artifacts, e.g. reboot-b1), reboot {started, returned, elapsed, error}.
+A `skip` reason means nothing was done to this node.
 """
+
+from probes.params import Param, Params
+
+# Which node, batch and observer a per-node artifact of the destructive phase belongs to (reboot, fault_injection).
+BATCH_PARAMS = {
+    "node": Param(str, "", "the node's name in the scheduler (default: the inventory host)"),
+    "scheduler": Param(str, None, "the scheduler that took the node out and back"),
+    "batch": Param(str, None, "the batch's number"),
+    "observer": Param(str, "", "the inventory host that drained and watched (empty without a scheduler)"),
+    "stage": Param(str, "", "the variant of the batch's observer artifacts, e.g. reboot-b1"),
+}
+PARAMS = Params(reboot=Param(dict, {}, "what the controller saw: {started, returned, elapsed, error}"),
+                **BATCH_PARAMS)
 
 
 def record_batch(art, params):
     """The facts every per-node artifact of the destructive phase carries: which node, batch and observer."""
-    art.facts.update(node=params.get("node") or art.host, scheduler=params.get("scheduler"),
-                     batch=str(params.get("batch")), observer=params.get("observer") or "",
-                     stage=params.get("stage") or "")
+    art.facts.update(node=params["node"] or art.host, scheduler=params["scheduler"], batch=str(params["batch"]),
+                     observer=params["observer"], stage=params["stage"])
 
 
 def run(art, params, out_dir):
-    if params.get("skip"):
-        art.skip(params["skip"])
-        return
     record_batch(art, params)
-    reboot = params.get("reboot") or {}
+    reboot = params["reboot"]
     if reboot.get("error"):
         art.facts["reboot_error"] = str(reboot["error"])
     if reboot.get("started") is not None:

@@ -18,8 +18,27 @@ import time
 
 from probes.common import sched
 from probes.common.sched import OUT_OF_SERVICE
+from probes.params import Param, Params
 
 REGISTERED = ("available", "draining", "drained", "unhealthy")
+ACTIONS = ("state", "drain", "return", "job", "restore")
+PARAMS = Params(
+    action=Param(str, None, "what to do (required)", choices=ACTIONS),
+    scheduler=Param(str, "auto", "slurm, kubernetes, none, or auto (detected on this node)"),
+    options=Param(dict, {}, "the scheduler's options (probes/common/sched.py: detect_command, image, ...)"),
+    nodes=Param(list, [], "the nodes, by their names in the scheduler"),
+    resume=Param(list, [], "return, restore: the nodes to resume (those the test took out of service)"),
+    interval=Param(float, 1.0, "seconds between two reads of the scheduler"),
+    timeout=Param(float, None, "seconds to wait for the scheduler (default: drain 600, return 900, restore 30)"),
+    reason=Param(str, "", "drain: the reason given to the scheduler (default: clustermax.assess)"),
+    job=Param(bool, True, "return: run a fresh job on every node back in service"),
+    job_command=Param(list, ["hostname"], "return, job: the job's command"),
+    job_wait=Param(float, 60, "return, job: seconds the job may take"),
+)
+
+
+def _timeout(params, default):
+    return default if params["timeout"] is None else params["timeout"]
 
 
 def _stamp(art, metric, node, value=None):
@@ -34,8 +53,8 @@ def _cmd_text(res):
 
 
 def _scheduler(params, art):
-    name = params.get("scheduler", "auto")
-    options = dict(params.get("options") or {})
+    name = params["scheduler"]
+    options = params["options"]
     if name == "auto":
         name, why = sched.detect(options)
         for tried, reason in sorted(why.items()):
@@ -69,8 +88,8 @@ def _state(art, scheduler, nodes):
 
 
 def _drain(art, scheduler, nodes, params, interval):
-    reason = params.get("reason") or "clustermax.assess"
-    timeout = float(params.get("timeout", 600))
+    reason = params["reason"] or "clustermax.assess"
+    timeout = _timeout(params, 600.0)
     for node in nodes:
         _stamp(art, "drain_issued_at", node)
         res = scheduler.drain(node, reason, timeout_s=timeout)
@@ -85,9 +104,9 @@ def _drain(art, scheduler, nodes, params, interval):
 
 
 def _job(art, scheduler, node, params):
-    command = list(params.get("job_command") or ["hostname"])
+    command = params["job_command"] or ["hostname"]
     _stamp(art, "job_started_at", node)
-    res = scheduler.job(node, command, wait_s=float(params.get("job_wait", 60)))
+    res = scheduler.job(node, command, wait_s=params["job_wait"])
     if res is None:
         return
     art.add("job_rc", -1 if res.rc is None else res.rc, "rc", node=node)
@@ -98,8 +117,8 @@ def _job(art, scheduler, node, params):
 
 
 def _return(art, scheduler, nodes, params, interval):
-    timeout = float(params.get("timeout", 900))
-    resume = set(params.get("resume") or [])
+    timeout = _timeout(params, 900.0)
+    resume = set(params["resume"])
     # The scheduler hears from the node again (Slurm: slurmd registered; Kubernetes: Ready).
     registered, last = _wait(scheduler, nodes, lambda s: s["phase"] in REGISTERED, timeout, interval)
     for node in nodes:
@@ -122,12 +141,12 @@ def _return(art, scheduler, nodes, params, interval):
                 phase=(available.get(node) or last.get(node) or {}).get("phase"))
         if node in available:
             _stamp(art, "available_at", node, available[node]["t"])
-            if params.get("job", True):
+            if params["job"]:
                 _job(art, scheduler, node, params)
 
 
 def _restore(art, scheduler, nodes, params, interval):
-    resume = [n for n in nodes if n in set(params.get("resume") or [])]
+    resume = [n for n in nodes if n in set(params["resume"])]
     resumed = []
     for s in scheduler.read(resume, time.time()):
         node = s["node"]
@@ -143,19 +162,21 @@ def _restore(art, scheduler, nodes, params, interval):
             art.add("resumed", 0, "bool", node=node, was=s["phase"], reason=s.get("reason"))
     # Back as it was means available again (a node that does not come back is left to the report, not retried).
     available, last = _wait(scheduler, resumed, lambda s: s["phase"] == "available",
-                            float(params.get("timeout", 30)), interval)
+                            _timeout(params, 30.0), interval)
     for node in resumed:
         art.add("available_after_restore", 1 if node in available else 0, "bool", node=node,
                 phase=(available.get(node) or last.get(node) or {}).get("phase"))
 
 
 def run(art, params, out_dir):
-    action = params.get("action")
-    nodes = list(params.get("nodes") or [])
-    interval = float(params.get("interval", 1.0))
+    action = params["action"]
+    if action is None:
+        raise ValueError("params.action is required: %s" % ", ".join(ACTIONS))
+    nodes = params["nodes"]
+    interval = params["interval"]
     scheduler = _scheduler(params, art)
     if action == "state":
-        if scheduler.name != "none" or (params.get("options") or {}).get("detect_command"):
+        if scheduler.name != "none" or params["options"].get("detect_command"):
             _state(art, scheduler, nodes)
         return
     if not nodes:
@@ -174,7 +195,5 @@ def run(art, params, out_dir):
                 _job(art, scheduler, s["node"], params)
             else:
                 art.facts["job_skipped_%s" % s["node"]] = "node is %s" % s["phase"]
-    elif action == "restore":
-        _restore(art, scheduler, nodes, params, interval)
     else:
-        raise ValueError("action %r: want state, drain, return, job or restore" % action)
+        _restore(art, scheduler, nodes, params, interval)

@@ -20,11 +20,27 @@ import signal
 import time
 
 from probes.common import sched
+from probes.params import Param, Params
 from probes.reliability import detached
 from probes.reliability import samples as watch_samples
 from probes.reliability.samples import read_samples
 
 STOP_GRACE_S = 15.0
+PARAMS = Params(
+    tag=Param(str, "", "names the watcher, the same in both calls (required)"),
+    mode=Param(str, "start", "start the watcher, or stop it and collect what it saw", choices=("start", "stop")),
+    scheduler=Param(str, "none", "start: slurm, kubernetes or none"),
+    options=Param(dict, {}, "start: the scheduler's options (probes/common/sched.py)"),
+    nodes=Param(list, [], "start: the nodes to watch, by their names in the scheduler"),
+    interval=Param(float, 1.0, "start: seconds between two reads of the scheduler"),
+    max_s=Param(float, 3600, "start: the watcher never runs longer"),
+    stop_when=Param(str, "stop", "start: resolved: the watcher ends once every node is detected and back; stop: "
+                                 "only when told to"),
+    detect_timeout=Param(float, 600, "start: seconds until the scheduler must notice"),
+    remediation_timeout=Param(float, 3600, "start: seconds until the node must be back"),
+    settle_s=Param(float, 5, "start: seconds a state must last to count"),
+    wait_s=Param(float, 0, "stop: seconds to wait for the watcher to end by itself"),
+)
 
 
 def _paths(out_dir, tag):
@@ -88,12 +104,12 @@ def loop_main(cfg):
 
 
 def _start(art, params, out_dir, paths):
-    nodes = list(params.get("nodes") or [])
+    nodes = params["nodes"]
     if not nodes:
         art.skip("no nodes to watch")
         return
-    options = dict(params.get("options") or {})
-    scheduler = sched.Scheduler(params.get("scheduler", "none"), options)
+    options = params["options"]
+    scheduler = sched.Scheduler(params["scheduler"], options)
     now = time.time()
     baseline = scheduler.read(nodes, now)
     if all(s["phase"] == "unknown" for s in baseline):
@@ -106,11 +122,9 @@ def _start(art, params, out_dir, paths):
             os.unlink(path)
     _append(paths["jsonl"], baseline)
     cfg = {"out_dir": out_dir, "tag": params["tag"], "scheduler": scheduler.name, "options": options,
-           "nodes": nodes, "t_start": now, "interval": float(params.get("interval", 1.0)),
-           "max_s": float(params.get("max_s", 3600)), "stop_when": params.get("stop_when", "stop"),
-           "detect_timeout": float(params.get("detect_timeout", 600)),
-           "remediation_timeout": float(params.get("remediation_timeout", 3600)),
-           "settle_s": float(params.get("settle_s", 5))}
+           "nodes": nodes, "t_start": now, "interval": params["interval"], "max_s": params["max_s"],
+           "stop_when": params["stop_when"], "detect_timeout": params["detect_timeout"],
+           "remediation_timeout": params["remediation_timeout"], "settle_s": params["settle_s"]}
     proc = detached.start("probes.reliability.sched_watch", "loop_main", cfg,
                           "clustermax-assess-watch=" + params["tag"], log_path=paths["log"], cwd=out_dir)
     with open(paths["pid"], "w") as fh:
@@ -131,7 +145,7 @@ def _ours(pid, tag):
 
 def _stop(art, params, out_dir, paths):
     tag = params["tag"]
-    deadline = time.time() + float(params.get("wait_s", 0))
+    deadline = time.time() + params["wait_s"]
     while not os.path.exists(paths["done"]) and time.time() < deadline and os.path.exists(paths["pid"]):
         time.sleep(0.2)
     ended_by = None
@@ -172,13 +186,10 @@ def _stop(art, params, out_dir, paths):
 
 
 def run(art, params, out_dir):
-    if not params.get("tag"):
+    if not params["tag"]:
         raise ValueError("params.tag is required")
     paths = _paths(out_dir, params["tag"])
-    mode = params.get("mode", "start")
-    if mode == "start":
+    if params["mode"] == "start":
         _start(art, params, out_dir, paths)
-    elif mode == "stop":
-        _stop(art, params, out_dir, paths)
     else:
-        raise ValueError("mode %r: want start or stop" % mode)
+        _stop(art, params, out_dir, paths)

@@ -11,6 +11,7 @@ import pytest
 
 from probes import cli
 from probes.artifact import validate
+from probes.params import Param, Params
 from probes.pyz import build
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def fake_probe(monkeypatch):
     """Registers a probe module whose behaviour each test chooses."""
     module = types.ModuleType("probes_test_fake")
+    module.PARAMS = Params(x=Param(int, 0, "a number the probe records"))
     monkeypatch.setitem(sys.modules, "probes_test_fake", module)
     monkeypatch.setitem(cli.PROBES, "fake", "probes_test_fake")
     return module

@@ -20,7 +20,7 @@ import statistics
 import yaml
 
 from reports import DATA_DIR
-from reports.grading import make_row
+from reports.grading import make_row, ungradable
 from reports.phases.reliability import timeline
 
 # What the observed actions mean for the buckets of xid.yml.
@@ -28,24 +28,17 @@ UNCONTAINED = ("REBOOT", "RESET_GPU", "WORKFLOW_ECC", "WORKFLOW_NVLINK", "CHECK_
 HARMLESS = ("RESTART_APP", "IGNORE_UNTIL_RESET")
 
 
-def _row(check, host, status, observed=None, expected=None, reason=None, subject=""):
-    return make_row(check, host, status, observed, expected, reason, subject)
-
-
 def _precondition(check, run, host, probe):
     """(row, None) when there is nothing to grade on this host, else (None, what happened there: the record
     timeline.outcome computes from the raw observations). A host that became unreachable is still graded on what
     it recorded (a node that did not come back from a reboot is a finding)."""
-    doc = run.artifact(host, probe)
-    if doc is None:
-        if host in run.unreachable:
-            return _row(check, host, "skip", reason="host unreachable"), None
-        return _row(check, host, "skip", reason="%s did not run on this host" % probe), None
-    done = timeline.outcome(run, doc)
-    if done["status"] == "skipped":
-        return _row(check, host, "skip", reason=done["reason"]), None
-    if done["status"] == "error":
-        return _row(check, host, "error", reason=done["reason"]), None
+    row = ungradable(check, run, host, probe=probe, variant=None, grade_unreachable=True)
+    if row:
+        return row, None
+    done = timeline.outcome(run, run.artifact(host, probe))
+    if done["status"] in ("skipped", "error"):
+        status = "skip" if done["status"] == "skipped" else "error"
+        return make_row(check, host, status, reason=done["reason"]), None
     return None, done
 
 
@@ -62,10 +55,10 @@ def grade_reboot(check, run, host):
     expected = "new boot id, back in service, a fresh job ran"
     if m.get("returned") == 1:
         back = m.get("return_to_service_s")
-        return [_row(check, host, "pass", "back after %s" % _s(back) if back is not None else "back", expected)]
+        return [make_row(check, host, "pass", "back after %s" % _s(back) if back is not None else "back", expected)]
     why = facts.get("reboot_error") or ("the boot id did not change" if not m.get("boot_id_changed")
                                         else "no fresh job ran after the reboot")
-    return [_row(check, host, "fail", "not back", expected, why)]
+    return [make_row(check, host, "fail", "not back", expected, why)]
 
 
 def grade_peers(check, run, hosts):
@@ -79,7 +72,7 @@ def grade_peers(check, run, hosts):
             continue
         value = done["metrics"].get(check["metric"])
         if value is None:
-            rows.append(_row(check, host, "skip", reason="no %s (the node did not come back)" % check["metric"]))
+            rows.append(make_row(check, host, "skip", reason="no %s (the node did not come back)" % check["metric"]))
             continue
         values[host] = value
     fail_f, warn_f = float(check.get("fail_factor", 2.0)), float(check.get("warn_factor", 1.5))
@@ -87,7 +80,7 @@ def grade_peers(check, run, hosts):
     for host, value in sorted(values.items()):
         others = [v for h, v in values.items() if h != host]
         if len(others) < int(check.get("min_peers", 1)):
-            rows.append(_row(check, host, "skip", _s(value), reason="no other node to compare with"))
+            rows.append(make_row(check, host, "skip", _s(value), reason="no other node to compare with"))
             continue
         median = statistics.median(others)
         expected = "at most %.1fx the median of the other %d node(s), %s" % (fail_f, len(others), _s(median))
@@ -98,7 +91,7 @@ def grade_peers(check, run, hosts):
             status = "warn"
         else:
             status = "pass"
-        rows.append(_row(check, host, status, _s(value), expected))
+        rows.append(make_row(check, host, status, _s(value), expected))
     return rows
 
 
@@ -113,12 +106,12 @@ def grade_detect(check, run, host):
         watched = m.get("watched_s", 0.0)
         note = "" if watched >= fail_s else (" (the watch was shorter than %s: raise fault_injection_detect_timeout "
                                             "to tell slow from never)" % _s(fail_s))
-        return [_row(check, host, "fail", "not detected", expected,
+        return [make_row(check, host, "fail", "not detected", expected,
                      "the node stayed in service for the whole %s watch%s" % (_s(watched), note))]
     detect = m["detect_s"]
     status = "pass" if detect <= pass_s else "warn" if detect <= fail_s else "fail"
     how = done["facts"].get("detect_reason") or done["facts"].get("detect_phase")
-    return [_row(check, host, status, "%s (%s)" % (_s(detect), how), expected)]
+    return [make_row(check, host, status, "%s (%s)" % (_s(detect), how), expected)]
 
 
 def load_xid_actions(path=None):
@@ -164,9 +157,9 @@ def grade_action(check, run, host, data=None):
     bucket, text = recommended(xid, data)
     observed = facts.get("observed_action") or "unknown"
     if observed == "unknown":
-        return [_row(check, host, "error", observed, text, "the scheduler's view could not be read")]
+        return [make_row(check, host, "error", observed, text, "the scheduler's view could not be read")]
     status, why = judge_action(observed, bucket, done["metrics"].get("watched_s", 0.0))
-    return [_row(check, host, status, "%s (XID %d)" % (observed, xid), "%s: %s" % (bucket, text), why)]
+    return [make_row(check, host, status, "%s (XID %d)" % (observed, xid), "%s: %s" % (bucket, text), why)]
 
 
 def grade_return(check, run, host):
@@ -181,11 +174,11 @@ def grade_return(check, run, host):
         observed = "back after %s" % _s(m["return_s"])
         if m.get("job_s") is not None:
             observed += ", a fresh job took %s" % _s(m["job_s"])
-        return [_row(check, host, "pass" if back <= within else "fail", observed, expected)]
+        return [make_row(check, host, "pass" if back <= within else "fail", observed, expected)]
     watched = m.get("watched_s", 0.0)
     if watched >= within:
-        return [_row(check, host, "fail", "not back", expected, "still out of service after %s" % _s(watched))]
-    return [_row(check, host, "skip", "not back within the %s watch" % _s(watched), expected,
+        return [make_row(check, host, "fail", "not back", expected, "still out of service after %s" % _s(watched))]
+    return [make_row(check, host, "skip", "not back within the %s watch" % _s(watched), expected,
                  "the watch (fault_injection_remediation_timeout) was shorter than %s" % _s(within))]
 
 

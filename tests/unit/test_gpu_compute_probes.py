@@ -75,7 +75,8 @@ def test_gemv_mamf_grouped_and_copy(tmp_path):
     _, grouped_bad = run_probe("grouped_gemm", str(tmp_path / "g2"), "r", "h",
                                params=dict(TINY, models=["gpt-oss-120b"], ep=3, tokens=[64]))
     assert grouped_bad["status"] == "error" and "divisible" in grouped_bad["reason"]
-    _, copy = run_probe("copy_bw", str(tmp_path / "c"), "r", "h", params={"profile": "quick", "iters": 2, "warmup": 1, "bytes": 1 << 20})
+    _, copy = run_probe("copy_bw", str(tmp_path / "c"), "r", "h",
+                        params={"profile": "quick", "iters": 2, "warmup": 1, "bytes": 1 << 20})
     assert copy["status"] == "ok" and {r["labels"]["direction"] for r in copy["results"]} == {"host_local"}
     assert [r["labels"]["bytes"] for r in results(copy, "gbps")] == [1 << 20]
 
