@@ -122,7 +122,8 @@ class Param:
 UNIVERSAL = {"skip": Param(str, "", "why the probe is not run: when not empty, the artifact is skipped with this "
                                     "reason and nothing is measured")}
 PEERS = {
-    "hosts": Param(list, None, "the hosts of the run in play order, the first being where the others meet "
+    "hosts": Param(list, None, "the hosts of the run in play order, the first being where the others meet: names "
+                               "(from the action's peers) or {name, addr} entries (the storage probes) "
                                "(default: this host alone)"),
     "addresses": Param(list, None, "the address of each host, in the order of hosts (default: the host names)"),
     "rank": Param(int, 0, "this host's index in hosts"),

@@ -7,7 +7,7 @@ of the fio sweep). Clients are fio jobs (numjobs) on this node, reported as one 
 
 ``fio --output-format=json --status-interval=N`` prints a cumulative JSON document every N seconds and a last
 one at the end; the difference between two documents is the I/O of that interval. The last document's
-statistics (bandwidth, IOPS, completion-latency percentiles) are read with lib/storage_fio.
+statistics (bandwidth, IOPS, completion-latency percentiles) are read with probes/storage/fio.py.
 """
 
 import json

@@ -1,6 +1,6 @@
 """monitor: the burn-in's monitoring timeline on its own, for ``duration_s`` seconds (GPU telemetry from
 nvidia-smi, CPU utilisation, temperature and clocks, NIC counters, kernel log with XID / SXID / AER lines parsed),
-with the start / poll / stop modes of lib/soak_runner.py. burnin, fabric_soak and storage_soak run the same
+with the start / poll / stop modes of probes/burnin/runner.py. burnin, fabric_soak and storage_soak run the same
 monitor beside their load, in the same artifact.
 """
 

@@ -10,8 +10,8 @@ A soak probe is called in three modes with the same name and variant:
 * ``stop``: asks the runner to stop (stop file), waits up to ``grace_s``, kills whatever is left by the run's
   marker, and writes the final artifact. Safe to call again, and after the runner ended by itself.
 
-The runner starts the monitor (lib/soak_monitor.py) and the components the probe asked for together: GEMM workers,
-collective workers (lib/soak_workers.py), fio phases. It stops them at the deadline, on the stop file, on SIGTERM,
+The runner starts the monitor (probes/burnin/sampler.py) and the components the probe asked for together: GEMM workers,
+collective workers (probes/burnin/workers.py), fio phases. It stops them at the deadline, on the stop file, on SIGTERM,
 or when no poll touched the heartbeat for ``heartbeat_timeout`` seconds (the controller is gone: Ctrl-C, a crash),
 and never runs past ``hard_deadline``. Every process carries the marker ``clustermax-assess-soak=<run>/<name>`` in
 its command line, which is how ``stop`` (or anyone) finds and ends a run's processes.

@@ -1,11 +1,11 @@
 """The monitor that runs beside a burn-in or soak: every `interval` seconds one sample of what the node is doing.
 
-* GPUs: one long-running ``nvidia-smi --query-gpu=… -lms`` stream (lib/soak_smi.py), reduced per interval to one
+* GPUs: one long-running ``nvidia-smi --query-gpu=… -lms`` stream (probes/burnin/smi.py), reduced per interval to one
   sample per GPU (temperature, power, SM and memory clocks, throttle reasons, utilization, ECC counters);
 * CPU hosts (and every host): utilisation from /proc/stat, the hottest thermal zone, the mean cpufreq clock,
   the load average, where readable;
 * NICs: byte, error and drop counters of every interface under /sys/class/net (not lo), as deltas;
-* kernel log: new /dev/kmsg records since the start, XID / SXID / AER lines parsed (lib/soak_kernel.py) and
+* kernel log: new /dev/kmsg records since the start, XID / SXID / AER lines parsed (probes/burnin/kernel_log.py) and
   appended, with their wall time, to the kernel timeline.
 
 Each sample is one JSON line appended to the monitor file as soon as it is taken, so an interrupted run keeps

@@ -1,11 +1,11 @@
 """storage_soak: filesystem endurance (seed, "Storage" under Phase 3): for each client count, ``phase_s`` seconds
 of sequential mixed reads and writes, then ``phase_s`` seconds of random mixed reads and writes, with fio
-(lib/soak_fio.py); the bandwidth of every interval is kept, so degradation over time shows (the first tenth
+(probes/burnin/fio.py); the bandwidth of every interval is kept, so degradation over time shows (the first tenth
 against the last tenth of each phase), plus IOPS and p99 completion latency per phase, beside the monitor.
 
 Params: directory (default: a directory under the probe's working directory; point it at the filesystem under
 test), clients (list of fio job counts), phase_s, size_mib (per job), direct, interval_s, and the start / poll /
-stop modes of lib/soak_runner.py. Skipped with the reason when fio is not installed.
+stop modes of probes/burnin/runner.py. Skipped with the reason when fio is not installed.
 """
 
 import shutil

@@ -1,15 +1,15 @@
-"""Worker processes of a burn-in or fabric soak, started by the soak runner (lib/soak_runner.py):
+"""Worker processes of a burn-in or fabric soak, started by the soak runner (probes/burnin/runner.py):
 
     python -c 'import sys; sys.path.insert(0, ROOT); from probes.burnin.workers import main; main()' CFG MARKER
 
-* ``gemm``: one per GPU (one on a CPU node): large GEMMs back to back (lib/compute_backend.make_gemm), and every
-  `interval` seconds one sample with the achieved TFLOP/s and the number of results that differed from the first
-  result (the same inputs must always give the same product: a difference is a silent error);
+* ``gemm``: one per GPU (one on a CPU node): large GEMMs back to back (make_gemm of probes/gpu_compute/backend.py),
+  and every `interval` seconds one sample with the achieved TFLOP/s and the number of results that differed from the
+  first result (the same inputs must always give the same product: a difference is a silent error);
 * ``coll``: one rank per GPU (one per node on CPU) of a collective loop across every node (gloo on CPU, nccl on
-  GPU): the rendezvous of lib/net_worker (TCPStore on the first host), then collectives of a large message in
+  GPU): the rendezvous of probes/network/worker.py (TCPStore on the first host), then collectives of a large message in
   rounds, every round checked for a stop by all ranks together (so they stop at the same round, never in the
   middle of a collective), every `check_every` rounds one call on patterned data whose result is known
-  (net_worker.Sweep.check); per interval and collective one sample: bus bandwidth (mean, min, max over rounds),
+  (worker.Sweep.check); per interval and collective one sample: bus bandwidth (mean, min, max over rounds),
   time per call, latency of a tiny all-to-all, wrong elements.
 
 Every sample is appended to the worker's file at once. A worker stops at its deadline or when the stop file

@@ -4,13 +4,15 @@ asking anyone, and two runs on the same hosts at the same time (each with its ow
 A (run id, purpose) pair names a block of `span` consecutive ports; a probe that needs several ports at once (a
 rendezvous and a tool's server) takes one block and uses offsets inside it. Blocks are aligned to BLOCK, so two
 blocks either are the same or do not overlap: two concurrent runs collide only when their hashes pick the same
-block, about 1 in 690 per pair of probes running at the same moment. The range stays below Linux's default
+block, about 1 in 590 per pair of probes running at the same moment. The range stays below Linux's default
 ephemeral range (32768-60999), from which outgoing connections take their local ports.
 """
 
 import hashlib
 
-LOW, HIGH = 10000, 32000
+# Clear of the kubelet's ports (10250-10259) below and Kubernetes NodePorts (30000-32767) above: on a Kubernetes
+# node a probe must neither fail to bind nor reach a service instead of its peer.
+LOW, HIGH = 11000, 30000
 BLOCK = 32
 
 

@@ -3,11 +3,11 @@
 
 A node's state is reduced to a phase that every scheduler shares (probes/common/sched.py), the one meaning of
 "down" in this project (the SLA review's "out of service" is every phase but available):
-- available: Slurm would place work on the node, including a node powered off by power saving (Slurm powers it
-  up for the job) and one in a maintenance reservation;
+- available: Slurm would place work on the node, including a node powered off, powering up or powering down by
+  power saving (Slurm powers it up for the job) and one in a maintenance reservation;
 - draining (DRAIN with jobs still running), drained (DRAIN, idle);
 - down: base state DOWN, FAIL, FUTURE or UNKNOWN, or a flag that keeps work off the node (NOT_RESPONDING, FAIL,
-  REBOOT_ISSUED, powering up or down, an invalid registration);
+  REBOOT_ISSUED, an invalid registration);
 - missing (the scheduler no longer knows the node), unknown (the state could not be read).
 """
 
@@ -18,8 +18,9 @@ from probes.common.command import run_cmd
 SCONTROL = "scontrol"
 SRUN = "srun"
 # Flags that take a node out of service whatever its base state.
-DOWN_FLAGS = {"NOT_RESPONDING", "FAIL", "FAILING", "REBOOT_ISSUED", "POWERING_DOWN", "POWER_DOWN", "POWERING_UP",
-              "INVALID_REG", "INVALID", "ERROR"}
+# Power saving (POWERED_DOWN, POWERING_UP, POWERING_DOWN, POWER_DOWN) is not among them: Slurm powers such a node
+# up for the next job, as the provider configured it, so it is neither out of service nor the provider's downtime.
+DOWN_FLAGS = {"NOT_RESPONDING", "FAIL", "FAILING", "REBOOT_ISSUED", "INVALID_REG", "INVALID", "ERROR"}
 DRAIN_FLAGS = {"DRAIN", "DRAINING", "DRAINED"}
 BUSY_BASES = {"ALLOCATED", "MIXED", "COMPLETING"}
 _KEY_RE = re.compile(r"(?:^|\s)([A-Z][A-Za-z_]*)=")
@@ -93,7 +94,9 @@ def split_state(state):
 
 
 def phase(fields):
-    """The shared phase of one node from its scontrol fields."""
+    """The shared phase of one node from its scontrol fields; unknown when they carry no state at all."""
+    if not (fields.get("State") or "").strip():
+        return "unknown"
     base, flags = split_state(fields.get("State"))
     if base in ("DOWN", "FAIL", "FUTURE", "UNKNOWN") or flags & DOWN_FLAGS:
         return "down"

@@ -9,14 +9,14 @@ its own index as `rank`. For each world size of the plan (1 node, 2, 4, … all 
   size: MASTER_ADDR is the first host's address, the port is `port + 1 + index of the world size in the plan`.
 
 The launch is our own (no torchrun): this probe starts one worker process per GPU (one per node on CPU) with its
-rank, and the workers meet through torch's TCPStore and init_process_group(store=…) (see lib/net_worker.py).
+rank, and the workers meet through torch's TCPStore and init_process_group(store=…) (see probes/network/worker.py).
 gloo on CPU, nccl on GPUs. GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME are set to the interface that carries the
 host's inventory address unless the params' env sets them.
 
 Every launch has a timeout and a stall timeout (no progress at all); workers also die with this probe
-(lib/net_procs.py). A hang is reported as a hang with the ranks that were stuck and where; a crashed rank is
+(probes/common/procs.py). A hang is reported as a hang with the ranks that were stuck and where; a crashed rank is
 named with its exit status. Nodes agree on when to start the next world size, and keep each other's progress,
-through a small store the first node serves (lib/net_rdzv.py).
+through a small store the first node serves (probes/common/rendezvous.py).
 
 Results per (collective, size, placement, nodes): time_us (mean per iteration, max over ranks), algbw_gbps,
 busbw_gbps (not for a one-rank world: nothing crosses a bus there), wrong (elements of this node's ranks whose

@@ -11,7 +11,7 @@ and placement (in-place / out-of-place where torch has both):
 
 - warm-up iterations, then the iteration count every rank agrees on (max over ranks of the warm-up time decides);
 - the mean time of the timed iterations on each rank, and the max over ranks (the collective is done when its
-  slowest rank is): algbw = bytes / time, busbw = algbw × the collective's factor (net_busbw);
+  slowest rank is): algbw = bytes / time, busbw = algbw × the collective's factor (probes/network/busbw.py);
 - one more call on patterned data whose correct result is known, counting the elements that are wrong (#wrong).
 
 Every result is one JSON line appended to the results file as soon as it is measured, so a crash keeps what came

@@ -52,7 +52,9 @@ METRICS = (("bw_bytes", "fio_bw_bytes", "B/s"), ("iops", "fio_iops", "IOPS"),
 
 def _params(p, run_id):
     """The ports of this run and tier, the client counts in order, the workloads checked."""
-    block = port_for(run_id, "fio_sweep/%s" % p["tier"], span=2)
+    # By the tier's name, as checkpoint and metadata do: the same on every host even where a host's path differs.
+    tier = p["tier"].get("name") if isinstance(p["tier"], dict) else p["tier"]
+    block = port_for(run_id, "fio_sweep/%s" % tier, span=2)
     p["sync_port"] = p["sync_port"] or block
     p["fio_port"] = p["fio_port"] or block + 1
     p["clients"] = sorted({int(c) for c in p["clients"]})

@@ -228,9 +228,6 @@ def grade_straggler(check, run, hosts):
 PER_HOST_KINDS = {"reachable": grade_reachable, "tasks": grade_tasks, "artifact": grade_artifact,
                   "metric": grade_metric}
 CLUSTER_KINDS = {"straggler": grade_straggler}
-GENERIC_KINDS = frozenset(PER_HOST_KINDS) | frozenset(CLUSTER_KINDS)
-
-
 def register_phase_kinds():
     """Registers every phase's kinds into PER_HOST_KINDS and CLUSTER_KINDS (idempotent)."""
     from reports import phases

@@ -103,11 +103,6 @@ def previous_month(now_us: int, tz=UTC) -> str:
     return "%04d-%02d" % (year, mon)
 
 
-def next_month(month: str) -> str:
-    year, mon = int(month[:4]), int(month[5:7])
-    return "%04d-%02d" % (year + (mon == 12), mon % 12 + 1)
-
-
 def add_months(month: str, n: int) -> str:
     year, mon = int(month[:4]), int(month[5:7])
     index = year * 12 + (mon - 1) + n

@@ -24,7 +24,7 @@ PURPOSES = ("collectives/", "tcp_pairs", "fio_sweep/tmp", "checkpoint/tmp", "met
 
 def run_ids():
     """Two run ids whose port blocks are all different. Derived ports collide for two random run ids about once in
-    690 per pair of probes running at the same moment: the test picks its ids so that it shows the mechanism (each
+    590 per pair of probes running at the same moment: the test picks its ids so that it shows the mechanism (each
     run meets on its own ports) and never fails by that chance."""
     for n in range(1000):
         ids = ("20261201T000000Z-concurrent-a%d" % n, "20261201T000000Z-concurrent-b%d" % n)

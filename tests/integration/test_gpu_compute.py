@@ -153,4 +153,4 @@ def test_phase_time_and_nothing_left_on_the_hosts(phase, record_property):
         res = phase["cluster"].exec(host, ["ls", "/tmp"])
         assert "clustermax-assess-" not in res.stdout
         procs = phase["cluster"].exec(host, ["ps", "-eo", "args"])
-        assert "compute_launch" not in procs.stdout
+        assert "probes.gpu_compute.launch" not in procs.stdout

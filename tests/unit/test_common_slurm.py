@@ -28,7 +28,8 @@ def test_the_one_line_and_multi_line_forms_read_the_same():
 # tests/unit/test_sla_sources.py.
 @pytest.mark.parametrize("state, phase", [
     ("drained", "drained"), ("draining", "draining"), ("IDLE+POWERED_DOWN", "available"),
-    ("IDLE+POWERING_UP", "down"), ("IDLE+REBOOT_ISSUED", "down"), ("MIXED+DRAIN", "draining"),
+    ("IDLE+POWERING_UP", "available"), ("idle#", "available"), ("", "unknown"), ("IDLE+REBOOT_ISSUED", "down"),
+    ("MIXED+DRAIN", "draining"),
 ])
 def test_sinfo_names_and_power_saving(state, phase):
     assert slurm.phase({"State": state}) == phase

@@ -187,3 +187,19 @@ def test_the_controller_computes_from_raw_observations_what_the_old_probes_compu
     reboot = timeline.outcome(recorded_run, recorded_run.artifact("cmxbl-node2", "reboot"))
     assert reboot["facts"]["observer"] == "cmxbl-node1"  # found from the batch: old artifacts did not name it
     assert reboot["metrics"]["return_to_service_s"] == pytest.approx(9.175)
+
+
+def test_samples_brought_back_by_the_cleanup_stop_are_used(recorded_run):
+    """When the wait failed or timed out, the cleanup stops the watcher (variant <stage>-cleanup): its samples
+    count as if the wait had stopped it."""
+    doc = recorded_run.artifact("cmxbl-node4", "fault_injection")
+    before = timeline.outcome(recorded_run, doc)
+    [watch] = [d for d in recorded_run.artifacts if d["probe"] == "sched_watch" and d["variant"] == "fault-b1"]
+    watch["variant"] = "fault-b1-cleanup"
+    try:
+        recorded_run.__dict__.pop("_reliability_outcomes", None)  # computed once per run: compute it again
+        after = timeline.outcome(recorded_run, doc)
+    finally:
+        watch["variant"] = "fault-b1"
+        recorded_run.__dict__.pop("_reliability_outcomes", None)
+    assert after["status"] == "ok" and after["metrics"] == before["metrics"]

@@ -105,6 +105,9 @@ def test_scontrol_show_node_recorded_output():
     ("IDLE+DRAIN", True), ("ALLOCATED+DRAIN", True), ("DOWN+DRAIN", True), ("DOWN", True),
     ("IDLE+NOT_RESPONDING", True), ("down*", True), ("drained", True), ("draining", True), ("idle~", False),
     ("FAIL", True), ("mixed", False),
+    # power saving is not downtime; no state at all is not either; an unknown state or a bad registration is
+    ("idle#", False), ("IDLE+POWERING_UP", False), ("IDLE+POWERING_DOWN", False), ("", False), ("UNKNOWN", True),
+    ("IDLE+INVALID_REG", True),
 ])
 def test_which_slurm_states_are_down(state, down):
     assert slurm.is_down(state) is down

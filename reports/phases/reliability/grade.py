@@ -24,7 +24,6 @@ from reports.grading import make_row, ungradable
 from reports.phases.reliability import timeline
 
 # What the observed actions mean for the buckets of xid.yml.
-UNCONTAINED = ("REBOOT", "RESET_GPU", "WORKFLOW_ECC", "WORKFLOW_NVLINK", "CHECK_MECHANICALS", "CONTACT_SUPPORT")
 HARMLESS = ("RESTART_APP", "IGNORE_UNTIL_RESET")
 
 

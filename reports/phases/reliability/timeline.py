@@ -33,6 +33,9 @@ REBOOT_TIMINGS = ("drain_s", "reboot_s", "seen_down_s", "registered_s", "resume_
                   "total_s")
 # The events the reboot artifact itself holds: what only the controller saw.
 CONTROLLER_EVENTS = ("reboot_started", "reboot_returned")
+# Who stops a batch's watcher: the wait (variant <stage>), or, when the wait failed or timed out, the cleanup
+# (<stage>-cleanup); the samples come back with whichever did.
+WATCH_STOPS = ("", "-cleanup")
 # The first part of the variant of a batch's observer artifacts, per probe (roles/*/vars: <prefix>-b<batch>).
 STAGE_PREFIX = {"reboot": "reboot", "fault_injection": "fault"}
 
@@ -198,8 +201,8 @@ class _Batch:
         self.stage = facts.get("stage") or "%s-b%s" % (STAGE_PREFIX[doc["probe"]], facts.get("batch"))
         self.observer = facts.get("observer")
         if self.observer is None:  # an artifact from before the move: the host that watched this batch
-            self.observer = next((d["host"] for d in run.artifacts
-                                  if d["probe"] == "sched_watch" and d.get("variant") == self.stage), "")
+            self.observer = next((d["host"] for d in run.artifacts if d["probe"] == "sched_watch"
+                                  and d.get("variant") in (self.stage + s for s in WATCH_STOPS)), "")
 
     def own(self, probe, variant=None):
         return self.run.artifact(self.host, probe, variant)
@@ -211,10 +214,14 @@ class _Batch:
         doc = self.own("boot_id", "%s-%s" % (STAGE_PREFIX[self.doc["probe"]], when))
         return ((doc or {}).get("facts") or {}).get("boot_id") or None
 
+    def watch_doc(self):
+        """The artifact of the stop of this batch's watcher: the wait's, or the cleanup's."""
+        return next((d for d in (self.observer_doc("sched_watch", s) for s in WATCH_STOPS) if d is not None), None)
+
     def samples(self):
         """This node's scheduler samples, as the observer's watcher kept them."""
-        watch = self.observer_doc("sched_watch")
         name = "sched_watch-%s.jsonl" % self.stage
+        watch = self.watch_doc()
         if watch is None or name not in (watch.get("raw") or []):
             return []
         path = os.path.join(self.run.run_dir, "artifacts", self.observer, name)
@@ -280,13 +287,15 @@ def reboot_outcome(run, doc):
 def fault_outcome(run, doc):
     b = _Batch(run, doc)
     inject = b.own("fault_inject")
-    watch = b.observer_doc("sched_watch")
+    watch = b.watch_doc()
     facts = {"method": ((inject or {}).get("facts") or {}).get("method"),
              "ended_by": ((watch or {}).get("facts") or {}).get("ended_by"), "observer": b.observer}
     if (inject or {}).get("status") != "ok":
         return _record(doc, "skipped", "the fault was not injected: %s" % (
             (inject or {}).get("reason") or "no injection artifact"), facts)
-    t_inject = next(float(r["value"]) for r in inject["results"] if r["metric"] == "injected_at")
+    t_inject = next((float(r["value"]) for r in inject["results"] if r["metric"] == "injected_at"), None)
+    if t_inject is None:
+        return _record(doc, "error", "the injection artifact has no injected_at time", facts)
     before, after = b.boot_id("before"), b.boot_id("after")
     rebooted = bool(before and after and before != after)
     facts.update(boot_id_before=before, boot_id_after=after)
@@ -303,7 +312,7 @@ def fault_outcome(run, doc):
     metrics.update((name, tl[name]) for name in ("detect_s", "drain_s", "time_drained_s", "out_of_service_s",
                                                  "return_s") if tl.get(name) is not None)
     job = b.action_values("-job")
-    if tl.get("returned") and job.get("job_ok_at") is not None:
+    if tl.get("returned") and job.get("job_ok_at") is not None and job.get("job_started_at") is not None:
         metrics["job_s"] = round(job["job_ok_at"] - job["job_started_at"], 3)
         metrics["job_ok_at"] = job["job_ok_at"]
     restored = b.action_values("-restore").get("resumed")

@@ -10,9 +10,10 @@ Inputs, as recorded from the tools (tests/fixtures/slurm/ has examples):
 - `sacctmgr show event` (default fixed-width table, or -p / -P parsable): node events with TimeStart and TimeEnd
   (`Unknown` while still open); needs slurmdbd accounting. Cluster events (no NodeName) are not downtime.
 
-Down means every phase but available in probes/common/slurm.py: base state DOWN, FAIL, FUTURE or UNKNOWN, a drain,
-or a flag that keeps work off the node (NOT_RESPONDING `*`, FAIL, REBOOT_ISSUED, powering up or down). POWERED_DOWN
-(power saving) and MAINT (a maintenance reservation) alone are not down. A drain whose reason was set by one of
+Down means the phases down, draining and drained of probes/common/slurm.py: base state DOWN, FAIL, FUTURE or
+UNKNOWN, a drain, or a flag that keeps work off the node (NOT_RESPONDING `*`, FAIL, REBOOT_ISSUED, an invalid
+registration). Power saving (POWERED_DOWN `~`, powering up or down) and MAINT (a maintenance reservation) alone are
+not down; a record with no state at all is not either. A drain whose reason was set by one of
 `ignore_users` (the buyer's own admins) is not the provider's downtime.
 Slurm prints local times without an offset: the caller names the controller's zone (`tz`), never guessed.
 """
@@ -69,7 +70,7 @@ def expand_hostlist(text: str) -> list[str]:
 
 def is_down(state: str) -> bool:
     """Out of service: the one meaning of down in this project, the node side's (probes/common/slurm.py phase)."""
-    return node_phase({"State": state}) != "available"
+    return node_phase({"State": state}) in ("down", "draining", "drained")  # unknown (no state) is not downtime
 
 
 def parse_reason(text: str, tz) -> tuple[str, str | None, int | None]:
