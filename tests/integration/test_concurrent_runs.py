@@ -13,13 +13,15 @@ from probes.common.ports import BLOCK, port_for
 
 pytestmark = pytest.mark.cluster
 
-# The quick profile's multi-host probes that listen on ports: collectives (a TCPStore and gloo), TCP pairs
-# (iperf3 or socket servers), and the storage probes that meet across hosts (fio --server, DCP over gloo, the
-# metadata storm's rendezvous). The GPU-only probes skip here and add nothing to the test.
-TAGS = "network_collectives,network_tcp_pairs,storage_fio,storage_checkpoint,storage_metadata"
-EXPECTED = {"node_info", "collectives", "tcp_pairs", "fio_sweep-tmp", "checkpoint-tmp", "metadata-tmp"}
+# Multi-host probes that listen on ports, one of each way of meeting: collectives (torch's TCPStore and gloo) and
+# the fio sweep (the common rendezvous, and fio --server on every host, even on a tier of its own per host). TCP
+# pairs, checkpoint and the metadata storm meet the same ways; the GPU-only probes skip here and add nothing.
+TAGS = "network_collectives,storage_fio"
+EXPECTED = {"node_info", "collectives", "fio_sweep-tmp"}
 # What those probes derive their port blocks from (probes/common/ports.py: run id + purpose).
-PURPOSES = ("collectives/", "tcp_pairs", "fio_sweep/tmp", "checkpoint/tmp", "metadata/tmp")
+PURPOSES = ("collectives/", "fio_sweep/tmp")
+# Enough fio to cross hosts (4 clients on 4 hosts), not the whole quick sweep: the storage phase has its own test.
+FIO = {"storage_fio_clients": [1, 4], "storage_fio_workloads": ["seq_write_buffered", "seq_read_buffered"]}
 
 
 def run_ids():
@@ -43,7 +45,7 @@ def two_runs(test_cluster, tmp_path_factory):
         extra = {"assess_output_dir": str(tmp / run), "assess_profile": "quick", "assess_provider": "concurrent",
                  "assess_run_id": run_id,
                  "network_collectives_profiles": SWEEP,
-                 "storage_tiers": [{"name": "tmp", "path": "/tmp", "shared": False}]}
+                 "storage_tiers": [{"name": "tmp", "path": "/tmp", "shared": False}], **FIO}
         (tmp / ("%s.json" % run)).write_text(json.dumps(extra))
         argv = [str(BIN / "ansible-playbook"), "assess.yml", "-i", inventory, "--tags", TAGS,
                 "-e", "@%s" % (tmp / ("%s.json" % run))]
@@ -69,8 +71,10 @@ def test_both_runs_have_every_artifact_of_every_host_and_none_is_an_error(two_ru
             assert EXPECTED <= set(docs), (run_dir.name, host, sorted(docs))
             errors = {name: doc["reason"] for name, doc in docs.items() if doc["status"] not in ("ok", "skipped")}
             assert not errors, (run_dir.name, host, errors)
-            assert docs["collectives"]["status"] == "ok" and docs["tcp_pairs"]["status"] == "ok"
-            assert docs["fio_sweep-tmp"]["status"] == "ok" and docs["checkpoint-tmp"]["status"] == "ok"
+            assert docs["collectives"]["status"] == "ok" and docs["fio_sweep-tmp"]["status"] == "ok"
+            if host == two_runs["hosts"][0]:  # the driver: the sweep crossed hosts, 4 clients on the 4 of them
+                clients = {r["labels"]["clients"] for r in docs["fio_sweep-tmp"]["results"]}
+                assert clients == {1, 4}, clients
             assert {doc["run_id"] for doc in docs.values()} == {run_dir.name}
         assert (run_dir / "report" / "checks.csv").exists()
 
@@ -78,7 +82,7 @@ def test_both_runs_have_every_artifact_of_every_host_and_none_is_an_error(two_ru
 def test_the_runs_met_on_ports_of_their_own(two_runs):
     ports = {}
     for run, run_dir in two_runs["runs"].items():
-        doc = json.loads((run_dir / "artifacts" / two_runs["hosts"][0] / "tcp_pairs.json").read_text())
+        doc = json.loads((run_dir / "artifacts" / two_runs["hosts"][0] / "collectives.json").read_text())
         ports[run] = doc["facts"]["port"]
     assert ports["a"] != ports["b"]
 
