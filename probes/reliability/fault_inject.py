@@ -127,6 +127,9 @@ def _kmsg(art, params, gpus, out_dir):
         fd = os.open(params["kmsg_path"], os.O_WRONLY)
     except OSError as exc:
         return None, "cannot open %s: %s" % (params["kmsg_path"], exc.strerror)
+    # Stamped before the write, as the dcgm and pcie methods are: a watcher reading the kernel log cannot see the
+    # fault before this time, so a detection is never timed before its injection.
+    t = time.time()
     try:
         # "<3>": kernel log level err, as the driver logs XIDs.
         os.write(fd, ("<3>%s\n" % line).encode())
@@ -135,7 +138,7 @@ def _kmsg(art, params, gpus, out_dir):
     finally:
         os.close(fd)
     art.facts.update(kmsg_line=line, pci=pci)
-    return time.time(), None
+    return t, None
 
 
 def _pcie(art, params, gpus, out_dir):

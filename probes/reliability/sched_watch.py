@@ -78,6 +78,12 @@ def loop_main(cfg):
     while stop["by"] is None:
         now = time.time()
         samples = scheduler.read(nodes, now)
+        # A reading is what the scheduler said by the time its answer came back: stamped then, not when it was
+        # asked, so a change that lands while a read is under way is never dated before it happened (an injected
+        # fault would otherwise be "detected" before its injection).
+        answered = time.time()
+        for s in samples:
+            s["t"] = answered
         polls += 1
         errors += sum(1 for s in samples if s["phase"] == "unknown")
         kept = [s for s in samples if compactor.add(s)]
