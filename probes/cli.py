@@ -49,6 +49,15 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
+def use_tools(tools):
+    """What the tools step installed under its prefix goes in front of PATH and LD_LIBRARY_PATH, so that every
+    probe (and every tool it starts) finds the built nccl-tests, nvbandwidth and an MPI kept off PATH."""
+    for var, dirs in (("PATH", tools.get("path")), ("LD_LIBRARY_PATH", tools.get("ld_library_path"))):
+        dirs = [d for d in (dirs or []) if d]
+        if dirs:
+            os.environ[var] = os.pathsep.join(dirs + [d for d in os.environ.get(var, "").split(os.pathsep) if d])
+
+
 def run_probe(name, out_dir, run_id, host, variant=None, params=None, timeout=0):
     """Run a probe in this process; returns (artifact path, artifact dict). The artifact records the params as
     given; the probe gets them resolved against its declaration."""
@@ -61,6 +70,7 @@ def run_probe(name, out_dir, run_id, host, variant=None, params=None, timeout=0)
     try:
         module = importlib.import_module(PROBES[name])
         resolved = module.PARAMS.resolve(name, params)
+        use_tools(resolved["tools"])
         skip = resolved["skip"].strip()
         if skip:
             art.skip(skip)

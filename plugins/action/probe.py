@@ -39,7 +39,8 @@ class ActionModule(ActionBase):
     on the controller so the report shows what is missing and why.
 
     What every multi-host task would otherwise repeat is filled in here: `peers: true` adds the play's hosts,
-    their addresses and this host's rank to the params (params given by the task win). Ports are not passed: every
+    their addresses and this host's rank to the params (params given by the task win), and `tools` comes from
+    assess_tools (set by the tools role) for every probe. Ports are not passed: every
     multi-host probe derives its own from the run id (probes/common/ports.py), so two runs never share one."""
 
     TRANSFERS_FILES = False
@@ -76,6 +77,10 @@ class ActionModule(ActionBase):
         remote_dir = self._var(task_vars, "assess_remote_dir")
         run = self._var(task_vars, "assess_run")
         injected = self._peer_params(task_vars, host) if boolean(args.get("peers", False), strict=False) else {}
+        if task_vars.get("assess_tools"):
+            # what the tools step installed and built (roles/tools), for every probe: PATH, LD_LIBRARY_PATH, why missing
+            tools = self._templar.template(task_vars["assess_tools"])
+            injected["tools"] = {k: tools.get(k) for k in ("path", "ld_library_path", "missing") if tools.get(k)}
         params = dict(injected, **params)
         local_dir = os.path.join(run["dir"], "artifacts", host)
         argv = [python, remote_dir + "/probes.pyz", name, "--out", remote_dir + "/artifacts",
@@ -113,7 +118,10 @@ class ActionModule(ActionBase):
             self._connection.fetch_file(remote_path, os.path.join(local_dir, os.path.basename(remote_path)))
         path = write_json_atomic(os.path.join(local_dir, artifact_filename(name, variant)), doc)
 
-        result.update(changed=False, probe=name, variant=variant, artifact=path, status=doc["status"],
+        # A probe changes nothing on a node but its run's working directory; the installers of the tools step say
+        # when they did (facts.changed), so that a second run of it reports changed=0.
+        result.update(changed=bool((doc.get("facts") or {}).get("changed")), probe=name, variant=variant,
+                      artifact=path, status=doc["status"],
                       reason=doc.get("reason"), duration_s=doc.get("duration_s"),
                       msg="%s: %s%s" % (name, doc["status"], " (%s)" % doc["reason"] if doc.get("reason") else ""))
         if args.get("facts"):

@@ -12,6 +12,7 @@ import shutil
 
 from probes.burnin.fio import PHASES
 from probes.burnin.runner import run_modes, soak_params
+from probes.common.tools import not_installed
 from probes.params import Param
 
 PARAMS = soak_params(
@@ -28,7 +29,7 @@ PARAMS = soak_params(
 def run(art, params, out_dir):
     mode = params["mode"]
     if mode == "start" and not shutil.which("fio"):
-        art.skip("fio is not installed on this node")
+        art.skip(not_installed(params, "fio", "fio is not installed on this node"))
         return
     clients = [int(c) for c in (params["clients"] or [1])]
     phases = params["phases"] or list(PHASES)

@@ -16,6 +16,7 @@ import shutil
 
 from probes.common import device as vendor
 from probes.common.command import run_cmd
+from probes.common.tools import not_installed
 from probes.gpu_compute.shapes import NVBANDWIDTH_TESTS, PROFILES
 from probes.params import Param, Params
 
@@ -106,8 +107,8 @@ def find_binary(params):
     for path in CANDIDATES:
         if os.access(path, os.X_OK):
             return path, None
-    return None, ("nvbandwidth is not installed (not on PATH, nor in %s); build it from github.com/NVIDIA/"
-                  "nvbandwidth or set gpu_compute_nvbandwidth_path" % ", ".join(CANDIDATES))
+    return None, not_installed(params, "nvbandwidth", "nvbandwidth is not installed (not on PATH, nor in %s; "
+                               "gpu_compute_nvbandwidth_path)" % ", ".join(CANDIDATES))
 
 
 def record(art, parsed):

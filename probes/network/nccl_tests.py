@@ -1,9 +1,9 @@
 """nccl_tests: NVIDIA's nccl-tests (or ROCm's rccl-tests) on this node's GPUs, text and `-J` JSON parsed.
 
 - Needs GPUs: on a node without them the artifact is skipped with that reason.
-- Finds the `<collective>_perf` binaries (params bin_dir, $NCCL_TESTS_DIR, PATH, /opt/nccl-tests/build, …). When they
-  are missing and `build` is true, builds nccl-tests from a source checkout on the node (params src_dir) against
-  the node's CUDA (nvcc) and NCCL, into the probe's working directory; otherwise skipped with what is missing.
+- Finds the `<collective>_perf` binaries (params bin_dir, PATH, which holds the tools step's build (roles/tools,
+  probes/tools/tools_build.py: nccl-tests with MPI=1), $NCCL_TESTS_DIR, /opt/nccl-tests/build, …); otherwise
+  skipped with where it looked and why the tools step has none.
 - local launch (default): one process drives every GPU of the node (`-g <gpus>`), on every node at the same time:
   the single-node (NVLink) curve of each node, which is what per-node outliers are judged on.
 - mpirun launch (`launcher: mpirun`, more than one host): the first host runs `mpirun` over all hosts (a hostfile
@@ -15,7 +15,6 @@ Results per (collective, size, placement): time_us, algbw_gbps, busbw_gbps, wron
 them; labels say nodes and ranks. The raw stdout and JSON of each binary are kept beside the artifact.
 """
 
-import glob
 import os
 import shutil
 
@@ -23,6 +22,7 @@ from probes.artifact import artifact_filename
 from probes.common import device
 from probes.common.command import run_cmd
 from probes.common.readers import read_text
+from probes.common.tools import not_installed
 from probes.network.nccl_output import nranks, parse_json, parse_text
 from probes.network.plan import RECORDED_PARAMS, human_bytes
 from probes.params import SIZE, Param, Params
@@ -30,18 +30,12 @@ from probes.params import SIZE, Param, Params
 DEFAULT_COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast"]
 SEARCH_DIRS = ["/opt/nccl-tests/build", "/usr/local/nccl-tests/build", "/opt/rccl-tests/build",
                os.path.expanduser("~/nccl-tests/build"), "/usr/local/bin", "/usr/bin"]
-SOURCE_DIRS = ["/opt/nccl-tests", "/usr/local/src/nccl-tests", os.path.expanduser("~/nccl-tests")]
 PARAMS = Params(
     peers=True,
     launcher=Param(str, "local", "local: every node measures its own GPUs; mpirun: one run across all nodes, "
                                  "launched from the first"),
     collectives=Param(list, DEFAULT_COLLECTIVES, "collectives to run (<collective>_perf binaries)"),
     bin_dir=Param(str, "", "where the nccl-tests binaries are (default: $NCCL_TESTS_DIR, the usual places, PATH)"),
-    src_dir=Param(str, "", "nccl-tests source tree to build from (default: the usual places)"),
-    build=Param(bool, True, "build nccl-tests from a source tree on the node when no binary is found"),
-    build_dir=Param(str, "", "where a build goes (default: tools/nccl-tests in the run's working directory)"),
-    build_timeout=Param(float, 900, "seconds the build may take"),
-    mpi_home=Param(str, "", "MPI to build with for the mpirun launcher"),
     min_bytes=Param(SIZE, 8, "smallest message (-b)"),
     max_bytes=Param(SIZE, "1G", "largest message (-e)"),
     factor=Param(int, 2, "each message size is the previous one times this (-f)"),
@@ -68,51 +62,6 @@ def find_binaries(collectives, dirs):
             if path:
                 found[coll] = path
     return found
-
-
-def cuda_home():
-    for candidate in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
-        if candidate and os.path.exists(os.path.join(candidate, "bin", "nvcc")):
-            return candidate
-    nvcc = shutil.which("nvcc")
-    return os.path.dirname(os.path.dirname(nvcc)) if nvcc else None
-
-
-def nccl_home():
-    for candidate in (os.environ.get("NCCL_HOME"), "/usr", "/usr/local", "/opt/nccl"):
-        if candidate and (os.path.exists(os.path.join(candidate, "include", "nccl.h"))
-                          or glob.glob(os.path.join(candidate, "include", "*", "nccl.h"))):
-            return candidate
-    return None
-
-
-def build(params, work, timeout):
-    """(build dir, None) or (None, why not) — builds only from a source tree already on the node."""
-    src = params["src_dir"] or next((d for d in SOURCE_DIRS if os.path.exists(os.path.join(d, "Makefile"))),
-                                        None)
-    missing = []
-    if not src or not os.path.exists(os.path.join(src, "Makefile")):
-        missing.append("no nccl-tests source on the node (set src_dir; looked in %s)" % ", ".join(SOURCE_DIRS))
-    cuda = cuda_home()
-    if not cuda:
-        missing.append("no nvcc (CUDA_HOME, /usr/local/cuda, PATH)")
-    nccl = nccl_home()
-    if not nccl:
-        missing.append("no nccl.h (NCCL_HOME, /usr/include)")
-    if shutil.which("make") is None:
-        missing.append("no make")
-    if missing:
-        return None, "; ".join(missing)
-    out = work
-    argv = ["make", "-C", src, "-j%d" % max(1, os.cpu_count() or 1), "BUILDDIR=%s" % out, "CUDA_HOME=%s" % cuda,
-            "NCCL_HOME=%s" % nccl]
-    if params["launcher"] == "mpirun" and params["mpi_home"]:
-        argv += ["MPI=1", "MPI_HOME=%s" % params["mpi_home"]]
-    res = run_cmd(argv, timeout=timeout)
-    if res.rc != 0:
-        why = (res.stderr or res.stdout or "").strip().splitlines()
-        return None, "building nccl-tests failed (rc %s): %s" % (res.rc, why[-1] if why else "no output")
-    return out, None
 
 
 def supports_json(binary):
@@ -193,24 +142,11 @@ def run(art, params, out_dir):
     dirs = [d for d in [params["bin_dir"], os.environ.get("NCCL_TESTS_DIR")] if d] + SEARCH_DIRS
     base = os.path.splitext(artifact_filename(art.probe, art.variant))[0]
     work = os.path.join(out_dir, ".%s-work" % base)
-    # A build of ours lives in the run's working directory (removed by the cleanup play), shared by the variants.
-    build_dir = params["build_dir"] or os.path.join(os.path.dirname(os.path.abspath(out_dir)), "tools",
-                                                        "nccl-tests")
-    dirs.insert(0, build_dir)
     binaries = find_binaries(collectives, dirs)
     if not binaries:
-        if not params["build"]:
-            art.skip("nccl-tests not found (%s_perf in %s or PATH) and building is off (assess_install_tools)"
-                     % (collectives[0], ", ".join(dirs)))
-            return
-        os.makedirs(build_dir, exist_ok=True)
-        built, why = build(params, build_dir, timeout=params["build_timeout"])
-        if not built:
-            art.skip("nccl-tests not found (%s_perf in %s or PATH) and cannot be built here: %s"
-                     % (collectives[0], ", ".join(dirs), why))
-            return
-        art.facts["built_in"] = built
-        binaries = find_binaries(collectives, [built])
+        art.skip(not_installed(params, "nccl_tests", "nccl-tests not found (%s_perf in %s or PATH)"
+                               % (collectives[0], ", ".join(dirs))))
+        return
     art.facts["binaries"] = ", ".join(sorted(binaries.values()))
     missing = [c for c in collectives if c not in binaries]
     if missing:
@@ -224,7 +160,8 @@ def run(art, params, out_dir):
     if launcher == "mpirun" and len(hosts) > 1:
         mpirun = shutil.which("mpirun")
         if not mpirun:
-            art.skip("launcher mpirun asked for, but mpirun is not installed on %s" % art.host)
+            art.skip(not_installed(params, "mpi", "launcher mpirun asked for, but mpirun is not installed on %s"
+                                   % art.host))
             return
         os.makedirs(work, exist_ok=True)
         hostfile = os.path.join(work, "hostfile")

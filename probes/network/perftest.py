@@ -22,6 +22,7 @@ from probes.common.netif import resolve
 from probes.common.ports import BLOCK, port_param
 from probes.common.procs import Children
 from probes.common.rendezvous import Mesh
+from probes.common.tools import not_installed
 from probes.network.perftest_output import parse_bw
 from probes.network.plan import RECORDED_PARAMS
 from probes.params import Param, Params
@@ -74,7 +75,7 @@ def run(art, params, out_dir):
         return
     missing = [t for t in TOOLS.values() if shutil.which(t) is None]
     if missing:
-        art.skip("perftest is not installed (%s not found)" % ", ".join(missing))
+        art.skip(not_installed(params, "perftest", "perftest is not installed (%s not found)" % ", ".join(missing)))
         return
     dev, gpus, _ = device.describe()
     art.device = dev

@@ -28,6 +28,7 @@ from probes.common.netif import Listener, is_local, listening, resolve, route_so
 from probes.common.ports import port_param
 from probes.common.procs import Children
 from probes.common.rendezvous import Mesh
+from probes.common.tools import not_installed
 from probes.network.plan import directed_pair_slots
 from probes.params import Param, Params
 
@@ -174,7 +175,7 @@ def run(art, params, out_dir):
     tool = params["tool"]
     iperf3 = shutil.which("iperf3") if tool in ("auto", "iperf3") else None
     if tool == "iperf3" and not iperf3:
-        art.error("tool iperf3 was asked for but is not installed")
+        art.error(not_installed(params, "iperf3", "tool iperf3 was asked for but is not installed"))
         return
     ping = shutil.which("ping")
     me = own_address(addresses, rank)

@@ -23,6 +23,7 @@ from probes.common.netif import wait_listening
 from probes.common.ports import port_for
 from probes.common.procs import Children
 from probes.common.rendezvous import Mesh
+from probes.common.tools import not_installed
 from probes.params import Param, Params
 from probes.storage import fio as storage_fio
 
@@ -81,7 +82,7 @@ def _local_setup(p, tier, me, my_dir, out_dir, children):
     info = {"host": me["name"], "ok": False, "reason": None, "direct_ok": False, "direct_reason": None}
     fio = shutil.which(p["fio"])
     if not fio:
-        info["reason"] = "fio not found on %s (install fio, or set storage_fio_binary)" % me["name"]
+        info["reason"] = not_installed(p, "fio", "fio not found on %s (storage_fio_binary)" % me["name"])
         return info
     info["fio_version"] = fio_version(fio)
     if not os.path.isdir(tier["path"]):

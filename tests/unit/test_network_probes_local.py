@@ -170,7 +170,7 @@ def test_nccl_tests_parses_json_and_text_of_each_binary(h100_node):
     fake_nccl_test(h100_node, "alltoall_perf", "hang_2node_all_reduce", hang=True)
     out = h100_node / "out"
     params = {"bin_dir": str(h100_node / "bin"), "collectives": ["all_reduce", "all_gather", "alltoall", "broadcast"],
-              "timeout_per_collective": 3, "build": False}
+              "timeout_per_collective": 3}
     _, doc = run_probe("nccl_tests", str(out), "r", "n1", params=params)
     assert doc["device"]["backend"] == "cuda" and doc["device"]["count"] == 8
     assert doc["status"] == "error"
@@ -192,11 +192,15 @@ def test_nccl_tests_parses_json_and_text_of_each_binary(h100_node):
     assert not leftovers(str(h100_node / "bin"))
 
 
-def test_nccl_tests_skips_without_gpu_or_binaries(tmp_path, h100_node):
-    _, doc = run_probe("nccl_tests", str(tmp_path / "o1"), "r", "n1", params={"build": False})
+def test_nccl_tests_skips_without_binaries_quoting_the_tools_step(tmp_path, h100_node):
+    _, doc = run_probe("nccl_tests", str(tmp_path / "o1"), "r", "n1", params={})
     assert doc["status"] == "skipped" and "nccl-tests not found (all_reduce_perf in" in doc["reason"]
-    _, doc = run_probe("nccl_tests", str(tmp_path / "o2"), "r", "n1", params={"src_dir": str(tmp_path / "nosrc")})
-    assert doc["status"] == "skipped" and "cannot be built here: no nccl-tests source on the node" in doc["reason"]
+    assert "the tools step" not in doc["reason"]
+    # the tools role's reason (command, last lines, variable) is what the skip ends with
+    why = "the build failed (rc 2): `make -C /opt/x/src` (tools_nccl_tests / assess_sources.nccl_tests)"
+    _, doc = run_probe("nccl_tests", str(tmp_path / "o2"), "r", "n1",
+                       params={"tools": {"missing": {"nccl_tests": why}, "path": [str(tmp_path / "nobin")]}})
+    assert doc["status"] == "skipped" and doc["reason"].endswith("; the tools step: " + why)
 
 
 def test_perftest_per_rail_with_fake_tools(h100_node, monkeypatch):

@@ -1,0 +1,237 @@
+"""What a node has, read without changing it: OS release, installed packages, MPI, CUDA, ROCm, NCCL, GPU
+architecture. Each reader returns plain data (None where the thing is absent), so tools_detect, tools_venv and
+tools_build share one way of finding each thing."""
+
+import glob
+import json
+import os
+import re
+import shutil
+import sys
+
+from probes.common.command import run_cmd
+from probes.common.readers import read_text
+
+# Which package-manager family a distribution belongs to (os-release ID, then ID_LIKE).
+FAMILIES = {"debian": "debian", "ubuntu": "debian", "rhel": "redhat", "rocky": "redhat", "almalinux": "redhat",
+            "centos": "redhat", "fedora": "redhat", "ol": "redhat", "sles": "suse", "sled": "suse",
+            "opensuse-leap": "suse", "opensuse": "suse", "suse": "suse"}
+# MPIs that distributions install off PATH (RHEL's environment-modules layout, SLES's mpi-selector layout).
+OFF_PATH_MPI = ["/usr/lib64/openmpi/bin", "/usr/lib64/mpi/gcc/openmpi4/bin", "/usr/lib64/mpi/gcc/openmpi5/bin",
+                "/usr/lib64/mpich/bin"]
+HPCX_DIRS = ["/opt/hpcx", "/opt/nvidia/hpcx"]
+ROCM_DIRS = ["/opt/rocm"]
+
+
+def os_release(text):
+    """The KEY=value lines of /etc/os-release -> {id, version_id, id_like, pretty_name, family}."""
+    fields = {}
+    for line in (text or "").splitlines():
+        m = re.match(r'^([A-Z_]+)=(.*)$', line.strip())
+        if m:
+            fields[m.group(1)] = m.group(2).strip().strip('"').strip("'")
+    ids = [fields.get("ID", "")] + fields.get("ID_LIKE", "").split()
+    family = next((FAMILIES[i] for i in ids if i in FAMILIES), None)
+    return {"id": fields.get("ID"), "version_id": fields.get("VERSION_ID"), "id_like": fields.get("ID_LIKE"),
+            "pretty_name": fields.get("PRETTY_NAME"), "family": family}
+
+
+def installed_packages(family, names, timeout=30.0):
+    """{package: True|False} for the names, from dpkg (debian) or rpm (redhat, suse); None when the family's
+    package database cannot be read (the caller says so instead of guessing)."""
+    names = sorted(set(names))
+    if not names:
+        return {}
+    if family == "debian":
+        res = run_cmd(["dpkg-query", "-W", "-f=${Package} ${db:Status-Abbrev}\\n"] + names, timeout=timeout)
+        if res.missing:
+            return None
+        have = {}
+        for line in res.stdout.splitlines():
+            parts = line.split()
+            # "ii" is installed; "rc" (removed, config left) and "un" are not
+            if len(parts) >= 2:
+                have[parts[0].split(":")[0]] = parts[1].startswith("ii")
+        return {n: have.get(n, False) for n in names}
+    if family in ("redhat", "suse"):
+        res = run_cmd(["rpm", "-q", "--qf", "%{NAME}\\n"] + names, timeout=timeout)
+        if res.missing:
+            return None
+        present = {line.strip() for line in res.stdout.splitlines() if line.strip() and " " not in line.strip()}
+        return {n: n in present for n in names}
+    return None
+
+
+# The newest CUDA a driver branch supports, from NVIDIA's CUDA release notes (minimum driver of each toolkit):
+# used only when nvidia-smi prints no CUDA version ("N/A", or an output cut off above the header).
+DRIVER_CUDA = [(580, (13, 0)), (575, (12, 9)), (570, (12, 8)), (560, (12, 6)), (555, (12, 5)), (550, (12, 4)),
+               (545, (12, 3)), (535, (12, 2)), (530, (12, 1)), (525, (12, 0)), (520, (11, 8)), (515, (11, 7)),
+               (510, (11, 6)), (495, (11, 5)), (470, (11, 4)), (465, (11, 3)), (460, (11, 2)), (455, (11, 1)),
+               (450, (11, 0))]
+
+
+def nvidia_cuda_version(text):
+    """The CUDA version the driver supports, as (major, minor): from `nvidia-smi`'s header ("CUDA Version: 12.4";
+    drivers from 610 print "CUDA UMD Version: 13.3") or `nvidia-smi -q` ("CUDA Version : 12.4"); None when it
+    prints none or "N/A"."""
+    m = re.search(r"CUDA (?:UMD )?Version\s*:\s*(\d+)\.(\d+)", text or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def nvidia_driver_version(text):
+    """"Driver Version: 535.104.05", or "KMD Version: 610.43.02" from driver 610 on."""
+    m = re.search(r"(?:Driver|KMD) Version\s*:\s*(\d+\.[\d.]+)", text or "")
+    return m.group(1) if m else None
+
+
+def cuda_for_driver(driver):
+    """The newest CUDA a driver version supports, from DRIVER_CUDA; None for an unknown or too old one."""
+    m = re.match(r"(\d+)", driver or "")
+    if not m:
+        return None
+    branch = int(m.group(1))
+    return next((cuda for floor, cuda in DRIVER_CUDA if branch >= floor), None)
+
+
+def nvidia():
+    """{driver, cuda: "12.4", archs: ["90"], gpus} from nvidia-smi, or None without one that answers."""
+    res = run_cmd(["nvidia-smi"], timeout=30)
+    if res.missing or res.rc != 0:
+        return None if res.missing else {"error": (res.stdout + res.stderr).strip()[-300:], "cuda": None,
+                                         "driver": None, "archs": [], "gpus": 0}
+    driver = nvidia_driver_version(res.stdout)
+    cuda = nvidia_cuda_version(res.stdout) or cuda_for_driver(driver)
+    q = run_cmd(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"], timeout=30)
+    archs = sorted({line.strip().replace(".", "") for line in q.stdout.splitlines()
+                    if re.match(r"^\d+\.\d+$", line.strip())}) if q.rc == 0 else []
+    return {"driver": driver, "cuda": "%d.%d" % cuda if cuda else None, "archs": archs,
+            "gpus": len(q.stdout.splitlines()) if q.rc == 0 else 0, "error": None}
+
+
+def rocm_version_text(text):
+    """"6.2.4-120" (/opt/rocm/.info/version), "rocm-6.3.1" (the directory /opt/rocm points to) -> "6.2.4",
+    "6.3.1"."""
+    m = re.match(r"\s*(?:rocm-)?(\d+)\.(\d+)(?:\.(\d+))?", text or "")
+    if not m:
+        return None
+    return ".".join(g for g in m.groups() if g is not None)
+
+
+def rocm():
+    """{version, home, archs} of the installed ROCm, or None."""
+    for home in ROCM_DIRS + sorted(glob.glob("/opt/rocm-*"), reverse=True):
+        # ROCm 7.x installs may lack .info/version: the versioned directory /opt/rocm links to says it too
+        version = (rocm_version_text(read_text(os.path.join(home, ".info", "version")))
+                   or (os.path.isdir(home) and rocm_version_text(os.path.basename(os.path.realpath(home)))))
+        if version:
+            res = run_cmd([os.path.join(home, "bin", "rocm_agent_enumerator")], timeout=30)
+            archs = sorted({a.strip() for a in res.stdout.split() if a.strip().startswith("gfx")
+                            and a.strip() != "gfx000"})
+            return {"version": version, "home": home, "archs": archs}
+    return None
+
+
+def cuda_toolkit(home=""):
+    """{home, nvcc, version} of the CUDA toolkit (home, $CUDA_HOME, /usr/local/cuda, nvcc on PATH), or None."""
+    candidates = [home, os.environ.get("CUDA_HOME"), "/usr/local/cuda"]
+    nvcc = next((os.path.join(c, "bin", "nvcc") for c in candidates
+                 if c and os.access(os.path.join(c, "bin", "nvcc"), os.X_OK)), None) or shutil.which("nvcc")
+    if not nvcc:
+        return None
+    real = os.path.realpath(nvcc)
+    res = run_cmd([nvcc, "--version"], timeout=30)
+    m = re.search(r"release (\d+\.\d+)", res.stdout)
+    return {"home": os.path.dirname(os.path.dirname(real)), "nvcc": nvcc,
+            "version": m.group(1) if m else None}
+
+
+def _nccl_version(header):
+    text = read_text(header) or ""
+    parts = [re.search(r"#define NCCL_%s\s+(\d+)" % k, text) for k in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(p.group(1) for p in parts) if all(parts) else None
+
+
+def nccl(home="", pythons=()):
+    """{home, include, lib, version, source} of an NCCL to build against: the given home, $NCCL_HOME, the system
+    (/usr, /usr/local, /opt/nccl), then the nvidia-nccl wheel in one of the pythons' site-packages; or None."""
+    def at(root, source):
+        for inc in [os.path.join(root, "include")] + glob.glob(os.path.join(root, "include", "*")):
+            header = os.path.join(inc, "nccl.h")
+            if os.path.isfile(header):
+                libs = [d for d in (os.path.join(root, "lib"), os.path.join(root, "lib64"),
+                                    *glob.glob(os.path.join(root, "lib", "*-linux-gnu")))
+                        if glob.glob(os.path.join(d, "libnccl.so*"))]
+                if libs:
+                    return {"home": root, "include": inc, "lib": libs[0], "version": _nccl_version(header),
+                            "source": source}
+        return None
+
+    for root, source in ((home, "assess variable"), (os.environ.get("NCCL_HOME"), "NCCL_HOME"), ("/usr", "system"),
+                         ("/usr/local", "system"), ("/opt/nccl", "system")):
+        found = root and at(root, source)
+        if found:
+            return found
+    for python in pythons:
+        res = run_cmd([python, "-c", "import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])"], timeout=60)
+        if res.rc == 0 and res.stdout.strip():
+            found = at(res.stdout.strip().splitlines()[-1], "wheel of %s" % python)
+            if found:
+                return found
+    return None
+
+
+def mpi(home=""):
+    """{kind, home, mpirun, bin, version} of the MPI to build and launch with, or None. HPC-X ($HPCX_HOME,
+    /opt/hpcx) first, then an MPI on PATH, then the off-PATH distribution layouts. home: MPI_HOME from the user."""
+    candidates = []
+    if home:
+        candidates.append(os.path.join(home, "bin"))
+    for hpcx in [os.environ.get("HPCX_HOME")] + HPCX_DIRS + sorted(glob.glob("/opt/hpcx-*"), reverse=True):
+        if hpcx:
+            candidates.append(os.path.join(hpcx, "ompi", "bin"))
+    on_path = shutil.which("mpirun")
+    if on_path:
+        candidates.append(os.path.dirname(os.path.realpath(on_path)))
+    candidates += OFF_PATH_MPI
+    for bindir in candidates:
+        mpirun = os.path.join(bindir, "mpirun")
+        if not os.access(mpirun, os.X_OK):
+            continue
+        res = run_cmd([mpirun, "--version"], timeout=30)
+        text = res.stdout + res.stderr
+        kind = ("hpcx" if "hpcx" in bindir.lower() else "openmpi" if "Open MPI" in text or "OpenRTE" in text
+                else "mpich" if "HYDRA" in text or "mpich" in text.lower() else "intel" if "Intel" in text
+                else "unknown")
+        m = re.search(r"(\d+\.\d+(?:\.\d+)?)", text)
+        return {"kind": kind, "home": mpi_home(bindir), "mpirun": mpirun, "bin": bindir,
+                "version": m.group(1) if m else None}
+    return None
+
+
+def mpi_home(bindir):
+    """The MPI_HOME a Makefile wants (include/mpi.h and lib/libmpi.so under it): the compiler wrapper's own
+    include dir where it says (Debian puts Open MPI under /usr/lib/<triplet>/openmpi), else bin/.."""
+    mpicc = os.path.join(bindir, "mpicc")
+    res = run_cmd([mpicc, "--showme:incdirs"], timeout=30)
+    if res.rc == 0:
+        for inc in res.stdout.split():
+            if os.path.isfile(os.path.join(inc, "mpi.h")):
+                return os.path.dirname(inc.rstrip("/"))
+    res = run_cmd([mpicc, "-show"], timeout=30)  # MPICH
+    for flag in res.stdout.split() if res.rc == 0 else []:
+        if flag.startswith("-I") and os.path.isfile(os.path.join(flag[2:], "mpi.h")):
+            return os.path.dirname(flag[2:].rstrip("/"))
+    return os.path.dirname(bindir)
+
+
+def python_info(python=None):
+    """{python, version: "3.11", torch} of an interpreter (default this one)."""
+    python = python or sys.executable
+    code = ("import json, sys\ntry:\n import torch; t = torch.__version__\nexcept Exception:\n t = None\n"
+            "print(json.dumps({'version': '%d.%d' % sys.version_info[:2], 'torch': t}))")
+    res = run_cmd([python, "-c", code], timeout=120)
+    try:
+        doc = json.loads(res.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"python": python, "version": None, "torch": None, "error": (res.stderr or res.stdout)[-300:]}
+    return dict(doc, python=python)

@@ -1,0 +1,279 @@
+"""tools_build: nccl-tests (MPI=1), rccl-tests and nvbandwidth built from source into the tools prefix.
+
+Each build goes to <prefix>/build/<tool>/<key>, the key a digest of what the binaries depend on: the source (git
+URL and ref, or the tarball's sha256), the CUDA toolkit or ROCm version, NCCL's version and place, the MPI, and
+the GPU architectures compiled for. A build with a marker under its key is reused (state `present`); sources are
+fetched into <prefix>/src. Builds run under an flock per tool, so nodes sharing a prefix build once.
+
+Build once, copy to the same image: with `build: false` a node only reports what it has (state `waiting` where
+it would build); `archive_out` packs this node's builds for the role to copy, `archive_in` unpacks a copy from an
+identical node before looking (state `copied`). nccl-tests is built the way its README says:
+`make MPI=1 MPI_HOME=… CUDA_HOME=… NCCL_HOME=… NVCC_GENCODE=…`; a wheel's NCCL (no unversioned libnccl.so) gets
+a link directory beside the build. Upstream links without an rpath: the libraries the binaries need are recorded
+in ld_library_path, which the probe action puts in the environment of every later probe.
+
+Facts: tools {name: {state, key, bin_dir, ld_library_path, reason, command, tail, controlled_by, deps}}, changed.
+A failed or impossible build is recorded with the command, the last lines of its output and the variable that
+controls it; the artifact is still ok (the tools section and the skips of the probes that need it say why).
+"""
+
+import glob
+import hashlib
+import os
+import shutil
+import tarfile
+
+from probes.common.command import run_cmd
+from probes.params import Param, Params
+from probes.tools import detect
+from probes.tools.install import LockTimeout, locked, read_marker, tail, write_marker
+
+TOOLS = ("nccl_tests", "rccl_tests", "nvbandwidth")
+PARAMS = Params(
+    prefix=Param(str, "", "tools prefix (set by the role)"),
+    tools=Param(dict, {}, "tool -> {enabled, git, ref, tarball (a path on the node)} (assess_sources, tools_<tool>)"),
+    build=Param(bool, True, "build what is missing (false: only report, state waiting)"),
+    archive_in=Param(str, "", "a tar.gz of another node's builds to unpack first"),
+    archive_out=Param(str, "", "write this node's builds (present or built) to this tar.gz"),
+    mpi_home=Param(str, "", "MPI to build with (tools_mpi_home)"),
+    cuda_home=Param(str, "", "CUDA toolkit (tools_cuda_home)"),
+    nccl_home=Param(str, "", "NCCL (tools_nccl_home)"),
+    pythons=Param(list, [], "Pythons whose nvidia-nccl wheel may provide NCCL (the probe venv)"),
+    jobs=Param(int, 0, "make -j (0: the node's CPUs)"),
+    timeout=Param(float, 1800, "seconds one build may take"),
+)
+MARKER = ".clustermax-build.json"
+# The variables that switch each build and name its source: every failure reason ends with them.
+CONTROL = {tool: "tools_%s / assess_sources.%s" % (tool, tool) for tool in TOOLS}
+
+
+def source_id(src):
+    if src.get("tarball"):
+        h = hashlib.sha256()
+        with open(src["tarball"], "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        return "sha256:" + h.hexdigest()
+    return "git:%s@%s" % (src.get("git"), src.get("ref"))
+
+
+def gencode(archs):
+    """NVCC_GENCODE for the node's GPUs ("90" -> sm_90 and its PTX); None: nccl-tests' own default list."""
+    if not archs:
+        return None
+    return " ".join("-gencode=arch=compute_%s,code=sm_%s" % (a, a) for a in archs) + \
+        " -gencode=arch=compute_%s,code=compute_%s" % (archs[-1], archs[-1])
+
+
+def needs(tool, env):
+    """None when the tool can be built here, else (state, reason)."""
+    if tool in ("nccl_tests", "nvbandwidth"):
+        if not env["cuda"]:
+            if not env["nvidia"]:
+                return "not_applicable", "no NVIDIA driver and no CUDA toolkit on this node"
+            return "missing", "no CUDA toolkit (nvcc) on this node (tools_cuda_home, CUDA_HOME, /usr/local/cuda, PATH)"
+        if tool == "nccl_tests" and not env["nccl"]:
+            return "missing", ("no NCCL to build against (tools_nccl_home, NCCL_HOME, /usr/include/nccl.h, or the "
+                               "probe venv's nvidia-nccl wheel)")
+        if tool == "nvbandwidth" and not shutil.which("cmake"):
+            return "missing", "no cmake on this node (tools_packages: cmake)"
+    if tool == "rccl_tests" and not env["rocm"]:
+        return "not_applicable", "no ROCm on this node"
+    for exe in ("make", "tar") + (("git",) if False else ()):
+        if not shutil.which(exe):
+            return "missing", "no %s on this node" % exe
+    return None
+
+
+def build_key(tool, src_id, env):
+    parts = [tool, src_id]
+    if tool in ("nccl_tests", "nvbandwidth"):
+        parts += ["cuda=%s" % env["cuda"]["version"], "archs=%s" % ",".join(env["archs"])]
+    if tool == "nccl_tests":
+        parts += ["nccl=%s@%s" % (env["nccl"]["version"], env["nccl"]["lib"])]
+    if tool == "rccl_tests":
+        parts += ["rocm=%s" % env["rocm"]["version"], "archs=%s" % ",".join(env["rocm"]["archs"])]
+    if tool in ("nccl_tests", "rccl_tests"):
+        m = env["mpi"]
+        parts += ["mpi=%s" % ("%s-%s@%s" % (m["kind"], m["version"], m["home"]) if m else "none")]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16], parts
+
+
+def fetch_source(tool, src, src_id, prefix, timeout):
+    """-> (source directory, None) or (None, (command, result))."""
+    dest = os.path.join(prefix, "src", "%s-%s" % (tool, hashlib.sha256(src_id.encode()).hexdigest()[:12]))
+    if os.path.isfile(os.path.join(dest, ".clustermax-source")):
+        return dest, None
+    shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    if src.get("tarball"):
+        os.makedirs(dest)
+        argv = ["tar", "-xzf", src["tarball"], "-C", dest, "--strip-components=1"]
+    else:
+        argv = ["git", "-c", "advice.detachedHead=false", "clone", "--depth", "1", "--branch", src["ref"],
+                src["git"], dest]
+    res = run_cmd(argv, timeout=min(timeout, 900))
+    if res.rc != 0:
+        shutil.rmtree(dest, ignore_errors=True)
+        return None, (argv, res)
+    with open(os.path.join(dest, ".clustermax-source"), "w") as fh:
+        fh.write(src_id + "\n")
+    return dest, None
+
+
+def nccl_link_dir(nccl, out):
+    """NCCL_HOME for make: the NCCL itself when its lib has libnccl.so; a wheel has only libnccl.so.2, so a
+    directory beside the build gets include -> its headers and lib/libnccl.so -> libnccl.so.2."""
+    if os.path.exists(os.path.join(nccl["lib"], "libnccl.so")):
+        return nccl["home"]
+    shim = os.path.join(out, "nccl-home")
+    os.makedirs(os.path.join(shim, "lib"), exist_ok=True)
+    for link, target in ((os.path.join(shim, "include"), nccl["include"]),
+                         (os.path.join(shim, "lib", "libnccl.so"), os.path.join(nccl["lib"], "libnccl.so.2")),
+                         (os.path.join(shim, "lib", "libnccl.so.2"), os.path.join(nccl["lib"], "libnccl.so.2"))):
+        if not os.path.lexists(link):
+            os.symlink(target, link)
+    return shim
+
+
+def recipe(tool, src_dir, out, env, jobs):
+    """-> ([argv, ...], bin_dir, ld_library_path)."""
+    build = os.path.join(out, "build")
+    mpi = env["mpi"]
+    if tool == "nccl_tests":
+        argv = ["make", "-C", src_dir, "-j%d" % jobs, "BUILDDIR=%s" % build, "CUDA_HOME=%s" % env["cuda"]["home"],
+                "NCCL_HOME=%s" % nccl_link_dir(env["nccl"], out)]
+        if mpi:
+            argv += ["MPI=1", "MPI_HOME=%s" % mpi["home"]]
+        code = gencode(env["archs"])
+        if code:
+            argv.append("NVCC_GENCODE=%s" % code)
+        libs = [env["nccl"]["lib"]] + ([os.path.join(mpi["home"], "lib")] if mpi else [])
+        return [argv], build, libs
+    if tool == "rccl_tests":
+        rocm = env["rocm"]["home"]
+        argv = ["make", "-C", src_dir, "-j%d" % jobs, "BUILDDIR=%s" % build, "HIP_HOME=%s" % rocm,
+                "ROCM_HOME=%s" % rocm, "RCCL_HOME=%s" % rocm]
+        if mpi:
+            argv += ["MPI=1", "MPI_HOME=%s" % mpi["home"]]
+        return [argv], build, [os.path.join(rocm, "lib")] + ([os.path.join(mpi["home"], "lib")] if mpi else [])
+    configure = ["cmake", "-S", src_dir, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
+                 "-DCMAKE_CUDA_COMPILER=%s" % env["cuda"]["nvcc"]]
+    if env["archs"]:
+        configure.append("-DCMAKE_CUDA_ARCHITECTURES=%s" % ";".join(env["archs"]))
+    return [configure, ["cmake", "--build", build, "-j%d" % jobs]], build, []
+
+
+def executables(bin_dir):
+    return sorted(os.path.basename(p) for p in glob.glob(os.path.join(bin_dir, "*"))
+                  if os.path.isfile(p) and os.access(p, os.X_OK) and not p.endswith((".o", ".so")))
+
+
+def build_one(tool, src, env, params):
+    """-> the tool's record (state, key, ...)."""
+    rec = {"state": None, "controlled_by": CONTROL[tool]}
+    if not src.get("enabled", True):
+        return dict(rec, state="off", reason="switched off (tools_%s: false)" % tool)
+    why = needs(tool, env)
+    if why:
+        return dict(rec, state=why[0], reason=why[1])
+    if src.get("tarball") and not os.path.isfile(src["tarball"]):
+        return dict(rec, state="failed", reason="source tarball %s is not on the node (assess_sources.%s.tarball)"
+                    % (src["tarball"], tool))
+    if not src.get("tarball") and not (src.get("git") and src.get("ref")):
+        return dict(rec, state="missing", reason="no source: set assess_sources.%s.git and ref, or tarball" % tool)
+    src_id = source_id(src)
+    key, parts = build_key(tool, src_id, env)
+    out = os.path.join(params["prefix"], "build", tool, key)
+    rec.update(key=key, deps=parts, source=src_id)
+    with locked(os.path.join(params["prefix"], "build", tool), timeout=params["timeout"]):
+        marker = read_marker(os.path.join(out, MARKER))
+        if marker and marker.get("key") == key:
+            return dict(rec, state=marker.get("how", "present") if env.get("_unpacked_" + key) else "present",
+                        bin_dir=marker["bin_dir"], ld_library_path=marker["ld_library_path"],
+                        binaries=marker.get("binaries"))
+        if not params["build"]:
+            return dict(rec, state="waiting", reason="built on another node of the same image, then copied")
+        src_dir, failed = fetch_source(tool, src, src_id, params["prefix"], params["timeout"])
+        if failed:
+            argv, res = failed
+            return dict(rec, state="failed", command=" ".join(argv), tail=tail(res),
+                        reason="fetching the source failed (rc %s): `%s` (%s)" % (res.rc, " ".join(argv),
+                                                                                 CONTROL[tool]))
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
+        jobs = params["jobs"] or max(1, os.cpu_count() or 1)
+        steps, bin_dir, libs = recipe(tool, src_dir, out, env, jobs)
+        for argv in steps:
+            res = run_cmd(argv, timeout=params["timeout"])
+            if res.rc != 0:
+                shutil.rmtree(out, ignore_errors=True)
+                return dict(rec, state="failed", command=" ".join(argv), tail=tail(res),
+                            reason="the build failed (rc %s): `%s` (%s)" % (
+                                "timeout" if res.timed_out else res.rc, " ".join(argv), CONTROL[tool]))
+        binaries = executables(bin_dir)
+        if not binaries:
+            shutil.rmtree(out, ignore_errors=True)
+            return dict(rec, state="failed", command=" ".join(steps[-1]),
+                        reason="the build made no executables in %s (%s)" % (bin_dir, CONTROL[tool]))
+        write_marker(os.path.join(out, MARKER), {"key": key, "bin_dir": bin_dir, "ld_library_path": libs,
+                                                 "binaries": binaries, "deps": parts, "command": steps})
+        return dict(rec, state="built", bin_dir=bin_dir, ld_library_path=libs, binaries=binaries,
+                    command=" && ".join(" ".join(a) for a in steps))
+
+
+def unpack(archive, prefix):
+    """Extract another node's builds into <prefix>/build (members must stay under it) -> keys unpacked."""
+    root = os.path.join(prefix, "build")
+    os.makedirs(root, exist_ok=True)
+    keys = []
+    with tarfile.open(archive, "r:gz") as tar:
+        for m in tar.getmembers():
+            target = os.path.realpath(os.path.join(root, m.name))
+            if not target.startswith(os.path.realpath(root) + os.sep) or m.isdev():
+                raise ValueError("refusing archive member %s (outside %s)" % (m.name, root))
+        for m in tar.getmembers():
+            parts = m.name.split("/")
+            if len(parts) == 3 and parts[2] == MARKER:
+                keys.append(parts[1])
+        tar.extractall(root)  # noqa: S202 - members checked above
+    return keys
+
+
+def pack(archive, prefix, records):
+    root = os.path.join(prefix, "build")
+    with tarfile.open(archive, "w:gz") as tar:
+        for tool, rec in sorted(records.items()):
+            if rec.get("state") in ("present", "built", "copied"):
+                tar.add(os.path.join(root, tool, rec["key"]), arcname="%s/%s" % (tool, rec["key"]))
+
+
+def run(art, params, out_dir):
+    if not params["prefix"]:
+        art.error("no prefix given (assess_tools_prefix)")
+        return
+    nv = detect.nvidia()
+    env = {"cuda": detect.cuda_toolkit(params["cuda_home"]), "nvidia": nv, "rocm": detect.rocm(),
+           "mpi": detect.mpi(params["mpi_home"]), "archs": (nv or {}).get("archs") or []}
+    env["nccl"] = detect.nccl(params["nccl_home"], params["pythons"])
+    unpacked = []
+    if params["archive_in"]:
+        try:
+            unpacked = unpack(params["archive_in"], params["prefix"])
+        except (OSError, ValueError, tarfile.TarError) as exc:
+            art.facts["archive_error"] = "could not unpack %s: %s" % (params["archive_in"], exc)
+    records = {}
+    try:
+        for tool in TOOLS:
+            src = dict(params["tools"].get(tool) or {"enabled": False})
+            rec = build_one(tool, src, env, params)
+            if rec.get("key") in unpacked and rec["state"] == "present":
+                rec["state"] = "copied"
+            records[tool] = rec
+    except LockTimeout as exc:
+        art.error(str(exc))
+        return
+    if params["archive_out"]:
+        pack(params["archive_out"], params["prefix"], records)
+    art.facts.update(tools=records, mpi=env["mpi"], nccl=env["nccl"], cuda=env["cuda"],
+                     changed=any(r["state"] in ("built", "copied") for r in records.values()))

@@ -1,0 +1,117 @@
+"""tools_venv: the probe Python, a venv in the tools prefix with torch matched to the node.
+
+The wheel variant follows the node (probes/tools/variants.py: the CUDA version the driver supports, the installed
+ROCm, else the CPU build); releases and variants are pinned in roles/tools/vars/main.yml. Wheels come from
+`index_url` (default: PyTorch's index for the variant) and `extra_index_urls`, or only from `wheelhouse`, a
+directory on the node (`--no-index`: the air-gapped path). pip runs with PIP_CONFIG_FILE=/dev/null so that a
+node's own pip configuration cannot change what is installed.
+
+The venv lives in <prefix>/venv/py<X.Y>-torch<version>-<variant>; a marker written last names what it holds, so an
+existing venv with the same (python, torch, variant) is reused (changed: false) and a half-made one is made again.
+Facts: python (the venv's interpreter), key, torch, variant, why, reused, changed, the pip command and its tail.
+A failed install is an error artifact whose reason carries the command, the last lines of its output and the
+variable that controls it; the role then keeps the Python preflight found.
+"""
+
+import os
+import shutil
+import sys
+
+from probes.common.command import run_cmd
+from probes.params import Param, Params
+from probes.tools import detect, variants
+from probes.tools.install import LockTimeout, locked, read_marker, tail, write_marker
+
+PARAMS = Params(
+    prefix=Param(str, "", "tools prefix (set by the role)"),
+    pins=Param(list, [], "torch releases and their variants, newest first (tools_torch_pins)"),
+    packages=Param(list, [], "more requirements installed beside torch (tools_venv_packages)"),
+    index_url=Param(str, "", "package index (assess_pip_index_url; empty: PyTorch's index for the variant)"),
+    extra_index_urls=Param(list, [], "more indexes (assess_pip_extra_index_urls)"),
+    wheelhouse=Param(str, "", "directory of wheels on the node: install only from it (assess_wheelhouse)"),
+    variant=Param(str, "", "force a wheel variant (cpu, cu128, rocm6.4, ...; empty: chosen from the node)"),
+    min_free_gib=Param(float, 0, "free space the prefix needs first (0: 2 GiB for cpu, 8 GiB for a GPU build)"),
+    timeout=Param(float, 3000, "seconds the install may take"),
+)
+MARKER = ".clustermax-venv.json"
+
+
+def plan(params):
+    """The node's driver and ROCm, and the (torch, variant) for them."""
+    nv = detect.nvidia()
+    rocm = detect.rocm()
+    python = "%d.%d" % sys.version_info[:2]
+    chosen = variants.choose(params["pins"], cuda=(nv or {}).get("cuda"), rocm=(rocm or {}).get("version"),
+                             python=python, index_url=params["index_url"])
+    if chosen and params["variant"]:
+        chosen = dict(chosen, variant=params["variant"], why="forced (tools_torch_variant)",
+                      index_url=params["index_url"] or variants.DEFAULT_INDEX % params["variant"])
+    return python, nv, rocm, chosen
+
+
+def pip_argv(venv, chosen, params):
+    argv = [os.path.join(venv, "bin", "python"), "-m", "pip", "install", "--disable-pip-version-check",
+            "--no-input", "torch==%s" % chosen["torch"]] + list(params["packages"])
+    if params["wheelhouse"]:
+        return argv + ["--no-index", "--find-links", params["wheelhouse"]]
+    argv += ["--index-url", chosen["index_url"]]
+    for url in params["extra_index_urls"]:
+        argv += ["--extra-index-url", url]
+    return argv
+
+
+def run(art, params, out_dir):
+    if not params["prefix"]:
+        art.error("no prefix given (assess_tools_prefix)")
+        return
+    python, nv, rocm, chosen = plan(params)
+    art.facts.update(driver_cuda=(nv or {}).get("cuda"), rocm=(rocm or {}).get("version"), base_python=sys.executable,
+                     changed=False)
+    if chosen is None:
+        art.error("no torch release in tools_torch_pins has a build for Python %s on this node" % python)
+        return
+    key = "py%s-torch%s-%s" % (python, chosen["torch"], chosen["variant"])
+    venvs = os.path.join(params["prefix"], "venv")
+    venv = os.path.join(venvs, key)
+    vpython = os.path.join(venv, "bin", "python")
+    art.facts.update(key=key, torch=chosen["torch"], variant=chosen["variant"], why=chosen["why"], venv=venv,
+                     source=params["wheelhouse"] and "wheelhouse %s" % params["wheelhouse"] or chosen["index_url"])
+    try:
+        with locked(venvs, timeout=params["timeout"]):
+            marker = read_marker(os.path.join(venv, MARKER))
+            if marker and marker.get("key") == key and os.access(vpython, os.X_OK):
+                info = detect.python_info(vpython)
+                if info.get("torch"):
+                    art.facts.update(python=vpython, reused=True, installed_torch=info["torch"])
+                    return
+            need = params["min_free_gib"] or (2 if chosen["variant"] == "cpu" else 8)
+            free = shutil.disk_usage(venvs).free / 2**30
+            if free < need:
+                art.error("only %.1f GiB free under %s, the %s torch venv needs about %.0f GiB (assess_tools_prefix)"
+                          % (free, venvs, chosen["variant"], need))
+                return
+            shutil.rmtree(venv, ignore_errors=True)
+            res = run_cmd([sys.executable, "-m", "venv", venv], timeout=300)
+            if res.rc != 0:
+                art.error("`%s -m venv %s` failed (rc %s; on Debian/Ubuntu the python3-venv package provides it; "
+                          "assess_tools_venv):\n%s" % (sys.executable, venv, res.rc, tail(res)))
+                return
+            argv = pip_argv(venv, chosen, params)
+            env = dict(os.environ, PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
+            res = run_cmd(argv, timeout=params["timeout"], env=env)
+            art.facts["pip"] = " ".join(argv)
+            if res.rc != 0:
+                shutil.rmtree(venv, ignore_errors=True)
+                art.error("`%s` failed (rc %s; the sources are assess_wheelhouse, assess_pip_index_url and "
+                          "assess_pip_extra_index_urls):\n%s" % (" ".join(argv), res.rc, tail(res)))
+                return
+            info = detect.python_info(vpython)
+            if not info.get("torch"):
+                shutil.rmtree(venv, ignore_errors=True)
+                art.error("torch does not import in the new venv %s: %s" % (venv, info.get("error") or "no torch"))
+                return
+            write_marker(os.path.join(venv, MARKER), {"key": key, "torch": info["torch"],
+                                                      "variant": chosen["variant"], "python": python})
+            art.facts.update(python=vpython, reused=False, installed_torch=info["torch"], changed=True)
+    except LockTimeout as exc:
+        art.error(str(exc))

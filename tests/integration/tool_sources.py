@@ -1,0 +1,207 @@
+"""Stand-in source trees for the tools the collection builds from source (nccl-tests first), for tests.
+
+The real upstream sources (github.com/NVIDIA/nccl-tests release tarballs) cannot be fetched from the test
+machines, so a test writes a tiny tree here that mirrors nccl-tests' layout and build interface instead: a
+top-level Makefile that delegates to src/ (`make` == `make -C src build`), src/common.mk + src/Makefile that take
+the same variables with the same flag spellings as upstream (CUDA_HOME, NCCL_HOME, MPI=1 + MPI_HOME,
+NVCC_GENCODE, BUILDDIR, NAME_SUFFIX, VERBOSE, DEBUG), and binaries with upstream's names
+(build/all_reduce_perf, build/all_gather_perf).  The programs only print the NCCL version they link against and
+then fail the way upstream does on a machine without a GPU ("Cuda failure ..."), so a build of this tree goes
+through the same nvcc / NCCL / MPI include and link steps as the real one.  `tarball()` packs a tree like a
+GitHub release tarball (one top directory).  Stdlib only.
+
+    python tests/integration/tool_sources.py DEST [VERSION]   # writes DEST/ and DEST.tar.gz
+"""
+
+import sys
+import tarfile
+from pathlib import Path
+
+NCCL_TESTS_VERSION = "2.17.8"
+OPS = ("all_reduce", "all_gather")
+
+TOP_MAKEFILE = """\
+# Stand-in for NVIDIA nccl-tests' top-level Makefile: delegates to src/.
+.PHONY : all clean
+
+default : src.build
+
+TARGETS=src
+
+all:   ${TARGETS:%=%.build}
+clean: ${TARGETS:%=%.clean}
+
+%.build:
+\t${MAKE} -C $* build
+
+%.clean:
+\t${MAKE} -C $* clean
+"""
+
+COMMON_MK = """\
+# Stand-in for nccl-tests' src/common.mk (same variables and defaults).
+CUDA_HOME ?= /usr/local/cuda
+PREFIX ?= /usr/local
+VERBOSE ?= 0
+DEBUG ?= 0
+
+CUDA_LIB ?= $(CUDA_HOME)/lib64
+CUDA_INC ?= $(CUDA_HOME)/include
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+CUDARTLIB ?= cudart
+
+NVCC_GENCODE ?= -gencode=arch=compute_80,code=sm_80 \\
+\t\t-gencode=arch=compute_90,code=sm_90 \\
+\t\t-gencode=arch=compute_90,code=compute_90
+
+NVCUFLAGS  := -ccbin $(CXX) $(NVCC_GENCODE) -std=c++11
+NVLDFLAGS  := -L${CUDA_LIB} -l${CUDARTLIB} -lrt
+
+ifeq ($(DEBUG), 0)
+NVCUFLAGS += -O3 -g
+else
+NVCUFLAGS += -O0 -G -g
+endif
+
+ifneq ($(VERBOSE), 0)
+NVCUFLAGS += -Xcompiler -Wall,-Wextra,-Wno-unused-parameter
+else
+.SILENT:
+endif
+"""
+
+SRC_MAKEFILE = """\
+# Stand-in for nccl-tests' src/Makefile (same NCCL_HOME / MPI / BUILDDIR / NAME_SUFFIX handling).
+include common.mk
+
+.PHONY: build clean
+
+BUILDDIR ?= ../build
+ifneq ($(NCCL_HOME), "")
+NVCUFLAGS += -I$(NCCL_HOME)/include/
+NVLDFLAGS += -L$(NCCL_HOME)/lib
+endif
+
+ifeq ($(MPI), 1)
+NVCUFLAGS += -DMPI_SUPPORT -I$(MPI_HOME)/include
+NVLDFLAGS += -L$(MPI_HOME)/lib -L$(MPI_HOME)/lib64 -lmpi
+endif
+LIBRARIES += nccl
+NVLDFLAGS += $(LIBRARIES:%=-l%)
+
+DST_DIR := $(BUILDDIR)
+BIN_FILES_LIST := @OPS@
+BIN_FILES := $(BIN_FILES_LIST:%=${DST_DIR}/%_perf${NAME_SUFFIX})
+
+build: ${BIN_FILES}
+
+clean:
+\trm -rf ${DST_DIR}
+
+${DST_DIR}/%.o: %.cu common.h
+\t@printf "Compiling  %-35s > %s\\n" $< $@
+\t@mkdir -p ${DST_DIR}
+\t$(NVCC) -o $@ $(NVCUFLAGS) -c $<
+
+${DST_DIR}/%_perf${NAME_SUFFIX}: ${DST_DIR}/%.o ${DST_DIR}/common.o
+\t@printf "Linking  %-35s > %s\\n" $< $@
+\t@mkdir -p ${DST_DIR}
+\t$(NVCC) -o $@ $(NVCUFLAGS) $^ ${NVLDFLAGS}
+"""
+
+COMMON_H = """\
+#pragma once
+#include <cstdio>
+#include <cstdlib>
+#include <cuda_runtime.h>
+#include "nccl.h"
+#ifdef MPI_SUPPORT
+#include "mpi.h"
+#endif
+
+#define NCCL_TESTS_LIKE_VERSION "@VERSION@"
+extern const char* testName;  // defined by each <op>.cu
+"""
+
+COMMON_CU = """\
+#include "common.h"
+
+int main(int argc, char* argv[]) {
+  int rank = 0, nranks = 1;
+#ifdef MPI_SUPPORT
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+#endif
+  int v = 0;
+  ncclResult_t r = ncclGetVersion(&v);
+  printf("# nccl-tests-like %s %s: nccl %d (%s), rank %d of %d, mpi %s\\n", NCCL_TESTS_LIKE_VERSION, testName, v,
+         ncclGetErrorString(r), rank, nranks,
+#ifdef MPI_SUPPORT
+         "yes");
+#else
+         "no");
+#endif
+  fflush(stdout);
+  int ndev = 0;
+  cudaError_t e = cudaGetDeviceCount(&ndev);
+  int rc = 0;
+  if (e != cudaSuccess) {
+    printf("Cuda failure %s:%d '%s'\\n", __FILE__, __LINE__, cudaGetErrorString(e));
+    rc = 1;
+  } else {
+    printf("# %d CUDA device(s)\\n", ndev);
+  }
+#ifdef MPI_SUPPORT
+  MPI_Finalize();
+#endif
+  return rc;
+}
+"""
+
+OP_CU = """\
+#include "common.h"
+
+const char* testName = "@OP@";
+"""
+
+
+def _write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def nccl_tests_like_tree(dest: Path, version: str = NCCL_TESTS_VERSION) -> Path:
+    """Write the stand-in nccl-tests tree into dest (which becomes the tree's root) and return dest."""
+    dest = Path(dest)
+    _write(dest / "Makefile", TOP_MAKEFILE)
+    _write(dest / "README.md", "Stand-in for NVIDIA nccl-tests %s (tests only): `make MPI=1 MPI_HOME=...`.\n"
+           % version)
+    src = dest / "src"
+    _write(src / "common.mk", COMMON_MK)
+    _write(src / "Makefile", SRC_MAKEFILE.replace("@OPS@", " ".join(OPS)))
+    _write(src / "common.h", COMMON_H.replace("@VERSION@", version))
+    _write(src / "common.cu", COMMON_CU)
+    for op in OPS:
+        _write(src / ("%s.cu" % op), OP_CU.replace("@OP@", op))
+    return dest
+
+
+def tarball(tree: Path, out: Path) -> Path:
+    """Pack tree into the .tar.gz out with one top directory named like tree (as GitHub release tarballs)."""
+    tree, out = Path(tree), Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def _owner(info):
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        return info
+
+    with tarfile.open(out, "w:gz") as tar:
+        tar.add(tree, arcname=tree.name, filter=_owner)
+    return out
+
+
+if __name__ == "__main__":
+    root = nccl_tests_like_tree(Path(sys.argv[1]), *sys.argv[2:3])
+    print(tarball(root, root.with_name(root.name + ".tar.gz")))
