@@ -12,7 +12,7 @@ identical node before looking (state `copied`). nccl-tests is built the way its 
 a link directory beside the build. Upstream links without an rpath: the libraries the binaries need are recorded
 in ld_library_path, which the probe action puts in the environment of every later probe.
 
-Facts: tools {name: {state, key, bin_dir, ld_library_path, reason, command, tail, controlled_by, deps}}, changed.
+Facts: builds {name: {state, key, bin_dir, ld_library_path, reason, command, tail, controlled_by, deps}}, changed.
 A failed or impossible build is recorded with the command, the last lines of its output and the variable that
 controls it; the artifact is still ok (the tools section and the skips of the probes that need it say why).
 """
@@ -31,7 +31,7 @@ from probes.tools.install import LockTimeout, locked, read_marker, tail, write_m
 TOOLS = ("nccl_tests", "rccl_tests", "nvbandwidth")
 PARAMS = Params(
     prefix=Param(str, "", "tools prefix (set by the role)"),
-    tools=Param(dict, {}, "tool -> {enabled, git, ref, tarball (a path on the node)} (assess_sources, tools_<tool>)"),
+    builds=Param(dict, {}, "tool -> {enabled, git, ref, tarball (a path on the node)} (assess_sources, tools_<tool>)"),
     build=Param(bool, True, "build what is missing (false: only report, state waiting)"),
     archive_in=Param(str, "", "a tar.gz of another node's builds to unpack first"),
     archive_out=Param(str, "", "write this node's builds (present or built) to this tar.gz"),
@@ -177,6 +177,8 @@ def build_one(tool, src, env, params):
     why = needs(tool, env)
     if why:
         return dict(rec, state=why[0], reason=why[1])
+    if tool == "rccl_tests" and not src.get("tarball") and not src.get("ref"):
+        src["ref"] = "rocm-%s" % env["rocm"]["version"]  # rccl-tests tags follow ROCm releases
     if src.get("tarball") and not os.path.isfile(src["tarball"]):
         return dict(rec, state="failed", reason="source tarball %s is not on the node (assess_sources.%s.tarball)"
                     % (src["tarball"], tool))
@@ -265,7 +267,7 @@ def run(art, params, out_dir):
     records = {}
     try:
         for tool in TOOLS:
-            src = dict(params["tools"].get(tool) or {"enabled": False})
+            src = dict(params["builds"].get(tool) or {"enabled": False})
             rec = build_one(tool, src, env, params)
             if rec.get("key") in unpacked and rec["state"] == "present":
                 rec["state"] = "copied"
@@ -275,5 +277,5 @@ def run(art, params, out_dir):
         return
     if params["archive_out"]:
         pack(params["archive_out"], params["prefix"], records)
-    art.facts.update(tools=records, mpi=env["mpi"], nccl=env["nccl"], cuda=env["cuda"],
+    art.facts.update(builds=records, mpi=env["mpi"], nccl=env["nccl"], cuda=env["cuda"],
                      changed=any(r["state"] in ("built", "copied") for r in records.values()))

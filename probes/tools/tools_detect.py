@@ -86,3 +86,54 @@ def run(art, params, out_dir):
     if installed is None and wanted:
         art.facts["package_db_error"] = ("cannot read the package database of %s (family %s): no dpkg-query or rpm"
                                          % (osr.get("pretty_name") or "this OS", family))
+    if params["package_step"]:
+        art.facts["assess_tools"] = tools_env(art.facts, params["package_step"])
+
+
+# The names the probes ask about (probes/common/tools.py) for each package tool.
+PROBE_TOOL = {"openmpi": "mpi"}
+
+
+def package_reason(tool, rec, step, family):
+    """Why a package tool is still missing after the package step, with the variable that controls it."""
+    if rec.get("note"):
+        return rec["note"]
+    if step.get("off"):
+        return "not installed: %s is false" % step["off"]
+    if step.get("failed"):
+        cmd = {"debian": "apt-get install", "redhat": "dnf install", "suse": "zypper install"}.get(family, "install")
+        return "`%s %s` failed (rc %s): %s (tools_system_packages, tools_package_names)" % (
+            cmd, " ".join(step.get("asked") or rec["names"]), step.get("rc"),
+            " ".join((step.get("msg") or "").split())[-600:] or "no output")
+    if step.get("ran"):
+        return "the package step ran but %s is still not installed (tools_package_names)" % ", ".join(rec["names"])
+    return "not installed, and the package step did not run (tools_system_packages)"
+
+
+def tools_env(facts, step):
+    """What every later probe gets (assess_tools): the venv's python, PATH and LD_LIBRARY_PATH additions, and
+    {tool: why missing} for the not-installed skips. facts: this probe's facts after the step; step: the role's
+    package_step (asked, ran, off, failed, rc, msg, venv, builds)."""
+    missing = {}
+    for tool, rec in facts["packages"].items():
+        if rec["installed"] is False or (rec["installed"] is None and facts.get("package_db_error")):
+            missing[PROBE_TOOL.get(tool, tool)] = (facts.get("package_db_error")
+                                                   or package_reason(tool, rec, step, facts["family"]))
+    path, libs = [], []
+    for tool, rec in sorted((step.get("builds") or {}).items()):
+        if rec.get("state") in ("present", "built", "copied"):
+            path.append(rec["bin_dir"])
+            libs += [d for d in rec.get("ld_library_path") or [] if d not in libs]
+        elif rec.get("state") in ("failed", "missing", "off", "waiting"):
+            missing[tool] = "%s: %s%s" % (rec["state"], rec.get("reason"),
+                                          ("\n" + rec["tail"]) if rec.get("tail") else "")
+    mpi = facts.get("mpi")
+    on_path = os.environ.get("PATH", "").split(os.pathsep)
+    if mpi and mpi["bin"] not in on_path and os.path.realpath(mpi["bin"]) not in map(os.path.realpath, on_path):
+        path.append(mpi["bin"])  # RHEL's and SLES's Open MPI, HPC-X: off PATH until a module is loaded
+    venv = step.get("venv") or {}
+    python = venv.get("python") if venv.get("status") == "ok" else None
+    if venv and not python:
+        missing["torch"] = "the probe venv was not made: %s (tools_venv, assess_wheelhouse, assess_pip_index_url)" % (
+            venv.get("reason") or "no reason recorded")
+    return {"python": python, "path": path, "ld_library_path": libs, "missing": missing}

@@ -615,7 +615,8 @@ class Cluster:
         """Write an Ansible INI inventory for the cluster and return its path (default <state>/inventory.ini).
 
         python: the interpreter on the hosts (ansible_python_interpreter and assess_python); default the caller's
-        sys.executable, which the hosts see too because the filesystem is shared.
+        sys.executable, which the hosts see too because the filesystem is shared. An extra_group_vars value of
+        None leaves that variable out (assess_python=None: preflight finds one, as on a fresh node).
         extra_host_vars: {host name: {var: value}} added to that host's line; extra_group_vars go to [nodes:vars].
         """
         hosts = self.hosts
@@ -635,8 +636,12 @@ class Cluster:
         for h in hosts:
             extra = "".join(f" {k}={value(v)}" for k, v in ((extra_host_vars or {}).get(h["name"]) or {}).items())
             lines.append(f"{h['name']} ansible_host={h['ip']}{extra}")
+        # The tools step is off unless a test asks for it (tests/integration/test_tools.py): it would install
+        # packages and a torch venv from the internet, and every other test brings its tools with the suite.
         group_vars = {"ansible_user": "root", "ansible_ssh_private_key_file": self.key_path,
-                      "ansible_python_interpreter": python, "assess_python": python, **(extra_group_vars or {})}
+                      "ansible_python_interpreter": python, "assess_python": python, "assess_install_tools": "false",
+                      **(extra_group_vars or {})}
+        group_vars = {k: v for k, v in group_vars.items() if v is not None}
         lines += ["", "[nodes:vars]"] + [f"{k}={value(v)}" for k, v in group_vars.items()]
         lines.append(f"ansible_ssh_common_args='{ssh_args}'")
         path.parent.mkdir(parents=True, exist_ok=True)
