@@ -77,7 +77,7 @@ def run(art, params, out_dir):
                    if os.access(p, os.X_OK))
     key, image = image_key(osr, nvidia, rocm, cuda)
     art.facts.update(
-        os=osr, family=family, uid=uid, home=home, prefix=prefix, packages=packages,
+        os=osr, family=family, uid=uid, home=home, prefix=prefix, packages=packages, wanted=wanted,
         missing_packages=sorted(set(missing)), unknown_tools=unknown,
         package_db=None if installed is None else ("dpkg" if family == "debian" else "rpm"),
         commands={c: shutil.which(c) for c in COMMANDS}, mpi=mpi, cuda=cuda, nvidia=nvidia, rocm=rocm,

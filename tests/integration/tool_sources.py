@@ -187,6 +187,30 @@ def nccl_tests_like_tree(dest: Path, version: str = NCCL_TESTS_VERSION) -> Path:
     return dest
 
 
+NVBANDWIDTH_CMAKE = """\
+# Stand-in for NVIDIA nvbandwidth's CMakeLists.txt: the same requirements (CUDA, C++17, Boost program_options).
+cmake_minimum_required(VERSION 3.20)
+project(nvbandwidth LANGUAGES CUDA CXX)
+set(CMAKE_CXX_STANDARD 17)
+find_package(Boost COMPONENTS program_options REQUIRED)
+add_executable(nvbandwidth nvbandwidth.cu)
+target_link_libraries(nvbandwidth Boost::program_options cuda)
+"""
+NVBANDWIDTH_CU = """\
+#include <cstdio>
+#include <boost/program_options.hpp>
+int main() { printf("nvbandwidth Version: v0.8-stand-in\\n"); return 0; }
+"""
+
+
+def nvbandwidth_like_tree(dest: Path) -> Path:
+    """A stand-in for nvbandwidth's source: `cmake -S . -B build && cmake --build build`, needing Boost
+    program_options as upstream does (where Boost is not installed, configuring fails the way upstream's does)."""
+    _write(dest / "CMakeLists.txt", NVBANDWIDTH_CMAKE)
+    _write(dest / "nvbandwidth.cu", NVBANDWIDTH_CU)
+    return dest
+
+
 def tarball(tree: Path, out: Path) -> Path:
     """Pack tree into the .tar.gz out with one top directory named like tree (as GitHub release tarballs)."""
     tree, out = Path(tree), Path(out)
