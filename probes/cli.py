@@ -70,7 +70,7 @@ def run_probe(name, out_dir, run_id, host, variant=None, params=None, timeout=0)
     try:
         module = importlib.import_module(PROBES[name])
         resolved = module.PARAMS.resolve(name, params)
-        use_tools(resolved["tools"])
+        use_tools(resolved["tools_step"])
         skip = resolved["skip"].strip()
         if skip:
             art.skip(skip)

@@ -10,7 +10,7 @@ wrong before anything is measured. The role's argument_specs stay the user-facin
 them through; these defaults are what a probe run by hand uses (`python -m probes <name> --help-params`).
 
 Declared here once: `skip` for every probe (a non-empty reason: the probe is not run, its artifact is skipped with
-that reason), `tools` for every probe (what the tools step installed and built, and why something is missing), and
+that reason), `tools_step` for every probe (what the tools step installed and built, and why something is missing), and
 for every multi-host probe (`Params(peers=True, ...)`) hosts, addresses and rank, which the probe action adds with
 `peers: true` (the storage role passes its own). A probe that does not declare them ignores them:
 `peers: true` on a single-host probe is harmless, not a misspelt param.
@@ -122,7 +122,7 @@ class Param:
 
 UNIVERSAL = {"skip": Param(str, "", "why the probe is not run: when not empty, the artifact is skipped with this "
                                     "reason and nothing is measured"),
-             "tools": Param(dict, {}, "what the tools step left (the probe action adds it from assess_tools): path and "
+             "tools_step": Param(dict, {}, "what the tools step left (the probe action adds it from assess_tools): path and "
                                       "ld_library_path (put in front of PATH and LD_LIBRARY_PATH before the probe "
                                       "runs) and missing {tool: why}, which a probe's not-installed skip quotes")}
 PEERS = {

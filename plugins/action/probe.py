@@ -39,7 +39,7 @@ class ActionModule(ActionBase):
     on the controller so the report shows what is missing and why.
 
     What every multi-host task would otherwise repeat is filled in here: `peers: true` adds the play's hosts,
-    their addresses and this host's rank to the params (params given by the task win), and `tools` comes from
+    their addresses and this host's rank to the params (params given by the task win), and `tools_step` comes from
     assess_tools (set by the tools role) for every probe. Ports are not passed: every
     multi-host probe derives its own from the run id (probes/common/ports.py), so two runs never share one."""
 
@@ -80,7 +80,7 @@ class ActionModule(ActionBase):
         if task_vars.get("assess_tools"):
             # what the tools step installed and built (roles/tools), for every probe: PATH, LD_LIBRARY_PATH, why missing
             tools = self._templar.template(task_vars["assess_tools"])
-            injected["tools"] = {k: tools.get(k) for k in ("path", "ld_library_path", "missing") if tools.get(k)}
+            injected["tools_step"] = {k: tools.get(k) for k in ("path", "ld_library_path", "missing") if tools.get(k)}
         params = dict(injected, **params)
         local_dir = os.path.join(run["dir"], "artifacts", host)
         argv = [python, remote_dir + "/probes.pyz", name, "--out", remote_dir + "/artifacts",

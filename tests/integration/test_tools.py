@@ -124,8 +124,8 @@ def test_fresh_hosts_get_the_venv_the_packages_and_the_builds(fresh):
         assert venv["status"] == "ok", venv["reason"]
         assert venv["facts"]["variant"] == "cpu" and venv["facts"]["installed_torch"] == "2.13.0+cpu"
         assert "--no-index --find-links" in venv["facts"]["pip"] or venv["facts"]["reused"]
-        before = artifact(run_dir, host, "tools_detect.before")["facts"]
-        after = artifact(run_dir, host, "tools_detect.after")["facts"]
+        before = artifact(run_dir, host, "tools_detect-before")["facts"]
+        after = artifact(run_dir, host, "tools_detect-after")["facts"]
         assert before["python"]["torch"] is None  # the fresh host's Python had no torch
         # every package is there now, and what was missing before was installed by the step
         assert all(rec["installed"] for rec in after["packages"].values()), after["packages"]
@@ -141,10 +141,10 @@ def test_fresh_hosts_get_the_venv_the_packages_and_the_builds(fresh):
         assert "tools_nvbandwidth" in after["assess_tools"]["missing"]["nvbandwidth"]
         assert after["assess_tools"]["python"] == venv["facts"]["python"]
     # one build for the shared prefix: the first host built it, the others found it by its key
-    states = [artifact(run_dir, h, "tools_detect.after")["facts"]["package_step"]["builds"]["nccl_tests"]["state"]
+    states = [artifact(run_dir, h, "tools_detect-after")["facts"]["package_step"]["builds"]["nccl_tests"]["state"]
               for h in fresh["hosts"]]
     assert states.count("built") == 1, states
-    built = artifact(run_dir, fresh["hosts"][0], "tools_detect.after")["facts"]["package_step"]["builds"]
+    built = artifact(run_dir, fresh["hosts"][0], "tools_detect-after")["facts"]["package_step"]["builds"]
     assert "MPI=1" in built["nccl_tests"]["command"] and "NCCL_HOME=" in built["nccl_tests"]["command"]
     md = (run_dir / "report" / "report.md").read_text()
     assert "## Tools" in md and "probe venv" in md and "| nccl_tests | built |" in md
@@ -187,7 +187,7 @@ def test_one_build_is_copied_to_the_nodes_of_the_same_image(fresh):
     assert artifact(run_dir, first, "tools_build")["facts"]["builds"]["nccl_tests"]["state"] == "built"
     for host in others:
         assert artifact(run_dir, host, "tools_build")["facts"]["builds"]["nccl_tests"]["state"] == "waiting"
-        copied = artifact(run_dir, host, "tools_build.copied")["facts"]["builds"]["nccl_tests"]
+        copied = artifact(run_dir, host, "tools_build-copied")["facts"]["builds"]["nccl_tests"]
         assert copied["state"] == "copied" and copied["binaries"] == ["all_gather_perf", "all_reduce_perf"]
     for host in fresh["hosts"]:
         assert "all_reduce_perf" in fresh["copy_listing"][host]  # each host's private /tmp has its own copy

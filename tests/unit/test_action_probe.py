@@ -36,6 +36,12 @@ PLAYBOOK = """
         name: boot_id
         variant: single
         peers: "{{ 1 > 2 }}"
+    - name: What the tools step left reaches every probe (PATH first, why missing)
+      clustermax.assess.probe:
+        name: tools_detect
+        variant: tools
+      vars:
+        assess_tools: {path: ["{{ fake_bin }}"], missing: {nccl_tests: "the build failed"}, python: null}
 """
 
 
@@ -55,8 +61,12 @@ def check_mode_run(tmp_path_factory):
         (tmp / ("remote-" + h) / "probes.pyz").write_bytes((run_dir / "probes.pyz").read_bytes())
     playbook = tmp / "play.yml"
     playbook.write_text(PLAYBOOK)
+    fake_bin = tmp / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "fio").write_text("#!/bin/sh\n")
+    (fake_bin / "fio").chmod(0o755)
     extra = {"assess_python": sys.executable, "ansible_python_interpreter": sys.executable,
-             "assess_run": {"id": RUN_ID, "dir": str(run_dir)}}
+             "assess_run": {"id": RUN_ID, "dir": str(run_dir)}, "fake_bin": str(fake_bin)}
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
     proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "--check", "-i", str(inventory),
                            str(playbook), "-e", json.dumps(extra)], cwd=ROOT, env=env, capture_output=True, text=True)
@@ -85,3 +95,12 @@ def test_peers_are_filled_in(check_mode_run):
 def test_params_the_task_gives_are_kept(check_mode_run):
     params = _artifact(check_mode_run, "node-b", "explicit")["params"]
     assert params["rank"] == 5 and params["hosts"] == ["node-a", "node-b"]
+
+
+def test_the_tools_step_reaches_every_probe(check_mode_run):
+    doc = json.loads((check_mode_run / "node-a" / "tools_detect-tools.json").read_text())
+    assert doc["params"]["tools_step"] == {"path": [str(check_mode_run.parent.parent / "bin")],
+                                           "missing": {"nccl_tests": "the build failed"}}
+    # the step's bin directory is first on PATH for the probe and what it runs
+    assert doc["facts"]["commands"]["fio"] == str(check_mode_run.parent.parent / "bin" / "fio")
+    assert "tools_step" not in _artifact(check_mode_run, "node-a", "simple")["params"]

@@ -103,7 +103,7 @@ def test_the_probes_time_limit_ends_a_tool_tree_through_run_probe(tmp_path, monk
     for tool in bindir.iterdir():
         tool.chmod(0o755)
     monkeypatch.setenv("PATH", "%s:%s" % (bindir, os.environ["PATH"]))
-    params = {"bin_dir": str(bindir), "collectives": ["all_reduce"], "timeout_per_collective": 600, "build": False}
+    params = {"bin_dir": str(bindir), "collectives": ["all_reduce"], "timeout_per_collective": 600}
     _, doc = run_probe("nccl_tests", str(tmp_path / "out"), "r1", "n1", params=params, timeout=3)
     assert doc["status"] == "error" and "timed out" in doc["reason"]
     assert gone(marker) == []

@@ -199,7 +199,7 @@ def test_nccl_tests_skips_without_binaries_quoting_the_tools_step(tmp_path, h100
     # the tools role's reason (command, last lines, variable) is what the skip ends with
     why = "the build failed (rc 2): `make -C /opt/x/src` (tools_nccl_tests / assess_sources.nccl_tests)"
     _, doc = run_probe("nccl_tests", str(tmp_path / "o2"), "r", "n1",
-                       params={"tools": {"missing": {"nccl_tests": why}, "path": [str(tmp_path / "nobin")]}})
+                       params={"tools_step": {"missing": {"nccl_tests": why}, "path": [str(tmp_path / "nobin")]}})
     assert doc["status"] == "skipped" and doc["reason"].endswith("; the tools step: " + why)
 
 

@@ -50,7 +50,7 @@ def test_an_unknown_param_is_an_error_artifact_naming_it_and_nothing_is_measured
     assert doc["results"] == [] and doc["facts"] == {} and doc["raw"] == []
     assert doc["params"] == {"torhc": False}  # what was asked is recorded as it was given
     _, doc = cli.run_probe("boot_id", str(tmp_path), "r", "h", params={"zzz": 1})
-    assert doc["reason"] == "probe boot_id: unknown param 'zzz' (known: skip)"
+    assert doc["reason"] == "probe boot_id: unknown param 'zzz' (known: skip, tools_step)"
 
 
 def test_a_value_of_the_wrong_type_is_an_error_artifact_naming_the_param(tmp_path):
@@ -93,7 +93,7 @@ def test_a_value_of_another_type_is_refused(kind, given):
 def test_none_keeps_the_default_and_defaults_are_not_shared():
     params = Params(sizes=Param(list, [1, 2], "sizes"), iters=Param(int, 10, "iterations"))
     first = params.resolve("p", {"iters": None})
-    assert first == {"sizes": [1, 2], "iters": 10, "skip": ""}
+    assert first == {"sizes": [1, 2], "iters": 10, "skip": "", "tools_step": {}}
     first["sizes"].append(3)  # a probe changing its params does not change the declaration
     assert params.resolve("p", {})["sizes"] == [1, 2]
     with pytest.raises(ParamError, match="probe p: param 'iters': expected an integer"):
@@ -107,7 +107,7 @@ def test_shared_params_are_declared_once():
         Params(hosts=Param(list, None, "again"))
     assert set(Params(peers=True).declared) == set(PEERS) | set(UNIVERSAL)
     # what the probe action adds with peers: true is not a misspelt param of a single-host probe: it is ignored
-    assert Params().resolve("p", {"hosts": ["a", "b"], "rank": 1}) == {"skip": ""}
+    assert Params().resolve("p", {"hosts": ["a", "b"], "rank": 1}) == {"skip": "", "tools_step": {}}
     assert parse_bytes("16G") == 16 << 30
 
 

@@ -1,0 +1,258 @@
+"""The tools step's node side: wheel-variant choice from recorded nvidia-smi and ROCm outputs (tests/fixtures/tools,
+sources in SOURCES.md), os-release families, the distro package maps, why-missing reasons, and real builds with
+nvcc and NCCL from the nvidia-nccl-cu13 wheel where this machine has them."""
+
+import io
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from probes.cli import run_probe
+from probes.tools import detect, tools_build, tools_detect, variants
+
+ROOT = Path(__file__).resolve().parents[2]
+FIX = ROOT / "tests" / "fixtures" / "tools"
+PINS = yaml.safe_load((ROOT / "roles/tools/vars/main.yml").read_text())["tools_torch_pins"]
+PACKAGES = yaml.safe_load((ROOT / "roles/tools/vars/main.yml").read_text())["tools_package_names"]
+DEFAULTS = yaml.safe_load((ROOT / "roles/tools/defaults/main.yml").read_text())
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+from tool_sources import nccl_tests_like_tree, tarball  # noqa: E402
+
+# (fixture, CUDA the driver supports, torch, variant): an old driver gets the newest pinned release that still has
+# a build it can load, never one that needs a newer driver.
+NVIDIA_CASES = [
+    # no pinned build for 11.4 or 11.6: cu118 through CUDA's minor version compatibility
+    ("470.57.02_geforce.txt", "11.4", "2.6.0", "cu118"),
+    ("510.85.02_a100-80g.txt", "11.6", "2.6.0", "cu118"),
+    ("525.60.13_a40.txt", "12.0", "2.6.0", "cu118"),
+    ("535.104.05_t4.txt", "12.2", "2.6.0", "cu118"),
+    ("535.247.01_a10g.txt", "12.2", "2.6.0", "cu118"),
+    ("550.40.07_rtx4070.txt", "12.4", "2.6.0", "cu124"),
+    ("550.135_tesla-p4.txt", "12.4", "2.6.0", "cu124"),
+    # "CUDA Version: N/A": the driver branch says what it supports
+    ("550.54.10_gtx1660_cuda-na.txt", "12.4", "2.6.0", "cu124"),
+    ("575.57.08_header-only.txt", "12.9", "2.13.0", "cu126"),
+    ("580.82.09_rtx5090-rtx4090.txt", "13.0", "2.13.0", "cu130"),
+    ("580.126.09_a100-sxm4-40gb.txt", "13.0", "2.13.0", "cu130"),
+    # drivers from 610 print "KMD Version" and "CUDA UMD Version"
+    ("610.43.02_b200_kmd-umd-header.txt", "13.3", "2.13.0", "cu130"),
+    ("q_450.80.02_quadro-p2200_header.txt", "11.0", "2.6.0", "cu118"),
+]
+
+
+def driver_cuda(text):
+    version = detect.nvidia_cuda_version(text) or detect.cuda_for_driver(detect.nvidia_driver_version(text))
+    return "%d.%d" % version if version else None
+
+
+@pytest.mark.parametrize("fixture,cuda,torch,variant", NVIDIA_CASES)
+def test_cuda_variant_follows_the_driver(fixture, cuda, torch, variant):
+    text = (FIX / "nvidia-smi" / fixture).read_text()
+    assert driver_cuda(text) == cuda
+    chosen = variants.choose(PINS, cuda=cuda, python="3.11")
+    assert (chosen["torch"], chosen["variant"]) == (torch, variant)
+    assert chosen["index_url"] == "https://download.pytorch.org/whl/%s" % variant
+    assert chosen["why"].startswith("the driver supports CUDA %s" % cuda)
+    assert ("minor version compatibility" in chosen["why"]) == (cuda in ("11.0", "11.4", "11.6"))
+
+
+@pytest.mark.parametrize("fixture", ["error_no-devices-found.txt", "error_couldnt-communicate.txt"])
+def test_no_working_driver_gets_the_cpu_build(fixture):
+    text = (FIX / "nvidia-smi" / fixture).read_text()
+    assert driver_cuda(text) is None
+    assert variants.choose(PINS, cuda=None, python="3.11")["variant"] == "cpu"
+
+
+def test_the_driver_table_agrees_with_every_capture_that_prints_its_cuda():
+    for path in sorted((FIX / "nvidia-smi").glob("*.txt")):
+        text = path.read_text()
+        printed, driver = detect.nvidia_cuda_version(text), detect.nvidia_driver_version(text)
+        if printed and driver and not driver.startswith("610"):
+            assert detect.cuda_for_driver(driver) == printed, path.name
+
+
+@pytest.mark.parametrize("rocm,torch,variant", [
+    ("6.3.1", "2.6.0", "rocm6.2.4"), ("6.2.4", "2.6.0", "rocm6.2.4"), ("6.1.2", "2.6.0", "rocm6.1"),
+    ("7.2.0", "2.13.0", "rocm7.2"), ("7.14", "2.13.0", "rocm7.2"), ("6.0", "2.13.0", "cpu")])
+def test_rocm_variant_follows_the_installed_rocm(rocm, torch, variant):
+    chosen = variants.choose(PINS, rocm=rocm, python="3.11")
+    assert (chosen["torch"], chosen["variant"]) == (torch, variant)
+
+
+def test_rocm_version_from_the_directory_rocm_points_to():
+    # a real `update-alternatives --display rocm`: /opt/rocm -> /opt/rocm-6.3.1 (ROCm 7 may lack .info/version)
+    text = (FIX / "rocm" / "6.3.1_update-alternatives.txt").read_text()
+    target = next(line.split()[-1] for line in text.splitlines() if "currently points to" in line)
+    assert detect.rocm_version_text(Path(target).name) == "6.3.1"
+    assert detect.rocm_version_text("6.2.4-120\n") == "6.2.4"
+
+
+def test_python_too_old_for_the_newest_pin_gets_an_older_release():
+    assert variants.choose(PINS, cuda="13.0", python="3.9")["torch"] == "2.6.0"
+    assert variants.choose(PINS, cuda="13.0", python="3.8") is None
+
+
+def test_a_forced_or_unknown_variant():
+    with pytest.raises(ValueError, match="unknown torch wheel variant"):
+        variants.variant_version("cuda12")
+    assert variants.variant_version("rocm6.2.4") == ("rocm", (6, 2, 4))
+
+
+@pytest.mark.parametrize("fixture,family", [("almalinux-9.2.txt", "redhat"), ("rocky-8.6.txt", "redhat"),
+                                            ("ubuntu-22.04.txt", "debian")])
+def test_os_release_family(fixture, family):
+    assert detect.os_release((FIX / "os-release" / fixture).read_text())["family"] == family
+
+
+def test_this_machines_os_release_and_package_database():
+    osr = detect.os_release(Path("/etc/os-release").read_text())
+    assert osr["family"] == "debian" and osr["id"] == "debian"
+    have = detect.installed_packages("debian", ["openssh-server", "no-such-package-cmxa"])
+    assert have == {"openssh-server": True, "no-such-package-cmxa": False}
+
+
+def test_every_wanted_tool_has_a_package_on_every_family():
+    for tool in DEFAULTS["tools_packages_wanted"] + ["cmake", "boost-program-options"]:
+        assert set(PACKAGES[tool]) == {"debian", "redhat", "suse"}, tool
+        assert all(PACKAGES[tool][f] for f in PACKAGES[tool]), tool
+
+
+@pytest.mark.skipif(not shutil.which("apt-cache"), reason="needs apt-cache (Debian)")
+def test_every_debian_package_name_exists_in_the_archive():
+    names = sorted({n for rec in PACKAGES.values() for n in rec["debian"]})
+    res = subprocess.run(["apt-cache", "show", "--no-all-versions"] + names, capture_output=True, text=True)
+    found = {line.split(": ", 1)[1] for line in res.stdout.splitlines() if line.startswith("Package: ")}
+    assert found == set(names)
+
+
+def detect_params(**extra):
+    return dict({"packages": {"nosuch": {"debian": ["no-such-package-cmxa"], "redhat": ["x"], "suse": ["x"]},
+                              "ssh": {"debian": ["openssh-server"], "redhat": ["openssh-server"],
+                                      "suse": ["openssh"]}},
+                 "wanted": ["nosuch", "ssh", "unknown-tool"]}, **extra)
+
+
+def test_detect_finds_what_is_missing(tmp_path):
+    _, doc = run_probe("tools_detect", str(tmp_path), "r", "h", variant="before",
+                       params=detect_params(prefix=str(tmp_path / "p")))
+    f = doc["facts"]
+    assert doc["status"] == "ok" and f["family"] == "debian" and f["prefix"] == str(tmp_path / "p")
+    assert f["missing_packages"] == ["no-such-package-cmxa"] and f["unknown_tools"] == ["unknown-tool"]
+    assert f["packages"]["ssh"]["installed"] is True and f["packages"]["nosuch"]["installed"] is False
+    assert f["python"]["python"] == sys.executable
+    assert "assess_tools" not in f  # only after the package step
+    assert tools_detect.default_prefix(0, "/root") == "/opt/clustermax-assess"
+    assert tools_detect.default_prefix(1000, "/home/u") == "/home/u/.clustermax-assess"
+
+
+def test_a_failed_package_step_is_quoted_with_the_command_and_the_variable(tmp_path):
+    step = {"asked": ["no-such-package-cmxa"], "ran": True, "failed": True, "rc": 100,
+            "msg": "E: Unable to locate package no-such-package-cmxa", "venv": {},
+            "builds": {"nccl_tests": {"state": "failed", "reason": "the build failed (rc 2): `make -C x` "
+                                      "(tools_nccl_tests / assess_sources.nccl_tests)", "tail": "nccl.h: No such file"},
+                       "rccl_tests": {"state": "not_applicable", "reason": "no ROCm on this node"}}}
+    _, doc = run_probe("tools_detect", str(tmp_path), "r", "h", variant="after",
+                       params=detect_params(prefix=str(tmp_path / "p"), package_step=step))
+    env = doc["facts"]["assess_tools"]
+    assert env["missing"]["nosuch"] == ("`apt-get install no-such-package-cmxa` failed (rc 100): E: Unable to locate "
+                                        "package no-such-package-cmxa (tools_system_packages, tools_package_names)")
+    assert env["missing"]["nccl_tests"].startswith("failed: the build failed (rc 2)")
+    assert env["missing"]["nccl_tests"].endswith("\nnccl.h: No such file")
+    assert "rccl_tests" not in env["missing"] and "ssh" not in env["missing"]
+    assert env["python"] is None and env["path"] == []
+
+
+def test_a_failed_venv_makes_torch_missing_with_its_reason(tmp_path):
+    _, doc = run_probe("tools_venv", str(tmp_path), "r", "h", params={
+        "prefix": str(tmp_path / "p"), "pins": PINS, "wheelhouse": str(tmp_path / "empty-wheelhouse")})
+    assert doc["status"] == "error"
+    assert "--no-index --find-links %s" % (tmp_path / "empty-wheelhouse") in doc["reason"]
+    assert "assess_wheelhouse" in doc["reason"] and "torch==2.13.0" in doc["reason"]
+    assert not (tmp_path / "p" / "venv" / doc["facts"]["key"]).exists()  # a half-made venv is not left
+    env = tools_detect.tools_env({"packages": {}, "family": "debian", "mpi": None},
+                                 {"venv": dict(doc["facts"], status=doc["status"], reason=doc["reason"])})
+    assert env["missing"]["torch"].startswith("the probe venv was not made: `")
+
+
+def test_an_archive_member_outside_the_prefix_is_refused(tmp_path):
+    archive = tmp_path / "evil.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        data = b"x"
+        info = tarfile.TarInfo("../../escaped")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(ValueError, match="refusing archive member"):
+        tools_build.unpack(str(archive), str(tmp_path / "prefix"))
+    assert not (tmp_path / "escaped").exists()
+
+
+@pytest.fixture(scope="module")
+def nccl_wheel(tmp_path_factory):
+    """NCCL headers and library from the nvidia-nccl-cu13 wheel (PyPI), as a probe venv with CUDA torch has it."""
+    if not shutil.which("nvcc"):
+        pytest.skip("needs nvcc (this machine kind has CUDA 13.0)")
+    tmp = tmp_path_factory.mktemp("nccl")
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "nvidia-nccl-cu13", "-d", str(tmp)],
+                   check=True, timeout=600)
+    with zipfile.ZipFile(next(tmp.glob("*.whl"))) as whl:
+        whl.extractall(tmp / "x", [n for n in whl.namelist() if n.startswith("nvidia/nccl/")])
+    return tmp / "x" / "nvidia" / "nccl"
+
+
+def build(tmp_path, prefix, nccl_home, source, **extra):
+    params = dict({"prefix": str(prefix), "nccl_home": str(nccl_home),
+                   "builds": {"nccl_tests": {"tarball": str(source)}, "nvbandwidth": {"enabled": False},
+                              "rccl_tests": {"enabled": True}}}, **extra)
+    _, doc = run_probe("tools_build", str(tmp_path / ("o%d" % len(list(tmp_path.glob("o*"))))), "r", "h",
+                       params=params)
+    return doc
+
+
+def test_nccl_tests_builds_with_nvcc_and_the_wheels_nccl_then_is_reused_and_copied(tmp_path, nccl_wheel):
+    source = tarball(nccl_tests_like_tree(tmp_path / "nccl-tests-2.17.8"), tmp_path / "nccl-tests-2.17.8.tar.gz")
+    doc = build(tmp_path, tmp_path / "p", nccl_wheel, source)
+    rec = doc["facts"]["builds"]["nccl_tests"]
+    assert doc["facts"]["changed"] is True and rec["state"] == "built", rec
+    assert rec["binaries"] == ["all_gather_perf", "all_reduce_perf"]
+    assert "NCCL_HOME=%s" % (Path(rec["bin_dir"]).parent / "nccl-home") in rec["command"]  # the wheel has no libnccl.so
+    assert rec["ld_library_path"][0] == str(nccl_wheel / "lib")
+    assert doc["facts"]["builds"]["rccl_tests"]["state"] == "not_applicable"
+    out = subprocess.run([str(Path(rec["bin_dir"]) / "all_reduce_perf")], capture_output=True, text=True,
+                         env={"LD_LIBRARY_PATH": rec["ld_library_path"][0], "PATH": "/usr/bin:/bin"})
+    assert "nccl 23" in out.stdout  # it links the wheel's NCCL (2.3x); without a GPU CUDA then fails
+    again = build(tmp_path, tmp_path / "p", nccl_wheel, source)
+    assert again["facts"]["changed"] is False and again["facts"]["builds"]["nccl_tests"]["state"] == "present"
+    assert again["facts"]["builds"]["nccl_tests"]["key"] == rec["key"]
+    # build once, copy to an identical node: pack here, unpack into another prefix
+    packed = build(tmp_path, tmp_path / "p", nccl_wheel, source, build=False,
+                   archive_out=str(tmp_path / "builds.tar.gz"))
+    assert packed["facts"]["changed"] is False
+    waiting = build(tmp_path, tmp_path / "q", nccl_wheel, source, build=False)
+    assert waiting["facts"]["builds"]["nccl_tests"]["state"] == "waiting"
+    copied = build(tmp_path, tmp_path / "q", nccl_wheel, source, archive_in=str(tmp_path / "builds.tar.gz"))
+    assert copied["facts"]["builds"]["nccl_tests"]["state"] == "copied" and copied["facts"]["changed"] is True
+
+
+def test_a_failed_build_records_the_command_its_last_lines_and_the_variable(tmp_path, nccl_wheel):
+    source = tarball(nccl_tests_like_tree(tmp_path / "nccl-tests-2.17.8"), tmp_path / "nccl-tests-2.17.8.tar.gz")
+    fake = tmp_path / "fake-nccl"
+    (fake / "include").mkdir(parents=True)
+    (fake / "lib").mkdir()
+    (fake / "include" / "nccl.h.not").write_text("")
+    shutil.copy(nccl_wheel / "lib" / "libnccl.so.2", fake / "lib" / "libnccl.so.2")
+    (fake / "include" / "nccl.h").write_text("#error not a usable nccl.h\n")
+    doc = build(tmp_path, tmp_path / "p", fake, source)
+    rec = doc["facts"]["builds"]["nccl_tests"]
+    assert doc["status"] == "ok" and rec["state"] == "failed"
+    assert rec["reason"].startswith("the build failed (rc 2): `make -C ")
+    assert rec["reason"].endswith("(tools_nccl_tests / assess_sources.nccl_tests)")
+    assert "not a usable nccl.h" in rec["tail"]
+    assert not list((tmp_path / "p" / "build" / "nccl_tests").glob("*/build"))  # no half-made build is kept
+    json.dumps(doc)
