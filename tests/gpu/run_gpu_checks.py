@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Runs the GPU compute phase on this machine's NVIDIA GPUs and checks bf16 GEMM >= 0.7 x MAMF of the model.
+"""Runs the GPU compute phase on this machine's NVIDIA GPUs and checks bf16 GEMM >= 0.7 x MAMF of the model; then
+the tools step's GPU paths and a short burn-in.
 
     python tests/gpu/run_gpu_checks.py [--profile quick] [--via auto|ansible|probes] [--out DIR]
 
@@ -10,7 +11,13 @@ nothing, and exits 0. Where there is one:
   --via probes   the six probes through `python -m probes` (for a machine without Ansible);
   --via auto     ansible when ansible-playbook is found, else probes (the default).
 Then, per GPU: the best bf16 GEMM TFLOP/s against 0.7 x mamf_bf16_tflops of the model in reports/data/gpus.yml,
-and a summary of every probe (status, reason, headline numbers). Exit 0 when every GPU passes, 1 when one does
+and a summary of every probe (status, reason, headline numbers). Then, natively (--no-extras skips them):
+  - the tools step's wheel-variant choice: tools_detect (driver, CUDA, GPU architectures, NCCL, MPI) and the torch
+    build roles/tools/vars/main.yml pins for this node;
+  - nccl-tests with -g 1 (the nccl_tests probe, quick sizes) where its binaries are on PATH, in $NCCL_TESTS_DIR or
+    /opt/nccl-tests/build, after building them with tools_build where $NCCL_TESTS_SRC names a source tree;
+  - a 60-second burn-in (GEMMs with the nvidia-smi stream) through the burnin probe, start then poll.
+Every number is printed. Exit 0 when every GPU passes, 1 when one does
 not or a probe failed, 3 when the model has no MAMF in gpus.yml.
 """
 
@@ -75,6 +82,74 @@ def run_probes(profile, out):
     return art_dir, None
 
 
+def probe(name, out, params, variant=None, timeout=600):
+    argv = [sys.executable, "-m", "probes", name, "--out", str(out), "--params", json.dumps(params),
+            "--timeout", str(timeout)] + (["--variant", variant] if variant else [])
+    print("running:", " ".join(argv), flush=True)
+    subprocess.run(argv, cwd=ROOT, check=False, stdout=subprocess.DEVNULL)
+    path = Path(out) / (("%s-%s.json" % (name, variant)) if variant else "%s.json" % name)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def extras(out):
+    """The tools step's variant choice, nccl-tests -g 1, a 60 s burn-in; True when something failed."""
+    import yaml
+
+    from probes.tools import variants
+
+    failed = False
+    art = Path(out) / "extras"
+    vars_ = yaml.safe_load((ROOT / "roles/tools/vars/main.yml").read_text())
+    det = probe("tools_detect", art, {"packages": vars_["tools_package_names"], "wanted": ["fio", "openmpi"],
+                                      "prefix": str(Path(out) / "prefix")}, variant="gpu")
+    f = (det or {}).get("facts") or {}
+    nv = f.get("nvidia") or {}
+    print("\ntools_detect: driver %s, CUDA %s, archs %s, toolkit %s, NCCL %s, MPI %s" % (
+        nv.get("driver"), nv.get("cuda"), nv.get("archs"), (f.get("cuda") or {}).get("version"),
+        (f.get("nccl") or {}).get("version"), (f.get("mpi") or {}).get("kind")))
+    chosen = variants.choose(vars_["tools_torch_pins"], cuda=nv.get("cuda"), rocm=(f.get("rocm") or {}).get("version"),
+                             python="%d.%d" % sys.version_info[:2])
+    print("wheel variant: torch %s %s (%s), index %s" % (chosen["torch"], chosen["variant"], chosen["why"],
+                                                         chosen["index_url"]))
+    failed |= not (chosen["variant"].startswith("cu") and nv.get("cuda"))
+    src = os.environ.get("NCCL_TESTS_SRC")
+    bin_dirs = [d for d in (os.environ.get("NCCL_TESTS_DIR"), "/opt/nccl-tests/build") if d]
+    if src:
+        b = probe("tools_build", art, {"prefix": str(Path(out) / "prefix"), "builds": {
+            "nccl_tests": {"tarball": src} if src.endswith(".tar.gz") else {"git": src, "ref": "master"}}},
+            timeout=900)
+        rec = ((b or {}).get("facts") or {}).get("builds", {}).get("nccl_tests", {})
+        print("tools_build nccl_tests: %s %s %s" % (rec.get("state"), rec.get("bin_dir"), rec.get("reason") or ""))
+        if rec.get("bin_dir"):
+            bin_dirs.insert(0, rec["bin_dir"])
+            os.environ["LD_LIBRARY_PATH"] = ":".join(rec.get("ld_library_path") or [])
+    have = [d for d in bin_dirs if (Path(d) / "all_reduce_perf").exists()] or (
+        [str(Path(shutil.which("all_reduce_perf")).parent)] if shutil.which("all_reduce_perf") else [])
+    if have:
+        doc = probe("nccl_tests", art, {"bin_dir": have[0], "collectives": ["all_reduce", "all_gather"],
+                                        "max_bytes": "1G", "iters": 10}, timeout=600)
+        print("nccl_tests -g 1: %s %s" % (doc and doc["status"], (doc or {}).get("reason") or ""))
+        for r in (doc or {}).get("results", []):
+            if r["metric"] == "busbw_gbps" and r["labels"].get("placement") == "out_of_place":
+                lab = r["labels"]
+                print("  %s %12d B busbw %.2f GB/s" % (lab["collective"], lab["size_bytes"], r["value"]))
+    else:
+        print("nccl_tests -g 1: not run (no all_reduce_perf on PATH, $NCCL_TESTS_DIR or /opt/nccl-tests/build; set "
+              "NCCL_TESTS_SRC to a source tarball or git URL to build it)")
+    start = probe("burnin", art, {"mode": "start", "duration_s": 60, "interval_s": 5}, variant="gpu60")
+    print("burn-in start: %s %s" % (start and start["status"], (start or {}).get("reason") or ""))
+    doc = None
+    for _ in range(20):
+        doc = probe("burnin", art, {"mode": "poll", "wait_s": 10}, variant="gpu60", timeout=120)
+        if ((doc or {}).get("facts") or {}).get("state") != "running":
+            break
+    print("burn-in: %s %s" % (doc and doc["status"], (doc or {}).get("reason") or ""))
+    for r in (doc or {}).get("results", []):
+        print("  %s %s = %s %s" % (r["metric"], json.dumps(r["labels"], sort_keys=True), r["value"], r["unit"]))
+    failed |= not doc or doc["status"] == "error"
+    return failed
+
+
 def load(art_dir, name):
     path = Path(art_dir) / ("%s.json" % name)
     return json.loads(path.read_text()) if path.exists() else None
@@ -85,6 +160,7 @@ def main():
     parser.add_argument("--profile", default="quick", choices=["quick", "standard", "full"])
     parser.add_argument("--via", default="auto", choices=["auto", "ansible", "probes"])
     parser.add_argument("--out", default=None, help="where the run goes (default: a temporary directory)")
+    parser.add_argument("--no-extras", action="store_true", help="only the GPU compute phase")
     args = parser.parse_args()
     present, what = gpu_present()
     if not present:
@@ -148,6 +224,8 @@ def main():
                                                                     r["labels"]["k"]))
     if run_dir:
         print("\nreport:", Path(run_dir) / "report" / "report.md")
+    if not args.no_extras:
+        failed |= extras(out)
     print("RESULT:", "FAIL" if failed else "PASS")
     return 1 if failed else 0
 
