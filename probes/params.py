@@ -122,9 +122,9 @@ class Param:
 
 UNIVERSAL = {"skip": Param(str, "", "why the probe is not run: when not empty, the artifact is skipped with this "
                                     "reason and nothing is measured"),
-             "tools_step": Param(dict, {}, "what the tools step left (the probe action adds it from assess_tools): path and "
-                                      "ld_library_path (put in front of PATH and LD_LIBRARY_PATH before the probe "
-                                      "runs) and missing {tool: why}, which a probe's not-installed skip quotes")}
+             "tools_step": Param(dict, {}, "what the tools step left (the probe action adds it from assess_tools): "
+                                           "path and ld_library_path (put in front of PATH and LD_LIBRARY_PATH before "
+                                           "the probe runs) and missing {tool: why}, quoted by not-installed skips")}
 PEERS = {
     "hosts": Param(list, None, "the hosts of the run in play order, the first being where the others meet: names "
                                "(from the action's peers) or {name, addr} entries (the storage probes) "

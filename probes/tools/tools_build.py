@@ -31,7 +31,9 @@ from probes.tools.install import LockTimeout, locked, read_marker, tail, write_m
 TOOLS = ("nccl_tests", "rccl_tests", "nvbandwidth")
 PARAMS = Params(
     prefix=Param(str, "", "tools prefix (set by the role)"),
-    builds=Param(dict, {}, "tool -> {enabled, git, ref, tarball (a path on the node)} (assess_sources, tools_<tool>)"),
+    builds=Param(dict, {}, "tool -> {enabled, git, ref, tarball} (assess_sources, tools_<tool>)"),
+    sources_dir=Param(str, "", "where the role copied the source tarballs (<tool>-<file name>); empty: a tarball "
+                               "path is a path on the node"),
     build=Param(bool, True, "build what is missing (false: only report, state waiting)"),
     archive_in=Param(str, "", "a tar.gz of another node's builds to unpack first"),
     archive_out=Param(str, "", "write this node's builds (present or built) to this tar.gz"),
@@ -268,6 +270,8 @@ def run(art, params, out_dir):
     try:
         for tool in TOOLS:
             src = dict(params["builds"].get(tool) or {"enabled": False})
+            if src.get("tarball") and params["sources_dir"]:
+                src["tarball"] = os.path.join(params["sources_dir"], "%s-%s" % (tool, os.path.basename(src["tarball"])))
             rec = build_one(tool, src, env, params)
             if rec.get("key") in unpacked and rec["state"] == "present":
                 rec["state"] = "copied"

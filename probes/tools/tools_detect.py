@@ -16,7 +16,7 @@ import shutil
 
 from probes.common.readers import read_text
 from probes.params import Param, Params
-from probes.tools import detect
+from probes.tools import detect, tools_venv
 
 COMMANDS = ["fio", "iperf3", "ib_write_bw", "numactl", "lspci", "ethtool", "ibstat", "ibv_devinfo", "mpirun",
             "make", "cmake", "git", "gcc", "g++", "nvcc", "hipcc", "nvidia-smi", "tar"]
@@ -27,6 +27,8 @@ PARAMS = Params(
     mpi_home=Param(str, "", "MPI to use (empty: HPC-X, PATH, the distribution layouts)"),
     cuda_home=Param(str, "", "CUDA toolkit to build with (empty: $CUDA_HOME, /usr/local/cuda, PATH)"),
     nccl_home=Param(str, "", "NCCL to build with (empty: $NCCL_HOME, the system, the probe venv's wheel)"),
+    pins=Param(list, [], "torch pins (tools_torch_pins): says whether the venv this node would use is ready"),
+    variant=Param(str, "", "forced torch wheel variant (tools_torch_variant)"),
     package_step=Param(dict, {}, "the role's package step as it went (after: asked, rc, msg, changed, skipped)"),
 )
 
@@ -86,6 +88,9 @@ def run(art, params, out_dir):
     if installed is None and wanted:
         art.facts["package_db_error"] = ("cannot read the package database of %s (family %s): no dpkg-query or rpm"
                                          % (osr.get("pretty_name") or "this OS", family))
+    if params["pins"]:
+        python, _, _, chosen = tools_venv.plan(dict(params, index_url=""))
+        art.facts["venv_ready"] = bool(chosen) and tools_venv.ready(prefix, tools_venv.venv_key(python, chosen))
     if params["package_step"]:
         art.facts["assess_tools"] = tools_env(art.facts, params["package_step"])
 

@@ -49,6 +49,17 @@ def plan(params):
     return python, nv, rocm, chosen
 
 
+def venv_key(python, chosen):
+    return "py%s-torch%s-%s" % (python, chosen["torch"], chosen["variant"])
+
+
+def ready(prefix, key):
+    """The venv of this key exists and its marker says so (made to the end)."""
+    venv = os.path.join(prefix, "venv", key)
+    marker = read_marker(os.path.join(venv, MARKER))
+    return bool(marker and marker.get("key") == key and os.access(os.path.join(venv, "bin", "python"), os.X_OK))
+
+
 def pip_argv(venv, chosen, params):
     argv = [os.path.join(venv, "bin", "python"), "-m", "pip", "install", "--disable-pip-version-check",
             "--no-input", "torch==%s" % chosen["torch"]] + list(params["packages"])
@@ -70,7 +81,7 @@ def run(art, params, out_dir):
     if chosen is None:
         art.error("no torch release in tools_torch_pins has a build for Python %s on this node" % python)
         return
-    key = "py%s-torch%s-%s" % (python, chosen["torch"], chosen["variant"])
+    key = venv_key(python, chosen)
     venvs = os.path.join(params["prefix"], "venv")
     venv = os.path.join(venvs, key)
     vpython = os.path.join(venv, "bin", "python")
@@ -78,8 +89,7 @@ def run(art, params, out_dir):
                      source=params["wheelhouse"] and "wheelhouse %s" % params["wheelhouse"] or chosen["index_url"])
     try:
         with locked(venvs, timeout=params["timeout"]):
-            marker = read_marker(os.path.join(venv, MARKER))
-            if marker and marker.get("key") == key and os.access(vpython, os.X_OK):
+            if ready(params["prefix"], key):
                 info = detect.python_info(vpython)
                 if info.get("torch"):
                     art.facts.update(python=vpython, reused=True, installed_torch=info["torch"])
