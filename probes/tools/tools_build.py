@@ -81,7 +81,7 @@ def needs(tool, env):
             return "missing", "no cmake on this node (tools_packages: cmake)"
     if tool == "rccl_tests" and not env["rocm"]:
         return "not_applicable", "no ROCm on this node"
-    for exe in ("make", "tar") + (("git",) if False else ()):
+    for exe in ("make", "tar"):
         if not shutil.which(exe):
             return "missing", "no %s on this node" % exe
     return None
@@ -186,6 +186,9 @@ def build_one(tool, src, env, params):
                     % (src["tarball"], tool))
     if not src.get("tarball") and not (src.get("git") and src.get("ref")):
         return dict(rec, state="missing", reason="no source: set assess_sources.%s.git and ref, or tarball" % tool)
+    if not src.get("tarball") and not shutil.which("git"):
+        return dict(rec, state="missing", reason="no git on this node to fetch %s (or give a tarball: %s)"
+                    % (src["git"], CONTROL[tool]))
     src_id = source_id(src)
     key, parts = build_key(tool, src_id, env)
     out = os.path.join(params["prefix"], "build", tool, key)
@@ -193,8 +196,7 @@ def build_one(tool, src, env, params):
     with locked(os.path.join(params["prefix"], "build", tool), timeout=params["timeout"]):
         marker = read_marker(os.path.join(out, MARKER))
         if marker and marker.get("key") == key:
-            return dict(rec, state=marker.get("how", "present") if env.get("_unpacked_" + key) else "present",
-                        bin_dir=marker["bin_dir"], ld_library_path=marker["ld_library_path"],
+            return dict(rec, state="present", bin_dir=marker["bin_dir"], ld_library_path=marker["ld_library_path"],
                         binaries=marker.get("binaries"))
         if not params["build"]:
             return dict(rec, state="waiting", reason="built on another node of the same image, then copied")

@@ -8,6 +8,7 @@ Facts: os, family, uid, home, prefix, packages {tool: {names, installed}}, missi
 nvidia, rocm, nccl, python, image (what nodes must share for one build to serve them all).
 """
 
+import glob
 import hashlib
 import json
 import os
@@ -72,11 +73,8 @@ def run(art, params, out_dir):
     cuda = detect.cuda_toolkit(params["cuda_home"])
     nvidia = detect.nvidia()
     rocm = detect.rocm()
-    venvs = sorted(p for p in (os.path.join(d, "bin", "python") for d in
-                               (os.path.join(prefix, "venv", n) for n in (os.listdir(os.path.join(prefix, "venv"))
-                                                                         if os.path.isdir(os.path.join(prefix, "venv"))
-                                                                         else [])))
-                   if os.access(p, os.X_OK))
+    # the Pythons of venvs already in the prefix: their nvidia-nccl wheel is an NCCL to build against
+    venvs = sorted(p for p in glob.glob(os.path.join(prefix, "venv", "*", "bin", "python")) if os.access(p, os.X_OK))
     key, image = image_key(osr, nvidia, rocm, cuda)
     art.facts.update(
         os=osr, family=family, uid=uid, home=home, prefix=prefix, packages=packages, wanted=wanted,
@@ -89,7 +87,7 @@ def run(art, params, out_dir):
         art.facts["package_db_error"] = ("cannot read the package database of %s (family %s): no dpkg-query or rpm"
                                          % (osr.get("pretty_name") or "this OS", family))
     if params["pins"]:
-        python, _, _, chosen = tools_venv.plan(dict(params, index_url=""))
+        python, _, _, chosen = tools_venv.plan(dict(params, index_url=""), nvidia, rocm)
         art.facts["venv_ready"] = bool(chosen) and tools_venv.ready(prefix, tools_venv.venv_key(python, chosen))
     if params["package_step"]:
         art.facts["assess_tools"] = tools_env(art.facts, params["package_step"])

@@ -36,10 +36,10 @@ PARAMS = Params(
 MARKER = ".clustermax-venv.json"
 
 
-def plan(params):
-    """The node's driver and ROCm, and the (torch, variant) for them."""
-    nv = detect.nvidia()
-    rocm = detect.rocm()
+def plan(params, nv=None, rocm=None):
+    """The node's driver and ROCm (read here unless the caller has them), and the (torch, variant) for them."""
+    nv = nv if nv is not None else detect.nvidia()
+    rocm = rocm if rocm is not None else detect.rocm()
     python = "%d.%d" % sys.version_info[:2]
     chosen = variants.choose(params["pins"], cuda=(nv or {}).get("cuda"), rocm=(rocm or {}).get("version"),
                              python=python, index_url=params["index_url"])

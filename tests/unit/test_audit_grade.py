@@ -66,7 +66,7 @@ def cpu_node():
                                         "driver": "bnxt_en", "rp_filter": 2, "addresses": ["10.40.2.17/16"]}},
                 "rdma": {}, "default_route": ["eno1"], "rp_filter_all": 0},
         "ib_tools": {},
-        "nccl": {"files": {}, "searched": ["/etc/nccl.conf", "/root/.nccl.conf"], "profile": {}, "environment": {}},
+        "nccl": {"files": {}, "searched": ["/etc/nccl.conf", "~/.nccl.conf"], "profile": {}, "environment": {}},
         "system": {"os_id": "ubuntu", "os_version": "22.04", "os_name": "Ubuntu 22.04.5 LTS",
                    "kernel": "5.15.0-119-generic", "arch": "x86_64",
                    "kernels_installed": ["5.15.0-118-generic", "5.15.0-119-generic"],
