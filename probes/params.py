@@ -131,6 +131,9 @@ PEERS = {
                                "(default: this host alone)"),
     "addresses": Param(list, None, "the address of each host, in the order of hosts (default: the host names)"),
     "rank": Param(int, 0, "this host's index in hosts"),
+    "racks": Param(list, [], "the rack of each host, in the order of hosts ('' where not known; from assess_rack)"),
+    "nvlink_domains": Param(list, [], "the NVLink (scale-up) domain of each host, in the order of hosts ('' where "
+                                      "not known; from assess_nvlink_domain)"),
 }
 
 

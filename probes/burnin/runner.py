@@ -32,7 +32,7 @@ from probes.burnin.sampler import Monitor, append_jsonl
 from probes.common import device
 from probes.common.netif import interface_for
 from probes.common.ports import port_param
-from probes.common.procs import Children, package_root
+from probes.common.procs import Children, kill_marked, marked_pids, package_root
 from probes.params import Param, Params
 
 BOOT = "import sys; sys.path.insert(0, %r); from probes.burnin.workers import main; main()"
@@ -92,41 +92,6 @@ def paths(out_dir, probe, variant):
 def marker(run_id, host, base):
     # The host is part of it: nodes that share a process table (containers, test namespaces) keep apart.
     return "clustermax-assess-soak=%s/%s/%s" % (run_id, host, base)
-
-
-def marked_pids(mark):
-    """PIDs of this user's processes whose command line holds the marker (never this process)."""
-    out = []
-    needle = mark.encode()
-    me = os.getpid()
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == me:
-            continue
-        try:
-            with open("/proc/%s/cmdline" % name, "rb") as fh:
-                cmdline = fh.read()
-            if needle in cmdline.split(b"\0") and os.stat("/proc/%s" % name).st_uid == os.getuid():
-                out.append(int(name))
-        except OSError:
-            continue
-    return out
-
-
-def kill_marked(mark, grace=3.0):
-    pids = marked_pids(mark)
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except OSError:
-                pass
-        deadline = time.time() + grace
-        while time.time() < deadline and marked_pids(mark):
-            time.sleep(0.1)
-        pids = marked_pids(mark)
-        if not pids:
-            break
-    return len(marked_pids(mark)) == 0
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -110,6 +110,41 @@ class Children:
         self.procs = []
 
 
+def marked_pids(mark):
+    """PIDs of this user's processes whose command line holds the marker (never this process)."""
+    out = []
+    needle = mark.encode()
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open("/proc/%s/cmdline" % name, "rb") as fh:
+                cmdline = fh.read()
+            if needle in cmdline.split(b"\0") and os.stat("/proc/%s" % name).st_uid == os.getuid():
+                out.append(int(name))
+        except OSError:
+            continue
+    return out
+
+
+def kill_marked(mark, grace=3.0):
+    pids = marked_pids(mark)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        deadline = time.time() + grace
+        while time.time() < deadline and marked_pids(mark):
+            time.sleep(0.1)
+        pids = marked_pids(mark)
+        if not pids:
+            break
+    return len(marked_pids(mark)) == 0
+
+
 def tail(path, lines=20, max_bytes=65536):
     """The last lines of a log file (empty string when there is none)."""
     try:

@@ -34,13 +34,13 @@ import sys
 import time
 
 from probes.artifact import artifact_filename
-from probes.common import device
+from probes.common import device, launch
 from probes.common.netif import interface_for
 from probes.common.ports import BLOCK, port_param
-from probes.common.procs import Children, package_root, tail
+from probes.common.procs import Children, kill_marked, package_root, tail
 from probes.common.readers import read_text
 from probes.common.rendezvous import Mesh, StoreError
-from probes.network.plan import RECORDED_PARAMS, human_bytes, message_sizes, world_size_plan
+from probes.network.plan import RECORDED_PARAMS, human_bytes, message_sizes, placement_order, world_size_plan
 from probes.params import SIZE, Param, Params
 
 DEFAULT_COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast"]
@@ -67,9 +67,14 @@ PARAMS = Params(
     check=Param(bool, True, "check every result against the expected values"),
     fault=Param(dict, None, "a fault to inject, for tests of the fault handling"),
     env=Param(dict, {}, "environment of the worker processes (NCCL_*, GLOO_*)"),
+    **launch.PARAMS,
     **RECORDED_PARAMS,
 )
 BOOT = "import sys; sys.path.insert(0, %r); from probes.network.worker import main; sys.exit(main(sys.argv[1]))"
+# A rank started by a launcher: the same command line on every node; argv[1] is the run's marker, by which each
+# node's probe finds what is left of a world on its own host.
+LAUNCHED = ("import sys; sys.path.insert(0, %r); from probes.network.worker import launched_main; "
+            "sys.exit(launched_main())")
 
 
 def mem_available_bytes():
@@ -102,9 +107,16 @@ class Node:
         self.mesh = None
         self.store = None
 
-    def open_store(self, connect_timeout):
-        if self.n > 1:
-            self.mesh = Mesh(self.hosts, self.addresses, self.rank, self.port, self.token,
+    def store_address(self):
+        if self.store is None:
+            return None
+        return {"host": self.store_host, "port": self.port, "token": self.token}
+
+    def open_store(self, connect_timeout, always=False):
+        """The run's store on the first host (also for one host alone when a launcher needs it: on loopback)."""
+        if self.n > 1 or always:
+            self.store_host = self.addresses[0] if self.n > 1 else "127.0.0.1"
+            self.mesh = Mesh(self.hosts, [self.store_host] + self.addresses[1:], self.rank, self.port, self.token,
                              connect_timeout=connect_timeout)
             self.store = self.mesh.store
 
@@ -146,16 +158,26 @@ def _ranks_text(ranks):
     return ",".join(str(r) for r in sorted(ranks))
 
 
-def describe_failure(nodes, ranks, exits, positions, stall_s):
-    """One sentence for a failed world: which ranks stopped where, and how (crash, hang, error).
+def describe_failure(nodes, ranks, exits, positions, stall_s, launcher="direct"):
+    """One sentence for a failed world: which ranks stopped where, on which host, and how (crash, hang, error).
 
-    exits: rank -> {"status": ok|crash|hang|error|rendezvous|timeout, "rc", "error"}; positions: rank -> last
-    progress record or None. Hangs name the stuck ranks and the step they waited in."""
+    exits: rank -> {"status": ok|crash|hang|error|rendezvous|timeout|stopped, "rc", "error", "host"}; positions:
+    rank -> last progress record or None. Hangs name the stuck ranks and the step they waited in; ranks the
+    launcher ended because another one failed are named as such."""
     parts = []
-    crashed = sorted(r for r in ranks if (exits.get(r) or {}).get("status") == "crash")
-    hung = sorted(r for r in ranks if (exits.get(r) or {}).get("status") in ("hang", "timeout"))
-    errored = sorted(r for r in ranks if (exits.get(r) or {}).get("status") in ("error", "rendezvous"))
+
+    def status(r):
+        return (exits.get(r) or {}).get("status")
+
+    crashed = sorted(r for r in ranks if status(r) == "crash")
+    hung = sorted(r for r in ranks if status(r) in ("hang", "timeout"))
+    errored = sorted(r for r in ranks if status(r) in ("error", "rendezvous"))
+    stopped = sorted(r for r in ranks if status(r) == "stopped")
     unknown = sorted(r for r in ranks if exits.get(r) is None)
+
+    def who(r):
+        host = (exits.get(r) or {}).get("host")
+        return "rank %d%s" % (r, " on %s" % host if host else "")
 
     def where(r):
         pos = positions.get(r)
@@ -167,23 +189,27 @@ def describe_failure(nodes, ranks, exits, positions, stall_s):
 
     for r in crashed:
         rc = exits[r].get("rc")
-        how = "was killed by signal %d" % -rc if isinstance(rc, int) and rc < 0 else "exited with status %s" % rc
-        parts.append("rank %d %s %s" % (r, how, where(r)))
+        how = ("was killed by signal %d" % -rc if isinstance(rc, int) and rc < 0
+               else "exited with status %s" % rc if rc is not None else "died")
+        parts.append("%s %s %s" % (who(r), how, where(r)))
     if hung:
         groups = {}
         for r in hung:
             groups.setdefault(where(r), []).append(r)
         for place, members in sorted(groups.items(), key=lambda kv: kv[1]):
             parts.append("ranks %s stuck %s (no progress for %g s)" % (_ranks_text(members), place, stall_s)
-                         if len(members) > 1 else "rank %d stuck %s (no progress for %g s)" % (members[0], place,
-                                                                                             stall_s))
+                         if len(members) > 1 else "%s stuck %s (no progress for %g s)" % (who(members[0]), place,
+                                                                                           stall_s))
     if errored:
         msgs = {}
         for r in errored:
             msgs.setdefault((exits[r].get("error") or "error")[:200], []).append(r)
         for msg, members in sorted(msgs.items(), key=lambda kv: kv[1]):
             parts.append("ranks %s: %s" % (_ranks_text(members), msg) if len(members) > 1
-                         else "rank %d: %s" % (members[0], msg))
+                         else "%s: %s" % (who(members[0]), msg))
+    if stopped:
+        parts.append("ranks %s were ended by %s after that" % (_ranks_text(stopped), launcher)
+                     if len(stopped) > 1 else "rank %d was ended by %s after that" % (stopped[0], launcher))
     if unknown:
         parts.append("ranks %s did not report (their node's probe is gone)" % _ranks_text(unknown)
                      if len(unknown) > 1 else "rank %d did not report (its node's probe is gone)" % unknown[0])
@@ -243,15 +269,16 @@ class Pool:
 class World:
     """One world size on this node: give the local ranks their part, watch them, collect what they measured."""
 
-    def __init__(self, node, index, nodes, ppn, settings):
-        self.node, self.index, self.nodes, self.ppn = node, index, nodes, ppn
+    def __init__(self, node, index, members, ppn, settings):
+        self.node, self.index, self.nodes, self.ppn = node, index, len(members), ppn
         self.settings = settings
         self.key = "w%d" % index
-        self.log_name = "%s.n%d.log" % (node.base, nodes)
-        if nodes == 1:
+        self.log_name = "%s.n%d.log" % (node.base, self.nodes)
+        if self.nodes == 1:
             self.master, self.node_index = "127.0.0.1", 0
         else:
-            self.master, self.node_index = node.addresses[0], node.rank
+            self.master, self.node_index = node.addresses[members[0]], members.index(node.rank)
+        nodes = self.nodes
         # A single-node world never leaves the node: a free loopback port of its own, so nodes sharing a machine
         # (or a port range) never meet in the wrong world.
         self.port = free_local_port() if nodes == 1 else node.port + 1 + index
@@ -275,8 +302,7 @@ class World:
                         "progress": files["progress"], "key": self.key,
                         "log": os.path.join(self.node.out_dir, self.log_name),
                         "device": ("cuda:%d" % local) if s["backend"] == "nccl" else "cpu",
-                        "store": ({"host": self.node.addresses[0], "port": self.node.port, "token": self.node.token}
-                                  if self.node.store is not None and self.nodes > 1 else None)})
+                        "store": self.node.store_address() if self.nodes > 1 else None})
         return out
 
     def _progress(self):
@@ -368,6 +394,182 @@ class World:
         return out
 
 
+PHASES = {"start": 0, "rendezvous": 1, "run": 2, "done": 3, "failed": 3}
+
+
+class LaunchedWorld:
+    """One world size started by srun, mpirun or torchrun (probes/common/launch.py) instead of our own pool.
+
+    Every member node publishes its settings (work directory, log, socket interface) in the run's store under
+    its host name; the launching node (the world's first host for srun and mpirun, every member for torchrun's
+    agents) starts the launcher and watches every rank's progress in the store: no progress for stall_timeout is
+    a hang, the launch has launch_timeout, and a failed rank ends the launcher. What each rank measured lands in
+    its own node's work directory, where that node's probe records it."""
+
+    def __init__(self, node, index, members, ppn, settings, ctx):
+        self.node, self.index, self.members, self.ppn = node, index, members, ppn
+        self.nodes = len(members)
+        self.settings, self.ctx = settings, ctx
+        self.launcher = ctx["launcher"]
+        # one-node worlds run on every node at once: each needs keys of its own in the shared store
+        self.key = "w%d" % index if self.nodes > 1 else "w%d.%d" % (index, node.rank)
+        self.log_name = "%s.n%d.log" % (node.base, self.nodes)
+        self.launcher_log = "%s.n%d.%s.log" % (node.base, self.nodes, self.launcher)
+        self.world = self.nodes * ppn
+        self.mark = "clustermax-assess-launch=%s/%s/%s" % (node.token.split(":")[0], node.base, self.key)
+        self.files = {}
+        self.ranks = []
+        self.report = None
+
+    @property
+    def launches(self):
+        return self.launcher == "torchrun" or self.nodes == 1 or self.node.rank == self.members[0]
+
+    def publish(self):
+        n = self.node
+        settings = {"work": n.work, "log": os.path.join(n.out_dir, self.log_name), "env": self.ctx["node_env"],
+                    "address": "127.0.0.1" if self.nodes == 1 else n.addresses[n.rank]}
+        n.store.set("%s/node/%s" % (self.key, self.ctx["hostname"]), settings)
+
+    def command(self):
+        return [sys.executable, "-c", LAUNCHED % package_root(), self.mark]
+
+    def argv(self, port, env):
+        n, ctx = self.node, self.ctx
+        if self.launcher == "srun":
+            names = [ctx["facts"][m]["hostname"] for m in self.members]
+            return launch.srun_argv(names, self.ppn, self.command(), self.job_name, mpi="none",
+                                    gpus_per_task=1 if self.settings["backend"] == "nccl" else 0,
+                                    jobid=launch.slurm_job_id(), time_min=float(self.settings["launch_timeout"]) / 60
+                                    + 2, extra=ctx["srun_args"])
+        if self.launcher == "mpirun":
+            addresses = ["localhost"] if self.nodes == 1 else [n.addresses[m] for m in self.members]
+            hostfile = launch.write_hostfile(os.path.join(n.work, "%s.hostfile" % self.key), addresses, self.ppn)
+            return launch.mpirun_argv(ctx["facts"][n.rank]["mpirun"], self.world, self.ppn, hostfile,
+                                      self.command(), launch.forwarded_env(env), as_root=os.geteuid() == 0,
+                                      extra=ctx["mpirun_args"])
+        endpoint = ("127.0.0.1:%d" % free_local_port() if self.nodes == 1
+                    else "%s:%d" % (n.addresses[self.members[0]], n.port + 16 + self.index))
+        return launch.torchrun_argv(sys.executable, self.nodes, self.ppn, self.members.index(n.rank)
+                                    if self.nodes > 1 else 0, endpoint, "%s-%s" % (self.job_name, self.key),
+                                    self.nodes == 1 or n.rank == self.members[0], self.command())
+
+    @property
+    def job_name(self):
+        return "cmxa-%s-%s" % (self.node.token.split(":")[0][-12:], self.key)
+
+    def _state(self):
+        store = self.node.store
+        return store.keys("%s/p/" % self.key), store.keys("%s/x/" % self.key)
+
+    def run(self):
+        """Start and watch the launcher (when this node launches); publishes this node's launcher report."""
+        if not self.launches:
+            return
+        s, n = self.settings, self.node
+        port = free_local_port() if self.nodes == 1 else n.port + 1 + self.index
+        env = dict(self.ctx["env"])
+        env["CMXA_LAUNCH"] = json.dumps({"key": self.key, "store": n.store_address(), "settings": s,
+                                         "nodes": self.nodes, "world_port": port,
+                                         "rdzv_timeout": s["rdzv_timeout"]})
+        argv = self.argv(port, env)
+        log = os.path.join(n.out_dir, self.launcher_log)
+        with open(log, "a") as fh:
+            fh.write("# %s\n" % " ".join(argv))
+        started = launch.Launch(self.launcher, argv, env, log, job_name=self.job_name)
+        why = self._watch(started)
+        deadline = time.monotonic() + 15
+        while not why and started.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)  # every rank reported: the launcher ends by itself
+        if why or started.poll() is None:
+            started.stop()
+        rc = started.poll()
+        text = read_text(log) or ""
+        self.report = {"launcher": self.launcher, "node": n.rank, "rc": rc, "why": why, "log": self.launcher_log,
+                       "argv": argv, "failed": {str(k): v for k, v in launch.failed_ranks(self.launcher,
+                                                                                         text).items()},
+                       "slurm_jobs_cancelled": started.cancelled, "slurm_jobs_left": started.jobs_left()}
+        n.store.set("%s/l/%d" % (self.key, n.rank), self.report)
+
+    def _watch(self, started):
+        s = self.settings
+        start = time.monotonic()
+        deadline = start + float(s["launch_timeout"])
+        stall, startup = float(s["stall_timeout"]), float(s["rdzv_timeout"]) + 60
+        mark, changed, exited, failed_at = None, start, None, None
+        while True:
+            now = time.monotonic()
+            try:
+                progress, exits = self._state()
+            except StoreError:
+                return "error"
+            if len(exits) >= self.world:
+                return None
+            if started.poll() is not None:
+                exited = exited or now
+                if now - exited > 3:  # the others' last words had a moment to arrive
+                    return None
+            if any((rec or {}).get("status") != "ok" for rec in exits.values()):
+                failed_at = failed_at or now
+                if now - failed_at > 10:
+                    return "error"  # a rank failed and the launcher did not end the others
+            state = tuple(sorted((k, (v or {}).get("step"), (v or {}).get("phase")) for k, v in progress.items()))
+            if state != mark:
+                mark, changed = state, now
+            running = len(progress) >= self.world and all(
+                PHASES.get((v or {}).get("phase"), 0) >= 2 for v in progress.values())
+            if now > deadline:
+                return "timeout"
+            if (running and now - changed > stall) or (not running and now - start > startup):
+                return "hang"
+            time.sleep(0.25)
+
+    def collect(self):
+        """After the world: this node's ranks (whatever landed in its work directory) and every rank's exit."""
+        prefix = "%s.r" % self.key
+        for name in sorted(os.listdir(self.node.work)):
+            if name.startswith(prefix) and name.endswith(".results"):
+                rank = int(name[len(prefix):-len(".results")])
+                self.files[rank] = {"results": os.path.join(self.node.work, name),
+                                    "progress": os.path.join(self.node.work, name[:-8] + ".progress")}
+        self.ranks = sorted(self.files)
+        store = self.node.store
+        try:
+            xs = {int(k.rsplit("/", 1)[1]): v for k, v in store.keys("%s/x/" % self.key).items()}
+            where = {int(k.rsplit("/", 1)[1]): v for k, v in store.keys("%s/where/" % self.key).items()}
+            reports = list(store.keys("%s/l/" % self.key).values())
+        except StoreError:
+            xs, where, reports = {}, {}, []
+        failed, why = {}, None
+        for rep in reports:
+            why = why or rep.get("why")
+            failed.update({int(k): v for k, v in (rep.get("failed") or {}).items()})
+        exits = {}
+        someone_failed = bool(failed) or any(v.get("status") != "ok" for v in xs.values())
+        for r in range(self.world):
+            host = (where.get(r) or {}).get("host") or (failed.get(r) or {}).get("host")
+            if r in xs:
+                exits[r] = dict(xs[r], host=host)
+            elif r in failed:
+                exits[r] = {"status": "crash", "rc": failed[r].get("rc"), "host": host}
+            elif why in ("hang", "timeout"):
+                exits[r] = {"status": why, "rc": None, "host": host}
+            elif someone_failed:
+                exits[r] = {"status": "stopped", "rc": None, "host": host}
+            else:
+                exits[r] = None
+        return exits, reports
+
+    def records(self, rank):
+        return World.records(self, rank)
+
+
+def launched_context(node, params, env, node_env, launcher, facts):
+    return {"launcher": launcher, "env": env, "node_env": node_env, "facts": facts,
+            "hostname": facts[node.rank]["hostname"], "mpirun_args": params["mpirun_args"],
+            "srun_args": params["srun_args"]}
+
+
 def settings_from(params, backend, ppn, sizes, host_mem_limit):
     return {
         "backend": backend, "collectives": params["collectives"] or DEFAULT_COLLECTIVES,
@@ -431,81 +633,122 @@ def run(art, params, out_dir):
             max_bytes = cap
     sizes = message_sizes(params["min_bytes"], max_bytes, params["factor"])
     plan = world_size_plan(node.n, params["world_sizes"])
+    order = placement_order(node.n, params["racks"], params["nvlink_domains"])
     peers = [a for i, a in enumerate(node.addresses) if i != node.rank]
     ifname, local_ip, how = interface_for(node.addresses[node.rank], peers)
+    user_env = {str(k): str(v) for k, v in params["env"].items()}
     env = dict(os.environ)
-    env.update({str(k): str(v) for k, v in params["env"].items()})
-    if ifname:
-        env.setdefault("GLOO_SOCKET_IFNAME", ifname)
-        env.setdefault("NCCL_SOCKET_IFNAME", ifname)
+    env.update(user_env)
+    # This node's own socket interface: a launched rank takes it from the store (names may differ per node).
+    node_env = {k: ifname for k in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME") if ifname and k not in env}
     if ppn > 1:
         env.setdefault("OMP_NUM_THREADS", "1")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    launch_env = dict(env)
+    env.update(node_env)
     mem = mem_available_bytes()
     settings = settings_from(params, backend, ppn, sizes, (mem // (2 * ppn)) if (mem and not gpu) else None)
     art.device["torch"] = None
     art.facts.update({
-        "torch_backend": backend, "procs_per_node": ppn, "launcher": "builtin (TCPStore rendezvous, "
-        "init_process_group per world size)", "master_addr": node.addresses[0], "port": node.port,
+        "torch_backend": backend, "procs_per_node": ppn, "master_addr": node.addresses[order[0]], "port": node.port,
         "interface": ifname, "interface_address": local_ip, "interface_how": how,
         "socket_ifname": env.get("GLOO_SOCKET_IFNAME") if backend == "gloo" else env.get("NCCL_SOCKET_IFNAME"),
         "world_sizes": ",".join(str(w) for w in plan), "node_rank": node.rank, "hosts": node.n,
         "sizes": "%s .. %s, factor %d" % (human_bytes(sizes[0]), human_bytes(sizes[-1]), params["factor"]),
         "collectives": ",".join(settings["collectives"]),
         "env": " ".join("%s=%s" % kv for kv in sorted(params["env"].items())) or None,
+        "placement": [placement(node, order[:w], params) for w in plan],
     })
     failures, ran, missing_nodes = [], [], set()
     os.makedirs(node.work, exist_ok=True)
     barrier_timeout = settings["launch_timeout"] + 60
     children = Children()
     pool = Pool(node, ppn, settings, env, children)
+    ctx = None
     try:
-        node.open_store(connect_timeout=settings["rdzv_timeout"])
+        node.open_store(connect_timeout=settings["rdzv_timeout"], always=params["launcher"] != "direct")
+        launcher = "direct"
+        if params["launcher"] != "direct":
+            facts = node.mesh.allgather(launch.node_facts(), settings["rdzv_timeout"])
+            launcher, why_not = launch.choose(params["launcher"], facts)
+            art.facts["launcher_why_not"] = why_not or None
+            if launcher in why_not:
+                raise LaunchError("launcher %s cannot be used: %s" % (launcher, why_not[launcher]))
+            if launcher != "direct":
+                ctx = launched_context(node, params, launch_env, node_env, launcher, facts)
+        art.facts["launcher"] = launcher
+        art.facts["launcher_asked"] = params["launcher"]
         for index, nodes in enumerate(plan):
-            world = World(node, index, nodes, ppn, settings)
-            lost = sorted(r for r in missing_nodes if r < nodes) if nodes > 1 else []
-            participates = nodes == 1 or node.rank < nodes
+            members = order[:nodes]
+            lost = sorted(r for r in missing_nodes if r in members) if nodes > 1 else []
+            participates = nodes == 1 or node.rank in members
             if lost and participates:
                 failures.append({"nodes": nodes, "kind": "skipped", "log": None,
                                  "message": "not run at %d nodes: %s did not reach the previous step"
                                             % (nodes, ", ".join(node.hosts[r] for r in lost))})
                 participates = False
-            if participates:
-                started = time.monotonic()
+            world = (LaunchedWorld(node, index, members, ppn, settings, ctx) if ctx
+                     else World(node, index, members, ppn, settings))
+            exits, reports = {}, []
+            started = time.monotonic()
+            if ctx:
+                if participates:
+                    world.publish()
+                missing_nodes.update(node.barrier("before-%d" % index, barrier_timeout))
+                if participates:
+                    world.run()
+            elif participates:
                 exits = world.run(pool)
-                env_info, count, skipped = record_results(art, world, world.ranks)
-                if env_info:
-                    art.device["torch"] = env_info.get("torch")
-                    if env_info.get("nccl"):
-                        art.facts["nccl_version"] = env_info["nccl"]
-                for item in skipped:
-                    art.facts.setdefault("skipped_sizes", []).append(
-                        "%s %s at %d nodes: %s" % (item["collective"], human_bytes(item["size_bytes"]), nodes,
-                                                   item["reason"]))
                 if node.store is not None and nodes > 1:
                     try:
                         for rank, rec in exits.items():
                             node.store.set("%s/x/%d" % (world.key, rank), rec)
                     except StoreError:
                         pass
-                ran.append(nodes)
-                art.facts["seconds_n%d" % nodes] = round(time.monotonic() - started, 2)
             missing = node.barrier("after-%d" % index, barrier_timeout)
             missing_nodes.update(missing)
-            if participates and any(rec["status"] != "ok" for rec in exits.values()):
+            if ctx and participates:
+                exits, reports = world.collect()
+                kill_marked(world.mark)
+            if participates:
+                if world.ranks:
+                    env_info, count, skipped = record_results(art, world, world.ranks)
+                    if env_info:
+                        art.device["torch"] = env_info.get("torch")
+                        if env_info.get("nccl"):
+                            art.facts["nccl_version"] = env_info["nccl"]
+                    for item in skipped:
+                        art.facts.setdefault("skipped_sizes", []).append(
+                            "%s %s at %d nodes: %s" % (item["collective"], human_bytes(item["size_bytes"]), nodes,
+                                                       item["reason"]))
+                ran.append(nodes)
+                art.facts["seconds_n%d" % nodes] = round(time.monotonic() - started, 2)
+                for rep in reports:
+                    if rep.get("slurm_jobs_left"):
+                        art.facts.setdefault("slurm_jobs_left", []).extend(rep["slurm_jobs_left"])
+                    if rep.get("node") == node.rank:
+                        art.facts.setdefault("launches", []).append(
+                            {"nodes": nodes, "argv": " ".join(rep["argv"]), "rc": rep["rc"], "why": rep["why"],
+                             "log": rep["log"], "slurm_jobs_cancelled": rep["slurm_jobs_cancelled"] or None})
+                        if rep["log"] not in art.raw:
+                            art.raw.append(rep["log"])
+            if participates and any((rec or {}).get("status") != "ok" for rec in exits.values()):
+                all_ranks = list(range(world.world)) if nodes > 1 or ctx else world.ranks
                 positions, all_exits = {}, dict(exits)
-                if nodes > 1 and node.store is not None:
+                if (nodes > 1 or ctx) and node.store is not None:
                     try:
-                        positions = _positions(node.store.keys("%s/p/" % world.key), range(world.world))
-                        for key, rec in node.store.keys("%s/x/" % world.key).items():
-                            all_exits[int(key.rsplit("/", 1)[1])] = rec
+                        positions = _positions(node.store.keys("%s/p/" % world.key), all_ranks)
+                        if not ctx:
+                            for key, rec in node.store.keys("%s/x/" % world.key).items():
+                                all_exits[int(key.rsplit("/", 1)[1])] = rec
                     except StoreError:
                         pass
                 else:
                     positions = {r: _last_progress(world, r) for r in world.ranks}
-                kind, message = describe_failure(nodes, list(range(world.world)) if nodes > 1 else world.ranks,
-                                                 all_exits, positions, settings["stall_timeout"])
-                stuck = sorted(r for r, rec in all_exits.items() if rec and rec.get("status") != "ok")
+                kind, message = describe_failure(nodes, all_ranks, all_exits, positions, settings["stall_timeout"],
+                                                 launcher=launcher)
+                stuck = sorted(r for r, rec in all_exits.items() if rec and rec.get("status") not in ("ok",
+                                                                                                     "stopped"))
                 log_tail = tail(os.path.join(out_dir, world.log_name), 5)
                 failures.append({"nodes": nodes, "kind": kind, "message": message, "stuck_ranks": stuck,
                                  "log": world.log_name, "log_tail": log_tail})
@@ -513,6 +756,9 @@ def run(art, params, out_dir):
                 art.raw.append(world.log_name)
         node.barrier("end", barrier_timeout)
         pool.close()
+    except LaunchError as exc:
+        art.error(str(exc))
+        return
     finally:
         children.stop_all()
         node.close()
@@ -527,6 +773,18 @@ def run(art, params, out_dir):
         first = (real or failures)[0]
         art.error("%d of %d world sizes failed; first: %s (log: %s)" % (
             len(failures), len(plan), first["message"], first.get("log") or "-"))
+
+
+class LaunchError(Exception):
+    """The launcher asked for cannot start worlds on these nodes (the reason names the host)."""
+
+
+def placement(node, members, params):
+    """Which hosts one world size uses, with their racks and NVLink domains (as the inventory says)."""
+    racks, domains = list(params["racks"] or []), list(params["nvlink_domains"] or [])
+    return {"nodes": len(members), "hosts": [node.hosts[m] for m in members],
+            "racks": [racks[m] if m < len(racks) else "" for m in members] if any(racks) else None,
+            "nvlink_domains": [domains[m] if m < len(domains) else "" for m in members] if any(domains) else None}
 
 
 def _last_progress(world, rank):

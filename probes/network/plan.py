@@ -33,6 +33,25 @@ def world_size_plan(n_hosts, requested=None):
     return plan
 
 
+def placement_order(n_hosts, racks=(), domains=()):
+    """Host indices in the order worlds take them: the hosts of one NVLink domain, then of one rack, together
+    (in the order each domain and rack first appears in the inventory), so that doubling the world fills a
+    scale-up domain and a rack before it crosses to the next. Unknown ('') keeps inventory order."""
+    racks, domains = list(racks or []), list(domains or [])
+
+    def first_seen(values):
+        seen = {}
+        for i in range(n_hosts):
+            value = values[i] if i < len(values) else ""
+            seen.setdefault(value or ("", i), len(seen))
+        return lambda i: seen[(values[i] if i < len(values) else "") or ("", i)]
+
+    if not any(racks) and not any(domains):
+        return list(range(n_hosts))
+    dom, rack = first_seen(domains), first_seen(racks)
+    return sorted(range(n_hosts), key=lambda i: (dom(i) if any(domains) else 0, rack(i), i))
+
+
 def message_sizes(min_bytes, max_bytes, factor=2):
     """min, min*factor, … up to max (inclusive when reached exactly), like nccl-tests -b/-e/-f."""
     min_bytes, max_bytes, factor = int(min_bytes), int(max_bytes), int(factor)

@@ -1,0 +1,342 @@
+"""The one launcher layer of the multi-node probes: how a world of N nodes × P processes is started the way the
+cluster's own jobs start (srun, mpirun, torchrun), or by the probes themselves (direct).
+
+Every node's probe runs at the same time (the play starts them together) and they meet in the run's store
+(probes/common/rendezvous.py). What this module gives them:
+
+- `node_facts()`: what each node can launch with (published in the store, so the choice is made on the same facts
+  by every node): its short host name (the Slurm node name), the python and package root a task would run, whether
+  Slurm knows the node, Open MPI's mpirun and flavour, torch's launcher;
+- `choose(requested, facts)`: the launcher, and why each other one was not taken. `auto` takes srun when every host
+  is a node of a Slurm cluster, else mpirun where Open MPI is on every host, else torchrun, else direct;
+- argv builders (`srun_argv`, `mpirun_argv`, `torchrun_argv`) that are pure functions of the plan, so the command
+  lines are tested against each tool's documented usage;
+- `rank_env()`: the rank, world size and local rank a task got from its launcher's environment (the launchers are
+  only launchers: a task's rank comes from them, its communicator is NCCL or gloo);
+- `Launch`: one launcher process, supervised: its own process group, dying with the probe, and on a hang or a
+  timeout stopped the launcher's way (srun: the job step is cancelled with scancel; mpirun: SIGTERM, which ends
+  the ranks on every host; torchrun: the agent's process group), then `failed_ranks()` reads the launcher's own
+  report of which rank failed on which host and how;
+- `MARK`: every task carries the run's marker in its argv, so each node's probe ends what is left of a world on its
+  own host (`procs.kill_marked`) whatever the launcher did.
+"""
+
+import os
+import re
+import shutil
+import signal
+import socket
+import sys
+import time
+
+from probes.common.command import run_cmd
+from probes.common.procs import Children, package_root
+from probes.params import Param
+
+LAUNCHERS = ("auto", "srun", "mpirun", "torchrun", "direct")
+PARAMS = {
+    "launcher": Param(str, "direct", "how a multi-node world starts: auto (srun on Slurm nodes, else mpirun where "
+                                     "Open MPI is, else torchrun), srun, mpirun, torchrun, or direct (the probe's "
+                                     "own processes)", choices=LAUNCHERS),
+    "mpirun_args": Param(list, [], "extra mpirun arguments (e.g. --mca plm_rsh_args, --mca btl_tcp_if_include)"),
+    "srun_args": Param(list, [], "extra srun arguments (e.g. --partition=gpu, --account=...)"),
+}
+# What a task needs from the probe's environment, forwarded explicitly by mpirun (-x) and kept by srun
+# (--export=ALL): the communicator's settings, and the paths the tools step set.
+FORWARD_PREFIXES = ("NCCL_", "GLOO_", "UCX_", "CUDA_", "HIP_", "ROCR_", "RCCL_", "OMP_", "TORCH_", "CMXA_")
+FORWARD_NAMES = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE")
+
+
+def short_hostname():
+    return socket.gethostname().split(".")[0]
+
+
+def _first_line(res):
+    lines = (res.stderr or res.stdout or "").strip().splitlines()
+    return lines[-1].strip() if lines else "rc=%s" % res.rc
+
+
+def mpi_flavour(version_text):
+    """'openmpi' for Open MPI / HPC-X (`mpirun (Open MPI) 4.1.4`), 'mpich' for Hydra, else None."""
+    if re.search(r"\(Open MPI\)|Open MPI|OpenRTE", version_text or ""):
+        return "openmpi"
+    if re.search(r"HYDRA|MPICH|Intel\(R\) MPI", version_text or "", re.I):
+        return "mpich"
+    return None
+
+
+def parse_mpi_list(text):
+    """Plugin names from `srun --mpi=list` (22.05: 'srun: MPI types are...' then 'srun: none' lines; 23.x+:
+    'MPI plugin types are...' then bare names; specific pmix versions as 'pmix_v4')."""
+    names = []
+    for line in (text or "").splitlines():
+        line = re.sub(r"^srun:\s*", "", line.strip())
+        if not line or " " in line or line.endswith(":"):
+            continue
+        names.append(line)
+    return names
+
+
+def pick_srun_mpi(plugins, want_mpi):
+    """--mpi for srun: pmix (any version) then pmi2 for a task that is an MPI program, else none."""
+    if want_mpi:
+        for prefix in ("pmix", "pmi2"):
+            for name in plugins:
+                if name == prefix or name.startswith(prefix + "_"):
+                    return name
+    return "none"
+
+
+def node_facts(torch_needed=True):
+    """What this node can launch with. Cheap: a few `--version` calls with short timeouts."""
+    facts = {"hostname": short_hostname(), "python": sys.executable, "root": package_root(), "slurm": None,
+             "mpirun": None, "mpi_flavour": None, "torchrun": None, "why": {}}
+    scontrol = shutil.which("scontrol")
+    if not scontrol:
+        facts["why"]["srun"] = "scontrol not found"
+    else:
+        res = run_cmd([scontrol, "show", "node", "-o", facts["hostname"]], timeout=15)
+        if res.rc == 0 and "NodeName=%s " % facts["hostname"] in res.stdout + " ":
+            facts["slurm"] = facts["hostname"]
+        else:
+            facts["why"]["srun"] = "%s is not a Slurm node (scontrol show node: %s)" % (facts["hostname"],
+                                                                                     _first_line(res))
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        facts["why"]["mpirun"] = "mpirun not found"
+    else:
+        res = run_cmd([mpirun, "--version"], timeout=15)
+        facts["mpi_flavour"] = mpi_flavour(res.stdout + res.stderr)
+        if facts["mpi_flavour"] == "openmpi":
+            facts["mpirun"] = mpirun
+        else:
+            facts["why"]["mpirun"] = "%s is not Open MPI or HPC-X (%s)" % (mpirun, _first_line(res))
+    if torch_needed:
+        import importlib.util  # noqa: PLC0415
+
+        if importlib.util.find_spec("torch") is not None:
+            facts["torchrun"] = "%s -m torch.distributed.run" % sys.executable
+        else:
+            facts["why"]["torchrun"] = "torch is not importable by %s" % sys.executable
+    return facts
+
+
+def choose(requested, facts, needs_torch=True):
+    """(launcher, why) from the facts of every node of the run. why: launcher -> the reason it cannot be used
+    (for the artifact); a requested launcher that cannot be used comes back with its reason in why."""
+    why = {}
+    hosts = [f["hostname"] for f in facts]
+    for name in ("srun", "mpirun", "torchrun"):
+        lacking = [(f["hostname"], f["why"].get(name)) for f in facts if f["why"].get(name)]
+        if name == "torchrun" and not needs_torch:
+            lacking = []
+        if lacking:
+            why[name] = "; ".join("%s: %s" % hw for hw in lacking[:4]) + (" (and %d more)" % (len(lacking) - 4)
+                                                                          if len(lacking) > 4 else "")
+    for key in ("python", "root"):
+        # mpirun and srun start one command line on every node: the same python and probes package everywhere
+        if len({f[key] for f in facts}) > 1:
+            differs = "the task's %s differs between nodes (%s)" % (
+                key, ", ".join("%s=%s" % (f["hostname"], f[key]) for f in facts))
+            why.setdefault("srun", differs)
+            why.setdefault("mpirun", differs)
+    if len(set(hosts)) < len(hosts):
+        dup = sorted({h for h in hosts if hosts.count(h) > 1})
+        why.setdefault("srun", "host names are not unique (%s): a task finds its node by name" % ", ".join(dup))
+        why.setdefault("mpirun", why["srun"])
+        why.setdefault("torchrun", why["srun"])
+    if requested != "auto":
+        return requested, why
+    for name in ("srun", "mpirun", "torchrun"):
+        if name not in why:
+            return name, why
+    return "direct", why
+
+
+def forwarded_env(env):
+    return sorted(k for k in env if k.startswith(FORWARD_PREFIXES) or k in FORWARD_NAMES)
+
+
+def srun_argv(nodes, ntasks_per_node, command, job_name, mpi="none", gpus_per_task=0, jobid=None,
+              immediate_s=60, time_min=None, extra=()):
+    """One job step over exactly these Slurm nodes, P tasks each, in block order (ranks 0..P-1 on the first
+    node of the step). Inside an allocation (jobid) it is a step of that job; otherwise srun makes the allocation
+    itself (--immediate: fail fast when the nodes are busy or drained instead of waiting in the queue)."""
+    argv = ["srun", "--nodes=%d" % len(nodes), "--nodelist=%s" % ",".join(nodes),
+            "--ntasks=%d" % (len(nodes) * ntasks_per_node), "--ntasks-per-node=%d" % ntasks_per_node,
+            "--distribution=block", "--kill-on-bad-exit=1", "--export=ALL", "--mpi=%s" % mpi,
+            "--job-name=%s" % job_name, "--unbuffered"]
+    if gpus_per_task:
+        argv.append("--gpus-per-task=%d" % gpus_per_task)
+    if jobid:
+        argv += ["--jobid=%s" % jobid, "--overlap"]
+    else:
+        argv.append("--immediate=%d" % max(1, int(immediate_s)))
+    if time_min:
+        argv.append("--time=%d" % max(1, int(time_min)))
+    return argv + list(extra) + list(command)
+
+
+def hostfile_text(addresses, slots):
+    return "".join("%s slots=%d\n" % (a, slots) for a in addresses)
+
+
+def mpirun_argv(mpirun, nprocs, ppn, hostfile, command, env_names, as_root=False, ucx=False, extra=()):
+    """Open MPI / HPC-X: a hostfile of the world's addresses (slots = processes per node), ppn ranks per node by
+    slot (ranks 0..ppn-1 on the first host), each bound to its NUMA domain, the environment forwarded by name."""
+    argv = [mpirun, "-np", str(nprocs), "--hostfile", hostfile, "--map-by", "ppr:%d:node" % ppn,
+            "--bind-to", "numa", "--tag-output"]
+    if ucx:
+        argv += ["--mca", "pml", "ucx"]
+    if as_root:
+        argv.append("--allow-run-as-root")
+    for name in env_names:
+        argv += ["-x", name]
+    return argv + list(extra) + list(command)
+
+
+def torchrun_argv(python, nnodes, nproc, node_rank, endpoint, rdzv_id, is_host, command):
+    """torch's elastic agent on one node: c10d rendezvous on the world's first host (which hosts the store), no
+    restarts (a failed rank is a result, not something to retry), the task started as given (--no-python)."""
+    return [python, "-m", "torch.distributed.run", "--nnodes=%d" % nnodes, "--nproc-per-node=%d" % nproc,
+            "--node-rank=%d" % node_rank, "--rdzv-backend=c10d", "--rdzv-endpoint=%s" % endpoint,
+            "--rdzv-id=%s" % rdzv_id, "--rdzv-conf=is_host=%s" % ("1" if is_host else "0"), "--max-restarts=0",
+            "--monitor-interval=1", "--no-python"] + list(command)
+
+
+def rank_env(env=None):
+    """{rank, world, local_rank, local_world, source} from the launcher's environment, or None outside one.
+    torchrun's variables first (it may run under srun or mpirun itself), then Open MPI / HPC-X, PMIx, MPICH's
+    PMI, then Slurm's."""
+    env = os.environ if env is None else env
+    schemes = (("torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"),
+               ("openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                "OMPI_COMM_WORLD_LOCAL_SIZE"),
+               ("pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
+               ("srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"))
+    for source, rank, world, local, local_world in schemes:
+        if env.get(rank, "").isdigit() and env.get(world, "").isdigit():
+            lw = env.get(local_world, "").split("(")[0]
+            return {"rank": int(env[rank]), "world": int(env[world]),
+                    "local_rank": int(env[local]) if env.get(local, "").isdigit() else 0,
+                    "local_world": int(lw) if lw.isdigit() else None, "source": source}
+    return None
+
+
+# The launchers' own words for a failed rank (real captures: tests/fixtures/launchers/).
+_MPIRUN_SIGNAL = re.compile(r"process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)")
+_MPIRUN_EXIT = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]\s*\n\s*Exit code:\s*(-?\d+)")
+_SRUN_TASK = re.compile(r"srun: error: (\S+): tasks? ([\d,\-]+): (Exited with exit code (\d+)|Killed|"
+                        r"Terminated|.+)")
+_TORCHRUN_RANK = re.compile(r"host\s*:\s*(\S+)\s*\n\s*rank\s*:\s*(\d+) \(local_rank: \d+\)\s*\n\s*exitcode\s*:\s*"
+                            r"(-?\d+)")
+
+
+def _expand_tasks(text):
+    out = []
+    for part in text.split(","):
+        if "-" in part:
+            a, b = part.split("-", 1)
+            out.extend(range(int(a), int(b) + 1))
+        elif part.isdigit():
+            out.append(int(part))
+    return out
+
+
+def failed_ranks(launcher, text):
+    """rank -> {"host", "rc"} (rc < 0: killed by that signal) as the launcher reported it."""
+    out = {}
+    if launcher == "mpirun":
+        for rank, host, sig in _MPIRUN_SIGNAL.findall(text):
+            out[int(rank)] = {"host": host, "rc": -int(sig)}
+        for rank, rc in _MPIRUN_EXIT.findall(text):
+            out.setdefault(int(rank), {"host": None, "rc": int(rc)})
+    elif launcher == "srun":
+        for host, tasks, what, code in _SRUN_TASK.findall(text):
+            rc = int(code) if code else -signal.SIGKILL if what == "Killed" else -signal.SIGTERM \
+                if what == "Terminated" else None
+            for rank in _expand_tasks(tasks):
+                out[rank] = {"host": host, "rc": rc}
+    elif launcher == "torchrun":
+        for host, rank, rc in _TORCHRUN_RANK.findall(text):
+            out[int(rank)] = {"host": host, "rc": int(rc)}
+    return out
+
+
+class Launch:
+    """One launcher process of one world, supervised. stop() ends it the launcher's way and leaves no step."""
+
+    def __init__(self, launcher, argv, env, log_path, children=None, job_name=None):
+        self.launcher, self.argv, self.log_path, self.job_name = launcher, list(argv), log_path, job_name
+        self.children = children or Children()
+        self.proc = self.children.start(self.argv, env=env, log_path=log_path)
+        self.started = time.monotonic()
+        self.cancelled = []
+
+    def poll(self):
+        return self.proc.poll()
+
+    def _slurm_jobs(self):
+        """Job ids of this world's Slurm job (srun made it) by its unique name."""
+        res = run_cmd(["squeue", "--noheader", "--name=%s" % self.job_name, "--format=%i"], timeout=20)
+        return [j.strip() for j in res.stdout.split() if j.strip()]
+
+    def stop(self, grace=5.0):
+        """End the world: srun's job cancelled (scancel, then srun's group), mpirun told to end its ranks on
+        every host (SIGTERM, then its group), torchrun's agent ended with its workers. Returns the rc."""
+        if self.launcher == "srun" and self.job_name:
+            jobs = self._slurm_jobs()
+            for job in jobs:
+                run_cmd(["scancel", "--signal=KILL", "--full", job], timeout=20)
+                run_cmd(["scancel", job], timeout=20)
+            self.cancelled = jobs
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except OSError:
+                pass
+            deadline = time.monotonic() + grace
+            while self.proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+        return self.children.stop(self.proc, grace=1.0)
+
+    def jobs_left(self, wait_s=15.0):
+        """srun: job ids of this world still known to squeue after wait_s (empty: none left)."""
+        if self.launcher != "srun" or not self.job_name:
+            return []
+        deadline = time.monotonic() + wait_s
+        while True:
+            jobs = self._slurm_jobs()
+            if not jobs or time.monotonic() > deadline:
+                return jobs
+            time.sleep(0.5)
+
+
+def write_hostfile(path, addresses, slots):
+    with open(path, "w") as fh:
+        fh.write(hostfile_text(addresses, slots))
+    return path
+
+
+def ucx_pml(mpirun):
+    """Whether this Open MPI has the UCX PML (HPC-X and most InfiniBand builds do)."""
+    info = os.path.join(os.path.dirname(mpirun), "ompi_info")
+    if not os.access(info, os.X_OK):
+        return False
+    res = run_cmd([info, "--parsable"], timeout=30)
+    return "mca:pml:ucx:" in res.stdout
+
+
+def srun_mpi_plugins():
+    res = run_cmd(["srun", "--mpi=list"], timeout=20)
+    return parse_mpi_list(res.stdout + "\n" + res.stderr)
+
+
+def slurm_job_id(env=None):
+    """The allocation the probe itself runs in (salloc / sbatch), if any: srun then starts steps of it."""
+    env = os.environ if env is None else env
+    return env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID") or None
+
+
+__all__ = ["LAUNCHERS", "PARAMS", "Launch", "choose", "failed_ranks", "forwarded_env", "mpirun_argv", "node_facts",
+           "rank_env", "srun_argv", "torchrun_argv", "write_hostfile"]
