@@ -125,6 +125,8 @@ UNIVERSAL = {"skip": Param(str, "", "why the probe is not run: when not empty, t
              "tools_step": Param(dict, {}, "what the tools step left (the probe action adds it from assess_tools): "
                                            "path and ld_library_path (put in front of PATH and LD_LIBRARY_PATH before "
                                            "the probe runs) and missing {tool: why}, quoted by not-installed skips")}
+# How a multi-node world starts (probes/common/launch.py).
+LAUNCHERS = ("auto", "srun", "mpirun", "torchrun", "direct")
 PEERS = {
     "hosts": Param(list, None, "the hosts of the run in play order, the first being where the others meet: names "
                                "(from the action's peers) or {name, addr} entries (the storage probes) "
@@ -134,6 +136,11 @@ PEERS = {
     "racks": Param(list, [], "the rack of each host, in the order of hosts ('' where not known; from assess_rack)"),
     "nvlink_domains": Param(list, [], "the NVLink (scale-up) domain of each host, in the order of hosts ('' where "
                                       "not known; from assess_nvlink_domain)"),
+    "launcher": Param(str, "direct", "how a multi-node world starts (assess_launcher): auto (srun on Slurm nodes, "
+                                     "else mpirun where Open MPI is, else torchrun), srun, mpirun, torchrun, or "
+                                     "direct (the probe's own processes)", choices=LAUNCHERS),
+    "mpirun_args": Param(list, [], "extra mpirun arguments (assess_mpirun_args)"),
+    "srun_args": Param(list, [], "extra srun arguments (assess_srun_args)"),
 }
 
 

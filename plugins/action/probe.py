@@ -57,7 +57,16 @@ class ActionModule(ActionBase):
         hosts = list(self._var(task_vars, "ansible_play_hosts"))
         hostvars = task_vars["hostvars"]
         addresses = [str(self._templar.template(hostvars[h].get("ansible_host", h))) for h in hosts]
-        return {"hosts": hosts, "addresses": addresses, "rank": hosts.index(host)}
+        out = {"hosts": hosts, "addresses": addresses, "rank": hosts.index(host),
+               # where each host sits (inventory variables, set per host or per group): worlds fill a scale-up
+               # domain and a rack before they cross to the next
+               "racks": [str(self._templar.template(hostvars[h].get("assess_rack", ""))) for h in hosts],
+               "nvlink_domains": [str(self._templar.template(hostvars[h].get("assess_nvlink_domain", "")))
+                                  for h in hosts]}
+        # how multi-node worlds start (probes/common/launch.py), the same for every host of the run
+        run = self._var(task_vars, "assess_run")
+        out.update({k: v for k, v in (run.get("launch") or {}).items() if v is not None})
+        return out
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}

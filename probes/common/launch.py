@@ -31,16 +31,8 @@ import time
 
 from probes.common.command import run_cmd
 from probes.common.procs import Children, package_root
-from probes.params import Param
+from probes.params import LAUNCHERS
 
-LAUNCHERS = ("auto", "srun", "mpirun", "torchrun", "direct")
-PARAMS = {
-    "launcher": Param(str, "direct", "how a multi-node world starts: auto (srun on Slurm nodes, else mpirun where "
-                                     "Open MPI is, else torchrun), srun, mpirun, torchrun, or direct (the probe's "
-                                     "own processes)", choices=LAUNCHERS),
-    "mpirun_args": Param(list, [], "extra mpirun arguments (e.g. --mca plm_rsh_args, --mca btl_tcp_if_include)"),
-    "srun_args": Param(list, [], "extra srun arguments (e.g. --partition=gpu, --account=...)"),
-}
 # What a task needs from the probe's environment, forwarded explicitly by mpirun (-x) and kept by srun
 # (--export=ALL): the communicator's settings, and the paths the tools step set.
 FORWARD_PREFIXES = ("NCCL_", "GLOO_", "UCX_", "CUDA_", "HIP_", "ROCR_", "RCCL_", "OMP_", "TORCH_", "CMXA_")
@@ -121,10 +113,11 @@ def node_facts(torch_needed=True):
     return facts
 
 
-def choose(requested, facts, needs_torch=True):
+def choose(requested, facts, needs_torch=True, known=None):
     """(launcher, why) from the facts of every node of the run. why: launcher -> the reason it cannot be used
-    (for the artifact); a requested launcher that cannot be used comes back with its reason in why."""
-    why = {}
+    (for the artifact); a requested launcher that cannot be used comes back with its reason in why. known: reasons
+    found beforehand (a failed mpirun smoke test)."""
+    why = dict(known or {})
     hosts = [f["hostname"] for f in facts]
     for name in ("srun", "mpirun", "torchrun"):
         lacking = [(f["hostname"], f["why"].get(name)) for f in facts if f["why"].get(name)]
@@ -185,7 +178,7 @@ def mpirun_argv(mpirun, nprocs, ppn, hostfile, command, env_names, as_root=False
     """Open MPI / HPC-X: a hostfile of the world's addresses (slots = processes per node), ppn ranks per node by
     slot (ranks 0..ppn-1 on the first host), each bound to its NUMA domain, the environment forwarded by name."""
     argv = [mpirun, "-np", str(nprocs), "--hostfile", hostfile, "--map-by", "ppr:%d:node" % ppn,
-            "--bind-to", "numa", "--tag-output"]
+            "--bind-to", "numa"]
     if ucx:
         argv += ["--mca", "pml", "ucx"]
     if as_root:
@@ -243,23 +236,36 @@ def _expand_tasks(text):
     return out
 
 
+# srun's own lines once it ends the step itself (--kill-on-bad-exit, a cancel): a task that fails after one of
+# these was ended because of another's failure, not a cause.
+_SRUN_ENDING = re.compile(r"Terminating StepId|forcing job termination|CANCELLED AT|Job step aborted|"
+                          r"Force Terminated")
+
+
 def failed_ranks(launcher, text):
-    """rank -> {"host", "rc"} (rc < 0: killed by that signal) as the launcher reported it."""
+    """rank -> {"host", "rc", "stopped"} as the launcher reported it: rc < 0 is the signal that killed the rank;
+    stopped: the launcher itself ended it after another rank failed (or it was cancelled)."""
     out = {}
     if launcher == "mpirun":
         for rank, host, sig in _MPIRUN_SIGNAL.findall(text):
-            out[int(rank)] = {"host": host, "rc": -int(sig)}
+            out[int(rank)] = {"host": host, "rc": -int(sig), "stopped": False}
         for rank, rc in _MPIRUN_EXIT.findall(text):
-            out.setdefault(int(rank), {"host": None, "rc": int(rc)})
+            out.setdefault(int(rank), {"host": None, "rc": int(rc), "stopped": False})
     elif launcher == "srun":
-        for host, tasks, what, code in _SRUN_TASK.findall(text):
+        ending = False
+        for line in text.splitlines():
+            ending = ending or bool(_SRUN_ENDING.search(line))
+            m = _SRUN_TASK.search(line)
+            if not m:
+                continue
+            host, tasks, what, code = m.groups()
             rc = int(code) if code else -signal.SIGKILL if what == "Killed" else -signal.SIGTERM \
                 if what == "Terminated" else None
             for rank in _expand_tasks(tasks):
-                out[rank] = {"host": host, "rc": rc}
+                out.setdefault(rank, {"host": host, "rc": rc, "stopped": ending})
     elif launcher == "torchrun":
         for host, rank, rc in _TORCHRUN_RANK.findall(text):
-            out[int(rank)] = {"host": host, "rc": int(rc)}
+            out[int(rank)] = {"host": host, "rc": int(rc), "stopped": False}
     return out
 
 
@@ -300,6 +306,17 @@ class Launch:
                 time.sleep(0.1)
         return self.children.stop(self.proc, grace=1.0)
 
+    def wait(self, timeout):
+        """(rc, timed_out): the launcher's exit, or stopped the launcher's way after timeout seconds."""
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None:
+            if time.monotonic() > deadline:
+                self.stop()
+                return self.proc.returncode, True
+            time.sleep(0.1)
+        self.children.stop(self.proc, grace=0)  # whatever it left in its group
+        return self.proc.returncode, False
+
     def jobs_left(self, wait_s=15.0):
         """srun: job ids of this world still known to squeue after wait_s (empty: none left)."""
         if self.launcher != "srun" or not self.job_name:
@@ -310,6 +327,20 @@ class Launch:
             if not jobs or time.monotonic() > deadline:
                 return jobs
             time.sleep(0.5)
+
+
+def mpirun_smoke(mpirun, addresses, workdir, extra=(), timeout=60):
+    """None when mpirun starts a process on every host (one `true` per host), else why not: for auto, which must
+    not pick an mpirun that cannot reach the nodes (no SSH between them, orted missing on a node)."""
+    hostfile = write_hostfile(os.path.join(workdir, "smoke.hostfile"), addresses, 1)
+    argv = mpirun_argv(mpirun, len(addresses), 1, hostfile, ["true"], [], as_root=os.geteuid() == 0, extra=extra)
+    res = run_cmd(argv, timeout=timeout)
+    if res.rc == 0:
+        return None
+    text = (res.stderr + res.stdout).strip().splitlines()
+    detail = next((ln.strip() for ln in text if ln.strip() and not set(ln.strip()) <= set("-*")), "")
+    return "mpirun across the %d hosts failed (%s): %s" % (
+        len(addresses), "timed out after %d s" % timeout if res.timed_out else "rc=%s" % res.rc, detail[:300])
 
 
 def write_hostfile(path, addresses, slots):
@@ -338,5 +369,5 @@ def slurm_job_id(env=None):
     return env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID") or None
 
 
-__all__ = ["LAUNCHERS", "PARAMS", "Launch", "choose", "failed_ranks", "forwarded_env", "mpirun_argv", "node_facts",
+__all__ = ["LAUNCHERS", "Launch", "choose", "failed_ranks", "forwarded_env", "mpirun_argv", "node_facts",
            "rank_env", "srun_argv", "torchrun_argv", "write_hostfile"]

@@ -67,7 +67,6 @@ PARAMS = Params(
     check=Param(bool, True, "check every result against the expected values"),
     fault=Param(dict, None, "a fault to inject, for tests of the fault handling"),
     env=Param(dict, {}, "environment of the worker processes (NCCL_*, GLOO_*)"),
-    **launch.PARAMS,
     **RECORDED_PARAMS,
 )
 BOOT = "import sys; sys.path.insert(0, %r); from probes.network.worker import main; sys.exit(main(sys.argv[1]))"
@@ -420,6 +419,7 @@ class LaunchedWorld:
         self.files = {}
         self.ranks = []
         self.report = None
+        self.slurm_jobs = []
 
     @property
     def launches(self):
@@ -540,6 +540,8 @@ class LaunchedWorld:
             reports = list(store.keys("%s/l/" % self.key).values())
         except StoreError:
             xs, where, reports = {}, {}, []
+        self.slurm_jobs = sorted({"%s.%s" % (w["job"], w.get("step")) if w.get("step") else w["job"]
+                                  for w in where.values() if (w or {}).get("job")})
         failed, why = {}, None
         for rep in reports:
             why = why or rep.get("why")
@@ -550,10 +552,11 @@ class LaunchedWorld:
             host = (where.get(r) or {}).get("host") or (failed.get(r) or {}).get("host")
             if r in xs:
                 exits[r] = dict(xs[r], host=host)
-            elif r in failed:
-                exits[r] = {"status": "crash", "rc": failed[r].get("rc"), "host": host}
             elif why in ("hang", "timeout"):
+                # the launcher was stopped by us: what it says about the ranks then is our doing
                 exits[r] = {"status": why, "rc": None, "host": host}
+            elif r in failed and not failed[r].get("stopped"):
+                exits[r] = {"status": "crash", "rc": failed[r].get("rc"), "host": host}
             elif someone_failed:
                 exits[r] = {"status": "stopped", "rc": None, "host": host}
             else:
@@ -671,6 +674,15 @@ def run(art, params, out_dir):
         if params["launcher"] != "direct":
             facts = node.mesh.allgather(launch.node_facts(), settings["rdzv_timeout"])
             launcher, why_not = launch.choose(params["launcher"], facts)
+            if launcher == "mpirun" and params["launcher"] == "auto" and node.n > 1:
+                # auto takes mpirun only when it reaches every node: the first host tries, everyone hears
+                if node.rank == 0:
+                    node.store.set("launch/mpirun_smoke", launch.mpirun_smoke(
+                        facts[0]["mpirun"], node.addresses, node.work, params["mpirun_args"]) or "")
+                node.barrier("mpirun-smoke", settings["rdzv_timeout"] + 90)
+                smoke = node.store.get("launch/mpirun_smoke")
+                if smoke:
+                    launcher, why_not = launch.choose("auto", facts, known={"mpirun": smoke})
             art.facts["launcher_why_not"] = why_not or None
             if launcher in why_not:
                 raise LaunchError("launcher %s cannot be used: %s" % (launcher, why_not[launcher]))
@@ -723,6 +735,9 @@ def run(art, params, out_dir):
                                                        item["reason"]))
                 ran.append(nodes)
                 art.facts["seconds_n%d" % nodes] = round(time.monotonic() - started, 2)
+                if ctx and world.slurm_jobs:
+                    art.facts.setdefault("slurm_jobs", []).extend(
+                        "%s (%d nodes)" % (job, nodes) for job in world.slurm_jobs)
                 for rep in reports:
                     if rep.get("slurm_jobs_left"):
                         art.facts.setdefault("slurm_jobs_left", []).extend(rep["slurm_jobs_left"])

@@ -1,30 +1,37 @@
-"""nccl_tests: NVIDIA's nccl-tests (or ROCm's rccl-tests) on this node's GPUs, text and `-J` JSON parsed.
+"""nccl_tests: NVIDIA's nccl-tests (or ROCm's rccl-tests) on 1 node, then 2, 4 … all nodes, text and `-J` JSON parsed.
 
-- Needs GPUs: on a node without them the artifact is skipped with that reason.
+- Needs GPUs: on a node without them the artifact is skipped with that reason (unless ranks_per_node is set: the
+  launch mechanics tested with a stand-in binary, tests/integration/nccl_tests_standin.c).
 - Finds the `<collective>_perf` binaries (params bin_dir, PATH, which holds the tools step's build (roles/tools,
   probes/tools/tools_build.py: nccl-tests with MPI=1), $NCCL_TESTS_DIR, /opt/nccl-tests/build, …); otherwise
   skipped with where it looked and why the tools step has none.
-- local launch (default): one process drives every GPU of the node (`-g <gpus>`), on every node at the same time:
-  the single-node (NVLink) curve of each node, which is what per-node outliers are judged on.
-- mpirun launch (`launcher: mpirun`, more than one host): the first host runs `mpirun` over all hosts (a hostfile
-  of the inventory addresses, one rank per GPU, `-g 1`); it needs MPI and SSH between the nodes, as nccl-tests
-  does. The other hosts record a skip that points at the first host's artifact.
+- 1 node: one process drives every GPU of the node (`-g <gpus>`), on every node at the same time: the single-node
+  (NVLink) curve of each node, which per-node outliers are judged on.
+- 2, 4 … all nodes (world size doubling, worlds filling an NVLink domain and a rack first: plan.placement_order):
+  the world's first host starts every collective through the cluster's launcher (probes/common/launch.py): srun
+  (`--mpi` from `srun --mpi=list`) or mpirun (a hostfile of the world's addresses), one rank per GPU (`-g 1`), as
+  nccl-tests built with MPI=1 is run by hand. torchrun and direct cannot start an MPI program: the multi-node
+  steps are then skipped with that reason. The results are in the first host's artifact, labelled with the
+  world's node count; `placement` says which hosts (racks, NVLink domains) each world used.
 
-Every run has a timeout; a run that is stopped at its timeout is reported as a hang after the last size it printed.
-Results per (collective, size, placement): time_us, algbw_gbps, busbw_gbps, wrong (#wrong), as nccl-tests printed
-them; labels say nodes and ranks. The raw stdout and JSON of each binary are kept beside the artifact.
+Every run has a timeout; a run that is stopped at its timeout is reported as a hang after the last size it printed
+(under srun its job is cancelled). Results per (collective, size, placement, nodes): time_us, algbw_gbps,
+busbw_gbps, wrong (#wrong), as nccl-tests printed them. The raw stdout and JSON of each binary are kept beside the
+artifact.
 """
 
 import os
 import shutil
 
 from probes.artifact import artifact_filename
-from probes.common import device
-from probes.common.command import run_cmd
+from probes.common import device, launch
+from probes.common.command import CmdResult, run_cmd
+from probes.common.ports import port_param
 from probes.common.readers import read_text
+from probes.common.rendezvous import Mesh, StoreError
 from probes.common.tools import not_installed
 from probes.network.nccl_output import nranks, parse_json, parse_text
-from probes.network.plan import RECORDED_PARAMS, human_bytes
+from probes.network.plan import RECORDED_PARAMS, human_bytes, placement_order, world_size_plan
 from probes.params import SIZE, Param, Params
 
 DEFAULT_COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast"]
@@ -32,16 +39,19 @@ SEARCH_DIRS = ["/opt/nccl-tests/build", "/usr/local/nccl-tests/build", "/opt/rcc
                os.path.expanduser("~/nccl-tests/build"), "/usr/local/bin", "/usr/bin"]
 PARAMS = Params(
     peers=True,
-    launcher=Param(str, "local", "local: every node measures its own GPUs; mpirun: one run across all nodes, "
-                                 "launched from the first"),
     collectives=Param(list, DEFAULT_COLLECTIVES, "collectives to run (<collective>_perf binaries)"),
     bin_dir=Param(str, "", "where the nccl-tests binaries are (default: $NCCL_TESTS_DIR, the usual places, PATH)"),
+    world_sizes=Param(list, None, "node counts to run (default: 1, then doubling up to all hosts)"),
+    ranks_per_node=Param(int, 0, "ranks per node of the multi-node runs (0: one per GPU); on a node without GPUs the "
+                                 "probe runs only when this is set (a stand-in binary, for tests of the launch)"),
     min_bytes=Param(SIZE, 8, "smallest message (-b)"),
     max_bytes=Param(SIZE, "1G", "largest message (-e)"),
     factor=Param(int, 2, "each message size is the previous one times this (-f)"),
     warmup=Param(int, 5, "warm-up iterations (-w)"),
     iters=Param(int, 20, "timed iterations (-n)"),
     timeout_per_collective=Param(float, 600, "seconds one collective's run may take"),
+    rdzv_timeout=Param(float, 120, "seconds to wait for every host between world sizes (plus the runs' time)"),
+    port=Param(int, 0, "port of the run's store on the first host (0: derived from the run id and variant)"),
     env=Param(dict, {}, "environment of the runs (NCCL_*)"),
     **RECORDED_PARAMS,
 )
@@ -69,15 +79,16 @@ def supports_json(binary):
     return "-J" in (res.stdout + res.stderr)
 
 
-def run_one(art, coll, binary, argv_prefix, args, env, timeout, base, out_dir, json_ok):
-    """Run one binary; adds its results and returns a failure dict or None."""
-    json_name = "%s.%s.json" % (base, coll)
-    text_name = "%s.%s.txt" % (base, coll)
+def run_one(art, coll, binary, runner, args, timeout, base, out_dir, json_ok, nodes):
+    """Run one binary (runner: argv, timeout -> CmdResult); adds its results and returns a failure dict or None."""
+    suffix = "" if nodes == 1 else ".n%d" % nodes
+    json_name = "%s.%s%s.json" % (base, coll, suffix)
+    text_name = "%s.%s%s.txt" % (base, coll, suffix)
     json_path = os.path.join(out_dir, json_name)
     if os.path.exists(json_path):
         os.unlink(json_path)
-    argv = argv_prefix + [binary] + args + (["-J", json_path] if json_ok else [])
-    res = run_cmd(argv, timeout=timeout, env=env)
+    argv = [binary] + args + (["-J", json_path] if json_ok else [])
+    res = runner(argv, timeout)
     with open(os.path.join(out_dir, text_name), "w") as fh:
         fh.write(res.stdout)
         if res.stderr:
@@ -92,7 +103,10 @@ def run_one(art, coll, binary, argv_prefix, args, env, timeout, base, out_dir, j
         if from_json["rows"] and (from_json["complete"] or not text["complete"]):
             parsed = dict(from_json, complete=text["complete"] or from_json["complete"])
     ranks = nranks(text) or nranks(parsed)
-    nodes = len({d["host"] for d in text["devices"]}) or 1
+    printed_hosts = len({d["host"] for d in text["devices"]})
+    if printed_hosts and printed_hosts != nodes:
+        art.facts.setdefault("host_count_mismatch", []).append(
+            "%s at %d nodes: nccl-tests printed ranks on %d hosts" % (coll, nodes, printed_hosts))
     for row in parsed["rows"]:
         labels = {"collective": coll, "size_bytes": row["size"], "placement": row["placement"], "nodes": nodes,
                   "ranks": ranks, "dtype": row["type"]}
@@ -124,20 +138,48 @@ def run_one(art, coll, binary, argv_prefix, args, env, timeout, base, out_dir, j
     return None
 
 
+def launched_runner(launcher, world, ppn, env, extra, work, log_base, out_dir, job_name, mpirun):
+    """runner for one multi-node world: every binary started by srun or mpirun from this host, one rank per GPU."""
+    def runner(argv, timeout):
+        coll = os.path.basename(argv[0])
+        log = os.path.join(out_dir, "%s.%s.launcher.log" % (log_base, coll))
+        if launcher == "srun":
+            prefix = launch.srun_argv([w["slurm"] for w in world], ppn, [], "%s-%s" % (job_name, coll),
+                                      mpi=launch.pick_srun_mpi(launch.srun_mpi_plugins(), True),
+                                      gpus_per_task=1 if ppn and os.environ.get("CUDA_VISIBLE_DEVICES") is None
+                                      and world[0]["gpus"] else 0, jobid=launch.slurm_job_id(),
+                                      time_min=timeout / 60 + 2, extra=extra)
+        else:
+            hostfile = launch.write_hostfile(os.path.join(work, "hostfile"), [w["address"] for w in world], ppn)
+            prefix = launch.mpirun_argv(mpirun, ppn * len(world), ppn, hostfile, [], launch.forwarded_env(env),
+                                        as_root=os.geteuid() == 0, extra=extra)
+        if os.path.exists(log):
+            os.unlink(log)
+        started = launch.Launch(launcher, prefix + argv, env, log, job_name="%s-%s" % (job_name, coll))
+        rc, timed_out = started.wait(timeout)
+        text = read_text(log) or ""
+        return launch_result(prefix + argv, rc, text, timed_out, started)
+    return runner
+
+
+def launch_result(argv, rc, text, timed_out, started):
+    """The launcher's output as a CmdResult (stdout: everything it printed; nccl-tests prints on rank 0)."""
+    left = started.jobs_left(5) if timed_out else []
+    err = "slurm jobs still there after the cancel: %s" % ",".join(left) if left else ""
+    return CmdResult(argv, None if timed_out else rc, text, err, False, timed_out)
+
+
 def run(art, params, out_dir):
     dev, gpus, gpu_facts = device.describe()
     art.device = dev
-    if dev["backend"] not in ("cuda", "rocm") or not gpus:
+    gpu = dev["backend"] in ("cuda", "rocm") and bool(gpus)
+    if not gpu and not params["ranks_per_node"]:
         art.skip("no GPU visible (backend %s%s): nccl-tests needs NVIDIA or AMD GPUs" % (
             dev["backend"], "; %s" % gpu_facts["gpu_error"] if gpu_facts.get("gpu_error") else ""))
         return
     hosts = list(params["hosts"] or [art.host])
-    rank = params["rank"]
-    launcher = params["launcher"]
-    if launcher == "mpirun" and len(hosts) > 1 and rank != 0:
-        art.skip("the multi-node nccl-tests run is launched by mpirun from %s; its results are in that host's artifact"
-                 % hosts[0])
-        return
+    addresses = [str(a) for a in (params["addresses"] or hosts)]
+    rank, n = params["rank"], len(hosts)
     collectives = params["collectives"] or DEFAULT_COLLECTIVES
     dirs = [d for d in [params["bin_dir"], os.environ.get("NCCL_TESTS_DIR")] if d] + SEARCH_DIRS
     base = os.path.splitext(artifact_filename(art.probe, art.variant))[0]
@@ -151,45 +193,100 @@ def run(art, params, out_dir):
     missing = [c for c in collectives if c not in binaries]
     if missing:
         art.facts["missing_binaries"] = ", ".join("%s_perf" % c for c in missing)
-    ngpus = len(gpus)
+    ngpus = len(gpus) if gpu else 0
+    ppn = params["ranks_per_node"] or ngpus
     args = ["-b", str(params["min_bytes"]), "-e", str(params["max_bytes"]), "-f", str(params["factor"]), "-c", "1",
             "-w", str(params["warmup"]), "-n", str(params["iters"])]
     env = dict(os.environ)
     env.update({str(k): str(v) for k, v in params["env"].items()})
-    prefix = []
-    if launcher == "mpirun" and len(hosts) > 1:
-        mpirun = shutil.which("mpirun")
-        if not mpirun:
-            art.skip(not_installed(params, "mpi", "launcher mpirun asked for, but mpirun is not installed on %s"
-                                   % art.host))
-            return
-        os.makedirs(work, exist_ok=True)
-        hostfile = os.path.join(work, "hostfile")
-        with open(hostfile, "w") as fh:
-            fh.write("".join("%s slots=%d\n" % (a, ngpus) for a in params["addresses"] or hosts))
-        prefix = [mpirun, "-np", str(ngpus * len(hosts)), "--hostfile", hostfile, "--bind-to", "none"]
-        if os.geteuid() == 0:
-            prefix.append("--allow-run-as-root")
-        for key in sorted(k for k in env if k.startswith(("NCCL_", "UCX_", "CUDA_", "LD_LIBRARY_PATH", "PATH"))):
-            prefix += ["-x", key]
-        args += ["-g", "1"]
-    else:
-        args += ["-g", str(ngpus)]
-    art.facts.update({"launcher": launcher if prefix else "local", "gpus": ngpus,
-                      "env": " ".join("%s=%s" % kv for kv in sorted(params["env"].items())) or None})
+    plan = world_size_plan(n, params["world_sizes"])
+    order = placement_order(n, params["racks"], params["nvlink_domains"])
+    racks, domains = list(params["racks"] or []), list(params["nvlink_domains"] or [])
+    art.facts.update({"gpus": ngpus, "ranks_per_node": ppn, "world_sizes": ",".join(map(str, plan)),
+                      "env": " ".join("%s=%s" % kv for kv in sorted(params["env"].items())) or None,
+                      "placement": [{"nodes": w, "hosts": [hosts[m] for m in order[:w]],
+                                     "racks": [racks[m] if m < len(racks) else "" for m in order[:w]]
+                                     if any(racks) else None,
+                                     "nvlink_domains": [domains[m] if m < len(domains) else "" for m in order[:w]]
+                                     if any(domains) else None} for w in plan]})
     timeout = params["timeout_per_collective"]
+    json_ok = {c: supports_json(b) for c, b in binaries.items()}
     failures = []
+    mesh = None
+    port = port_param(params, "port", art.run_id, "nccl_tests/%s" % (art.variant or ""))
+    barrier_s = params["rdzv_timeout"] + timeout * len(binaries) + 120
+    os.makedirs(work, exist_ok=True)
     try:
-        for coll in collectives:
-            if coll not in binaries:
-                continue
-            failure = run_one(art, coll, binaries[coll], prefix, args, env, timeout, base, out_dir,
-                              supports_json(binaries[coll]))
-            if failure:
-                failures.append(dict(failure, nodes=len(hosts) if prefix else 1))
+        if n > 1 and any(w > 1 for w in plan):
+            mesh = Mesh(hosts, addresses, rank, port, "%s:%s:%d" % (art.run_id, art.variant or "", port),
+                        connect_timeout=params["rdzv_timeout"])
+            facts = mesh.allgather(dict(launch.node_facts(torch_needed=False), gpus=ngpus),
+                                   params["rdzv_timeout"])
+            launcher, why_not = launch.choose(params["launcher"], facts, needs_torch=False)
+            if launcher == "mpirun" and params["launcher"] == "auto":
+                if rank == 0:
+                    mesh.store.set("launch/mpirun_smoke", launch.mpirun_smoke(
+                        facts[0]["mpirun"], addresses, work, params["mpirun_args"]) or "")
+                mesh.barrier("mpirun-smoke", params["rdzv_timeout"] + 90)
+                smoke = mesh.store.get("launch/mpirun_smoke")
+                if smoke:
+                    launcher, why_not = launch.choose("auto", facts, needs_torch=False, known={"mpirun": smoke})
+            art.facts.update({"launcher": launcher, "launcher_asked": params["launcher"],
+                              "launcher_why_not": why_not or None})
+        else:
+            facts, launcher = [], "local"
+            art.facts["launcher"] = "local"
+        for index, w in enumerate(plan):
+            members = order[:w]
+            if w == 1:
+                runner = lambda argv, t: run_cmd(argv, timeout=t, env=env)  # noqa: E731
+                for coll in collectives:
+                    if coll in binaries:
+                        failure = run_one(art, coll, binaries[coll], runner, args + ["-g", str(ngpus or 1)],
+                                          timeout, base, out_dir, json_ok[coll], 1)
+                        if failure:
+                            failures.append(dict(failure, nodes=1))
+            elif rank == members[0]:
+                why = None
+                if launcher not in ("srun", "mpirun"):
+                    why = ("nccl-tests starts across nodes only through MPI (srun or mpirun); the launcher is %s%s"
+                           % (launcher, "" if launcher != "direct" and not why_not else
+                              " (%s)" % "; ".join("%s: %s" % kv for kv in sorted(why_not.items()))))
+                elif launcher in why_not:
+                    why = "launcher %s cannot be used: %s" % (launcher, why_not[launcher])
+                if why:
+                    failures.append({"kind": "skipped", "nodes": w, "collective": None, "log": None,
+                                     "message": "not run at %d nodes: %s" % (w, why)})
+                else:
+                    world = [{"slurm": facts[m]["slurm"], "address": addresses[m], "gpus": facts[m]["gpus"]}
+                             for m in members]
+                    runner = launched_runner(launcher, world, ppn, env,
+                                             params["srun_args"] if launcher == "srun" else params["mpirun_args"],
+                                             work, "%s.n%d" % (base, w), out_dir,
+                                             "cmxa-%s-n%d" % (art.run_id[-12:], w), facts[rank]["mpirun"])
+                    for coll in collectives:
+                        if coll in binaries:
+                            failure = run_one(art, coll, binaries[coll], runner, args + ["-g", "1"], timeout, base,
+                                              out_dir, json_ok[coll], w)
+                            if failure:
+                                failures.append(dict(failure, nodes=w))
+                    for name in sorted(os.listdir(out_dir)):
+                        if name.startswith("%s.n%d." % (base, w)) and name.endswith(".launcher.log"):
+                            art.raw.append(name)
+            if mesh is not None and w > 1:
+                try:
+                    missing_hosts = mesh.barrier("after-%d" % index, barrier_s)
+                except StoreError as exc:
+                    missing_hosts = [str(exc)]
+                if missing_hosts:
+                    art.facts.setdefault("store_errors", []).append(
+                        "after %d nodes: %s did not arrive" % (w, ", ".join(missing_hosts)))
     finally:
+        if mesh is not None:
+            mesh.close()
         shutil.rmtree(work, ignore_errors=True)
     art.facts["failures"] = failures
-    if failures:
-        art.error("%d of %d nccl-tests runs failed; first: %s (log: %s)" % (
-            len(failures), len(binaries), failures[0]["message"], failures[0]["log"]))
+    real = [f for f in failures if f["kind"] != "skipped"]
+    if real:
+        art.error("%d nccl-tests runs failed; first: %s (log: %s)" % (
+            len(real), real[0]["message"], real[0]["log"]))

@@ -611,13 +611,17 @@ class Cluster:
     # ---- inventory ------------------------------------------------------------------------------------------
 
     def write_inventory(self, path: str | os.PathLike | None = None, python: str | None = None,
-                        extra_host_vars: dict | None = None, extra_group_vars: dict | None = None) -> Path:
+                        extra_host_vars: dict | None = None, extra_group_vars: dict | None = None,
+                        launcher: str = "direct") -> Path:
         """Write an Ansible INI inventory for the cluster and return its path (default <state>/inventory.ini).
 
         python: the interpreter on the hosts (ansible_python_interpreter and assess_python); default the caller's
         sys.executable, which the hosts see too because the filesystem is shared. An extra_group_vars value of
         None leaves that variable out (assess_python=None: preflight finds one, as on a fresh node).
         extra_host_vars: {host name: {var: value}} added to that host's line; extra_group_vars go to [nodes:vars].
+        launcher: assess_launcher of the run. direct unless a test of the launchers asks (tests/integration/
+        test_launchers.py): the probes' own workers import torch once for every world size, which keeps the other
+        tests short, and mpirun between the hosts needs the cluster's key (see mpirun_args).
         """
         hosts = self.hosts
         if not hosts:
@@ -632,7 +636,7 @@ class Cluster:
         ssh_args = (f"-o UserKnownHostsFile={self.known_hosts_path} -o StrictHostKeyChecking=yes "
                     "-o IdentitiesOnly=yes")
         lines = [f"# SSH test cluster in {self.state_dir} (tests/cluster/cluster.py)", "[all:vars]",
-                 "assess_provider=testcluster", "", "[nodes]"]
+                 "assess_provider=testcluster", f"assess_launcher={launcher}", "", "[nodes]"]
         for h in hosts:
             extra = "".join(f" {k}={value(v)}" for k, v in ((extra_host_vars or {}).get(h["name"]) or {}).items())
             lines.append(f"{h['name']} ansible_host={h['ip']}{extra}")

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cluster.cluster import HOLDER_ENV, SSHD, _netns_pids, _proc_env, _proc_exe
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
@@ -30,3 +32,19 @@ def run_dirs(output_dir):
 
 def read_journal(run_dir):
     return [json.loads(line) for line in (Path(run_dir) / "journal.jsonl").read_text().splitlines() if line.strip()]
+
+
+def stray_processes(test_cluster):
+    """Every process in each host's network namespace except its holder and its sshd (listener and sessions)."""
+    sshd = os.path.realpath(SSHD)
+    found = {}
+    for h in test_cluster.hosts:
+        for pid in _netns_pids(h["netns"]):
+            if _proc_env(pid).get(HOLDER_ENV) or _proc_exe(pid).replace(" (deleted)", "") == sshd:
+                continue
+            try:
+                cmd = Path("/proc/%d/cmdline" % pid).read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue  # gone meanwhile
+            found.setdefault(h["name"], []).append("%d %s" % (pid, cmd[:200]))
+    return found

@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 import pytest
-from helpers import BIN, ROOT, ansible_env, run_dirs
-from test_network import SWEEP, stray_processes
+from helpers import BIN, ROOT, ansible_env, run_dirs, stray_processes
+from test_network import SWEEP
 
 from probes.common.ports import BLOCK, port_for
 

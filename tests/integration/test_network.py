@@ -9,11 +9,9 @@ import shutil
 import sys
 import threading
 import uuid
-from pathlib import Path
 
 import pytest
-from cluster.cluster import HOLDER_ENV, SSHD, _netns_pids, _proc_env, _proc_exe
-from helpers import ROOT, run_dirs, run_playbook
+from helpers import ROOT, run_dirs, run_playbook, stray_processes
 
 from probes.network.busbw import busbw_factor
 
@@ -22,22 +20,6 @@ pytestmark = pytest.mark.cluster
 # Smaller than the quick profile's sweep (8 B .. 4 MiB): the same code path in fewer seconds.
 SWEEP = {"quick": {"min_bytes": 8, "max_bytes": 1048576, "factor": 8, "warmup": 1, "iters": 5,
                    "max_seconds_per_size": 0.2, "launch_timeout": 180, "stall_timeout": 60, "rdzv_timeout": 90}}
-
-
-def stray_processes(test_cluster):
-    """Every process in each host's network namespace except its holder and its sshd (listener and sessions)."""
-    sshd = os.path.realpath(SSHD)
-    found = {}
-    for h in test_cluster.hosts:
-        for pid in _netns_pids(h["netns"]):
-            if _proc_env(pid).get(HOLDER_ENV) or _proc_exe(pid).replace(" (deleted)", "") == sshd:
-                continue
-            try:
-                cmd = Path("/proc/%d/cmdline" % pid).read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue  # gone meanwhile
-            found.setdefault(h["name"], []).append("%d %s" % (pid, cmd[:200]))
-    return found
 
 
 @pytest.fixture(scope="module")

@@ -54,8 +54,9 @@ def check_mode_run(tmp_path_factory):
     # Two inventory hosts on this machine, each with its own remote working directory, as two nodes would have.
     inventory = tmp / "hosts.ini"
     inventory.write_text("\n".join(
-        "%s ansible_connection=local ansible_host=%s assess_remote_dir=%s" % (h, addr, tmp / ("remote-" + h))
-        for h, addr in (("node-a", "127.0.0.2"), ("node-b", "127.0.0.3"))) + "\n")
+        "%s ansible_connection=local ansible_host=%s assess_remote_dir=%s%s" % (h, addr, tmp / ("remote-" + h), more)
+        for h, addr, more in (("node-a", "127.0.0.2", " assess_rack=r7 assess_nvlink_domain=nvl72-a"),
+                              ("node-b", "127.0.0.3", ""))) + "\n")
     for h in ("node-a", "node-b"):
         (tmp / ("remote-" + h)).mkdir()
         (tmp / ("remote-" + h) / "probes.pyz").write_bytes((run_dir / "probes.pyz").read_bytes())
@@ -66,7 +67,9 @@ def check_mode_run(tmp_path_factory):
     (fake_bin / "fio").write_text("#!/bin/sh\n")
     (fake_bin / "fio").chmod(0o755)
     extra = {"assess_python": sys.executable, "ansible_python_interpreter": sys.executable,
-             "assess_run": {"id": RUN_ID, "dir": str(run_dir)}, "fake_bin": str(fake_bin)}
+             "assess_run": {"id": RUN_ID, "dir": str(run_dir), "launch": {
+                 "launcher": "mpirun", "mpirun_args": ["--mca", "btl_tcp_if_include", "eth0"], "srun_args": []}},
+             "fake_bin": str(fake_bin)}
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
     proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "--check", "-i", str(inventory),
                            str(playbook), "-e", json.dumps(extra)], cwd=ROOT, env=env, capture_output=True, text=True)
@@ -88,7 +91,10 @@ def test_a_probe_measures_under_check_mode(check_mode_run):
 def test_peers_are_filled_in(check_mode_run):
     for rank, host in enumerate(("node-a", "node-b")):
         params = _artifact(check_mode_run, host, "simple")["params"]
-        assert params == {"hosts": ["node-a", "node-b"], "addresses": ["127.0.0.2", "127.0.0.3"], "rank": rank}
+        # where each host sits, from its inventory variables ('' where not set), and the run's launcher
+        assert params == {"hosts": ["node-a", "node-b"], "addresses": ["127.0.0.2", "127.0.0.3"], "rank": rank,
+                          "racks": ["r7", ""], "nvlink_domains": ["nvl72-a", ""], "launcher": "mpirun",
+                          "mpirun_args": ["--mca", "btl_tcp_if_include", "eth0"], "srun_args": []}
         assert _artifact(check_mode_run, host, "single")["params"] == {}
 
 

@@ -66,6 +66,44 @@ def curves(df):
     return {k: sorted(v.items()) for k, v in points.items()}
 
 
+def placement_scope(step):
+    """Where one world size ran, from the probe's placement record ({nodes, hosts, racks, nvlink_domains}): inside
+    one NVLink domain or rack, or across them. The inventory names racks and domains (assess_rack,
+    assess_nvlink_domain); without them the scope is not known, and says so."""
+    if int(step.get("nodes") or 0) <= 1:
+        return "one node"
+    parts = []
+    for key, what in (("nvlink_domains", "NVLink domain"), ("racks", "rack")):
+        values = step.get(key)
+        if not values:
+            continue
+        named = sorted({v for v in values if v})
+        if len(named) < len(set(values)) or not named:
+            parts.append("%s not known for every host" % what)
+        elif len(named) == 1:
+            parts.append("within %s %s" % (what, named[0]))
+        else:
+            parts.append("across %ss %s" % (what, ", ".join(named)))
+    return "; ".join(parts) or "not declared (assess_rack, assess_nvlink_domain)"
+
+
+def scaling(points_by_world):
+    """[(nodes, ranks, size, busbw, efficiency %)] for one collective and placement: busbw at the largest size
+    every world measured, and each world against the next smaller one (busbw is per rank: ideal scaling keeps it
+    level, 100 %)."""
+    worlds = sorted(points_by_world)
+    common = set.intersection(*[{s for s, _ in points_by_world[w]} for w in worlds]) if worlds else set()
+    if not common:
+        return []
+    size = max(common)
+    out, prev = [], None
+    for nodes, ranks in worlds:
+        value = dict(points_by_world[(nodes, ranks)])[size]
+        out.append((nodes, ranks, size, value, 100.0 * value / prev if prev else None))
+        prev = value
+    return out
+
+
 def find_drops(points, min_size, drop_pct):
     """Drops between consecutive sizes (both at least min_size) of more than drop_pct percent:
     [(size before, size after, percent)]."""

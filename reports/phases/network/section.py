@@ -8,14 +8,14 @@ several hosts shows the lowest value per point (the slowest host sets the pace).
 
 import json
 
-from reports.phases.network.grade import curves, frame, human_bytes
+from reports.phases.network.grade import curves, frame, human_bytes, placement_scope, scaling
 from reports.render import markdown, plots
 from reports.render.blocks import Bullets, Heading, Paragraph, Table, em, figure, joined, link, strong
 from reports.render.markdown import fmt_tenths as fmt
 
 ORDER = 40
 PROBES = (("collectives", None), ("collectives", "nvlink_off"), ("collectives", "ring"), ("nccl_tests", None),
-          ("perftest", None), ("tcp_pairs", None))
+          ("nccl_tests", "nvlink_off"), ("nccl_tests", "ring"), ("perftest", None), ("tcp_pairs", None))
 
 
 def _name(probe, variant):
@@ -164,6 +164,40 @@ def collectives_part(run, probe, variant, report_dir):
     return out
 
 
+def scaling_part(run, probe, variant):
+    """World size -> busbw at the largest common size, efficiency against the next smaller world, and where each
+    world ran (hosts, racks or NVLink domains) with the launcher that started it."""
+    busbw = frame(run, probe, "busbw_gbps", variant)
+    if busbw.empty:
+        return []
+    docs = [d for d in run.artifacts if d["probe"] == probe and d.get("variant") == variant]
+    steps = {}
+    for doc in docs:
+        for step in (doc.get("facts") or {}).get("placement") or []:
+            steps.setdefault(int(step["nodes"]), step)
+    launchers = sorted({(d.get("facts") or {}).get("launcher") for d in docs if (d.get("facts") or {}).get(
+        "launcher")})
+    by_coll = {}
+    for (nodes, ranks, coll, place), points in curves(busbw).items():
+        by_coll.setdefault((coll, place), {})[(nodes, ranks)] = points
+    rows = []
+    for (coll, place), worlds in sorted(by_coll.items()):
+        if len(worlds) < 2:
+            continue
+        for nodes, ranks, size, value, eff in scaling(worlds):
+            step = steps.get(nodes) or {"nodes": nodes}
+            rows.append([coll, place.replace("_", "-"), nodes, ranks, human_bytes(size), fmt(value),
+                         "–" if eff is None else "%s %%" % fmt(eff), placement_scope(step),
+                         ", ".join(step.get("hosts") or []) if nodes > 1 else "each node alone"])
+    if not rows:
+        return []
+    return [Heading(4, "Scaling across nodes: %s" % _name(probe, variant)),
+            Paragraph("Started by %s. busbw at the largest size every world size measured; efficiency against the "
+                      "next smaller world (busbw is per rank: 100 %% is ideal)." % (", ".join(launchers) or "?")),
+            Table(["collective", "placement", "nodes", "ranks", "size", "busbw GB/s", "efficiency", "where",
+                   "hosts"], rows)]
+
+
 def plot_perftest(bars, report_dir):
     made = plots.figure(8, 0.3 * len(bars) + 1.5)
     if made is None:
@@ -257,9 +291,9 @@ def blocks(run, rows, report_dir):
     failures = failures_list(run)
     if failures:
         out += [Heading(4, "Failures (hangs, crashes, errors)"), Bullets(failures)]
-    for probe, variant in (("collectives", None), ("collectives", "nvlink_off"), ("collectives", "ring"),
-                           ("nccl_tests", None)):
+    for probe, variant in PROBES[:6]:
         out += collectives_part(run, probe, variant, report_dir)
+        out += scaling_part(run, probe, variant)
     out += perftest_part(run, report_dir)
     out += tcp_part(run, report_dir)
     net_rows = [r for r in rows if r["category"] == "networking"]

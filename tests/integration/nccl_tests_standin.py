@@ -1,0 +1,50 @@
+"""Build the nccl-tests stand-in (nccl_tests_standin.c): an MPI program that takes nccl-tests' command line and
+prints its text format from real MPI collectives on CPU buffers, for testing how srun / mpirun start nccl-tests
+across nodes on machines without GPUs. It measures MPI on CPUs, not GPUs or NCCL: its first line says so and it
+prints no `# nccl-tests version` line.
+
+    build_standin(dest_dir) -> dest_dir with all_reduce_perf, all_gather_perf, reduce_scatter_perf, alltoall_perf
+                               and broadcast_perf (one binary, copied under each name; it picks the collective
+                               from its name)
+
+Needs mpicc (Debian: apt-get install -y --no-install-recommends openmpi-bin libopenmpi-dev). Fault tests:
+STANDIN_FAIL_RANK=R STANDIN_FAIL_MODE=exit|kill|hang make rank R exit(3), die of SIGKILL, or hang once the first
+size's row is printed (every rank needs the variables: mpirun -x, srun --export).
+"""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+SOURCE = Path(__file__).resolve().with_name("nccl_tests_standin.c")
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast")
+PROGRAMS = tuple("%s_perf" % c for c in COLLECTIVES)
+
+
+class StandinBuildError(RuntimeError):
+    """mpicc is missing or the stand-in did not compile."""
+
+
+def build_standin(dest_dir, mpicc=None):
+    """Compile the stand-in with `mpicc -O2` into dest_dir under the five `<collective>_perf` names; returns
+    dest_dir (a Path). Raises StandinBuildError when mpicc is missing or the compile fails."""
+    mpicc = mpicc or shutil.which("mpicc")
+    if not mpicc:
+        raise StandinBuildError("mpicc not found on PATH: the nccl-tests stand-in needs an MPI compiler "
+                                "(Debian: apt-get install -y --no-install-recommends openmpi-bin libopenmpi-dev)")
+    dest = Path(dest_dir)
+    dest.mkdir(parents=True, exist_ok=True)
+    first = dest / PROGRAMS[0]
+    res = subprocess.run([mpicc, "-O2", "-o", str(first), str(SOURCE)], capture_output=True, text=True,
+                         timeout=120)
+    if res.returncode != 0:
+        raise StandinBuildError("mpicc -O2 %s failed (exit %s): %s" % (SOURCE, res.returncode,
+                                                                       (res.stderr or res.stdout).strip()[-2000:]))
+    for name in PROGRAMS[1:]:
+        target = dest / name
+        if target.exists() or target.is_symlink():
+            target.unlink()
+        shutil.copy2(first, target)  # copies, not links: the directory can be copied to other nodes as it is
+        os.chmod(target, 0o755)
+    return dest

@@ -1,0 +1,248 @@
+"""The launcher layer on the 4-host test cluster with real launchers: Slurm's srun (slurm-wlm 22.05 in the hosts),
+Open MPI's mpirun over SSH between the hosts, and torch's torchrun with c10d, each running the collectives worker
+with gloo at world sizes 1, 2 and 4 (the rank comes from the launcher; MPI is only the launcher), next to direct.
+
+Two "racks" from inventory variables, interleaved with the inventory order (hosts 1 and 3 in r1, 2 and 4 in r2):
+the 2-node world is the two hosts of r1 (the worlds fill a rack first), the 4-node world crosses racks, and the
+report says so. A killed rank and a hung rank under each launcher are named with their host, and no process, no
+Slurm job and no step is left. nccl-tests' multi-node path runs through srun and mpirun with a stand-in MPI program
+(tests/integration/nccl_tests_standin.c) that prints in nccl-tests' format: the launch mechanics only, not a GPU
+measurement. The probes are started on every host at once, as the play does (one playbook run covers auto and the
+report)."""
+
+import csv
+import json
+import os
+import shutil
+import sys
+import threading
+import uuid
+
+import pytest
+from cluster.slurm import Slurm
+from cluster.slurm import preflight as slurm_preflight
+from helpers import ROOT, run_dirs, run_playbook, stray_processes
+from integration.nccl_tests_standin import build_standin
+
+pytestmark = pytest.mark.cluster
+
+SWEEP = {"min_bytes": 8, "max_bytes": 1048576, "factor": 8, "warmup": 1, "iters": 5, "max_seconds_per_size": 0.2,
+         "launch_timeout": 180, "stall_timeout": 60, "rdzv_timeout": 90}
+FAULT_SWEEP = dict(SWEEP, max_bytes=65536, stall_timeout=8, world_sizes=[2])
+RACKS = ["r1", "r2", "r1", "r2"]
+# What a launched world leaves when something is not cleaned up: its ranks, agents, launchers, Slurm steps.
+LEFTOVER = ("clustermax-assess-launch=", "torch.distributed.run", "orted", "slurmstepd", "_perf", "mpirun")
+
+
+def mpirun_args(cluster):
+    """mpirun's SSH to the other hosts with the cluster's key (a real cluster has this set up for its users)."""
+    ssh = "-i %s -o IdentitiesOnly=yes -o BatchMode=yes -o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes" % (
+        cluster.key_path, cluster.known_hosts_path)
+    return ["--mca", "plm_rsh_args", ssh, "--mca", "btl_tcp_if_include", "eth0", "--mca", "oob_tcp_if_include",
+            "eth0"]
+
+
+def run_everywhere(cluster, probe, params, timeout=240):
+    """Start the probe on every host at once; {host: artifact} (hosts share /work, not /tmp)."""
+    names = [h["name"] for h in cluster.hosts]
+    out = ROOT / ".cache" / ("test-launchers-%s" % uuid.uuid4().hex[:8])
+    base = dict(params, hosts=names, addresses=[h["ip"] for h in cluster.hosts], racks=RACKS[:len(names)])
+    done = {}
+
+    def start(rank):
+        argv = [sys.executable, "-m", "probes", probe, "--out", str(out / names[rank]), "--host", names[rank],
+                "--run-id", "launch-%s" % out.name[-8:], "--params", json.dumps(dict(base, rank=rank)),
+                "--timeout", str(timeout)]
+        done[rank] = cluster.exec(names[rank], [str(a) for a in argv], timeout=timeout + 60,
+                                  env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+    threads = [threading.Thread(target=start, args=(r,)) for r in range(len(names))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert all(cp.returncode == 0 for cp in done.values()), {r: cp.stderr[-800:] for r, cp in done.items()}
+        docs = {}
+        for name in names:
+            doc = json.loads((out / name / ("%s.json" % probe)).read_text())
+            doc["logs"] = {p.name: p.read_text(errors="replace") for p in (out / name).glob("*.log")}
+            docs[name] = doc
+        return docs
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def leftovers(cluster):
+    found = {}
+    for host, procs in stray_processes(cluster).items():
+        bad = [p for p in procs if any(m in p for m in LEFTOVER)]
+        if bad:
+            found[host] = bad
+    return found
+
+
+def slurm_jobs(cluster):
+    cp = cluster.exec(cluster.hosts[0]["name"], ["squeue", "--noheader", "--format=%i %j %T"], timeout=30)
+    return [line for line in cp.stdout.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def launched(test_cluster, tmp_path_factory):
+    """Every launcher run of this module, in one go: Slurm up for srun and auto, then down for the others."""
+    reason = slurm_preflight()
+    if reason:
+        pytest.skip(reason)
+    for tool in ("mpirun", "mpicc"):
+        if not shutil.which(tool):
+            pytest.skip("%s not found (Debian's openmpi-bin and libopenmpi-dev: make sysdeps)" % tool)
+    tmp = tmp_path_factory.mktemp("launchers")
+    standin = build_standin(ROOT / ".cache" / ("nccl-standin-%s" % uuid.uuid4().hex[:8]))
+    nccl = dict(collectives=["all_reduce", "alltoall"], bin_dir=str(standin), ranks_per_node=1, min_bytes=8,
+                max_bytes=65536, factor=8, warmup=1, iters=3, timeout_per_collective=60)
+    margs = mpirun_args(test_cluster)
+    runs, slurm = {}, Slurm(test_cluster, slurmd_timeout=10, health_check_interval=60)
+    try:
+        slurm.up()
+        runs["srun"] = run_everywhere(test_cluster, "collectives", dict(SWEEP, launcher="srun"))
+        for mode in ("kill", "hang"):
+            runs["srun-" + mode] = run_everywhere(test_cluster, "collectives", dict(
+                FAULT_SWEEP, launcher="srun", fault={"rank": 1, "nodes": 2, "after_steps": 3, "mode": mode}))
+        runs["nccl-srun"] = run_everywhere(test_cluster, "nccl_tests", dict(nccl, launcher="srun"))
+        runs["srun-jobs-left"] = slurm_jobs(test_cluster)
+        # auto through the playbook: Slurm is up, so srun; the report shows the scaling and the placement
+        inv = test_cluster.write_inventory(str(tmp / "cluster.ini"), launcher="auto", extra_host_vars={
+            h["name"]: {"assess_rack": RACKS[i]} for i, h in enumerate(test_cluster.hosts)})
+        out = tmp / "runs"
+        res = run_playbook(inv, "--tags", "network", "--skip-tags",
+                           "network_nccl_tests,network_perftest,network_tcp_pairs",
+                           "-e", "assess_output_dir=%s" % out, "-e", json.dumps({"network_collectives_profiles": {
+                               "quick": SWEEP}}))
+        assert res.returncode == 0, res.stdout[-5000:] + res.stderr[-2000:]
+        [run_dir] = run_dirs(out)
+        runs["auto"] = {"run_dir": run_dir, "report": (run_dir / "report" / "report.md").read_text(),
+                        "doc": json.loads((run_dir / "artifacts" / test_cluster.hosts[0]["name"] /
+                                           "collectives.json").read_text())}
+        with open(run_dir / "report" / "checks.csv") as fh:
+            runs["auto"]["checks"] = list(csv.DictReader(fh))
+        runs["leftovers-slurm"] = leftovers(test_cluster)
+    finally:
+        slurm.down()
+    try:
+        runs["direct"] = run_everywhere(test_cluster, "collectives", dict(SWEEP, launcher="direct"))
+        runs["mpirun"] = run_everywhere(test_cluster, "collectives", dict(SWEEP, launcher="mpirun",
+                                                                         mpirun_args=margs))
+        # auto without Slurm and without the key for mpirun's SSH: mpirun's smoke test fails, torchrun is taken
+        runs["torchrun"] = run_everywhere(test_cluster, "collectives", dict(SWEEP, launcher="auto"))
+        for launcher in ("mpirun", "torchrun"):
+            for mode in ("kill", "hang"):
+                runs["%s-%s" % (launcher, mode)] = run_everywhere(test_cluster, "collectives", dict(
+                    FAULT_SWEEP, launcher=launcher, mpirun_args=margs,
+                    fault={"rank": 1, "nodes": 2, "after_steps": 3, "mode": mode}))
+        runs["nccl-mpirun"] = run_everywhere(test_cluster, "nccl_tests", dict(nccl, launcher="mpirun",
+                                                                             mpirun_args=margs))
+        runs["leftovers"] = leftovers(test_cluster)
+    finally:
+        shutil.rmtree(standin, ignore_errors=True)
+    return runs
+
+
+def _rows(doc, metric="busbw_gbps"):
+    return [r for r in doc["results"] if r["metric"] == metric]
+
+
+@pytest.mark.parametrize("launcher", ["direct", "srun", "mpirun", "torchrun"])
+def test_every_launcher_runs_world_sizes_1_2_and_4(launched, launcher, test_cluster):
+    docs = launched[launcher]
+    names = [h["name"] for h in test_cluster.hosts]
+    for rank, name in enumerate(names):
+        doc = docs[name]
+        assert doc["status"] == "ok", doc["reason"]
+        facts = doc["facts"]
+        assert facts["launcher"] == launcher and facts["failures"] == []
+        # the 2-node world is r1's two hosts (the first and third host), filled before crossing racks
+        in_two = rank in (0, 2)
+        assert facts["world_sizes_run"] == ("1,2,4" if in_two else "1,4")
+        assert {r["labels"]["nodes"] for r in doc["results"]} == ({1, 2, 4} if in_two else {1, 4})
+        # every rank's result is its own node's: one rank per node on CPU
+        four = [r for r in _rows(doc) if r["labels"]["nodes"] == 4 and r["labels"]["collective"] == "all_reduce"]
+        assert four and all(r["labels"]["ranks"] == 4 and r["value"] > 0 for r in four)
+        assert [p["hosts"] for p in facts["placement"]] == [[names[0]], [names[0], names[2]], [
+            names[0], names[2], names[1], names[3]]]
+        assert [p["racks"] for p in facts["placement"]] == [["r1"], ["r1", "r1"], ["r1", "r1", "r2", "r2"]]
+    if launcher != "direct":
+        first = docs[names[0]]["facts"]
+        launches = first["launches"]
+        assert [x["nodes"] for x in launches] == [1, 2, 4] and all(x["rc"] == 0 for x in launches)
+        argv = launches[2]["argv"]
+        if launcher == "srun":
+            assert "--nodes=4" in argv and "--ntasks-per-node=1" in argv and "--kill-on-bad-exit=1" in argv
+            assert "--nodelist=%s" % ",".join([names[0], names[2], names[1], names[3]]) in argv
+            assert first["slurm_jobs"], "the job ids of the worlds are recorded"
+        elif launcher == "mpirun":
+            assert "-np 4" in argv and "--map-by ppr:1:node" in argv and "--bind-to numa" in argv
+            assert "-x CMXA_LAUNCH" in argv
+        else:
+            assert "--nnodes=4" in argv and "--rdzv-backend=c10d" in argv and "--max-restarts=0" in argv
+            # auto took torchrun, and says why not srun and mpirun
+            why = first["launcher_why_not"]
+            assert first["launcher_asked"] == "auto" and "not a Slurm node" in why["srun"]
+            assert "mpirun across the 4 hosts failed" in why["mpirun"]
+
+
+@pytest.mark.parametrize("launcher", ["srun", "mpirun", "torchrun"])
+@pytest.mark.parametrize("mode", ["kill", "hang"])
+def test_a_killed_or_hung_rank_is_named_with_its_host(launched, launcher, mode, test_cluster):
+    names = [h["name"] for h in test_cluster.hosts]
+    docs = launched["%s-%s" % (launcher, mode)]
+    # the 2-node world is the first and third host; rank 1 is on the third
+    for name in (names[0], names[2]):
+        doc = docs[name]
+        assert doc["status"] == "error", doc["facts"].get("failures")
+        [failure] = doc["facts"]["failures"]
+        assert failure["nodes"] == 2 and 1 in failure["stuck_ranks"], failure
+        if mode == "kill":
+            assert failure["kind"] == "crash"
+            assert "rank 1 on %s was killed by signal 9" % names[2] in failure["message"], failure["message"]
+        else:
+            assert failure["kind"] == "hang"
+            assert "rank 1 on %s stuck in " % names[2] in failure["message"] or (
+                "stuck in" in failure["message"] and names[2] in failure["message"]), failure["message"]
+        # what came before the fault was measured and kept
+        assert {r["labels"]["size_bytes"] for r in doc["results"] if r["labels"]["nodes"] == 2} >= {8, 64}
+    for name in (names[1], names[3]):
+        assert docs[name]["facts"]["world_sizes_run"] == "1"
+
+
+def test_nothing_is_left_behind(launched):
+    assert launched["leftovers-slurm"] == {}
+    assert launched["leftovers"] == {}
+    assert launched["srun-jobs-left"] == []
+
+
+@pytest.mark.parametrize("launcher", ["srun", "mpirun"])
+def test_nccl_tests_multi_node_through_the_launcher(launched, launcher, test_cluster):
+    """The stand-in prints in nccl-tests' format: 1 node on every node, 2 and 4 nodes from the first host."""
+    names = [h["name"] for h in test_cluster.hosts]
+    docs = launched["nccl-" + launcher]
+    first = docs[names[0]]
+    assert first["status"] == "ok", first["reason"]
+    assert first["facts"]["launcher"] == launcher
+    by_nodes = {}
+    for r in _rows(first):
+        by_nodes.setdefault(r["labels"]["nodes"], set()).add((r["labels"]["collective"], r["labels"]["ranks"]))
+    assert by_nodes == {1: {("all_reduce", 1), ("alltoall", 1)}, 2: {("all_reduce", 2), ("alltoall", 2)},
+                        4: {("all_reduce", 4), ("alltoall", 4)}}
+    text = next(v for k, v in first["logs"].items() if k.endswith("all_reduce_perf.launcher.log") and ".n4." in k)
+    assert "nccl-tests stand-in" in text
+    for name in names[1:]:
+        assert {r["labels"]["nodes"] for r in docs[name]["results"]} == {1}
+
+
+def test_auto_takes_srun_on_slurm_nodes_and_the_report_shows_the_placement(launched, test_cluster):
+    auto = launched["auto"]
+    facts = auto["doc"]["facts"]
+    assert facts["launcher"] == "srun" and facts["launcher_asked"] == "auto"
+    report = auto["report"]
+    assert "Scaling across nodes" in report
+    assert "within rack r1" in report and "across racks r1, r2" in report
