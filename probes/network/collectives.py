@@ -40,7 +40,7 @@ from probes.common.ports import BLOCK, port_param
 from probes.common.procs import Children, kill_marked, package_root, tail
 from probes.common.readers import read_text
 from probes.common.rendezvous import Mesh, StoreError
-from probes.network.plan import RECORDED_PARAMS, human_bytes, message_sizes, placement_order, world_size_plan
+from probes.network.plan import RECORDED_PARAMS, human_bytes, message_sizes, placement, placement_order, world_size_plan
 from probes.params import SIZE, Param, Params
 
 DEFAULT_COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast"]
@@ -276,7 +276,9 @@ class World:
         if self.nodes == 1:
             self.master, self.node_index = "127.0.0.1", 0
         else:
-            self.master, self.node_index = node.addresses[members[0]], members.index(node.rank)
+            # a node outside this world keeps no ranks of it (it only waits at the barrier)
+            self.master = node.addresses[members[0]]
+            self.node_index = members.index(node.rank) if node.rank in members else 0
         nodes = self.nodes
         # A single-node world never leaves the node: a free loopback port of its own, so nodes sharing a machine
         # (or a port range) never meet in the wrong world.
@@ -660,7 +662,8 @@ def run(art, params, out_dir):
         "sizes": "%s .. %s, factor %d" % (human_bytes(sizes[0]), human_bytes(sizes[-1]), params["factor"]),
         "collectives": ",".join(settings["collectives"]),
         "env": " ".join("%s=%s" % kv for kv in sorted(params["env"].items())) or None,
-        "placement": [placement(node, order[:w], params) for w in plan],
+        "placement": [placement(node.hosts, order[:w] if w > 1 else [node.rank], params["racks"],
+                                params["nvlink_domains"]) for w in plan],
     })
     failures, ran, missing_nodes = [], [], set()
     os.makedirs(node.work, exist_ok=True)
@@ -691,7 +694,7 @@ def run(art, params, out_dir):
         art.facts["launcher"] = launcher
         art.facts["launcher_asked"] = params["launcher"]
         for index, nodes in enumerate(plan):
-            members = order[:nodes]
+            members = order[:nodes] if nodes > 1 else [node.rank]  # one-node worlds: every node on its own
             lost = sorted(r for r in missing_nodes if r in members) if nodes > 1 else []
             participates = nodes == 1 or node.rank in members
             if lost and participates:
@@ -792,14 +795,6 @@ def run(art, params, out_dir):
 
 class LaunchError(Exception):
     """The launcher asked for cannot start worlds on these nodes (the reason names the host)."""
-
-
-def placement(node, members, params):
-    """Which hosts one world size uses, with their racks and NVLink domains (as the inventory says)."""
-    racks, domains = list(params["racks"] or []), list(params["nvlink_domains"] or [])
-    return {"nodes": len(members), "hosts": [node.hosts[m] for m in members],
-            "racks": [racks[m] if m < len(racks) else "" for m in members] if any(racks) else None,
-            "nvlink_domains": [domains[m] if m < len(domains) else "" for m in members] if any(domains) else None}
 
 
 def _last_progress(world, rank):

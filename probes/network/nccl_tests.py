@@ -31,7 +31,7 @@ from probes.common.readers import read_text
 from probes.common.rendezvous import Mesh, StoreError
 from probes.common.tools import not_installed
 from probes.network.nccl_output import nranks, parse_json, parse_text
-from probes.network.plan import RECORDED_PARAMS, human_bytes, placement_order, world_size_plan
+from probes.network.plan import RECORDED_PARAMS, human_bytes, placement, placement_order, world_size_plan
 from probes.params import SIZE, Param, Params
 
 DEFAULT_COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast"]
@@ -204,11 +204,8 @@ def run(art, params, out_dir):
     racks, domains = list(params["racks"] or []), list(params["nvlink_domains"] or [])
     art.facts.update({"gpus": ngpus, "ranks_per_node": ppn, "world_sizes": ",".join(map(str, plan)),
                       "env": " ".join("%s=%s" % kv for kv in sorted(params["env"].items())) or None,
-                      "placement": [{"nodes": w, "hosts": [hosts[m] for m in order[:w]],
-                                     "racks": [racks[m] if m < len(racks) else "" for m in order[:w]]
-                                     if any(racks) else None,
-                                     "nvlink_domains": [domains[m] if m < len(domains) else "" for m in order[:w]]
-                                     if any(domains) else None} for w in plan]})
+                      "placement": [placement(hosts, order[:w] if w > 1 else [rank], racks, domains)
+                                    for w in plan]})
     timeout = params["timeout_per_collective"]
     json_ok = {c: supports_json(b) for c, b in binaries.items()}
     failures = []

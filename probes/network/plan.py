@@ -52,6 +52,15 @@ def placement_order(n_hosts, racks=(), domains=()):
     return sorted(range(n_hosts), key=lambda i: (dom(i) if any(domains) else 0, rack(i), i))
 
 
+def placement(hosts, members, racks=(), domains=()):
+    """Which hosts one world uses (members: host indices), with their racks and NVLink domains as the inventory
+    names them (None when it names none): what the artifact records, and the report judges the scope of."""
+    racks, domains = list(racks or []), list(domains or [])
+    return {"nodes": len(members), "hosts": [hosts[m] for m in members],
+            "racks": [racks[m] if m < len(racks) else "" for m in members] if any(racks) else None,
+            "nvlink_domains": [domains[m] if m < len(domains) else "" for m in members] if any(domains) else None}
+
+
 def message_sizes(min_bytes, max_bytes, factor=2):
     """min, min*factor, … up to max (inclusive when reached exactly), like nccl-tests -b/-e/-f."""
     min_bytes, max_bytes, factor = int(min_bytes), int(max_bytes), int(factor)

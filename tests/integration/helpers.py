@@ -2,8 +2,11 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import threading
+import uuid
 from pathlib import Path
 
 from cluster.cluster import HOLDER_ENV, SSHD, _netns_pids, _proc_env, _proc_exe
@@ -48,3 +51,42 @@ def stray_processes(test_cluster):
                 continue  # gone meanwhile
             found.setdefault(h["name"], []).append("%d %s" % (pid, cmd[:200]))
     return found
+
+
+def mpirun_args(cluster):
+    """assess_mpirun_args for the test cluster: mpirun's SSH to the other hosts through the cluster's ssh_config
+    (its key and known hosts; a real cluster has this set up for its users), TCP on the hosts' eth0."""
+    return ["--mca", "plm_rsh_args", "-F %s" % cluster.ssh_config_path, "--mca", "btl_tcp_if_include", "eth0",
+            "--mca", "oob_tcp_if_include", "eth0"]
+
+
+def run_everywhere(cluster, probe, params, timeout=240):
+    """Start the probe on every host at once, as the play does; {host: artifact, with its logs' text}. The
+    artifacts go under the checkout's .cache: the hosts share /work, not /tmp."""
+    names = [h["name"] for h in cluster.hosts]
+    out = ROOT / ".cache" / ("test-launchers-%s" % uuid.uuid4().hex[:8])
+    base = dict(params, hosts=names, addresses=[h["ip"] for h in cluster.hosts])
+    done = {}
+
+    def start(rank):
+        argv = [sys.executable, "-m", "probes", probe, "--out", str(out / names[rank]), "--host", names[rank],
+                "--run-id", "launch-%s" % out.name[-8:], "--params", json.dumps(dict(base, rank=rank)),
+                "--timeout", str(timeout)]
+        done[rank] = cluster.exec(names[rank], [str(a) for a in argv], timeout=timeout + 60,
+                                  env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+    threads = [threading.Thread(target=start, args=(r,)) for r in range(len(names))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert all(cp.returncode == 0 for cp in done.values()), {r: cp.stderr[-800:] for r, cp in done.items()}
+        docs = {}
+        for name in names:
+            doc = json.loads((out / name / ("%s.json" % probe)).read_text())
+            doc["logs"] = {p.name: p.read_text(errors="replace") for p in (out / name).glob("*.log")}
+            docs[name] = doc
+        return docs
+    finally:
+        shutil.rmtree(out, ignore_errors=True)

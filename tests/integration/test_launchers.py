@@ -12,65 +12,31 @@ report)."""
 
 import csv
 import json
-import os
 import shutil
 import sys
-import threading
+import time
 import uuid
 
 import pytest
 from cluster.slurm import Slurm
 from cluster.slurm import preflight as slurm_preflight
-from helpers import ROOT, run_dirs, run_playbook, stray_processes
+from helpers import ROOT, mpirun_args, run_dirs, run_everywhere, run_playbook, stray_processes
 from integration.nccl_tests_standin import build_standin
 
 pytestmark = pytest.mark.cluster
 
-SWEEP = {"min_bytes": 8, "max_bytes": 1048576, "factor": 8, "warmup": 1, "iters": 5, "max_seconds_per_size": 0.2,
-         "launch_timeout": 180, "stall_timeout": 60, "rdzv_timeout": 90}
-FAULT_SWEEP = dict(SWEEP, max_bytes=65536, stall_timeout=8, world_sizes=[2])
 RACKS = ["r1", "r2", "r1", "r2"]
+SWEEP = {"racks": RACKS, "min_bytes": 8, "max_bytes": 1048576, "factor": 8, "warmup": 1, "iters": 5,
+         "max_seconds_per_size": 0.2, "launch_timeout": 180, "stall_timeout": 60, "rdzv_timeout": 90}
+FAULT_SWEEP = dict(SWEEP, max_bytes=65536, stall_timeout=8, world_sizes=[2])
 # What a launched world leaves when something is not cleaned up: its ranks, agents, launchers, Slurm steps.
 LEFTOVER = ("clustermax-assess-launch=", "torch.distributed.run", "orted", "slurmstepd", "_perf", "mpirun")
 
 
-def mpirun_args(cluster):
-    """mpirun's SSH to the other hosts with the cluster's key (a real cluster has this set up for its users)."""
-    ssh = "-i %s -o IdentitiesOnly=yes -o BatchMode=yes -o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes" % (
-        cluster.key_path, cluster.known_hosts_path)
-    return ["--mca", "plm_rsh_args", ssh, "--mca", "btl_tcp_if_include", "eth0", "--mca", "oob_tcp_if_include",
-            "eth0"]
-
-
-def run_everywhere(cluster, probe, params, timeout=240):
-    """Start the probe on every host at once; {host: artifact} (hosts share /work, not /tmp)."""
-    names = [h["name"] for h in cluster.hosts]
-    out = ROOT / ".cache" / ("test-launchers-%s" % uuid.uuid4().hex[:8])
-    base = dict(params, hosts=names, addresses=[h["ip"] for h in cluster.hosts], racks=RACKS[:len(names)])
-    done = {}
-
-    def start(rank):
-        argv = [sys.executable, "-m", "probes", probe, "--out", str(out / names[rank]), "--host", names[rank],
-                "--run-id", "launch-%s" % out.name[-8:], "--params", json.dumps(dict(base, rank=rank)),
-                "--timeout", str(timeout)]
-        done[rank] = cluster.exec(names[rank], [str(a) for a in argv], timeout=timeout + 60,
-                                  env=dict(os.environ, PYTHONPATH=str(ROOT)))
-
-    threads = [threading.Thread(target=start, args=(r,)) for r in range(len(names))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    try:
-        assert all(cp.returncode == 0 for cp in done.values()), {r: cp.stderr[-800:] for r, cp in done.items()}
-        docs = {}
-        for name in names:
-            doc = json.loads((out / name / ("%s.json" % probe)).read_text())
-            doc["logs"] = {p.name: p.read_text(errors="replace") for p in (out / name).glob("*.log")}
-            docs[name] = doc
-        return docs
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+def timed(runs, key, fn, *args, **kwargs):
+    t0 = time.monotonic()
+    runs[key] = fn(*args, **kwargs)
+    runs.setdefault("seconds", {})[key] = round(time.monotonic() - t0, 1)
 
 
 def leftovers(cluster):
@@ -98,17 +64,17 @@ def launched(test_cluster, tmp_path_factory):
             pytest.skip("%s not found (Debian's openmpi-bin and libopenmpi-dev: make sysdeps)" % tool)
     tmp = tmp_path_factory.mktemp("launchers")
     standin = build_standin(ROOT / ".cache" / ("nccl-standin-%s" % uuid.uuid4().hex[:8]))
-    nccl = dict(collectives=["all_reduce", "alltoall"], bin_dir=str(standin), ranks_per_node=1, min_bytes=8,
-                max_bytes=65536, factor=8, warmup=1, iters=3, timeout_per_collective=60)
+    nccl = dict(racks=RACKS, collectives=["all_reduce", "alltoall"], bin_dir=str(standin), ranks_per_node=1,
+                min_bytes=8, max_bytes=65536, factor=8, warmup=1, iters=3, timeout_per_collective=60)
     margs = mpirun_args(test_cluster)
     runs, slurm = {}, Slurm(test_cluster, slurmd_timeout=10, health_check_interval=60)
     try:
         slurm.up()
-        runs["srun"] = run_everywhere(test_cluster, "collectives", dict(SWEEP, launcher="srun"))
+        timed(runs, "srun", run_everywhere, test_cluster, "collectives", dict(SWEEP, launcher="srun"))
         for mode in ("kill", "hang"):
-            runs["srun-" + mode] = run_everywhere(test_cluster, "collectives", dict(
+            timed(runs, "srun-" + mode, run_everywhere, test_cluster, "collectives", dict(
                 FAULT_SWEEP, launcher="srun", fault={"rank": 1, "nodes": 2, "after_steps": 3, "mode": mode}))
-        runs["nccl-srun"] = run_everywhere(test_cluster, "nccl_tests", dict(nccl, launcher="srun"))
+        timed(runs, "nccl-srun", run_everywhere, test_cluster, "nccl_tests", dict(nccl, launcher="srun"))
         runs["srun-jobs-left"] = slurm_jobs(test_cluster)
         # auto through the playbook: Slurm is up, so srun; the report shows the scaling and the placement
         inv = test_cluster.write_inventory(str(tmp / "cluster.ini"), launcher="auto", extra_host_vars={
@@ -129,21 +95,22 @@ def launched(test_cluster, tmp_path_factory):
     finally:
         slurm.down()
     try:
-        runs["direct"] = run_everywhere(test_cluster, "collectives", dict(SWEEP, launcher="direct"))
-        runs["mpirun"] = run_everywhere(test_cluster, "collectives", dict(SWEEP, launcher="mpirun",
+        timed(runs, "direct", run_everywhere, test_cluster, "collectives", dict(SWEEP, launcher="direct"))
+        timed(runs, "mpirun", run_everywhere, test_cluster, "collectives", dict(SWEEP, launcher="mpirun",
                                                                          mpirun_args=margs))
         # auto without Slurm and without the key for mpirun's SSH: mpirun's smoke test fails, torchrun is taken
-        runs["torchrun"] = run_everywhere(test_cluster, "collectives", dict(SWEEP, launcher="auto"))
+        timed(runs, "torchrun", run_everywhere, test_cluster, "collectives", dict(SWEEP, launcher="auto"))
         for launcher in ("mpirun", "torchrun"):
             for mode in ("kill", "hang"):
-                runs["%s-%s" % (launcher, mode)] = run_everywhere(test_cluster, "collectives", dict(
+                timed(runs, "%s-%s" % (launcher, mode), run_everywhere, test_cluster, "collectives", dict(
                     FAULT_SWEEP, launcher=launcher, mpirun_args=margs,
                     fault={"rank": 1, "nodes": 2, "after_steps": 3, "mode": mode}))
-        runs["nccl-mpirun"] = run_everywhere(test_cluster, "nccl_tests", dict(nccl, launcher="mpirun",
+        timed(runs, "nccl-mpirun", run_everywhere, test_cluster, "nccl_tests", dict(nccl, launcher="mpirun",
                                                                              mpirun_args=margs))
         runs["leftovers"] = leftovers(test_cluster)
     finally:
         shutil.rmtree(standin, ignore_errors=True)
+    print("launcher runs (s): %s" % runs.get("seconds"), file=sys.stderr)
     return runs
 
 
@@ -167,9 +134,9 @@ def test_every_launcher_runs_world_sizes_1_2_and_4(launched, launcher, test_clus
         # every rank's result is its own node's: one rank per node on CPU
         four = [r for r in _rows(doc) if r["labels"]["nodes"] == 4 and r["labels"]["collective"] == "all_reduce"]
         assert four and all(r["labels"]["ranks"] == 4 and r["value"] > 0 for r in four)
-        assert [p["hosts"] for p in facts["placement"]] == [[names[0]], [names[0], names[2]], [
+        assert [p["hosts"] for p in facts["placement"]] == [[name], [names[0], names[2]], [
             names[0], names[2], names[1], names[3]]]
-        assert [p["racks"] for p in facts["placement"]] == [["r1"], ["r1", "r1"], ["r1", "r1", "r2", "r2"]]
+        assert [p["racks"] for p in facts["placement"]] == [[RACKS[rank]], ["r1", "r1"], ["r1", "r1", "r2", "r2"]]
     if launcher != "direct":
         first = docs[names[0]]["facts"]
         launches = first["launches"]
