@@ -33,6 +33,7 @@ from probes.common import device
 from probes.common.netif import interface_for
 from probes.common.ports import port_param
 from probes.common.procs import Children, kill_marked, marked_pids, package_root
+from probes.common.rendezvous import StoreError
 from probes.params import Param, Params
 
 BOOT = "import sys; sys.path.insert(0, %r); from probes.burnin.workers import main; main()"
@@ -81,7 +82,7 @@ def _given(value, default):
 def paths(out_dir, probe, variant):
     base = os.path.splitext(artifact_filename(probe, variant))[0]
     p = {"base": base, "dir": out_dir}
-    for key in ("cfg", "done", "stop", "halt", "heartbeat", "log", "state"):
+    for key in ("cfg", "done", "stop", "halt", "heartbeat", "log", "state", "launch"):
         p[key] = os.path.join(out_dir, ".%s.%s" % (base, key))
     for stream in STREAMS:
         p[stream] = os.path.join(out_dir, "%s.%s.jsonl" % (base, stream))
@@ -248,7 +249,20 @@ def _worker_env(cfg):
     return env
 
 
-def _worker_cfgs(cfg):
+def coll_template(cfg):
+    """What every rank of the collective loop gets, whoever starts it (its rank, device and master come on top)."""
+    gpu = cfg["backend"] in ("cuda", "rocm") and bool(cfg["gpus"])
+    params = cfg["params"]
+    return {"interval": cfg["interval"], "deadline": cfg["deadline"], "stop": cfg["paths"]["halt"],
+            "hard_deadline": cfg["hard_deadline"], "backend": "nccl" if gpu else "gloo", "role": "coll",
+            "nodes": len(cfg["hosts"]), "out": cfg["paths"]["coll"], "rdzv_timeout": cfg["rdzv_timeout"],
+            "op_timeout": cfg["op_timeout"], "collectives": cfg["collectives"],
+            "size_bytes": params["coll_size_bytes"] or (256 << 20 if gpu else 1 << 20), "dtype": "float32",
+            "round_s": params["round_s"], "check_every": params["check_every"],
+            "ppn": len(cfg["gpus"]) if gpu else 1}
+
+
+def _worker_cfgs(cfg, coll=True):
     p = cfg["paths"]
     params = cfg["params"]
     gpu = cfg["backend"] in ("cuda", "rocm") and cfg["gpus"]
@@ -262,17 +276,13 @@ def _worker_cfgs(cfg):
                             size=params["gemm_size"] or (8192 if gpu else 512),
                             dtype=params["gemm_dtype"] or ("bf16" if gpu else "fp32"),
                             threads=params["threads"]))
-    if cfg["collectives"]:
+    if cfg["collectives"] and coll:
         ppn = len(cfg["gpus"]) if gpu else 1
         nodes = len(cfg["hosts"])
         for local in range(ppn):
-            out.append(dict(common, role="coll", rank=cfg["rank"] * ppn + local, world=nodes * ppn, nodes=nodes,
-                            device="cuda:%d" % local if gpu else "cpu", out=p["coll"],
-                            backend="nccl" if gpu else "gloo", master_addr=cfg["addresses"][0],
-                            master_port=cfg["port"], rdzv_timeout=cfg["rdzv_timeout"],
-                            op_timeout=cfg["op_timeout"], collectives=cfg["collectives"],
-                            size_bytes=params["coll_size_bytes"] or (256 << 20 if gpu else 1 << 20),
-                            dtype="float32", round_s=params["round_s"], check_every=params["check_every"]))
+            out.append(dict(coll_template(cfg), rank=cfg["rank"] * ppn + local, world=nodes * ppn,
+                            device="cuda:%d" % local if gpu else "cpu", master_addr=cfg["addresses"][0],
+                            master_port=cfg["port"]))
     return out
 
 
@@ -334,13 +344,16 @@ def runner_main(cfg_path):
     threads.append(threading.Thread(target=monitor.run, args=(stop_event,), daemon=True))
     env = _worker_env(cfg)
     workers = []
-    for i, wcfg in enumerate(_worker_cfgs(cfg)):
+    launched = _launched_coll(cfg, env, children, p)
+    for i, wcfg in enumerate(_worker_cfgs(cfg, coll=launched is None)):
         path = os.path.join(p["work"], "worker-%d.json" % i)
         with open(path, "w") as fh:
             json.dump(wcfg, fh)
         argv = [sys.executable, "-c", BOOT % package_root(), path, cfg["marker"]]
         name = "%s-%d" % (wcfg["role"], wcfg.get("worker", wcfg.get("rank")))
         workers.append((name, wcfg, children.start(argv, env=env, log_path=p["log"])))
+    if getattr(launched, "entry", None):
+        workers.append(launched.entry)
     fio = None
     if cfg.get("fio"):
         fio = FioPhases(cfg, children)
@@ -375,13 +388,16 @@ def runner_main(cfg_path):
         size = os.path.getsize(p["coll"]) if os.path.exists(p["coll"]) else 0
         if size != coll_size:
             coll_size, coll_seen = size, now
-        live = [w for w in workers if w[1]["role"] == "coll" and w[2].poll() is None]
+        live = [w for w in workers if w[1]["role"] in ("coll", "coll-launcher") and w[2].poll() is None]
         if live and now - coll_seen > cfg["stall_s"] + (cfg["rdzv_timeout"] if coll_size == 0 else 0):
             append_jsonl(p["coll"], [{"type": "error", "kind": "hang", "t": round(now, 3), "rank": w[1]["rank"],
                                       "error": "no collective progress for %.0f s: stopped" % (now - coll_seen)}
                                      for w in live])
             for w in live:
-                children.stop(w[2], grace=2.0)
+                if w[1]["role"] == "coll-launcher":
+                    launched.started.stop()  # the launcher's way: srun's job cancelled, mpirun's ranks ended
+                else:
+                    children.stop(w[2], grace=2.0)
             coll_seen = now
     # Stop: the workers finish their round and write their last sample; then everything that is left goes.
     open(p["halt"], "w").close()
@@ -391,6 +407,8 @@ def runner_main(cfg_path):
         time.sleep(0.2)
     if fio is not None and fio.proc is not None and fio.proc.poll() is None:
         children.stop(fio.proc, grace=2.0)
+    if launched is not None:
+        launcher_end = _end_launched(launched, workers, exits, p)
     for name, _wcfg, proc in workers:
         if proc.poll() is None:
             children.stop(proc, grace=2.0)
@@ -402,9 +420,56 @@ def runner_main(cfg_path):
         t.join(timeout=15)
     monitor.close()
     with open(p["done"], "w") as fh:
-        json.dump({"ended_by": ended["by"], "t_start": cfg["t_start"], "t_end": time.time(), "exits": exits}, fh)
+        json.dump({"ended_by": ended["by"], "t_start": cfg["t_start"], "t_end": time.time(), "exits": exits,
+                   **(launcher_end if launched is not None else {})}, fh)
     if ended["by"].startswith("controller lost"):
         _remove_run_dir(cfg)
+
+
+def _launched_coll(cfg, env, children, p):
+    """The collective loop through srun, mpirun or torchrun (probes/burnin/coll_launch.py), or None: the runner's
+    own coll workers (direct, one host, no collectives, or auto found no launcher)."""
+    if not cfg["collectives"] or len(cfg["hosts"]) < 2 or (cfg["params"].get("launcher") or "direct") == "direct":
+        return None
+    from probes.burnin.coll_launch import LaunchedColl  # noqa: PLC0415
+
+    node_env = {k: env[k] for k in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME") if k in env}
+    launched = LaunchedColl(cfg, coll_template(cfg), node_env, children)
+    try:
+        chosen = launched.open()
+        proc = None if launched.error or chosen == "direct" else launched.start(env, p["log"])
+    except StoreError as exc:
+        launched.error = "the runners did not meet in the run's store: %s" % exc
+        chosen = proc = None
+    with open(p["launch"], "w") as fh:
+        json.dump({"launcher": launched.launcher, "launcher_asked": launched.asked,
+                   "launcher_why_not": launched.why_not, "launcher_error": launched.error}, fh)
+    if launched.error:
+        append_jsonl(p["coll"], [{"type": "error", "kind": "launcher", "t": round(time.time(), 3),
+                                  "rank": cfg["rank"], "error": launched.error}])
+    if chosen == "direct" and not launched.error:
+        launched.close()
+        return None
+    if proc is not None:
+        # watched like a worker: its exit is recorded, and a stalled loop stops it (the launcher's way)
+        launched.entry = ("coll-%s" % chosen, {"role": "coll-launcher", "rank": cfg["rank"]}, proc)
+    return launched
+
+
+def _end_launched(launched, workers, exits, p):
+    """The launched loop's end: its launcher stopped the launcher's way, what is left here ended, and what the
+    launcher reported about failed ranks kept for the summary."""
+    entry = getattr(launched, "entry", None)
+    if entry is not None:
+        deadline = time.time() + 30
+        while entry[2].poll() is None and time.time() < deadline:
+            time.sleep(0.2)  # the ranks stop at the deadline or the stop file by themselves
+    left = launched.close()
+    if entry is not None:
+        exits[entry[0]] = entry[2].returncode
+    failed = launched.failed(p["log"]) if entry is not None else {}
+    return {"launcher": launched.launcher, "launcher_failed": {str(k): v for k, v in failed.items()},
+            "slurm_jobs_left": left}
 
 
 def _remove_run_dir(cfg):

@@ -212,7 +212,15 @@ def summarize(art, cfg, p):
             art.facts.update({k: str(v) for k, v in (json.load(fh).get("monitor") or {}).items()})
     except (OSError, ValueError):
         pass
+    try:
+        with open(p["launch"]) as fh:
+            art.facts.update({k: v for k, v in json.load(fh).items() if v})
+    except (OSError, ValueError):
+        pass
     if done:
+        for key in ("launcher_failed", "slurm_jobs_left"):
+            if done.get(key):
+                art.facts[key] = done[key]
         art.facts["ended_by"] = str(done.get("ended_by"))
         art.facts["t_end"] = str(round(t_end, 3))
         bad = {k: v for k, v in (done.get("exits") or {}).items() if v not in (0, None)}

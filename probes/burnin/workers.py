@@ -225,6 +225,30 @@ def coll_main(cfg):
         return 1
 
 
+def launched_main():
+    """One rank of the collective loop started by srun, mpirun or torchrun (probes/burnin/coll_launch.py): the rank
+    from the launcher, this node's settings (where its samples go, its stop file) from the run's store."""
+    from probes.common.launch import LaunchedRank, LaunchedRankError  # noqa: PLC0415
+
+    try:
+        me = LaunchedRank()
+    except LaunchedRankError as exc:
+        sys.stderr.write("%s\n" % exc)
+        return 2
+    cfg = dict(me.node["cfg"])
+    _watchdog(cfg)
+    master = me.master(float(me.launch["rdzv_timeout"]))
+    if master is None:
+        me.fail("rendezvous", 4, "rank 0 never published its address")
+        return 4
+    cfg.update(rank=me.rank, world=me.world, master_addr=master, master_port=me.launch["world_port"],
+               device="cuda:%d" % me.local_rank if cfg["backend"] == "nccl" else "cpu")
+    rc = coll_main(cfg)
+    me.done({"status": "ok" if rc == 0 else "error", "rc": rc})
+    sys.stdout.flush()
+    os._exit(rc)
+
+
 def main():
     with open(sys.argv[1]) as fh:
         cfg = json.load(fh)

@@ -21,6 +21,7 @@ Every node's probe runs at the same time (the play starts them together) and the
   own host (`procs.kill_marked`) whatever the launcher did.
 """
 
+import json
 import os
 import re
 import shutil
@@ -341,6 +342,69 @@ def mpirun_smoke(mpirun, addresses, workdir, extra=(), timeout=60):
     detail = next((ln.strip() for ln in text if ln.strip() and not set(ln.strip()) <= set("-*")), "")
     return "mpirun across the %d hosts failed (%s): %s" % (
         len(addresses), "timed out after %d s" % timeout if res.timed_out else "rc=%s" % res.rc, detail[:300])
+
+
+def _wait_key(store, key, timeout):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = store.get(key)
+        if value is not None or time.monotonic() > deadline:
+            return value
+        time.sleep(0.1)
+
+
+class LaunchedRank:
+    """The task side of a launched world (a rank started by srun, mpirun or torchrun with the same command line on
+    every node): its rank from the launcher's environment, the world's settings from CMXA_LAUNCH, its node's own
+    settings from the run's store under its host name (published there by that node's probe), and the address of
+    rank 0's node for the communicator's store (rank 0 publishes it). Failures are set in the store as the rank's
+    exit record, so the launching node can name them."""
+
+    def __init__(self, settings_timeout=30.0):
+        from probes.common.rendezvous import StoreClient  # noqa: PLC0415 - a task imports what it needs
+
+        self.launch = json.loads(os.environ["CMXA_LAUNCH"])
+        self.key = self.launch["key"]
+        self.ids = rank_env()
+        self.host = short_hostname()
+        self.store = None
+        self.node = None
+        if self.ids is None:
+            raise LaunchedRankError("no rank in the environment (not started by srun, mpirun or torchrun)")
+        st = self.launch["store"]
+        self.store = StoreClient(st["host"], st["port"], st["token"], connect_timeout=30, op_timeout=30)
+        self.node = _wait_key(self.store, "%s/node/%s" % (self.key, self.host), settings_timeout)
+        if self.node is None:
+            self.fail("error", 2, "the run's store has no settings for host %s (is it one of the inventory hosts?)"
+                      % self.host)
+            raise LaunchedRankError("rank %d on %s: no settings for this host" % (self.rank, self.host))
+        os.environ.update(self.node.get("env") or {})
+        self.store.set("%s/where/%d" % (self.key, self.rank), {
+            "host": self.host, "local_rank": self.local_rank, "source": self.ids["source"],
+            "job": os.environ.get("SLURM_JOB_ID"), "step": os.environ.get("SLURM_STEP_ID")})
+
+    rank = property(lambda self: self.ids["rank"])
+    world = property(lambda self: self.ids["world"])
+    local_rank = property(lambda self: self.ids["local_rank"])
+
+    def master(self, timeout):
+        """The address of rank 0's node (None when rank 0 never said)."""
+        if self.rank == 0:
+            self.store.set("%s/master" % self.key, self.node["address"])
+        return _wait_key(self.store, "%s/master" % self.key, timeout)
+
+    def fail(self, status, rc, error):
+        self.store.set("%s/x/%d" % (self.key, self.rank), {"status": status, "rc": rc, "error": error})
+
+    def done(self, record):
+        try:
+            self.store.set("%s/x/%d" % (self.key, self.rank), record)
+        finally:
+            self.store.close()
+
+
+class LaunchedRankError(Exception):
+    """A launched task cannot take part in its world (the reason is also in the store)."""
 
 
 def write_hostfile(path, addresses, slots):

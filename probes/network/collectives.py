@@ -196,9 +196,13 @@ def describe_failure(nodes, ranks, exits, positions, stall_s, launcher="direct")
         for r in hung:
             groups.setdefault(where(r), []).append(r)
         for place, members in sorted(groups.items(), key=lambda kv: kv[1]):
-            parts.append("ranks %s stuck %s (no progress for %g s)" % (_ranks_text(members), place, stall_s)
-                         if len(members) > 1 else "%s stuck %s (no progress for %g s)" % (who(members[0]), place,
-                                                                                           stall_s))
+            hosts = sorted({(exits.get(r) or {}).get("host") for r in members} - {None})
+            silent = [r for r in members if (exits.get(r) or {}).get("silent")]
+            parts.append(("ranks %s%s stuck %s (no progress for %g s)" % (
+                _ranks_text(members), " on %s" % ", ".join(hosts) if hosts else "", place, stall_s)
+                if len(members) > 1 else "%s stuck %s (no progress for %g s)" % (who(members[0]), place, stall_s))
+                + ("; %s never returned" % ", ".join(who(r) for r in silent)
+                   if silent and len(silent) < len(members) else ""))
     if errored:
         msgs = {}
         for r in errored:
@@ -550,15 +554,20 @@ class LaunchedWorld:
             failed.update({int(k): v for k, v in (rep.get("failed") or {}).items()})
         exits = {}
         someone_failed = bool(failed) or any(v.get("status") != "ok" for v in xs.values())
+        # a rank whose collective timed out waited for one that never returned: that one hung too
+        timed_out = any(v.get("status") == "hang" for v in xs.values())
         for r in range(self.world):
             host = (where.get(r) or {}).get("host") or (failed.get(r) or {}).get("host")
             if r in xs:
                 exits[r] = dict(xs[r], host=host)
             elif why in ("hang", "timeout"):
                 # the launcher was stopped by us: what it says about the ranks then is our doing
-                exits[r] = {"status": why, "rc": None, "host": host}
+                exits[r] = {"status": why, "rc": None, "host": host, "silent": True}
             elif r in failed and not failed[r].get("stopped"):
                 exits[r] = {"status": "crash", "rc": failed[r].get("rc"), "host": host}
+            elif timed_out:
+                # the others timed out waiting for this rank, which never returned (the launcher then ended it)
+                exits[r] = {"status": "hang", "rc": None, "host": host, "silent": True}
             elif someone_failed:
                 exits[r] = {"status": "stopped", "rc": None, "host": host}
             else:

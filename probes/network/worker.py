@@ -354,60 +354,33 @@ def main(config_path):
     return 0
 
 
-def _wait_key(store, key, timeout):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = store.get(key)
-        if value is not None or time.monotonic() > deadline:
-            return value
-        time.sleep(0.1)
-
-
 def launched_main():
-    """One rank started by srun, mpirun or torchrun (probes/common/launch.py) for one world: the rank comes from the
-    launcher's environment, the world's settings from CMXA_LAUNCH, and this node's own settings (its work
-    directory, log, socket interface) from the run's store under its host name, so one command line serves every
-    node. Rank 0 publishes its node's address for the communicator's store."""
-    from probes.common.launch import rank_env, short_hostname  # noqa: PLC0415
+    """One rank started by srun, mpirun or torchrun (probes/common/launch.py) for one world: the rank from the
+    launcher, the world's settings from CMXA_LAUNCH, this node's work directory, log and interface from the run's
+    store (launch.LaunchedRank), so one command line serves every node."""
+    from probes.common.launch import LaunchedRank, LaunchedRankError  # noqa: PLC0415
 
-    launch = json.loads(os.environ["CMXA_LAUNCH"])
-    ids = rank_env()
-    if ids is None:
-        sys.stderr.write("no rank in the environment (not started by srun, mpirun or torchrun)\n")
+    try:
+        me = LaunchedRank()
+    except LaunchedRankError as exc:
+        sys.stderr.write("%s\n" % exc)
         return 2
-    rank, world, local = ids["rank"], ids["world"], ids["local_rank"]
-    key = launch["key"]
-    st = launch["store"]
-    store = StoreClient(st["host"], st["port"], st["token"], connect_timeout=30, op_timeout=30)
-    me = short_hostname()
-    node = _wait_key(store, "%s/node/%s" % (key, me), 30)
-    if node is None:
-        why = "the run's store has no settings for host %s (is it one of the inventory hosts?)" % me
-        sys.stderr.write("rank %d on %s: %s\n" % (rank, me, why))
-        store.set("%s/x/%d" % (key, rank), {"status": "error", "rc": 2, "error": why})
-        return 2
-    os.environ.update(node.get("env") or {})
+    launch, node, key, rank = me.launch, me.node, me.key, me.rank
     files = {k: os.path.join(node["work"], "%s.r%d.%s" % (key, rank, k)) for k in ("results", "progress")}
     _redirect_output(node["log"])
-    store.set("%s/where/%d" % (key, rank), {"host": me, "local_rank": local, "source": ids["source"],
-                                           "job": os.environ.get("SLURM_JOB_ID"),
-                                           "step": os.environ.get("SLURM_STEP_ID")})
-    if rank == 0:
-        store.set("%s/master" % key, node["address"])
-    master = _wait_key(store, "%s/master" % key, float(launch["rdzv_timeout"]))
+    master = me.master(float(launch["rdzv_timeout"]))
     if master is None:
-        store.set("%s/x/%d" % (key, rank), {"status": "rendezvous", "rc": 4,
-                                           "error": "rank 0 never published its address"})
+        me.fail("rendezvous", 4, "rank 0 never published its address")
         return 4
-    cfg = dict(launch["settings"], rank=rank, world=world, local_rank=local, nodes=launch["nodes"],
+    cfg = dict(launch["settings"], rank=rank, world=me.world, local_rank=me.local_rank, nodes=launch["nodes"],
                master_addr=master, master_port=launch["world_port"], results=files["results"],
-               progress=files["progress"], key=key, log=node["log"], store=st,
-               device=("cuda:%d" % local) if launch["settings"]["backend"] == "nccl" else "cpu")
+               progress=files["progress"], key=key, log=node["log"], store=launch["store"],
+               device=("cuda:%d" % me.local_rank) if launch["settings"]["backend"] == "nccl" else "cpu")
     try:
         import torch  # noqa: PLC0415
         import torch.distributed as dist  # noqa: PLC0415
     except Exception as exc:  # noqa: BLE001
-        store.set("%s/x/%d" % (key, rank), {"status": "error", "rc": 2, "error": "cannot import torch: %s" % exc})
+        me.fail("error", 2, "cannot import torch: %s" % exc)
         return 2
     rc = run_world(cfg, torch, dist)
     record = {"status": "ok", "rc": 0}
@@ -423,10 +396,7 @@ def launched_main():
                     errors.append(rec)
         err = errors[-1] if errors else {}
         record = {"status": err.get("kind", "error"), "rc": rc, "error": err.get("error")}
-    try:
-        store.set("%s/x/%d" % (key, rank), record)
-    finally:
-        store.close()
+    me.done(record)
     return rc
 
 

@@ -16,6 +16,8 @@ and a summary of every probe (status, reason, headline numbers). Then, natively 
     build roles/tools/vars/main.yml pins for this node;
   - nccl-tests with -g 1 (the nccl_tests probe, quick sizes) where its binaries are on PATH, in $NCCL_TESTS_DIR or
     /opt/nccl-tests/build, after building them with tools_build where $NCCL_TESTS_SRC names a source tree;
+  - the collectives (NCCL all_reduce, 1 MiB .. 1 GiB) through the launcher layer: direct, torchrun, and mpirun
+    where it is installed;
   - a 60-second burn-in (GEMMs with the nvidia-smi stream) through the burnin probe, start then poll.
 Every number is printed. Exit 0 when every GPU passes, 1 when one does
 not or a probe failed, 3 when the model has no MAMF in gpus.yml.
@@ -136,6 +138,17 @@ def extras(out):
     else:
         print("nccl_tests -g 1: not run (no all_reduce_perf on PATH, $NCCL_TESTS_DIR or /opt/nccl-tests/build; set "
               "NCCL_TESTS_SRC to a source tarball or git URL to build it)")
+    # the launcher layer on one node's GPUs: NCCL all_reduce under direct, torchrun and (when installed) mpirun
+    for launcher in ("direct", "torchrun") + (("mpirun",) if shutil.which("mpirun") else ()):
+        doc = probe("collectives", art, {"launcher": launcher, "collectives": ["all_reduce"], "min_bytes": "1M",
+                                         "max_bytes": "1G", "factor": 4, "iters": 10}, variant=launcher, timeout=300)
+        rows = [r for r in (doc or {}).get("results", []) if r["metric"] == "algbw_gbps"]
+        top = max(rows, key=lambda r: r["labels"]["size_bytes"]) if rows else None
+        print("collectives under %s: %s %s; all_reduce %s algbw %s GB/s (%s ranks, NCCL %s)" % (
+            launcher, doc and doc["status"], (doc or {}).get("reason") or "", top and top["labels"]["size_bytes"],
+            top and round(top["value"], 2), top and top["labels"]["ranks"],
+            ((doc or {}).get("facts") or {}).get("nccl_version")))
+        failed |= not doc or doc["status"] == "error"
     start = probe("burnin", art, {"mode": "start", "duration_s": 60, "interval_s": 5}, variant="gpu60")
     print("burn-in start: %s %s" % (start and start["status"], (start or {}).get("reason") or ""))
     doc = None

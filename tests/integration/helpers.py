@@ -60,11 +60,13 @@ def mpirun_args(cluster):
             "--mca", "oob_tcp_if_include", "eth0"]
 
 
-def run_everywhere(cluster, probe, params, timeout=240):
+def run_everywhere(cluster, probe, params, timeout=240, out=None):
     """Start the probe on every host at once, as the play does; {host: artifact, with its logs' text}. The
-    artifacts go under the checkout's .cache: the hosts share /work, not /tmp."""
+    artifacts go under the checkout's .cache (the hosts share /work, not /tmp), removed afterwards unless out is
+    given (a soak's start and poll share one; the caller removes it)."""
     names = [h["name"] for h in cluster.hosts]
-    out = ROOT / ".cache" / ("test-launchers-%s" % uuid.uuid4().hex[:8])
+    keep = out is not None
+    out = out or ROOT / ".cache" / ("test-launchers-%s" % uuid.uuid4().hex[:8])
     base = dict(params, hosts=names, addresses=[h["ip"] for h in cluster.hosts])
     done = {}
 
@@ -89,4 +91,5 @@ def run_everywhere(cluster, probe, params, timeout=240):
             docs[name] = doc
         return docs
     finally:
-        shutil.rmtree(out, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(out, ignore_errors=True)

@@ -39,6 +39,18 @@ def timed(runs, key, fn, *args, **kwargs):
     runs.setdefault("seconds", {})[key] = round(time.monotonic() - t0, 1)
 
 
+def soak(cluster, launcher, margs=()):
+    """A short fabric soak (the burn-in's collective loop) started through the launcher, then polled to its end."""
+    out = ROOT / ".cache" / ("test-launchers-soak-%s" % uuid.uuid4().hex[:8])
+    params = dict(duration_s=6, interval_s=1, grace_s=10, rdzv_timeout=60, collectives=["alltoall"],
+                  coll_size_bytes=65536, round_s=0.2, launcher=launcher, mpirun_args=list(margs))
+    try:
+        run_everywhere(cluster, "fabric_soak", dict(params, mode="start"), out=out)
+        return run_everywhere(cluster, "fabric_soak", dict(params, mode="poll", wait_s=60), out=out)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
 def leftovers(cluster):
     found = {}
     for host, procs in stray_processes(cluster).items():
@@ -75,6 +87,7 @@ def launched(test_cluster, tmp_path_factory):
             timed(runs, "srun-" + mode, run_everywhere, test_cluster, "collectives", dict(
                 FAULT_SWEEP, launcher="srun", fault={"rank": 1, "nodes": 2, "after_steps": 3, "mode": mode}))
         timed(runs, "nccl-srun", run_everywhere, test_cluster, "nccl_tests", dict(nccl, launcher="srun"))
+        timed(runs, "soak-srun", soak, test_cluster, "srun")
         runs["srun-jobs-left"] = slurm_jobs(test_cluster)
         # auto through the playbook: Slurm is up, so srun; the report shows the scaling and the placement
         inv = test_cluster.write_inventory(str(tmp / "cluster.ini"), launcher="auto", extra_host_vars={
@@ -107,6 +120,7 @@ def launched(test_cluster, tmp_path_factory):
                     fault={"rank": 1, "nodes": 2, "after_steps": 3, "mode": mode}))
         timed(runs, "nccl-mpirun", run_everywhere, test_cluster, "nccl_tests", dict(nccl, launcher="mpirun",
                                                                              mpirun_args=margs))
+        timed(runs, "soak-mpirun", soak, test_cluster, "mpirun", margs)
         runs["leftovers"] = leftovers(test_cluster)
     finally:
         shutil.rmtree(standin, ignore_errors=True)
@@ -178,7 +192,7 @@ def test_a_killed_or_hung_rank_is_named_with_its_host(launched, launcher, mode, 
         # what came before the fault was measured and kept
         assert {r["labels"]["size_bytes"] for r in doc["results"] if r["labels"]["nodes"] == 2} >= {8, 64}
     for name in (names[1], names[3]):
-        assert docs[name]["facts"]["world_sizes_run"] == "1"
+        assert docs[name]["facts"]["world_sizes_run"] == ""  # not in the 2-node world
 
 
 def test_nothing_is_left_behind(launched):
@@ -204,6 +218,23 @@ def test_nccl_tests_multi_node_through_the_launcher(launched, launcher, test_clu
     assert "nccl-tests stand-in" in text
     for name in names[1:]:
         assert {r["labels"]["nodes"] for r in docs[name]["results"]} == {1}
+
+
+@pytest.mark.parametrize("launcher", ["srun", "mpirun"])
+def test_the_burn_in_collective_loop_starts_through_the_launcher(launched, launcher, test_cluster):
+    """The fabric soak's loop (the burn-in's all-to-all) through the same launcher layer: every host's timeline has
+    its own rank's samples, and the launcher's exit is recorded."""
+    docs = launched["soak-" + launcher]
+    names = [h["name"] for h in test_cluster.hosts]
+    for name in names:
+        doc = docs[name]
+        facts = doc["facts"]
+        assert facts["state"] == "done" and facts["ended_by"] == "completed", facts
+        assert facts["launcher"] == launcher and not facts.get("launcher_error"), facts
+        busbw = [r for r in doc["results"] if r["metric"] == "coll_busbw_avg_gbps" and r["labels"].get("collective") ==
+                 "alltoall"]
+        assert busbw and all(r["value"] > 0 for r in busbw), [r["metric"] for r in doc["results"]]
+        assert "worker_exits" not in facts, facts.get("worker_exits")
 
 
 def test_auto_takes_srun_on_slurm_nodes_and_the_report_shows_the_placement(launched, test_cluster):
