@@ -138,8 +138,9 @@ def run_one(art, coll, binary, runner, args, timeout, base, out_dir, json_ok, no
     return None
 
 
-def launched_runner(launcher, world, ppn, env, extra, work, log_base, out_dir, job_name, mpirun):
-    """runner for one multi-node world: every binary started by srun or mpirun from this host, one rank per GPU."""
+def launched_runner(launcher, world, ppn, env, extra, work, log_base, out_dir, job_name, mpirun, launches):
+    """runner for one multi-node world: every binary started by srun or mpirun from this host, one rank per GPU;
+    each command line (and mpirun's hostfile) is appended to launches, for the artifact."""
     def runner(argv, timeout):
         coll = os.path.basename(argv[0])
         log = os.path.join(out_dir, "%s.%s.launcher.log" % (log_base, coll))
@@ -153,8 +154,10 @@ def launched_runner(launcher, world, ppn, env, extra, work, log_base, out_dir, j
             hostfile = launch.write_hostfile(os.path.join(work, "hostfile"), [w["address"] for w in world], ppn)
             prefix = launch.mpirun_argv(mpirun, ppn * len(world), ppn, hostfile, [], launch.forwarded_env(env),
                                         as_root=os.geteuid() == 0, extra=extra)
-        if os.path.exists(log):
-            os.unlink(log)
+        with open(log, "w") as fh:
+            fh.write("# %s\n" % " ".join(prefix + argv))
+        launches.append({"nodes": len(world), "collective": coll, "argv": " ".join(prefix + argv),
+                         "hostfile": read_text(os.path.join(work, "hostfile")) if launcher == "mpirun" else None})
         started = launch.Launch(launcher, prefix + argv, env, log, job_name="%s-%s" % (job_name, coll))
         rc, timed_out = started.wait(timeout)
         text = read_text(log) or ""
@@ -260,7 +263,8 @@ def run(art, params, out_dir):
                     runner = launched_runner(launcher, world, ppn, env,
                                              params["srun_args"] if launcher == "srun" else params["mpirun_args"],
                                              work, "%s.n%d" % (base, w), out_dir,
-                                             "cmxa-%s-n%d" % (art.run_id[-12:], w), facts[rank]["mpirun"])
+                                             "cmxa-%s-n%d" % (art.run_id[-12:], w), facts[rank]["mpirun"],
+                                             art.facts.setdefault("launches", []))
                     for coll in collectives:
                         if coll in binaries:
                             failure = run_one(art, coll, binaries[coll], runner, args + ["-g", "1"], timeout, base,

@@ -12,6 +12,7 @@ report)."""
 
 import csv
 import json
+import re
 import shutil
 import sys
 import time
@@ -216,6 +217,20 @@ def test_nccl_tests_multi_node_through_the_launcher(launched, launcher, test_clu
                         4: {("all_reduce", 4), ("alltoall", 4)}}
     text = next(v for k, v in first["logs"].items() if k.endswith("all_reduce_perf.launcher.log") and ".n4." in k)
     assert "nccl-tests stand-in" in text
+    # the command lines as nccl-tests is run by hand: one rank per GPU (-g 1), -b/-e/-f, the world's hosts
+    launches = first["facts"]["launches"]
+    assert [(x["nodes"], x["collective"]) for x in launches] == [(2, "all_reduce"), (2, "alltoall"),
+                                                                 (4, "all_reduce"), (4, "alltoall")]
+    for x in launches:
+        assert re.search(r"/(all_reduce|alltoall)_perf -b 8 -e 65536 -f 8 -c 1 -w 1 -n 3 -g 1$", x["argv"]), x
+        world = [names[0], names[2]] if x["nodes"] == 2 else [names[0], names[2], names[1], names[3]]
+        if launcher == "srun":
+            assert "--nodelist=%s" % ",".join(world) in x["argv"] and "--mpi=pmix" in x["argv"]
+            assert "--ntasks-per-node=1" in x["argv"]
+        else:
+            ips = {h["name"]: h["ip"] for h in test_cluster.hosts}
+            assert x["hostfile"] == "".join("%s slots=1\n" % ips[h] for h in world)
+            assert "-np %d " % x["nodes"] in x["argv"] and "-x PATH" in x["argv"]
     for name in names[1:]:
         assert {r["labels"]["nodes"] for r in docs[name]["results"]} == {1}
 
