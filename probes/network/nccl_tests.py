@@ -141,6 +141,10 @@ def run_one(art, coll, binary, runner, args, timeout, base, out_dir, json_ok, no
 def launched_runner(launcher, world, ppn, env, extra, work, log_base, out_dir, job_name, mpirun, launches):
     """runner for one multi-node world: every binary started by srun or mpirun from this host, one rank per GPU;
     each command line (and mpirun's hostfile) is appended to launches, for the artifact."""
+    # nccl-tests is an MPI program: on a node with RDMA devices and an Open MPI that has the UCX PML (HPC-X, IB
+    # builds), UCX is asked for, so that a broken UCX fails loudly instead of falling back to TCP
+    ucx = launcher == "mpirun" and bool(_rdma_devices()) and launch.ucx_pml(mpirun)
+
     def runner(argv, timeout):
         coll = os.path.basename(argv[0])
         log = os.path.join(out_dir, "%s.%s.launcher.log" % (log_base, coll))
@@ -153,7 +157,7 @@ def launched_runner(launcher, world, ppn, env, extra, work, log_base, out_dir, j
         else:
             hostfile = launch.write_hostfile(os.path.join(work, "hostfile"), [w["address"] for w in world], ppn)
             prefix = launch.mpirun_argv(mpirun, ppn * len(world), ppn, hostfile, [], launch.forwarded_env(env),
-                                        as_root=os.geteuid() == 0, extra=extra)
+                                        as_root=os.geteuid() == 0, ucx=ucx, extra=extra)
         with open(log, "w") as fh:
             fh.write("# %s\n" % " ".join(prefix + argv))
         launches.append({"nodes": len(world), "collective": coll, "argv": " ".join(prefix + argv),
@@ -163,6 +167,13 @@ def launched_runner(launcher, world, ppn, env, extra, work, log_base, out_dir, j
         text = read_text(log) or ""
         return launch_result(prefix + argv, rc, text, timed_out, started)
     return runner
+
+
+def _rdma_devices():
+    try:
+        return sorted(os.listdir("/sys/class/infiniband"))
+    except OSError:
+        return []
 
 
 def launch_result(argv, rc, text, timed_out, started):
