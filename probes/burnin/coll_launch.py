@@ -118,12 +118,25 @@ class LaunchedColl:
         except OSError:
             return {}
 
-    def close(self):
-        """Stop the launcher the launcher's way, end what is left here, leave the store."""
+    def close(self, wait_s=60.0):
+        """Stop the launcher the launcher's way, end what is left here, leave the store. A node that did not
+        launch waits (up to wait_s) until the launching node says its launcher ended: its ranks may still be
+        finishing their last round, and ending them first would make the launcher report them as failed."""
         left = []
+        store = self.mesh.store if self.mesh is not None else None
         if self.started is not None:
             self.started.stop()
             left = self.started.jobs_left(10)
+            if store is not None:
+                try:
+                    store.set("coll/ended/%d" % self.rank, 1)
+                except StoreError:
+                    pass
+        elif store is not None and self.launcher in ("srun", "mpirun"):
+            try:
+                store.wait_count("coll/ended/", 1, wait_s)
+            except StoreError:
+                pass
         from probes.common.procs import kill_marked  # noqa: PLC0415
 
         kill_marked(self.mark)

@@ -160,7 +160,8 @@ def launched_runner(launcher, world, ppn, env, extra, work, log_base, out_dir, j
                                         as_root=os.geteuid() == 0, ucx=ucx, extra=extra)
         with open(log, "w") as fh:
             fh.write("# %s\n" % " ".join(prefix + argv))
-        launches.append({"nodes": len(world), "collective": coll, "argv": " ".join(prefix + argv),
+        launches.append({"nodes": len(world), "collective": coll[:-len("_perf")] if coll.endswith("_perf") else coll,
+                         "argv": " ".join(prefix + argv),
                          "hostfile": read_text(os.path.join(work, "hostfile")) if launcher == "mpirun" else None})
         started = launch.Launch(launcher, prefix + argv, env, log, job_name="%s-%s" % (job_name, coll))
         rc, timed_out = started.wait(timeout)

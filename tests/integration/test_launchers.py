@@ -43,7 +43,7 @@ def timed(runs, key, fn, *args, **kwargs):
 def soak(cluster, launcher, margs=()):
     """A short fabric soak (the burn-in's collective loop) started through the launcher, then polled to its end."""
     out = ROOT / ".cache" / ("test-launchers-soak-%s" % uuid.uuid4().hex[:8])
-    params = dict(duration_s=6, interval_s=1, grace_s=10, rdzv_timeout=60, collectives=["alltoall"],
+    params = dict(duration_s=10, interval_s=1, grace_s=10, rdzv_timeout=60, collectives=["alltoall"],
                   coll_size_bytes=65536, round_s=0.2, launcher=launcher, mpirun_args=list(margs))
     try:
         run_everywhere(cluster, "fabric_soak", dict(params, mode="start"), out=out)
