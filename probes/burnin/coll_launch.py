@@ -50,17 +50,8 @@ class LaunchedColl:
         coll workers, as before); an error (a launcher asked for that cannot work) is in self.error."""
         timeout = float(self.cfg["rdzv_timeout"])
         self.mesh = Mesh(self.hosts, self.addresses, self.rank, self.port + 1, self.token, connect_timeout=timeout)
-        facts = self.mesh.allgather(launch.node_facts(), timeout)
-        launcher, why = launch.choose(self.asked, facts)
-        if launcher == "mpirun" and self.asked == "auto":
-            if self.rank == 0:
-                self.mesh.store.set("launch/mpirun_smoke", launch.mpirun_smoke(
-                    facts[0]["mpirun"], self.addresses, self.cfg["paths"]["work"],
-                    self.cfg["params"].get("mpirun_args") or []) or "")
-            self.mesh.barrier("mpirun-smoke", timeout + 90)
-            smoke = self.mesh.store.get("launch/mpirun_smoke")
-            if smoke:
-                launcher, why = launch.choose("auto", facts, known={"mpirun": smoke})
+        launcher, why, facts = launch.agree(self.mesh, self.asked, self.cfg["paths"]["work"],
+                                            self.cfg["params"].get("mpirun_args") or [], timeout)
         self.launcher, self.why_not, self.facts = launcher, why, facts
         if launcher in why:
             self.error = "launcher %s cannot be used: %s" % (launcher, why[launcher])

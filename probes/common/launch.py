@@ -407,6 +407,22 @@ class LaunchedRankError(Exception):
     """A launched task cannot take part in its world (the reason is also in the store)."""
 
 
+def agree(mesh, requested, workdir, mpirun_args=(), timeout=90.0, needs_torch=True, extra_facts=None):
+    """(launcher, why, facts): every node's facts gathered through the run's mesh, the same choice on every node.
+    auto takes mpirun only when it reaches every node: the first host runs the smoke test, everyone hears."""
+    facts = mesh.allgather(dict(node_facts(torch_needed=needs_torch), **(extra_facts or {})), timeout)
+    launcher, why = choose(requested, facts, needs_torch=needs_torch)
+    if launcher == "mpirun" and requested == "auto" and mesh.n > 1:
+        if mesh.rank == 0:
+            mesh.store.set("launch/mpirun_smoke", mpirun_smoke(facts[0]["mpirun"], mesh.addresses, workdir,
+                                                               mpirun_args) or "")
+        mesh.barrier("mpirun-smoke", timeout + 90)
+        smoke = mesh.store.get("launch/mpirun_smoke")
+        if smoke:
+            launcher, why = choose("auto", facts, needs_torch=needs_torch, known={"mpirun": smoke})
+    return launcher, why, facts
+
+
 def write_hostfile(path, addresses, slots):
     with open(path, "w") as fh:
         fh.write(hostfile_text(addresses, slots))

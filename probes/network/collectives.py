@@ -684,17 +684,8 @@ def run(art, params, out_dir):
         node.open_store(connect_timeout=settings["rdzv_timeout"], always=params["launcher"] != "direct")
         launcher = "direct"
         if params["launcher"] != "direct":
-            facts = node.mesh.allgather(launch.node_facts(), settings["rdzv_timeout"])
-            launcher, why_not = launch.choose(params["launcher"], facts)
-            if launcher == "mpirun" and params["launcher"] == "auto" and node.n > 1:
-                # auto takes mpirun only when it reaches every node: the first host tries, everyone hears
-                if node.rank == 0:
-                    node.store.set("launch/mpirun_smoke", launch.mpirun_smoke(
-                        facts[0]["mpirun"], node.addresses, node.work, params["mpirun_args"]) or "")
-                node.barrier("mpirun-smoke", settings["rdzv_timeout"] + 90)
-                smoke = node.store.get("launch/mpirun_smoke")
-                if smoke:
-                    launcher, why_not = launch.choose("auto", facts, known={"mpirun": smoke})
+            launcher, why_not, facts = launch.agree(node.mesh, params["launcher"], node.work, params["mpirun_args"],
+                                                    settings["rdzv_timeout"])
             art.facts["launcher_why_not"] = why_not or None
             if launcher in why_not:
                 raise LaunchError("launcher %s cannot be used: %s" % (launcher, why_not[launcher]))

@@ -151,8 +151,7 @@ def launched_runner(launcher, world, ppn, env, extra, work, log_base, out_dir, j
         if launcher == "srun":
             prefix = launch.srun_argv([w["slurm"] for w in world], ppn, [], "%s-%s" % (job_name, coll),
                                       mpi=launch.pick_srun_mpi(launch.srun_mpi_plugins(), True),
-                                      gpus_per_task=1 if ppn and os.environ.get("CUDA_VISIBLE_DEVICES") is None
-                                      and world[0]["gpus"] else 0, jobid=launch.slurm_job_id(),
+                                      gpus_per_task=1 if world[0]["gpus"] else 0, jobid=launch.slurm_job_id(),
                                       time_min=timeout / 60 + 2, extra=extra)
         else:
             hostfile = launch.write_hostfile(os.path.join(work, "hostfile"), [w["address"] for w in world], ppn)
@@ -232,17 +231,9 @@ def run(art, params, out_dir):
         if n > 1 and any(w > 1 for w in plan):
             mesh = Mesh(hosts, addresses, rank, port, "%s:%s:%d" % (art.run_id, art.variant or "", port),
                         connect_timeout=params["rdzv_timeout"])
-            facts = mesh.allgather(dict(launch.node_facts(torch_needed=False), gpus=ngpus),
-                                   params["rdzv_timeout"])
-            launcher, why_not = launch.choose(params["launcher"], facts, needs_torch=False)
-            if launcher == "mpirun" and params["launcher"] == "auto":
-                if rank == 0:
-                    mesh.store.set("launch/mpirun_smoke", launch.mpirun_smoke(
-                        facts[0]["mpirun"], addresses, work, params["mpirun_args"]) or "")
-                mesh.barrier("mpirun-smoke", params["rdzv_timeout"] + 90)
-                smoke = mesh.store.get("launch/mpirun_smoke")
-                if smoke:
-                    launcher, why_not = launch.choose("auto", facts, needs_torch=False, known={"mpirun": smoke})
+            launcher, why_not, facts = launch.agree(mesh, params["launcher"], work, params["mpirun_args"],
+                                                    params["rdzv_timeout"], needs_torch=False,
+                                                    extra_facts={"gpus": ngpus})
             art.facts.update({"launcher": launcher, "launcher_asked": params["launcher"],
                               "launcher_why_not": why_not or None})
         else:

@@ -4,14 +4,10 @@ also after a rank is killed on purpose."""
 
 import csv
 import json
-import os
-import shutil
 import sys
-import threading
-import uuid
 
 import pytest
-from helpers import ROOT, run_dirs, run_playbook, stray_processes
+from helpers import run_dirs, run_everywhere, run_playbook, stray_processes
 
 from probes.network.busbw import busbw_factor
 
@@ -128,35 +124,18 @@ def test_no_process_of_the_phase_is_left_on_any_host(network_run):
 def test_a_killed_rank_is_reported_and_leaves_no_process(test_cluster):
     """Rank 2 of the 4-node world exits in the middle of the sweep; every node reports the failure with that rank,
     and no worker is left on any host. The probes are started on the hosts directly (as the play would)."""
-    hosts = test_cluster.hosts
-    names, addresses = [h["name"] for h in hosts], [h["ip"] for h in hosts]
-    out = ROOT / ".cache" / ("test-network-%s" % uuid.uuid4().hex[:8])  # hosts share /work, not /tmp
-    params = dict(SWEEP["quick"], max_bytes=65536, hosts=names, addresses=addresses, port=26000,
-                  world_sizes=[4], fault={"rank": 2, "nodes": 4, "after_steps": 3, "mode": "exit"})
-    done = {}
-
-    def start(rank):
-        argv = [sys.executable, "-m", "probes", "collectives", "--out", str(out / names[rank]), "--host",
-                names[rank], "--params", json.dumps(dict(params, rank=rank)), "--timeout", "150"]
-        done[rank] = test_cluster.exec(names[rank], argv, timeout=200, env=dict(os.environ, PYTHONPATH=str(ROOT)))
-
-    threads = [threading.Thread(target=start, args=(r,)) for r in range(len(hosts))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    try:
-        assert all(cp.returncode == 0 for cp in done.values()), {r: cp.stderr[-500:] for r, cp in done.items()}
-        for name in names:
-            doc = json.loads((out / name / "collectives.json").read_text())
-            assert doc["status"] == "error"
-            [failure] = doc["facts"]["failures"]
-            assert failure["kind"] == "crash" and failure["nodes"] == 4 and 2 in failure["stuck_ranks"]
-            assert "rank 2 exited with status 3 in " in failure["message"] and "(step 3)" in failure["message"]
-            assert doc["reason"].startswith("1 of 1 world sizes failed; first: crash at 4 nodes")
-            assert failure["log"] == "collectives.n4.log"
-            # the steps before the crash were measured and kept
-            assert {r["labels"]["size_bytes"] for r in doc["results"]} == {8, 64, 512}
-        assert stray_processes(test_cluster) == {}
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+    names = [h["name"] for h in test_cluster.hosts]
+    params = dict(SWEEP["quick"], max_bytes=65536, port=26000, world_sizes=[4],
+                  fault={"rank": 2, "nodes": 4, "after_steps": 3, "mode": "exit"})
+    docs = run_everywhere(test_cluster, "collectives", params, timeout=150)
+    for name in names:
+        doc = docs[name]
+        assert doc["status"] == "error"
+        [failure] = doc["facts"]["failures"]
+        assert failure["kind"] == "crash" and failure["nodes"] == 4 and 2 in failure["stuck_ranks"]
+        assert "rank 2 exited with status 3 in " in failure["message"] and "(step 3)" in failure["message"]
+        assert doc["reason"].startswith("1 of 1 world sizes failed; first: crash at 4 nodes")
+        assert failure["log"] == "collectives.n4.log"
+        # the steps before the crash were measured and kept
+        assert {r["labels"]["size_bytes"] for r in doc["results"]} == {8, 64, 512}
+    assert stray_processes(test_cluster) == {}
