@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -37,8 +38,23 @@ def read_journal(run_dir):
     return [json.loads(line) for line in (Path(run_dir) / "journal.jsonl").read_text().splitlines() if line.strip()]
 
 
-def stray_processes(test_cluster):
-    """Every process in each host's network namespace except its holder and its sshd (listener and sessions)."""
+def boot_seconds():
+    """Now, on the clock /proc/<pid>/stat's start times count on (seconds since boot): a test's `since` mark."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def _started_at(pid):
+    """Seconds since boot at which the process started (field 22 of /proc/<pid>/stat, after the command's
+    parenthesised name, which may hold spaces)."""
+    stat = Path("/proc/%d/stat" % pid).read_text()
+    return int(stat[stat.rindex(")") + 2:].split()[19]) / os.sysconf("SC_CLK_TCK")
+
+
+def stray_processes(test_cluster, since=None):
+    """Every process in each host's network namespace except its holder and its sshd (listener and sessions).
+
+    With since (boot_seconds() taken when the test began), only processes started since then: each test answers for
+    what it started itself, so a process left by an earlier test fails that test, not every later one."""
     sshd = os.path.realpath(SSHD)
     found = {}
     for h in test_cluster.hosts:
@@ -46,6 +62,9 @@ def stray_processes(test_cluster):
             if _proc_env(pid).get(HOLDER_ENV) or _proc_exe(pid).replace(" (deleted)", "") == sshd:
                 continue
             try:
+                # a tick's rounding (1/100 s) never drops a process of the test's own
+                if since is not None and _started_at(pid) < since - 0.05:
+                    continue
                 cmd = Path("/proc/%d/cmdline" % pid).read_bytes().replace(b"\0", b" ").decode()
             except OSError:
                 continue  # gone meanwhile

@@ -24,7 +24,7 @@ import time
 import uuid
 
 import pytest
-from helpers import BIN, ROOT, ansible_env, run_dirs, run_playbook
+from helpers import BIN, ROOT, ansible_env, boot_seconds, run_dirs, run_playbook, stray_processes
 
 from probes.artifact import validate
 
@@ -238,8 +238,11 @@ def test_interrupted_play_stops_the_nodes_and_keeps_a_partial_timeline(test_clus
             "burnin_interval_s": 2, "burnin_poll_s": 3, "burnin_heartbeat_timeout": 10, "burnin_grace_s": 10}
     argv = [str(BIN / "ansible-playbook"), "assess.yml", "-i", str(inventory), "--tags", "burnin",
             "-e", "assess_output_dir=%s" % out, "-e", _vars_file(tmp_path, "vars.json", data)]
-    proc = subprocess.Popen(argv, cwd=ROOT, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    # SSH masters of this run's own (ControlPersist), so that the interrupted controller's can be closed below
+    control_dir = tmp_path / "cp"
+    since = boot_seconds()
+    proc = subprocess.Popen(argv, cwd=ROOT, env=ansible_env(ANSIBLE_SSH_CONTROL_PATH_DIR=str(control_dir)),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     hosts = sorted(h["name"] for h in test_cluster.hosts)
     try:
         deadline = time.time() + 240
@@ -266,6 +269,14 @@ def test_interrupted_play_stops_the_nodes_and_keeps_a_partial_timeline(test_clus
     while time.time() < deadline and _marked(run_dir.name):
         time.sleep(1.0)
     assert not _marked(run_dir.name), "processes of the interrupted run are still there"
+    # Nothing else the run started is left either, once the interrupted controller's SSH masters are closed (what
+    # the README tells a user to do after Ctrl-C): a module the controller was waiting for ends with its session.
+    for sock in control_dir.iterdir() if control_dir.exists() else ():
+        subprocess.run(["ssh", "-O", "exit", "-o", "ControlPath=%s" % sock, "closing"], capture_output=True, timeout=30)
+    deadline = time.time() + 30
+    while time.time() < deadline and stray_processes(test_cluster, since):
+        time.sleep(1.0)
+    assert stray_processes(test_cluster, since) == {}
     # ... and the runners removed the run's working directory (the cleanup play never ran)
     for host in hosts:
         left = test_cluster.exec(host, ["test", "-e", "/tmp/clustermax-assess-%s" % run_dir.name])

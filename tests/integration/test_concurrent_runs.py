@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import BIN, ROOT, ansible_env, run_dirs, stray_processes
+from helpers import BIN, ROOT, ansible_env, boot_seconds, run_dirs, stray_processes
 from test_network import SWEEP
 
 from probes.common.ports import BLOCK, port_for
@@ -39,6 +39,7 @@ def run_ids():
 @pytest.fixture(scope="module")
 def two_runs(test_cluster, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("concurrent")
+    since = boot_seconds()
     inventory = test_cluster.write_inventory(str(tmp / "cluster.ini"), python=sys.executable)
     procs = {}
     for run, run_id in zip(("a", "b"), run_ids()):
@@ -57,7 +58,7 @@ def two_runs(test_cluster, tmp_path_factory):
         assert proc.returncode == 0, "run %s: %s" % (run, outputs[run][-5000:])
         [runs[run]] = run_dirs(tmp / run)
     return {"runs": runs, "hosts": sorted(h["name"] for h in test_cluster.hosts),
-            "strays": stray_processes(test_cluster),
+            "strays": stray_processes(test_cluster, since),
             "tmp": {h["name"]: test_cluster.exec(h["name"], ["ls", "-a", "/tmp"]).stdout for h in test_cluster.hosts}}
 
 

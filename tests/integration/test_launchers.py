@@ -21,7 +21,7 @@ import uuid
 import pytest
 from cluster.slurm import Slurm
 from cluster.slurm import preflight as slurm_preflight
-from helpers import ROOT, mpirun_args, run_dirs, run_everywhere, run_playbook, stray_processes
+from helpers import ROOT, boot_seconds, mpirun_args, run_dirs, run_everywhere, run_playbook, stray_processes
 from integration.nccl_tests_standin import build_standin
 
 pytestmark = pytest.mark.cluster
@@ -52,9 +52,9 @@ def soak(cluster, launcher, margs=()):
         shutil.rmtree(out, ignore_errors=True)
 
 
-def leftovers(cluster):
+def leftovers(cluster, since):
     found = {}
-    for host, procs in stray_processes(cluster).items():
+    for host, procs in stray_processes(cluster, since).items():
         bad = [p for p in procs if any(m in p for m in LEFTOVER)]
         if bad:
             found[host] = bad
@@ -76,6 +76,7 @@ def launched(test_cluster, tmp_path_factory):
         if not shutil.which(tool):
             pytest.skip("%s not found (Debian's openmpi-bin and libopenmpi-dev: make sysdeps)" % tool)
     tmp = tmp_path_factory.mktemp("launchers")
+    since = boot_seconds()
     standin = build_standin(ROOT / ".cache" / ("nccl-standin-%s" % uuid.uuid4().hex[:8]))
     nccl = dict(racks=RACKS, collectives=["all_reduce", "alltoall"], bin_dir=str(standin), ranks_per_node=1,
                 min_bytes=8, max_bytes=65536, factor=8, warmup=1, iters=3, timeout_per_collective=60)
@@ -105,7 +106,7 @@ def launched(test_cluster, tmp_path_factory):
                                            "collectives.json").read_text())}
         with open(run_dir / "report" / "checks.csv") as fh:
             runs["auto"]["checks"] = list(csv.DictReader(fh))
-        runs["leftovers-slurm"] = leftovers(test_cluster)
+        runs["leftovers-slurm"] = leftovers(test_cluster, since)
     finally:
         slurm.down()
     try:
@@ -122,7 +123,7 @@ def launched(test_cluster, tmp_path_factory):
         timed(runs, "nccl-mpirun", run_everywhere, test_cluster, "nccl_tests", dict(nccl, launcher="mpirun",
                                                                              mpirun_args=margs))
         timed(runs, "soak-mpirun", soak, test_cluster, "mpirun", margs)
-        runs["leftovers"] = leftovers(test_cluster)
+        runs["leftovers"] = leftovers(test_cluster, since)
     finally:
         shutil.rmtree(standin, ignore_errors=True)
     print("launcher runs (s): %s" % runs.get("seconds"), file=sys.stderr)

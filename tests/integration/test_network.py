@@ -7,7 +7,7 @@ import json
 import sys
 
 import pytest
-from helpers import run_dirs, run_everywhere, run_playbook, stray_processes
+from helpers import boot_seconds, run_dirs, run_everywhere, run_playbook, stray_processes
 
 from probes.network.busbw import busbw_factor
 
@@ -21,6 +21,7 @@ SWEEP = {"quick": {"min_bytes": 8, "max_bytes": 1048576, "factor": 8, "warmup": 
 @pytest.fixture(scope="module")
 def network_run(test_cluster, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("network")
+    since = boot_seconds()
     inv = test_cluster.write_inventory(str(tmp / "cluster.ini"), python=sys.executable)
     out = tmp / "runs"
     res = run_playbook(inv, "--tags", "network", "-e", "assess_output_dir=%s" % out,
@@ -34,7 +35,7 @@ def network_run(test_cluster, tmp_path_factory):
     with open(run_dir / "report" / "checks.csv") as fh:
         checks = {(r["check_id"], r["host"]): r for r in csv.DictReader(fh)}
     return {"run_dir": run_dir, "names": names, "docs": docs, "checks": checks,
-            "report": (run_dir / "report" / "report.md").read_text(), "strays": stray_processes(test_cluster),
+            "report": (run_dir / "report" / "report.md").read_text(), "strays": stray_processes(test_cluster, since),
             "hosts": {h["name"]: h["ip"] for h in test_cluster.hosts}}
 
 
@@ -124,6 +125,7 @@ def test_no_process_of_the_phase_is_left_on_any_host(network_run):
 def test_a_killed_rank_is_reported_and_leaves_no_process(test_cluster):
     """Rank 2 of the 4-node world exits in the middle of the sweep; every node reports the failure with that rank,
     and no worker is left on any host. The probes are started on the hosts directly (as the play would)."""
+    since = boot_seconds()
     names = [h["name"] for h in test_cluster.hosts]
     params = dict(SWEEP["quick"], max_bytes=65536, port=26000, world_sizes=[4],
                   fault={"rank": 2, "nodes": 4, "after_steps": 3, "mode": "exit"})
@@ -138,4 +140,4 @@ def test_a_killed_rank_is_reported_and_leaves_no_process(test_cluster):
         assert failure["log"] == "collectives.n4.log"
         # the steps before the crash were measured and kept
         assert {r["labels"]["size_bytes"] for r in doc["results"]} == {8, 64, 512}
-    assert stray_processes(test_cluster) == {}
+    assert stray_processes(test_cluster, since) == {}
