@@ -1,26 +1,39 @@
-"""Kernel log events for the audit: NVIDIA XIDs, machine checks, PCIe AER, out-of-memory kills, hung tasks.
+"""Kernel log events for the audit: NVIDIA XIDs, NVSwitch SXIDs, GPUs that failed to initialise or fell off the bus,
+machine checks, PCIe AER, out-of-memory kills, hung tasks.
 
 Read from `journalctl -k` (survives reboots, covers the window) and `dmesg --time-format iso` (the ring buffer)
 when the journal has no kernel lines. Every event keeps its timestamp; the controller picks the window (7 days)
 and classifies XIDs with reports/data/xid.yml. Only the matching lines are kept, as a raw file.
+
+A message the kernel printed with newlines inside (the NVIDIA driver's "The NVIDIA GPU … / (PCI ID: …) installed in
+this system has / fallen off the bus …") comes as its first line with the timestamp and the later lines indented,
+without one: they are read as one message. SXIDs, GPU init failures and fallen-off-the-bus notices are read by the
+burn-in's classifier (probes/burnin/kernel_log.py), so both phases read the kernel log the same way, and a record
+over several lines (an SXID's headline, Severity and Data lines) is one record with the fatal flag of all its lines.
 """
 
 import re
 from datetime import datetime, timezone
 
+from probes.burnin import kernel_log as klog
+
 # "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus."
 XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F:.]+)\): (\d+)(?:, (.*))?")
 PATTERNS = {
     "mce": re.compile(r"mce: \[Hardware Error\]|Machine check events logged|Machine Check Exception", re.I),
-    "aer": re.compile(r"AER: (?:Uncorrected|Multiple Uncorrected)|PCIe Bus Error: severity=(?:Uncorrected|Fatal)",
-                      re.I),
+    # "Uncorrected" up to 6.x kernels, "Uncorrectable" after (tests/fixtures/kmsg/README.md)
+    "aer": re.compile(r"AER: (?:Uncorrect|Multiple Uncorrect)|PCIe Bus Error: severity=(?:Uncorrect|Fatal)", re.I),
     "oom": re.compile(r"Out of memory: Kill|oom-kill:|Killed process \d+", re.I),
     "hung_task": re.compile(r"blocked for more than \d+ seconds", re.I),
     "gpu_fallen_off": re.compile(r"fallen off the bus", re.I),
     "amdgpu_ras": re.compile(r"amdgpu.*(?:uncorrectable|RAS|GPU reset begin)", re.I),
     "edac_ue": re.compile(r"EDAC .*\bUE\b|EDAC .*Uncorrected", re.I),
 }
+# Counted besides PATTERNS: the uncorrected AER lines that say Fatal (also counted as "aer").
+EXTRA_KINDS = ("aer_fatal",)
 _ISO = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:[,.](\d+))?([+-]\d{2}:?\d{2}|Z)?\s+(.*)$")
+_JOURNAL_PREFIX = re.compile(r"^\S+ kernel: ")  # journalctl's "<host> kernel: " before the message
+UNPARSED_LIMIT = 20
 
 
 def parse_time(text):
@@ -40,39 +53,87 @@ def parse_time(text):
     return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def parse_kernel_log(text, limit=2000):
-    """Lines with an ISO timestamp first (journalctl -o short-iso, dmesg --time-format iso) ->
-    {"lines": n, "first": time, "xids": [...], "counts": {kind: n}, "events": {kind: [time, ...]}, "matched": [...]}"""
-    xids, matched = [], []
-    counts = {k: 0 for k in PATTERNS}
-    events = {k: [] for k in PATTERNS}
-    first = None
-    lines = 0
+def _epoch(when):
+    try:
+        return datetime.fromisoformat(str(when).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def messages(text):
+    """[(time, message, [raw lines])]: lines with an ISO timestamp first (journalctl -o short-iso, dmesg
+    --time-format iso), each with the indented lines without a timestamp that follow it (the rest of a message
+    printed over several lines). Other lines (journalctl's "-- Boot … --") are no message."""
+    out = []
     for line in (text or "").splitlines():
         m = _ISO.match(line)
-        if not m:
-            continue
-        lines += 1
-        when = parse_time(line.split()[0])
+        if m:
+            out.append([parse_time(line.split()[0]), _JOURNAL_PREFIX.sub("", m.group(4)), [line]])
+        elif out and line[:1].isspace() and line.strip():
+            out[-1][1] += "\n" + line.strip()
+            out[-1][2].append(line)
+    return [tuple(x) for x in out]
+
+
+def _records(events):
+    """The SXID and GPU-failure records of the classified messages, each over all its lines (merge_events); a
+    fallen-off-the-bus notice that follows its GPU's XID 79 belongs to that XID and is no record of its own."""
+    sxids, gpu_errors = [], []
+    for e in klog.merge_events(events):
+        if e["kind"] == "sxid":
+            sxids.append({"time": e["time"], "pci": e["pci"], "device": e.get("device"), "sxid": e["code"],
+                          "fatal": e.get("fatal"), "text": e["line"][:240], "lines": e["lines"]})
+        elif e["kind"] in ("gpu_init_failed", "fallen_off_bus"):
+            gpu_errors.append({"time": e["time"], "pci": e.get("pci"), "kind": e["kind"], "text": e["line"][:240],
+                               "lines": e["lines"]})
+    return sxids, gpu_errors
+
+
+def parse_kernel_log(text, limit=2000):
+    """Lines with an ISO timestamp first (journalctl -o short-iso, dmesg --time-format iso) -> {"lines": n, "first":
+    time, "xids": [...], "sxids": [...], "gpu_errors": [...], "unparsed": [...], "counts": {kind: n}, "events":
+    {kind: [time, ...]}, "matched": [...]}. `unparsed`: lines that name an Xid or SXid but could not be read."""
+    xids, matched, unparsed, events_nv = [], [], [], []
+    kinds = list(PATTERNS) + list(EXTRA_KINDS)
+    counts = {k: 0 for k in kinds}
+    events = {k: [] for k in kinds}
+    first = None
+    msgs = messages(text)
+    for when, message, raw in msgs:
         if first is None:
             first = when
-        message = m.group(4)
         x = XID.search(message)
+        found = klog.classify(message)
         if x:
             xids.append({"time": when, "pci": x.group(1).lower(), "xid": int(x.group(2)),
                          "text": (x.group(3) or "").strip()[:160]})
-            if len(matched) < limit:
-                matched.append(line)
+            if found and found["kind"] == "xid":
+                events_nv.append(dict(found, time=when, t=_epoch(when), line=klog.flatten(message)))
+            matched.extend(raw[:max(0, limit - len(matched))])
             continue
+        if found and found["kind"] in ("sxid", "gpu_init_failed", "fallen_off_bus", "unparsed"):
+            matched.extend(raw[:max(0, limit - len(matched))])
+            if found["kind"] == "unparsed":
+                if len(unparsed) < UNPARSED_LIMIT:
+                    unparsed.append({"time": when, "line": found["detail"][:300]})
+            else:
+                events_nv.append(dict(found, time=when, t=_epoch(when), line=klog.flatten(message)))
+        flat = klog.flatten(message)
         for kind, pattern in PATTERNS.items():
-            if pattern.search(message):
+            if pattern.search(flat):
                 counts[kind] += 1
                 if len(events[kind]) < 50:
                     events[kind].append(when)
-                if len(matched) < limit:
-                    matched.append(line)
+                if kind == "aer" and found and found.get("severity") == "uncorrected_fatal":
+                    counts["aer_fatal"] += 1
+                    if len(events["aer_fatal"]) < 50:
+                        events["aer_fatal"].append(when)
+                if not (found and found["kind"] in ("sxid", "gpu_init_failed", "fallen_off_bus")):
+                    matched.extend(raw[:max(0, limit - len(matched))])
                 break
-    return {"lines": lines, "first": first, "xids": xids, "counts": counts, "events": events, "matched": matched}
+    sxids, gpu_errors = _records(events_nv)
+    return {"lines": len(msgs), "first": first, "xids": xids, "sxids": sxids, "gpu_errors": gpu_errors,
+            "unparsed": unparsed, "counts": counts, "events": events, "matched": matched}
 
 
 def collect(c, window_days=7):

@@ -8,7 +8,7 @@ import json
 import os
 import time
 
-from probes.burnin.kernel_log import merge_events
+from probes.burnin.kernel_log import KINDS, merge_events
 from probes.burnin.sampler import read_jsonl
 from probes.burnin.stats import change_pct, degradation_pct, episodes, min_avg_max, r, tenths
 
@@ -143,7 +143,7 @@ def _monitor(art, samples, interval):
 
 def _kernel(art, events, t_start):
     merged = merge_events(events)
-    counts = {"xid": 0, "sxid": 0, "aer": 0, "err": sum(1 for e in events if e.get("kind") == "err")}
+    counts = dict({k: 0 for k in KINDS}, err=sum(1 for e in events if e.get("kind") == "err"))
     for e in merged:
         counts[e["kind"]] += 1
         labels = {"kind": e["kind"], "line": e.get("line", "")[:500], "pci": e.get("pci"),

@@ -553,6 +553,72 @@ def test_xid_table_and_window(tmp_path):
     assert xid["status"] == "pass" and xid["observed"] == "XID 63 IGNORE_UNTIL_RESET x1"
 
 
+KMSG = Path(__file__).resolve().parents[1] / "fixtures" / "kmsg"
+
+
+def _iso_log(lines, source="journalctl"):
+    """Kernel-log facts from messages logged on 2024-09-25 (inside the 7-day window of a run on 2024-09-26)."""
+    text_ = "".join("2024-09-25T10:00:%02d+0000 node1 kernel: %s\n" % (i, line) if not line[:1].isspace()
+                    else line + "\n" for i, line in enumerate(lines))
+    log = audit_logs.parse_kernel_log(text_)
+    log.pop("matched")
+    return dict(log, source=source)
+
+
+def _dmesg(name):
+    """The messages of a dmesg capture of tests/fixtures/kmsg, timestamps dropped, continuation lines kept."""
+    return [line.split("] ", 1)[1] if line.startswith("[") else line
+            for line in (KMSG / name).read_text().splitlines()]
+
+
+def _history(tmp_path, kernel_log):
+    node = h200_node()
+    node["kernel_log"] = kernel_log
+    t = by(audit_rows(write_run(tmp_path, {"h": (node, "2024-09-26T14:13:55Z", {})})))
+    return t[("audit.gpu.xid_history", "h")], t[("audit.hw.pcie_aer_log", "h")]
+
+
+def test_history_fails_on_a_fatal_sxid_and_warns_on_a_non_fatal_one(tmp_path):
+    fatal, _ = _history(tmp_path / "fatal", _iso_log(_dmesg("dmesg_sxid20034_record.txt")))
+    assert fatal["status"] == "fail" and fatal["observed"] == "SXID 20034 fatal x1"
+    assert fatal["reason"].startswith("SXID 20034 (nvidia-nvswitch0, nvidia-nvswitch0: SXid (PCI:0000:a9:00.0): "
+                                      "20034, Fatal, Link 30 LTSSM Fault Up) on 0000:a9:00.0: fatal NVSwitch error")
+    records = [line.split(";", 1)[1] for line in (KMSG / "burnin_kmsg_records.txt").read_text().splitlines()[3:6]]
+    nonfatal, _ = _history(tmp_path / "nonfatal", _iso_log(records))  # SXID 12028: Non-fatal, Severity 0, Data
+    assert nonfatal["status"] == "warn" and nonfatal["observed"] == "SXID 12028 non-fatal x1"
+    assert "non-fatal NVSwitch error" in nonfatal["reason"]
+
+
+def test_history_fails_on_a_gpu_that_failed_to_initialise_or_fell_off_the_bus_without_an_xid(tmp_path):
+    init, _ = _history(tmp_path / "init", _iso_log(_dmesg("dmesg_rminitadapter_failed.txt")))
+    assert init["status"] == "fail" and init["observed"] == "GPU init failed x1"
+    assert init["reason"] == ("NVRM: GPU 0000:01:00.0: RmInitAdapter failed! (0x62:0xffff:1863) on 0000:01:00.0: a "
+                              "GPU failed to initialise (RmInitAdapter failed): drain the node and reset the GPU "
+                              "(reboot); replace it if it persists")
+    journal = [line.split("kernel: ", 1)[1] if "kernel: " in line else line
+               for line in (KMSG / "journalctl_fallen_off_bus_no_xid.txt").read_text().splitlines()]
+    lost, _ = _history(tmp_path / "lost", _iso_log(journal))
+    assert lost["status"] == "fail" and lost["observed"] == "GPU fell off the bus x1"
+    assert "drain and reboot the node" in lost["reason"]
+
+
+def test_fatal_aer_in_the_kernel_log_fails_and_an_unreadable_xid_line_is_an_error(tmp_path):
+    lines = [line.split("kernel: ", 1)[1] for line in
+             (KMSG / "journalctl_aer_correctable_uncorrectable_fatal.txt").read_text().splitlines()]
+    _, aer = _history(tmp_path / "aer", _iso_log(lines))
+    assert aer["status"] == "fail" and aer["observed"].startswith("2 uncorrected PCIe errors in 7 days (2 fatal, ")
+    _, corrected = _history(tmp_path / "corrected", _iso_log(lines[:4]))
+    assert corrected["status"] == "pass" and corrected["observed"] == "0 uncorrected PCIe errors in 7 days"
+    bad, _ = _history(tmp_path / "bad", _iso_log(["NVRM: Xid (PCI:0000:18:00) 79 GPU has fallen off the bus."]))
+    assert bad["status"] == "error"
+    assert bad["reason"] == ("journalctl: a kernel-log line names an Xid or SXid but could not be read: NVRM: Xid "
+                             "(PCI:0000:18:00) 79 GPU has fallen off the bus.")
+    # a fatal record is not hidden behind the unreadable line
+    both, _ = _history(tmp_path / "both", _iso_log(_dmesg("dmesg_sxid20034_record.txt")
+                                                   + ["NVRM: Xid (PCI:0000:18:00) 79 GPU has fallen off the bus."]))
+    assert both["status"] == "fail" and both["observed"] == "SXID 20034 fatal x1"
+
+
 def test_kubernetes_objects_from_the_controller(tmp_path):
     run = write_run(tmp_path, {"h": h200_node()})
     k8s = Path(run.run_dir) / "kubernetes"

@@ -175,6 +175,85 @@ def test_kernel_log_xids_events_and_times():
     assert audit_logs.parse_time("2025-10-14T06:41:55+0200") == "2025-10-14T04:41:55Z"
 
 
+KMSG = Path(__file__).resolve().parents[1] / "fixtures" / "kmsg"
+
+
+def dmesg_as_iso(name, boot="2024-09-25T00:00:00+00:00"):
+    """A dmesg capture of tests/fixtures/kmsg (``[seconds since boot] message``) in the layout of ``dmesg
+    --time-format iso``: the boot time plus the seconds in front, continuation lines as they are (indented)."""
+    from datetime import datetime, timedelta
+    start = datetime.fromisoformat(boot)
+    out = []
+    for line in (KMSG / name).read_text().splitlines():
+        if line.startswith("["):
+            secs, _, message = line[1:].partition("]")
+            when = start + timedelta(seconds=float(secs))
+            line = "%s %s" % (when.strftime("%Y-%m-%dT%H:%M:%S,%f+00:00"), message.strip())
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def journal_as_short_iso(name, year=2024):
+    """A journalctl capture (``Mar 07 19:30:42 host kernel: …``, later lines of a message indented) in the layout of
+    ``journalctl -o short-iso`` (``2024-03-07T19:30:42+0000 host kernel: …``)."""
+    from datetime import datetime
+    out = []
+    for line in (KMSG / name).read_text().splitlines():
+        if not line[:1].isspace():
+            when = datetime.strptime("%d %s" % (year, line[:15]), "%Y %b %d %H:%M:%S")
+            line = when.strftime("%Y-%m-%dT%H:%M:%S+0000") + line[15:]
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def test_kernel_log_sxid_records_with_the_fatal_flag_of_all_their_lines():
+    log = audit_logs.parse_kernel_log(dmesg_as_iso("dmesg_sxid20034_xid79_hgx.txt"))
+    assert [(x["xid"], x["pci"]) for x in log["xids"]] == [(79, "0000:91:00")]
+    assert [(x["sxid"], x["pci"], x["device"], x["fatal"], x["lines"]) for x in log["sxids"]] == [
+        (20034, "0000:06:00.0", "nvidia-nvswitch1", True, 1), (20034, "0000:05:00.0", "nvidia-nvswitch0", True, 2),
+        (20034, "0000:07:00.0", "nvidia-nvswitch2", True, 1), (20034, "0000:07:00.0", "nvidia-nvswitch2", True, 2),
+        (20034, "0000:05:00.0", "nvidia-nvswitch0", True, 2)]
+    assert log["sxids"][0] == {
+        "time": "2024-12-12T11:49:13Z", "pci": "0000:06:00.0", "device": "nvidia-nvswitch1", "sxid": 20034,
+        "fatal": True, "lines": 1,
+        "text": "nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Fatal, Link 48 LTSSM Fault Up"}
+    assert log["gpu_errors"] == []  # the fallen-off-the-bus line belongs to XID 79
+    assert log["unparsed"] == [] and len(log["matched"]) == 10  # the XID, its fallen-off line and the 8 SXID lines
+    one = audit_logs.parse_kernel_log(dmesg_as_iso("dmesg_sxid20034_record.txt"))
+    assert [(x["sxid"], x["fatal"], x["lines"], x["text"][-22:]) for x in one["sxids"]] == [
+        (20034, True, 3, "Link 30 LTSSM Fault Up")]
+
+
+def test_kernel_log_gpu_init_failure_and_fallen_off_the_bus_without_an_xid():
+    init = audit_logs.parse_kernel_log(dmesg_as_iso("dmesg_rminitadapter_failed.txt"))
+    assert init["xids"] == [] and init["sxids"] == []
+    assert init["gpu_errors"] == [{"time": "2024-09-25T00:00:06Z", "pci": "0000:01:00.0", "kind": "gpu_init_failed",
+                                   "text": "NVRM: GPU 0000:01:00.0: RmInitAdapter failed! (0x62:0xffff:1863)",
+                                   "lines": 2}]
+    lost = audit_logs.parse_kernel_log(journal_as_short_iso("journalctl_fallen_off_bus_no_xid.txt"))
+    assert lost["lines"] == 6  # six messages; the two indented lines belong to the second
+    assert lost["xids"] == [] and lost["counts"]["gpu_fallen_off"] == 1
+    assert lost["gpu_errors"] == [{"time": "2024-03-07T19:30:42Z", "pci": "0000:01:00.0", "kind": "fallen_off_bus",
+                                   "lines": 1,
+                                   "text": "NVRM: The NVIDIA GPU 0000:01:00.0 (PCI ID: 10de:13b6) installed in this "
+                                           "system has fallen off the bus and is not responding to commands."}]
+    capture = (KMSG / "journalctl_fallen_off_bus_no_xid.txt").read_text().splitlines()[1:4]
+    assert [line.split(" ", 1)[1] if line[:1].isdigit() else line for line in lost["matched"]] == [
+        line[16:] if line[:1].isalpha() else line for line in capture]  # the whole message is kept
+
+
+def test_kernel_log_aer_of_new_kernels_and_unreadable_xid_lines():
+    prefix = "2024-09-25T10:00:00+0000 node1 "
+    text_ = "".join(prefix + line + "\n" for line in
+                    (KMSG / "journalctl_aer_correctable_uncorrectable_fatal.txt").read_text().splitlines())
+    log = audit_logs.parse_kernel_log(text_)
+    # "Uncorrectable (Fatal) error message received" and "severity=Uncorrectable (Fatal)"; Correctable is no event
+    assert log["counts"]["aer"] == 2 and log["counts"]["aer_fatal"] == 2
+    bad = audit_logs.parse_kernel_log(prefix + "kernel: NVRM: Xid (PCI:0000:18:00) 79 GPU has fallen off the bus.\n")
+    assert bad["xids"] == [] and bad["unparsed"] == [
+        {"time": "2024-09-25T10:00:00Z", "line": "NVRM: Xid (PCI:0000:18:00) 79 GPU has fallen off the bus."}]
+
+
 def test_sshd_t_sudoers_and_sockets():
     sshd = audit_security.parse_sshd_t(text("sshd-T_ubuntu2204_default.txt"))
     assert sshd["passwordauthentication"] == "yes" and sshd["permitrootlogin"] == "without-password"

@@ -36,7 +36,7 @@ def _write(path, records):
             fh.write(json.dumps(rec) + "\n")
 
 
-def node(tmp_path, host, gpu=False, done=True, xid_at=None, tflops=None, coll_error=None):
+def node(tmp_path, host, gpu=False, done=True, xid_at=None, tflops=None, coll_error=None, kernel=None):
     """A burn-in artifact summarised from timeline files, as poll/stop make it."""
     out = tmp_path / ("node-%s" % host)
     out.mkdir()
@@ -71,6 +71,9 @@ def node(tmp_path, host, gpu=False, done=True, xid_at=None, tflops=None, coll_er
         _write(p["kernel"], [soak_kernel.event(line, T0 + xid_at, 3, 7),
                              soak_kernel.event("NVRM: Xid (PCI:0000:18:00): 79, pid=1912, name=python3, again",
                                                T0 + xid_at + 0.01, 3, 8)])
+    if kernel is not None:  # [(seconds from the start, kernel message)] as the sampler writes them
+        _write(p["kernel"], [e for e in (soak_kernel.event(m, T0 + at, 3, i) for i, (at, m) in enumerate(kernel))
+                             if e])
     if done:
         with open(p["done"], "w") as fh:
             json.dump({"ended_by": "completed", "t_start": T0, "t_end": T0 + 60.2, "exits": {}}, fh)
@@ -148,6 +151,43 @@ def test_grading_gpu_node_cpu_node_and_interrupted_node(tmp_path):
     # parts that did not run skip with the reason, for every host
     skipped = [r for r in by[("burnin.completed", "c1")] if r["subject"] == "fabric_soak"]
     assert skipped[0]["status"] == "skip" and skipped[0]["reason"] == "probe fabric_soak did not run on this host"
+
+
+def _capture(name, start=10.0):
+    """A dmesg capture of tests/fixtures/kmsg as [(t+ s, message)]: its own spacing kept, moved to start."""
+    msgs = soak_kernel.dmesg_messages((FIX / "kmsg" / name).read_text())
+    return [(start + t - msgs[0][0], m) for t, m in msgs]
+
+
+def test_kernel_records_graded_fatal_sxid_fails_non_fatal_warns_gpu_failures_fail(tmp_path):
+    kmsg = [line.split(";", 1)[1] for line in (FIX / "kmsg" / "burnin_kmsg_records.txt").read_text().splitlines()
+            if ";" in line]
+    journal = (FIX / "kmsg" / "journalctl_fallen_off_bus_no_xid.txt").read_text().splitlines()
+    fallen = "\n".join([journal[1].split("kernel: ", 1)[1]] + [ln.strip() for ln in journal[2:4]])
+    aer = (FIX / "kmsg" / "journalctl_aer_correctable_uncorrectable_fatal.txt").read_text().splitlines()
+    kernel = (_capture("dmesg_sxid20034_record.txt", 10.0) + [(20.0 + i * 0.01, m) for i, m in enumerate(kmsg[3:6])]
+              + _capture("dmesg_rminitadapter_failed.txt", 30.0) + [(40.0, fallen)]
+              + [(50.0, aer[4].split("kernel: ", 1)[1])]
+              + [(55.0, "NVRM: Xid (PCI:0000:18:00) 79 GPU has fallen off the bus.")])
+    doc, out = node(tmp_path, "g1", gpu=True, kernel=kernel)
+    m = {r["metric"]: r["value"] for r in doc["results"] if not r.get("labels")}
+    assert (m["kernel_sxid_count"], m["kernel_gpu_init_failed_count"], m["kernel_fallen_off_bus_count"],
+            m["kernel_aer_count"], m["kernel_unparsed_count"], m["kernel_xid_count"]) == (2, 1, 1, 1, 1, 0)
+    run = make_run(tmp_path, [(doc, out)])
+    rows = gb.grade_kernel(CHECKS["burnin.kernel_errors"], run, "g1")
+    got = [(r["subject"], r["status"], r["observed"].split(": ", 1)[0]) for r in rows]
+    assert got[:5] == [
+        ("burnin SXID 20034", "fail", "SXID 20034 (fatal) at t+10.0 s"),
+        ("burnin SXID 12028", "warn", "SXID 12028 (non-fatal) at t+20.0 s"),
+        ("burnin GPU init failed", "fail", "GPU init failed at t+30.0 s"),
+        ("burnin GPU fell off the bus", "fail", "GPU fell off the bus at t+40.0 s"),
+        ("burnin AER", "fail", "AER (uncorrected_fatal) at t+50.0 s")]
+    assert rows[0]["observed"].endswith("20034, Fatal, Link 30 LTSSM Fault Up")  # the headline, not the Data line
+    assert rows[2]["observed"].endswith("RmInitAdapter failed! (0x62:0xffff:1863)")
+    assert (rows[5]["status"], rows[5]["subject"]) == ("error", "burnin kernel log")
+    assert rows[5]["reason"] == ("/dev/kmsg: a line names an Xid or SXid but could not be read: NVRM: Xid "
+                                 "(PCI:0000:18:00) 79 GPU has fallen off the bus.")
+    assert len([r for r in rows if r["subject"].startswith("burnin")]) == 6  # the soaks not run: their skip rows
 
 
 def test_report_section_plots_and_marks_the_xid(tmp_path):

@@ -49,10 +49,14 @@ def test_xid_sxid_and_aer_lines_are_classified():
     kinds = [(f["kind"], f.get("code"), f.get("severity")) if f else None for f in found]
     assert kinds == [None, ("xid", 13, None), ("xid", 13, None), ("sxid", 12028, None), ("sxid", 12028, None),
                      ("sxid", 12028, None), ("aer", None, "corrected"), ("aer", None, "corrected"),
-                     ("aer", None, "uncorrected_nonfatal"), ("sxid", 20034, None), ("xid", 79, None), None, None]
+                     ("aer", None, "uncorrected_nonfatal"), ("sxid", 20034, None), ("xid", 79, None),
+                     ("fallen_off_bus", None, None), None]
     assert found[1]["pci"] == "0000:18:00" and found[1]["detail"].startswith("pid=81234, name=python3, Graphics SM")
     assert found[3]["device"] == "nvidia-nvswitch3" and found[3]["pci"] == "0000:c6:00.0"
     assert found[3]["fatal"] is False and found[9]["fatal"] is True
+    assert [found[i]["part"] for i in (3, 4, 5)] == ["headline", "severity", "data"]
+    assert [found[i]["fatal"] for i in (3, 4, 5)] == [False, False, None]  # Severity 0: non-fatal; Data: says nothing
+    assert found[11]["pci"] == "0000:ab:00.0"
     assert found[6]["pci"] == "0000:17:00.0" and found[6]["device"] == "pcieport"
     assert found[7]["device"] == "nvidia" and found[7]["pci"] == "0000:18:00.0"
     assert found[10]["detail"] == "pid=1912, name=nvidia-smi, GPU has fallen off the bus."
@@ -67,7 +71,7 @@ def test_dmesg_lines_of_the_audit_fixture_classify_the_same():
         if found:
             xids.append((found["kind"], found.get("code") or found.get("severity")))
     assert xids == [("xid", 31), ("xid", 13), ("xid", 13), ("xid", 63), ("xid", 94), ("aer", "uncorrected_nonfatal"),
-                    ("xid", 79)]
+                    ("xid", 79), ("fallen_off_bus", None)]
     assert soak_kernel.parse_dmesg_line("[  123.456789] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, x") == (
         123.456789, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, x")
 
@@ -81,9 +85,115 @@ def test_one_fault_logged_over_several_lines_is_one_event():
     merged = soak_kernel.merge_events(events)
     assert [(e["kind"], e.get("code") or e.get("severity"), e["lines"]) for e in merged] == [
         ("xid", 13, 2), ("sxid", 12028, 3), ("aer", "corrected", 1), ("aer", "corrected", 1),
-        ("aer", "uncorrected_nonfatal", 1), ("sxid", 20034, 1), ("xid", 79, 1)]
-    assert merged[1]["line"].endswith("Link 32 egress non-posted PRIV error (First)")
+        ("aer", "uncorrected_nonfatal", 1), ("sxid", 20034, 1), ("xid", 79, 2)]
+    assert merged[1]["line"].endswith("Link 32 egress non-posted PRIV error (First)") and merged[1]["fatal"] is False
+    assert merged[5]["fatal"] is True
+    # "GPU has fallen off the bus" after XID 79 on the same GPU is that XID's second line, not a fault of its own
+    assert merged[6]["line"].startswith("NVRM: Xid (PCI:0000:ab:00): 79")
     assert merged[0]["t"] == pytest.approx(1738822.912337)
+
+
+def dmesg_events(name):
+    """The classified messages of a dmesg capture of tests/fixtures/kmsg (continuation lines joined)."""
+    events = []
+    for t, message in soak_kernel.dmesg_messages((FIX / "kmsg" / name).read_text()):
+        ev = soak_kernel.event(message, t)
+        if ev:
+            events.append(ev)
+    return events
+
+
+def test_fatal_sxid_record_takes_the_fatal_flag_and_the_headline_from_all_its_lines():
+    [rec] = soak_kernel.merge_events(dmesg_events("dmesg_sxid20034_record.txt"))
+    assert (rec["kind"], rec["code"], rec["pci"], rec["device"], rec["fatal"], rec["lines"]) == (
+        "sxid", 20034, "0000:a9:00.0", "nvidia-nvswitch0", True, 3)
+    assert rec["line"] == "nvidia-nvswitch0: SXid (PCI:0000:a9:00.0): 20034, Fatal, Link 30 LTSSM Fault Up"
+    assert rec["t"] == pytest.approx(131453.740743)
+    # Read from its Data line on (the headline logged before the reader opened /dev/kmsg): the Severity line gives
+    # the fatal flag and is the record's text, whatever the order of the lines
+    data_line, severity_line = dmesg_events("dmesg_sxid20034_record.txt")[2:0:-1]
+    [part] = soak_kernel.merge_events([dict(data_line, t=1.0), dict(severity_line, t=1.1)])
+    assert part["fatal"] is True and part["lines"] == 2 and part["part"] == "severity"
+    assert part["line"].endswith("20034, Severity 1 Engine instance 30 Sub-engine instance 00")
+
+
+def test_interleaved_sxids_of_three_switches_and_an_xid_79_are_one_record_per_link_fault():
+    merged = soak_kernel.merge_events(dmesg_events("dmesg_sxid20034_xid79_hgx.txt"))
+    assert [(e["kind"], e["code"], e["pci"], e.get("fatal"), e["lines"]) for e in merged] == [
+        ("xid", 79, "0000:91:00", None, 2),  # with "NVRM: GPU 0000:91:00.0: GPU has fallen off the bus."
+        ("sxid", 20034, "0000:06:00.0", True, 1),
+        ("sxid", 20034, "0000:05:00.0", True, 2),  # Link 63 and its Data line
+        ("sxid", 20034, "0000:07:00.0", True, 1),  # a Severity 1 line whose headline is before the capture
+        ("sxid", 20034, "0000:07:00.0", True, 2),  # Link 37 and its Severity line
+        ("sxid", 20034, "0000:05:00.0", True, 2)]  # Link 62 and its Severity line
+    assert [e["line"].split(": 20034, ")[-1] for e in merged[1:]] == [
+        "Fatal, Link 48 LTSSM Fault Up", "Fatal, Link 63 LTSSM Fault Up",
+        "Severity 1 Engine instance 60 Sub-engine instance 00", "Fatal, Link 37 LTSSM Fault Up",
+        "Fatal, Link 62 LTSSM Fault Up"]
+    # the NVRM lines around the XID (GPU UUID, board serial) are no records
+    assert soak_kernel.classify("NVRM: GPU at PCI:0000:91:00: GPU-b6c3b2be-c55b-d076-fa0e-d464e4c7e08b") is None
+    assert soak_kernel.classify("NVRM: GPU 0000:91:00.0: GPU serial number is 1653723052734.") is None
+
+
+def test_gpu_that_failed_to_initialise_is_one_record_with_its_error_code():
+    events = dmesg_events("dmesg_rminitadapter_failed.txt")
+    assert [e["kind"] for e in events] == ["gpu_init_failed", "gpu_init_failed"]  # the GSP assertion lines: none
+    [rec] = soak_kernel.merge_events(events[::-1])  # the RmInitAdapter line is the text whatever comes first
+    assert (rec["kind"], rec["pci"], rec["lines"]) == ("gpu_init_failed", "0000:01:00.0", 2)
+    assert rec["line"] == "NVRM: GPU 0000:01:00.0: RmInitAdapter failed! (0x62:0xffff:1863)"
+    assert rec["detail"] == "RmInitAdapter failed! (0x62:0xffff:1863)"
+
+
+def fallen_off_message():
+    """The journalctl capture's NVRM message over its three lines (the later ones without a timestamp)."""
+    lines = (FIX / "kmsg" / "journalctl_fallen_off_bus_no_xid.txt").read_text().splitlines()
+    return "\n".join([lines[1].split("kernel: ", 1)[1]] + [ln.strip() for ln in lines[2:4]])
+
+
+def test_gpu_fallen_off_the_bus_without_an_xid_from_journalctl_dmesg_and_kmsg():
+    message = fallen_off_message()
+    found = soak_kernel.classify(message)
+    assert (found["kind"], found["pci"]) == ("fallen_off_bus", "0000:01:00.0")
+    assert found["detail"] == ("NVRM: The NVIDIA GPU 0000:01:00.0 (PCI ID: 10de:13b6) installed in this system has "
+                               "fallen off the bus and is not responding to commands.")
+    # its first line alone (what a reader of timestamped lines only saw) still names the GPU, not the fault
+    assert soak_kernel.classify("NVRM: The NVIDIA GPU 0000:01:00.0") is None
+    # dmesg prints the later lines indented, without a timestamp: joined to their message
+    dmesg = "[14387.209961] " + message.replace("\n", "\n               ")
+    [(t, joined)] = soak_kernel.dmesg_messages(dmesg + "\n")
+    assert t == 14387.209961 and soak_kernel.classify(joined)["kind"] == "fallen_off_bus"
+    # /dev/kmsg gives the message as one record, its newlines escaped as \x0a
+    rec = soak_kernel.parse_record("3,90301,14387209961,-;%s\n" % message.replace("\n", "\\x0a"))
+    assert rec["message"] == message
+    ev = soak_kernel.event(rec["message"], 100.0, rec["prio"], rec["seq"])
+    assert ev["kind"] == "fallen_off_bus" and ev["line"] == found["detail"]
+    [merged] = soak_kernel.merge_events([ev])
+    assert merged["kind"] == "fallen_off_bus" and merged["lines"] == 1
+
+
+def test_aer_lines_of_old_and_new_kernels():
+    def sev(name):
+        out = []
+        for line in (FIX / "kmsg" / name).read_text().splitlines():
+            found = soak_kernel.classify(line.replace("kernel: ", "", 1))
+            out.append(found and (found["pci"], found["severity"]))
+        return out
+    assert sev("journalctl_aer_correctable_uncorrectable_fatal.txt") == [
+        ("0000:00:1b.2", "corrected"), ("0000:03:04.0", "corrected"), None, None,
+        ("0000:00:1b.2", "uncorrected_fatal"), ("0000:03:04.0", "uncorrected_fatal"),
+        None, None, None, None, None]  # the recovery lines after a fatal error are no records of their own
+    assert sev("dmesg_aer_corrected_rhel6.txt") == [("0000:00:01.0", "corrected"), ("0000:00:01.0", "corrected"),
+                                                    None, None]
+    assert soak_kernel.classify("pcieport 0000:00:01.0: AER: enabled with IRQ 26") is None
+
+
+def test_a_line_naming_an_xid_that_does_not_read_is_unparsed_and_free_text_is_no_record():
+    found = soak_kernel.classify("NVRM: Xid (PCI:0000:18:00): GPU has fallen off the bus.")
+    assert found == {"kind": "unparsed", "detail": "NVRM: Xid (PCI:0000:18:00): GPU has fallen off the bus."}
+    assert soak_kernel.classify("nvidia-nvswitch0: SXid (PCI:0000:a9:00.0) 20034 Fatal")["kind"] == "unparsed"
+    assert soak_kernel.classify("mlx5_core 0000:19:00.0: FWTracer: Ownership granted and active") is None
+    [rec] = soak_kernel.merge_events([soak_kernel.event("NVRM: Xid (PCI:0000:18:00): truncated", 5.0)])
+    assert rec["kind"] == "unparsed" and rec["line"] == "NVRM: Xid (PCI:0000:18:00): truncated"
 
 
 def test_kmsg_reader_reports_why_it_cannot_read(tmp_path):

@@ -461,40 +461,63 @@ idle_temperature = _idle_limit_rule("temperature_c", "temperature", "temperature
 idle_power = _idle_limit_rule("power_draw_w", "power draw", "power", "W")
 
 
-def xid_events(v, window_days):
-    """XIDs of the window, newest last, each with its action from xid.yml."""
-    table = data("xid")
+def _in_window(v, records, window_days):
+    """(record, age) of the records (each with an RFC 3339 `time`) whose time falls in the window before the run."""
     end = v.started_at()
-    out = []
-    for x in v.sec("kernel_log").get("xids") or []:
+    for x in records or []:
         try:
             when = datetime.fromisoformat(str(x.get("time")).replace("Z", "+00:00"))
         except ValueError:
             continue
-        age = (end - when).total_seconds() / 86400.0
-        if age > window_days:
-            continue
+        if (end - when).total_seconds() / 86400.0 <= window_days:
+            yield x
+
+
+def xid_events(v, window_days):
+    """XIDs, NVSwitch SXIDs and GPU init / off-the-bus failures of the window, in log order, each with its action
+    from xid.yml and a `label` for the observed column."""
+    table = data("xid")
+    kl = v.sec("kernel_log")
+    out = []
+    for x in _in_window(v, kl.get("xids"), window_days):
         action = table["xids"].get(int(x["xid"]), table["unknown"])
-        out.append(dict(x, action=action, status=table["actions"][action]["status"]))
-    return out
+        out.append(dict(x, action=action, status=table["actions"][action]["status"],
+                        label="XID %s %s" % (x["xid"], action), what=str(x["xid"])))
+    for x in _in_window(v, kl.get("sxids"), window_days):
+        severity = {True: "fatal", False: "nonfatal"}.get(x.get("fatal"), "unknown")
+        action = table["sxid"][severity]
+        out.append(dict(x, action=action, status=table["actions"][action]["status"],
+                        label="SXID %s %s" % (x["sxid"], severity.replace("nonfatal", "non-fatal")),
+                        what="SXID %s (%s, %s)" % (x["sxid"], x.get("device") or "NVSwitch", x.get("text"))))
+    for x in _in_window(v, kl.get("gpu_errors"), window_days):
+        action = table["gpu_errors"][x["kind"]]
+        out.append(dict(x, action=action, status=table["actions"][action]["status"],
+                        label={"gpu_init_failed": "GPU init failed"}.get(x["kind"], "GPU fell off the bus"),
+                        what="%s" % x.get("text")))
+    return sorted(out, key=lambda e: str(e.get("time")))
 
 
 @host_rule
 def xid_history(v, c):
     v.need("kernel_log")
+    kl = v.sec("kernel_log")
     window = int(c.get("window_days", data("xid").get("window_days", 7)))
     events = xid_events(v, window)
-    if not events:
-        return R("pass", "no XID in %d days (log from %s, %s)" % (window, v.sec("kernel_log").get("first") or "?",
-                                                                 v.sec("kernel_log").get("source")),
-                 "no XID needing action")
+    expected = "no XID, SXID or GPU init failure needing action (%d-day window)" % window
     order = {"pass": 0, "warn": 1, "fail": 2}
-    worst = max(events, key=lambda e: order[e["status"]])
-    by = Counter("%s %s" % (e["xid"], e["action"]) for e in events)
-    obs = name_list("XID %s x%d" % (k, n) for k, n in by.most_common())
+    worst = max(events, key=lambda e: order[e["status"]]) if events else None
+    unparsed = list(_in_window(v, kl.get("unparsed"), window))
+    if unparsed and (worst is None or worst["status"] != "fail"):
+        raise Error("%s: a kernel-log line names an Xid or SXid but could not be read: %s"
+                    % (kl.get("source") or "kernel log", unparsed[0].get("line")))
+    if not events:
+        return R("pass", "no XID or SXID in %d days (log from %s, %s)" % (window, kl.get("first") or "?",
+                                                                          kl.get("source")), expected)
+    by = Counter(e["label"] for e in events)
+    obs = name_list("%s x%d" % (k, n) for k, n in by.most_common())
     actions = data("xid")["actions"]
-    return R(worst["status"], obs, "no XID needing action (%d-day window)" % window,
-             "%s on %s: %s" % (worst["xid"], worst["pci"], actions[worst["action"]]["text"]))
+    return R(worst["status"], obs, expected,
+             "%s on %s: %s" % (worst["what"], worst.get("pci") or "?", actions[worst["action"]]["text"]))
 
 
 def _kernel_ge(kernel, minimum):

@@ -34,21 +34,27 @@ def memory_ecc(v, c):
              "0 uncorrectable, <= %d correctable" % warn_ce)
 
 
+def _log_times(v, c, kind):
+    """The times of the kernel log's `kind` events within the check's window before the run."""
+    v.need("kernel_log")
+    kl = v.sec("kernel_log")
+    window = int(c.get("window_days", 7))
+    end = v.started_at()
+    times = []
+    for t in (kl.get("events") or {}).get(kind) or []:
+        try:
+            when = datetime.fromisoformat(str(t).replace("Z", "+00:00"))
+        except ValueError:
+            continue
+        if (end - when).total_seconds() <= window * 86400:
+            times.append(t)
+    return times, window
+
+
 def _log_count(kind, what):
     @host_rule
     def fn(v, c):
-        v.need("kernel_log")
-        kl = v.sec("kernel_log")
-        window = int(c.get("window_days", 7))
-        end = v.started_at()
-        times = []
-        for t in (kl.get("events") or {}).get(kind) or []:
-            try:
-                when = datetime.fromisoformat(str(t).replace("Z", "+00:00"))
-            except ValueError:
-                continue
-            if (end - when).total_seconds() <= window * 86400:
-                times.append(t)
+        times, window = _log_times(v, c, kind)
         status = c.get("status", "warn") if times else "pass"
         return R(status, "%d %s in %d days%s" % (len(times), what, window, " (last %s)" % times[-1] if times else ""),
                  "none in %d days" % window)
@@ -58,7 +64,17 @@ def _log_count(kind, what):
 machine_checks = _log_count("mce", "machine-check events")
 oom = _log_count("oom", "out-of-memory kills")
 hung_tasks = _log_count("hung_task", "hung-task reports")
-pcie_aer_log = _log_count("aer", "uncorrected PCIe errors")
+
+
+@host_rule
+def pcie_aer_log(v, c):
+    """Uncorrected AER lines of the window warn (the check's `status`); one that says Fatal fails."""
+    times, window = _log_times(v, c, "aer")
+    fatal, _ = _log_times(v, c, "aer_fatal")
+    status = "fail" if fatal else c.get("status", "warn") if times else "pass"
+    return R(status, "%d uncorrected PCIe errors in %d days%s%s" % (
+        len(times), window, " (%d fatal, last %s)" % (len(fatal), fatal[-1]) if fatal else "",
+        " (last %s)" % times[-1] if times else ""), "none in %d days" % window)
 
 
 @host_rule

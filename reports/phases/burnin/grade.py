@@ -5,8 +5,10 @@ every check gives at least one row per host. GPU checks skip with the reason on 
 
 kinds (registered by reports.grading.kinds.register_phase_kinds), all per host:
   burnin_completed   each soak ran its full duration; interrupted (the timeline ends early) or ended otherwise fails
-  burnin_kernel      every XID / SXID in the kernel log during the burn-in fails with its line and time (t+ s from
-                     the start); uncorrected AER fails, corrected AER warns; none: pass
+  burnin_kernel      every XID, fatal SXID (or one whose severity no line gives), GPU that failed to initialise
+                     (RmInitAdapter) or fell off the bus in the kernel log during the burn-in fails with its line and
+                     time (t+ s from the start); a non-fatal SXID warns; uncorrected AER fails, corrected AER warns; a
+                     line that names an Xid / SXid but could not be read is an error row with the line; none: pass
   burnin_gemm        per GEMM worker: FLOP/s degradation (first tenth against last tenth), `warn_pct` / `fail_pct`;
                      wrong GEMM results fail
   burnin_gpu         per GPU, `field`: throttle (slowdown episodes), clock_drop (SM clock, first against last
@@ -78,11 +80,30 @@ def kernel_events(doc):
     return sorted(ev, key=lambda e: e[0])
 
 
+KIND_NAMES = {"gpu_init_failed": "GPU init failed", "fallen_off_bus": "GPU fell off the bus"}
+
+
 def event_text(labels):
-    kind = labels.get("kind", "?").upper()
+    kind = KIND_NAMES.get(labels.get("kind"), labels.get("kind", "?").upper())
     code = " %s" % labels["code"] if labels.get("code") is not None else ""
-    sev = " (%s)" % labels["severity"] if labels.get("severity") else ""
+    sev = labels.get("severity") or ({True: "fatal", False: "non-fatal"}.get(labels.get("fatal"))
+                                     if labels.get("kind") == "sxid" else None)
+    sev = " (%s)" % sev if sev else ""
     return "%s%s%s at t+%.1f s: %s" % (kind, code, sev, labels.get("at_s") or 0.0, labels.get("line", ""))
+
+
+def kernel_status(labels):
+    """The status of one kernel-log record of the burn-in, None for lines that are not faults."""
+    kind = labels.get("kind")
+    if kind == "sxid":
+        return "warn" if labels.get("fatal") is False else "fail"
+    if kind in ("xid", "gpu_init_failed", "fallen_off_bus"):
+        return "fail"
+    if kind == "aer":
+        return "warn" if labels.get("severity") == "corrected" else "fail"
+    if kind == "unparsed":
+        return "error"
+    return None
 
 
 def grade_kernel(check, run, host):
@@ -92,18 +113,21 @@ def grade_kernel(check, run, host):
         if kmsg.startswith("cannot") or kmsg.startswith("reading /dev/kmsg:"):
             rows.append(make_row(check, host, "skip", reason="kernel log not readable: %s" % kmsg, subject=probe))
             continue
-        expected = "no XID or SXID (and no uncorrected AER) during the run"
+        expected = ("no XID, SXID, GPU init failure or GPU off the bus (and no uncorrected AER) during the run; "
+                    "a non-fatal SXID warns")
         found = []
         for _t, labels in kernel_events(doc):
-            kind = labels.get("kind")
-            if kind in ("xid", "sxid"):
-                status = "fail"
-            elif kind == "aer":
-                status = "warn" if labels.get("severity") == "corrected" else "fail"
-            else:
+            status = kernel_status(labels)
+            if status is None:
                 continue
-            subject = "%s %s%s" % (probe, kind.upper(), " %s" % labels["code"] if labels.get("code") is not None
-                                   else "")
+            kind = labels.get("kind")
+            if status == "error":
+                found.append(make_row(check, host, "error", expected=expected, subject="%s kernel log" % probe,
+                                      reason="/dev/kmsg: a line names an Xid or SXid but could not be read: %s"
+                                      % labels.get("line", "")))
+                continue
+            subject = "%s %s%s" % (probe, KIND_NAMES.get(kind, kind.upper()),
+                                   " %s" % labels["code"] if labels.get("code") is not None else "")
             found.append(make_row(check, host, status, event_text(labels), expected, subject=subject))
         if found:
             rows.extend(found)

@@ -76,6 +76,14 @@ def _events(run, docs):
     return out
 
 
+def _event_code(e):
+    """An event's code column: the XID or SXID code (with an SXID's fatal flag) or the AER severity."""
+    code = e.get("code") or e.get("severity")
+    if e.get("kind") == "sxid" and e.get("fatal") is not None:
+        return "%s %s" % (code, "fatal" if e["fatal"] else "non-fatal")
+    return code
+
+
 def _mark_events(ax, events, host=None):
     for h, _probe, t, e in events:
         if t is None or (host is not None and h != host):
@@ -273,9 +281,9 @@ def blocks(run, rows, report_dir):
         if gpu:
             out.append(gpu)
     if events:
-        out += [Heading(3, "Kernel log during the runs (XID, SXID, AER)"),
+        out += [Heading(3, "Kernel log during the runs (XID, SXID, GPU init and off-the-bus, AER)"),
                 Table(["host", "run", "t+ (s)", "kind", "code", "line"],
-                      [[h, p, _f(t, "%.1f"), e["kind"].upper(), e.get("code") or e.get("severity"), e.get("line")]
+                      [[h, p, _f(t, "%.1f"), e["kind"].upper(), _event_code(e), e.get("line")]
                        for h, p, t, e in sorted(events, key=lambda x: (x[3]["t"], x[0]))])]
     elif ran_burn:
         out.append(Paragraph("No XID, SXID or AER line in the kernel log during the runs."))
