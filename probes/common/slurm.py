@@ -23,6 +23,15 @@ SRUN = "srun"
 DOWN_FLAGS = {"NOT_RESPONDING", "FAIL", "FAILING", "REBOOT_ISSUED", "INVALID_REG", "INVALID", "ERROR"}
 DRAIN_FLAGS = {"DRAIN", "DRAINING", "DRAINED"}
 BUSY_BASES = {"ALLOCATED", "MIXED", "COMPLETING"}
+# sinfo's short state names (%t, the default table) -> (base, flags) in scontrol's words
+SHORT_STATES = {"ALLOC": ("ALLOCATED", set()), "MIX": ("MIXED", set()), "COMP": ("ALLOCATED", {"COMPLETING"}),
+                "COMPLETING": ("ALLOCATED", {"COMPLETING"}), "DRNG": ("ALLOCATED", {"DRAIN"}),
+                "FAILG": ("ALLOCATED", {"FAILING"}), "FAILING": ("ALLOCATED", {"FAILING"}),
+                "FUTR": ("FUTURE", set()), "UNK": ("UNKNOWN", set()), "INVAL": ("UNKNOWN", {"INVALID"}),
+                "RESV": ("IDLE", {"RESERVED"}), "RESERVED": ("IDLE", {"RESERVED"}), "MAINT": ("IDLE", {"MAINT"}),
+                "PLND": ("IDLE", {"PLANNED"}), "PLANNED": ("IDLE", {"PLANNED"}), "NPC": ("ALLOCATED", {"PERFCTRS"}),
+                "POW_DN": ("IDLE", {"POWERED_DOWN"}), "POW_UP": ("IDLE", {"POWERING_UP"}),
+                "BOOT": ("IDLE", {"REBOOT_ISSUED"}), "BLOCK": ("IDLE", {"BLOCKED"})}
 _KEY_RE = re.compile(r"(?:^|\s)([A-Z][A-Za-z_]*)=")
 
 
@@ -30,8 +39,9 @@ def _records(text):
     """One line per node: `scontrol show node -o` lines as they are, the multi-line form's records joined.
     A multi-line Reason= line is moved last, where the one-line form has it."""
     records, cur = [], None
-    for line in (text or "").splitlines():
-        if line.startswith("NodeName="):
+    for line in (text or "").replace("\r", "").splitlines():
+        if line.lstrip().startswith("NodeName="):
+            line = line.lstrip()
             if cur:
                 records.append(cur)
             cur = [line.rstrip()]
@@ -87,6 +97,8 @@ def split_state(state):
     parts = [p for p in state.split("+") if p]
     base = parts[0] if parts else "UNKNOWN"
     flags.update(parts[1:])
+    base, extra = SHORT_STATES.get(base, (base, set()))
+    flags.update(extra)
     if base in ("DRAINED", "DRAINING", "DRAIN", "DRNG"):
         flags.add("DRAIN")
         base = "ALLOCATED" if base in ("DRAINING", "DRNG") else "IDLE"

@@ -8,7 +8,10 @@ predecessor while it measures its successor. GID index (`-x`, RoCE) from params 
 
 No RDMA device, or perftest not installed: the artifact is skipped with that reason. Every server and client has
 a timeout, and every process the probe started is stopped at the end.
-Results: bw_avg_gbits and bw_peak_gbits per (hca, test write|read, mem host|gpu, peer).
+Results: bw_avg_gbits and bw_peak_gbits per (hca, test write|read|send, mem host|gpu, peer), whatever unit the
+perftest build prints (probes/network/perftest_output.py); with the latency tests in `tests` (write_lat, read_lat,
+send_lat: ib_write_lat, ib_read_lat, ib_send_lat, run per rail like the bandwidth tests) lat_typical_us,
+lat_avg_us, lat_p99_us, lat_p99_9_us, lat_min_us and lat_max_us per the same labels.
 """
 
 import os
@@ -23,19 +26,24 @@ from probes.common.ports import BLOCK, port_param
 from probes.common.procs import Children
 from probes.common.rendezvous import Mesh
 from probes.common.tools import not_installed
-from probes.network.perftest_output import parse_bw
+from probes.network.perftest_output import parse_bw, parse_lat
 from probes.network.plan import RECORDED_PARAMS
 from probes.params import Param, Params
 
 SYSFS = "/sys/class/infiniband"
-TOOLS = {"write": "ib_write_bw", "read": "ib_read_bw"}
+TOOLS = {"write": "ib_write_bw", "read": "ib_read_bw", "send": "ib_send_bw", "write_lat": "ib_write_lat",
+         "read_lat": "ib_read_lat", "send_lat": "ib_send_lat"}
+# latency results: metric <- parse_lat's row key (microseconds)
+LAT_METRICS = (("lat_typical_us", "t_typical_us"), ("lat_avg_us", "t_avg_us"), ("lat_p99_us", "p99_us"),
+               ("lat_p99_9_us", "p99_9_us"), ("lat_min_us", "t_min_us"), ("lat_max_us", "t_max_us"))
 PARAMS = Params(
     peers=True,
     port=Param(int, 0, "first port of the run's block on every host: the rendezvous, then one a rail (0: derived "
                        "from the run id)"),
     token=Param(str, "", "shared secret of the rendezvous (default: the run id)"),
     hcas=Param(list, [], "RDMA devices to measure (empty: all in /sys/class/infiniband)"),
-    tests=Param(list, ["write", "read"], "perftest tests: write (ib_write_bw), read (ib_read_bw)"),
+    tests=Param(list, ["write", "read"], "perftest tests: write (ib_write_bw), read (ib_read_bw), send (ib_send_bw), "
+                                         "write_lat, read_lat, send_lat (ib_write_lat, ib_read_lat, ib_send_lat)"),
     gid_index=Param(str, "", "GID index (-x, RoCE; empty: perftest's choice)"),
     message_bytes=Param(int, 65536, "message size (-s)"),
     duration_s=Param(int, 0, "seconds per test (-D; 0: perftest's iteration count)"),
@@ -58,8 +66,14 @@ def cuda_capable(tool):
     return "use_cuda" in res.stdout + res.stderr
 
 
-def common_args(hca, port, params):
-    args = ["-d", hca, "-p", str(port), "-F", "--report_gbits", "-s", str(params["message_bytes"])]
+def is_latency(test):
+    return test.endswith("_lat")
+
+
+def common_args(hca, port, params, test="write"):
+    args = ["-d", hca, "-p", str(port), "-F", "-s", str(params["message_bytes"])]
+    if not is_latency(test):
+        args.insert(5, "--report_gbits")
     if params["duration_s"]:
         args += ["-D", str(params["duration_s"])]
     if params["gid_index"]:
@@ -73,7 +87,11 @@ def run(art, params, out_dir):
         art.skip("no RDMA devices: %s is missing or empty" % SYSFS if not rdma_devices()
                  else "none of the RDMA devices %s is in hcas %s" % (rdma_devices(), params["hcas"]))
         return
-    missing = [t for t in TOOLS.values() if shutil.which(t) is None]
+    unknown = [t for t in params["tests"] or [] if t not in TOOLS]
+    if unknown:
+        art.error("unknown perftest tests %s (known: %s)" % (unknown, ", ".join(TOOLS)))
+        return
+    missing = [TOOLS[t] for t in params["tests"] or ["write", "read"] if shutil.which(TOOLS[t]) is None]
     if missing:
         art.skip(not_installed(params, "perftest", "perftest is not installed (%s not found)" % ", ".join(missing)))
         return
@@ -113,7 +131,7 @@ def one_round(art, test, mem, hcas, gpus, hosts, addresses, rank, peer, port, ti
     with Children() as children:
         servers = []
         for k, hca in enumerate(hcas):
-            args = common_args(hca, port + 1 + k, params)
+            args = common_args(hca, port + 1 + k, params, test)
             if mem == "gpu":
                 args.append("--use_cuda=%d" % (k % len(gpus)))
             log = os.path.join(out_dir, "perftest.%s.%s.%s.server.log" % (test, mem, hca))
@@ -124,7 +142,7 @@ def one_round(art, test, mem, hcas, gpus, hosts, addresses, rank, peer, port, ti
         clients = []
         target = resolve(addresses[peer]) or addresses[peer]
         for k, hca in enumerate(hcas):
-            args = common_args(hca, port + 1 + k, params) + [target]
+            args = common_args(hca, port + 1 + k, params, test) + [target]
             if mem == "gpu":
                 args.append("--use_cuda=%d" % (k % len(gpus)))
             clients.append((hca, children.start([tool] + args, stdout=subprocess.PIPE)))
@@ -143,7 +161,7 @@ def one_round(art, test, mem, hcas, gpus, hosts, addresses, rank, peer, port, ti
             with open(os.path.join(out_dir, name), "w") as fh:
                 fh.write(text)
             art.raw.append(name)
-            parsed = parse_bw(text)
+            parsed = parse_lat(text) if is_latency(test) else parse_bw(text)
             if not parsed["rows"]:
                 failures.append({"kind": "error", "hca": hca, "log": name, "message": "%s %s on %s to %s: %s" % (
                     TOOLS[test], mem, hca, hosts[peer], parsed["error"] or "no result (rc %s)" % proc.returncode)})
@@ -151,6 +169,11 @@ def one_round(art, test, mem, hcas, gpus, hosts, addresses, rank, peer, port, ti
             row = parsed["rows"][-1]
             labels = {"hca": hca, "test": test, "mem": mem, "peer": hosts[peer], "bytes": row["bytes"],
                       "link_type": parsed["link_type"]}
+            if is_latency(test):
+                for metric, key in LAT_METRICS:
+                    if row.get(key) is not None:
+                        art.add(metric, row[key], "us", **labels)
+                continue
             art.add("bw_avg_gbits", row["bw_avg_gbits"], "Gbit/s", **labels)
             art.add("bw_peak_gbits", row["bw_peak_gbits"], "Gbit/s", **labels)
         for proc in servers:

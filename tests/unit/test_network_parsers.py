@@ -6,7 +6,7 @@ import pytest
 
 from probes.network.busbw import busbw_factor
 from probes.network.nccl_output import nranks, parse_json, parse_text
-from probes.network.perftest_output import parse_bw
+from probes.network.perftest_output import parse_bw, parse_lat
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 NCCL = FIX / "nccl-tests"
@@ -113,3 +113,48 @@ def test_perftest_failure_and_mb_units():
     mb = parse_bw(" #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n"
                   " 65536      1000             11728.47           11728.47\t\t   0.187656\n")
     assert mb["rows"][0]["bw_avg_gbits"] == pytest.approx(11728.47 * 8 * 2 ** 20 / 1e9)
+
+
+# Real captures (tests/fixtures/perftest/README.md): every unit perftest prints, in Gbit/s; the latency table.
+@pytest.mark.parametrize("name,test,unit,avg,peak", [
+    ("ib_send_bw_mib_cx7_ndr.txt", "Send BW Test", "MiB/sec", 46557.03 * 8 * 2 ** 20 / 1e9,
+     46567.34 * 8 * 2 ** 20 / 1e9),
+    ("ib_write_bw_mib_cuda_rtx4080.txt", "RDMA_Write BW Test", "MiB/sec", 14948.67 * 8 * 2 ** 20 / 1e9,
+     14954.91 * 8 * 2 ** 20 / 1e9),
+    ("ib_read_bw_gbits_cx7_ndr.txt", "RDMA_Read BW Test", "Gb/sec", 328.61, 328.64)])
+def test_perftest_bandwidth_in_any_unit(name, test, unit, avg, peak):
+    got = parse_bw((FIX / "perftest" / name).read_text())
+    assert (got["test"], got["unit"], got["error"], got["unread"]) == (test, unit, None, [])
+    [row] = got["rows"]
+    assert row["bw_avg_gbits"] == pytest.approx(avg, abs=1e-5) and row["bw_peak_gbits"] == pytest.approx(peak, abs=1e-5)
+    # the same NDR port: 46557.03 MiB/s is 390.5 Gbit/s, beside its --report_gbits write run's 392.34
+    if name.startswith("ib_send_bw"):
+        assert 390 < row["bw_avg_gbits"] < 391
+    if "cuda" in name:
+        assert got["use_cuda"] and got["device"] == "mlx5_0"
+
+
+@pytest.mark.parametrize("name,test,dev,row", [
+    ("ib_send_lat_cx7_ndr.txt", "Send Latency Test", "mlx5_0",
+     {"bytes": 2, "iterations": 1000, "t_min_us": 1.24, "t_max_us": 5.19, "t_typical_us": 1.27, "t_avg_us": 1.27,
+      "t_stdev_us": 0.0, "p99_us": 1.37, "p99_9_us": 5.19}),
+    ("ib_read_lat_mlx4_fdr.txt", "RDMA_Read Latency Test", "mlx4_0",
+     {"bytes": 2, "iterations": 1000, "t_min_us": 1.76, "t_max_us": 6.12, "t_typical_us": 1.79, "t_avg_us": 1.80,
+      "t_stdev_us": 0.06, "p99_us": 1.88, "p99_9_us": 6.12})])
+def test_perftest_latency_reports(name, test, dev, row):
+    got = parse_lat((FIX / "perftest" / name).read_text())
+    assert (got["test"], got["device"], got["error"]) == (test, dev, None)
+    assert got["rows"] == [row]
+
+
+def test_perftest_unreadable_output_is_an_error_naming_tool_and_line():
+    # a MiB/sec header whose row was cut (the real header of ib_send_bw_mib_cx7_ndr.txt, a row that is not one)
+    text = (FIX / "perftest" / "ib_send_bw_mib_cx7_ndr.txt").read_text().replace(
+        " 65536      1000             46567.34            46557.03\t\t     0.744912", " 65536      1000   46567.34")
+    got = parse_bw(text)
+    assert got["rows"] == [] and got["error"] == "ib_send_bw: cannot read '65536      1000   46567.34'"
+    lat = parse_lat((FIX / "perftest" / "ib_read_lat_mlx4_fdr.txt").read_text().replace("1.88 ", "n/a "))
+    assert lat["rows"] == [] and lat["error"].startswith("ib_read_lat: cannot read '2       1000")
+    # bandwidth parser on a latency report: no bandwidth table, named by its first line
+    assert parse_bw("nothing here\n")["error"] == "perftest: cannot read 'nothing here'"
+    assert parse_lat("")["error"] == "perftest: no result table in the output"

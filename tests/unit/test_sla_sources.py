@@ -244,3 +244,61 @@ def test_assessment_artifacts(tmp_path):
     assert sorted(events) == ["n1", "n2"]
     assert events["n1"].kind == "assessment" and events["n1"].end - events["n1"].start == 390 * US
     assert events["n2"].evidence["basis"].startswith("started_at..finished_at")
+
+
+CAP = FIX / "slurm" / "captures"
+
+
+def test_sinfo_default_format_after_a_prompt():
+    # USC CARC: default table after "$ sinfo", trimmed with "..."; the default partition's "*" is not its name
+    recs = slurm.parse_sinfo((CAP / "sinfo_default_usc_carc.txt").read_text())
+    by = {r["node"]: r for r in recs}
+    assert len(recs) == 1 + 5 + 1 + 1 + 30 + 5 and recs[0]["unparsed_lines"] == ["..."]
+    assert [(n, by[n]["state"], by[n]["partition"]) for n in ("a02-26", "e05-80", "e22-13", "b22-21", "b22-32",
+                                                              "d17-44")] == [
+        ("a02-26", "mix", "debug"), ("e05-80", "idle", "debug"), ("e22-13", "idle", "debug"),
+        ("b22-21", "drng", "epyc-64"), ("b22-32", "alloc", "epyc-64"), ("d17-44", "drain*", "main")]
+    assert "b22-21" in by and "b22-31" in by and "b22-21" not in [r["node"] for r in recs if r["state"] == "alloc"]
+    assert sorted(r["node"] for r in recs if slurm.is_down(r["state"])) == ["b22-21"] + [
+        "d17-%d" % i for i in range(40, 45)]
+    gentoo = slurm.parse_sinfo((CAP / "sinfo_default_gentoo.txt").read_text())
+    assert [(r["node"], r["state"], r["partition"]) for r in gentoo] == [
+        ("cu%d" % i, "drain", "regular") for i in range(201, 205)]
+
+
+def test_sinfo_N_l_with_its_date_line():
+    recs = slurm.parse_sinfo((CAP / "sinfo_lNp_usc_carc.txt").read_text())
+    assert [(r["node"], r["state"], r["reason"], r["partition"]) for r in recs] == [
+        ("a02-26", "mixed", "", "debug"), ("e05-42", "idle", "", "debug"), ("e05-76", "idle", "", "debug"),
+        ("e05-78", "idle", "", "debug"), ("e05-80", "idle", "", "debug"), ("e22-13", "idle", "", "debug")]
+
+
+def test_sinfo_R_takes_no_invented_state():
+    recs = slurm.parse_sinfo((CAP / "sinfo_R_unige_baobab.txt").read_text())
+    by = {r["node"]: r for r in recs}
+    assert len(recs) == 3 + 2 + 6 + 1 + 1 + 5 + 6 + 11 + 4 + 3 + 3 + 3 + 1
+    assert (by["gpu004"]["reason"], by["gpu004"]["user"], by["gpu004"]["time"]) == (
+        "gres/gpu GRES core s", "slurm", "2025-04-03T15:48:07")
+    assert (by["cpu319"]["reason"], by["cpu319"]["user"]) == ("issue-6543", "root")
+    assert all(r["state"] == "" and r["listed"] for r in recs)  # plain -R prints no state
+    gentoo = slurm.parse_sinfo((CAP / "sinfo_R_gentoo.txt").read_text())
+    assert [(r["node"], r["reason"], r["time"]) for r in gentoo][-1] == ("cu204", "Low RealMemory",
+                                                                        "2022-05-18T17:22:54")
+    # listed by -R: out of service for the SLA review, since the reason's time
+    snaps = [{"id": "r", "observed_at_us": parse_time("2022-05-19T00:00:00Z"), "format": "sinfo",
+              "text": (CAP / "sinfo_R_gentoo.txt").read_text()}]
+    events = slurm.events_from_snapshots(snaps, "UTC")
+    assert [(e.target, iso_utc(e.start)) for e in events][0] == ("cu201", "2022-05-18T17:20:20Z")
+    assert len(events) == 4
+
+
+def test_sinfo_unreadable_names_the_line():
+    with pytest.raises(slurm.SlurmParseError, match="cannot read 'slurm_load_partitions: Unable to contact"):
+        slurm.parse_sinfo("slurm_load_partitions: Unable to contact slurm controller (connect failure)\n")
+
+
+def test_hostlist_of_a_real_sinfo_line():
+    assert slurm.expand_hostlist("gpu[013-017,021-026,034-044,046-049]")[:6] == [
+        "gpu013", "gpu014", "gpu015", "gpu016", "gpu017", "gpu021"]
+    assert len(slurm.expand_hostlist("b22-[01-20,22-30,32]")) == 30
+    assert slurm.expand_hostlist("e05-[42,76,78,80],e22-13") == ["e05-42", "e05-76", "e05-78", "e05-80", "e22-13"]

@@ -5,8 +5,8 @@ Inputs, as recorded from the tools (tests/fixtures/slurm/ has examples):
   time (`observed_at`). A node in a down state with `Reason=... [user@time]` is down from the reason's time until
   at least the snapshot; a series of snapshots (the health probe stores one per round when `sla_slurm_host` is set)
   closes the interval at the first snapshot where the node is no longer down.
-- `sinfo -N -h -o '%N|%T|%E|%u|%H'` (node, state, reason, user, reason time), or plain `sinfo -R`: the same, for
-  the nodes that have a reason.
+- `sinfo -N -h -o '%N|%T|%E|%u|%H'` (node, state, reason, user, reason time), `sinfo -R` (the nodes with a reason,
+  all out of service), or the default, `-N` and `-N -l` tables (state with its sinfo suffix): see parse_sinfo.
 - `sacctmgr show event` (default fixed-width table, or -p / -P parsable): node events with TimeStart and TimeEnd
   (`Unknown` while still open); needs slurmdbd accounting. Cluster events (no NodeName) are not downtime.
 
@@ -90,33 +90,98 @@ def parse_scontrol_show_node(text: str) -> list[dict]:
     return list(parse_show_node(text).values())
 
 
+_SINFO_HEADERS = ("PARTITION", "NODELIST", "REASON", "HOSTNAMES")
+
+
+def _columns(header: str) -> list[tuple[str, int]]:
+    """Header names with where each starts ('99% percentile'-like names do not occur in sinfo)."""
+    return [(m.group(0), m.start()) for m in re.finditer(r"\S+", header)]
+
+
 def parse_sinfo(text: str) -> list[dict]:
-    """`sinfo -N -h -o '%N|%T|%E|%u|%H'` or default `sinfo -R` -> [{node, state, reason, user, time}]."""
-    lines = [line for line in (text or "").splitlines() if line.strip()]
-    out = []
-    if lines and "|" in lines[0]:
-        for line in lines:
+    """sinfo output -> [{node, state, reason, user, time, partition}], one record per node (the first partition a
+    node is listed in). Lines before the header (a shell prompt, `sinfo -l`'s date line, a banner) are skipped.
+
+    - `sinfo -N -h -o '%N|%T|%E|%u|%H'` (node, state, reason, user, reason time), with or without its header;
+    - default `sinfo` (PARTITION AVAIL TIMELIMIT NODES STATE NODELIST, one line per partition and state, node lists
+      compressed) and `sinfo -N` / `sinfo -N -l` (NODELIST NODES PARTITION STATE …, REASON last): the state as sinfo
+      prints it, with its suffix (`drain*`, `idle~`, `mix-`), read by probes/common/slurm.split_state;
+    - `sinfo -R` (REASON USER TIMESTAMP [STATE] NODELIST): the state is the STATE column where there is one
+      (`sinfo -R -l`); plain -R prints none, so the state is "" and `listed` is True: sinfo -R lists only nodes
+      that are down, drained, draining, failing or failed, and the SLA review counts a listed node out of service
+      without inventing which of those it is.
+    Raises SlurmParseError when no header or pipe line is found; lines after the header that cannot be read (a
+    trimmed output's "...") are kept in the records' absence and named by `unparsed_lines`.
+    """
+    lines = [line.rstrip() for line in (text or "").splitlines() if line.strip()]
+    out: list[dict] = []
+    seen: set[str] = set()
+
+    def add(rec):
+        if rec["node"] not in seen:
+            seen.add(rec["node"])
+            out.append(rec)
+
+    pipes = [line for line in lines if line.count("|") >= 4]
+    if pipes:
+        for line in pipes:
             fields = line.split("|")
-            if len(fields) < 5 or fields[0].upper() in ("NODELIST", "HOSTNAMES"):
+            if fields[0].strip().upper() in ("NODELIST", "HOSTNAMES"):
                 continue
             for node in expand_hostlist(fields[0]):
                 reason = "" if fields[2] in ("none", "(null)") else fields[2]  # %E prints "none" for no reason
-                out.append({"node": node, "state": fields[1], "reason": reason, "user": fields[3],
-                            "time": fields[4]})
+                add({"node": node, "state": fields[1], "reason": reason, "user": fields[3], "time": fields[4],
+                     "partition": None})
         return out
-    if lines and lines[0].split()[:1] == ["REASON"]:
-        header = lines[0]
-        cols = [header.index(c) for c in ("USER", "TIMESTAMP", "NODELIST")]
-        for line in lines[1:]:
-            reason = line[:cols[0]].strip()
-            user = line[cols[0]:cols[1]].strip()
-            stamp = line[cols[1]:cols[2]].strip()
-            for node in expand_hostlist(line[cols[2]:].strip()):
-                # sinfo -R lists only nodes with a reason: down, drained or failing.
-                out.append({"node": node, "state": "DOWN+DRAIN" if reason else "", "reason": reason, "user": user,
-                            "time": stamp})
-        return out
-    raise SlurmParseError("not a recognised sinfo output (want -o '%N|%T|%E|%u|%H' or -R)")
+    at = next((i for i, line in enumerate(lines) if line.split()[0] in _SINFO_HEADERS), None)
+    if at is None:
+        raise SlurmParseError("not a recognised sinfo output (want the default, -N, -N -l, -R or "
+                              "-o '%%N|%%T|%%E|%%u|%%H' format): cannot read %r" % (lines[0][:200] if lines else ""))
+    header = lines[at]
+    cols = _columns(header)
+    names = [c for c, _ in cols]
+    unparsed = []
+    for line in lines[at + 1:]:
+        if names[0] == "REASON":
+            starts = dict(cols)
+            rest = [c for c in names if c != "REASON"]
+            reason = line[:starts[rest[0]]].strip()
+            # USER, TIMESTAMP (and STATE) are single words after the reason; NODELIST is the last word
+            words = line[starts[rest[0]]:].split()
+            if len(words) != len(rest):
+                unparsed.append(line)
+                continue
+            vals = dict(zip(rest, words))
+            state = vals.get("STATE", "")
+            for node in expand_hostlist(vals["NODELIST"]):
+                add({"node": node, "state": state, "reason": reason, "user": vals.get("USER", ""),
+                     "time": vals.get("TIMESTAMP", ""), "partition": None, "listed": True})
+            continue
+        words = line.split()
+        if "REASON" in names and names[-1] == "REASON":
+            reason = line[dict(cols)["REASON"]:].strip() if len(line) > dict(cols)["REASON"] else ""
+            words = line[:dict(cols)["REASON"]].split()
+            if len(words) != len(names) - 1:
+                unparsed.append(line)
+                continue
+            vals = dict(zip(names, words + [reason]))
+        elif len(words) == len(names):
+            vals = dict(zip(names, words))
+        elif names[0] == "PARTITION" and len(words) == len(names) - 1 and words[-2:][0] == "0":
+            continue  # a partition with no nodes: "compute*  up  infinite  0  n/a"
+        else:
+            unparsed.append(line)
+            continue
+        nodes = vals.get("NODELIST") or vals.get("HOSTNAMES") or ""
+        reason = vals.get("REASON", "")
+        for node in expand_hostlist(nodes):
+            add({"node": node, "state": vals.get("STATE", ""), "reason": "" if reason == "none" else reason,
+                 "user": "", "time": "", "partition": (vals.get("PARTITION") or "").rstrip("*") or None})
+    if unparsed and not out:
+        raise SlurmParseError("sinfo: cannot read %r" % unparsed[0][:200])
+    for rec in out:
+        rec["unparsed_lines"] = unparsed
+    return out
 
 
 def parse_sacctmgr_events(text: str) -> list[dict]:
@@ -198,7 +263,8 @@ def events_from_snapshots(snapshots: list[dict], tz, ignore_users=(), max_gap_us
                         else None
                 except TimeError:
                     when = None
-            down = is_down(rec["state"]) and (user or "") not in set(ignore_users)
+            down = (is_down(rec["state"]) or (rec.get("listed") and not rec["state"])) \
+                and (user or "") not in set(ignore_users)
             series.setdefault(rec["node"], []).append(
                 {"t": snap["observed_at_us"], "down": down, "reason": reason, "user": user, "since": when,
                  "state": rec["state"], "snapshot": snap.get("id")})
