@@ -38,7 +38,7 @@ lint: venv
 # Three workers on two cores: the integration modules mostly wait (SSH, probes' fixed durations); one module per
 # worker at a time, each worker with a test cluster of its own (tests/conftest.py).
 test: sysdeps venv lint
-	$(BIN)/python -m pytest -q -n 3 --dist loadscope tests
+	$(BIN)/python -m pytest -q -n 3 --dist loadscope --no-loadscope-reorder tests
 
 test-unit: venv
 	$(BIN)/python -m pytest -q tests/unit

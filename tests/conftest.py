@@ -6,7 +6,8 @@ time is spent waiting on SSH, probes' fixed durations and sleeps, which other wo
 
 * every worker brings up a test cluster of its own (prefix, subnet and state directory derived from the worker's
   name, below), so no two workers share hosts, ports, Slurm daemons or run directories;
-* the modules start longest first, so the last one to finish is not a long one started late;
+* the modules start longest first (`--no-loadscope-reorder` keeps this order; xdist would otherwise start the
+  modules with the most tests first), so the last one to finish is not a long one started late;
 * test_tools installs and removes Debian packages on the machine that every test host shares (what a probe finds
   installed depends on it): it runs with the machine to itself, the other modules that run probes wait for it
   (MACHINE_LOCK), and the unit tests, which bring their own tools, fill the other workers meanwhile.

@@ -112,6 +112,10 @@ class ActionModule(ActionBase):
         if manifest is None or validate(manifest.get("artifact")):
             why = (cmd.get("stderr") or cmd.get("msg") or "no output").strip().splitlines()
             reason = "probe %s did not run on %s: rc=%s %s" % (name, host, cmd.get("rc"), why[-1] if why else "")
+            # the command module's own failure ("Error executing command.") names its cause only in the exception
+            cause = str(cmd.get("exception") or "").strip().splitlines()
+            if cause:
+                reason += " (%s)" % cause[-1]
             art = Artifact(name, run["id"], host, variant=variant, params=params)
             art.error(reason)
             path = write_json_atomic(os.path.join(local_dir, artifact_filename(name, variant)), art.to_dict())

@@ -180,7 +180,7 @@ def test_injected_xid_fails_the_host_with_its_line_and_time(main_run):
     assert abs(observed_at - at) < 2.0, (observed_at, at)
     assert rows[0]["subject"] == "burnin XID 79"
     md = (run_dir / "report" / "report.md").read_text()
-    assert marker in md and "### Kernel log during the runs (XID, SXID, AER)" in md
+    assert marker in md and "### Kernel log during the runs (XID, SXID, GPU init and off-the-bus, AER)" in md
 
 
 def test_timeline_plots_and_tables_are_in_the_report(main_run):

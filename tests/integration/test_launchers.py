@@ -67,7 +67,7 @@ def slurm_jobs(cluster):
 
 
 @pytest.fixture(scope="module")
-def launched(test_cluster, tmp_path_factory):
+def launched(test_cluster, tmp_path_factory, request):
     """Every launcher run of this module, in one go: Slurm up for srun and auto, then down for the others."""
     reason = slurm_preflight()
     if reason:
@@ -78,6 +78,7 @@ def launched(test_cluster, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("launchers")
     since = boot_seconds()
     standin = build_standin(ROOT / ".cache" / ("nccl-standin-%s" % uuid.uuid4().hex[:8]))
+    request.addfinalizer(lambda: shutil.rmtree(standin, ignore_errors=True))  # also when a step below fails
     nccl = dict(racks=RACKS, collectives=["all_reduce", "alltoall"], bin_dir=str(standin), ranks_per_node=1,
                 min_bytes=8, max_bytes=65536, factor=8, warmup=1, iters=3, timeout_per_collective=60)
     margs = mpirun_args(test_cluster)
@@ -109,23 +110,20 @@ def launched(test_cluster, tmp_path_factory):
         runs["leftovers-slurm"] = leftovers(test_cluster, since)
     finally:
         slurm.down()
-    try:
-        timed(runs, "direct", run_everywhere, test_cluster, "collectives", dict(SWEEP, launcher="direct"))
-        timed(runs, "mpirun", run_everywhere, test_cluster, "collectives", dict(SWEEP, launcher="mpirun",
+    timed(runs, "direct", run_everywhere, test_cluster, "collectives", dict(SWEEP, launcher="direct"))
+    timed(runs, "mpirun", run_everywhere, test_cluster, "collectives", dict(SWEEP, launcher="mpirun",
+                                                                     mpirun_args=margs))
+    # auto without Slurm and without the key for mpirun's SSH: mpirun's smoke test fails, torchrun is taken
+    timed(runs, "torchrun", run_everywhere, test_cluster, "collectives", dict(SWEEP, launcher="auto"))
+    for launcher in ("mpirun", "torchrun"):
+        for mode in ("kill", "hang"):
+            timed(runs, "%s-%s" % (launcher, mode), run_everywhere, test_cluster, "collectives", dict(
+                FAULT_SWEEP, launcher=launcher, mpirun_args=margs,
+                fault={"rank": 1, "nodes": 2, "after_steps": 3, "mode": mode}))
+    timed(runs, "nccl-mpirun", run_everywhere, test_cluster, "nccl_tests", dict(nccl, launcher="mpirun",
                                                                          mpirun_args=margs))
-        # auto without Slurm and without the key for mpirun's SSH: mpirun's smoke test fails, torchrun is taken
-        timed(runs, "torchrun", run_everywhere, test_cluster, "collectives", dict(SWEEP, launcher="auto"))
-        for launcher in ("mpirun", "torchrun"):
-            for mode in ("kill", "hang"):
-                timed(runs, "%s-%s" % (launcher, mode), run_everywhere, test_cluster, "collectives", dict(
-                    FAULT_SWEEP, launcher=launcher, mpirun_args=margs,
-                    fault={"rank": 1, "nodes": 2, "after_steps": 3, "mode": mode}))
-        timed(runs, "nccl-mpirun", run_everywhere, test_cluster, "nccl_tests", dict(nccl, launcher="mpirun",
-                                                                             mpirun_args=margs))
-        timed(runs, "soak-mpirun", soak, test_cluster, "mpirun", margs)
-        runs["leftovers"] = leftovers(test_cluster, since)
-    finally:
-        shutil.rmtree(standin, ignore_errors=True)
+    timed(runs, "soak-mpirun", soak, test_cluster, "mpirun", margs)
+    runs["leftovers"] = leftovers(test_cluster, since)
     print("launcher runs (s): %s" % runs.get("seconds"), file=sys.stderr)
     return runs
 
