@@ -7,10 +7,12 @@ These tests exercise the foundation (preflight, artifacts, journal, report) and 
 import csv
 import json
 import os
+import shutil
 import sys
+import uuid
 
 import pytest
-from helpers import read_journal, run_dirs, run_playbook
+from helpers import ROOT, read_journal, run_dirs, run_playbook
 
 pytestmark = pytest.mark.cluster
 PREFLIGHT = ("--tags", "preflight")
@@ -123,6 +125,31 @@ def test_node_without_python_is_named_before_any_probe_runs(test_cluster, tmp_pa
     assert "no usable Python >= 3.8 on %s (tried /nonexistent/bin/python3; set assess_python" % bad in text
     [run_dir] = run_dirs(out)
     assert not (run_dir / "artifacts").exists()  # no probe ran on any host
+
+
+def test_a_node_whose_login_prints_noise_still_gets_its_python(test_cluster, tmp_path):
+    """Python discovery runs over a terminal, where whatever the node prints (a shell init's warning, a banner) comes
+    in the same output: only the marked line is the path, so the probes still start there."""
+    noisy = test_cluster.hosts[1]["name"]
+    wrapper_dir = ROOT / ".cache" / ("noisy-python-%s" % uuid.uuid4().hex[:8])  # the hosts see the checkout
+    wrapper_dir.mkdir(parents=True)
+    wrapper = wrapper_dir / "python3"
+    # on the terminal, as a login script's warning is (the check's own stderr goes to /dev/null)
+    noise = "bash: warning: setlocale: LC_ALL: cannot change locale"
+    wrapper.write_text('#!/bin/sh\n(echo "%s" >/dev/tty) 2>/dev/null\nexec %s "$@"\n' % (noise, sys.executable))
+    wrapper.chmod(0o755)
+    try:
+        inv = test_cluster.write_inventory(str(tmp_path / "noisy.ini"), python=sys.executable,
+                                           extra_host_vars={noisy: {"assess_python": str(wrapper)}})
+        out = tmp_path / "runs"
+        res = run_playbook(inv, *PREFLIGHT, "-e", "assess_output_dir=%s" % out)
+    finally:
+        shutil.rmtree(wrapper_dir)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    [run_dir] = run_dirs(out)
+    doc = json.loads((run_dir / "artifacts" / noisy / "node_info.json").read_text())
+    assert doc["status"] == "ok" and doc["facts"]["hostname"] == noisy
+    assert rows_by(run_dir)[("preflight.node_info", noisy)]["status"] == "pass"
 
 
 def test_empty_inventory_is_refused(tmp_path):
