@@ -31,6 +31,21 @@ def _measuring_in_check_mode(task):
         task.check_mode = check_mode
 
 
+def _cause(exception):
+    """The innermost message of a module's exception: the command module's own failure ("Error executing
+    command.") names its cause only there. ansible-core 2.19 gives an error summary whose events chain down to
+    the cause; older versions a traceback text, whose last line is the cause."""
+    event, msg = getattr(exception, "event", None), None
+    while event is not None:
+        msg = getattr(event, "msg", None) or msg
+        chain = getattr(event, "chain", None)
+        event = getattr(chain, "event", None) if chain else None
+    if msg:
+        return str(msg).strip()
+    lines = str(exception or "").strip().splitlines()
+    return lines[-1] if lines else ""
+
+
 class ActionModule(ActionBase):
     """Runs `<assess_python> <assess_remote_dir>/probes.pyz <name> --inline …` on the node with the command module,
     writes the artifact and its raw files under `<assess_run.dir>/artifacts/<inventory_hostname>/` on the
@@ -112,10 +127,9 @@ class ActionModule(ActionBase):
         if manifest is None or validate(manifest.get("artifact")):
             why = (cmd.get("stderr") or cmd.get("msg") or "no output").strip().splitlines()
             reason = "probe %s did not run on %s: rc=%s %s" % (name, host, cmd.get("rc"), why[-1] if why else "")
-            # the command module's own failure ("Error executing command.") names its cause only in the exception
-            cause = str(cmd.get("exception") or "").strip().splitlines()
+            cause = _cause(cmd.get("exception"))
             if cause:
-                reason += " (%s)" % cause[-1]
+                reason += " (%s)" % cause
             art = Artifact(name, run["id"], host, variant=variant, params=params)
             art.error(reason)
             path = write_json_atomic(os.path.join(local_dir, artifact_filename(name, variant)), art.to_dict())

@@ -28,6 +28,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -151,6 +152,14 @@ def _positions(records, ranks):
         except (ValueError, IndexError):
             continue
     return {r: out.get(r) for r in ranks}
+
+
+def _died_by_itself(report):
+    """A rank the launcher reports as ended by a signal that neither the launcher nor this probe sends when it stops
+    a world (they send SIGTERM), and not as ended by the launcher: it died of its own (SIGKILL from outside, SIGSEGV,
+    SIGABRT, ...)."""
+    rc = report.get("rc")
+    return not report.get("stopped") and isinstance(rc, int) and rc < 0 and rc != -signal.SIGTERM
 
 
 def _ranks_text(ranks):
@@ -560,6 +569,10 @@ class LaunchedWorld:
             host = (where.get(r) or {}).get("host") or (failed.get(r) or {}).get("host")
             if r in xs:
                 exits[r] = dict(xs[r], host=host)
+            elif r in failed and _died_by_itself(failed[r]):
+                # killed by a signal nobody here sends first (SIGKILL, SIGSEGV, ...), as the launcher saw it: the
+                # cause, even when the others' stall was noticed before the launcher's report arrived (a loaded node)
+                exits[r] = {"status": "crash", "rc": failed[r].get("rc"), "host": host}
             elif why in ("hang", "timeout"):
                 # the launcher was stopped by us: what it says about the ranks then is our doing
                 exits[r] = {"status": why, "rc": None, "host": host, "silent": True}

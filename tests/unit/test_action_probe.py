@@ -42,6 +42,13 @@ PLAYBOOK = """
         variant: tools
       vars:
         assess_tools: {path: ["{{ fake_bin }}"], missing: {nccl_tests: "the build failed"}, python: null}
+    - name: A probe Python that is not there, so the probe cannot start
+      clustermax.assess.probe:
+        name: boot_id
+        variant: nopython
+      vars:
+        assess_python: /nonexistent/bin/python3
+      ignore_errors: true
 """
 
 
@@ -54,7 +61,8 @@ def check_mode_run(tmp_path_factory):
     # Two inventory hosts on this machine, each with its own remote working directory, as two nodes would have.
     inventory = tmp / "hosts.ini"
     inventory.write_text("\n".join(
-        "%s ansible_connection=local ansible_host=%s assess_remote_dir=%s%s" % (h, addr, tmp / ("remote-" + h), more)
+        "%s ansible_connection=local ansible_host=%s assess_remote_dir=%s assess_python=%s%s"
+        % (h, addr, tmp / ("remote-" + h), sys.executable, more)
         for h, addr, more in (("node-a", "127.0.0.2", " assess_rack=r7 assess_nvlink_domain=nvl72-a"),
                               ("node-b", "127.0.0.3", ""))) + "\n")
     for h in ("node-a", "node-b"):
@@ -66,7 +74,8 @@ def check_mode_run(tmp_path_factory):
     fake_bin.mkdir()
     (fake_bin / "fio").write_text("#!/bin/sh\n")
     (fake_bin / "fio").chmod(0o755)
-    extra = {"assess_python": sys.executable, "ansible_python_interpreter": sys.executable,
+    # assess_python is an inventory variable, not an extra one: a task may name another (the nopython task)
+    extra = {"ansible_python_interpreter": sys.executable,
              "assess_run": {"id": RUN_ID, "dir": str(run_dir), "launch": {
                  "launcher": "mpirun", "mpirun_args": ["--mca", "btl_tcp_if_include", "eth0"], "srun_args": []}},
              "fake_bin": str(fake_bin)}
@@ -110,3 +119,11 @@ def test_the_tools_step_reaches_every_probe(check_mode_run):
     # the step's bin directory is first on PATH for the probe and what it runs
     assert doc["facts"]["commands"]["fio"] == str(check_mode_run.parent.parent / "bin" / "fio")
     assert "tools_step" not in _artifact(check_mode_run, "node-a", "simple")["params"]
+
+
+def test_a_probe_that_cannot_start_names_the_cause(check_mode_run):
+    # the command module says only "Error executing command."; the cause is in its exception
+    doc = _artifact(check_mode_run, "node-a", "nopython")
+    assert doc["status"] == "error"
+    assert doc["reason"].startswith("probe boot_id did not run on node-a: rc=2 Error executing command. ("), doc
+    assert "No such file or directory" in doc["reason"] and "/nonexistent/bin/python3" in doc["reason"]
