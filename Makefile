@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 SYS_PACKAGES := openssh-server openssh-client fio iproute2 procps iperf3 iputils-ping chromium slurm-wlm slurmctld slurmd slurm-client munge openmpi-bin libopenmpi-dev
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv sysdeps lint test test-unit demo clean
+.PHONY: venv sysdeps lint test test-parallel test-unit demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,9 +35,13 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ansible-lint --offline -q
 
-# Three workers on two cores: the integration modules mostly wait (SSH, probes' fixed durations); one module per
-# worker at a time, each worker with a test cluster of its own (tests/conftest.py).
 test: sysdeps venv lint
+	$(BIN)/python -m pytest -q tests
+
+# The same suite on three workers, one module at a time per worker, each with a test cluster of its own
+# (tests/conftest.py): about 22 instead of 34 minutes on 2 cores, but not yet green in every clean-clone run
+# (docs/design-notes.md), so `make test` stays serial.
+test-parallel: sysdeps venv lint
 	$(BIN)/python -m pytest -q -n 3 --dist loadscope --no-loadscope-reorder tests
 
 test-unit: venv
