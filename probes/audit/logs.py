@@ -8,14 +8,14 @@ and classifies XIDs with reports/data/xid.yml. Only the matching lines are kept,
 A message the kernel printed with newlines inside (the NVIDIA driver's "The NVIDIA GPU … / (PCI ID: …) installed in
 this system has / fallen off the bus …") comes as its first line with the timestamp and the later lines indented,
 without one: they are read as one message. SXIDs, GPU init failures and fallen-off-the-bus notices are read by the
-burn-in's classifier (probes/burnin/kernel_log.py), so both phases read the kernel log the same way, and a record
+shared classifier (probes/common/kernel_log.py), so both phases read the kernel log the same way, and a record
 over several lines (an SXID's headline, Severity and Data lines) is one record with the fatal flag of all its lines.
 """
 
 import re
 from datetime import datetime, timezone
 
-from probes.burnin import kernel_log as klog
+from probes.common import kernel_log as klog
 
 # "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus."
 XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F:.]+)\): (\d+)(?:, (.*))?")

@@ -5,7 +5,7 @@
 * CPU hosts (and every host): utilisation from /proc/stat, the hottest thermal zone, the mean cpufreq clock,
   the load average, where readable;
 * NICs: byte, error and drop counters of every interface under /sys/class/net (not lo), as deltas;
-* kernel log: new /dev/kmsg records since the start, XID / SXID / AER lines parsed (probes/burnin/kernel_log.py) and
+* kernel log: new /dev/kmsg records since the start, XID / SXID / AER lines parsed (probes/common/kernel_log.py) and
   appended, with their wall time, to the kernel timeline.
 
 Each sample is one JSON line appended to the monitor file as soon as it is taken, so an interrupted run keeps
@@ -20,8 +20,8 @@ import subprocess
 import threading
 import time
 
-from probes.burnin import kernel_log as soak_kernel
 from probes.burnin import smi as soak_smi
+from probes.common import kernel_log as soak_kernel
 from probes.common.procs import wrapped
 from probes.common.readers import read_text
 

@@ -8,9 +8,9 @@ import json
 import os
 import time
 
-from probes.burnin.kernel_log import KINDS, merge_events
 from probes.burnin.sampler import read_jsonl
 from probes.burnin.stats import change_pct, degradation_pct, episodes, min_avg_max, r, tenths
+from probes.common.kernel_log import KINDS, merge_events
 
 
 def _done(p):

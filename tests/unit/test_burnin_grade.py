@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from probes.artifact import Artifact, validate, write_json_atomic
-from probes.burnin import kernel_log as soak_kernel
 from probes.burnin import runner as soak_runner
 from probes.burnin import smi as soak_smi
 from probes.burnin import summary as soak_summary
+from probes.common import kernel_log as soak_kernel
 from reports.grading import grade, load_rubric
 from reports.load import load_run
 from reports.phases.burnin import grade as gb

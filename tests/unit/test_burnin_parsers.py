@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from probes.burnin import fio as soak_fio
-from probes.burnin import kernel_log as soak_kernel
 from probes.burnin import smi as soak_smi
 from probes.burnin import stats as soak_stats
+from probes.common import kernel_log as soak_kernel
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 

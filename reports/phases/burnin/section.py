@@ -13,8 +13,8 @@ An interrupted run shows its partial timeline (up to the last poll) and says so.
 
 import os
 
-from probes.burnin.kernel_log import merge_events
 from probes.burnin.sampler import read_jsonl
+from probes.common.kernel_log import merge_events
 from reports.render import markdown, plots
 from reports.render.blocks import Heading, Paragraph, Table, figure, strong
 
