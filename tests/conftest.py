@@ -28,15 +28,17 @@ if str(_TESTS) not in sys.path:
 from cluster.fixtures import test_cluster  # noqa: E402,F401  (a session fixture, re-exported for every test)
 
 ROOT = _TESTS.parent
-# Modules in the order they start: test_tools first (it needs the machine to itself, see MACHINE_LOCK), then the
+# Modules in the order they start: the harness's own tests first (a minute; they check each host's SSH answers with
+# nothing on stderr, before any test has ended a host's processes, a login shell among them), test_tools next (it needs
+# the machine to itself, see MACHINE_LOCK), then the
 # unit tests (they fill the other workers while test_tools runs), then the integration modules longest first (their
 # times in a clean-clone run on 2 cores). Modules not named here start after the named ones, in file order.
-LONGEST_FIRST = ["integration/test_tools.py", "unit/", "integration/test_molecule.py",
+LONGEST_FIRST = ["cluster/", "integration/test_tools.py", "unit/", "integration/test_molecule.py",
                  "integration/test_launchers.py", "integration/test_burnin.py", "integration/test_storage.py",
                  "integration/test_assess_cluster.py", "integration/test_reliability.py",
                  "integration/test_network.py", "integration/test_sla.py", "integration/test_local_demo.py",
                  "integration/test_gpu_compute.py", "integration/test_rating_run.py", "integration/test_audit.py",
-                 "integration/test_concurrent_runs.py", "cluster/"]
+                 "integration/test_concurrent_runs.py"]
 # The module that changes the machine's packages, and the lock file it holds alone (the others share it).
 MACHINE_CHANGER = "integration/test_tools.py"
 MACHINE_LOCK = ROOT / ".cache" / "tests-machine.lock"
