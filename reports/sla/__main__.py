@@ -39,7 +39,8 @@ def main(argv=None) -> int:
     p.add_argument("--slurm-timezone", default="UTC", help="zone of slurmctld's local times (default UTC)")
     p.add_argument("--slurm-ignore-user", dest="ignore_users", action="append", default=[],
                    help="a drain set by this user is not the provider's downtime (repeatable)")
-    p.add_argument("--assessment-dir", help="runs/<provider>: read reboot*/fault_injection* artifacts of its runs")
+    p.add_argument("--assessment-dir", help="runs/<provider>: exclude the downtime its runs' reboot and"
+                   " fault-injection tests caused")
     p.add_argument("--tiers", help="sla_tiers.yml (default reports/data/sla_tiers.yml)")
     p.add_argument("--now", help="review as of this time (RFC 3339; default now)")
     p.add_argument("--from-inputs", help="recompute a review from its inputs/ directory (into --out)")

@@ -11,7 +11,9 @@ The rules, in the order they are applied (all durations in UTC microseconds, all
    source says, so two sources reporting the same failed GPU count it once).
 3. Exclusions. Maintenance events of a kind listed under `exclusions` in sla_tiers.yml, announced at least
    `notice_h` before they start, are cut out of the downtime of the nodes they cover (node, rack or cluster scope).
-   Maintenance that is not excluded (kind not listed, notice too short) is downtime.
+   Maintenance that is not excluded (kind not listed, no announcement recorded, notice too short) is downtime, and
+   the exclusions table says why each one was refused. A kind with `needs_announcement: false` (the assessment's
+   own tests) needs none.
 4. Overlapping intervals from any number of sources are merged, so a minute is counted once; intervals shorter than
    `min_outage_s` are dropped.
 5. The rack rule (systems with `rack_down_nodes`, NVL72: 3): while at least that many of a rack's nodes are down at
@@ -129,6 +131,34 @@ def gpu_rule(events: list[Event], k: int) -> list[tuple[int, int]]:
     return iv.merge(out)
 
 
+def exclusion_verdict(tiers: Tiers, ev: Event) -> tuple[str, str]:
+    """("excluded" | "refused", why) for one maintenance record, by the notice terms of sla_tiers.yml: a kind that
+    is not an exclusion, a record with no announcement (unless the kind waives it) and one announced with less
+    notice than the kind needs are refused, and their time is downtime."""
+    terms = tiers.exclusion_terms(ev.kind)
+    if terms is None:
+        return "refused", "kind %s is not an exclusion in sla_tiers.yml" % ev.kind
+    notice, needs_announcement = terms
+    if not needs_announcement:
+        return "excluded", "%s: needs no announcement" % ev.kind
+    if ev.announced_at is None:
+        return "refused", "no announcement recorded: %s needs one %s h ahead" % (ev.kind, _hours(notice))
+    ahead = ev.start - ev.announced_at
+    if ahead < notice:
+        return "refused", "announced %s h ahead, %s needs %s h" % (_hours(ahead), ev.kind, _hours(notice))
+    return "excluded", "%s, announced %s h ahead (needs %s h)" % (ev.kind, _hours(ahead), _hours(notice))
+
+
+def excluded_intervals(contract: Contract, tiers: Tiers, events: list[Event]) -> dict[str, list]:
+    """node -> the merged intervals of the exclusions honoured for it (before clipping to the service time)."""
+    honoured = [ev for ev in events if ev.is_exclusion and exclusion_verdict(tiers, ev)[0] == "excluded"]
+    return {n.name: iv.merge((ev.start, ev.end) for ev in honoured if contract.covers(ev, n)) for n in contract.nodes}
+
+
+def _hours(us: int) -> str:
+    return ("%.2f" % (us / 3.6e9)).rstrip("0").rstrip(".")
+
+
 def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, now_us: int | None = None,
            unmonitored: dict | None = None, history: dict | None = None) -> Review:
     """Judge one month. `unmonitored`: node -> intervals without monitoring data (reported, never counted);
@@ -163,7 +193,6 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
     for n in contract.nodes:
         if n.rack:
             racks.setdefault(n.rack, []).append(n.name)
-    cluster_targets = {contract.cluster, "*"}
     unknown = sorted({ev.target for ev in events if ev.scope in ("gpu", "node") and ev.target not in node_names})
     if unknown:
         notes.append("events for hosts outside the contract were ignored: %s" % ", ".join(unknown))
@@ -171,26 +200,12 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
     if unknown_racks:
         notes.append("events for racks no node belongs to were ignored: %s" % ", ".join(unknown_racks))
 
-    def covers(ev: Event, node) -> bool:
-        return ((ev.scope in ("node", "gpu") and ev.target == node.name)
-                or (ev.scope == "rack" and node.rack is not None and ev.target == node.rack)
-                or (ev.scope == "cluster" and ev.target in cluster_targets))
-
     # Exclusions: which maintenance records are honoured.
     exclusion_rows, accepted_excl, refused_excl = [], set(), set()
     for ev in events:
         if not ev.is_exclusion:
             continue
-        notice = tiers.exclusion_notice_us(ev.kind)
-        if notice is None:
-            verdict, why = "refused", "kind %s is not an exclusion in sla_tiers.yml" % ev.kind
-        elif ev.announced_at is not None and ev.start - ev.announced_at < notice:
-            verdict = "refused"
-            why = "announced %.1f h ahead, %s needs %.0f h" % ((ev.start - ev.announced_at) / 3.6e9, ev.kind,
-                                                               notice / 3.6e9)
-        else:
-            verdict, why = "excluded", "%s%s" % (ev.kind, "" if ev.announced_at is None else
-                                                 ", announced %.1f h ahead" % ((ev.start - ev.announced_at) / 3.6e9))
+        verdict, why = exclusion_verdict(tiers, ev)
         (accepted_excl if verdict == "excluded" else refused_excl).add(ev.id)
         exclusion_rows.append({"event": ev.id, "source": ev.source, "scope": ev.scope, "target": ev.target,
                                "kind": ev.kind, "start": iso_utc(ev.start), "end": iso_utc(ev.end),
@@ -199,9 +214,10 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
     node_down_gpus = params["node_down_gpus"]
     rack_k = params.get("rack_down_nodes")
     results: dict[str, dict] = {}
+    excluded = excluded_intervals(contract, tiers, events)
     for node in contract.nodes:
-        mine = [ev for ev in events if covers(ev, node)]
-        excl = iv.merge((ev.start, ev.end) for ev in mine if ev.id in accepted_excl)
+        mine = [ev for ev in events if contract.covers(ev, node)]
+        excl = excluded[node.name]
         own = iv.union(((ev.start, ev.end) for ev in mine if ev.scope != "gpu"
                         and (ev.kind == "down" or ev.id in refused_excl)),
                        gpu_rule([ev for ev in mine if ev.scope == "gpu" and ev.kind == "down"], node_down_gpus))
@@ -355,4 +371,5 @@ def _acceptance(contract, tiers, agreed, accepted, window, tz) -> dict:
     return out
 
 
-__all__ = ["review", "gpu_rule", "Review", "NodeResult", "RackResult", "TimeError"]
+__all__ = ["review", "gpu_rule", "exclusion_verdict", "excluded_intervals", "Review", "NodeResult", "RackResult",
+           "TimeError"]

@@ -112,6 +112,12 @@ class Contract:
                    acceptance_agreed=_opt(doc.get("acceptance_agreed")), accepted_at=_opt(doc.get("accepted_at")),
                    overrides=dict(doc.get("overrides") or {}))
 
+    def covers(self, ev: Event, node: Node) -> bool:
+        """Whether an event concerns a node: its own (node or GPU scope), its rack's, or the whole cluster's."""
+        return ((ev.scope in ("node", "gpu") and ev.target == node.name)
+                or (ev.scope == "rack" and node.rack is not None and ev.target == node.rack)
+                or (ev.scope == "cluster" and ev.target in (self.cluster, "*")))
+
     def as_dict(self) -> dict:
         return {"provider": self.provider, "tier": self.tier, "system": self.system, "timezone": self.timezone,
                 "cluster": self.cluster, "acceptance_agreed": self.acceptance_agreed,

@@ -107,6 +107,12 @@ def _sections(result, observations):
                 if rows else ["No downtime counted."], rows or None, cols))
     rows, cols = tables["exclusions"]
     out.append(("Exclusions", [] if rows else ["No maintenance recorded."], rows or None, cols))
+    if observations.get("monitoring_outages"):
+        out.append(("Monitoring outages", [
+            "Health-probe rounds in which no node answered (unreachable, or no result in time): the controller, the "
+            "probe's one vantage point, may have been cut off itself. Not counted as downtime and not monitored time; "
+            "a node the scheduler showed down then (scheduler_down) is down for as long as the scheduler's own "
+            "record says."], observations["monitoring_outages"], ["at", "hosts", "scheduler_down"]))
     if observations.get("reboots"):
         out.append(("Reboots between samples", ["A changed boot id between two up samples: a reboot shorter than the "
                                                 "probe interval (not counted: its length is unknown)."],

@@ -8,7 +8,9 @@ Layout of runs/<provider>/sla/<YYYY-MM>/ (replaced as a whole, atomically, when 
       params.json             month, the review's "now", the Slurm zone, ignored users
       healthprobe_samples.csv the health-probe samples of the month (from runs/<provider>/sla/healthprobe.sqlite)
       slurm_snapshots.jsonl   Slurm snapshots the probe recorded, if any
-      slurm/ imports/ assessment/   copies of the other source files
+      slurm/ imports/         copies of the other source files
+      assessment/<run>/artifacts/<host>/   the reliability artifacts of the assessment's runs near the month
+                              (reports/sla/sources/assessment.py: the windows of its own reboot / fault tests)
       history.json            earlier months' results (for "target missed N months in a row")
     review.md review.html   the review for people
     availability.csv        node, rack and cluster availability
@@ -35,6 +37,7 @@ import yaml
 
 from reports.sla import intervals as iv
 from reports.sla import store
+from reports.sla.availability import excluded_intervals
 from reports.sla.availability import review as judge
 from reports.sla.events import Contract
 from reports.sla.render import render_html, render_markdown, table_rows
@@ -84,7 +87,7 @@ def stage(inputs: str, month: str, contract: dict, tiers_path: str, store_path: 
     shutil.copyfile(tiers_path, os.path.join(inputs, "sla_tiers.yml"))
     params = {"month": month, "now": iso_utc(now if now is not None else now_us()), "slurm_timezone": slurm_timezone,
               "import_timezone": import_timezone, "slurm_ignore_users": sorted(ignore_users),
-              "slurm_files": [], "imports": [], "assessment_artifacts": []}
+              "slurm_files": [], "imports": [], "assessment_runs": []}
     if store_path and os.path.exists(store_path):
         margin = int(hold * max(default_interval, 3600) * US)
         rows = store.read_samples(store_path, start - margin, end)
@@ -112,15 +115,13 @@ def stage(inputs: str, month: str, contract: dict, tiers_path: str, store_path: 
         shutil.copyfile(path, os.path.join(inputs, dest))
         params["imports"].append(dest)
     if assessment_dir and os.path.isdir(assessment_dir):
-        for path in assessment_src.find_artifacts(assessment_dir):
-            if not assessment_src.overlaps(path, start - 86400 * US, end + 86400 * US):
-                continue  # a run of another month
-            rel = os.path.relpath(path, assessment_dir)
-            parts = rel.split(os.sep)  # <run>/artifacts/<host>/<file>
-            dest = os.path.join("assessment", parts[0], parts[2], parts[3])
-            os.makedirs(os.path.dirname(os.path.join(inputs, dest)), exist_ok=True)
-            shutil.copyfile(path, os.path.join(inputs, dest))
-            params["assessment_artifacts"].append(dest)
+        # A day's margin: a test's record is written when its batch ends, hours at most after the test began.
+        for run_dir in assessment_src.find_runs(assessment_dir, start - 86400 * US, end + 86400 * US):
+            dest = os.path.join("assessment", os.path.basename(run_dir))
+            for rel in assessment_src.reliability_files(run_dir):
+                os.makedirs(os.path.dirname(os.path.join(inputs, dest, rel)), exist_ok=True)
+                shutil.copyfile(os.path.join(run_dir, rel), os.path.join(inputs, dest, rel))
+            params["assessment_runs"].append(dest)
     history = {}
     if history_root and os.path.isdir(history_root):
         for back in range(1, 13):
@@ -156,31 +157,19 @@ def compute(inputs: str):
     system = tiers.system(contract.system, contract.overrides)
     hold = float(tiers.accounting.get("sample_max_hold_intervals", 2))
     default_interval = float(tiers.accounting.get("default_probe_interval_s", 300))
-    events, notes, observations = [], [], {"reboots": [], "sources": [], "samples": 0}
+    events, notes, observations = [], [], {"reboots": [], "sources": [], "samples": 0, "monitoring_outages": []}
     horizon = min(end, now)
 
-    unmonitored = None
-    samples_csv = os.path.join(inputs, "healthprobe_samples.csv")
-    if os.path.exists(samples_csv):
-        with open(samples_csv, newline="", encoding="utf-8") as fh:
-            rows = [_typed(r) for r in csv.DictReader(fh)]
-        expected = {n.name: (n.gpus or system["gpus_per_node"]) for n in contract.nodes}
-        ev, monitored, reboots = healthprobe_src.events_from_samples(rows, expected, hold, default_interval)
+    for rel in params.get("imports") or []:
+        ev = imports_src.load(os.path.join(inputs, rel), params.get("import_timezone"))
         events += ev
-        observations["reboots"] = reboots
-        observations["samples"] = len(rows)
-        unmonitored = {n.name: iv.subtract([(start, horizon)], monitored.get(n.name, [])) for n in contract.nodes}
-        silent = sorted(n.name for n in contract.nodes if not monitored.get(n.name))
-        if silent:
-            notes.append("no health-probe samples for %s in this month" % ", ".join(silent))
-        blind = sorted({r["host"] for r in rows if r["state"] == "up"}
-                       - {r["host"] for r in rows if r.get("gpus_found") is not None})
-        if blind:
-            notes.append("no GPU information from %s (no nvidia-smi there): the node rule saw reachability only"
-                         % ", ".join(blind))
-        observations["sources"].append({"source": "healthprobe", "records": len(rows), "events": len(ev)})
-    else:
-        notes.append("no health-probe store: availability rests on the other sources only")
+        observations["sources"].append({"source": rel, "records": len(ev), "events": len(ev)})
+    for rel in params.get("assessment_runs") or []:
+        ev = assessment_src.events_from_run(os.path.join(inputs, rel), notes)
+        events += ev
+        observations["sources"].append({"source": rel, "records": len(ev), "events": len(ev)})
+    # Downtime observed during an honoured exclusion stands only until the exclusion ends (Slurm snapshots, probe).
+    excluded = excluded_intervals(contract, tiers, events)
 
     snaps_path = os.path.join(inputs, "slurm_snapshots.jsonl")
     slurm_tz = params.get("slurm_timezone") or "UTC"
@@ -205,20 +194,42 @@ def compute(inputs: str):
         ok = [s for s in snapshots if s.get("rc") in (None, 0)]
         if len(ok) < len(snapshots):
             notes.append("%d Slurm snapshot(s) failed and were skipped" % (len(snapshots) - len(ok)))
-        ev = slurm_src.events_from_snapshots(ok, slurm_tz, ignore,
-                                             max_gap_us=int(hold * default_interval * US))
+        ev = slurm_src.events_from_snapshots(ok, slurm_tz, ignore, max_gap_us=int(hold * default_interval * US),
+                                             excluded=excluded)
         events += ev
         observations["sources"].append({"source": "slurm snapshots", "records": len(ok), "events": len(ev)})
 
-    for rel in params.get("imports") or []:
-        ev = imports_src.load(os.path.join(inputs, rel), params.get("import_timezone"))
-        events += ev
-        observations["sources"].append({"source": rel, "records": len(ev), "events": len(ev)})
-    arts = [os.path.join(inputs, rel) for rel in params.get("assessment_artifacts") or []]
-    if arts:
-        ev = assessment_src.events_from_artifacts(arts, notes)
-        events += ev
-        observations["sources"].append({"source": "assessment artifacts", "records": len(arts), "events": len(ev)})
+    # The health probe last: a round in which no node answered is shown with what the scheduler saw then.
+    unmonitored = None
+    samples_csv = os.path.join(inputs, "healthprobe_samples.csv")
+    if os.path.exists(samples_csv):
+        with open(samples_csv, newline="", encoding="utf-8") as fh:
+            rows = [_typed(r) for r in csv.DictReader(fh)]
+        expected = {n.name: (n.gpus or system["gpus_per_node"]) for n in contract.nodes}
+        ev, monitored, reboots, blind = healthprobe_src.events_from_samples(
+            rows, expected, hold, default_interval, excluded=excluded)
+        observations["reboots"] = reboots
+        observations["samples"] = len(rows)
+        observations["monitoring_outages"] = [
+            {"at": iso_utc(t), "hosts": len(hosts),
+             "scheduler_down": " ".join(h for h in hosts if slurm_src.down_at(events, h, t)) or "none"}
+            for t, hosts in blind.items() if start <= t < horizon]
+        if observations["monitoring_outages"]:
+            notes.append("%d health-probe round(s) in which no node answered: monitoring outages, not counted as "
+                         "downtime (see Monitoring outages)" % len(observations["monitoring_outages"]))
+        events = ev + events
+        unmonitored = {n.name: iv.subtract([(start, horizon)], monitored.get(n.name, [])) for n in contract.nodes}
+        silent = sorted(n.name for n in contract.nodes if not monitored.get(n.name))
+        if silent:
+            notes.append("no usable health-probe samples for %s in this month" % ", ".join(silent))
+        blind_gpus = sorted({r["host"] for r in rows if r["state"] == "up"}
+                            - {r["host"] for r in rows if r.get("gpus_found") is not None})
+        if blind_gpus:
+            notes.append("no GPU information from %s (no nvidia-smi there): the node rule saw reachability only"
+                         % ", ".join(blind_gpus))
+        observations["sources"].insert(0, {"source": "healthprobe", "records": len(rows), "events": len(ev)})
+    else:
+        notes.append("no health-probe store: availability rests on the other sources only")
 
     ids = [e.id for e in events]
     dupes = sorted({i for i in ids if ids.count(i) > 1})

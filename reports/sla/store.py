@@ -105,6 +105,17 @@ def parse_node_output(stdout: str) -> dict:
     return out
 
 
+# The reasons of a down sample whose node never answered (the connection failed, or no result came back in time):
+# the controller may be the one cut off (reports/sla/sources/healthprobe.py: monitoring outages).
+UNREACHABLE = "unreachable: "
+NO_RESULT = "probe failed: "
+
+
+def answered(sample: dict) -> bool:
+    """Whether the node answered the probe at all: up, or down with what it said (a failed command)."""
+    return not (sample.get("reason") or "").startswith((UNREACHABLE, NO_RESULT))
+
+
 def sample_from_result(result: dict) -> dict:
     """One host's registered task result -> a sample row (state and the reason when down)."""
     host = str(result.get("host") or "")
@@ -112,11 +123,11 @@ def sample_from_result(result: dict) -> dict:
         raise StoreError("a host result without a host name")
     if result.get("unreachable"):
         msg = str(result.get("msg") or "unreachable").strip()
-        return {"host": host, "state": "down", "reason": "unreachable: %s" % msg[:500]}
+        return {"host": host, "state": "down", "reason": UNREACHABLE + msg[:500]}
     parsed = parse_node_output(result.get("stdout") or "")
     rc = result.get("rc")
     if rc is None and (result.get("failed") or parsed["boot_id"] is None):  # e.g. no answer within the timeout
-        reason = "probe failed: %s" % str(result.get("msg") or "no result").strip()[:500]
+        reason = NO_RESULT + str(result.get("msg") or "no result").strip()[:500]
     elif rc not in (None, 0):
         detail = (result.get("stderr") or result.get("stdout") or result.get("msg") or "").strip()
         reason = "probe command failed (rc %s): %s" % (rc, detail[:500])

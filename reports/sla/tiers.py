@@ -57,6 +57,9 @@ class Tiers:
         if self.accounting.get("availability_denominator", "calendar") not in ("calendar", "eligible"):
             raise TierError("%s: accounting.availability_denominator must be calendar or eligible" % path)
         self.exclusions = {k: dict(v or {}) for k, v in (self.doc.get("exclusions") or {}).items()}
+        for kind, terms in self.exclusions.items():
+            if not isinstance(terms.get("needs_announcement", True), bool):
+                raise TierError("%s: exclusions.%s.needs_announcement must be true or false" % (path, kind))
         self.systems = {k: dict(v or {}) for k, v in (self.doc.get("systems") or {}).items()}
         self.acceptance = dict(self.doc.get("acceptance") or {})
         self.tiers = {name: self._tier(name, spec) for name, spec in (self.doc.get("tiers") or {}).items()}
@@ -109,8 +112,11 @@ class Tiers:
             raise TierError("system %s: rack_down_nodes must be a positive integer or null, not %r" % (name, rack))
         return params
 
-    def exclusion_notice_us(self, kind: str) -> int | None:
-        """Notice an exclusion kind needs, in microseconds; None when the kind is not an exclusion at all."""
+    def exclusion_terms(self, kind: str) -> tuple[int, bool] | None:
+        """(notice in microseconds, whether an announcement is needed at all) of an exclusion kind; None when the
+        kind is not an exclusion. An announcement is needed unless the kind says needs_announcement: false."""
         if kind not in self.exclusions:
             return None
-        return int(Fraction(str(self.exclusions[kind].get("notice_h", 0))) * 3600 * 1_000_000)
+        terms = self.exclusions[kind]
+        return (int(Fraction(str(terms.get("notice_h", 0))) * 3600 * 1_000_000),
+                terms.get("needs_announcement", True))

@@ -82,8 +82,11 @@ def test_maintenance_exclusions_are_clipped_and_need_their_notice():
         # refused again, outside the outage: 30 min of downtime of its own
         ev("upg2", "n1", "2026-11-10T20:00:00Z", "2026-11-10T20:30:00Z", kind="software_upgrade",
            announced_at=T("2026-11-10T19:00:00Z")),
-        # rack-wide physical maintenance, no announced_at recorded: excluded for n1 and n2, not n3
-        ev("rack", "r1", "2026-11-20T00:00:00Z", "2026-11-20T02:00:00Z", kind="physical_maintenance", scope="rack"),
+        # rack-wide physical maintenance announced in time: excluded for n1 and n2, not n3
+        ev("rack", "r1", "2026-11-20T00:00:00Z", "2026-11-20T02:00:00Z", kind="physical_maintenance", scope="rack",
+           announced_at=T(ahead)),
+        # no announcement recorded: refused, so it is downtime (1 h of n3's)
+        ev("quiet", "n3", "2026-11-22T00:00:00Z", "2026-11-22T01:00:00Z", kind="physical_maintenance"),
         ev("n2down", "n2", "2026-11-20T01:00:00Z", "2026-11-20T03:00:00Z"),
         # security patches need no notice; cluster scope covers every node
         ev("patch", "*", "2026-11-25T00:00:00Z", "2026-11-25T00:10:00Z", kind="security_patch", scope="cluster",
@@ -94,12 +97,39 @@ def test_maintenance_exclusions_are_clipped_and_need_their_notice():
     assert node(r, "n1").excluded_us == (3600 + 7200 + 600) * US
     assert node(r, "n2").down_us == 3600 * US  # 01:00-02:00 was the rack's maintenance
     assert node(r, "n2").excluded_us == (7200 + 600) * US
-    assert node(r, "n3").down_us == 0 and node(r, "n3").excluded_us == 600 * US
-    verdicts = {row["event"]: row["verdict"] for row in r.exclusions}
-    assert verdicts == {"phys": "excluded", "upg1": "refused", "upg2": "refused", "rack": "excluded",
-                        "patch": "excluded"}
+    assert node(r, "n3").down_us == 3600 * US and node(r, "n3").excluded_us == 600 * US
+    verdicts = {row["event"]: (row["verdict"], row["why"]) for row in r.exclusions}
+    assert verdicts == {
+        "phys": ("excluded", "physical_maintenance, announced 227 h ahead (needs 72 h)"),
+        "upg1": ("refused", "announced 1 h ahead, software_upgrade needs 72 h"),
+        "upg2": ("refused", "announced 1 h ahead, software_upgrade needs 72 h"),
+        "rack": ("excluded", "physical_maintenance, announced 456 h ahead (needs 72 h)"),
+        "quiet": ("refused", "no announcement recorded: physical_maintenance needs one 72 h ahead"),
+        "patch": ("excluded", "security_patch, announced 0.02 h ahead (needs 0 h)")}
     # calendar denominator: excluded time stays in the month
     assert node(r, "n1").availability == 1 - Fraction(3 * 3600 + 1800, MONTH_S)
+
+
+def test_an_exclusion_needs_its_announcement_unless_its_kind_waives_it():
+    c = contract(["n1"])
+    events = [
+        # an emergency patch needs no notice, but it needs an announcement, at the latest when it starts
+        ev("late", "n1", "2026-11-10T10:00:00Z", "2026-11-10T11:00:00Z", kind="security_patch",
+           announced_at=T("2026-11-10T10:30:00Z")),
+        ev("unannounced", "n1", "2026-11-11T10:00:00Z", "2026-11-11T11:00:00Z", kind="security_patch"),
+        # the assessment's own test: the buyer's side caused it, nothing for the provider to announce
+        ev("test", "n1", "2026-11-12T10:00:00Z", "2026-11-12T10:10:00Z", kind="assessment"),
+        ev("down", "n1", "2026-11-12T10:00:00Z", "2026-11-12T10:15:00Z"),
+    ]
+    r = review(c, TIERS, events, "2026-11")
+    assert {row["event"]: (row["verdict"], row["why"]) for row in r.exclusions} == {
+        "late": ("refused", "announced -0.5 h ahead, security_patch needs 0 h"),
+        "unannounced": ("refused", "no announcement recorded: security_patch needs one 0 h ahead"),
+        "test": ("excluded", "assessment: needs no announcement")}
+    assert node(r, "n1").down_us == (3600 + 3600 + 300) * US and node(r, "n1").excluded_us == 600 * US
+    doc = dict(TIERS.doc, exclusions={"assessment": {"notice_h": 0, "needs_announcement": "no"}})
+    with pytest.raises(TierError, match="needs_announcement must be true or false"):
+        Tiers(doc)
 
 
 def test_eligible_denominator_removes_excluded_time():
@@ -107,7 +137,8 @@ def test_eligible_denominator_removes_excluded_time():
     doc["accounting"] = {**TIERS.accounting, "availability_denominator": "eligible"}
     tiers = Tiers(doc)
     c = contract(["n1"])
-    events = [ev("m", "n1", "2026-11-02T00:00:00Z", "2026-11-03T00:00:00Z", kind="security_patch"),
+    events = [ev("m", "n1", "2026-11-02T00:00:00Z", "2026-11-03T00:00:00Z", kind="security_patch",
+                 announced_at=T("2026-11-01T00:00:00Z")),
               ev("d", "n1", "2026-11-05T00:00:00Z", "2026-11-05T00:43:12Z")]  # 2592 s: 99.9 % of the calendar
     assert node(review(c, TIERS, events, "2026-11"), "n1").credit_pct == 0
     n1 = node(review(c, tiers, events, "2026-11"), "n1")
@@ -161,7 +192,7 @@ def test_nvl72_four_trays_and_the_threshold_as_a_parameter():
 
 def test_nvl72_tray_in_excluded_maintenance_does_not_count_toward_the_rule():
     events = staggered(3) + [ev("m", "t02", "2026-11-10T10:30:00Z", "2026-11-10T12:00:00Z",
-                                kind="physical_maintenance")]
+                                kind="physical_maintenance", announced_at=T("2026-11-01T00:00:00Z"))]
     r = review(contract(nvl72(), system="nvl72"), TIERS, events, "2026-11")
     assert r.racks[0].down_us == 0
     assert node(r, "t02").down_us == 0  # its outage (10:40-12:00) lies inside its maintenance (10:30-12:00)

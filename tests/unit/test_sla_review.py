@@ -4,16 +4,18 @@ import csv
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from run_dirs import unpack_recorded_run
 
 from reports.sla import review as rv
 from reports.sla.store import append_round
-from reports.sla.timeutil import parse_time
+from reports.sla.timeutil import US, iso_utc, parse_time
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures"
@@ -151,28 +153,96 @@ def test_the_review_command(reviewed, tmp_path):
     assert bad.returncode == 2 and "YYYY-MM" in bad.stderr
 
 
-def test_the_assessments_own_reboot_is_excluded(tmp_path):
-    provider = tmp_path / "runs" / "acme"
+def probe_round(db, at, down=(), hosts=NODES, slurm=None, msg="ssh: connect to host: Connection timed out"):
+    """One health-probe round as the sla role appends it: every host's registered result, the Slurm snapshot."""
+    append_round(db, {"started_at": at, "interval_s": 300, "slurm": slurm,
+                      "hosts": {h: {"unreachable": True, "msg": msg} if h in down else {"rc": 0, "stdout": UP}
+                                for h in hosts}})
+
+
+def test_a_month_with_the_assessments_reboots_excludes_them(tmp_path):
+    """The recorded run (tests/fixtures/assessment_run, December 2026, used as recorded) rebooted cmxbl-node2 and
+    cmxbl-node3 and injected a fault into cmxbl-node4; the 5-minute probe caught both reboots at 20:39:15."""
+    provider = tmp_path / "runs" / "baseline"
+    run = unpack_recorded_run(provider)
+    hosts = ["cmxbl-node%d" % i for i in range(1, 5)]
     db = str(provider / "sla" / "healthprobe.sqlite")
-    for minute in (0, 5, 10):
-        append_round(db, {"started_at": "2026-11-20T12:%02d:00Z" % minute, "interval_s": 300,
-                          "hosts": {h: ({"unreachable": True, "msg": "Connection refused"}
-                                        if h == "gpu003" and minute == 5 else {"rc": 0, "stdout": UP})
-                                    for h in NODES}})
-    for run, (issued, ready) in {"20261120T115500Z-a1": ("2026-11-20T12:04:00Z", "2026-11-20T12:09:00Z"),
-                                 "20261015T090000Z-b2": ("2026-10-15T09:01:00Z", "2026-10-15T09:06:00Z")}.items():
-        art = provider / run / "artifacts" / "gpu003"
-        art.mkdir(parents=True)
-        (art / "reboot.json").write_text(json.dumps({
-            "schema": "clustermax.assess/artifact/v1", "run_id": run, "host": "gpu003", "probe": "reboot",
-            "status": "ok", "started_at": issued, "finished_at": ready,
-            "facts": {"issued_at": issued, "ready_at": ready}}))
-    result, out = rv.run("2026-11", CONTRACT, str(provider / "sla"), now=parse_time("2026-12-01T06:00:00Z"),
-                         store_path=db, assessment_dir=str(provider))
-    gpu003 = next(n for n in result.nodes if n.name == "gpu003")
-    assert gpu003.down_us == 60 * 10**6  # down 12:05-12:10 by the probe, minus the reboot test 12:04-12:09
-    assert gpu003.excluded_us == 300 * 10**6
-    assert [(r["kind"], r["verdict"]) for r in result.exclusions] == [("assessment", "excluded")]
-    staged = sorted(str(p.relative_to(out)) for p in Path(out, "inputs", "assessment").rglob("*.json"))
-    assert staged == ["inputs/assessment/20261120T115500Z-a1/gpu003/reboot.json"]  # October's run is not read
-    assert any("no GPU information" in note for note in result.notes)
+    for at, down in (("20:34:15", ()), ("20:39:15", ("cmxbl-node2", "cmxbl-node3")), ("20:44:15", ())):
+        probe_round(db, "2026-12-01T%sZ" % at, down, hosts, msg="ssh: connect to host: Connection refused")
+    contract = {**CONTRACT, "provider": "baseline", "nodes": hosts}
+    now = parse_time("2027-01-01T06:00:00Z")
+    result, out = rv.run("2026-12", contract, str(provider / "sla"), now=now, store_path=db,
+                         assessment_dir=str(provider))
+    by = {n.name: n for n in result.nodes}
+    assert {n: by[n].down_us for n in hosts} == dict.fromkeys(hosts, 0)
+    # each test's window: from the drain (reboot) or the injection to the batch's record of the node
+    assert {n: by[n].excluded_us for n in hosts} == {"cmxbl-node1": 0, "cmxbl-node2": 13_402_000,
+                                                    "cmxbl-node3": 13_165_000, "cmxbl-node4": 7_159_000}
+    assert [(r["target"], r["kind"], r["verdict"], r["why"]) for r in result.exclusions] == [
+        (h, "assessment", "excluded", "assessment: needs no announcement")
+        for h in ("cmxbl-node2", "cmxbl-node3", "cmxbl-node4")]
+    # the probe's down sample stands for the node only until the test ended; then unknown until the next round
+    probe = next(e for e in result.events if e.source == "healthprobe" and e.target == "cmxbl-node2")
+    assert (iso_utc(probe.start), iso_utc(probe.end)) == ("2026-12-01T20:39:15Z", "2026-12-01T20:39:22.594000Z")
+    assert result.downtime == []
+    staged = Path(out, "inputs", "assessment", run.name, "artifacts")
+    assert (staged / "cmxbl-node1" / "sched_watch-reboot-b1.jsonl").exists()
+    assert not list(staged.rglob("gemm*")) and not list(staged.rglob("burnin*"))
+    assert rv.rerun_from_inputs(str(Path(out, "inputs")), str(tmp_path / "again")).downtime == []
+    # the same month without the assessment's records: each reboot costs the provider a whole probe interval
+    blind, _ = rv.run("2026-12", contract, str(tmp_path / "without"), now=now, store_path=db)
+    assert {n.name: n.down_us for n in blind.nodes} == {"cmxbl-node1": 0, "cmxbl-node2": 300 * US,
+                                                        "cmxbl-node3": 300 * US, "cmxbl-node4": 0}
+
+
+@pytest.fixture(scope="module")
+def controller_cut_off(tmp_path_factory):
+    """Two rounds in which no node answered, as when the controller (the probe's one vantage point) is cut off.
+    Slurm snapshots from sla_slurm_host: tests/fixtures/slurm/sla/scontrol_oneliner.txt was recorded at
+    2026-11-30T05:36:03Z with all four nodes down; the same lines with State=IDLE and no Reason stand for the nodes
+    in service (no recording of them idle exists)."""
+    base = tmp_path_factory.mktemp("blind")
+    db = str(base / "healthprobe.sqlite")
+    down = (FIX / "slurm" / "sla" / "scontrol_oneliner.txt").read_text()
+    idle = "\n".join(re.sub(r"State=\S+", "State=IDLE", line).split(" Reason=")[0] for line in down.splitlines())
+    failed = {"host": "slurmctl", "rc": -1, "format": "scontrol-oneliner",
+              "text": "Failed to connect to the host via ssh: ssh: connect to host slurmctl port 22: "
+                      "Connection timed out"}
+
+    def snapshot(text):
+        return {"host": "slurmctl", "rc": 0, "format": "scontrol-oneliner", "text": text}
+
+    probe_round(db, "2026-11-30T05:21:03Z", slurm=snapshot(idle))
+    probe_round(db, "2026-11-30T05:26:03Z", down=NODES, slurm=failed)  # Slurm cannot be asked either
+    probe_round(db, "2026-11-30T05:31:03Z", slurm=snapshot(idle))
+    probe_round(db, "2026-11-30T05:36:03Z", down=NODES, slurm=snapshot(down))  # Slurm shows them down
+    probe_round(db, "2026-11-30T05:41:03Z", slurm=snapshot(idle))
+    result, out = rv.run("2026-11", CONTRACT, str(base / "sla"), now=parse_time("2026-12-01T06:00:00Z"),
+                         store_path=db)
+    return result, Path(out)
+
+
+def test_every_node_unreachable_in_one_round_is_a_monitoring_outage(controller_cut_off):
+    result, out = controller_cut_off
+    summary = json.loads((out / "summary.json").read_text())
+    outages = summary["observations"]["monitoring_outages"]
+    assert outages[0] == {"at": "2026-11-30T05:26:03Z", "hosts": 4, "scheduler_down": "none"}
+    # nothing of 05:26:03-05:31:03 is downtime, and none of it is monitored time either
+    assert not [r for r in result.downtime if r["start"] < "2026-11-30T05:31:03Z"]
+    assert not [e for e in result.events if e.source == "healthprobe"]
+    assert all(n.unmonitored_us >= 300 * US for n in result.nodes)
+    assert "2 health-probe round(s) in which no node answered: monitoring outages" in " ".join(result.notes)
+    md = (out / "review.md").read_text()
+    assert "## Monitoring outages" in md and "| 2026-11-30T05:26:03Z | 4 | none |" in md
+
+
+def test_the_same_with_slurm_showing_the_nodes_down_is_downtime(controller_cut_off):
+    result, out = controller_cut_off
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["observations"]["monitoring_outages"][1] == {
+        "at": "2026-11-30T05:36:03Z", "hosts": 4, "scheduler_down": "gpu001 gpu002 gpu003 gpu004"}
+    # down by Slurm's own record: from the drain reason's time (05:35:45; gpu001 has none: from the snapshot) to
+    # the next snapshot that shows the node in service
+    assert {n.name: n.down_us // US for n in result.nodes} == {"gpu001": 300, "gpu002": 318, "gpu003": 318,
+                                                               "gpu004": 318}
+    assert all(e.startswith("slurm:") for r in result.downtime for e in r["evidence"])

@@ -1,9 +1,11 @@
 """The SLA source adapters on recorded outputs: health-probe samples, Slurm, assessment artifacts, CSV/JSON."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
+from run_dirs import unpack_recorded_run
 
 from reports.sla.events import EventError
 from reports.sla.sources import assessment, imports, slurm
@@ -55,29 +57,73 @@ def test_samples_to_down_intervals_hold_until_the_next_sample():
     rows = [sample(1, "a", 0, "up"), sample(2, "a", 300, "up"),
             sample(3, "a", 600, "down", reason="unreachable: refused"), sample(4, "a", 900, "down",
                                                                                 reason="unreachable: refused"),
-            sample(5, "a", 1200, "up"), sample(6, "b", 0, "up")]
-    events, monitored, reboots = events_from_samples(rows)
+            sample(5, "a", 1200, "up"), sample(6, "b", 0, "up"), sample(7, "b", 600, "up"), sample(8, "b", 900, "up")]
+    events, monitored, reboots, outages = events_from_samples(rows)
     [e] = events
     assert (e.target, e.start, e.end) == ("a", T0 + 600 * US, T0 + 1200 * US)
     assert e.evidence["samples"] == [3, 4] and e.evidence["up_sample"] == 5 and not e.evidence["open"]
     assert e.reason == "unreachable: refused" and e.id == "healthprobe:a:3-4"
     # the last sample of each host holds for two intervals (600 s)
     assert monitored["a"][-1] == (T0 + 1200 * US, T0 + 1800 * US)
-    assert monitored["b"] == [(T0, T0 + 600 * US)] and reboots == []
+    assert monitored["b"] == [(T0, T0 + 600 * US), (T0 + 600 * US, T0 + 900 * US), (T0 + 900 * US, T0 + 1500 * US)]
+    assert reboots == [] and outages == {}  # b answered while a did not: the controller could reach the nodes
 
 
 def test_a_gap_in_the_samples_is_unmonitored_not_downtime():
     rows = [sample(1, "a", 0, "down"), sample(2, "a", 3000, "up")]  # 50 min without a sample (interval 5 min)
-    [e], monitored, _ = events_from_samples(rows)
+    [e], monitored, _, _ = events_from_samples(rows)
     assert e.end == T0 + 600 * US and e.evidence["open"] is True  # held for 2 intervals, then unknown
     assert monitored["a"] == [(T0, T0 + 600 * US), (T0 + 3000 * US, T0 + 3600 * US)]
+    # down on both sides of the gap: two outages, the gap between them is not counted
+    rows[1] = sample(2, "a", 3000, "down")
+    first, second = events_from_samples(rows)[0]
+    assert (first.start, first.end, second.start, second.end) == (T0, T0 + 600 * US, T0 + 3000 * US, T0 + 3600 * US)
+
+
+def stored(i, t_s, result):
+    """A sample as the store makes it from one host's registered Ansible result."""
+    s = sample_from_result(result)
+    return sample(i, s.pop("host"), t_s, s.pop("state"), **s)
+
+
+def unreachable(i, host, t_s):
+    return stored(i, t_s, {"host": host, "unreachable": True, "msg": "ssh: connect to host: Connection timed out"})
+
+
+def test_a_sample_in_an_honoured_exclusion_stands_for_the_node_only_until_it_ends():
+    # caught down at 10:05 by the 5-minute probe, inside a 10:04:50-10:05:10 reboot test; up again at 10:10
+    rows = [sample(1, "a", 0, "up"), unreachable(2, "a", 300), sample(3, "a", 600, "up"), sample(4, "b", 300, "up")]
+    test = [(T0 + 290 * US, T0 + 310 * US)]
+    [e], monitored, _, _ = events_from_samples(rows, excluded={"a": test})
+    assert (e.start, e.end) == (T0 + 300 * US, T0 + 310 * US)  # not to 10:10: after the test the state is unknown
+    assert e.evidence["open"] is True and e.evidence["held_until"] == iso_utc(T0 + 310 * US)
+    assert monitored["a"] == [(T0, T0 + 300 * US), (T0 + 300 * US, T0 + 310 * US), (T0 + 600 * US, T0 + 1200 * US)]
+    # without the exclusion the sample holds until the next one
+    [e], _, _, _ = events_from_samples(rows)
+    assert (e.start, e.end) == (T0 + 300 * US, T0 + 600 * US)
+
+
+def test_a_round_in_which_no_node_answered_is_a_monitoring_outage():
+    # what the role's rescue records for a node that did not answer within sla_probe_timeout
+    no_result = stored(4, 300, {"host": "b", "failed": True,
+                                "msg": "no answer within 30 s: Task failed: Timed out after 30 second(s)."})
+    rows = [sample(1, "a", 0, "up"), sample(2, "b", 0, "up"), unreachable(3, "a", 300), no_result,
+            sample(5, "a", 600, "up"), sample(6, "b", 600, "up")]
+    events, monitored, _, outages = events_from_samples(rows)
+    assert events == [] and outages == {T0 + 300 * US: ["a", "b"]}
+    assert monitored["a"] == monitored["b"] == [(T0, T0 + 300 * US), (T0 + 600 * US, T0 + 1200 * US)]
+    # a node that answered, even to say it is broken, shows the controller could reach the nodes: downtime
+    rows[3] = stored(4, 300, {"host": "b", "rc": 1, "stdout": "", "stderr": "cat: /proc/uptime: I/O error"})
+    events, _, _, outages = events_from_samples(rows)
+    assert outages == {} and sorted((e.target, e.start, e.end) for e in events) == [
+        ("a", T0 + 300 * US, T0 + 600 * US), ("b", T0 + 300 * US, T0 + 600 * US)]
 
 
 def test_missing_gpus_and_reboots():
     rows = [sample(1, "a", 0, "up", gpus_found=8, boot_id="b1"), sample(2, "a", 300, "up", gpus_found=7, boot_id="b1"),
             sample(3, "a", 600, "up", gpus_found=7, boot_id="b1", uptime_s=100.0),
             sample(4, "a", 900, "up", gpus_found=8, boot_id="b2", uptime_s=250.0)]
-    events, _, reboots = events_from_samples(rows, expected_gpus={"a": 8})
+    events, _, reboots, _ = events_from_samples(rows, expected_gpus={"a": 8})
     [g] = events
     assert (g.scope, g.gpus, g.start, g.end) == ("gpu", 1, T0 + 300 * US, T0 + 900 * US)
     assert g.reason == "nvidia-smi lists 7 of 8 GPUs"
@@ -128,6 +174,20 @@ def test_snapshot_series_closes_at_the_first_snapshot_no_longer_down():
     [tokyo] = slurm.events_from_snapshots(snaps, "Asia/Tokyo")
     assert tokyo.start == parse_time("2026-11-29T20:35:45Z") and tokyo.end == e.end
     assert slurm.events_from_snapshots(snaps, "UTC", ignore_users=["root"]) == []
+
+
+def test_a_snapshot_taken_in_an_honoured_exclusion_stands_only_until_it_ends():
+    text = (SLURM / "scontrol_oneliner.txt").read_text()
+    [line] = [x for x in text.splitlines() if x.startswith("NodeName=gpu002 ")]  # drained, reason at 05:35:45
+    back = re.sub(r"State=\S+", "State=IDLE", line).split(" Reason=")[0]  # the same line, back in service
+    snaps = [{"id": "s1", "observed_at_us": OBSERVED, "format": "scontrol", "text": line},
+             {"id": "s2", "observed_at_us": OBSERVED + 300 * US, "format": "scontrol", "text": back}]
+    test = (parse_time("2026-11-30T05:35:00Z"), parse_time("2026-11-30T05:37:00Z"))
+    [e] = slurm.events_from_snapshots(snaps, "UTC", excluded={"gpu002": [test]})
+    assert (e.start, e.end) == (parse_time("2026-11-30T05:35:45Z"), test[1])  # not to the next snapshot
+    assert e.evidence["exclusion_ended_at"] == "2026-11-30T05:37:00Z"
+    [e] = slurm.events_from_snapshots(snaps, "UTC")
+    assert e.end == OBSERVED + 300 * US and e.evidence["exclusion_ended_at"] is None
 
 
 def test_single_snapshot_down_since_the_reason():
@@ -221,29 +281,55 @@ def test_json_import_and_refusals(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- assessment
 
-def test_assessment_artifacts(tmp_path):
-    run = tmp_path / "20261110T100000Z-abc" / "artifacts"
-    (run / "n1").mkdir(parents=True)
-    (run / "n2").mkdir(parents=True)
-    base = {"schema": "clustermax.assess/artifact/v1", "run_id": "20261110T100000Z-abc"}
-    (run / "n1" / "reboot.json").write_text(json.dumps({**base, "host": "n1", "probe": "reboot", "status": "ok",
-                                                        "started_at": "2026-11-10T10:00:00Z",
-                                                        "finished_at": "2026-11-10T10:09:00Z",
-                                                        "facts": {"issued_at": "2026-11-10T10:01:00Z",
-                                                                  "ready_at": "2026-11-10T10:07:30Z"}}))
-    (run / "n2" / "fault_injection-xid79.json").write_text(json.dumps({
-        **base, "host": "n2", "probe": "fault_injection", "status": "error", "reason": "no dcgmi",
-        "started_at": "2026-11-10T11:00:00Z", "finished_at": "2026-11-10T11:03:00Z", "facts": {}}))
-    (run / "n2" / "reboot.json").write_text(json.dumps({**base, "host": "n2", "status": "skipped",
-                                                        "started_at": "2026-11-10T12:00:00Z",
-                                                        "finished_at": "2026-11-10T12:00:01Z"}))
-    (run / "n2" / "gemm.json").write_text("{}")
-    found = assessment.find_artifacts(str(tmp_path))
-    assert sorted(Path(p).name for p in found) == ["fault_injection-xid79.json", "reboot.json", "reboot.json"]
-    events = {e.target: e for e in assessment.events_from_artifacts(found)}
-    assert sorted(events) == ["n1", "n2"]
-    assert events["n1"].kind == "assessment" and events["n1"].end - events["n1"].start == 390 * US
-    assert events["n2"].evidence["basis"].startswith("started_at..finished_at")
+def test_the_assessments_test_windows_from_the_recorded_run(tmp_path):
+    """The recorded run's reliability artifacts as the probes wrote them: each test's window runs from its first
+    recorded action on the node to the batch's record of that node, written after the batch put the node back."""
+    run = unpack_recorded_run(tmp_path)
+    december = (parse_time("2026-12-01T00:00:00Z"), parse_time("2027-01-01T00:00:00Z"))
+    assert assessment.find_runs(str(tmp_path), *december) == [str(run)]
+    assert assessment.find_runs(str(tmp_path), parse_time("2026-11-01T00:00:00Z"), december[0]) == []
+    files = assessment.reliability_files(str(run))
+    assert "artifacts/cmxbl-node1/sched_watch-reboot-b1.jsonl" in files and "artifacts/cmxbl-node4/fault_inject.json" \
+        in files and not [f for f in files if "gemm" in f or "burnin" in f]
+    notes = []
+    events = {e.target: e for e in assessment.events_from_run(str(run), notes)}
+    assert notes == [] and sorted(events) == ["cmxbl-node2", "cmxbl-node3", "cmxbl-node4"]  # node1 watched only
+
+    def artifact(host, name):
+        return json.loads((run / "artifacts" / host / name).read_text())
+
+    def value(doc, metric, **labels):
+        return next(r["value"] for r in doc["results"]
+                    if r["metric"] == metric and r["labels"].items() >= labels.items())
+
+    drain = artifact("cmxbl-node1", "sched_action-reboot-b1-drain.json")
+    for host in ("cmxbl-node2", "cmxbl-node3"):
+        e = events[host]
+        assert e.kind == "assessment" and e.scope == "node" and e.announced_at is None
+        assert e.start == round(value(drain, "drain_issued_at", node=host) * US)  # the observer drained it first
+        assert e.end == parse_time(artifact(host, "reboot.json")["started_at"])
+        assert e.evidence["from"] == "drain_issued"
+        # the whole test lies inside: the fresh job after the reboot and the batch's restore
+        job_ok = value(artifact("cmxbl-node1", "sched_action-reboot-b1-return.json"), "job_ok_at", node=host)
+        assert e.start < job_ok * US < e.end
+        assert parse_time(artifact("cmxbl-node1", "sched_action-reboot-b1-restore.json")["finished_at"]) <= e.end
+    fault = events["cmxbl-node4"]
+    assert fault.start == round(value(artifact("cmxbl-node4", "fault_inject.json"), "injected_at") * US)
+    assert fault.end == parse_time(artifact("cmxbl-node4", "fault_injection.json")["started_at"])
+    # the provider's health check drained the node; the batch resumed it (restore) before the record
+    assert parse_time(artifact("cmxbl-node1", "sched_action-fault-b1-restore.json")["finished_at"]) <= fault.end
+    assert fault.reason == "fault injection test of the assessment (run 20261201T203421Z-00d68c, batch 1)"
+
+
+def test_a_test_that_cannot_be_timed_excludes_nothing_and_says_so(tmp_path):
+    run = unpack_recorded_run(tmp_path)
+    # the record of node2 as the probe action writes it when the probe fails (status error, the reason)
+    path = run / "artifacts" / "cmxbl-node2" / "reboot.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "status": "error", "reason": "probe timed out"}))
+    notes = []
+    assert sorted(e.target for e in assessment.events_from_run(str(run), notes)) == ["cmxbl-node3", "cmxbl-node4"]
+    assert notes == ["assessment run 20261201T203421Z-00d68c, reboot of cmxbl-node2: an error record (probe timed "
+                     "out): the test is not timed, nothing is excluded"]
 
 
 CAP = FIX / "slurm" / "captures"

@@ -1,98 +1,105 @@
-"""The assessment's own reboot and fault-injection timings -> exclusion events of kind `assessment`.
+"""The assessment's own reboot and fault-injection tests -> exclusion events of kind `assessment`.
 
-The reliability phases (roles reboot and fault_injection) did not exist when this adapter was written; it reads
-what they are expected to write, and anything else is skipped with a note. Expected artifacts (schema v1, see
-docs/design.md): runs/<provider>/<run_id>/artifacts/<host>/reboot*.json and fault_injection*.json with
+The reliability phase (roles reboot and fault_injection, probes/reliability) records raw observations batch by
+batch, and reports/phases/reliability/timeline.py puts them in order. A test's window on one node is:
 
-    status: ok | error | skipped          (skipped artifacts are ignored)
-    host: the node
-    started_at / finished_at: RFC 3339 UTC (always present in schema v1)
-    facts:
-      reboot:           issued_at   (when the reboot command was sent)
-                        ready_at    (when the node ran a basic command again: nvidia-smi, or ssh on CPU hosts)
-                        optional: ssh_down_at, ssh_up_at, boot_id_before, boot_id_after
-      fault_injection:  injected_at (the fault went in)
-                        recovered_at (the node was back in service: resumed in Slurm / a basic command ran)
-                        optional: detected_at, drained_at, method (dcgm | kmsg | pcie_reset), xid
+    start  the first thing the test did to the node, as recorded: for a reboot, the drain the observer issued
+           (sched_action <stage>-drain: drain_issued_at), else the reboot the controller issued (the reboot
+           artifact's reboot_started event), which is the earliest event of the timeline's reboot record; for a
+           fault injection, the injection (fault_inject: injected_at).
+    end    when the batch wrote the node's record: the reboot or fault_injection artifact's started_at. The roles
+           write it last in the batch's `always`, after the batch put the node back in service (sched_action
+           <stage>-restore), so the window holds the whole test plus a few seconds of Ansible's own time.
 
-The interval [issued_at, ready_at] (reboot) or [injected_at, recovered_at] (fault injection) becomes an
-exclusion of kind `assessment` for that node: the health probe sees it as downtime, the review cuts it out and
-names the artifact as the reason. When the facts are missing the artifact's [started_at, finished_at] is used and
-the evidence says so (the probe's own runtime brackets the disruption it caused).
+That window is an exclusion of kind `assessment` for the node (sla_tiers.yml: it needs no announcement). A node that
+was not back in service when its batch ended is the provider's from then on. A skipped record (nothing was done to
+the node) is ignored; a record that cannot be timed (an error record, no recorded start, a record not after the
+start: the hosts' clocks disagree) excludes nothing and is named in the review's notes.
+
+The review stages, for each run with a record near the month, the artifacts and raw files of every probe of the
+reliability phase (probes.reliability.PROBES) as inputs/assessment/<run>/artifacts/<host>/<file>, and computes the
+windows from those copies alone (reports.load.load_run, as the assessment's own report does).
 """
 
 from __future__ import annotations
 
 import glob
-import json
 import os
 
-from reports.load import read_json_or_problem
+from probes.reliability import PROBES
+from reports.load import load_run, read_json_or_problem
+from reports.phases.reliability import timeline
 from reports.sla.events import Event
-from reports.sla.timeutil import TimeError, parse_time
+from reports.sla.timeutil import US, TimeError, iso_utc, parse_time
 
 SOURCE = "assessment"
-FIELDS = {"reboot": ("issued_at", "ready_at"), "fault_injection": ("injected_at", "recovered_at")}
+RECORDS = ("reboot", "fault_injection")  # the per-node record each batch writes last
 
 
-def _kind_of(name: str) -> str | None:
-    base = os.path.basename(name)
-    for kind in FIELDS:
-        if base.startswith(kind):
-            return kind
-    return None
+def _started(run, doc) -> tuple[float, str] | None:
+    """(epoch seconds, what) of the first thing the test did to the node; None when none is recorded."""
+    if doc["probe"] == "fault_injection":
+        inject = run.artifact(doc["host"], "fault_inject") or {}
+        times = {r["metric"]: r["value"] for r in inject.get("results") or [] if r["metric"] == "injected_at"}
+    else:
+        times = timeline.outcome(run, doc)["events"]
+    return min(((t, name) for name, t in times.items()), default=None)
 
 
-def events_from_artifacts(paths, notes: list | None = None) -> list[Event]:
-    notes = notes if notes is not None else []
+def events_from_run(run_dir: str, notes: list) -> list[Event]:
+    """The exclusion windows of one (staged) run's reboot and fault-injection tests; what cannot be timed goes to
+    notes."""
+    run = load_run(run_dir)
+    name = os.path.basename(run_dir)
+    notes += ["assessment run %s: %s not read (%s)" % (name, e["path"], e["error"]) for e in run.load_errors]
     out = []
-    for path in sorted(paths):
-        kind = _kind_of(path)
-        if kind is None:
+    for doc in sorted(run.artifacts, key=lambda d: (d["host"], d["probe"])):
+        if doc["probe"] not in RECORDS or doc.get("variant") is not None or doc["status"] == "skipped":
             continue
-        doc, problem = read_json_or_problem(path)
-        if problem:
-            notes.append("%s: unreadable (%s)" % (path, problem))
+        what = "assessment run %s, %s of %s" % (doc["run_id"], doc["probe"], doc["host"])
+        if doc["status"] != "ok":
+            notes.append("%s: an error record (%s): the test is not timed, nothing is excluded" % (
+                what, doc.get("reason")))
             continue
-        if doc.get("status") == "skipped":
+        first = _started(run, doc)
+        if first is None:
+            notes.append("%s: no recorded start of the test: nothing is excluded" % what)
             continue
-        host = doc.get("host") or os.path.basename(os.path.dirname(path))
-        facts = doc.get("facts") or {}
-        first, last = FIELDS[kind]
-        try:
-            if facts.get(first) and facts.get(last):
-                start, end, basis = parse_time(facts[first]), parse_time(facts[last]), "%s..%s" % (first, last)
-            else:
-                start, end = parse_time(doc["started_at"]), parse_time(doc["finished_at"])
-                basis = "started_at..finished_at (no %s/%s facts)" % (first, last)
-        except (KeyError, TimeError) as exc:
-            notes.append("%s: no usable times (%s)" % (path, exc))
-            continue
+        start, end = int(round(first[0] * US)), parse_time(doc["started_at"])
         if end <= start:
-            notes.append("%s: ends before it starts" % path)
+            notes.append("%s: recorded at %s, not after the test began (%s at %s): the hosts' clocks disagree, "
+                         "nothing is excluded" % (what, doc["started_at"], first[1], iso_utc(start)))
             continue
-        run_id = doc.get("run_id") or os.path.basename(os.path.dirname(os.path.dirname(os.path.dirname(path))))
-        out.append(Event(id="%s:%s:%s:%s" % (SOURCE, run_id, host, os.path.basename(path)), source=SOURCE,
-                         scope="node", target=host, kind="assessment", start=start, end=end,
-                         reason="%s test of the assessment (run %s)" % (kind.replace("_", " "), run_id),
-                         evidence={"artifact": path, "basis": basis, "status": doc.get("status")}))
+        out.append(Event(
+            id="%s:%s:%s:%s" % (SOURCE, doc["run_id"], doc["host"], doc["probe"]), source=SOURCE, scope="node",
+            target=doc["host"], kind="assessment", start=start, end=end,
+            reason="%s test of the assessment (run %s, batch %s)" % (
+                doc["probe"].replace("_", " "), doc["run_id"], (doc.get("facts") or {}).get("batch")),
+            evidence={"run": doc["run_id"], "record": "artifacts/%s/%s.json" % (doc["host"], doc["probe"]),
+                      "from": first[1], "until": "the batch's record of the node (started_at)"}))
     return out
 
 
-def overlaps(path: str, start_us: int, end_us: int) -> bool:
-    """Whether an artifact's [started_at, finished_at] touches [start, end) (unreadable ones are kept: the review
-    reports them)."""
+def _recorded_in(path: str, start_us: int, end_us: int) -> bool:
+    """Whether a record was written in [start, end); an unreadable one is kept (the review reports it)."""
+    doc, problem = read_json_or_problem(path)
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-        return parse_time(doc["started_at"]) < end_us and parse_time(doc["finished_at"]) > start_us
-    except (OSError, ValueError, KeyError, TimeError):
+        return problem is not None or start_us <= parse_time(doc["started_at"]) < end_us
+    except (KeyError, TypeError, TimeError):
         return True
 
 
-def find_artifacts(provider_dir: str) -> list[str]:
-    """reboot*/fault_injection* artifacts of every run of one provider (runs/<provider>/*/artifacts/*/)."""
-    found = []
-    for pattern in ("reboot*.json", "fault_injection*.json"):
-        found += glob.glob(os.path.join(provider_dir, "*", "artifacts", "*", pattern))
-    return sorted(found)
+def find_runs(provider_dir: str, start_us: int, end_us: int) -> list[str]:
+    """The runs of one provider (runs/<provider>/<run>/) with a reboot or fault-injection record in [start, end)."""
+    runs = set()
+    for probe in RECORDS:
+        for path in glob.glob(os.path.join(provider_dir, "*", "artifacts", "*", probe + ".json")):
+            if _recorded_in(path, start_us, end_us):
+                runs.add(os.path.dirname(os.path.dirname(os.path.dirname(path))))
+    return sorted(runs)
+
+
+def reliability_files(run_dir: str) -> list[str]:
+    """artifacts/<host>/<file> of every artifact and raw file of the reliability phase's probes in a run."""
+    return sorted(os.path.relpath(p, run_dir) for p in glob.glob(os.path.join(run_dir, "artifacts", "*", "*"))
+                  if os.path.basename(p).startswith(PROBES) and os.path.isfile(p))

@@ -1,10 +1,22 @@
-"""Health-probe samples -> down events (node and GPU scope), monitored time, and reboots seen between samples.
+"""Health-probe samples -> down events (node and GPU scope), monitored time, reboots seen between samples, and
+monitoring outages.
 
 A sample stands for the host's state from its time until the next sample of that host, but for at most
 `hold_intervals` probe intervals (the round records its interval; sla_tiers.yml gives the default). So a host
 that was down at 10:05 and up again at 10:10 (5-minute probe) counts as down 10:05-10:10: the true start lies in
 (10:00, 10:05] and the true end in (10:05, 10:10], so the counted duration is within one probe interval of the
-truth. Beyond the hold the time is "not monitored": reported, never counted either way.
+truth. Beyond the hold the time is "not monitored": reported, never counted either way; two down samples with
+unmonitored time between them are two outages, not one.
+
+Two things make a sample stand for less:
+- An exclusion honoured for the node (`excluded`: maintenance announced in time, the assessment's own reboot or
+  fault-injection test) that the sample falls in: the sample stands for the node only until the exclusion ends.
+  The node was down because of it, and what it did after the exclusion is unknown until the next sample; without
+  this a 5-minute probe that caught a 10-second reboot test would charge the provider the other 4 min 50 s.
+- A monitoring outage: a round in which no host answered at all (unreachable, or no result in time) says more
+  about the controller, the probe's one vantage point, than about the nodes. Its samples are neither down nor
+  monitored; downtime in that time comes only from the other sources, so a node the scheduler showed down then
+  counts for as long as the scheduler's own record says (the review lists each outage with what Slurm saw).
 
 GPU scope: when a node's nvidia-smi lists fewer GPUs than the contract says it has (or fails), the missing count
 becomes a gpu-scope event; the node rule in reports/sla/availability.py decides whether that makes the node down.
@@ -19,72 +31,83 @@ from reports.sla.events import Event
 from reports.sla.timeutil import US, iso_utc
 
 SOURCE = "healthprobe"
+BLIND = "monitoring outage"  # the state of a sample taken in a round in which no host answered
 
 
-def _runs(items, key):
-    """Consecutive items with the same key -> lists."""
-    run, out = [], []
-    for item in items:
-        if run and key(item) != key(run[-1]):
-            out.append(run)
-            run = []
-        run.append(item)
-    if run:
-        out.append(run)
+def monitoring_outages(samples: list[dict]) -> dict[int, list[str]]:
+    """The rounds in which no host answered, by their time (one instant for every host of a round) -> the hosts."""
+    rounds: dict[int, list[dict]] = {}
+    for s in samples:
+        rounds.setdefault(s["sampled_at_us"], []).append(s)
+    return {t: sorted(s["host"] for s in rows) for t, rows in sorted(rounds.items())
+            if not any(store.answered(s) for s in rows)}
+
+
+def _stretches(spans, key):
+    """Consecutive (sample, state, held_until) spans with the same key and no unmonitored time between them."""
+    out: list[list] = []
+    for span in spans:
+        if out and key(span) == key(out[-1][-1]) and out[-1][-1][2] == span[0]["sampled_at_us"]:
+            out[-1].append(span)
+        else:
+            out.append([span])
     return out
 
 
 def events_from_samples(samples: list[dict], expected_gpus: dict | None = None, hold_intervals: float = 2,
-                        default_interval_s: float = 300) -> tuple[list[Event], dict, list[dict]]:
-    """(events, monitored intervals per host, reboot observations) from store rows (any order)."""
+                        default_interval_s: float = 300, excluded: dict | None = None):
+    """(events, monitored intervals per host, reboot observations, monitoring outages) from store rows (any order).
+
+    excluded: node -> intervals of the exclusions honoured for it (reports.sla.availability.excluded_intervals)."""
+    blind = monitoring_outages(samples)
     by_host: dict[str, list[dict]] = {}
     for s in samples:
         by_host.setdefault(s["host"], []).append(s)
     events, monitored, reboots = [], {}, []
     for host, rows in sorted(by_host.items()):
         rows.sort(key=lambda r: (r["sampled_at_us"], r["id"]))
-        holds = []
+        spans = []  # (sample, state, held until)
         for i, r in enumerate(rows):
-            interval = r.get("interval_s") or default_interval_s
-            limit = r["sampled_at_us"] + int(hold_intervals * interval * US)
-            nxt = rows[i + 1]["sampled_at_us"] if i + 1 < len(rows) else None
-            holds.append(min(nxt, limit) if nxt is not None else limit)
-        monitored[host] = [(r["sampled_at_us"], h) for r, h in zip(rows, holds) if h > r["sampled_at_us"]]
-        indexed = list(zip(rows, holds))
-        for run in _runs(indexed, key=lambda x: x[0]["state"]):
-            if run[0][0]["state"] != "down":
+            t = r["sampled_at_us"]
+            held = [t + int(hold_intervals * (r.get("interval_s") or default_interval_s) * US)]
+            held += [rows[i + 1]["sampled_at_us"]] if i + 1 < len(rows) else []
+            held += [e for s, e in (excluded or {}).get(host, []) if s <= t < e]
+            spans.append((r, BLIND if t in blind else r["state"], min(held)))
+        monitored[host] = [(r["sampled_at_us"], h) for r, state, h in spans
+                           if state != BLIND and h > r["sampled_at_us"]]
+        for run in _stretches(spans, key=lambda x: x[1]):
+            if run[0][1] != "down":
                 continue
-            first, last = run[0][0], run[-1][0]
-            end = run[-1][1]
+            first, last, end = run[0][0], run[-1][0], run[-1][2]
             after = next((r for r in rows if r["sampled_at_us"] > last["sampled_at_us"]), None)
-            reasons = sorted({r["reason"] for r, _ in run if r["reason"]})
+            reasons = sorted({r["reason"] for r, _, _ in run if r["reason"]})
             closed_by = after["id"] if after is not None and after["sampled_at_us"] == end else None
             events.append(Event(
                 id="%s:%s:%d-%d" % (SOURCE, host, first["id"], last["id"]), source=SOURCE, scope="node",
                 target=host, kind="down", start=first["sampled_at_us"], end=end, reason="; ".join(reasons),
-                evidence={"samples": [r["id"] for r, _ in run], "first_down": iso_utc(first["sampled_at_us"]),
+                evidence={"samples": [r["id"] for r, _, _ in run], "first_down": iso_utc(first["sampled_at_us"]),
                           "last_down": iso_utc(last["sampled_at_us"]), "up_sample": closed_by,
                           "up_at": iso_utc(end) if closed_by else None,
                           "open": closed_by is None, "held_until": iso_utc(end)}))
         want = (expected_gpus or {}).get(host)
         if want:
             def missing(x, want=want):
-                r = x[0]
-                if r["state"] != "up" or r.get("gpus_found") is None:
+                r, state, _ = x
+                if state != "up" or r.get("gpus_found") is None:
                     return 0
                 return max(0, want - int(r["gpus_found"]))
 
-            for run in _runs(indexed, key=missing):
+            for run in _stretches(spans, key=missing):
                 count = missing(run[0])
                 if not count:
                     continue
                 first, last = run[0][0], run[-1][0]
                 events.append(Event(
                     id="%s:%s:gpu:%d-%d" % (SOURCE, host, first["id"], last["id"]), source=SOURCE, scope="gpu",
-                    target=host, kind="down", start=first["sampled_at_us"], end=run[-1][1], gpus=count,
+                    target=host, kind="down", start=first["sampled_at_us"], end=run[-1][2], gpus=count,
                     reason="nvidia-smi lists %d of %d GPUs%s" % (
                         want - count, want, "" if not last.get("gpu_rc") else " (nvidia-smi exit %s)" % last["gpu_rc"]),
-                    evidence={"samples": [r["id"] for r, _ in run], "held_until": iso_utc(run[-1][1])}))
+                    evidence={"samples": [r["id"] for r, _, _ in run], "held_until": iso_utc(run[-1][2])}))
         prev = None
         for r in rows:
             if r["state"] != "up" or not r.get("boot_id"):
@@ -94,13 +117,4 @@ def events_from_samples(samples: list[dict], expected_gpus: dict | None = None, 
                 reboots.append({"host": host, "between": iso_utc(prev["sampled_at_us"]), "and": iso_utc(
                     r["sampled_at_us"]), "booted_at": iso_utc(boot) if boot else "", "samples": [prev["id"], r["id"]]})
             prev = r
-    return events, monitored, reboots
-
-
-def load(db_path: str, start_us: int, end_us: int, expected_gpus: dict | None = None, hold_intervals: float = 2,
-         default_interval_s: float = 300):
-    """Samples of [start, end) plus a margin before it (a down sample just before the month holds into it)."""
-    margin = int(hold_intervals * max(default_interval_s, 3600) * US)
-    rows = store.read_samples(db_path, start_us - margin, end_us)
-    events, monitored, reboots = events_from_samples(rows, expected_gpus, hold_intervals, default_interval_s)
-    return rows, events, monitored, reboots
+    return events, monitored, reboots, blind

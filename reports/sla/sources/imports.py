@@ -7,7 +7,8 @@ Columns / keys (one record per line or per object):
     kind              down | software_upgrade | security_patch | physical_maintenance | assessment  (default down)
     reason            free text
     gpu / gpus        gpu scope: which GPU, or how many GPUs
-    announced_at      maintenance: when it was announced (the notice period is checked against sla_tiers.yml)
+    announced_at      maintenance: when it was announced (the notice period is checked against sla_tiers.yml;
+                      maintenance without one is downtime unless its kind needs no announcement)
     id                optional; default <file>#<record number>
 JSON: a list of such objects, or {"timezone": "...", "events": [...]}. A record with an open end (empty end) is
 refused: a provider log must say when an outage ended, or say it is ongoing by giving the time of the export.

@@ -4,7 +4,9 @@ Inputs, as recorded from the tools (tests/fixtures/slurm/ has examples):
 - `scontrol show node` (multi-line records) or `scontrol -o show node` (one line per node): a snapshot at a known
   time (`observed_at`). A node in a down state with `Reason=... [user@time]` is down from the reason's time until
   at least the snapshot; a series of snapshots (the health probe stores one per round when `sla_slurm_host` is set)
-  closes the interval at the first snapshot where the node is no longer down.
+  closes the interval at the first snapshot where the node is no longer down. A down snapshot taken during an
+  exclusion honoured for the node (`excluded`: the assessment's own reboot, announced maintenance) stands for the
+  node only until the exclusion ends, as a health-probe sample does (reports/sla/sources/healthprobe.py).
 - `sinfo -N -h -o '%N|%T|%E|%u|%H'` (node, state, reason, user, reason time), `sinfo -R` (the nodes with a reason,
   all out of service), or the default, `-N` and `-N -l` tables (state with its sinfo suffix): see parse_sinfo.
 - `sacctmgr show event` (default fixed-width table, or -p / -P parsable): node events with TimeStart and TimeEnd
@@ -249,8 +251,9 @@ def snapshot_records(text: str, fmt: str) -> list[dict]:
 
 
 def events_from_snapshots(snapshots: list[dict], tz, ignore_users=(), max_gap_us: int | None = None,
-                          prefix="slurm") -> list[Event]:
-    """Snapshots [{observed_at_us, text, format, id}] -> down events per node (see the module docstring)."""
+                          prefix="slurm", excluded: dict | None = None) -> list[Event]:
+    """Snapshots [{observed_at_us, text, format, id}] -> down events per node (see the module docstring).
+    excluded: node -> intervals of the exclusions honoured for it (reports.sla.availability.excluded_intervals)."""
     series: dict[str, list] = {}
     for snap in sorted(snapshots, key=lambda s: s["observed_at_us"]):
         for rec in snapshot_records(snap["text"], snap.get("format") or "scontrol-oneliner"):
@@ -290,6 +293,8 @@ def events_from_snapshots(snapshots: list[dict], tz, ignore_users=(), max_gap_us
                 end, still_open = nxt["t"], False
             else:
                 end, still_open = last, True
+            cut = min([e for s, e in (excluded or {}).get(node, []) if s <= last < e < end], default=None)
+            end = cut or end
             if end > start:
                 out.append(Event(
                     id="%s:%s:%s-%s" % (prefix, node, points[i]["snapshot"] or i, points[j]["snapshot"] or j),
@@ -297,7 +302,15 @@ def events_from_snapshots(snapshots: list[dict], tz, ignore_users=(), max_gap_us
                     reason=p["reason"] or p["state"],
                     evidence={"state": p["state"], "reason_user": p["user"], "reason_since": iso_utc(p["since"])
                               if p["since"] else None, "first_seen": iso_utc(p["t"]), "last_seen": iso_utc(last),
-                              "open": still_open, "snapshots": [x["snapshot"] for x in points[i:j + 1]]}))
+                              "open": still_open, "exclusion_ended_at": iso_utc(cut) if cut else None,
+                              "snapshots": [x["snapshot"] for x in points[i:j + 1]]}))
             prev_up = None
             i = j + 1
     return out
+
+
+def down_at(events: list[Event], node: str, t: int) -> bool:
+    """Whether the scheduler's records show the node down at instant t. A record closed by a later snapshot ends
+    where the node was seen back; an open one (open in its evidence) ends at its last sighting, which counts."""
+    return any(ev.source in ("slurm", "sacctmgr") and ev.kind == "down" and ev.scope == "node" and ev.target == node
+               and (ev.start <= t < ev.end or (ev.evidence.get("open") and t == ev.end)) for ev in events)
