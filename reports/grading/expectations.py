@@ -42,10 +42,16 @@ def resolve(expect, model_spec):
     if model_spec is None:
         return None, None, "no expectation for this GPU model in gpus.yml"
     if field not in model_spec:
-        return None, None, "gpus.yml has no %s for this GPU model" % field
+        return None, None, missing(model_spec, field)
     fraction = float(expect.get("fraction", 1.0))
     threshold = fraction * float(model_spec[field])
     return threshold, "%s %s (%g × %s %s)" % (op, _fmt(threshold), fraction, field, _fmt(model_spec[field])), None
+
+
+def missing(model_spec, field):
+    """Why a GPU model has no `field`: the reason gpus.yml gives under the model's `absent` (a figure no public
+    source has, e.g. GB300's MAMF), else that gpus.yml lacks it."""
+    return (model_spec.get("absent") or {}).get(field) or "gpus.yml has no %s for this GPU model" % field
 
 
 def meets(value, expect, threshold):

@@ -164,3 +164,25 @@ def test_a_run_without_the_phase_skips_every_compute_check():
     rows = grade.grade(run, compute_checks())
     assert rows and {r["status"] for r in rows} == {"skip"} and all(r["reason"] for r in rows)
     assert not [r for r in rows if "error" in r["status"]]
+
+
+def test_gb300_mamf_is_skipped_with_the_reason_there_is_none():
+    # no public MAMF for GB300 (gpus.yml absent): the GEMM is still judged against the datasheet peak
+    run = run_of([info("n1", "NVIDIA GB300"), gemm("n1", [1800.0] * 4, fp8=[3600.0] * 4, model="NVIDIA GB300")])
+    rows = {(r["check_id"], r["subject"]): r for r in grade.grade(run, compute_checks())}
+    bf16 = rows[("compute.gemm_bf16_vs_mamf", "gpu=0")]
+    assert bf16["status"] == "skip" and bf16["reason"].startswith("no public MAMF for GB300: stas00/ml-engineering")
+    assert rows[("compute.gemm_fp8_vs_mamf", "gpu=3")]["reason"].startswith("no public FP8 MAMF for GB300")
+    assert rows[("compute.gemm_bf16_vs_peak", "gpu=0")]["status"] == "pass"  # 1800 of 2500: 0.72
+
+
+# The copy lines are read by compute.copy_* and compute.nvbandwidth_*; the one-node all-reduce line by the network
+# phase, per GPUs in one node (8 on HGX boards and AMD platforms, 4 on a GB200/GB300 tray).
+@pytest.mark.parametrize("model, gpus", [("B200", 8), ("B300", 8), ("GB200", 4), ("GB300", 4), ("MI300X", 8),
+                                         ("MI325X", 8), ("MI355X", 8)])
+def test_every_current_gpu_has_copy_and_all_reduce_lines(model, gpus):
+    spec = MODELS[model]
+    read = {c["expect"]["of"].format(gpus=gpus) for c in grade.load_rubric()["checks"]
+            if "of" in (c.get("expect") or {})}
+    for field in ("h2d_gbps_min", "d2h_gbps_min", "d2d_gbps_min", "allreduce_busbw_%dgpu_gbps_min" % gpus):
+        assert field in read and spec[field] > 0, field

@@ -2,8 +2,13 @@
 as the network probes write them."""
 
 import json
+from pathlib import Path
+
+import pytest
 
 from probes.artifact import Artifact
+from probes.common.command import CmdResult
+from probes.network import nccl_tests
 from probes.network.busbw import busbw_factor
 from reports import grading as grade
 from reports.load import run_of_artifacts as make_run
@@ -12,6 +17,10 @@ from reports.phases.network import section
 
 H100 = "NVIDIA H100 80GB HBM3"
 SIZES = [1 << k for k in range(4, 35, 2)]  # 16 B .. 16 GiB, factor 4
+# Real curves of healthy systems (tests/fixtures/collective-curves/README.md names each source).
+CURVES = Path(__file__).resolve().parents[1] / "fixtures" / "collective-curves"
+GB300_ALL_GATHER = (CURVES / "gcp_a4xmax_gb300_2node_all_gather.txt").read_text()
+GB300_FABRIC = {"fabric": "roce_800", "rails": 4}  # A4X Max: 4 ConnectX-8 800G per tray (GCP)
 
 
 def logistic(peak, half=4 << 20):
@@ -40,9 +49,11 @@ def coll_doc(host, curves, backend="cuda", failures=None, status="ok", params=No
     return art.to_dict()
 
 
-def info_doc(host, model=H100):
+def info_doc(host, model=H100, gpus=None):
     art = Artifact("node_info", "r", host)
     art.facts["gpu_model"] = model
+    if gpus is not None:
+        art.add("gpu_count", gpus, "count")
     return art.to_dict()
 
 
@@ -77,13 +88,19 @@ def test_peak_busbw_single_node_against_the_gpu_model():
     docs = [coll_doc("good", {(1, 8, "all_reduce", "in_place"): logistic(480)}),
             coll_doc("slow", {(1, 8, "all_reduce", "in_place"): logistic(380)}),
             coll_doc("four", {(1, 4, "all_reduce", "in_place"): logistic(480)}),
+            coll_doc("half", {(1, 4, "all_reduce", "in_place"): logistic(480)}),
             coll_doc("cpu", {(1, 1, "all_reduce", "in_place"): []}, backend="cpu")]
-    run = make_run(docs + [info_doc(h) for h in ("good", "slow", "four", "cpu")])
+    run = make_run(docs + [info_doc(h) for h in ("good", "slow", "four", "cpu")] + [info_doc("half", gpus=8)])
     good = gn.grade_peak_busbw(c, run, "good")[0]
     assert good["status"] == "pass" and good["observed"].startswith("479.9 GB/s (16 GiB, 1 node, 8 ranks)")
     assert "0.9 × allreduce_busbw_8gpu_gbps_min 460" in good["expected"]
     assert gn.grade_peak_busbw(c, run, "slow")[0]["status"] == "fail"
-    assert "this node ran 4 ranks" in gn.grade_peak_busbw(c, run, "four")[0]["reason"]
+    # 4 GPUs (no count in the facts: the ranks the run drove): H100 has no 4-GPU line
+    assert gn.grade_peak_busbw(c, run, "four")[0]["reason"] == (
+        "gpus.yml has no allreduce_busbw_4gpu_gbps_min for this GPU model (4 GPUs in one node)")
+    # node_info counts 8 GPUs, the run used 4: not judged against the whole node's line
+    assert gn.grade_peak_busbw(c, run, "half")[0]["reason"] == (
+        "this node has 8 GPUs and its one-node run used 4 ranks: the expectation is for all of them")
     assert gn.grade_peak_busbw(c, run, "cpu")[0]["reason"] == "backend=cpu: expectation is for cuda/rocm"
 
 
@@ -227,3 +244,181 @@ def test_every_network_check_has_a_row_for_every_host(tmp_path):
         assert (tmp_path / png).stat().st_size > 5000
     assert "nccl_tests: no GPU visible" in md
     json.dumps(rows)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Real curves: every collective at every world size, judged on its plateau, its small messages and its scaling
+
+
+def scaled(text, bw=1.0, time=1.0):
+    """A real nccl-tests output with every result row's algbw and busbw multiplied by bw and its times by time (out
+    of place and in place): how a slower run of the same system is derived from a healthy one."""
+    out = []
+    for line in text.splitlines():
+        t = line.split()
+        if len(t) >= 13 and t[0].isdigit() and t[1].isdigit():
+            for i in (5, 9):
+                t[i] = "%.2f" % (float(t[i]) * time)
+            for i in (6, 7, 10, 11):
+                t[i] = "%.2f" % (float(t[i]) * bw)
+            line = " ".join(t)
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def nccl_doc(tmp_path, host, outputs, params=None, variant=None):
+    """The nccl_tests artifact the probe writes from these outputs ({(collective, nodes): stdout}), through the
+    probe's own run_one with a runner that prints the output."""
+    art = Artifact("nccl_tests", "r", host, variant=variant, params=params or {})
+    art.device.update(backend="cuda", model="NVIDIA GB300")
+    for (coll, nodes), text in outputs.items():
+        def runner(argv, timeout, text=text):
+            return CmdResult(argv, 0, text, "", False, False)
+        failure = nccl_tests.run_one(art, coll, "/opt/nccl-tests/build/%s_perf" % coll, runner, [], 60,
+                                     "nccl_tests", str(tmp_path), False, nodes)
+        assert failure is None
+    art.facts["failures"] = []
+    return art.to_dict()
+
+
+def azure_busbw(name):
+    """[(size, busbw)] of an Azure AI-benchmarking-guide table: its rows are 1 KiB, 2 KiB ... 8 GiB."""
+    rows = [line.split("|") for line in (CURVES / name).read_text().splitlines()[2:]]
+    return [(1024 << i, float(cells[2])) for i, cells in enumerate(rows)]
+
+
+def rows_of(check_id, run, host):
+    return {r["subject"]: r for r in gn.PER_HOST[check(check_id)["kind"]](check(check_id), run, host)}
+
+
+def test_a_degraded_all_gather_fails_on_its_plateau_where_the_healthy_one_passes(tmp_path):
+    # Two GB300 trays in different NVLink domains (GCP): the 4 800G NICs of a tray carry all_gather at 378.9 GB/s
+    # (in place, 4 GiB), 1.03 of 4 x 92 (357.7 out of place, 0.97). The degraded run is the same output 8x slower
+    # (busbw / 8, time x 8).
+    run = make_run([nccl_doc(tmp_path, "good", {("all_gather", 2): GB300_ALL_GATHER}, GB300_FABRIC),
+                    nccl_doc(tmp_path, "slow", {("all_gather", 2): scaled(GB300_ALL_GATHER, 1 / 8, 8)}, GB300_FABRIC),
+                    info_doc("good", "NVIDIA GB300", gpus=4), info_doc("slow", "NVIDIA GB300", gpus=4)])
+    good = rows_of("network.nccl_tests_plateau", run, "good")["all_gather 2 nodes"]
+    assert (good["status"], good["observed"]) == ("pass", "peak 378.9 GB/s at 4 GiB (8 ranks)")
+    assert good["expected"] == ">= 184 (0.5 × 4 rails × 92 GB/s per roce_800 NIC; warn below 257.6)"
+    slow = rows_of("network.nccl_tests_plateau", run, "slow")["all_gather 2 nodes"]
+    assert (slow["status"], slow["observed"]) == ("fail", "peak 47.36 GB/s at 4 GiB (8 ranks)")
+    # the shape check alone cannot tell them apart: both dip where NCCL changes protocol (8 -> 16 MiB, -16 % out
+    # of place, far beyond the 0.5 % spread of out-of-place and in-place there) and warn the same
+    shape = check("network.nccl_tests_curve_shape")
+    good_shape, slow_shape = (gn.grade_curve_shape(shape, run, h)[0] for h in ("good", "slow"))
+    assert good_shape["status"] == slow_shape["status"] == "warn"
+    assert "all_gather out-of-place at 2 nodes (8 ranks): 8 MiB -> 16 MiB -16%" in good_shape["reason"]
+    assert "warn only" in good_shape["expected"]
+
+
+def test_drops_within_the_out_of_place_in_place_spread_are_noise(tmp_path):
+    # the same GB300 curve: at 32 MiB out of place and in place differ by 20 % (116.11 vs 145.13); a 15 % step down
+    # there is within that noise, the same step at 16 MiB (spread 1 %) is not
+    noise = gn.placement_noise(gn.frame(make_run([nccl_doc(tmp_path, "h", {("all_gather", 2): GB300_ALL_GATHER})]),
+                                        "nccl_tests", "busbw_gbps"))[(2, 8, "all_gather")]
+    assert round(noise[32 << 20]) == 20 and round(noise[16 << 20]) == 1
+    points = [(16 << 20, 100.0), (32 << 20, 85.0), (64 << 20, 90.0)]
+    assert gn.find_drops(points, 1 << 20, 10, noise) == []
+    assert gn.find_drops(points, 1 << 20, 10) == [(16 << 20, 32 << 20, 15.0)]
+
+
+def test_a_4_gpu_tray_is_graded_on_one_node_bus_bandwidth():
+    # Azure's ND GB200 v6: all_reduce (ring, in place) on the 4 GPUs of one tray reaches 679.61 GB/s; node_info
+    # counts 4 GPUs, so the 4-GPU lines apply. Degraded: the same curve / 8. Azure's 8 x H200 (NVLS) for 8 GPUs.
+    gb200 = azure_busbw("azure_nd_gb200_v6_all_reduce_ring.md")
+    h200 = azure_busbw("azure_nd_h200_v5_all_reduce_nvls.md")
+    docs = [coll_doc("tray", {(1, 4, "all_reduce", "in_place"): gb200}, probe="nccl_tests"),
+            coll_doc("slow", {(1, 4, "all_reduce", "in_place"): [(s, v / 8) for s, v in gb200]}, probe="nccl_tests"),
+            coll_doc("h200", {(1, 8, "all_reduce", "in_place"): h200}, probe="nccl_tests")]
+    run = make_run(docs + [info_doc("tray", "NVIDIA GB200", gpus=4), info_doc("slow", "NVIDIA GB200", gpus=4),
+                           info_doc("h200", "NVIDIA H200", gpus=8)])
+    c = check("network.nccl_tests_allreduce_1node")
+    tray = gn.grade_peak_busbw(c, run, "tray")[0]
+    assert (tray["status"], tray["observed"], tray["expected"]) == (
+        "pass", "679.6 GB/s (8 GiB, 1 node, 4 ranks)", ">= 432 (1 × allreduce_busbw_4gpu_gbps_min 432)")
+    assert gn.grade_peak_busbw(c, run, "slow")[0]["status"] == "fail"
+    h200_row = gn.grade_peak_busbw(c, run, "h200")[0]
+    assert (h200_row["status"], h200_row["expected"]) == ("pass", ">= 431 (1 × allreduce_busbw_8gpu_gbps_min 431)")
+    plateau = rows_of("network.nccl_tests_plateau", run, "tray")["all_reduce 1 node"]
+    assert (plateau["status"], plateau["expected"]) == (
+        "pass", ">= 340 (0.5 × allreduce_busbw_4gpu_ring_gbps 680; warn below 476)")
+    assert rows_of("network.nccl_tests_plateau", run, "slow")["all_reduce 1 node"]["status"] == "fail"
+    assert rows_of("network.nccl_tests_plateau", run, "h200")["all_reduce 1 node"]["status"] == "pass"
+
+
+def test_a_curve_cut_before_its_plateau_is_not_failed():
+    # the GB200 tray's curve as a run with max_bytes 8 MiB would print it: still rising 73 % at its last step
+    cut = [(s, v) for s, v in azure_busbw("azure_nd_gb200_v6_all_reduce_ring.md") if s <= 8 << 20]
+    run = make_run([coll_doc("tray", {(1, 4, "all_reduce", "in_place"): cut}, probe="nccl_tests"),
+                    info_doc("tray", "NVIDIA GB200", gpus=4)])
+    row = rows_of("network.nccl_tests_plateau", run, "tray")["all_reduce 1 node"]
+    assert row["status"] == "skip" and row["reason"] == (
+        "not saturated: busbw still rose 73% from 4 MiB to 8 MiB, the largest size; run larger sizes (max_bytes)")
+
+
+def test_nvlink_off_runs_are_judged_against_one_gpus_share_of_the_nics(tmp_path):
+    # With NVLink, P2P and SHM off every rank's traffic leaves on its own NIC: the GB300 trays' all_gather at a
+    # quarter of the healthy NVLink-on run (4 GPUs share 4 NICs instead of each channel having one) is the healthy
+    # NVLink-off curve of that system; / 8 again is a degraded one.
+    off = scaled(GB300_ALL_GATHER, 1 / 4, 4)
+    run = make_run([nccl_doc(tmp_path, "good", {("all_gather", 2): off}, GB300_FABRIC, variant="nvlink_off"),
+                    nccl_doc(tmp_path, "slow", {("all_gather", 2): scaled(off, 1 / 8, 8)}, GB300_FABRIC,
+                             variant="nvlink_off"),
+                    info_doc("good", "NVIDIA GB300", gpus=4), info_doc("slow", "NVIDIA GB300", gpus=4)])
+    good = rows_of("network.nccl_tests_nvlink_off_plateau", run, "good")["all_gather 2 nodes"]
+    assert (good["status"], good["observed"], good["expected"]) == (
+        "pass", "peak 94.72 GB/s at 4 GiB (8 ranks)",
+        ">= 46 (0.5 × 4 rails / 4 GPUs × 92 GB/s per roce_800 NIC; warn below 64.4)")
+    assert rows_of("network.nccl_tests_nvlink_off_plateau", run, "slow")["all_gather 2 nodes"]["status"] == "fail"
+    # one node with NVLink off crosses the NICs too (Azure's IB loopback check); with NVLink on, the GPU model
+    doc = run.artifact("good", "nccl_tests", "nvlink_off")
+    assert gn.plateau_reference(check("network.nccl_tests_nvlink_off_plateau"), run, "good", doc, "all_reduce", 1,
+                                4) == (92.0, "4 rails / 4 GPUs × 92 GB/s per roce_800 NIC")
+    assert gn.plateau_reference(check("network.nccl_tests_plateau"), run, "good", doc, "all_reduce", 1, 4) == (
+        680.0, "allreduce_busbw_4gpu_ring_gbps 680")
+    # alltoall across nodes cannot aggregate NICs (nccl-tests#267): one GPU's share even with NVLink on
+    assert gn.plateau_reference(check("network.nccl_tests_plateau"), run, "good", doc, "alltoall", 2, 8)[0] == 92.0
+    undeclared = make_run([nccl_doc(tmp_path, "h", {("all_gather", 2): off}, variant="nvlink_off")])
+    assert rows_of("network.nccl_tests_nvlink_off_plateau", undeclared, "h")["all_gather 2 nodes"]["reason"] == (
+        "no fabric declared: set network_fabric and network_rails in the inventory")
+
+
+@pytest.mark.parametrize("time, status", [(1, "pass"), (5, "warn"), (20, "fail")])
+def test_small_message_time_against_nccls_latency_model(tmp_path, time, status):
+    # 2 GB300 trays, 8 ranks: 27.71 us at 4 KiB (in place; 28.51 out of place). Estimate 12 + 2.7 x 2 x 7 = 49.8 us.
+    # Slower small-message paths are the same output with every time x 5 and x 20.
+    run = make_run([nccl_doc(tmp_path, "h", {("all_gather", 2): scaled(GB300_ALL_GATHER, 1 / time, time)})])
+    row = rows_of("network.nccl_tests_latency", run, "h")["all_gather 2 nodes"]
+    assert row["status"] == status
+    assert row["expected"] == "<= 498 us (10 × the latency estimate 49.8 us; warn above 99.6)"
+    if time == 1:
+        assert row["observed"] == "27.7 us at 4 KiB (8 ranks)"
+
+
+def test_scaling_is_judged_from_n_to_2n_and_against_the_smallest_world(tmp_path):
+    # The 2-node GB300 curve, and larger worlds derived from it: a steady 12 % loss per doubling (each step passes,
+    # 16 nodes end at 0.68 of 2), and one bad step (4 -> 8 nodes at 0.68 of 4 while 0.75 of 2).
+    c = check("network.nccl_tests_scaling")
+    steady = make_run([nccl_doc(tmp_path, "h", {("all_gather", 2): GB300_ALL_GATHER,
+                                                ("all_gather", 4): scaled(GB300_ALL_GATHER, 0.88),
+                                                ("all_gather", 8): scaled(GB300_ALL_GATHER, 0.88 ** 2),
+                                                ("all_gather", 16): scaled(GB300_ALL_GATHER, 0.88 ** 3)})])
+    [row] = gn.grade_scaling(c, steady, steady.hosts)
+    assert row["status"] == "fail" and row["observed"].startswith("worst 0.68: all_gather ")
+    assert row["observed"].endswith(" at 16 nodes vs 2 (16 GiB)")
+    assert row["expected"] == ("busbw at every world size >= 0.7 × the next smaller world's (n to 2n) and the 2-node "
+                               "value (warn below 0.85)")
+    step = make_run([nccl_doc(tmp_path, "h", {("all_gather", 2): GB300_ALL_GATHER,
+                                              ("all_gather", 4): scaled(GB300_ALL_GATHER, 1.1),
+                                              ("all_gather", 8): scaled(GB300_ALL_GATHER, 0.75)})])
+    [row] = gn.grade_scaling(c, step, step.hosts)
+    assert row["status"] == "fail" and row["observed"].startswith("worst 0.68: all_gather ")
+    assert row["observed"].endswith(" at 8 nodes vs 4 (16 GiB)")
+
+
+def test_the_section_shows_each_curves_peak_and_smallest_message(tmp_path):
+    run = make_run([nccl_doc(tmp_path, "h", {("all_gather", 2): GB300_ALL_GATHER}, GB300_FABRIC)])
+    md = section.render(run, [], None)
+    assert "| all_gather | out-of-place | 2 | 8 | 357.7 | 8 GiB | 23 | 28.5 us at 4 KiB |" in md
+    assert "| all_gather | in-place | 2 | 8 | 378.9 | 4 GiB | 23 | 27.7 us at 4 KiB |" in md

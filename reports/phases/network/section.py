@@ -66,14 +66,22 @@ def failures_list(run):
     return items
 
 
-def peak_table(df):
-    """Peak busbw per (collective, placement, world size) of the cluster curve."""
+def peak_table(df, times=None):
+    """Peak busbw per (collective, placement, world size) of the cluster curve, and the time of its smallest message
+    (what network.nccl_tests_latency judges)."""
+    smallest = {}
+    for key, points in curves(times if times is not None else df.iloc[:0]).items():
+        sized = [(s, t) for s, t in points if s > 0]
+        if sized:
+            smallest[key] = "%s us at %s" % (fmt(sized[0][1]), human_bytes(sized[0][0]))
     rows = []
-    for (nodes, ranks, coll, place), points in sorted(curves(df).items(), key=lambda kv: (kv[0][2], kv[0][3],
-                                                                                          kv[0][0])):
+    for key, points in sorted(curves(df).items(), key=lambda kv: (kv[0][2], kv[0][3], kv[0][0])):
+        nodes, ranks, coll, place = key
         size, value = max(points, key=lambda p: p[1])
-        rows.append([coll, place.replace("_", "-"), nodes, ranks, fmt(value), human_bytes(size), len(points)])
-    return Table(["collective", "placement", "nodes", "ranks", "peak busbw GB/s", "at size", "sizes"], rows)
+        rows.append([coll, place.replace("_", "-"), nodes, ranks, fmt(value), human_bytes(size), len(points),
+                     smallest.get(key, "–")])
+    return Table(["collective", "placement", "nodes", "ranks", "peak busbw GB/s", "at size", "sizes",
+                  "smallest message"], rows)
 
 
 def _size_label(size):
@@ -150,7 +158,7 @@ def collectives_part(run, probe, variant, report_dir):
     out = [Heading(3, name),
            Paragraph("Backend: %s. Multi-node curves show the slowest host per point." % ", ".join(backends))]
     if not busbw.empty:
-        out.append(peak_table(busbw))
+        out.append(peak_table(busbw, times))
     if report_dir:
         image = plot_curves(busbw, "%s: busbw against message size" % name, "busbw (GB/s)", report_dir,
                             "network_%s_busbw.png" % name) if not busbw.empty else None
