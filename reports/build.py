@@ -11,7 +11,7 @@ import os
 import sys
 import time
 
-from reports import peers
+from reports import peers, profiles
 from reports.grading import CHECK_COLUMNS, grade, load_rubric, summarize
 from reports.junit import junit_xml
 from reports.load import load_run
@@ -99,7 +99,7 @@ def evaluate(run_dir, rubric=None, tiers=None, analyst=None, peer_store=None, pr
     rows = grade(run, rubric_doc, progress=lambda i, n, label: progress(0.1 + 0.5 * i / n, label))
     rows.extend(analyst_rows(analyst_doc))
     progress(0.6, "rating")
-    rating = rate(rows, tiers_doc, analyst_doc)
+    rating = rate(rows, tiers_doc, analyst_doc, profiles.assess(run, tiers_doc))
     head = peers.headline(run, rating)
     store = peer_store or peers.default_store(run.run_dir)
     table, store_problems = peers.load_store(store)

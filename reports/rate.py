@@ -6,11 +6,15 @@ rationale spelled out. Pure functions of the rows and reports/data/tiers.yml (ju
   of its rows that were graded, host by host, averaged over hosts (a host that could not be measured has one skip row
   where the others have one row per GPU). Its weight is severity_weights[severity] x its rubric `weight`.
 - A category's score (0-100) is the weighted mean of its graded checks; its coverage the weighted mean of its
-  checks' coverage. A category with nothing graded is "not measured": score None, coverage 0, never a made-up number.
+  checks' coverage. A category is measured only when a check with an expectation was graded in it: an `artifact`
+  check (`*_ran`: the probe ran) never scores a category on its own. Otherwise it is "not measured": score None,
+  coverage 0, never a made-up number. A test not built yet (kind not_implemented) is a check never graded: it lowers
+  its category's coverage.
 - The overall score is the category-weighted mean over the measured categories; the overall coverage is the
   category-weighted mean of all rated categories' coverage (unmeasured ones count 0).
 - The score tier is the first tier of tiers.yml whose requirements hold; triggered gates cap it; below
-  min_coverage_to_rate the run is "Not rated" and that tier is only shown as provisional.
+  min_coverage_to_rate the run is "Not rated", and below the profile a rating needs (reports/profiles.py) it is a
+  "Screening": that tier is then only shown as provisional, never as a medallion.
 
 ratings.json (schema clustermax.assess/ratings/v1) is assembled by `ratings_document`; docs/ratings.md documents
 every field.
@@ -23,10 +27,16 @@ from collections import Counter
 import yaml
 
 from reports import DATA_DIR
+from reports.profiles import SCREENING, ran_text, rating_text, validate_profiles
 
 RATINGS_SCHEMA = "clustermax.assess/ratings/v1"
 ANALYST_SCHEMA = "clustermax.assess/analyst/v1"
 NOT_RATED = "Not rated"
+SCREENING_TIER = "Screening"
+# Kinds the rating treats apart: an artifact check only says that its probe ran (it judges nothing measured); a
+# not_implemented check is a test of the seed's methodology this version does not run (data/not_implemented.yml).
+RAN_ONLY_KINDS = ("artifact",)
+NOT_IMPLEMENTED_KIND = "not_implemented"
 STATUSES = ("pass", "warn", "fail", "error", "skip")
 # Worst first: the status that stands for a check with mixed rows.
 WORST_ORDER = ("fail", "error", "warn", "pass", "skip")
@@ -51,8 +61,9 @@ def validate_tiers(tiers):
     names = [t.get("name") for t in tiers.get("tiers") or []]
     if not names or len(set(names)) != len(names):
         problems.append("tiers: need a list of uniquely named tiers")
-    if NOT_RATED in names:
-        problems.append("tiers: %r is reserved" % NOT_RATED)
+    for reserved in (NOT_RATED, SCREENING_TIER):
+        if reserved in names:
+            problems.append("tiers: %r is reserved" % reserved)
     for key in ("status_scores", "severity_weights"):
         if not isinstance(tiers.get(key), dict):
             problems.append("%s: missing" % key)
@@ -75,6 +86,8 @@ def validate_tiers(tiers):
             problems.append("gate %s: cap %r is not a tier" % (gate.get("id"), gate.get("cap")))
         if not gate.get("select"):
             problems.append("gate %s: select is empty" % gate.get("id"))
+    if tiers.get("profiles"):
+        problems.extend(validate_profiles(tiers["profiles"]))
     return problems
 
 
@@ -135,7 +148,7 @@ def check_summaries(rows, tiers):
             weight = float(r.get("weight", 1.0) or 0.0)
             s = by_id[r["check_id"]] = {
                 "check_id": r["check_id"], "category": r["category"], "title": r["title"],
-                "severity": r["severity"], "evidence": r.get("evidence", "measured"),
+                "severity": r["severity"], "evidence": r.get("evidence", "measured"), "kind": r.get("kind"),
                 "weight": severity_weights.get(r["severity"], 1) * weight, "counts": Counter(), "_sum": 0.0,
                 "_hosts": {}}
         status = r["status"]
@@ -168,7 +181,18 @@ def _category_reason(cat, checks, analyst_given):
         if cat["evidence"] == "analyst":
             return "analyst input absent" if not analyst_given else "no analyst item for this category"
         return "no check for this category in the rubric yet"
+    ran_only = [s for s in checks if s["graded"]]
+    if ran_only:
+        return ("only 'probe ran' checks were graded (%d): nothing measured had an expectation that could be judged "
+                "here" % len(ran_only))
+    if all(s["kind"] == NOT_IMPLEMENTED_KIND for s in checks):
+        return "not implemented in this version"
     return "every check was skipped (see their reasons)"
+
+
+def _judged(summary):
+    """A graded check with an expectation: what can make a category measured."""
+    return summary["graded"] and summary["kind"] not in RAN_ONLY_KINDS
 
 
 def category_scores(summaries, tiers, analyst_given=False):
@@ -182,16 +206,23 @@ def category_scores(summaries, tiers, analyst_given=False):
         counts = Counter()
         for s in checks:
             counts.update(s["counts"])
-        score = 100.0 * sum(s["weight"] * s["score"] for s in graded) / graded_w if graded_w else None
+        # Measured only when a check with an expectation was graded; then every graded check counts.
+        measured = any(_judged(s) for s in checks)
+        score = 100.0 * sum(s["weight"] * s["score"] for s in graded) / graded_w if measured else None
+        coverage = sum(s["weight"] * s["coverage"] for s in checks) / total_w if measured else 0.0
         entry = {
             "id": cat["id"], "title": cat.get("title", cat["id"]), "evidence": cat["evidence"],
             "weight": float(cat["weight"]),
             "score": None if score is None else round(score, 2),
-            "coverage": round(sum(s["weight"] * s["coverage"] for s in checks) / total_w, 4) if total_w else 0.0,
+            "coverage": round(coverage, 4),
             "status": "rated" if score is not None else "not measured",
             "checks": len(checks), "graded_checks": len(graded),
+            "judged_checks": sum(1 for s in checks if _judged(s)),
+            "ran_only_checks": sum(1 for s in graded if s["kind"] in RAN_ONLY_KINDS),
+            "not_run_checks": sum(1 for s in checks if not s["graded"] and s["kind"] != NOT_IMPLEMENTED_KIND),
+            "not_implemented": sum(1 for s in checks if s["kind"] == NOT_IMPLEMENTED_KIND),
             "counts": {st: counts.get(st, 0) for st in STATUSES},
-            "evidence_used": sorted({s["evidence"] for s in graded}),
+            "evidence_used": sorted({s["evidence"] for s in graded}) if measured else [],
             "reason": None if score is not None else _category_reason(cat, checks, analyst_given),
         }
         out.append(entry)
@@ -212,29 +243,35 @@ def _selected(row, select):
 
 
 def evaluate_gates(rows, tiers, max_evidence=10):
-    """Each gate of tiers.yml: triggered or not, why, and the rows that triggered it (at most max_evidence)."""
+    """Each gate of tiers.yml: triggered or not, why, how many selected rows were graded, and its evidence (at most
+    max_evidence rows): the rows that triggered it, or for a clear gate that needs a result shown (`missing`) the
+    graded rows that showed it."""
+    def evidence(selected):
+        return [{k: r[k] for k in ("check_id", "host", "subject", "status", "observed", "expected")}
+                for r in selected[:max_evidence]]
+
     out = []
     for gate in tiers.get("gates") or []:
         select = gate["select"]
         statuses = set(gate.get("statuses") or [])
-        hits, graded = [], 0
+        hits, graded = [], []
         for r in rows:
             if not _selected(r, select):
                 continue
             if r["status"] != "skip":
-                graded += 1
+                graded.append(r)
             if r["status"] in statuses:
                 hits.append(r)
         entry = {"id": gate["id"], "title": gate.get("title", gate["id"]), "cap": gate["cap"],
-                 "why": gate.get("why", ""), "triggered": False, "reason": None, "evidence": []}
+                 "why": gate.get("why", ""), "triggered": False, "reason": None, "graded": len(graded),
+                 "evidence": evidence(graded) if gate.get("missing") else []}
         if hits:
             entry["triggered"] = True
             checks = sorted({r["check_id"] for r in hits})
             hosts = sorted({r["host"] for r in hits if r["host"]})
             entry["reason"] = "%s %s%s" % (", ".join(checks), "/".join(sorted({r["status"] for r in hits})),
                                            " on " + _names(hosts) if hosts else "")
-            entry["evidence"] = [{k: r[k] for k in ("check_id", "host", "subject", "status", "observed", "expected")}
-                                 for r in hits[:max_evidence]]
+            entry["evidence"] = evidence(hits)
         elif gate.get("missing") and not graded:
             entry["triggered"] = True
             entry["reason"] = "not shown in this run: no graded result for %s" % _describe(select)
@@ -284,8 +321,10 @@ def _requirements(tier):
     return ", ".join(req) or "no requirement"
 
 
-def rate(rows, tiers=None, analyst=None):
-    """The rating of a run from its check rows (analyst rows included). Returns a plain dict (JSON-ready)."""
+def rate(rows, tiers=None, analyst=None, profile=None):
+    """The rating of a run from its check rows (analyst rows included) and, when given, the judgement of what it
+    ran against the profile a rating needs (reports.profiles.assess; None: that rule is not applied). Returns a
+    plain dict (JSON-ready)."""
     tiers = tiers or load_tiers()
     summaries = check_summaries(rows, tiers)
     analyst_given = bool(analyst and analyst.get("items"))
@@ -303,6 +342,10 @@ def rate(rows, tiers=None, analyst=None):
     rationale = []
     tier = {"name": NOT_RATED, "rated": False, "medallion": False, "score_tier": None, "provisional": None,
             "capped_by": []}
+    screening = profile is not None and profile["rating"] == SCREENING
+    if profile is not None:
+        rationale.append("Profile: %s declared; ran %s: %s." % (profile["declared"] or "none", ran_text(profile),
+                                                                rating_text(profile)))
     if score is None:
         rationale.append("No rated category has a graded check: nothing to rate.")
     else:
@@ -332,16 +375,28 @@ def rate(rows, tiers=None, analyst=None):
         if clear:
             rationale.append("Gates clear: %s." % ", ".join(clear))
         tier["score_tier"] = score_tier["name"]
-        if coverage < float(tiers.get("min_coverage_to_rate", 0)):
-            tier["provisional"] = final
+        too_little = coverage < float(tiers.get("min_coverage_to_rate", 0))
+        if too_little:
             rationale.append("%s: coverage %.0f%% is below the %.0f%% needed to rate; the measured part alone "
                              "would give %s." % (NOT_RATED, 100 * coverage, 100 * tiers["min_coverage_to_rate"],
                                                   final))
+        if screening:
+            rationale.append("%s, not a rating: %s (a rating needs the %s profile). A screening is never a medallion; "
+                             "the measured part alone would give %s." % (SCREENING_TIER, "; ".join(profile["lacks"]),
+                                                                         profile["needed"], final))
+        if too_little or screening:
+            tier["provisional"] = final
         else:
             tier.update(name=final, rated=True,
                         medallion=bool(next(t for t in tiers["tiers"] if t["name"] == final).get("medallion")))
-            rationale.append("Tier: %s%s." % (final, " (capped by %s)" % ", ".join(tier["capped_by"])
-                                              if tier["capped_by"] else ""))
+            rationale.append("Tier: %s%s%s." % (final, " (capped by %s)" % ", ".join(tier["capped_by"])
+                                                if tier["capped_by"] else "",
+                                                ", " + rating_text(profile) if profile else ""))
+            if profile is not None and profile["next"]:
+                rationale.append("Not a %s rating: %s." % (profile["next"]["profile"],
+                                                          "; ".join(profile["next"]["lacks"])))
+    if screening:
+        tier["name"] = SCREENING_TIER
     unmeasured = [c for c in categories if c["score"] is None]
     if unmeasured:
         rationale.append("Not measured: %s." % "; ".join("%s (%s)" % (c["id"], c["reason"]) for c in unmeasured))
@@ -355,6 +410,7 @@ def rate(rows, tiers=None, analyst=None):
         rationale.append("Shown but not rated (category not in tiers.yml): %s." % ", ".join(unknown))
     return {
         "tier": tier,
+        "profile": profile,
         "score": None if score is None else round(score, 2),
         "coverage": round(coverage, 4),
         "categories": categories,
@@ -403,6 +459,7 @@ def ratings_document(run, rows, rating, headline=None, inputs=None, analyst=None
             "items": len((analyst or {}).get("items") or []),
         },
         "tier": rating["tier"],
+        "profile": rating["profile"],
         "score": rating["score"],
         "coverage": rating["coverage"],
         "categories": rating["categories"],
@@ -427,6 +484,10 @@ def tier_line(doc):
         if tier["capped_by"]:
             text += " (capped by %s; scores alone: %s)" % (", ".join(tier["capped_by"]), tier["score_tier"])
         return text
+    if tier["name"] == SCREENING_TIER:
+        return "%s, not a rating (%s; provisional %s, score %s, coverage %.0f%%)" % (
+            SCREENING_TIER, "; ".join(doc["profile"]["lacks"]), tier["provisional"] or "none",
+            fmt_score(doc["score"]), 100 * doc["coverage"])
     if tier["provisional"]:
         return "%s (coverage %.0f%%; provisional %s, score %s)" % (NOT_RATED, 100 * doc["coverage"],
                                                                    tier["provisional"], fmt_score(doc["score"]))
@@ -436,6 +497,9 @@ def tier_line(doc):
 def rating_table(doc, indent="  "):
     """Plain-text rating table for terminals (the callback prints it at the end of ansible-playbook)."""
     lines = ["%stier: %s" % (indent, tier_line(doc))]
+    if doc.get("profile"):
+        lines.append("%sprofile: %s declared; ran %s" % (indent, doc["profile"]["declared"] or "none",
+                                                         ran_text(doc["profile"])))
     header = ("category", "evidence", "score", "coverage", "pass", "warn", "fail", "error", "skip")
     body = []
     for c in doc["categories"]:

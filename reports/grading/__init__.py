@@ -3,7 +3,8 @@
     rows           make_row, text_of, CHECK_COLUMNS, STATUS_ORDER, summarize, status_above / status_below
     select         the run's index; selection, groups_of, AGGREGATES, find_artifact, artifacts_of, host_model_spec
     preconditions  ungradable: the one "can this check be graded on this host?" rule
-    kinds          the generic kinds (reachable, tasks, artifact, metric, straggler, consistency) and the registry
+    kinds          the generic kinds (reachable, tasks, artifact, metric, straggler, consistency, not_implemented)
+                   and the registry
     rubric         load_rubric, validated against reports/data/schemas/rubric.schema.json
     expectations   gpus.yml and the comparisons with their wording
 

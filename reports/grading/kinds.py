@@ -1,5 +1,6 @@
 """The generic check kinds, which any phase's rubric can use: reachable, tasks, artifact, metric, straggler and the
-rubric's consistency block. Each phase's own kinds live in reports/phases/<phase>/grade.py (PER_HOST, CLUSTER)."""
+rubric's consistency block; and not_implemented, the placeholders of reports/data/not_implemented.yml. Each phase's
+own kinds live in reports/phases/<phase>/grade.py (PER_HOST, CLUSTER)."""
 
 import json
 import os
@@ -7,7 +8,7 @@ import statistics
 from collections import Counter
 
 from reports.grading import expectations
-from reports.grading.preconditions import ANY_VARIANT, ungradable
+from reports.grading.preconditions import ANY_VARIANT, not_run_reason, ungradable
 from reports.grading.rows import ARTIFACT_STATUS, make_row, status_above, text_of
 from reports.grading.select import (
     AGGREGATES,
@@ -58,10 +59,9 @@ def grade_artifact(check, run, host):
         return [make_row(check, host, "error", "invalid artifact", "ok", "%s: %s" % (bad[0]["path"], bad[0]["error"]))]
     if not run.attempted(host, check["probe"]):
         # The phase was not selected (--tags), or the host dropped out after a failed task (preflight.tasks).
-        failed = host_failed_tasks(run, host)
-        why = ("not run: the host dropped out after the failed task %r" % failed[0] if failed
-               else "probe %s was not run on this host in this run" % check["probe"])
-        return [make_row(check, host, "skip", reason=why)]
+        why = not_run_reason(run, host, check["probe"])
+        return [make_row(check, host, "skip", reason=why or "probe %s was not run on this host in this run"
+                         % check["probe"])]
     return [make_row(check, host, "error", "no artifact", "ok", "probe %s left no artifact" % check["probe"])]
 
 
@@ -223,10 +223,19 @@ def grade_straggler(check, run, hosts):
     return rows
 
 
+NOT_IMPLEMENTED_REASON = "not measured: not implemented in this version"
+
+
+def grade_not_implemented(check, run, host):
+    """A test of the seed's methodology that this version cannot run yet (reports/data/not_implemented.yml): a skip
+    row on every host, as any check has, so the report lists it and the rating counts it as not covered."""
+    return [make_row(check, host, "skip", reason=NOT_IMPLEMENTED_REASON)]
+
+
 # Per host: fn(check, run, host) -> rows; cluster: fn(check, run, hosts) -> rows. The phases' kinds join these the
 # first time grade() runs (register_phase_kinds), never while this module is imported: phase graders import it.
 PER_HOST_KINDS = {"reachable": grade_reachable, "tasks": grade_tasks, "artifact": grade_artifact,
-                  "metric": grade_metric}
+                  "metric": grade_metric, "not_implemented": grade_not_implemented}
 CLUSTER_KINDS = {"straggler": grade_straggler}
 def register_phase_kinds():
     """Registers every phase's kinds into PER_HOST_KINDS and CLUSTER_KINDS (idempotent)."""

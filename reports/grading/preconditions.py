@@ -1,7 +1,9 @@
 """The one rule for "can this check be graded on this host?": every grader asks it before it looks at results."""
 
+import functools
+
 from reports.grading.rows import make_row
-from reports.grading.select import artifacts_of, find_artifact
+from reports.grading.select import artifacts_of, find_artifact, host_failed_tasks, run_index
 
 # variant= for checks that grade every variant of a probe (one per storage tier): each is judged on its own.
 ANY_VARIANT = object()
@@ -27,7 +29,9 @@ def ungradable(check, run, host, probe=None, variant=_CHECKS_VARIANT, subject=""
     if host in run.unreachable and not (grade_unreachable and docs):
         return make_row(check, host, "skip", reason="host unreachable", subject=subject)
     if not docs:
-        return make_row(check, host, "skip", reason="probe %s did not run on this host" % probe, subject=subject)
+        why = None if run.attempted(host, probe) else not_run_reason(run, host, probe)
+        return make_row(check, host, "skip", reason=why or "probe %s did not run on this host" % probe,
+                        subject=subject)
     if variant is ANY_VARIANT:
         return None
     doc = docs[0]
@@ -39,4 +43,36 @@ def ungradable(check, run, host, probe=None, variant=_CHECKS_VARIANT, subject=""
     if backends and doc["device"]["backend"] not in backends:
         return make_row(check, host, "skip", reason="backend=%s: expectation is for %s" % (
             doc["device"]["backend"], "/".join(backends)), subject=subject)
+    return None
+
+
+@functools.cache
+def _phase_of_probe():
+    """{probe name: its phase} from the probes' own registry (a phase package names its probes in PROBES)."""
+    from probes.registry import PROBES
+
+    return {name: module.split(".")[1] for name, module in PROBES.items()}
+
+
+def phase_not_selected(run, probe):
+    """The probe's phase when the run's journal shows no task of that phase on any host (it was left out with
+    --tags), else None. A run without a journal (artifacts read on their own) cannot tell: None."""
+    phases = _phase_of_probe()
+    phase = phases.get(probe)
+    if phase is None or not run.journal:
+        return None
+    ran = {phases.get(name) for name in run_index(run).journal_probes}
+    return None if phase in ran else phase
+
+
+def not_run_reason(run, host, probe):
+    """Why a probe that no task attempted on this host left nothing, when the run tells: the host dropped out after
+    a failed task, or the probe's phase was not selected in this run. None otherwise (the probe alone was switched
+    off, or the run has no journal): the caller says what it can."""
+    failed = host_failed_tasks(run, host)
+    if failed:
+        return "not run: the host dropped out after the failed task %r" % failed[0]
+    phase = phase_not_selected(run, probe)
+    if phase:
+        return "not run: phase not selected (no task of the %s phase ran in this run)" % phase
     return None

@@ -29,9 +29,11 @@ def make_row(check, host, status, observed=None, expected=None, reason=None, sub
         "subject": subject,
         "status": status, "observed": text_of(observed), "expected": text_of(expected), "reason": reason or "",
         "severity": check.get("severity", "minor"), "remediation": check.get("remediation", ""),
-        # Rating inputs (reports/rate.py): the check's weight within its category, and what the row rests on
-        # ("measured" by a probe on the cluster, or "analyst" input from an analyst file).
+        # Rating inputs (reports/rate.py): the check's weight within its category, what the row rests on
+        # ("measured" by a probe on the cluster, or "analyst" input from an analyst file), and the check's kind
+        # (an `artifact` check only says that a probe ran; a `not_implemented` one is a test not built yet).
         "weight": float(check.get("weight", 1.0)), "evidence": check.get("evidence", "measured"),
+        "kind": check.get("kind"),
     }
 
 

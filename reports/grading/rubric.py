@@ -1,5 +1,5 @@
-"""The rubric: rubric.yml plus one rubric.d/<phase>.yml per phase, each validated against
-reports/data/schemas/rubric.schema.json when it is loaded."""
+"""The rubric: rubric.yml plus one rubric.d/<phase>.yml per phase and not_implemented.yml (the seed's tests not built
+yet), each validated against reports/data/schemas/rubric.schema.json when it is loaded."""
 
 import glob
 import os
@@ -24,15 +24,33 @@ def _read_part(path, label):
     return part
 
 
+# Beside rubric.yml: the tests of the seed's methodology this version does not run yet, one placeholder check each
+# (kind not_implemented). A phase that builds one moves its entry into rubric.d/<phase>.yml, same id, real kind.
+NOT_IMPLEMENTED = "not_implemented.yml"
+
+
 def load_rubric(path=None):
-    """rubric.yml plus every rubric.d/*.yml beside it (one file per phase), checks in file order.
-    A check id defined twice is an error: two judgements of one thing would contradict each other."""
+    """rubric.yml plus every rubric.d/*.yml beside it (one file per phase), then not_implemented.yml's placeholders,
+    checks in file order. A check id defined twice is an error: two judgements of one thing would contradict each
+    other (and a placeholder left behind by a phase that built its test would hide nothing but say it is missing)."""
     path = path or os.path.join(DATA_DIR, "rubric.yml")
     rubric = _read_part(path, os.path.basename(path))
     rubric.setdefault("checks", [])
     for extra in sorted(glob.glob(os.path.join(os.path.dirname(path), "rubric.d", "*.yml"))):
         part = _read_part(extra, "rubric.d/%s" % os.path.basename(extra))
         rubric["checks"].extend(part.get("checks", []))
+    placeholders = os.path.join(os.path.dirname(path), NOT_IMPLEMENTED)
+    if os.path.exists(placeholders):
+        checks = _read_part(placeholders, NOT_IMPLEMENTED).get("checks", [])
+        real = sorted(c["id"] for c in checks if c["kind"] != "not_implemented")
+        if real:
+            raise RubricError("%s holds only placeholders (kind not_implemented); move %s to rubric.d/<phase>.yml"
+                              % (NOT_IMPLEMENTED, ", ".join(real)))
+        built = {c["id"] for c in rubric["checks"]} & {c["id"] for c in checks}
+        if built:
+            raise RubricError("%s is built now: remove its placeholder from %s" % (", ".join(sorted(built)),
+                                                                                  NOT_IMPLEMENTED))
+        rubric["checks"].extend(checks)
     seen = Counter(c["id"] for c in rubric["checks"])
     dupes = sorted(i for i, n in seen.items() if n > 1)
     if dupes:

@@ -77,6 +77,8 @@ class RunIndex:
         for host, value in zip(sel.host, sel.value):
             self.gpu_model.setdefault(host, value)
         self.failed_tasks = {}
+        # Probes some task ran or tried to run on any host (which phases the run selected).
+        self.journal_probes = {line["probe"] for line in run.journal if line.get("probe")}
         for line in run.journal:
             if line.get("status") == "failed" and not line.get("ignored") and not line.get("rescued"):
                 self.failed_tasks.setdefault(line.get("host"), []).append(line.get("task"))

@@ -16,11 +16,13 @@ import jinja2
 
 from reports.rate import fmt_score, tier_line
 from reports.render.blocks import plain, spans
+from reports.render.report_md import rating_detail_blocks
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 TIER_COLOURS = {"Platinum": ("#dfe6ee", "#2c3e50"), "Gold": ("#f6d365", "#5a4300"), "Silver": ("#d7dbe0", "#333"),
                 "Bronze": ("#e0a370", "#4a2500"), "Participation Ribbon": ("#b3d4fc", "#0b3d78"),
-                "Underperforming": ("#f4b6b6", "#7a0000"), "Not rated": ("#eeeeee", "#444")}
+                "Underperforming": ("#f4b6b6", "#7a0000"), "Not rated": ("#eeeeee", "#444"),
+                "Screening": ("#eeeeee", "#444")}
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".svg": "image/svg+xml",
                ".gif": "image/gif"}
 STATUSES = ("pass", "warn", "fail", "error", "skip")
@@ -94,4 +96,5 @@ def render(parts, rows, ratings, report_dir=None, title="ClusterMAX assessment")
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     return ENV.get_template("report.html.j2").render(
         parts=page, toc=toc, rows=rows, counts=counts, ratings=ratings, title=title, statuses=STATUSES,
-        tier_colours=TIER_COLOURS, tier_line=tier_line(ratings) if ratings else "", embed=embedder(report_dir))
+        tier_colours=TIER_COLOURS, tier_line=tier_line(ratings) if ratings else "", embed=embedder(report_dir),
+        rating_detail=rating_detail_blocks(ratings) if ratings else [])

@@ -8,7 +8,8 @@ import json
 
 from reports import phases
 from reports.grading import summarize
-from reports.rate import fmt_score, tier_line
+from reports.profiles import amount, ran_text, rating_text
+from reports.rate import NOT_IMPLEMENTED_KIND, fmt_score, tier_line
 from reports.render import markdown
 from reports.render.blocks import Bullets, Heading, Paragraph, Quote, Table, code, em, strong
 
@@ -78,8 +79,67 @@ def evidence_text(category):
     return " + ".join("analyst input" if e == "analyst" else e for e in used)
 
 
+def profile_blocks(profile):
+    """The profile the run declared, the durations and sizes it actually ran (shortest host) against what a rating
+    needs, and the verdict."""
+    levels = [p for p in ("standard", "full") if any(p in m["minimums"] for m in profile["measures"])]
+    body = [[m["title"], "not run" if m["value"] is None else amount(m["value"], m["unit"]), m["host"] or ""]
+            + [amount(m["minimums"][p], m["unit"]) if p in m["minimums"] else "" for p in levels] + [m["state"]]
+            for m in profile["measures"]]
+    text = ["Declared profile: ", strong(profile["declared"] or "none"), "; a rating needs the %s profile. "
+            "This run: " % profile["needed"], strong(rating_text(profile)), "."]
+    if profile["lacks"]:
+        text.append(" It lacks: %s." % "; ".join(profile["lacks"]))
+    elif profile["next"]:
+        text.append(" A %s rating would need: %s." % (profile["next"]["profile"], "; ".join(profile["next"]["lacks"])))
+    return [Heading(3, "Profile and durations"), Paragraph(text),
+            Table(["measure", "ran (shortest host)", "host"] + ["%s needs" % p for p in levels] + ["state"], body)]
+
+
+def coverage_blocks(ratings):
+    """Coverage per category, counting the tests that were not run and those not implemented in this version."""
+    cats = ratings["categories"]
+    body = [[c["title"], c["checks"], c.get("judged_checks", 0), c.get("ran_only_checks", 0),
+             c.get("not_run_checks", 0), c.get("not_implemented", 0), _pct(c["coverage"])] for c in cats]
+    missing = [s for s in ratings["checks"] if s.get("kind") == NOT_IMPLEMENTED_KIND]
+    out = [Heading(3, "Coverage"),
+           Paragraph("Coverage %s of the rubric's category weight. A category is measured only when a check with an "
+                     "expectation was graded in it; a check that only says its probe ran never measures one on its "
+                     "own. Tests not run and tests not implemented in this version count as not covered."
+                     % _pct(ratings["coverage"])),
+           Table(["category", "checks", "graded with an expectation", "probe ran only", "not run",
+                  "not implemented", "coverage"], body)]
+    if missing:
+        out += [Paragraph("Not measured: not implemented in this version (%d tests of the seed's methodology):"
+                          % len(missing)),
+                Bullets([[code(s["check_id"]), " (%s): %s" % (s["category"], s["title"])] for s in missing])]
+    return out
+
+
+def gate_blocks(ratings):
+    """Every gate: the tier it caps at, whether it triggered and the rows that show it."""
+    body = []
+    for g in ratings["gates"]:
+        rows = "; ".join("%s%s%s: %s %s%s" % (e["check_id"], " on " + e["host"] if e["host"] else "",
+                                               " (%s)" % e["subject"] if e["subject"] else "", e["status"],
+                                               e["observed"], " (expected %s)" % e["expected"] if e["expected"] else "")
+                         for e in g["evidence"])
+        if g["triggered"]:
+            state = [strong("triggered"), ": %s" % g["reason"]]
+        else:
+            state = "clear (%d graded row(s), none that triggers it)" % g.get("graded", 0)
+        body.append([[strong(g["id"]), " %s" % g["title"]], g["cap"], state, rows, g.get("why") or ""])
+    return [Heading(3, "Gates"), Table(["gate", "caps at", "state", "evidence", "why"], body)] if body else []
+
+
+def rating_detail_blocks(ratings):
+    """The parts of the rating section that report.md and report.html draw alike: profile, coverage, gates."""
+    profile = ratings.get("profile")
+    return (profile_blocks(profile) if profile else []) + coverage_blocks(ratings) + gate_blocks(ratings)
+
+
 def rating_blocks(ratings):
-    """Tier, category table, gates and rationale; headline metrics with their peer percentiles."""
+    """Tier, category table, profile, coverage, gates and rationale; headline metrics with their peer percentiles."""
     cats = []
     for c in ratings["categories"]:
         n = c["counts"]
@@ -89,11 +149,7 @@ def rating_blocks(ratings):
     out = [Heading(2, "Rating"), Paragraph(strong("Tier: %s" % tier_line(ratings))),
            Table(["category", "evidence", "weight", "score", "coverage", "pass", "warn", "fail", "error", "skip"],
                  cats)]
-    triggered = [g for g in ratings["gates"] if g["triggered"]]
-    if triggered:
-        out += [Paragraph("Gates that cap the tier:"),
-                Bullets([[strong(g["id"]), " (%s) → at most %s: %s" % (g["title"], g["cap"], g["reason"])]
-                         for g in triggered])]
+    out += rating_detail_blocks(ratings)
     out.append(Paragraph("Why this tier:"))
     if ratings["rationale"]:
         out.append(Bullets(ratings["rationale"], numbered=True))
@@ -136,11 +192,14 @@ def render_parts(run, rows, report_dir=None, ratings=None):
     meta = run.meta
     counts = summarize(rows)
     reachable = [h for h in run.hosts if h not in run.unreachable]
+    profile = (ratings or {}).get("profile")
     header = [
         Heading(1, "ClusterMAX assessment: %s" % meta.get("provider", "?")),
         Bullets([
             ["run: ", code(str(meta.get("run_id")))],
-            "profile: %s" % meta.get("profile", "?"),
+            # What the run declared and what it actually ran (artifacts), and whether that makes a rating.
+            ["profile: %s declared; ran %s: " % (meta.get("profile", "?"), ran_text(profile)),
+             strong(rating_text(profile))] if profile else "profile: %s" % meta.get("profile", "?"),
             "started: %s, finished: %s%s" % (meta.get("started_at", "?"), meta.get("finished_at", "not finished"),
                                              " (interrupted: partial results)" if meta.get("interrupted") else ""),
             "hosts: %d in the inventory, %d reachable, %d unreachable" % (len(run.hosts), len(reachable),

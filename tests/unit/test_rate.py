@@ -24,10 +24,10 @@ SHIPPED = load_tiers()
 
 
 def row(check_id, status, category=None, severity="major", host="n1", subject="", weight=1.0, evidence="measured",
-        observed=""):
+        observed="", kind="metric"):
     return {"check_id": check_id, "category": category or check_id.split(".")[0], "title": check_id, "host": host,
             "subject": subject, "status": status, "observed": observed, "expected": "", "reason": "",
-            "severity": severity, "remediation": "", "weight": weight, "evidence": evidence}
+            "severity": severity, "remediation": "", "weight": weight, "evidence": evidence, "kind": kind}
 
 
 def small_tiers(**over):
@@ -94,6 +94,26 @@ def test_partial_coverage_is_weighted_by_check():
     assert cats["b"]["score"] == 100.0
 
 
+def test_a_probe_ran_check_never_measures_a_category_on_its_own():
+    ran = [row("a.x_ran", "pass", kind="artifact", host=h) for h in ("n1", "n2")]
+    [a, _] = category_scores(check_summaries(ran, small_tiers()), small_tiers())
+    assert a["score"] is None and a["status"] == "not measured" and a["coverage"] == 0.0
+    assert a["reason"] == ("only 'probe ran' checks were graded (1): nothing measured had an expectation that could "
+                           "be judged here")
+    # with a judged check beside it, the category is measured and the ran check counts like any other
+    [a, _] = category_scores(check_summaries(ran + [row("a.y", "fail")], small_tiers()), small_tiers())
+    assert a["score"] == 50.0 and a["coverage"] == 1.0 and (a["judged_checks"], a["ran_only_checks"]) == (1, 1)
+
+
+def test_a_test_not_implemented_lowers_coverage_never_the_score():
+    rows = [row("a.x", "pass"), row("a.future", "skip", kind="not_implemented", severity="critical")]
+    [a, b] = category_scores(check_summaries(rows, small_tiers()), small_tiers())
+    assert a["score"] == 100.0 and a["coverage"] == pytest.approx(3 / 8) and a["not_implemented"] == 1
+    future = [row("b.future", "skip", kind="not_implemented")]
+    [_, b] = category_scores(check_summaries(future, small_tiers()), small_tiers())
+    assert b["score"] is None and b["reason"] == "not implemented in this version"
+
+
 # ------------------------------------------------------------------------------------------------ tiers
 
 def rows_for(score_a, score_b, detect="pass"):
@@ -143,6 +163,31 @@ def test_nothing_graded_is_not_rated_without_provisional():
     result = rate([row("a.x", "skip")], small_tiers())
     assert result["tier"]["name"] == NOT_RATED and result["tier"]["provisional"] is None
     assert result["score"] is None and result["coverage"] == 0
+
+
+def screening(lacks=("burn-in 60.2 s on n1 < 1 h",)):
+    """A profile judgement as reports.profiles.judge gives it (measures left out: rate() reads rating and lacks)."""
+    return {"declared": "quick", "needed": "standard", "rating": "screening", "lacks": list(lacks), "next": None,
+            "measures": []}
+
+
+def test_a_screening_is_never_a_medallion_whatever_the_scores():
+    result = rate(rows_for(100, 100), small_tiers(), profile=screening())
+    assert result["tier"] == {"name": "Screening", "rated": False, "medallion": False, "score_tier": "Top",
+                              "provisional": "Top", "capped_by": []}
+    assert ("Screening, not a rating: burn-in 60.2 s on n1 < 1 h (a rating needs the standard profile). A screening "
+            "is never a medallion; the measured part alone would give Top.") in result["rationale"]
+    rated = rate(rows_for(100, 100), small_tiers(), profile=dict(screening(()), rating="standard"))
+    assert rated["tier"]["name"] == "Top" and rated["tier"]["medallion"]
+    assert "Tier: Top, standard rating." in rated["rationale"]
+
+
+def test_a_screening_with_too_little_coverage_says_both():
+    rows = [row("b.x", "pass"), row("b.detect", "pass", severity="info"), row("b.y", "skip", severity="critical")]
+    result = rate(rows, small_tiers(), profile=screening())
+    assert result["tier"]["name"] == "Screening" and result["tier"]["provisional"] == "Mid"
+    assert any(line.startswith("Not rated: coverage 28%") for line in result["rationale"])
+    assert any(line.startswith("Screening, not a rating") for line in result["rationale"])
 
 
 # ------------------------------------------------------------------------------------------------ gates
@@ -200,7 +245,11 @@ def test_bad_tiers_are_refused(tmp_path):
     bad["gates"][0]["cap"] = "Diamond"
     bad["categories"][0]["evidence"] = "rumour"
     bad["status_scores"]["skip"] = 0
+    bad["profiles"]["needed"] = "deluxe"
+    bad["profiles"]["minimums"]["standard"]["soak_hours"] = 1
     problems = validate_tiers(bad)
+    assert any("profiles.needed: 'deluxe' is not in profiles.order" in p for p in problems)
+    assert any("profiles.minimums.standard: 'soak_hours' is not a measure" in p for p in problems)
     assert any("cap 'Diamond' is not a tier" in p for p in problems)
     assert any("evidence must be" in p for p in problems)
     assert any("skip is never graded" in p for p in problems)
