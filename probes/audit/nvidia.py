@@ -1,27 +1,31 @@
-"""NVIDIA GPUs for the audit: `nvidia-smi -q -x`, `nvidia-smi nvlink -s / -e`, the kernel module, Fabric Manager
-and IMEX. Parsers are pure functions (recorded outputs of H100, H200, B200 and GB200 nodes drive their tests).
+"""NVIDIA GPUs for the audit: `nvidia-smi -q -x` (`nvidia-smi -q` text where the XML fails), `nvidia-smi nvlink
+-s / -e`, `nvidia-smi topo -m`, the kernel module, Fabric Manager and IMEX. Parsers are pure functions (recorded
+outputs of H100, H200, B200, GB200 and MIG A100 nodes drive their tests).
 
 Both XML layouts are read: the current one (clocks_event_reasons, gpu_power_readings, sram_/dram_ ECC counters)
-and the older one (clocks_throttle_reasons, power_readings, single_bit/double_bit ECC counters).
+and the older one (clocks_throttle_reasons, power_readings, single_bit/double_bit ECC counters). The text report is
+turned into the same element tree (probes/audit/nvidia_text.py), so one set of field paths reads both.
 """
 
 import os
 import re
 import xml.etree.ElementTree as ET
 
+from probes.audit import nvidia_text
 from probes.audit.collect import listdir, read, read_strip, version_in
+from probes.common import gpu_topo
 
 NA = ("", "N/A", "[N/A]", "Not Supported", "[Not Supported]", "Unknown Error", "[Unknown Error]", "None")
 
 
-def _text(node, path):
+def _text(node, path, na=NA):
     if node is None:
         return None
     found = node.find(path)
     if found is None or found.text is None:
         return None
     value = found.text.strip()
-    return None if value in NA else value
+    return None if value in na else value
 
 
 def _num(value):
@@ -94,9 +98,41 @@ def _active_reasons(gpu):
     return sorted(active)
 
 
+def _mig_devices(gpu):
+    """The MIG devices of a GPU (one per compute instance): their GPU instance, SMs and memory."""
+    out = []
+    for dev in gpu.findall("mig_devices/mig_device"):
+        out.append({"index": _int(_text(dev, "index")), "gpu_instance_id": _int(_text(dev, "gpu_instance_id")),
+                    "compute_instance_id": _int(_text(dev, "compute_instance_id")),
+                    "sm_count": _int(_text(dev, "device_attributes/shared/multiprocessor_count")),
+                    "memory_total_mib": _num(_text(dev, "fb_memory_usage/total")),
+                    "sram_uncorrectable_volatile":
+                        _int(_text(dev, "ecc_error_count/volatile_count/sram_uncorrectable"))})
+    return out
+
+
+def _remap_reported(gpu):
+    """True when the GPU printed its remapped-row counters; False for <remapped_rows>N/A</remapped_rows>, which a
+    GPU without row remapping prints and so does an A100 with MIG enabled (the counters are not read then:
+    tests/fixtures/nvidia-smi, the MIG A100 capture); None when the element is absent."""
+    remap = gpu.find("remapped_rows")
+    if remap is None:
+        return None
+    return len(remap) > 0
+
+
 def parse_smi_xml(text):
     """`nvidia-smi -q -x` -> {driver_version, cuda_version, gpus: [...]} (one dict of raw readings per GPU)."""
-    root = ET.fromstring(text)
+    return parse_smi_tree(ET.fromstring(text))
+
+
+def parse_smi_text(text):
+    """`nvidia-smi -q` text -> the same as parse_smi_xml; ValueError naming the line it could not read."""
+    return parse_smi_tree(nvidia_text.to_tree(text))
+
+
+def parse_smi_tree(root):
+    """The <nvidia_smi_log> element (from XML or from text) -> {driver_version, cuda_version, gpus: [...]}."""
     out = {"driver_version": _text(root, "driver_version"), "cuda_version": _text(root, "cuda_version"),
            "attached_gpus": _int(_text(root, "attached_gpus")), "gpus": []}
     for index, gpu in enumerate(root.findall("gpu")):
@@ -105,9 +141,8 @@ def parse_smi_xml(text):
             power = gpu.find("power_readings")
         link = gpu.find("pci/pci_gpu_link_info")
         ecc = gpu.find("ecc_errors")
-        remap = gpu.find("remapped_rows")
-        remap_supported = remap is not None and len(remap) > 0
         fabric = gpu.find("fabric")
+        mig_devices = _mig_devices(gpu)
         entry = {
             "index": index,
             "minor_number": _int(_text(gpu, "minor_number")),
@@ -122,6 +157,14 @@ def parse_smi_xml(text):
             "compute_mode": _text(gpu, "compute_mode"),
             "mig_mode": _text(gpu, "mig_mode/current_mig"),
             "mig_mode_pending": _text(gpu, "mig_mode/pending_mig"),
+            "mig_devices": mig_devices,
+            "mig_gpu_instances": len({d["gpu_instance_id"] for d in mig_devices}),
+            # "None" is a reading here (bare metal), not a missing value: VGPU / Pass-Through name a guest
+            "virtualization_mode": _text(gpu, "gpu_virtualization_mode/virtualization_mode",
+                                         na=tuple(x for x in NA if x != "None")),
+            # the module's slot on an HGX baseboard or GB200 tray: gpu_module_id up to driver 560 (XML and text
+            # "Module ID"), under Platform Info from 565 (text "Module Id")
+            "module_id": _int(_text(gpu, "gpu_module_id") or _text(gpu, "platform_info/module_id")),
             "ecc_mode": _text(gpu, "ecc_mode/current_ecc"),
             "ecc_mode_pending": _text(gpu, "ecc_mode/pending_ecc"),
             "ecc_uncorrectable_volatile": _sum_uncorrectable(ecc.find("volatile")) if ecc is not None else None,
@@ -130,8 +173,10 @@ def parse_smi_xml(text):
             "sram_threshold_exceeded": _yes(_text(gpu, "ecc_errors/aggregate/sram_threshold_exceeded")),
             "retired_pages_dbe": _int(_text(gpu, "retired_pages/double_bit_retirement/retired_count")),
             "retired_pages_sbe": _int(_text(gpu, "retired_pages/multiple_single_bit_retirement/retired_count")),
-            "retired_pages_pending": _yes(_text(gpu, "retired_pages/pending_retirement")),
-            "remap_supported": remap_supported,
+            # the text report prints only "Pending Page Blacklist", the XML both (one NVML reading)
+            "retired_pages_pending": _yes(_text(gpu, "retired_pages/pending_retirement")
+                                          or _text(gpu, "retired_pages/pending_blacklist")),
+            "remap_reported": _remap_reported(gpu),
             "remapped_rows_correctable": _int(_text(gpu, "remapped_rows/remapped_row_corr")),
             "remapped_rows_uncorrectable": _int(_text(gpu, "remapped_rows/remapped_row_unc")),
             "remap_pending": _yes(_text(gpu, "remapped_rows/remapped_row_pending")),
@@ -246,30 +291,66 @@ def parse_fabricmanager_version(text):
     return m.group(1) if m else version_in(text)
 
 
+def _first_line(res):
+    text = (res.stdout + res.stderr).strip()
+    return text.splitlines()[0][:300] if text else ("timed out" if res.timed_out else "no output")
+
+
+def _text_report(c, xml_out):
+    """`nvidia-smi -q`, read where the XML was not: the same NVML readings in another form, so a host whose XML
+    does not parse is still graded. Returns the readings (format "text", the XML's error kept as xml_error), or
+    xml_out with the text's own error added."""
+    res = c.cmd("nvidia_smi_text", ["nvidia-smi", "-q"], timeout=30)
+    if res.rc != 0 or res.timed_out:
+        return dict(xml_out, error="%s; nvidia-smi -q: %s" % (xml_out["error"], _first_line(res)))
+    c.save_raw("nvidia-smi-q.txt", res.stdout)
+    try:
+        parsed = parse_smi_text(res.stdout)
+    except ValueError as exc:
+        c.mark("nvidia_smi_text", "error", str(exc))
+        return dict(xml_out, error="%s; %s" % (xml_out["error"], exc))
+    return dict(parsed, tool=True, rc=0, format="text", xml_rc=xml_out["rc"], xml_error=xml_out["error"])
+
+
+def collect_topology(c):
+    """`nvidia-smi topo -m` as audit facts (probes/common/gpu_topo.py); {"error": …} when it failed or could not
+    be read."""
+    res = c.cmd("nvidia_topo", gpu_topo.ARGV, timeout=20)
+    if res.rc != 0 or res.timed_out:
+        return {"error": "%s: %s" % (gpu_topo.TOOL, _first_line(res))}
+    c.save_raw("nvidia-smi-topo-m.txt", res.stdout)
+    topo = gpu_topo.parse(res.stdout)
+    if topo["error"]:
+        c.mark("nvidia_topo", "error", topo["error"])
+    return gpu_topo.facts(topo)
+
+
 def collect_smi(c):
-    """nvidia-smi -q -x (plus nvlink status and errors when it worked)."""
+    """nvidia-smi -q -x (its text report where the XML fails), then, when it found GPUs, nvlink status and errors
+    and the topology matrix."""
     res = c.cmd("nvidia_smi", ["nvidia-smi", "-q", "-x"], timeout=30)
     if res.missing:
         return {"tool": False}
-    out = {"tool": True, "rc": res.rc}
+    out = {"tool": True, "rc": res.rc, "format": "xml"}
     if res.rc != 0 or res.timed_out:
-        text = (res.stdout + res.stderr).strip()
-        out["error"] = text.splitlines()[0][:300] if text else ("timed out" if res.timed_out else "no output")
-        return out
-    c.save_raw("nvidia-smi-q.xml", res.stdout)
-    try:
-        parsed = parse_smi_xml(res.stdout)
-    except ET.ParseError as exc:
-        c.mark("nvidia_smi", "error", "unreadable XML: %s" % exc)
-        return out
-    out.update(parsed)
-    if parsed["gpus"]:
+        out["error"] = _first_line(res)
+    else:
+        c.save_raw("nvidia-smi-q.xml", res.stdout)
+        try:
+            out.update(parse_smi_xml(res.stdout))
+        except ET.ParseError as exc:
+            out["error"] = "nvidia-smi -q -x: unreadable XML: %s" % exc
+            c.mark("nvidia_smi", "error", out["error"])
+    if out.get("error") and not res.timed_out:  # a hung nvidia-smi would hang again
+        out = _text_report(c, out)
+    if out.get("gpus"):
         st = c.cmd("nvlink_status", ["nvidia-smi", "nvlink", "-s"], timeout=20)
         if st.rc == 0:
             out["nvlink"] = {str(k): v for k, v in parse_nvlink_status(st.stdout).items()}
         er = c.cmd("nvlink_errors", ["nvidia-smi", "nvlink", "-e"], timeout=20)
         if er.rc == 0:
             out["nvlink_errors"] = {str(k): v for k, v in parse_nvlink_errors(er.stdout).items()}
+        out["topology"] = collect_topology(c)
     return out
 
 

@@ -8,6 +8,9 @@ predecessor while it measures its successor. GID index (`-x`, RoCE) from params 
 
 No RDMA device, or perftest not installed: the artifact is skipped with that reason. Every server and client has
 a timeout, and every process the probe started is stopped at the end.
+GPU memory tests (--use_cuda) use, for each rail, the GPU closest to its NIC in `nvidia-smi topo -m` (PIX before
+PXB, PHB, NODE, SYS: probes/common/gpu_topo.py); where the matrix cannot be had, rail k uses GPU k mod GPUs, and
+the artifact's `gpu_per_rail` says which rule was used and why.
 Results: bw_avg_gbits and bw_peak_gbits per (hca, test write|read|send, mem host|gpu, peer), whatever unit the
 perftest build prints (probes/network/perftest_output.py); with the latency tests in `tests` (write_lat, read_lat,
 send_lat: ib_write_lat, ib_read_lat, ib_send_lat, run per rail like the bandwidth tests) lat_typical_us,
@@ -19,7 +22,7 @@ import shutil
 import subprocess
 import time
 
-from probes.common import device
+from probes.common import device, gpu_topo
 from probes.common.command import run_cmd
 from probes.common.netif import resolve
 from probes.common.ports import BLOCK, port_param
@@ -81,6 +84,25 @@ def common_args(hca, port, params, test="write"):
     return args
 
 
+def gpu_per_rail(art, hcas, ngpus, out_dir):
+    """{hca: GPU index} for --use_cuda, recorded in art.facts["gpu_per_rail"] with the rule that chose it."""
+    topo, text = gpu_topo.read()
+    if text:
+        with open(os.path.join(out_dir, "perftest.nvidia-smi-topo-m.txt"), "w") as fh:
+            fh.write(text)
+        art.raw.append("perftest.nvidia-smi-topo-m.txt")
+    picked, why = (None, topo["error"]) if topo["error"] else gpu_topo.pick_gpus(topo, hcas)
+    if picked and max(p["gpu"] for p in picked.values()) >= ngpus:
+        picked, why = None, "%s names GPUs this probe does not see (%d found)" % (gpu_topo.TOOL, ngpus)
+    if picked:
+        art.facts["gpu_per_rail"] = {"rule": "nearest GPU (%s)" % gpu_topo.TOOL, "why": None, "rails": picked}
+        return {hca: p["gpu"] for hca, p in picked.items()}
+    choice = {hca: k % ngpus for k, hca in enumerate(hcas)}
+    art.facts["gpu_per_rail"] = {"rule": "rail k uses GPU k mod %d" % ngpus, "why": why,
+                                 "rails": {hca: {"gpu": g, "link": None} for hca, g in choice.items()}}
+    return choice
+
+
 def run(art, params, out_dir):
     hcas = [h for h in rdma_devices() if not params["hcas"] or h in params["hcas"]]
     if not hcas:
@@ -108,6 +130,7 @@ def run(art, params, out_dir):
         mems.append("gpu")
     art.facts.update({"hcas": ", ".join(hcas), "peer": hosts[peer], "memories": ", ".join(mems),
                       "gid_index": params["gid_index"]})
+    gpu_of = gpu_per_rail(art, hcas, len(gpus), out_dir) if "gpu" in mems else {}
     token = "%s:perftest:%d" % (params["token"] or art.run_id, port)
     failures = []
     mesh = None
@@ -115,7 +138,7 @@ def run(art, params, out_dir):
         mesh = Mesh(hosts, addresses, rank, port, token) if n > 1 else None
         for test in params["tests"] or ["write", "read"]:
             for mem in mems:
-                failures += one_round(art, test, mem, hcas, gpus, hosts, addresses, rank, peer, port, timeout,
+                failures += one_round(art, test, mem, hcas, gpu_of, hosts, addresses, rank, peer, port, timeout,
                                       params, out_dir, mesh)
     finally:
         if mesh:
@@ -125,17 +148,19 @@ def run(art, params, out_dir):
         art.error("%d perftest runs failed; first: %s" % (len(failures), failures[0]["message"]))
 
 
-def one_round(art, test, mem, hcas, gpus, hosts, addresses, rank, peer, port, timeout, params, out_dir, mesh):
+def one_round(art, test, mem, hcas, gpu_of, hosts, addresses, rank, peer, port, timeout, params, out_dir, mesh):
     tool = shutil.which(TOOLS[test])
     failures = []
+    # --use_cuda takes a CUDA ordinal; with PCI bus order CUDA numbers the GPUs as nvidia-smi (and topo -m) does
+    env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID") if mem == "gpu" else None
     with Children() as children:
         servers = []
         for k, hca in enumerate(hcas):
             args = common_args(hca, port + 1 + k, params, test)
             if mem == "gpu":
-                args.append("--use_cuda=%d" % (k % len(gpus)))
+                args.append("--use_cuda=%d" % gpu_of[hca])
             log = os.path.join(out_dir, "perftest.%s.%s.%s.server.log" % (test, mem, hca))
-            servers.append(children.start([tool] + args, log_path=log))
+            servers.append(children.start([tool] + args, env=env, log_path=log))
         time.sleep(0.5)
         if mesh and mesh.barrier("serve-%s-%s" % (test, mem), timeout):
             return [{"kind": "error", "message": "%s %s: not every host started its servers" % (test, mem)}]
@@ -144,8 +169,8 @@ def one_round(art, test, mem, hcas, gpus, hosts, addresses, rank, peer, port, ti
         for k, hca in enumerate(hcas):
             args = common_args(hca, port + 1 + k, params, test) + [target]
             if mem == "gpu":
-                args.append("--use_cuda=%d" % (k % len(gpus)))
-            clients.append((hca, children.start([tool] + args, stdout=subprocess.PIPE)))
+                args.append("--use_cuda=%d" % gpu_of[hca])
+            clients.append((hca, children.start([tool] + args, env=env, stdout=subprocess.PIPE)))
         deadline = time.monotonic() + timeout
         for hca, proc in clients:
             try:

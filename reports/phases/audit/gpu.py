@@ -165,12 +165,37 @@ def _fail_on_flagged(gpus, flagged, observed_bad, observed_none, expected):
     return R("fail" if bad else "pass", (observed_bad % name_list(bad)) if bad else observed_none, expected)
 
 
-def _remapping_gpus(v):
-    """The GPUs, when they have row remapping (Ampere and later); Skip otherwise."""
+def _model_in(v, models):
+    """Whether the node's GPU model names contain one of `models` (rubric lists such as open_required_for)."""
+    names = " ".join(v.gpu_names()).upper()
+    return any(m.upper() in names for m in models or [])
+
+
+def _remapping_gpus(v, c):
+    """(the GPUs whose remapped-row counters were read, a note on the others); Skip when none was read.
+
+    nvidia-smi prints remapped rows as N/A both on a GPU without row remapping and on an A100 or later with MIG
+    enabled, whose counters it does not read then (tests/fixtures/nvidia-smi, the MIG A100 capture). The MIG mode
+    and the model (the check's remap_models) tell the two apart: a MIG A100 is "not read", never "no remapping"."""
     gpus = v.gpus()
-    if not any(g.get("remap_supported") for g in gpus):
+    # artifacts written before remap_reported named the same reading remap_supported
+    read = [g for g in gpus if g.get("remap_reported", g.get("remap_supported"))]
+    unread = [g for g in gpus if g not in read]
+    mig = [g["index"] for g in unread if g.get("mig_mode") == "Enabled"]
+    capable = _model_in(v, c.get("remap_models"))
+    notes = []
+    if mig:
+        notes.append("not read on GPU %s: nvidia-smi gives remapped rows as N/A while MIG is enabled (read them with "
+                     "MIG disabled)" % name_list(mig))
+    others = [g["index"] for g in unread if g["index"] not in mig]
+    if others and capable:
+        notes.append("not reported by nvidia-smi on GPU %s" % name_list(others))
+    if not read:
+        if notes:
+            raise Skip("not reported: %s%s" % ("%s has row remapping, but " % name_list(v.gpu_names()) if capable
+                                               else "", "; ".join(notes)))
         raise Skip("not applicable: %s have no row remapping" % (name_list(v.gpu_names()) or "these GPUs"))
-    return gpus
+    return read, "; ".join(notes) or None
 
 
 @host_rule
@@ -197,22 +222,26 @@ def retired_pages(v, c):
 
 @host_rule
 def remapped_rows(v, c):
-    gpus = _remapping_gpus(v)
+    gpus, note = _remapping_gpus(v, c)
     failed = [g["index"] for g in gpus if g.get("remap_failure")]
     unc = {g["index"]: g.get("remapped_rows_uncorrectable") or 0 for g in gpus}
     limit = int(c.get("max_uncorrectable", 0))
     if failed:
         return R("fail", "remapping failed on GPU %s" % name_list(failed), "no remap failure",
-                 "a remap failure means the GPU is out of spare rows")
+                 "; ".join(x for x in ("a remap failure means the GPU is out of spare rows", note) if x))
     high = sorted(i for i, n in unc.items() if n > limit)
-    return R("warn" if high else "pass", "%d uncorrectable remaps%s" % (sum(unc.values()),
-             " (GPU %s)" % name_list(high) if high else ""), "<= %d per GPU, no failure" % limit)
+    return R("warn" if high else "pass", "%d uncorrectable remaps on %d GPUs%s" % (
+        sum(unc.values()), len(gpus), " (GPU %s)" % name_list(high) if high else ""),
+        "<= %d per GPU, no failure" % limit, note)
 
 
 @host_rule
 def remap_pending(v, c):
-    return _fail_on_flagged(_remapping_gpus(v), lambda g: g.get("remap_pending"), "pending on GPU %s", "none pending",
-                            "no remap waiting for a GPU reset")
+    gpus, note = _remapping_gpus(v, c)
+    status, observed, expected, _ = _fail_on_flagged(gpus, lambda g: g.get("remap_pending"), "pending on GPU %s",
+                                                     "none pending on %d GPUs" % len(gpus),
+                                                     "no remap waiting for a GPU reset")
+    return R(status, observed, expected, note)
 
 
 @host_rule
@@ -610,8 +639,7 @@ def open_module(v, c):
     if not ver:
         raise Error("/proc/driver/nvidia/version not readable: driver not loaded")
     open_mod = ver.get("open_kernel_module")
-    names = " ".join(v.gpu_names()).upper()
-    needs_open = any(m.upper() in names for m in c.get("open_required_for", []))
+    needs_open = _model_in(v, c.get("open_required_for"))
     flavour = "open kernel module" if open_mod else "proprietary kernel module"
     if needs_open and not open_mod:
         return R("fail", flavour, "open kernel module (required by %s)" % name_list(v.gpu_names()))

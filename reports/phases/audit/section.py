@@ -1,10 +1,11 @@
 """Report section of the audit: every host's checks at a glance, the findings (fail and error) with their hosts
 and remediation, drift between hosts, the security minimums table used (date and age), the NICs and storage tiers
-found on each host, and what the node collector could not read (tools missing, not permitted)."""
+found on each host, the GPUs' module slots, MIG, virtualization and nearest NICs, and what the node collector could
+not read (tools missing, not permitted)."""
 
 from collections import Counter, defaultdict
 
-from reports.phases.audit import common, network, software, storage
+from reports.phases.audit import common, gpu_layout, network, software, storage
 from reports.render import markdown
 from reports.render.blocks import Heading, Paragraph, Table
 
@@ -117,6 +118,8 @@ def blocks(run, rows, report_dir):
         return []
     hosts = list(run.hosts)
     nics, tiers, collector = inventory_tables(run, hosts)
+    docs = {h: run.artifact(h, common.PROBE) for h in hosts}
+    nvidia = {h: (d.get("facts") or {}).get("gpu_nvidia") or {} for h, d in docs.items() if d}
     return [
         Heading(2, "Audit"),
         Paragraph("Read-only survey of every host; every check is shown for every host (skip rows say why)."),
@@ -126,6 +129,7 @@ def blocks(run, rows, report_dir):
         Heading(3, "Drift between hosts"), drift_table(rows),
         Heading(3, "Security minimums"), minimums_note(run),
         Heading(3, "Network interfaces"), nics,
+        Heading(3, "GPUs: slots, MIG, virtualization and nearest NICs"), *gpu_layout.tables(nvidia),
         Heading(3, "Storage tiers"), tiers,
         Heading(3, "Node collector"), collector,
     ]
