@@ -1,16 +1,45 @@
-"""AMD Instinct GPUs for the audit: `amd-smi static --json` and `amd-smi metric --json` (ROCm 6 prints a list,
-ROCm 7 wraps it in {"gpu_data": [...]}), with `rocm-smi --showproductname --json` as the fallback for the
-inventory. Values of the form {"value": 32, "unit": "GT/s"} and "N/A" are both read."""
+"""AMD Instinct GPUs for the audit: `amd-smi static` and `amd-smi metric` (ROCm 6 prints a list, ROCm 7 wraps it in
+{"gpu_data": [...]}), with `rocm-smi` as the fallback where amd-smi is not installed. Each tool is asked for JSON
+first; where that is refused or unreadable, its text is read into the same structure (amd-smi's indented tree by
+probes/common/device.py amd_smi_tree; rocm-smi's `GPU[0] : VBIOS version: …` lines by rocm_smi_cards below) and the
+same fields are taken from it. Real captures: tests/fixtures/amd-smi/, tests/fixtures/rocm-smi/. Values of the form
+{"value": 32, "unit": "GT/s"}, "32 GT/s" and "N/A" are all read."""
 
 import json
+import re
 
 from probes.audit.collect import listdir
+from probes.common.device import amd_smi_tree
+
+# what the rocm-smi fallback asks for: the fields the audit grades (product, ids, firmware, driver, bus, serial,
+# temperatures, power and its cap, VRAM, PCIe replays)
+ROCM_SMI_ARGS = ["--showproductname", "--showid", "--showvbios", "--showdriverversion", "--showbus", "--showserial",
+                 "--showtemp", "--showpower", "--showmaxpower", "--showmeminfo", "vram", "--showreplaycount"]
 
 
 def _gpu_list(data):
     if isinstance(data, dict):
         data = data.get("gpu_data") or data.get("gpus") or []
     return [g for g in data if isinstance(g, dict)]
+
+
+def _json_or_text(text, tool):
+    """amd-smi output, JSON or text -> the list of per-GPU dicts; ValueError names the line that could not be read."""
+    body = (text or "").lstrip()
+    if body[:1] in ("[", "{"):
+        try:
+            return _gpu_list(json.loads(body))
+        except ValueError as exc:
+            lines = body.splitlines()
+            line = lines[exc.lineno - 1].strip() if 0 < getattr(exc, "lineno", 0) <= len(lines) else body[:80]
+            raise ValueError("%s: cannot read %r (%s)" % (tool, line[:200], exc.msg)) from None
+    return amd_smi_tree(text, tool)
+
+
+def _sec(entry, key):
+    """A section of one GPU's entry; "N/A" (a section the tool could not read) is an empty one."""
+    value = entry.get(key)
+    return value if isinstance(value, dict) else {}
 
 
 def _val(value):
@@ -48,16 +77,22 @@ def _mib(size):
     return value / (1024 * 1024) if unit == "B" else value / 1024 if unit == "KB" else value
 
 
+def _power_limit(limit):
+    """The enforced socket power cap: LIMIT.SOCKET_POWER (amd-smi 6.x), LIMIT.PPT0.SOCKET_POWER_LIMIT (7.x, where an
+    APU without a separate cap reports 0 W), else the maximum."""
+    ppt0 = _sec(limit, "ppt0")
+    for value in (limit.get("socket_power"), limit.get("power_cap"), ppt0.get("socket_power_limit")):
+        if _val(value):
+            return _val(value)
+    return _val(limit.get("max_power") or ppt0.get("max_power_limit"))
+
+
 def parse_static(text):
-    """`amd-smi static --json` -> one dict per GPU (model, bus id, driver, vbios, memory, PCIe maximum)."""
+    """`amd-smi static` (JSON or text) -> one dict per GPU (model, bus id, driver, vbios, memory, PCIe maximum)."""
     gpus = []
-    for entry in _gpu_list(json.loads(text)):
-        asic = entry.get("asic") or {}
-        bus = entry.get("bus") or {}
-        driver = entry.get("driver") or {}
-        vbios = entry.get("vbios") or entry.get("ifwi") or {}
-        vram = entry.get("vram") or {}
-        limit = entry.get("limit") or {}
+    for entry in _json_or_text(text, "amd-smi static"):
+        asic, bus, driver, vram = _sec(entry, "asic"), _sec(entry, "bus"), _sec(entry, "driver"), _sec(entry, "vram")
+        vbios = _sec(entry, "vbios") or _sec(entry, "ifwi")
         gpus.append({
             "index": int(entry.get("gpu", len(gpus))),
             "name": _str(asic.get("market_name")),
@@ -71,19 +106,17 @@ def parse_static(text):
             "driver_name": _str(driver.get("name")),
             "vbios": _str(vbios.get("version") or vbios.get("part_number")),
             "memory_total_mib": _mib(vram.get("size")),
-            "power_limit_w": _val(limit.get("socket_power") or limit.get("power_cap") or limit.get("max_power")),
+            "power_limit_w": _power_limit(_sec(entry, "limit")),
         })
     return gpus
 
 
 def parse_metric(text):
-    """`amd-smi metric --json` -> {gpu index: readings} (power, temperatures, PCIe link, ECC totals)."""
+    """`amd-smi metric` (JSON or text) -> {gpu index: readings} (power, temperatures, PCIe link, ECC totals, VRAM)."""
     out = {}
-    for entry in _gpu_list(json.loads(text)):
-        power = entry.get("power") or {}
-        temp = entry.get("temperature") or {}
-        pcie = entry.get("pcie") or {}
-        ecc = entry.get("ecc") or {}
+    for entry in _json_or_text(text, "amd-smi metric"):
+        power, temp = _sec(entry, "power"), _sec(entry, "temperature")
+        pcie, ecc = _sec(entry, "pcie"), _sec(entry, "ecc")
         out[int(entry.get("gpu", len(out)))] = {
             "power_draw_w": _val(power.get("socket_power")) if power.get("socket_power") not in (None, "N/A")
             else _val(power.get("average_socket_power")),
@@ -96,54 +129,130 @@ def parse_metric(text):
             "ecc_uncorrectable_aggregate": _val(ecc.get("total_uncorrectable_count")),
             "ecc_correctable_aggregate": _val(ecc.get("total_correctable_count")),
             "ecc_deferred": _val(ecc.get("total_deferred_count")),
+            "memory_used_mib": _mib(_sec(entry, "mem_usage").get("used_vram")),
         }
     return out
 
 
-def parse_rocm_smi_product(text):
-    """`rocm-smi --showproductname --json` -> one dict per card (the fallback inventory)."""
-    data = json.loads(text)
+_ROCM_GPU = re.compile(r"^GPU\[(\d+)\]\s*:\s*(.*)$")
+_ROCM_SYSTEM = re.compile(r"^([A-Za-z][\w .()/-]*?)\s*:\s*(\S.*)$")
+
+
+def rocm_smi_cards(text):
+    """`rocm-smi --show…` text -> {"card0": {field: value}, …, "system": {field: value}}, like `rocm-smi --json`."""
+    out, unread = {}, []
+    system = {}
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        if not line or set(line) <= {"=", "-"} or re.match(r"^=+ .* =+$", line):
+            continue  # banners and rules
+        m = _ROCM_GPU.match(line)
+        if m:
+            key, _, value = m.group(2).partition(":")
+            if value.strip():
+                out.setdefault("card%s" % m.group(1), {})[key.strip()] = value.strip()
+            continue
+        m = _ROCM_SYSTEM.match(line)
+        if m and not line.startswith("PID"):
+            system[m.group(1)] = m.group(2).strip()
+            continue
+        unread.append(line)
+    if not out:
+        first = unread[0] if unread else ""
+        raise ValueError("rocm-smi: cannot read %r" % first[:200] if first else "rocm-smi: no output")
+    out["system"] = system
+    return out
+
+
+def _field(card, *names):
+    """A rocm-smi field by any of its spellings ("Card series" / "Card Series"); None for N/A."""
+    lower = {k.lower(): v for k, v in card.items()}
+    for name in names:
+        value = _str(lower.get(name.lower()))
+        if value:
+            return value
+    return None
+
+
+def parse_rocm_smi(text):
+    """`rocm-smi <ROCM_SMI_ARGS> [--json]` -> one dict per card, the fields amd-smi gives where rocm-smi has them."""
+    text = text or ""
+    start = text.find("{")
+    cards = None
+    if start >= 0 and "GPU[" not in text[:start]:  # warnings may come before the JSON line
+        try:
+            cards = json.JSONDecoder().raw_decode(text[start:])[0]
+        except ValueError:
+            cards = None  # then it is read as text, and an unreadable one is named by its first line
+    if not isinstance(cards, dict):
+        cards = rocm_smi_cards(text)
+    driver = _field(cards.get("system") or {}, "Driver version")
     gpus = []
-    for key in sorted((k for k in data if k.startswith("card")), key=lambda k: int(k[4:] or 0)):
-        card = data[key]
-        gpus.append({"index": int(key[4:] or 0), "name": _str(card.get("Card Series") or card.get("Card series")),
-                     "device_id": _str(card.get("Card Model") or card.get("Card model")),
-                     "pci_bus_id": None, "driver": None})
+    for key in sorted((k for k in cards if k.startswith("card")), key=lambda k: int(k[4:] or 0)):
+        card = cards[key]
+        model = _field(card, "Card model")
+        vram = _val(_field(card, "VRAM Total Memory (B)"))
+        used = _val(_field(card, "VRAM Total Used Memory (B)"))
+        gpus.append({
+            "index": int(key[4:] or 0), "name": _field(card, "Card series"),
+            "device_id": _field(card, "Device ID", "GPU ID") or (model if model and model.startswith("0x") else None),
+            "serial": _field(card, "Serial Number"), "pci_bus_id": _field(card, "PCI Bus"), "driver": driver,
+            "vbios": _field(card, "VBIOS version"),
+            "temperature_c": _val(_field(card, "Temperature (Sensor junction) (C)", "Temperature (Sensor edge) (C)")),
+            "memory_temperature_c": _val(_field(card, "Temperature (Sensor memory) (C)")),
+            "power_draw_w": _val(_field(card, "Current Socket Graphics Package Power (W)",
+                                        "Average Graphics Package Power (W)")),
+            "power_limit_w": _val(_field(card, "Max Graphics Package Power (W)")),
+            "memory_total_mib": vram / 1048576 if vram is not None else None,
+            "memory_used_mib": used / 1048576 if used is not None else None,
+            "pcie_replay_counter": _val(_field(card, "PCIe Replay Count")),
+        })
     return gpus
 
 
+def _read(c, source, argv, parser, raw):
+    """argv with --json, then as text where that is refused or unreadable -> (parsed, why not). Every exit code is
+    read: rocm-smi exits non-zero when one of the fields it was asked for is not supported on the GPU."""
+    why = None
+    for args, fmt in ((argv + ["--json"], "json"), (argv, "text")):
+        res = c.cmd(source, args, timeout=30, ok_rcs=range(256))
+        if res.rc is None:  # missing, timed out, could not start: c.cmd recorded which
+            return None, (c.sources.get(source) or {}).get("reason")
+        try:
+            parsed = parser(res.stdout)
+        except ValueError as exc:
+            why = "%s (exit %s)" % (exc, res.rc) if res.rc else str(exc)
+            continue
+        except (TypeError, AttributeError, KeyError) as exc:  # JSON of a layout not seen before
+            why = "%s: unexpected layout (%s: %s)" % (" ".join(argv[:2]), type(exc).__name__, exc)
+            continue
+        c.save_raw(raw, res.stdout)
+        c.mark(source, "ok", None, format=fmt, rc=res.rc)
+        return parsed, None
+    c.mark(source, "error", why)
+    return None, why
+
+
 def collect(c):
-    res = c.cmd("amd_smi", ["amd-smi", "static", "--json"], timeout=30)
     out = {"tool": None, "gpus": [], "amdgpu_loaded": "amdgpu" in listdir("/sys/module")}
-    if not res.missing:
+    gpus, why = _read(c, "amd_smi", ["amd-smi", "static"], parse_static, "amd-smi-static.txt")
+    if c.status("amd_smi") != "missing":
         out["tool"] = "amd-smi"
-        if res.rc == 0:
-            c.save_raw("amd-smi-static.txt", res.stdout)
-            try:
-                out["gpus"] = parse_static(res.stdout)
-            except ValueError as exc:
-                c.mark("amd_smi", "error", "unreadable JSON: %s" % exc)
-            met = c.cmd("amd_smi_metric", ["amd-smi", "metric", "--json"], timeout=30)
-            if met.rc == 0:
-                c.save_raw("amd-smi-metric.txt", met.stdout)
-                try:
-                    readings = parse_metric(met.stdout)
-                except ValueError:
-                    readings = {}
-                for gpu in out["gpus"]:
-                    gpu.update({k: v for k, v in readings.get(gpu["index"], {}).items() if v is not None})
-        else:
-            out["error"] = (res.stderr or res.stdout).strip()[:300]
+        if gpus is None:
+            out["error"] = why
+            return out
+        out["gpus"] = gpus
+        readings, _ = _read(c, "amd_smi_metric", ["amd-smi", "metric"], parse_metric, "amd-smi-metric.txt")
+        for gpu in out["gpus"]:
+            gpu.update({k: v for k, v in (readings or {}).get(gpu["index"], {}).items() if v is not None})
         return out
-    res = c.cmd("rocm_smi", ["rocm-smi", "--showproductname", "--json"], timeout=30)
-    if not res.missing:
+    gpus, why = _read(c, "rocm_smi", ["rocm-smi"] + ROCM_SMI_ARGS, parse_rocm_smi, "rocm-smi.txt")
+    if c.status("rocm_smi") != "missing":
         out["tool"] = "rocm-smi"
         c.mark("amd_smi", "missing", "amd-smi not found (rocm-smi used for the inventory)")
-        if res.rc == 0:
-            try:
-                out["gpus"] = parse_rocm_smi_product(res.stdout)
-            except ValueError as exc:
-                c.mark("rocm_smi", "error", "unreadable JSON: %s" % exc)
+        out["gpus"] = gpus or []
+        if gpus is None:
+            out["error"] = why
     else:
         c.mark("amd_smi", "missing", "amd-smi and rocm-smi not found")
     return out

@@ -1,45 +1,15 @@
 """Health-monitoring facts for the audit: node health-check agents (NHC, NVSentinel, gpud) and, when DCGM is
-installed, the quick DCGM diagnostic `dcgmi diag -r 1` (seconds; it tests, it does not change settings)."""
+installed, the quick DCGM diagnostic `dcgmi diag -r 1` (seconds; it tests, it does not change settings), read per test
+and GPU by probes/audit/dcgm_diag.py."""
 
-import json
 import os
 import shutil
 
+from probes.audit import dcgm_diag
+from probes.audit.dcgm_diag import parse as parse_dcgm_diag  # noqa: F401 - the audit's public name for the reader
+
 NHC_PATHS = ("/usr/sbin/nhc", "/usr/local/sbin/nhc", "/usr/bin/nhc")
 NHC_CONFS = ("/etc/nhc/nhc.conf", "/usr/local/etc/nhc/nhc.conf")
-
-
-def parse_dcgm_diag(text):
-    """`dcgmi diag -r 1 -j` -> {"tests": {name: status}, "failed": [...], "warned": [...]} (DCGM 3 and 4 layouts)."""
-    data = json.loads(text)
-    tests = {}
-
-    def worst(statuses):
-        order = ["fail", "warn", "pass", "skip"]
-        lowered = [s.lower() for s in statuses if isinstance(s, str)]
-        for s in order:
-            if any(x.startswith(s) for x in lowered):
-                return s
-        return lowered[0] if lowered else None
-
-    def walk(node):
-        if isinstance(node, dict):
-            name = node.get("name") or node.get("test_name")
-            results = node.get("results")
-            if name and isinstance(results, list):
-                statuses = [r.get("status") for r in results if isinstance(r, dict)]
-                tests[str(name)] = worst(statuses)
-            elif name and isinstance(node.get("status"), str) and "category" not in node:
-                tests.setdefault(str(name), worst([node["status"]]))
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(data)
-    return {"tests": tests, "failed": sorted(k for k, v in tests.items() if v == "fail"),
-            "warned": sorted(k for k, v in tests.items() if v == "warn")}
 
 
 def collect(c, run_diag=True):
@@ -56,15 +26,25 @@ def collect(c, run_diag=True):
     if not run_diag:
         c.mark("dcgm_diag", "not_applicable", "audit_dcgm_diag is false: dcgmi diag -r 1 was not run")
         return out
-    res = c.cmd("dcgm_diag", ["dcgmi", "diag", "-r", "1", "-j"], timeout=90, ok_rcs=(0, 226, 255, 1))
-    if res.rc is not None and res.stdout.strip().startswith("{"):
-        c.save_raw("dcgmi-diag-r1.txt", res.stdout)
-        try:
-            out["dcgm_diag"] = parse_dcgm_diag(res.stdout)
-            c.mark("dcgm_diag", "ok")
-        except ValueError as exc:
-            c.mark("dcgm_diag", "error", "unreadable JSON from dcgmi diag: %s" % exc)
-    elif res.rc is not None:
-        text = (res.stdout + res.stderr).strip()
-        c.mark("dcgm_diag", "error", "dcgmi diag exit %s: %s" % (res.rc, text.splitlines()[0][:200] if text else ""))
+    diag = ["dcgmi", "diag", "-r", "1"]
+    # dcgmi exits 226 when a test failed (DCGM_ST_NVVS_ERROR) and with other codes when it could not run; the output
+    # says which, so every exit code is read
+    res = c.cmd("dcgm_diag", diag + ["-j"], timeout=90, ok_rcs=range(256))
+    if res.rc is None:
+        return out
+    text = res.stdout + ("\n" + res.stderr if res.stderr.strip() else "")
+    if "{" not in res.stdout and not dcgm_diag.hostengine_error(text):
+        # no JSON (a dcgmi without -j): the text table carries the same per-test results; a host engine dcgmi cannot
+        # reach would only fail the same way again
+        res = c.cmd("dcgm_diag", diag, timeout=90, ok_rcs=range(256))
+        if res.rc is None:
+            return out
+        text = res.stdout + ("\n" + res.stderr if res.stderr.strip() else "")
+    c.save_raw("dcgmi-diag-r1.txt", text)
+    parsed = dcgm_diag.parse(text)
+    out["dcgm_diag"] = parsed
+    if parsed["error"]:
+        c.mark("dcgm_diag", "error", parsed["error"], rc=res.rc)
+    else:
+        c.mark("dcgm_diag", "ok", None, rc=res.rc)
     return out

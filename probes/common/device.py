@@ -2,9 +2,16 @@
 
 "nvidia-smi missing" or "driver not loaded" is data, not a failure: the caller records it as a fact.
 Parsers are pure functions so recorded outputs of real nodes drive the unit tests.
+
+amd-smi's text output (where --json is refused or unreadable) is an indented tree, `GPU: 0` then `    ASIC:` then
+`        MARKET_NAME: …`; `amd_smi_tree` turns it into the list its --json prints, keys in lower case
+(`MAX_PCIE_SPEED: 32 GT/s` -> "max_pcie_speed": "32 GT/s"). Other devices (`CPU: 0`, `NIC: 0`) and the elisions
+of trimmed outputs (`...`, `---- snipped ----`) are passed over; a text without a GPU raises ValueError naming the
+tool and the first line that could not be read. Real captures: tests/fixtures/amd-smi/README.md.
 """
 
 import json
+import re
 
 from probes.common.command import run_cmd
 
@@ -59,9 +66,53 @@ def parse_nvidia_query(text):
     return gpus
 
 
+_TREE_LINE = re.compile(r"^(\s*)([^:]+?):[ \t]*(.*?)\s*$")
+_TREE_DEVICE = re.compile(r"^(GPU|CPU|CORE|NIC|SWITCH|BRCM_NIC|BRCM_SWITCH):\s*(\d+)\s*$", re.I)
+
+
+def amd_smi_tree(text, tool="amd-smi"):
+    """amd-smi text (`static`, `metric`, `list`) -> [{"gpu": 0, "asic": {...}, ...}], like its --json lists."""
+    gpus, stack, unread = [], [], []
+    for raw in (text or "").splitlines():
+        if not raw.strip():
+            continue
+        device = _TREE_DEVICE.match(raw.strip())
+        if device:
+            # a device heading: only GPUs are kept; a CPU's tree is passed over until the next heading
+            indent = len(raw) - len(raw.lstrip())
+            stack = [(indent, {"gpu": int(device.group(2))})] if device.group(1).upper() == "GPU" else []
+            if stack:
+                gpus.append(stack[0][1])
+            continue
+        m = _TREE_LINE.match(raw.expandtabs())
+        if not m or not stack:
+            unread.append(raw.strip())
+            continue
+        indent, key, value = len(m.group(1)), m.group(2).strip().lower(), m.group(3)
+        while len(stack) > 1 and indent <= stack[-1][0]:
+            stack.pop()
+        if indent <= stack[0][0]:
+            unread.append(raw.strip())
+            continue
+        parent = stack[-1][1]
+        if value:
+            parent[key] = value
+        else:
+            parent[key] = {}
+            stack.append((indent, parent[key]))
+    if not gpus:
+        first = unread[0] if unread else ""
+        raise ValueError("%s: cannot read %r" % (tool, first[:200]) if first else "%s: no output" % tool)
+    return gpus
+
+
 def parse_amd_smi_list(text):
-    """`amd-smi list --json`: one object per GPU (gpu index, bdf, uuid)."""
-    data = json.loads(text)
+    """`amd-smi list` (--json or text): one object per GPU (gpu index, bdf, uuid)."""
+    body = (text or "").lstrip()
+    if body[:1] in ("[", "{"):
+        data = json.loads(body)
+    else:
+        data = amd_smi_tree(text, "amd-smi list")
     if isinstance(data, dict):  # some releases wrap the list
         data = data.get("gpu_list") or data.get("gpus") or []
     gpus = []
@@ -90,6 +141,25 @@ def nvidia_smi_error(result):
     return None
 
 
+def _amd_smi_list(timeout):
+    """(GPUs, why none, amd-smi missing): `amd-smi list --json`, then its text where --json is refused or unreadable."""
+    why = None
+    for argv in (["amd-smi", "list", "--json"], ["amd-smi", "list"]):
+        res = run_cmd(argv, timeout=timeout)
+        if res.missing:
+            return [], None, True
+        if res.timed_out:
+            return [], "%s timed out" % " ".join(argv), False
+        if res.rc != 0:
+            why = "amd-smi exit %s: %s" % (res.rc, (res.stderr or res.stdout).strip()[:200])
+            continue
+        try:
+            return parse_amd_smi_list(res.stdout), None, False
+        except (ValueError, AttributeError, TypeError) as exc:
+            why = "amd-smi list: %s" % exc if not str(exc).startswith("amd-smi") else str(exc)
+    return [], why, False
+
+
 def describe(timeout=15.0):
     """Returns (device block for the artifact, list of GPUs, facts about the tools)."""
     facts = {"gpu_tool": "none", "gpu_error": None}
@@ -104,14 +174,10 @@ def describe(timeout=15.0):
             gpus = parse_nvidia_query(res.stdout)
             backend = "cuda" if gpus else "cpu"
     else:
-        res = run_cmd(["amd-smi", "list", "--json"], timeout=timeout)
-        if not res.missing:
+        gpus, facts["gpu_error"], missing = _amd_smi_list(timeout)
+        if not missing:
             facts["gpu_tool"] = "amd-smi"
-            if res.rc == 0:
-                gpus = parse_amd_smi_list(res.stdout)
-                backend = "rocm" if gpus else "cpu"
-            else:
-                facts["gpu_error"] = "amd-smi exit %s: %s" % (res.rc, (res.stderr or res.stdout).strip()[:200])
+            backend = "rocm" if gpus else "cpu"
     models = sorted({g["model"] for g in gpus if g.get("model")})
     drivers = sorted({g["driver"] for g in gpus if g.get("driver")})
     device = {

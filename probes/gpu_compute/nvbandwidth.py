@@ -1,12 +1,13 @@
 """nvbandwidth: NVIDIA's copy bandwidth tool (H2D, D2H, D2D over the copy engines, device-local copies), run with
-`-j` and parsed.
+`-j` and parsed; a build without -j (before v0.5) is run again without it and its text read
+(probes/gpu_compute/nvbandwidth_text.py) into the same testcases.
 
 The binary is looked for at params.path, then on PATH, then in a few usual places; without it (or without an
 NVIDIA GPU) the artifact is skipped with the reason. Each matrix cell becomes a `gbps` result labelled with the
 testcase, its row and column, and the GPU it measures (`gpu`: the GPU column of CPU<->GPU tests and of 1-row
 tests, the row GPU of GPU x GPU tests, whose column is `peer`). Per testcase: `gbps_sum`, `gbps_min`, `gbps_max`,
 `gbps_mean` over the cells with a number. Testcases nvbandwidth waived or failed are facts (testcase.<name>).
-The JSON nvbandwidth printed is kept as nvbandwidth.out.json.
+The output nvbandwidth printed is kept as nvbandwidth.out.json (JSON) or nvbandwidth.out.txt (text).
 """
 
 import json
@@ -17,6 +18,7 @@ import shutil
 from probes.common import device as vendor
 from probes.common.command import run_cmd
 from probes.common.tools import not_installed
+from probes.gpu_compute.nvbandwidth_text import parse_text
 from probes.gpu_compute.shapes import NVBANDWIDTH_TESTS, PROFILES
 from probes.params import Param, Params
 
@@ -27,6 +29,7 @@ PARAMS = Params(
     tool_timeout=Param(float, 1800, "seconds nvbandwidth may run"),
 )
 RAW = "nvbandwidth.out.json"
+RAW_TEXT = "nvbandwidth.out.txt"
 CANDIDATES = ("/usr/local/bin/nvbandwidth", "/usr/local/cuda/bin/nvbandwidth", "/opt/nvbandwidth/nvbandwidth")
 
 
@@ -39,14 +42,19 @@ def _number(cell):
 
 
 def parse(text):
-    """nvbandwidth -j output (anything before the first '{' is ignored) into a plain dict:
+    """nvbandwidth output, -j JSON (anything before the first '{' is ignored) or text, into a plain dict:
     {version, git_version, cuda_version, driver, devices, error, warning, testcases: [{name, status, description,
     matrix (rows of float or None), sum, error}]}."""
     start = text.find("{")
     if start < 0:
-        raise ValueError("no JSON object in nvbandwidth output")
-    doc, _ = json.JSONDecoder().raw_decode(text[start:])
-    root = doc.get("nvbandwidth")
+        return parse_text(text)
+    try:
+        doc, _ = json.JSONDecoder().raw_decode(text[start:])
+    except ValueError as exc:  # a document cut short: name its line
+        lines = text[start:].splitlines()
+        line = lines[exc.lineno - 1].strip() if 0 < exc.lineno <= len(lines) else ""
+        raise ValueError("nvbandwidth: cannot read %r (%s)" % (line[:200], exc.msg)) from None
+    root = doc.get("nvbandwidth") if isinstance(doc, dict) else None
     if not isinstance(root, dict):
         raise ValueError("nvbandwidth output has no 'nvbandwidth' object")
     cases = []
@@ -155,19 +163,27 @@ def run(art, params, out_dir):
     tests = params["tests"]
     if tests is None:
         tests = NVBANDWIDTH_TESTS[params["profile"]]
-    argv = [binary, "-j"]
-    if tests:
-        argv += ["-t"] + list(tests)
+    selected = ["-t"] + list(tests) if tests else []
+    argv = [binary, "-j"] + selected
     res = run_cmd(argv, timeout=params["tool_timeout"])
-    with open(os.path.join(out_dir, RAW), "w") as fh:
+    raw = RAW
+    if not res.timed_out and "{" not in res.stdout:
+        # -j came with v0.5: an older build refuses it ("unrecognised option '-j'"), and a build that broke before
+        # its JSON printed nothing; run as text, which also names the testcase that broke
+        refused = (res.stderr or res.stdout).strip().splitlines()
+        art.facts["json_unavailable"] = refused[0][:200] if refused else "exit %s, no output" % res.rc
+        argv = [binary] + selected
+        res = run_cmd(argv, timeout=params["tool_timeout"])
+        raw = RAW_TEXT
+    with open(os.path.join(out_dir, raw), "w") as fh:
         fh.write(res.stdout)
-    art.raw.append(RAW)
+    art.raw.append(raw)
     if res.timed_out:
         art.error("nvbandwidth timed out: %s" % " ".join(argv))
         return
     try:
         parsed = parse(res.stdout)
-    except ValueError as exc:
+    except (ValueError, TypeError, AttributeError) as exc:  # unreadable, or JSON of a layout not seen before
         tail = (res.stderr or res.stdout).strip().splitlines()
         art.error("nvbandwidth exit %s, output not readable (%s): %s" % (res.rc, exc, tail[-1] if tail else ""))
         return

@@ -2,7 +2,9 @@
 
 Text (nccl-tests src/util.cu): header lines starting with '#' (`# nccl-tests version …`, `# Collective test
 starting: <prog>`, `# nThread 1 nGpus 8 minBytes … maxBytes … step: 2(factor) warmup iters: 5 iters: 20 …`, one
-`#  Rank  0 Group  0 Pid … on <host> device  0 [<pci>] <name>` per rank), a column header
+`#  Rank  0 Group  0 Pid … on <host> device  0 [<pci>] <name>` per rank; rccl-tests prints no Group), the library's
+own version lines (`NCCL version 2.19.3+cuda12.2`; RCCL's `RCCL version : 2.22.3-HEAD:7d8d67c`, `HIP version  : …`,
+`ROCm version : …`, `Librccl path : …`; rccl-tests' `rccl-tests: Version develop:a7809b3`), a column header
 (`size count type redop root | time algbw busbw #wrong` out-of-place then in-place; older releases say `error`
 and have no `root`), one line per size, then the footer `# Out of bounds values : N OK|FAILED` and
 `# Avg bus bandwidth : X`. A run that hung and was killed has no footer: `complete` is False and `last_size` says
@@ -23,6 +25,15 @@ _TAG = re.compile(r"^\[[\d,]+\](?:<stdout>|<stderr>)?:?\s?")
 _RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+"
                    r"\[([^\]]*)\]\s*(.*)$")
 _NUM = re.compile(r"^-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")
+# the library's and the tests' version lines, with or without '#' and an NCCL_DEBUG prefix ("node [0] NCCL INFO ")
+_LIBRARY = (("library_version", re.compile(r"\b(?:NCCL|RCCL) version\s*:?\s*(\d[\w.+:-]*)")),
+            ("hip_version", re.compile(r"^HIP version\s*:\s*(\S+)")),
+            ("rocm_version", re.compile(r"^ROCm version\s*:\s*(\S+)")),
+            ("library_path", re.compile(r"^Lib[nr]ccl path\s*:\s*(\S+)")))
+_RCCL_TESTS = re.compile(r"^rccl-tests: Version (\S+)")
+# nccl-tests' own failure lines: "Test NCCL failure …", "test: Test CUDA failure common.cu:941 'system not yet
+# initialized'" (NVIDIA/nccl-tests#264), " .. test pid 54340: Test failure common.cu:891"
+_FAILURE = re.compile(r"Test (?:NCCL |CUDA )?failure|Cuda failure|NCCL failure", re.I)
 
 
 def _number(token):
@@ -55,18 +66,22 @@ def parse_text(text, program=None):
     "algbw_gbps", "busbw_gbps", "wrong"} (wrong is None when validation was off: N/A)."""
     out = {"program": program, "version": None, "nccl_version": None, "params": {}, "devices": [], "rows": [],
            "avg_busbw": None, "out_of_bounds": None, "out_of_bounds_ok": None, "complete": False, "last_size": None,
-           "errors": []}
+           "errors": [], "tests": None, "nccl_headers": None, "library": None, "library_version": None,
+           "hip_version": None, "rocm_version": None, "library_path": None}
     columns = None
     for raw_line in (text or "").splitlines():
         line = _TAG.sub("", raw_line.rstrip())
         stripped = line.strip()
         if not stripped:
             continue
+        if _library_line(stripped, out):
+            continue
         if stripped.startswith("#"):
             body = stripped[1:].strip()
-            m = re.match(r"nccl-tests version (\S+).*?nccl-library=(\d+)", body)
+            m = re.match(r"nccl-tests version (\S+).*?(?:nccl-headers=(\d+) )?nccl-library=(\d+)", body)
             if m:
-                out["version"], out["nccl_version"] = m.group(1), int(m.group(2))
+                out["tests"], out["version"], out["nccl_version"] = "nccl-tests", m.group(1), int(m.group(3))
+                out["nccl_headers"] = int(m.group(2)) if m.group(2) else None
             m = re.match(r"Collective test starting: (\S+)", body)
             if m:
                 out["program"] = m.group(1)
@@ -91,8 +106,7 @@ def parse_text(text, program=None):
             if body.startswith("error:"):
                 out["errors"].append(body[len("error:"):].strip())
             continue
-        if "NCCL WARN" in stripped or re.search(r"(Test NCCL failure|Test failure|Cuda failure|NCCL failure)",
-                                                 stripped):
+        if "NCCL WARN" in stripped or _FAILURE.search(stripped):
             out["errors"].append(stripped[:300])
             continue
         row = _data_row(stripped.split(), columns)
@@ -103,6 +117,23 @@ def parse_text(text, program=None):
         out["program"] = program
     out["collective"] = collective_from_program(out["program"]) if out["program"] else None
     return out
+
+
+def _library_line(line, out):
+    """The library's and the tests' own version lines; True when `line` was one (nothing else to read in it)."""
+    m = _RCCL_TESTS.match(line)
+    if m:
+        out["tests"], out["version"] = "rccl-tests", m.group(1)
+        return True
+    body = line.lstrip("#").strip()
+    for key, rx in _LIBRARY:
+        m = rx.search(body) if key == "library_version" else rx.match(body)
+        if m and out[key] is None:
+            out[key] = m.group(1)
+            if key == "library_version":
+                out["library"] = "RCCL" if "RCCL version" in body else "NCCL"
+            return True
+    return False
 
 
 def _data_row(tokens, columns):

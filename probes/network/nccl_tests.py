@@ -34,6 +34,11 @@ from probes.network.nccl_output import nranks, parse_json, parse_text
 from probes.network.plan import RECORDED_PARAMS, human_bytes, placement, placement_order, world_size_plan
 from probes.params import SIZE, Param, Params
 
+# which tests and which library measured, from the header lines nccl-tests and rccl-tests print (the JSON file has
+# only the library's version code): fact <- parse_text key
+HEADER_FACTS = (("nccl_tests_version", "version"), ("tests_suite", "tests"), ("nccl_headers_code", "nccl_headers"),
+                ("library", "library"), ("library_version", "library_version"), ("library_path", "library_path"),
+                ("hip_version", "hip_version"), ("rocm_version", "rocm_version"))
 DEFAULT_COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast"]
 SEARCH_DIRS = ["/opt/nccl-tests/build", "/usr/local/nccl-tests/build", "/opt/rccl-tests/build",
                os.path.expanduser("~/nccl-tests/build"), "/usr/local/bin", "/usr/bin"]
@@ -117,8 +122,9 @@ def run_one(art, coll, binary, runner, args, timeout, base, out_dir, json_ok, no
             art.add("wrong", row["wrong"], "count", **labels)
     if parsed["avg_busbw"] is not None:
         art.add("avg_busbw_gbps", parsed["avg_busbw"], "GB/s", collective=coll, nodes=nodes, ranks=ranks)
-    if text["version"]:
-        art.facts["nccl_tests_version"] = text["version"]
+    for fact, key in HEADER_FACTS:
+        if text.get(key) is not None:
+            art.facts[fact] = text[key]
     if parsed.get("nccl_version"):
         art.facts["nccl_version_code"] = parsed["nccl_version"]
     last = human_bytes(parsed["last_size"]) if parsed["last_size"] else "nothing"

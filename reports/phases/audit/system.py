@@ -1,9 +1,10 @@
 """Audit areas `health`, `hw`, `cpu` and `kernel`: node health and monitoring agents, memory and PCIe errors,
 kernel-log events of the last days, CPU frequency governor and NUMA balancing."""
 
+import re
 from datetime import datetime
 
-from reports.phases.audit.common import R, Skip, host_rule, name_list, sysctl_rule
+from reports.phases.audit.common import Error, R, Skip, host_rule, name_list, sysctl_rule
 
 
 @host_rule
@@ -146,17 +147,55 @@ def agent(v, c):
              "a node health-check agent (NHC, NVSentinel, ...)")
 
 
+# a failure's messages -> what to do about it (dcgmi's own advice, "Reset GPU. Restart DCGM.", misses these)
+_DCGM_CAUSES = ((re.compile(r"\bcuInit\b|Unable to initiali[sz]e CUDA library", re.I),
+                 "CUDA cannot initialise (cuInit): on NVSwitch systems nvidia-fabricmanager must be running "
+                 "(NVIDIA/nccl-tests#264), else check the driver"),
+                (re.compile(r"[Pp]ersistence mode .* is (?:currently )?disabled"),
+                 "persistence mode is off: nvidia-smi -pm 1, or run nvidia-persistenced"))
+
+
+def _dcgm_finding(result, status):
+    """'GPU Memory on all GPUs: GPU 0 Error using CUDA API cuInit …' for one test in `status`."""
+    gpus = (result.get("gpus") or {}).get(status)
+    where = " on all GPUs" if gpus == "all" else " on GPU %s" % ", ".join(str(g) for g in gpus) if gpus else ""
+    msgs = result.get("messages") or []
+    text = msgs[0] if msgs else ""
+    if len(text) > 160:
+        text = text[:157] + "..."
+    more = " (+%d more)" % (len(msgs) - 1) if len(msgs) > 1 else ""
+    return "%s%s%s" % (result["test"], where, ": %s%s" % (text, more) if text else "")
+
+
 @host_rule
 def dcgm_diag(v, c):
     v.need("dcgm_diag")
     diag = v.sec("health").get("dcgm_diag") or {}
-    tests = diag.get("tests") or {}
-    if diag.get("failed"):
-        return R("fail", "failed: %s" % name_list(diag["failed"]), "every test of dcgmi diag -r 1 passes")
-    if diag.get("warned"):
-        return R("warn", "warnings: %s" % name_list(diag["warned"]), "every test of dcgmi diag -r 1 passes")
-    return R("pass", "%d tests passed" % sum(1 for x in tests.values() if x == "pass"),
-             "every test of dcgmi diag -r 1 passes")
+    expected = "every test of dcgmi diag -r 1 passes"
+    if diag.get("error"):
+        raise Error(diag["error"])
+    if "results" not in diag:  # an artifact from before per-test results: test names only
+        if diag.get("failed"):
+            return R("fail", "failed: %s" % name_list(diag["failed"]), expected)
+        if diag.get("warned"):
+            return R("warn", "warnings: %s" % name_list(diag["warned"]), expected)
+        return R("pass", "%d tests passed" % sum(1 for x in (diag.get("tests") or {}).values() if x == "pass"),
+                 expected)
+    results = diag["results"]
+    failed = [r for r in results if r.get("status") == "fail"]
+    if failed:
+        messages = " ".join(m for r in failed for m in r.get("messages") or [])
+        cause = next((why for pattern, why in _DCGM_CAUSES if pattern.search(messages)), None)
+        return R("fail", "; ".join(_dcgm_finding(r, "fail") for r in failed), expected, cause)
+    if not diag.get("complete", True):
+        raise Error("dcgmi diag's table ends after %s: the diagnostic did not finish" % (
+            results[-1]["test"] if results else "its header"))
+    warned = [r for r in results if r.get("status") == "warn"]
+    if warned:
+        return R("warn", "; ".join(_dcgm_finding(r, "warn") for r in warned), expected)
+    counts = {s: sum(1 for r in results if r.get("status") == s) for s in ("pass", "skip")}
+    return R("pass", "%d tests passed%s%s" % (counts["pass"], ", %d skipped" % counts["skip"] if counts["skip"] else "",
+                                             " (DCGM %s)" % diag["version"] if diag.get("version") else ""), expected)
 
 
 @host_rule

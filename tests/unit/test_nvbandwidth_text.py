@@ -1,0 +1,125 @@
+"""nvbandwidth's text output (v0.2 to v0.10, tests/fixtures/nvbandwidth/README.md) read into the testcases of its JSON
+output: matrices with N/A, sums, coefficients of variation, notes, waived and broken testcases; and the probe running
+a build that refuses -j."""
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from probes.artifact import Artifact
+from probes.cli import run_probe
+from probes.gpu_compute import nvbandwidth
+from probes.gpu_compute.nvbandwidth_text import parse_text
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def parsed(name):
+    return nvbandwidth.parse((FIX / "nvbandwidth" / name).read_text())
+
+
+def test_v02_full_run_of_eight_h800():
+    doc = parsed("v0.2_h800x8_all.txt")  # nvbandwidth.parse hands text to the text reader
+    assert (doc["version"], doc["git_version"], doc["cuda_version"], doc["driver"]) == ("v0.2", "42e94d2", 11080,
+                                                                                         "525.105.17")
+    assert doc["devices"] == ["NVIDIA H800"] * 8 and len(doc["testcases"]) == 16
+    h2d = doc["testcases"][0]
+    assert h2d["name"] == "host_to_device_memcpy_ce" and h2d["status"] == "Passed" and h2d["sum"] == 442.52
+    assert h2d["matrix"] == [[55.28, 55.30, 55.32, 55.30, 55.31, 55.34, 55.32, 55.34]]
+    assert sum(h2d["matrix"][0]) == pytest.approx(h2d["sum"], abs=0.01)  # the row adds up to nvbandwidth's sum
+    d2d = doc["testcases"][4]
+    assert d2d["name"] == "device_to_device_memcpy_read_ce" and len(d2d["matrix"]) == 8
+    assert [d2d["matrix"][i][i] for i in range(8)] == [None] * 8 and d2d["matrix"][5][6] == 172.32
+    one_to_all = doc["testcases"][-1]
+    assert one_to_all["description"] == "memcpy CE GPU(column) <- All GPUs total bandwidth (GB/s)"
+    # the cells name the GPU the way the JSON path does
+    cells = nvbandwidth.cells(d2d)
+    assert len(cells) == 56 and cells[0] == ({"test": "device_to_device_memcpy_read_ce", "row": 0, "col": 1, "gpu": 0,
+                                              "peer": 1}, 172.16)
+
+
+def test_v04_v05_v010_layouts():
+    h100 = parsed("v0.4_h100x8_d2d_read.txt")
+    assert h100["git_version"] == "v0.4.2-12-g8857188" and h100["testcases"][0]["sum"] == 20785.58
+    assert h100["testcases"][0]["matrix"][2][4] == 372.96
+    a10 = parsed("v0.5_a10_h2d.txt")  # leading spaces before the row index, a shell prompt before the banner
+    assert a10["testcases"] == [{"name": "host_to_device_memcpy_ce", "status": "Passed", "sum": 25.17, "cv": None,
+                                 "description": "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)", "columns": [0],
+                                 "matrix": [[25.17]], "error": None}]
+    v10 = parsed("v0.10_x2_azure_nhc.txt")  # no banner, COEFFICIENT_OF_VARIATION and a NOTE after a testcase
+    assert [(c["name"], c["sum"], c["cv"]) for c in v10["testcases"]] == [
+        ("host_to_device_memcpy_ce", 51.97, 0.01), ("device_to_host_memcpy_ce", 51.97, 0.02),
+        ("device_to_device_memcpy_read_ce", 552.26, 0.01)]
+    assert v10["testcases"][2]["matrix"] == [[None, 276.07], [276.19, None]]
+    assert v10["notes"][0].startswith("NOTE: The reported results may not reflect")
+
+
+def test_v010_cuda_versions_in_both_spellings():
+    doc = parse_text("nvbandwidth Version: v0.10.0\nBuilt from Git version: v0.10\n\n"
+                     "CUDA Runtime Version: 13.3 (13030)\nCUDA Driver Version (API): 13.3 (13030)\n"
+                     "Driver Version: 610.57.04\n\nWaiving device_to_device_memcpy_read_ce.\n")
+    assert (doc["cuda_version"], doc["cuda_driver"], doc["driver"]) == (13030, 13030, "610.57.04")
+
+
+def test_waived_and_broken_testcases():
+    waived = parsed("v0.2_rtx2080ti_x2_waiving.txt")
+    assert [(c["name"], c["status"]) for c in waived["testcases"]] == [("device_to_device_memcpy_write_ce", "Waived")]
+    l40s = parsed("v0.4_l40sx8_aborted.txt")
+    assert l40s["testcases"][0]["status"] == "Error"
+    assert l40s["testcases"][0]["error"] == "Invalid value when checking the pattern at <0x7fac6200e480>"
+    a100 = parsed("v0.7_a100x8_assert.txt")
+    assert a100["devices"][0] == "NVIDIA A100-SXM4-80GB (00000000:34:00)"
+    assert (a100["testcases"][0]["status"], a100["testcases"][0]["error"]) == (
+        "Error", "Invalid value when checking the pattern at 0x70a640000000")
+    cut = parse_text("Running host_to_device_memcpy_ce.\n")
+    assert cut["testcases"][0]["error"] == "no result: the output ends after its Running line"
+
+
+def test_record_of_text_results():
+    art = Artifact("nvbandwidth", "r", "h")
+    failed = nvbandwidth.record(art, parsed("v0.4_l40sx8_aborted.txt"))
+    assert failed == ["one_to_all_read_sm: Error (Invalid value when checking the pattern at <0x7fac6200e480>)"]
+    assert art.facts["nvbandwidth_version"] == "v0.4" and art.facts["devices_listed"] == 8
+    art = Artifact("nvbandwidth", "r", "h")
+    assert nvbandwidth.record(art, parsed("v0.10_x2_azure_nhc.txt")) == []
+    sums = {r["labels"]["test"]: r["value"] for r in art.results if r["metric"] == "gbps_sum"}
+    assert sums["device_to_device_memcpy_read_ce"] == pytest.approx(552.26)
+
+
+@pytest.mark.parametrize("text, error", [
+    ("nvbandwidth: error while loading shared libraries: libcuda.so.1: cannot open shared object file\n",
+     "nvbandwidth: cannot read 'nvbandwidth: error while loading shared libraries: libcuda.so.1: cannot open shared "
+     "object file'"),
+    ("", "nvbandwidth: no output"),
+    ('{\n   "nvbandwidth" : \n   {\n      "CUDA Runtime Version" : 12040,\n      "testcases" : \n      [\n',
+     "nvbandwidth: cannot read"),
+])
+def test_unreadable_output_names_the_line(text, error):
+    with pytest.raises(ValueError) as exc:
+        nvbandwidth.parse(text)
+    assert str(exc.value).startswith(error)
+
+
+def _tool(bin_dir, name, body):
+    path = bin_dir / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+def test_probe_reads_text_when_json_is_refused(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _tool(bin_dir, "nvidia-smi", "cat %s\n" % (FIX / "nvidia-smi" / "h200_8x_query.csv"))
+    args = tmp_path / "args"
+    _tool(bin_dir, "nvbandwidth", 'echo "$@" >> %s\n[ "$1" = -j ] && { echo "ERROR: unrecognised option \'-j\'" >&2; '
+                                  'exit 1; }\ncat %s\n' % (args, FIX / "nvbandwidth" / "v0.2_h800x8_all.txt"))
+    monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, os.environ["PATH"]))
+    _, doc = run_probe("nvbandwidth", str(tmp_path / "out"), "r", "h", params={"profile": "quick", "tests": []})
+    assert doc["status"] == "ok", doc["reason"]
+    assert [line.split()[:1] for line in args.read_text().splitlines()] == [["-j"], []]
+    assert doc["facts"]["json_unavailable"] == "ERROR: unrecognised option '-j'"
+    assert doc["facts"]["nvbandwidth_version"] == "v0.2" and doc["raw"] == ["nvbandwidth.out.txt"]
+    sums = {r["labels"]["test"]: r["value"] for r in doc["results"] if r["metric"] == "gbps_sum"}
+    assert len(sums) == 16 and sums["host_to_device_memcpy_ce"] == pytest.approx(442.52, abs=0.01)
