@@ -7,7 +7,9 @@ XML, lspci, packages, kernel events) are raw files beside the artifact. Judgemen
 (reports/phases/audit/grade.py with reports/data/rubric.d/audit.yml).
 
 Read-only: no file outside the output directory is written, no service is started, no setting is changed; the
-cloud metadata endpoint is contacted only with params.probe_metadata = true.
+cloud metadata endpoint is contacted only with params.probe_metadata = true. One exception shows whether containers
+reach the GPUs (params.container_gpu, on by default): one short container of an image already on the node (no
+network, removed at once), or a one-GPU Slurm job step on this node, runs `nvidia-smi -L`.
 """
 
 import time
@@ -33,6 +35,11 @@ PARAMS = Params(
     deadline_s=Param(float, 100.0, "seconds for the whole survey: sources still running then are timed out"),
     probe_metadata=Param(bool, False, "ask the cloud metadata service (one HTTP request to 169.254.169.254)"),
     dcgm_diag=Param(bool, True, "run dcgmi diag -r 1 where DCGM is installed"),
+    container_gpu=Param(bool, True, "start one short container (or a one-GPU Slurm job step) that runs nvidia-smi -L "
+                                    "on GPU nodes"),
+    container_image=Param(str, "", "image for it: docker/podman name, enroot .sqsh or apptainer .sif path (empty: "
+                                   "a suitable image already on the node)"),
+    container_pull=Param(bool, False, "let docker/podman/pyxis pull container_image when it is not on the node"),
     nccl_conf_paths=Param(list, [], "extra nccl.conf files to read"),
     log_window_days=Param(int, 7, "days of kernel log read"),
     # What the inventory says the node should be: recorded for the report (reports/phases/audit), not used here.
@@ -66,6 +73,8 @@ def tasks(params):
         ("slurm", audit_sched.collect),
         ("kubernetes", audit_sched.collect_kubernetes),
         ("health", lambda c: audit_health.collect(c, params["dcgm_diag"])),
+        ("container_gpu", lambda c: audit_software.collect_container_gpu(
+            c, params["container_gpu"], params["container_image"], params["container_pull"])),
     ]
     for i, names in enumerate(_TOOL_GROUPS):
         out.append(("tools_%d" % i, lambda c, names=names: audit_software.collect_tools(c, names)))

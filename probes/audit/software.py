@@ -1,14 +1,22 @@
 """Software versions for the audit: installed packages (dpkg or rpm) and what the tools themselves report
 (CUDA, NCCL, cuDNN, DCGM, container toolkit, Docker Engine, containerd, runc, enroot, apptainer, OFED/DOCA,
 HPC-X, Slurm, kubelet, OpenSSH, sudo). Each version is recorded with where it was read; none is judged here.
+
+Whether containers reach the GPUs is shown, not inferred from a config file: one short container of an image that is
+already on the node (docker, podman, apptainer) or a one-GPU Slurm job step on this node runs `nvidia-smi -L`, and the
+GPUs it listed are recorded (collect_container_gpu).
 """
 
 import glob
 import json
 import os
 import re
+import shutil
+import socket
+import time
 
 from probes.audit.collect import read, read_strip, version_in
+from probes.common import slurm
 
 # Packages worth showing in the report (the full list is kept as a raw file).
 PACKAGE_PATTERN = re.compile(
@@ -210,3 +218,150 @@ def collect_libraries(c):
     }
     c.mark("libraries", "ok")
     return out
+
+
+# ---- containers and the GPUs: one short container or job step that runs nvidia-smi -L ---------------------------
+
+# Local images tried when none is given, best first. The NVIDIA hook mounts the driver's nvidia-smi and libraries into
+# the container, not a C library: the image must bring glibc (musl and distroless images cannot run nvidia-smi).
+IMAGE_PREFERENCE = ("cuda", "nvidia", "pytorch", "nemo", "tensorflow", "ubuntu", "debian", "rockylinux", "almalinux",
+                    "centos", "rhel", "ubi", "fedora", "python")
+# Output that means the runtime never got as far as starting the container or job step: the GPUs were not tried.
+NOT_STARTED = re.compile(r"Cannot connect to the Docker daemon|permission denied while trying to connect|"
+                         r"No such image|Unable to find image|image not known|Unable to allocate resources|"
+                         r"srun: error: .*[Ii]nvalid")
+_SMI_GPU = re.compile(r"^GPU (\d+): (.+?) \(UUID: (GPU-[0-9a-fA-F-]+)\)$")
+# Seconds one container or job step may take, and all of them together (the audit's other sources run meanwhile).
+CONTAINER_TIMEOUT_S = 45
+CONTAINER_BUDGET_S = 70
+GPU_DEVICES = "/dev/nvidia[0-9]*"
+
+
+def parse_smi_list(text):
+    """`nvidia-smi -L` -> [{index, name, uuid}] of the GPUs (the MIG device lines under a GPU are not GPUs)."""
+    out = []
+    for line in (text or "").splitlines():
+        m = _SMI_GPU.match(line.strip())
+        if m:
+            out.append({"index": int(m.group(1)), "name": m.group(2), "uuid": m.group(3)})
+    return out
+
+
+def pick_image(names):
+    """The first local image (docker/podman `image ls` names) that IMAGE_PREFERENCE finds, or None."""
+    usable = [n for n in names if n and "<none>" not in n]
+    for word in IMAGE_PREFERENCE:
+        for name in usable:
+            if word in name.rsplit("/", 1)[-1].split(":")[0].lower():
+                return name
+    return None
+
+
+def _first_line(text):
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[0][:300] if lines else None
+
+
+def _run_attempt(c, runtime, argv, image, expect):
+    """Run one container or job step; what it listed, and why not when it listed nothing."""
+    res = c.cmd("container_gpu:%s" % runtime, argv, timeout=CONTAINER_TIMEOUT_S, record=False)
+    text = "%s\n%s" % (res.stdout, res.stderr)
+    gpus = parse_smi_list(res.stdout)
+    attempt = {"runtime": runtime, "image": image, "argv": argv, "rc": res.rc, "gpus": gpus, "expect": expect,
+               "started": not NOT_STARTED.search(text) and not res.missing}
+    if res.timed_out:
+        attempt["error"] = "timed out after %d s" % CONTAINER_TIMEOUT_S
+    elif res.rc != 0 or not gpus:
+        attempt["error"] = (_first_line(res.stderr) or _first_line(res.stdout) or "exit %s" % res.rc)
+    return attempt
+
+
+def _oci_attempt(c, runtime, image, pull, gpu_args):
+    """docker or podman: (attempt or None, why not)."""
+    listing = c.cmd("container_gpu:%s_images" % runtime, [runtime, "image", "ls", "--format",
+                                                          "{{.Repository}}:{{.Tag}}"], timeout=15, record=False)
+    if listing.missing:
+        return None, "%s: not installed" % runtime
+    if listing.rc != 0:
+        return None, "%s: cannot list images: %s" % (runtime, _first_line(listing.stderr or listing.stdout))
+    local = [line.strip() for line in listing.stdout.splitlines() if line.strip()]
+    if image and image not in local and not pull:
+        return None, "%s: %s is not on the node and audit_container_pull is false" % (runtime, image)
+    chosen = image or pick_image(local)
+    if not chosen:
+        return None, "%s: no local image that can run nvidia-smi (%s); set audit_container_image" % (
+            runtime, ", ".join(local[:5]) or "no image at all")
+    argv = [runtime, "run", "--rm", "--pull=%s" % ("missing" if pull else "never"), "--network", "none"] + \
+        gpu_args + ["--entrypoint", "nvidia-smi", chosen, "-L"]
+    return _run_attempt(c, runtime, argv, chosen, "all"), None
+
+
+def _podman_attempt(c, image, pull):
+    """podman reaches the GPUs through the NVIDIA CDI spec (nvidia-ctk cdi generate), named nvidia.com/gpu."""
+    if not shutil.which("podman"):
+        return None, "podman: not installed"
+    if not [p for d in ("/etc/cdi", "/var/run/cdi") for p in glob.glob(os.path.join(d, "*")) if "nvidia" in p]:
+        return None, "podman: no NVIDIA CDI spec in /etc/cdi or /var/run/cdi (nvidia-ctk cdi generate)"
+    return _oci_attempt(c, "podman", image, pull, ["--device", "nvidia.com/gpu=all"])
+
+
+def _apptainer_attempt(c, image):
+    tool = next((t for t in ("apptainer", "singularity") if shutil.which(t)), None)
+    if not tool:
+        return None, "apptainer: not installed"
+    if not (image and image.endswith(".sif") and os.path.exists(image)):
+        return None, "%s: no local .sif image given (set audit_container_image to one)" % tool
+    return _run_attempt(c, tool, [tool, "exec", "--nv", image, "nvidia-smi", "-L"], image, "all"), None
+
+
+def _slurm_attempt(c, image, pull):
+    """A one-GPU job step on this node (through pyxis with --container-image when an image is given)."""
+    if not shutil.which("srun"):
+        return None, "slurm: srun not installed"
+    name = socket.gethostname().split(".")[0]
+    [state] = slurm.read([name], time.time(), timeout=10)
+    if state["phase"] in ("missing", "unknown"):
+        return None, "slurm: not a Slurm node (%s)" % (state.get("reason") or "scontrol does not know %s" % name)
+    if state["phase"] != "available":
+        return None, "slurm: the node is %s (%s): a job step cannot start" % (state["phase"], state.get("state"))
+    command = ["nvidia-smi", "-L"]
+    argv = slurm.job_argv(name, command, wait_s=20, job_name="clustermax-assess-audit")
+    argv[1:1] = ["--gres=gpu:1"]
+    if image:
+        if not (image.startswith("/") and os.path.exists(image)) and not pull:
+            return None, "slurm: %s is not a local enroot image and audit_container_pull is false" % image
+        argv[-len(command):-len(command)] = ["--container-image=%s" % image]
+    return _run_attempt(c, "slurm" if not image else "pyxis", argv, image or None, 1), None
+
+
+def collect_container_gpu(c, enabled=True, image="", pull=False):
+    """Start one short container (docker --gpus all, podman with the NVIDIA CDI spec, apptainer --nv) of an image that
+    is on the node, or else a one-GPU Slurm job step on this node, that runs `nvidia-smi -L`; record what each listed.
+    No image is pulled unless audit_container_pull says so; containers run without network and are removed."""
+    if not glob.glob(GPU_DEVICES):
+        c.mark("container_gpu", "not_applicable", "no NVIDIA GPU device (/dev/nvidia*) on this node")
+        return None
+    if not enabled:
+        c.mark("container_gpu", "not_applicable", "audit_container_gpu is false: no container was started")
+        return None
+    t0 = time.monotonic()
+    attempts, why_not = [], []
+    tries = [lambda: _oci_attempt(c, "docker", image, pull, ["--gpus", "all"]), lambda: _podman_attempt(c, image, pull),
+             lambda: _apptainer_attempt(c, image), lambda: _slurm_attempt(c, image, pull)]
+    for attempt_fn in tries:
+        if time.monotonic() - t0 > CONTAINER_BUDGET_S:
+            why_not.append("out of time after %.0f s" % (time.monotonic() - t0))
+            break
+        if any(a["started"] and a["gpus"] for a in attempts):
+            break  # one container that lists the GPUs answers the question
+        attempt, why = attempt_fn()
+        if attempt is not None:
+            attempts.append(attempt)
+        else:
+            why_not.append(why)
+    if not any(a["started"] for a in attempts):
+        c.mark("container_gpu", "not_applicable", "no container or job step could start here: %s" % "; ".join(
+            why_not + ["%s: %s" % (a["runtime"], a.get("error")) for a in attempts]))
+    else:
+        c.mark("container_gpu", "ok", None, time.monotonic() - t0)
+    return {"attempts": attempts, "not_tried": why_not}

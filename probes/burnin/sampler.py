@@ -4,7 +4,12 @@
   sample per GPU (temperature, power, SM and memory clocks, throttle reasons, utilization, ECC counters);
 * CPU hosts (and every host): utilisation from /proc/stat, the hottest thermal zone, the mean cpufreq clock,
   the load average, where readable;
-* NICs: byte, error and drop counters of every interface under /sys/class/net (not lo), as deltas;
+* NICs: byte, error and drop counters of every interface under /sys/class/net (not lo), and the carrier changes
+  (link down/up) of the physical ones, as deltas;
+* RDMA ports: the error counters of every port under /sys/class/infiniband (symbol errors, link downed, link error
+  recovery, receive errors, ...), as deltas, and which of them sit at their maximum (they saturate, never wrap);
+* GPU memory errors: ECC counters and row-remapping state of every GPU from ``nvidia-smi -q -x`` (the audit's
+  parser), read once before the load starts and once after it stopped, so the controller sees what changed;
 * kernel log: new /dev/kmsg records since the start, XID / SXID / AER lines parsed (probes/common/kernel_log.py) and
   appended, with their wall time, to the kernel timeline.
 
@@ -19,13 +24,25 @@ import shutil
 import subprocess
 import threading
 import time
+import xml.etree.ElementTree as ET
 
+from probes.audit.nvidia import parse_smi_xml
 from probes.burnin import smi as soak_smi
 from probes.common import kernel_log as soak_kernel
+from probes.common.command import run_cmd
 from probes.common.procs import wrapped
 from probes.common.readers import read_text
 
 NIC_COUNTERS = ("rx_bytes", "tx_bytes", "rx_errors", "tx_errors", "rx_dropped", "tx_dropped")
+# The port error counters under /sys/class/infiniband/<dev>/ports/<n>/counters (the audit reads the same ones) and
+# the width of each in the PortCounters attribute they are read from (drivers/infiniband/core/sysfs.c,
+# PORT_PMA_ATTR): they stop at all ones and never wrap, so a counter at its maximum cannot count what happens next.
+RDMA_COUNTER_MAX = {"symbol_error": 0xFFFF, "link_error_recovery": 0xFF, "link_downed": 0xFF,
+                    "port_rcv_errors": 0xFFFF, "port_rcv_remote_physical_errors": 0xFFFF, "port_xmit_discards": 0xFFFF,
+                    "local_link_integrity_errors": 0xF, "excessive_buffer_overrun_errors": 0xF}
+# What one GPU memory error reading keeps of probes/audit/nvidia.parse_smi_xml (counters, and flags as booleans).
+GPU_ERROR_FIELDS = ("ecc_correctable_volatile", "ecc_uncorrectable_volatile", "ecc_uncorrectable_aggregate",
+                    "remapped_rows_correctable", "remapped_rows_uncorrectable", "remap_pending", "remap_failure")
 # Kernel lines kept in the kernel timeline besides the classified ones: error level or worse, capped.
 MAX_OTHER_ERR_LINES = 200
 
@@ -87,21 +104,69 @@ def cpufreq_mean_mhz(sys_root="/sys"):
     return round(sum(freqs) / len(freqs), 1) if freqs else None
 
 
+def _read_counters(directory, names):
+    values = {}
+    for counter in names:
+        text = read_text(os.path.join(directory, counter))
+        try:
+            values[counter] = int(text.strip())
+        except (ValueError, AttributeError):
+            continue
+    return values
+
+
 def nic_counters(sys_root="/sys"):
+    """{interface: {counter: value}} of every interface but lo; carrier_changes only for physical interfaces (a veth
+    changes carrier whenever a container starts or stops: no link flap)."""
     out = {}
     for path in glob.glob(os.path.join(sys_root, "class/net/*/statistics")):
-        name = os.path.basename(os.path.dirname(path))
+        iface = os.path.dirname(path)
+        name = os.path.basename(iface)
         if name == "lo":
             continue
-        values = {}
-        for counter in NIC_COUNTERS:
-            text = read_text(os.path.join(path, counter))
-            try:
-                values[counter] = int(text.strip())
-            except (ValueError, AttributeError):
-                continue
-        out[name] = values
+        out[name] = _read_counters(path, NIC_COUNTERS)
+        if os.path.exists(os.path.join(iface, "device")):
+            out[name].update(_read_counters(iface, ("carrier_changes",)))
     return out
+
+
+def rdma_counters(sys_root="/sys"):
+    """{'<device>/<port>': {counter: value}} of every RDMA port's error counters."""
+    out = {}
+    for path in glob.glob(os.path.join(sys_root, "class/infiniband/*/ports/*/counters")):
+        port = os.path.dirname(path)
+        dev = os.path.basename(os.path.dirname(os.path.dirname(port)))
+        out["%s/%s" % (dev, os.path.basename(port))] = _read_counters(path, RDMA_COUNTER_MAX)
+    return out
+
+
+def deltas(now, prev):
+    """{name: {counter: increase}} between two readings; a counter that went down (reset) gives no delta."""
+    out = {}
+    for name, values in now.items():
+        before = prev.get(name) or {}
+        out[name] = {k: v - before[k] for k, v in values.items() if k in before and v >= before[k]}
+    return out
+
+
+def gpu_error_reading(when, timeout=20.0):
+    """The GPUs' ECC counters and row-remapping state now (`nvidia-smi -q -x`, read by the audit's parser), as one
+    timeline record; a failed reading says why."""
+    rec = {"type": "gpu_errors", "when": when, "t": round(time.time(), 3)}
+    res = run_cmd(["nvidia-smi", "-q", "-x"], timeout=timeout)
+    if res.rc != 0:
+        text = (res.stderr or res.stdout).strip().splitlines()
+        rec["error"] = "nvidia-smi -q -x: %s" % ("timed out after %g s" % timeout if res.timed_out else
+                                                text[0][:200] if text else "exit %s" % res.rc)
+        return rec
+    try:
+        gpus = parse_smi_xml(res.stdout)["gpus"]
+    except ET.ParseError as exc:
+        rec["error"] = "nvidia-smi -q -x: unreadable XML (%s)" % exc
+        return rec
+    rec["gpus"] = [dict({k: g.get(k) for k in GPU_ERROR_FIELDS}, gpu=g["index"], pci=g.get("pci_bus_id"))
+                   for g in gpus]
+    return rec
 
 
 class SmiStream:
@@ -151,6 +216,7 @@ class Monitor:
         self.smi = None
         self.facts = {}
         if cfg.get("gpu_tool") == "nvidia-smi" and shutil.which("nvidia-smi"):
+            append_jsonl(self.monitor_path, [gpu_error_reading("start")])  # before the load starts
             self.smi = SmiStream(int(cfg.get("smi_interval_ms", 1000)))
             self.facts["gpu_telemetry"] = "nvidia-smi -lms %d" % int(cfg.get("smi_interval_ms", 1000))
         else:
@@ -160,6 +226,7 @@ class Monitor:
         self.other_err = 0
         self.prev_cpu = cpu_times(read_text("/proc/stat"))
         self.prev_nic = nic_counters(self.sys_root)
+        self.prev_rdma = rdma_counters(self.sys_root)
         self.prev_t = time.time()
 
     def sample(self):
@@ -175,12 +242,15 @@ class Monitor:
         load = (read_text("/proc/loadavg") or "").split()
         rec["load1"] = float(load[0]) if load else None
         nics = nic_counters(self.sys_root)
-        deltas = {}
-        for name, values in nics.items():
-            prev = self.prev_nic.get(name) or {}
-            deltas[name] = {k: v - prev[k] for k, v in values.items() if k in prev and v >= prev[k]}
+        rec["nics"] = deltas(nics, self.prev_nic)
         self.prev_nic = nics
-        rec["nics"] = deltas
+        rdma = rdma_counters(self.sys_root)
+        rec["rdma"] = deltas(rdma, self.prev_rdma)
+        self.prev_rdma = rdma
+        saturated = sorted("%s:%s" % (port, k) for port, values in rdma.items() for k, v in values.items()
+                           if v >= RDMA_COUNTER_MAX[k])
+        if saturated:
+            rec["rdma_saturated"] = saturated
         if self.smi is not None:
             if (self.smi.seen == 0 and self.smi.proc.poll() is not None
                     and self.smi.fields == soak_smi.QUERY_FIELDS):
@@ -214,6 +284,8 @@ class Monitor:
         self.sample()  # the last stretch up to the stop
 
     def close(self):
+        """After the load stopped (the runner closes the monitor before it writes its done file)."""
         if self.smi is not None:
             self.smi.close()
+            append_jsonl(self.monitor_path, [gpu_error_reading("end")])
         self.kmsg.close()

@@ -8,7 +8,7 @@ import json
 import os
 import time
 
-from probes.burnin.sampler import read_jsonl
+from probes.burnin.sampler import GPU_ERROR_FIELDS, read_jsonl
 from probes.burnin.stats import change_pct, degradation_pct, episodes, min_avg_max, r, tenths
 from probes.common.kernel_log import KINDS, merge_events
 
@@ -70,6 +70,9 @@ def _coll(art, samples):
         art.add("coll_busbw_avg_gbps", r(avg, 6), "GB/s", **labels)
         art.add("coll_busbw_max_gbps", r(hi, 6), "GB/s", **labels)
         art.add("coll_busbw_degradation_pct", r(degradation_pct(bw)), "%", **labels)
+        first, last = tenths(bw)
+        art.add("coll_busbw_first_gbps", r(first, 6), "GB/s", **labels)
+        art.add("coll_busbw_last_gbps", r(last, 6), "GB/s", **labels)
         lat = min_avg_max(s["lat_us"] for s in ss)
         art.add("coll_lat_us_avg", r(lat[1]), "us", **labels)
         art.add("coll_lat_us_max", r(lat[2]), "us", **labels)
@@ -106,6 +109,20 @@ def _monitor(art, samples, interval):
         art.add("nic_tx_bytes", acc.get("tx_bytes", 0), "B", nic=name)
         art.add("nic_errors", acc.get("rx_errors", 0) + acc.get("tx_errors", 0), "count", nic=name)
         art.add("nic_drops", acc.get("rx_dropped", 0) + acc.get("tx_dropped", 0), "count", nic=name)
+        if "carrier_changes" in acc:  # physical interfaces only
+            art.add("nic_carrier_changes", acc["carrier_changes"], "count", nic=name)
+    ports, saturated = {}, set()
+    for s in mons:
+        saturated.update(s.get("rdma_saturated") or [])
+        for port, d in (s.get("rdma") or {}).items():
+            acc = ports.setdefault(port, {})
+            for k, v in d.items():
+                acc[k] = acc.get(k, 0) + v
+    for port, acc in sorted(ports.items()):
+        for counter, total in sorted(acc.items()):
+            # a counter at its maximum stopped counting: its increase during the run is unknown, not this number
+            art.add("rdma_%s" % counter, total, "count", port=port,
+                    **({"saturated": True} if "%s:%s" % (port, counter) in saturated else {}))
     gpus = {}
     for s in mons:
         for g in s.get("gpus") or []:
@@ -139,6 +156,22 @@ def _monitor(art, samples, interval):
         if u:
             art.add("gpu_util_mean_pct", r(u[1], 1), "%", **labels)
         art.add("gpu_samples", len(gs), "count", **labels)
+
+
+def _gpu_errors(art, samples):
+    """The GPUs' memory error readings of the start and of the end, as read (the controller works out what changed);
+    a reading that failed is a fact with the reason."""
+    for s in samples:
+        if s.get("type") != "gpu_errors":
+            continue
+        if s.get("error"):
+            art.facts["gpu_errors_%s" % s["when"]] = s["error"]
+        for g in s.get("gpus") or []:
+            for field in GPU_ERROR_FIELDS:
+                value = g.get(field)
+                if value is not None:
+                    art.add("ecc_reading", int(value), "bool" if isinstance(value, bool) else "count",
+                            gpu=g["gpu"], pci=g.get("pci"), counter=field, at=s["when"])
 
 
 def _kernel(art, events, t_start):
@@ -199,6 +232,7 @@ def summarize(art, cfg, p):
     """Fill the artifact from the timeline files; state running until the runner wrote its done file."""
     done = _done(p)
     now = time.time()
+    art.device.update(cfg.get("device") or {})  # what the start found: poll and stop see no GPU themselves
     t_start = cfg["t_start"]
     t_end = done.get("t_end", now) if done else now
     planned = float(cfg.get("planned_s", cfg["duration_s"]))
@@ -232,6 +266,7 @@ def summarize(art, cfg, p):
     art.add("completed", 1 if done and done.get("ended_by") == "completed" else 0, "bool")
     streams = {k: read_jsonl(p[k]) for k in ("monitor", "kernel", "gemm", "coll", "fio")}
     _monitor(art, streams["monitor"], float(cfg["interval"]))
+    _gpu_errors(art, streams["monitor"])
     _kernel(art, streams["kernel"], t_start)
     if cfg.get("gemm"):
         _gemm(art, streams["gemm"])

@@ -6,13 +6,91 @@ import tarfile
 from pathlib import Path
 
 import pytest
+import yaml
 
+from reports import DATA_DIR
 from reports.build import build
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "assessment_run" / "run.tar.xz"
 # (check_id, host, subject) -> (status, observed) now, where the baseline differs on purpose.
 INTENDED = {}
+# New network checks (every nccl-tests curve's plateau, NVLink off and ring included; small-message time; nccl-tests
+# scaling; the NVLink-off collectives): GPU checks, skipped on this CPU cluster like the other GPU checks.
+INTENDED.update({(check_id, "cmxbl-node%d" % n, ""): ("skip", "") for n in range(1, 5) for check_id in (
+    "network.nccl_tests_plateau", "network.nccl_tests_nvlink_off_plateau", "network.nccl_tests_ring_plateau",
+    "network.collectives_nvlink_off_plateau", "network.nccl_tests_latency", "network.nccl_tests_scaling")})
+# Issue 18: every test of the seed's methodology that this version does not run has a placeholder row on every host
+# (reports/data/not_implemented.yml), skipped as "not measured: not implemented in this version" and counted in
+# coverage.
+INTENDED.update({(check["id"], "cmxbl-node%d" % n, ""): ("skip", "") for n in range(1, 5) for check in
+                 yaml.safe_load((Path(DATA_DIR) / "not_implemented.yml").read_text())["checks"]})
 
+# Issue 17. The CPU nodes of this run have a CUDA toolkit (13.0.88) below the security minimum (13.1): judged now
+# wherever it is installed, not only on GPU nodes.
+INTENDED.update({("audit.sw.cuda_toolkit", "cmxbl-node%d" % n, ""): ("fail", "13.0.88") for n in range(1, 5)})
+# New burn-in checks: the collective degradation and mid-run dips from this run's own numbers and timelines; its
+# links saw no error (its probe recorded no carrier changes or RDMA counters); GPU checks skip on
+# the CPU, and so does the GRES count (no GPU).
+_GRADED = {
+    "burnin.collective_degradation": {
+        (1, "burnin alltoall"): ("fail", "34.9%"),
+        (1, "fabric_soak all_gather"): ("pass", "9.9%"),
+        (1, "fabric_soak alltoall"): ("pass", "0.0%"),
+        (1, "fabric_soak reduce_scatter"): ("pass", "0.2%"),
+        (2, "burnin alltoall"): ("fail", "35.1%"),
+        (2, "fabric_soak all_gather"): ("warn", "10.5%"),
+        (2, "fabric_soak alltoall"): ("pass", "0.0%"),
+        (2, "fabric_soak reduce_scatter"): ("pass", "0.3%"),
+        (3, "burnin alltoall"): ("fail", "35.2%"),
+        (3, "fabric_soak all_gather"): ("warn", "10.0%"),
+        (3, "fabric_soak alltoall"): ("pass", "0.0%"),
+        (3, "fabric_soak reduce_scatter"): ("pass", "0.0%"),
+        (4, "burnin alltoall"): ("fail", "35.1%"),
+        (4, "fabric_soak all_gather"): ("warn", "10.1%"),
+        (4, "fabric_soak alltoall"): ("pass", "0.0%"),
+        (4, "fabric_soak reduce_scatter"): ("pass", "0.0%"),
+    },
+    "burnin.dips": {
+        (1, "burnin alltoall"): ("warn", "lowest interval 75% of the median (0.09059 of 0.1209 GB/s) at t+60 s"),
+        (1, "burnin worker 0 (cpu)"):
+            ("warn", "lowest interval 69% of the median (0.00913 of 0.01319 TFLOP/s) at t+52 s"),
+        (1, "fabric_soak all_gather"): ("pass", "lowest interval 90% of the median (0.1265 of 0.1405 GB/s) at t+20 s"),
+        (1, "fabric_soak alltoall"): ("pass", "lowest interval 86% of the median (0.1936 of 0.2255 GB/s) at t+12 s"),
+        (1, "fabric_soak reduce_scatter"):
+            ("pass", "lowest interval 92% of the median (0.06901 of 0.07523 GB/s) at t+18 s"),
+        (2, "burnin alltoall"): ("warn", "lowest interval 75% of the median (0.09062 of 0.1211 GB/s) at t+60 s"),
+        (2, "burnin worker 0 (cpu)"):
+            ("warn", "lowest interval 67% of the median (0.009527 of 0.01427 TFLOP/s) at t+52 s"),
+        (2, "fabric_soak all_gather"): ("pass", "lowest interval 90% of the median (0.126 of 0.1407 GB/s) at t+20 s"),
+        (2, "fabric_soak alltoall"): ("pass", "lowest interval 86% of the median (0.1941 of 0.2257 GB/s) at t+13 s"),
+        (2, "fabric_soak reduce_scatter"):
+            ("pass", "lowest interval 91% of the median (0.06869 of 0.07561 GB/s) at t+18 s"),
+        (3, "burnin alltoall"): ("warn", "lowest interval 75% of the median (0.09051 of 0.1209 GB/s) at t+59 s"),
+        (3, "burnin worker 0 (cpu)"):
+            ("warn", "lowest interval 65% of the median (0.009045 of 0.01399 TFLOP/s) at t+48 s"),
+        (3, "fabric_soak all_gather"): ("pass", "lowest interval 90% of the median (0.1264 of 0.1405 GB/s) at t+19 s"),
+        (3, "fabric_soak alltoall"): ("pass", "lowest interval 86% of the median (0.1941 of 0.2255 GB/s) at t+12 s"),
+        (3, "fabric_soak reduce_scatter"):
+            ("pass", "lowest interval 91% of the median (0.06874 of 0.07541 GB/s) at t+17 s"),
+        (4, "burnin alltoall"): ("warn", "lowest interval 75% of the median (0.09042 of 0.1204 GB/s) at t+60 s"),
+        (4, "burnin worker 0 (cpu)"):
+            ("warn", "lowest interval 71% of the median (0.009951 of 0.01406 TFLOP/s) at t+48 s"),
+        (4, "fabric_soak all_gather"): ("pass", "lowest interval 90% of the median (0.1264 of 0.1407 GB/s) at t+20 s"),
+        (4, "fabric_soak alltoall"): ("pass", "lowest interval 86% of the median (0.1938 of 0.2262 GB/s) at t+12 s"),
+        (4, "fabric_soak reduce_scatter"):
+            ("pass", "lowest interval 92% of the median (0.06962 of 0.07529 GB/s) at t+18 s"),
+    },
+}
+INTENDED.update({(cid, "cmxbl-node%d" % n, subject): row for cid, rows in _GRADED.items()
+                 for (n, subject), row in rows.items()})
+_ELAPSED = {"burnin": [61, 60, 60, 60], "fabric_soak": [20, 20, 20, 20], "storage_soak": [23, 23, 25, 25]}
+INTENDED.update({("burnin.link_errors", "cmxbl-node%d" % (i + 1), soak): (
+    "pass", "1 NIC(s) (errors only: no carrier-change counter), 0 RDMA port(s): no error or link down in %d s" % s)
+    for soak, seconds in _ELAPSED.items() for i, s in enumerate(seconds)})
+INTENDED.update({("burnin.ecc", "cmxbl-node%d" % n, soak): ("skip", "") for n in range(1, 5)
+                 for soak in ("burnin", "fabric_soak", "storage_soak")})
+INTENDED.update({(cid, "cmxbl-node%d" % n, subject): ("skip", "") for n in range(1, 5) for cid, subject in (
+    ("burnin.gemm_sustained", "burnin"), ("audit.slurm.gres_gpus", ""))})
 
 def _rows(path):
     with open(path, newline="") as fh:

@@ -42,7 +42,7 @@ def test_h100_xml_every_gpu_with_the_odd_ones():
     assert gpus[5]["reset_required"] is True and "hw_slowdown" in gpus[5]["active_clock_reasons"]
     assert gpus[6]["ecc_uncorrectable_aggregate"] == 2 and gpus[6]["ecc_uncorrectable_volatile"] == 0
     # Hopper has row remapping, not page retirement: those counters are N/A
-    assert g0["retired_pages_dbe"] is None and g0["remap_supported"] is True
+    assert g0["retired_pages_dbe"] is None and g0["remap_reported"] is True
 
 
 @pytest.mark.parametrize("name,driver,count,model,mem", [

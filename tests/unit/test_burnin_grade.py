@@ -2,6 +2,7 @@
 writes them: a GPU node whose samples come from the recorded nvidia-smi stream, a CPU node, an interrupted node."""
 
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -10,8 +11,10 @@ import pytest
 
 from probes.artifact import Artifact, validate, write_json_atomic
 from probes.burnin import runner as soak_runner
+from probes.burnin import sampler
 from probes.burnin import smi as soak_smi
 from probes.burnin import summary as soak_summary
+from probes.common import device
 from probes.common import kernel_log as soak_kernel
 from reports.grading import grade, load_rubric
 from reports.load import load_run
@@ -36,33 +39,39 @@ def _write(path, records):
             fh.write(json.dumps(rec) + "\n")
 
 
-def node(tmp_path, host, gpu=False, done=True, xid_at=None, tflops=None, coll_error=None, kernel=None):
-    """A burn-in artifact summarised from timeline files, as poll/stop make it."""
+def node(tmp_path, host, gpu=False, done=True, xid_at=None, tflops=None, coll_error=None, kernel=None, monitor=None,
+         coll_bw=None, device=None):
+    """A burn-in artifact summarised from timeline files, as poll/stop make it. monitor: the monitor's records (as
+    probes.burnin.sampler.Monitor wrote them) instead of the recorded nvidia-smi stream; device: the device block the
+    start found (runner.start keeps it in the run's configuration)."""
     out = tmp_path / ("node-%s" % host)
     out.mkdir()
     p = soak_runner.paths(str(out), "burnin", None)
     cfg = {"t_start": T0, "deadline": T0 + 60, "duration_s": 60.0, "interval": 5.0, "grace_s": 30,
            "marker": soak_runner.marker("r1", host, "burnin"), "gemm": True, "collectives": ["alltoall"],
            "fio": None}
-    monitor = []
-    if gpu:
+    if device:
+        cfg["device"] = device
+    if monitor is None and gpu:
+        monitor = []
         lines = (FIX / "nvidia-smi" / "h100_2x_burnin_query_lms1000.csv").read_text().splitlines()
         samples = soak_smi.sample_stream(lines, 5.0)
         base = samples[0]["t"]
         for k in range(4):
             gs = [dict(s, t=T0 + 5 * (k + 1)) for s in samples if s["t"] == base + 5 * k]
             monitor.append({"type": "monitor", "t": T0 + 5 * (k + 1), "gpus": gs, "nics": {"eth0": {"rx_bytes": 10}}})
-    else:
+    elif monitor is None:
         monitor = [{"type": "monitor", "t": T0 + 5 * (k + 1), "cpu_util_pct": 99.0, "nics": {}} for k in range(4)]
     _write(p["monitor"], monitor)
     tflops = tflops or [0.02, 0.02, 0.019, 0.021]
     workers = [0, 1] if gpu else [0]
     _write(p["gemm"], [{"type": "gemm", "worker": w, "gpu": w if gpu else None, "device": "cuda:%d" % w if gpu
-                        else "cpu", "dtype": "fp32", "size": 512, "t": T0 + 5 * (k + 1), "tflops": v, "iters": 10,
-                        "errors": 0} for w in workers for k, v in enumerate(tflops)])
+                        else "cpu", "dtype": "bf16" if gpu else "fp32", "size": 8192 if gpu else 512,
+                        "t": T0 + 5 * (k + 1), "tflops": v, "iters": 10, "errors": 0}
+                       for w in workers for k, v in enumerate(tflops)])
     coll = [{"type": "coll", "rank": 0, "world": 4, "collective": "alltoall", "size_bytes": 1 << 20,
-             "t": T0 + 5 * (k + 1), "busbw_gbps": 0.2, "busbw_min_gbps": 0.15, "busbw_max_gbps": 0.25,
-             "lat_us": 900.0, "wrong": 0, "checks": 1} for k in range(4)]
+             "t": T0 + 5 * (k + 1), "busbw_gbps": bw, "busbw_min_gbps": 0.75 * bw, "busbw_max_gbps": 1.25 * bw,
+             "lat_us": 900.0, "wrong": 0, "checks": 1} for k, bw in enumerate(coll_bw or [0.2] * 4)]
     if coll_error:
         coll.append({"type": "error", "kind": coll_error, "rank": 0, "t": T0 + 30, "error": "gloo timed out"})
     _write(p["coll"], coll)
@@ -203,6 +212,143 @@ def test_report_section_plots_and_marks_the_xid(tmp_path):
     for png in ("burnin_timeline.png", "burnin_collectives.png"):
         assert (report / png).stat().st_size > 10000 and "(%s)" % png in md
     assert not (report / "burnin_storage.png").exists()
+
+
+A100 = (FIX / "audit" / "nvidia-smi-q-x_a100_r535_excerpt.xml").read_text()
+
+
+def _zeroed(xml):
+    """The recorded A100 as it read before its errors: every ECC and remapped-row count 0 (the capture's own text
+    otherwise)."""
+    head, rest = xml.split("<ecc_errors>", 1)
+    block, tail = rest.split("</remapped_rows>", 1)
+    return head + "<ecc_errors>" + re.sub(r">\d+<", ">0<", block) + "</remapped_rows>" + tail
+
+
+def _sys_tree(root, counters):
+    """A /sys with a physical NIC (device link), a veth and two ConnectX ports; counters: {path: value}."""
+    (root / "devices" / "ens1f0np0").mkdir(parents=True, exist_ok=True)
+    for path, value in counters.items():
+        f = root / "class" / path
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("%d\n" % value)
+    link = root / "class" / "net" / "ens1f0np0" / "device"
+    if not link.exists():
+        link.symlink_to(root / "devices" / "ens1f0np0")
+
+
+def _monitored(tmp_path, monkeypatch, xml_start, xml_end, changes):
+    """The monitor's records of one node: a stand-in nvidia-smi that prints the recorded stream of GPU 0 and the
+    given `nvidia-smi -q -x` before and after, and a /sys whose counters change between two samples."""
+    bindir, state = tmp_path / "bin", tmp_path / "xml-now"
+    bindir.mkdir()
+    stream = FIX / "nvidia-smi" / "h100_2x_burnin_query_lms1000.csv"
+    (bindir / "nvidia-smi").write_text(
+        '#!/bin/sh\ncase "$1" in\n  -q) cat "$(cat %s)";;\n  --query-gpu=*) grep " 0, 00000000" %s; exec sleep 30;;\n'
+        'esac\n' % (state, stream))
+    (bindir / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (bindir, os.environ["PATH"]))
+    (tmp_path / "start.xml").write_text(xml_start)
+    (tmp_path / "end.xml").write_text(xml_end)
+    state.write_text(str(tmp_path / "start.xml"))
+    base = {"net/ens1f0np0/statistics/rx_errors": 0, "net/ens1f0np0/statistics/tx_errors": 0,
+            "net/ens1f0np0/carrier_changes": 2, "net/veth0/statistics/rx_errors": 0, "net/veth0/carrier_changes": 5,
+            "infiniband/mlx5_0/ports/1/counters/symbol_error": 0,
+            "infiniband/mlx5_0/ports/1/counters/link_downed": 0,
+            "infiniband/mlx5_1/ports/1/counters/symbol_error": 65535,
+            "infiniband/mlx5_1/ports/1/counters/link_downed": 1}
+    _sys_tree(tmp_path / "sys", base)
+    out = tmp_path / "monitor.jsonl"
+    mon = sampler.Monitor({"gpu_tool": "nvidia-smi", "interval": 1, "kmsg_path": str(tmp_path / "no-kmsg"),
+                           "sys_root": str(tmp_path / "sys")}, str(out), str(tmp_path / "kernel.jsonl"))
+    try:
+        deadline = time.time() + 10
+        while mon.smi.seen < 20 and time.time() < deadline:
+            time.sleep(0.05)
+        mon.sample()
+        _sys_tree(tmp_path / "sys", dict(base, **changes))
+        mon.sample()
+        state.write_text(str(tmp_path / "end.xml"))
+    finally:
+        mon.close()
+    return sampler.read_jsonl(str(out))
+
+
+def test_new_ecc_errors_and_link_faults_from_the_monitors_own_readings(tmp_path, monkeypatch):
+    """ECC readings before and after the load (the recorded A100 whose counters rose from 0), a physical NIC whose
+    carrier changed twice, a veth that changed carrier (containers: no finding), a ConnectX port that counted symbol
+    errors and one that went down with a symbol-error counter stuck at its maximum."""
+    records = _monitored(tmp_path, monkeypatch, _zeroed(A100), A100, {
+        "net/ens1f0np0/carrier_changes": 4, "net/veth0/carrier_changes": 9,
+        "infiniband/mlx5_0/ports/1/counters/symbol_error": 12, "infiniband/mlx5_1/ports/1/counters/link_downed": 2})
+    assert [r["type"] for r in records] == ["gpu_errors", "monitor", "monitor", "gpu_errors"]
+    assert records[-1]["gpus"] == [{"gpu": 0, "pci": "00000000:07:00.0", "ecc_correctable_volatile": 3,
+                                    "ecc_uncorrectable_volatile": 1, "ecc_uncorrectable_aggregate": 4,
+                                    "remapped_rows_correctable": 0, "remapped_rows_uncorrectable": 4,
+                                    "remap_pending": False, "remap_failure": False}]
+    assert records[2]["nics"]["ens1f0np0"]["carrier_changes"] == 2 and "carrier_changes" not in records[2]["nics"][
+        "veth0"]
+    assert records[2]["rdma_saturated"] == ["mlx5_1/1:symbol_error"]
+    doc, out = node(tmp_path, "g1", gpu=True, monitor=records)
+    run = make_run(tmp_path, [(doc, out)])
+    ecc = {r["subject"]: r for r in gb.grade_ecc(CHECKS["burnin.ecc"], run, "g1")}
+    assert ecc["burnin gpu 0"]["status"] == "fail"
+    assert ecc["burnin gpu 0"]["observed"] == (
+        "uncorrectable ECC (volatile) +1, uncorrectable ECC (aggregate) +4, rows remapped for uncorrectable errors +4, "
+        "correctable ECC (volatile) +3")
+    links = {r["subject"]: r for r in gb.grade_links(CHECKS["burnin.link_errors"], run, "g1")}
+    assert {k: (v["status"], v["observed"]) for k, v in links.items() if k.startswith("burnin")} == {
+        "burnin ens1f0np0": ("fail", "link down/up: 2 carrier change(s), 0 rx/tx error(s)"),
+        "burnin mlx5_0/1": ("warn", "symbol_error 12"),
+        "burnin mlx5_1/1": ("fail", "link went down 1 time(s)")}
+
+
+def test_ecc_unchanged_passes_and_an_interrupted_run_skips(tmp_path, monkeypatch):
+    records = _monitored(tmp_path, monkeypatch, A100, A100, {})
+    doc, out = node(tmp_path, "g1", gpu=True, monitor=records)
+    partial, pout = node(tmp_path, "g2", gpu=True, monitor=records[:-1], done=False)
+    run = make_run(tmp_path, [(doc, out), (partial, pout)])
+    [row] = [r for r in gb.grade_ecc(CHECKS["burnin.ecc"], run, "g1") if r["subject"] == "burnin gpu 0"]
+    assert (row["status"], row["observed"]) == ("pass", "no new error (7 counters read before and after)")
+    [row] = [r for r in gb.grade_ecc(CHECKS["burnin.ecc"], run, "g2") if r["subject"] == "burnin gpu 0"]
+    assert row["status"] == "skip" and row["reason"].startswith("interrupted: the counters are read again after")
+    # no change in any counter, but one that sits at its maximum cannot count: a warning, not a pass
+    links = [r for r in gb.grade_links(CHECKS["burnin.link_errors"], run, "g1") if r["subject"].startswith("burnin")]
+    assert [(r["subject"], r["status"], r["observed"]) for r in links] == [
+        ("burnin mlx5_1/1", "warn", "symbol_error at the counter's maximum: what happened during the run is not "
+                                    "counted (clear it: perfquery -x -R)")]
+
+
+def test_sustained_tflops_dips_and_collective_degradation(tmp_path):
+    """An H100 node (the device block start makes from the recorded nvidia-smi query) whose GEMMs averaged 598.8
+    TFLOP/s with one interval at 300, and whose all-to-all fell by half in its last interval; and a CPU node."""
+    gpus = device.parse_nvidia_query((FIX / "nvidia-smi" / "h100_8x_query.csv").read_text())
+    dev = {"backend": "cuda", "model": gpus[0]["model"], "count": len(gpus), "driver": gpus[0]["driver"],
+           "torch": None}
+    g1 = node(tmp_path, "g1", gpu=True, tflops=[700.0, 690.0, 300.0, 705.0], coll_bw=[0.2, 0.21, 0.2, 0.09],
+              device=dev)
+    c1 = node(tmp_path, "c1")
+    run = make_run(tmp_path, [g1, c1])
+    rows = grade(run, {"checks": [CHECKS[c] for c in ("burnin.gemm_sustained", "burnin.dips",
+                                                      "burnin.collective_degradation")]})
+    got = {(r["check_id"], r["host"], r["subject"]): r for r in rows}
+    sus = got[("burnin.gemm_sustained", "g1", "gpu 0")]
+    assert (sus["status"], sus["observed"]) == ("warn", "598.8 TFLOP/s mean over the run (bf16)")
+    assert sus["expected"] == ">= 476.7 (0.6 × mamf_bf16_tflops 794.5) (warn below >= 635.6 (0.8 × " \
+                              "mamf_bf16_tflops 794.5))"
+    assert got[("burnin.gemm_sustained", "c1", "burnin")]["reason"] == "backend=cpu: expectation is for cuda/rocm"
+    dip = got[("burnin.dips", "g1", "burnin gpu 0")]
+    assert (dip["status"], dip["observed"]) == ("fail", "lowest interval 43% of the median (300 of 695 TFLOP/s) at "
+                                                        "t+15 s")
+    coll = got[("burnin.dips", "g1", "burnin alltoall")]
+    assert (coll["status"], coll["observed"]) == ("fail", "lowest interval 45% of the median (0.09 of 0.2 GB/s) at "
+                                                          "t+20 s")
+    assert got[("burnin.dips", "c1", "burnin alltoall")]["status"] == "pass"
+    deg = got[("burnin.collective_degradation", "g1", "burnin alltoall")]
+    assert (deg["status"], deg["observed"]) == ("fail", "55.0% (first tenth 0.200, last tenth 0.090 GB/s)")
+    assert got[("burnin.collective_degradation", "c1", "burnin alltoall")]["status"] == "pass"
+    assert got[("burnin.collective_degradation", "c1", "fabric_soak")]["reason"] == \
+        "probe fabric_soak did not run on this host"
 
 
 def test_grader_kinds_are_registered():

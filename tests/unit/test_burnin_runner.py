@@ -105,4 +105,8 @@ def test_monitor_reads_a_live_nvidia_smi_stream(tmp_path, monkeypatch):
     assert set(gpus) == {0, 1} and gpus[0]["rows"] == 20 and gpus[1]["temp_c"] == 75
     assert "sw_thermal" in gpus[1]["throttle_reasons"] and gpus[1]["slowdown_share"] == 0.15
     assert mon.facts["kmsg"].startswith("cannot read") and rec["kernel_lines"] == 0
-    assert json.loads(open(tmp_path / "m.jsonl").read())["gpus"][1]["sm_min_mhz"] == 1410
+    records = [json.loads(line) for line in open(tmp_path / "m.jsonl")]
+    assert [r["type"] for r in records] == ["gpu_errors", "monitor", "gpu_errors"]  # readings before and after
+    assert records[1]["gpus"][1]["sm_min_mhz"] == 1410
+    # this stand-in prints nothing for -q -x: the reading says why instead of inventing counters
+    assert records[0]["error"].startswith("nvidia-smi -q -x: unreadable XML") and "gpus" not in records[0]

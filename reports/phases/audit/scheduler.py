@@ -5,6 +5,7 @@ import json
 import os
 import re
 
+from probes.common import slurm
 from reports.phases.audit.common import Error, R, Skip, host_rule, name_list
 
 
@@ -116,8 +117,40 @@ def node_state(v, c):
     if state is None:
         raise Skip("not reported: scontrol show node gave no state for this host (not a Slurm node, or slurmctld "
                    "did not answer)")
-    bad = any(x in state.upper() for x in ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING"))
-    return R("fail" if bad else "pass", state, "not down, drained or failing")
+    # The state's base and flags (probes/common/slurm.split_state), not words inside it: IDLE+POWERED_DOWN is not
+    # down, and MIXED+DRAIN is draining.
+    node_phase = slurm.phase({"State": state})
+    if node_phase == "available":
+        return R("pass", state, "not down, drained or failing")
+    return R("fail", state, "not down, drained or failing", "%s: Slurm places no new job on this node" % node_phase)
+
+
+def gres_gpu_count(gres):
+    """The GPUs a node's Gres field offers: 'gpu:8', 'gpu:h100:8', 'gpu:h100:8(S:0-1)', 'gpu:a100:4,gpu:a10:2',
+    'gpu:nvidiah100pcie:6,mps:nvidiah100pcie:600' -> 8, 8, 8, 6, 6; None when it names no gpu ('(null)', '')."""
+    counts = [int(m.group(1)) for item in re.split(r",(?![^(]*\))", gres or "")
+              for m in [re.match(r"^gpu(?::[^:(]+)?:(\d+)", item.strip())] if m]
+    return sum(counts) if counts else None
+
+
+@host_rule
+def gres_gpus(v, c):
+    _slurm_cfg(v)
+    s = v.slurm()
+    if s.get("node_state") is None:
+        raise Skip("not a Slurm node: scontrol show node gave nothing for this host (or slurmctld did not answer)")
+    gpus = v.gpus()
+    if any((g.get("mig_mode") or "").lower() == "enabled" for g in gpus):
+        raise Skip("not applicable: MIG is enabled, and Slurm then counts MIG devices, which this check does not "
+                   "inventory")
+    gres = s.get("node_gres")
+    count = gres_gpu_count(gres)
+    observed = "Gres=%s: %s GPU(s) for Slurm, %d on the node" % (gres or "?", count or 0, len(gpus))
+    expected = "the GPUs Slurm schedules = the GPUs on the node"
+    if count == len(gpus):
+        return R("pass", observed, expected)
+    return R("fail", observed, expected, "Slurm would place jobs on %d GPU(s) of a node that has %d" % (
+        count or 0, len(gpus)))
 
 
 @host_rule

@@ -150,14 +150,34 @@ def container_runtime(v, c):
     return R("warn", "none", "a container runtime for GPU jobs (Docker, enroot, Apptainer, containerd)")
 
 
+def _attempt_text(a):
+    what = {"slurm": "Slurm job step (srun --gres=gpu:1)", "pyxis": "Slurm job step through pyxis"}.get(
+        a["runtime"], a["runtime"])
+    return "%s%s" % (what, " (%s)" % a["image"] if a.get("image") else "")
+
+
 @host_rule
 def nvidia_container_runtime(v, c):
-    lib = v.sec("libraries")
-    if not (v.tool("dockerd") or v.tool("containerd")):
-        raise Skip("not applicable: no Docker or containerd on the node")
-    has = lib.get("nvidia_container_runtime_config") or v.tool("nvidia_ctk") or v.tool("nvidia_container_cli")
-    return R("pass" if has else "fail", "NVIDIA container runtime %s" % ("configured" if has else "missing"),
-             "GPUs reachable from containers (nvidia-container-toolkit)")
+    """What the node's short container (or one-GPU job step) listed with nvidia-smi -L (probes/audit/software.py
+    collect_container_gpu): every GPU of the node (one for the job step) passes; a runtime that started but listed
+    fewer fails, or warns when another one reached them."""
+    if "container_gpu" not in v.sources:
+        raise Skip("not measured: this audit started no container (a probe older than this check)")
+    v.need("container_gpu")
+    attempts = [a for a in v.sec("container_gpu").get("attempts") or [] if a.get("started")]
+    count = len(v.gpus())
+    expected = "a container (or a one-GPU Slurm job step) lists the node's GPUs with nvidia-smi -L"
+    good, bad = [], []
+    for a in attempts:
+        want = 1 if a.get("expect") == 1 else count
+        seen = len(a.get("gpus") or [])
+        (good if seen >= want else bad).append("%s: %d of %d GPU(s)%s" % (
+            _attempt_text(a), seen, want, "" if seen >= want else ": %s" % (a.get("error") or "fewer listed")))
+    if good and bad:
+        return R("warn", good[0], expected, "another runtime on the node does not reach the GPUs: %s" % "; ".join(bad))
+    if good:
+        return R("pass", good[0], expected)
+    return R("fail", bad[0], expected, "; ".join(bad[1:]) or None)
 
 
 @host_rule

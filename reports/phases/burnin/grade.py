@@ -10,17 +10,42 @@ kinds (registered by reports.grading.kinds.register_phase_kinds), all per host:
                      time (t+ s from the start); a non-fatal SXID warns; uncorrected AER fails, corrected AER warns; a
                      line that names an Xid / SXid but could not be read is an error row with the line; none: pass
   burnin_gemm        per GEMM worker: FLOP/s degradation (first tenth against last tenth), `warn_pct` / `fail_pct`;
-                     wrong GEMM results fail
+                     `field: errors`: wrong GEMM results fail; `field: sustained`: the mean TFLOP/s of the run against
+                     `fail_fraction` / `warn_fraction` x the GPU model's gpus.yml field that `expect_of` names for the
+                     GEMM's dtype (the model is the one the burn-in found on the node)
   burnin_gpu         per GPU, `field`: throttle (slowdown episodes), clock_drop (SM clock, first against last
                      tenth), temperature (max against `max_c`), power (max against the enforced power limit)
+  burnin_ecc         per soak and GPU: the ECC counters and row-remapping state read before the load and after it;
+                     a new uncorrectable error, uncorrectable remapped row, or a remap newly pending or failed fails,
+                     at least `correctable_warn` new correctable errors (or rows remapped for them) warn
+  burnin_links       per soak: every NIC and RDMA port whose link went down during the run (carrier changes of a
+                     physical NIC, link_downed of a port) fails, one that counted errors warns (error counters at
+                     least `warn_errors`, a port counter stuck at its maximum: it cannot count); none: one pass row
   burnin_coll        per soak and collective: errors, hangs and wrong results fail; bus bandwidth min/avg/max shown,
-                     a minimum below `min_share` of the average warns
+                     a minimum below `min_share` of the average warns; `field: degradation`: bus bandwidth of the last
+                     tenth against the first, `warn_pct` / `fail_pct`
+  burnin_dips        per soak and GEMM worker or collective: the lowest sampling interval of its timeline (the raw
+                     .jsonl beside the artifact) against the median of the run; below `warn_share` warns, below
+                     `fail_share` fails
   burnin_storage     per phase and client count: bandwidth degradation (first tenth against last tenth) and errors
 """
 
+import os
+import statistics
+
+from probes.burnin.sampler import read_jsonl
+from reports.grading import expectations
 from reports.grading.preconditions import ungradable
 from reports.grading.rows import make_row, status_above
-from reports.grading.select import find_artifact, plain_metrics
+from reports.grading.select import find_artifact, load_models, plain_metrics
+
+
+def read_stream(run, doc, stream):
+    """The samples of one timeline file of an artifact ([] when it is not there)."""
+    name = "%s.%s.jsonl" % (doc["probe"], stream)
+    if name not in (doc.get("raw") or []):
+        return []
+    return read_jsonl(os.path.join(run.run_dir, "artifacts", doc["host"], name))
 
 
 def _precondition(check, run, host, probe):
@@ -154,9 +179,14 @@ def grade_gemm(check, run, host):
         if _interrupted(doc):
             return [make_row(check, host, "skip", reason="interrupted before the first GEMM sample")]
         return [make_row(check, host, "error", reason="no GEMM samples in the burn-in (see the worker log)")]
+    dtypes = {(r["labels"].get("worker"), r["labels"].get("gpu"), r["labels"].get("device")): r["labels"].get("dtype")
+              for r in doc.get("results") or [] if r["metric"] == "gemm_tflops_mean"}
     rows = []
     for (worker, gpu, dev), m in sorted(workers.items(), key=lambda kv: str(kv[0])):
         subject = "gpu %s" % gpu if gpu is not None else "worker %s (%s)" % (worker, dev)
+        if check.get("field") == "sustained":
+            rows.append(_sustained(check, run, host, doc, subject, m, dtypes.get((worker, gpu, dev))))
+            continue
         if check.get("field") == "errors":
             n = m.get("gemm_errors", 0)
             rows.append(make_row(check, host, "fail" if n else "pass", "%d wrong result(s) in %d samples" % (
@@ -173,6 +203,27 @@ def grade_gemm(check, run, host):
     return rows
 
 
+def _sustained(check, run, host, doc, subject, m, dtype):
+    """One GEMM worker's mean TFLOP/s over the whole run against the expectation of its GPU model and dtype."""
+    value = m.get("gemm_tflops_mean")
+    if value is None:
+        return make_row(check, host, "skip", reason="no FLOP/s samples (see the worker log)", subject=subject)
+    of = (check.get("expect_of") or {}).get(dtype)
+    if of is None:
+        return make_row(check, host, "skip", reason="no expectation for %s GEMMs (the check's expect_of: %s)" % (
+            dtype, ", ".join(sorted(check.get("expect_of") or {}))), subject=subject)
+    models = load_models(run)
+    model = (doc.get("device") or {}).get("model")
+    spec = models.get(expectations.gpu_model_key(model, models) or "")
+    fail, text, why = expectations.resolve({"fraction": check.get("fail_fraction", 0.6), "of": of}, spec)
+    if fail is None:
+        return make_row(check, host, "skip", value, reason="%s (GPU %s)" % (why, model), subject=subject)
+    warn, warn_text, _ = expectations.resolve({"fraction": check.get("warn_fraction", 0.8), "of": of}, spec)
+    status = "fail" if value < fail else "warn" if value < warn else "pass"
+    return make_row(check, host, status, "%.1f TFLOP/s mean over the run (%s)" % (value, dtype),
+                    "%s (warn below %s)" % (text, warn_text), subject=subject)
+
+
 GPU_FIELDS = {"throttle": "gpu_throttle_episodes", "clock_drop": "gpu_sm_clock_drop_pct",
               "temperature": "gpu_temp_max_c", "power": "gpu_power_max_w"}
 
@@ -183,9 +234,7 @@ def grade_gpu(check, run, host):
         return [row]
     gpus = _by_labels(doc, "gpu_", ("gpu",))
     if not gpus:
-        why = (doc.get("facts") or {}).get("gpu_telemetry") or "no GPU telemetry"
-        return [make_row(check, host, "skip", reason="no GPU on this node (%s backend): %s" % (
-            doc.get("device", {}).get("backend"), why))]
+        return [_no_gpu_row(check, host, doc)]
     field = check["field"]
     rows = []
     for (gpu,), m in sorted(gpus.items(), key=lambda kv: kv[0]):
@@ -225,7 +274,30 @@ def grade_gpu(check, run, host):
     return rows
 
 
+def _coll_degradation(check, run, host):
+    rows = []
+    for probe, doc in _soaks_that_ran(check, run, host, rows):
+        colls = {k: c for k, c in _by_labels(doc, "coll_", ("collective",)).items() if k[0] is not None}
+        if not colls:
+            rows.append(make_row(check, host, "skip", reason="no collective samples (burnin.collectives says why)",
+                                 subject=probe))
+        for (coll,), c in sorted(colls.items(), key=lambda kv: str(kv[0])):
+            deg = c.get("coll_busbw_degradation_pct")
+            if deg is None:
+                rows.append(make_row(check, host, "skip", reason="no bandwidth samples",
+                                     subject="%s %s" % (probe, coll)))
+                continue
+            status, expected = _degradation(check, deg, 10, 20)
+            first, last = c.get("coll_busbw_first_gbps"), c.get("coll_busbw_last_gbps")
+            observed = "%.1f%%" % deg + (" (first tenth %.3f, last tenth %.3f GB/s)" % (first, last)
+                                         if first is not None else "")
+            rows.append(make_row(check, host, status, observed, expected, subject="%s %s" % (probe, coll)))
+    return rows
+
+
 def grade_coll(check, run, host):
+    if check.get("field") == "degradation":
+        return _coll_degradation(check, run, host)
     rows = []
     share = float(check.get("min_share", 0.5))
     for probe, doc in _soaks_that_ran(check, run, host, rows):
@@ -258,6 +330,179 @@ def grade_coll(check, run, host):
     return rows
 
 
+def _no_gpu_row(check, host, doc, subject=""):
+    why = (doc.get("facts") or {}).get("gpu_telemetry") or "no GPU telemetry"
+    return make_row(check, host, "skip", reason="no GPU on this node (%s backend): %s" % (
+        doc.get("device", {}).get("backend"), why), subject=subject)
+
+
+# What the GPU memory error readings hold (probes/burnin/sampler.GPU_ERROR_FIELDS), in the words of the report.
+ECC_UNCORRECTABLE = {"ecc_uncorrectable_volatile": "uncorrectable ECC (volatile)",
+                     "ecc_uncorrectable_aggregate": "uncorrectable ECC (aggregate)",
+                     "remapped_rows_uncorrectable": "rows remapped for uncorrectable errors"}
+ECC_CORRECTABLE = {"ecc_correctable_volatile": "correctable ECC (volatile)",
+                   "remapped_rows_correctable": "rows remapped for correctable errors"}
+ECC_FLAGS = {"remap_pending": "row remap pending (needs a GPU reset)", "remap_failure": "row remapping failed"}
+
+
+def _ecc_readings(doc):
+    """{gpu: {counter: {"start": value, "end": value}}} of the artifact's GPU memory error readings."""
+    out = {}
+    for r in doc.get("results") or []:
+        if r["metric"] == "ecc_reading":
+            lab = r["labels"]
+            out.setdefault(lab["gpu"], {}).setdefault(lab["counter"], {})[lab["at"]] = int(r["value"])
+    return out
+
+
+def _ecc_row(check, host, subject, counters):
+    """The row of one GPU whose counters were read at the start and at the end."""
+    new = {k: c["end"] - c["start"] for k, c in counters.items() if "start" in c and "end" in c}
+    went_down = [k for k, d in new.items() if d < 0 and k not in ECC_FLAGS]
+    bad = ["%s +%d" % (ECC_UNCORRECTABLE[k], d) for k, d in new.items() if k in ECC_UNCORRECTABLE and d > 0]
+    bad += [ECC_FLAGS[k] for k, d in new.items() if k in ECC_FLAGS and d > 0]
+    warn_at = int(check.get("correctable_warn", 1))
+    soft = ["%s +%d" % (ECC_CORRECTABLE[k], d) for k, d in new.items() if k in ECC_CORRECTABLE and d >= warn_at]
+    expected = "no new uncorrectable error, remapped row or remap failure during the run; %d or more new " \
+               "correctable errors warn" % warn_at
+    if bad:
+        return make_row(check, host, "fail", ", ".join(bad + soft), expected, subject=subject)
+    if went_down:
+        return make_row(check, host, "warn", "%s went down during the run" % ", ".join(sorted(went_down)), expected,
+                        "the volatile counters start again at a GPU reset or a driver reload: something reset the "
+                        "GPU during the burn-in", subject=subject)
+    if soft:
+        return make_row(check, host, "warn", ", ".join(soft), expected, subject=subject)
+    return make_row(check, host, "pass", "no new error (%d counters read before and after)" % len(new), expected,
+                    subject=subject)
+
+
+def grade_ecc(check, run, host):
+    rows = []
+    for probe, doc in _soaks_that_ran(check, run, host, rows):
+        facts = doc.get("facts") or {}
+        gpus = {r["labels"].get("gpu") for r in doc.get("results") or [] if r["metric"] == "gpu_samples"}
+        readings = _ecc_readings(doc)
+        if not gpus and not readings:
+            why = facts.get("gpu_errors_start") or facts.get("gpu_errors_end")
+            rows.append(make_row(check, host, "error", reason=why, subject=probe) if why else
+                        _no_gpu_row(check, host, doc, subject=probe))
+            continue
+        for gpu in sorted(gpus | set(readings)):
+            subject = "%s gpu %s" % (probe, gpu)
+            counters = readings.get(gpu) or {}
+            if not counters:
+                why = facts.get("gpu_errors_start") or facts.get("gpu_errors_end")
+                rows.append(make_row(check, host, "error", reason=why, subject=subject) if why else make_row(
+                    check, host, "skip", reason="nvidia-smi reports no ECC counter for this GPU (ECC off or not "
+                    "supported), or this burn-in did not read them", subject=subject))
+            elif not any("end" in c for c in counters.values()):
+                if _interrupted(doc):
+                    rows.append(make_row(check, host, "skip", reason="interrupted: the counters are read again after "
+                                         "the load stops, which this timeline does not reach", subject=subject))
+                else:
+                    rows.append(make_row(check, host, "error", reason="no reading after the load: %s" % (
+                        facts.get("gpu_errors_end") or "not recorded"), subject=subject))
+            else:
+                rows.append(_ecc_row(check, host, subject, counters))
+    return rows
+
+
+# The RDMA port counters that count errors (port_xmit_discards counts congestion drops as well: shown, not graded);
+# link_downed is the port's link flap.
+RDMA_ERRORS = ("symbol_error", "link_error_recovery", "port_rcv_errors", "port_rcv_remote_physical_errors",
+               "local_link_integrity_errors", "excessive_buffer_overrun_errors")
+
+
+def grade_links(check, run, host):
+    rows = []
+    warn_errors = int(check.get("warn_errors", 1))
+    expected = "no link down during the run; %d or more errors on a NIC or RDMA port warn" % warn_errors
+    for probe, doc in _soaks_that_ran(check, run, host, rows):
+        nics, ports = {}, {}
+        for r in doc.get("results") or []:
+            lab = r["labels"]
+            if r["metric"].startswith("nic_") and "nic" in lab:
+                nics.setdefault(lab["nic"], {})[r["metric"][4:]] = r["value"]
+            elif r["metric"].startswith("rdma_") and "port" in lab:
+                port = ports.setdefault(lab["port"], {"saturated": []})
+                port[r["metric"][5:]] = r["value"]
+                if lab.get("saturated"):
+                    port["saturated"].append(r["metric"][5:])
+        found = []
+        for name, m in sorted(nics.items()):
+            errors = m.get("errors", 0)
+            if m.get("carrier_changes"):
+                found.append(("fail", name, "link down/up: %d carrier change(s), %d rx/tx error(s)" % (
+                    m["carrier_changes"], errors)))
+            elif errors >= warn_errors:
+                found.append(("warn", name, "%d rx/tx error(s)" % errors))
+        for name, m in sorted(ports.items()):
+            errors = {c: m[c] for c in RDMA_ERRORS if m.get(c) and c not in m["saturated"]}
+            text = ", ".join("%s %d" % kv for kv in sorted(errors.items()))
+            if m.get("link_downed") and "link_downed" not in m["saturated"]:
+                found.append(("fail", name, "link went down %d time(s)%s" % (m["link_downed"], "; " + text if text
+                                                                                  else "")))
+            elif sum(errors.values()) >= warn_errors:
+                found.append(("warn", name, text))
+            elif m["saturated"]:
+                found.append(("warn", name, "%s at the counter's maximum: what happened during the run is not "
+                                            "counted (clear it: perfquery -x -R)" % ", ".join(m["saturated"])))
+        for status, name, observed in found:
+            rows.append(make_row(check, host, status, observed, expected, subject="%s %s" % (probe, name)))
+        if found:
+            continue
+        if not nics and not ports:
+            rows.append(make_row(check, host, "skip", reason="no NIC or RDMA counters recorded", subject=probe))
+            continue
+        flaps = sum(1 for m in nics.values() if "carrier_changes" in m)
+        elapsed = plain_metrics(doc).get("elapsed_s", 0.0)
+        observed = "%d NIC(s) (%s), %d RDMA port(s): no error or link down in %.0f s" % (
+            len(nics), "carrier changes of %d" % flaps if flaps else "errors only: no carrier-change counter",
+            len(ports), elapsed)
+        rows.append(make_row(check, host, "pass", observed, expected, subject=probe))
+    return rows
+
+
+def _dip_series(run, doc):
+    """[(subject, [(t, value)], unit)]: each GEMM worker's TFLOP/s and each collective's bus bandwidth, interval by
+    interval, from the timelines beside the artifact (the samples of every local rank of a collective together)."""
+    series = {}
+    for s in read_stream(run, doc, "gemm"):
+        if s.get("type") == "gemm":
+            subject = "gpu %s" % s["gpu"] if s.get("gpu") is not None else "worker %s (%s)" % (s["worker"], s["device"])
+            series.setdefault(("%s %s" % (doc["probe"], subject), "TFLOP/s"), []).append((s["t"], s["tflops"]))
+    for s in read_stream(run, doc, "coll"):
+        if s.get("type") == "coll":
+            series.setdefault(("%s %s" % (doc["probe"], s["collective"]), "GB/s"), []).append((s["t"], s["busbw_gbps"]))
+    return [(subject, values, unit) for (subject, unit), values in sorted(series.items())]
+
+
+def grade_dips(check, run, host):
+    rows = []
+    warn, fail = float(check.get("warn_share", 0.8)), float(check.get("fail_share", 0.5))
+    expected = "every interval at least %g%% of the run's median (%g%% fails)" % (100 * warn, 100 * fail)
+    for probe, doc in _soaks_that_ran(check, run, host, rows):
+        series = _dip_series(run, doc)
+        if not series:
+            rows.append(make_row(check, host, "skip", reason="no GEMM or collective timeline beside the artifact",
+                                 subject=probe))
+        t_start = float((doc.get("facts") or {}).get("t_start") or 0.0)
+        for subject, values, unit in series:
+            median = statistics.median(v for _, v in values)
+            if len(values) < 3 or not median:
+                rows.append(make_row(check, host, "skip", reason="%d interval(s): too few for a median" % len(values),
+                                     subject=subject))
+                continue
+            t_low, low = min(values, key=lambda tv: tv[1])
+            share = low / median
+            status = "fail" if share < fail else "warn" if share < warn else "pass"
+            rows.append(make_row(check, host, status, "lowest interval %.0f%% of the median (%.4g of %.4g %s) at "
+                                 "t+%.0f s" % (100 * share, low, median, unit, t_low - t_start), expected,
+                                 subject=subject))
+    return rows
+
+
 def grade_storage(check, run, host):
     row, doc = _precondition(check, run, host, "storage_soak")
     if row:
@@ -284,5 +529,6 @@ def grade_storage(check, run, host):
 
 # Registered by reports.grading.kinds.register_phase_kinds (per host: fn(check, run, host) -> rows).
 PER_HOST = {"burnin_completed": grade_completed, "burnin_kernel": grade_kernel, "burnin_gemm": grade_gemm,
-           "burnin_gpu": grade_gpu, "burnin_coll": grade_coll, "burnin_storage": grade_storage}
+           "burnin_gpu": grade_gpu, "burnin_ecc": grade_ecc, "burnin_links": grade_links, "burnin_coll": grade_coll,
+           "burnin_dips": grade_dips, "burnin_storage": grade_storage}
 CLUSTER = {}

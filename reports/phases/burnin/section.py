@@ -11,10 +11,9 @@ and three plots from the timelines the nodes wrote (raw .jsonl files beside the 
 An interrupted run shows its partial timeline (up to the last poll) and says so.
 """
 
-import os
 
-from probes.burnin.sampler import read_jsonl
 from probes.common.kernel_log import merge_events
+from reports.phases.burnin.grade import read_stream
 from reports.render import markdown, plots
 from reports.render.blocks import Heading, Paragraph, Table, figure, strong
 
@@ -25,14 +24,6 @@ PLOTS = {"timeline": "burnin_timeline.png", "coll": "burnin_collectives.png", "s
 def _docs(run, probe):
     return sorted((d for d in run.artifacts if d["probe"] == probe and d.get("variant") is None),
                   key=lambda d: d["host"])
-
-
-def read_stream(run, doc, stream):
-    """The samples of one timeline file of an artifact ([] when it is not there)."""
-    name = "%s.%s.jsonl" % (doc["probe"], stream)
-    if name not in (doc.get("raw") or []):
-        return []
-    return read_jsonl(os.path.join(run.run_dir, "artifacts", doc["host"], name))
 
 
 def _plain(doc):
