@@ -82,7 +82,7 @@ def _given(value, default):
 def paths(out_dir, probe, variant):
     base = os.path.splitext(artifact_filename(probe, variant))[0]
     p = {"base": base, "dir": out_dir}
-    for key in ("cfg", "done", "stop", "halt", "heartbeat", "log", "state", "launch"):
+    for key in ("cfg", "done", "stop", "halt", "heartbeat", "log", "state", "launch", "deadline"):
         p[key] = os.path.join(out_dir, ".%s.%s" % (base, key))
     for stream in STREAMS:
         p[stream] = os.path.join(out_dir, "%s.%s.jsonl" % (base, stream))
@@ -112,7 +112,7 @@ def start(art, params, out_dir, components):
     mark = marker(art.run_id, art.host, p["base"])
     if marked_pids(mark):
         kill_marked(mark)  # a runner of the same run and name is still there: a restart replaces it
-    for key in ("done", "stop", "halt") + STREAMS:
+    for key in ("done", "stop", "halt", "deadline") + STREAMS:
         if os.path.exists(p[key]):
             os.unlink(p[key])
     os.makedirs(p["work"], exist_ok=True)
@@ -123,6 +123,9 @@ def start(art, params, out_dir, components):
         "paths": p, "t_start": now, "duration_s": duration, "deadline": now + duration, "grace_s": grace,
         "planned_s": _given(params["planned_s"], duration),
         "hard_deadline": now + duration + 2 * grace + params["rdzv_timeout"] + 60,
+        # the latest the load can end: its clock starts once every load runs (_start_the_load_clock), and a
+        # collective world forms within the rendezvous timeout or fails
+        "deadline_latest": now + duration + (params["rdzv_timeout"] if components.get("coll") else 0),
         "interval": interval, "heartbeat_timeout": params["heartbeat_timeout"],
         "backend": dev["backend"], "device": dev, "gpus": [g.get("index") for g in gpus],
         "gpu_tool": tool_facts.get("gpu_tool"),
@@ -254,7 +257,8 @@ def coll_template(cfg):
     """What every rank of the collective loop gets, whoever starts it (its rank, device and master come on top)."""
     gpu = cfg["backend"] in ("cuda", "rocm") and bool(cfg["gpus"])
     params = cfg["params"]
-    return {"interval": cfg["interval"], "deadline": cfg["deadline"], "stop": cfg["paths"]["halt"],
+    return {"interval": cfg["interval"], "deadline": cfg["deadline_latest"], "stop": cfg["paths"]["halt"],
+            "deadline_file": cfg["paths"]["deadline"],
             "hard_deadline": cfg["hard_deadline"], "backend": "nccl" if gpu else "gloo", "role": "coll",
             "nodes": len(cfg["hosts"]), "out": cfg["paths"]["coll"], "rdzv_timeout": cfg["rdzv_timeout"],
             "op_timeout": cfg["op_timeout"], "collectives": cfg["collectives"],
@@ -263,12 +267,44 @@ def coll_template(cfg):
             "ppn": len(cfg["gpus"]) if gpu else 1}
 
 
+def _first_sample_t(path):
+    try:
+        with open(path) as fh:
+            return float(json.loads(fh.readline())["t"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _start_the_load_clock(cfg, p):
+    """The duration is time under the whole load: it counts from when the collective loop began (its first record:
+    the world formed, or failed), not from the start, so a world that forms late (torch imports and the rendezvous
+    on a loaded node) still runs its whole duration beside the GEMMs. Until then the workers hold on to the latest
+    possible end (deadline_latest: the world forms within the rendezvous timeout or fails). The deadline is set
+    once; the workers read it from the deadline file, later polls from the config."""
+    if not cfg["collectives"]:
+        return
+    first = _first_sample_t(p["coll"])
+    if first is None:
+        return
+    cfg["t_load"] = max(cfg["t_start"], first)
+    cfg["deadline"] = min(max(cfg["deadline"], cfg["t_load"] + cfg["duration_s"]), cfg["deadline_latest"])
+    _write_atomically(p["deadline"], "%.3f\n" % cfg["deadline"])
+    _write_atomically(p["cfg"], json.dumps(cfg))
+
+
+def _write_atomically(path, text):
+    tmp = "%s.tmp" % path
+    with open(tmp, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
 def _worker_cfgs(cfg, coll=True):
     p = cfg["paths"]
     params = cfg["params"]
     gpu = cfg["backend"] in ("cuda", "rocm") and cfg["gpus"]
-    common = {"interval": cfg["interval"], "deadline": cfg["deadline"], "stop": p["halt"],
-              "hard_deadline": cfg["hard_deadline"], "backend": cfg["backend"]}
+    common = {"interval": cfg["interval"], "deadline": cfg["deadline_latest"], "stop": p["halt"],
+              "deadline_file": p["deadline"], "hard_deadline": cfg["hard_deadline"], "backend": cfg["backend"]}
     out = []
     if cfg["gemm"]:
         devices = [("cuda:%d" % i, g) for i, g in enumerate(cfg["gpus"])] if gpu else [("cpu", None)]
@@ -366,9 +402,11 @@ def runner_main(cfg_path):
     while ended["by"] is None:
         time.sleep(0.5)
         now = time.time()
+        if "t_load" not in cfg:
+            _start_the_load_clock(cfg, p)
         if os.path.exists(p["stop"]):
             ended["by"] = "stop requested"
-        elif now >= cfg["deadline"]:
+        elif now >= (cfg["deadline"] if "t_load" in cfg or not cfg["collectives"] else cfg["deadline_latest"]):
             ended["by"] = "completed"
         elif now >= cfg["hard_deadline"]:
             ended["by"] = "hard deadline"

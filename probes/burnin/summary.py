@@ -236,7 +236,8 @@ def summarize(art, cfg, p):
     t_start = cfg["t_start"]
     t_end = done.get("t_end", now) if done else now
     planned = float(cfg.get("planned_s", cfg["duration_s"]))
-    left = max(0.0, t_start + planned - now)
+    # the deadline moves once every load runs (runner.py): what is left counts to the moved one
+    left = max(0.0, float(cfg.get("deadline", t_start + planned)) - now)
     art.facts.update(state="done" if done else "running", t_start=str(round(t_start, 3)),
                      duration_s=str(planned), interval_s=str(cfg["interval"]), marker=cfg["marker"],
                      components=",".join(k for k in ("gemm", "coll", "fio") if cfg.get(k) or
@@ -251,6 +252,9 @@ def summarize(art, cfg, p):
             art.facts.update({k: v for k, v in json.load(fh).items() if v})
     except (OSError, ValueError):
         pass
+    if "t_load" in cfg:
+        # seconds from the start until every load ran: the clock of the duration starts there
+        art.facts["load_from_s"] = "%.1f" % (cfg["t_load"] - t_start)
     if done:
         for key in ("launcher_failed", "slurm_jobs_left"):
             if done.get(key):

@@ -7,12 +7,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from test_audit_grade import audit_rows, by, cpu_node, h100_node, write_run
 
 from probes.audit import sched as audit_sched
 from probes.audit import software as audit_software
 from probes.audit.collect import Collector
 from reports.phases.audit.scheduler import gres_gpu_count
-from test_audit_grade import audit_rows, by, cpu_node, h100_node, write_run
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 SOFTWARE = FIX / "audit" / "software"

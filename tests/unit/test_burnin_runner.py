@@ -110,3 +110,41 @@ def test_monitor_reads_a_live_nvidia_smi_stream(tmp_path, monkeypatch):
     assert records[1]["gpus"][1]["sm_min_mhz"] == 1410
     # this stand-in prints nothing for -q -x: the reading says why instead of inventing counters
     assert records[0]["error"].startswith("nvidia-smi -q -x: unreadable XML") and "gpus" not in records[0]
+
+
+def test_the_duration_counts_from_when_every_load_runs(tmp_path):
+    """A collective world that forms late (its second host starts 8 s after the first, as a loaded node's torch
+    import and rendezvous can) still runs its whole duration beside the GEMMs: the first host's deadline moves to
+    one duration after its collective loop began, and its workers stop there (they read the moved deadline)."""
+    late = 8.0
+    common = {"mode": "start", "duration_s": 6, "interval_s": 1, "grace_s": 10, "heartbeat_timeout": 120,
+              "rdzv_timeout": 60, "hosts": ["h1", "h2"], "addresses": ["127.0.0.1", "127.0.0.1"],
+              "gemm_size": 64, "threads": 1}
+    outs = {h: str(tmp_path / h) for h in ("h1", "h2")}
+    _, first = run_probe("burnin", outs["h1"], "unit-clock", "h1", params=dict(common, rank=0))
+    assert first["status"] == "ok", first.get("reason")
+    time.sleep(late)
+    _, second = run_probe("burnin", outs["h2"], "unit-clock", "h2", params=dict(common, rank=1))
+    assert second["status"] == "ok", second.get("reason")
+    docs = {}
+    for host in ("h1", "h2"):
+        assert _wait(lambda host=host: os.path.exists(os.path.join(outs[host], ".burnin.done")), timeout=90)
+        _, docs[host] = run_probe("burnin", outs[host], "unit-clock", host, params={"mode": "poll", "wait_s": 0})
+    doc = docs["h1"]
+    assert doc["facts"]["ended_by"] == "completed", doc["facts"]
+    m = {r["metric"]: r["value"] for r in doc["results"] if not r["labels"]}
+    load_from = float(doc["facts"]["load_from_s"])
+    assert load_from >= late - 1, doc["facts"]
+    assert m["elapsed_s"] >= load_from + 6 - 1.5, (m["elapsed_s"], load_from)
+
+    def samples(kind):
+        with open(os.path.join(outs["h1"], "burnin.%s.jsonl" % kind)) as fh:
+            return [s for s in map(json.loads, fh) if s["type"] == kind]
+
+    gemm, coll = samples("gemm"), samples("coll")
+    assert coll and all(s["busbw_gbps"] > 0 and s["wrong"] == 0 for s in coll)
+    # the GEMMs ran on past the collective loop's first sample (before the fix they stopped at 6 s, before it)
+    assert max(s["t"] for s in gemm) > min(s["t"] for s in coll) + 3
+    assert max(s["t"] for s in coll) - min(s["t"] for s in coll) >= 6 - 2.5
+    for host in ("h1", "h2"):
+        assert not soak_runner.marked_pids(docs[host]["facts"]["marker"])
