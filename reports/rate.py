@@ -32,6 +32,7 @@ from reports.profiles import SCREENING, ran_text, rating_text, validate_profiles
 RATINGS_SCHEMA = "clustermax.assess/ratings/v1"
 ANALYST_SCHEMA = "clustermax.assess/analyst/v1"
 NOT_RATED = "Not rated"
+NOT_SHOWN = "not_shown"  # a gate's `missing` value: not showing it leaves the run unrated for the gate, uncapped
 SCREENING_TIER = "Screening"
 # Kinds the rating treats apart: an artifact check only says that its probe ran (it judges nothing measured); a
 # not_implemented check is a test of the seed's methodology this version does not run (data/not_implemented.yml).
@@ -86,6 +87,8 @@ def validate_tiers(tiers):
             problems.append("gate %s: cap %r is not a tier" % (gate.get("id"), gate.get("cap")))
         if not gate.get("select"):
             problems.append("gate %s: select is empty" % gate.get("id"))
+        if gate.get("missing") not in (None, True, False, NOT_SHOWN):
+            problems.append("gate %s: missing must be true, false or %s" % (gate.get("id"), NOT_SHOWN))
     if tiers.get("profiles"):
         problems.extend(validate_profiles(tiers["profiles"]))
     return problems
@@ -239,7 +242,8 @@ def _match(value, wanted):
 def _selected(row, select):
     return (_match(row["check_id"], select.get("check")) and _match(row["category"], select.get("category"))
             and _match(row["severity"], select.get("severity"))
-            and _match(row.get("evidence", "measured"), select.get("evidence")))
+            and _match(row.get("evidence", "measured"), select.get("evidence"))
+            and _match(row.get("observed"), select.get("observed")))
 
 
 def evaluate_gates(rows, tiers, max_evidence=10):
@@ -264,7 +268,7 @@ def evaluate_gates(rows, tiers, max_evidence=10):
                 hits.append(r)
         entry = {"id": gate["id"], "title": gate.get("title", gate["id"]), "cap": gate["cap"],
                  "why": gate.get("why", ""), "triggered": False, "reason": None, "graded": len(graded),
-                 "evidence": evidence(graded) if gate.get("missing") else []}
+                 "shown": True, "evidence": evidence(graded) if gate.get("missing") else []}
         if hits:
             entry["triggered"] = True
             checks = sorted({r["check_id"] for r in hits})
@@ -273,8 +277,13 @@ def evaluate_gates(rows, tiers, max_evidence=10):
                                            " on " + _names(hosts) if hosts else "")
             entry["evidence"] = evidence(hits)
         elif gate.get("missing") and not graded:
-            entry["triggered"] = True
+            # missing: true - not showing it caps like failing it; missing: not_shown - the gate is "not shown" and
+            # the run is unrated for it: no cap, said in the tier line and the rationale.
             entry["reason"] = "not shown in this run: no graded result for %s" % _describe(select)
+            if gate["missing"] == NOT_SHOWN:
+                entry["shown"] = False
+            else:
+                entry["triggered"] = True
         out.append(entry)
     return out
 
@@ -286,7 +295,7 @@ def _names(items, limit=5):
 
 def _describe(select):
     parts = []
-    for key in ("check", "category", "severity", "evidence"):
+    for key in ("check", "category", "severity", "evidence", "observed"):
         if select.get(key) is not None:
             value = select[key]
             parts.append("%s %s" % (key, "/".join(value) if isinstance(value, list) else value))
@@ -371,7 +380,14 @@ def rate(rows, tiers=None, analyst=None, profile=None):
                     tier["capped_by"] = [gate["id"]]
                 elif order.index(gate["cap"]) == order.index(final) and final != score_tier["name"]:
                     tier["capped_by"].append(gate["id"])
-        clear = [g["id"] for g in gates if not g["triggered"]]
+        for gate in gates:
+            if not gate["shown"]:
+                rationale.append("Gate %s (%s): %s; the run is unrated for this gate (no cap: a test not run is not "
+                                 "a failure, and the tier says nothing about it)." % (gate["id"], gate["title"],
+                                                                                       gate["reason"]))
+        if any(not g["shown"] for g in gates):
+            tier["not_shown"] = [g["id"] for g in gates if not g["shown"]]
+        clear = [g["id"] for g in gates if not g["triggered"] and g["shown"]]
         if clear:
             rationale.append("Gates clear: %s." % ", ".join(clear))
         tier["score_tier"] = score_tier["name"]
@@ -483,6 +499,8 @@ def tier_line(doc):
         text = "%s, score %s, coverage %.0f%%" % (tier["name"], fmt_score(doc["score"]), 100 * doc["coverage"])
         if tier["capped_by"]:
             text += " (capped by %s; scores alone: %s)" % (", ".join(tier["capped_by"]), tier["score_tier"])
+        if tier.get("not_shown"):
+            text += " (unrated for: %s, not shown)" % ", ".join(tier["not_shown"])
         return text
     if tier["name"] == SCREENING_TIER:
         return "%s, not a rating (%s; provisional %s, score %s, coverage %.0f%%)" % (
@@ -513,6 +531,8 @@ def rating_table(doc, indent="  "):
     for gate in doc["gates"]:
         if gate["triggered"]:
             lines.append("%sgate %s -> cap %s: %s" % (indent, gate["id"], gate["cap"], gate["reason"]))
+        elif not gate.get("shown", True):
+            lines.append("%sgate %s not shown (unrated for it): %s" % (indent, gate["id"], gate["reason"]))
     if doc.get("analyst", {}).get("provided"):
         lines.append("%sanalyst input: %s (%s items) - marked 'analyst' in every output" % (
             indent, doc["analyst"].get("file"), doc["analyst"].get("items")))

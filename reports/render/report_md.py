@@ -126,6 +126,8 @@ def gate_blocks(ratings):
                          for e in g["evidence"])
         if g["triggered"]:
             state = [strong("triggered"), ": %s" % g["reason"]]
+        elif not g.get("shown", True):
+            state = [strong("not shown"), ": %s; the run is unrated for this gate (no cap)" % g["reason"]]
         else:
             state = "clear (%d graded row(s), none that triggers it)" % g.get("graded", 0)
         body.append([[strong(g["id"]), " %s" % g["title"]], g["cap"], state, rows, g.get("why") or ""])

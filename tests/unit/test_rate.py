@@ -237,7 +237,9 @@ def test_shipped_tiers_are_valid_and_follow_the_seed():
                                                                                      "availability"}
     gates = {g["id"]: g for g in SHIPPED["gates"]}
     assert gates["critical_security"]["cap"] == "Participation Ribbon"
-    assert gates["failure_detection"]["missing"] is True
+    assert gates["failure_detection"]["missing"] == "not_shown" and gates["failure_detection"]["cap"] == "Silver"
+    assert gates["no_health_check"]["cap"] == "Participation Ribbon"
+    assert not next(t for t in SHIPPED["tiers"] if t["name"] == "Participation Ribbon")["medallion"]
 
 
 def test_bad_tiers_are_refused(tmp_path):
@@ -317,12 +319,29 @@ def test_one_critical_security_failure_caps_an_excellent_cluster(tmp_path):
 @pytest.mark.parametrize("kw,reason", [
     ({"host_overrides": {"gn3": {"detect_seconds": 150}}}, "reliability.failure_detection warn on gn3"),
     ({"host_overrides": {"gn3": {"detect_seconds": 700}}}, "reliability.failure_detection fail on gn3"),
-    ({"drop": ("detect_seconds",)}, "not shown in this run: no graded result for check reliability.failure_detection"),
 ])
-def test_slow_or_absent_failure_detection_caps_at_silver(tmp_path, kw, reason):
+def test_slow_failure_detection_caps_at_silver(tmp_path, kw, reason):
     doc, _, _ = build_golden(tmp_path, **kw)
     assert doc["tier"]["name"] == "Silver" and doc["tier"]["capped_by"] == ["failure_detection"]
     assert next(g for g in doc["gates"] if g["id"] == "failure_detection")["reason"] == reason
+
+
+def test_failure_detection_not_tested_is_not_shown_and_uncapped(tmp_path):
+    doc, _, text = build_golden(tmp_path, drop=("detect_seconds",))
+    gate = next(g for g in doc["gates"] if g["id"] == "failure_detection")
+    assert not gate["triggered"] and not gate["shown"]
+    assert gate["reason"] == "not shown in this run: no graded result for check reliability.failure_detection"
+    assert doc["tier"]["name"] == "Platinum" and doc["tier"]["capped_by"] == []
+    assert doc["tier"]["not_shown"] == ["failure_detection"]
+    assert "(unrated for: failure_detection, not shown)" in text
+    assert any(line.startswith("Gate failure_detection") and "unrated for this gate" in line
+               for line in doc["rationale"])
+
+
+def test_gate_missing_must_be_known(tmp_path):
+    bad = copy.deepcopy(SHIPPED)
+    next(g for g in bad["gates"] if g["id"] == "failure_detection")["missing"] = "maybe"
+    assert validate_tiers(bad) == ["gate failure_detection: missing must be true, false or not_shown"]
 
 
 def test_unreachable_node_lowers_coverage_and_caps_at_gold(tmp_path):

@@ -9,9 +9,15 @@ kinds (registered by reports.grading.kinds):
   reliability_reboot    per host: the node came back from the reboot (new boot id, back in service, a fresh job ran)
   reliability_peers     cluster: a duration of each rebooted node against the median of the other rebooted nodes
   reliability_detect    per host: injection -> the node taken out of service; within `pass_s` pass, within `fail_s`
-                        warn, slower or never fail
+                        warn, slower or never fail. Only for an XID whose action is a drain (xid.yml `drain`);
+                        a contained XID (94) is a skip here, graded by reliability_contained instead
+  reliability_contained per host, for an injected XID whose action is not a drain (xid.yml `drain: false`, 94): the
+                        node kept in service and a basic command still runs on it
   reliability_action    per host: the remediation observed against the one reports/data/xid.yml recommends for the XID
-  reliability_return    per host: back in service (and a basic command ran) within `within_s` of the injection
+  reliability_return    per host: back in service within `within_s` of the injection and the basic command the
+                        observer ran on it then succeeded (sched_action -job: job_rc 0). An NVL72-style tray
+                        (system_kind: node_info GPU model GB200/GB300) passes instead when drained within
+                        `nvl72_drain_s` and kept out
 """
 
 import os
@@ -94,10 +100,21 @@ def grade_peers(check, run, hosts):
     return rows
 
 
-def grade_detect(check, run, host):
+def _injected_xid(done):
+    return int(done["facts"].get("xid") or 0)
+
+
+def grade_detect(check, run, host, data=None):
     row, done = _precondition(check, run, host, "fault_injection")
     if row:
         return [row]
+    data = data if data is not None else load_xid_actions()
+    xid = _injected_xid(done)
+    if not drains(xid, data):
+        bucket, text = recommended(xid, data)
+        return [make_row(check, host, "skip", reason="XID %d is contained (%s: %s), not a drain: detection is shown "
+                         "by injecting an XID whose action is a drain (79, 48, ...); reliability.contained_xid "
+                         "grades this one" % (xid, bucket, text))]
     m = done["metrics"]
     pass_s, fail_s = float(check.get("pass_s", 120)), float(check.get("fail_s", 600))
     expected = "taken out of service within %s (over %s fails)" % (_s(pass_s), _s(fail_s))
@@ -122,6 +139,12 @@ def recommended(xid, data):
     bucket = (data.get("xids") or {}).get(int(xid)) or data.get("unknown", "CONTACT_SUPPORT")
     text = ((data.get("actions") or {}).get(bucket) or {}).get("text", bucket)
     return bucket, text
+
+
+def drains(xid, data):
+    """Whether xid.yml's action for the XID takes the node out of service (`drain`, default true)."""
+    bucket, _ = recommended(xid, data)
+    return bool(((data.get("actions") or {}).get(bucket) or {}).get("drain", True))
 
 
 def judge_action(observed, bucket, watched_s):
@@ -161,19 +184,93 @@ def grade_action(check, run, host, data=None):
     return [make_row(check, host, status, "%s (XID %d)" % (observed, xid), "%s: %s" % (bucket, text), why)]
 
 
+def grade_contained(check, run, host, data=None):
+    """An injected XID whose action is not a drain (94: contained, restart the application): the node kept in
+    service (never drained) and the basic command the observer ran at the end of the watch succeeded."""
+    row, done = _precondition(check, run, host, "fault_injection")
+    if row:
+        return [row]
+    data = data if data is not None else load_xid_actions()
+    xid = _injected_xid(done)
+    bucket, text = recommended(xid, data)
+    if drains(xid, data):
+        return [make_row(check, host, "skip", reason="XID %d calls for a drain (%s): graded by "
+                         "reliability.failure_detection and reliability.remediation" % (xid, bucket))]
+    m, facts = done["metrics"], done["facts"]
+    expected = "XID %d %s: %s; the node stays in service (no drain) and a job still runs" % (xid, bucket, text)
+    observed = facts.get("observed_action") or "unknown"
+    if observed == "unknown":
+        return [make_row(check, host, "error", observed, expected, "the scheduler's view could not be read")]
+    if observed != "none":
+        return [make_row(check, host, "warn", "%s (XID %d)" % (observed, xid), expected,
+                         "the node was taken out of service (%s) for an error contained to the application: "
+                         "capacity lost for nothing" % (facts.get("detect_reason") or facts.get("detect_phase")))]
+    if m.get("job_ok"):
+        return [make_row(check, host, "pass", "kept in service, a job ran (%s)" % _s(m.get("job_s", 0.0)),
+                         expected)]
+    if m.get("job_rc") is not None:
+        return [make_row(check, host, "fail", "kept in service, the job failed (rc %d)" % int(m["job_rc"]),
+                         expected, facts.get("job_error") or "the job failed")]
+    return [make_row(check, host, "warn", "kept in service, no job ran", expected,
+                     "not shown that jobs continue: %s" % (facts.get("job_skipped") or "no job result recorded "
+                                                           "(sched_action -job)"))]
+
+
+# GPU models (node_info gpu_model, as nvidia-smi names them) built as NVL72-style trays: a faulted tray is kept
+# drained until the rack's repair (seed: NVL72 is not hot-swapped like an HGX node), not replaced by a spare.
+NVL72_MODELS = ("GB200", "GB300")
+
+
+def system_kind(run, host):
+    """(kind, where it came from): nvl72 when the host's node_info GPU model is a Grace-Blackwell tray, else hgx
+    (an 8-way baseboard; the default, also for a host whose GPU model is not known)."""
+    model = (((run.artifact(host, "node_info") or {}).get("facts") or {}).get("gpu_model")) or ""
+    if any(tag in model.upper() for tag in NVL72_MODELS):
+        return "nvl72", "node_info gpu_model %s" % model
+    return "hgx", ("node_info gpu_model %s" % model) if model else "GPU model not known: HGX assumed"
+
+
+def _grade_return_nvl72(check, host, done, how):
+    """NVL72-style tray: drained within `nvl72_drain_s` and kept out to the end of the watch passes."""
+    m = done["metrics"]
+    drain_within = float(check.get("nvl72_drain_s", 120))
+    expected = "NVL72 tray (%s): drained within %s and kept out until the rack is repaired" % (how, _s(drain_within))
+    if m.get("drain_s") is None:
+        return [make_row(check, host, "fail", "not drained", expected, "the tray was never drained")]
+    if m["drain_s"] > drain_within:
+        return [make_row(check, host, "fail", "drained after %s" % _s(m["drain_s"]), expected)]
+    if m.get("drain_open") and not m.get("flaps"):
+        return [make_row(check, host, "pass", "drained after %s, kept out for the %s watch" % (
+            _s(m["drain_s"]), _s(m.get("watched_s", 0.0))), expected)]
+    if m.get("returned") and m.get("job_ok"):
+        return [make_row(check, host, "pass", "drained after %s, back with a job run after %s" % (
+            _s(m["drain_s"]), _s(m["return_s"])), expected)]
+    return [make_row(check, host, "fail", "drained after %s, then back in service (%d flap(s))" % (
+        _s(m["drain_s"]), int(m.get("flaps", 0))), expected, "an NVL72 tray must stay drained until it is repaired")]
+
+
 def grade_return(check, run, host):
     row, done = _precondition(check, run, host, "fault_injection")
     if row:
         return [row]
-    m = done["metrics"]
+    m, facts = done["metrics"], done["facts"]
+    kind, how = system_kind(run, host)
+    if kind == "nvl72":
+        return _grade_return_nvl72(check, host, done, how)
     within = float(check.get("within_s", 3600))
     expected = "back in service and a basic command runs within %s of the fault" % _s(within)
     if m.get("returned"):
         back = m["return_s"]
         observed = "back after %s" % _s(m["return_s"])
-        if m.get("job_s") is not None:
+        if m.get("job_ok"):
             observed += ", a fresh job took %s" % _s(m["job_s"])
-        return [make_row(check, host, "pass" if back <= within else "fail", observed, expected)]
+            return [make_row(check, host, "pass" if back <= within else "fail", observed, expected)]
+        if m.get("job_rc") is not None:
+            return [make_row(check, host, "fail", observed + ", the basic command failed (rc %d)" % int(m["job_rc"]),
+                             expected, facts.get("job_error") or "the basic command failed")]
+        return [make_row(check, host, "fail", observed + ", no basic command ran", expected,
+                         "back in the scheduler, but no basic command was run on it (%s)" % (
+                             facts.get("job_skipped") or "no sched_action -job result for the node"))]
     watched = m.get("watched_s", 0.0)
     if watched >= within:
         return [make_row(check, host, "fail", "not back", expected, "still out of service after %s" % _s(watched))]
@@ -188,5 +285,6 @@ PER_HOST = {
     "reliability_detect": grade_detect,
     "reliability_action": grade_action,
     "reliability_return": grade_return,
+    "reliability_contained": grade_contained,
 }
 CLUSTER = {"reliability_peers": grade_peers}

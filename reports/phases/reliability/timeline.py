@@ -311,8 +311,18 @@ def fault_outcome(run, doc):
                "flaps": tl.get("flaps", 0), "drain_open": 1 if tl.get("drain_open") else 0}
     metrics.update((name, tl[name]) for name in ("detect_s", "drain_s", "time_drained_s", "out_of_service_s",
                                                  "return_s") if tl.get(name) is not None)
+    # The basic command the observer ran on the node at the end of the watch (sched_action -job: job_started_at,
+    # job_rc, job_ok_at when rc 0, else the fact job_error_<node>; job_skipped_<node> when the node was not
+    # available): what tells "back in service" (or "kept in service", for a contained XID) from "takes work".
     job = b.action_values("-job")
-    if tl.get("returned") and job.get("job_ok_at") is not None and job.get("job_started_at") is not None:
+    job_facts = (b.observer_doc("sched_action", "-job") or {}).get("facts") or {}
+    if job.get("job_rc") is not None:
+        metrics["job_rc"] = job["job_rc"]
+        metrics["job_ok"] = 1 if job["job_rc"] == 0 and job.get("job_ok_at") is not None else 0
+    for key in ("job_error", "job_skipped"):
+        if job_facts.get("%s_%s" % (key, b.node)):
+            facts[key] = job_facts["%s_%s" % (key, b.node)]
+    if job.get("job_ok_at") is not None and job.get("job_started_at") is not None:
         metrics["job_s"] = round(job["job_ok_at"] - job["job_started_at"], 3)
         metrics["job_ok_at"] = job["job_ok_at"]
     restored = b.action_values("-restore").get("resumed")
