@@ -82,19 +82,23 @@ def test_ratings_agree_with_the_checks(run):
     # no analyst file: what no test can see is not measured
     for cid in ("pricing", "partnerships", "availability"):
         assert next(c for c in doc["categories"] if c["id"] == cid)["reason"] == "analyst input absent"
-    # CPU-only hosts without fault injection: the run cannot be rated, and says why
-    assert doc["tier"]["name"] == "Not rated" and doc["coverage"] < 0.6
+    # CPU-only hosts, the quick profile, no fault injection: a screening (never a medallion) that could not be rated
+    # on its coverage either, and says both; detection was not tested, so its gate is not shown (no cap)
+    assert doc["tier"]["name"] == "Screening" and not doc["tier"]["rated"] and doc["coverage"] < 0.6
+    assert doc["profile"]["declared"] == "quick"
     assert any(line.startswith("Not rated: coverage") for line in doc["rationale"])
-    assert next(g for g in doc["gates"] if g["id"] == "failure_detection")["triggered"]
+    assert any(line.startswith("Screening, not a rating: ") for line in doc["rationale"])
+    gate = next(g for g in doc["gates"] if g["id"] == "failure_detection")
+    assert not gate["triggered"] and not gate["shown"] and doc["tier"]["not_shown"] == ["failure_detection"]
 
 
 def test_callback_prints_the_rating_table(run):
     out = run["stdout"]
-    assert "tier: Not rated" in out
+    assert "tier: Screening, not a rating (" in out and "profile: quick declared; ran " in out
     assert "category" in out and "coverage" in out
     for cid in CATEGORIES:
         assert "\n  %s " % cid in out, cid
-    assert "gate failure_detection -> cap Silver" in out
+    assert "gate failure_detection not shown (unrated for it)" in out
 
 
 def test_regrade_compare_and_peers_on_the_stored_run(run, capsys, monkeypatch):
