@@ -136,11 +136,20 @@ class Node:
         self.store = None
 
 
-def free_local_port():
-    """A free TCP port on loopback for a single-node world (each node picks its own)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def free_local_port(first=None, count=BLOCK):
+    """A free TCP port on loopback for a single-node world (each node picks its own): any free one, or with `first`
+    the first free one of the run's own ports [first, first + count). A launched world needs the latter: its rank
+    binds the port only once srun or mpirun has started it, and meanwhile the launcher binds ephemeral ports of its
+    own (srun's and slurmstepd's I/O sockets), one of which took a port picked from the ephemeral range (EADDRINUSE
+    in a clean-clone run); the run's ports lie below that range (probes/common/ports.py)."""
+    for port in [0] if first is None else range(first, first + count):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return sock.getsockname()[1]
+    raise OSError("no free loopback port among %d..%d" % (first, first + count - 1))
 
 
 def _positions(records, ranks):
@@ -482,7 +491,8 @@ class LaunchedWorld:
         if not self.launches:
             return
         s, n = self.settings, self.node
-        port = free_local_port() if self.nodes == 1 else n.port + 1 + self.index
+        port = free_local_port(n.port + 1 + self.index, BLOCK - 1 - self.index) if self.nodes == 1 else \
+            n.port + 1 + self.index
         env = dict(self.ctx["env"])
         env["CMXA_LAUNCH"] = json.dumps({"key": self.key, "store": n.store_address(), "settings": s,
                                          "nodes": self.nodes, "world_port": port,
