@@ -6,7 +6,7 @@
   and every `interval` seconds one sample with the achieved TFLOP/s and the number of results that differed from the
   first result (the same inputs must always give the same product: a difference is a silent error);
 * ``coll``: one rank per GPU (one per node on CPU) of a collective loop across every node (gloo on CPU, nccl on
-  GPU): the rendezvous of probes/network/worker.py (TCPStore on the first host), then collectives of a large message in
+  GPU): the rendezvous of probes/common/rank.py (TCPStore on the first host), then collectives of a large message in
   rounds, every round checked for a stop by all ranks together (so they stop at the same round, never in the
   middle of a collective), every `check_every` rounds one call on patterned data whose result is known
   (worker.Sweep.check); per interval and collective one sample: bus bandwidth (mean, min, max over rounds),

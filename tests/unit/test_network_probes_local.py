@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from probes.cli import run_probe
-from probes.network import collectives
+from probes.common import worlds
 from probes.network.busbw import busbw_factor
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,15 +105,15 @@ def test_describe_failure_names_who_did_what():
                                                  "error": "RuntimeError: Connection closed by peer"}}
     positions = {0: {"step": 5, "label": "all_reduce 1 KiB (in-place)", "phase": "run"},
                  1: {"step": 5, "label": "all_reduce 1 KiB (in-place)", "phase": "run"}, 2: None}
-    kind, msg = collectives.describe_failure(4, [0, 1, 2, 3], exits, positions, 60)
+    kind, msg = worlds.describe_failure(4, [0, 1, 2, 3], exits, positions, 60)
     assert kind == "crash"
     assert msg == ("crash at 4 nodes: rank 1 exited with status 3 in all_reduce 1 KiB (in-place) (step 5); "
                    "ranks 0,2: RuntimeError: Connection closed by peer; rank 3 did not report (its node's probe "
                    "is gone)")
-    kind, msg = collectives.describe_failure(2, [0, 1], {0: {"status": "rendezvous", "error": "ranks 1 never "
+    kind, msg = worlds.describe_failure(2, [0, 1], {0: {"status": "rendezvous", "error": "ranks 1 never "
                                                              "arrived"}, 1: None}, {}, 60)
     assert kind == "rendezvous" and "rank 0: ranks 1 never arrived; rank 1 did not report" in msg
-    kind, _ = collectives.describe_failure(2, [0, 1], {0: {"status": "rendezvous", "error": "x"},
+    kind, _ = worlds.describe_failure(2, [0, 1], {0: {"status": "rendezvous", "error": "x"},
                                                        1: {"status": "rendezvous", "error": "x"}}, {}, 60)
     assert kind == "rendezvous"
 
