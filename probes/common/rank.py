@@ -1,6 +1,6 @@
 """One rank of a world started by probes/common/worlds.py: the mechanics every multi-node torch job shares.
 
-A world's job is a function named in its settings (`job`, "module:function", e.g. the collectives sweep
+A world's job is a function named in its settings (`entry`, "module:function", e.g. the collectives sweep
 "probes.network.worker:sweep" or the training job "probes.training.job:train"), called in every rank once the
 process group is up:
 
@@ -91,7 +91,7 @@ def _redirect_output(path):
 
 
 def job_function(name):
-    """The job named "module:function" (the settings' `job`)."""
+    """The job named "module:function" (the settings' `entry`)."""
     module, _, func = name.partition(":")
     return getattr(importlib.import_module(module), func)
 
@@ -134,7 +134,7 @@ def run_world(cfg, torch, dist):
 
     progress = Progress(cfg)
     env = {"type": "env", "rank": cfg["rank"], "torch": torch.__version__, "backend": cfg["backend"],
-           "device": cfg["device"]}
+           "device": cfg["device"], "t": time.time()}
     if cfg["device"].startswith("cuda"):
         torch.cuda.set_device(torch.device(cfg["device"]))
         env["device_name"] = torch.cuda.get_device_name(torch.device(cfg["device"]))
@@ -148,7 +148,7 @@ def run_world(cfg, torch, dist):
         if rc:
             return rc
         try:
-            job_function(cfg["job"])(cfg, torch, dist, emit, progress)
+            job_function(cfg["entry"])(cfg, torch, dist, emit, progress)
             dist.destroy_process_group()
             progress(progress.index + 1, "done", "done")
         except Exception as exc:  # noqa: BLE001 - the failure is data for the parent

@@ -1,6 +1,6 @@
 """Worlds of torch ranks across the nodes, world size doubling until every node is used: the mechanics the
 multi-node torch probes share (the collectives sweep, the training jobs). What a rank does is the world's job
-(settings `job`, run by probes/common/rank.py); what a world leaves on this node is recorded by the probe's own
+(settings `entry`, run by probes/common/rank.py); what a world leaves on this node is recorded by the probe's own
 function (`drive(..., record)`).
 
 Every node runs the probe at the same time (the play starts it on all hosts at once) with the same host list and
@@ -361,6 +361,7 @@ class World:
         if why or failed:
             pool.stop()  # a process group that failed is never reused
         exits = {}
+        host = self.node.hosts[self.node.rank]
         for rank, proc in zip(self.ranks, procs):
             errors = [r for r in self.records(rank) if r.get("type") == "error"]
             last = _last_progress(self, rank) or {}
@@ -374,6 +375,7 @@ class World:
                 exits[rank] = {"status": why, "rc": rc}
             else:
                 exits[rank] = {"status": "crash", "rc": rc}
+            exits[rank]["host"] = host  # a failure names the host as well as the rank
         return exits
 
     def records(self, rank):

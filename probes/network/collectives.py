@@ -54,7 +54,7 @@ def settings_from(params, backend, ppn, sizes, host_mem_limit):
         "launch_timeout": params["launch_timeout"], "stall_timeout": params["stall_timeout"],
         "rdzv_timeout": params["rdzv_timeout"], "op_timeout": params["stall_timeout"],
         "check": params["check"], "fault": params["fault"] or None,
-        "host_mem_limit_bytes": host_mem_limit, "ppn": ppn, "job": "probes.network.worker:sweep",
+        "host_mem_limit_bytes": host_mem_limit, "ppn": ppn, "entry": "probes.network.worker:sweep",
     }
 
 

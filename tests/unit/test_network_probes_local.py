@@ -92,7 +92,7 @@ def test_a_rank_that_stops_is_reported_as_a_hang_with_the_stuck_ranks(tmp_path):
         [failure] = doc["facts"]["failures"]
         assert failure["kind"] == "hang" and failure["nodes"] == 2 and failure["stuck_ranks"] == [0, 1]
         # steps 0, 1, 2 are all_reduce of 8, 64, 512 bytes: rank 1 stopped at step 2, rank 0 waits there for it
-        assert "ranks 0,1 stuck in all_reduce 512 B (in-place) (step 2)" in failure["message"]
+        assert "ranks 0,1 on a, b stuck in all_reduce 512 B (in-place) (step 2)" in failure["message"]
         assert failure["log"] == "collectives.n2.log" and "collectives.n2.log" in doc["raw"]
         # what was measured before the hang is kept
         assert {r["labels"]["size_bytes"] for r in doc["results"]} == {8, 64}
