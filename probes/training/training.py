@@ -1,0 +1,188 @@
+"""training: a training job across the nodes, world size doubling until every node is used (seed, "Training").
+
+Two jobs, one artifact each (variant = the job):
+- `dense`: a Llama-3-shaped decoder sharded with FSDP2 (FLOPs-bound: it shows the GPUs);
+- `moe`: a GPT-OSS-style mixture of experts with expert parallelism, tokens sent to their expert's rank with
+  all-to-all (collective-bound unless the world sits in one NVLink domain: it shows the network).
+
+The worlds (1 node on every node at once, then the first 2, 4, … all nodes) start through the cluster's launcher or
+our own worker pool, with the rendezvous, timeouts and the naming of a crashed or hung rank of
+probes/common/worlds.py; every rank runs probes/training/job.py (torch's own FSDP2, `fully_shard`). The engine is
+torch: torchtitan sets a CUDA device unconditionally and cannot run on the CPU backend (the test cluster, CI), and
+this version does not yet start torchtitan on GPU nodes (probes/training/torchtitan_cmd.py builds its command line
+and torchtitan_log.py reads its log, but no world runs it yet): facts.engine says which ran, facts.torchtitan why
+torchtitan did not.
+
+Data: a synthetic token stream with learnable structure unless `data` names a file of token ids (a pre-tokenised
+C4 shard, see job.py); nothing is fetched at run time.
+
+Per world size (labels nodes, ranks), for this node's ranks: tokens_per_s_per_gpu (mean over its ranks, timed
+steps), step_time_mean_s / _p50_s / _p99_s / _cv (the node's first rank, timed steps), loss_first / loss_last (the
+global mean loss), loss and step_seconds per step (label step: the curve and the distribution),
+peak_memory_bytes (max over its ranks), time_to_first_step_s (rendezvous, build, shard, data: the slowest of its
+ranks), and for the MoE alltoall_share (all-to-all seconds / step seconds, timed steps). MFU, expectations and
+scaling are judged on the controller (reports/phases/training) from these and the model facts.
+"""
+
+import importlib.util
+import statistics
+import sys
+
+from probes.common import device
+from probes.common.worlds import Node, drive, environments, world_shape
+from probes.network.plan import placement_order, world_size_plan
+from probes.params import Param, Params
+
+JOBS = ("dense", "moe")
+# The smallest shapes that still have every part of the real model (grouped-query attention, SwiGLU, experts with
+# top-k routing): the default of a bare probe run; the role passes the profile's shapes.
+TINY = {
+    "dense": {"layers": 2, "dim": 64, "n_heads": 4, "n_kv_heads": 2, "ffn_dim": 176, "vocab": 512},
+    "moe": {"layers": 2, "dim": 64, "n_heads": 4, "n_kv_heads": 2, "ffn_dim": 176, "vocab": 512, "n_experts": 8,
+            "top_k": 2, "moe_ffn_dim": 64, "n_shared_experts": 0},
+}
+PARAMS = Params(
+    peers=True,
+    job=Param(str, "dense", "dense (Llama-shaped, FSDP2) or moe (experts across the ranks, all-to-all)",
+              choices=JOBS),
+    port=Param(int, 0, "first port of the run's block on the first host (0: derived from the run id and variant)"),
+    token=Param(str, "", "shared secret of the rendezvous (default: the run id)"),
+    world_sizes=Param(list, None, "node counts to run (default: 1, then doubling up to all hosts)"),
+    model=Param(dict, None, "model shape (layers, dim, n_heads, n_kv_heads, ffn_dim, vocab; moe: n_experts, top_k, "
+                            "moe_ffn_dim, n_shared_experts); default: the tiny shape of the job"),
+    seq_len=Param(int, 64, "tokens per sequence"),
+    local_batch=Param(int, 2, "sequences per rank and step"),
+    steps=Param(int, 8, "timed steps"),
+    warmup_steps=Param(int, 2, "steps before the timed ones (their loss is kept, their time is not)"),
+    lr=Param(float, 1e-2, "AdamW learning rate (the default suits the tiny CPU shapes; the role gives real shapes "
+                          "torchtitan's 3e-4)"),
+    seed=Param(int, 1234, "seed of the weights and the synthetic data"),
+    dtype=Param(str, "auto", "auto (bfloat16 on GPUs, float32 on CPU), bfloat16 or float32",
+                choices=("auto", "bfloat16", "float32")),
+    data=Param(str, "synthetic", "synthetic, or the path of a token-id file on every node (training_dataset_path)"),
+    launch_timeout=Param(float, 300, "seconds for one world size's processes to start and finish"),
+    stall_timeout=Param(float, 120, "seconds without progress (no step) before the job counts as hung"),
+    rdzv_timeout=Param(float, 90, "seconds to wait for every host at the rendezvous"),
+    procs_per_node=Param(int, 0, "processes per node (0: one per GPU, cpu_procs_per_node on the CPU backend)"),
+    cpu_procs_per_node=Param(int, 1, "processes per node on the CPU backend"),
+    fault=Param(dict, None, "a fault to inject, for tests of the fault handling"),
+    env=Param(dict, {}, "environment of the ranks (NCCL_*, GLOO_*)"),
+)
+
+
+def settings_from(params, backend, ppn):
+    job = params["job"]
+    return {
+        "entry": "probes.training.job:train", "job": job, "backend": backend, "ppn": ppn,
+        "model": dict(params["model"] or TINY[job]), "seq_len": params["seq_len"],
+        "local_batch": params["local_batch"], "steps": params["steps"], "warmup_steps": params["warmup_steps"],
+        "lr": params["lr"], "seed": params["seed"], "data": params["data"],
+        "dtype": params["dtype"] if params["dtype"] != "auto" else "bfloat16" if backend == "nccl" else "float32",
+        "launch_timeout": params["launch_timeout"], "stall_timeout": params["stall_timeout"],
+        "rdzv_timeout": params["rdzv_timeout"], "op_timeout": params["stall_timeout"],
+        "fault": params["fault"] or None,
+    }
+
+
+def _sig(value):
+    return float("%.6g" % value)
+
+
+def _percentile(values, q):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(round(q * (len(ordered) - 1)))))]
+
+
+def record(art, world, nodes):
+    """What this node's ranks of one world measured."""
+    labels = {"nodes": nodes, "ranks": world.world}
+    by_rank = {r: world.records(r) for r in world.ranks}
+    first = by_rank[world.ranks[0]]
+    env = next((x for x in first if x.get("type") == "env"), {})
+    if env:
+        art.device["torch"] = env.get("torch")
+    setups = {r: next((x for x in recs if x.get("type") == "setup"), None) for r, recs in by_rank.items()}
+    setup = setups[world.ranks[0]]
+    if setup:
+        for key in ("params", "active_params", "embedding_params", "model", "data", "dtype", "experts_per_rank"):
+            if setup.get(key) is not None:
+                art.facts[key] = setup[key]
+    steps = [x for x in first if x.get("type") == "step"]
+    for s in steps:
+        art.add("loss", _sig(s["loss"]), "nats", step=s["step"], **labels)
+        art.add("step_seconds", _sig(s["seconds"]), "s", step=s["step"], **labels)
+    if steps:
+        art.add("loss_first", _sig(steps[0]["loss"]), "nats", **labels)
+        art.add("loss_last", _sig(steps[-1]["loss"]), "nats", **labels)
+    timed = [s for s in steps if not s.get("warmup")]
+    if timed:
+        secs = [s["seconds"] for s in timed]
+        mean = statistics.fmean(secs)
+        art.add("step_time_mean_s", _sig(mean), "s", **labels)
+        art.add("step_time_p50_s", _sig(statistics.median(secs)), "s", **labels)
+        art.add("step_time_p99_s", _sig(_percentile(secs, 0.99)), "s", **labels)
+        art.add("step_time_cv", _sig(statistics.pstdev(secs) / mean if mean > 0 else 0.0), "ratio", **labels)
+        if any(s.get("alltoall_seconds") is not None for s in timed):
+            art.add("alltoall_share", _sig(sum(s.get("alltoall_seconds") or 0.0 for s in timed) / sum(secs)),
+                    "ratio", **labels)
+    rates = [x["tokens_per_s"] for recs in by_rank.values() for x in recs
+             if x.get("type") == "summary" and x.get("tokens_per_s")]
+    if rates:
+        art.add("tokens_per_s_per_gpu", _sig(statistics.fmean(rates)), "tokens/s", **labels)
+    peaks = [x["peak_memory_bytes"] for recs in by_rank.values() for x in recs
+             if x.get("type") == "step" and x.get("peak_memory_bytes") is not None]
+    if peaks:
+        art.add("peak_memory_bytes", max(peaks), "bytes", **labels)
+    ttfs = [_time_to_first_step(recs) for recs in by_rank.values()]
+    ttfs = [t for t in ttfs if t is not None]
+    if ttfs:
+        art.add("time_to_first_step_s", _sig(max(ttfs)), "s", **labels)
+
+
+def _time_to_first_step(records):
+    """From the rank's start in this world (its env record) to its first step's start: rendezvous, build, shard,
+    data (and on GPUs the first kernels' compilation, which lands in step 0)."""
+    env = next((x for x in records if x.get("type") == "env"), None)
+    step = next((x for x in records if x.get("type") == "step"), None)
+    if not env or not step or env.get("t") is None or step.get("t") is None:
+        return None
+    return max(0.0, step["t"] - env["t"])
+
+
+def run(art, params, out_dir):
+    dev, gpus, gpu_facts = device.describe()
+    art.device = dev
+    art.facts.update({"gpu_error": gpu_facts.get("gpu_error"), "job": params["job"]})
+    if importlib.util.find_spec("torch") is None:
+        art.skip("torch is not importable by %s: the training jobs need torch" % sys.executable)
+        return
+    node = Node(art, params, out_dir)
+    gpu, backend, ppn = world_shape(params, dev, gpus)
+    plan = world_size_plan(node.n, params["world_sizes"])
+    order = placement_order(node.n, params["racks"], params["nvlink_domains"])
+    env, launch_env, node_env, if_facts = environments(node, params, ppn)
+    if not gpu:
+        # one thread per rank: torch's default (a thread per core) oversubscribes a node whose cores are shared
+        # (ranks of several worlds, other tenants) and then spends its steps in OpenMP barriers (8x slower here)
+        for e in (env, launch_env):
+            e.setdefault("OMP_NUM_THREADS", "1")
+    settings = settings_from(params, backend, ppn)
+    art.device["torch"] = None
+    art.facts.update(if_facts)
+    art.facts.update({
+        "engine": "torch-fsdp2",
+        "torchtitan": ("cannot run on the CPU backend (it sets a CUDA device unconditionally)" if not gpu else
+                       "not started by this version on GPU nodes: the torch FSDP2 job ran instead"),
+        "torch_backend": backend, "procs_per_node": ppn, "world_sizes": ",".join(str(w) for w in plan),
+        "node_rank": node.rank, "hosts": node.n, "model": settings["model"], "seq_len": settings["seq_len"],
+        "local_batch": settings["local_batch"], "steps": settings["steps"],
+        "warmup_steps": settings["warmup_steps"], "dtype": settings["dtype"], "data": settings["data"],
+    })
+    if params["job"] == "moe":
+        worlds = [w * ppn for w in plan]
+        bad = [w for w in worlds if settings["model"].get("n_experts", 0) % w]
+        if bad:
+            art.error("params: %d experts cannot be split over %s ranks (n_experts must be a multiple of every "
+                      "world's rank count)" % (settings["model"].get("n_experts", 0), ",".join(map(str, bad))))
+            return
+    drive(art, node, params, settings, plan, order, env, launch_env, node_env, record)

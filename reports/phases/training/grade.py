@@ -1,0 +1,326 @@
+"""Grading of the training phase (probe `training`, variants dense and moe): pure functions of a run.
+
+Check kinds (rubric.d/training.yml), registered by reports.grading.kinds.register_phase_kinds:
+  train_loss        per host and world size: the loss fell (loss_last < loss_first, both finite); judged on every
+                    backend, since a CPU run trains the same model and its loss must fall as well
+  train_throughput  per host: tokens/s per GPU (`measure: tokens_per_s`) or MFU (`measure: mfu`, flops.py) at one
+                    world size (`nodes`: 1, the smallest world when no one-node world ran, or max) against the GPU
+                    model's expectation in gpus.yml, for the model shape the expectation was published for
+  train_scaling     cluster: tokens/s per GPU at each world size against the next smaller one (n to 2n); the
+                    slowest host sets a synchronous job's pace
+  train_step_cv     per host and world size: the step time's coefficient of variation (stdev / mean over the timed
+                    steps); a synchronous step waits for its slowest rank, so a straggler shows as jitter
+The probe's failures are judged by the network phase's net_failures (the same facts.failures shape); time to first
+step by the generic metric kind.
+
+MoE against dense (`contrast: <check id>` on a MoE check): when a MoE row warns or fails and the dense job's
+counterpart check passes on the same host, the row says that this points at the network. The dense job is FLOPs
+bound and the MoE job collective bound (expert parallelism's all_to_all crosses the NICs at every step): a sick
+network slows the one and not the other.
+"""
+
+import functools
+import math
+
+from reports.grading import expectations
+from reports.grading.preconditions import ungradable
+from reports.grading.rows import SEVERITY_OF_STATUS, make_row, status_above, status_below
+from reports.grading.select import find_artifact, host_model_spec, load_models
+from reports.phases.training.flops import flops_per_token, mfu
+
+PROBE = "training"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# tables
+
+
+def by_world(run, variant, metric, host=None):
+    """{(nodes, ranks): {host: value}} of one job's metric (the step-less ones: one value per host and world)."""
+    out = {}
+    for r in run.records(PROBE):
+        if r["variant"] == variant and r["metric"] == metric and (host is None or r["host"] == host):
+            lab = r["labels"]
+            out.setdefault((int(lab["nodes"]), int(lab["ranks"])), {})[r["host"]] = r["value"]
+    return out
+
+
+def per_step(run, variant, metric, host=None):
+    """{(nodes, ranks): [(step, value)] by step} of a per-step metric (loss, step_seconds). Every node records the
+    same global loss and its own step times: with no host given, the first host's series of each world is kept."""
+    out, owner = {}, {}
+    for r in run.records(PROBE):
+        if r["variant"] != variant or r["metric"] != metric or (host is not None and r["host"] != host):
+            continue
+        lab = r["labels"]
+        world = (int(lab["nodes"]), int(lab["ranks"]))
+        if owner.setdefault(world, r["host"]) == r["host"]:
+            out.setdefault(world, []).append((int(lab.get("step", 0)), r["value"]))
+    return {w: sorted(points) for w, points in out.items()}
+
+
+def pace(run, variant, metric="tokens_per_s_per_gpu"):
+    """{(nodes, ranks): value} of the slowest host per world size."""
+    return {w: min(hosts.values()) for w, hosts in by_world(run, variant, metric).items()}
+
+
+def pick_world(worlds, nodes):
+    """The world size a check looks at: `nodes: 1` the one-node world (else the smallest), `max` the largest."""
+    if not worlds:
+        return None
+    ordered = sorted(worlds)
+    if nodes == "max":
+        return ordered[-1]
+    return next((w for w in ordered if w[0] == int(nodes)), ordered[0])
+
+
+def world_name(world):
+    nodes, ranks = world
+    return "%d node%s (%d ranks)" % (nodes, "s" if nodes > 1 else "", ranks)
+
+
+def gpu_model(run, host, doc):
+    """(gpus.yml key or None, its spec or None, a name for messages): node_info's GPU model, else the artifact's."""
+    models = load_models(run)
+    key, spec = host_model_spec(run, host, models)
+    name = ((doc or {}).get("device") or {}).get("model")
+    if key is None and name:
+        key = expectations.gpu_model_key(name, models)
+        spec = models.get(key) if key else None
+    return key, spec, key or name or "this GPU model"
+
+
+def no_expectation(name, spec, field):
+    """The skip reason where gpus.yml has no `field` for the host's GPU model (or no entry for the model at all)."""
+    if spec is None:
+        return "no expectation for %s: it is not in gpus.yml" % name
+    return "no expectation for %s: %s" % (name, expectations.missing(spec, field))
+
+
+def host_mfu(run, host, doc, tokens_per_s_per_gpu):
+    """(MFU in percent, "<GFLOP> per token / <peak> TFLOPS") of a host's tokens/s per GPU, or (None, why not)."""
+    flops, why = flops_per_token((doc or {}).get("facts") or {})
+    if flops is None:
+        return None, why
+    _, spec, name = gpu_model(run, host, doc)
+    peak = (spec or {}).get("bf16_peak_tflops")
+    if not peak:
+        return None, no_expectation(name, spec, "bf16_peak_tflops")
+    return 100 * mfu(tokens_per_s_per_gpu, flops, peak), "%.4g GFLOP per token / %g TFLOPS" % (flops / 1e9, peak)
+
+
+def _no_result(check, host, doc, what):
+    status = "error" if doc["status"] == "error" else "skip"
+    return [make_row(check, host, status, reason=doc.get("reason") or "no %s recorded on this host" % what)]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# MoE against dense
+
+
+@functools.cache
+def _shipped_checks():
+    from reports.grading.rubric import load_rubric  # noqa: PLC0415 - only a MoE row that warns or fails needs it
+
+    return {c["id"]: c for c in load_rubric()["checks"]}
+
+
+def contrast_notes(check, run, hosts):
+    """{host: note} for a check with `contrast: <dense check id>`: where the dense check passes on the host, a note
+    that the MoE job's shortfall points at the network. The dense check is graded here without its own contrast."""
+    other = _shipped_checks().get(check.get("contrast") or "")
+    if other is None:
+        return {}
+    other = dict(other, contrast=None)
+    if other["kind"] in PER_HOST:
+        rows = [r for h in hosts for r in PER_HOST[other["kind"]](other, run, h)]
+    else:
+        rows = CLUSTER[other["kind"]](other, run, hosts)
+    notes = {}
+    for r in rows:
+        if r["status"] == "pass":
+            notes[r["host"]] = (
+                "the dense job (FLOPs bound) passes %s (%s) while this collective-bound job does not: this points at "
+                "the network (expert parallelism's all_to_all crosses the NICs at every step); see the network "
+                "phase's alltoall and perftest checks" % (other["id"], r["observed"]))
+    return notes
+
+
+def with_note(row, note):
+    if note:
+        row["reason"] = "; ".join(x for x in (row["reason"], note) if x)
+    return row
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# per host
+
+
+def grade_loss(check, run, host):
+    """At every world size the host ran: the global mean loss fell from the first step to the last."""
+    pre = ungradable(check, run, host)
+    if pre:
+        return [pre]
+    doc = find_artifact(run, host, check["probe"], check.get("variant"))
+    first = by_world(run, check.get("variant"), "loss_first", host)
+    last = by_world(run, check.get("variant"), "loss_last", host)
+    worlds = sorted(set(first) & set(last))
+    if not worlds:
+        return _no_result(check, host, doc, "loss")
+    steps = (doc.get("facts") or {}).get("steps")
+    rows = []
+    for world in worlds:
+        f, la = first[world][host], last[world][host]
+        observed = "%.4g → %.4g nats" % (f, la) + (" over %s steps" % steps if steps else "")
+        if not (math.isfinite(f) and math.isfinite(la)):
+            rows.append(make_row(check, host, "fail", observed, "loss_last < loss_first", subject=world_name(world),
+                                 reason="the loss is not finite: the numerics diverged (NaN or inf)"))
+            continue
+        fell = la < f
+        rows.append(make_row(check, host, "pass" if fell else "fail", observed, "loss_last < loss_first",
+                             subject=world_name(world), reason=None if fell else (
+                                 "the loss did not fall: the job does not learn at this world size")))
+    return rows
+
+
+def shape_mismatch(check, facts):
+    """Why the run's model is not the one the expectation was published for (check's `shape`, `seq_len`), or None."""
+    shape, seq_len = check.get("shape") or {}, check.get("seq_len")
+    model = facts.get("model") or {}
+    if all(str(model.get(k)) == str(v) for k, v in shape.items()) and (
+            seq_len is None or str(facts.get("seq_len")) == str(seq_len)):
+        return None
+    want = ", ".join("%s %s" % kv for kv in shape.items())
+    ran = ", ".join("%s %s" % (k, model.get(k, "?")) for k in shape)
+    return "the expectation is for %s (%s) at seq_len %s; this run trained %s at seq_len %s" % (
+        check.get("shape_name", "another model"), want, seq_len, ran, facts.get("seq_len", "?"))
+
+
+def grade_throughput(check, run, host):
+    """tokens/s per GPU or MFU at one world size against the GPU model's expectation (fail below `expect`, warn below
+    `warn`), for the model shape the expectation is for."""
+    pre = ungradable(check, run, host)
+    if pre:
+        return [pre]
+    doc = find_artifact(run, host, check["probe"], check.get("variant"))
+    tps = by_world(run, check.get("variant"), "tokens_per_s_per_gpu", host)
+    world = pick_world(tps, check.get("nodes", 1))
+    if world is None:
+        return _no_result(check, host, doc, "tokens/s per GPU")
+    subject, value, facts = world_name(world), tps[world][host], doc.get("facts") or {}
+    observed = "%.0f tokens/s per GPU" % value
+    _, spec, name = gpu_model(run, host, doc)
+    if check["measure"] == "mfu":
+        value, text = host_mfu(run, host, doc, value)
+        if value is None:
+            return [make_row(check, host, "skip", observed, subject=subject, reason=text)]
+        observed = "%.3g %% MFU (%s × %s)" % (value, observed, text)
+    why = shape_mismatch(check, facts)
+    if why:
+        return [make_row(check, host, "skip", observed, subject=subject, reason=why)]
+    threshold, text, _ = expectations.resolve(check["expect"], spec)
+    if threshold is None:
+        return [make_row(check, host, "skip", observed, subject=subject,
+                         reason=no_expectation(name, spec, check["expect"]["of"]))]
+    status, expected = "pass", text
+    if not expectations.meets(value, check["expect"], threshold):
+        status = "fail"
+    elif check.get("warn"):
+        w_threshold, w_text, _ = expectations.resolve(check["warn"], spec)
+        if not expectations.meets(value, check["warn"], w_threshold):
+            status, expected = "warn", "%s (warn below %s)" % (text, w_text)
+    row = make_row(check, host, status, observed, expected, subject=subject)
+    if status != "pass":
+        row = with_note(row, contrast_notes(check, run, [host]).get(host))
+    return [row]
+
+
+def grade_step_cv(check, run, host):
+    """At every world size: the step time's coefficient of variation over the timed steps (warn above warn_cv, fail
+    above fail_cv), with the p50 and p99 step time it comes from."""
+    pre = ungradable(check, run, host)
+    if pre:
+        return [pre]
+    doc = find_artifact(run, host, check["probe"], check.get("variant"))
+    variant = check.get("variant")
+    cvs = by_world(run, variant, "step_time_cv", host)
+    if not cvs:
+        return _no_result(check, host, doc, "step time")
+    p50, p99 = by_world(run, variant, "step_time_p50_s", host), by_world(run, variant, "step_time_p99_s", host)
+    warn_cv, fail_cv = float(check["warn_cv"]), float(check["fail_cv"])
+    rows = []
+    for world in sorted(cvs):
+        cv = cvs[world][host]
+        observed = "cv %.3f" % cv
+        if world in p50 and world in p99:
+            observed += " (p50 %.3g s, p99 %.3g s)" % (p50[world][host], p99[world][host])
+        rows.append(make_row(check, host, status_above(cv, warn_cv, fail_cv), observed,
+                             "cv <= %g (warn above %g)" % (fail_cv, warn_cv), subject=world_name(world)))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# cluster
+
+
+def scaling_steps(run, variant):
+    """[(ratio, smaller world, larger world)]: tokens/s per GPU of each world size against the next smaller one, at
+    the slowest host's pace. Tokens/s per GPU stays level when the job scales perfectly (ratio 1)."""
+    at = pace(run, variant)
+    worlds = sorted(at)
+    return [(at[cur] / at[prev], prev, cur) for prev, cur in zip(worlds, worlds[1:]) if at[prev] > 0]
+
+
+def _floors(check, smaller):
+    """(warn_below, fail_below) for a step from `smaller`: `from_one_node` for the step that leaves one node."""
+    spec = check.get("from_one_node") if smaller[0] == 1 and check.get("from_one_node") else check
+    return float(spec["warn_below"]), float(spec["fail_below"])
+
+
+def grade_scaling(check, run, hosts):
+    """tokens/s per GPU from each world size to the next (n to 2n nodes): fail below fail_below, warn below
+    warn_below (the step out of one node against `from_one_node`'s floors, where given). The MoE job shows its
+    all_to_all share of the step at both world sizes. On the CPU backend at most a warning (test hosts share CPUs)."""
+    variant = check.get("variant")
+    steps = scaling_steps(run, variant)
+    judged = []
+    for ratio, smaller, larger in steps:
+        warn_below, fail_below = _floors(check, smaller)
+        judged.append((status_below(ratio, warn_below, fail_below), ratio, smaller, larger))
+    expected = "tokens/s per GPU at each world size >= %g × the next smaller one's (warn below %g)" % (
+        float(check["fail_below"]), float(check["warn_below"]))
+    if check.get("from_one_node"):
+        expected += "; out of one node >= %g × (warn below %g)" % _floors(check, (1, 1))[::-1]
+    status, observed = None, ""
+    if judged:
+        status, ratio, smaller, larger = max(judged, key=lambda j: (SEVERITY_OF_STATUS[j[0]], -j[1]))
+        at = pace(run, variant)
+        observed = "worst %.2f: %s vs %s (%.0f vs %.0f tokens/s per GPU)" % (
+            ratio, world_name(larger), world_name(smaller), at[larger], at[smaller])
+        share = {w: max(v.values()) for w, v in by_world(run, variant, "alltoall_share").items()}
+        if smaller in share and larger in share:
+            observed += "; all_to_all %.0f %% → %.0f %% of the step" % (100 * share[smaller], 100 * share[larger])
+    docs = [find_artifact(run, h, check["probe"], variant) for h in hosts]
+    backends = {d["device"]["backend"] for d in docs if d and d["status"] != "skipped"}
+    cpu = bool(backends) and not (backends & {"cuda", "rocm"})
+    if cpu and status == "fail":
+        status, expected = "warn", expected + "; cpu backend: warn only (test hosts share CPUs)"
+    notes = contrast_notes(check, run, hosts) if status in ("warn", "fail") else {}
+    rows = []
+    for host in hosts:
+        pre = ungradable(check, run, host)
+        if pre:
+            rows.append(pre)
+        elif status is None:
+            ran = ", ".join(str(w[0]) for w in sorted(pace(run, variant))) or "none"
+            rows.append(make_row(check, host, "skip", reason="fewer than two world sizes ran (nodes: %s): nothing "
+                                 "to scale against" % ran))
+        else:
+            rows.append(with_note(make_row(check, host, status, observed, expected), notes.get(host)))
+    return rows
+
+
+# Registered by reports.grading.kinds.register_phase_kinds: PER_HOST fn(check, run, host) -> rows,
+# CLUSTER fn(check, run, hosts) -> rows.
+PER_HOST = {"train_loss": grade_loss, "train_throughput": grade_throughput, "train_step_cv": grade_step_cv}
+CLUSTER = {"train_scaling": grade_scaling}

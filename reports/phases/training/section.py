@@ -1,0 +1,227 @@
+"""Report section of the training phase: what ran (engine, data, model, world sizes, with the reasons of what did
+not), failures with their logs, and per job (dense, MoE) a table per world size: tokens/s per GPU, MFU, step time
+mean / p99 / cv, peak memory, loss first → last, time to first step (and the MoE's all_to_all share).
+
+Plots (PNG, matplotlib Agg) beside report.md: tokens/s per GPU against nodes for both jobs, the step-time
+distribution per world size, the loss curve per world size. Every number is a result of an artifact; across hosts
+a world shows its slowest host's tokens/s (a synchronous job runs at that pace) and the largest step time, memory
+and start-up time.
+"""
+
+from reports.phases.training.grade import PROBE, by_world, host_mfu, pace, per_step, world_name
+from reports.render import markdown, plots
+from reports.render.blocks import Bullets, Heading, Paragraph, Table, code, figure, joined, link, strong
+from reports.render.markdown import fmt
+
+ORDER = 45
+JOBS = (("dense", "Dense (FSDP)"), ("moe", "MoE (expert parallelism)"))
+
+
+def _docs(run, variant):
+    return [d for d in run.artifacts if d["probe"] == PROBE and d.get("variant") == variant]
+
+
+def status_table(run):
+    hosts = [h for h in run.hosts if h not in run.unreachable]
+    reasons, rows = {}, []
+    for host in hosts:
+        row = [host]
+        for variant, _ in JOBS:
+            doc = run.artifact(host, PROBE, variant)
+            if doc is None:
+                row.append("not run")
+            elif doc["status"] == "ok":
+                row.append("ok (%s, %s)" % (doc["device"]["backend"], (doc.get("facts") or {}).get("engine", "?")))
+            else:
+                text = "%s: %s" % (variant, doc.get("reason") or doc["status"])
+                reasons.setdefault(text, len(reasons) + 1)
+                row.append("%s [%d]" % (doc["status"], reasons[text]))
+        rows.append(row)
+    out = [Table(["host"] + [title for _, title in JOBS], rows)]
+    if reasons:
+        out.append(Bullets(sorted(reasons, key=reasons.get), numbered=True))
+    return out
+
+
+def failures_list(run):
+    """One item per failure a host recorded: the job, the host, its message and a link to its log."""
+    items = []
+    for variant, _ in JOBS:
+        for doc in _docs(run, variant):
+            for f in (doc.get("facts") or {}).get("failures") or []:
+                log = f.get("log")
+                where = [link("%s/%s" % (doc["host"], log), "../artifacts/%s/%s" % (doc["host"], log))] if log else \
+                    ["no log"]
+                items.append([strong(variant), " (%s, %s nodes, %s): %s — log: " % (
+                    doc["host"], f.get("nodes", "?"), f.get("kind", "error"), f.get("message"))] + joined(where))
+    return items
+
+
+def describe(doc):
+    """What a job trained and how, from its facts: engine, data, model, parameters, batch, steps, world sizes."""
+    f = doc.get("facts") or {}
+    m = f.get("model") or {}
+    shape = "%s layers, dim %s, %s heads (%s KV), FFN %s, vocab %s" % (
+        m.get("layers"), m.get("dim"), m.get("n_heads"), m.get("n_kv_heads"), m.get("ffn_dim"), m.get("vocab"))
+    if m.get("n_experts"):
+        shape += "; %s experts, top %s, expert FFN %s, %s shared" % (
+            m["n_experts"], m.get("top_k"), m.get("moe_ffn_dim"), m.get("n_shared_experts", 0))
+    params = "%.3g B parameters" % (float(f.get("params") or 0) / 1e9)
+    if f.get("active_params") and f.get("active_params") != f.get("params"):
+        params += " (%.3g B active per token)" % (float(f["active_params"]) / 1e9)
+    return ["Engine ", code(f.get("engine", "?")), ", data: %s. Model: %s; %s. seq_len %s, local batch %s, %s, %s "
+            "processes per node, %s steps (%s warm-up). World sizes planned %s, ran %s; launcher %s." % (
+                f.get("data", "?"), shape, params, f.get("seq_len"), f.get("local_batch"), f.get("dtype"),
+                f.get("procs_per_node"), f.get("steps"), f.get("warmup_steps"), f.get("world_sizes"),
+                f.get("world_sizes_run") or "none", f.get("launcher", "?"))]
+
+
+def _mfu_cell(run, variant, world, tps_by_host):
+    """MFU of the world's slowest host, or "—, <why not>" (the CPU backend, no peak for the GPU model)."""
+    host = min(tps_by_host, key=tps_by_host.get)
+    doc = run.artifact(host, PROBE, variant)
+    backend = doc["device"]["backend"]
+    if backend not in ("cuda", "rocm"):
+        return "—, backend=%s" % backend
+    value, why = host_mfu(run, host, doc, tps_by_host[host])
+    return "%s %%" % fmt(value) if value is not None else "—, %s" % why
+
+
+def job_table(run, variant):
+    tps = by_world(run, variant, "tokens_per_s_per_gpu")
+    cols = {m: by_world(run, variant, m) for m in ("step_time_mean_s", "step_time_p99_s", "step_time_cv",
+                                                    "peak_memory_bytes", "loss_first", "loss_last",
+                                                    "time_to_first_step_s", "alltoall_share")}
+
+    def worst(metric, world):
+        values = cols[metric].get(world)
+        return max(values.values()) if values else None
+
+    rows = []
+    for world in sorted(set(tps) | set(cols["loss_last"])):
+        first, last = cols["loss_first"].get(world), cols["loss_last"].get(world)
+        memory = worst("peak_memory_bytes", world)
+        row = [world[0], world[1], fmt(min(tps[world].values())) if world in tps else None,
+               _mfu_cell(run, variant, world, tps[world]) if world in tps else None,
+               fmt(worst("step_time_mean_s", world)), fmt(worst("step_time_p99_s", world)),
+               fmt(worst("step_time_cv", world)), fmt(memory / 2**30) if memory is not None else None,
+               "%.4g → %.4g" % (next(iter(first.values())), next(iter(last.values()))) if first and last else None,
+               fmt(worst("time_to_first_step_s", world))]
+        if variant == "moe":
+            share = worst("alltoall_share", world)
+            row.append("%s %%" % fmt(100 * share) if share is not None else None)
+        rows.append(row)
+    columns = ["nodes", "ranks", "tokens/s per GPU", "MFU", "step mean s", "step p99 s", "step cv", "peak memory GiB",
+               "loss first → last", "first step s"] + (["all_to_all share"] if variant == "moe" else [])
+    return Table(columns, rows)
+
+
+def plot_scaling(run, report_dir):
+    """tokens/s per GPU against nodes, one line per job (the slowest host of each world)."""
+    series = {title: sorted((w[0], v) for w, v in pace(run, variant).items()) for variant, title in JOBS}
+    series = {k: v for k, v in series.items() if v}
+    made = plots.figure(6, 3.6) if series else None
+    if made is None:
+        return None
+    fig, ax = made
+    for title, points in series.items():
+        xs, ys = zip(*points)
+        ax.plot(xs, ys, marker="o", label=title)
+    ax.set_xticks(sorted({x for points in series.values() for x, _ in points}))
+    ax.set_xlabel("nodes")
+    ax.set_ylabel("tokens/s per GPU")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    ax.set_title("Training: tokens/s per GPU as nodes double (flat is ideal)")
+    return plots.save(fig, report_dir, "training_scaling.png")
+
+
+def _step_seconds(run, variant):
+    """{(nodes, ranks): [step wall times of every host]}: the distribution a world's steps took."""
+    out = {}
+    for r in run.records(PROBE):
+        if r["variant"] == variant and r["metric"] == "step_seconds":
+            out.setdefault((int(r["labels"]["nodes"]), int(r["labels"]["ranks"])), []).append(r["value"])
+    return out
+
+
+def plot_per_job(run, report_dir, name, title, draw):
+    """One panel per job that has data; draw(ax, variant) -> whether it drew anything."""
+    made = plots.figure(11, 3.6, 1, len(JOBS), squeeze=False)
+    if made is None:
+        return None
+    fig, axes = made
+    drawn = [draw(ax, variant, job) for ax, (variant, job) in zip(axes.flat, JOBS)]
+    if not any(drawn):
+        plots.pyplot().close(fig)
+        return None
+    fig.suptitle(title)
+    return plots.save(fig, report_dir, name)
+
+
+def _draw_steps(run):
+    def draw(ax, variant, job):
+        data = _step_seconds(run, variant)
+        if not data:
+            ax.axis("off")
+            return False
+        worlds = sorted(data)
+        ax.boxplot([data[w] for w in worlds])
+        ax.set_xticks(range(1, len(worlds) + 1), [str(w[0]) for w in worlds])
+        ax.set_title(job)
+        ax.set_xlabel("world size (nodes)")
+        ax.set_ylabel("step time (s)")
+        ax.grid(True, alpha=0.3)
+        return True
+    return draw
+
+
+def _draw_loss(run):
+    def draw(ax, variant, job):
+        curves = per_step(run, variant, "loss")
+        if not curves:
+            ax.axis("off")
+            return False
+        for world, points in sorted(curves.items()):
+            xs, ys = zip(*points)
+            ax.plot(xs, ys, label=world_name(world))
+        ax.set_title(job)
+        ax.set_xlabel("step")
+        ax.set_ylabel("loss (nats)")
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+        return True
+    return draw
+
+
+def blocks(run, rows, report_dir):
+    if not any(d["probe"] == PROBE for d in run.artifacts):
+        return []
+    out = [Heading(2, "Training")] + status_table(run)
+    failures = failures_list(run)
+    if failures:
+        out += [Heading(4, "Failures (crashes, hangs, errors)"), Bullets(failures)]
+    for variant, title in JOBS:
+        docs = [d for d in _docs(run, variant) if d.get("facts")]
+        if not docs:
+            continue
+        out += [Heading(3, title), Paragraph(describe(docs[0])), job_table(run, variant)]
+    if report_dir:
+        out += figure(plot_scaling(run, report_dir), "tokens/s per GPU against nodes")
+        out += figure(plot_per_job(run, report_dir, "training_step_time.png", "Step time per world size",
+                                   _draw_steps(run)), "step-time distribution")
+        out += figure(plot_per_job(run, report_dir, "training_loss.png", "Loss per step", _draw_loss(run)),
+                      "loss curves")
+    mine = [r for r in rows if r["check_id"].startswith("training.")]
+    if mine:
+        counts = {}
+        for r in mine:
+            counts[r["status"]] = counts.get(r["status"], 0) + 1
+        out.append(Paragraph("Training checks: " + ", ".join("%d %s" % (n, s) for s, n in sorted(counts.items()))))
+    return out
+
+
+def render(run, rows, report_dir):
+    """The section as markdown."""
+    return markdown.render(blocks(run, rows, report_dir))

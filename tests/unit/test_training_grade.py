@@ -1,0 +1,268 @@
+"""Training grading (reports/phases/training/grade.py, rubric.d/training.yml) and the report section, on artifacts
+shaped as the training probe writes them: one per host and job (variant dense or moe), metrics labelled with the
+world's nodes and ranks."""
+
+import math
+from pathlib import Path
+
+import pytest
+
+from probes.artifact import Artifact
+from reports import grading as grade
+from reports.load import run_of_artifacts as make_run
+from reports.phases.network.grade import grade_failures
+from reports.phases.training import grade as gt
+from reports.phases.training import section
+from reports.render.blocks import Figures, Table
+
+H100, H200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
+LLAMA_8B = {"layers": 32, "dim": 4096, "n_heads": 32, "n_kv_heads": 8, "ffn_dim": 14336, "vocab": 128256}
+LLAMA_8B_PARAMS = {"params": 8_030_261_248, "active_params": 8_030_261_248, "embedding_params": 525_336_576}
+TINY = {"layers": 2, "dim": 64, "n_heads": 4, "n_kv_heads": 2, "ffn_dim": 128, "vocab": 256}
+TINY_MOE = dict(TINY, n_experts=8, top_k=2, moe_ffn_dim=64, n_shared_experts=1)
+GOOD_TPS = 5762  # torchtitan's H100 figure: 33.7 % MFU
+
+RUBRIC = grade.load_rubric()
+
+
+def check(cid):
+    return next(c for c in RUBRIC["checks"] if c["id"] == cid)
+
+
+def train_doc(host, variant="dense", tps=None, backend="cuda", gpu=H100, model=None, loss=(11.0, 7.0), cv=0.02,
+              failures=(), status="ok", alltoall=None, steps=20, ppn=8):
+    """One host's artifact of one job; tps: {nodes: tokens/s per GPU} (the worlds it ran), alltoall {nodes: share}."""
+    tps = {1: GOOD_TPS, 2: GOOD_TPS, 4: GOOD_TPS} if tps is None else tps
+    art = Artifact("training", "r", host, variant=variant)
+    art.device.update(backend=backend, model=gpu if backend != "cpu" else None, count=ppn if backend != "cpu" else 0)
+    model = model or (LLAMA_8B if variant == "dense" else TINY_MOE)
+    counts = LLAMA_8B_PARAMS if model is LLAMA_8B else {"params": 400_000, "active_params": 150_000,
+                                                         "embedding_params": 16_384}
+    art.facts.update(job=variant, engine="torchtitan" if backend != "cpu" else "torch-fsdp2",
+                     data="synthetic: uniform random tokens", model=model, seq_len=8192 if model is LLAMA_8B else 128,
+                     local_batch=2, dtype="bf16", procs_per_node=ppn, steps=steps, warmup_steps=3,
+                     world_sizes="1,2,4", world_sizes_run=",".join(str(n) for n in sorted(tps)), launcher="srun",
+                     failures=list(failures), **counts)
+    for nodes, value in tps.items():
+        labels = {"nodes": nodes, "ranks": nodes * ppn}
+        step_s = 8192 * 2 / value
+        art.add("tokens_per_s_per_gpu", value, "tokens/s", **labels)
+        art.add("step_time_mean_s", step_s, "s", **labels)
+        art.add("step_time_p50_s", step_s, "s", **labels)
+        art.add("step_time_p99_s", step_s * (1 + 3 * cv), "s", **labels)
+        art.add("step_time_cv", cv, "ratio", **labels)
+        art.add("loss_first", loss[0], "nats", **labels)
+        art.add("loss_last", loss[1], "nats", **labels)
+        for step in range(steps):
+            art.add("loss", loss[0] + (loss[1] - loss[0]) * step / (steps - 1), "nats", step=step, **labels)
+            art.add("step_seconds", step_s * (1 + cv * math.sin(step)), "s", step=step, **labels)
+        art.add("peak_memory_bytes", 60 * 2**30, "bytes", **labels)
+        art.add("time_to_first_step_s", 30.0 + 5 * nodes, "s", **labels)
+        if variant == "moe":
+            art.add("alltoall_share", (alltoall or {}).get(nodes, 0.1), "ratio", **labels)
+    if status == "error":
+        art.error("1 of 3 world sizes failed")
+    elif status == "skipped":
+        art.skip("no GPU visible")
+    return art.to_dict()
+
+
+def cluster(variant="dense", hosts=("h1", "h2", "h3", "h4"), **kw):
+    return [train_doc(h, variant, **kw) for h in hosts]
+
+
+def test_failures_name_the_host_rank_and_log():
+    crash = {"nodes": 2, "kind": "crash", "log": "training-dense.n2.log", "stuck_ranks": [],
+             "message": "rank 9 on h2 crashed at step 4: CUDA error: an illegal memory access", "log_tail": "..."}
+    run = make_run([train_doc("h1"), train_doc("h2", failures=[crash], status="error", tps={1: GOOD_TPS})],
+                   unreachable=["h3"])
+    c = check("training.dense_failures")
+    assert c["kind"] == "net_failures"  # the network phase's grader: the same facts.failures shape
+    rows = {h: grade_failures(c, run, h)[0] for h in ("h1", "h2", "h3")}
+    assert rows["h1"]["status"] == "pass" and rows["h1"]["observed"] == "none (world sizes 1,2,4)"
+    assert rows["h2"]["status"] == "fail" and rows["h2"]["observed"] == "1 crash"
+    assert "rank 9 on h2 crashed at step 4" in rows["h2"]["reason"]
+    assert "(log: artifacts/h2/training-dense.n2.log)" in rows["h2"]["reason"]
+    assert rows["h3"]["reason"] == "host unreachable"
+
+
+def test_the_loss_must_fall_at_every_world_size_on_every_backend():
+    c = check("training.dense_loss")
+    assert c["severity"] == "major" and "backends" not in c
+    run = make_run([train_doc("good"), train_doc("flat", loss=(7.0, 7.2)), train_doc("nan", loss=(7.0, math.nan)),
+                    train_doc("cpu", backend="cpu", model=TINY, tps={1: 900, 2: 880})])
+    good = gt.grade_loss(c, run, "good")
+    assert [r["status"] for r in good] == ["pass"] * 3
+    assert good[0]["subject"] == "1 node (8 ranks)" and good[0]["observed"] == "11 → 7 nats over 20 steps"
+    flat = gt.grade_loss(c, run, "flat")
+    assert {r["status"] for r in flat} == {"fail"} and flat[0]["severity"] == "major"
+    assert flat[0]["reason"] == "the loss did not fall: the job does not learn at this world size"
+    assert gt.grade_loss(c, run, "nan")[0]["reason"] == "the loss is not finite: the numerics diverged (NaN or inf)"
+    assert [r["status"] for r in gt.grade_loss(c, run, "cpu")] == ["pass", "pass"]  # judged on the CPU backend too
+
+
+@pytest.mark.parametrize("tps,status", [(GOOD_TPS, "pass"), (4500, "warn"), (3000, "fail")])
+def test_dense_mfu_against_torchtitans_figure(tps, status):
+    c = check("training.torchtitan_dense")  # 0.7 x 33.7 = 23.59 %, warn below 0.85 x = 28.65 %
+    run = make_run([train_doc("h1", tps={1: tps, 2: GOOD_TPS})])
+    [row] = gt.grade_throughput(c, run, "h1")
+    assert row["status"] == status and row["subject"] == "1 node (8 ranks)"
+    assert row["observed"].startswith("%.3g %% MFU (%d tokens/s per GPU × 57.91 GFLOP per token / 989 TFLOPS)" % (
+        100 * tps * 57_914_449_920 / 989e12, tps))
+    assert row["expected"].startswith(">= 23.59 (0.7 × training_llama8b_mfu_pct 33.7)")
+    if status == "warn":
+        assert row["expected"].endswith("(warn below >= 28.65 (0.85 × training_llama8b_mfu_pct 33.7))")
+
+
+def test_dense_tokens_per_s_and_the_skips_with_their_reasons():
+    c = check("training.dense_tokens_per_s")
+    run = make_run([train_doc("h100"), train_doc("h200", gpu=H200), train_doc("tiny", model=TINY),
+                    train_doc("cpu", backend="cpu", model=TINY), train_doc("off", status="skipped", tps={})])
+    assert gt.grade_throughput(c, run, "h100")[0]["status"] == "pass"
+    assert gt.grade_throughput(c, run, "h200")[0]["reason"] == (
+        "no expectation for H200-SXM: gpus.yml has no training_llama8b_tps_per_gpu for this GPU model")
+    tiny = gt.grade_throughput(c, run, "tiny")[0]
+    assert tiny["status"] == "skip" and tiny["reason"].startswith(
+        "the expectation is for Llama 3.1 8B (layers 32, dim 4096, n_heads 32, n_kv_heads 8, ffn_dim 14336, vocab "
+        "128256) at seq_len 8192; this run trained layers 2, dim 64")
+    assert gt.grade_throughput(c, run, "cpu")[0]["reason"] == "backend=cpu: expectation is for cuda/rocm"
+    assert gt.grade_throughput(c, run, "off")[0]["reason"] == "no GPU visible"
+
+
+def test_a_cpu_run_shows_every_gpu_expectation_as_skip_and_still_judges_the_loss():
+    docs = [train_doc(h, v, backend="cpu", model=TINY if v == "dense" else TINY_MOE, tps={1: 900, 2: 890, 4: 880},
+                      cv=0.3) for h in ("c1", "c2") for v in ("dense", "moe")]
+    rows = [r for r in grade.grade(make_run(docs)) if r["check_id"].startswith("training.")]
+    gated = {c["id"] for c in RUBRIC["checks"] if c["id"].startswith("training.") and c.get("backends")}
+    assert gated == {"training.torchtitan_dense", "training.dense_tokens_per_s", "training.moe_mfu",
+                     "training.dense_step_variance", "training.moe_step_variance"}
+    for r in rows:
+        if r["check_id"] in gated:
+            assert r["status"] == "skip" and r["reason"] == "backend=cpu: expectation is for cuda/rocm"
+    by_id = {}
+    for r in rows:
+        by_id.setdefault(r["check_id"], set()).add(r["status"])
+    assert by_id["training.dense_loss"] == by_id["training.moe_loss"] == {"pass"}
+    assert by_id["training.dense_ran"] == by_id["training.moe_ran"] == {"pass"}
+    assert by_id["training.torchtitan_moe"] == {"pass"} and by_id["training.dense_time_to_first_step"] == {"pass"}
+
+
+def test_the_placeholders_are_built_with_their_ids_and_categories():
+    dense, moe = check("training.torchtitan_dense"), check("training.torchtitan_moe")
+    assert (dense["category"], dense["kind"], dense["severity"]) == ("compute", "train_throughput", "major")
+    assert (moe["category"], moe["kind"], moe["severity"]) == ("networking", "train_scaling", "major")
+    assert not [c for c in RUBRIC["checks"] if c["id"].startswith("training.") and c["kind"] == "not_implemented"]
+
+
+def test_dense_scaling_from_n_to_2n_nodes():
+    c = check("training.dense_scaling")  # warn below 0.9, fail below 0.75
+    hosts = ["h1", "h2", "h3", "h4"]
+    rows = gt.grade_scaling(c, make_run(cluster(tps={1: 5800, 2: 5700, 4: 5650})), hosts)
+    assert [r["status"] for r in rows] == ["pass"] * 4
+    assert rows[0]["observed"] == "worst 0.98: 2 nodes (16 ranks) vs 1 node (8 ranks) (5700 vs 5800 tokens/s per GPU)"
+    # the slowest host sets the pace: one host at 4000 at 4 nodes makes 4000 / 5700 = 0.70
+    docs = cluster(hosts=hosts[:3], tps={1: 5800, 2: 5700, 4: 5600}) + [train_doc("h4", tps={1: 5800, 4: 4000})]
+    row = gt.grade_scaling(c, make_run(docs), hosts)[0]
+    assert row["status"] == "fail" and row["observed"].startswith("worst 0.70: 4 nodes (32 ranks) vs 2 nodes")
+    assert gt.grade_scaling(c, make_run(cluster(tps={1: 5800, 2: 4800})), hosts)[0]["status"] == "warn"  # 0.83
+    single = gt.grade_scaling(c, make_run(cluster(tps={1: 5800})), hosts)[0]
+    assert single["status"] == "skip" and single["reason"] == (
+        "fewer than two world sizes ran (nodes: 1): nothing to scale against")
+    cpu = gt.grade_scaling(c, make_run(cluster(backend="cpu", model=TINY, tps={1: 900, 2: 300})), hosts)[0]
+    assert cpu["status"] == "warn" and cpu["expected"].endswith("cpu backend: warn only (test hosts share CPUs)")
+
+
+def test_moe_scaling_points_at_the_network_when_the_dense_job_is_fine():
+    c = check("training.torchtitan_moe")  # out of one node: warn below 0.6, fail below 0.4; then 0.85 / 0.7
+    hosts = ["h1", "h2"]
+    dense_fine = cluster(hosts=hosts, tps={1: 5800, 2: 5750, 4: 5700})
+    # one node to two: 0.65 of the one-node pace is within a healthy fabric's cost; two to four: 0.6 fails
+    moe = cluster("moe", hosts=hosts, tps={1: 3000, 2: 1950, 4: 1170}, alltoall={1: 0.1, 2: 0.35, 4: 0.6})
+    row = gt.grade_scaling(c, make_run(dense_fine + moe), hosts)[0]
+    assert row["status"] == "fail"
+    assert row["observed"] == ("worst 0.60: 4 nodes (32 ranks) vs 2 nodes (16 ranks) (1170 vs 1950 tokens/s per "
+                               "GPU); all_to_all 35 % → 60 % of the step")
+    assert "out of one node >= 0.4 × (warn below 0.6)" in row["expected"]
+    assert row["reason"].startswith("the dense job (FLOPs bound) passes training.dense_scaling (worst 0.99")
+    assert "this points at the network" in row["reason"]
+    # both jobs slow: not the network alone, no such note
+    dense_slow = cluster(hosts=hosts, tps={1: 5800, 2: 5750, 4: 3000})
+    row = gt.grade_scaling(c, make_run(dense_slow + moe), hosts)[0]
+    assert row["status"] == "fail" and "points at the network" not in row["reason"]
+    # healthy: the step out of one node costs less than the from_one_node floor
+    moe_ok = cluster("moe", hosts=hosts, tps={1: 3000, 2: 2100, 4: 2050})
+    assert gt.grade_scaling(c, make_run(dense_fine + moe_ok), hosts)[0]["status"] == "pass"
+
+
+def test_moe_mfu_has_no_public_expectation_yet_and_says_so():
+    c = check("training.moe_mfu")
+    run = make_run([train_doc("h1", "moe")])
+    [row] = gt.grade_throughput(c, run, "h1")
+    assert row["status"] == "skip" and row["subject"] == "4 nodes (32 ranks)"  # nodes: max
+    assert row["reason"] == "no expectation for H100-SXM: gpus.yml has no training_moe_mfu_pct for this GPU model"
+
+
+def test_moe_mfu_below_its_expectation_points_at_the_network_when_dense_mfu_is_fine(monkeypatch):
+    models = gt.load_models(make_run([]))
+    monkeypatch.setitem(models["H100-SXM"], "training_moe_mfu_pct", 30.0)
+    monkeypatch.setattr(gt, "load_models", lambda run: models)
+    c = check("training.moe_mfu")  # 150,000 active params, seq 128: a tiny model's MFU is far below 30 %
+    run = make_run([train_doc("h1"), train_doc("h1", "moe")])
+    [row] = gt.grade_throughput(c, run, "h1")
+    assert row["status"] == "fail"
+    assert row["reason"].startswith("the dense job (FLOPs bound) passes training.torchtitan_dense (33.7 % MFU")
+
+
+@pytest.mark.parametrize("cv,status", [(0.02, "pass"), (0.08, "warn"), (0.2, "fail")])
+def test_step_time_variance_flags_stragglers(cv, status):
+    c = check("training.dense_step_variance")
+    rows = gt.grade_step_cv(c, make_run([train_doc("h1", cv=cv)]), "h1")
+    assert [r["status"] for r in rows] == [status] * 3
+    assert rows[0]["observed"].startswith("cv %.3f (p50 2.84 s, p99 " % cv)
+    assert rows[0]["expected"] == "cv <= 0.15 (warn above 0.05)"
+
+
+def test_time_to_first_step_is_informational():
+    c = check("training.dense_time_to_first_step")
+    assert c["weight"] == 0 and c["severity"] == "info"
+    rows = grade.PER_HOST_KINDS["metric"](c, make_run([train_doc("h1")]), "h1")
+    assert [(r["subject"], r["status"], r["observed"]) for r in rows] == [
+        ("nodes=1", "pass", "35 s"), ("nodes=2", "pass", "40 s"), ("nodes=4", "pass", "50 s")]
+
+
+@pytest.mark.parametrize("backend", ["cuda", "cpu"])
+def test_the_section_shows_both_jobs_at_three_world_sizes_with_its_plots(tmp_path, backend):
+    kw = {"backend": backend} if backend == "cuda" else {"backend": "cpu", "model": TINY}
+    docs = cluster(tps={1: 5800, 2: 5700, 4: 5600}, **kw) + cluster("moe", backend=backend, tps={1: 3000, 2: 2100,
+                                                                                                    4: 2000})
+    run = make_run(docs)
+    rows = grade.grade(run)
+    blocks = section.blocks(run, rows, str(tmp_path))
+    tables = [b for b in blocks if isinstance(b, Table)]
+    dense, moe = tables[1], tables[2]
+    assert [r[0] for r in dense.rows] == [1, 2, 4] and [r[1] for r in moe.rows] == [8, 16, 32]
+    assert moe.columns[-1] == "all_to_all share" and moe.rows[0][-1] == "10 %"
+    if backend == "cuda":
+        assert dense.rows[0][3] == "34 %" and dense.rows[0][8] == "11 → 7"  # 5800 x 57.91 GFLOP / 989 TFLOPS
+        assert moe.rows[0][3] == "0.000303 %"  # a tiny MoE: 3000 x 998,304 FLOP per token / 989 TFLOPS
+    else:
+        assert dense.rows[0][3] == "—, backend=cpu"
+    images = [i.file for b in blocks if isinstance(b, Figures) for i in b.images]
+    assert images == ["training_scaling.png", "training_step_time.png", "training_loss.png"]
+    assert all((Path(tmp_path) / f).stat().st_size > 0 for f in images)
+    md = section.render(run, rows, None)
+    assert "## Training" in md and "### Dense (FSDP)" in md and "### MoE (expert parallelism)" in md
+    engine = "torchtitan" if backend == "cuda" else "torch-fsdp2"
+    assert "Engine `%s`, data: synthetic: uniform random tokens." % engine in md
+    assert "8 experts, top 2, expert FFN 64, 1 shared" in md
+    assert "Training checks: " in md
+
+
+def test_the_section_lists_failures_with_their_logs():
+    hang = {"nodes": 4, "kind": "hang", "log": "training-moe.n4.log", "stuck_ranks": [3, 17],
+            "message": "hang at 4 nodes: rank 17 on h3 stuck in all_to_all (step 6)"}
+    run = make_run([train_doc("h3", "moe", failures=[hang], status="error", tps={1: 3000, 2: 2000})])
+    md = section.render(run, [], None)
+    assert ("- **moe** (h3, 4 nodes, hang): hang at 4 nodes: rank 17 on h3 stuck in all_to_all (step 6) — log: "
+            "[h3/training-moe.n4.log](../artifacts/h3/training-moe.n4.log)") in md
+    assert "| h3 | not run | error [1] |" in md
