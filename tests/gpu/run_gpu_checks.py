@@ -18,6 +18,7 @@ and a summary of every probe (status, reason, headline numbers). Then, natively 
     /opt/nccl-tests/build, after building them with tools_build where $NCCL_TESTS_SRC names a source tree;
   - the collectives (NCCL all_reduce, 1 MiB .. 1 GiB) through the launcher layer: direct, torchrun, and mpirun
     where it is installed;
+  - the training probe's dense job (FSDP2, bf16, a 1B Llama shape) for about a minute: tokens/s per GPU and MFU;
   - a 60-second burn-in (GEMMs with the nvidia-smi stream) through the burnin probe, start then poll.
 Every number is printed. Exit 0 when every GPU passes, 1 when one does
 not or a probe failed, 3 when the model has no MAMF in gpus.yml.
@@ -149,6 +150,7 @@ def extras(out):
             top and round(top["value"], 2), top and top["labels"]["ranks"],
             ((doc or {}).get("facts") or {}).get("nccl_version")))
         failed |= not doc or doc["status"] == "error"
+    failed |= training(art)
     start = probe("burnin", art, {"mode": "start", "duration_s": 60, "interval_s": 5}, variant="gpu60")
     print("burn-in start: %s %s" % (start and start["status"], (start or {}).get("reason") or ""))
     doc = None
@@ -161,6 +163,36 @@ def extras(out):
         print("  %s %s = %s %s" % (r["metric"], json.dumps(r["labels"], sort_keys=True), r["value"], r["unit"]))
     failed |= not doc or doc["status"] == "error"
     return failed
+
+
+# A Llama-3.2-1B-shaped dense model: the 8B shape of the standard profile needs FSDP over a node's GPUs (its
+# weights, gradients and AdamW state alone are 128 GB unsharded), and this check may see a single GPU.
+TRAIN_1B = {"layers": 16, "dim": 2048, "n_heads": 32, "n_kv_heads": 8, "ffn_dim": 8192, "vocab": 128256}
+
+
+def training(art):
+    """The training probe's dense job on this node's GPUs (FSDP2, bf16) for about a minute: tokens/s per GPU and
+    MFU against the model's bf16 peak (reports/phases/training/flops.py); True when it failed."""
+    from reports.grading.expectations import gpu_model_key, load_gpus
+    from reports.phases.training.flops import flops_per_token, mfu
+
+    doc = probe("training", art, {"job": "dense", "model": TRAIN_1B, "seq_len": 2048, "local_batch": 2, "steps": 30,
+                                  "warmup_steps": 5, "lr": 3e-4}, variant="dense", timeout=420)
+    facts = (doc or {}).get("facts") or {}
+    print("training dense (1B shape, %s GPUs/node, %s): %s %s" % (
+        facts.get("procs_per_node"), facts.get("dtype"), doc and doc["status"], (doc or {}).get("reason") or ""))
+    rows = {r["metric"]: r["value"] for r in (doc or {}).get("results", []) if "step" not in r["labels"]}
+    tps = rows.get("tokens_per_s_per_gpu")
+    models = load_gpus()
+    key = gpu_model_key((doc or {}).get("device", {}).get("model"), models) if doc else None
+    peak = (models.get(key) or {}).get("bf16_peak_tflops")
+    flops, why = flops_per_token(facts) if facts.get("model") else (None, "no model facts")
+    print("  tokens/s per GPU %s, FLOPs/token %s, MFU %s%% (bf16 peak %s TFLOP/s, %s) %s" % (
+        tps, flops, tps and flops and peak and round(100 * mfu(tps, flops, peak), 1), peak, key, why or ""))
+    for metric in ("step_time_mean_s", "step_time_p99_s", "step_time_cv", "peak_memory_bytes", "loss_first",
+                   "loss_last", "time_to_first_step_s"):
+        print("  %s = %s" % (metric, rows.get(metric)))
+    return not doc or doc["status"] != "ok" or not tps
 
 
 def load(art_dir, name):
