@@ -76,10 +76,13 @@ def test_every_training_check_is_present_and_gpu_expectations_skip_with_their_re
     ids = {r["check_id"] for r in rows}
     assert {"training.torchtitan_dense", "training.torchtitan_moe", "training.dense_ran", "training.moe_ran"} <= ids
     for r in rows:
-        assert r["status"] in ("pass", "skip", "info"), r
+        # scaling (the MoE's headline check is its scaling) on the CPU backend is at most a warning: the four test
+        # hosts share this machine's cores
+        scaling = r["check_id"] in ("training.dense_scaling", "training.torchtitan_moe")
+        assert r["status"] in (("pass", "skip", "warn") if scaling else ("pass", "skip")), r
         if r["status"] == "skip":
-            assert r["message"], r
-    assert any(r["status"] == "skip" and "backend=cpu" in r["message"] for r in rows)
+            assert r["reason"], r
+    assert any(r["status"] == "skip" and "backend=cpu" in r["reason"] for r in rows)
     loss = [r for r in rows if "loss" in r["check_id"]]
     assert loss and all(r["status"] == "pass" for r in loss)
 

@@ -57,6 +57,15 @@ def failures_list(run):
     return items
 
 
+
+def _count(n):
+    """8.03 B, 20.9 M, 158 K: a parameter count as people say it (the CPU path's models have thousands)."""
+    n = float(n)
+    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= size:
+            return "%.3g %s" % (n / size, unit)
+    return "%d" % n
+
 def describe(doc):
     """What a job trained and how, from its facts: engine, data, model, parameters, batch, steps, world sizes."""
     f = doc.get("facts") or {}
@@ -66,9 +75,9 @@ def describe(doc):
     if m.get("n_experts"):
         shape += "; %s experts, top %s, expert FFN %s, %s shared" % (
             m["n_experts"], m.get("top_k"), m.get("moe_ffn_dim"), m.get("n_shared_experts", 0))
-    params = "%.3g B parameters" % (float(f.get("params") or 0) / 1e9)
+    params = "%s parameters" % _count(f.get("params") or 0)
     if f.get("active_params") and f.get("active_params") != f.get("params"):
-        params += " (%.3g B active per token)" % (float(f["active_params"]) / 1e9)
+        params += " (%s active per token)" % _count(f["active_params"])
     return ["Engine ", code(f.get("engine", "?")), ", data: %s. Model: %s; %s. seq_len %s, local batch %s, %s, %s "
             "processes per node, %s steps (%s warm-up). World sizes planned %s, ran %s; launcher %s." % (
                 f.get("data", "?"), shape, params, f.get("seq_len"), f.get("local_batch"), f.get("dtype"),
