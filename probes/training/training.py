@@ -179,10 +179,15 @@ def run(art, params, out_dir):
         "warmup_steps": settings["warmup_steps"], "dtype": settings["dtype"], "data": settings["data"],
     })
     if params["job"] == "moe":
-        worlds = [w * ppn for w in plan]
-        bad = [w for w in worlds if settings["model"].get("n_experts", 0) % w]
-        if bad:
-            art.error("params: %d experts cannot be split over %s ranks (n_experts must be a multiple of every "
-                      "world's rank count)" % (settings["model"].get("n_experts", 0), ",".join(map(str, bad))))
+        # every rank holds n_experts / ranks experts: a world whose rank count does not divide the experts is not
+        # run (said in facts.world_sizes_not_run); the others are
+        experts = int(settings["model"].get("n_experts", 0))
+        split = [w for w in plan if experts and experts % (w * ppn) == 0]
+        not_run = ["%d node%s (%d ranks): %d experts cannot be split over %d ranks" % (
+            w, "s" if w > 1 else "", w * ppn, experts, w * ppn) for w in plan if w not in split]
+        if not split:
+            art.error("params: %s (n_experts must be a multiple of a world's rank count)" % "; ".join(not_run))
             return
+        art.facts["world_sizes_not_run"] = not_run or None
+        plan = split
     drive(art, node, params, settings, plan, order, env, launch_env, node_env, record)

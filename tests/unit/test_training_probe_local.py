@@ -50,5 +50,19 @@ def test_the_moe_trains_at_one_and_two_nodes_and_its_loss_falls(moe_two_nodes):
 def test_experts_that_cannot_be_split_over_the_ranks_are_refused_before_any_rank_starts(tmp_path):
     _, doc = run_probe("training", str(tmp_path), "r1", "a", params={"job": "moe", "cpu_procs_per_node": 3})
     assert doc["status"] == "error"
-    assert doc["reason"] == ("params: 8 experts cannot be split over 3 ranks (n_experts must be a multiple of every "
-                             "world's rank count)")
+    assert doc["reason"] == ("params: 1 node (3 ranks): 8 experts cannot be split over 3 ranks (n_experts must be "
+                             "a multiple of a world's rank count)")
+
+
+def test_a_world_whose_ranks_cannot_split_the_experts_is_not_run_and_says_why(tmp_path):
+    """Three nodes, two experts: the 2-node world splits them, the 1-node world keeps both, the 3-node world
+    cannot; it is left out with the reason and the others run."""
+    model = {"layers": 1, "dim": 32, "n_heads": 2, "n_kv_heads": 1, "ffn_dim": 64, "vocab": 128, "n_experts": 2,
+             "top_k": 1, "moe_ffn_dim": 32}
+    docs = run_nodes("training", tmp_path, {"job": "moe", "port": 24991, "steps": 1, "warmup_steps": 0,
+                                            "model": model, "world_sizes": [2, 3]}, ["a", "b", "c"], timeout=240)
+    for doc in docs.values():
+        assert doc["facts"]["world_sizes_not_run"] == ["3 nodes (3 ranks): 2 experts cannot be split over 3 ranks"]
+        assert doc["facts"]["world_sizes"] == "2,3"
+    assert docs["a"]["status"] == "ok" and docs["a"]["facts"]["world_sizes_run"] == "2"
+    assert docs["c"]["facts"]["world_sizes_run"] == ""

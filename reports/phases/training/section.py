@@ -66,6 +66,7 @@ def _count(n):
             return "%.3g %s" % (n / size, unit)
     return "%d" % n
 
+
 def describe(doc):
     """What a job trained and how, from its facts: engine, data, model, parameters, batch, steps, world sizes."""
     f = doc.get("facts") or {}
@@ -82,7 +83,8 @@ def describe(doc):
             "processes per node, %s steps (%s warm-up). World sizes planned %s, ran %s; launcher %s." % (
                 f.get("data", "?"), shape, params, f.get("seq_len"), f.get("local_batch"), f.get("dtype"),
                 f.get("procs_per_node"), f.get("steps"), f.get("warmup_steps"), f.get("world_sizes"),
-                f.get("world_sizes_run") or "none", f.get("launcher", "?"))]
+                f.get("world_sizes_run") or "none", f.get("launcher", "?"))
+            + ("".join(" Not run: %s." % why for why in f.get("world_sizes_not_run") or []))]
 
 
 def _mfu_cell(run, variant, world, tps_by_host):
