@@ -245,8 +245,9 @@ def test_interrupted_play_stops_the_nodes_and_keeps_a_partial_timeline(test_clus
     # SSH masters of this run's own (ControlPersist), so that the interrupted controller's can be closed below
     control_dir = tmp_path / "cp"
     since = boot_seconds()
+    # a session of its own: should the test fail before the interruption, the play's forks end with it
     proc = subprocess.Popen(argv, cwd=ROOT, env=ansible_env(ANSIBLE_SSH_CONTROL_PATH_DIR=str(control_dir)),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     hosts = sorted(h["name"] for h in test_cluster.hosts)
     try:
         deadline = time.time() + 240
@@ -267,6 +268,10 @@ def test_interrupted_play_stops_the_nodes_and_keeps_a_partial_timeline(test_clus
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # its forks (workers waiting on SSH) left behind by a failure
+        except ProcessLookupError:
+            pass
     assert proc.returncode != 0, output[-2000:]
     # The runners notice that no poll comes (heartbeat 10 s), stop their workers and exit: nothing of the run is left.
     deadline = time.time() + 90
