@@ -2,6 +2,7 @@
 4-host test cluster through torchrun, both jobs at 1, 2 and 4 nodes on the CPU backend."""
 
 import csv
+import json
 import tarfile
 from pathlib import Path
 
@@ -68,3 +69,19 @@ def test_the_section_has_both_jobs_tables_and_plots(built):
     assert "Engine `torch-fsdp2`" in section and "launcher torchrun" in section and "158 K parameters" in section
     for png in ("training_scaling.png", "training_step_time.png", "training_loss.png"):
         assert (report / png).stat().st_size > 5000
+
+
+def test_its_checks_count_in_the_coverage_of_compute_and_networking(built):
+    """The run measured the training phase alone: every bit of compute and networking coverage it has comes from
+    the training checks, and the two seed tests they stand for are no longer placeholders."""
+    _, report = built
+    ratings = json.loads((report / "ratings.json").read_text())
+    checks = {c["check_id"]: c for c in ratings["checks"] if c["check_id"].startswith("training.")}
+    assert checks["training.torchtitan_dense"]["category"] == "compute"
+    assert checks["training.torchtitan_moe"]["category"] == "networking"
+    assert checks["training.torchtitan_moe"]["graded"] == 4  # a warn row per host: judged, not a placeholder
+    categories = {c["id"]: c for c in ratings["categories"]}
+    for cat in ("compute", "networking"):
+        assert categories[cat]["status"] == "rated" and categories[cat]["coverage"] > 0, categories[cat]
+    # the scaling warnings are judged: networking's score is below full, compute's (failures and loss pass) is full
+    assert categories["networking"]["score"] < 100 and categories["compute"]["score"] == 100
