@@ -39,6 +39,31 @@ from probes.common.ports import BLOCK, port_param
 from probes.common.procs import Children, kill_marked, package_root, tail
 from probes.common.readers import read_text
 from probes.common.rendezvous import Mesh, StoreError
+from probes.params import Param
+
+# The params of every probe that runs worlds (with peers=True): where they meet, which node counts, how long a world
+# may take, how many ranks per node, their environment, and a test fault. A probe adds its own job's params.
+WORLD_PARAMS = {
+    "port": Param(int, 0, "first port of the run's block on the first host (0: derived from the run id and variant)"),
+    "token": Param(str, "", "shared secret of the rendezvous (default: the run id)"),
+    "world_sizes": Param(list, None, "node counts to run (default: 1, then doubling up to all hosts)"),
+    "launch_timeout": Param(float, 300, "seconds for one world size's processes to start and finish"),
+    "stall_timeout": Param(float, 90, "seconds without progress (no step) before the world counts as hung"),
+    "rdzv_timeout": Param(float, 90, "seconds to wait for every host at the rendezvous"),
+    "procs_per_node": Param(int, 0, "processes per node (0: one per GPU, cpu_procs_per_node on the CPU backend)"),
+    "cpu_procs_per_node": Param(int, 1, "processes per node on the CPU backend"),
+    "fault": Param(dict, None, "a fault to inject, for tests of the fault handling"),
+    "env": Param(dict, {}, "environment of the ranks (NCCL_*, GLOO_*)"),
+}
+
+
+def world_settings(params, entry, backend, ppn):
+    """The settings every world needs (its job's entry, communicator, ranks per node, timeouts, test fault); a probe
+    adds its job's own."""
+    return {"entry": entry, "backend": backend, "ppn": ppn, "launch_timeout": params["launch_timeout"],
+            "stall_timeout": params["stall_timeout"], "rdzv_timeout": params["rdzv_timeout"],
+            "op_timeout": params["stall_timeout"], "fault": params["fault"] or None}
+
 
 BOOT = "import sys; sys.path.insert(0, %r); from probes.common.rank import main; sys.exit(main(sys.argv[1]))"
 # A rank started by a launcher: the same command line on every node; argv[1] is the run's marker, by which each

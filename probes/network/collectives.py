@@ -14,16 +14,22 @@ import importlib.util
 import sys
 
 from probes.common import device
-from probes.common.worlds import Node, drive, environments, mem_available_bytes, world_shape
+from probes.common.worlds import (
+    WORLD_PARAMS,
+    Node,
+    drive,
+    environments,
+    mem_available_bytes,
+    world_settings,
+    world_shape,
+)
 from probes.network.plan import RECORDED_PARAMS, human_bytes, message_sizes, placement, placement_order, world_size_plan
 from probes.params import SIZE, Param, Params
 
 DEFAULT_COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast"]
 PARAMS = Params(
     peers=True,
-    port=Param(int, 0, "first port of the run's block on the first host (0: derived from the run id and variant)"),
-    token=Param(str, "", "shared secret of the rendezvous (default: the run id)"),
-    world_sizes=Param(list, None, "node counts to run (default: 1, then doubling up to all hosts)"),
+    **WORLD_PARAMS,
     collectives=Param(list, DEFAULT_COLLECTIVES, "collectives to measure"),
     min_bytes=Param(SIZE, 8, "smallest message"),
     max_bytes=Param(SIZE, 4 << 20, "largest message"),
@@ -34,28 +40,17 @@ PARAMS = Params(
     iters=Param(int, 10, "timed iterations per size"),
     min_iters=Param(int, 3, "timed iterations per size at least, also past max_seconds_per_size"),
     max_seconds_per_size=Param(float, 1.0, "fewer iterations of a size that takes longer than this"),
-    launch_timeout=Param(float, 300, "seconds for one world size's processes to start and finish"),
-    stall_timeout=Param(float, 90, "seconds without progress before a collective counts as hung"),
-    rdzv_timeout=Param(float, 90, "seconds to wait for every host at the rendezvous"),
-    procs_per_node=Param(int, 0, "processes per node (0: one per GPU, cpu_procs_per_node on the CPU backend)"),
-    cpu_procs_per_node=Param(int, 1, "processes per node on the CPU backend"),
     check=Param(bool, True, "check every result against the expected values"),
-    fault=Param(dict, None, "a fault to inject, for tests of the fault handling"),
-    env=Param(dict, {}, "environment of the worker processes (NCCL_*, GLOO_*)"),
     **RECORDED_PARAMS,
 )
 
 
 def settings_from(params, backend, ppn, sizes, host_mem_limit):
-    return {
-        "backend": backend, "collectives": params["collectives"] or DEFAULT_COLLECTIVES,
-        "sizes": sizes, "dtype": params["dtype"], "warmup": params["warmup"], "iters": params["iters"],
-        "min_iters": params["min_iters"], "max_seconds_per_size": params["max_seconds_per_size"],
-        "launch_timeout": params["launch_timeout"], "stall_timeout": params["stall_timeout"],
-        "rdzv_timeout": params["rdzv_timeout"], "op_timeout": params["stall_timeout"],
-        "check": params["check"], "fault": params["fault"] or None,
-        "host_mem_limit_bytes": host_mem_limit, "ppn": ppn, "entry": "probes.network.worker:sweep",
-    }
+    return dict(world_settings(params, "probes.network.worker:sweep", backend, ppn),
+                collectives=params["collectives"] or DEFAULT_COLLECTIVES, sizes=sizes, dtype=params["dtype"],
+                warmup=params["warmup"], iters=params["iters"], min_iters=params["min_iters"],
+                max_seconds_per_size=params["max_seconds_per_size"], check=params["check"],
+                host_mem_limit_bytes=host_mem_limit)
 
 
 def _sig(value):

@@ -29,7 +29,7 @@ import statistics
 import sys
 
 from probes.common import device
-from probes.common.worlds import Node, drive, environments, world_shape
+from probes.common.worlds import WORLD_PARAMS, Node, drive, environments, world_settings, world_shape
 from probes.network.plan import placement_order, world_size_plan
 from probes.params import Param, Params
 
@@ -43,11 +43,10 @@ TINY = {
 }
 PARAMS = Params(
     peers=True,
+    **dict(WORLD_PARAMS, stall_timeout=Param(float, 120, "seconds without progress (no step) before the job counts "
+                                                           "as hung")),
     job=Param(str, "dense", "dense (Llama-shaped, FSDP2) or moe (experts across the ranks, all-to-all)",
               choices=JOBS),
-    port=Param(int, 0, "first port of the run's block on the first host (0: derived from the run id and variant)"),
-    token=Param(str, "", "shared secret of the rendezvous (default: the run id)"),
-    world_sizes=Param(list, None, "node counts to run (default: 1, then doubling up to all hosts)"),
     model=Param(dict, None, "model shape (layers, dim, n_heads, n_kv_heads, ffn_dim, vocab; moe: n_experts, top_k, "
                             "moe_ffn_dim, n_shared_experts); default: the tiny shape of the job"),
     seq_len=Param(int, 64, "tokens per sequence"),
@@ -60,28 +59,16 @@ PARAMS = Params(
     dtype=Param(str, "auto", "auto (bfloat16 on GPUs, float32 on CPU), bfloat16 or float32",
                 choices=("auto", "bfloat16", "float32")),
     data=Param(str, "synthetic", "synthetic, or the path of a token-id file on every node (training_dataset_path)"),
-    launch_timeout=Param(float, 300, "seconds for one world size's processes to start and finish"),
-    stall_timeout=Param(float, 120, "seconds without progress (no step) before the job counts as hung"),
-    rdzv_timeout=Param(float, 90, "seconds to wait for every host at the rendezvous"),
-    procs_per_node=Param(int, 0, "processes per node (0: one per GPU, cpu_procs_per_node on the CPU backend)"),
-    cpu_procs_per_node=Param(int, 1, "processes per node on the CPU backend"),
-    fault=Param(dict, None, "a fault to inject, for tests of the fault handling"),
-    env=Param(dict, {}, "environment of the ranks (NCCL_*, GLOO_*)"),
 )
 
 
 def settings_from(params, backend, ppn):
     job = params["job"]
-    return {
-        "entry": "probes.training.job:train", "job": job, "backend": backend, "ppn": ppn,
-        "model": dict(params["model"] or TINY[job]), "seq_len": params["seq_len"],
-        "local_batch": params["local_batch"], "steps": params["steps"], "warmup_steps": params["warmup_steps"],
-        "lr": params["lr"], "seed": params["seed"], "data": params["data"],
-        "dtype": params["dtype"] if params["dtype"] != "auto" else "bfloat16" if backend == "nccl" else "float32",
-        "launch_timeout": params["launch_timeout"], "stall_timeout": params["stall_timeout"],
-        "rdzv_timeout": params["rdzv_timeout"], "op_timeout": params["stall_timeout"],
-        "fault": params["fault"] or None,
-    }
+    return dict(world_settings(params, "probes.training.job:train", backend, ppn), job=job,
+                model=dict(params["model"] or TINY[job]), seq_len=params["seq_len"],
+                local_batch=params["local_batch"], steps=params["steps"], warmup_steps=params["warmup_steps"],
+                lr=params["lr"], seed=params["seed"], data=params["data"],
+                dtype=params["dtype"] if params["dtype"] != "auto" else "bfloat16" if backend == "nccl" else "float32")
 
 
 def _sig(value):

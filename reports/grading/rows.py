@@ -58,3 +58,8 @@ def worst_status(statuses, start="pass"):
 def summarize(rows):
     counts = Counter(r["status"] for r in rows)
     return {status: counts.get(status, 0) for status in STATUS_ORDER}
+
+
+def summary_line(rows):
+    """"3 pass, 1 warn": the statuses the rows have, in STATUS_ORDER (a section's line under its tables)."""
+    return ", ".join("%d %s" % (n, s) for s, n in summarize(rows).items() if n)

@@ -31,3 +31,14 @@ def unpack_recorded_run(provider_dir):
     run = Path(provider_dir) / "run"
     run_id = json.loads((run / "assess_run.json").read_text())["id"]
     return run.rename(Path(provider_dir) / run_id)
+
+
+def build_recorded(fixture, tmp):
+    """A recorded run's tarball (tests/fixtures/<name>/run.tar.xz) unpacked into tmp and its report built from
+    its artifacts, as `assess-report build` makes it; returns the run directory."""
+    from reports.build import build
+
+    with tarfile.open(fixture) as tar:
+        tar.extractall(tmp, filter="data")
+    build(str(Path(tmp) / "run"))
+    return Path(tmp) / "run"

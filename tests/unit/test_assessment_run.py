@@ -2,14 +2,13 @@
 same check rows as the code that measured it. Every intended change of a row is listed in INTENDED with its reason."""
 
 import csv
-import tarfile
 from pathlib import Path
 
 import pytest
 import yaml
+from run_dirs import build_recorded
 
 from reports import DATA_DIR
-from reports.build import build
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "assessment_run" / "run.tar.xz"
 # (check_id, host, subject) -> (status, observed) now, where the baseline differs on purpose.
@@ -109,10 +108,8 @@ def _rows(path):
 @pytest.fixture(scope="module")
 def rebuilt(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("assessment_run")
-    with tarfile.open(FIXTURE) as tar:
-        tar.extractall(tmp, filter="data")
-    build(str(tmp / "run"))
-    return _rows(tmp / "baseline-checks.csv"), _rows(tmp / "run" / "report" / "checks.csv")
+    run = build_recorded(FIXTURE, tmp)
+    return _rows(tmp / "baseline-checks.csv"), _rows(run / "report" / "checks.csv")
 
 
 def test_every_baseline_check_is_still_there_and_nothing_new_appears_unannounced(rebuilt):

@@ -3,25 +3,20 @@
 
 import csv
 import json
-import tarfile
 from pathlib import Path
 
 import pytest
-
-from reports.build import build
+from run_dirs import build_recorded
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "training_run" / "run.tar.xz"
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("training_run")
-    with tarfile.open(FIXTURE) as tar:
-        tar.extractall(tmp, filter="data")
-    build(str(tmp / "run"))
-    with open(tmp / "run" / "report" / "checks.csv", newline="") as fh:
+    run = build_recorded(FIXTURE, tmp_path_factory.mktemp("training_run"))
+    with open(run / "report" / "checks.csv", newline="") as fh:
         rows = [r for r in csv.DictReader(fh) if r["check_id"].startswith("training.")]
-    return {(r["check_id"], r["host"], r["subject"]): r for r in rows}, tmp / "run" / "report"
+    return {(r["check_id"], r["host"], r["subject"]): r for r in rows}, run / "report"
 
 
 def test_the_loss_is_judged_at_every_world_size_on_the_cpu_backend(built):

@@ -8,6 +8,7 @@ several hosts shows the lowest value per point (the slowest host sets the pace).
 
 import json
 
+from reports.grading.rows import summary_line
 from reports.phases.network.grade import curves, frame, human_bytes, placement_scope, scaling
 from reports.render import markdown, plots
 from reports.render.blocks import Bullets, Heading, Paragraph, Table, em, figure, joined, link, strong
@@ -306,10 +307,7 @@ def blocks(run, rows, report_dir):
     out += tcp_part(run, report_dir)
     net_rows = [r for r in rows if r["category"] == "networking"]
     if net_rows:
-        counts = {}
-        for r in net_rows:
-            counts[r["status"]] = counts.get(r["status"], 0) + 1
-        out.append(Paragraph("Network checks: " + ", ".join("%d %s" % (n, s) for s, n in sorted(counts.items()))))
+        out.append(Paragraph("Network checks: " + summary_line(net_rows)))
     return out
 
 

@@ -8,6 +8,7 @@ a world shows its slowest host's tokens/s (a synchronous job runs at that pace) 
 and start-up time.
 """
 
+from reports.grading.rows import summary_line
 from reports.phases.training.grade import PROBE, by_world, host_mfu, pace, per_step, world_name
 from reports.render import markdown, plots
 from reports.render.blocks import Bullets, Heading, Paragraph, Table, code, figure, joined, link, strong
@@ -226,10 +227,7 @@ def blocks(run, rows, report_dir):
                       "loss curves")
     mine = [r for r in rows if r["check_id"].startswith("training.")]
     if mine:
-        counts = {}
-        for r in mine:
-            counts[r["status"]] = counts.get(r["status"], 0) + 1
-        out.append(Paragraph("Training checks: " + ", ".join("%d %s" % (n, s) for s, n in sorted(counts.items()))))
+        out.append(Paragraph("Training checks: " + summary_line(mine)))
     return out
 
 
