@@ -20,10 +20,13 @@ from probes.common.worlds import (
     drive,
     environments,
     mem_available_bytes,
+    placement,
+    placement_order,
     world_settings,
     world_shape,
+    world_size_plan,
 )
-from probes.network.plan import RECORDED_PARAMS, human_bytes, message_sizes, placement, placement_order, world_size_plan
+from probes.network.plan import RECORDED_PARAMS, human_bytes, message_sizes
 from probes.params import SIZE, Param, Params
 
 DEFAULT_COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast"]

@@ -7,7 +7,7 @@
   skipped with where it looked and why the tools step has none.
 - 1 node: one process drives every GPU of the node (`-g <gpus>`), on every node at the same time: the single-node
   (NVLink) curve of each node, which per-node outliers are judged on.
-- 2, 4 … all nodes (world size doubling, worlds filling an NVLink domain and a rack first: plan.placement_order):
+- 2, 4 … all nodes (world size doubling, worlds filling an NVLink domain and a rack first: worlds.placement_order):
   the world's first host starts every collective through the cluster's launcher (probes/common/launch.py): srun
   (`--mpi` from `srun --mpi=list`) or mpirun (a hostfile of the world's addresses), one rank per GPU (`-g 1`), as
   nccl-tests built with MPI=1 is run by hand. torchrun and direct cannot start an MPI program: the multi-node
@@ -30,8 +30,9 @@ from probes.common.ports import port_param
 from probes.common.readers import read_text
 from probes.common.rendezvous import Mesh, StoreError
 from probes.common.tools import not_installed
+from probes.common.worlds import placement, placement_order, world_size_plan
 from probes.network.nccl_output import nranks, parse_json, parse_text
-from probes.network.plan import RECORDED_PARAMS, human_bytes, placement, placement_order, world_size_plan
+from probes.network.plan import RECORDED_PARAMS, human_bytes
 from probes.params import SIZE, Param, Params
 
 # which tests and which library measured, from the header lines nccl-tests and rccl-tests print (the JSON file has

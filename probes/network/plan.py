@@ -17,50 +17,6 @@ RECORDED_PARAMS = {
 }
 
 
-def world_size_plan(n_hosts, requested=None):
-    """Node counts to run, ascending. requested: an explicit list (values outside 1..n_hosts are dropped)."""
-    n_hosts = int(n_hosts)
-    if n_hosts < 1:
-        return []
-    if requested:
-        return sorted({int(w) for w in requested if 1 <= int(w) <= n_hosts})
-    plan = []
-    size = 1
-    while size < n_hosts:
-        plan.append(size)
-        size *= 2
-    plan.append(n_hosts)
-    return plan
-
-
-def placement_order(n_hosts, racks=(), domains=()):
-    """Host indices in the order worlds take them: the hosts of one NVLink domain, then of one rack, together
-    (in the order each domain and rack first appears in the inventory), so that doubling the world fills a
-    scale-up domain and a rack before it crosses to the next. Unknown ('') keeps inventory order."""
-    racks, domains = list(racks or []), list(domains or [])
-
-    def first_seen(values):
-        seen = {}
-        for i in range(n_hosts):
-            value = values[i] if i < len(values) else ""
-            seen.setdefault(value or ("", i), len(seen))
-        return lambda i: seen[(values[i] if i < len(values) else "") or ("", i)]
-
-    if not any(racks) and not any(domains):
-        return list(range(n_hosts))
-    dom, rack = first_seen(domains), first_seen(racks)
-    return sorted(range(n_hosts), key=lambda i: (dom(i) if any(domains) else 0, rack(i), i))
-
-
-def placement(hosts, members, racks=(), domains=()):
-    """Which hosts one world uses (members: host indices), with their racks and NVLink domains as the inventory
-    names them (None when it names none): what the artifact records, and the report judges the scope of."""
-    racks, domains = list(racks or []), list(domains or [])
-    return {"nodes": len(members), "hosts": [hosts[m] for m in members],
-            "racks": [racks[m] if m < len(racks) else "" for m in members] if any(racks) else None,
-            "nvlink_domains": [domains[m] if m < len(domains) else "" for m in members] if any(domains) else None}
-
-
 def message_sizes(min_bytes, max_bytes, factor=2):
     """min, min*factor, … up to max (inclusive when reached exactly), like nccl-tests -b/-e/-f."""
     min_bytes, max_bytes, factor = int(min_bytes), int(max_bytes), int(factor)

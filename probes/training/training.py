@@ -29,8 +29,16 @@ import statistics
 import sys
 
 from probes.common import device
-from probes.common.worlds import WORLD_PARAMS, Node, drive, environments, world_settings, world_shape
-from probes.network.plan import placement_order, world_size_plan
+from probes.common.worlds import (
+    WORLD_PARAMS,
+    Node,
+    drive,
+    environments,
+    placement_order,
+    world_settings,
+    world_shape,
+    world_size_plan,
+)
 from probes.params import Param, Params
 
 JOBS = ("dense", "moe")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from probes.common import launch
-from probes.network.plan import placement_order, world_size_plan
+from probes.common.worlds import placement_order, world_size_plan
 from reports.phases.network.grade import placement_scope, scaling
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "launchers"

@@ -4,8 +4,9 @@ import itertools
 
 import pytest
 
+from probes.common.worlds import world_size_plan
 from probes.network.busbw import algbw_gbps, busbw_factor, busbw_gbps, collective_from_program
-from probes.network.plan import directed_pair_slots, human_bytes, message_sizes, round_robin, world_size_plan
+from probes.network.plan import directed_pair_slots, human_bytes, message_sizes, round_robin
 
 
 @pytest.mark.parametrize("collective,n,factor", [
