@@ -1,0 +1,136 @@
+"""Reads one result file of `vllm bench serve --save-result --save-detailed` (and of its predecessor,
+benchmarks/benchmark_serving.py, whose JSON has the same keys, as do the copies of it that SemiAnalysis InferenceMAX /
+InferenceX and llm-d run): what a point of the sweep measured.
+
+read(text, name) -> (summary, requests):
+- summary: the tool's own aggregates under our names (see SUMMARY and PERCENTILES), only those the file holds;
+- requests: per request, in the file's order: ttft_ms, tpot_ms (vLLM's definition: (latency - ttft) / (output
+  tokens - 1), None for a request of one token), e2el_ms, input_len, output_len, ok (no error text). The controller
+  counts goodput from these against the rubric's SLOs; the node judges nothing.
+
+What older and other versions write (see tests/fixtures/vllm_bench/README.md for the real files behind each):
+- before `failed`, `std_*`, `p50_*`/`p90_*` (the default --metric-percentiles was 99) and `e2el` existed, a file has
+  median_*_ms and p99_*_ms only: median_*_ms is read as p50, the rest is simply absent from the summary;
+- up to about vLLM 0.9 (and InferenceX's utils/bench_serving to date) the goodput key is spelt "request_goodput:"
+  and --save-detailed gives ttfts/itls/output_lens/errors but no `latencies`: a request's e2el is then ttft +
+  sum(itls), which is how the tool measures latency (the last token's arrival minus the request's start);
+- without --save-detailed there are no per-request lists (vLLM 0.32 still keeps `latencies` and `queue_times`
+  then, but no ttfts): requests is {};
+- a failed request has ttft 0, no itls and output length 0 in the tool's lists: its ttft_ms/tpot_ms/e2el_ms are
+  None (nothing was measured), ok False, never a 0 ms request that meets every SLO.
+
+sglang's `python -m sglang.bench_serving` writes a look-alike JSONL (one object per run, other key names:
+mean_e2e_latency_ms, total_output_tokens_retokenized, and old versions lack request_throughput): it is not read
+here; such a file raises BenchResultError that says so, as does a file of several appended JSON documents.
+
+A file that is not the tool's JSON raises BenchResultError naming the tool, the file and what is wrong (the line
+for a JSON syntax error), never an empty result.
+"""
+
+import json
+
+TOOL = "vllm bench serve"
+# our name <- the tool's key
+SUMMARY = {
+    "requests_completed": "completed",
+    "requests_failed": "failed",
+    "duration_s": "duration",
+    "requests_per_s": "request_throughput",
+    "output_tokens_per_s": "output_throughput",
+    "total_tokens_per_s": "total_token_throughput",
+    "input_tokens": "total_input_tokens",
+    "output_tokens": "total_output_tokens",
+    "peak_output_tokens_per_s": "max_output_tokens_per_s",
+    "peak_concurrent_requests": "max_concurrent_requests",
+    "max_concurrency": "max_concurrency",
+}
+LATENCIES = ("ttft", "tpot", "itl", "e2el")
+STATS = ("mean", "p50", "p90", "p99")
+PERCENTILES = ["%s_%s_ms" % (metric, stat) for metric in LATENCIES for stat in STATS]
+REQUIRED = ("completed", "output_throughput", "request_throughput")
+# keys only sglang.bench_serving writes
+SGLANG_KEYS = ("mean_e2e_latency_ms", "median_e2e_latency_ms", "total_output_tokens_retokenized")
+PER_REQUEST = ("ttfts", "output_lens", "input_lens", "errors", "itls", "latencies")
+
+
+class BenchResultError(ValueError):
+    pass
+
+
+def _number(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:  # NaN is no number
+        return None
+    return value
+
+
+def read(text, name="result"):
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        line = getattr(exc, "lineno", None)
+        what = str(exc).split(":")[0]
+        if what == "Extra data":
+            what = "more than one JSON document (results appended to one file, or a JSONL?)"
+        raise BenchResultError("%s result %s is not JSON%s: %s" % (
+            TOOL, name, " (line %d)" % line if line else "", what)) from None
+    if not isinstance(data, dict):
+        raise BenchResultError("%s result %s is a JSON %s, not an object" % (TOOL, name, type(data).__name__))
+    if any(key in data for key in SGLANG_KEYS):
+        raise BenchResultError("%s result %s is sglang.bench_serving output (%s), which is not read here"
+                               % (TOOL, name, ", ".join(k for k in SGLANG_KEYS if k in data)))
+    missing = [k for k in REQUIRED if _number(data.get(k)) is None]
+    if missing:
+        raise BenchResultError("%s result %s has no %s" % (TOOL, name, ", ".join(missing)))
+    summary = {}
+    for ours, theirs in SUMMARY.items():
+        value = _number(data.get(theirs))
+        if value is not None:
+            summary[ours] = value
+    for metric in LATENCIES:
+        for stat in STATS:
+            # median_* is the same number as p50_* when both are there; older files have only median_*
+            value = _number(data.get("%s_%s_ms" % (stat, metric)))
+            if value is None and stat == "p50":
+                value = _number(data.get("median_%s_ms" % metric))
+            if value is not None:
+                summary["%s_%s_ms" % (metric, stat)] = value
+    return summary, _requests(data, name)
+
+
+def _requests(data, name):
+    """Per-request values; {} when the file was saved without --save-detailed (no ttfts / output_lens)."""
+    ttfts, outs = data.get("ttfts"), data.get("output_lens")
+    if ttfts is None and outs is None:
+        return {}
+    lists = {key: data[key] for key in PER_REQUEST if data.get(key) is not None}
+    bad = [key for key, value in lists.items() if not isinstance(value, list)]
+    if bad or not isinstance(ttfts, list) or not isinstance(outs, list):
+        raise BenchResultError("%s result %s: its per-request %s %s not a list, or ttfts / output_lens is missing"
+                               % (TOOL, name, ", ".join(bad or ["ttfts / output_lens"]),
+                                  "is" if len(bad) < 2 else "are"))
+    n = len(ttfts)
+    if any(len(value) != n for value in lists.values()):
+        raise BenchResultError("%s result %s: its per-request lists differ in length (%s)" % (
+            TOOL, name, ", ".join("%s %d" % (key, len(value)) for key, value in lists.items())))
+    lat, itls = lists.get("latencies"), lists.get("itls")
+    ins, errors = lists.get("input_lens") or [None] * n, lists.get("errors") or [""] * n
+    out = {"ttft_ms": [], "tpot_ms": [], "e2el_ms": [], "input_len": list(ins), "output_len": list(outs),
+           "ok": [not err for err in errors]}
+    for i in range(n):
+        ttft = _number(ttfts[i])
+        if lat is not None:
+            latency = _number(lat[i])
+        elif itls is not None and ttft is not None and isinstance(itls[i], list):
+            gaps = [_number(gap) for gap in itls[i]]
+            latency = ttft + sum(gaps) if None not in gaps else None
+        else:
+            latency = None
+        if errors[i]:  # failed: the tool's ttft 0 / latency 0 are no measurement
+            ttft = latency = None
+        out["ttft_ms"].append(round(ttft * 1000, 4) if ttft is not None else None)
+        out["e2el_ms"].append(round(latency * 1000, 4) if latency is not None else None)
+        tokens = _number(outs[i]) or 0
+        tpot = ((latency - ttft) / (tokens - 1) if latency is not None and ttft is not None and tokens > 1
+                else None)
+        out["tpot_ms"].append(round(tpot * 1000, 4) if tpot is not None else None)
+    return out
