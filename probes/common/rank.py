@@ -71,6 +71,8 @@ def _fault(cfg, index):
     fault = cfg.get("fault") or {}
     if not fault or int(fault.get("rank", -1)) != cfg["rank"] or int(fault.get("nodes", -1)) != cfg["nodes"]:
         return
+    if fault.get("mode", "exit") not in ("exit", "kill", "hang"):
+        return  # a fault of the job's own (the inference job's kill_engine), injected by the job
     if index != int(fault.get("after_steps", 0)):
         return
     if fault.get("mode", "exit") == "hang":

