@@ -261,9 +261,10 @@ def describe_failure(nodes, ranks, exits, positions, stall_s, launcher="direct")
                 + ("; %s never returned" % ", ".join(who(r) for r in silent)
                    if silent and len(silent) < len(members) else ""))
     if errored:
+        # up to 800 characters: a job's error may quote the last lines of its log (the inference engine's)
         msgs = {}
         for r in errored:
-            msgs.setdefault((exits[r].get("error") or "error")[:200], []).append(r)
+            msgs.setdefault((exits[r].get("error") or "error")[:800], []).append(r)
         for msg, members in sorted(msgs.items(), key=lambda kv: kv[1]):
             parts.append("ranks %s: %s" % (_ranks_text(members), msg) if len(members) > 1
                          else "%s: %s" % (who(members[0]), msg))

@@ -72,7 +72,8 @@ def argv(python, model, *, port=None, nodes=1, rank=0, address=None, rpc_port=No
         else:
             out += ["--api-server-count", "1"]
     if rank == 0:
-        out += ["--host", "127.0.0.1", "--port", str(port)]
+        # no access log: an error row quotes the engine log's last lines, which should be the engine's own
+        out += ["--host", "127.0.0.1", "--port", str(port), "--disable-uvicorn-access-log"]
     return out + [str(a) for a in extra]
 
 

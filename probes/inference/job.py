@@ -175,7 +175,16 @@ def _sweep(cfg, proc, port, log, emit, progress, children):
     gen_log = os.path.join(os.path.dirname(cfg["log"]), "%s.n%d.loadgen.log" % (cfg["base"], cfg["nodes"]))
     telemetry = Telemetry(children, os.path.join(work, "n%d-gpu.csv" % cfg["nodes"])) if cfg["gpu"] else None
     gen = children.start([cfg["engine_python"], script, plan_path], env=_engine_env(cfg), log_path=gen_log)
-    seen, current, index, beat, point_started = 0, None, 0, time.monotonic(), None
+    seen, current, index, measured, beat, point_started = 0, None, 0, 0, time.monotonic(), None
+
+    def engine_died(where):
+        children.stop(gen, grace=3)
+        raise RuntimeError("the engine exited (rc=%s) %s, with %d of %d points measured: %s"
+                           % (proc.returncode, where, measured, len(points), engine.last_lines(log)))
+
+    def during(name):
+        return "during %s at concurrency %s" % (points[name]["scenario"], points[name]["concurrency"])
+
     while True:
         lines, seen = _new_lines(events, seen)
         for ev in lines:
@@ -183,6 +192,8 @@ def _sweep(cfg, proc, port, log, emit, progress, children):
             label = {"name": ev.get("name"), "scenario": point.get("scenario"),
                      "concurrency": point.get("concurrency")}
             if ev["event"] == "start":
+                if proc.poll() is not None:
+                    engine_died("between points")
                 index += 1
                 current, point_started = ev["name"], time.monotonic()
                 progress(index, "%s at concurrency %s" % (point.get("scenario"), point.get("concurrency")), "run")
@@ -199,11 +210,20 @@ def _sweep(cfg, proc, port, log, emit, progress, children):
                 tele = telemetry.between(point.get("t0", ev["t"]), ev["t"]) if telemetry else None
                 emit(dict(label, type="point", summary=summary, requests=requests,
                           file=os.path.basename(ev["file"]), telemetry=tele))
+                measured += 1
             elif ev["event"] == "error":
                 current = None
+                # a point that failed because the engine died names the point: give the engine's exit a moment
+                # to be seen (the load generator's refused connection can come first)
+                for _ in range(20):
+                    if proc.poll() is not None:
+                        engine_died(during(ev["name"]) if ev["name"] in points else "between points")
+                    time.sleep(0.1)
                 emit(dict(label, type="point_error", error=ev.get("error")))
             elif ev["event"] == "skip":
                 emit(dict(label, type="point_skip", reason=ev.get("reason")))
+        if proc.poll() is not None:
+            engine_died(during(current) if current else "between points")
         if gen.poll() is not None:
             lines, seen = _new_lines(events, seen)
             if lines:
@@ -212,17 +232,10 @@ def _sweep(cfg, proc, port, log, emit, progress, children):
                 raise RuntimeError("the load generator exited (rc=%s): %s" % (gen.returncode,
                                                                              engine.last_lines(gen_log)))
             return
-        if proc.poll() is not None:
-            children.stop(gen, grace=3)
-            where = ("during %s at concurrency %s" % (points[current]["scenario"], points[current]["concurrency"])
-                     if current else "between points")
-            raise RuntimeError("the engine exited (rc=%s) %s, after %d of %d points: %s"
-                               % (proc.returncode, where, index - (1 if current else 0), len(points),
-                                  engine.last_lines(log)))
         if current and time.monotonic() - point_started > float(cfg["point_timeout"]):
             children.stop(gen, grace=3)
-            raise RuntimeError("%s at concurrency %s ran past point_timeout (%g s)" % (
-                points[current]["scenario"], points[current]["concurrency"], float(cfg["point_timeout"])))
+            raise RuntimeError("%s ran past point_timeout (%g s)" % (during(current)[len("during "):],
+                                                                     float(cfg["point_timeout"])))
         if time.monotonic() - beat > HEARTBEAT_S:
             progress(index, "%s" % (current or "between points"), "run")
             beat = time.monotonic()

