@@ -19,6 +19,9 @@ and a summary of every probe (status, reason, headline numbers). Then, natively 
   - the collectives (NCCL all_reduce, 1 MiB .. 1 GiB) through the launcher layer: direct, torchrun, and mpirun
     where it is installed;
   - the training probe's dense job (FSDP2, bf16, a 1B Llama shape) for about a minute: tokens/s per GPU and MFU;
+  - the inference probe: vLLM on this node's GPUs (tensor parallel) serving $INFERENCE_MODEL_PATH (else the
+    tiny-random model it writes), one short sweep by vllm bench serve (chat, prefill, agentic at concurrency 1 and
+    8), where vllm imports in $INFERENCE_PYTHON (else this Python); every point's numbers are printed;
   - a 60-second burn-in (GEMMs with the nvidia-smi stream) through the burnin probe, start then poll.
 Every number is printed. Exit 0 when every GPU passes, 1 when one does
 not or a probe failed, 3 when the model has no MAMF in gpus.yml.
@@ -151,6 +154,7 @@ def extras(out):
             ((doc or {}).get("facts") or {}).get("nccl_version")))
         failed |= not doc or doc["status"] == "error"
     failed |= training(art)
+    failed |= inference(art)
     start = probe("burnin", art, {"mode": "start", "duration_s": 60, "interval_s": 5}, variant="gpu60")
     print("burn-in start: %s %s" % (start and start["status"], (start or {}).get("reason") or ""))
     doc = None
@@ -193,6 +197,27 @@ def training(art):
                    "loss_last", "time_to_first_step_s"):
         print("  %s = %s" % (metric, rows.get(metric)))
     return not doc or doc["status"] != "ok" or not tps
+
+
+def inference(art):
+    """The inference probe on this node's GPUs: one vLLM engine, one short sweep; True when it failed (a vLLM that
+    is not installed is said, not a failure: the device machine reaches no package index)."""
+    python = os.environ.get("INFERENCE_PYTHON") or sys.executable
+    doc = probe("inference", art, {"python": python, "model_path": os.environ.get("INFERENCE_MODEL_PATH")
+                                   or "tiny-random", "world_sizes": [1], "concurrencies": [1, 8],
+                                   "saturation_gain": 0, "ready_timeout": 300, "point_timeout": 120,
+                                   "launch_timeout": 420}, timeout=480)
+    facts = (doc or {}).get("facts") or {}
+    print("inference (vLLM %s, %s, TP %s): %s %s" % (facts.get("engine_version"), facts.get("model_name"),
+                                                    facts.get("tensor_parallel"), doc and doc["status"],
+                                                    (doc or {}).get("reason") or ""))
+    for r in (doc or {}).get("results", []):
+        if r["metric"] in ("ready_s", "output_tokens_per_s_per_gpu", "interactivity_tokens_per_s_per_user",
+                           "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "requests_failed"):
+            print("  %s %s = %s %s" % (r["metric"], json.dumps(r["labels"], sort_keys=True), r["value"], r["unit"]))
+    for key, tele in sorted((facts.get("telemetry") or {}).items()):
+        print("  telemetry %s: %s" % (key, tele))
+    return not doc or doc["status"] == "error"
 
 
 def load(art_dir, name):
