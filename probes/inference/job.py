@@ -188,6 +188,9 @@ def _sweep(cfg, proc, port, log, emit, progress, children):
     while True:
         lines, seen = _new_lines(events, seen)
         for ev in lines:
+            if proc.poll() is not None:
+                # an engine that died makes the points after it fail fast: name the point it died in
+                engine_died(during(current) if current else "between points")
             point = points.get(ev.get("name"), {})
             label = {"name": ev.get("name"), "scenario": point.get("scenario"),
                      "concurrency": point.get("concurrency")}
@@ -207,6 +210,12 @@ def _sweep(cfg, proc, port, log, emit, progress, children):
                 except (OSError, bench_result.BenchResultError) as exc:
                     emit(dict(label, type="point_error", error=str(exc)))
                     continue
+                if summary.get("requests_failed"):
+                    # failed requests: give the engine's exit a moment to be seen before counting the point
+                    for _ in range(20):
+                        if proc.poll() is not None:
+                            engine_died(during(ev["name"]) if ev["name"] in points else "between points")
+                        time.sleep(0.1)
                 tele = telemetry.between(point.get("t0", ev["t"]), ev["t"]) if telemetry else None
                 emit(dict(label, type="point", summary=summary, requests=requests,
                           file=os.path.basename(ev["file"]), telemetry=tele))

