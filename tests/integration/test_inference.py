@@ -8,6 +8,7 @@ already measured kept."""
 
 import csv
 import json
+import re
 import time
 from pathlib import Path
 
@@ -118,7 +119,7 @@ def test_inference_checks_count_and_the_report_shows_curve_and_goodput(inference
 
 
 def test_an_engine_killed_mid_sweep_is_an_error_naming_host_point_and_log(test_cluster, tmp_path):
-    """The engine of a one-host world is killed (SIGKILL to its process group) as the sweep's second point starts:
+    """The engine of a one-host world is killed (SIGKILL to its process group) once the sweep's second point starts:
     the artifact is an error naming the host, the point and the engine's last log lines; the first point's numbers
     are kept, and nothing is left running."""
     _needs_engine()
@@ -131,11 +132,19 @@ def test_an_engine_killed_mid_sweep_is_an_error_naming_host_point_and_log(test_c
     assert doc["status"] == "error"
     [failure] = doc["facts"]["failures"]
     assert failure["nodes"] == 1 and "rank 0 on %s" % name in failure["message"], failure
-    assert "the engine exited (rc=-9) during chat at concurrency 4, with 1 of 6 points measured" in failure["message"]
-    assert "|" in failure["message"].split("measured: ", 1)[1]  # the engine log's last lines
+    # the kill comes as the probe reads the second point's start; the load generator may be a point or two further
+    # on by then (a tiny model's point takes a fraction of a second), so the message names the point the engine
+    # died in, and exactly the points measured before it are kept (the scenarios come in the order Ansible passes
+    # them: agentic, chat, prefill)
+    found = re.search(r"the engine exited \(rc=-9\) during (\w+) at concurrency (\d+), with (\d+) of 6 points "
+                      r"measured: (.*)", failure["message"])
+    assert found, failure["message"]
+    died_in, kept = (found.group(1), int(found.group(2))), int(found.group(3))
+    assert "|" in found.group(4)  # the engine log's last lines
     measured = {(r["labels"]["scenario"], r["labels"]["concurrency"]) for r in doc["results"]
                 if r["metric"] == "output_tokens_per_s"}
-    assert measured == {("chat", 1)}
+    assert died_in not in measured and len(measured) == kept >= 1
+    assert all(r["value"] == 0 for r in doc["results"] if r["metric"] == "requests_failed")
     assert stray_processes(test_cluster, since) == {}
     with open(run_dir / "report" / "checks.csv") as fh:
         ran = [r for r in csv.DictReader(fh) if r["check_id"].startswith("inference.") and r["host"] == name]
