@@ -132,6 +132,17 @@ def host_model_spec(run, host, models):
     return key, (models.get(key) if key else None)
 
 
+def gpu_model(run, host, doc):
+    """(gpus.yml key or None, its spec or None, a name for messages): node_info's GPU model, else the artifact's."""
+    models = load_models(run)
+    key, spec = host_model_spec(run, host, models)
+    name = ((doc or {}).get("device") or {}).get("model")
+    if key is None and name:
+        key = expectations.gpu_model_key(name, models)
+        spec = models.get(key) if key else None
+    return key, spec, key or name or "this GPU model"
+
+
 class Selection:
     """The results a check selects on one host (or on all hosts): values, units, and the group they come from."""
 

@@ -11,6 +11,7 @@ from inference_runs import DP2, FIXTURES, H200, OVERLONG, SINGLE, inference_doc,
 
 from reports import DATA_DIR
 from reports import grading as grade
+from reports.grading import select
 from reports.load import run_of_artifacts as make_run
 from reports.phases.inference import grade as gi
 from reports.rate import rate
@@ -217,9 +218,9 @@ def test_single_node_throughput_skips_without_a_published_figure_and_on_the_cpu(
 
 
 def test_single_node_throughput_against_a_figure_and_for_its_model_only(monkeypatch):
-    models = gi.load_models(make_run([]))
+    models = select.load_models(make_run([]))
     monkeypatch.setitem(models["H200-SXM"], "inference_output_tps_per_gpu", 700.0)
-    monkeypatch.setattr(gi, "load_models", lambda run: models)
+    monkeypatch.setattr(select, "load_models", lambda run: models)  # gpu_model reads it there
     c = check("inference.inferencex_single_node")
     served = c["model_name"]
     run = make_run([inference_doc("g1", backend="cuda", gpu=H200, gpus_per_node=1, model_name=served),

@@ -9,6 +9,7 @@ import pytest
 
 from probes.artifact import Artifact
 from reports import grading as grade
+from reports.grading import select
 from reports.load import run_of_artifacts as make_run
 from reports.phases.network.grade import grade_failures
 from reports.phases.training import grade as gt
@@ -203,9 +204,9 @@ def test_moe_mfu_has_no_public_expectation_yet_and_says_so():
 
 
 def test_moe_mfu_below_its_expectation_points_at_the_network_when_dense_mfu_is_fine(monkeypatch):
-    models = gt.load_models(make_run([]))
+    models = select.load_models(make_run([]))
     monkeypatch.setitem(models["H100-SXM"], "training_moe_mfu_pct", 30.0)
-    monkeypatch.setattr(gt, "load_models", lambda run: models)
+    monkeypatch.setattr(select, "load_models", lambda run: models)  # gpu_model reads it there
     c = check("training.moe_mfu")  # 150,000 active params, seq 128: a tiny model's MFU is far below 30 %
     run = make_run([train_doc("h1"), train_doc("h1", "moe")])
     [row] = gt.grade_throughput(c, run, "h1")

@@ -28,7 +28,7 @@ import statistics
 from reports.grading import expectations
 from reports.grading.preconditions import ungradable
 from reports.grading.rows import SEVERITY_OF_STATUS, make_row, status_below
-from reports.grading.select import find_artifact, host_model_spec, load_models
+from reports.grading.select import find_artifact, gpu_model
 
 PROBE = "inference"
 GOODPUT_CHECK = "inference.goodput"
@@ -341,17 +341,6 @@ def grade_goodput(check, run, host):
                              ">= %g %% within the SLOs (warn below %g %%)" % (100 * fail_below, 100 * warn_below),
                              subject=subject))
     return rows
-
-
-def gpu_model(run, host, doc):
-    """(gpus.yml key or None, its spec or None, a name for messages): node_info's GPU model, else the artifact's."""
-    models = load_models(run)
-    key, spec = host_model_spec(run, host, models)
-    name = ((doc or {}).get("device") or {}).get("model")
-    if key is None and name:
-        key = expectations.gpu_model_key(name, models)
-        spec = models.get(key) if key else None
-    return key, spec, key or name or "this GPU model"
 
 
 def grade_throughput(check, run, host):

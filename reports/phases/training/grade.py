@@ -25,7 +25,7 @@ import math
 from reports.grading import expectations
 from reports.grading.preconditions import ungradable
 from reports.grading.rows import SEVERITY_OF_STATUS, make_row, status_above, status_below
-from reports.grading.select import find_artifact, host_model_spec, load_models
+from reports.grading.select import find_artifact, gpu_model
 from reports.phases.training.flops import flops_per_token, mfu
 
 PROBE = "training"
@@ -77,17 +77,6 @@ def pick_world(worlds, nodes):
 def world_name(world):
     nodes, ranks = world
     return "%d node%s (%d ranks)" % (nodes, "s" if nodes > 1 else "", ranks)
-
-
-def gpu_model(run, host, doc):
-    """(gpus.yml key or None, its spec or None, a name for messages): node_info's GPU model, else the artifact's."""
-    models = load_models(run)
-    key, spec = host_model_spec(run, host, models)
-    name = ((doc or {}).get("device") or {}).get("model")
-    if key is None and name:
-        key = expectations.gpu_model_key(name, models)
-        spec = models.get(key) if key else None
-    return key, spec, key or name or "this GPU model"
 
 
 def no_expectation(name, spec, field):
