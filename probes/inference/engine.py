@@ -10,7 +10,6 @@ already falls back the same way: vllm/platforms/__init__.py). Everything else is
 
 import json
 import os
-import urllib.request
 
 from probes.common.command import run_cmd
 from probes.common.procs import tail
@@ -75,15 +74,6 @@ def argv(python, model, *, port=None, nodes=1, rank=0, address=None, rpc_port=No
         # no access log: an error row quotes the engine log's last lines, which should be the engine's own
         out += ["--host", "127.0.0.1", "--port", str(port), "--disable-uvicorn-access-log"]
     return out + [str(a) for a in extra]
-
-
-def answers(port, timeout=2.0):
-    """True when GET /v1/models answers 200 with a JSON list of models (what a client waits for)."""
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d/v1/models" % port, timeout=timeout) as resp:
-            return resp.status == 200 and isinstance(json.loads(resp.read()).get("data"), list)
-    except (OSError, ValueError):
-        return False
 
 
 def last_lines(path, n=3):

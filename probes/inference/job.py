@@ -25,6 +25,7 @@ import signal
 import time
 
 from probes.common.procs import Children
+from probes.common.serving import models_answer
 from probes.inference import bench_result, engine
 from probes.inference.inference import TINY, sweep_points
 
@@ -142,7 +143,7 @@ def _free_port():
 
 def _wait_ready(cfg, proc, port, started, log, progress):
     beat = time.monotonic()
-    while not engine.answers(port):
+    while not models_answer(port):
         if proc.poll() is not None:
             raise RuntimeError("the engine exited (rc=%s) before it answered on /v1/models: %s"
                                % (proc.returncode, engine.last_lines(log)))

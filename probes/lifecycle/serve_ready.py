@@ -8,17 +8,16 @@ directory first (download_s, not part of ready_s). The server listens on 127.0.0
 process group as soon as it answered (or at `timeout_s`), and the downloaded model is removed.
 """
 
-import json
 import os
 import shutil
 import sys
 import time
-import urllib.request
 
 from probes.common import device as device_mod
 from probes.common import tiers as storage_tier
 from probes.common.command import run_cmd
 from probes.common.procs import Children
+from probes.common.serving import models_answer
 from probes.lifecycle import common as lifecycle
 from probes.params import Param, Params
 
@@ -47,15 +46,6 @@ def find_vllm(explicit, python):
         return path if path and os.access(path, os.X_OK) else None
     near = os.path.join(os.path.dirname(python), "vllm")
     return near if os.access(near, os.X_OK) else shutil.which("vllm")
-
-
-def models_answer(port, timeout=2.0):
-    """True when GET /v1/models answers 200 with a JSON list of models."""
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d/v1/models" % port, timeout=timeout) as resp:
-            return resp.status == 200 and isinstance(json.loads(resp.read()).get("data"), list)
-    except (OSError, ValueError):
-        return False
 
 
 def _tail_file(path):
