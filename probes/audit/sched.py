@@ -9,6 +9,7 @@ import socket
 
 from probes.audit.collect import read, read_key_values
 from probes.common import slurm
+from probes.common.slurm import parse_scontrol_config
 
 SLURM_CONFS = ("/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf", "/usr/local/etc/slurm.conf",
                "/etc/slurm/slurm.conf.d/slurm.conf")
@@ -38,16 +39,6 @@ def parse_slurm_conf(text):
         if " " not in key:
             params[key] = value.strip()
     return params, nodes, partitions
-
-
-def parse_scontrol_config(text):
-    """`scontrol show config`: 'Key                     = Value' lines."""
-    out = {}
-    for line in (text or "").splitlines():
-        m = re.match(r"^(\S+)\s+= (.*)$", line)
-        if m:
-            out[m.group(1)] = m.group(2).strip()
-    return out
 
 
 def _select(params):

@@ -84,6 +84,16 @@ def parse_show_node(text):
     return nodes
 
 
+def parse_scontrol_config(text):
+    """`scontrol show config`: 'Key                     = Value' lines -> {key: value}."""
+    out = {}
+    for line in (text or "").splitlines():
+        m = re.match(r"^(\S+)\s+= (.*)$", line)
+        if m:
+            out[m.group(1)] = m.group(2).strip()
+    return out
+
+
 def split_state(state):
     """'IDLE+DRAIN+NOT_RESPONDING' -> ('IDLE', {'DRAIN', 'NOT_RESPONDING'}); sinfo-style '*' and '~' suffixes and
     its names for drained and draining nodes ('drained' -> ('IDLE', {'DRAIN'})) too."""

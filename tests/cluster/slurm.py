@@ -13,6 +13,18 @@ Layout (everything under ``<cluster state>/slurm``, made fresh by every ``up``):
 * a HealthCheckProgram (tests/cluster/xid_healthcheck.py) that drains a node when an XID for it shows up in the
   kernel log: the provider's health check in the fault-injection tests.
 
+A site (``site=Site(...)``) adds what a provider's production Slurm has, each part only when asked for:
+
+* accounting: MariaDB (its socket directory bind-mounted onto the first host's /run/mysqld, root by unix-socket
+  authentication, as Debian sets it up) and slurmdbd on the first host, ``AccountingStorageEnforce=associations,
+  limits,qos``, multifactor priority (fairshare), and associations made with sacctmgr: account ``ACCOUNT`` with
+  root as its user, account ``OTHER_ACCOUNT`` without any user (a job charged to it is refused), QoS ``QOS``;
+* fake GPUs: ``gpus_per_node`` character devices per host made by the harness (``<slurm>/gpus/<host>/nvidiaN``,
+  the major/minor of /dev/null: **not GPUs**, files that let Slurm's gres/gpu plugin allocate and set
+  CUDA_VISIBLE_DEVICES as on a GPU node), ``GresTypes=gpu`` and ``AccountingStorageTRES=gres/gpu``;
+* a topology: ``topology/tree`` with the hosts split over ``switches`` leaf switches under one spine;
+* a prolog and an epilog that each take ``prolog_epilog_s`` seconds.
+
 The daemons are boot services of their hosts (tests/cluster/reboot.py): a simulated reboot ends them with the rest
 of the host and its boot starts them again, as on a real node. Every daemon is found by its pid file and ended by
 PID at ``down``; ``Cluster.down`` would end anything left in the hosts anyway.
@@ -35,9 +47,11 @@ import os
 import pwd
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -51,15 +65,50 @@ BINARIES = {"slurmctld": "/usr/sbin/slurmctld", "slurmd": "/usr/sbin/slurmd", "s
             "sinfo": "/usr/bin/sinfo", "srun": "/usr/bin/srun", "munged": "/usr/sbin/munged"}
 PACKAGES = "slurm-wlm slurmctld slurmd slurm-client munge"
 HEALTH_CHECK = HERE / "xid_healthcheck.py"
-MOUNT_TARGETS = ("/run/munge", "/etc/slurm", "/sys/fs/cgroup")
-SERVICES = ("munged", "slurmctld", "slurmd")
+ACCOUNTING_BINARIES = {"slurmdbd": "/usr/sbin/slurmdbd", "mariadbd": "/usr/sbin/mariadbd",
+                       "mariadb-install-db": "/usr/bin/mariadb-install-db", "sacctmgr": "/usr/bin/sacctmgr"}
+ACCOUNTING_PACKAGES = "slurmdbd mariadb-server"
+MOUNT_TARGETS = ("/run/munge", "/etc/slurm", "/sys/fs/cgroup", "/run/mysqld")
+SERVICES = ("munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd")
+# argv: host port command...: waits up to 30 s for a TCP port to accept, then becomes the command.
+WAIT_THEN_EXEC = ("import os, socket, sys, time\n"
+                  "deadline = time.monotonic() + 30\n"
+                  "while time.monotonic() < deadline:\n"
+                  "    try:\n"
+                  "        socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1).close()\n"
+                  "        break\n"
+                  "    except OSError:\n"
+                  "        time.sleep(0.1)\n"
+                  "os.execv(sys.argv[3], sys.argv[3:])\n")
+ACCOUNT, OTHER_ACCOUNT, QOS = "cmxa-research", "cmxa-other", "cmxa-high"
 
 
-def preflight() -> str | None:
+@dataclass(frozen=True)
+class Site:
+    """What a production Slurm adds to the bare test Slurm (see the module's docstring)."""
+
+    accounting: bool = False
+    gpus_per_node: int = 0
+    switches: int = 0
+    prolog_epilog_s: float = 0.0
+    cpus_per_node: int = 1  # at most the machine's CPUs (every host sees all of them), or the node is drained
+
+    def switch_of(self, hosts: list) -> dict:
+        """host name -> leaf switch name: consecutive hosts share a leaf ("leaf1" holds the first ones)."""
+        if self.switches <= 0:
+            return {}
+        per = -(-len(hosts) // self.switches)
+        return {h["name"]: f"leaf{i // per + 1}" for i, h in enumerate(hosts)}
+
+
+def preflight(accounting: bool = False) -> str | None:
     """Why a Slurm cannot run here (a plain reason for pytest.skip), or None."""
     missing = [name for name, path in BINARIES.items() if not os.access(path, os.X_OK)]
     if missing:
         return f"Slurm not installed ({', '.join(missing)} missing): apt-get install {PACKAGES}"
+    missing = [name for name, path in ACCOUNTING_BINARIES.items() if accounting and not os.access(path, os.X_OK)]
+    if missing:
+        return f"Slurm accounting not installed ({', '.join(missing)} missing): apt-get install {ACCOUNTING_PACKAGES}"
     try:
         pwd.getpwnam("munge")
     except KeyError:
@@ -69,8 +118,9 @@ def preflight() -> str | None:
 
 class Slurm:
     def __init__(self, cluster: Cluster, slurmd_timeout: int = 10, health_check_interval: int = 2,
-                 partition: str = "batch", python: str | None = None):
+                 partition: str = "batch", python: str | None = None, site: Site | None = None):
         self.cluster = cluster
+        self.site = site or Site()
         self.slurmd_timeout = int(slurmd_timeout)
         self.health_check_interval = int(health_check_interval)
         self.partition = partition
@@ -94,7 +144,8 @@ class Slurm:
     def pidfiles(self) -> dict:
         """host -> [pid files of the daemons that run there]."""
         out = {h["name"]: [self.dir / "run" / f"slurmd-{h['name']}.pid"] for h in self.cluster.hosts}
-        out[self.controller] += [self.dir / "run" / "slurmctld.pid", self.dir / "munge" / "munged.pid"]
+        out[self.controller] += [self.dir / "run" / "slurmctld.pid", self.dir / "munge" / "munged.pid",
+                                 self.dir / "run" / "slurmdbd.pid", self.dir / "mysql-run" / "mariadbd.pid"]
         return out
 
     # ---- config -----------------------------------------------------------------------------------------------
@@ -137,11 +188,76 @@ class Slurm:
             "SlurmctldDebug=info",
             "SlurmdDebug=info",
         ]
+        lines += self.site_conf()
         # Never more CPUs or memory than a host has, or slurmd registers with less and the node is drained.
-        lines += [f"NodeName={h['name']} NodeAddr={h['ip']} CPUs=1 RealMemory=1000 State=UNKNOWN"
-                  for h in self.cluster.hosts]
+        gres = f" Gres=gpu:{self.site.gpus_per_node}" if self.site.gpus_per_node else ""
+        lines += [f"NodeName={h['name']} NodeAddr={h['ip']} CPUs={self.site.cpus_per_node} RealMemory=1000{gres} "
+                  "State=UNKNOWN" for h in self.cluster.hosts]
         lines.append(f"PartitionName={self.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
         return "\n".join(lines) + "\n"
+
+    def site_conf(self) -> list:
+        site, d, first = self.site, self.dir, self.cluster.hosts[0]
+        lines = []
+        if site.accounting:
+            lines += ["AccountingStorageType=accounting_storage/slurmdbd", f"AccountingStorageHost={first['ip']}",
+                      "AccountingStorageEnforce=associations,limits,qos", "PriorityType=priority/multifactor",
+                      "PriorityWeightFairshare=1000", "PriorityWeightQOS=1000"]
+        if site.gpus_per_node:
+            lines += ["GresTypes=gpu"] + (["AccountingStorageTRES=gres/gpu"] if site.accounting else [])
+        if site.switches:
+            lines.append("TopologyPlugin=topology/tree")
+        if site.prolog_epilog_s:
+            lines += [f"Prolog={d / 'etc' / 'prolog.sh'}", f"Epilog={d / 'etc' / 'epilog.sh'}"]
+        return lines
+
+    def slurmdbd_conf(self) -> str:
+        d, first = self.dir, self.cluster.hosts[0]
+        return "\n".join([
+            "# slurmdbd of the SSH test cluster (tests/cluster/slurm.py)",
+            f"DbdHost={first['name']}", f"DbdAddr={first['ip']}", "SlurmUser=root", "AuthType=auth/munge",
+            "StorageType=accounting_storage/mysql", "StorageHost=localhost", "StorageUser=root",
+            f"StorageLoc=slurm_acct_{self.cluster.prefix.replace('-', '_')}",
+            f"PidFile={d / 'run' / 'slurmdbd.pid'}", f"LogFile={d / 'log' / 'slurmdbd.log'}", "DebugLevel=info",
+        ]) + "\n"
+
+    def _write_site_files(self) -> None:
+        site, d = self.site, self.dir
+        if site.accounting:
+            conf = d / "etc" / "slurmdbd.conf"
+            conf.write_text(self.slurmdbd_conf())
+            os.chmod(conf, 0o600)  # slurmdbd refuses a config others can read (it may hold a password)
+            for sub in ("mysql-data", "mysql-run"):
+                (d / sub).mkdir(exist_ok=True)
+            cp = subprocess.run([ACCOUNTING_BINARIES["mariadb-install-db"], "--user=root",
+                                 f"--datadir={d / 'mysql-data'}", "--skip-test-db",
+                                 "--auth-root-authentication-method=socket"],
+                                capture_output=True, text=True, timeout=120)
+            if cp.returncode != 0:
+                raise ClusterError(f"mariadb-install-db failed: {cp.stderr[-500:]}")
+        if site.gpus_per_node:
+            gres = []
+            for h in self.cluster.hosts:
+                gpus = d / "gpus" / h["name"]
+                gpus.mkdir(parents=True, exist_ok=True)
+                for i in range(site.gpus_per_node):
+                    os.mknod(gpus / f"nvidia{i}", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+                gres.append(f"NodeName={h['name']} Name=gpu File={gpus}/nvidia[0-{site.gpus_per_node - 1}]")
+            header = "# fake GPUs: /dev/null-like devices, not GPUs\n"
+            (d / "etc" / "gres.conf").write_text(header + "\n".join(gres) + "\n")
+        if site.switches:
+            leaves = {}
+            for host, leaf in site.switch_of(self.cluster.hosts).items():
+                leaves.setdefault(leaf, []).append(host)
+            lines = [f"SwitchName={leaf} Nodes={','.join(hosts)}" for leaf, hosts in leaves.items()]
+            lines.append(f"SwitchName=spine Switches={','.join(leaves)}")
+            (d / "etc" / "topology.conf").write_text("\n".join(lines) + "\n")
+        if site.prolog_epilog_s:
+            for name in ("prolog", "epilog"):
+                script = d / "etc" / f"{name}.sh"
+                script.write_text(f"#!/bin/sh\n# the provider's {name}: a fixed {site.prolog_epilog_s} s\n"
+                                  f"sleep {site.prolog_epilog_s}\n")
+                os.chmod(script, 0o755)
 
     def _write_files(self) -> None:
         d = self.dir
@@ -163,6 +279,7 @@ class Slurm:
         run = d / "healthcheck" / "run"
         run.write_text(f"#!/bin/sh\nexec {self.python} -I -S {HEALTH_CHECK} run --config {self.health_check_config}\n")
         os.chmod(run, 0o755)
+        self._write_site_files()
 
     def _register_boot(self) -> None:
         d = self.dir
@@ -179,9 +296,28 @@ class Slurm:
                      "--key-file", str(d / "munge" / "munge.key"), "--pid-file", str(d / "munge" / "munged.pid"),
                      "--log-file", str(d / "munge" / "munged.log"), "--seed-file", str(d / "munge" / "munged.seed"),
                      "--num-threads", "4"]})
+        if self.site.accounting:
+            self.reboots.add_mount(ctl, str(d / "mysql-run"), "/run/mysqld")
+            # mariadbd stays in the foreground: a shell starts it in the background and returns, as a daemon does.
+            mariadbd = [ACCOUNTING_BINARIES["mariadbd"], "--no-defaults", "--user=root",
+                        f"--datadir={d / 'mysql-data'}",
+                        "--socket=/run/mysqld/mysqld.sock", "--skip-networking",
+                        f"--pid-file={d / 'mysql-run' / 'mariadbd.pid'}", f"--log-error={d / 'log' / 'mariadbd.log'}",
+                        "--innodb-buffer-pool-size=32M", "--innodb-lock-wait-timeout=900"]
+            self.reboots.add_service(ctl, {
+                "name": "mariadbd", "pidfile": str(d / "mysql-run" / "mariadbd.pid"),
+                "argv": ["/bin/sh", "-c", 'setsid "$@" </dev/null >/dev/null 2>&1 &', "mariadbd"] + mariadbd})
+            self.reboots.add_service(ctl, {
+                "name": "slurmdbd", "wait_for": str(d / "mysql-run" / "mysqld.sock"),
+                "pidfile": str(d / "run" / "slurmdbd.pid"), "argv": [ACCOUNTING_BINARIES["slurmdbd"]]})
+        slurmctld = ["/usr/sbin/slurmctld", "-i"]
+        if self.site.accounting:
+            # slurmctld refuses to start while slurmdbd does not answer (it enforces associations), and slurmdbd
+            # returns before it listens: wait for its port first.
+            slurmctld = [self.python, "-I", "-S", "-c", WAIT_THEN_EXEC, self.cluster.hosts[0]["ip"], "6819"] + slurmctld
         self.reboots.add_service(ctl, {
             "name": "slurmctld", "wait_for": str(d / "munge" / "munge.socket.2"),
-            "pidfile": str(d / "run" / "slurmctld.pid"), "argv": ["/usr/sbin/slurmctld", "-i"]})
+            "pidfile": str(d / "run" / "slurmctld.pid"), "argv": slurmctld})
         for h in self.cluster.hosts:
             self.reboots.add_service(h["name"], {
                 "name": "slurmd", "wait_for": str(d / "munge" / "munge.socket.2"),
@@ -190,7 +326,7 @@ class Slurm:
     # ---- up / down --------------------------------------------------------------------------------------------
 
     def up(self, timeout: float = 60.0) -> Slurm:
-        reason = preflight()
+        reason = preflight(self.site.accounting)
         if reason:
             raise ClusterError(reason)
         if not self.cluster.hosts:
@@ -203,12 +339,39 @@ class Slurm:
         self._register_boot()
         # The controller host first (munged, slurmctld), then every other host's slurmd.
         self.reboots.boot([self.controller])
+        if self.site.accounting:
+            self._associations()
         others = [h["name"] for h in self.cluster.hosts[1:]]
         if others:
             self.reboots.boot(others)
         self.wait(lambda states: all(s == "IDLE" for s in states.values()), timeout=timeout,
                   what="every node idle")
         return self
+
+    def sacctmgr(self, *args, timeout: float = 30) -> subprocess.CompletedProcess:
+        return self.run([ACCOUNTING_BINARIES["sacctmgr"], "-i", *args], timeout=timeout)
+
+    def _associations(self, timeout: float = 30.0) -> None:
+        """The cluster, two accounts (root may charge only ACCOUNT) and a QoS, once slurmdbd answers."""
+        deadline = time.monotonic() + timeout
+        while True:
+            cp = self.sacctmgr("add", "cluster", self.cluster.prefix)
+            if cp.returncode == 0 or "already exists" in cp.stdout + cp.stderr:
+                break
+            if time.monotonic() > deadline:
+                raise ClusterError(f"slurmdbd did not answer sacctmgr: {(cp.stderr or cp.stdout)[-400:]}; "
+                                   f"logs in {self.dir / 'log'}")
+            time.sleep(0.3)
+        for argv in (["add", "qos", QOS, "Priority=100"],
+                     ["add", "account", ACCOUNT, f"Cluster={self.cluster.prefix}", "Description=test",
+                      "Organization=cmxa"],
+                     ["add", "account", OTHER_ACCOUNT, f"Cluster={self.cluster.prefix}", "Description=test",
+                      "Organization=cmxa"],
+                     ["add", "user", "root", f"Account={ACCOUNT}", f"Cluster={self.cluster.prefix}",
+                      f"QOS=normal,{QOS}", "DefaultQOS=normal"]):
+            cp = self.sacctmgr(*argv)
+            if cp.returncode != 0:
+                raise ClusterError(f"sacctmgr {' '.join(argv)}: {(cp.stderr or cp.stdout)[-400:]}")
 
     def down(self) -> None:
         """End every daemon by PID (from its pid file, checked to be that daemon in that host), forget the boot
@@ -297,10 +460,17 @@ def main(argv=None) -> int:
     parser.add_argument("--state-dir", help="the test cluster's state directory (default: $CMXA_STATE_DIR)")
     parser.add_argument("--slurmd-timeout", type=int, default=10)
     parser.add_argument("--health-check-interval", type=int, default=2)
+    parser.add_argument("--accounting", action="store_true", help="MariaDB + slurmdbd, associations and a QoS")
+    parser.add_argument("--gpus-per-node", type=int, default=0, help="fake GPUs (not GPUs) as GRES on every host")
+    parser.add_argument("--switches", type=int, default=0, help="leaf switches of a topology/tree")
+    parser.add_argument("--prolog-epilog-s", type=float, default=0.0, help="seconds a prolog and an epilog take")
+    parser.add_argument("--cpus-per-node", type=int, default=1)
     parser.add_argument("action", choices=["up", "down", "status"])
     args = parser.parse_args(argv)
+    site = Site(accounting=args.accounting, gpus_per_node=args.gpus_per_node, switches=args.switches,
+                prolog_epilog_s=args.prolog_epilog_s, cpus_per_node=args.cpus_per_node)
     slurm = Slurm(Cluster(state_dir=args.state_dir), slurmd_timeout=args.slurmd_timeout,
-                  health_check_interval=args.health_check_interval)
+                  health_check_interval=args.health_check_interval, site=site)
 
     def action():
         if args.action == "up":

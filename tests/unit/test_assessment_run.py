@@ -104,6 +104,12 @@ INFERENCE = Path(DATA_DIR) / "rubric.d" / "inference.yml"
 INTENDED.update({(check["id"], "cmxbl-node%d" % n, ""): ("skip", "") for n in range(1, 5) for check in
                  yaml.safe_load(INFERENCE.read_text())["checks"]})
 
+# Issue 21: nor did the orchestration phase; no host ran its probes, so each check has a skip row on every host
+# (the placeholders orchestration.k8s_* and orchestration.slurm_job_churn are its checks now, same ids).
+ORCHESTRATION = Path(DATA_DIR) / "rubric.d" / "orchestration.yml"
+INTENDED.update({(check["id"], "cmxbl-node%d" % n, ""): ("skip", "") for n in range(1, 5) for check in
+                 yaml.safe_load(ORCHESTRATION.read_text())["checks"]})
+
 
 def _rows(path):
     with open(path, newline="") as fh:

@@ -1,0 +1,3 @@
+"""Phase: orchestration."""
+
+PROBES = ("slurm_jobs", "k8s_pods")

@@ -1,0 +1,189 @@
+"""The Slurm half of the orchestration phase on the controller: its checks and report section, on artifacts the
+probe wrote in real runs (tests/fixtures/slurm_jobs_artifacts/README.md): one against a production-like Slurm (slurmdbd
+accounting with enforced associations, fake GPUs as GRES, a two-leaf topology, a 0.5 s prolog and epilog), one
+against a bare Slurm. Cases no healthy cluster shows (a job across leaves while one had room, a wrong GPU count, a
+slow scheduler, a job left in the queue) are those artifacts with the one fact changed that the case is about.
+And the probe itself where no Slurm answers."""
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from probes.artifact import Artifact, validate
+from probes.orchestration import slurm_jobs
+from reports.grading.rubric import load_rubric
+from reports.load import run_of_artifacts
+from reports.phases.orchestration import grade, section
+from reports.render import markdown
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "slurm_jobs_artifacts"
+SLURM_CHECKS = ("orchestration.slurm.ran", "orchestration.slurm_job_churn", "orchestration.slurm_salloc",
+                "orchestration.slurm_srun_step", "orchestration.slurm_prolog", "orchestration.slurm_epilog",
+                "orchestration.slurm_job_arrays", "orchestration.slurm_gpu_allocation", "orchestration.slurm_exclusive",
+                "orchestration.slurm_topology_placement", "orchestration.slurm_accounting",
+                "orchestration.slurm_account_enforced", "orchestration.slurm_cleanup")
+
+
+def load(name):
+    return json.loads((FIX / name).read_text())
+
+
+@pytest.fixture(scope="module")
+def checks():
+    return {c["id"]: c for c in load_rubric()["checks"] if c["id"] in SLURM_CHECKS}
+
+
+def rows_of(checks, docs, check_id):
+    run = run_of_artifacts(docs)
+    check = checks[check_id]
+    return grade.CLUSTER[check["kind"]](check, run, run.hosts)
+
+
+def other_host():
+    """A second host of the run, which did not run slurm_jobs (its artifact is another probe's)."""
+    art = Artifact("node_info", "r", "cmxz-node2")
+    return art.to_dict()
+
+
+def test_the_fixtures_are_valid_artifacts():
+    for name in ("production_site_22.05.8.json", "bare_22.05.8.json"):
+        assert validate(load(name)) == [], name
+
+
+def test_production_slurm_passes_every_check_with_rows_only_on_the_host_that_ran_it(checks):
+    doc = load("production_site_22.05.8.json")
+    for check_id in SLURM_CHECKS:
+        rows = rows_of(checks, [doc, other_host()], check_id)
+        assert {r["host"] for r in rows} == {"cmxz-node1"}, check_id
+        assert {r["status"] for r in rows} == {"pass"}, (check_id, rows)
+    gpus = rows_of(checks, [doc], "orchestration.slurm_gpu_allocation")
+    assert [(r["subject"], r["observed"]) for r in gpus] == [
+        ("--gres=gpu:1", "CUDA_VISIBLE_DEVICES=0 on cmxz-node1"),
+        ("--gres=gpu:2", "CUDA_VISIBLE_DEVICES=0,1 on cmxz-node2"),
+        ("--gpus=1", "CUDA_VISIBLE_DEVICES=0 on cmxz-node1")]
+    [arrays] = rows_of(checks, [doc], "orchestration.slurm_job_arrays")
+    assert arrays["observed"].endswith("submit RPCs 1 against 8")
+    [acct] = rows_of(checks, [doc], "orchestration.slurm_accounting")
+    assert acct["observed"].startswith("19 of 19 jobs in sacct; 2 associations, 2 QoS; associations,limits,qos")
+
+
+def test_bare_slurm_accounting_and_enforcement_absent_are_findings_gpus_and_topology_skip(checks):
+    doc = load("bare_22.05.8.json")
+    status = {c: [(r["status"], r["reason"]) for r in rows_of(checks, [doc], c)] for c in SLURM_CHECKS}
+    [(st, why)] = status["orchestration.slurm_accounting"]
+    assert st == "fail"
+    assert why.split("; ") == [
+        "no slurmdbd accounting (AccountingStorageType=accounting_storage/none)",
+        "sacct: Slurm accounting storage is disabled",
+        "no association for the user (Only 'accounting_storage/slurmdbd' is supported.)",
+        "no QoS (Only 'accounting_storage/slurmdbd' is supported.)",
+        "associations not enforced (AccountingStorageEnforce=none)",
+        "no fairshare (PriorityType=priority/basic)"]
+    assert status["orchestration.slurm_account_enforced"] == [("fail", "accepted as job 23")]
+    assert status["orchestration.slurm_gpu_allocation"] == [
+        ("skip", "no node of the partition has GPU GRES (sinfo %G lists no gpu)")]
+    [(st, why)] = status["orchestration.slurm_topology_placement"]
+    assert st == "skip" and why.startswith("no topology")
+    for c in ("orchestration.slurm_job_churn", "orchestration.slurm_job_arrays", "orchestration.slurm_cleanup"):
+        assert status[c][0][0] == "pass", (c, status[c])
+
+
+def test_a_two_node_job_across_leaves_fails_only_when_one_leaf_had_two_idle_nodes(checks):
+    doc = load("production_site_22.05.8.json")
+    placement = doc["facts"]["topology"]["placements"][0]
+    placement["nodes"] = ["cmxz-node2", "cmxz-node3"]
+    placement["idle_before"] = ["cmxz-node1", "cmxz-node2", "cmxz-node3", "cmxz-node4"]
+    [row] = rows_of(checks, [doc], "orchestration.slurm_topology_placement")
+    assert row["status"] == "fail"
+    assert row["observed"].startswith("cmxz-node2,cmxz-node3 across leaf1+leaf2 while leaf1 had two idle nodes")
+    placement["idle_before"] = ["cmxz-node2", "cmxz-node3"]
+    [row] = rows_of(checks, [doc], "orchestration.slurm_topology_placement")
+    assert row["status"] == "pass" and "(no leaf had two idle nodes)" in row["observed"]
+
+
+def test_a_job_that_sees_more_gpus_than_it_asked_for_fails(checks):
+    doc = load("production_site_22.05.8.json")
+    doc["facts"]["gres"]["requests"][0]["cuda_visible_devices"] = "0,1"
+    rows = rows_of(checks, [doc], "orchestration.slurm_gpu_allocation")
+    assert [(r["subject"], r["status"]) for r in rows] == [("--gres=gpu:1", "fail"), ("--gres=gpu:2", "pass"),
+                                                            ("--gpus=1", "pass")]
+    doc["facts"]["gres"]["requests"][0].update(cuda_visible_devices="0", nvidia_smi_gpus=8)
+    assert rows_of(checks, [doc], "orchestration.slurm_gpu_allocation")[0]["status"] == "fail"
+
+
+@pytest.mark.parametrize("seconds,status", [(0.8, "pass"), (12.0, "warn"), (45.0, "fail")])
+def test_launch_latency_median_against_the_thresholds(checks, seconds, status):
+    doc = load("production_site_22.05.8.json")
+    for r in doc["results"]:
+        if r["metric"] == "submit_to_running_s":
+            r["value"] = seconds
+    [row] = rows_of(checks, [doc], "orchestration.slurm_job_churn")
+    assert row["status"] == status and row["observed"].startswith("median %.3g s" % seconds)
+
+
+def test_a_job_that_never_ran_fails_churn_keeping_the_samples_measured(checks):
+    doc = load("production_site_22.05.8.json")
+    doc["facts"]["tests"]["launch"] = {"status": "error", "reason": "job 9 still PENDING after 120 s"}
+    [row] = rows_of(checks, [doc], "orchestration.slurm_job_churn")
+    assert row["status"] == "fail" and row["reason"] == "job 9 still PENDING after 120 s"
+    assert row["observed"].startswith("median")
+
+
+def test_script_times_hidden_without_a_shared_directory_skip_prolog_and_epilog_with_the_reason(checks):
+    doc = load("production_site_22.05.8.json")
+    doc["results"] = [r for r in doc["results"] if r["metric"] not in ("prolog_launch_s", "epilog_s",
+                                                                          "submit_to_script_s")]
+    note = "the job's timestamps in /x are not visible from this node: it is not a directory the nodes share"
+    doc["facts"]["tests"]["launch"]["note"] = note
+    for check_id in ("orchestration.slurm_prolog", "orchestration.slurm_epilog"):
+        [row] = rows_of(checks, [doc], check_id)
+        assert (row["status"], row["reason"]) == ("skip", note)
+    assert rows_of(checks, [doc], "orchestration.slurm_job_churn")[0]["status"] == "pass"
+
+
+def test_a_job_left_in_the_queue_fails_cleanup_naming_it(checks):
+    doc = load("production_site_22.05.8.json")
+    doc["facts"]["left_in_queue"] = ["41|RUNNING"]
+    [row] = rows_of(checks, [doc], "orchestration.slurm_cleanup")
+    assert (row["status"], row["reason"]) == ("fail", "41|RUNNING")
+
+
+def test_no_slurm_on_the_host_is_a_skip_for_every_check(checks, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no scontrol, sbatch ... here
+    art = Artifact("slurm_jobs", "r1", "h1")
+    slurm_jobs.run(art, slurm_jobs.PARAMS.resolve("slurm_jobs", {}), str(tmp_path))
+    assert (art.status, art.reason) == ("skipped", "Slurm cannot be used from this node (scontrol not found)")
+    doc = art.to_dict()
+    for check_id in SLURM_CHECKS:
+        rows = rows_of(checks, [doc], check_id)
+        assert [(r["status"], r["reason"]) for r in rows] == [("skip", art.reason)], check_id
+
+
+def test_the_section_shows_every_part(checks):
+    doc = load("production_site_22.05.8.json")
+    run = run_of_artifacts([doc, other_host()])
+    text = markdown.render(section.blocks(run, [], None))
+    for expected in ("## Orchestration", "### Slurm", "Slurm 22.05.8", "| sbatch to RUNNING | 3 |",
+                     "A job array against a loop of sbatch calls", "| array | 8 |", "GPU allocation (2 GPUs per node)",
+                     "| leaf1 | 0 | cmxz-node1,cmxz-node2 |", "got 2 of 2 CPUs", "19 of 19 submitted jobs in sacct",
+                     "clustermax-none-05100za1b2c3: refused", "0 left in the queue"):
+        assert expected in text, expected
+    bare = markdown.render(section.blocks(run_of_artifacts([load("bare_22.05.8.json")]), [], None))
+    assert "missing: no slurmdbd accounting" in bare and "| gres | skipped |" in bare
+
+
+def test_the_probe_parameters_are_checked_before_slurm_is_asked_anything(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    art = Artifact("slurm_jobs", "r1", "h1")
+    slurm_jobs.run(art, slurm_jobs.PARAMS.resolve("slurm_jobs", {"jobs": 0, "placements": 0}), str(tmp_path))
+    assert (art.status, art.reason) == ("error", "jobs, placements must be at least 1")
+
+
+def test_a_copy_of_a_fixture_is_not_changed_by_grading(checks):
+    doc = load("production_site_22.05.8.json")
+    before = copy.deepcopy(doc)
+    for check_id in SLURM_CHECKS:
+        rows_of(checks, [doc], check_id)
+    assert doc == before

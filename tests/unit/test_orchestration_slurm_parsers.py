@@ -1,0 +1,254 @@
+"""The parsers of probes/orchestration/slurm_jobs.py on real Slurm output: sdiag's RPC statistics by message type,
+`scontrol show topology` (topology/tree and topology/block) and sinfo's GRES field, from captures kept in
+tests/fixtures/slurm_jobs (each with its public source in that folder's README.md), plus the probe's own GPU step
+run for real by sh. Variants that no capture shows (the RPC queue columns, a row cut short) are built from a capture
+or from the printf format in Slurm's sdiag.c, and say so."""
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from probes.orchestration import slurm_jobs as sj
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "slurm_jobs"
+
+
+def fixture(name):
+    return (FIX / name).read_text()
+
+
+def by_user_totals(text):
+    """The capture's own "Remote Procedure Call statistics by user" totals (count, total_time): every RPC by type is
+    also counted by user, so the two sums agree when no row of the by-type section was lost."""
+    section = text.split("Remote Procedure Call statistics by user", 1)[1].split("Pending RPC", 1)[0]
+    rows = re.findall(r"count:(\d+)\s+ave_time:\d+\s+total_time:(\d+)", section)
+    return sum(int(c) for c, _ in rows), sum(int(t) for _, t in rows)
+
+
+# ---------------------------------------------------------------------------------------------------------- sdiag
+
+SDIAG = {
+    # capture: (message types, REQUEST_SUBMIT_BATCH_JOB, another row)
+    "sdiag_22.05.8_testcluster.txt": (4, (2, 5952), ("MESSAGE_NODE_REGISTRATION_STATUS", (4, 7128))),
+    "sdiag_2020_treydock.txt": (15, (12, 29401), ("ACCOUNTING_UPDATE_MSG", (11592, 41442149799))),
+    "sdiag_24.11.7_sckyzo.txt": (12, (15, 23957), ("MESSAGE_NODE_REGISTRATION_STATUS", (20, 106146))),
+    "sdiag_26.05.2_sckyzo.txt": (12, (14, 12796), ("REQUEST_CREATE_PARTITION", (2, 358))),
+    "sdiag_soperator_issue1026.txt": (8, None, ("ACCOUNTING_REGISTER_CTLD", (1, 7551))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SDIAG))
+def test_sdiag_rpcs_by_message_type(name):
+    text = fixture(name)
+    types, submit, (other, value) = SDIAG[name]
+    rpcs = sj.parse_sdiag_rpcs(text)
+    assert len(rpcs) == types
+    assert rpcs.get("REQUEST_SUBMIT_BATCH_JOB") == submit
+    assert rpcs[other] == value
+    # every row read: the by-type sums equal the capture's own by-user sums, and no user row was taken for a type
+    assert (sum(c for c, _ in rpcs.values()), sum(t for _, t in rpcs.values())) == by_user_totals(text)
+    assert not {"root", "slurm", "prometheus", "user5", "user6"} & set(rpcs)
+
+
+def test_sdiag_wide_columns_2020():
+    """An id of 5 digits fills its parentheses, and an ave_time of 7 digits leaves one space before total_time."""
+    rpcs = sj.parse_sdiag_rpcs(fixture("sdiag_2020_treydock.txt"))
+    assert rpcs["ACCOUNTING_UPDATE_MSG"] == (11592, 41442149799)
+    assert rpcs["REQUEST_PARTITION_INFO"] == (83026, 29259362)
+    assert rpcs["REQUEST_RESERVATION_INFO"] == (1, 214)
+
+
+def test_sdiag_rpc_delta_on_a_capture():
+    """rpc_delta from nothing to the 24.11.7 capture: the reading RPCs (INFO, PING, STATS) are left out."""
+    rpcs = sj.parse_sdiag_rpcs(fixture("sdiag_24.11.7_sckyzo.txt"))
+    # MESSAGE_NODE_REGISTRATION_STATUS 20/106146 + SUBMIT 15/23957 + UPDATE_NODE 10/1725 + CREATE_PARTITION 2/350
+    assert sj.rpc_delta({}, rpcs) == (15, 23957, 47, 132178)
+    assert sj.rpc_delta(rpcs, rpcs) == (0, 0, 0, 0)
+
+
+def test_sdiag_without_the_rpc_section_fails():
+    """The 2017 capture stops after the backfill statistics: no counts, rather than counts of zero."""
+    with pytest.raises(sj.Failed, match="no \"Remote Procedure Call statistics by message type\" section"):
+        sj.parse_sdiag_rpcs(fixture("sdiag_2017_vpenso_no_rpc_section.txt"))
+    with pytest.raises(sj.Failed):
+        sj.parse_sdiag_rpcs("")
+
+
+def test_sdiag_row_cut_short_fails():
+    """A row of the 24.11.7 capture cut after its count: the parser says so instead of dropping the row."""
+    text = fixture("sdiag_24.11.7_sckyzo.txt")
+    row = next(line for line in text.splitlines() if "REQUEST_SUBMIT_BATCH_JOB" in line)
+    with pytest.raises(sj.Failed, match="REQUEST_SUBMIT_BATCH_JOB"):
+        sj.parse_sdiag_rpcs(text.replace(row, row.split(" ave_time")[0]))
+
+
+def test_sdiag_rpc_queue_columns_and_long_names():
+    """Rows rendered with the printf formats of Slurm's src/sdiag/sdiag.c (no capture shows them): with
+    RPC queue enabled queued:/cycle_last:/cycle_max:/dropped: follow total_time, and a name of 40
+    characters or more touches its "(". The section ends at "Pending RPC statistics", whose rows look alike."""
+    queue_fmt = ("\t%-40s(%5u) count:%-6u ave_time:%-6u total_time:%-12u queued:%-6u cycle_last:%-6u "
+                 "cycle_max:%-6u dropped:%u")
+    plain_fmt = "\t%-40s(%5u) count:%-6u ave_time:%-6u total_time:%u"
+    text = "\n".join([
+        "Remote Procedure Call statistics by message type",
+        queue_fmt % ("REQUEST_SUBMIT_BATCH_JOB", 4003, 15, 1597, 23957, 2, 1, 3, 0),
+        plain_fmt % ("X" * 41, 5999, 3, 10, 30),
+        "",
+        "Pending RPC statistics",
+        "\t%-40s(%5u) count:%-6u" % ("REQUEST_TERMINATE_JOB", 6011, 4),
+    ])
+    assert sj.parse_sdiag_rpcs(text) == {"REQUEST_SUBMIT_BATCH_JOB": (15, 23957), "X" * 41: (3, 30)}
+    assert sj.parse_sdiag_rpcs("Remote Procedure Call statistics by message type\n\tNo RPCs recorded yet.\n") == {}
+
+
+# ------------------------------------------------------------------------------------------- scontrol show topology
+
+def test_topology_tree_22_05_8():
+    sw = {s["name"]: s for s in sj.parse_topology(fixture("scontrol_show_topology_22.05.8_testcluster.txt"))}
+    assert sw["leaf1"] == {"name": "leaf1", "level": 0, "nodes": "cmxz-node1,cmxz-node2", "switches": "",
+                           "kind": "switch"}
+    assert sw["leaf2"]["nodes"] == "cmxz-node3,cmxz-node4"
+    assert sw["spine"] == {"name": "spine", "level": 1, "nodes": "cmxz-node[1-4]", "switches": "leaf1,leaf2",
+                           "kind": "switch"}
+
+
+def test_topology_tree_trailing_space_before_23_11():
+    """Before 23.11 scontrol (src/api/topo_info.c) ended every field, the last one too, with a space."""
+    text = fixture("scontrol_show_topology_22.05.8_testcluster.txt")
+    spaced = "".join(line + " \n" for line in text.splitlines())
+    assert sj.parse_topology(spaced) == sj.parse_topology(text)
+
+
+def test_topology_tree_gcm_empty_nodes():
+    switches = sj.parse_topology(fixture("scontrol_show_topology_tree_gcm.txt"))
+    assert [(s["name"], s["level"]) for s in switches] == [("cpu", 0), ("h100", 0), ("spine-use2-az3-0", 1),
+                                                           ("data-transfer", 0)]
+    assert switches[0]["nodes"] == "cpu-000-109,cpu-002-219,cpu-003-040"
+    assert switches[2]["nodes"] == "h100-008-154,h100-236-009" and switches[2]["switches"] == "h100"
+    assert switches[3]["nodes"] == "" and switches[3]["switches"] == ""
+    assert {s["kind"] for s in switches} == {"switch"}
+
+
+def test_topology_block_gcm():
+    """topology/block base blocks are leaves: a job inside one leaf is a job inside one block."""
+    blocks = sj.parse_topology(fixture("scontrol_show_topology_block_gcm.txt"))
+    assert blocks == [
+        {"name": "block_DH1-062-US-EAST-04B", "level": 0, "nodes": "g3-129-[057,059,063]", "switches": "",
+         "kind": "block"},
+        {"name": "block_DH1-064-US-EAST-04B", "level": 0, "nodes": "g3-129-[127,129,131]", "switches": "",
+         "kind": "block"},
+        {"name": "block_DH1-067-US-EAST-04B", "level": 0, "nodes": "g3-129-[235,237],g3-130-[001,003]",
+         "switches": "", "kind": "block"},
+    ]
+
+
+def test_topology_block_aggregated_oke_gb300():
+    """An AggregatedBlock spans the base blocks its name lists: not a leaf."""
+    blocks = sj.parse_topology(fixture("scontrol_show_topology_block_aggregated_oke_gb300.txt"))
+    leaves = [b for b in blocks if b["level"] == 0]
+    assert [(b["name"], b["nodes"]) for b in leaves] == [("gb300_b0", "10.140.71.103,10.140.88.115"),
+                                                         ("gb300_b1", "10.140.79.152,10.140.93.120")]
+    assert blocks[2] == {"name": "gb300_b[0-1]", "level": 1,
+                         "nodes": "10.140.71.103,10.140.79.152,10.140.88.115,10.140.93.120",
+                         "switches": "gb300_b[0-1]", "kind": "block"}
+
+
+def test_topology_unreadable_lines_fail():
+    text = fixture("scontrol_show_topology_22.05.8_testcluster.txt")
+    cut = text.replace("Nodes=cmxz-node[1-4]", "Nodes=cmxz-node[1-")  # a hostlist cut short (pre-23.11 511 chars)
+    with pytest.raises(sj.Failed, match="Nodes of spine cut short"):
+        sj.parse_topology(cut)
+    with pytest.raises(sj.Failed, match="cannot read the line"):
+        sj.parse_topology(text + "Switch leaf3 Level 0\n")
+    with pytest.raises(sj.Failed, match="Level="):
+        sj.parse_topology(text.replace("Level=1", "Level=x"))
+    assert sj.parse_topology("") == []
+
+
+# ------------------------------------------------------------------------------------------------------ sinfo %G
+
+def test_gres_22_05_8_testcluster():
+    rows = [line.split("|") for line in fixture("sinfo_gres_22.05.8_testcluster.txt").splitlines()]
+    assert {r[0]: sj.gres_gpus(r[1]) for r in rows} == {"cmxz-node%d" % i: 2 for i in range(1, 5)}
+
+
+def test_gres_and_gresused_24_11_7_typed_multi_type():
+    """sinfo -h -N -O NodeList: ,AllocMem: ,Memory: ,CPUsState: ,StateLong: ,Partition: ,Gres: ,GresUsed:"""
+    rows = [line.split() for line in fixture("sinfo_nodes_gres_24.11.7_sckyzo.txt").splitlines()]
+    gpus = {r[0]: sj.gres_gpus(r[6]) for r in rows}
+    assert gpus["na1"] == 0 and gpus["na10"] == 0  # (null)
+    assert [gpus["nb%d" % i] for i in range(1, 11)] == [4] * 10  # nb9/nb10: gpu:model_a:2,gpu:model_b:2
+    assert {sj.gres_gpus(r[7]) for r in rows} == {0}  # gpu:model_a:0(IDX:N/A),gpu:model_b:0(IDX:N/A)
+
+
+def test_gres_and_gresused_25_05_sockets_and_index_lists():
+    rows = [line.split() for line in fixture("sinfo_nodes_gres_25.05_sckyzo.txt").splitlines()]
+    gres = {r[0]: sj.gres_gpus(r[6]) for r in rows}
+    used = {r[0]: sj.gres_gpus(r[7]) for r in rows}
+    assert gres == {"a001": 4, "a002": 4, "a003": 4, "a004": 4, "a005": 4, "c001": 0}  # gpu:model_a:4(S:0-3)
+    assert used == {"a001": 4, "a002": 0, "a003": 0, "a004": 0, "a005": 2, "c001": 0}  # a005: (IDX:0,3)
+
+
+def test_gres_total_25_11_1_mig_and_hyphenated_types():
+    """sinfo --Format=Nodes: ,Gres: one line per node group: node count, then the GRES."""
+    rows = [line.split() for line in fixture("sinfo_gres_total_25.11.1_sckyzo.txt").splitlines()]
+    per = [(int(n), sj.gres_gpus(g)) for n, g in rows]
+    assert per == [(1637, 0), (2, 4), (1, 2), (1, 3), (2, 3), (3, 2), (10, 4), (1, 4), (1, 21), (4, 16)]
+    assert sum(n * g for n, g in per) == 154
+
+
+def test_gres_vpenso_20_11_8_and_21_08_5():
+    assert [sj.gres_gpus(line.split()[1]) for line in fixture("sinfo_gres_total_20.11.8_vpenso.txt").splitlines()] \
+        == [0, 2]
+    nodes, gres, used = fixture("sinfo_gres_idle_21.08.5_vpenso.txt").split()
+    assert (nodes, sj.gres_gpus(gres), sj.gres_gpus(used)) == ("2", 8, 0)  # used: gpu:(null):0(IDX:N/A)
+
+
+def test_gres_types_with_socket_per_type():
+    rows = dict(line.split() for line in fixture("sinfo_gres_types_sockets_vpenso.txt").splitlines())
+    assert {n: sj.gres_gpus(g) for n, g in rows.items()} == {"host-01": 4, "host-02": 4, "host-03": 4,
+                                                             "host-04": 2, "host-05": 1}
+
+
+def test_gres_untyped_with_sockets_and_null():
+    rows = [line.split() for line in fixture("sinfo_gres_sockets_null_vpenso.txt").splitlines()]
+    gpus = {n: sj.gres_gpus(g) for n, g in rows}
+    assert gpus["test-blue03"] == 4 and gpus["test-orange08"] == 8 and gpus["test-yellow103"] == 0
+    assert sum(gpus.values()) == 4 + 20 * 8
+
+
+def test_gres_shard_beside_gpu_and_hostlist_rows():
+    """sinfo -o "%N %G": the shards of gpu-33-28 are not GPUs."""
+    lines = fixture("sinfo_N_G_shard_nn-pipelines.txt").splitlines()[1:]  # the header line
+    gpus = dict((n, sj.gres_gpus(g)) for n, g in (line.rsplit(" ", 1) for line in lines))
+    assert gpus == {"compute-11-[24,26-30],compute-12-[00-26,28-47],compute-14-[00-22,24-47],compute-15-[00-07],"
+                    "compute-17-[00-47],compute-33-[02-11],compute-34-[00-02,04-31],compute-41-[01-25]": 0,
+                    "gpu-42-00": 8, "gpu-15-[23-24,27-28,31-32]": 4, "gpu-33-28": 2}
+
+
+def test_gres_other_formats():
+    node, gres = fixture("sinfo_N_comma_G_basnijholt_issue11.txt").strip().split(",", 1)
+    assert (node, sj.gres_gpus(gres)) == ("node0001", 8)  # gpu:8(S:0-3)
+    tmp = [line.split()[1] for line in fixture("sinfo_n_G_tmp_gres_vpenso_issue38.txt").splitlines()]
+    assert tmp[0] == "tmp:844G" and {sj.gres_gpus(g) for g in tmp} == {0}  # a GRES that is not a GPU
+    assert sj.gres_gpus("") == 0 and sj.gres_gpus(None) == 0
+
+
+# ------------------------------------------------------------------------------------------------ the GPU step
+
+def test_gpu_step_run_by_sh(tmp_path):
+    """GPU_STEP run by sh as a job step would run it, with no nvidia-smi on PATH."""
+    host = shutil.which("hostname")
+    if host is None:
+        pytest.skip("no hostname command")
+    os.symlink(host, tmp_path / "hostname")
+    env = {"PATH": str(tmp_path), "SLURM_JOB_ID": "4242", "CUDA_VISIBLE_DEVICES": "0,1", "SLURM_JOB_GPUS": "2,3"}
+    out = subprocess.run(["/bin/sh", "-c", sj.GPU_STEP], env=env, capture_output=True, text=True, check=True).stdout
+    step = sj.parse_gpu_step(out)
+    assert step == {"job": "4242", "cuda_visible_devices": "0,1", "job_gpus": "2,3", "step_gpus": None,
+                    "node": subprocess.run([host], capture_output=True, text=True).stdout.strip(),
+                    "nvidia_smi_gpus": None}
