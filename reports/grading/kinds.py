@@ -1,4 +1,5 @@
-"""The generic check kinds, which any phase's rubric can use: reachable, tasks, artifact, metric, straggler and the
+"""The generic check kinds, which any phase's rubric can use: reachable, tasks, artifact, one_host_artifact (a probe
+run once, from one host: reports/grading/one_host.py), metric, straggler and the
 rubric's consistency block; and not_implemented, the placeholders of reports/data/not_implemented.yml. Each phase's
 own kinds live in reports/phases/<phase>/grade.py (PER_HOST, CLUSTER)."""
 
@@ -7,7 +8,7 @@ import os
 import statistics
 from collections import Counter
 
-from reports.grading import expectations
+from reports.grading import expectations, one_host
 from reports.grading.preconditions import ANY_VARIANT, not_run_reason, ungradable
 from reports.grading.rows import ARTIFACT_STATUS, make_row, status_above, text_of
 from reports.grading.select import (
@@ -236,7 +237,7 @@ def grade_not_implemented(check, run, host):
 # first time grade() runs (register_phase_kinds), never while this module is imported: phase graders import it.
 PER_HOST_KINDS = {"reachable": grade_reachable, "tasks": grade_tasks, "artifact": grade_artifact,
                   "metric": grade_metric, "not_implemented": grade_not_implemented}
-CLUSTER_KINDS = {"straggler": grade_straggler}
+CLUSTER_KINDS = {"straggler": grade_straggler, "one_host_artifact": one_host.grade_ran}
 def register_phase_kinds():
     """Registers every phase's kinds into PER_HOST_KINDS and CLUSTER_KINDS (idempotent)."""
     from reports import phases

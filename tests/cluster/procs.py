@@ -96,6 +96,14 @@ def _ns_inode(path: str) -> int | None:
         return None
 
 
+def in_host(pid: int, host: dict) -> bool:
+    """Whether the process lives in the test host's network namespace (so ending it ends nothing of another host)."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat(f"/run/netns/{host['netns']}").st_ino
+    except OSError:
+        return False
+
+
 def _signal_all(pids, sig) -> None:
     for pid in pids:
         try:

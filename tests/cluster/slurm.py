@@ -58,7 +58,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from cluster.cluster import Cluster, ClusterError, _pid_alive, _terminate  # noqa: E402
-from cluster.procs import run_cli  # noqa: E402
+from cluster.procs import in_host, run_cli  # noqa: E402
 from cluster.reboot import Reboots  # noqa: E402
 
 BINARIES = {"slurmctld": "/usr/sbin/slurmctld", "slurmd": "/usr/sbin/slurmd", "scontrol": "/usr/bin/scontrol",
@@ -384,7 +384,7 @@ class Slurm:
                     pid = int(pidfile.read_text().split()[0])
                 except (OSError, ValueError, IndexError):
                     continue
-                if host and _pid_alive(pid) and self._in_host(pid, host):
+                if host and _pid_alive(pid) and in_host(pid, host):
                     pids.append(pid)
         _terminate(pids, term_timeout=5.0)
         for h in self.cluster.hosts:
@@ -395,12 +395,6 @@ class Slurm:
                 self.cluster.exec(h["name"], ["umount", "-l", target], timeout=10)
         if self.dir.exists():
             shutil.rmtree(self.dir, ignore_errors=True)
-
-    def _in_host(self, pid: int, host: dict) -> bool:
-        try:
-            return os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat(f"/run/netns/{host['netns']}").st_ino
-        except OSError:
-            return False
 
     def daemon_pids(self) -> dict:
         """host -> [live daemon PIDs] (read from the pid files)."""

@@ -24,9 +24,9 @@ from cluster.slurm import Site, Slurm
 from cluster.slurm import preflight as slurm_preflight
 from helpers import ROOT, run_dirs, run_playbook
 
+from reports.grading.kinds import CLUSTER_KINDS, register_phase_kinds
 from reports.grading.rubric import load_rubric
 from reports.load import run_of_artifacts
-from reports.phases.orchestration import grade
 
 pytestmark = pytest.mark.cluster
 
@@ -67,7 +67,8 @@ def _probe(cluster, run_id, params, timeout):
         shutil.rmtree(out, ignore_errors=True)
     rubric = {c["id"]: c for c in load_rubric()["checks"] if c["id"].startswith("orchestration.slurm")}
     run = run_of_artifacts([doc])
-    checks = [r for c in rubric.values() for r in grade.CLUSTER[c["kind"]](c, run, run.hosts)]
+    register_phase_kinds()
+    checks = [r for c in rubric.values() for r in CLUSTER_KINDS[c["kind"]](c, run, run.hosts)]
     return {"doc": doc, "checks": checks,
             "queue": cluster.exec(first, ["squeue", "-h", "-o", "%i %j %T"], timeout=30).stdout.split("\n"),
             "shared": Path.home() / ".clustermax-assess" / doc["run_id"]}

@@ -13,9 +13,10 @@ import pytest
 
 from probes.artifact import Artifact, validate
 from probes.orchestration import slurm_jobs
+from reports.grading.kinds import CLUSTER_KINDS, register_phase_kinds
 from reports.grading.rubric import load_rubric
 from reports.load import run_of_artifacts
-from reports.phases.orchestration import grade, section
+from reports.phases.orchestration import section
 from reports.render import markdown
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "slurm_jobs_artifacts"
@@ -38,7 +39,8 @@ def checks():
 def rows_of(checks, docs, check_id):
     run = run_of_artifacts(docs)
     check = checks[check_id]
-    return grade.CLUSTER[check["kind"]](check, run, run.hosts)
+    register_phase_kinds()
+    return CLUSTER_KINDS[check["kind"]](check, run, run.hosts)
 
 
 def other_host():

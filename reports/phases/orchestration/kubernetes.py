@@ -18,10 +18,11 @@ Percentiles: linear interpolation between the sorted values (numpy's default), o
 warm-up cycle has its own metric).
 """
 
+from reports.grading.one_host import on_runners
 from reports.grading.preconditions import ungradable
 from reports.grading.rows import make_row, status_above, status_below, summary_line, worst_status
 from reports.grading.select import find_artifact
-from reports.phases.orchestration.common import distribution, on_runners
+from reports.phases.orchestration.common import distribution
 from reports.render.blocks import Bullets, Heading, Paragraph, Table, code, strong
 from reports.render.markdown import fmt
 
@@ -259,7 +260,7 @@ def dra_text(dra):
     return "; ".join(parts)
 
 
-# kind -> fn(check, run, hosts) -> rows on the host that ran the probe (reports/phases/orchestration/common.py).
+# kind -> fn(check, run, hosts) -> rows on the host that ran the probe (reports/grading/one_host.py).
 CLUSTER = {"k8s_churn": on_runners(grade_churn), "k8s_sandbox": on_runners(grade_sandbox),
            "k8s_pvc": on_runners(grade_pvc), "k8s_stuck_deletes": on_runners(grade_stuck_deletes),
            "k8s_network_pattern": on_runners(grade_network_pattern), "k8s_dra": on_runners(grade_dra)}

@@ -3,6 +3,7 @@ distributions, the array against the loop with the controller's RPCs, GPU alloca
 placement, accounting, enforcement and cleanup), then the Kubernetes half (reports/phases/orchestration/kubernetes.py).
 Every number is a result or fact of an artifact; verdicts come from the graders."""
 
+from reports.grading import one_host
 from reports.phases.orchestration import common, kubernetes, slurm
 from reports.render import markdown
 from reports.render.blocks import Bullets, Heading, Paragraph, Table, code
@@ -105,7 +106,7 @@ def accounting_part(doc):
 
 def slurm_part(run):
     out = []
-    for host in common.runners(run, slurm.PROBE):
+    for host in one_host.runners(run, slurm.PROBE):
         doc = run.artifact(host, slurm.PROBE)
         if doc is None:
             continue

@@ -7,7 +7,7 @@ against the rubric's thresholds, whether GPUs, exclusivity, placement, accountin
 whether anything was left in the queue.
 
 Check kinds (rubric.d/orchestration.yml), all cluster kinds with rows for the host that ran the probe (the
-phase's orch_ran, in reports/phases/orchestration/common.py, says whether it ran):
+generic one_host_artifact kind, in reports/grading/one_host.py, says whether it ran):
   slurm_latency       the median of a metric (check `metric`) against pass_max / warn_max seconds; a failed test
                       (check `test`) fails it with the probe's reason
   slurm_arrays        job arrays accepted and every task completed; the controller's submit RPCs of the array
@@ -22,10 +22,10 @@ phase's orch_ran, in reports/phases/orchestration/common.py, says whether it ran
 
 import statistics
 
+from reports.grading import one_host
 from reports.grading.preconditions import ungradable
 from reports.grading.rows import make_row
 from reports.grading.select import find_artifact
-from reports.phases.orchestration import common
 
 PROBE = "slurm_jobs"
 
@@ -34,7 +34,7 @@ def rows_on_runner(check, run, hosts, judge):
     """judge(doc) -> [(status, observed, expected, reason, subject)] for the host that ran the probe; the usual skip
     (or error) rows where it cannot be graded, and on every host when no host ran it."""
     out = []
-    for host in common.runners(run, check["probe"]) or hosts:
+    for host in one_host.runners(run, check["probe"]) or hosts:
         pre = ungradable(check, run, host, error_is_final=True)
         if pre:
             out.append(pre)

@@ -1,0 +1,3 @@
+"""Phase: monitoring."""
+
+PROBES = ("prometheus", "grafana")

@@ -1,0 +1,228 @@
+"""prometheus: what the provider's Prometheus-compatible API holds for this cluster, read from one host (seed,
+"Reliability, Health Checks, Autoremediation, and SLAs": "a monitoring dashboard relies on some telemetry, so you
+have to have DCGM setup correctly (and securely)"; "A stale green result is not evidence of health").
+
+The probe records, the controller judges (reports/phases/monitoring/prometheus.py):
+- the API: `url`, else the first of http://<candidate>:9090 that answers /api/v1/status/buildinfo; its version;
+- the scrape targets (/api/v1/targets): instance, job, labels, health, scrape interval, last scrape, last error;
+- for every metric of `series` (DCGM exporter, node exporter and scheduler families): every series the API held
+  in the last `lookback` (/api/v1/series) and the newest sample of those it still serves (an instant query of
+  `timestamp(metric)`), with the labels that name a node and a GPU (instance, node, Hostname, hostname, gpu, UUID,
+  job), and the query's own evaluation time: a series listed but not served, or served with an old sample, is stale;
+- for every metric of `watch` (XID errors): each series' first sample in the lookback with a value other than 0, and
+  that value (the controller sets it against the fault's injection time: when the fault became visible);
+- security: the server's flags that open write or admin endpoints (web.enable-admin-api, web.enable-lifecycle,
+  web.enable-remote-write-receiver) and whether the API answered without a credential; every node's exporter
+  ports (`exporter_ports`) that accept a connection from this host, and whether they answer without one.
+A credential (`token_file`: a bearer token, `basic_auth_file`: "user:password") is read from its file when the
+request is made and never written to the artifact, its raw files or an error text.
+Skipped with the reason when no Prometheus answers.
+"""
+
+import base64
+import json
+import socket
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from datetime import datetime
+
+from probes.monitoring.common import refuse_credential_in_url
+from probes.params import Param, Params
+
+PARAMS = Params(
+    url=Param(str, "", "the Prometheus-compatible API (e.g. http://head:9090); '' = try `candidates` on port 9090"),
+    candidates=Param(list, [], "hosts (names or addresses) tried on port 9090 when no url is given"),
+    token_file=Param(str, "", "a file holding a bearer token for the API (never recorded)"),
+    basic_auth_file=Param(str, "", "a file holding user:password for the API (never recorded)"),
+    nodes=Param(list, [], "this cluster's nodes: [{name, address}]"),
+    series=Param(dict, {}, "metric families to look for: {family: [metric names]}"),
+    exporter_ports=Param(dict, {}, "exporter ports probed on every node: {exporter name: port}"),
+    lookback=Param(str, "1h", "how far back series count as existing (a Prometheus duration), when no `since`"),
+    since=Param(str, "", "the assessment's start (RFC 3339 UTC): look back to 5 minutes before it, so that the faults "
+                         "it injected are in the window"),
+    watch=Param(list, ["DCGM_FI_DEV_XID_ERRORS"], "fault metrics whose first non-zero sample in the lookback is "
+                                                  "recorded per series (when a fault became visible)"),
+    timeout_s=Param(float, 10, "seconds per HTTP request or TCP connection"),
+)
+NAMING_LABELS = ("instance", "node", "Hostname", "hostname", "gpu", "UUID", "job", "device")
+WRITE_FLAGS = ("web.enable-admin-api", "web.enable-lifecycle", "web.enable-remote-write-receiver",
+               "web.config.file")
+
+
+class Api:
+    """GETs on one Prometheus API, with or without the credential; errors name the path, never the credential."""
+
+    def __init__(self, url, p):
+        self.url, self.p = url.rstrip("/"), p
+
+    def _auth(self):
+        if self.p["token_file"]:
+            with open(self.p["token_file"]) as fh:
+                return "Bearer " + fh.read().strip()
+        if self.p["basic_auth_file"]:
+            with open(self.p["basic_auth_file"]) as fh:
+                return "Basic " + base64.b64encode(fh.read().strip().encode()).decode()
+        return None
+
+    def get(self, path, params=None, auth=True):
+        """(status code, decoded JSON or None, error text or None)."""
+        url = self.url + path + ("?" + urllib.parse.urlencode(params, doseq=True) if params else "")
+        req = urllib.request.Request(url)
+        header = self._auth() if auth else None
+        if header:
+            req.add_header("Authorization", header)
+        try:
+            with urllib.request.urlopen(req, timeout=self.p["timeout_s"]) as resp:
+                return resp.status, json.loads(resp.read().decode()), None
+        except urllib.error.HTTPError as exc:
+            return exc.code, None, "HTTP %d on %s" % (exc.code, path)
+        except (OSError, ValueError) as exc:
+            return None, None, "%s on %s" % (type(exc).__name__ if not str(exc) else str(exc)[:200], path)
+
+    def data(self, path, params=None):
+        code, doc, err = self.get(path, params)
+        if err or not doc or doc.get("status") != "success":
+            raise ApiError(err or "no success answer on %s (%s)" % (path, code))
+        return doc["data"]
+
+
+class ApiError(Exception):
+    pass
+
+
+def find_api(p):
+    """(Api, version, tried) of the first URL that answers /api/v1/status/buildinfo; (None, None, tried)."""
+    urls = [p["url"]] if p["url"] else ["http://%s:9090" % h for h in p["candidates"]]
+    tried = []
+    for url in urls:
+        api = Api(url, p)
+        code, doc, err = api.get("/api/v1/status/buildinfo")
+        if doc and doc.get("status") == "success":
+            return api, doc["data"].get("version"), tried
+        tried.append("%s: %s" % (url, err or "HTTP %s" % code))
+    return None, None, tried
+
+
+def naming(labels):
+    return {k: labels[k] for k in NAMING_LABELS if k in labels}
+
+
+def series_of(api, metric, lookback):
+    """[{labels, ts}] of one metric: every series of the lookback, with its newest served sample's time or None."""
+    now = time.time()
+    listed = api.data("/api/v1/series", {"match[]": metric, "start": now - _seconds(lookback), "end": now})
+    served = api.data("/api/v1/query", {"query": "timestamp(%s)" % metric})
+    newest, evaluated = {}, None
+    for item in served.get("result") or []:
+        evaluated = float(item["value"][0])
+        newest[json.dumps(naming(item["metric"]), sort_keys=True)] = float(item["value"][1])
+    out = []
+    seen = set()
+    for labels in listed:
+        key = json.dumps(naming(labels), sort_keys=True)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append({"labels": naming(labels), "ts": newest.pop(key, None)})
+    # Served but not listed (a lookback shorter than the scrape history's index): still a series with its sample.
+    out += [{"labels": json.loads(k), "ts": ts} for k, ts in newest.items()]
+    return out, evaluated
+
+
+def first_nonzero(api, metric, lookback, targets):
+    """[{labels, ts, value}]: each series' first sample other than 0 in the lookback (a range query at the smallest
+    scrape interval, so no sample is stepped over)."""
+    step = min([_seconds(t.get("scrapeInterval") or "15s") for t in targets] or [15.0])
+    now = time.time()
+    data = api.data("/api/v1/query_range", {"query": "%s != 0" % metric, "start": now - _seconds(lookback),
+                                            "end": now, "step": step})
+    out = []
+    for item in data.get("result") or []:
+        ts, value = item["values"][0]
+        out.append({"labels": naming(item["metric"]), "ts": float(ts), "value": float(value)})
+    return out
+
+
+def _seconds(duration):
+    """A Prometheus duration ("1h", "30s", "500ms") in seconds."""
+    if duration.endswith("ms"):
+        return float(duration[:-2]) / 1000.0
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    return float(duration[:-1]) * units[duration[-1]] if duration and duration[-1] in units else float(duration)
+
+
+def exporter_answers(address, port, timeout):
+    """"closed", or the HTTP status of GET /metrics without a credential ("open <code>")."""
+    try:
+        socket.create_connection((address, int(port)), timeout=timeout).close()
+    except OSError:
+        return "closed"
+    try:
+        with urllib.request.urlopen("http://%s:%d/metrics" % (address, int(port)), timeout=timeout) as resp:
+            return "open %d" % resp.status
+    except urllib.error.HTTPError as exc:
+        return "open %d" % exc.code
+    except OSError as exc:
+        return "open (%s)" % (str(exc)[:80] or type(exc).__name__)
+
+
+def window(p):
+    """The lookback as a Prometheus duration: from 5 minutes before `since`, else `lookback`."""
+    if not p["since"]:
+        return p["lookback"]
+    started = datetime.strptime(p["since"].replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S%z").timestamp()
+    return "%ds" % max(60, int(time.time() - started) + 300)
+
+
+def run(art, p, out_dir):
+    if refuse_credential_in_url(art, p):
+        return
+    try:
+        lookback = window(p)
+    except ValueError:
+        art.error("since=%r is not an RFC 3339 UTC time (e.g. 2026-12-03T01:19:11Z)" % p["since"])
+        return
+    api, version, tried = find_api(p)
+    if api is None:
+        art.skip("no Prometheus API answered: %s" % ("; ".join(tried) or "no url and no candidates given"))
+        return
+    art.tool.update(name="prometheus", version=version)
+    art.facts.update(url=api.url, nodes=p["nodes"], families=p["series"], lookback=lookback, errors=[])
+    try:
+        targets = api.data("/api/v1/targets", {"state": "active"}).get("activeTargets") or []
+    except ApiError as exc:
+        art.error("the API answered buildinfo but not its targets: %s" % exc)
+        return
+    art.facts["targets"] = [{"labels": naming(t.get("labels") or {}), "health": t.get("health"),
+                             "scrape_interval": t.get("scrapeInterval") or (t.get("discoveredLabels") or {}).get(
+                                 "__scrape_interval__"), "last_scrape": t.get("lastScrape"),
+                             "last_error": t.get("lastError") or None, "scrape_url": t.get("scrapeUrl")}
+                            for t in targets]
+    found, evaluated = {}, None
+    for family, metrics in p["series"].items():
+        for metric in metrics:
+            try:
+                found[metric], at = series_of(api, metric, lookback)
+                evaluated = at or evaluated
+            except ApiError as exc:
+                art.facts["errors"].append("%s: %s" % (metric, exc))
+            art.add("series", len(found.get(metric) or []), "count", family=family, name=metric)
+    art.facts["series"] = found
+    art.facts["watch"] = {}
+    for metric in p["watch"]:
+        try:
+            art.facts["watch"][metric] = first_nonzero(api, metric, lookback, targets)
+        except ApiError as exc:
+            art.facts["errors"].append("%s: %s" % (metric, exc))
+    art.facts["evaluated_at"] = evaluated or time.time()
+    code, flags, err = api.get("/api/v1/status/flags")
+    art.facts["flags"] = {k: (flags or {}).get("data", {}).get(k) for k in WRITE_FLAGS} if flags else None
+    art.facts["flags_error"] = err
+    authed = bool(p["token_file"] or p["basic_auth_file"])
+    if authed:
+        code, _, _ = api.get("/api/v1/status/buildinfo", auth=False)
+    art.facts["unauthenticated_api"] = (code == 200) if authed else True
+    art.facts["exporters"] = {n["name"]: {name: exporter_answers(n["address"], port, min(3.0, p["timeout_s"]))
+                                          for name, port in p["exporter_ports"].items()} for n in p["nodes"]}
