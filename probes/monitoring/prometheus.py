@@ -9,8 +9,8 @@ The probe records, the controller judges (reports/phases/monitoring/prometheus.p
   in the last `lookback` (/api/v1/series) and the newest sample of those it still serves (an instant query of
   `timestamp(metric)`), with the labels that name a node and a GPU (instance, node, Hostname, hostname, gpu, UUID,
   job), and the query's own evaluation time: a series listed but not served, or served with an old sample, is stale;
-- for every metric of `watch` (XID errors): each series' first sample in the lookback with a value other than 0, and
-  that value (the controller sets it against the fault's injection time: when the fault became visible);
+- for every metric of `watch` (XID errors): each series' value at the start of the window and every change of it
+  after (the controller finds the first change after a fault's injection: when the fault became visible);
 - security: the server's flags that open write or admin endpoints (web.enable-admin-api, web.enable-lifecycle,
   web.enable-remote-write-receiver) and whether the API answered without a credential; every node's exporter
   ports (`exporter_ports`) that accept a connection from this host, and whether they answer without one.
@@ -42,13 +42,25 @@ PARAMS = Params(
     lookback=Param(str, "1h", "how far back series count as existing (a Prometheus duration), when no `since`"),
     since=Param(str, "", "the assessment's start (RFC 3339 UTC): look back to 5 minutes before it, so that the faults "
                          "it injected are in the window"),
-    watch=Param(list, ["DCGM_FI_DEV_XID_ERRORS"], "fault metrics whose first non-zero sample in the lookback is "
-                                                  "recorded per series (when a fault became visible)"),
+    watch=Param(list, ["DCGM_FI_DEV_XID_ERRORS"], "fault metrics whose changes in the lookback are recorded per "
+                                                  "series (when a fault became visible)"),
     timeout_s=Param(float, 10, "seconds per HTTP request or TCP connection"),
 )
 NAMING_LABELS = ("instance", "node", "Hostname", "hostname", "gpu", "UUID", "job", "device")
 WRITE_FLAGS = ("web.enable-admin-api", "web.enable-lifecycle", "web.enable-remote-write-receiver",
                "web.config.file")
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is an answer, not followed: urllib would send the Authorization header to wherever it points."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+# No proxy from the environment (a login node's http_proxy would get the credential, and would answer for the
+# exporters), no redirects.
+OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect)
 
 
 class Api:
@@ -74,7 +86,7 @@ class Api:
         if header:
             req.add_header("Authorization", header)
         try:
-            with urllib.request.urlopen(req, timeout=self.p["timeout_s"]) as resp:
+            with OPENER.open(req, timeout=self.p["timeout_s"]) as resp:
                 return resp.status, json.loads(resp.read().decode()), None
         except urllib.error.HTTPError as exc:
             return exc.code, None, "HTTP %d on %s" % (exc.code, path)
@@ -131,17 +143,27 @@ def series_of(api, metric, lookback):
     return out, evaluated
 
 
-def first_nonzero(api, metric, lookback, targets):
-    """[{labels, ts, value}]: each series' first sample other than 0 in the lookback (a range query at the smallest
-    scrape interval, so no sample is stepped over)."""
+MAX_POINTS = 10000  # Prometheus refuses a range query of more than 11,000 points per series
+
+
+def changes(api, metric, lookback, targets):
+    """[{labels, points: [[ts, value], ...]}]: each series' value at the start of the window and every sample where
+    it changed. XID errors hold the last XID seen, so a fault shows as a change, not as "non-zero": an XID from
+    before the run stays non-zero, and a second injection on the same node is a new change. The range query runs at
+    the smallest scrape interval (no sample stepped over), coarser only where the window would pass MAX_POINTS."""
+    window = _seconds(lookback)
     step = min([_seconds(t.get("scrapeInterval") or "15s") for t in targets] or [15.0])
+    step = max(step, window / MAX_POINTS)
     now = time.time()
-    data = api.data("/api/v1/query_range", {"query": "%s != 0" % metric, "start": now - _seconds(lookback),
-                                            "end": now, "step": step})
+    data = api.data("/api/v1/query_range", {"query": metric, "start": now - window, "end": now, "step": step})
     out = []
     for item in data.get("result") or []:
-        ts, value = item["values"][0]
-        out.append({"labels": naming(item["metric"]), "ts": float(ts), "value": float(value)})
+        points, last = [], None
+        for ts, value in item.get("values") or []:
+            if value != last:
+                points.append([float(ts), float(value)])
+                last = value
+        out.append({"labels": naming(item["metric"]), "points": points, "step": step})
     return out
 
 
@@ -160,7 +182,7 @@ def exporter_answers(address, port, timeout):
     except OSError:
         return "closed"
     try:
-        with urllib.request.urlopen("http://%s:%d/metrics" % (address, int(port)), timeout=timeout) as resp:
+        with OPENER.open("http://%s:%d/metrics" % (address, int(port)), timeout=timeout) as resp:
             return "open %d" % resp.status
     except urllib.error.HTTPError as exc:
         return "open %d" % exc.code
@@ -192,20 +214,19 @@ def run(art, p, out_dir):
     art.facts.update(url=api.url, nodes=p["nodes"], families=p["series"], lookback=lookback, errors=[])
     try:
         targets = api.data("/api/v1/targets", {"state": "active"}).get("activeTargets") or []
-    except ApiError as exc:
-        art.error("the API answered buildinfo but not its targets: %s" % exc)
-        return
+    except ApiError as exc:  # Mimir, VictoriaMetrics' vmselect, managed services: series without a targets API
+        targets = []
+        art.facts["errors"].append("targets: %s" % exc)
     art.facts["targets"] = [{"labels": naming(t.get("labels") or {}), "health": t.get("health"),
                              "scrape_interval": t.get("scrapeInterval") or (t.get("discoveredLabels") or {}).get(
                                  "__scrape_interval__"), "last_scrape": t.get("lastScrape"),
                              "last_error": t.get("lastError") or None, "scrape_url": t.get("scrapeUrl")}
                             for t in targets]
-    found, evaluated = {}, None
+    found, evaluated = {}, {}
     for family, metrics in p["series"].items():
         for metric in metrics:
             try:
-                found[metric], at = series_of(api, metric, lookback)
-                evaluated = at or evaluated
+                found[metric], evaluated[metric] = series_of(api, metric, lookback)
             except ApiError as exc:
                 art.facts["errors"].append("%s: %s" % (metric, exc))
             art.add("series", len(found.get(metric) or []), "count", family=family, name=metric)
@@ -213,10 +234,11 @@ def run(art, p, out_dir):
     art.facts["watch"] = {}
     for metric in p["watch"]:
         try:
-            art.facts["watch"][metric] = first_nonzero(api, metric, lookback, targets)
+            art.facts["watch"][metric] = changes(api, metric, lookback, targets)
         except ApiError as exc:
             art.facts["errors"].append("%s: %s" % (metric, exc))
-    art.facts["evaluated_at"] = evaluated or time.time()
+    # When each metric's instant query was evaluated (its series' ages are taken from that), None where it served none.
+    art.facts["evaluated_at"] = evaluated
     code, flags, err = api.get("/api/v1/status/flags")
     art.facts["flags"] = {k: (flags or {}).get("data", {}).get(k) for k in WRITE_FLAGS} if flags else None
     art.facts["flags_error"] = err

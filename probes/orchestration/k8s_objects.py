@@ -91,9 +91,14 @@ def hold_command(hold_s=3600, before=""):
     return ["sh", "-c", "%strap 'exit 0' TERM; sleep %d & wait" % (before, int(hold_s))]
 
 
+# The line the GPU pod prints once `nvidia-smi -L` has finished: Ready comes as soon as the container starts (no
+# readiness probe), while nvidia-smi may take seconds (no persistence mode), so the log is read until this line.
+GPUS_LISTED = "CMXA-GPUS-LISTED"
+
+
 def gpu_command(hold_s=3600):
     """List the GPUs the container was given (read back with `kubectl logs`), then hold them until deleted."""
-    return hold_command(hold_s, before="nvidia-smi -L; ")
+    return hold_command(hold_s, before="nvidia-smi -L; echo %s; " % GPUS_LISTED)
 
 
 def cleanup_plan(run, namespace):

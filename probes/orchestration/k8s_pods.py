@@ -15,7 +15,8 @@ With `warmup`, churn and PVC run one unmeasured cycle first, so the image pull i
 
 Times by the probe's own clock (time.monotonic around create and polling: what a user waits, at poll_s
 resolution) and by the API's timestamps (creationTimestamp, the conditions' lastTransitionTime, the container's
-startedAt: one-second resolution, the cluster's own clock), both recorded with a `clock` label.
+startedAt: one-second resolution; creationTimestamp is the API server's clock, the conditions and startedAt the
+node's kubelet and runtime, so an "api" time includes any skew between them), both recorded with a `clock` label.
 
 Everything it creates carries the label clustermax.assess/run=<run id> (and test, index); whatever happens, a
 finally deletes by that label and reads back what is left. The artifact lists what was created and what was left.
@@ -246,14 +247,29 @@ class Run:
                                  "node_allocatable": ko.node_allocatable(node, p["gpu_resource"]) if node else None,
                                  "visible": None}
                 if st["ready"] or st["started"]:
-                    res = self.k.run(["logs", name])
-                    cycle["gpus"]["visible"] = ko.visible_gpus(res.stdout) if res.rc == 0 else None
-                    if res.rc != 0:
-                        cycle["gpus"]["logs_error"] = why(res)
+                    self.read_gpus(name, cycle["gpus"])
             cycle["delete_s"] = self.delete_one("pod", name, "churn")
             cycles.append(cycle)
             self.record_churn(cycle)
         art.facts["churn"] = cycles
+
+    def read_gpus(self, name, gpus, wait_s=60.0):
+        """The GPUs the pod's `nvidia-smi -L` listed, once its log says it finished (ko.GPUS_LISTED); None with the
+        reason when the log cannot be read or nvidia-smi did not finish within wait_s."""
+        deadline = time.monotonic() + min(wait_s, self.p["ready_timeout_s"])
+        while True:
+            res = self.k.run(["logs", name])
+            if res.rc != 0:
+                gpus["logs_error"] = why(res)
+                return
+            if ko.GPUS_LISTED in res.stdout:
+                gpus["visible"] = ko.visible_gpus(res.stdout)
+                return
+            if time.monotonic() > deadline:
+                gpus["logs_error"] = "nvidia-smi -L did not finish within %g s (log: %r)" % (
+                    min(wait_s, self.p["ready_timeout_s"]), res.stdout[-200:])
+                return
+            time.sleep(self.p["poll_s"])
 
     def record_churn(self, c):
         art, i = self.art, c["cycle"]

@@ -69,6 +69,8 @@ CONFIG_KEYS = ("AccountingStorageType", "AccountingStorageEnforce", "AccountingS
                "TopologyPlugin", "MaxArraySize", "Prolog", "Epilog", "PrologFlags", "SchedulerType", "SelectType",
                "GresTypes", "ClusterName", "SLURM_VERSION")
 # sdiag's reading RPCs (squeue, scontrol show, sinfo, sdiag itself): this probe's own polling, not the jobs' load.
+# What srun says when the node it asked for is taken (the exclusive test's second job).
+BUSY = re.compile(r"Requested nodes are busy|Unable to allocate resources|Immediate allocation|Resources", re.I)
 READ_RPC = re.compile(r"(INFO|_PING|STATS)")
 # One row of sdiag's RPC statistics by message type (parse_sdiag_rpcs): name, (id), count:, ave_time:, total_time:
 SDIAG_RPC_ROW = re.compile(r"([^\s(]+)\s*\(\s*(\d+)\)\s+count:(\d+)\s+ave_time:\d+\s+total_time:(\d+)(?:\s|$)")
@@ -87,7 +89,7 @@ print("CMXA " + json.dumps({"start": start, "steps": steps}))
 """
 GPU_STEP = ('echo "JOB=${SLURM_JOB_ID-unset}"; echo "CVD=${CUDA_VISIBLE_DEVICES-unset}"; '
             'echo "JOB_GPUS=${SLURM_JOB_GPUS-unset}"; '
-            'echo "STEP_GPUS=${SLURM_STEP_GPUS-unset}"; echo "NODE=$(hostname)"; '
+            'echo "STEP_GPUS=${SLURM_STEP_GPUS-unset}"; echo "NODE=$SLURMD_NODENAME"; '
             'if command -v nvidia-smi >/dev/null 2>&1; then '
             'echo "NVSMI=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU ")"; else echo "NVSMI=none"; fi')
 
@@ -143,7 +145,10 @@ def parse_sdiag_rpcs(text):
 
 def rpc_delta(before, after):
     """The RPCs between two sdiag readings, this probe's own reading RPCs left out ->
-    (submit RPCs, their microseconds, all RPCs, their microseconds)."""
+    (submit RPCs, their microseconds, all RPCs, their microseconds), or None when the counters were reset between
+    them. The counters are the controller's, for every user: other users' RPCs in that time are counted too."""
+    if any(count < before.get(name, (0, 0))[0] for name, (count, _) in after.items()):
+        return None  # the counters were reset between the readings (sdiag resets at midnight, or by sdiag -r)
     sub = [0, 0]
     every = [0, 0]
     for name, (count, total) in after.items():
@@ -339,17 +344,24 @@ def launch_test(s, art, p, shared):
     hidden = None
     for i in range(p["launch_samples"]):
         start, end = os.path.join(shared, "launch-%d.start" % i), os.path.join(shared, "launch-%d.end" % i)
-        script = "date +%%s.%%N > %s.tmp && mv %s.tmp %s\nsleep %g\ndate +%%s.%%N > %s.tmp && mv %s.tmp %s\n" % (
-            start, start, start, p["hold_s"], end, end, end)
+        # The timestamps are best effort: a directory the node does not share must not fail the job (the times are
+        # then skipped with that reason), so the script always exits 0.
+        script = ("date +%%s.%%N > %s.tmp && mv %s.tmp %s\nsleep %g\ndate +%%s.%%N > %s.tmp && mv %s.tmp %s\n"
+                  "exit 0\n" % (start, start, start, p["hold_s"], end, end, end))
         t_submit = time.time()
-        job = s.sbatch("launch", ["--nodes=1", "--ntasks=1", "--chdir=%s" % shared, "--output=/dev/null",
+        job = s.sbatch("launch", ["--nodes=1", "--ntasks=1", "--chdir=/", "--output=/dev/null",
                                   "--wrap=%s" % script])
         st, t_running, before = s.wait_state(job, lambda x: x not in ("PENDING", "CONFIGURING", None),
                                              p["job_timeout_s"])
         labels = {"sample": i}
-        art.add("submit_to_running_s", round(t_running - t_submit, 3), "s", **labels)
-        # How late RUNNING may have been seen (one poll): the prolog below is short by at most this much.
-        art.add("running_seen_within_s", round(t_running - (before or t_submit), 3), "s", **labels)
+        seen_running = st == "RUNNING"
+        if seen_running:
+            art.add("submit_to_running_s", round(t_running - t_submit, 3), "s", **labels)
+            # How late RUNNING may have been seen (one poll): the prolog below is short by at most this much.
+            art.add("running_seen_within_s", round(t_running - (before or t_submit), 3), "s", **labels)
+        else:  # the job ran and ended between two polls: no RUNNING time, only its bound
+            art.facts["tests"]["launch"].setdefault("missed_running", []).append(
+                {"sample": i, "first_seen": st, "within_s": round(t_running - t_submit, 3)})
         st, t_done, _ = s.wait_state(job, lambda x: x is None or x in TERMINAL, p["job_timeout_s"])
         if st not in (None, "COMPLETED"):
             raise Failed("job %s ended %s" % (job, st))
@@ -360,9 +372,12 @@ def launch_test(s, art, p, shared):
             hidden = ("the job's timestamps in %s are not visible from this node: it is not a directory the nodes "
                       "share (set shared_dir)" % shared)
             continue
+        # The script's times are the compute node's clock, the others this host's: signed, so that a skew between
+        # the two shows (a negative time) instead of reading as 0.
         art.add("submit_to_script_s", round(t_start - t_submit, 3), "s", **labels)
-        art.add("prolog_launch_s", round(max(0.0, t_start - t_running), 3), "s", **labels)
-        art.add("epilog_s", round(max(0.0, t_done - t_end), 3), "s", **labels)
+        if seen_running:
+            art.add("prolog_launch_s", round(t_start - t_running, 3), "s", **labels)
+        art.add("epilog_s", round(t_done - t_end, 3), "s", **labels)
     if hidden:
         art.facts["tests"]["launch"]["note"] = hidden
 
@@ -402,15 +417,17 @@ def _sdiag():
 
 
 def _wait_name_done(s, name, count, timeout, poll_s):
-    t0 = time.monotonic()
+    """Polls until no job of the name is active (a finished one may already have left squeue: MinJobAge) ->
+    the states other than COMPLETED that were seen."""
+    t0, ended = time.monotonic(), {}
     while True:
         states = s.name_states(name)
-        done = [j for j, st in states.items() if st in TERMINAL]
-        if len(done) >= count:
-            bad = sorted({st for st in states.values() if st != "COMPLETED"})
-            return bad
+        ended.update({j: st for j, st in states.items() if st in TERMINAL})
+        active = [j for j, st in states.items() if st not in TERMINAL]
+        if not active:
+            return sorted({st for st in ended.values() if st != "COMPLETED"})
         if time.monotonic() - t0 > timeout:
-            raise Failed("%d of %d %s jobs finished within %.0f s" % (len(done), count, name, timeout))
+            raise Failed("%d of %d %s jobs still active after %.0f s" % (len(active), count, name, timeout))
         time.sleep(poll_s)
 
 
@@ -432,21 +449,31 @@ def array_vs_loop_test(s, art, p):
         after, why_after = _sdiag()
         art.add("submit_s", round(submit_s, 3), "s", mode=mode, jobs=n)
         art.add("done_s", round(done_s, 3), "s", mode=mode, jobs=n)
-        if before is not None and after is not None:
-            subs, sub_us, every, every_us = rpc_delta(before, after)
+        delta = rpc_delta(before, after) if before is not None and after is not None else None
+        if delta is not None:
+            subs, sub_us, every, every_us = delta
             art.add("submit_rpcs", subs, "count", mode=mode, jobs=n)
             art.add("submit_rpc_ms", round(sub_us / 1000.0, 3), "ms", mode=mode, jobs=n)
             art.add("job_rpcs", every, "count", mode=mode, jobs=n)
             art.add("job_rpc_ms", round(every_us / 1000.0, 3), "ms", mode=mode, jobs=n)
         else:
-            sdiag_note = "sdiag: %s" % (why if before is None else why_after)
+            sdiag_note = "sdiag: %s" % (why if before is None else why_after if after is None else
+                                        "its counters were reset between the two readings")
         if bad:
             raise Failed("%s jobs ended %s" % (mode, ", ".join(bad)))
     if sdiag_note:
         art.facts["tests"]["array_vs_loop"]["note"] = "no controller RPC counts (%s)" % sdiag_note
 
 
+def default_partition():
+    """The partition a job without --partition goes to (sinfo marks it with '*'), or None."""
+    res = run_cmd(["sinfo", "-h", "-o", "%P"], timeout=20)
+    marked = [x.strip()[:-1] for x in res.stdout.splitlines() if x.strip().endswith("*")]
+    return marked[0] if marked else None
+
+
 def _partition_nodes(p):
+    """The nodes of the partition the jobs go to (sinfo -N lists every partition's otherwise)."""
     argv = ["sinfo", "-h", "-N", "-o", "%N|%G|%t|%c"]
     if p["partition"]:
         argv.append("--partition=%s" % p["partition"])
@@ -501,11 +528,16 @@ def exclusive_test(s, art, p):
     second = run_cmd(["srun", "--nodes=1", "--ntasks=1", "--nodelist=%s" % node, "--immediate=3"]
                      + s.common("exclusive") + ["true"], timeout=60)
     run_cmd(["scancel", job], timeout=30)
-    cpus = (node_fields.get(node) or {}).get("CPUTot")
+    # CPUs an exclusive job can have: CPUEfctv (22.05+: CPUTot less CoreSpecCount / CpuSpecList), else CPUTot.
+    cpus = (node_fields.get(node) or {}).get("CPUEfctv") or (node_fields.get(node) or {}).get("CPUTot")
     art.facts["exclusive"] = {
         "job": job, "node": node, "job_cpus": int(fields["NumCPUs"]) if fields.get("NumCPUs", "").isdigit() else None,
         "node_cpus": int(cpus) if cpus and cpus.isdigit() else None, "oversubscribe": fields.get("OverSubscribe"),
-        "second_job_refused": second.rc != 0, "second_job_said": _last_line(second)[-300:]}
+        "second_job_refused": second.rc != 0 and bool(BUSY.search(second.stderr or "")),
+        "second_job_said": _last_line(second)[-300:]}
+    if second.rc != 0 and not BUSY.search(second.stderr or ""):
+        raise Failed("the second job on %s failed for another reason than a busy node: %s" % (node,
+                                                                                               _last_line(second)))
 
 
 def topology_test(s, art, p, nodes):
@@ -522,7 +554,7 @@ def topology_test(s, art, p, nodes):
         idle = sorted(n for n, f in _partition_nodes(p).items() if f["state"] == "idle")
         argv = ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1",
                 "--immediate=%d" % max(1, int(p["job_timeout_s"]))] + s.common("topology")
-        res = run_cmd(argv + ["sh", "-c", 'echo "$SLURM_JOB_ID $(hostname -s)"'], timeout=p["job_timeout_s"] + 30)
+        res = run_cmd(argv + ["sh", "-c", 'echo "$SLURM_JOB_ID $SLURMD_NODENAME"'], timeout=p["job_timeout_s"] + 30)
         if res.rc != 0:
             raise Failed("two-node job %d: %s" % (i, _last_line(res)))
         lines = [line.split() for line in res.stdout.splitlines() if len(line.split()) == 2]
@@ -550,7 +582,9 @@ def accounting_test(s, art, p, config):
             if len(parts) == len(fmt.split(",")):
                 seen.setdefault(parts[0], dict(zip(fmt.split(","), parts)))
         # A job that just ended may be listed before its allocation is written: wait for both.
-        if (set(ids) <= set(seen) and all(row["AllocTRES"] for row in seen.values())) or time.monotonic() > deadline:
+        # A job cancelled before it started (the refused account's, when accepted) never has an allocation.
+        started = [row for row in seen.values() if not row["State"].startswith("CANCELLED") or row["AllocTRES"]]
+        if (set(ids) <= set(seen) and all(row["AllocTRES"] for row in started)) or time.monotonic() > deadline:
             break
         time.sleep(1.0)
     acct["sacct_error"] = _last_line(res) if res is not None and res.rc != 0 else None
@@ -578,6 +612,8 @@ def refused_account_test(s, art, p, run_id):
     s.names.add("%s-refused" % s.prefix)
     res = run_cmd(argv, timeout=60)
     refused = res.rc != 0
+    if refused and not re.search(r"account|association", res.stderr or "", re.I):
+        raise Failed("sbatch refused the job for another reason than its account: %s" % _last_line(res))
     if not refused:  # accepted: never let it run, and record it so it is cancelled and named
         job = res.stdout.strip().split(";")[0]
         s.submitted.append({"id": job, "test": "refused_account", "name": "%s-refused" % s.prefix})
@@ -617,6 +653,8 @@ def run(art, p, out_dir):
             art.facts["tests"][name].update(status="error", reason="stopped: %s" % (str(exc) or type(exc).__name__))
             raise
 
+    if not p["partition"]:
+        p = dict(p, partition=default_partition() or "")
     try:
         os.makedirs(shared, exist_ok=True)
         try:
@@ -625,6 +663,7 @@ def run(art, p, out_dir):
             art.error(str(exc))
             return
         art.facts["nodes"] = nodes
+        art.facts["partition"] = p["partition"]
         run_test("launch", launch_test, s, art, p, shared)
         run_test("salloc", salloc_test, s, art, p)
         run_test("array_vs_loop", array_vs_loop_test, s, art, p)

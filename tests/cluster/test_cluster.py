@@ -127,10 +127,9 @@ def test_stop_sshd_makes_a_host_unreachable_and_start_sshd_brings_it_back(test_c
         time.sleep(0.3)  # the session's remote sleep is running
         test_cluster.stop_sshd(name)
         assert session.wait(timeout=10) == 255
-        t0 = time.monotonic()
         res = test_cluster.ssh(name, "true", connect_timeout=3, timeout=20)
         assert res.returncode == 255
-        assert time.monotonic() - t0 < 5  # refused at once, not a hang
+        assert "Connection refused" in res.stderr, res.stderr  # refused at once, not a hang
         assert test_cluster.ssh(names[0], "true").returncode == 0  # the others are untouched
     finally:
         if session.poll() is None:
@@ -142,12 +141,9 @@ def test_stop_sshd_makes_a_host_unreachable_and_start_sshd_brings_it_back(test_c
 
 def test_a_second_up_is_idempotent(test_cluster):
     before = test_cluster.status()
-    t0 = time.monotonic()
     test_cluster.up(len(before["hosts"]))
-    elapsed = time.monotonic() - t0
     after = test_cluster.status()
-    assert after == before  # same holders, same sshd processes
-    assert elapsed < 10
+    assert after == before  # same holders, same sshd processes: nothing was rebuilt
     assert all(rc == 0 for rc, _, _ in _ssh_hostnames(test_cluster).values())
 
 
@@ -211,9 +207,7 @@ def test_a_second_cluster_coexists_goes_down_cleanly_and_comes_back(test_cluster
             assert test_cluster.ssh(_names(test_cluster)[0], "true").returncode == 0  # the session cluster too
             pids = _pids_of(small)
             assert len(pids) == 4
-            t0 = time.monotonic()
             small.down()
-            assert time.monotonic() - t0 < 10
             _assert_gone(small, pids)
         assert test_cluster.ssh(_names(test_cluster)[0], "true").returncode == 0
     finally:

@@ -21,7 +21,7 @@ from reports.phases.monitoring import section
 from reports.render import markdown
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "prometheus_artifacts" / "testcluster_prometheus_2.42.json"
-INJECTED = 1796261062.346
+INJECTED = 1796263059.428
 N1, N2, N3, N4 = ("cmxz-node%d" % i for i in range(1, 5))
 
 
@@ -76,14 +76,15 @@ def test_the_stopped_exporter_makes_every_series_of_its_node_stale(checks):
     rows = grade(checks, "monitoring.fresh", [doc()])
     assert {n: r["status"] for n, r in rows.items()} == {N1: "pass", N2: "pass", N3: "fail", N4: "pass"}
     assert rows[N3]["observed"] == "0 of 19 series fresh"
-    assert rows[N3]["reason"].startswith("stale: DCGM_FI_DEV_GPU_TEMP{gpu=0} (not served)")
+    assert rows[N3]["reason"].startswith("stale: DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{gpu=0} (not served), ")
+    assert "DCGM_FI_DEV_GPU_TEMP{gpu=0} (not served)" in rows[N3]["reason"]
     assert rows[N1]["observed"] == "19 of 19 series fresh"
 
 
 def test_a_sample_older_than_two_scrape_intervals_is_stale(checks):
     d = doc()
     [s] = [s for s in d["facts"]["series"]["node_load1"] if s["labels"]["node"] == N1]
-    s["ts"] = d["facts"]["evaluated_at"] - 2.5  # scrape interval 1 s
+    s["ts"] = d["facts"]["evaluated_at"]["node_load1"] - 2.5  # scrape interval 1 s
     rows = grade(checks, "monitoring.fresh", [d])
     assert rows[N1]["status"] == "fail" and rows[N1]["reason"] == "stale: node_load1 (2 s old)"
 
@@ -108,7 +109,10 @@ def test_write_endpoints_open_without_a_credential_fail(checks):
     d["facts"]["flags"]["web.enable-admin-api"] = "true"
     [row] = grade(checks, "monitoring.prometheus_write_endpoints", [d]).values()
     assert row["status"] == "fail" and row["reason"] == '["web.enable-admin-api"]'
-    d["facts"]["flags"]["web.config.file"] = "/etc/prometheus/web.yml"  # authentication in front: not a finding
+    d["facts"]["flags"]["web.config.file"] = "/etc/prometheus/web.yml"  # TLS only: the API still answered
+    [row] = grade(checks, "monitoring.prometheus_write_endpoints", [d]).values()
+    assert row["status"] == "fail"
+    d["facts"]["unauthenticated_api"] = False  # it refused the probe without its credential: not a finding
     [row] = grade(checks, "monitoring.prometheus_write_endpoints", [d]).values()
     assert row["status"] == "pass"
 
@@ -118,11 +122,32 @@ def test_the_injected_xid_is_visible_within_seconds_of_its_injection(checks):
     art.add("injected_at", INJECTED, "s_epoch", method="harness", xid=79)
     rows = grade(checks, "monitoring.fault_visible", [doc(), art.to_dict()])
     assert rows[N4]["status"] == "pass"
-    assert rows[N4]["observed"] == "visible after 1.7 s; scheduler detection none"
+    assert rows[N4]["observed"] == "visible after 1.1 s; scheduler detection none"
     art = Artifact("fault_inject", "r", N3)
     art.add("injected_at", INJECTED, "s_epoch", method="harness", xid=79)
     rows = grade(checks, "monitoring.fault_visible", [doc(), art.to_dict()])
     assert rows[N3]["status"] == "fail" and rows[N3]["observed"] == "not visible; scheduler detection none"
+
+
+def test_an_xid_held_from_before_the_injection_is_not_taken_for_it(checks):
+    # XID errors hold the last XID seen: a value already there before the injection is not the injection's.
+    d = doc()
+    for w in d["facts"]["watch"]["DCGM_FI_DEV_XID_ERRORS"]:
+        if w["labels"]["node"] == N4 and w["labels"]["gpu"] == "0":
+            w["points"] = [[w["points"][0][0], 43.0]]  # 43 all along, no change after the injection
+    art = Artifact("fault_inject", "r", N4)
+    art.add("injected_at", INJECTED, "s_epoch", method="harness", xid=79)
+    rows = grade(checks, "monitoring.fault_visible", [d, art.to_dict()])
+    assert rows[N4]["status"] == "fail" and rows[N4]["observed"].startswith("not visible")
+
+
+def test_a_metric_that_could_not_be_read_is_an_error_not_missing(checks):
+    d = doc()
+    d["facts"]["series"]["DCGM_FI_DEV_SM_CLOCK"] = []
+    d["facts"]["errors"] = ["DCGM_FI_DEV_SM_CLOCK: timed out on /api/v1/series"]
+    rows = grade(checks, "monitoring.gpu_telemetry", [d])
+    assert rows[N1]["status"] == "error" and "DCGM_FI_DEV_SM_CLOCK (timed out on /api/v1/series)" in rows[N1]["reason"]
+    assert rows[N2]["status"] == "fail"  # its missing power series is still a finding
 
 
 def test_no_prometheus_is_a_skip_for_every_check(checks, tmp_path):

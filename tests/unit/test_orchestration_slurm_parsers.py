@@ -4,9 +4,7 @@ tests/fixtures/slurm_jobs (each with its public source in that folder's README.m
 run for real by sh. Variants that no capture shows (the RPC queue columns, a row cut short) are built from a capture
 or from the printf format in Slurm's sdiag.c, and say so."""
 
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -241,14 +239,11 @@ def test_gres_other_formats():
 # ------------------------------------------------------------------------------------------------ the GPU step
 
 def test_gpu_step_run_by_sh(tmp_path):
-    """GPU_STEP run by sh as a job step would run it, with no nvidia-smi on PATH."""
-    host = shutil.which("hostname")
-    if host is None:
-        pytest.skip("no hostname command")
-    os.symlink(host, tmp_path / "hostname")
-    env = {"PATH": str(tmp_path), "SLURM_JOB_ID": "4242", "CUDA_VISIBLE_DEVICES": "0,1", "SLURM_JOB_GPUS": "2,3"}
+    """GPU_STEP run by sh as a job step would run it (slurmd sets SLURMD_NODENAME: Slurm's name of the node, which
+    the topology and the idle lists use, not the host name), with no nvidia-smi on PATH."""
+    env = {"PATH": str(tmp_path), "SLURM_JOB_ID": "4242", "CUDA_VISIBLE_DEVICES": "0,1", "SLURM_JOB_GPUS": "2,3",
+           "SLURMD_NODENAME": "gpu-a17"}
     out = subprocess.run(["/bin/sh", "-c", sj.GPU_STEP], env=env, capture_output=True, text=True, check=True).stdout
     step = sj.parse_gpu_step(out)
     assert step == {"job": "4242", "cuda_visible_devices": "0,1", "job_gpus": "2,3", "step_gpus": None,
-                    "node": subprocess.run([host], capture_output=True, text=True).stdout.strip(),
-                    "nvidia_smi_gpus": None}
+                    "node": "gpu-a17", "nvidia_smi_gpus": None}

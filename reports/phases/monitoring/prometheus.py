@@ -80,6 +80,23 @@ def intervals(facts):
     return by, (min(by.values()) if by else None)
 
 
+def errored(facts):
+    """{metric: why} of the metrics the probe could not read (their series are unknown, not missing)."""
+    out = {}
+    for text in facts.get("errors") or []:
+        metric, _, why = text.partition(": ")
+        out[metric] = why
+    return out
+
+
+def evaluated(facts, metric):
+    """When the metric's instant query was evaluated (an older artifact: one time for all)."""
+    at = facts.get("evaluated_at")
+    if isinstance(at, dict):
+        return at.get(metric) or max([v for v in at.values() if v] or [0.0])
+    return float(at or 0.0)
+
+
 def series_by_node(facts, family):
     """{node: [(metric, labels, ts)]} of one family's series."""
     out = {}
@@ -116,8 +133,13 @@ def grade_gpu_series(check, run, host):
                 out[name] = ("skip", None, None, "no GPU on this node: node_info counts none and no %s series names one"
                              % family)
                 continue
-            missing = sorted((g, m) for g in gpus for m in metrics if (g, m) not in have)
+            unread = errored(facts)
+            missing = sorted((g, m) for g in gpus for m in metrics if (g, m) not in have and m not in unread)
             observed = "%d of %d series" % (len(gpus) * len(metrics) - len(missing), len(gpus) * len(metrics))
+            if not missing and any(m in unread for m in metrics):
+                out[name] = ("error", observed, expected, "could not be read: " + "; ".join(
+                    "%s (%s)" % (m, unread[m]) for m in metrics if m in unread))
+                continue
             out[name] = ("fail" if missing else "pass", observed, expected,
                          "missing: " + ", ".join("GPU %s %s" % gm for gm in missing) if missing else None)
         return out
@@ -134,7 +156,12 @@ def grade_node_series(check, run, host):
         out = {}
         for n in facts.get("nodes") or []:
             have = {metric for metric, _, _ in by_node.get(n["name"], [])}
-            missing = [m for m in metrics if m not in have]
+            unread = errored(facts)
+            missing = [m for m in metrics if m not in have and m not in unread]
+            if not missing and any(m in unread for m in metrics):
+                out[n["name"]] = ("error", None, "every %s metric" % family, "could not be read: " + "; ".join(
+                    "%s (%s)" % (m, unread[m]) for m in metrics if m in unread))
+                continue
             out[n["name"]] = ("fail" if missing else "pass", "%d of %d metrics" % (len(metrics) - len(missing),
                                                                                  len(metrics)),
                               "every %s metric" % family, "missing: " + ", ".join(missing) if missing else None)
@@ -163,18 +190,24 @@ def grade_fresh(check, run, host):
 
     def judge(facts):
         by_instance, default = intervals(facts)
-        now = float(facts["evaluated_at"])
         out = {}
         for n in facts.get("nodes") or []:
-            stale, total = [], 0
+            # The newest series of each metric and GPU: an exporter that restarted under a new instance (a pod) left
+            # its old series "listed, not served", which is history, not staleness.
+            newest = {}
             for family in facts.get("families") or {}:
                 for metric, labels, ts in series_by_node(facts, family).get(n["name"], []):
-                    total += 1
-                    interval = by_instance.get(labels.get("instance")) or default or 60.0
-                    if ts is None or now - ts > limit * interval:
-                        age = "not served" if ts is None else "%.0f s old" % (now - ts)
-                        stale.append("%s%s (%s)" % (metric, "{gpu=%s}" % labels["gpu"] if "gpu" in labels else "",
-                                                    age))
+                    key = (metric, labels.get("gpu"))
+                    if key not in newest or (ts or 0) > (newest[key][1] or 0):
+                        newest[key] = (labels, ts)
+            stale = []
+            for (metric, gpu), (labels, ts) in sorted(newest.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+                interval = by_instance.get(labels.get("instance")) or default or 60.0
+                now = evaluated(facts, metric)
+                if ts is None or now - ts > limit * interval:
+                    age = "not served" if ts is None else "%.0f s old" % (now - ts)
+                    stale.append("%s%s (%s)" % (metric, "{gpu=%s}" % gpu if gpu is not None else "", age))
+            total = len(newest)
             if not total:
                 out[n["name"]] = ("skip", None, None, "no series of this node in the API")
                 continue
@@ -209,7 +242,8 @@ def grade_write_endpoints(check, run, host):
         return [make_row(check, host, "skip", reason="the server's flags could not be read: %s" % facts.get(
             "flags_error"))]
     opened = sorted(k for k, v in flags.items() if k != "web.config.file" and str(v).lower() == "true")
-    auth = bool(flags.get("web.config.file")) or not facts.get("unauthenticated_api")
+    # What counts is whether the probe reached the API without a credential: a web config file may set up TLS only.
+    auth = not facts.get("unauthenticated_api")
     observed = "%s; API %s" % (", ".join(opened) or "no admin, lifecycle or remote-write endpoint",
                                "needs a credential" if auth else "answers without a credential")
     expected = "no write endpoint open without a credential"
@@ -249,10 +283,18 @@ def grade_fault_visible(check, run, host):
     pass_s, fail_s = float(check["pass_s"]), float(check["fail_s"])
     rows = []
     for node, t_inject, detect in faults:
-        seen = sorted(w["ts"] for series in (facts.get("watch") or {}).values() for w in series
-                      if node_of(w["labels"], facts.get("nodes") or []) == node and w["ts"] >= t_inject - (step or 0))
+        # The first change to a value other than 0 at or after the injection (one range step of grid slack); the
+        # value a series held before the window is its first point, before the injection.
+        seen = sorted(pt[0] for series in (facts.get("watch") or {}).values() for w in series
+                      if node_of(w["labels"], facts.get("nodes") or []) == node
+                      for pt in w["points"] if pt[1] != 0 and pt[0] >= t_inject - w.get("step", step or 0))
+        unread = [m for m in facts.get("watch") or {} if m in errored(facts)]
         detect_text = "scheduler detection %s" % ("%.1f s" % detect if detect is not None else "none")
         expected = "visible in the metrics within %g s (warn up to %g s)" % (pass_s, fail_s)
+        if not seen and unread:
+            rows.append(make_row(check, host, "error", reason="could not be read: %s" % "; ".join(
+                "%s (%s)" % (m, errored(facts)[m]) for m in unread), subject=node))
+            continue
         if not seen:
             rows.append(make_row(check, host, "fail", "not visible; %s" % detect_text, expected,
                                  "no %s series of %s became non-zero after the injection" % (

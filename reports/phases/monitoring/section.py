@@ -14,7 +14,6 @@ ORDER = 58
 def series_table(facts):
     """One row per node and GPU (GPU "–" for a node's own series): metrics present, fresh, and the stale ones."""
     by_instance, default = prometheus.intervals(facts)
-    now = float(facts.get("evaluated_at") or 0)
     cells = {}
     for family in facts.get("families") or {}:
         for node, items in prometheus.series_by_node(facts, family).items():
@@ -23,7 +22,7 @@ def series_table(facts):
                 row = cells.setdefault(key, {"present": 0, "fresh": 0, "stale": []})
                 row["present"] += 1
                 interval = by_instance.get(labels.get("instance")) or default or 60.0
-                if ts is not None and now - ts <= 2 * interval:
+                if ts is not None and prometheus.evaluated(facts, metric) - ts <= 2 * interval:
                     row["fresh"] += 1
                 else:
                     row["stale"].append(metric)
@@ -52,11 +51,11 @@ def prometheus_part(run):
                 for t in down]))
         out += series_table(facts)
         watched = [[m, prometheus.node_of(w["labels"], facts.get("nodes") or []), w["labels"].get("gpu"),
-                    fmt(w["value"]), fmt(w["ts"])] for m, ws in sorted((facts.get("watch") or {}).items())
-                   for w in ws]
+                    fmt(pt[1]), fmt(pt[0])] for m, ws in sorted((facts.get("watch") or {}).items())
+                   for w in ws for pt in w["points"] if pt[1] != 0]
         if watched:
             out += [Heading(4, "Fault metrics other than 0"),
-                    Table(["metric", "node", "GPU", "value", "first seen (epoch s)"], watched)]
+                    Table(["metric", "node", "GPU", "value", "from (epoch s)"], watched)]
         items = ["%s: %s" % (node, ", ".join("%s %s" % kv for kv in sorted(ports.items())))
                  for node, ports in sorted((facts.get("exporters") or {}).items())]
         flags = facts.get("flags") or {}

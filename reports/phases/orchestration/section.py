@@ -43,7 +43,9 @@ def array_table(doc):
             Table(["mode", "jobs", "submit s", "all done s", "submit RPCs", "submit RPC ms", "controller RPCs",
                    "controller RPC ms"], rows),
             Paragraph("Controller RPCs: sdiag's per-message counts and times between the start and the end of "
-                      "each mode, without the reading RPCs (squeue, sinfo, sdiag) this probe's polling adds.")]
+                      "each mode, without the reading RPCs (squeue, sinfo, sdiag) this probe's polling adds. They "
+                      "are the controller's counters for every user: on a busy cluster other users' RPCs in that "
+                      "time are counted too.")]
 
 
 def gpu_table(doc):

@@ -81,7 +81,9 @@ def grade_latency(check, run, hosts):
         verdict = "pass" if med <= pass_max else "warn" if med <= warn_max else "fail"
         if status == "error":  # some samples were measured, then a job failed or hung: that is the finding
             return [("fail", observed, expected, reason, "")]
-        return [(verdict, observed, expected, None, "")]
+        # A time between the compute node's clock (the script's) and this host's is negative only by clock skew.
+        skew = "negative times: the compute node's clock differs from this host's" if min(vals) < 0 else None
+        return [(verdict, observed, expected, skew, "")]
     return rows_on_runner(check, run, hosts, judge)
 
 
