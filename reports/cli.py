@@ -5,19 +5,22 @@
     assess-report regrade RUN_DIR --rubric FILE [--tiers FILE] [--analyst FILE] [--out DIR] [--json]
     assess-report peers add RUN_DIR [--store DIR]
     assess-report peers list [--store DIR] [--gpu MODEL]
+    assess-report compare-cmax RUN_DIR CMAX_OUTPUT [--host HOST] [--json]
 
 Exit codes: 0 ran and all good, 1 ran and failures found (build/regrade: failed or errored checks; compare:
-regressions), 2 could not run (missing or unreadable input, bad rubric/tiers/analyst file, internal error).
+regressions; compare-cmax: a check the two audits judge differently with no documented reason), 2 could not run
+(missing or unreadable input, bad rubric/tiers/analyst file, internal error).
 """
 
 import argparse
 import json
 import os
+import shutil
 import sys
 import traceback
 
 from reports import compare as compare_mod
-from reports import peers
+from reports import peers, reference_cmax
 from reports.build import (
     EXIT_CANNOT_RUN,
     EXIT_FINDINGS,
@@ -26,6 +29,7 @@ from reports.build import (
     build,
     evaluate,
     exit_code,
+    read_checks_csv,
     summary_text,
     write_outputs,
 )
@@ -72,6 +76,14 @@ def _parser():
     pl = psub.add_parser("list", help="list the store")
     pl.add_argument("--store", help="default $%s or runs/_peers" % peers.ENV_STORE)
     pl.add_argument("--gpu", help="only this gpus.yml model key (e.g. H100-SXM; 'none' for no GPU)")
+
+    p = sub.add_parser("compare-cmax", help="the reference ClusterMAX CLI's audit (what `cmax audit` printed on one "
+                                            "host) beside ours, check by check; kept in the run's report")
+    p.add_argument("run_dir")
+    p.add_argument("cmax_output", help="the text `cmax audit --vm -y` (or --standalone, --slurm, --k8s) printed")
+    p.add_argument("--host", help="the run's host it was printed on; default: the host its header names, or the run's "
+                                  "only host")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     return parser
 
 
@@ -144,7 +156,34 @@ def cmd_peers(args):
     return EXIT_OK
 
 
-COMMANDS = {"build": cmd_build, "compare": cmd_compare, "regrade": cmd_regrade, "peers": cmd_peers}
+def cmd_compare_cmax(args):
+    """Reads the cmax report whole (or refuses it, naming the line), keeps it as RUN/reference/cmax/<host>.txt,
+    rebuilds the report (its audit section shows the comparison) and prints the comparison."""
+    run_dir = os.path.abspath(args.run_dir)
+    if not os.path.isdir(os.path.join(run_dir, "artifacts")):
+        raise FileNotFoundError("%s is not a run directory (no artifacts/)" % run_dir)
+    with open(args.cmax_output, encoding="utf-8", errors="replace") as fh:
+        report = reference_cmax.read_report(fh.read(), args.cmax_output)
+    hosts = sorted(os.listdir(os.path.join(run_dir, "artifacts")))
+    host = args.host or (report["host"] if report["host"] in hosts else hosts[0] if len(hosts) == 1 else None)
+    if host not in hosts:
+        raise ValueError("say which host cmax ran on with --host (%s; the report's header names %r)" % (
+            ", ".join(hosts), report["host"]))
+    kept = os.path.join(run_dir, reference_cmax.REFERENCE_DIR, "%s.txt" % host)
+    os.makedirs(os.path.dirname(kept), exist_ok=True)
+    shutil.copyfile(args.cmax_output, kept)
+    _, _, report_dir = build(run_dir)
+    rows = read_checks_csv(os.path.join(report_dir, "checks.csv"))
+    lines = reference_cmax.compare(report, rows, host)
+    if args.json:
+        print(json.dumps({"host": host, "counts": reference_cmax.counts(lines), "checks": lines}, indent=1))
+    else:
+        print(reference_cmax.text(lines, host))
+    return EXIT_FINDINGS if any(line["verdict"] in ("disagree", "not mapped") for line in lines) else EXIT_OK
+
+
+COMMANDS = {"build": cmd_build, "compare": cmd_compare, "regrade": cmd_regrade, "peers": cmd_peers,
+            "compare-cmax": cmd_compare_cmax}
 
 
 def main(argv=None):

@@ -1,9 +1,9 @@
 """audit: one read-only survey of this node, every source in parallel, each command with its own timeout.
 
 Raw facts only (per section: gpu_nvidia, nvidia_driver, gpu_amd, pci, net, ib_tools, nccl, system, kernel_log,
-packages, libraries, tools, storage, procs, security, slurm, kubernetes, health) plus `sources`, which says for
-every source whether it ran, was missing, not permitted, timed out or failed, and why. Large outputs (nvidia-smi
-XML, lspci, packages, kernel events) are raw files beside the artifact. Judgement happens on the controller
+packages, libraries, tools, storage, procs, security, slurm, kubernetes, userland, health) plus `sources`, which
+says for every source whether it ran, was missing, not permitted, timed out or failed, and why. Large outputs
+(nvidia-smi XML, lspci, packages, kernel events) are raw files beside the artifact. Judgement happens on the controller
 (reports/phases/audit/grade.py with reports/data/rubric.d/audit.yml).
 
 Read-only: no file outside the output directory is written, no service is started, no setting is changed; the
@@ -26,6 +26,7 @@ from probes.audit import security as audit_security
 from probes.audit import software as audit_software
 from probes.audit import storage as audit_storage
 from probes.audit import system as audit_system
+from probes.audit import userland as audit_userland
 from probes.audit.collect import Collector
 from probes.params import Param, Params
 
@@ -72,6 +73,7 @@ def tasks(params):
         ("security", lambda c: audit_security.collect(c, params["probe_metadata"])),
         ("slurm", audit_sched.collect),
         ("kubernetes", audit_sched.collect_kubernetes),
+        ("userland", audit_userland.collect),
         ("health", lambda c: audit_health.collect(c, params["dcgm_diag"])),
         ("container_gpu", lambda c: audit_software.collect_container_gpu(
             c, params["container_gpu"], params["container_image"], params["container_pull"])),

@@ -9,6 +9,7 @@ import glob
 import json
 import os
 import re
+import xml.etree.ElementTree as ET
 
 from probes.audit.collect import listdir, read, read_key_values, read_strip, readlink_base, to_int
 
@@ -243,5 +244,34 @@ def collect_nccl(c, extra_paths=()):
         if found:
             profile[path] = found
     c.mark("nccl_config", "ok")
-    return {"files": files, "searched": paths, "profile": profile,
-            "environment": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}}
+    environment = {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
+    named = [values["NCCL_TOPO_FILE"] for values in files.values() if values.get("NCCL_TOPO_FILE")]
+    named += [values["NCCL_TOPO_FILE"] for values in profile.values() if values.get("NCCL_TOPO_FILE")]
+    if environment.get("NCCL_TOPO_FILE"):
+        named.append(environment["NCCL_TOPO_FILE"])
+    return {"files": files, "searched": paths, "profile": profile, "environment": environment,
+            "topo_files": topo_files(named)}
+
+
+# Where providers put an NCCL topology file for VMs whose virtual PCI tree hides the real GPU/NIC affinity.
+TOPO_CANDIDATES = ("/etc/nccl/topo.xml", "/etc/nccl/nccl-topology.xml", "/etc/nccl-topology.xml",
+                   "/var/run/nvidia-topologyd/virtualTopology.xml", "/opt/microsoft/ndv5-topo.xml",
+                   "/opt/microsoft/ndv4-topo.xml")
+
+
+def topo_files(named):
+    """Each NCCL topology file named (NCCL_TOPO_FILE) or found where providers put one: exists, size, whether it is
+    well-formed XML and its root element (NCCL's is <system>)."""
+    out = []
+    found = [p for p in TOPO_CANDIDATES if os.path.exists(p)] + sorted(glob.glob("/etc/nccl/*.xml"))
+    for path in list(dict.fromkeys(list(named) + found)):
+        entry = {"path": path, "named": path in named, "exists": os.path.isfile(path), "size": None, "xml_error": None,
+                 "root": None}
+        if entry["exists"]:
+            entry["size"] = os.path.getsize(path)
+            try:
+                entry["root"] = ET.parse(path).getroot().tag
+            except (ET.ParseError, OSError) as exc:
+                entry["xml_error"] = str(exc)[:200]
+        out.append(entry)
+    return out

@@ -3,6 +3,7 @@ else slurm.conf), plugstack (pyxis), gres.conf, cgroup.conf, `srun --mpi=list` (
 and whether this node is a Kubernetes node (kubelet). Kubernetes cluster objects are read on the controller."""
 
 import glob
+import json
 import os
 import re
 import socket
@@ -118,4 +119,23 @@ def collect_kubernetes(c):
                          if os.path.exists(p)), None)
     config = read("/var/lib/kubelet/config.yaml")
     c.mark("kubernetes_node", "ok")
-    return {"kubelet_config": kubelet_conf, "anonymous_auth": kubelet_anonymous_auth(config) if config else None}
+    return {"kubelet_config": kubelet_conf, "anonymous_auth": kubelet_anonymous_auth(config) if config else None,
+            "cpu_manager": cpu_manager(read(CPU_MANAGER_STATE), config)}
+
+
+CPU_MANAGER_STATE = "/var/lib/kubelet/cpu_manager_state"
+
+
+def cpu_manager(state_text, config_text):
+    """The kubelet's CPU manager policy: what it runs with (cpu_manager_state's policyName, JSON) and what its config
+    asks for (cpuManagerPolicy in config.yaml). A state file that is not JSON is recorded as such."""
+    out = {"state_file": state_text is not None, "policy": None, "state_error": None,
+           "config_policy": None}
+    if state_text is not None:
+        try:
+            out["policy"] = json.loads(state_text).get("policyName")
+        except (ValueError, AttributeError) as exc:
+            out["state_error"] = "%s: %s" % (CPU_MANAGER_STATE, exc)
+    m = re.search(r"^cpuManagerPolicy:\s*[\"']?([A-Za-z]+)", config_text or "", re.M)
+    out["config_policy"] = m.group(1) if m else None
+    return out

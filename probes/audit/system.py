@@ -1,12 +1,14 @@
 """Operating system and kernel facts for the audit, read from /proc and /sys: OS release, kernels installed and
 booted, kernel command line, IOMMU, CPU frequency governor, selected sysctls, CPU vulnerability mitigations,
-loaded modules, memory ECC (EDAC), clock synchronisation, journald persistence and failed systemd units."""
+loaded modules, memory ECC (EDAC), clock synchronisation, journald persistence, failed systemd units, and what a guest
+sees of virtualization (VM or not, vmx/svm, /dev/kvm, nested KVM)."""
 
 import ctypes
 import glob
 import os
 import platform
 import re
+import shutil
 
 from probes.audit.collect import listdir, read, read_key_values, read_strip, to_int
 
@@ -100,6 +102,30 @@ def iommu_state():
     return {"units": listdir("/sys/class/iommu"), "groups": len(groups), "group_types": types}
 
 
+def cpu_flags(cpuinfo):
+    """The first `flags` line of /proc/cpuinfo (x86) -> set of flags."""
+    m = re.search(r"^flags\s*:\s*(.*)$", cpuinfo or "", re.M)
+    return set(m.group(1).split()) if m else set()
+
+
+def virtualization(c):
+    """What a guest can see of virtualization (the Januscape exposure, CVE-2026-53359): whether it runs in a VM,
+    whether the CPU's own virtualization (vmx/svm) is handed to it, /dev/kvm, and nested KVM."""
+    flags = cpu_flags(read("/proc/cpuinfo", ""))
+    kind = None
+    if shutil.which("systemd-detect-virt"):
+        res = c.cmd("detect_virt", ["systemd-detect-virt", "--vm"], timeout=5, ok_rcs=(0, 1))
+        kind = (res.stdout or "").strip() or None
+    else:
+        c.mark("detect_virt", "missing", "systemd-detect-virt not found; the cpuinfo hypervisor flag is used")
+    nested = next((read_strip(p) for p in ("/sys/module/kvm_intel/parameters/nested",
+                                           "/sys/module/kvm_amd/parameters/nested") if os.path.exists(p)), None)
+    kind = None if kind == "none" else kind
+    return {"vm": kind if kind else ("hypervisor flag" if "hypervisor" in flags else None),
+            "hypervisor_flag": "hypervisor" in flags, "cpu_virt_flag": sorted(flags & {"vmx", "svm"}),
+            "dev_kvm": os.path.exists("/dev/kvm"), "nested": nested}
+
+
 def collect(c):
     uname = platform.uname()
     osr = read_key_values(read("/etc/os-release", ""))
@@ -118,6 +144,7 @@ def collect(c):
         "kernels_installed": kernel_versions(),
         "cmdline": parse_cmdline(cmdline),
         "iommu": iommu_state(),
+        "virtualization": virtualization(c),
         "cpu_governors": cpu_governors(),
         "cpu_count": os.cpu_count(),
         "sysctl": read_sysctls(),

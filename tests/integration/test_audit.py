@@ -3,12 +3,14 @@ changed on the nodes), and on this machine through inventories/local.ini under -
 
 import csv
 import json
+import shutil
+import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, read_journal, run_dirs, run_playbook
+from helpers import BIN, ROOT, ansible_env, read_journal, run_dirs, run_playbook
 
 from reports.grading import load_rubric
 
@@ -191,3 +193,66 @@ def test_local_audit_under_check_mode(tmp_path):
     graded = [r for r in rows if r["status"] in ("pass", "warn", "fail")]
     assert len(graded) >= 20  # real verdicts on this machine, not only skips
     assert not list(Path("/tmp").glob("clustermax-assess-%s" % run_dir.name))
+
+
+CMAX_SPEC = "clustermax==0.2.1"
+
+
+def _cmax_venv():
+    """The reference CLI in a venv of its own under .cache (made once; its pins are not ours)."""
+    venv = ROOT / ".cache" / "cmax-0.2.1"
+    cmax = venv / "bin" / "cmax"
+    if not cmax.exists():
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True, timeout=120)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", CMAX_SPEC], check=True, timeout=600,
+                       capture_output=True)
+    return cmax
+
+
+@pytest.fixture(scope="module")
+def cmax_beside_ours(test_cluster, audit_run, tmp_path_factory):
+    """`cmax audit --vm -y` on the first host, inside it (its network namespace: the report's "Server Location"
+    lookup finds no DNS and no route out, so nothing leaves the test cluster), then `assess-report compare-cmax`."""
+    tmp = tmp_path_factory.mktemp("cmax")
+    name = audit_run["names"][0]
+    home = Path(test_cluster.state_dir) / "cmax-home"  # cmax keeps its own output under $HOME/.clustermax
+    try:
+        res = test_cluster.exec(name, ["env", "HOME=%s" % home, str(_cmax_venv()), "audit", "--vm", "-y"],
+                                timeout=300)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    output = tmp / "cmax.txt"
+    output.write_text(res.stdout)
+    compared = subprocess.run([str(BIN / "assess-report"), "compare-cmax", str(audit_run["run_dir"]), str(output),
+                               "--json"], capture_output=True, text=True, timeout=300, env=ansible_env())
+    return {"host": name, "cmax": res.stdout, "compared": compared}
+
+
+@pytest.mark.cluster
+def test_the_reference_cli_agrees_or_says_why(cmax_beside_ours, audit_run):
+    """Every check cmax 0.2.1 printed on the host is mapped; every one it judged agrees with ours or carries the
+    documented reason we judge it differently; the comparison is in the report."""
+    from reports import reference_cmax
+
+    res = cmax_beside_ours["compared"]
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    doc = json.loads(res.stdout)
+    report = reference_cmax.read_report(cmax_beside_ours["cmax"])
+    assert report["host"] == cmax_beside_ours["host"] == doc["host"]
+    assert len(doc["checks"]) == len(report["checks"]) == 59
+    verdicts = {line["cmax_id"]: line["verdict"] for line in doc["checks"]}
+    assert "not mapped" not in verdicts.values() and "disagree" not in verdicts.values(), doc["counts"]
+    judged = [line for line in doc["checks"] if line["cmax"] != "skip"]
+    assert all(line["verdict"] in ("agree", "differs", "not implemented") for line in judged)
+    assert all(line["why"] for line in judged if line["verdict"] != "agree")
+    # the checks this machine kind gives real verdicts on, both sides
+    assert verdicts["securityVersions.cudaToolkit.status"] == "agree"  # 13.0 below 13.1, wherever it is installed
+    assert verdicts["software.perf.perfEventParanoid"] == "agree"
+    assert verdicts["access.userManagement"] == "agree"
+    assert doc["counts"].get("agree", 0) >= 6
+    md = (audit_run["run_dir"] / "report" / "report.md").read_text()
+    assert "Reference CLI (cmax audit) beside ours: %s" % cmax_beside_ours["host"] in md
+    assert "| securityVersions.cudaToolkit.status |" in md
+    kept = audit_run["run_dir"] / "reference" / "cmax" / ("%s.txt" % cmax_beside_ours["host"])
+    assert kept.read_text() == cmax_beside_ours["cmax"]

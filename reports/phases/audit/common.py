@@ -227,6 +227,25 @@ class View:
     def sysctl(self, key):
         return (self.sec("system").get("sysctl") or {}).get(key)
 
+    def collected(self, section, key=None):
+        """A section (or one key of it) of facts that later versions of the audit added. A run whose audit predates
+        them skips the check (regrading an old run must not turn into errors); a section whose collection failed on
+        the node is an error with the node's reason."""
+        failed = self.sources.get("section:%s" % section)
+        if failed:
+            raise Error("the audit's %s section failed on the node: %s" % (section, failed.get("reason")))
+        facts = self.f.get(section)
+        if not isinstance(facts, dict) or (key is not None and key not in facts):
+            raise Skip("not collected: this run's audit predates the check (no %s facts)" % (
+                section if key is None else "%s.%s" % (section, key)))
+        return facts if key is None else facts[key]
+
+    def userland(self, key):
+        """What users work with (probes/audit/userland.py), one key of it."""
+        self.collected("userland")
+        self.need("login_files")
+        return self.sec("userland").get(key) or {}
+
     def started_at(self):
         try:
             return datetime.fromisoformat(str(self.doc.get("started_at")).replace("Z", "+00:00"))

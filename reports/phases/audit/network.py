@@ -329,3 +329,20 @@ def nic_pcie(v, c):
         raise Skip("not reported: no PCIe link width for the RDMA NICs")
     return R("fail" if narrow else "pass", name_list(narrow) if narrow else "%d NICs at full width" % len(rows),
              "every RDMA NIC at its maximum PCIe width")
+
+
+@host_rule
+def nccl_topo_file(v, c):
+    """A topology file NCCL is pointed at (NCCL_TOPO_FILE) must be there and readable: a VM's virtual PCI tree hides
+    the GPU/NIC affinity, and NCCL falls back to its own guess, silently, when the file is missing or broken."""
+    v.need("nccl_config")
+    files = v.collected("nccl", "topo_files")
+    if not files:
+        raise Skip("not applicable: no NCCL topology file named or found (NCCL detects the topology itself)")
+    bad = [f for f in files if not f["exists"] or not f["size"] or f["xml_error"] or f["root"] != "system"]
+    seen = "; ".join("%s%s" % (f["path"], "" if f in bad else " (%d bytes, <system>)" % f["size"]) for f in files)
+    if bad:
+        why = "; ".join("%s: %s" % (f["path"], "missing" if not f["exists"] else "empty" if not f["size"]
+                                    else f["xml_error"] or "root <%s>, not <system>" % f["root"]) for f in bad)
+        return R(c.get("status_bad", "warn"), seen, "the named topology file readable NCCL XML", why)
+    return R("pass", seen + " (read on the host, not inside a container)", "the named topology file readable NCCL XML")

@@ -228,3 +228,21 @@ def rwx_storageclass(v, c):
     rwx_provisioners = c.get("rwx_provisioners", [])
     found = [s["metadata"]["name"] for s in scs if any(p in (s.get("provisioner") or "") for p in rwx_provisioners)]
     return R("pass" if found else "warn", name_list(found) or "none", "a ReadWriteMany-capable StorageClass")
+
+
+@host_rule
+def kubelet_cpu_manager(v, c):
+    """The kubelet on a GPU node pins a Guaranteed pod's CPUs (policy static): without it, data loaders and NCCL's
+    proxy threads share cores with every other pod."""
+    v.need("kubernetes_node")
+    cm = v.collected("kubernetes", "cpu_manager") or {}
+    if not cm.get("state_file") and not cm.get("config_policy"):
+        raise Skip("not applicable: no kubelet on this host (no cpu_manager_state, no cpuManagerPolicy)")
+    if cm.get("state_error"):
+        return R("warn", cm["state_error"], "CPU manager policy static")
+    policy = cm.get("policy") or cm.get("config_policy")
+    where = "cpu_manager_state" if cm.get("policy") else "config.yaml cpuManagerPolicy"
+    if policy == "static":
+        return R("pass", "static (%s)" % where, "CPU manager policy static")
+    return R(c.get("status_bad", "warn"), "%s (%s)" % (policy or "none", where), "CPU manager policy static",
+             "Guaranteed GPU pods get no exclusive CPUs")

@@ -1,10 +1,12 @@
 """Report section of the audit: every host's checks at a glance, the findings (fail and error) with their hosts
 and remediation, drift between hosts, the security minimums table used (date and age), the NICs and storage tiers
-found on each host, the GPUs' module slots, MIG, virtualization and nearest NICs, and what the node collector could
-not read (tools missing, not permitted)."""
+found on each host, the GPUs' module slots, MIG, virtualization and nearest NICs, what the node collector could
+not read (tools missing, not permitted), and the reference CLI's audit beside ours where one was handed in
+(RUN/reference/cmax/<host>.txt, reports/reference_cmax.py)."""
 
 from collections import Counter, defaultdict
 
+from reports import reference_cmax
 from reports.phases.audit import common, gpu_layout, network, software, storage
 from reports.render import markdown
 from reports.render.blocks import Heading, Paragraph, Table
@@ -112,8 +114,26 @@ def inventory_tables(run, hosts):
             Table(["host", "collector s", "sources", "tools missing", "not permitted", "failed"], collector))
 
 
+def reference_blocks(run, rows):
+    """The cmax audits handed in with the run, each beside our rows of its host."""
+    out = []
+    for host, path in reference_cmax.handed_in(run.run_dir).items():
+        out.append(Heading(3, "Reference CLI (cmax audit) beside ours: %s" % host))
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                report = reference_cmax.read_report(fh.read(), path)
+        except (OSError, reference_cmax.ReportError) as exc:
+            out.append(Paragraph("Not compared: %s" % exc))
+            continue
+        lines = reference_cmax.compare(report, rows, host)
+        out.append(Paragraph("%d cmax checks: %s. Documented differences are in reports/data/reference_cmax.yml."
+                             % (len(lines), reference_cmax.summary(lines))))
+        out.append(Table(["cmax check", "cmax", "ours", "verdict", "why"], reference_cmax.table_rows(lines)))
+    return out
+
+
 def blocks(run, rows, report_dir):
-    rows = [r for r in rows if r["check_id"].startswith("audit.")]
+    every_row, rows = rows, [r for r in rows if r["check_id"].startswith("audit.")]
     if not rows:
         return []
     hosts = list(run.hosts)
@@ -132,6 +152,7 @@ def blocks(run, rows, report_dir):
         Heading(3, "GPUs: slots, MIG, virtualization and nearest NICs"), *gpu_layout.tables(nvidia),
         Heading(3, "Storage tiers"), tiers,
         Heading(3, "Node collector"), collector,
+        *reference_blocks(run, every_row),
     ]
 
 

@@ -206,3 +206,70 @@ def shadow_perms(v, c):
         raise Skip("not applicable: no /etc/shadow")
     ok = not (int(mode, 8) & 0o007)
     return R("pass" if ok else "fail", "/etc/shadow %s" % mode, "no access for others")
+
+
+# ---- identity (probes/audit/userland.py) --------------------------------------------------------------------
+
+
+@host_rule
+def sudo_available(v, c):
+    sudo = v.userland("sudo")
+    if sudo.get("path"):
+        how = "sudo -n true works" if sudo.get("noninteractive_ok") else "sudo -n asks for a password" \
+            if sudo.get("message") else "sudo present"
+        return R("pass", "%s (%s)" % (sudo["path"], how), "sudo available to opt into root")
+    return R(c.get("status_bad", "warn"), "sudo not installed%s" % (" (the audit ran as root)" if sudo.get("is_root")
+                                                                   else ""),
+             "sudo available to opt into root", "users cannot opt into root for drivers, perf or containers")
+
+
+@host_rule
+def user_management(v, c):
+    tools = v.userland("user_tools")
+    present = sorted(k for k, p in tools.items() if p)
+    missing = [t for t in ("useradd", "groupadd") if not tools.get(t)]
+    if missing:
+        return R(c.get("status_bad", "warn"), "missing: %s" % ", ".join(missing), "useradd and groupadd present")
+    return R("pass", "present: %s" % ", ".join(present), "useradd and groupadd present")
+
+
+@host_rule
+def external_idp(v, c):
+    ident = v.userland("identity")
+    signs = []
+    if ident.get("directory_sources"):
+        signs.append("nsswitch passwd/group from %s" % ", ".join(ident["directory_sources"]))
+    if ident.get("sssd_conf") or ident.get("sssd_domains"):
+        signs.append("sssd configured")
+    if ident.get("ipa"):
+        signs.append("FreeIPA client")
+    if ident.get("krb5_realm"):
+        signs.append("Kerberos realm %s" % ident["krb5_realm"])
+    if ident.get("oslogin"):
+        signs.append("OS Login")
+    if signs:
+        return R("pass", "; ".join(signs), "accounts from an external identity provider (LDAP, SSSD, IPA, SSO)")
+    nss = (ident.get("nsswitch") or {}).get("passwd") or []
+    return R(c.get("status_bad", "warn"), "local accounts only (nsswitch passwd: %s)" % (" ".join(nss) or "not read"),
+             "accounts from an external identity provider (LDAP, SSSD, IPA, SSO)",
+             "users and keys are managed host by host")
+
+
+@host_rule
+def januscape(v, c):
+    """Januscape (CVE-2026-53359): a guest that holds the CPU's virtualization, /dev/kvm and nested KVM can reach
+    the host through the nested hypervisor; the host needs the patched kernel. Seen from the guest."""
+    virt = v.collected("system", "virtualization") or {}
+    seen = "VM %s; vmx/svm %s; /dev/kvm %s; nested KVM %s" % (
+        virt.get("vm") or "no", "/".join(virt.get("cpu_virt_flag") or []) or "not exposed",
+        "present" if virt.get("dev_kvm") else "absent", virt.get("nested") or "unknown")
+    expected = "CPU virtualization and nested KVM not handed to tenants"
+    if not (virt.get("vm") and virt.get("cpu_virt_flag") and virt.get("dev_kvm")):
+        return R("pass", seen, expected)
+    nested = str(virt.get("nested") or "").strip().upper()
+    if nested in ("1", "Y"):
+        return R(c.get("status_bad", "warn"), seen, expected,
+                 "nested virtualization is exposed to the guest: the host kernel needs the Januscape fix")
+    if nested in ("0", "N"):
+        return R("pass", seen, expected)
+    return R("warn", seen, expected, "nested virtualization state unknown: the provider must attest the host fix")

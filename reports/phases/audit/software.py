@@ -308,3 +308,99 @@ def minimums_table_age(v, c):
         return R("pass", "table dated %s: newer than this run (re-graded)" % d.isoformat(), "<= %d days old" % limit)
     return R("warn" if age > limit else "pass", "table dated %s: %d days old at this run" % (d.isoformat(), age),
              "<= %d days old" % limit, None if age <= limit else "update reports/data/minimum_versions.yml")
+
+
+# ---- what users work with beyond the GPU stack (probes/audit/userland.py) ---------------------------------------
+
+
+@host_rule
+def ncu(v, c):
+    found = v.userland("ncu")
+    if found.get("path"):
+        return R("pass", "ncu %s at %s" % (found.get("version") or "(version not read)", found["path"]),
+                 "Nsight Compute installed")
+    return R(c.get("status_bad", "fail"), "ncu not found (PATH, /usr/local/cuda*/bin, /opt/nvidia/nsight-compute)",
+             "Nsight Compute installed", "users cannot profile their kernels")
+
+
+@host_rule
+def ncu_profiling(v, c):
+    prof = v.userland("profiling")
+    value = prof.get("RmProfilingAdminOnly")
+    options = prof.get("modprobe") or []
+    where = "/proc/driver/nvidia/params RmProfilingAdminOnly: %s" % value
+    if value is None and options:
+        value, where = options[-1]["value"], "%s NVreg_RestrictProfilingToAdminUsers=%s" % (
+            options[-1]["file"], options[-1]["value"])
+    if value is None:
+        raise Skip("not read: /proc/driver/nvidia/params is not readable and no modprobe.d file sets "
+                   "NVreg_RestrictProfilingToAdminUsers")
+    if str(value).strip() == "0":
+        return R("pass", where, "GPU performance counters open to users (RmProfilingAdminOnly 0)")
+    return R(c.get("status_bad", "warn"), where, "GPU performance counters open to users (RmProfilingAdminOnly 0)",
+             "ncu and nsys --gpu-metrics fail with ERR_NVGPUCTRPERM for every user but root")
+
+
+@host_rule
+def perf(v, c):
+    found = v.userland("perf")
+    if found.get("version"):
+        return R("pass", "perf %s" % found["version"], "perf installed")
+    if found.get("path"):
+        return R("warn", "%s does not run: %s" % (found["path"], found.get("error")), "perf installed",
+                 "no perf for the running kernel")
+    return R(c.get("status_bad", "warn"), "perf not found on PATH", "perf installed")
+
+
+@host_rule
+def perf_event_paranoid(v, c):
+    value = v.sysctl("kernel.perf_event_paranoid")
+    if value is None:
+        raise Skip("not read: kernel.perf_event_paranoid")
+    limit = int(c.get("max", 1))
+    ok = int(value) <= limit
+    return R("pass" if ok else c.get("status_bad", "warn"), "kernel.perf_event_paranoid = %s" % value,
+             "<= %d (users can profile their own processes)" % limit,
+             None if ok else "perf stat/record of user processes is refused to non-root users")
+
+
+@host_rule
+def nvhpc(v, c):
+    found = v.userland("nvhpc")
+    installs = found.get("installs") or []
+    if installs:
+        return R("pass", "NVIDIA HPC SDK %s" % name_list("%s (%s)" % (i["version"], i["path"]) for i in installs),
+                 "NVIDIA HPC SDK installed")
+    if found.get("nvc"):
+        return R("pass", "nvc at %s" % found["nvc"], "NVIDIA HPC SDK installed")
+    return R(c.get("status_bad", "warn"), "no NVIDIA HPC SDK under /opt/nvidia/hpc_sdk or /opt/nvhpc, no nvc",
+             "NVIDIA HPC SDK installed")
+
+
+@host_rule
+def lmod(v, c):
+    found = v.userland("lmod")
+    if not found.get("init") and not found.get("environment_modules"):
+        return R(c.get("status_bad", "warn"), "no Lmod (or Environment Modules) init found",
+                 "Lmod with modules for the site's software")
+    tool = "Lmod %s" % (found.get("version") or "") if found.get("init") else "Environment Modules"
+    if not found.get("modulefiles"):
+        return R("warn", "%s, no modulefile under %s" % (tool.strip(), name_list(found.get("modulepath") or [])
+                                                          or "any MODULEPATH directory"),
+                 "Lmod with modules for the site's software")
+    return R("pass", "%s, %d modulefiles under %s" % (tool.strip(), found["modulefiles"],
+                                                       name_list(found.get("modulepath") or [])),
+             "Lmod with modules for the site's software")
+
+
+@host_rule
+def cuda_visible_devices(v, c):
+    found = v.userland("login_env")
+    set_in = found.get("CUDA_VISIBLE_DEVICES") or []
+    if set_in:
+        return R(c.get("status_bad", "warn"), "set by %s" % name_list("%s (%s)" % (s["file"], s["line"])
+                                                                      for s in set_in),
+                 "not set in the login environment",
+                 "every job started from a login shell sees only those GPUs, whatever it was allocated")
+    return R("pass", "not set by %d login files read" % len(found.get("files_read") or []),
+             "not set in the login environment")
