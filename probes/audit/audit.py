@@ -1,7 +1,7 @@
 """audit: one read-only survey of this node, every source in parallel, each command with its own timeout.
 
 Raw facts only (per section: gpu_nvidia, nvidia_driver, gpu_amd, pci, net, ib_tools, nccl, system, kernel_log,
-packages, libraries, tools, storage, procs, security, slurm, kubernetes, userland, health) plus `sources`, which
+packages, libraries, tools, storage, procs, security, slurm, kubernetes, userland, dpu, health) plus `sources`, which
 says for every source whether it ran, was missing, not permitted, timed out or failed, and why. Large outputs
 (nvidia-smi XML, lspci, packages, kernel events) are raw files beside the artifact. Judgement happens on the controller
 (reports/phases/audit/grade.py with reports/data/rubric.d/audit.yml).
@@ -15,6 +15,7 @@ network, removed at once), or a one-GPU Slurm job step on this node, runs `nvidi
 import time
 
 from probes.audit import amd as audit_amd
+from probes.audit import dpu as audit_dpu
 from probes.audit import health as audit_health
 from probes.audit import logs as audit_logs
 from probes.audit import net as audit_net
@@ -46,6 +47,8 @@ PARAMS = Params(
     # What the inventory says the node should be: recorded for the report (reports/phases/audit), not used here.
     expected_gpu_count=Param(int, 0, "GPUs per node the inventory expects (0: the count of the GPU model)"),
     expect_mig=Param(bool, False, "whether the GPUs are meant to be MIG-partitioned"),
+    nvlink_domain_exclusive=Param(bool, False, "the provider attests that the node's NVLink domain is the tenant's "
+                                               "alone"),
     fabric_tiers=Param(int, 0, "switch tiers of the compute fabric (0: unknown)"),
     fabric_rate_gbps=Param(float, 0, "expected compute port rate in Gb/s (0: the fastest port of the node)"),
 )
@@ -63,6 +66,7 @@ def tasks(params):
         ("pci", audit_pci.collect),
         ("net", audit_net.collect_links),
         ("ib_tools", audit_net.collect_ib_tools),
+        ("dpu", audit_dpu.collect),
         ("nccl", lambda c: audit_net.collect_nccl(c, params["nccl_conf_paths"])),
         ("system", audit_system.collect),
         ("kernel_log", lambda c: audit_logs.collect(c, params["log_window_days"])),

@@ -108,6 +108,21 @@ def cpu_flags(cpuinfo):
     return set(m.group(1).split()) if m else set()
 
 
+def numa_nodes(root="/sys/devices/system/node"):
+    """Each NUMA node: its CPUs (cpulist; empty on a memory-only node, such as a Grace Hopper's HBM in NUMA mode)
+    and its memory (MemTotal in kB)."""
+    out = []
+    for name in listdir(root):
+        m = re.match(r"^node(\d+)$", name)
+        if not m:
+            continue
+        meminfo = read(os.path.join(root, name, "meminfo"), "") or ""
+        mem = re.search(r"MemTotal:\s+(\d+)\s*kB", meminfo)
+        out.append({"node": int(m.group(1)), "cpus": read_strip(os.path.join(root, name, "cpulist"), ""),
+                    "mem_kb": int(mem.group(1)) if mem else None})
+    return sorted(out, key=lambda n: n["node"])
+
+
 def virtualization(c):
     """What a guest can see of virtualization (the Januscape exposure, CVE-2026-53359): whether it runs in a VM,
     whether the CPU's own virtualization (vmx/svm) is handed to it, /dev/kvm, and nested KVM."""
@@ -145,6 +160,7 @@ def collect(c):
         "cmdline": parse_cmdline(cmdline),
         "iommu": iommu_state(),
         "virtualization": virtualization(c),
+        "numa_nodes": numa_nodes(),
         "cpu_governors": cpu_governors(),
         "cpu_count": os.cpu_count(),
         "sysctl": read_sysctls(),

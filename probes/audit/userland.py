@@ -130,6 +130,9 @@ def collect(c):
         c.mark("ncu_version", "missing", "ncu (Nsight Compute) not found on PATH or beside the CUDA toolkit")
     params = read("/proc/driver/nvidia/params")
     modprobe = {p: read(p, "") for p in sorted(glob.glob("/etc/modprobe.d/*.conf"))}
+    out["driver_params"] = {"read": params is not None,
+                            "CoherentGPUMemoryMode": parse_nvidia_params(params).get("CoherentGPUMemoryMode")
+                            if params else None}
     out["profiling"] = {
         "driver_params_read": params is not None,
         "RmProfilingAdminOnly": parse_nvidia_params(params).get("RmProfilingAdminOnly") if params else None,

@@ -118,7 +118,8 @@ INTENDED.update({(check["id"], "cmxbl-node%d" % n, ""): ("skip", "") for n in ra
 # read (2 on these hosts: users cannot profile their own processes).
 INTENDED.update({("audit.%s" % check, "cmxbl-node%d" % n, ""): ("skip", "") for n in range(1, 5) for check in (
     "sw.ncu", "sw.ncu_profiling", "sw.perf", "sw.nvhpc", "sw.lmod", "sw.cuda_visible_devices", "net.nccl_topo_file",
-    "k8s.kubelet_cpu_manager", "sec.januscape", "sec.sudo_available", "sec.user_management", "sec.external_idp")})
+    "k8s.kubelet_cpu_manager", "sec.januscape", "sec.sudo_available", "sec.user_management", "sec.external_idp",
+    "gpu.nvlink_boundary", "net.dpu_host_isolation", "gpu.hbm_exposure")})
 INTENDED.update({("audit.sw.perf_event_paranoid", "cmxbl-node%d" % n, ""): ("warn", "kernel.perf_event_paranoid = 2")
                  for n in range(1, 5)})
 

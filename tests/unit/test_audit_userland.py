@@ -1,6 +1,7 @@
 """The audit checks added beside the reference CLI's (issue 27): what users work with (Nsight Compute and GPU
 counter access, perf, the HPC SDK, Lmod, the login environment), identity (sudo, user tools, an external IdP), the
-Januscape exposure, the kubelet's CPU manager and the NCCL topology file. Parsers on real captures
+Januscape exposure, the kubelet's CPU manager, the NCCL topology file, the NVLink tenant boundary and the BlueField
+DPU's host isolation and HBM exposure on Grace. Parsers on real captures
 (tests/fixtures/audit/userland/README.md names each source), rules graded like a real run."""
 
 import os
@@ -112,12 +113,16 @@ def test_cpu_flags_of_this_machine_kind():
 def test_the_collector_runs_here(tmp_path):
     c = Collector(str(tmp_path))
     facts = userland.collect(c)
-    assert set(facts) == {"ncu", "profiling", "perf", "nvhpc", "lmod", "login_env", "sudo", "user_tools", "identity"}
+    assert set(facts) == {"ncu", "driver_params", "profiling", "perf", "nvhpc", "lmod", "login_env", "sudo",
+                          "user_tools", "identity"}
     assert c.sources["login_files"]["status"] == "ok" and c.sources["identity"]["status"] == "ok"
     assert facts["sudo"]["is_root"] == (os.geteuid() == 0)
     assert facts["user_tools"]["useradd"]  # this machine kind has the passwd package
     virt = audit_system.virtualization(c)
     assert set(virt) == {"vm", "hypervisor_flag", "cpu_virt_flag", "dev_kvm", "nested"}
+    from probes.audit import dpu
+
+    assert dpu.collect(c)["bluefield"] == {} and c.sources["mlxconfig"]["status"] == "not_applicable"
 
 
 # ---- the rules, on nodes graded like a real run ------------------------------------------------------------------
@@ -281,3 +286,134 @@ def test_an_audit_from_before_these_checks_skips_them_and_a_failed_section_is_an
         assert row["status"] == "skip" and row["reason"].startswith("not collected: this run's audit predates"), row
     row = rows[("audit.sec.sudo_available", "broken")]
     assert row["status"] == "error" and "PermissionError: /etc/nsswitch.conf" in row["reason"]
+
+
+def test_nvlink_boundary_on_real_topologies(tmp_path):
+    """nvidia-smi topo -m of a bare-metal H100 (NV18), the same as a VM guest, a GB200 tray (NVL72 domain) with and
+    without the provider's attestation, and a topology that could not be read."""
+    from test_audit_grade import gb200_node, h100_node
+
+    from probes.common import gpu_topo
+
+    smi = FIX.parent.parent / "nvidia-smi"
+
+    def topo(name):
+        return gpu_topo.facts(gpu_topo.parse((smi / name).read_text()))
+
+    def node(base, topology, vm=None):
+        base["gpu_nvidia"]["topology"] = topology
+        base["system"]["virtualization"] = {"vm": vm, "hypervisor_flag": bool(vm), "cpu_virt_flag": [],
+                                            "dev_kvm": False, "nested": None}
+        return base
+
+    nodes = {"metal": node(h100_node(), topo("topo-m_h100_nv18_8nic_spaces.txt")),
+             "guest": node(h100_node(), topo("topo-m_h100_nv18_8nic_spaces.txt"), vm="kvm"),
+             "tray": node(gb200_node(), topo("topo-m_gb200_4gpu_8nic.txt")),
+             "attested": (node(gb200_node(), topo("topo-m_gb200_4gpu_8nic.txt")), "2026-11-20T08:00:00Z",
+                          {"nvlink_domain_exclusive": "True"}),
+             "unread": node(h100_node(), {"error": "nvidia-smi topo -m: cannot read line 5: 'GPU2 NV18'"}),
+             "login": cpu_node()}
+    rows = by(audit_rows(write_run(tmp_path, nodes)))
+
+    def row(host):
+        return rows[("audit.gpu.nvlink_boundary", host)]
+
+    assert row("metal")["status"] == "pass" and "NVLink NV18 between 8 GPUs; bare metal" in row("metal")["observed"]
+    assert row("guest")["status"] == "warn" and "VM guest (kvm)" in row("guest")["observed"]
+    assert row("tray")["status"] == "warn" and "NVL72" in row("tray")["observed"]
+    assert row("attested")["status"] == "pass" and "attests" in row("attested")["observed"]
+    assert row("unread")["status"] == "warn" and "cannot read line 5" in row("unread")["observed"]
+    assert row("login")["status"] == "skip" and "no NVIDIA GPU" in row("login")["reason"]
+
+
+@pytest.mark.parametrize("name, device_type, model, rshim", [
+    ("mstconfig_q_BF3_DPU_mode_TRIMMED__idx11218919974.txt", "BlueField3", "EMBEDDED_CPU(1)", "ENABLED(0)"),
+    ("mlxconfig_q_BF2_EMBEDDED_CPU_test_fixture__idx28986063556.txt", "BlueField2", "EMBEDDED_CPU(1)", None),
+    ("mlxconfig_q_BF2_SEPARATED_HOST_test_fixture__idx28986063556.txt", "BlueField2", "SEPARATED_HOST(0)", None),
+])
+def test_mlxconfig_query(name, device_type, model, rshim):
+    from probes.audit import dpu
+
+    q = dpu.parse_mlxconfig_q(text(name))
+    assert q["device_type"] == device_type
+    assert q["settings"]["INTERNAL_CPU_MODEL"] == model  # the fixture's stray `_INTERNAL_CPU_MODEL` line is not read
+    assert q["settings"].get("INTERNAL_CPU_RSHIM") == rshim
+
+
+def test_bluefield_functions_from_sysfs(tmp_path):
+    from probes.audit import dpu
+
+    for bdf, vendor, device in (("0000:03:00.0", "0x15b3", "0xa2dc"), ("0000:03:00.1", "0x15b3", "0xa2dc"),
+                                ("0000:17:00.0", "0x15b3", "0x1021"), ("0000:18:00.0", "0x10de", "0x2330")):
+        (tmp_path / bdf).mkdir()
+        (tmp_path / bdf / "vendor").write_text(vendor + "\n")
+        (tmp_path / bdf / "device").write_text(device + "\n")
+    assert dpu.bluefield_functions(str(tmp_path)) == {"0000:03:00.0": "BlueField-3"}  # a ConnectX-7 is no DPU
+
+
+def test_dpu_host_isolation(tmp_path):
+    from probes.audit import dpu
+
+    bf3 = dpu.parse_mlxconfig_q(text("mstconfig_q_BF3_DPU_mode_TRIMMED__idx11218919974.txt"))
+    restricted = dict(bf3, settings=dict(bf3["settings"], INTERNAL_CPU_RSHIM="DISABLED(1)"))
+
+    def node(queries, rshim=(), tmfifo=False, functions=True):
+        f = cpu_node()
+        f["dpu"] = {"bluefield": {"0002:01:00.0": "BlueField-3"} if functions else {}, "rshim_devices": list(rshim),
+                    "tmfifo_net0": tmfifo, "queries": queries}
+        return f
+
+    nodes = {"open": node({"0002:01:00.0": bf3}), "restricted": node({"0002:01:00.0": restricted}),
+             "tmfifo": node({"0002:01:00.0": restricted}, tmfifo=True, rshim=["/dev/rshim0"]),
+             "unread": node({}), "none": node({}, functions=False)}
+    nodes["unread"]["sources"]["mlxconfig"] = {
+        "status": "missing", "reason": "neither mlxconfig (MFT) nor mstconfig (mstflint) is installed"}
+    rows = by(audit_rows(write_run(tmp_path, nodes)))
+
+    def row(host):
+        return rows[("audit.net.dpu_host_isolation", host)]
+
+    assert row("open")["status"] == "warn" and "RShim not restricted on 0002:01:00.0" in row("open")["reason"]
+    assert row("restricted")["status"] == "pass" and "DISABLED(1)" in row("restricted")["observed"]
+    assert row("tmfifo")["status"] == "warn" and "/dev/rshim0, tmfifo_net0" in row("tmfifo")["observed"]
+    assert row("unread")["status"] == "warn" and "mstconfig (mstflint) is installed" in row("unread")["reason"]
+    assert row("none")["status"] == "skip" and "no BlueField" in row("none")["reason"]
+
+
+def _numa_tree(root, nodes):
+    for n, cpus, mem_kb in nodes:
+        d = root / ("node%d" % n)
+        d.mkdir(parents=True)
+        (d / "cpulist").write_text(cpus + "\n")
+        (d / "meminfo").write_text("Node %d MemTotal:       %d kB\nNode %d MemFree:        1 kB\n" % (n, mem_kb, n))
+    return audit_system.numa_nodes(str(root))
+
+
+def test_hbm_exposure_on_grace(tmp_path):
+    """A Grace Blackwell tray in NUMA mode (the HBM a CPU-less NUMA node, as the kernel shows it) against the same
+    tray in driver-managed mode, with /proc/driver/nvidia/params as two real drivers print it."""
+    from test_audit_grade import gb200_node, h100_node
+
+    numa_mode = _numa_tree(tmp_path / "numa", [(0, "0-71", 503316480), (1, "", 100663296), (2, "", 0)])
+    cdmm = _numa_tree(tmp_path / "cdmm", [(0, "0-71", 503316480)])
+    assert numa_mode[1] == {"node": 1, "cpus": "", "mem_kb": 100663296}
+
+    def node(base, numa, params_file):
+        base["system"]["numa_nodes"] = numa
+        base["userland"] = {"driver_params": {"read": True, "CoherentGPUMemoryMode": userland.parse_nvidia_params(
+            text(params_file))["CoherentGPUMemoryMode"]}}
+        return base
+
+    driver = "nvidia_params_full_driver_order_fixture_k8s_test_infra__idx62561511481.txt"  # "driver"
+    empty = "nvidia_params_full_sorted_RmProfilingAdminOnly_1_arch__idx34336397409.txt"  # ""
+    rows = by(audit_rows(write_run(tmp_path / "run", {
+        "exposed": node(gb200_node(), numa_mode, driver), "cdmm": node(gb200_node(), cdmm, driver),
+        "no-cdmm": node(gb200_node(), cdmm, empty), "hopper": node(h100_node(), numa_mode, empty)})))
+
+    def row(host):
+        return rows[("audit.gpu.hbm_exposure", host)]
+
+    assert row("exposed")["status"] == "warn" and "node 1: 96 GiB" in row("exposed")["observed"]
+    assert row("cdmm")["status"] == "pass" and "'driver'" in row("cdmm")["observed"]
+    assert row("no-cdmm")["status"] == "warn" and "CDMM" in row("no-cdmm")["reason"]
+    assert row("hopper")["status"] == "skip" and "not a coherent CPU-GPU platform" in row("hopper")["reason"]

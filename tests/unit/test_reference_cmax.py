@@ -107,7 +107,7 @@ def test_verdicts():
     paranoid = lines["software.perf.perfEventParanoid"]
     assert paranoid["verdict"] == "disagree" and "no row of ours" in paranoid["why"]
     assert lines["vm_iommu.status"]["verdict"] == "cmax skipped"
-    assert lines["hbm_memory_exposure.status"]["verdict"] == "not implemented"
+    assert lines["gpu_controls.vboost.allowed"]["verdict"] == "not implemented"
     # the worst of several mapped rows stands for ours
     both = ref.compare(report, [_row("audit.sw.container_runtime", "pass"), _row("audit.sw.container_runtime", "warn",
                                                                                  host="n2")], "n2")

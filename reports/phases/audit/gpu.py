@@ -670,3 +670,63 @@ def model_cluster(check, run, hosts):
         else:
             rows.append(make_row(check, host, "pass", models[host] or "?", "one GPU model across the cluster"))
     return rows
+
+
+@host_rule
+def nvlink_boundary(v, c):
+    """Whether another tenant can share this node's NVLink domain (NVBleed: timing across NVLink leaks between
+    tenants). On bare metal the NVLink between a node's own GPUs is the tenant's, since it holds the node whole; an
+    NVL72 rack's domain spans trays, and a VM may hold part of an NVSwitch tray: there only the provider can say."""
+    topo = v.nv.get("topology") or {}
+    if topo.get("error"):
+        return R("warn", "topology not read: %s" % topo["error"], "an NVLink domain of this tenant alone",
+                 "cannot tell which GPUs share NVLink")
+    nvlinks = sorted({cell for g in (topo.get("gpus") or {}).values() for cell in (g.get("links") or {}).values()
+                      if str(cell).startswith("NV")})
+    if v.param_flag("nvlink_domain_exclusive"):
+        return R("pass", "the provider attests the domain is exclusive (audit_nvlink_domain_exclusive)%s" % (
+            "; NVLink %s" % "/".join(nvlinks) if nvlinks else ""), "an NVLink domain of this tenant alone")
+    if not topo.get("gpus"):
+        raise Skip("not read: nvidia-smi topo -m gave no GPU matrix")
+    if not nvlinks and not is_nvl72(v):
+        raise Skip("not applicable: no NVLink between this host's GPUs")
+    vm = (v.collected("system", "virtualization") or {}).get("vm")
+    seen = "NVLink %s between %d GPUs; %s" % ("/".join(nvlinks) or "(fabric)", len(topo["gpus"]),
+                                             "VM guest (%s)" % vm if vm else "bare metal")
+    if is_nvl72(v):
+        return R(c.get("status_bad", "warn"), seen + "; multi-node NVLink domain (NVL72)",
+                 "an NVLink domain of this tenant alone",
+                 "the rack's NVLink domain spans trays: the provider must partition it per tenant and attest it "
+                 "(audit_nvlink_domain_exclusive)")
+    if vm:
+        return R(c.get("status_bad", "warn"), seen, "an NVLink domain of this tenant alone",
+                 "a VM may hold part of an NVSwitch tray shared with other tenants: the provider must attest it "
+                 "(audit_nvlink_domain_exclusive)")
+    return R("pass", seen + ": the node's own NVLink, held whole", "an NVLink domain of this tenant alone")
+
+
+COHERENT = ("GH200", "GB200", "GB300", "GRACE HOPPER", "GRACE BLACKWELL")
+
+
+@host_rule
+def hbm_exposure(v, c):
+    """On a coherent CPU-GPU platform (Grace Hopper, Grace Blackwell) the GPU's HBM can show up as memory-only NUMA
+    nodes the kernel manages like DRAM: page cache and other processes land in HBM, and a job's GPU memory shrinks.
+    The driver-managed mode (CDMM, CoherentGPUMemoryMode "driver") keeps it the driver's."""
+    names = " ".join(v.gpu_names()).upper()
+    if not any(m in names for m in COHERENT):
+        raise Skip("not applicable: %s is not a coherent CPU-GPU platform" % (", ".join(v.gpu_names()) or "this GPU"))
+    nodes = v.collected("system", "numa_nodes") or []
+    min_gib = float(c.get("min_gib", 64))
+    hbm = [n for n in nodes if not (n.get("cpus") or "").strip() and (n.get("mem_kb") or 0) >= min_gib * 2**20]
+    mode = (v.collected("userland", "driver_params") or {}).get("CoherentGPUMemoryMode")
+    mode = None if mode is None else str(mode).strip('"')
+    seen = "%d memory-only NUMA node(s) of %g GiB or more%s; CoherentGPUMemoryMode %s" % (
+        len(hbm), min_gib, " (%s)" % name_list("node %d: %.0f GiB" % (n["node"], n["mem_kb"] / 2**20) for n in hbm)
+        if hbm else "", repr(mode) if mode is not None else "not read")
+    expected = "HBM managed by the driver (CDMM), not exposed as system memory"
+    if hbm:
+        return R(c.get("status_bad", "warn"), seen, expected, "GPU HBM is exposed as ordinary OS-managed memory")
+    if mode is not None and mode != "driver":
+        return R(c.get("status_bad", "warn"), seen, expected, "the driver does not manage coherent GPU memory (CDMM)")
+    return R("pass", seen, expected)

@@ -346,3 +346,37 @@ def nccl_topo_file(v, c):
                                     else f["xml_error"] or "root <%s>, not <system>" % f["root"]) for f in bad)
         return R(c.get("status_bad", "warn"), seen, "the named topology file readable NCCL XML", why)
     return R("pass", seen + " (read on the host, not inside a container)", "the named topology file readable NCCL XML")
+
+
+def _coded(value):
+    """mlxconfig's 'ENABLED(0)' -> 0; a bare number -> itself; anything else None."""
+    m = re.search(r"\((\d+)\)$", str(value or "")) or re.match(r"^(\d+)$", str(value or ""))
+    return int(m.group(1)) if m else None
+
+
+@host_rule
+def dpu_host_isolation(v, c):
+    """In zero-trust mode the host (the tenant) cannot reach the BlueField's Arm side: RShim restricted
+    (INTERNAL_CPU_RSHIM 1, mlxprivhost r --disable_rshim), no /dev/rshim*, no tmfifo_net0."""
+    dpu = v.collected("dpu")
+    functions = dpu.get("bluefield") or {}
+    if not functions:
+        raise Skip("not applicable: no BlueField DPU on this host")
+    expected = "RShim restricted (INTERNAL_CPU_RSHIM 1), no /dev/rshim*, no tmfifo_net0"
+    open_paths = list(dpu.get("rshim_devices") or []) + (["tmfifo_net0"] if dpu.get("tmfifo_net0") else [])
+    queries = dpu.get("queries") or {}
+    rshim = {bdf: (q.get("settings") or {}).get("INTERNAL_CPU_RSHIM") for bdf, q in queries.items()}
+    seen = "; ".join("%s %s: INTERNAL_CPU_RSHIM %s" % (bdf, functions[bdf], rshim.get(bdf) or "not read")
+                     for bdf in sorted(functions))
+    if open_paths:
+        return R(c.get("status_bad", "warn"), "%s; host reaches the DPU through %s" % (seen, ", ".join(open_paths)),
+                 expected, "not in zero-trust mode: apply mlxprivhost r --disable_rshim --disable_tracer "
+                           "--disable_counter_rd --disable_port_owner")
+    unrestricted = [bdf for bdf, value in rshim.items() if _coded(value) == 0]
+    if unrestricted:
+        return R(c.get("status_bad", "warn"), seen, expected, "RShim not restricted on %s" % ", ".join(unrestricted))
+    unread = [bdf for bdf in functions if _coded(rshim.get(bdf)) is None]
+    if unread:
+        why = (v.sources.get("mlxconfig") or {}).get("reason") or "mlxconfig gave no INTERNAL_CPU_RSHIM"
+        return R("warn", seen, expected, "not read (%s): the provider must attest the DPU's host isolation" % why)
+    return R("pass", seen, expected)

@@ -1,0 +1,79 @@
+"""BlueField DPUs seen from the host, for the audit: which PCI functions are BlueField, whether the host can reach the
+DPU's Arm side (an RShim device node /dev/rshim*, the tmfifo_net0 interface), and the DPU's own settings as
+`mlxconfig -d <pci> q` (or mstconfig, its open-source twin) reports them: INTERNAL_CPU_MODEL (DPU or NIC mode) and
+INTERNAL_CPU_RSHIM (whether the host may open RShim). A query only: nothing is set.
+
+Judged on the controller (reports/phases/audit/network.py, audit.net.dpu_host_isolation): in a zero-trust
+deployment the tenant on the host must not reach the DPU that enforces its isolation.
+"""
+
+import glob
+import os
+import re
+import shutil
+
+from probes.audit.collect import listdir, read_strip
+
+SYS_PCI = "/sys/bus/pci/devices"
+# Mellanox/NVIDIA vendor 0x15b3: BlueField (0xa2d2), BlueField-2 (0xa2d6), BlueField-3 (0xa2dc) network functions.
+BLUEFIELD_DEVICES = {"0xa2d2": "BlueField", "0xa2d6": "BlueField-2", "0xa2dc": "BlueField-3"}
+_SETTING = re.compile(r"^\s+([A-Z][A-Z0-9_]+(?:\[\d+\])?)\s+(\S.*?)\s*$")
+
+
+def bluefield_functions(root=SYS_PCI):
+    """{bdf: model} of the BlueField PCI functions on this host (the first function of each device)."""
+    out = {}
+    for bdf in listdir(root):
+        path = os.path.join(root, bdf)
+        if (read_strip(os.path.join(path, "vendor")) or "").lower() != "0x15b3":
+            continue
+        model = BLUEFIELD_DEVICES.get((read_strip(os.path.join(path, "device")) or "").lower())
+        if model and bdf.endswith(".0"):
+            out[bdf] = model
+    return out
+
+
+def parse_mlxconfig_q(text):
+    """`mlxconfig -d <dev> q` / `mstconfig -d <dev> q` -> {"device_type", "name", "settings": {KEY: value}}. The value
+    is kept as printed (ENABLED(0), EMBEDDED_CPU(1), True(1), 0, Array[0..7]); the last column, when mlxconfig prints
+    default/current/next-boot columns, is the next boot's."""
+    out = {"device_type": None, "name": None, "settings": {}}
+    in_settings = False
+    for line in (text or "").splitlines():
+        stripped = line.strip()
+        m = re.match(r"^Device type:\s*(\S+)", stripped)
+        if m:
+            out["device_type"] = m.group(1)
+        m = re.match(r"^Name:\s*(\S+)", stripped)
+        if m:
+            out["name"] = m.group(1)
+        if stripped.startswith("Configurations:"):
+            in_settings = True
+            continue
+        m = _SETTING.match(line) if in_settings else None
+        if m and not m.group(1).startswith("_"):
+            out["settings"][m.group(1)] = m.group(2).split()[-1]
+    return out
+
+
+def collect(c):
+    functions = bluefield_functions()
+    out = {"bluefield": functions, "rshim_devices": sorted(glob.glob("/dev/rshim*")),
+           "tmfifo_net0": os.path.exists("/sys/class/net/tmfifo_net0"), "queries": {}}
+    if not functions:
+        c.mark("mlxconfig", "not_applicable", "no BlueField PCI function on this host")
+        return out
+    tool = shutil.which("mlxconfig") or shutil.which("mstconfig")
+    if not tool:
+        c.mark("mlxconfig", "missing", "neither mlxconfig (MFT) nor mstconfig (mstflint) is installed")
+        return out
+    for bdf in sorted(functions):
+        res = c.cmd("mlxconfig", [tool, "-d", bdf, "q"], timeout=30)
+        if res.rc == 0:
+            c.save_raw("mlxconfig-q-%s.txt" % bdf, res.stdout)
+            parsed = parse_mlxconfig_q(res.stdout)
+            out["queries"][bdf] = {k: parsed[k] for k in ("device_type", "name")}
+            out["queries"][bdf]["settings"] = {k: v for k, v in parsed["settings"].items()
+                                               if k.startswith("INTERNAL_CPU") or k in ("PORT_OWNER", "TRACER_ENABLE",
+                                                                                        "ALLOW_RD_COUNTERS")}
+    return out
