@@ -171,7 +171,8 @@ def cmd_compare_cmax(args):
             ", ".join(hosts), report["host"]))
     kept = os.path.join(run_dir, reference_cmax.REFERENCE_DIR, "%s.txt" % host)
     os.makedirs(os.path.dirname(kept), exist_ok=True)
-    shutil.copyfile(args.cmax_output, kept)
+    if not (os.path.exists(kept) and os.path.samefile(args.cmax_output, kept)):
+        shutil.copyfile(args.cmax_output, kept)
     _, _, report_dir = build(run_dir)
     rows = read_checks_csv(os.path.join(report_dir, "checks.csv"))
     lines = reference_cmax.compare(report, rows, host)

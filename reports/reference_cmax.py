@@ -119,6 +119,9 @@ def mapping_problems(mapping, our_ids):
         for d in entry.get("differs") or []:
             if d.get("cmax") not in STATUS.values() or d.get("ours") not in SEVERITY or not d.get("reason"):
                 problems.append("%s: differs entry %r needs cmax, ours (statuses) and reason" % (cmax_id, d))
+            elif d["cmax"] == "skip":
+                problems.append("%s: differs entry with cmax skip is never used (what cmax skipped is not compared)"
+                                % cmax_id)
     return problems
 
 
@@ -162,6 +165,8 @@ def compare(report, rows, host, mapping=None):
             reason = next((d["reason"] for d in entry.get("differs") or []
                            if d["cmax"] == c["status"] and d["ours"] == line["ours"]), None)
             line.update(verdict="differs" if reason else "disagree", why=reason or "")
+        if entry.get("note") and line["verdict"] != "not implemented":
+            line["why"] = "; ".join(x for x in (line["why"], "not the same test: %s" % entry["note"]) if x)
     return out
 
 

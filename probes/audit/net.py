@@ -266,7 +266,7 @@ def topo_files(named):
     found = [p for p in TOPO_CANDIDATES if os.path.exists(p)] + sorted(glob.glob("/etc/nccl/*.xml"))
     for path in list(dict.fromkeys(list(named) + found)):
         entry = {"path": path, "named": path in named, "exists": os.path.isfile(path), "size": None, "xml_error": None,
-                 "root": None}
+                 "root": None, "unexpanded": "$" in path}
         if entry["exists"]:
             entry["size"] = os.path.getsize(path)
             try:

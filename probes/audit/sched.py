@@ -120,7 +120,9 @@ def collect_kubernetes(c):
     config = read("/var/lib/kubelet/config.yaml")
     c.mark("kubernetes_node", "ok")
     return {"kubelet_config": kubelet_conf, "anonymous_auth": kubelet_anonymous_auth(config) if config else None,
-            "cpu_manager": cpu_manager(read(CPU_MANAGER_STATE), config)}
+            "cpu_manager": dict(cpu_manager(read(CPU_MANAGER_STATE), config),
+                                kubelet_dir_unreadable=os.path.isdir("/var/lib/kubelet")
+                                and not os.access("/var/lib/kubelet", os.R_OK | os.X_OK))}
 
 
 CPU_MANAGER_STATE = "/var/lib/kubelet/cpu_manager_state"

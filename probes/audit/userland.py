@@ -3,13 +3,15 @@ whether users may read the GPU's counters, perf), the NVIDIA HPC SDK, Lmod and i
 (CUDA_VISIBLE_DEVICES), and identity (sudo, user and group management tools, an external identity provider).
 
 Facts only, read-only: the tools' own version lines, files under /etc and /proc, and `sudo -n true` (it asks for no
-password and changes nothing). Judged on the controller (reports/phases/audit/software.py and security.py).
+password and changes no setting; sudo logs the attempt, as it logs every use). Judged on the controller
+(reports/phases/audit/software.py and security.py).
 """
 
 import glob
 import os
 import re
 import shutil
+import threading
 
 from probes.audit.collect import listdir, read, version_in
 
@@ -20,8 +22,11 @@ NVHPC_ROOTS = ("/opt/nvidia/hpc_sdk", "/opt/nvhpc")
 LMOD_INIT = ("/usr/share/lmod/lmod/init/profile", "/etc/profile.d/lmod.sh", "/etc/profile.d/z00_lmod.sh",
              "/opt/apps/lmod/lmod/init/profile", "/usr/share/lmod/lmod/libexec/lmod")
 LOGIN_FILES = ("/etc/environment", "/etc/profile", "/etc/bash.bashrc", "/etc/bashrc")
-MODULE_DIRS = ("/etc/modulefiles", "/usr/share/modulefiles", "/opt/modulefiles",
-               "/usr/share/lmod/lmod/modulefiles/Core")
+# Where sites put modulefiles when MODULEPATH is not set in a login file. Lmod's own Core directory (its `lmod` and
+# `settarg` modules) is not one: a fresh Lmod install has no module of the site's software.
+MODULE_DIRS = ("/etc/modulefiles", "/usr/share/modulefiles", "/opt/modulefiles")
+LMOD_OWN = ("lmod", "settarg")
+WALK_S = 5.0  # modulefile trees often sit on NFS: a hung mount must not hang the audit
 USER_TOOLS = ("useradd", "usermod", "userdel", "groupadd", "groupmod", "adduser")
 # Name services that come from a directory rather than local files (nsswitch.conf's passwd/group sources).
 DIRECTORY_SOURCES = ("sss", "ldap", "winbind", "nis", "nisplus", "hesiod", "oslogin", "cache_oslogin", "azuread",
@@ -92,25 +97,36 @@ def login_assignments(texts, name):
             for line in (text or "").splitlines() if pattern.match(line)]
 
 
-def _modulefiles(paths):
-    count, dirs = 0, []
+def _walk_modulefiles(paths, found):
     for d in paths:
         if not os.path.isdir(d):
             continue
-        dirs.append(d)
-        for _, _, files in os.walk(d):
-            count += sum(1 for f in files if not f.startswith("."))
-            if count > 10000:
-                return count, dirs
-    return count, dirs
+        found["dirs"].append(d)
+        for root, _, files in os.walk(d):
+            if os.path.basename(root) in LMOD_OWN or root.rstrip("/").endswith("/lmod/modulefiles/Core"):
+                continue
+            found["count"] += sum(1 for f in files if not f.startswith("."))
+            if found["count"] > 10000:
+                return
+
+
+def _modulefiles(paths, timeout=WALK_S):
+    """(modulefiles counted, directories that exist) under the module path, Lmod's own modules left out. The walk
+    runs in a daemon thread for at most `timeout` seconds (a hung network mount leaves it behind, not the audit);
+    what it counted by then is returned with timed_out."""
+    found = {"count": 0, "dirs": []}
+    walker = threading.Thread(target=_walk_modulefiles, args=(list(paths), found), daemon=True)
+    walker.start()
+    walker.join(timeout)
+    return found["count"], list(found["dirs"]), walker.is_alive()
 
 
 def _modulepath(texts):
     """MODULEPATH as the environment or the login files give it (Lmod's own init leaves it to the site)."""
-    paths = [p for p in os.environ.get("MODULEPATH", "").split(":") if p]
+    paths = [p for p in os.environ.get("MODULEPATH", "").split(":") if os.path.isabs(p)]
     for text in texts.values():
         for m in re.finditer(r"MODULEPATH[=\s:]+[\"']?([^\"'\s;]+)", text or ""):
-            paths += [p for p in m.group(1).split(":") if p and "$" not in p]
+            paths += [p for p in m.group(1).split(":") if os.path.isabs(p) and "$" not in p and "}" not in p]
     for d in MODULE_DIRS:
         if d not in paths:
             paths.append(d)
@@ -155,8 +171,9 @@ def collect(c):
     login = dict({p: read(p) for p in LOGIN_FILES if read(p) is not None}, **profile_d)
     lmod = next((p for p in LMOD_INIT if os.path.exists(p)), None)
     modulepath = _modulepath(login)
-    count, dirs = _modulefiles(modulepath)
+    count, dirs, timed_out = _modulefiles(modulepath)
     out["lmod"] = {"init": lmod, "version": os.environ.get("LMOD_VERSION"), "modulepath": dirs, "modulefiles": count,
+                   "walk_timed_out": timed_out,
                    "environment_modules": shutil.which("modulecmd") or (
                        "/usr/share/modules/init/profile.sh" if os.path.exists("/usr/share/modules/init/profile.sh")
                        else None)}
@@ -182,6 +199,8 @@ def collect(c):
         "directory_sources": sorted({s for db in ("passwd", "group") for s in nss.get(db, [])
                                      if s in DIRECTORY_SOURCES}),
         "sssd_conf": os.path.exists("/etc/sssd/sssd.conf"),
+        # the NSS responder's socket: SSSD is serving accounts (readable where /etc/sssd, mode 0700, is not)
+        "sssd_socket": os.path.exists("/var/lib/sss/pipes/nss"),
         "sssd_domains": sorted(os.path.basename(p)[:-5] for p in glob.glob("/etc/sssd/conf.d/*.conf")),
         "ipa": os.path.exists("/etc/ipa/default.conf"),
         "krb5_realm": (re.search(r"^\s*default_realm\s*=\s*(\S+)", read("/etc/krb5.conf", "") or "", re.M) or

@@ -177,6 +177,10 @@ def graded(tmp_path_factory):
             topo_files=[{"path": "/opt/microsoft/ndv5-topo.xml", "named": True, "exists": True, "size": 3000,
                          "xml_error": None, "root": "system"}],
             sysctl={"kernel.perf_event_paranoid": "1"}),
+        "rhel-default": _node({
+            "identity": {"nsswitch": nss, "directory_sources": ["sss"], "sssd_conf": False, "sssd_domains": [],
+                         "sssd_socket": False, "ipa": False, "krb5_realm": "EXAMPLE.COM", "realmd": False,
+                         "oslogin": False}}),
         "exposed": _node(virt={"vm": "kvm", "hypervisor_flag": True, "cpu_virt_flag": ["svm"], "dev_kvm": True,
                                "nested": text("kvm_intel_nested_Y_fedora__libkrun_issue625.txt").split()[-1]},
                          cpu_manager=audit_sched.cpu_manager(text("cpu_manager_state_none__idx19076858636.json"),
@@ -201,6 +205,9 @@ def test_identity(graded):
     assert status(graded, "sec.external_idp", "plain") == "warn"
     good = graded[("audit.sec.external_idp", "good")]
     assert good["status"] == "pass" and "sss" in good["observed"] and "EXAMPLE.COM" in good["observed"]
+    # RHEL's default nsswitch lists sss whether or not SSSD was set up, and a Kerberos realm gives no accounts
+    rhel = graded[("audit.sec.external_idp", "rhel-default")]
+    assert rhel["status"] == "warn" and "sss listed but SSSD neither configured nor serving" in rhel["observed"]
 
 
 def test_profiling_and_tools(graded):
@@ -211,7 +218,7 @@ def test_profiling_and_tools(graded):
     for check in ("sw.ncu", "sw.ncu_profiling", "sw.cuda_visible_devices", "net.nccl_topo_file",
                   "k8s.kubelet_cpu_manager"):
         row = graded[("audit." + check, "good")]
-        assert row["status"] == "skip" and "no GPU" in row["reason"] or "NVIDIA" in row["reason"], row
+        assert row["status"] == "skip" and ("no GPU" in row["reason"] or "no NVIDIA GPU" in row["reason"]), row
     assert status(graded, "sw.lmod", "good") == "skip"  # no Slurm on these nodes
 
 
@@ -263,8 +270,11 @@ def test_on_a_gpu_node(tmp_path):
                                       "modprobe": [{"file": "/etc/modprobe.d/nvidia-profiling.conf", "value": "0"}]}
     facts["kubernetes"]["cpu_manager"] = audit_sched.cpu_manager(
         text("cpu_manager_state_static_kubelet_1.34__idx58466985700.json"), None)
-    facts["nccl"]["topo_files"] = []
+    # a graph dump lying in /etc/nccl that nothing names is listed, not judged: NCCL does not read it
+    facts["nccl"]["topo_files"] = [{"path": "/etc/nccl/graph.xml", "named": False, "exists": True, "size": 900,
+                                    "xml_error": None, "root": "graphs", "unexpanded": False}]
     rows = _grade_on_gpu(tmp_path / "2", facts)
+    assert "also seen: /etc/nccl/graph.xml" in rows[("audit.net.nccl_topo_file", "h100")]["reason"]
     assert rows[("audit.sw.ncu_profiling", "h100")]["status"] == "pass"
     assert rows[("audit.k8s.kubelet_cpu_manager", "h100")]["status"] == "pass"
     assert rows[("audit.net.nccl_topo_file", "h100")]["status"] == "skip"
@@ -417,3 +427,19 @@ def test_hbm_exposure_on_grace(tmp_path):
     assert row("cdmm")["status"] == "pass" and "'driver'" in row("cdmm")["observed"]
     assert row("no-cdmm")["status"] == "warn" and "CDMM" in row("no-cdmm")["reason"]
     assert row("hopper")["status"] == "skip" and "not a coherent CPU-GPU platform" in row("hopper")["reason"]
+
+
+def test_lmod_own_modules_are_not_the_sites(tmp_path):
+    """A fresh Lmod install ships its own `lmod` and `settarg` modulefiles in its Core directory: no site module."""
+    core = tmp_path / "lmod" / "modulefiles" / "Core"
+    for name in ("lmod", "settarg"):
+        (core / name).mkdir(parents=True)
+        (core / name / "1.0.lua").write_text("-- Lmod's own\n")
+    site = tmp_path / "site"
+    (site / "cuda").mkdir(parents=True)
+    (site / "cuda" / "12.4.lua").write_text("prepend_path('PATH', '/usr/local/cuda-12.4/bin')\n")
+    assert userland._modulefiles([str(core)]) == (0, [str(core)], False)
+    assert userland._modulefiles([str(core), str(site)]) == (1, [str(core), str(site)], False)
+    # MODULEPATH values that are not absolute paths (a comment's words, an unexpanded default) are not walked
+    assert userland._modulepath({"/etc/profile.d/m.sh": "# MODULEPATH is set below\n"
+                                 "export MODULEPATH=${MODULEPATH:-/opt/mf}\n"}) == list(userland.MODULE_DIRS)

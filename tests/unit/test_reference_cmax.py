@@ -75,11 +75,14 @@ def test_the_mapping_names_only_our_real_checks_and_gives_every_gap_a_reason():
     mapping = ref.load_mapping()
     assert ref.mapping_problems(mapping, ours) == []
     assert ref.mapping_problems({"checks": {"x": {"ours": ["audit.none"]}, "y": {"ours": []},
-                                            "z": {"ours": ["audit.sw.perf"], "differs": [{"cmax": "warn"}]}}},
+                                            "z": {"ours": ["audit.sw.perf"], "differs": [{"cmax": "warn"}]},
+                                            "s": {"ours": ["audit.sw.perf"],
+                                                  "differs": [{"cmax": "skip", "ours": "pass", "reason": "r"}]}}},
                                 ours) == [
         "x: our check audit.none does not exist",
         "y: maps to none of our checks and gives no not_implemented reason",
-        "z: differs entry {'cmax': 'warn'} needs cmax, ours (statuses) and reason"]
+        "z: differs entry {'cmax': 'warn'} needs cmax, ours (statuses) and reason",
+        "s: differs entry with cmax skip is never used (what cmax skipped is not compared)"]
 
 
 def _row(check_id, status, host="n1", observed="", reason=""):
@@ -108,10 +111,16 @@ def test_verdicts():
     assert paranoid["verdict"] == "disagree" and "no row of ours" in paranoid["why"]
     assert lines["vm_iommu.status"]["verdict"] == "cmax skipped"
     assert lines["gpu_controls.vboost.allowed"]["verdict"] == "not implemented"
-    # the worst of several mapped rows stands for ours
-    both = ref.compare(report, [_row("audit.sw.container_runtime", "pass"), _row("audit.sw.container_runtime", "warn",
-                                                                                 host="n2")], "n2")
-    assert {x["cmax_id"]: x["ours"] for x in both}["containers.singularity"] == "warn"
+    # the worst of several mapped rows on the host stands for ours
+    mapping = ref.load_mapping()
+    mapping["checks"]["software.perf.installed"] = {"ours": ["audit.sw.perf", "audit.sw.perf_event_paranoid"]}
+    rows = [_row("audit.sw.perf", "pass"), _row("audit.sw.perf_event_paranoid", "warn")]
+    both = {x["cmax_id"]: x for x in ref.compare(report, rows, "n1", mapping)}
+    perf = both["software.perf.installed"]
+    assert perf["ours"] == "warn" and perf["verdict"] == "disagree"
+    # a note says where ours is a near but not the same test, beside the verdict
+    singularity = {x["cmax_id"]: x for x in ref.compare(report, [_row("audit.sw.container_runtime", "skip")], "n1")}
+    assert "not the same test: ours passes on any runtime" in singularity["containers.singularity"]["why"]
 
 
 def test_a_check_the_mapping_does_not_know_is_not_mapped():

@@ -678,11 +678,11 @@ def nvlink_boundary(v, c):
     tenants). On bare metal the NVLink between a node's own GPUs is the tenant's, since it holds the node whole; an
     NVL72 rack's domain spans trays, and a VM may hold part of an NVSwitch tray: there only the provider can say."""
     topo = v.nv.get("topology") or {}
-    if topo.get("error"):
-        return R("warn", "topology not read: %s" % topo["error"], "an NVLink domain of this tenant alone",
-                 "cannot tell which GPUs share NVLink")
     nvlinks = sorted({cell for g in (topo.get("gpus") or {}).values() for cell in (g.get("links") or {}).values()
                       if str(cell).startswith("NV")})
+    if not v.param_flag("nvlink_domain_exclusive") and topo.get("error"):
+        return R("warn", "topology not read: %s" % topo["error"], "an NVLink domain of this tenant alone",
+                 "cannot tell which GPUs share NVLink")
     if v.param_flag("nvlink_domain_exclusive"):
         return R("pass", "the provider attests the domain is exclusive (audit_nvlink_domain_exclusive)%s" % (
             "; NVLink %s" % "/".join(nvlinks) if nvlinks else ""), "an NVLink domain of this tenant alone")

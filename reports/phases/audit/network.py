@@ -200,9 +200,10 @@ def nccl_conf(v, c):
     files = [p for p in (v.sec("nccl").get("files") or {})]
     obs = ("%d settings from %s" % (len(settings), name_list(files))) if files or settings else "no NCCL overrides"
     if found:
-        return R("warn", "%s: %s" % (obs, name_list(found)), "no setting that disables a transport or forces a path",
-                 "these overrides change NCCL's transport choice for every job on the node")
-    return R("pass", obs, "no setting that disables a transport or forces a path")
+        return R("warn", "%s: %s" % (obs, name_list(found)),
+                 "no setting that disables a transport or forces a path, algorithm, protocol or channel count",
+                 "these overrides replace NCCL's own choices for every job on the node")
+    return R("pass", obs, "no setting that disables a transport or forces a path, algorithm, protocol or channel count")
 
 
 @host_rule
@@ -331,14 +332,23 @@ def nic_pcie(v, c):
              "every RDMA NIC at its maximum PCIe width")
 
 
+NCCL_DEFAULT_TOPO = "/var/run/nvidia-topologyd/virtualTopology.xml"  # read by NCCL when NCCL_TOPO_FILE is unset
+
+
 @host_rule
 def nccl_topo_file(v, c):
     """A topology file NCCL is pointed at (NCCL_TOPO_FILE) must be there and readable: a VM's virtual PCI tree hides
     the GPU/NIC affinity, and NCCL falls back to its own guess, silently, when the file is missing or broken."""
     v.need("nccl_config")
-    files = v.collected("nccl", "topo_files")
+    # NCCL reads the file NCCL_TOPO_FILE names, else its default path; other XML files lying about are not read by
+    # NCCL (a graph dump is no topology), so they are listed, not judged. A value with a shell expansion in it is
+    # read by the shell of the job, not here.
+    listed = v.collected("nccl", "topo_files") or []
+    files = [f for f in listed if (f["named"] or f["path"] == NCCL_DEFAULT_TOPO) and "$" not in f["path"]]
+    others = [f["path"] for f in listed if f not in files]
     if not files:
-        raise Skip("not applicable: no NCCL topology file named or found (NCCL detects the topology itself)")
+        raise Skip("not applicable: no NCCL topology file named (NCCL_TOPO_FILE) or at NCCL's default path%s" % (
+            " (also seen: %s)" % name_list(others) if others else ""))
     bad = [f for f in files if not f["exists"] or not f["size"] or f["xml_error"] or f["root"] != "system"]
     seen = "; ".join("%s%s" % (f["path"], "" if f in bad else " (%d bytes, <system>)" % f["size"]) for f in files)
     if bad:
@@ -366,8 +376,10 @@ def dpu_host_isolation(v, c):
     open_paths = list(dpu.get("rshim_devices") or []) + (["tmfifo_net0"] if dpu.get("tmfifo_net0") else [])
     queries = dpu.get("queries") or {}
     rshim = {bdf: (q.get("settings") or {}).get("INTERNAL_CPU_RSHIM") for bdf, q in queries.items()}
-    seen = "; ".join("%s %s: INTERNAL_CPU_RSHIM %s" % (bdf, functions[bdf], rshim.get(bdf) or "not read")
-                     for bdf in sorted(functions))
+    mode = {bdf: (q.get("settings") or {}).get("INTERNAL_CPU_MODEL") for bdf, q in queries.items()}
+    seen = "; ".join("%s %s%s: INTERNAL_CPU_RSHIM %s (next boot)" % (
+        bdf, functions[bdf], " %s" % mode[bdf] if mode.get(bdf) else "", rshim.get(bdf) or "not read")
+        for bdf in sorted(functions))
     if open_paths:
         return R(c.get("status_bad", "warn"), "%s; host reaches the DPU through %s" % (seen, ", ".join(open_paths)),
                  expected, "not in zero-trust mode: apply mlxprivhost r --disable_rshim --disable_tracer "
@@ -377,6 +389,8 @@ def dpu_host_isolation(v, c):
         return R(c.get("status_bad", "warn"), seen, expected, "RShim not restricted on %s" % ", ".join(unrestricted))
     unread = [bdf for bdf in functions if _coded(rshim.get(bdf)) is None]
     if unread:
-        why = (v.sources.get("mlxconfig") or {}).get("reason") or "mlxconfig gave no INTERNAL_CPU_RSHIM"
+        why = "; ".join(filter(None, [(v.sources.get(name) or {}).get("reason") for name in
+                                      ["mlxconfig"] + ["mlxconfig:%s" % bdf for bdf in unread]])) \
+            or "mlxconfig gave no INTERNAL_CPU_RSHIM"
         return R("warn", seen, expected, "not read (%s): the provider must attest the DPU's host isolation" % why)
     return R("pass", seen, expected)

@@ -236,6 +236,8 @@ def kubelet_cpu_manager(v, c):
     proxy threads share cores with every other pod."""
     v.need("kubernetes_node")
     cm = v.collected("kubernetes", "cpu_manager") or {}
+    if not cm.get("state_file") and not cm.get("config_policy") and cm.get("kubelet_dir_unreadable"):
+        raise Skip("not permitted: /var/lib/kubelet is not readable by the audit's user")
     if not cm.get("state_file") and not cm.get("config_policy"):
         raise Skip("not applicable: no kubelet on this host (no cpu_manager_state, no cpuManagerPolicy)")
     if cm.get("state_error"):

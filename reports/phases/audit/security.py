@@ -236,21 +236,27 @@ def user_management(v, c):
 @host_rule
 def external_idp(v, c):
     ident = v.userland("identity")
+    # RHEL's authselect writes `passwd: sss files` whether or not SSSD was ever set up, and krb5-config writes a
+    # default_realm on install: neither is a directory on its own. SSSD counts when it is configured or serving.
+    sssd = ident.get("sssd_conf") or ident.get("sssd_domains") or ident.get("sssd_socket")
+    sources = [s for s in ident.get("directory_sources") or [] if s != "sss" or sssd]
     signs = []
-    if ident.get("directory_sources"):
-        signs.append("nsswitch passwd/group from %s" % ", ".join(ident["directory_sources"]))
-    if ident.get("sssd_conf") or ident.get("sssd_domains"):
-        signs.append("sssd configured")
+    if sources:
+        signs.append("nsswitch passwd/group from %s" % ", ".join(sources))
+    if sssd:
+        signs.append("sssd %s" % ("serving (/var/lib/sss/pipes/nss)" if ident.get("sssd_socket") else "configured"))
     if ident.get("ipa"):
         signs.append("FreeIPA client")
-    if ident.get("krb5_realm"):
-        signs.append("Kerberos realm %s" % ident["krb5_realm"])
     if ident.get("oslogin"):
         signs.append("OS Login")
+    realm = "; Kerberos realm %s" % ident["krb5_realm"] if ident.get("krb5_realm") else ""
     if signs:
-        return R("pass", "; ".join(signs), "accounts from an external identity provider (LDAP, SSSD, IPA, SSO)")
+        return R("pass", "; ".join(signs) + realm,
+                 "accounts from an external identity provider (LDAP, SSSD, IPA, SSO)")
     nss = (ident.get("nsswitch") or {}).get("passwd") or []
-    return R(c.get("status_bad", "warn"), "local accounts only (nsswitch passwd: %s)" % (" ".join(nss) or "not read"),
+    return R(c.get("status_bad", "warn"), "local accounts only (nsswitch passwd: %s%s)%s" % (
+        " ".join(nss) or "not read", "; sss listed but SSSD neither configured nor serving"
+        if "sss" in (ident.get("directory_sources") or []) else "", realm),
              "accounts from an external identity provider (LDAP, SSSD, IPA, SSO)",
              "users and keys are managed host by host")
 

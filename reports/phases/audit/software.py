@@ -384,6 +384,9 @@ def lmod(v, c):
         return R(c.get("status_bad", "warn"), "no Lmod (or Environment Modules) init found",
                  "Lmod with modules for the site's software")
     tool = "Lmod %s" % (found.get("version") or "") if found.get("init") else "Environment Modules"
+    if not found.get("modulefiles") and found.get("walk_timed_out"):
+        return R("warn", "%s; the modulefile tree did not answer within the audit's walk time (a hung mount?)"
+                 % tool.strip(), "Lmod with modules for the site's software")
     if not found.get("modulefiles"):
         return R("warn", "%s, no modulefile under %s" % (tool.strip(), name_list(found.get("modulepath") or [])
                                                           or "any MODULEPATH directory"),
