@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -98,7 +99,8 @@ def probe(name, out, params, variant=None, timeout=600):
 
 
 def extras(out):
-    """The tools step's variant choice, nccl-tests -g 1, a 60 s burn-in; True when something failed."""
+    """The tools step's variant choice, nccl-tests -g 1, the collectives under each launcher, the audit's GPU checks,
+    training, inference, a 60 s burn-in; True when something failed."""
     import yaml
 
     from probes.tools import variants
@@ -153,6 +155,7 @@ def extras(out):
             top and round(top["value"], 2), top and top["labels"]["ranks"],
             ((doc or {}).get("facts") or {}).get("nccl_version")))
         failed |= not doc or doc["status"] == "error"
+    failed |= audit(art)
     failed |= training(art)
     failed |= inference(art)
     start = probe("burnin", art, {"mode": "start", "duration_s": 60, "interval_s": 5}, variant="gpu60")
@@ -167,6 +170,36 @@ def extras(out):
         print("  %s %s = %s %s" % (r["metric"], json.dumps(r["labels"], sort_keys=True), r["value"], r["unit"]))
     failed |= not doc or doc["status"] == "error"
     return failed
+
+
+# The audit checks whose GPU side the CPU test hosts cannot show (issue 27): every one is printed with its verdict.
+AUDIT_GPU_CHECKS = ("audit.sw.ncu", "audit.sw.ncu_profiling", "audit.sw.cuda_visible_devices",
+                    "audit.gpu.nvlink_boundary", "audit.gpu.hbm_exposure", "audit.net.nccl_topo_file",
+                    "audit.net.dpu_host_isolation", "audit.k8s.kubelet_cpu_manager", "audit.sw.nccl",
+                    "audit.sw.driver_security", "audit.gpu.count")
+
+
+def audit(art):
+    """The audit probe on this GPU node (no dcgmi diag, no container), graded on the controller's rules."""
+    from reports import grading
+    from reports.load import load_run
+
+    run_dir = Path(art) / "audit-run"
+    host = socket.gethostname()  # the artifact names the host it ran on; the run's loader files it under that name
+    doc = probe("audit", run_dir / "artifacts" / host, {"dcgm_diag": False, "container_gpu": False}, timeout=300)
+    if not doc:
+        print("audit: no artifact")
+        return True
+    (run_dir / "assess_run.json").write_text(json.dumps({"hosts": [doc["host"]], "id": "gpu-checks",
+                                                         "provider": "gpu-checks"}))
+    rubric = grading.load_rubric()
+    rubric["checks"] = [c for c in rubric["checks"] if c["id"] in AUDIT_GPU_CHECKS]
+    rubric.pop("consistency", None)
+    rows = grading.grade(load_run(str(run_dir)), rubric)
+    print("\naudit: %s in %s s" % (doc["status"], (doc.get("facts") or {}).get("collector", {}).get("wall_s")))
+    for r in sorted(rows, key=lambda r: r["check_id"]):
+        print("  %-32s %-5s %s" % (r["check_id"], r["status"], (r["observed"] or r["reason"] or "")[:150]))
+    return doc["status"] == "error" or any(r["status"] == "error" for r in rows)
 
 
 # A Llama-3.2-1B-shaped dense model: the 8B shape of the standard profile needs FSDP over a node's GPUs (its
