@@ -50,10 +50,10 @@ lint: venv
 	$(BIN)/ansible-lint --offline -q
 
 # The unit tests on two workers (no test cluster, no shared state: about 2.5 instead of 4 minutes), then the cluster
-# and integration tests one module at a time.
+# and integration tests one module at a time, printing their 25 slowest steps (where the suite's time goes).
 test: sysdeps venv venv-inference lint
 	$(BIN)/python -m pytest -q -n 2 tests/unit
-	$(BIN)/python -m pytest -q tests --ignore=tests/unit
+	$(BIN)/python -m pytest -q --durations=25 tests --ignore=tests/unit
 
 # The same suite on three workers, one module at a time per worker, each with a test cluster of its own
 # (tests/conftest.py): about 22 instead of 34 minutes on 2 cores, but not yet green in every clean-clone run

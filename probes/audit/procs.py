@@ -56,6 +56,14 @@ def _daemon_of_comm(comm):
     return None
 
 
+def _zombie_or_gone(pid):
+    """An exited process not yet reaped (state Z) or one gone since the listing: its namespace links read as
+    missing and its command line as empty, so it must not count as a daemon of this node."""
+    text = read("/proc/%s/stat" % pid, "") or ""
+    after = text.rsplit(")", 1)[-1].split()
+    return not after or after[0] in ("Z", "X")
+
+
 def scan_processes():
     """{"here": {name: [pid, ...]}, "elsewhere": {name: count}, "pids": [pids of this namespace]} for the DAEMONS.
 
@@ -67,6 +75,8 @@ def scan_processes():
         if not pid.isdigit():
             continue
         ns = _netns(pid)
+        if ns is None and _zombie_or_gone(pid):
+            continue
         if ns in (mine, None):
             pids.append(pid)
             name = _name(pid)

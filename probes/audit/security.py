@@ -43,15 +43,19 @@ def _ppid(pid):
 
 def sshd_config_path():
     """The -f config of the listening sshd of this node's network namespace (the one whose parent is not sshd),
-    or None for the default /etc/ssh/sshd_config."""
+    or None for the default /etc/ssh/sshd_config.
+
+    Only a live process counts: an unreaped connection's sshd (a zombie) reads as no namespace and no command
+    line, and taking it for the listener gave the default path on a node whose sshd runs with -f (a clean-clone CI
+    failure; the machine's init there does not reap at once)."""
     mine = audit_procs._netns("self")
     for pid in listdir("/proc"):
         if not pid.isdigit() or audit_procs._name(pid) != "sshd" or audit_procs._netns(pid) not in (mine, None):
             continue
         parent = _ppid(pid)
-        if parent and audit_procs._name(parent) == "sshd":
-            continue
         argv = audit_procs.cmdline_words(pid)
+        if audit_procs._zombie_or_gone(pid) or not argv or audit_procs._name(parent) == "sshd":
+            continue
         for i, arg in enumerate(argv):
             if arg == "-f" and i + 1 < len(argv):
                 return argv[i + 1]

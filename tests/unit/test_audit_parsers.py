@@ -1,6 +1,8 @@
 """The audit's node-side parsers, driven by recorded outputs of real node types (tests/fixtures/audit)."""
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -269,6 +271,41 @@ def test_sshd_t_sudoers_and_sockets():
     assert [(s["address"], s["port"]) for s in v6] == [("::", 10250), ("::1", 8080)]
     assert audit_procs.is_loopback("::1") and audit_procs.is_loopback("127.0.0.53")
     assert not audit_procs.is_loopback("::")
+
+
+def test_sshd_config_is_the_listeners_not_a_zombies(monkeypatch, tmp_path):
+    """A zombie named sshd (unreaped, its namespace links gone, its command line empty) listed before the listener
+    once made the audit read /etc/ssh/sshd_config instead of the listener's -f file (a clean-clone CI failure)."""
+    import ctypes
+    import subprocess
+    import time
+
+    zombie = os.fork()
+    if zombie == 0:
+        ctypes.CDLL(None).prctl(15, b"sshd", 0, 0, 0)  # PR_SET_NAME: comm "sshd", as a connection's sshd
+        os._exit(0)
+    listener = subprocess.Popen(["sshd", "-c", "import time; time.sleep(30)", "-f", str(tmp_path / "sshd_config")],
+                                executable=sys.executable)
+    try:
+        for _ in range(100):
+            zombie_stat = Path("/proc/%d/stat" % zombie).read_text().rsplit(")", 1)[-1].split()
+            if zombie_stat[0] == "Z" and audit_procs.cmdline_words(listener.pid)[-2:] == [
+                    "-f", str(tmp_path / "sshd_config")]:
+                break
+            time.sleep(0.05)
+        assert audit_procs._name(zombie) == "sshd" and audit_procs._netns(zombie) is None
+        assert audit_procs.cmdline_words(zombie) == []
+        monkeypatch.setattr(audit_security, "listdir", lambda path: [str(zombie), str(listener.pid)])
+        assert audit_security.sshd_config_path() == str(tmp_path / "sshd_config")
+        monkeypatch.setattr(audit_security, "listdir", lambda path: [str(zombie)])
+        assert audit_security.sshd_config_path() is None
+        # nor does the zombie count as a running daemon of this node
+        monkeypatch.setattr(audit_procs, "listdir", lambda path: [str(zombie), str(listener.pid)])
+        assert audit_procs.scan_processes()["here"] == {"sshd": [listener.pid]}
+    finally:
+        listener.kill()
+        listener.wait()
+        os.waitpid(zombie, 0)
 
 
 def test_path_dirs_from_every_source():
