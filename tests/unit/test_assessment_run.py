@@ -123,6 +123,10 @@ INTENDED.update({("audit.%s" % check, "cmxbl-node%d" % n, ""): ("skip", "") for 
 INTENDED.update({("audit.sw.perf_event_paranoid", "cmxbl-node%d" % n, ""): ("warn", "kernel.perf_event_paranoid = 2")
                  for n in range(1, 5)})
 
+# Issue 17: nccl-tests' own header lines are graded (ranks on every node, library not older than the headers); the
+# recorded run's nccl-tests skipped on the CPU hosts, and so does the check.
+INTENDED.update({("network.nccl_tests_build", "cmxbl-node%d" % n, ""): ("skip", "") for n in range(1, 5)})
+
 
 def _rows(path):
     with open(path, newline="") as fh:

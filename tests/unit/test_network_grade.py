@@ -422,3 +422,25 @@ def test_the_section_shows_each_curves_peak_and_smallest_message(tmp_path):
     md = section.render(run, [], None)
     assert "| all_gather | out-of-place | 2 | 8 | 357.7 | 8 GiB | 23 | 28.5 us at 4 KiB |" in md
     assert "| all_gather | in-place | 2 | 8 | 378.9 | 4 GiB | 23 | 27.7 us at 4 KiB |" in md
+
+
+def test_nccl_tests_build_names_a_world_on_fewer_hosts_and_an_older_library(tmp_path):
+    # The real GB300 output printed its 8 ranks on 2 hosts: as the 2-node run it was, it passes with its versions;
+    # the same output where the probe asked for 4 nodes (the launcher placed the ranks on 2) fails, so its "4-node"
+    # numbers are not taken for 4 nodes.
+    check_ = check("network.nccl_tests_build")
+    two = make_run([nccl_doc(tmp_path, "h", {("all_gather", 2): GB300_ALL_GATHER})])
+    row = gn.grade_nccl_build(check_, two, "h")[0]
+    assert (row["status"], row["observed"]) == ("pass", "nccl-tests 2.17.6, NCCL 2.28.9 (headers 2.28.9)")
+    four = make_run([nccl_doc(tmp_path, "h", {("all_gather", 4): GB300_ALL_GATHER})])
+    row = gn.grade_nccl_build(check_, four, "h")[0]
+    assert (row["status"], row["observed"]) == ("fail", "all_gather at 4 nodes: nccl-tests printed ranks on 2 hosts")
+    assert "fewer hosts than the world's nodes" in row["reason"]
+    # Built with 2.28.9's headers, run with a 2.21.5 library (the version line as nccl-tests prints it when
+    # LD_LIBRARY_PATH finds an older libnccl than NCCL_HOME had: its header line, library code changed)
+    older = GB300_ALL_GATHER.replace("nccl-library=22809", "nccl-library=22105")
+    row = gn.grade_nccl_build(check_, make_run([nccl_doc(tmp_path, "h", {("all_gather", 2): older})]), "h")[0]
+    assert row["status"] == "warn" and row["observed"] == "nccl-tests 2.17.6, NCCL 2.21.5 (headers 2.28.9)"
+    assert "built with NCCL 2.28.9 headers and ran with the older library 2.21.5" in row["reason"]
+    # nccl.h's two encodings of the version code
+    assert (gn.nccl_version(22809), gn.nccl_version(2803), gn.nccl_version(21903)) == ("2.28.9", "2.8.3", "2.19.3")

@@ -15,6 +15,9 @@ Check kinds (rubric.d/network.yml), registered by reports.grading.kinds.register
                   the smallest multi-node world size
   net_pairs       cluster: per host, TCP bandwidth and RTT of its pairs against the cluster's median pair
   net_rail_bw     per host and rail: perftest bandwidth against the fabric's line rate
+  net_nccl_build  per host: nccl-tests' own header lines: the ranks of each multi-node world printed on as many hosts
+                  as the world has nodes (else its numbers never crossed the network), and the NCCL library it ran
+                  with not older than the NCCL headers it was built with
 """
 
 import json
@@ -577,6 +580,45 @@ def grade_pairs(check, run, hosts):
     return rows
 
 
+def nccl_version(code):
+    """NCCL_VERSION_CODE -> "2.28.3" (nccl.h: X*1000+Y*100+Z up to 2.8, X*10000+Y*100+Z from 2.9 on)."""
+    code = int(code)
+    if code >= 10000:
+        return "%d.%d.%d" % (code // 10000, code % 10000 // 100, code % 100)
+    return "%d.%d.%d" % (code // 1000, code % 1000 // 100, code % 100)
+
+
+def grade_nccl_build(check, run, host):
+    """What nccl-tests printed about itself: ranks on fewer hosts than the world's nodes fail (the multi-node numbers
+    were measured inside fewer nodes than they claim); a library older than the headers warns (nccl.h's structures
+    and symbols of the newer release are missing from the older library: NCCL's advice is to build against the
+    headers of the library that runs)."""
+    pre = ungradable(check, run, host)
+    if pre:
+        return [pre]
+    facts = find_artifact(run, host, check["probe"], check.get("variant")).get("facts") or {}
+    headers, library = facts.get("nccl_headers_code"), facts.get("nccl_version_code")
+    tests = " ".join(str(facts[k]) for k in ("tests_suite", "nccl_tests_version") if facts.get(k)) or "nccl-tests"
+    if facts.get("library_version"):
+        built = "%s %s" % (facts.get("library") or "NCCL", facts["library_version"])
+    else:
+        built = "NCCL %s" % nccl_version(library) if library else "no library version printed"
+    observed = "%s, %s%s" % (tests, built, " (headers %s)" % nccl_version(headers) if headers else "")
+    expected = "ranks on every node of each world; library not older than the headers"
+    mismatch = facts.get("host_count_mismatch") or []
+    if mismatch:
+        return [make_row(check, host, "fail", "; ".join(mismatch), expected,
+                         "these worlds' results were measured on fewer hosts than the world's nodes: check the "
+                         "launcher's placement (srun -N/--ntasks-per-node, mpirun's hostfile and -npernode)")]
+    if headers and library and int(library) < int(headers):
+        return [make_row(check, host, "warn", observed, expected,
+                         "nccl-tests was built with NCCL %s headers and ran with the older library %s%s: rebuild it "
+                         "against the library the jobs use" % (nccl_version(headers), nccl_version(library),
+                                                              " at %s" % facts["library_path"]
+                                                              if facts.get("library_path") else ""))]
+    return [make_row(check, host, "pass", observed, expected)]
+
+
 # Registered by reports.grading.kinds.register_phase_kinds: PER_HOST fn(check, run, host) -> rows,
 # CLUSTER fn(check, run, hosts) -> rows.
 PER_HOST = {
@@ -586,5 +628,6 @@ PER_HOST = {
     "net_plateau": grade_plateau,
     "net_latency": grade_latency,
     "net_rail_bw": grade_rail_bw,
+    "net_nccl_build": grade_nccl_build,
 }
 CLUSTER = {"net_scaling": grade_scaling, "net_pairs": grade_pairs}
