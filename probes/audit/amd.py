@@ -164,6 +164,44 @@ def rocm_smi_cards(text):
     return out
 
 
+_RAS_GPU = re.compile(r"^GPU\[(\d+)\]\s*:\s*RAS INFO\s*$")
+_RAS_ROW = re.compile(r"^([A-Z][A-Z0-9_]*)\s+([A-Z_]+)(?:\s+(\d+)\s+(\d+))?$")
+
+
+def parse_rocm_smi_ras(text):
+    """`rocm-smi --showrasinfo` (a table per GPU: Block, Status, Correctable Error, Uncorrectable Error; a block
+    whose RAS is not enabled has no counts) -> {gpu index: {"blocks": {block: {status, correctable, uncorrectable}},
+    "ecc_correctable_aggregate", "ecc_uncorrectable_aggregate"}}, the totals over the enabled blocks, None where no
+    block counts. rocm-smi has no JSON for it ("No JSON data to report"). Lines it cannot read are kept in
+    "unparsed" of the GPU they follow; an output with no GPU table is a ValueError naming its first line."""
+    out, gpu, unread = {}, None, []
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        if (not line or set(line) <= {"=", "-", "_"} or re.match(r"^=+ .* =+$", line) or line.startswith("$ ")
+                or line.split()[:2] == ["Block", "Status"]):
+            continue  # blank, banners, rules, a shell prompt, the column header
+        m = _RAS_GPU.match(line)
+        if m:
+            gpu = out.setdefault(int(m.group(1)), {"blocks": {}, "ecc_correctable_aggregate": None,
+                                                   "ecc_uncorrectable_aggregate": None, "unparsed": []})
+            continue
+        m = _RAS_ROW.match(line)
+        if m and gpu is not None:
+            correctable = int(m.group(3)) if m.group(3) is not None else None
+            uncorrectable = int(m.group(4)) if m.group(4) is not None else None
+            gpu["blocks"][m.group(1)] = {"status": m.group(2), "correctable": correctable,
+                                         "uncorrectable": uncorrectable}
+            if correctable is not None:
+                gpu["ecc_correctable_aggregate"] = (gpu["ecc_correctable_aggregate"] or 0) + correctable
+                gpu["ecc_uncorrectable_aggregate"] = (gpu["ecc_uncorrectable_aggregate"] or 0) + uncorrectable
+            continue
+        (gpu["unparsed"] if gpu is not None else unread).append(line[:200])
+    if not out:
+        raise ValueError("rocm-smi --showrasinfo: cannot read %r" % unread[0] if unread else
+                         "rocm-smi --showrasinfo: no output")
+    return out
+
+
 def _field(card, *names):
     """A rocm-smi field by any of its spellings ("Card series" / "Card Series"); None for N/A."""
     lower = {k.lower(): v for k, v in card.items()}
@@ -233,6 +271,21 @@ def _read(c, source, argv, parser, raw):
     return None, why
 
 
+def _read_text(c, source, argv, parser, raw):
+    """A text-only read (rocm-smi --showrasinfo has no JSON) -> (parsed, why not)."""
+    res = c.cmd(source, argv, timeout=30, ok_rcs=range(256))
+    if res.rc is None:
+        return None, (c.sources.get(source) or {}).get("reason")
+    try:
+        parsed = parser(res.stdout)
+    except ValueError as exc:
+        c.mark(source, "error", "%s (exit %s)" % (exc, res.rc) if res.rc else str(exc))
+        return None, str(exc)
+    c.save_raw(raw, res.stdout)
+    c.mark(source, "ok", None, format="text", rc=res.rc)
+    return parsed, None
+
+
 def collect(c):
     out = {"tool": None, "gpus": [], "amdgpu_loaded": "amdgpu" in listdir("/sys/module")}
     gpus, why = _read(c, "amd_smi", ["amd-smi", "static"], parse_static, "amd-smi-static.txt")
@@ -253,6 +306,13 @@ def collect(c):
         out["gpus"] = gpus or []
         if gpus is None:
             out["error"] = why
+        else:
+            ras, why = _read_text(c, "rocm_smi_ras", ["rocm-smi", "--showrasinfo"], parse_rocm_smi_ras,
+                                  "rocm-smi-ras.txt")
+            for gpu in out["gpus"]:
+                counts = (ras or {}).get(gpu["index"]) or {}
+                gpu.update({k: counts[k] for k in ("ecc_correctable_aggregate", "ecc_uncorrectable_aggregate")
+                            if counts.get(k) is not None})
     else:
         c.mark("amd_smi", "missing", "amd-smi and rocm-smi not found")
     return out

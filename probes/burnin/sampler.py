@@ -26,6 +26,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 
+from probes.audit.amd import parse_metric, parse_rocm_smi_ras
 from probes.audit.nvidia import parse_smi_xml
 from probes.burnin import smi as soak_smi
 from probes.common import kernel_log as soak_kernel
@@ -43,6 +44,12 @@ RDMA_COUNTER_MAX = {"symbol_error": 0xFFFF, "link_error_recovery": 0xFF, "link_d
 # What one GPU memory error reading keeps of probes/audit/nvidia.parse_smi_xml (counters, and flags as booleans).
 GPU_ERROR_FIELDS = ("ecc_correctable_volatile", "ecc_uncorrectable_volatile", "ecc_uncorrectable_aggregate",
                     "remapped_rows_correctable", "remapped_rows_uncorrectable", "remap_pending", "remap_failure")
+# An AMD GPU's (probes/audit/amd.parse_metric of `amd-smi metric --ecc`, parse_rocm_smi_ras of `rocm-smi
+# --showrasinfo`): totals since the driver loaded, correctable, uncorrectable and deferred (uncorrectable, poisoned).
+AMD_ERROR_FIELDS = ("ecc_correctable_aggregate", "ecc_uncorrectable_aggregate", "ecc_deferred")
+# Where an AMD node's ECC totals are read, in order: amd-smi, else rocm-smi (text only: it has no JSON for RAS).
+AMD_ERROR_READS = ((["amd-smi", "metric", "--ecc", "--json"], parse_metric),
+                   (["rocm-smi", "--showrasinfo"], parse_rocm_smi_ras))
 # Kernel lines kept in the kernel timeline besides the classified ones: error level or worse, capped.
 MAX_OTHER_ERR_LINES = 200
 
@@ -149,10 +156,12 @@ def deltas(now, prev):
     return out
 
 
-def gpu_error_reading(when, timeout=20.0):
-    """The GPUs' ECC counters and row-remapping state now (`nvidia-smi -q -x`, read by the audit's parser), as one
-    timeline record; a failed reading says why."""
+def gpu_error_reading(when, tool="nvidia-smi", timeout=20.0):
+    """The GPUs' ECC counters and row-remapping state now (`nvidia-smi -q -x`, read by the audit's parser; on AMD
+    the ECC totals of amd-smi or rocm-smi), as one timeline record; a failed reading says why."""
     rec = {"type": "gpu_errors", "when": when, "t": round(time.time(), 3)}
+    if tool != "nvidia-smi":
+        return _amd_error_reading(rec, timeout)
     res = run_cmd(["nvidia-smi", "-q", "-x"], timeout=timeout)
     if res.rc != 0:
         text = (res.stderr or res.stdout).strip().splitlines()
@@ -166,6 +175,30 @@ def gpu_error_reading(when, timeout=20.0):
         return rec
     rec["gpus"] = [dict({k: g.get(k) for k in GPU_ERROR_FIELDS}, gpu=g["index"], pci=g.get("pci_bus_id"))
                    for g in gpus]
+    return rec
+
+
+def _amd_error_reading(rec, timeout):
+    why = []
+    for argv, parser in AMD_ERROR_READS:
+        res = run_cmd(argv, timeout=timeout)
+        if res.missing:
+            why.append("%s not found" % argv[0])
+            continue
+        if res.timed_out or res.rc is None:
+            why.append("%s: %s" % (" ".join(argv[:3]), "timed out after %g s" % timeout if res.timed_out else
+                                   (res.stderr.strip() or "could not start")[:200]))
+            continue
+        try:
+            per_gpu = parser(res.stdout)  # read whatever the exit code: the tools exit non-zero on one bad field
+        except ValueError as exc:
+            why.append("%s (exit %s)" % (exc, res.rc))
+            continue
+        rec["source"] = " ".join(argv)
+        rec["gpus"] = [dict({k: g.get(k) for k in AMD_ERROR_FIELDS}, gpu=index, pci=None)
+                       for index, g in sorted(per_gpu.items())]
+        return rec
+    rec["error"] = "; ".join(why)
     return rec
 
 
@@ -215,12 +248,18 @@ class Monitor:
         self.sys_root = cfg.get("sys_root", "/sys")
         self.smi = None
         self.facts = {}
+        # the GPUs' memory error counters are read before the load starts and after it stops
+        tool = cfg.get("gpu_tool")
+        self.error_tool = tool if (tool == "nvidia-smi" and shutil.which("nvidia-smi") or tool == "amd-smi" and (
+            shutil.which("amd-smi") or shutil.which("rocm-smi"))) else None
+        if self.error_tool:
+            append_jsonl(self.monitor_path, [gpu_error_reading("start", self.error_tool)])
         if cfg.get("gpu_tool") == "nvidia-smi" and shutil.which("nvidia-smi"):
-            append_jsonl(self.monitor_path, [gpu_error_reading("start")])  # before the load starts
             self.smi = SmiStream(int(cfg.get("smi_interval_ms", 1000)))
             self.facts["gpu_telemetry"] = "nvidia-smi -lms %d" % int(cfg.get("smi_interval_ms", 1000))
         else:
-            self.facts["gpu_telemetry"] = "none (no nvidia-smi on this node)"
+            self.facts["gpu_telemetry"] = "none (no nvidia-smi on this node%s)" % (
+                "; ECC totals read before and after" if self.error_tool == "amd-smi" else "")
         self.kmsg = soak_kernel.KmsgReader(cfg.get("kmsg_path", "/dev/kmsg"))
         self.facts["kmsg"] = self.kmsg.error or "reading %s from the start of the run" % self.kmsg.path
         self.other_err = 0
@@ -287,5 +326,6 @@ class Monitor:
         """After the load stopped (the runner closes the monitor before it writes its done file)."""
         if self.smi is not None:
             self.smi.close()
-            append_jsonl(self.monitor_path, [gpu_error_reading("end")])
+        if self.error_tool:
+            append_jsonl(self.monitor_path, [gpu_error_reading("end", self.error_tool)])
         self.kmsg.close()

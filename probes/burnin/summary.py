@@ -8,7 +8,7 @@ import json
 import os
 import time
 
-from probes.burnin.sampler import GPU_ERROR_FIELDS, read_jsonl
+from probes.burnin.sampler import AMD_ERROR_FIELDS, GPU_ERROR_FIELDS, read_jsonl
 from probes.burnin.stats import change_pct, degradation_pct, episodes, min_avg_max, r, tenths
 from probes.common.kernel_log import KINDS, merge_events
 
@@ -167,7 +167,7 @@ def _gpu_errors(art, samples):
         if s.get("error"):
             art.facts["gpu_errors_%s" % s["when"]] = s["error"]
         for g in s.get("gpus") or []:
-            for field in GPU_ERROR_FIELDS:
+            for field in dict.fromkeys(GPU_ERROR_FIELDS + AMD_ERROR_FIELDS):
                 value = g.get(field)
                 if value is not None:
                     art.add("ecc_reading", int(value), "bool" if isinstance(value, bool) else "count",

@@ -13,6 +13,7 @@ The output nvbandwidth printed is kept as nvbandwidth.out.json (JSON) or nvbandw
 import json
 import math
 import os
+import re
 import shutil
 
 from probes.common import device as vendor
@@ -29,6 +30,8 @@ PARAMS = Params(
     tool_timeout=Param(float, 1800, "seconds nvbandwidth may run"),
 )
 RAW = "nvbandwidth.out.json"
+# a testcase whose description ends in a time unit measures latency ("memory latency SM CPU(row) <-> GPU(column) (ns)")
+LATENCY = re.compile(r"\((?:ns|us)\)\s*$")
 RAW_TEXT = "nvbandwidth.out.txt"
 CANDIDATES = ("/usr/local/bin/nvbandwidth", "/usr/local/cuda/bin/nvbandwidth", "/opt/nvbandwidth/nvbandwidth")
 
@@ -135,6 +138,17 @@ def record(art, parsed):
                                             " (%s)" % case["error"] if case["error"] else ""))
             continue
         values = []
+        if LATENCY.search(case.get("description") or ""):
+            # a latency testcase (host_device_latency_sm, v0.8+): its matrix is in ns, in the same JSON field and
+            # the same text layout as the bandwidths; a sum of latencies means nothing
+            for labels, value in cells(case):
+                art.add("latency_ns", value, "ns", **labels)
+                values.append(value)
+            if values:
+                art.add("latency_ns_mean", sum(values) / len(values), "ns", test=case["name"])
+                art.add("latency_ns_max", max(values), "ns", test=case["name"])
+            art.facts["testcase.%s" % case["name"]] = "Passed"
+            continue
         for labels, value in cells(case):
             art.add("gbps", value, "GB/s", **labels)
             values.append(value)

@@ -24,8 +24,10 @@ _BANNER = (("version", re.compile(r"^nvbandwidth Version:\s*(\S+)")),
            ("git_version", re.compile(r"^Built from Git version:\s*(.*)$")),
            ("cuda_version", re.compile(r"^CUDA Runtime Version:\s*(.+)$")),
            ("cuda_driver", re.compile(r"^CUDA Driver Version(?: \(API\))?:\s*(.+)$")),
-           ("driver", re.compile(r"^Driver Version:\s*(.+)$")))
-_DEVICE = re.compile(r"^(?:Device \d+|Process \d+ \(.*\): device \d+):\s*(.+)$")
+           ("driver", re.compile(r"^Driver Version:\s*(.+)$")),
+           ("mpi_version", re.compile(r"^MPI version:\s*(.+)$")))
+# one GPU, and in multinode builds (MPI) the process and host that drive it
+_DEVICE = re.compile(r"^(?:Device \d+|Process \d+ \((?P<host>.*)\): device \d+):\s*(?P<name>.+)$")
 _RUNNING = re.compile(r"^Running (\S+?)\.?$")
 _WAIVING = re.compile(r"^Waiving (\S+?)\.?$")
 _WAIVED = re.compile(r"^(?:Waived|WAIVED)\b[.:]?\s*(.*)$")
@@ -61,7 +63,7 @@ def _version_code(text):
 
 def parse_text(text):
     out = {"version": None, "git_version": None, "cuda_version": None, "driver": None, "devices": [], "error": None,
-           "warning": None, "testcases": [], "notes": []}
+           "warning": None, "testcases": [], "notes": [], "hosts": []}
     case, unread = None, []
 
     def start(name, status=None):
@@ -81,7 +83,9 @@ def parse_text(text):
             continue
         m = _DEVICE.match(line)
         if m and case is None:
-            out["devices"].append(m.group(1).strip())
+            out["devices"].append(m.group("name").strip())
+            if m.group("host") and m.group("host") not in out["hosts"]:
+                out["hosts"].append(m.group("host"))
             continue
         m = _RUNNING.match(line)
         if m:
@@ -98,6 +102,8 @@ def parse_text(text):
         if m:
             continue  # a waiver without its testcase's name: nothing to attach it to
         m = _SUM.match(line) or _CV.match(line)
+        if m and case is not None and case["name"] is None:
+            case["name"] = m.group(1)  # a matrix whose Running line was cut: named by its SUM line
         if m and case is not None and m.group(1) == case["name"]:
             case["sum" if line.startswith("SUM") else "cv"] = _number(m.group(2))
             continue
@@ -106,6 +112,8 @@ def parse_text(text):
             continue
         if _PROMPT.match(line):
             continue
+        if case is None and _DESCRIPTION.search(line):
+            case = start(None)  # a published output cut before the matrix (its Running line gone)
         if case is None:
             unread.append(line)
             continue
@@ -124,6 +132,8 @@ def parse_text(text):
             c["status"] = "Passed" if measured and not c["error"] else "Error"
             if c["status"] == "Error" and not c["error"]:
                 c["error"] = "no result: the output ends after its Running line"
+    # lines before any testcase that are none of the above: launcher noise, a host name, an author's "..."
+    out["unparsed"] = [u[:200] for u in unread[:20]]
     if not out["testcases"]:
         first = unread[0] if unread else next((x.strip() for x in (text or "").splitlines() if x.strip()), "")
         raise ValueError("nvbandwidth: cannot read %r" % first[:200] if first else "nvbandwidth: no output")

@@ -109,6 +109,40 @@ def test_rocm_smi_concise_view_is_not_read_and_says_so():
     assert str(exc.value).startswith("rocm-smi: cannot read 'Device  [Model : Revision]    Temp ")
 
 
+def test_rocm_smi_ras_table_mi50_with_status_only_blocks_and_a_cut():
+    ras = amd.parse_rocm_smi_ras(text("rocm-smi/rocm-smi_showrasinfo_mi50.txt"))
+    assert sorted(ras) == [0, 1]
+    gpu0 = ras[0]
+    assert (gpu0["ecc_correctable_aggregate"], gpu0["ecc_uncorrectable_aggregate"], gpu0["unparsed"]) == (0, 0, [])
+    assert list(gpu0["blocks"]) == ["UMC", "SDMA", "GFX", "MMHUB", "ATHUB", "PCIE_BIF", "HDP", "XGMI_WAFL", "DF", "SMN",
+                                    "SEM", "MP0", "MP1", "FUSE"]
+    assert gpu0["blocks"]["UMC"] == {"status": "ENABLED", "correctable": 0, "uncorrectable": 0}
+    assert gpu0["blocks"]["XGMI_WAFL"] == {"status": "DISABLED", "correctable": None, "uncorrectable": None}
+    # the author's "..." after GPU[1]'s title: no counts read, and the line kept
+    assert ras[1] == {"blocks": {}, "ecc_correctable_aggregate": None, "ecc_uncorrectable_aggregate": None,
+                      "unparsed": ["..."]}
+
+
+@pytest.mark.parametrize("output, error", [
+    # rocm-smi --json --showrasinfo on an MI300A (ROCm/legacy-rocm-build#4374): no JSON for RAS
+    ("WARNING: No JSON data to report\n", "rocm-smi --showrasinfo: cannot read 'WARNING: No JSON data to report'"),
+    (text("rocm-smi/rocm-smi_concise_mi300x_x4.txt"), "rocm-smi --showrasinfo: cannot read 'Device  [Model"),
+    ("", "rocm-smi --showrasinfo: no output"),
+])
+def test_rocm_smi_ras_unreadable_names_the_line(output, error):
+    with pytest.raises(ValueError) as exc:
+        amd.parse_rocm_smi_ras(output)
+    assert str(exc.value).startswith(error)
+
+
+def test_amd_smi_metric_ecc_json_of_amd_smi_26():
+    readings = amd.parse_metric(text("amd-smi/amd-smi_26.2.1_r9700x4_metric_ecc.json"))  # {"gpu_data": [...]}
+    assert sorted(readings) == [0, 1, 2, 3]
+    assert {k: readings[3][k] for k in ("ecc_uncorrectable_aggregate", "ecc_correctable_aggregate", "ecc_deferred")} \
+        == {"ecc_uncorrectable_aggregate": 0.0, "ecc_correctable_aggregate": 0.0, "ecc_deferred": 0.0}
+    assert readings[3]["power_draw_w"] is None  # asked for ECC only
+
+
 # ---- collection with stand-in tools ------------------------------------------------------------------------------
 
 
@@ -151,6 +185,7 @@ def test_collect_amd_smi_unreadable_is_an_error_naming_the_line(tmp_path, monkey
 def test_collect_rocm_smi_text_fallback(tmp_path, monkeypatch):
     args = tmp_path / "args"
     body = ('echo "$@" >> "%s"\n' % args + REFUSE_JSON.replace("amd-smi", "rocm-smi")
+            + '[ "$1" = --showrasinfo ] && { cat "%s"; exit 0; }\n' % (FIX / "rocm-smi/rocm-smi_showrasinfo_mi50.txt")
             + 'cat "%s"\nexit 2\n' % (FIX / "rocm-smi/rocm-smi-a_mi300x_x4_sriov.txt"))
     c = _tools(tmp_path, monkeypatch, {"rocm-smi": body})
     out = amd.collect(c)
@@ -159,6 +194,11 @@ def test_collect_rocm_smi_text_fallback(tmp_path, monkeypatch):
     assert "--showmaxpower" in amd.ROCM_SMI_ARGS and "--json" in args.read_text().splitlines()[0]
     assert c.sources["rocm_smi"]["status"] == "ok" and c.sources["rocm_smi"]["rc"] == 2
     assert c.sources["amd_smi"]["status"] == "missing"
+    # the ECC totals from its RAS table (text only), for the GPUs it has counts of
+    assert args.read_text().splitlines()[2] == "--showrasinfo" and c.sources["rocm_smi_ras"]["status"] == "ok"
+    assert (out["gpus"][0]["ecc_uncorrectable_aggregate"], out["gpus"][0]["ecc_correctable_aggregate"]) == (0, 0)
+    assert "ecc_uncorrectable_aggregate" not in out["gpus"][1]
+    assert (tmp_path / "audit.rocm-smi-ras.txt").read_text().startswith("$ sudo rocm-smi --showrasinfo")
 
 
 def test_collect_on_a_host_without_amd_tools(tmp_path, monkeypatch):

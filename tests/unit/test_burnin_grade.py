@@ -319,6 +319,58 @@ def test_ecc_unchanged_passes_and_an_interrupted_run_skips(tmp_path, monkeypatch
                                     "counted (clear it: perfquery -x -R)")]
 
 
+def test_amd_ecc_totals_before_and_after_from_amd_smi_or_rocm_smi(tmp_path, monkeypatch):
+    """An AMD node: the monitor reads `amd-smi metric --ecc --json` before and after the load (the real R9700
+    capture, all 0, then the same with GPU 1's deferred count at 2 and GPU 2's correctable at 5: how a poisoned page
+    and corrected errors show in the same output). Without amd-smi, rocm-smi --showrasinfo's totals (the real MI50
+    table; its author cut GPU 1, which has no counts)."""
+    ecc = FIX / "amd-smi" / "amd-smi_26.2.1_r9700x4_metric_ecc.json"
+    later = json.loads(ecc.read_text())
+    later["gpu_data"][1]["ecc"]["total_deferred_count"] = 2
+    later["gpu_data"][2]["ecc"]["total_correctable_count"] = 5
+    (tmp_path / "end.json").write_text(json.dumps(later))
+    bindir, state = tmp_path / "bin", tmp_path / "now"
+    bindir.mkdir()
+    args = tmp_path / "args"
+    (bindir / "amd-smi").write_text('#!/bin/sh\necho "$@" >> %s\ncat "$(cat %s)"\n' % (args, state))
+    (bindir / "amd-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (bindir, os.environ["PATH"]))
+    state.write_text(str(ecc))
+    out = tmp_path / "monitor.jsonl"
+    mon = sampler.Monitor({"gpu_tool": "amd-smi", "interval": 1, "kmsg_path": str(tmp_path / "no-kmsg")}, str(out),
+                          str(tmp_path / "kernel.jsonl"))
+    mon.sample()
+    state.write_text(str(tmp_path / "end.json"))
+    mon.close()
+    records = sampler.read_jsonl(str(out))
+    assert args.read_text().splitlines() == ["metric --ecc --json"] * 2
+    assert [r["type"] for r in records] == ["gpu_errors", "monitor", "gpu_errors"]
+    assert records[0]["source"] == "amd-smi metric --ecc --json" and records[0]["gpus"][0] == {
+        "gpu": 0, "pci": None, "ecc_correctable_aggregate": 0.0, "ecc_uncorrectable_aggregate": 0.0,
+        "ecc_deferred": 0.0}
+    doc, dout = node(tmp_path, "a1", monitor=records, device={"backend": "rocm", "count": 4})
+    run = make_run(tmp_path, [(doc, dout)])
+    rows = {r["subject"]: (r["status"], r["observed"]) for r in gb.grade_ecc(CHECKS["burnin.ecc"], run, "a1")
+            if r["subject"].startswith("burnin")}
+    assert rows == {"burnin gpu 0": ("pass", "no new error (3 counters read before and after)"),
+                    "burnin gpu 1": ("fail", "deferred (poisoned) ECC +2"),
+                    "burnin gpu 2": ("warn", "correctable ECC (total) +5"),
+                    "burnin gpu 3": ("pass", "no new error (3 counters read before and after)")}
+    # rocm-smi only (no amd-smi): its RAS table's totals
+    (bindir / "amd-smi").unlink()
+    (bindir / "rocm-smi").write_text('#!/bin/sh\ncat "%s"\n' % (FIX / "rocm-smi" / "rocm-smi_showrasinfo_mi50.txt"))
+    (bindir / "rocm-smi").chmod(0o755)
+    rec = sampler.gpu_error_reading("start", "amd-smi")
+    assert rec["source"] == "rocm-smi --showrasinfo" and rec["gpus"] == [
+        {"gpu": 0, "pci": None, "ecc_correctable_aggregate": 0, "ecc_uncorrectable_aggregate": 0,
+         "ecc_deferred": None},
+        {"gpu": 1, "pci": None, "ecc_correctable_aggregate": None, "ecc_uncorrectable_aggregate": None,
+         "ecc_deferred": None}]
+    (bindir / "rocm-smi").unlink()
+    monkeypatch.setenv("PATH", str(bindir))
+    assert sampler.gpu_error_reading("end", "amd-smi")["error"] == "amd-smi not found; rocm-smi not found"
+
+
 def test_sustained_tflops_dips_and_collective_degradation(tmp_path):
     """An H100 node (the device block start makes from the recorded nvidia-smi query) whose GEMMs averaged 598.8
     TFLOP/s with one interval at 300, and whose all-to-all fell by half in its last interval; and a CPU node."""

@@ -56,6 +56,46 @@ def test_v04_v05_v010_layouts():
     assert v10["notes"][0].startswith("NOTE: The reported results may not reflect")
 
 
+def test_v08_full_run_of_one_gpu_with_its_host_name_latency_and_waivers():
+    doc = parsed("v0.8_rtx3050_laptop_all.txt")
+    assert (doc["version"], doc["cuda_version"], doc["driver"]) == ("v0.8", 12080, "572.83")
+    assert doc["devices"] == ["NVIDIA GeForce RTX 3050 Laptop GPU (00000000:01:00)"]
+    assert doc["unparsed"] == ["darrenlu"]  # v0.8 prints the host name before the device list
+    cases = {c["name"]: c for c in doc["testcases"]}
+    assert len(cases) == 18 and {c["status"] for c in cases.values()} == {"Passed"}  # bare "Waived: " lines: no name
+    assert cases["host_to_device_memcpy_ce"]["matrix"] == [[12.98]]
+    latency = cases["host_device_latency_sm"]
+    assert latency["description"] == "memory latency SM CPU(row) <-> GPU(column) (ns)" and latency["sum"] == 613.22
+    # recorded in ns, never as a bandwidth
+    art = Artifact("nvbandwidth", "r", "h")
+    assert nvbandwidth.record(art, doc) == []
+    by = {(r["metric"], r["labels"].get("test")): r for r in art.results}
+    assert by[("latency_ns_mean", "host_device_latency_sm")]["value"] == pytest.approx(613.22)
+    assert by[("latency_ns_mean", "host_device_latency_sm")]["unit"] == "ns"
+    assert ("gbps_sum", "host_device_latency_sm") not in by
+    assert by[("gbps_sum", "device_local_copy")]["value"] == pytest.approx(84.33)
+
+
+def test_v08_matrix_cut_before_its_running_line_is_named_by_its_sum():
+    # NVIDIA/nvbandwidth#50: 6 PCIe A6000s, the device list and the Running line replaced with "..." by the author
+    doc = parsed("v0.8_a6000x6_d2d_read_cut.txt")
+    (case,) = doc["testcases"]
+    assert (case["name"], case["status"], case["sum"]) == ("device_to_device_memcpy_read_ce", "Passed", 715.53)
+    assert case["matrix"][0] == [None, 26.34, 26.35, 21.95, 22.64, 21.8] and doc["unparsed"] == ["..."]
+    assert sum(v for row in case["matrix"] for v in row if v) == pytest.approx(715.53, abs=0.05)
+
+
+def test_v07_multinode_over_mpi_names_its_hosts():
+    # two GB200 trays (OCI, Kubernetes MPIJob): ssh warnings and Open MPI's binding lines before the banner
+    doc = parsed("v0.7_gb200_2node_multinode_d2d_read.txt")
+    assert doc["hosts"] == ["nvbandwidth-test-worker-0", "nvbandwidth-test-worker-1"] and len(doc["devices"]) == 8
+    assert doc["mpi_version"].startswith("Open MPI v4.1.4") and doc["driver"] == "570.124.06"
+    (case,) = doc["testcases"]
+    assert case["name"] == "multinode_device_to_device_memcpy_read_ce" and case["sum"] == 44685.29
+    assert len(case["matrix"]) == 8 and min(v for row in case["matrix"] for v in row if v) > 797
+    assert len(doc["unparsed"]) == 10 and doc["unparsed"][0].startswith("Warning: Permanently added")
+
+
 def test_v010_cuda_versions_in_both_spellings():
     doc = parse_text("nvbandwidth Version: v0.10.0\nBuilt from Git version: v0.10\n\n"
                      "CUDA Runtime Version: 13.3 (13030)\nCUDA Driver Version (API): 13.3 (13030)\n"

@@ -337,11 +337,14 @@ def _no_gpu_row(check, host, doc, subject=""):
 
 
 # What the GPU memory error readings hold (probes/burnin/sampler.GPU_ERROR_FIELDS), in the words of the report.
+# AMD's deferred errors are uncorrectable ones the GPU poisoned instead of stopping on: as bad as uncorrectable.
 ECC_UNCORRECTABLE = {"ecc_uncorrectable_volatile": "uncorrectable ECC (volatile)",
                      "ecc_uncorrectable_aggregate": "uncorrectable ECC (aggregate)",
-                     "remapped_rows_uncorrectable": "rows remapped for uncorrectable errors"}
+                     "remapped_rows_uncorrectable": "rows remapped for uncorrectable errors",
+                     "ecc_deferred": "deferred (poisoned) ECC"}
 ECC_CORRECTABLE = {"ecc_correctable_volatile": "correctable ECC (volatile)",
-                   "remapped_rows_correctable": "rows remapped for correctable errors"}
+                   "remapped_rows_correctable": "rows remapped for correctable errors",
+                   "ecc_correctable_aggregate": "correctable ECC (total)"}
 ECC_FLAGS = {"remap_pending": "row remap pending (needs a GPU reset)", "remap_failure": "row remapping failed"}
 
 
@@ -394,7 +397,7 @@ def grade_ecc(check, run, host):
             if not counters:
                 why = facts.get("gpu_errors_start") or facts.get("gpu_errors_end")
                 rows.append(make_row(check, host, "error", reason=why, subject=subject) if why else make_row(
-                    check, host, "skip", reason="nvidia-smi reports no ECC counter for this GPU (ECC off or not "
+                    check, host, "skip", reason="the GPU tool reports no ECC counter for this GPU (ECC off or not "
                     "supported), or this burn-in did not read them", subject=subject))
             elif not any("end" in c for c in counters.values()):
                 if _interrupted(doc):
