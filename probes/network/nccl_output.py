@@ -21,7 +21,9 @@ import re
 
 from probes.network.busbw import collective_from_program
 
-_TAG = re.compile(r"^\[[\d,]+\](?:<stdout>|<stderr>)?:?\s?")
+# what launchers put before each line: mpirun --tag-output "[1,0]<stdout>:", srun --label " 0: ", torchrun --tee
+# "[default0]:", and Ray/SkyPilot's "(head, rank=0, pid=3808) " before any of them
+_TAG = re.compile(r"^(?:\([^)]*\)\s)?(?:\[[\d,]+\](?:<stdout>|<stderr>)?:?\s?|\s*\d+:\s|\[default\d+\]:)?")
 _RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+"
                    r"\[([^\]]*)\]\s*(.*)$")
 _NUM = re.compile(r"^-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")
@@ -155,7 +157,9 @@ def _data_row(tokens, columns):
         chunk = cells[i * per_place:(i + 1) * per_place]
         if len(chunk) < 4 or _number(chunk[0]) is None:
             continue
-        wrong = _number(chunk[3])
+        # older nccl-tests print "error" there, the largest deviation seen (0e+00, 2e-03): not a
+        # count of wrong elements; they count those only in the footer's "Out of bounds values"
+        wrong = None if columns is not None and "error" in columns and "#wrong" not in columns else _number(chunk[3])
         records.append(dict(base, placement=placement, time_us=float(_number(chunk[0])),
                             algbw_gbps=float(_number(chunk[1]) or 0.0), busbw_gbps=float(_number(chunk[2]) or 0.0),
                             wrong=int(wrong) if wrong is not None else None))

@@ -158,3 +158,45 @@ def test_perftest_unreadable_output_is_an_error_naming_tool_and_line():
     # bandwidth parser on a latency report: no bandwidth table, named by its first line
     assert parse_bw("nothing here\n")["error"] == "perftest: cannot read 'nothing here'"
     assert parse_lat("")["error"] == "perftest: no result table in the output"
+
+
+REAL = NCCL / "real"
+
+
+def real(name, program=None):
+    return parse_text((REAL / name).read_text(), program=program)
+
+
+def test_launcher_prefixes_of_real_runs_are_read_through():
+    # srun --label (" 0: " on every line, validation off: #wrong N/A), NVIDIA/nccl-tests#290
+    srun = real("nccl-tests_h100x16_2node_all_reduce_perf_ib400_srun-prefix_novalidation.txt")
+    assert (len(srun["rows"]), nranks(srun), srun["complete"], srun["avg_busbw"]) == (22, 16, True, 142.735)
+    assert {d["host"] for d in srun["devices"]} == {"node005", "node007"} and srun["params"]["validation"] == 0
+    assert {r["wrong"] for r in srun["rows"]} == {None}
+    assert max(r["busbw_gbps"] for r in srun["rows"]) == 167.87
+    # SkyPilot's "(head, rank=0, pid=3808) " before mpirun's "[1,0]<stdout>:" (GCP A3 Ultra, all_gather)
+    sky = real("nccl-tests_h200x16_2node_all_gather_perf_gcp-a3ultra-rdma_skypilot-mpi-prefix.txt", "all_gather_perf")
+    assert (len(sky["rows"]), nranks(sky), sky["collective"], sky["avg_busbw"]) == (48, 16, "all_gather", 122.073)
+    assert sky["rows"][-1]["busbw_gbps"] == 332.58 and sky["out_of_bounds"] == 0
+
+
+def test_old_error_column_is_no_count_of_wrong_elements():
+    # NCCL 2.11.4 era: no root column, "error" (largest deviation, 0e+00) where #wrong is now, rank lines without
+    # Group, NCCL INFO lines between the header and the rows (2 x A10G over TCP sockets)
+    old = real("nccl-tests_oldformat-errorcol_nccl2.11.4_a10gx2_2node_all_reduce_perf_socket_info-interleaved.txt")
+    assert len(old["rows"]) == 50 and {r["wrong"] for r in old["rows"]} == {None} and {r["root"] for r in old["rows"]} \
+        == {None}
+    assert old["rows"][0] == {"size": 8, "count": 2, "type": "float", "redop": "sum", "root": None,
+                              "placement": "out_of_place", "time_us": 172.7, "algbw_gbps": 0.0, "busbw_gbps": 0.0,
+                              "wrong": None}
+    assert (old["out_of_bounds"], old["library_version"], nranks(old)) == (0, "2.11.4+cuda11.4", 2)
+
+
+def test_newest_header_with_launcher_help_lines_inside_the_table():
+    # nccl-tests 2.18.3 / NCCL 2.30.3, alltoall on 2 x 8 RTX 6000D with NCCL_SHM_DISABLE=1: Open MPI's help lines
+    # between the column header and the rows, in-place #wrong N/A at the largest sizes
+    new = real("nccl-tests_2.18.3_nccl2.30.3_rtx6000dx16_2node_alltoall_perf_shmdisable_p2plevelphb_mpiwarn.txt")
+    assert (new["version"], new["nccl_headers"], new["nccl_version"], new["library_version"]) == (
+        "2.18.3", 23003, 23003, "2.30.3+cuda13.0")
+    assert len(new["rows"]) == 48 and new["rows"][-1]["busbw_gbps"] == 38.01 and new["rows"][-1]["wrong"] is None
+    assert new["complete"] and new["out_of_bounds"] == 0
