@@ -17,6 +17,7 @@ import time
 
 from probes.audit.collect import read, read_strip, version_in
 from probes.common import slurm
+from probes.common.device import parse_amd_smi_list
 
 # Packages worth showing in the report (the full list is kept as a raw file).
 PACKAGE_PATTERN = re.compile(
@@ -235,6 +236,33 @@ _SMI_GPU = re.compile(r"^GPU (\d+): (.+?) \(UUID: (GPU-[0-9a-fA-F-]+)\)$")
 CONTAINER_TIMEOUT_S = 45
 CONTAINER_BUDGET_S = 70
 GPU_DEVICES = "/dev/nvidia[0-9]*"
+# An AMD GPU node: the ROCm kernel driver's compute device. Nothing is mounted into an AMD container: the image
+# brings its own amd-smi (ROCm 6 and later images), and the container gets /dev/kfd and /dev/dri (AMD's docs:
+# "docker run --device=/dev/kfd --device=/dev/dri --group-add video"); apptainer's --rocm does the same.
+AMD_GPU_DEVICES = "/dev/kfd"
+AMD_IMAGE_PREFERENCE = ("rocm", "pytorch", "vllm", "sglang", "megatron", "jax")
+
+
+def _amd_list(text):
+    """`amd-smi list` text inside a container -> [{index, name, uuid}]; an error message lists nothing."""
+    try:
+        return [{"index": g["index"], "name": g.get("pci_bus_id"), "uuid": g.get("uuid")}
+                for g in parse_amd_smi_list(text)]
+    except ValueError:
+        return []
+
+
+# What each vendor's container runs and how it reaches the GPUs: the devices that say a node has that vendor's GPUs,
+# the listing command and its reader, the docker/podman arguments, apptainer's flag, the local images tried.
+VENDORS = {
+    "nvidia": {"devices": lambda: glob.glob(GPU_DEVICES), "what": "NVIDIA GPU device (/dev/nvidia*)",
+               "list": ["nvidia-smi", "-L"], "parse": lambda text: parse_smi_list(text),
+               "oci": ["--gpus", "all"], "apptainer": "--nv", "images": IMAGE_PREFERENCE},
+    "amd": {"devices": lambda: glob.glob(AMD_GPU_DEVICES), "what": "AMD GPU device (/dev/kfd)",
+            "list": ["amd-smi", "list"], "parse": _amd_list,
+            "oci": ["--device=/dev/kfd", "--device=/dev/dri", "--group-add", "video"], "apptainer": "--rocm",
+            "images": AMD_IMAGE_PREFERENCE},
+}
 
 
 def parse_smi_list(text):
@@ -247,10 +275,10 @@ def parse_smi_list(text):
     return out
 
 
-def pick_image(names):
-    """The first local image (docker/podman `image ls` names) that IMAGE_PREFERENCE finds, or None."""
+def pick_image(names, preference=IMAGE_PREFERENCE):
+    """The first local image (docker/podman `image ls` names) that the preference finds, or None."""
     usable = [n for n in names if n and "<none>" not in n]
-    for word in IMAGE_PREFERENCE:
+    for word in preference:
         for name in usable:
             if word in name.rsplit("/", 1)[-1].split(":")[0].lower():
                 return name
@@ -262,11 +290,11 @@ def _first_line(text):
     return lines[0][:300] if lines else None
 
 
-def _run_attempt(c, runtime, argv, image, expect):
+def _run_attempt(c, runtime, argv, image, expect, vendor):
     """Run one container or job step; what it listed, and why not when it listed nothing."""
     res = c.cmd("container_gpu:%s" % runtime, argv, timeout=CONTAINER_TIMEOUT_S, record=False)
     text = "%s\n%s" % (res.stdout, res.stderr)
-    gpus = parse_smi_list(res.stdout)
+    gpus = vendor["parse"](res.stdout)
     attempt = {"runtime": runtime, "image": image, "argv": argv, "rc": res.rc, "gpus": gpus, "expect": expect,
                "started": not NOT_STARTED.search(text) and not res.missing}
     if res.timed_out:
@@ -276,7 +304,7 @@ def _run_attempt(c, runtime, argv, image, expect):
     return attempt
 
 
-def _oci_attempt(c, runtime, image, pull, gpu_args):
+def _oci_attempt(c, runtime, image, pull, gpu_args, vendor):
     """docker or podman: (attempt or None, why not)."""
     listing = c.cmd("container_gpu:%s_images" % runtime, [runtime, "image", "ls", "--format",
                                                           "{{.Repository}}:{{.Tag}}"], timeout=15, record=False)
@@ -287,34 +315,38 @@ def _oci_attempt(c, runtime, image, pull, gpu_args):
     local = [line.strip() for line in listing.stdout.splitlines() if line.strip()]
     if image and image not in local and not pull:
         return None, "%s: %s is not on the node and audit_container_pull is false" % (runtime, image)
-    chosen = image or pick_image(local)
+    chosen = image or pick_image(local, vendor["images"])
     if not chosen:
-        return None, "%s: no local image that can run nvidia-smi (%s); set audit_container_image" % (
-            runtime, ", ".join(local[:5]) or "no image at all")
+        return None, "%s: no local image that can run %s (%s); set audit_container_image" % (
+            runtime, vendor["list"][0], ", ".join(local[:5]) or "no image at all")
     argv = [runtime, "run", "--rm", "--pull=%s" % ("missing" if pull else "never"), "--network", "none"] + \
-        gpu_args + ["--entrypoint", "nvidia-smi", chosen, "-L"]
-    return _run_attempt(c, runtime, argv, chosen, "all"), None
+        gpu_args + ["--entrypoint", vendor["list"][0], chosen] + vendor["list"][1:]
+    return _run_attempt(c, runtime, argv, chosen, "all", vendor), None
 
 
-def _podman_attempt(c, image, pull):
-    """podman reaches the GPUs through the NVIDIA CDI spec (nvidia-ctk cdi generate), named nvidia.com/gpu."""
+def _podman_attempt(c, image, pull, vendor):
+    """podman reaches NVIDIA GPUs through the NVIDIA CDI spec (nvidia-ctk cdi generate), named nvidia.com/gpu; AMD
+    GPUs through their device files, as docker does."""
     if not shutil.which("podman"):
         return None, "podman: not installed"
+    if vendor is VENDORS["amd"]:
+        return _oci_attempt(c, "podman", image, pull, vendor["oci"], vendor)
     if not [p for d in ("/etc/cdi", "/var/run/cdi") for p in glob.glob(os.path.join(d, "*")) if "nvidia" in p]:
         return None, "podman: no NVIDIA CDI spec in /etc/cdi or /var/run/cdi (nvidia-ctk cdi generate)"
-    return _oci_attempt(c, "podman", image, pull, ["--device", "nvidia.com/gpu=all"])
+    return _oci_attempt(c, "podman", image, pull, ["--device", "nvidia.com/gpu=all"], vendor)
 
 
-def _apptainer_attempt(c, image):
+def _apptainer_attempt(c, image, vendor):
     tool = next((t for t in ("apptainer", "singularity") if shutil.which(t)), None)
     if not tool:
         return None, "apptainer: not installed"
     if not (image and image.endswith(".sif") and os.path.exists(image)):
         return None, "%s: no local .sif image given (set audit_container_image to one)" % tool
-    return _run_attempt(c, tool, [tool, "exec", "--nv", image, "nvidia-smi", "-L"], image, "all"), None
+    return _run_attempt(c, tool, [tool, "exec", vendor["apptainer"], image] + vendor["list"], image, "all",
+                        vendor), None
 
 
-def _slurm_attempt(c, image, pull):
+def _slurm_attempt(c, image, pull, vendor):
     """A one-GPU job step on this node (through pyxis with --container-image when an image is given)."""
     if not shutil.which("srun"):
         return None, "slurm: srun not installed"
@@ -324,30 +356,34 @@ def _slurm_attempt(c, image, pull):
         return None, "slurm: not a Slurm node (%s)" % (state.get("reason") or "scontrol does not know %s" % name)
     if state["phase"] != "available":
         return None, "slurm: the node is %s (%s): a job step cannot start" % (state["phase"], state.get("state"))
-    command = ["nvidia-smi", "-L"]
+    command = list(vendor["list"])
     argv = slurm.job_argv(name, command, wait_s=20, job_name="clustermax-assess-audit")
     argv[1:1] = ["--gres=gpu:1"]
     if image:
         if not (image.startswith("/") and os.path.exists(image)) and not pull:
             return None, "slurm: %s is not a local enroot image and audit_container_pull is false" % image
         argv[-len(command):-len(command)] = ["--container-image=%s" % image]
-    return _run_attempt(c, "slurm" if not image else "pyxis", argv, image or None, 1), None
+    return _run_attempt(c, "slurm" if not image else "pyxis", argv, image or None, 1, vendor), None
 
 
 def collect_container_gpu(c, enabled=True, image="", pull=False):
-    """Start one short container (docker --gpus all, podman with the NVIDIA CDI spec, apptainer --nv) of an image that
-    is on the node, or else a one-GPU Slurm job step on this node, that runs `nvidia-smi -L`; record what each listed.
-    No image is pulled unless audit_container_pull says so; containers run without network and are removed."""
-    if not glob.glob(GPU_DEVICES):
-        c.mark("container_gpu", "not_applicable", "no NVIDIA GPU device (/dev/nvidia*) on this node")
+    """Start one short container (docker --gpus all, podman with the NVIDIA CDI spec, apptainer --nv; on AMD nodes
+    /dev/kfd and /dev/dri, apptainer --rocm) of an image that is on the node, or else a one-GPU Slurm job step on this
+    node, that runs `nvidia-smi -L` (`amd-smi list` on AMD); record what each listed. No image is pulled unless
+    audit_container_pull says so; containers run without network and are removed."""
+    vendor = next((v for v in VENDORS.values() if v["devices"]()), None)
+    if vendor is None:
+        c.mark("container_gpu", "not_applicable", "no %s nor %s on this node" % (
+            VENDORS["nvidia"]["what"], VENDORS["amd"]["what"]))
         return None
     if not enabled:
         c.mark("container_gpu", "not_applicable", "audit_container_gpu is false: no container was started")
         return None
     t0 = time.monotonic()
     attempts, why_not = [], []
-    tries = [lambda: _oci_attempt(c, "docker", image, pull, ["--gpus", "all"]), lambda: _podman_attempt(c, image, pull),
-             lambda: _apptainer_attempt(c, image), lambda: _slurm_attempt(c, image, pull)]
+    tries = [lambda: _oci_attempt(c, "docker", image, pull, vendor["oci"], vendor),
+             lambda: _podman_attempt(c, image, pull, vendor), lambda: _apptainer_attempt(c, image, vendor),
+             lambda: _slurm_attempt(c, image, pull, vendor)]
     for attempt_fn in tries:
         if time.monotonic() - t0 > CONTAINER_BUDGET_S:
             why_not.append("out of time after %.0f s" % (time.monotonic() - t0))
@@ -364,4 +400,4 @@ def collect_container_gpu(c, enabled=True, image="", pull=False):
             why_not + ["%s: %s" % (a["runtime"], a.get("error")) for a in attempts]))
     else:
         c.mark("container_gpu", "ok", None, time.monotonic() - t0)
-    return {"attempts": attempts, "not_tried": why_not}
+    return {"attempts": attempts, "not_tried": why_not, "vendor": next(k for k, v in VENDORS.items() if v is vendor)}

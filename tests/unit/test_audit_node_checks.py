@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_audit_grade import audit_rows, by, cpu_node, h100_node, write_run
+from test_audit_grade import audit_rows, by, cpu_node, h100_node, mi300x_node, write_run
 
 from probes.audit import sched as audit_sched
 from probes.audit import software as audit_software
@@ -211,9 +211,11 @@ def test_nothing_can_start_a_container_skips_with_every_reason(tmp_path, monkeyp
 
 def test_no_gpu_or_switched_off_is_not_applicable_and_an_older_audit_is_not_measured(tmp_path, monkeypatch):
     monkeypatch.setattr(audit_software, "GPU_DEVICES", str(tmp_path / "none" / "nvidia[0-9]*"))
+    monkeypatch.setattr(audit_software, "AMD_GPU_DEVICES", str(tmp_path / "none" / "kfd"))
     c = Collector(str(tmp_path))
     assert audit_software.collect_container_gpu(c) is None
-    assert c.sources["container_gpu"]["reason"] == "no NVIDIA GPU device (/dev/nvidia*) on this node"
+    assert c.sources["container_gpu"]["reason"] == ("no NVIDIA GPU device (/dev/nvidia*) nor AMD GPU device (/dev/kfd) "
+                                                    "on this node")
     (tmp_path / "dev").mkdir()
     (tmp_path / "dev" / "nvidia0").write_text("")
     monkeypatch.setattr(audit_software, "GPU_DEVICES", str(tmp_path / "dev" / "nvidia[0-9]*"))
@@ -223,3 +225,35 @@ def test_no_gpu_or_switched_off_is_not_applicable_and_an_older_audit_is_not_meas
     row = rows[("audit.sw.nvidia_container_runtime", "gpu1")]
     assert row["status"] == "skip" and row["reason"] == ("not measured: this audit started no container (a probe "
                                                          "older than this check)")
+
+
+def test_an_amd_node_runs_amd_smi_list_in_a_rocm_image_with_kfd_and_dri(tmp_path, monkeypatch):
+    """An AMD node (/dev/kfd, no /dev/nvidia*): docker gets the ROCm device files and runs the image's own amd-smi
+    (the real `amd-smi list` capture of 2 MI300X GPUs: tests/fixtures/amd-smi/README.md)."""
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "kfd").write_text("")
+    monkeypatch.setattr(audit_software, "GPU_DEVICES", str(tmp_path / "dev" / "nvidia[0-9]*"))
+    monkeypatch.setattr(audit_software, "AMD_GPU_DEVICES", str(tmp_path / "dev" / "kfd"))
+    listing = FIX / "amd-smi" / "list_text_amdsmi_changelog.txt"
+    section, source = _container_facts(tmp_path, monkeypatch, {"docker": (
+        'case "$1" in\n  image) printf "alpine:3.19\\nrocm/pytorch:rocm6.4_ubuntu24.04_py3.12_pytorch_release_2.6.0\\n'
+        '";;\n  run) echo "$@" > %s/argv; cat "%s";;\nesac\n' % (tmp_path, listing))})
+    assert (tmp_path / "argv").read_text().split() == [
+        "run", "--rm", "--pull=never", "--network", "none", "--device=/dev/kfd", "--device=/dev/dri", "--group-add",
+        "video", "--entrypoint", "amd-smi", "rocm/pytorch:rocm6.4_ubuntu24.04_py3.12_pytorch_release_2.6.0", "list"]
+    [a] = section["attempts"]
+    assert section["vendor"] == "amd" and a["started"] and [g["name"] for g in a["gpus"]] == [
+        "0000:23:00.0", "0000:26:00.0"]
+    # graded against the node's AMD GPUs: the MI300X node of the recorded amd-smi static has 8
+    node = mi300x_node()
+    node["container_gpu"], node["sources"]["container_gpu"] = section, source
+    row = _graded(tmp_path, {"amd1": node}, {"audit.sw.nvidia_container_runtime"})[
+        ("audit.sw.nvidia_container_runtime", "amd1")]
+    assert (row["status"], row["observed"]) == (
+        "fail", "docker (rocm/pytorch:rocm6.4_ubuntu24.04_py3.12_pytorch_release_2.6.0): 2 of 8 GPU(s): fewer listed")
+    assert row["expected"].endswith("lists the node's GPUs with amd-smi list")
+    # a node whose two GPUs are the two listed (the first two of the recorded MI300X node) passes
+    node["gpu_amd"]["gpus"] = node["gpu_amd"]["gpus"][:2]
+    row = _graded(tmp_path / "two", {"amd1": node}, {"audit.sw.nvidia_container_runtime"})[
+        ("audit.sw.nvidia_container_runtime", "amd1")]
+    assert row["status"] == "pass"

@@ -166,7 +166,8 @@ def nvidia_container_runtime(v, c):
     v.need("container_gpu")
     attempts = [a for a in v.sec("container_gpu").get("attempts") or [] if a.get("started")]
     count = len(v.gpus())
-    expected = "a container (or a one-GPU Slurm job step) lists the node's GPUs with nvidia-smi -L"
+    expected = "a container (or a one-GPU Slurm job step) lists the node's GPUs with %s" % (
+        "amd-smi list" if v.sec("container_gpu").get("vendor") == "amd" else "nvidia-smi -L")
     good, bad = [], []
     for a in attempts:
         want = 1 if a.get("expect") == 1 else count
