@@ -61,6 +61,12 @@ def dtype_skipped(emit, dtype, why):
     dtype_outcome(emit, dtype, "skipped", why if why.startswith(dtype) else "%s: %s" % (dtype, why))
 
 
+def dtype_not_implemented(emit, dtype, why):
+    """A dtype this GPU and torch can run but this probe does not measure yet: its own status, never "skipped"
+    (which says the hardware or torch cannot)."""
+    dtype_outcome(emit, dtype, "not_implemented", why if why.startswith(dtype) else "%s: %s" % (dtype, why))
+
+
 def failure(what, exc):
     """One failed shape as an error string (the sweep goes on); the probe's own timeout is re-raised."""
     if fatal(exc):
@@ -108,7 +114,8 @@ def merge_outcomes(per_gpu, devices, requested, failures):
     """One (status, reason) per requested dtype from what every GPU reported.
 
     per_gpu: {dtype: {gpu: (status, reason)}}; failures: {gpu: reason} for workers that died.
-    ok on every GPU -> ok; skipped on every GPU -> skipped (one reason when they agree); anything else -> error,
+    ok on every GPU -> ok; skipped (or not implemented) on every GPU -> the same (one reason when they agree);
+    anything else -> error,
     naming the GPUs: a GPU that cannot do what its siblings do, or that was not measured, is a finding."""
     merged = {}
     for dtype in requested:
@@ -125,9 +132,9 @@ def merge_outcomes(per_gpu, devices, requested, failures):
         if statuses == {"ok"}:
             merged[dtype] = ("ok", None)
             continue
-        if statuses == {"skipped"}:
+        if statuses in ({"skipped"}, {"not_implemented"}):
             reasons = sorted({r for _, r in rows.values()})
-            merged[dtype] = ("skipped", reasons[0] if len(reasons) == 1 else
+            merged[dtype] = (statuses.pop(), reasons[0] if len(reasons) == 1 else
                              "; ".join("gpu %s: %s" % (g, r) for g, (_, r) in sorted(rows.items())))
             continue
         bad = ["gpu %s %s: %s" % (g, s, r) for g, (s, r) in sorted(rows.items()) if s != "ok"]
@@ -136,8 +143,9 @@ def merge_outcomes(per_gpu, devices, requested, failures):
 
 
 def apply_outcomes(art, merged, unknown=()):
-    """Per-dtype facts (dtype.<d> = ok|skipped|error, dtype_reason.<d>) and the artifact status:
-    every dtype skipped -> skipped; any dtype in error or unknown -> error (results kept); else ok."""
+    """Per-dtype facts (dtype.<d> = ok|skipped|not_implemented|error, dtype_reason.<d>) and the artifact status:
+    nothing measured (every dtype skipped or not implemented) -> skipped; any dtype in error or unknown -> error
+    (results kept); else ok."""
     for dtype, (status, reason) in merged.items():
         art.facts["dtype.%s" % dtype] = status
         if reason:
@@ -146,7 +154,7 @@ def apply_outcomes(art, merged, unknown=()):
     problems += ["%s: unknown dtype" % d for d in unknown]
     if problems:
         art.error("; ".join(problems))
-    elif merged and all(s == "skipped" for s, _ in merged.values()):
+    elif merged and all(s in ("skipped", "not_implemented") for s, _ in merged.values()):
         art.skip("; ".join("%s: %s" % (d, r) for d, (_, r) in merged.items()))
 
 

@@ -211,3 +211,36 @@ def test_grouped_falls_back_to_the_loop_per_configuration_and_says_so(tmp_path, 
     assert doc["status"] == "ok"
     assert {r["labels"]["impl"] for r in results(doc, "tflops")} == {"per_expert_loop"}
     assert "multiples of 16" in doc["facts"]["impl_fallback.bf16"]
+
+
+def test_grouped_gemm_tells_not_supported_from_not_implemented_and_the_report_shows_every_combination(tmp_path):
+    """On the CPU: bf16 and fp32 are measured; a plain fp8 GEMM runs here, so fp8 grouped is "not implemented";
+    tf32, MXFP8 and NVFP4 cannot run here at all, so they are "skipped" (not supported) with torch's reason."""
+    from reports.load import run_of_artifacts
+    from reports.phases.gpu_compute import section
+    from reports.render import markdown
+
+    _, doc = run_probe("grouped_gemm", str(tmp_path), "r", "h", params=dict(
+        TINY, models=["gpt-oss-120b"], ep=128, tokens=[64], dtypes=["bf16", "tf32", "fp32", "fp8_e4m3", "mxfp8",
+                                                                     "nvfp4"]))
+    facts = doc["facts"]
+    assert doc["status"] == "ok" and (facts["dtype.bf16"], facts["dtype.fp32"]) == ("ok", "ok")
+    assert facts["dtype.fp8_e4m3"] == "not_implemented"
+    assert facts["dtype_reason.fp8_e4m3"].startswith("fp8_e4m3: fp8 grouped GEMM (torch._scaled_grouped_mm")
+    assert (facts["dtype.tf32"], facts["dtype.mxfp8"], facts["dtype.nvfp4"]) == ("skipped",) * 3
+    assert "not supported by torch" in facts["dtype_reason.mxfp8"]
+    run = run_of_artifacts([doc])
+    text = markdown.render(section.grouped_coverage(run, [doc]))
+    row = next(line for line in text.splitlines() if line.startswith("| gpt-oss-120b | gate_up |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2].endswith("(64 tokens)") and cells[5].endswith("(64 tokens)")  # bf16, fp32 measured
+    # the columns: bf16, fp16, tf32, fp32, fp8_e4m3, mxfp8, nvfp4
+    assert cells[4].startswith("not supported [") and cells[6].startswith("not implemented [")  # tf32, fp8
+    assert cells[7].startswith("not supported [") and cells[8].startswith("not supported [")  # mxfp8, nvfp4
+    assert cells[3] == "not in the profile"  # fp16 was not asked for
+    other = next(line for line in text.splitlines() if line.startswith("| deepseek-v3 | down |"))
+    assert "not in the profile" in other  # a model the run did not measure
+    # nothing measured at all (every dtype not implemented or not supported) is a skipped artifact
+    _, none = run_probe("grouped_gemm", str(tmp_path / "n"), "r", "h", params=dict(
+        TINY, models=["gpt-oss-120b"], ep=128, tokens=[64], dtypes=["fp8_e4m3", "nvfp4"]))
+    assert none["status"] == "skipped" and "not implemented" in none["reason"]

@@ -157,6 +157,67 @@ def grouped_table(run):
                   "median TFLOP/s", "slowest GPU", "GPUs"], rows)
 
 
+def grouped_coverage(run, docs):
+    """Every model x projection x dtype of the seed's grouped GEMMs: the median TFLOP/s of its largest token batch
+    (slowest GPU's value beside it in the table above), or why there is none: "not supported" (this GPU or torch
+    cannot), "not implemented" (this version does not measure it), "error", or not in the profile that ran."""
+    from probes.gpu_compute.shapes import MOE_MODELS, PROJECTIONS, SEED_MOE_MODELS_WITHOUT_CONFIG
+
+    grouped = [d for d in docs if d["probe"] == "grouped_gemm"]
+    if not grouped:
+        return []
+    reasons = {}
+
+    def note(text):
+        reasons.setdefault(text, len(reasons) + 1)
+        return reasons[text]
+
+    values = {}
+    for rec in _records(run, "grouped_gemm"):
+        if rec["metric"] == "tflops_median":
+            key = (rec.get("model"), rec.get("proj"), rec.get("dtype"))
+            tokens = int(rec.get("tokens", 0))
+            if key not in values or tokens > values[key][0]:
+                values[key] = (tokens, [])
+            if tokens == values[key][0]:
+                values[key][1].append(rec["value"])
+    status = {}
+    for dtype in DTYPES:
+        seen = [((d.get("facts") or {}).get("dtype.%s" % dtype), (d.get("facts") or {}).get("dtype_reason.%s" % dtype))
+                for d in grouped if d["status"] != "skipped" or (d.get("facts") or {}).get("dtype.%s" % dtype)]
+        seen = [x for x in seen if x[0]]
+        status[dtype] = seen[0] if seen else (None, None)
+    models_run = {m for d in grouped for m in ((d.get("params") or {}).get("models") or [])}
+    rows = []
+    for model in list(MOE_MODELS) + list(SEED_MOE_MODELS_WITHOUT_CONFIG):
+        for proj in PROJECTIONS:
+            row = [model, proj]
+            for dtype in DTYPES:
+                got = values.get((model, proj, dtype))
+                state, why = status[dtype]
+                if model in SEED_MOE_MODELS_WITHOUT_CONFIG:
+                    row.append("no shape [%d]" % note(SEED_MOE_MODELS_WITHOUT_CONFIG[model]))
+                elif got:
+                    row.append("%s (%d tokens)" % (fmt(statistics.median(got[1])), got[0]))
+                elif state == "skipped":
+                    row.append("not supported [%d]" % note(why or "not supported here"))
+                elif state == "not_implemented":
+                    row.append("not implemented [%d]" % note(why or "not implemented in this version"))
+                elif state == "error":
+                    row.append("error [%d]" % note(why or "error"))
+                elif models_run and model not in models_run:
+                    row.append("not in the profile")
+                else:
+                    row.append("not in the profile" if state is None else state)
+            rows.append(row)
+    out = [Heading(3, "Grouped GEMM: every model, projection and dtype of the seed"),
+           Paragraph("Median TFLOP/s at the largest token batch measured, or why there is none."),
+           Table(["model", "projection"] + list(DTYPES), rows)]
+    if reasons:
+        out += [Bullets(sorted(reasons, key=reasons.get), numbered=True)]
+    return out
+
+
 def gemv_table(run):
     best, backend = {}, {}
     for rec in _records(run, "gemv"):
@@ -343,6 +404,8 @@ def blocks(run, rows, report_dir):
         if table:
             out += [Heading(3, title)] + ([Paragraph(note)] if note else []) + [table]
             out += figure(plot(data, report_dir) if plot and report_dir and data else None, caption)
+        if title.startswith("Grouped GEMM"):
+            out += grouped_coverage(run, docs)
     return out
 
 
