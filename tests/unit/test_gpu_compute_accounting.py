@@ -127,3 +127,14 @@ def test_cpu_quick_sizes_stay_small():
     assert max(cf.gemm_flops(*s[1:]) for s in cs.gemm_shapes(cs.GEMM["cpu"]["quick"])) <= 2 * 256 ** 3
     assert max(m for m, _, _ in cs.mamf_shapes(cs.MAMF["cpu"]["quick"]["sweep"])) <= 512
     assert math.prod(cs.GEMV["cpu"]["quick"]["shapes"][0][1:]) <= 2048 * 2048
+
+
+def test_gpu_standard_and_full_profiles_cover_every_dtype_of_the_seed():
+    # MAMF "per precision" and grouped GEMM "across many precision types": each dtype is measured, skipped with the
+    # GPU's reason, or (grouped) not implemented: never silently absent
+    from probes.gpu_compute.shapes import DTYPES, GROUPED_GEMM, MAMF
+
+    for table in (MAMF, GROUPED_GEMM):
+        for profile in ("standard", "full"):
+            assert table["gpu"][profile]["dtypes"] == list(DTYPES)
+    assert DTYPES == ("bf16", "fp16", "tf32", "fp32", "fp8_e4m3", "mxfp8", "nvfp4")
