@@ -98,28 +98,52 @@ GEMV = {
 }
 
 # MoE expert shapes. gate_up is the fused gate and up projection of a SwiGLU expert (n = 2 x intermediate,
-# k = hidden); down maps intermediate back to hidden (n = hidden, k = intermediate).
+# k = hidden); down maps intermediate back to hidden (n = hidden, k = intermediate). `shared`: shared experts of
+# the same intermediate size that every token goes through (DeepSeek's n_shared_experts); None where no source
+# states it (not counted). `hidden` is the width the routed experts work on: Kimi K3's latent MoE projects 7168
+# down to 3584 before its experts (routed_expert_hidden_size). Where no model's own config.json was readable, the
+# source says which copy or quote of it each number comes from (the search index holds none of these files).
 MOE_MODELS = {
     "deepseek-v3": {
-        "hidden": 7168, "intermediate": 2048, "experts": 256, "top_k": 8,
+        "hidden": 7168, "intermediate": 2048, "experts": 256, "top_k": 8, "shared": 1,
         "source": "https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json "
-                  "(hidden_size, moe_intermediate_size, n_routed_experts, num_experts_per_tok)",
+                  "(hidden_size, moe_intermediate_size, n_routed_experts, num_experts_per_tok, n_shared_experts); "
+                  "the same numbers in DeepSeek's inference/configs/config_671B.json at 4c2fdb8f",
     },
     "kimi-k2": {
-        "hidden": 7168, "intermediate": 2048, "experts": 384, "top_k": 8,
+        "hidden": 7168, "intermediate": 2048, "experts": 384, "top_k": 8, "shared": 1,
         "source": "https://huggingface.co/moonshotai/Kimi-K2-Instruct/blob/main/config.json "
-                  "(hidden_size, moe_intermediate_size, n_routed_experts, num_experts_per_tok)",
+                  "(hidden_size, moe_intermediate_size, n_routed_experts, num_experts_per_tok); one shared expert of "
+                  "2048 (moe_shared_expert_intermediate_size in NVIDIA Megatron-Bridge's KimiK2Provider)",
+    },
+    "kimi-k2.5": {
+        "hidden": 7168, "intermediate": 2048, "experts": 384, "top_k": 8, "shared": 1,
+        "source": "moonshotai/Kimi-K2.5 config.json text_config (hidden_size, moe_intermediate_size, "
+                  "n_routed_experts, num_experts_per_tok, n_shared_experts), read from two copies of it in public "
+                  "test fixtures (search index copies 55329353243 and 4289690615); the model card of a 2-layer slice "
+                  "(huggingface.co/eatang/Kimi-K2.5-2layer) agrees on 384 routed + 1 shared",
+    },
+    "kimi-k3": {
+        "hidden": 3584, "intermediate": 3072, "experts": 896, "top_k": 16, "shared": None,
+        "source": "moonshotai/Kimi-K3 config.json as FlashInfer's Kimi K3 MoE documentation gives 'the published "
+                  "Kimi K3 config' (docs.flashinfer.ai/api/moe_ep_kimi_k3.html: num_experts 896, "
+                  "routed_expert_hidden_size 3584, moe_intermediate_size 3072, num_experts_per_token 16); the config "
+                  "itself was not readable, and no source states its shared experts",
+    },
+    "deepseek-v4-pro": {
+        "hidden": 7168, "intermediate": 3072, "experts": 384, "top_k": 6, "shared": 1,
+        "source": "deepseek-ai/DeepSeek-V4-Pro config.json as quoted from a local copy (hidden_size 7168, "
+                  "n_routed_experts 384, num_experts_per_tok 6; search index copy 68345554684), with the expert "
+                  "size 3072 and 1 shared expert from NVIDIA NeMo AutoModel's model page and apxml.com's model page; "
+                  "the config itself was not readable",
     },
     "gpt-oss-120b": {
-        "hidden": 2880, "intermediate": 2880, "experts": 128, "top_k": 4,
+        "hidden": 2880, "intermediate": 2880, "experts": 128, "top_k": 4, "shared": 0,
         "source": "https://huggingface.co/openai/gpt-oss-120b/blob/main/config.json "
-                  "(hidden_size, intermediate_size, num_local_experts, num_experts_per_tok)",
+                  "(hidden_size, intermediate_size, num_local_experts, num_experts_per_tok; no shared experts)",
     },
 }
 PROJECTIONS = ("gate_up", "down")
-# The seed's models ("Kimi K2.5, K3 and DeepSeek V3, V4 Pro") whose expert shapes have no public config found yet:
-# shown in the report as such, never measured with guessed numbers.
-SEED_MOE_MODELS_WITHOUT_CONFIG = {}
 
 # `ep`: expert-parallel degree. Each GPU holds experts / ep experts and receives its share of tokens x top_k routed
 # rows; the per-expert shapes are the real ones, only the number of local experts changes with ep.
@@ -136,10 +160,10 @@ GROUPED_GEMM = {
         "quick": {"models": ["deepseek-v3", "kimi-k2", "gpt-oss-120b"], "ep": 8, "tokens": [128, 1024, 4096, 16384],
                   "dtypes": ["bf16"], "warmup": 5, "iters": 20, "warmup_s": 1},
         # every dtype of the seed's list: each is measured, "skipped" (this GPU cannot) or "not implemented"
-        "standard": {"models": ["deepseek-v3", "kimi-k2", "gpt-oss-120b"], "ep": 8,
+        "standard": {"models": list(MOE_MODELS), "ep": 8,
                      "tokens": [128, 256, 512, 1024, 2048, 4096, 8192, 16384], "dtypes": list(DTYPES), "warmup": 10,
                      "iters": 50, "warmup_s": 5},
-        "full": {"models": ["deepseek-v3", "kimi-k2", "gpt-oss-120b"], "ep": 8,
+        "full": {"models": list(MOE_MODELS), "ep": 8,
                  "tokens": [128, 256, 512, 1024, 2048, 4096, 8192, 16384], "dtypes": list(DTYPES), "warmup": 20,
                  "iters": 100, "warmup_s": 10},
     },
@@ -262,12 +286,15 @@ def expert_rows(tokens, experts, top_k):
 
 
 def local_groups(model, tokens, ep):
-    """Row counts of the experts one GPU holds (the first experts / ep of them) under expert parallelism `ep`."""
+    """Row counts of the experts one GPU holds under expert parallelism `ep`: the first experts / ep routed experts
+    with their share of the tokens x top_k assignments, then each shared expert (every GPU has them) with the GPU's
+    own tokens, tokens / ep (DeepSeek-style serving: attention data-parallel, experts spread over the ep GPUs)."""
     spec = MOE_MODELS[model]
     if spec["experts"] % int(ep):
         raise ValueError("%s has %d experts: not divisible by ep=%d" % (model, spec["experts"], ep))
     local = spec["experts"] // int(ep)
-    return expert_rows(tokens, spec["experts"], spec["top_k"])[:local]
+    shared = [int(tokens) // int(ep)] * int(spec.get("shared") or 0)
+    return expert_rows(tokens, spec["experts"], spec["top_k"])[:local] + shared
 
 
 # --- FLOP and byte counts of these shapes, and the rates and statistics of timed iterations ---

@@ -62,7 +62,16 @@ def test_moe_models_match_their_configs_and_cite_them():
     assert (kimi["hidden"], kimi["intermediate"], kimi["experts"], kimi["top_k"]) == (7168, 2048, 384, 8)
     assert (oss["hidden"], oss["intermediate"], oss["experts"], oss["top_k"]) == (2880, 2880, 128, 4)
     for spec in cs.MOE_MODELS.values():
-        assert spec["source"].startswith("https://huggingface.co/") and "config.json" in spec["source"]
+        assert "config.json" in spec["source"]
+    # the seed's newer models, each from what a source quotes of its config (the source says which)
+    k25, k3, v4 = (cs.MOE_MODELS[m] for m in ("kimi-k2.5", "kimi-k3", "deepseek-v4-pro"))
+    assert (k25["hidden"], k25["intermediate"], k25["experts"], k25["top_k"], k25["shared"]) == (7168, 2048, 384, 8, 1)
+    # Kimi K3's experts work on a 3584-wide latent (routed_expert_hidden_size), not on hidden_size 7168
+    assert (k3["hidden"], k3["intermediate"], k3["experts"], k3["top_k"], k3["shared"]) == (3584, 3072, 896, 16, None)
+    assert "no source states its shared experts" in k3["source"]
+    assert (v4["hidden"], v4["intermediate"], v4["experts"], v4["top_k"], v4["shared"]) == (7168, 3072, 384, 6, 1)
+    assert cs.moe_projection("kimi-k3", "gate_up") == (6144, 3584) and cs.moe_projection("kimi-k3", "down") == (
+        3584, 3072)
 
 
 def test_moe_projections():
@@ -79,9 +88,15 @@ def test_balanced_routing_is_exact():
     rows = cs.expert_rows(100, 384, 8)  # 800 over 384: 32 experts get 3, the rest 2
     assert sum(rows) == 800 and rows.count(3) == 32 and rows.count(2) == 352
     assert max(rows) - min(rows) <= 1
-    # one GPU of an EP group of 8 holds 32 of DeepSeek-V3's 256 experts: a 16384-token batch gives it 16384 rows
-    assert cs.local_groups("deepseek-v3", 16384, 8) == [512] * 32
-    assert len(cs.local_groups("kimi-k2", 128, 8)) == 48
+    # one GPU of an EP group of 8 holds 32 of DeepSeek-V3's 256 experts: a 16384-token batch gives it 16384 routed
+    # rows, and its shared expert takes the GPU's own 16384 / 8 tokens
+    assert cs.local_groups("deepseek-v3", 16384, 8) == [512] * 32 + [2048]
+    assert len(cs.local_groups("kimi-k2", 128, 8)) == 48 + 1
+    assert cs.local_groups("gpt-oss-120b", 128, 32) == [4] * 4  # no shared expert
+    # Kimi K3: 896 experts, top-16, shared experts unknown and not counted
+    assert cs.local_groups("kimi-k3", 1024, 8) == cs.expert_rows(1024, 896, 16)[:112]
+    assert sum(cs.grouped_gemm_flops(cs.local_groups("deepseek-v3", 16384, 8), 4096, 7168) for _ in [0]) == (
+        2 * (16384 + 2048) * 4096 * 7168)
     with pytest.raises(ValueError, match="divisible"):
         cs.local_groups("gpt-oss-120b", 128, 3)
 

@@ -9,6 +9,7 @@ import json
 import math
 import statistics
 
+from probes.gpu_compute.shapes import MOE_MODELS, PROJECTIONS
 from reports.render import markdown, plots
 from reports.render.blocks import Bullets, Heading, Paragraph, Table, figure, strong
 from reports.render.markdown import fmt_tenths as fmt
@@ -161,8 +162,6 @@ def grouped_coverage(run, docs):
     """Every model x projection x dtype of the seed's grouped GEMMs: the median TFLOP/s of its largest token batch
     (slowest GPU's value beside it in the table above), or why there is none: "not supported" (this GPU or torch
     cannot), "not implemented" (this version does not measure it), "error", or not in the profile that ran."""
-    from probes.gpu_compute.shapes import MOE_MODELS, PROJECTIONS, SEED_MOE_MODELS_WITHOUT_CONFIG
-
     grouped = [d for d in docs if d["probe"] == "grouped_gemm"]
     if not grouped:
         return []
@@ -189,15 +188,13 @@ def grouped_coverage(run, docs):
         status[dtype] = seen[0] if seen else (None, None)
     models_run = {m for d in grouped for m in ((d.get("params") or {}).get("models") or [])}
     rows = []
-    for model in list(MOE_MODELS) + list(SEED_MOE_MODELS_WITHOUT_CONFIG):
+    for model in MOE_MODELS:
         for proj in PROJECTIONS:
             row = [model, proj]
             for dtype in DTYPES:
                 got = values.get((model, proj, dtype))
                 state, why = status[dtype]
-                if model in SEED_MOE_MODELS_WITHOUT_CONFIG:
-                    row.append("no shape [%d]" % note(SEED_MOE_MODELS_WITHOUT_CONFIG[model]))
-                elif got:
+                if got:
                     row.append("%s (%d tokens)" % (fmt(statistics.median(got[1])), got[0]))
                 elif state == "skipped":
                     row.append("not supported [%d]" % note(why or "not supported here"))
