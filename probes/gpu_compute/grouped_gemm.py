@@ -1,4 +1,5 @@
-"""grouped_gemm: MoE expert GEMMs (gate_up and down projections) of DeepSeek-V3, Kimi K2 and GPT-OSS-120B.
+"""grouped_gemm: MoE expert GEMMs (gate_up and down projections) of DeepSeek-V3 and V4 Pro, Kimi K2, K2.5 and K3,
+and GPT-OSS-120B, with their shared experts.
 
 Shapes from probes/gpu_compute/shapes.py (MOE_MODELS, with the config.json each number comes from). A token batch
 of T tokens routes T x top_k rows; with expert parallelism ep each GPU holds experts / ep experts and gets its
