@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-PROBES = ("gemm", "grouped_gemm", "gemv", "mamf", "copy_bw", "nvbandwidth")
+PROBES = ("gemm", "grouped_gemm", "gemv", "mamf", "copy_bw", "nvbandwidth", "hpl_mxp")
 FRACTION = 0.7
 
 
@@ -82,8 +82,11 @@ def run_ansible(profile, out):
 def run_probes(profile, out):
     art_dir = Path(out) / "artifacts"
     for name in PROBES:
+        params = {"profile": profile}
+        if name == "hpl_mxp":
+            params["n"] = 32768  # seconds per format where xhpl_mxp is installed: the budget is minutes
         argv = [sys.executable, "-m", "probes", name, "--out", str(art_dir), "--params",
-                json.dumps({"profile": profile}), "--timeout", "900"]
+                json.dumps(params), "--timeout", "900"]
         print("running:", " ".join(argv), flush=True)
         subprocess.run(argv, cwd=ROOT, check=False)
     return art_dir, None

@@ -16,7 +16,7 @@ from probes.artifact import validate
 
 pytestmark = pytest.mark.cluster
 
-PROBES = ("gemm", "grouped_gemm", "gemv", "mamf", "copy_bw", "nvbandwidth")
+PROBES = ("gemm", "grouped_gemm", "gemv", "mamf", "copy_bw", "nvbandwidth", "hpl_mxp")
 DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp8_e4m3", "mxfp8", "nvfp4")
 CPU_DTYPES = ("bf16", "fp16", "fp32", "fp8_e4m3")  # what torch runs on this CPU; the others need a GPU
 
@@ -43,10 +43,10 @@ def test_every_probe_left_a_valid_artifact_on_every_host(phase):
             doc = artifact(phase, host, probe)
             assert validate(doc) == [], (host, probe)
             assert doc["host"] == host and doc["device"]["backend"] == "cpu"
-            expected = "skipped" if probe == "nvbandwidth" else "ok"
+            expected = "skipped" if probe in ("nvbandwidth", "hpl_mxp") else "ok"
             assert doc["status"] == expected, (host, probe, doc.get("reason"))
-        nvb = artifact(phase, host, "nvbandwidth")
-        assert "no NVIDIA GPU" in nvb["reason"]
+        for probe in ("nvbandwidth", "hpl_mxp"):
+            assert "no NVIDIA GPU" in artifact(phase, host, probe)["reason"]
 
 
 def test_every_dtype_is_measured_or_skipped_with_its_reason(phase):

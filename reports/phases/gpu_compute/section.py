@@ -15,7 +15,7 @@ from reports.render.blocks import Bullets, Heading, Paragraph, Table, figure, st
 from reports.render.markdown import fmt_tenths as fmt
 
 ORDER = 30
-PROBES = ("gemm", "grouped_gemm", "gemv", "mamf", "copy_bw", "nvbandwidth")
+PROBES = ("gemm", "grouped_gemm", "gemv", "mamf", "copy_bw", "nvbandwidth", "hpl_mxp")
 DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp8_e4m3", "mxfp8", "nvfp4")
 COPY_PATHS = ("h2d", "d2h", "d2d_local", "host_local")
 
@@ -215,6 +215,24 @@ def grouped_coverage(run, docs):
     return out
 
 
+def hpl_mxp_table(run):
+    """HPL-MxP per node and format: GFLOP/s (the number HPL-MxP says to report), per GPU, LU alone per GPU, the
+    scaled residual and its check."""
+    by = {}
+    for rec in _records(run, "hpl_mxp"):
+        key = (rec["host"], rec.get("format"), rec.get("n"), rec.get("grid"))
+        by.setdefault(key, {})[rec["metric"]] = rec["value"]
+    if not by:
+        return None
+    rows = []
+    for (host, fmt_, n, grid), m in sorted(by.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
+        check = {1.0: "PASSED", 0.0: "FAILED"}.get(m.get("passed"), "–")
+        rows.append([host, fmt_, n, grid, fmt(m.get("gflops")), fmt(m.get("gflops_per_gpu")),
+                     fmt(m.get("lu_gflops_per_gpu")), "%.3e" % m["residual"] if "residual" in m else "–", check])
+    return Table(["host", "format", "N", "grid", "GFLOP/s", "per GPU", "LU per GPU", "scaled residual", "check"],
+                 rows)
+
+
 def gemv_table(run):
     best, backend = {}, {}
     for rec in _records(run, "gemv"):
@@ -396,6 +414,8 @@ def blocks(run, rows, report_dir):
          None, None, None),
         ("Copy bandwidth", None, copy_text, plot_copy, matrix, "Copy bandwidth matrix"),
         ("nvbandwidth", None, nvbandwidth_table(run), None, None, None),
+        ("HPL-MxP", "One solve per format on each node's GPUs (across nodes is not implemented in this version); "
+         "GFLOP/s is the figure HPL-MxP marks as the one to report.", hpl_mxp_table(run), None, None, None),
     ]
     for title, note, table, plot, data, caption in parts:
         if table:
