@@ -293,26 +293,31 @@ def make_gemv(torch, dtype, m, k, device):
     return op, "torch.mv", (w, x, y)
 
 
-GROUPED_DTYPES = ("bf16", "fp16", "fp32")
+GROUPED_DTYPES = ("bf16", "fp16", "fp32", "fp8_e4m3")
 GROUPED_IMPL = "torch._grouped_mm"
 LOOP_IMPL = "per_expert_loop"
 
 
-def make_grouped(torch, dtype, rows, n, k, device, impl, weights=None):
+def make_grouped(torch, dtype, rows, n, k, device, impl, weights=None, backend=None):
     """(op, impl, keep): one MoE projection over the local experts. x holds the routed rows sorted by expert
     (rows[e] of them for expert e), W the expert weights (experts, n, k) like nn.Linear (`weights`, when given,
     is reused: the same experts serve every token batch). impl is torch's grouped matmul (one kernel for all
-    experts) or a loop of one torch.mm per expert."""
+    experts) or a loop of one torch.mm per expert. fp8 (e4m3, bf16 out) goes through torch._scaled_grouped_mm with
+    row-wise scales (one per row of x, one per expert and output column of W), or a loop of torch._scaled_mm."""
     if dtype not in GROUPED_DTYPES:
-        raise Unsupported("grouped_gemm measures %s; fp8 grouped GEMMs (torch._scaled_grouped_mm) are not measured "
-                          "by this probe" % ", ".join(GROUPED_DTYPES))
-    tdt = getattr(torch, TORCH_DTYPES[dtype])
+        raise Unsupported("grouped_gemm measures %s" % ", ".join(GROUPED_DTYPES))
+    fp8 = dtype == "fp8_e4m3"
+    tdt = _fp8_dtype(torch, backend, device) if fp8 else getattr(torch, TORCH_DTYPES[dtype])
     total = sum(rows)
-    x = torch.randn(total, k, dtype=tdt, device=device)
-    w = weights if weights is not None else torch.randn(len(rows), n, k, dtype=tdt, device=device)
+    x = torch.randn(total, k, device=device).to(tdt) if fp8 else torch.randn(total, k, dtype=tdt, device=device)
+    if weights is None:
+        weights = (torch.randn(len(rows), n, k, device=device).to(tdt) if fp8
+                   else torch.randn(len(rows), n, k, dtype=tdt, device=device))
+    w = weights
     if tuple(w.shape) != (len(rows), n, k) or w.dtype != tdt:
         raise ValueError("weights of shape %s %s do not fit %d experts of %dx%d %s"
                          % (tuple(w.shape), w.dtype, len(rows), n, k, dtype))
+    out_dtype = torch.bfloat16 if fp8 else tdt
     if impl == GROUPED_IMPL:
         ends, acc = [], 0
         for r in rows:
@@ -320,17 +325,33 @@ def make_grouped(torch, dtype, rows, n, k, device, impl, weights=None):
             ends.append(acc)
         offs = torch.tensor(ends, dtype=torch.int32, device=device)
         wt = w.transpose(-2, -1)
+        if fp8:
+            scale_a = torch.ones(total, dtype=torch.float32, device=device)
+            scale_b = torch.ones(len(rows), n, dtype=torch.float32, device=device)
+
+            def op():
+                torch._scaled_grouped_mm(x, wt, scale_a, scale_b, offs=offs, out_dtype=out_dtype)
+
+            return op, "torch._scaled_grouped_mm", (x, w, offs, scale_a, scale_b)
 
         def op():
             torch._grouped_mm(x, wt, offs=offs)
 
         return op, GROUPED_IMPL, (x, w, offs)
-    y = torch.empty(total, n, dtype=tdt, device=device)
+    y = torch.empty(total, n, dtype=out_dtype, device=device)
     slices, start = [], 0
     for e, r in enumerate(rows):
         if r:
             slices.append((x[start:start + r], w[e].t(), y[start:start + r]))
         start += r
+    if fp8:
+        one = torch.tensor(1.0, device=device)
+
+        def op():
+            for xs, ws, ys in slices:
+                torch._scaled_mm(xs, ws, scale_a=one, scale_b=one, out_dtype=out_dtype, out=ys)
+
+        return op, LOOP_IMPL, (x, w, y, slices, one)
 
     def op():
         for xs, ws, ys in slices:
@@ -341,9 +362,11 @@ def make_grouped(torch, dtype, rows, n, k, device, impl, weights=None):
 
 def grouped_impl(torch, dtype, device, backend):
     """(impl, reason): torch's grouped matmul when it runs here, else the per-expert loop and why."""
-    if not hasattr(torch, "_grouped_mm"):
-        return LOOP_IMPL, "torch %s has no torch._grouped_mm" % torch.__version__
-    why = trial(torch, backend, device, lambda: make_grouped(torch, dtype, [16, 0, 32], 32, 64, device, GROUPED_IMPL))
+    name = "_scaled_grouped_mm" if dtype == "fp8_e4m3" else "_grouped_mm"
+    if not hasattr(torch, name):
+        return LOOP_IMPL, "torch %s has no torch.%s" % (torch.__version__, name)
+    why = trial(torch, backend, device, lambda: make_grouped(torch, dtype, [16, 0, 32], 32, 64, device, GROUPED_IMPL,
+                                                             backend=backend))
     if why:
-        return LOOP_IMPL, "torch._grouped_mm: %s" % why
+        return LOOP_IMPL, "torch.%s: %s" % (name, why)
     return GROUPED_IMPL, None

@@ -4,7 +4,9 @@ and GPT-OSS-120B, with their shared experts.
 Shapes from probes/gpu_compute/shapes.py (MOE_MODELS, with the config.json each number comes from). A token batch
 of T tokens routes T x top_k rows; with expert parallelism ep each GPU holds experts / ep experts and gets its
 experts' share, split as evenly as integers allow (balanced routing). One projection over the local experts is
-torch._grouped_mm (one kernel) where it runs here, else one torch.mm per expert, and the `impl` label says which.
+torch._grouped_mm (one kernel; fp8 e4m3: torch._scaled_grouped_mm with row-wise scales) where it runs here, else
+one torch.mm (torch._scaled_mm) per expert, and the `impl` label says which. MXFP8, NVFP4 and tf32 grouped GEMMs
+are "not implemented" where the GPU could run them, "skipped" with the reason where it cannot.
 FLOPs: sum over experts of 2 * rows_e * n * k. Metrics per (model, proj, tokens) and GPU: `tflops`,
 `tflops_median`, `tflops_max`; raw times in grouped_gemm.times.jsonl.
 """
@@ -36,8 +38,6 @@ PARAMS = launch.compute_params(GROUPED_GEMM)
 NOT_IMPLEMENTED = {
     "tf32": "grouped GEMM in tf32 math mode is not implemented in this version (fp32 inputs with tf32 tensor-core "
             "math through torch._grouped_mm is not measured)",
-    "fp8_e4m3": "fp8 grouped GEMM (torch._scaled_grouped_mm, cuBLASLt grouped, DeepGEMM) is not implemented in this "
-                "version",
     "mxfp8": "MXFP8 grouped GEMM with its per-32 e8m0 block scales (cuBLASLt grouped, DeepGEMM) is not implemented in "
              "this version",
     "nvfp4": "NVFP4 grouped GEMM with its per-16 e4m3 block scales (cuBLASLt grouped) is not implemented in this "
@@ -50,16 +50,16 @@ def worker(torch, dev, spec, emit):
     ep = int(spec["ep"])
     fell_back = set()
     for dtype in spec["dtypes"]:
+        # what the GPU cannot do is "skipped" with its reason (a plain GEMM of the dtype is tried, as gemm does);
+        # what it can do but this probe does not measure is "not implemented"
+        with matmul_mode(torch, dtype, dev.backend):
+            why = trial(torch, dev.backend, dev.device, lambda d=dtype: make_gemm(
+                torch, d, TRIAL_SIZE, TRIAL_SIZE, TRIAL_SIZE, dev.device, dev.backend))
+        if why:
+            launch.dtype_skipped(emit, dtype, why)
+            continue
         if dtype not in GROUPED_DTYPES:
-            # what the GPU cannot do is "skipped" with its reason (a plain GEMM of the dtype is tried, as gemm does);
-            # what it can do but this probe does not measure is "not implemented"
-            with matmul_mode(torch, dtype, dev.backend):
-                why = trial(torch, dev.backend, dev.device, lambda d=dtype: make_gemm(
-                    torch, d, TRIAL_SIZE, TRIAL_SIZE, TRIAL_SIZE, dev.device, dev.backend))
-            if why:
-                launch.dtype_skipped(emit, dtype, why)
-            else:
-                launch.dtype_not_implemented(emit, dtype, NOT_IMPLEMENTED.get(dtype, NOT_IMPLEMENTED["fp8_e4m3"]))
+            launch.dtype_not_implemented(emit, dtype, NOT_IMPLEMENTED[dtype])
             continue
         impl, why = grouped_impl(torch, dtype, dev.device, dev.backend)
         if why:
@@ -77,7 +77,7 @@ def worker(torch, dev, spec, emit):
                     for attempt in ([impl, LOOP_IMPL] if impl != LOOP_IMPL else [LOOP_IMPL]):
                         try:
                             used, times, keep = sweep.measure(make_grouped, torch, dtype, rows, n, k, dev.device,
-                                                              attempt, weights)
+                                                              attempt, weights, dev.backend)
                             weights = keep[1]
                             del keep  # this batch's activations; the weights serve the next batch
                             break

@@ -200,10 +200,10 @@ def test_grouped_falls_back_to_the_loop_per_configuration_and_says_so(tmp_path, 
 
     real = grouped_gemm.make_grouped
 
-    def refusing(torch, dtype, rows, n, k, device, impl, weights=None):
+    def refusing(torch, dtype, rows, n, k, device, impl, weights=None, backend=None):
         if impl == compute_backend.GROUPED_IMPL:
             raise RuntimeError("grouped_mm: offsets must be multiples of 16")
-        return real(torch, dtype, rows, n, k, device, impl, weights)
+        return real(torch, dtype, rows, n, k, device, impl, weights, backend)
 
     monkeypatch.setattr(grouped_gemm, "make_grouped", refusing)
     _, doc = run_probe("grouped_gemm", str(tmp_path), "r", "h",
@@ -213,9 +213,13 @@ def test_grouped_falls_back_to_the_loop_per_configuration_and_says_so(tmp_path, 
     assert "multiples of 16" in doc["facts"]["impl_fallback.bf16"]
 
 
-def test_grouped_gemm_tells_not_supported_from_not_implemented_and_the_report_shows_every_combination(tmp_path):
-    """On the CPU: bf16 and fp32 are measured; a plain fp8 GEMM runs here, so fp8 grouped is "not implemented";
-    tf32, MXFP8 and NVFP4 cannot run here at all, so they are "skipped" (not supported) with torch's reason."""
+def test_grouped_gemm_tells_not_supported_from_not_implemented_and_the_report_shows_every_combination(
+        tmp_path, monkeypatch):
+    """On the CPU: bf16, fp32 and fp8 (a loop of torch._scaled_mm: the CPU has no _scaled_grouped_mm, and the
+    artifact says why) are measured; tf32, MXFP8 and NVFP4 cannot run here at all, so they are "skipped" (not
+    supported) with torch's reason. A GPU that runs a plain MXFP8 GEMM (the trial passing, as on Blackwell) gets
+    "not implemented" for the grouped one, a status of its own."""
+    from probes.gpu_compute import grouped_gemm
     from reports.load import run_of_artifacts
     from reports.phases.gpu_compute import section
     from reports.render import markdown
@@ -224,23 +228,45 @@ def test_grouped_gemm_tells_not_supported_from_not_implemented_and_the_report_sh
         TINY, models=["gpt-oss-120b"], ep=128, tokens=[64], dtypes=["bf16", "tf32", "fp32", "fp8_e4m3", "mxfp8",
                                                                      "nvfp4"]))
     facts = doc["facts"]
-    assert doc["status"] == "ok" and (facts["dtype.bf16"], facts["dtype.fp32"]) == ("ok", "ok")
-    assert facts["dtype.fp8_e4m3"] == "not_implemented"
-    assert facts["dtype_reason.fp8_e4m3"].startswith("fp8_e4m3: fp8 grouped GEMM (torch._scaled_grouped_mm")
+    assert doc["status"] == "ok" and (facts["dtype.bf16"], facts["dtype.fp32"], facts["dtype.fp8_e4m3"]) == (
+        "ok", "ok", "ok")
+    assert {r["labels"]["impl"] for r in results(doc, "tflops") if r["labels"]["dtype"] == "fp8_e4m3"} == {
+        "per_expert_loop"}
+    assert facts["impl_reason.fp8_e4m3"].startswith("torch._scaled_grouped_mm: not supported by torch")
     assert (facts["dtype.tf32"], facts["dtype.mxfp8"], facts["dtype.nvfp4"]) == ("skipped",) * 3
     assert "not supported by torch" in facts["dtype_reason.mxfp8"]
+    monkeypatch.setattr(grouped_gemm, "trial", lambda *a: None)
+    _, blackwell = run_probe("grouped_gemm", str(tmp_path / "b"), "r", "h", params=dict(
+        TINY, models=["gpt-oss-120b"], ep=128, tokens=[64], dtypes=["mxfp8"]))
+    assert blackwell["status"] == "skipped" and blackwell["facts"]["dtype.mxfp8"] == "not_implemented"
+    assert blackwell["facts"]["dtype_reason.mxfp8"].startswith("mxfp8: MXFP8 grouped GEMM with its per-32 e8m0")
+    monkeypatch.undo()
     run = run_of_artifacts([doc])
     text = markdown.render(section.grouped_coverage(run, [doc]))
     row = next(line for line in text.splitlines() if line.startswith("| gpt-oss-120b | gate_up |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2].endswith("(64 tokens)") and cells[5].endswith("(64 tokens)")  # bf16, fp32 measured
     # the columns: bf16, fp16, tf32, fp32, fp8_e4m3, mxfp8, nvfp4
-    assert cells[4].startswith("not supported [") and cells[6].startswith("not implemented [")  # tf32, fp8
+    assert cells[6].endswith("(64 tokens)") and cells[4].startswith("not supported [")  # fp8 measured, tf32 not
     assert cells[7].startswith("not supported [") and cells[8].startswith("not supported [")  # mxfp8, nvfp4
     assert cells[3] == "not in the profile"  # fp16 was not asked for
+    text = markdown.render(section.grouped_coverage(run_of_artifacts([blackwell]), [blackwell]))
+    assert "| gpt-oss-120b | down | not in the profile | not in the profile | not in the profile | not in the " \
+           "profile | not in the profile | not implemented [1] | not in the profile |" in text
     other = next(line for line in text.splitlines() if line.startswith("| deepseek-v3 | down |"))
     assert "not in the profile" in other  # a model the run did not measure
     # nothing measured at all (every dtype not implemented or not supported) is a skipped artifact
-    _, none = run_probe("grouped_gemm", str(tmp_path / "n"), "r", "h", params=dict(
-        TINY, models=["gpt-oss-120b"], ep=128, tokens=[64], dtypes=["fp8_e4m3", "nvfp4"]))
-    assert none["status"] == "skipped" and "not implemented" in none["reason"]
+    assert "not implemented in this version" in blackwell["reason"]
+
+
+def test_fp8_grouped_loop_computes_what_the_bf16_loop_does():
+    import torch
+
+    rows = [3, 0, 5]
+    op8, impl8, keep8 = compute_backend.make_grouped(torch, "fp8_e4m3", rows, 16, 32, "cpu", "per_expert_loop",
+                                                     backend="cpu")
+    assert impl8 == "per_expert_loop" and keep8[0].dtype == torch.float8_e4m3fn and keep8[2].dtype == torch.bfloat16
+    op8()
+    x, w = keep8[0].float(), keep8[1].float()
+    expected = torch.cat([x[0:3] @ w[0].t(), x[3:8] @ w[2].t()])
+    assert torch.allclose(keep8[2].float(), expected, rtol=0.02, atol=0.1)
