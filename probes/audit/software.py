@@ -231,6 +231,7 @@ IMAGE_PREFERENCE = ("cuda", "nvidia", "pytorch", "nemo", "tensorflow", "ubuntu",
 NOT_STARTED = re.compile(r"Cannot connect to the Docker daemon|permission denied while trying to connect|"
                          r"No such image|Unable to find image|image not known|Unable to allocate resources|"
                          r"srun: error: .*[Ii]nvalid")
+NO_TOOL_IN_IMAGE = re.compile(r"executable file not found|no such file or directory|OCI runtime exec failed", re.I)
 _SMI_GPU = re.compile(r"^GPU (\d+): (.+?) \(UUID: (GPU-[0-9a-fA-F-]+)\)$")
 # Seconds one container or job step may take, and all of them together (the audit's other sources run meanwhile).
 CONTAINER_TIMEOUT_S = 45
@@ -295,8 +296,11 @@ def _run_attempt(c, runtime, argv, image, expect, vendor):
     res = c.cmd("container_gpu:%s" % runtime, argv, timeout=CONTAINER_TIMEOUT_S, record=False)
     text = "%s\n%s" % (res.stdout, res.stderr)
     gpus = vendor["parse"](res.stdout)
+    # an AMD image without amd-smi cannot answer (nothing mounts it in, unlike NVIDIA's hook with nvidia-smi, where
+    # a missing nvidia-smi is the toolkit's failure): not a container that failed to reach the GPUs
+    no_tool = vendor is VENDORS["amd"] and NO_TOOL_IN_IMAGE.search(text)
     attempt = {"runtime": runtime, "image": image, "argv": argv, "rc": res.rc, "gpus": gpus, "expect": expect,
-               "started": not NOT_STARTED.search(text) and not res.missing}
+               "started": not NOT_STARTED.search(text) and not res.missing and not no_tool}
     if res.timed_out:
         attempt["error"] = "timed out after %d s" % CONTAINER_TIMEOUT_S
     elif res.rc != 0 or not gpus:

@@ -156,12 +156,12 @@ def deltas(now, prev):
     return out
 
 
-def gpu_error_reading(when, tool="nvidia-smi", timeout=20.0):
+def gpu_error_reading(when, tool="nvidia-smi", timeout=20.0, source=None):
     """The GPUs' ECC counters and row-remapping state now (`nvidia-smi -q -x`, read by the audit's parser; on AMD
     the ECC totals of amd-smi or rocm-smi), as one timeline record; a failed reading says why."""
     rec = {"type": "gpu_errors", "when": when, "t": round(time.time(), 3)}
     if tool != "nvidia-smi":
-        return _amd_error_reading(rec, timeout)
+        return _amd_error_reading(rec, timeout, source)
     res = run_cmd(["nvidia-smi", "-q", "-x"], timeout=timeout)
     if res.rc != 0:
         text = (res.stderr or res.stdout).strip().splitlines()
@@ -178,9 +178,11 @@ def gpu_error_reading(when, tool="nvidia-smi", timeout=20.0):
     return rec
 
 
-def _amd_error_reading(rec, timeout):
+def _amd_error_reading(rec, timeout, source=None):
     why = []
     for argv, parser in AMD_ERROR_READS:
+        if source and " ".join(argv) != source:
+            continue  # only the tool the start was read with
         res = run_cmd(argv, timeout=timeout)
         if res.missing:
             why.append("%s not found" % argv[0])
@@ -250,10 +252,15 @@ class Monitor:
         self.facts = {}
         # the GPUs' memory error counters are read before the load starts and after it stops
         tool = cfg.get("gpu_tool")
-        self.error_tool = tool if (tool == "nvidia-smi" and shutil.which("nvidia-smi") or tool == "amd-smi" and (
-            shutil.which("amd-smi") or shutil.which("rocm-smi"))) else None
+        amd = os.path.exists(cfg.get("kfd_path", "/dev/kfd")) and shutil.which("rocm-smi")  # no amd-smi: "none"
+        self.error_tool = tool if tool == "nvidia-smi" and shutil.which("nvidia-smi") else "amd-smi" if (
+            tool == "amd-smi" and (shutil.which("amd-smi") or shutil.which("rocm-smi")) or amd) else None
+        self.error_source = None
         if self.error_tool:
-            append_jsonl(self.monitor_path, [gpu_error_reading("start", self.error_tool)])
+            start = gpu_error_reading("start", self.error_tool)
+            # the end is read by the same tool: amd-smi's totals and rocm-smi's block sums are not the same counts
+            self.error_source = start.get("source")
+            append_jsonl(self.monitor_path, [start])
         if cfg.get("gpu_tool") == "nvidia-smi" and shutil.which("nvidia-smi"):
             self.smi = SmiStream(int(cfg.get("smi_interval_ms", 1000)))
             self.facts["gpu_telemetry"] = "nvidia-smi -lms %d" % int(cfg.get("smi_interval_ms", 1000))
@@ -327,5 +334,5 @@ class Monitor:
         if self.smi is not None:
             self.smi.close()
         if self.error_tool:
-            append_jsonl(self.monitor_path, [gpu_error_reading("end", self.error_tool)])
+            append_jsonl(self.monitor_path, [gpu_error_reading("end", self.error_tool, source=self.error_source)])
         self.kmsg.close()

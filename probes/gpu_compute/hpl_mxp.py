@@ -23,6 +23,7 @@ from probes.common.tools import not_installed
 from probes.params import Param, Params
 
 SLOPPY_TYPES = {"FP8": 1, "FP16": 2}
+FP8_MIN_CAPABILITY = (9, 0)
 CANDIDATES = ("/usr/local/bin/xhpl_mxp", "/opt/hpc-benchmarks/hpl-mxp-linux-x86_64/xhpl_mxp",
               "/workspace/hpl-mxp-linux-x86_64/xhpl_mxp", "/opt/hpc-benchmarks/hpl-mxp-linux-aarch64-gpu/xhpl_mxp",
               "/workspace/hpl-mxp-linux-aarch64-gpu/xhpl_mxp")
@@ -38,7 +39,10 @@ PARAMS = Params(
 NOT_IMPLEMENTED_ACROSS_NODES = ("across nodes not implemented in this version: each node solves its own system "
                                 "(no MPI broadcast over the scale-out network is measured)")
 
-_RESIDUAL = re.compile(r"\|\|Ax-b\|\|_oo\s*/\s*\(.*\)\s*=\s*([-+\d.eE]+)\s*\.*\s*(PASSED|FAILED)")
+# the scaled residual's line; a GPU that computes wrong prints nan or inf there ("-nan ...... FAILED")
+_RESIDUAL_LINE = re.compile(r"\|\|Ax-b\|\|_oo\s*/\s*\(")
+_RESIDUAL = re.compile(r"\|\|Ax-b\|\|_oo\s*/\s*\(.*\)\s*=\s*([-+]?(?:nan|inf|[\d.]+(?:[eE][-+]?\d+)?))\s*\.*\s*"
+                       r"(PASSED|FAILED)", re.I)
 _GRID = re.compile(r"^N\s*=\s*(\d+),\s*NB\s*=\s*(\d+),\s*NPROW\s*=\s*(\d+),\s*NPCOL\s*=\s*(\d+)"
                    r"(?:,\s*SLOPPY-TYPE\s*=\s*(\S+))?")
 _GFLOPS = re.compile(r"^(LU )?GFLOPS\s*=\s*([-+\d.eE]+),\s*per GPU\s*=\s*([-+\d.eE]+)")
@@ -71,7 +75,11 @@ def parse(text):
             continue
         m = _RESIDUAL.search(line)
         if m:
-            pending = {"residual": float(m.group(1)), "passed": m.group(2) == "PASSED", "threshold": threshold}
+            pending = {"residual": float(m.group(1)), "passed": m.group(2).upper() == "PASSED",
+                       "threshold": threshold}
+            continue
+        if _RESIDUAL_LINE.search(line):  # the check line, unreadable: never taken for a pass
+            pending = {"residual": None, "passed": False, "threshold": threshold, "unreadable": line[:200]}
             continue
         m = _GRID.match(line)
         if m:
@@ -104,12 +112,51 @@ def process_grid(ranks):
     return nprow, ranks // nprow
 
 
-def matrix_order(memory_bytes, ranks, nb, fraction):
-    """n for `fraction` of the GPUs' memory in 4-byte words, a multiple of nb x the grid's larger side (xhpl_mxp wants
-    n divisible by nb): the H100 80GB single-GPU run of tests/fixtures/hpl-mxp solved n = 92160 in 34 GB."""
+def matrix_order(memory_bytes, ranks, nb, fraction, host_bytes=None):
+    """n for `fraction` of the GPUs' memory in 4-byte words, rounded down to a multiple of nb x the grid's larger
+    side (whole blocks on every rank), and no larger than the host can hold: the FP64 matrix also lives in host
+    memory, 8 n^2 bytes in all (the H100 run of tests/fixtures/hpl-mxp, n = 92160: 34 GB on the GPU, 63 GB on the
+    host), kept under 60 % of MemAvailable."""
     words = memory_bytes * ranks * fraction / 4
+    if host_bytes:
+        words = min(words, 0.6 * host_bytes / 8)
     step = nb * max(process_grid(ranks))
     return max(step, int(math.sqrt(words)) // step * step)
+
+
+def _mem_available():
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _compute_caps():
+    """{gpu index: (major, minor)} from nvidia-smi (drivers without the compute_cap field: {})."""
+    res = run_cmd(["nvidia-smi", "--query-gpu=index,compute_cap", "--format=csv,noheader"], timeout=20)
+    caps = {}
+    for line in (res.stdout or "").splitlines() if res.rc == 0 else []:
+        m = re.match(r"^\s*(\d+)\s*,\s*(\d+)\.(\d+)\s*$", line)
+        if m:
+            caps[int(m.group(1))] = (int(m.group(2)), int(m.group(3)))
+    return caps
+
+
+def _launcher(params, binary, ranks):
+    """mpirun and what it starts: NVIDIA's hpl-mxp.sh wrapper when it sits where the package puts it (it gives each
+    rank its own GPU: --gpu-affinity 0:1:...), else xhpl_mxp itself; Open MPI's root flag only for Open MPI."""
+    mpirun = [params["mpirun"], "-np", str(ranks)]
+    version = run_cmd([params["mpirun"], "--version"], timeout=20)
+    if "Open MPI" in (version.stdout or "") or "OpenRTE" in (version.stdout or ""):
+        mpirun += ["--bind-to", "none"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+    wrapper = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(binary))), "hpl-mxp.sh")
+    if os.access(wrapper, os.X_OK):
+        return mpirun + [wrapper, "--gpu-affinity", ":".join(str(i) for i in range(ranks))], wrapper
+    return mpirun + [binary], None
 
 
 def find_binary(params):
@@ -142,42 +189,67 @@ def run(art, params, out_dir):
         return
     ranks = len(gpus)
     nprow, npcol = process_grid(ranks)
-    memory = min(int(g.get("memory_total_bytes") or 0) for g in gpus)
-    n = params["n"] or matrix_order(memory, ranks, params["nb"], params["mem_fraction"])
-    art.facts.update({"binary": binary, "ranks": ranks, "grid": "%dx%d" % (nprow, npcol), "n": n, "nb": params["nb"]})
-    mpirun = [params["mpirun"], "-np", str(ranks), "--bind-to", "none"]
-    if os.geteuid() == 0:
-        mpirun.insert(1, "--allow-run-as-root")
+    memories = [g.get("memory_total_bytes") for g in gpus]
+    if not params["n"] and not all(memories):
+        art.skip("nvidia-smi reports no memory size for every GPU: the matrix cannot be sized (give n)")
+        return
+    n = params["n"] or matrix_order(min(memories), ranks, params["nb"], params["mem_fraction"], _mem_available())
+    prefix, wrapper = _launcher(params, binary, ranks)
+    art.facts.update({"binary": binary, "wrapper": wrapper, "ranks": ranks, "grid": "%dx%d" % (nprow, npcol), "n": n,
+                      "nb": params["nb"]})
+    caps = _compute_caps()
     failures = []
     for fmt in (f.upper() for f in params["formats"]):
-        argv = mpirun + [binary, "--n", str(n), "--nb", str(params["nb"]), "--nprow", str(nprow), "--npcol",
-                         str(npcol), "--sloppy-type", str(SLOPPY_TYPES[fmt])]
+        old = sorted({"%d.%d" % cap for cap in caps.values() if cap < FP8_MIN_CAPABILITY}) if fmt == "FP8" else []
+        if old:
+            # HPL-MxP's FP8 runs on Hopper and newer (the FP8 tensor cores of compute capability 9.0)
+            art.facts["format.%s" % fmt] = "skipped: compute capability %s has no FP8 tensor cores for HPL-MxP" % (
+                ", ".join(old))
+            continue
+        argv = prefix + ["--n", str(n), "--nb", str(params["nb"]), "--nprow", str(nprow), "--npcol", str(npcol),
+                         "--sloppy-type", str(SLOPPY_TYPES[fmt])]
         res = run_cmd(argv, timeout=params["tool_timeout"])
         name = "hpl_mxp.%s.txt" % fmt.lower()
         with open(os.path.join(out_dir, name), "w") as fh:
             fh.write("# %s\n%s%s" % (" ".join(argv), res.stdout, "\n# --- stderr ---\n" + res.stderr
                                      if res.stderr else ""))
         art.raw.append(name)
-        if res.timed_out:
-            failures.append("%s: timed out after %g s" % (fmt, params["tool_timeout"]))
-            continue
-        try:
-            parsed = parse(res.stdout)
-        except ValueError as exc:
-            failures.append("%s: exit %s: %s" % (fmt, res.rc, exc))
-            continue
-        art.facts["version"] = parsed["version"]
-        for r in parsed["results"]:
-            labels = {"format": r["format"] or fmt, "n": r["n"], "nb": r["nb"], "grid": "%dx%d" % (r["nprow"],
-                                                                                                  r["npcol"])}
-            art.add("gflops", r["gflops"], "GFLOP/s", **labels)
-            art.add("gflops_per_gpu", r["gflops_per_gpu"], "GFLOP/s", **labels)
-            if r["lu_gflops_per_gpu"] is not None:
-                art.add("lu_gflops_per_gpu", r["lu_gflops_per_gpu"], "GFLOP/s", **labels)
-            if r["passed"] is not None:
-                art.add("residual", r["residual"], "1", threshold=r["threshold"], **labels)
-                art.add("passed", 1 if r["passed"] else 0, "bool", **labels)
-        if res.rc != 0:
-            failures.append("%s: exit %s after its result" % (fmt, res.rc))
+        labels = {"format": fmt, "n": n, "nb": params["nb"], "grid": "%dx%d" % (nprow, npcol)}
+        why = _solve(art, fmt, res, params["tool_timeout"], labels)
+        if why:
+            failures.append(why)
+            # a format asked for and not shown correct is not correct: the residual check fails it
+            art.add("passed", 0, "bool", **dict(labels, reason=why[:300]))
+        art.facts["format.%s" % fmt] = "ok" if not why else "error: %s" % why[:300]
     if failures:
         art.error("; ".join(failures))
+
+
+def _solve(art, fmt, res, timeout, labels):
+    """Records one solve's results; returns why it did not give a verdict on its own format, else None."""
+    if res.timed_out:
+        return "%s: timed out after %g s" % (fmt, timeout)
+    try:
+        parsed = parse(res.stdout)
+    except ValueError as exc:
+        return "%s: exit %s: %s" % (fmt, res.rc, exc)
+    art.facts["version"] = parsed["version"]
+    verdict = None
+    for r in parsed["results"]:
+        if r["format"] and r["format"] != fmt:
+            return "%s asked for, xhpl_mxp solved in %s (--sloppy-type not taken?)" % (fmt, r["format"])
+        at = dict(labels, n=r["n"], nb=r["nb"], grid="%dx%d" % (r["nprow"], r["npcol"]))
+        art.add("gflops", r["gflops"], "GFLOP/s", **at)
+        art.add("gflops_per_gpu", r["gflops_per_gpu"], "GFLOP/s", **at)
+        if r["lu_gflops_per_gpu"] is not None:
+            art.add("lu_gflops_per_gpu", r["lu_gflops_per_gpu"], "GFLOP/s", **at)
+        if r["passed"] is not None:
+            if r["residual"] is not None:
+                art.add("residual", r["residual"], "1", threshold=r["threshold"], **at)
+            art.add("passed", 1 if r["passed"] else 0, "bool", **at)
+            verdict = r["passed"] if verdict is None else verdict and r["passed"]
+    if verdict is None:
+        return "%s: no residual check printed" % fmt
+    if res.rc != 0:
+        return "%s: exit %s after its result" % (fmt, res.rc)
+    return None

@@ -30,8 +30,8 @@ PARAMS = Params(
     tool_timeout=Param(float, 1800, "seconds nvbandwidth may run"),
 )
 RAW = "nvbandwidth.out.json"
-# a testcase whose description ends in a time unit measures latency ("memory latency SM CPU(row) <-> GPU(column) (ns)")
-LATENCY = re.compile(r"\((?:ns|us)\)\s*$")
+# a testcase whose description ends in ns measures latency ("memory latency SM CPU(row) <-> GPU(column) (ns)")
+LATENCY = re.compile(r"\(ns\)\s*$")
 RAW_TEXT = "nvbandwidth.out.txt"
 CANDIDATES = ("/usr/local/bin/nvbandwidth", "/usr/local/cuda/bin/nvbandwidth", "/opt/nvbandwidth/nvbandwidth")
 

@@ -123,6 +123,12 @@ def run_one(art, coll, binary, runner, args, timeout, base, out_dir, json_ok, no
             art.add("wrong", row["wrong"], "count", **labels)
     if parsed["avg_busbw"] is not None:
         art.add("avg_busbw_gbps", parsed["avg_busbw"], "GB/s", collective=coll, nodes=nodes, ranks=ranks)
+    if (parsed["rows"] and all(row["wrong"] is None for row in parsed["rows"]) and parsed.get("out_of_bounds")
+            is not None and (parsed.get("params") or {}).get("validation") != 0):
+        # older nccl-tests print no #wrong per row (their "error" column is a deviation): their footer's count of
+        # out-of-bounds values is the wrong results of the whole run
+        art.add("wrong", parsed["out_of_bounds"], "count", collective=coll, nodes=nodes, ranks=ranks,
+                source="footer")
     for fact, key in HEADER_FACTS:
         if text.get(key) is not None:
             art.facts[fact] = text[key]

@@ -130,7 +130,7 @@ INTENDED.update({("network.nccl_tests_build", "cmxbl-node%d" % n, ""): ("skip", 
 # Issue 26: HPL-MxP is a probe (its placeholder compute.hpl_mxp is its residual check now, same id); the recorded
 # run has no hpl_mxp artifact, so both of its checks skip.
 INTENDED.update({(cid, "cmxbl-node%d" % n, ""): ("skip", "") for n in range(1, 5)
-                 for cid in ("compute.hpl_mxp", "compute.hpl_mxp_ran")})
+                 for cid in ("compute.hpl_mxp", "compute.hpl_mxp_ran", "compute.hpl_mxp_multinode")})
 
 
 def _rows(path):

@@ -257,3 +257,19 @@ def test_an_amd_node_runs_amd_smi_list_in_a_rocm_image_with_kfd_and_dri(tmp_path
     row = _graded(tmp_path / "two", {"amd1": node}, {"audit.sw.nvidia_container_runtime"})[
         ("audit.sw.nvidia_container_runtime", "amd1")]
     assert row["status"] == "pass"
+
+
+def test_an_amd_image_without_amd_smi_did_not_answer(tmp_path, monkeypatch):
+    """docker's own message when the image has no amd-smi: the image cannot test the GPUs, so nothing started."""
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "kfd").write_text("")
+    monkeypatch.setattr(audit_software, "GPU_DEVICES", str(tmp_path / "dev" / "nvidia[0-9]*"))
+    monkeypatch.setattr(audit_software, "AMD_GPU_DEVICES", str(tmp_path / "dev" / "kfd"))
+    section, source = _container_facts(tmp_path, monkeypatch, {"docker": (
+        'case "$1" in\n  image) printf "pytorch/pytorch:2.6.0-cuda12.4-cudnn9-runtime\\n";;\n  run) echo '
+        '"docker: Error response from daemon: failed to create task for container: failed to create shim task: OCI '
+        'runtime create failed: runc create failed: unable to start container process: exec: \\"amd-smi\\": '
+        'executable file not found in \\$PATH: unknown." >&2; exit 127;;\nesac\n')})
+    [a] = section["attempts"]
+    assert a["started"] is False and source["status"] == "not_applicable"
+    assert "executable file not found" in source["reason"]

@@ -356,10 +356,19 @@ def test_amd_ecc_totals_before_and_after_from_amd_smi_or_rocm_smi(tmp_path, monk
                     "burnin gpu 1": ("fail", "deferred (poisoned) ECC +2"),
                     "burnin gpu 2": ("warn", "correctable ECC (total) +5"),
                     "burnin gpu 3": ("pass", "no new error (3 counters read before and after)")}
-    # rocm-smi only (no amd-smi): its RAS table's totals
+    # amd-smi gone before the end: the end is not read by rocm-smi instead (other counts), it is an error
     (bindir / "amd-smi").unlink()
     (bindir / "rocm-smi").write_text('#!/bin/sh\ncat "%s"\n' % (FIX / "rocm-smi" / "rocm-smi_showrasinfo_mi50.txt"))
     (bindir / "rocm-smi").chmod(0o755)
+    end = sampler.gpu_error_reading("end", "amd-smi", source="amd-smi metric --ecc --json")
+    assert end["error"] == "amd-smi not found" and "gpus" not in end
+    # a node with rocm-smi only (device.describe says gpu_tool none there): its RAS table's totals, start and end
+    (tmp_path / "kfd").write_text("")
+    out2 = tmp_path / "monitor2.jsonl"
+    mon = sampler.Monitor({"gpu_tool": "none", "interval": 1, "kmsg_path": str(tmp_path / "no-kmsg"),
+                           "kfd_path": str(tmp_path / "kfd")}, str(out2), str(tmp_path / "kernel2.jsonl"))
+    mon.close()
+    assert [r.get("source") for r in sampler.read_jsonl(str(out2))] == ["rocm-smi --showrasinfo"] * 2
     rec = sampler.gpu_error_reading("start", "amd-smi")
     assert rec["source"] == "rocm-smi --showrasinfo" and rec["gpus"] == [
         {"gpu": 0, "pci": None, "ecc_correctable_aggregate": 0, "ecc_uncorrectable_aggregate": 0,

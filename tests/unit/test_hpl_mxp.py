@@ -68,33 +68,59 @@ def test_the_cpu_test_host_skips_with_the_reason(tmp_path):
     assert doc["facts"]["across_nodes"].startswith("across nodes not implemented in this version")
 
 
-def test_the_probe_runs_one_solve_per_format_through_mpirun(tmp_path, monkeypatch):
-    """A node with one H100 (device.describe as nvidia-smi reports it), a stand-in xhpl_mxp, and a stand-in mpirun
-    that records its command line and prints the real H100 output."""
-    gpu = {"index": 0, "model": "NVIDIA H100 80GB HBM3", "memory_total_bytes": 85520809984, "driver": "570.133.20"}
+def test_a_nan_or_unreadable_residual_is_a_failed_check():
+    whole = text("hpl-mxp_25.4.0_h100x1.txt")
+    good = "=    9.331928E-04 ...... PASSED"
+    for bad, residual in (("=            -nan ...... FAILED", "nan"), ("=             inf ...... FAILED", "inf")):
+        (r,) = hpl_mxp.parse(whole.replace(good, bad))["results"]
+        assert r["passed"] is False and str(r["residual"]) == residual
+    (r,) = hpl_mxp.parse(whole.replace(good, "=    (garbled) ...... ?"))["results"]
+    assert r["passed"] is False and r["residual"] is None
+
+
+def _node(tmp_path, monkeypatch, gpus, outputs, caps=""):
+    """A node with these GPUs (device.describe as nvidia-smi reports them), a stand-in xhpl_mxp, an Open MPI
+    mpirun stand-in that records its command line and prints outputs[<sloppy type>] (real captures), and an
+    nvidia-smi that answers the compute-capability query."""
     monkeypatch.setattr(hpl_mxp.device, "describe", lambda: (
-        {"backend": "cuda", "model": gpu["model"], "count": 1, "driver": gpu["driver"], "torch": None}, [gpu],
-        {"gpu_tool": "nvidia-smi", "gpu_error": None}))
+        {"backend": "cuda", "model": gpus[0]["model"], "count": len(gpus), "driver": "570.133.20", "torch": None},
+        gpus, {"gpu_tool": "nvidia-smi", "gpu_error": None}))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "xhpl_mxp").write_text("#!/bin/sh\nexit 3\n")
-    (bin_dir / "mpirun").write_text('#!/bin/sh\necho "$@" >> %s\ncat "%s"\n' % (
-        tmp_path / "argv", FIX / "hpl-mxp_25.4.0_h100x1.txt"))
-    for name in ("xhpl_mxp", "mpirun"):
+    cases = "".join('  *"--sloppy-type %s") cat "%s";;\n' % (k, FIX / v) for k, v in outputs.items())
+    (bin_dir / "mpirun").write_text(
+        '#!/bin/sh\n[ "$1" = --version ] && { echo "mpirun (Open MPI) 4.1.6"; exit 0; }\necho "$@" >> %s\n'
+        'case "$*" in\n%s  *) echo "xhpl_mxp: bad argument"; exit 1;;\nesac\n' % (tmp_path / "argv", cases))
+    (bin_dir / "nvidia-smi").write_text('#!/bin/sh\nprintf "%s"\n' % caps)
+    for name in ("xhpl_mxp", "mpirun", "nvidia-smi"):
         (bin_dir / name).chmod(0o755)
     monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, os.environ["PATH"]))
+    return bin_dir
+
+
+H100 = {"index": 0, "model": "NVIDIA H100 80GB HBM3", "memory_total_bytes": 85520809984, "driver": "570.133.20"}
+
+
+def test_the_probe_runs_one_solve_per_format_through_mpirun(tmp_path, monkeypatch):
+    bin_dir = _node(tmp_path, monkeypatch, [H100], {2: "hpl-mxp_25.4.0_h100x1.txt", 1: "hpl-mxp_25.4.0_h100x1.txt"},
+                    "0, 9.0\n")
     _, doc = run_probe("hpl_mxp", str(tmp_path / "out"), "r", "h", params={"formats": ["FP8", "FP16"]})
     calls = (tmp_path / "argv").read_text().splitlines()
-    assert len(calls) == 2 and calls[0].split()[-2:] == ["--sloppy-type", "1"] and calls[1].endswith(
-        "--sloppy-type 2")
-    assert "-np 1 --bind-to none %s --n 72704 --nb 1024 --nprow 1 --npcol 1" % (bin_dir / "xhpl_mxp") in calls[0]
-    assert doc["status"] == "ok" and doc["facts"]["version"] == "25.4.0" and doc["facts"]["grid"] == "1x1"
+    assert len(calls) == 2 and calls[0].endswith("--sloppy-type 1") and calls[1].endswith("--sloppy-type 2")
+    n = doc["facts"]["n"]
+    assert calls[1] == ("-np 1 --bind-to none%s %s --n %d --nb 1024 --nprow 1 --npcol 1 --sloppy-type 2" % (
+        " --allow-run-as-root" if os.geteuid() == 0 else "", bin_dir / "xhpl_mxp", n))
+    assert n % 1024 == 0 and n <= 72704  # a quarter of 80 GB in 4-byte words, or less where the host has less
+    # the stand-in answers FP8 with the FP16 output: a solve in another format than asked is an error, and the FP8
+    # check fails; FP16 is measured and passes
+    assert doc["status"] == "error" and "FP8 asked for, xhpl_mxp solved in FP16" in doc["reason"]
     per_gpu = [r for r in doc["results"] if r["metric"] == "gflops_per_gpu"]
-    # the stand-in prints the same FP16 output for both: the format is the one the output names
-    assert [(r["labels"]["format"], r["value"]) for r in per_gpu] == [("FP16", 61566.51), ("FP16", 61566.51)]
-    assert {r["value"] for r in doc["results"] if r["metric"] == "passed"} == {1}
+    assert [(r["labels"]["format"], r["value"]) for r in per_gpu] == [("FP16", 61566.51)]
+    assert {r["labels"]["format"]: r["value"] for r in doc["results"] if r["metric"] == "passed"} == {
+        "FP8": 0, "FP16": 1}
     assert doc["raw"] == ["hpl_mxp.fp8.txt", "hpl_mxp.fp16.txt"]
-    # the report's table and the residual check graded from the artifact
+    # the report's table and the residual check graded from the artifact: a format not shown correct fails it
     from reports.grading import grade, load_rubric
     from reports.load import run_of_artifacts
     from reports.phases.gpu_compute import section
@@ -104,4 +130,18 @@ def test_the_probe_runs_one_solve_per_format_through_mpirun(tmp_path, monkeypatc
     table = markdown.render([section.hpl_mxp_table(run)])
     assert "| h | FP16 | 92160 | 1x1 | 61567.0 | 61566.5 | 237855.4 | 9.332e-04 | PASSED |" in table  # 6.1567e+04
     [row] = [r for r in grade(run, load_rubric()) if r["check_id"] == "compute.hpl_mxp"]
-    assert row["status"] == "pass"
+    assert row["status"] == "fail"
+
+
+def test_fp8_is_skipped_below_hopper_and_an_unsized_gpu_is_not_guessed(tmp_path, monkeypatch):
+    a100 = dict(H100, model="NVIDIA A100-SXM4-80GB")
+    _node(tmp_path, monkeypatch, [a100], {2: "hpl-mxp_25.4.0_h100x1.txt"}, "0, 8.0\n")
+    _, doc = run_probe("hpl_mxp", str(tmp_path / "out"), "r", "h", params={"formats": ["FP8", "FP16"]})
+    assert [c.split()[-1] for c in (tmp_path / "argv").read_text().splitlines()] == ["2"]  # FP16 only
+    assert doc["status"] == "ok" and doc["facts"]["format.FP8"].startswith(
+        "skipped: compute capability 8.0 has no FP8 tensor cores")
+    monkeypatch.setattr(hpl_mxp.device, "describe", lambda: (
+        {"backend": "cuda", "model": a100["model"], "count": 1, "driver": None, "torch": None},
+        [dict(a100, memory_total_bytes=None)], {"gpu_tool": "nvidia-smi", "gpu_error": None}))
+    _, unsized = run_probe("hpl_mxp", str(tmp_path / "u"), "r", "h", params={})
+    assert unsized["status"] == "skipped" and "no memory size" in unsized["reason"]

@@ -200,3 +200,20 @@ def test_newest_header_with_launcher_help_lines_inside_the_table():
         "2.18.3", 23003, 23003, "2.30.3+cuda13.0")
     assert len(new["rows"]) == 48 and new["rows"][-1]["busbw_gbps"] == 38.01 and new["rows"][-1]["wrong"] is None
     assert new["complete"] and new["out_of_bounds"] == 0
+
+
+def test_old_format_wrong_results_come_from_the_footer(tmp_path):
+    from probes.artifact import Artifact
+    from probes.common.command import CmdResult
+    from probes.network.nccl_tests import run_one
+
+    old = (REAL / "nccl-tests_oldformat-errorcol_nccl2.11.4_a10gx2_2node_all_reduce_perf_socket_info-interleaved.txt"
+           ).read_text()
+    for footer, count in (("Out of bounds values : 0 OK", 0), ("Out of bounds values : 7 FAILED", 7)):
+        art = Artifact("nccl_tests", "r", "h")
+        text = old.replace("Out of bounds values : 0 OK", footer)
+        run_one(art, "all_reduce", "/opt/nccl-tests/build/all_reduce_perf",
+                lambda argv, timeout, text=text: CmdResult(argv, 0, text, "", False, False), [], 60, "nccl_tests",
+                str(tmp_path), False, 2)
+        [wrong] = [r for r in art.results if r["metric"] == "wrong"]
+        assert wrong["value"] == count and wrong["labels"]["source"] == "footer"

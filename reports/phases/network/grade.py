@@ -532,8 +532,8 @@ def grade_scaling(check, run, hosts):
             rows.append(pre)
             continue
         note = ("; 2-node %s left out: NCCL's tree algorithms go beyond the NICs at 2 nodes, not at 3 or more "
-                "(NVIDIA/nccl-tests#169), so it is no reference for larger worlds (the ring variant is)"
-                % "/".join(sorted(left_out))) if left_out else ""
+                "(NVIDIA/nccl-tests#169), so it is no reference for larger worlds" % "/".join(sorted(left_out))
+                ) if left_out else ""
         if not ratios:
             plan = sorted({int(n) for n in multi.nodes}) if not multi.empty else []
             rows.append(make_row(check, host, "skip", reason="fewer than two multi-node world sizes measured (%s): "
@@ -622,7 +622,7 @@ def grade_nccl_build(check, run, host):
     mismatch = facts.get("host_count_mismatch") or []
     if mismatch:
         return [make_row(check, host, "fail", "; ".join(mismatch), expected,
-                         "these worlds' results were measured on fewer hosts than the world's nodes: check the "
+                         "these worlds' results were not measured on as many hosts as the world has nodes: check the "
                          "launcher's placement (srun -N/--ntasks-per-node, mpirun's hostfile and -npernode)")]
     if headers and library and int(library) < int(headers):
         return [make_row(check, host, "warn", observed, expected,
