@@ -244,8 +244,10 @@ def _solve(art, fmt, res, timeout, labels):
         if r["lu_gflops_per_gpu"] is not None:
             art.add("lu_gflops_per_gpu", r["lu_gflops_per_gpu"], "GFLOP/s", **at)
         if r["passed"] is not None:
-            if r["residual"] is not None:
+            if r["residual"] is not None and math.isfinite(r["residual"]):
                 art.add("residual", r["residual"], "1", threshold=r["threshold"], **at)
+            elif r["residual"] is not None:  # nan or inf: no number for the artifact (JSON has none), said here
+                art.facts["residual.%s" % fmt] = str(r["residual"])
             art.add("passed", 1 if r["passed"] else 0, "bool", **at)
             verdict = r["passed"] if verdict is None else verdict and r["passed"]
     if verdict is None:

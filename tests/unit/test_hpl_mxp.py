@@ -133,6 +133,16 @@ def test_the_probe_runs_one_solve_per_format_through_mpirun(tmp_path, monkeypatc
     assert row["status"] == "fail"
 
 
+def test_a_nan_residual_fails_the_check_and_leaves_no_nan_in_the_artifact(tmp_path, monkeypatch):
+    nan_out = tmp_path / "nan.txt"
+    nan_out.write_text(text("hpl-mxp_25.4.0_h100x1.txt").replace("=    9.331928E-04 ...... PASSED",
+                                                                   "=            -nan ...... FAILED"))
+    _node(tmp_path, monkeypatch, [H100], {2: str(nan_out)}, "0, 9.0\n")
+    path, doc = run_probe("hpl_mxp", str(tmp_path / "out"), "r", "h", params={"formats": ["FP16"]})
+    assert "NaN" not in open(path).read() and doc["facts"]["residual.FP16"] == "nan"
+    assert [r["value"] for r in doc["results"] if r["metric"] == "passed"] == [0]
+
+
 def test_fp8_is_skipped_below_hopper_and_an_unsized_gpu_is_not_guessed(tmp_path, monkeypatch):
     a100 = dict(H100, model="NVIDIA A100-SXM4-80GB")
     _node(tmp_path, monkeypatch, [a100], {2: "hpl-mxp_25.4.0_h100x1.txt"}, "0, 8.0\n")
