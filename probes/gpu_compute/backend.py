@@ -274,6 +274,18 @@ def trial(torch, backend, device, build):
     return None
 
 
+# The size of the one small GEMM that tells whether a dtype runs here at all (gemm_support).
+TRIAL_SIZE = 128
+
+
+def gemm_support(torch, dtype, backend, device):
+    """None when a small plain GEMM of this dtype runs here, else why not: what every compute probe asks before it
+    measures a dtype, so that "skipped" always means "this GPU or torch cannot"."""
+    with matmul_mode(torch, dtype, backend):
+        return trial(torch, backend, device, lambda: make_gemm(torch, dtype, TRIAL_SIZE, TRIAL_SIZE, TRIAL_SIZE,
+                                                               device, backend))
+
+
 GEMV_DTYPES = ("bf16", "fp16", "fp32")
 
 

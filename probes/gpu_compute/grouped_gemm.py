@@ -15,13 +15,10 @@ from probes.gpu_compute import launch
 from probes.gpu_compute.backend import (
     GROUPED_DTYPES,
     LOOP_IMPL,
+    gemm_support,
     grouped_impl,
-    make_gemm,
     make_grouped,
-    matmul_mode,
-    trial,
 )
-from probes.gpu_compute.gemm import TRIAL_SIZE
 from probes.gpu_compute.shapes import (
     GROUPED_GEMM,
     MOE_MODELS,
@@ -50,11 +47,9 @@ def worker(torch, dev, spec, emit):
     ep = int(spec["ep"])
     fell_back = set()
     for dtype in spec["dtypes"]:
-        # what the GPU cannot do is "skipped" with its reason (a plain GEMM of the dtype is tried, as gemm does);
-        # what it can do but this probe does not measure is "not implemented"
-        with matmul_mode(torch, dtype, dev.backend):
-            why = trial(torch, dev.backend, dev.device, lambda d=dtype: make_gemm(
-                torch, d, TRIAL_SIZE, TRIAL_SIZE, TRIAL_SIZE, dev.device, dev.backend))
+        # what the GPU cannot do is "skipped" with its reason; what it can do but this probe does not measure is
+        # "not implemented"
+        why = gemm_support(torch, dtype, dev.backend, dev.device)
         if why:
             launch.dtype_skipped(emit, dtype, why)
             continue

@@ -8,7 +8,7 @@ mean over the sweep). Raw times in mamf.times.jsonl.
 """
 
 from probes.gpu_compute import launch
-from probes.gpu_compute.backend import make_gemm, matmul_mode, trial
+from probes.gpu_compute.backend import gemm_support, make_gemm, matmul_mode
 from probes.gpu_compute.shapes import MAMF, gemm_flops, geomean, mamf_shapes, rate_stats, tflops
 
 PARAMS = launch.compute_params(MAMF)
@@ -19,8 +19,7 @@ def worker(torch, dev, spec, emit):
     shapes = [tuple(s) for s in spec["shapes"]]
     for dtype in spec["dtypes"]:
         with matmul_mode(torch, dtype, dev.backend):
-            why = trial(torch, dev.backend, dev.device,
-                        lambda d=dtype: make_gemm(torch, d, 128, 128, 128, dev.device, dev.backend))
+            why = gemm_support(torch, dtype, dev.backend, dev.device)
             if why:
                 launch.dtype_skipped(emit, dtype, why)
                 continue

@@ -235,7 +235,7 @@ def test_grouped_gemm_tells_not_supported_from_not_implemented_and_the_report_sh
     assert facts["impl_reason.fp8_e4m3"].startswith("torch._scaled_grouped_mm: not supported by torch")
     assert (facts["dtype.tf32"], facts["dtype.mxfp8"], facts["dtype.nvfp4"]) == ("skipped",) * 3
     assert "not supported by torch" in facts["dtype_reason.mxfp8"]
-    monkeypatch.setattr(grouped_gemm, "trial", lambda *a: None)
+    monkeypatch.setattr(grouped_gemm, "gemm_support", lambda *a: None)
     _, blackwell = run_probe("grouped_gemm", str(tmp_path / "b"), "r", "h", params=dict(
         TINY, models=["gpt-oss-120b"], ep=128, tokens=[64], dtypes=["mxfp8"]))
     assert blackwell["status"] == "skipped" and blackwell["facts"]["dtype.mxfp8"] == "not_implemented"
