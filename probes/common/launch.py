@@ -30,7 +30,7 @@ import socket
 import sys
 import time
 
-from probes.common.command import run_cmd
+from probes.common.command import CmdResult, run_cmd
 from probes.common.procs import Children, package_root
 from probes.params import LAUNCHERS
 
@@ -127,18 +127,19 @@ def choose(requested, facts, needs_torch=True, known=None):
         if lacking:
             why[name] = "; ".join("%s: %s" % hw for hw in lacking[:4]) + (" (and %d more)" % (len(lacking) - 4)
                                                                           if len(lacking) > 4 else "")
-    for key in ("python", "root"):
+    # The probes' own tasks (needs_torch) run this package and find their node's settings by host name; an MPI
+    # program the launcher starts (nccl-tests, xhpl_mxp: needs_torch False) does neither.
+    for key in ("python", "root") if needs_torch else ():
         # mpirun and srun start one command line on every node: the same python and probes package everywhere
         if len({f[key] for f in facts}) > 1:
             differs = "the task's %s differs between nodes (%s)" % (
                 key, ", ".join("%s=%s" % (f["hostname"], f[key]) for f in facts))
             why.setdefault("srun", differs)
             why.setdefault("mpirun", differs)
-    if len(set(hosts)) < len(hosts):
+    if needs_torch and len(set(hosts)) < len(hosts):
         dup = sorted({h for h in hosts if hosts.count(h) > 1})
-        why.setdefault("srun", "host names are not unique (%s): a task finds its node by name" % ", ".join(dup))
-        why.setdefault("mpirun", why["srun"])
-        why.setdefault("torchrun", why["srun"])
+        for name in ("srun", "mpirun", "torchrun"):
+            why.setdefault(name, "host names are not unique (%s): a task finds its node by name" % ", ".join(dup))
     if requested != "auto":
         return requested, why
     for name in ("srun", "mpirun", "torchrun"):
@@ -175,11 +176,12 @@ def hostfile_text(addresses, slots):
     return "".join("%s slots=%d\n" % (a, slots) for a in addresses)
 
 
-def mpirun_argv(mpirun, nprocs, ppn, hostfile, command, env_names, as_root=False, ucx=False, extra=()):
+def mpirun_argv(mpirun, nprocs, ppn, hostfile, command, env_names, as_root=False, ucx=False, extra=(), bind="numa"):
     """Open MPI / HPC-X: a hostfile of the world's addresses (slots = processes per node), ppn ranks per node by
-    slot (ranks 0..ppn-1 on the first host), each bound to its NUMA domain, the environment forwarded by name."""
+    slot (ranks 0..ppn-1 on the first host), each bound to its NUMA domain (bind: "none" for a program that sets
+    its own affinity, as NVIDIA's HPC-Benchmarks wrappers do), the environment forwarded by name."""
     argv = [mpirun, "-np", str(nprocs), "--hostfile", hostfile, "--map-by", "ppr:%d:node" % ppn,
-            "--bind-to", "numa"]
+            "--bind-to", bind]
     if ucx:
         argv += ["--mca", "pml", "ucx"]
     if as_root:
@@ -187,6 +189,42 @@ def mpirun_argv(mpirun, nprocs, ppn, hostfile, command, env_names, as_root=False
     for name in env_names:
         argv += ["-x", name]
     return argv + list(extra) + list(command)
+
+
+def mpi_world_prefix(launcher, world, ppn, env, extra, workdir, job_name, mpirun, timeout, gpus_per_task=0,
+                     ucx=False, bind="numa"):
+    """(argv prefix, hostfile text) that starts an MPI program as ppn ranks on each node of world ([{slurm,
+    address}], its first node first): one srun job step (--mpi from `srun --mpi=list`), or mpirun with a hostfile
+    of the world's addresses written into workdir (hostfile text None under srun). nccl-tests and HPL-MxP start
+    their worlds through this."""
+    if launcher == "srun":
+        return srun_argv([w["slurm"] for w in world], ppn, [], job_name, mpi=pick_srun_mpi(srun_mpi_plugins(), True),
+                         gpus_per_task=gpus_per_task, jobid=slurm_job_id(), time_min=timeout / 60 + 2,
+                         extra=extra), None
+    if launcher != "mpirun":
+        raise ValueError("an MPI program starts through srun or mpirun, not %s" % launcher)
+    hostfile = write_hostfile(os.path.join(workdir, "hostfile"), [w["address"] for w in world], ppn)
+    argv = mpirun_argv(mpirun, ppn * len(world), ppn, hostfile, [], forwarded_env(env), as_root=os.geteuid() == 0,
+                       ucx=ucx, extra=extra, bind=bind)
+    return argv, hostfile_text([w["address"] for w in world], ppn)
+
+
+def run_launched(launcher, argv, env, log, job_name, timeout):
+    """Runs one launched world to its end or its timeout (stopped the launcher's way), its output in log (after a
+    first line with the command). Returns a CmdResult: stdout is everything the launcher printed, rc None on a
+    timeout, stderr the Slurm jobs still there after the cancel, if any."""
+    with open(log, "w") as fh:
+        fh.write("# %s\n" % " ".join(argv))
+    started = Launch(launcher, argv, env, log, job_name=job_name)
+    rc, timed_out = started.wait(timeout)
+    try:
+        with open(log, errors="replace") as fh:
+            text = fh.read()
+    except OSError:
+        text = ""
+    left = started.jobs_left(5) if timed_out else []
+    err = "slurm jobs still there after the cancel: %s" % ",".join(left) if left else ""
+    return CmdResult(argv, None if timed_out else rc, text, err, False, timed_out)
 
 
 def torchrun_argv(python, nnodes, nproc, node_rank, endpoint, rdzv_id, is_host, command):
@@ -427,6 +465,17 @@ def write_hostfile(path, addresses, slots):
     with open(path, "w") as fh:
         fh.write(hostfile_text(addresses, slots))
     return path
+
+
+def ucx_wanted(launcher, mpirun):
+    """Whether mpirun should be told to use UCX: an MPI program (nccl-tests, HPL-MxP) on a node with RDMA devices
+    and an Open MPI that has the UCX PML (HPC-X, InfiniBand builds), so that a broken UCX fails loudly instead of
+    falling back to TCP."""
+    try:
+        rdma = os.listdir("/sys/class/infiniband")
+    except OSError:
+        rdma = []
+    return launcher == "mpirun" and bool(rdma) and ucx_pml(mpirun)
 
 
 def ucx_pml(mpirun):

@@ -7,9 +7,17 @@ process grid of the node's GPUs and a matrix sized from their memory. Per format
 line HPL-MxP marks "The HPL-MxP performance to report"), `lu_gflops_per_gpu` (the factorisation alone), `residual`
 (the scaled residual) and `passed` (1 when HPL-MxP printed PASSED for it). The output is kept (hpl_mxp.<fmt>.txt).
 
-Across nodes (the seed's MPI broadcasts over the scale-out network) is not implemented in this version: each node
-solves its own system, and the artifact says so. AMD's rocHPL-MxP is not implemented either: an AMD node is skipped
-with that reason. Where xhpl_mxp is not installed the probe is skipped with the reason.
+Two steps, as nccl-tests runs (probes/network/nccl_tests.py):
+- every node solves on its own GPUs at the same time (labels nodes=1): per-node outliers and wrong arithmetic;
+- then, when the run has several hosts, one solve per format across all of them (the seed's "MPI broadcasts over
+  the scale-out network"): the nodes meet in the run's store, agree on the launcher (probes/common/launch.py), and
+  the first host starts xhpl_mxp through srun or mpirun, one rank per GPU on every node, on a process grid of all
+  ranks and a matrix sized from the smallest GPU and host memory of the world. Its results are in the first host's
+  artifact, labelled with the node count (hpl_mxp.<fmt>.n<nodes>.txt holds the launcher's output). torchrun and
+  direct cannot start an MPI program: the step is then not run, with the reason in the facts (`across_nodes`).
+AMD's rocHPL-MxP is not implemented: an AMD node is skipped with that reason. Where xhpl_mxp is not installed the
+probe is skipped with the reason (and a host that skips tells the others, so the solve across nodes says which
+host could not take part).
 """
 
 import math
@@ -17,8 +25,11 @@ import os
 import re
 import shutil
 
-from probes.common import device
+from probes.artifact import artifact_filename
+from probes.common import device, launch
 from probes.common.command import run_cmd
+from probes.common.ports import port_param
+from probes.common.rendezvous import Mesh, StoreError
 from probes.common.tools import not_installed
 from probes.params import Param, Params
 
@@ -28,6 +39,7 @@ CANDIDATES = ("/usr/local/bin/xhpl_mxp", "/opt/hpc-benchmarks/hpl-mxp-linux-x86_
               "/workspace/hpl-mxp-linux-x86_64/xhpl_mxp", "/opt/hpc-benchmarks/hpl-mxp-linux-aarch64-gpu/xhpl_mxp",
               "/workspace/hpl-mxp-linux-aarch64-gpu/xhpl_mxp")
 PARAMS = Params(
+    peers=True,
     path=Param(str, "", "the xhpl_mxp binary (default: on PATH, then in the NVIDIA HPC-Benchmarks' usual places)"),
     formats=Param(list, list(SLOPPY_TYPES), "low-precision formats, one solve each (FP8, FP16)"),
     n=Param(int, 0, "matrix order (0: from the GPUs' memory, see matrix_order)"),
@@ -35,9 +47,12 @@ PARAMS = Params(
     mem_fraction=Param(float, 0.25, "share of the GPUs' memory the matrix takes in 4-byte words when n is 0"),
     mpirun=Param(str, "mpirun", "the MPI launcher that starts one rank per GPU on this node"),
     tool_timeout=Param(float, 1800, "seconds one solve may run"),
+    across_nodes=Param(bool, True, "after each node alone, one solve per format across all hosts of the run"),
+    ranks_per_node=Param(int, 0, "ranks per node (0: one per GPU); on a node without GPUs the probe runs only when "
+                                 "this is set (a stand-in binary, for tests of the launch)"),
+    rdzv_timeout=Param(float, 120, "seconds to wait for every host in the run's store (plus the solves' time)"),
+    port=Param(int, 0, "port of the run's store on the first host (0: derived from the run id and variant)"),
 )
-NOT_IMPLEMENTED_ACROSS_NODES = ("across nodes not implemented in this version: each node solves its own system "
-                                "(no MPI broadcast over the scale-out network is measured)")
 
 # the scaled residual's line; a GPU that computes wrong prints nan or inf there ("-nan ...... FAILED")
 _RESIDUAL_LINE = re.compile(r"\|\|Ax-b\|\|_oo\s*/\s*\(")
@@ -146,17 +161,33 @@ def _compute_caps():
     return caps
 
 
-def _launcher(params, binary, ranks):
-    """mpirun and what it starts: NVIDIA's hpl-mxp.sh wrapper when it sits where the package puts it (it gives each
-    rank its own GPU: --gpu-affinity 0:1:...), else xhpl_mxp itself; Open MPI's root flag only for Open MPI."""
+def wrapper_of(binary):
+    """NVIDIA's hpl-mxp.sh beside the package's binary directory, when it is there: it gives each rank its own GPU
+    (--gpu-affinity 0:1:..., by the launcher's local rank) and is how the package's guides start xhpl_mxp."""
+    wrapper = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(binary))), "hpl-mxp.sh")
+    return wrapper if os.access(wrapper, os.X_OK) else None
+
+
+def program(binary, ppn):
+    """What a launcher starts on every rank: the wrapper with the node's GPUs, else xhpl_mxp itself."""
+    wrapper = wrapper_of(binary)
+    if wrapper:
+        return [wrapper, "--gpu-affinity", ":".join(str(i) for i in range(ppn))]
+    return [binary]
+
+
+def _local_mpirun(params, ranks):
+    """mpirun -np <ranks> on this node; Open MPI's flags (no binding: the wrapper sets affinity) only for Open MPI."""
     mpirun = [params["mpirun"], "-np", str(ranks)]
     version = run_cmd([params["mpirun"], "--version"], timeout=20)
     if "Open MPI" in (version.stdout or "") or "OpenRTE" in (version.stdout or ""):
         mpirun += ["--bind-to", "none"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
-    wrapper = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(binary))), "hpl-mxp.sh")
-    if os.access(wrapper, os.X_OK):
-        return mpirun + [wrapper, "--gpu-affinity", ":".join(str(i) for i in range(ranks))], wrapper
-    return mpirun + [binary], None
+    return mpirun
+
+
+def solve_args(n, nb, nprow, npcol, fmt):
+    return ["--n", str(n), "--nb", str(nb), "--nprow", str(nprow), "--npcol", str(npcol),
+            "--sloppy-type", str(SLOPPY_TYPES[fmt])]
 
 
 def find_binary(params):
@@ -171,58 +202,203 @@ def find_binary(params):
                                % ", ".join(CANDIDATES))
 
 
+def _why_not_here(dev, gpus, facts, params):
+    """(binary, None) when this node can solve, else (None, why): no NVIDIA GPU (unless ranks_per_node runs a
+    stand-in), or no xhpl_mxp."""
+    if (dev["backend"] != "cuda" or not gpus) and not params["ranks_per_node"]:
+        return None, ("no NVIDIA GPU on this node (%s): xhpl_mxp runs on NVIDIA GPUs; AMD's rocHPL-MxP is not "
+                      "implemented in this version" % (facts.get("gpu_error") or "backend %s" % dev["backend"]))
+    if gpus and not params["n"] and not all(g.get("memory_total_bytes") for g in gpus):
+        return None, "nvidia-smi reports no memory size for every GPU: the matrix cannot be sized (give n)"
+    return find_binary(params)
+
+
 def run(art, params, out_dir):
     dev, gpus, facts = device.describe()
     art.device = dev
-    art.facts["across_nodes"] = NOT_IMPLEMENTED_ACROSS_NODES
-    if dev["backend"] != "cuda" or not gpus:
-        art.skip("no NVIDIA GPU on this node (%s): xhpl_mxp runs on NVIDIA GPUs; AMD's rocHPL-MxP is not "
-                 "implemented in this version" % (facts.get("gpu_error") or "backend %s" % dev["backend"]))
-        return
-    binary, why = find_binary(params)
-    if binary is None:
-        art.skip(why)
-        return
     unknown = [f for f in params["formats"] if f.upper() not in SLOPPY_TYPES]
     if unknown:
         art.error("unknown HPL-MxP format(s) %s (known: %s)" % (", ".join(unknown), ", ".join(SLOPPY_TYPES)))
         return
-    ranks = len(gpus)
+    hosts = list(params["hosts"] or [art.host])
+    binary, why_not = _why_not_here(dev, gpus, facts, params)
+    gpu = dev["backend"] == "cuda" and bool(gpus)
+    ppn = params["ranks_per_node"] or len(gpus)
+    memories = [g.get("memory_total_bytes") for g in gpus] if gpu else []
+    caps = _compute_caps() if gpu else {}
+    base = os.path.splitext(artifact_filename(art.probe, art.variant))[0]
+    work = os.path.join(out_dir, ".%s-work" % base)
+    failures, mesh = [], None
+    try:
+        if params["across_nodes"] and len(hosts) > 1:
+            # every host meets the others first, one that cannot solve too: the first host then says who could not
+            own = {"gpus": ppn if (gpu or params["ranks_per_node"]) else 0, "binary": binary, "why_not": why_not,
+                   "program": program(binary, ppn) if binary else None,
+                   "gpu_memory": min(memories) if memories and all(memories) else None,
+                   "mem_available": _mem_available(), "caps": ["%d.%d" % c for c in caps.values()]}
+            try:
+                mesh, agreed = _meet(art, params, hosts, work, own)
+            except StoreError as exc:
+                art.facts["across_nodes"] = "not run: the hosts did not meet in the run's store: %s" % exc
+                failures.append("across nodes: the hosts did not meet in the run's store: %s" % exc)
+        else:
+            art.facts["across_nodes"] = ("not run: the run has one host" if len(hosts) == 1 else
+                                         "not run: across_nodes is off")
+        if binary is not None:
+            failures += _one_node(art, params, out_dir, binary, ppn, memories, caps)
+        if mesh is not None:
+            failures += _across_nodes(art, params, out_dir, work, mesh, *agreed)
+    finally:
+        if mesh is not None:
+            mesh.close()
+        shutil.rmtree(work, ignore_errors=True)
+    if binary is None:
+        art.skip(why_not)
+    elif failures:
+        art.error("; ".join(failures))
+
+
+def _meet(art, params, hosts, work, own):
+    """The run's store on the first host, every node's facts (own) and the launcher they agree on."""
+    os.makedirs(work, exist_ok=True)
+    port = port_param(params, "port", art.run_id, "hpl_mxp/%s" % (art.variant or ""))
+    mesh = Mesh(hosts, [str(a) for a in (params["addresses"] or hosts)], params["rank"], port,
+                "%s:%s:%d" % (art.run_id, art.variant or "", port), connect_timeout=params["rdzv_timeout"])
+    try:
+        return mesh, launch.agree(mesh, params["launcher"], work, params["mpirun_args"], params["rdzv_timeout"],
+                                  needs_torch=False, extra_facts=own)
+    except StoreError:
+        mesh.close()
+        raise
+
+
+def _one_node(art, params, out_dir, binary, ppn, memories, caps):
+    """Every format on this node's GPUs (labels nodes=1); returns the failures."""
+    nprow, npcol = process_grid(ppn)
+    n = params["n"] or matrix_order(min(memories), ppn, params["nb"], params["mem_fraction"], _mem_available())
+    prefix = _local_mpirun(params, ppn) + program(binary, ppn)
+    art.facts.update({"binary": binary, "wrapper": wrapper_of(binary), "ranks": ppn, "grid": "%dx%d" % (nprow, npcol),
+                      "n": n, "nb": params["nb"]})
+
+    def runner(argv, timeout):
+        return run_cmd(argv, timeout=timeout)
+    return _formats(art, params, out_dir, runner, prefix, n, ppn, 1, caps, "")
+
+
+def _formats(art, params, out_dir, runner, prefix, n, ranks, nodes, caps, suffix):
+    """One solve per format through runner(argv, timeout) -> CmdResult, recorded with the world's labels; returns
+    the failures. FP8 is skipped where any GPU of the world is older than Hopper."""
     nprow, npcol = process_grid(ranks)
-    memories = [g.get("memory_total_bytes") for g in gpus]
-    if not params["n"] and not all(memories):
-        art.skip("nvidia-smi reports no memory size for every GPU: the matrix cannot be sized (give n)")
-        return
-    n = params["n"] or matrix_order(min(memories), ranks, params["nb"], params["mem_fraction"], _mem_available())
-    prefix, wrapper = _launcher(params, binary, ranks)
-    art.facts.update({"binary": binary, "wrapper": wrapper, "ranks": ranks, "grid": "%dx%d" % (nprow, npcol), "n": n,
-                      "nb": params["nb"]})
-    caps = _compute_caps()
     failures = []
     for fmt in (f.upper() for f in params["formats"]):
-        old = sorted({"%d.%d" % cap for cap in caps.values() if cap < FP8_MIN_CAPABILITY}) if fmt == "FP8" else []
+        key = "format.%s%s" % (fmt, suffix)
+        old = sorted({"%d.%d" % tuple(cap) for cap in caps.values() if tuple(cap) < FP8_MIN_CAPABILITY}) \
+            if fmt == "FP8" else []
         if old:
             # HPL-MxP's FP8 runs on Hopper and newer (the FP8 tensor cores of compute capability 9.0)
-            art.facts["format.%s" % fmt] = "skipped: compute capability %s has no FP8 tensor cores for HPL-MxP" % (
-                ", ".join(old))
+            art.facts[key] = "skipped: compute capability %s has no FP8 tensor cores for HPL-MxP" % ", ".join(old)
             continue
-        argv = prefix + ["--n", str(n), "--nb", str(params["nb"]), "--nprow", str(nprow), "--npcol", str(npcol),
-                         "--sloppy-type", str(SLOPPY_TYPES[fmt])]
-        res = run_cmd(argv, timeout=params["tool_timeout"])
-        name = "hpl_mxp.%s.txt" % fmt.lower()
+        argv = prefix + solve_args(n, params["nb"], nprow, npcol, fmt)
+        res = runner(argv, params["tool_timeout"])
+        name = "hpl_mxp.%s%s.txt" % (fmt.lower(), suffix)
         with open(os.path.join(out_dir, name), "w") as fh:
-            fh.write("# %s\n%s%s" % (" ".join(argv), res.stdout, "\n# --- stderr ---\n" + res.stderr
-                                     if res.stderr else ""))
+            text = res.stdout if res.stdout.startswith("# ") else "# %s\n%s" % (" ".join(argv), res.stdout)
+            fh.write(text + ("\n# --- stderr ---\n" + res.stderr if res.stderr else ""))
         art.raw.append(name)
-        labels = {"format": fmt, "n": n, "nb": params["nb"], "grid": "%dx%d" % (nprow, npcol)}
+        labels = {"format": fmt, "n": n, "nb": params["nb"], "grid": "%dx%d" % (nprow, npcol), "nodes": nodes,
+                  "ranks": ranks}
         why = _solve(art, fmt, res, params["tool_timeout"], labels)
         if why:
+            why = why if nodes == 1 else "across %d nodes: %s" % (nodes, why)
             failures.append(why)
             # a format asked for and not shown correct is not correct: the residual check fails it
             art.add("passed", 0, "bool", **dict(labels, reason=why[:300]))
-        art.facts["format.%s" % fmt] = "ok" if not why else "error: %s" % why[:300]
-    if failures:
-        art.error("; ".join(failures))
+        art.facts[key] = "ok" if not why else "error: %s" % why[:300]
+    return failures
+
+
+def _across_nodes(art, params, out_dir, work, mesh, launcher, why_launch, facts):
+    """When every node has solved alone (their GPUs are free again), the first host starts one solve per format
+    across all of them; the others wait until it is done. Returns the failures."""
+    solves_s = params["tool_timeout"] * len(params["formats"])
+    try:
+        missing = mesh.barrier("hpl-mxp-alone", params["rdzv_timeout"] + solves_s + 60)
+        failures = []
+        if mesh.rank == 0:
+            art.facts.update({"launcher": launcher, "launcher_asked": params["launcher"],
+                              "launcher_why_not": why_launch or None})
+            if missing:
+                art.facts["across_nodes"] = "not run: %s did not finish solving alone" % ", ".join(missing)
+            else:
+                failures = _solve_across(art, params, out_dir, work, facts, launcher, why_launch, mesh.addresses)
+        missing = mesh.barrier("hpl-mxp-done", params["rdzv_timeout"] + solves_s + 120)
+        if missing:
+            art.facts["store_errors"] = "%s did not arrive after the solve across nodes" % ", ".join(missing)
+        return failures
+    except StoreError as exc:
+        art.facts["store_errors"] = "the run's store failed during the solve across nodes: %s" % exc
+        return ["across nodes: the run's store failed: %s" % exc]
+
+
+def _solve_across(art, params, out_dir, work, facts, launcher, why_launch, addresses):
+    """On the first host: the solves across every node, or why they are not run (facts["across_nodes"])."""
+    nodes = len(facts)
+    why = world_problem(facts, launcher, why_launch, params["hosts"])
+    if why:
+        art.facts["across_nodes"] = "not run: %s" % why
+        return []
+    ppn = facts[0]["gpus"]
+    ranks = ppn * nodes
+    memories = [f["gpu_memory"] for f in facts]
+    if params["n"]:
+        n = params["n"]
+    elif all(memories):
+        # the FP64 matrix is spread over every node's host memory: the smallest node's share times the nodes
+        host = min(f["mem_available"] or 0 for f in facts) * nodes or None
+        n = matrix_order(min(memories), ranks, params["nb"], params["mem_fraction"], host)
+    else:
+        art.facts["across_nodes"] = "not run: no memory size for every GPU of every node: the matrix cannot be sized"
+        return []
+    world = [{"slurm": f["slurm"], "address": addresses[i]} for i, f in enumerate(facts)]
+    job = "cmxa-%s-hpl" % art.run_id[-12:]
+    # the wrapper gives each rank its GPU by local rank; without it srun gives each task one GPU
+    wrapper = facts[0]["program"][0] != facts[0]["binary"]
+    prefix, hostfile = launch.mpi_world_prefix(
+        launcher, world, ppn, dict(os.environ), params["srun_args"] if launcher == "srun" else params["mpirun_args"],
+        work, job, facts[0]["mpirun"], params["tool_timeout"],
+        gpus_per_task=0 if wrapper or not facts[0]["gpus"] else 1, ucx=launch.ucx_wanted(launcher, facts[0]["mpirun"]),
+        bind="none")
+    prefix = prefix + facts[0]["program"]
+    art.facts.update({"across_nodes": "run: %d nodes, %d ranks through %s" % (nodes, ranks, launcher),
+                      "across_launch": " ".join(prefix), "across_hostfile": hostfile, "across_n": n})
+    caps = {i: tuple(int(x) for x in c.split(".")) for i, c in enumerate(c for f in facts for c in f["caps"])}
+    suffix = ".n%d" % nodes
+
+    def runner(argv, timeout):
+        fmt = argv[-1]
+        return launch.run_launched(launcher, argv, dict(os.environ), os.path.join(work, "launch.%s.log" % fmt),
+                                   "%s-%s" % (job, fmt), timeout)
+    return _formats(art, params, out_dir, runner, prefix, n, ranks, nodes, caps, suffix)
+
+
+def world_problem(facts, launcher, why_launch, hosts):
+    """Why the solve across these nodes (hosts: their names in the run, in rank order) cannot start, or None: a
+    host that cannot solve, a launcher that cannot start an MPI program, nodes with different GPU counts or a
+    different xhpl_mxp path (the launcher starts one command line everywhere)."""
+    cannot = ["%s: %s" % (h, f["why_not"]) for h, f in zip(hosts, facts) if f["why_not"]]
+    if cannot:
+        return "every host must solve; " + "; ".join(cannot)
+    if launcher not in ("srun", "mpirun"):
+        return "xhpl_mxp starts across nodes only through MPI (srun or mpirun); the launcher is %s%s" % (
+            launcher, " (%s)" % "; ".join("%s: %s" % kv for kv in sorted(why_launch.items())) if why_launch else "")
+    if launcher in why_launch:
+        return "launcher %s cannot be used: %s" % (launcher, why_launch[launcher])
+    for key, what in (("gpus", "GPU counts"), ("program", "xhpl_mxp paths")):
+        values = {h: f[key] for h, f in zip(hosts, facts)}
+        if len({str(v) for v in values.values()}) > 1:
+            return "the nodes differ in %s (%s): one command line starts every rank" % (
+                what, ", ".join("%s %s" % (h, v if key == "gpus" else " ".join(v)) for h, v in values.items()))
+    return None
 
 
 def _solve(art, fmt, res, timeout, labels):

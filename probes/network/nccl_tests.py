@@ -25,7 +25,7 @@ import shutil
 
 from probes.artifact import artifact_filename
 from probes.common import device, launch
-from probes.common.command import CmdResult, run_cmd
+from probes.common.command import run_cmd
 from probes.common.ports import port_param
 from probes.common.readers import read_text
 from probes.common.rendezvous import Mesh, StoreError
@@ -154,46 +154,20 @@ def run_one(art, coll, binary, runner, args, timeout, base, out_dir, json_ok, no
 def launched_runner(launcher, world, ppn, env, extra, work, log_base, out_dir, job_name, mpirun, launches):
     """runner for one multi-node world: every binary started by srun or mpirun from this host, one rank per GPU;
     each command line (and mpirun's hostfile) is appended to launches, for the artifact."""
-    # nccl-tests is an MPI program: on a node with RDMA devices and an Open MPI that has the UCX PML (HPC-X, IB
-    # builds), UCX is asked for, so that a broken UCX fails loudly instead of falling back to TCP
-    ucx = launcher == "mpirun" and bool(_rdma_devices()) and launch.ucx_pml(mpirun)
+    ucx = launch.ucx_wanted(launcher, mpirun)
 
     def runner(argv, timeout):
         coll = os.path.basename(argv[0])
-        log = os.path.join(out_dir, "%s.%s.launcher.log" % (log_base, coll))
-        if launcher == "srun":
-            prefix = launch.srun_argv([w["slurm"] for w in world], ppn, [], "%s-%s" % (job_name, coll),
-                                      mpi=launch.pick_srun_mpi(launch.srun_mpi_plugins(), True),
-                                      gpus_per_task=1 if world[0]["gpus"] else 0, jobid=launch.slurm_job_id(),
-                                      time_min=timeout / 60 + 2, extra=extra)
-        else:
-            hostfile = launch.write_hostfile(os.path.join(work, "hostfile"), [w["address"] for w in world], ppn)
-            prefix = launch.mpirun_argv(mpirun, ppn * len(world), ppn, hostfile, [], launch.forwarded_env(env),
-                                        as_root=os.geteuid() == 0, ucx=ucx, extra=extra)
-        with open(log, "w") as fh:
-            fh.write("# %s\n" % " ".join(prefix + argv))
-        launches.append({"nodes": len(world), "collective": coll[:-len("_perf")] if coll.endswith("_perf") else coll,
-                         "argv": " ".join(prefix + argv),
-                         "hostfile": read_text(os.path.join(work, "hostfile")) if launcher == "mpirun" else None})
-        started = launch.Launch(launcher, prefix + argv, env, log, job_name="%s-%s" % (job_name, coll))
-        rc, timed_out = started.wait(timeout)
-        text = read_text(log) or ""
-        return launch_result(prefix + argv, rc, text, timed_out, started)
+        name = coll[:-len("_perf")] if coll.endswith("_perf") else coll
+        prefix, hostfile = launch.mpi_world_prefix(launcher, world, ppn, env, extra, work, "%s-%s" % (job_name, coll),
+                                                   mpirun, timeout, gpus_per_task=1 if world[0]["gpus"] else 0,
+                                                   ucx=ucx)
+        launches.append({"nodes": len(world), "collective": name, "argv": " ".join(prefix + argv),
+                         "hostfile": hostfile})
+        return launch.run_launched(launcher, prefix + argv, env,
+                                   os.path.join(out_dir, "%s.%s.launcher.log" % (log_base, coll)),
+                                   "%s-%s" % (job_name, coll), timeout)
     return runner
-
-
-def _rdma_devices():
-    try:
-        return sorted(os.listdir("/sys/class/infiniband"))
-    except OSError:
-        return []
-
-
-def launch_result(argv, rc, text, timed_out, started):
-    """The launcher's output as a CmdResult (stdout: everything it printed; nccl-tests prints on rank 0)."""
-    left = started.jobs_left(5) if timed_out else []
-    err = "slurm jobs still there after the cancel: %s" % ",".join(left) if left else ""
-    return CmdResult(argv, None if timed_out else rc, text, err, False, timed_out)
 
 
 def run(art, params, out_dir):

@@ -1,7 +1,10 @@
 """HPL-MxP (probes/gpu_compute/hpl_mxp.py): its output read from real captures (tests/fixtures/hpl-mxp/README.md),
 the process grid and matrix size, and the probe running a stand-in mpirun that prints a real output."""
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,7 +12,8 @@ import pytest
 from probes.cli import run_probe
 from probes.gpu_compute import hpl_mxp
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "hpl-mxp"
+ROOT = Path(__file__).resolve().parents[2]
+FIX = ROOT / "tests" / "fixtures" / "hpl-mxp"
 
 
 def text(name):
@@ -65,7 +69,7 @@ def test_the_cpu_test_host_skips_with_the_reason(tmp_path):
     _, doc = run_probe("hpl_mxp", str(tmp_path), "r", "h", params={})
     assert doc["status"] == "skipped" and doc["reason"].startswith("no NVIDIA GPU on this node")
     assert "rocHPL-MxP is not implemented" in doc["reason"]
-    assert doc["facts"]["across_nodes"].startswith("across nodes not implemented in this version")
+    assert doc["facts"]["across_nodes"] == "not run: the run has one host"
 
 
 def test_a_nan_or_unreadable_residual_is_a_failed_check():
@@ -155,3 +159,87 @@ def test_fp8_is_skipped_below_hopper_and_an_unsized_gpu_is_not_guessed(tmp_path,
         [dict(a100, memory_total_bytes=None)], {"gpu_tool": "nvidia-smi", "gpu_error": None}))
     _, unsized = run_probe("hpl_mxp", str(tmp_path / "u"), "r", "h", params={})
     assert unsized["status"] == "skipped" and "no memory size" in unsized["reason"]
+
+
+def _two_nodes(tmp_path, params, per_host=None):
+    """Two "nodes" as probe processes on loopback (as the play starts them, at once), with an Open MPI mpirun
+    stand-in on PATH: it records its command line and prints the real 26.2.0 three-node output when started with a
+    hostfile (across nodes), the real one-H100 output otherwise. Returns both artifacts and the mpirun calls."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "xhpl_mxp").write_text("#!/bin/sh\nexit 3\n")
+    (bin_dir / "mpirun").write_text(
+        '#!/bin/sh\n[ "$1" = --version ] && { echo "mpirun (Open MPI) 4.1.6"; exit 0; }\necho "$@" >> %s\n'
+        'case "$*" in\n  *--hostfile*) cat "%s";;\n  *) cat "%s";;\nesac\n'
+        % (tmp_path / "argv", FIX / "hpl-mxp_26.2.0_12gpu_3node_head_tail.txt", FIX / "hpl-mxp_25.4.0_h100x1.txt"))
+    for name in ("xhpl_mxp", "mpirun"):
+        (bin_dir / name).chmod(0o755)
+    env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]))
+    hosts, procs = ["a", "b"], []
+    for rank, host in enumerate(hosts):
+        p = dict(params, path=str(bin_dir / "xhpl_mxp"), hosts=hosts, addresses=["127.0.0.1"] * 2, rank=rank,
+                 launcher="mpirun")
+        p.update((per_host or {}).get(host, {}))
+        procs.append(subprocess.Popen([sys.executable, "-m", "probes", "hpl_mxp", "--out", str(tmp_path / host),
+                                       "--host", host, "--run-id", "r-hpl", "--params", json.dumps(p)],
+                                      cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+    for proc in procs:
+        assert proc.wait(timeout=120) == 0, proc.stderr.read()
+    calls = (tmp_path / "argv").read_text().splitlines() if (tmp_path / "argv").exists() else []
+    return {h: json.loads((tmp_path / h / "hpl_mxp.json").read_text()) for h in hosts}, calls
+
+
+ACROSS = {"formats": ["FP16"], "n": 4096, "nb": 256, "ranks_per_node": 1, "rdzv_timeout": 30, "port": 24853}
+
+
+def test_after_each_node_alone_one_solve_across_all_nodes_through_mpirun(tmp_path):
+    docs, calls = _two_nodes(tmp_path, ACROSS)
+    # each node solved alone (mpirun -np 1), then the first host started one world of 2 ranks with a hostfile
+    local = [c for c in calls if "--hostfile" not in c]
+    [world] = [c for c in calls if "--hostfile" in c]
+    assert len(local) == 2 and all(c.startswith("-np 1 ") for c in local)
+    assert world.startswith("-np 2 --hostfile ") and "--map-by ppr:1:node --bind-to none" in world
+    assert world.endswith("%s --n 4096 --nb 256 --nprow 1 --npcol 2 --sloppy-type 2" % (tmp_path / "bin/xhpl_mxp"))
+    first, other = docs["a"], docs["b"]
+    assert first["facts"]["across_hostfile"] == "127.0.0.1 slots=1\n127.0.0.1 slots=1\n"
+    assert first["facts"]["across_nodes"] == "run: 2 nodes, 2 ranks through mpirun"
+    across = [r for r in first["results"] if r["labels"]["nodes"] == 2]
+    # the labels are the world's; the numbers are what xhpl_mxp printed (here the 3-node capture's)
+    assert {(r["metric"], r["value"]) for r in across} >= {("gflops_per_gpu", 3340.96), ("passed", 1)}
+    assert {r["labels"]["ranks"] for r in across} == {2}
+    assert "hpl_mxp.fp16.n2.txt" in first["raw"] and (tmp_path / "a" / "hpl_mxp.fp16.n2.txt").read_text().startswith(
+        "# %s -np 2 --hostfile" % (tmp_path / "bin" / "mpirun"))
+    assert not [r for r in other["results"] if r["labels"]["nodes"] == 2]
+    assert first["status"] == other["status"] == "ok"
+    assert not [p for p in os.listdir(tmp_path / "a") if p.startswith(".")]  # the hostfile's work dir is gone
+    # graded on the first host: the check across nodes passes there and is not repeated on the other host
+    from reports.grading import grade, load_rubric
+    from reports.load import run_of_artifacts
+
+    rows = [r for r in grade(run_of_artifacts(list(docs.values())), load_rubric())
+            if r["check_id"] == "compute.hpl_mxp_multinode"]
+    assert [(r["host"], r["status"]) for r in rows] == [("a", "pass")]
+    from reports.phases.gpu_compute import section
+    from reports.render import markdown
+
+    table = markdown.render([section.hpl_mxp_table(run_of_artifacts(list(docs.values())))])
+    assert "| 2 nodes (from a) | FP16 | 480000 | 3x4 | 40092.0 | 3341.0 | 3759.7 | 3.403e-04 | PASSED |" in table, table
+
+
+def test_a_host_that_cannot_solve_is_named_and_nothing_runs_across_nodes(tmp_path):
+    docs, calls = _two_nodes(tmp_path, ACROSS, per_host={"b": {"path": str(tmp_path / "nowhere" / "xhpl_mxp")}})
+    assert not [c for c in calls if "--hostfile" in c]
+    assert docs["b"]["status"] == "skipped" and docs["b"]["reason"].startswith("xhpl_mxp not found at")
+    assert docs["a"]["facts"]["across_nodes"] == "not run: every host must solve; b: xhpl_mxp not found at %s" % (
+        tmp_path / "nowhere" / "xhpl_mxp")
+    assert docs["a"]["status"] == "ok"  # its own solve is kept
+
+
+def test_the_nodes_must_agree_on_one_command_line():
+    node = {"why_not": None, "gpus": 8, "program": ["/opt/hpc-benchmarks/hpl-mxp.sh", "--gpu-affinity", "0:1"]}
+    assert hpl_mxp.world_problem([node, node], "mpirun", {}, ["a", "b"]) is None
+    assert hpl_mxp.world_problem([node, node], "torchrun", {"srun": "scontrol not found"}, ["a", "b"]) == (
+        "xhpl_mxp starts across nodes only through MPI (srun or mpirun); the launcher is torchrun "
+        "(srun: scontrol not found)")
+    assert hpl_mxp.world_problem([node, dict(node, gpus=4)], "srun", {}, ["a", "b"]) == (
+        "the nodes differ in GPU counts (a 8, b 4): one command line starts every rank")

@@ -216,20 +216,21 @@ def grouped_coverage(run, docs):
 
 
 def hpl_mxp_table(run):
-    """HPL-MxP per node and format: GFLOP/s (the number HPL-MxP says to report), per GPU, LU alone per GPU, the
-    scaled residual and its check."""
+    """HPL-MxP per node and format, then across the nodes (on the host that started it): GFLOP/s (the number HPL-MxP
+    says to report), per GPU, LU alone per GPU, the scaled residual and its check."""
     by = {}
     for rec in _records(run, "hpl_mxp"):
-        key = (rec["host"], rec.get("format"), rec.get("n"), rec.get("grid"))
+        key = (int(rec.get("nodes") or 1), rec["host"], rec.get("format"), rec.get("n"), rec.get("grid"))
         by.setdefault(key, {})[rec["metric"]] = rec["value"]
     if not by:
         return None
     rows = []
-    for (host, fmt_, n, grid), m in sorted(by.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
+    for (nodes, host, fmt_, n, grid), m in sorted(by.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
         check = {1.0: "PASSED", 0.0: "FAILED"}.get(m.get("passed"), "–")
-        rows.append([host, fmt_, n, grid, fmt(m.get("gflops")), fmt(m.get("gflops_per_gpu")),
+        where = host if nodes == 1 else "%d nodes (from %s)" % (nodes, host)
+        rows.append([where, fmt_, n, grid, fmt(m.get("gflops")), fmt(m.get("gflops_per_gpu")),
                      fmt(m.get("lu_gflops_per_gpu")), "%.3e" % m["residual"] if "residual" in m else "–", check])
-    return Table(["host", "format", "N", "grid", "GFLOP/s", "per GPU", "LU per GPU", "scaled residual", "check"],
+    return Table(["where", "format", "N", "grid", "GFLOP/s", "per GPU", "LU per GPU", "scaled residual", "check"],
                  rows)
 
 
