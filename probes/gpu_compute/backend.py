@@ -6,6 +6,9 @@ What each dtype means here (and why one is skipped):
   fp8_e4m3          torch._scaled_mm, per-tensor scales, bf16 output (e4m3fnuz on MI300-class ROCm GPUs)
   mxfp8             torch._scaled_mm with float8_e8m0fnu scales per 32 elements along K (OCP MX)
   nvfp4             torch._scaled_mm on float4_e2m1fn_x2 data with float8_e4m3fn scales per 16 elements
+The block-scaled dtypes (mxfp8, nvfp4) run on real quantized operands with their block scales in the layout
+cuBLASLt reads (probes/gpu_compute/block_scales.py), and before they are measured their product is checked against
+the product of the dequantized operands (block_scaled_error): a kernel that runs but computes wrong is an error.
 A dtype the GPU or the torch build cannot run is skipped with the reason (static checks first, then one small trial
 operation whose error message becomes the reason), never silently replaced by another dtype.
 """
@@ -15,6 +18,7 @@ import sys
 from contextlib import contextmanager
 
 from probes.common import device as vendor
+from probes.gpu_compute import block_scales
 from probes.gpu_compute.shapes import DTYPES
 from probes.params import Param
 
@@ -205,12 +209,15 @@ def _fp8_dtype(torch, backend, device):
     return torch.float8_e4m3fn
 
 
-def _block_scales(torch, rows, k, block, scale_dtype, device):
-    """All-ones block scales in the padded size cuBLAS / hipBLASLt read: rows to a multiple of 128, K-blocks to 4.
-    The values are all 1.0, so the swizzled layout holds the same numbers as any other: only the size matters."""
-    k_blocks = -(-k // block)
-    numel = (-(-rows // 128) * 128) * (-(-k_blocks // 4) * 4)
-    return torch.full((numel,), 1.0, dtype=scale_dtype, device=device)
+# quantize, dequantize per block-scaled dtype (block_scales.py)
+BLOCK_SCALED = {"mxfp8": (block_scales.quantize_mxfp8, block_scales.dequantize_mxfp8),
+                "nvfp4": (block_scales.quantize_nvfp4, block_scales.dequantize_nvfp4)}
+
+
+def block_operand(torch, dtype, x):
+    """(data, scales in cuBLASLt's swizzled layout, global scale (nvfp4) or None) of x (rows, K), quantized."""
+    quantized = BLOCK_SCALED[dtype][0](torch, x)
+    return quantized[0], block_scales.to_blocked(torch, quantized[1]), (quantized[2] if len(quantized) > 2 else None)
 
 
 def make_gemm(torch, dtype, m, n, k, device, backend):
@@ -238,19 +245,12 @@ def make_gemm(torch, dtype, m, n, k, device, backend):
         b = torch.randn(n, k, device=device).to(f8).t()
         scale_a = torch.tensor(1.0, device=device)
         scale_b = torch.tensor(1.0, device=device)
-    elif dtype == "mxfp8":
-        a = torch.randn(m, k, device=device).to(torch.float8_e4m3fn)
-        b = torch.randn(n, k, device=device).to(torch.float8_e4m3fn).t()
-        scale_a = _block_scales(torch, m, k, 32, torch.float8_e8m0fnu, device)
-        scale_b = _block_scales(torch, n, k, 32, torch.float8_e8m0fnu, device)
-    elif dtype == "nvfp4":
-        if k % 32:
+    elif dtype in BLOCK_SCALED:
+        if dtype == "nvfp4" and k % 32:
             raise Unsupported("nvfp4 needs K to be a multiple of 32, got %d" % k)
-        # two e2m1 values per byte along K; e2m1 has no NaN or Inf, so random bytes are valid random data
-        a = torch.randint(0, 256, (m, k // 2), dtype=torch.uint8, device=device).view(torch.float4_e2m1fn_x2)
-        b = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, device=device).view(torch.float4_e2m1fn_x2).t()
-        scale_a = _block_scales(torch, m, k, 16, torch.float8_e4m3fn, device)
-        scale_b = _block_scales(torch, n, k, 16, torch.float8_e4m3fn, device)
+        a, scale_a, _ = block_operand(torch, dtype, torch.randn(m, k, device=device))
+        b, scale_b, _ = block_operand(torch, dtype, torch.randn(n, k, device=device))
+        b = b.t()
     else:
         raise Unsupported("unknown dtype %r" % dtype)
 
@@ -286,6 +286,51 @@ def gemm_support(torch, dtype, backend, device):
                                                                device, backend))
 
 
+# The block-scaled product check: a small GEMM whose blocks span 2^-8 .. 2^8 (so that a scale read from the wrong
+# block changes the product), against the product of the dequantized operands in fp32. bf16 output rounding and
+# the accumulation order stay far below the tolerance; one misplaced scale is off by a power of two.
+CHECK_M, CHECK_N, CHECK_K, CHECK_RTOL = 256, 256, 512, 0.02
+
+
+def block_scaled_error(torch, dtype, backend, device, kernel=None):
+    """None when a block-scaled product (mxfp8, nvfp4) matches the product of the dequantized operands, else what
+    differs: torch._scaled_mm (kernel, for the tests: the same signature) reads the scales in another layout, or
+    computes wrong. Other dtypes: None."""
+    if dtype not in BLOCK_SCALED:
+        return None
+    kernel = kernel or torch._scaled_mm
+    gen = torch.Generator(device="cpu").manual_seed(26)
+
+    def operand(rows):
+        spread = torch.randint(-8, 9, (rows, CHECK_K // 32), generator=gen).to(torch.float32)
+        x = torch.randn(rows, CHECK_K, generator=gen) * torch.exp2(spread).repeat_interleave(32, dim=1)
+        return x.to(device)
+
+    try:
+        return _block_scaled_check(torch, dtype, device, kernel, operand)
+    except Exception as exc:  # noqa: BLE001 - the trial GEMM ran: a check that cannot run is not a pass
+        return "%s: the product check could not run: %s" % (dtype, _first_line(exc))
+
+
+def _block_scaled_check(torch, dtype, device, kernel, operand):
+    (qa, sa, ga), (qb, sb, gb) = (block_operand(torch, dtype, operand(r)) for r in (CHECK_M, CHECK_N))
+    dequantize = BLOCK_SCALED[dtype][1]
+    unblock = block_scales.from_blocked
+    kb = CHECK_K // (32 if dtype == "mxfp8" else 16)
+    deq = [dequantize(torch, q, unblock(torch, s_, r, kb), *([g] if g is not None else []))
+           for q, s_, g, r in ((qa, sa, ga, CHECK_M), (qb, sb, gb, CHECK_N))]
+    expected = deq[0] @ deq[1].t()
+    got = kernel(qa, qb.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16).to(torch.float32)
+    if ga is not None:  # torch._scaled_mm takes no per-tensor scale next to NVFP4's block scales: applied after
+        got = got * (ga * gb)
+    err = float((got - expected).abs().max() / expected.abs().max())
+    if not err <= CHECK_RTOL:
+        return ("%s product off its dequantized reference by %.3g of its largest value (tolerance %g): the block "
+                "scales are read in another layout than cuBLASLt's, or the kernel computes wrong" % (
+                    dtype, err, CHECK_RTOL))
+    return None
+
+
 GEMV_DTYPES = ("bf16", "fp16", "fp32")
 
 
@@ -305,9 +350,18 @@ def make_gemv(torch, dtype, m, k, device):
     return op, "torch.mv", (w, x, y)
 
 
-GROUPED_DTYPES = ("bf16", "fp16", "fp32", "fp8_e4m3")
+GROUPED_DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp8_e4m3", "mxfp8", "nvfp4")
 GROUPED_IMPL = "torch._grouped_mm"
 LOOP_IMPL = "per_expert_loop"
+# Measured by the per-expert loop only, and why (grouped_impl says so in the artifact).
+LOOP_ONLY = {
+    "tf32": "tf32 is fp32 with TF32 tensor-core math, which torch.mm honours (allow_tf32) and torch._grouped_mm does "
+            "not document",
+    "mxfp8": "torch's grouped kernel with MX block scales wants per-group padded scale layouts this version does not "
+             "build: one block-scaled torch._scaled_mm per expert",
+    "nvfp4": "torch's grouped kernel with NVFP4 block scales wants per-group padded scale layouts this version does "
+             "not build: one block-scaled torch._scaled_mm per expert",
+}
 
 
 def make_grouped(torch, dtype, rows, n, k, device, impl, weights=None, backend=None):
@@ -318,6 +372,8 @@ def make_grouped(torch, dtype, rows, n, k, device, impl, weights=None, backend=N
     row-wise scales (one per row of x, one per expert and output column of W), or a loop of torch._scaled_mm."""
     if dtype not in GROUPED_DTYPES:
         raise Unsupported("grouped_gemm measures %s" % ", ".join(GROUPED_DTYPES))
+    if dtype in BLOCK_SCALED:
+        return _block_scaled_grouped(torch, dtype, rows, n, k, device, impl, weights)
     fp8 = dtype == "fp8_e4m3"
     tdt = _fp8_dtype(torch, backend, device) if fp8 else getattr(torch, TORCH_DTYPES[dtype])
     total = sum(rows)
@@ -372,8 +428,39 @@ def make_grouped(torch, dtype, rows, n, k, device, impl, weights=None, backend=N
     return op, LOOP_IMPL, (x, w, y, slices)
 
 
+def _block_scaled_grouped(torch, dtype, rows, n, k, device, impl, weights):
+    """One block-scaled torch._scaled_mm per expert: the routed rows quantized once, each expert's slice with its
+    own swizzled scales (the layout pads each operand's rows to 128); weights, when given, are the experts'
+    [(data, swizzled scales)] of an earlier batch."""
+    if impl != LOOP_IMPL:
+        raise Unsupported(LOOP_ONLY[dtype])
+    if dtype == "nvfp4" and k % 32:
+        raise Unsupported("nvfp4 needs K to be a multiple of 32, got %d" % k)
+    if weights is None:
+        weights = [block_operand(torch, dtype, torch.randn(n, k, device=device))[:2] for _ in rows]
+    if len(weights) != len(rows):
+        raise ValueError("%d experts' weights for %d experts" % (len(weights), len(rows)))
+    quantize = BLOCK_SCALED[dtype][0]
+    data, scales = quantize(torch, torch.randn(sum(rows), k, device=device))[:2]
+    y = torch.empty(sum(rows), n, dtype=torch.bfloat16, device=device)
+    slices, start = [], 0
+    for (w, w_scales), r in zip(weights, rows):
+        if r:
+            slices.append((data[start:start + r], block_scales.to_blocked(torch, scales[start:start + r]), w.t(),
+                           w_scales, y[start:start + r]))
+        start += r
+
+    def op():
+        for xs, xs_scales, ws, ws_scales, ys in slices:
+            torch._scaled_mm(xs, ws, scale_a=xs_scales, scale_b=ws_scales, out_dtype=torch.bfloat16, out=ys)
+
+    return op, LOOP_IMPL, (data, weights, y, slices)
+
+
 def grouped_impl(torch, dtype, device, backend):
     """(impl, reason): torch's grouped matmul when it runs here, else the per-expert loop and why."""
+    if dtype in LOOP_ONLY:
+        return LOOP_IMPL, LOOP_ONLY[dtype]
     name = "_scaled_grouped_mm" if dtype == "fp8_e4m3" else "_grouped_mm"
     if not hasattr(torch, name):
         return LOOP_IMPL, "torch %s has no torch.%s" % (torch.__version__, name)

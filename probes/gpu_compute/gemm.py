@@ -7,7 +7,7 @@ reason (facts dtype.<d>, dtype_reason.<d>); the others are still measured.
 """
 
 from probes.gpu_compute import launch
-from probes.gpu_compute.backend import gemm_support, make_gemm, matmul_mode
+from probes.gpu_compute.backend import make_gemm, matmul_mode
 from probes.gpu_compute.shapes import DTYPES, GEMM, gemm_flops, gemm_shapes, rate_stats, tflops
 
 PARAMS = launch.compute_params(GEMM)
@@ -17,9 +17,7 @@ def worker(torch, dev, spec, emit):
     sweep = launch.Sweep(torch, dev, spec, emit)
     for dtype in spec["dtypes"]:
         with matmul_mode(torch, dtype, dev.backend):
-            why = gemm_support(torch, dtype, dev.backend, dev.device)
-            if why:
-                launch.dtype_skipped(emit, dtype, why)
+            if not launch.dtype_runs(emit, torch, dtype, dev):
                 continue
             errors = []
             for name, m, n, k in spec["shapes"]:

@@ -61,6 +61,22 @@ def dtype_skipped(emit, dtype, why):
     dtype_outcome(emit, dtype, "skipped", why if why.startswith(dtype) else "%s: %s" % (dtype, why))
 
 
+def dtype_runs(emit, torch, dtype, dev):
+    """Whether to measure dtype on this device; if not, its outcome is emitted: skipped (this GPU or torch cannot
+    run a small GEMM of it) or error (a block-scaled product that runs and is off its dequantized reference)."""
+    from probes.gpu_compute.backend import block_scaled_error, gemm_support  # noqa: PLC0415 - torch-side only
+
+    why = gemm_support(torch, dtype, dev.backend, dev.device)
+    if why:
+        dtype_skipped(emit, dtype, why)
+        return False
+    wrong = block_scaled_error(torch, dtype, dev.backend, dev.device)
+    if wrong:
+        dtype_outcome(emit, dtype, "error", wrong)
+        return False
+    return True
+
+
 def dtype_not_implemented(emit, dtype, why):
     """A dtype this GPU and torch can run but this probe does not measure yet: its own status, never "skipped"
     (which says the hardware or torch cannot)."""
@@ -386,10 +402,11 @@ def child_main():
     emit({"kind": "done"})
 
 
-def compute_params(table):
-    """The params of a per-GPU compute probe measuring by the profile table `table`."""
+def compute_params(table, **extra):
+    """The params of a per-GPU compute probe measuring by the profile table `table` (plus the probe's own, extra)."""
     declared = dict(
         DEVICE_PARAMS,
+        **extra,
         dtypes=Param(list, None, "dtypes to measure (default: the probe's)"),
         flush_bytes=Param(SIZE, None, "bytes written between timed iterations (default: twice the L2 or LLC)"),
         cpu_workers=Param(int, 0, "CPU backend: measure in this many subprocesses instead of in-process"))

@@ -8,7 +8,7 @@ mean over the sweep). Raw times in mamf.times.jsonl.
 """
 
 from probes.gpu_compute import launch
-from probes.gpu_compute.backend import gemm_support, make_gemm, matmul_mode
+from probes.gpu_compute.backend import make_gemm, matmul_mode
 from probes.gpu_compute.shapes import MAMF, gemm_flops, geomean, mamf_shapes, rate_stats, tflops
 
 PARAMS = launch.compute_params(MAMF)
@@ -19,9 +19,7 @@ def worker(torch, dev, spec, emit):
     shapes = [tuple(s) for s in spec["shapes"]]
     for dtype in spec["dtypes"]:
         with matmul_mode(torch, dtype, dev.backend):
-            why = gemm_support(torch, dtype, dev.backend, dev.device)
-            if why:
-                launch.dtype_skipped(emit, dtype, why)
+            if not launch.dtype_runs(emit, torch, dtype, dev):
                 continue
             curve, errors = [], []
             for m, n, k in shapes:

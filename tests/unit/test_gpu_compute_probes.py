@@ -213,13 +213,10 @@ def test_grouped_falls_back_to_the_loop_per_configuration_and_says_so(tmp_path, 
     assert "multiples of 16" in doc["facts"]["impl_fallback.bf16"]
 
 
-def test_grouped_gemm_tells_not_supported_from_not_implemented_and_the_report_shows_every_combination(
-        tmp_path, monkeypatch):
+def test_grouped_gemm_on_the_cpu_and_the_report_shows_every_combination(tmp_path):
     """On the CPU: bf16, fp32 and fp8 (a loop of torch._scaled_mm: the CPU has no _scaled_grouped_mm, and the
     artifact says why) are measured; tf32, MXFP8 and NVFP4 cannot run here at all, so they are "skipped" (not
-    supported) with torch's reason. A GPU that runs a plain MXFP8 GEMM (the trial passing, as on Blackwell) gets
-    "not implemented" for the grouped one, a status of its own."""
-    from probes.gpu_compute import grouped_gemm
+    supported) with torch's reason. (A GPU that runs them: test_block_scaled_gemm.py.)"""
     from reports.load import run_of_artifacts
     from reports.phases.gpu_compute import section
     from reports.render import markdown
@@ -235,12 +232,7 @@ def test_grouped_gemm_tells_not_supported_from_not_implemented_and_the_report_sh
     assert facts["impl_reason.fp8_e4m3"].startswith("torch._scaled_grouped_mm: not supported by torch")
     assert (facts["dtype.tf32"], facts["dtype.mxfp8"], facts["dtype.nvfp4"]) == ("skipped",) * 3
     assert "not supported by torch" in facts["dtype_reason.mxfp8"]
-    monkeypatch.setattr(grouped_gemm, "gemm_support", lambda *a: None)
-    _, blackwell = run_probe("grouped_gemm", str(tmp_path / "b"), "r", "h", params=dict(
-        TINY, models=["gpt-oss-120b"], ep=128, tokens=[64], dtypes=["mxfp8"]))
-    assert blackwell["status"] == "skipped" and blackwell["facts"]["dtype.mxfp8"] == "not_implemented"
-    assert blackwell["facts"]["dtype_reason.mxfp8"].startswith("mxfp8: MXFP8 grouped GEMM with its per-32 e8m0")
-    monkeypatch.undo()
+    assert facts["dtype_reason.tf32"] == "tf32 is a tensor-core math mode of NVIDIA GPUs; the CPU backend has none"
     run = run_of_artifacts([doc])
     text = markdown.render(section.grouped_coverage(run, [doc]))
     row = next(line for line in text.splitlines() if line.startswith("| gpt-oss-120b | gate_up |"))
@@ -250,13 +242,13 @@ def test_grouped_gemm_tells_not_supported_from_not_implemented_and_the_report_sh
     assert cells[6].endswith("(64 tokens)") and cells[4].startswith("not supported [")  # fp8 measured, tf32 not
     assert cells[7].startswith("not supported [") and cells[8].startswith("not supported [")  # mxfp8, nvfp4
     assert cells[3] == "not in the profile"  # fp16 was not asked for
-    text = markdown.render(section.grouped_coverage(run_of_artifacts([blackwell]), [blackwell]))
-    assert "| gpt-oss-120b | down | not in the profile | not in the profile | not in the profile | not in the " \
-           "profile | not in the profile | not implemented [1] | not in the profile |" in text
     other = next(line for line in text.splitlines() if line.startswith("| deepseek-v3 | down |"))
     assert "not in the profile" in other  # a model the run did not measure
-    # nothing measured at all (every dtype not implemented or not supported) is a skipped artifact
-    assert "not implemented in this version" in blackwell["reason"]
+
+
+def test_grouped_gemm_through_deepgemm_is_skipped_where_it_is_not_installed(tmp_path):
+    _, doc = run_probe("grouped_gemm", str(tmp_path), "r", "h", params=dict(TINY, library="deep_gemm"))
+    assert doc["status"] == "skipped" and doc["reason"].startswith("deep_gemm is not installed (DeepGEMM, ")
 
 
 def test_fp8_grouped_loop_computes_what_the_bf16_loop_does():

@@ -26,7 +26,8 @@ def _records(run, probe):
     out = []
     for r in res.itertuples():
         labels = json.loads(r.labels)
-        out.append(dict(labels, host=r.host, metric=r.metric, value=float(r.value), unit=r.unit, backend=r.backend))
+        out.append(dict(labels, host=r.host, metric=r.metric, value=float(r.value), unit=r.unit, backend=r.backend,
+                        variant=r.variant))
     return out
 
 
@@ -139,7 +140,8 @@ def grouped_table(run):
     for rec in _records(run, "grouped_gemm"):
         if rec["metric"] != "tflops":
             continue
-        key = (rec.get("model"), rec.get("proj"), rec.get("dtype"), int(rec.get("tokens", 0)))
+        # torch's kernels and DeepGEMM's (variant deepgemm) are rows of their own, never one median
+        key = (rec.get("model"), rec.get("proj"), rec.get("dtype"), int(rec.get("tokens", 0)), rec["variant"] or "")
         groups.setdefault(key, []).append(rec)
     if not groups:
         return None
@@ -162,7 +164,8 @@ def grouped_coverage(run, docs):
     """Every model x projection x dtype of the seed's grouped GEMMs: the median TFLOP/s of its largest token batch
     (slowest GPU's value beside it in the table above), or why there is none: "not supported" (this GPU or torch
     cannot), "not implemented" (this version does not measure it), "error", or not in the profile that ran."""
-    grouped = [d for d in docs if d["probe"] == "grouped_gemm"]
+    # the seed's matrix through torch's kernels (cuBLASLt / hipBLASLt); DeepGEMM's rows are in the table above
+    grouped = [d for d in docs if d["probe"] == "grouped_gemm" and not d.get("variant")]
     if not grouped:
         return []
     reasons = {}
@@ -173,7 +176,7 @@ def grouped_coverage(run, docs):
 
     values = {}
     for rec in _records(run, "grouped_gemm"):
-        if rec["metric"] == "tflops_median":
+        if rec["metric"] == "tflops_median" and not rec["variant"]:
             key = (rec.get("model"), rec.get("proj"), rec.get("dtype"))
             tokens = int(rec.get("tokens", 0))
             if key not in values or tokens > values[key][0]:
@@ -415,8 +418,9 @@ def blocks(run, rows, report_dir):
          None, None, None),
         ("Copy bandwidth", None, copy_text, plot_copy, matrix, "Copy bandwidth matrix"),
         ("nvbandwidth", None, nvbandwidth_table(run), None, None, None),
-        ("HPL-MxP", "One solve per format on each node's GPUs (across nodes is not implemented in this version); "
-         "GFLOP/s is the figure HPL-MxP marks as the one to report.", hpl_mxp_table(run), None, None, None),
+        ("HPL-MxP", "One solve per format on each node's GPUs, then one across all nodes (started from the first "
+         "host through srun or mpirun); GFLOP/s is the figure HPL-MxP marks as the one to report.",
+         hpl_mxp_table(run), None, None, None),
     ]
     for title, note, table, plot, data, caption in parts:
         if table:
