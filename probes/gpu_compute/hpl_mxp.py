@@ -232,7 +232,7 @@ def run(art, params, out_dir):
     try:
         if params["across_nodes"] and len(hosts) > 1:
             # every host meets the others first, one that cannot solve too: the first host then says who could not
-            own = {"gpus": ppn if (gpu or params["ranks_per_node"]) else 0, "binary": binary, "why_not": why_not,
+            own = {"gpus": len(gpus) if gpu else 0, "ranks": ppn, "binary": binary, "why_not": why_not,
                    "program": program(binary, ppn) if binary else None,
                    "gpu_memory": min(memories) if memories and all(memories) else None,
                    "mem_available": _mem_available(), "caps": ["%d.%d" % c for c in caps.values()]}
@@ -347,7 +347,7 @@ def _solve_across(art, params, out_dir, work, facts, launcher, why_launch, addre
     if why:
         art.facts["across_nodes"] = "not run: %s" % why
         return []
-    ppn = facts[0]["gpus"]
+    ppn = facts[0]["ranks"]
     ranks = ppn * nodes
     memories = [f["gpu_memory"] for f in facts]
     if params["n"]:
@@ -393,11 +393,11 @@ def world_problem(facts, launcher, why_launch, hosts):
             launcher, " (%s)" % "; ".join("%s: %s" % kv for kv in sorted(why_launch.items())) if why_launch else "")
     if launcher in why_launch:
         return "launcher %s cannot be used: %s" % (launcher, why_launch[launcher])
-    for key, what in (("gpus", "GPU counts"), ("program", "xhpl_mxp paths")):
+    for key, what in (("ranks", "ranks per node (one per GPU)"), ("program", "xhpl_mxp paths")):
         values = {h: f[key] for h, f in zip(hosts, facts)}
         if len({str(v) for v in values.values()}) > 1:
             return "the nodes differ in %s (%s): one command line starts every rank" % (
-                what, ", ".join("%s %s" % (h, v if key == "gpus" else " ".join(v)) for h, v in values.items()))
+                what, ", ".join("%s %s" % (h, v if key == "ranks" else " ".join(v)) for h, v in values.items()))
     return None
 
 

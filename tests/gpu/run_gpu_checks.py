@@ -22,6 +22,8 @@ and a summary of every probe (status, reason, headline numbers). Then, natively 
   - the inference probe: vLLM on this node's GPUs (tensor parallel) serving $INFERENCE_MODEL_PATH (else the
     tiny-random model it writes), one short sweep by vllm bench serve (chat, prefill, agentic at concurrency 1 and
     8), where vllm imports in $INFERENCE_PYTHON (else this Python); every point's numbers are printed;
+  - MXFP8 / NVFP4: whether they run here and, where they do, whether the product matches the dequantized operands
+    (the block-scale layout), and the grouped GEMMs through DeepGEMM where deep_gemm imports;
   - a 60-second burn-in (GEMMs with the nvidia-smi stream) through the burnin probe, start then poll.
 Every number is printed. Exit 0 when every GPU passes, 1 when one does
 not or a probe failed, 3 when the model has no MAMF in gpus.yml.
@@ -158,6 +160,7 @@ def extras(out):
             top and round(top["value"], 2), top and top["labels"]["ranks"],
             ((doc or {}).get("facts") or {}).get("nccl_version")))
         failed |= not doc or doc["status"] == "error"
+    failed |= block_scaled(art)
     failed |= audit(art)
     failed |= training(art)
     failed |= inference(art)
@@ -173,6 +176,32 @@ def extras(out):
         print("  %s %s = %s %s" % (r["metric"], json.dumps(r["labels"], sort_keys=True), r["value"], r["unit"]))
     failed |= not doc or doc["status"] == "error"
     return failed
+
+
+def block_scaled(art):
+    """MXFP8 / NVFP4: whether a small GEMM runs here and, where it does (Blackwell), whether its product matches the
+    dequantized operands (the scale layout); then the grouped GEMMs through DeepGEMM where deep_gemm imports.
+    True when something failed."""
+    import torch
+
+    from probes.gpu_compute import backend
+
+    failed = False
+    for dtype in ("mxfp8", "nvfp4"):
+        why = backend.gemm_support(torch, dtype, "cuda", "cuda:0")
+        wrong = None if why else backend.block_scaled_error(torch, dtype, "cuda", "cuda:0")
+        print("%s: %s" % (dtype, "skipped: %s" % why if why else "product WRONG: %s" % wrong if wrong else
+                          "runs, product matches the dequantized operands"))
+        failed |= bool(wrong)
+    doc = probe("grouped_gemm", art, {"library": "deep_gemm", "profile": "quick", "dtypes": ["bf16", "fp8_e4m3"]},
+                variant="deepgemm", timeout=600)
+    print("grouped GEMM through DeepGEMM: %s %s" % (doc and doc["status"], (doc or {}).get("reason") or ""))
+    for r in (doc or {}).get("results", []):
+        if r["metric"] == "tflops_median":
+            lab = r["labels"]
+            print("  %s %s %s tokens=%s %s: %.1f TFLOP/s" % (lab["dtype"], lab["model"], lab["proj"], lab["tokens"],
+                                                            lab["impl"], r["value"]))
+    return failed or not doc or doc["status"] == "error"
 
 
 # The audit checks whose GPU side the CPU test hosts cannot show (issue 27): every one is printed with its verdict.

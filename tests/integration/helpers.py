@@ -107,6 +107,8 @@ def run_everywhere(cluster, probe, params, timeout=240, out=None):
         for name in names:
             doc = json.loads((out / name / ("%s.json" % probe)).read_text())
             doc["logs"] = {p.name: p.read_text(errors="replace") for p in (out / name).glob("*.log")}
+            doc["raw_text"] = {r: (out / name / r).read_text(errors="replace") for r in doc.get("raw") or []
+                               if (out / name / r).is_file()}
             docs[name] = doc
         return docs
     finally:

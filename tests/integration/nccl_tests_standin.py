@@ -6,6 +6,8 @@ prints no `# nccl-tests version` line.
     build_standin(dest_dir) -> dest_dir with all_reduce_perf, all_gather_perf, reduce_scatter_perf, alltoall_perf
                                and broadcast_perf (one binary, copied under each name; it picks the collective
                                from its name)
+    build_hpl_mxp_standin(dest_dir) -> dest_dir with xhpl_mxp: the same for HPL-MxP (hpl_mxp_standin.c: xhpl_mxp's
+                               command line and result format, MPI broadcasts of HPL's panels on CPU, not a solve)
 
 Needs mpicc (Debian: apt-get install -y --no-install-recommends openmpi-bin libopenmpi-dev). Fault tests:
 STANDIN_FAIL_RANK=R STANDIN_FAIL_MODE=exit|kill|hang make rank R exit(3), die of SIGKILL, or hang once the first
@@ -18,6 +20,7 @@ import subprocess
 from pathlib import Path
 
 SOURCE = Path(__file__).resolve().with_name("nccl_tests_standin.c")
+HPL_SOURCE = Path(__file__).resolve().with_name("hpl_mxp_standin.c")
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast")
 PROGRAMS = tuple("%s_perf" % c for c in COLLECTIVES)
 
@@ -29,22 +32,33 @@ class StandinBuildError(RuntimeError):
 def build_standin(dest_dir, mpicc=None):
     """Compile the stand-in with `mpicc -O2` into dest_dir under the five `<collective>_perf` names; returns
     dest_dir (a Path). Raises StandinBuildError when mpicc is missing or the compile fails."""
-    mpicc = mpicc or shutil.which("mpicc")
-    if not mpicc:
-        raise StandinBuildError("mpicc not found on PATH: the nccl-tests stand-in needs an MPI compiler "
-                                "(Debian: apt-get install -y --no-install-recommends openmpi-bin libopenmpi-dev)")
-    dest = Path(dest_dir)
-    dest.mkdir(parents=True, exist_ok=True)
+    dest = _compile(SOURCE, Path(dest_dir), PROGRAMS[0], mpicc)
     first = dest / PROGRAMS[0]
-    res = subprocess.run([mpicc, "-O2", "-o", str(first), str(SOURCE)], capture_output=True, text=True,
-                         timeout=120)
-    if res.returncode != 0:
-        raise StandinBuildError("mpicc -O2 %s failed (exit %s): %s" % (SOURCE, res.returncode,
-                                                                       (res.stderr or res.stdout).strip()[-2000:]))
     for name in PROGRAMS[1:]:
         target = dest / name
         if target.exists() or target.is_symlink():
             target.unlink()
         shutil.copy2(first, target)  # copies, not links: the directory can be copied to other nodes as it is
         os.chmod(target, 0o755)
+    return dest
+
+
+def build_hpl_mxp_standin(dest_dir, mpicc=None):
+    """Compile the HPL-MxP stand-in into dest_dir/xhpl_mxp; returns dest_dir (a Path)."""
+    return _compile(HPL_SOURCE, Path(dest_dir), "xhpl_mxp", mpicc)
+
+
+def _compile(source, dest, name, mpicc=None):
+    """mpicc -O2 source -o dest/name; returns dest."""
+    mpicc = mpicc or shutil.which("mpicc")
+    if not mpicc:
+        raise StandinBuildError("mpicc not found on PATH: the %s stand-in needs an MPI compiler "
+                                "(Debian: apt-get install -y --no-install-recommends openmpi-bin libopenmpi-dev)"
+                                % name)
+    dest.mkdir(parents=True, exist_ok=True)
+    res = subprocess.run([mpicc, "-O2", "-o", str(dest / name), str(source)], capture_output=True, text=True,
+                         timeout=120)
+    if res.returncode != 0:
+        raise StandinBuildError("mpicc -O2 %s failed (exit %s): %s" % (source, res.returncode,
+                                                                       (res.stderr or res.stdout).strip()[-2000:]))
     return dest

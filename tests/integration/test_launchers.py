@@ -7,7 +7,9 @@ the 2-node world is the two hosts of r1 (the worlds fill a rack first), the 4-no
 report says so. A killed rank and a hung rank under each launcher are named with their host, and no process, no
 Slurm job and no step is left. nccl-tests' multi-node path runs through srun and mpirun with a stand-in MPI program
 (tests/integration/nccl_tests_standin.c) that prints in nccl-tests' format: the launch mechanics only, not a GPU
-measurement. The probes are started on every host at once, as the play does (one playbook run covers auto and the
+measurement. HPL-MxP's solve across all nodes starts the same ways, with a stand-in MPI program
+(tests/integration/hpl_mxp_standin.c: xhpl_mxp's command line and result format, MPI broadcasts of HPL's panels,
+not a solve). The probes are started on every host at once, as the play does (one playbook run covers auto and the
 report)."""
 
 import csv
@@ -22,7 +24,7 @@ import pytest
 from cluster.slurm import Slurm
 from cluster.slurm import preflight as slurm_preflight
 from helpers import ROOT, boot_seconds, mpirun_args, run_dirs, run_everywhere, run_playbook, stray_processes
-from integration.nccl_tests_standin import build_standin
+from integration.nccl_tests_standin import build_hpl_mxp_standin, build_standin
 
 pytestmark = pytest.mark.cluster
 
@@ -31,7 +33,8 @@ SWEEP = {"racks": RACKS, "min_bytes": 8, "max_bytes": 1048576, "factor": 8, "war
          "max_seconds_per_size": 0.2, "launch_timeout": 180, "stall_timeout": 60, "rdzv_timeout": 90}
 FAULT_SWEEP = dict(SWEEP, max_bytes=65536, stall_timeout=8, world_sizes=[2])
 # What a launched world leaves when something is not cleaned up: its ranks, agents, launchers, Slurm steps.
-LEFTOVER = ("clustermax-assess-launch=", "torch.distributed.run", "orted", "slurmstepd", "_perf", "mpirun")
+LEFTOVER = ("clustermax-assess-launch=", "torch.distributed.run", "orted", "slurmstepd", "_perf", "mpirun",
+            "xhpl_mxp")
 
 
 def timed(runs, key, fn, *args, **kwargs):
@@ -81,6 +84,9 @@ def launched(test_cluster, tmp_path_factory, request):
     request.addfinalizer(lambda: shutil.rmtree(standin, ignore_errors=True))  # also when a step below fails
     nccl = dict(racks=RACKS, collectives=["all_reduce", "alltoall"], bin_dir=str(standin), ranks_per_node=1,
                 min_bytes=8, max_bytes=65536, factor=8, warmup=1, iters=3, timeout_per_collective=60)
+    build_hpl_mxp_standin(standin)
+    hpl = dict(path=str(standin / "xhpl_mxp"), ranks_per_node=1, n=4096, nb=256, formats=["FP16"], tool_timeout=60,
+               rdzv_timeout=60)
     margs = mpirun_args(test_cluster)
     runs, slurm = {}, Slurm(test_cluster, slurmd_timeout=10, health_check_interval=60)
     try:
@@ -90,6 +96,7 @@ def launched(test_cluster, tmp_path_factory, request):
             timed(runs, "srun-" + mode, run_everywhere, test_cluster, "collectives", dict(
                 FAULT_SWEEP, launcher="srun", fault={"rank": 1, "nodes": 2, "after_steps": 3, "mode": mode}))
         timed(runs, "nccl-srun", run_everywhere, test_cluster, "nccl_tests", dict(nccl, launcher="srun"))
+        timed(runs, "hpl-srun", run_everywhere, test_cluster, "hpl_mxp", dict(hpl, launcher="srun"))
         timed(runs, "soak-srun", soak, test_cluster, "srun")
         runs["srun-jobs-left"] = slurm_jobs(test_cluster)
         # auto through the playbook: Slurm is up, so srun; the report shows the scaling and the placement
@@ -122,6 +129,8 @@ def launched(test_cluster, tmp_path_factory, request):
                 fault={"rank": 1, "nodes": 2, "after_steps": 3, "mode": mode}))
     timed(runs, "nccl-mpirun", run_everywhere, test_cluster, "nccl_tests", dict(nccl, launcher="mpirun",
                                                                          mpirun_args=margs))
+    timed(runs, "hpl-mpirun", run_everywhere, test_cluster, "hpl_mxp", dict(hpl, launcher="mpirun",
+                                                                     mpirun_args=margs))
     timed(runs, "soak-mpirun", soak, test_cluster, "mpirun", margs)
     runs["leftovers"] = leftovers(test_cluster, since)
     print("launcher runs (s): %s" % runs.get("seconds"), file=sys.stderr)
@@ -232,6 +241,38 @@ def test_nccl_tests_multi_node_through_the_launcher(launched, launcher, test_clu
             assert "-np %d " % x["nodes"] in x["argv"] and "-x PATH" in x["argv"]
     for name in names[1:]:
         assert {r["labels"]["nodes"] for r in docs[name]["results"]} == {1}
+
+
+@pytest.mark.parametrize("launcher", ["srun", "mpirun"])
+def test_hpl_mxp_solves_on_each_node_then_across_all_four(launched, launcher, test_cluster):
+    """Every node solves alone (mpirun -np 1 on itself), then the first host starts one world of 4 ranks, one per
+    node, on a 2 x 2 grid: each rank prints its host, so the world really spans the four hosts."""
+    names = [h["name"] for h in test_cluster.hosts]
+    docs = launched["hpl-" + launcher]
+    first = docs[names[0]]
+    assert first["status"] == "ok", first["reason"]
+    assert first["facts"]["across_nodes"] == "run: 4 nodes, 4 ranks through %s" % launcher
+    across = [r for r in first["results"] if r["labels"]["nodes"] == 4]
+    assert {(r["metric"], r["labels"]["grid"], r["labels"]["ranks"]) for r in across} >= {
+        ("passed", "2x2", 4), ("gflops_per_gpu", "2x2", 4)}
+    assert [r["value"] for r in across if r["metric"] == "passed"] == [1]
+    text = first["raw_text"]["hpl_mxp.fp16.n4.txt"]
+    ranks = re.findall(r"^# rank (\d) of 4 on (\S+)$", text, re.M)
+    assert sorted(int(r) for r, _ in ranks) == [0, 1, 2, 3] and len({h for _, h in ranks}) == 4, text[:2000]
+    argv = first["facts"]["across_launch"]
+    assert argv.endswith("/xhpl_mxp")  # the solve's own arguments follow, per format
+    if launcher == "srun":
+        assert "--nodelist=%s" % ",".join(names) in argv and "--ntasks-per-node=1" in argv
+    else:
+        ips = [h["ip"] for h in test_cluster.hosts]
+        assert first["facts"]["across_hostfile"] == "".join("%s slots=1\n" % ip for ip in ips)
+        assert "--bind-to none" in argv
+    for name in names:
+        alone = [r for r in docs[name]["results"] if r["labels"]["nodes"] == 1 and r["metric"] == "passed"]
+        assert [(r["value"], r["labels"]["grid"]) for r in alone] == [(1, "1x1")], docs[name]["results"]
+        assert docs[name]["status"] == "ok"
+    for name in names[1:]:
+        assert not [r for r in docs[name]["results"] if r["labels"]["nodes"] != 1]
 
 
 @pytest.mark.parametrize("launcher", ["srun", "mpirun"])

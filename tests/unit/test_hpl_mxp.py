@@ -236,10 +236,11 @@ def test_a_host_that_cannot_solve_is_named_and_nothing_runs_across_nodes(tmp_pat
 
 
 def test_the_nodes_must_agree_on_one_command_line():
-    node = {"why_not": None, "gpus": 8, "program": ["/opt/hpc-benchmarks/hpl-mxp.sh", "--gpu-affinity", "0:1"]}
+    node = {"why_not": None, "gpus": 8, "ranks": 8, "program": ["/opt/hpc-benchmarks/hpl-mxp.sh", "--gpu-affinity",
+                                                                 "0:1:2:3:4:5:6:7"]}
     assert hpl_mxp.world_problem([node, node], "mpirun", {}, ["a", "b"]) is None
     assert hpl_mxp.world_problem([node, node], "torchrun", {"srun": "scontrol not found"}, ["a", "b"]) == (
         "xhpl_mxp starts across nodes only through MPI (srun or mpirun); the launcher is torchrun "
         "(srun: scontrol not found)")
-    assert hpl_mxp.world_problem([node, dict(node, gpus=4)], "srun", {}, ["a", "b"]) == (
-        "the nodes differ in GPU counts (a 8, b 4): one command line starts every rank")
+    assert hpl_mxp.world_problem([node, dict(node, gpus=4, ranks=4)], "srun", {}, ["a", "b"]) == (
+        "the nodes differ in ranks per node (one per GPU) (a 8, b 4): one command line starts every rank")
