@@ -1,6 +1,6 @@
-"""Phase 2, storage: fio sweeps per tier and client count, checkpoints, metadata storms, S3, import time.
+"""Phase 2, storage: fio sweeps per tier and client count, checkpoints, metadata storms, S3, import time, datagen.
 
 PROBES names the modules of this package that are probes (each has run(art, params, out_dir)); the others are
 this phase's helpers."""
 
-PROBES = ("fio_sweep", "checkpoint", "metadata", "object_store", "import_time")
+PROBES = ("fio_sweep", "checkpoint", "metadata", "object_store", "import_time", "datagen")

@@ -171,6 +171,30 @@ def test_import_time_and_object_store(storage_run):
         assert art(storage_run, host, "object_store")["status"] == "skipped"
 
 
+def test_datagen_from_every_host_at_once_on_both_tiers(storage_run):
+    """MP4 segments and parquet shards (the quick profile's 2 episodes per host), every host into its own directory;
+    the first host sums the shared tier's four hosts; on the private tier each host counts alone."""
+    hosts = storage_run["hosts"]
+    for tier in ("shared", "tmp"):
+        for host in hosts:
+            doc = art(storage_run, host, "datagen-%s" % tier)
+            assert doc["status"] == "ok", doc["reason"]
+            assert doc["facts"]["codec"] == "libx264" and doc["facts"]["resolution"] == "320x240"
+            [files] = results(doc, "files", scope="host")
+            [rate] = results(doc, "bytes_per_s", scope="host")
+            assert files["value"] == 4 and rate["value"] > 0
+        lead = art(storage_run, hosts[0], "datagen-%s" % tier)
+        [total] = results(lead, "aggregate_bytes_per_s", scope="cluster")
+        assert total["labels"]["hosts"] == 4 and lead["facts"]["aggregate_hosts"] == 4
+        # every host started at the barrier: all bytes over the slowest host's time
+        docs = [art(storage_run, h, "datagen-%s" % tier) for h in hosts]
+        written = sum(results(d, "bytes", scope="host")[0]["value"] for d in docs)
+        slowest = max(results(d, "seconds", scope="host")[0]["value"] for d in docs)
+        assert abs(total["value"] - written / slowest) <= 0.01 * total["value"]
+    md = (storage_run["dir"] / "report" / "report.md").read_text()
+    assert "### Datagen (MP4 video and parquet sensor data)" in md and "| shared | all 4 hosts |" in md
+
+
 def test_credentials_never_reach_artifacts_journal_or_report(storage_run):
     secret = storage_run["s3"]["secret_key"].encode()
     access = storage_run["s3"]["access_key"].encode()

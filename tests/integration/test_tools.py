@@ -69,8 +69,9 @@ def fresh(test_cluster, tmp_path_factory):
     shutil.rmtree(shared, ignore_errors=True)
     shared.mkdir(parents=True)
     wheelhouse = tmp / "wheelhouse"
-    subprocess.run([str(BIN / "pip"), "download", "-q", "torch==2.13.0", "-d", str(wheelhouse)], check=True,
-                   timeout=600)
+    # torch, and what the tools step adds beside it by default (tools_venv_packages: datagen's numpy, av, pyarrow)
+    subprocess.run([str(BIN / "pip"), "download", "-q", "torch==2.13.0", "numpy", "av", "pyarrow", "-d",
+                    str(wheelhouse)], check=True, timeout=600)
     nccl_wheel = tmp / "nccl-wheel"
     subprocess.run([str(BIN / "pip"), "download", "-q", "--no-deps", "nvidia-nccl-cu13", "-d", str(nccl_wheel)],
                    check=True, timeout=600)

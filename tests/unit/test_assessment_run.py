@@ -133,6 +133,10 @@ INTENDED.update({("network.nccl_tests_build", "cmxbl-node%d" % n, ""): ("skip", 
 INTENDED.update({(cid, "cmxbl-node%d" % n, ""): ("skip", "") for n in range(1, 5)
                  for cid in ("compute.hpl_mxp", "compute.hpl_mxp_ran", "compute.hpl_mxp_multinode",
                              "compute.deepgemm_grouped")})
+# Issue 23: datagen is a storage probe now (its placeholder storage.datagen is its check, same id); the recorded run
+# has no datagen artifact, so its checks skip.
+INTENDED.update({(cid, "cmxbl-node%d" % n, ""): ("skip", "") for n in range(1, 5)
+                 for cid in ("storage.datagen", "storage.datagen_ran")})
 
 
 def _rows(path):

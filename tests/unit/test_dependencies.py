@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 WALKED = ("reports", "plugins", "probes", "tests", "tools")
 # The node side may use these where a measurement needs them, imported lazily so that a probe without them still
 # runs and records why it skipped.
-NODE_OPTIONAL = {"torch", "numpy"}
+NODE_OPTIONAL = {"torch", "numpy", "av", "pyarrow"}  # av, pyarrow: the storage phase's datagen
 # GPU kernel libraries a probe uses where the node already has them, lazily, and that no requirement of ours can
 # install: built from source against the node's CUDA (DeepGEMM: probes/gpu_compute/deepgemm.py).
 NODE_GPU_LIBRARIES = {"deep_gemm"}
@@ -106,7 +106,8 @@ def test_the_walk_sees_the_real_imports():
 def test_probes_use_only_the_standard_library_and_optional_torch_lazily():
     bad = []
     for path in (ROOT / "probes").rglob("*.py"):
-        allowed = NODE_OPTIONAL | NODE_GPU_LIBRARIES | (ENGINE_IMPORTS if str(path.relative_to(ROOT)) in ENGINE_SIDE else set())
+        engine = ENGINE_IMPORTS if str(path.relative_to(ROOT)) in ENGINE_SIDE else set()
+        allowed = NODE_OPTIONAL | NODE_GPU_LIBRARIES | engine
         for name, top_level in _imports(path):
             if name in sys.stdlib_module_names or name == "probes":
                 continue

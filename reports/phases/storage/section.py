@@ -226,13 +226,44 @@ def object_part(run):
     return out
 
 
+def datagen_part(run):
+    """Per tier: every host's write rate of the robotics dataset (MP4 segments and parquet shards, encoding
+    included), then the aggregate of all hosts over the slowest one's time."""
+    recs = run.records("datagen")
+    rows = []
+    for doc in sorted(_docs(run, "datagen"), key=lambda d: (d.get("variant") or "", d["host"])):
+        mine = {(r["labels"].get("scope"), r["metric"]): r["value"] for r in recs
+                if r["host"] == doc["host"] and r["variant"] == doc.get("variant")}
+        facts = doc.get("facts") or {}
+        mb = lambda v: fmt(v / 1e6) if v is not None else "–"  # noqa: E731
+        if ("host", "bytes_per_s") in mine:
+            rows.append([doc.get("variant"), doc["host"], facts.get("codec"), int(mine[("host", "files")]),
+                         mb(mine[("host", "bytes")]), mb(mine[("host", "bytes_per_s")]),
+                         fmt(mine[("host", "files_per_s")]), mb(mine.get(("host", "video_bytes_per_s"))),
+                         mb(mine.get(("host", "parquet_bytes_per_s")))])
+        if ("cluster", "aggregate_bytes_per_s") in mine:
+            rows.append([doc.get("variant"), "all %s hosts" % facts.get("aggregate_hosts"), "", "", "",
+                         mb(mine[("cluster", "aggregate_bytes_per_s")]),
+                         fmt(mine[("cluster", "aggregate_files_per_s")]), "", ""])
+    out = [Heading(3, "Datagen (MP4 video and parquet sensor data)")]
+    if rows:
+        sizes = sorted({"%s episodes of %s frames at %s and %s sensor rows" % (
+            f.get("episodes"), f.get("frames"), f.get("resolution"), f.get("rows"))
+            for f in ((d.get("facts") or {}) for d in _docs(run, "datagen")) if f.get("resolution")})
+        out += [Paragraph("Every host at once, each into its own directory; files fsynced; per host: %s." %
+                          "; ".join(sizes))] if sizes else []
+        out.append(Table(["tier", "host", "codec", "files", "MB", "MB/s", "files/s", "video MB/s", "parquet MB/s"],
+                         rows))
+    return out
+
+
 def blocks(run, rows, report_dir):
-    probes = ("fio_sweep", "checkpoint", "metadata", "import_time", "object_store")
+    probes = ("fio_sweep", "checkpoint", "metadata", "import_time", "object_store", "datagen")
     docs = [d for d in run.artifacts if d["probe"] in probes]
     if not docs:
         return []
     out = [Heading(2, "Storage")] + fio_part(run, report_dir) + checkpoint_part(run) + metadata_part(run)
-    out += import_part(run) + object_part(run)
+    out += import_part(run) + object_part(run) + datagen_part(run)
     skipped = [r for r in _not_ok(docs) if r[1] != "object_store"]
     if skipped:
         out += [Heading(3, "Storage probes that did not run fully"),
