@@ -153,7 +153,7 @@ def forwarded_env(env):
 
 
 def srun_argv(nodes, ntasks_per_node, command, job_name, mpi="none", gpus_per_task=0, jobid=None,
-              immediate_s=60, time_min=None, extra=()):
+              immediate_s=60, time_min=None, extra=(), gpus_per_node=0):
     """One job step over exactly these Slurm nodes, P tasks each, in block order (ranks 0..P-1 on the first
     node of the step). Inside an allocation (jobid) it is a step of that job; otherwise srun makes the allocation
     itself (--immediate: fail fast when the nodes are busy or drained instead of waiting in the queue)."""
@@ -163,6 +163,8 @@ def srun_argv(nodes, ntasks_per_node, command, job_name, mpi="none", gpus_per_ta
             "--job-name=%s" % job_name, "--unbuffered"]
     if gpus_per_task:
         argv.append("--gpus-per-task=%d" % gpus_per_task)
+    elif gpus_per_node:  # the ranks share the node's GPUs and bind themselves (HPL-MxP's hpl-mxp.sh)
+        argv.append("--gpus-per-node=%d" % gpus_per_node)
     if jobid:
         argv += ["--jobid=%s" % jobid, "--overlap"]
     else:
@@ -192,7 +194,7 @@ def mpirun_argv(mpirun, nprocs, ppn, hostfile, command, env_names, as_root=False
 
 
 def mpi_world_prefix(launcher, world, ppn, env, extra, workdir, job_name, mpirun, timeout, gpus_per_task=0,
-                     ucx=False, bind="numa"):
+                     ucx=False, bind="numa", gpus_per_node=0):
     """(argv prefix, hostfile text) that starts an MPI program as ppn ranks on each node of world ([{slurm,
     address}], its first node first): one srun job step (--mpi from `srun --mpi=list`), or mpirun with a hostfile
     of the world's addresses written into workdir (hostfile text None under srun). nccl-tests and HPL-MxP start
@@ -200,7 +202,7 @@ def mpi_world_prefix(launcher, world, ppn, env, extra, workdir, job_name, mpirun
     if launcher == "srun":
         return srun_argv([w["slurm"] for w in world], ppn, [], job_name, mpi=pick_srun_mpi(srun_mpi_plugins(), True),
                          gpus_per_task=gpus_per_task, jobid=slurm_job_id(), time_min=timeout / 60 + 2,
-                         extra=extra), None
+                         extra=extra, gpus_per_node=gpus_per_node), None
     if launcher != "mpirun":
         raise ValueError("an MPI program starts through srun or mpirun, not %s" % launcher)
     hostfile = write_hostfile(os.path.join(workdir, "hostfile"), [w["address"] for w in world], ppn)

@@ -272,9 +272,10 @@ class Mesh:
             self.close()
             raise
 
-    def barrier(self, name, timeout):
-        """Names of the hosts that did not reach `name` within timeout seconds (empty: all did)."""
-        missing = self.store.barrier(name, self.rank, self.n, timeout)
+    def barrier(self, name, timeout, abort_on_lost=False):
+        """Names of the hosts that did not reach `name` within timeout seconds (empty: all did); with abort_on_lost
+        as soon as one has left the store (a crashed probe is not waited for)."""
+        missing = self.store.barrier(name, self.rank, self.n, timeout, abort_on_lost)
         return [self.hosts[r] for r in missing]
 
     def allgather(self, value, timeout):

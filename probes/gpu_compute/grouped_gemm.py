@@ -18,6 +18,7 @@ FLOPs: sum over experts of 2 * rows_e * n * k. Metrics per (model, proj, tokens)
 
 import importlib.util
 
+from probes.common import device
 from probes.gpu_compute import launch
 from probes.gpu_compute.backend import LOOP_IMPL, Unsupported, grouped_impl, make_grouped, matmul_mode
 from probes.gpu_compute.deepgemm import GROUPED_API as DEEPGEMM_API
@@ -126,9 +127,18 @@ def worker(torch, dev, spec, emit):
 
 
 def run(art, params, out_dir):
-    if params["library"] == "deep_gemm" and importlib.util.find_spec("deep_gemm") is None:
-        art.skip(import_deep_gemm()[1])  # before any worker starts: nothing to measure with
-        return
+    if params["library"] == "deep_gemm":
+        # before any worker starts: DeepGEMM's kernels are NVIDIA's SM90/SM100 only, and the package must be there
+        dev, _, facts = device.describe()
+        if dev["backend"] != "cuda":
+            art.device = dev
+            art.skip("DeepGEMM runs on NVIDIA GPUs (SM90 / SM100) only; this node has none (%s)" % (
+                facts.get("gpu_error") or "backend %s" % dev["backend"]))
+            return
+        if importlib.util.find_spec("deep_gemm") is None:
+            art.device = dev
+            art.skip(import_deep_gemm()[1] + "; the tools step does not build it")
+            return
 
     def spec(config, dtypes):
         models = list(config["models"])

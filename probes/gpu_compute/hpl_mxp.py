@@ -239,8 +239,9 @@ def run(art, params, out_dir):
             try:
                 mesh, agreed = _meet(art, params, hosts, work, own)
             except StoreError as exc:
-                art.facts["across_nodes"] = "not run: the hosts did not meet in the run's store: %s" % exc
-                failures.append("across nodes: the hosts did not meet in the run's store: %s" % exc)
+                why = "the hosts did not meet in the run's store: %s" % exc
+                art.facts.update(across_nodes="not run: %s" % why, across_error=why)
+                failures.append("across nodes: %s" % why)
         else:
             art.facts["across_nodes"] = ("not run: the run has one host" if len(hosts) == 1 else
                                          "not run: across_nodes is off")
@@ -322,21 +323,25 @@ def _across_nodes(art, params, out_dir, work, mesh, launcher, why_launch, facts)
     across all of them; the others wait until it is done. Returns the failures."""
     solves_s = params["tool_timeout"] * len(params["formats"])
     try:
-        missing = mesh.barrier("hpl-mxp-alone", params["rdzv_timeout"] + solves_s + 60)
+        missing = mesh.barrier("hpl-mxp-alone", params["rdzv_timeout"] + solves_s + 60, abort_on_lost=True)
         failures = []
         if mesh.rank == 0:
             art.facts.update({"launcher": launcher, "launcher_asked": params["launcher"],
                               "launcher_why_not": why_launch or None})
             if missing:
-                art.facts["across_nodes"] = "not run: %s did not finish solving alone" % ", ".join(missing)
+                # a node still solving (or gone) holds its GPUs: the world cannot start, and that is a fault
+                why = "%s did not finish solving alone" % ", ".join(missing)
+                art.facts.update(across_nodes="not run: %s" % why, across_error=why)
+                failures = ["across nodes: %s" % why]
             else:
                 failures = _solve_across(art, params, out_dir, work, facts, launcher, why_launch, mesh.addresses)
-        missing = mesh.barrier("hpl-mxp-done", params["rdzv_timeout"] + solves_s + 120)
+        missing = mesh.barrier("hpl-mxp-done", params["rdzv_timeout"] + solves_s + 120, abort_on_lost=True)
         if missing:
             art.facts["store_errors"] = "%s did not arrive after the solve across nodes" % ", ".join(missing)
         return failures
     except StoreError as exc:
-        art.facts["store_errors"] = "the run's store failed during the solve across nodes: %s" % exc
+        art.facts.update(store_errors="the run's store failed during the solve across nodes: %s" % exc,
+                         across_error="the run's store failed: %s" % exc)
         return ["across nodes: the run's store failed: %s" % exc]
 
 
@@ -361,13 +366,14 @@ def _solve_across(art, params, out_dir, work, facts, launcher, why_launch, addre
         return []
     world = [{"slurm": f["slurm"], "address": addresses[i]} for i, f in enumerate(facts)]
     job = "cmxa-%s-hpl" % art.run_id[-12:]
-    # the wrapper gives each rank its GPU by local rank; without it srun gives each task one GPU
+    # the wrapper gives each rank its GPU by local rank, so the step needs all of the node's GPUs; without it srun
+    # gives each task one GPU
     wrapper = facts[0]["program"][0] != facts[0]["binary"]
+    gpus = facts[0]["gpus"]
     prefix, hostfile = launch.mpi_world_prefix(
         launcher, world, ppn, dict(os.environ), params["srun_args"] if launcher == "srun" else params["mpirun_args"],
-        work, job, facts[0]["mpirun"], params["tool_timeout"],
-        gpus_per_task=0 if wrapper or not facts[0]["gpus"] else 1, ucx=launch.ucx_wanted(launcher, facts[0]["mpirun"]),
-        bind="none")
+        work, job, facts[0]["mpirun"], params["tool_timeout"], gpus_per_task=0 if wrapper or not gpus else 1,
+        gpus_per_node=gpus if wrapper else 0, ucx=launch.ucx_wanted(launcher, facts[0]["mpirun"]), bind="none")
     prefix = prefix + facts[0]["program"]
     art.facts.update({"across_nodes": "run: %d nodes, %d ranks through %s" % (nodes, ranks, launcher),
                       "across_launch": " ".join(prefix), "across_hostfile": hostfile, "across_n": n})
@@ -375,9 +381,9 @@ def _solve_across(art, params, out_dir, work, facts, launcher, why_launch, addre
     suffix = ".n%d" % nodes
 
     def runner(argv, timeout):
-        fmt = argv[-1]
-        return launch.run_launched(launcher, argv, dict(os.environ), os.path.join(work, "launch.%s.log" % fmt),
-                                   "%s-%s" % (job, fmt), timeout)
+        # the job name is the one srun was given: a timeout cancels exactly this step
+        return launch.run_launched(launcher, argv, dict(os.environ), os.path.join(work, "launch.%s.log" % argv[-1]),
+                                   job, timeout)
     return _formats(art, params, out_dir, runner, prefix, n, ranks, nodes, caps, suffix)
 
 

@@ -156,6 +156,11 @@ class Client:
                 self.close()
                 if attempt or not isinstance(body, (bytes, bytearray, memoryview, type(None))):
                     raise
+            except BaseException:
+                # Refused, timed out, interrupted: a request left half-sent makes the connection refuse every
+                # later one (CannotSendRequest), so the next request starts on a new connection.
+                self.close()
+                raise
         if resp.status not in ok:
             code, message = _error_code(data)
             raise S3Error(op, resp.status, code, message)

@@ -3,8 +3,11 @@
 The wheel variant follows the node (probes/tools/variants.py: the CUDA version the driver supports, the installed
 ROCm, else the CPU build); releases and variants are pinned in roles/tools/vars/main.yml. Wheels come from
 `index_url` (default: PyTorch's index for the variant) and `extra_index_urls`, or only from `wheelhouse`, a
-directory on the node (`--no-index`: the air-gapped path). pip runs with PIP_CONFIG_FILE=/dev/null so that a
-node's own pip configuration cannot change what is installed.
+directory on the node (`--no-index`: the air-gapped path). The other requirements (`packages`, tools_venv_packages:
+datagen's numpy, av and pyarrow by default) are a second pip call, from the wheelhouse or the site's index
+(assess_pip_index_url) or PyPI, never PyTorch's index, which does not carry them; their failure is a fact
+(packages_error), not the venv's, and a reused venv gets the ones its marker does not list. pip runs with
+PIP_CONFIG_FILE=/dev/null so that a node's own pip configuration cannot change what is installed.
 
 The venv lives in <prefix>/venv/py<X.Y>-torch<version>-<variant>; a marker written last names what it holds, so an
 existing venv with the same (python, torch, variant) is reused (changed: false) and a half-made one is made again.
@@ -61,14 +64,48 @@ def ready(prefix, key):
 
 
 def pip_argv(venv, chosen, params):
+    """torch alone, from the wheelhouse or the variant's index (PyTorch's own, which does not carry every package)."""
     argv = [os.path.join(venv, "bin", "python"), "-m", "pip", "install", "--disable-pip-version-check",
-            "--no-input", "torch==%s" % chosen["torch"]] + list(params["packages"])
+            "--no-input", "torch==%s" % chosen["torch"]]
     if params["wheelhouse"]:
         return argv + ["--no-index", "--find-links", params["wheelhouse"]]
     argv += ["--index-url", chosen["index_url"]]
     for url in params["extra_index_urls"]:
         argv += ["--extra-index-url", url]
     return argv
+
+
+def packages_argv(venv, params):
+    """The other requirements (tools_venv_packages), after torch: from the wheelhouse, else the site's index
+    (assess_pip_index_url) or PyPI, never the torch variant's index (pyarrow and av are not on PyTorch's)."""
+    argv = [os.path.join(venv, "bin", "python"), "-m", "pip", "install", "--disable-pip-version-check",
+            "--no-input"] + list(params["packages"])
+    if params["wheelhouse"]:
+        return argv + ["--no-index", "--find-links", params["wheelhouse"]]
+    if params["index_url"]:
+        argv += ["--index-url", params["index_url"]]
+    for url in params["extra_index_urls"]:
+        argv += ["--extra-index-url", url]
+    return argv
+
+
+def install_packages(art, venv, params, marker_path, env):
+    """tools_venv_packages into the venv when its marker does not list them yet. A failure is recorded (facts
+    packages_error) and leaves the venv in use: the probes that need a missing package skip with the reason."""
+    wanted = sorted(params["packages"])
+    marker = read_marker(marker_path) or {}
+    if not wanted or set(wanted) <= set(marker.get("packages") or []):
+        art.facts["packages"] = wanted
+        return
+    argv = packages_argv(venv, params)
+    res = run_cmd(argv, timeout=params["timeout"], env=env)
+    art.facts["pip_packages"] = " ".join(argv)
+    if res.rc != 0:
+        art.facts["packages_error"] = "`%s` failed (rc %s; tools_venv_packages, assess_wheelhouse, " \
+                                      "assess_pip_index_url):\n%s" % (" ".join(argv), res.rc, tail(res))
+        return
+    write_marker(marker_path, dict(marker, packages=wanted))
+    art.facts.update(packages=wanted, changed=True)
 
 
 def run(art, params, out_dir):
@@ -89,10 +126,12 @@ def run(art, params, out_dir):
                      source=params["wheelhouse"] and "wheelhouse %s" % params["wheelhouse"] or chosen["index_url"])
     try:
         with locked(venvs, timeout=params["timeout"]):
+            env = dict(os.environ, PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
             if ready(params["prefix"], key):
                 info = detect.python_info(vpython)
                 if info.get("torch"):
                     art.facts.update(python=vpython, reused=True, installed_torch=info["torch"])
+                    install_packages(art, venv, params, os.path.join(venv, MARKER), env)
                     return
             need = params["min_free_gib"] or (2 if chosen["variant"] == "cpu" else 8)
             free = shutil.disk_usage(venvs).free / 2**30
@@ -107,7 +146,6 @@ def run(art, params, out_dir):
                           "assess_tools_venv):\n%s" % (sys.executable, venv, res.rc, tail(res)))
                 return
             argv = pip_argv(venv, chosen, params)
-            env = dict(os.environ, PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
             res = run_cmd(argv, timeout=params["timeout"], env=env)
             art.facts["pip"] = " ".join(argv)
             if res.rc != 0:
@@ -123,5 +161,6 @@ def run(art, params, out_dir):
             write_marker(os.path.join(venv, MARKER), {"key": key, "torch": info["torch"],
                                                       "variant": chosen["variant"], "python": python})
             art.facts.update(python=vpython, reused=False, installed_torch=info["torch"], changed=True)
+            install_packages(art, venv, params, os.path.join(venv, MARKER), env)
     except LockTimeout as exc:
         art.error(str(exc))

@@ -175,8 +175,11 @@ def selection(run, check, host=None):
         return Selection(None, np.empty(0, dtype=np.int64))
     local = group.host_positions(host) if host is not None else np.arange(len(group.value))
     if "variant" in check:
-        if check["variant"] is None:  # as pandas: `== None` matches nothing
-            local = local[:0]
+        if check["variant"] is None:
+            # the probe's own artifact, not a variant of it (find_artifact's None): e.g. grouped GEMM through torch,
+            # not its deepgemm variant; a missing variant reads as None, NaN or "" depending on the frame
+            plain = np.array([v is None or v != v or v == "" for v in group.variant[local]], dtype=bool)
+            local = local[plain]
         else:
             local = local[group.variant[local] == check["variant"]]
     for key, wanted in (check.get("labels") or {}).items():

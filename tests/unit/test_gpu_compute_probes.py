@@ -246,9 +246,20 @@ def test_grouped_gemm_on_the_cpu_and_the_report_shows_every_combination(tmp_path
     assert "not in the profile" in other  # a model the run did not measure
 
 
-def test_grouped_gemm_through_deepgemm_is_skipped_where_it_is_not_installed(tmp_path):
+def test_grouped_gemm_through_deepgemm_is_skipped_without_an_nvidia_gpu_or_without_the_package(tmp_path,
+                                                                                               monkeypatch):
+    from probes.gpu_compute import grouped_gemm
+
     _, doc = run_probe("grouped_gemm", str(tmp_path), "r", "h", params=dict(TINY, library="deep_gemm"))
-    assert doc["status"] == "skipped" and doc["reason"].startswith("deep_gemm is not installed (DeepGEMM, ")
+    assert doc["status"] == "skipped" and doc["reason"].startswith(
+        "DeepGEMM runs on NVIDIA GPUs (SM90 / SM100) only; this node has none (")
+    # an NVIDIA node (as nvidia-smi lists it) without the package: that is the reason
+    monkeypatch.setattr(grouped_gemm.device, "describe", lambda: (
+        {"backend": "cuda", "model": "NVIDIA H200", "count": 8, "driver": "580.95.05", "torch": None}, [], {}))
+    _, doc = run_probe("grouped_gemm", str(tmp_path / "h200"), "r", "h", params=dict(TINY, library="deep_gemm"))
+    assert doc["status"] == "skipped" and doc["reason"] == (
+        "deep_gemm is not installed (DeepGEMM, github.com/deepseek-ai/DeepGEMM; needs CUDA 12.3+ and SM90/SM100); "
+        "the tools step does not build it")
 
 
 def test_fp8_grouped_loop_computes_what_the_bf16_loop_does():

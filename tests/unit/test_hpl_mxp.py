@@ -244,3 +244,34 @@ def test_the_nodes_must_agree_on_one_command_line():
         "(srun: scontrol not found)")
     assert hpl_mxp.world_problem([node, dict(node, gpus=4, ranks=4)], "srun", {}, ["a", "b"]) == (
         "the nodes differ in ranks per node (one per GPU) (a 8, b 4): one command line starts every rank")
+
+
+def test_across_nodes_is_an_error_only_when_the_step_itself_failed():
+    """One host whose own solve failed: the check across nodes is a skip (there was nothing to solve across), not
+    an error; hosts that did not meet, or one that never finished alone, are an error."""
+    from probes.artifact import Artifact
+    from reports.grading import grade, load_rubric
+    from reports.load import run_of_artifacts
+
+    def doc(**facts):
+        art = Artifact("hpl_mxp", "r", "a")
+        art.facts.update(facts)
+        art.add("passed", 0, "bool", format="FP16", n=1024, nb=256, grid="1x1", nodes=1, ranks=1)
+        art.error("FP16: exit 1")
+        return art.to_dict()
+
+    def row(d):
+        [r] = [r for r in grade(run_of_artifacts([d]), load_rubric()) if r["check_id"] == "compute.hpl_mxp_multinode"]
+        return r["status"], r["reason"]
+
+    assert row(doc(across_nodes="not run: the run has one host")) == ("skip", "not run: the run has one host")
+    said = "not run: b did not finish solving alone"
+    assert row(doc(across_nodes=said, across_error="b did not finish solving alone")) == ("error", said)
+
+
+def test_the_wrapper_under_srun_gets_every_gpu_of_the_node():
+    from probes.common import launch
+
+    argv = launch.srun_argv(["n1", "n2"], 8, [], "cmxa-x-hpl", mpi="pmix", gpus_per_node=8)
+    assert "--gpus-per-node=8" in argv and not [a for a in argv if a.startswith("--gpus-per-task")]
+    assert "--gpus-per-task=1" in launch.srun_argv(["n1"], 8, [], "j", gpus_per_task=1, gpus_per_node=8)

@@ -1,5 +1,5 @@
 """SigV4 signing of the standard-library S3 client: AWS's published test vector, and botocore's signer on S3
-requests (when botocore is installed: it comes with moto, the test extra's S3 server)."""
+requests (botocore is in the test extra for this)."""
 
 from datetime import datetime, timezone
 
@@ -28,10 +28,9 @@ def test_aws_sigv4_test_suite_get_vanilla():
     ("DELETE", "/bench/k~x_y-z.w", {}, storage_s3.EMPTY_SHA256),
 ])
 def test_signature_equals_botocore(method, path, query, payload):
-    auth = pytest.importorskip("botocore.auth")
-    credentials = pytest.importorskip("botocore.credentials")
-    awsrequest = pytest.importorskip("botocore.awsrequest")
     from urllib.parse import quote, urlencode
+
+    from botocore import auth, awsrequest, credentials
 
     url = "http://127.0.0.1:9000" + quote(path, safe="/~") + ("?" + urlencode(query, quote_via=quote) if query else "")
     req = awsrequest.AWSRequest(method=method, url=url, headers={"X-Amz-Content-SHA256": payload})
@@ -58,3 +57,35 @@ def test_client_repr_and_errors_never_show_the_secret():
 def test_endpoint_must_be_http():
     with pytest.raises(ValueError, match="endpoint"):
         storage_s3.Client("s3.example.com", "a", "b")
+
+
+def test_a_failed_request_does_not_poison_the_next_one():
+    """A request that fails (here: refused, nothing listens yet) must leave the client usable: the next request,
+    once the server is up, gets its answer instead of http.client's CannotSendRequest ('Request-sent')."""
+    import socket
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    client = storage_s3.Client("http://127.0.0.1:%d" % port, "AKIDTEST", "secret")
+    with pytest.raises(ConnectionRefusedError):
+        client.request("create", "PUT", "bench")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_PUT(self):  # noqa: N802 - http.server's name
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert client.request("create", "PUT", "bench")[0] == 200
+    finally:
+        server.shutdown()
+        server.server_close()

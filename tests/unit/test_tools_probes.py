@@ -4,6 +4,7 @@ nvcc and NCCL from the nvidia-nccl-cu13 wheel where this machine has them."""
 
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from probes.artifact import Artifact
 from probes.cli import run_probe
 from probes.tools import detect, tools_build, tools_detect, variants
 
@@ -256,3 +258,30 @@ def test_a_failed_build_records_the_command_its_last_lines_and_the_variable(tmp_
     assert "not a usable nccl.h" in rec["tail"]
     assert not list((tmp_path / "p" / "build" / "nccl_tests").glob("*/build"))  # no half-made build is kept
     json.dumps(doc)
+
+
+def test_the_venv_packages_come_from_pypi_or_the_sites_index_never_from_torchs(tmp_path):
+    """pyarrow and av are not on PyTorch's index: tools_venv_packages are a pip call of their own after torch; a
+    failure there is recorded and leaves the venv (with torch) in use."""
+    from probes.tools import tools_venv
+
+    params = {"packages": ["numpy", "av", "pyarrow"], "wheelhouse": "", "index_url": "", "extra_index_urls": [],
+              "timeout": 60}
+    venv = str(tmp_path / "venv")
+    assert tools_venv.packages_argv(venv, params)[6:] == ["numpy", "av", "pyarrow"]  # PyPI, pip's default
+    assert tools_venv.packages_argv(venv, dict(params, index_url="https://pypi.example/simple"))[-2:] == [
+        "--index-url", "https://pypi.example/simple"]
+    assert tools_venv.packages_argv(venv, dict(params, wheelhouse="/w"))[-3:] == ["--no-index", "--find-links", "/w"]
+    torch_only = tools_venv.pip_argv(venv, {"torch": "2.13.0", "index_url": "https://download.pytorch.org/whl/cpu"},
+                                     params)
+    assert "av" not in torch_only and torch_only[-2:] == ["--index-url", "https://download.pytorch.org/whl/cpu"]
+    # a venv whose pip finds nothing in an empty wheelhouse: the error is a fact, the marker keeps no packages
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "bin" / "python").symlink_to(sys.executable)
+    marker = tmp_path / "venv" / "marker.json"
+    marker.write_text(json.dumps({"key": "k"}))
+    art = Artifact("tools_venv", "r", "h")
+    tools_venv.install_packages(art, venv, dict(params, wheelhouse=str(tmp_path / "empty")), str(marker),
+                                dict(os.environ, PIP_CONFIG_FILE=os.devnull))
+    assert art.facts["packages_error"].startswith("`%s -m pip install" % (tmp_path / "venv" / "bin" / "python"))
+    assert "tools_venv_packages" in art.facts["packages_error"] and json.loads(marker.read_text()) == {"key": "k"}

@@ -9,9 +9,6 @@ from reports.grading.preconditions import ungradable
 from reports.grading.rows import make_row
 from reports.grading.select import find_artifact
 
-# the hosts did not meet in the run's store: something failed, the solve across nodes was not merely left out
-_FAILED_TO_MEET = "not run: the hosts did not meet"
-
 
 def _leader(run, hosts):
     """The host that started (or declined) the solve across nodes: the one whose artifact says so."""
@@ -39,10 +36,12 @@ def grade_across(check, run, hosts):
         if int(labels.get("nodes") or 1) > 1:
             by_format.setdefault(labels.get("format"), {}).setdefault(rec["metric"], []).append(rec["value"])
     if not by_format:
+        # a fault of the step across nodes (the hosts did not meet, one never finished alone) is an error; a
+        # step that was not run for a reason (one host, a launcher that cannot start MPI) is a skip
         said = facts.get("across_nodes") or "no result across nodes"
-        status = "error" if said.startswith(_FAILED_TO_MEET) or doc["status"] == "error" else "skip"
-        return [make_row(check, host, status, reason=said if status == "skip" else "; ".join(
-            x for x in (said, doc.get("reason")) if x))]
+        if facts.get("across_error"):
+            return [make_row(check, host, "error", reason=said)]
+        return [make_row(check, host, "skip", reason=said)]
     rows = []
     for fmt, metrics in sorted(by_format.items(), key=lambda kv: str(kv[0])):
         passed = metrics.get("passed") or []
