@@ -176,16 +176,16 @@ def run(art, p, out_dir):
                                        p["space_factor"])
     base = storage_tier.run_dir(tier["path"], art.run_id)
     directory = os.path.join(base, "datagen-%s" % tier["name"], me["name"])  # each host its own files
-    mesh = None
+    mesh, mine, late = None, None, []
     try:
         if world > 1:
             port = port_param(p, "sync_port", art.run_id, "datagen/%s" % tier["name"])
             mesh = Mesh([h["name"] for h in hosts], [h["addr"] for h in hosts], rank, port,
                         "%s/datagen/%s" % (art.run_id, tier["name"]), connect_timeout=p["connect_timeout"])
-            missing = mesh.barrier("start", p["connect_timeout"])  # every host starts writing together
-            if missing:
-                art.facts["late_hosts"] = missing
-        mine = None
+            # every host starts writing together; one that is late makes a sum over the slowest time meaningless
+            late = mesh.barrier("start", p["connect_timeout"], abort_on_lost=True)
+            if late:
+                art.facts["late_hosts"] = late
         if why is None:
             art.facts["codec"] = codec
             art.device.update({"pyav": libs[1].__version__, "pyarrow": libs[2].__version__})
@@ -197,11 +197,17 @@ def run(art, p, out_dir):
         if mine:
             _record(art, mine, tier["name"])
         if mesh is not None:
-            everyone = mesh.allgather(mine, timeout=p["connect_timeout"] + 60 * p["episodes"])
-            if rank == 0:
+            # the slowest host's writing is the wait: a second per frame is far above any CPU's encoder
+            everyone = mesh.allgather(mine, timeout=p["connect_timeout"] + p["episodes"] * (p["frames"] + 30))
+            if rank == 0 and late:
+                art.facts["aggregate"] = "not computed: %s did not start with the others" % ", ".join(late)
+            elif rank == 0:
                 _aggregate(art, everyone, hosts, tier["name"])
     except StoreError as exc:
+        # the hosts did not meet (or one left): this host's own numbers stand, the run's coordination failed
         art.facts["store_error"] = str(exc)
+        if why is None:
+            art.error("the hosts did not meet in the run's store: %s" % exc)
     finally:
         if mesh is not None:
             mesh.close()

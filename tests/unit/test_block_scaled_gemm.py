@@ -101,3 +101,17 @@ def test_grouped_gemm_measures_every_dtype_a_blackwell_kernel_runs_and_errs_on_a
     assert "off its dequantized reference" in bad["facts"]["dtype_reason.mxfp8"]
     assert not [r for r in bad["results"] if r["labels"].get("dtype") == "mxfp8"]  # no number from a wrong product
     assert bad["status"] == "error"
+
+
+def test_block_scaled_dtypes_on_rocm_are_not_implemented_not_measured_on_a_wrong_layout(monkeypatch):
+    """hipBLASLt reads MX scales unswizzled: this version builds cuBLASLt's layout, so on ROCm MXFP8 and NVFP4 are
+    "not implemented" with that reason, never measured (and never called wrong by the product check)."""
+    from probes.gpu_compute import launch
+
+    monkeypatch.setattr(backend, "gemm_support", lambda *a: None)
+    out = []
+    dev = type("Dev", (), {"backend": "rocm", "device": "cuda:0"})()
+    assert launch.dtype_runs(out.append, torch, "mxfp8", dev) is False
+    assert out == [{"kind": "dtype", "dtype": "mxfp8", "status": "not_implemented",
+                    "reason": launch.BLOCK_SCALED_ROCM["mxfp8"]}]
+    assert "hipBLASLt reads the block scales unswizzled" in out[0]["reason"]

@@ -88,3 +88,14 @@ def test_a_host_without_pyav_says_so(tmp_path, monkeypatch):
         SMALL, tier={"name": "scratch", "path": str(tmp_path), "shared": False}))
     assert doc["status"] == "skipped" and doc["reason"].startswith("datagen needs numpy, PyAV and pyarrow")
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_a_host_that_cannot_meet_the_others_is_an_error_and_writes_nothing(tmp_path):
+    tier = {"name": "shared", "path": str(tmp_path / "tier"), "shared": True}
+    (tmp_path / "tier").mkdir()
+    hosts = [{"name": "a", "addr": "127.0.0.1"}, {"name": "b", "addr": "127.0.0.1"}]
+    # host b alone: the first host (the store) never comes
+    _, doc = run_probe("datagen", str(tmp_path / "b"), "r", "b", params=dict(
+        SMALL, tier=tier, hosts=hosts, rank=1, sync_port=24873, connect_timeout=2))
+    assert doc["status"] == "error" and doc["reason"].startswith("the hosts did not meet in the run's store")
+    assert doc["results"] == [] and os.listdir(tmp_path / "tier") == []
