@@ -275,3 +275,19 @@ def test_the_wrapper_under_srun_gets_every_gpu_of_the_node():
     argv = launch.srun_argv(["n1", "n2"], 8, [], "cmxa-x-hpl", mpi="pmix", gpus_per_node=8)
     assert "--gpus-per-node=8" in argv and not [a for a in argv if a.startswith("--gpus-per-task")]
     assert "--gpus-per-task=1" in launch.srun_argv(["n1"], 8, [], "j", gpus_per_task=1, gpus_per_node=8)
+
+
+def test_when_no_host_could_solve_each_host_shows_its_own_reason():
+    from probes.artifact import Artifact
+    from reports.grading import grade, load_rubric
+    from reports.load import run_of_artifacts
+
+    docs = []
+    for host in ("a", "b"):
+        art = Artifact("hpl_mxp", "r", host)
+        art.facts["across_nodes"] = "not run: every host must solve; a: no NVIDIA GPU; b: no NVIDIA GPU"
+        art.skip("no NVIDIA GPU on this node (backend cpu)")
+        docs.append(art.to_dict())
+    rows = [r for r in grade(run_of_artifacts(docs), load_rubric()) if r["check_id"] == "compute.hpl_mxp_multinode"]
+    why = "no NVIDIA GPU on this node (backend cpu)"
+    assert [(r["host"], r["status"], r["reason"]) for r in rows] == [("a", "skip", why), ("b", "skip", why)]

@@ -21,8 +21,10 @@ def _leader(run, hosts):
 
 def grade_across(check, run, hosts):
     """Kind `hpl_mxp_across`: per format, the residual check of the solve across all nodes (pass: PASSED)."""
-    if not any(find_artifact(run, h, check["probe"]) is not None for h in hosts):
-        # no host ran HPL-MxP: each host's own reason, as every check that has no artifact shows it
+    docs = [find_artifact(run, h, check["probe"]) for h in hosts]
+    if not any(d is not None and d["status"] != "skipped" for d in docs):
+        # no host solved (no GPU, no xhpl_mxp, or the probe did not run): each host's own reason, as every check
+        # whose probe did not run shows it
         return [ungradable(check, run, h) for h in hosts]
     host = _leader(run, hosts)
     pre = ungradable(check, run, host)
