@@ -121,6 +121,15 @@ def direct_io_supported(directory):
             pass
 
 
+def fsync_path(path):
+    """fsync a file or a directory by its path (a directory: its entries, so a new file's name is durable too)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def drop_cache(path):
     """Ask the kernel to drop the page cache of a file, or of every file below a directory (clean pages only,
     so call it after fsync). Unprivileged; it does not reach a server's cache, but it makes a read after a

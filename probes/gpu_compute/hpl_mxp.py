@@ -180,7 +180,7 @@ def _local_mpirun(params, ranks):
     """mpirun -np <ranks> on this node; Open MPI's flags (no binding: the wrapper sets affinity) only for Open MPI."""
     mpirun = [params["mpirun"], "-np", str(ranks)]
     version = run_cmd([params["mpirun"], "--version"], timeout=20)
-    if "Open MPI" in (version.stdout or "") or "OpenRTE" in (version.stdout or ""):
+    if launch.mpi_flavour((version.stdout or "") + (version.stderr or "")) == "openmpi":
         mpirun += ["--bind-to", "none"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
     return mpirun
 

@@ -53,21 +53,13 @@ def same(torch, a, b):
     return set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a)
 
 
-def _fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def torch_save_load(torch, sd, path):
     t0 = time.perf_counter()
     with open(path, "wb") as fh:
         torch.save(sd, fh)
         fh.flush()
         os.fsync(fh.fileno())
-    _fsync_dir(os.path.dirname(path))
+    storage_tier.fsync_path(os.path.dirname(path))
     save_s = time.perf_counter() - t0
     size = os.path.getsize(path)
     storage_tier.drop_cache(path)

@@ -106,7 +106,7 @@ def write_segment(np, av, path, codec, frames, width, height, fps, seed):
                 container.mux(packet)
         for packet in stream.encode():
             container.mux(packet)
-    _fsync(path)
+    storage_tier.fsync_path(path)
 
 
 def write_shard(np, pa, pq, path, rows, seed):
@@ -116,15 +116,7 @@ def write_shard(np, pa, pq, path, rows, seed):
     for name in SENSOR_COLUMNS[1:]:
         columns[name] = np.cumsum(rng.standard_normal(rows, dtype=np.float32) * 0.01, dtype=np.float32)
     pq.write_table(pa.table(columns), path, compression="zstd")
-    _fsync(path)
-
-
-def _fsync(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    storage_tier.fsync_path(path)
 
 
 def estimate_bytes(p):
