@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -318,6 +319,10 @@ class Journal:
             buffered.append(self._dumps({"ts": rfc3339(), "event": "journal_gap", "dropped_lines": self._dropped}))
         for text in buffered:
             self._write(text)
+        # Who writes this run: playbooks/recover.yml refuses to recover a run whose controller is still alive (the
+        # start time tells a live controller from a later process that reuses its pid).
+        self.record({"event": "controller", "machine": socket.gethostname(), "pid": os.getpid(),
+                     "start_ticks": start_ticks(os.getpid())})
         return True
 
     # ------------------------------------------------------------------------------- lines
@@ -452,6 +457,15 @@ class Journal:
 
 
 # ---------------------------------------------------------------------------------------------- report
+
+
+def start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc/<pid>/stat field 22), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def report_argv(run_dir: str, python: str | None = None) -> list[str]:

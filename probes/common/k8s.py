@@ -76,15 +76,36 @@ def parse_nodes(text):
     return {(n.get("metadata") or {}).get("name"): n for n in items}
 
 
-def read(names, t, kubectl=("kubectl",), baseline_taints=None, timeout=30.0):
+def pool_taints(names, nodes, baseline_taints=None):
+    """The taints the named nodes had when the watch began (their baseline, else what they have in this reading,
+    which is the baseline's own reading): the pool's normal taints, against which the other nodes are read, since
+    they have no baseline of their own (a spare joins with the GPU pool's taint; a spare kept off by a taint of its
+    own until it is needed has one the pool does not)."""
+    if baseline_taints is not None:
+        return sorted({k for n in names for k in baseline_taints.get(n, [])})
+    return sorted({k for n in names if n in nodes for k in taint_keys(nodes[n])})
+
+
+def samples(names, nodes, t, baseline_taints=None, others=False):
+    """The samples of one reading ({name: Node}): one per named node, then with others one per other node, marked
+    "other" and read against the pool's taints (pool_taints)."""
+    out = [sample(n, nodes.get(n), t, None if baseline_taints is None else baseline_taints.get(n, []))
+           for n in names]
+    if others:
+        pool = pool_taints(names, nodes, baseline_taints)
+        out += [dict(sample(n, nodes[n], t, pool), other=True) for n in sorted(set(nodes) - set(names))]
+    return out
+
+
+def read(names, t, kubectl=("kubectl",), baseline_taints=None, timeout=30.0, others=False):
+    """One sample per named node; with others also one per other node the API server lists (marked "other").
+    A failed kubectl gives phase unknown for every named node and nothing about the others."""
     res = run_cmd(list(kubectl) + ["get", "nodes", "-o", "json"], timeout=timeout)
     if res.rc != 0:
         why = (res.stderr or res.stdout).strip().splitlines()
         return [{"t": t, "node": n, "phase": "unknown", "state": None,
                  "reason": "kubectl: %s" % (why[-1] if why else "rc=%s" % res.rc)} for n in names]
-    nodes = parse_nodes(res.stdout)
-    return [sample(n, nodes.get(n), t, None if baseline_taints is None else baseline_taints.get(n, []))
-            for n in names]
+    return samples(names, parse_nodes(res.stdout), t, baseline_taints, others)
 
 
 def available(kubectl=("kubectl",)):

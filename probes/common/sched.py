@@ -10,6 +10,9 @@ Every reader returns samples ``{"t", "node", "phase", "state", "reason", ...}`` 
     unhealthy  a health signal says no, the node is still schedulable as far as the scheduler goes
     missing    the scheduler no longer lists the node (replaced?)
     unknown    the state could not be read this time
+
+Read with ``others``, Slurm and Kubernetes also give a sample of every other node they list, marked
+``"other": true`` (how the fault-injection watcher sees a hot spare join; probes/reliability/samples.py).
 """
 
 from probes.common import k8s as sched_k8s
@@ -33,11 +36,14 @@ class Scheduler:
         self.options = dict(options or {})
         self.kubectl = list(self.options.get("kubectl") or ["kubectl"])
 
-    def read(self, names, t):
+    def read(self, names, t, others=False):
+        """One sample per named node; with others (Slurm, Kubernetes) also one per other node the scheduler lists,
+        marked "other" (a hot spare joining is one of them). Without a scheduler there are no others to list."""
         if self.name == "slurm":
-            return sched_slurm.read(names, t)
+            return sched_slurm.read(names, t, others=others)
         if self.name == "kubernetes":
-            return sched_k8s.read(names, t, kubectl=self.kubectl, baseline_taints=self.options.get("baseline_taints"))
+            return sched_k8s.read(names, t, kubectl=self.kubectl, baseline_taints=self.options.get("baseline_taints"),
+                                  others=others)
         return [self._read_command(n, t) for n in names]
 
     def _read_command(self, name, t):

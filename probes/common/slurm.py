@@ -142,21 +142,35 @@ def sample(name, fields, t):
             "slurmd_start": fields.get("SlurmdStartTime")}
 
 
-def read(names, t, timeout=20.0):
-    """One sample per node. A failed scontrol gives phase unknown for every node, with the error as reason."""
+def samples(names, nodes, t, others=False):
+    """The samples of one reading ({node: fields}): one per named node (missing when not listed), then with others
+    one per other node listed, marked "other"."""
+    out = [sample(n, nodes.get(n), t) for n in names]
+    if others:
+        out += [dict(sample(n, nodes[n], t), other=True) for n in sorted(set(nodes) - set(names))]
+    return out
+
+
+def read(names, t, timeout=20.0, others=False):
+    """One sample per node. A failed scontrol gives phase unknown for every named node, with the error as reason
+    (and nothing about the others: a failed reading says nothing about them).
+
+    others: read every node the scheduler lists (`scontrol show node -o` without names: one command however many
+    nodes), the named ones as without, the others after them marked "other"."""
     argv = [SCONTROL, "show", "node", "-o"]
-    if names:
+    if names and not others:
         argv.append(",".join(names))
     res = run_cmd(argv, timeout=timeout)
     nodes = parse_show_node(res.stdout)
     if not nodes and res.rc != 0:
         why = (res.stderr or res.stdout).strip().splitlines()
         why = why[-1] if why else "rc=%s" % res.rc
-        if not res.missing and not res.timed_out and len(names) == 1 and re.search(r"^Node \S+ not found", why):
+        if (not others and not res.missing and not res.timed_out and len(names) == 1
+                and re.search(r"^Node \S+ not found", why)):
             return [sample(names[0], None, t)]
         return [{"t": t, "node": n, "phase": "unknown", "state": None, "reason": "scontrol: %s" % why}
                 for n in names]
-    return [sample(n, nodes.get(n), t) for n in names]
+    return samples(names, nodes, t, others)
 
 
 def available():

@@ -3,4 +3,4 @@
 PROBES names the modules of this package that are probes (each has run(art, params, out_dir)); the others are
 this phase's helpers."""
 
-PROBES = ("boot_id", "reboot", "fault_inject", "fault_injection", "sched_action", "sched_watch")
+PROBES = ("boot_id", "reboot", "fault_inject", "fault_injection", "sched_action", "sched_watch", "leftovers")

@@ -11,15 +11,20 @@ What the provider's tooling did and how fast (detection, drain, return, flaps, t
 computed on the controller from those artifacts (reports/phases/reliability/timeline.py) and judged against the
 XID's recommended action there (reports/phases/reliability/grade.py).
 
-A `skip` reason means nothing was injected there.
+A `skip` reason means nothing was injected there. `kept_drained` (a fact, only when set) says why the node was not
+put back in service after the test: its GPU did not answer after a PCIe bridge reset (fault_inject's verify mode).
 """
 
 from probes.params import Param, Params
 from probes.reliability.reboot import BATCH_PARAMS, record_batch
 
-PARAMS = Params(xid=Param(int, None, "the XID injected"), **BATCH_PARAMS)
+PARAMS = Params(xid=Param(int, None, "the XID injected"),
+                kept_drained=Param(str, "", "why the node was left out of service after the test (empty: it was not)"),
+                **BATCH_PARAMS)
 
 
 def run(art, params, out_dir):
     record_batch(art, params)
     art.facts["xid"] = str(params["xid"])
+    if params["kept_drained"].strip():
+        art.facts["kept_drained"] = params["kept_drained"].strip()

@@ -6,7 +6,9 @@ Runs on the observer node (a Slurm client, or a host with kubectl). Actions (``p
 * ``drain``   drain each node (Kubernetes: cordon and drain) and wait until it is drained, up to ``timeout``;
 * ``return``  after a reboot: wait until the scheduler hears from the node again, resume it (only the nodes in
               ``resume``), wait until it is available, then run a fresh job on it (``job_command``);
-* ``job``     a fresh job on each node that is available (after a fault injection, once the node is back);
+* ``job``     a fresh job on each node that is available (after a fault injection, once the node is back); with
+              ``joined_from`` (a sched_watch tag) also on each node that watcher saw join: a hot spare in service
+              in place of a faulted node (the results labelled with the spare's name);
 * ``restore`` put nodes back as they were: every node in ``resume`` that is not available now is resumed, and
               waited for (up to ``timeout``) until it is available again.
 
@@ -14,11 +16,13 @@ Every time is recorded as a result in seconds since the epoch (unit ``s_epoch``)
 controller and the reboot / fault_injection probes can put the stages of each node in order.
 """
 
+import os
 import time
 
 from probes.common import sched
 from probes.common.sched import OUT_OF_SERVICE
 from probes.params import Param, Params
+from probes.reliability.samples import joined, read_samples
 
 REGISTERED = ("available", "draining", "drained", "unhealthy")
 ACTIONS = ("state", "drain", "return", "job", "restore")
@@ -34,6 +38,9 @@ PARAMS = Params(
     job=Param(bool, True, "return: run a fresh job on every node back in service"),
     job_command=Param(list, ["hostname"], "return, job: the job's command"),
     job_wait=Param(float, 60, "return, job: seconds the job may take"),
+    joined_from=Param(str, "", "job: the tag of a sched_watch run on this node (its <tag>.jsonl beside the "
+                               "artifacts): also a job on every node it saw join, available now and not at its "
+                               "first reading (hot spares), at most two per node in nodes, earliest first"),
 )
 
 
@@ -116,6 +123,34 @@ def _job(art, scheduler, node, params):
         art.facts["job_error_%s" % node] = _cmd_text(res)
 
 
+def spares(out_dir, tag, nodes):
+    """The nodes the watcher <tag> saw join, earliest first: other nodes not available (or not listed) at its first
+    reading, the baseline taken before anything was done, and available at their last sample (samples.joined)."""
+    samples = read_samples(os.path.join(out_dir, tag + ".jsonl"))
+    if not samples:
+        return []
+    t_baseline = min(s["t"] for s in samples)
+    others = [s for s in samples if s.get("other") and s["node"] not in set(nodes)]
+    return [node for _, node in joined(others, t_baseline)]
+
+
+def _job_joined(art, scheduler, nodes, params, out_dir):
+    found = spares(out_dir, params["joined_from"], nodes)
+    # One spare per faulted node is what the controller looks for (matched in the order they joined after the
+    # injection); twice that leaves room for nodes that joined between the watcher's start and the injection,
+    # and bounds the jobs on a busy cluster where many nodes come back from elsewhere within the watch.
+    limit = 2 * len(nodes)
+    art.facts["joined"] = ",".join(found)
+    if len(found) > limit:
+        art.facts["joined_not_run"] = ",".join(found[limit:])
+    chosen = found[:limit]
+    for s in scheduler.read(chosen, time.time()) if chosen else []:
+        if s["phase"] == "available":
+            _job(art, scheduler, s["node"], params)
+        else:
+            art.facts["job_skipped_%s" % s["node"]] = "node is %s" % s["phase"]
+
+
 def _return(art, scheduler, nodes, params, interval):
     timeout = _timeout(params, 900.0)
     resume = set(params["resume"])
@@ -195,5 +230,7 @@ def run(art, params, out_dir):
                 _job(art, scheduler, s["node"], params)
             else:
                 art.facts["job_skipped_%s" % s["node"]] = "node is %s" % s["phase"]
+        if params["joined_from"]:
+            _job_joined(art, scheduler, nodes, params, out_dir)
     else:
         _restore(art, scheduler, nodes, params, interval)

@@ -12,6 +12,13 @@ Runs on an observer node (one that is not being rebooted or injected), in two ca
 
 The watcher never runs past ``max_s`` whatever happens to the play, and ``stop`` is safe to call again (clean-up):
 it only collects what is there.
+
+With ``others`` (the default; Slurm and Kubernetes) every reading is of every node the scheduler lists, so that a
+hot spare coming into service in place of a faulted node is on record (seed, HGX: a failed node is replaced by a
+hot spare). The other nodes are kept short (``Recorder``): each one's first sample, then only a change of phase,
+marked ``"other": true``. Under ``stop_when: resolved`` a watch also ends once every node of ours that is out of
+service has a spare of its own that has been available for ``settle_s`` (samples.watch_replaced), so that the
+fresh job on the spare comes while it still tells how fast the provider replaced the node.
 """
 
 import json
@@ -40,6 +47,8 @@ PARAMS = Params(
     remediation_timeout=Param(float, 3600, "start: seconds until the node must be back"),
     settle_s=Param(float, 5, "start: seconds a state must last to count"),
     wait_s=Param(float, 0, "stop: seconds to wait for the watcher to end by itself"),
+    others=Param(bool, True, "start: also record the scheduler's other nodes (their phase changes only), so that a "
+                             "hot spare joining is seen; no effect without a scheduler"),
 )
 
 
@@ -55,6 +64,50 @@ def _append(path, samples):
             fh.write(json.dumps(s, sort_keys=True) + "\n")
 
 
+class Recorder:
+    """What the watcher keeps of its readings: of the watched nodes every change (samples.Compactor), of the other
+    nodes only their first sample and each change of phase, with the fields of samples.OTHER_KEYS. An other node
+    that a readable reading no longer lists gets a ``missing`` sample (a spare can leave again). ``history`` and
+    ``others`` hold what was kept, for the stop rules."""
+
+    def __init__(self, nodes):
+        self.nodes = list(nodes)
+        self.named = watch_samples.Compactor()
+        self.other = watch_samples.Compactor(watch_samples.OTHER_CHANGE_KEYS)
+        self.history = {n: [] for n in self.nodes}
+        self.others = []
+
+    def add(self, samples):
+        """The samples of one reading -> those worth keeping, in the form they are written."""
+        kept = []
+        listed = set()
+        for s in samples:
+            if s.get("other"):
+                s = {k: s.get(k) for k in watch_samples.OTHER_KEYS}
+                listed.add(s["node"])
+                if self.other.add(s):
+                    self.others.append(s)
+                    kept.append(s)
+            elif self.named.add(s):
+                self.history.setdefault(s["node"], []).append(s)
+                kept.append(s)
+        # Only a reading the scheduler answered tells that a node is gone (a failed one lists no other node, and
+        # its watched nodes are unknown); the baseline read back by the detached watcher has no others to lose.
+        if samples and self.other.last and (listed or any(s["phase"] != "unknown" for s in samples)):
+            t = max(s["t"] for s in samples)
+            for node in sorted(set(self.other.last) - listed):
+                gone = {"t": t, "node": node, "phase": "missing", "state": None, "reason": None, "other": True}
+                if self.other.add(gone):
+                    self.others.append(gone)
+                    kept.append(gone)
+        return kept
+
+    def final(self):
+        """The last reading of every watched node, so the timelines know until when the node was watched (the
+        other nodes' last change is on record already)."""
+        return [dict(s, final=True) for s in self.named.last.values()]
+
+
 def loop_main(cfg):
     """The detached watcher (not a probe run): polls until stopped, resolved or past its deadline."""
     paths = _paths(cfg["out_dir"], cfg["tag"])
@@ -66,18 +119,17 @@ def loop_main(cfg):
     signal.signal(signal.SIGTERM, on_term)
     scheduler = sched.Scheduler(cfg["scheduler"], cfg.get("options"))
     nodes = list(cfg["nodes"])
-    compactor = watch_samples.Compactor()
-    history = {n: [] for n in nodes}
-    for s in read_samples(paths["jsonl"]):  # the baseline written by start
-        compactor.add(s)
-        history.setdefault(s["node"], []).append(s)
+    others = bool(cfg.get("others"))
+    recorder = Recorder(nodes)
+    recorder.add(read_samples(paths["jsonl"]))  # the baseline written by start
     t_start = float(cfg["t_start"])
     deadline = t_start + float(cfg["max_s"])
     polls = errors = 0
     interval = float(cfg.get("interval", 1.0))
+    settle_s = float(cfg.get("settle_s", 5))
     while stop["by"] is None:
         now = time.time()
-        samples = scheduler.read(nodes, now)
+        samples = scheduler.read(nodes, now, others=others)
         # A reading is what the scheduler said by the time its answer came back: stamped then, not when it was
         # asked, so a change that lands while a read is under way is never dated before it happened (an injected
         # fault would otherwise be "detected" before its injection).
@@ -86,24 +138,22 @@ def loop_main(cfg):
             s["t"] = answered
         polls += 1
         errors += sum(1 for s in samples if s["phase"] == "unknown")
-        kept = [s for s in samples if compactor.add(s)]
-        for s in kept:
-            history.setdefault(s["node"], []).append(s)
+        kept = recorder.add(samples)
         if kept:
             _append(paths["jsonl"], kept)
         if os.path.exists(paths["stop"]):
             stop["by"] = "stop"
         elif now >= deadline:
             stop["by"] = "deadline"
-        elif cfg.get("stop_when") == "resolved" and all(
-                watch_samples.watch_resolved(history.get(n, []), t_start, now, float(cfg["detect_timeout"]),
-                                        float(cfg["remediation_timeout"]), float(cfg.get("settle_s", 5)))
-                for n in nodes):
+        elif cfg.get("stop_when") == "resolved" and (all(
+                watch_samples.watch_resolved(recorder.history.get(n, []), t_start, now, float(cfg["detect_timeout"]),
+                                             float(cfg["remediation_timeout"]), settle_s)
+                for n in nodes) or watch_samples.watch_replaced(recorder.history, recorder.others, nodes, t_start,
+                                                                now, settle_s)):
             stop["by"] = "resolved"
         if stop["by"] is None:
             time.sleep(max(0.0, interval - (time.time() - now)))
-    # The last reading of every node, so the timelines know until when the node was watched.
-    _append(paths["jsonl"], [dict(s, final=True) for s in compactor.last.values()])
+    _append(paths["jsonl"], recorder.final())
     with open(paths["done"], "w") as fh:
         json.dump({"ended_by": stop["by"], "polls": polls, "unreadable_polls": errors, "t_start": t_start,
                    "t_end": time.time()}, fh)
@@ -116,8 +166,10 @@ def _start(art, params, out_dir, paths):
         return
     options = params["options"]
     scheduler = sched.Scheduler(params["scheduler"], options)
+    others = bool(params["others"]) and scheduler.name != "none"
     now = time.time()
-    baseline = scheduler.read(nodes, now)
+    reading = scheduler.read(nodes, now, others=others)
+    baseline = [s for s in reading if not s.get("other")]
     if all(s["phase"] == "unknown" for s in baseline):
         art.error("cannot read the scheduler (%s): %s" % (scheduler.name, baseline[0].get("reason")))
         return
@@ -126,11 +178,11 @@ def _start(art, params, out_dir, paths):
     for path in (paths["jsonl"], paths["stop"], paths["done"]):
         if os.path.exists(path):
             os.unlink(path)
-    _append(paths["jsonl"], baseline)
+    _append(paths["jsonl"], Recorder(nodes).add(reading))
     cfg = {"out_dir": out_dir, "tag": params["tag"], "scheduler": scheduler.name, "options": options,
            "nodes": nodes, "t_start": now, "interval": params["interval"], "max_s": params["max_s"],
            "stop_when": params["stop_when"], "detect_timeout": params["detect_timeout"],
-           "remediation_timeout": params["remediation_timeout"], "settle_s": params["settle_s"]}
+           "remediation_timeout": params["remediation_timeout"], "settle_s": params["settle_s"], "others": others}
     proc = detached.start("probes.reliability.sched_watch", "loop_main", cfg,
                           "clustermax-assess-watch=" + params["tag"], log_path=paths["log"], cwd=out_dir)
     with open(paths["pid"], "w") as fh:
@@ -139,6 +191,8 @@ def _start(art, params, out_dir, paths):
     for s in baseline:
         art.add("available", 1 if s["phase"] == "available" else 0, "bool", node=s["node"], phase=s["phase"],
                 state=s.get("state"), reason=s.get("reason"))
+    if others:
+        art.add("other_nodes", len(reading) - len(baseline), "count")
 
 
 def _ours(pid, tag):
@@ -187,8 +241,11 @@ def _stop(art, params, out_dir, paths):
     art.add("unreadable_polls", done.get("unreadable_polls", 0), "count")
     if done.get("t_end") and done.get("t_start"):
         art.add("watched_s", round(done["t_end"] - done["t_start"], 3), "s")
-    for node in sorted({s["node"] for s in samples}):
+    for node in sorted({s["node"] for s in samples if not s.get("other")}):
         art.add("changes", sum(1 for s in samples if s["node"] == node and not s.get("final")), "count", node=node)
+    # The other nodes in one number: a row per node of a large cluster would say nothing the raw file does not.
+    if any(s.get("other") for s in samples):
+        art.add("other_samples", sum(1 for s in samples if s.get("other")), "count")
 
 
 def run(art, params, out_dir):

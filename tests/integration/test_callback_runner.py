@@ -108,7 +108,8 @@ def check_run(run_dir, secret):
 
     lines = [json.loads(line) for line in journal_text.splitlines()]
     assert [line.get("event") or line["task"] for line in lines] == [
-        "play_start", "Check the controller", "Announce the run directory",   # buffered, then flushed in order
+        # buffered, then flushed in order; then who writes the run (playbooks/recover.yml reads it)
+        "play_start", "Check the controller", "controller", "Announce the run directory",
         "play_start", "Say hello", "Never runs", "Leak nothing", "Recover",
         "stats",
     ]
@@ -252,6 +253,6 @@ def test_an_interrupted_run_leaves_a_readable_journal(tmp_path):
             proc.wait()
     assert proc.returncode != 0 and "interrupted" in output, output
     lines = [json.loads(line) for line in journal.read_text().splitlines()]
-    assert [line.get("event") or line["task"] for line in lines] == ["play_start", "Announce the run directory",
-                                                                     "Quick step"]
+    assert [line.get("event") or line["task"] for line in lines] == ["play_start", "controller",
+                                                                     "Announce the run directory", "Quick step"]
     assert not (journal.parent / "run.json").exists()

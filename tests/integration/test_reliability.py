@@ -11,15 +11,19 @@ molecule scenario. A second run names the same hosts without assess_allow_destru
 import csv
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
-from cluster.cluster import Cluster, preflight
+from cluster.cluster import Cluster, _netns_pids, preflight
 from cluster.reboot import Reboots
 from cluster.slurm import Slurm
 from cluster.slurm import preflight as slurm_preflight
 from cluster.xid_healthcheck import read_kmsg, xids_for
-from helpers import ROOT, run_dirs, run_playbook
+from helpers import BIN, ROOT, ansible_env, run_dirs, run_playbook
 
 from reports.load import load_run
 from reports.phases.reliability import timeline
@@ -246,3 +250,90 @@ def test_without_allow_destructive_nothing_changes(slurm_cluster, tmp_path):
     rows = _checks(run_dir)
     assert {rows[(c, n4)]["status"] for c in ("reliability.failure_detection", "reliability.reboot_returned")} == {
         "skip"}
+
+
+def _watchers_of(cluster, run_id):
+    """The scheduler watchers and DCGM holds of one run still running on the test hosts, by host."""
+    found = {}
+    for h in cluster.hosts:
+        for pid in _netns_pids(h["netns"]):
+            try:
+                cmd = Path("/proc/%d/cmdline" % pid).read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue  # gone meanwhile
+            if "clustermax-assess-%s" % run_id in cmd and ("clustermax-assess-watch=" in cmd or "dcgm-hold" in cmd):
+                found.setdefault(h["name"], []).append(pid)
+    return found
+
+
+def test_a_controller_killed_mid_batch_leaves_a_drained_node_that_recover_yml_puts_back(
+        slurm_cluster, destructive_run, tmp_path):
+    """After the shared run (so the two never overlap): a fault-injection run killed (SIGKILL, the whole process
+    group) once the health check drained its node, before the batch's own restore; then playbooks/recover.yml."""
+    cluster, slurm, _ = slurm_cluster
+    n1, n2, n3, n4 = _names(cluster)
+    inventory = cluster.write_inventory(str(tmp_path / "hosts.ini"), python=sys.executable)
+    extra = _extra_vars(tmp_path, {
+        "assess_output_dir": str(tmp_path / "runs"),
+        "assess_allow_destructive": True,
+        "fault_injection_hosts": [n3],
+        "fault_injection_poll_interval": 0.5,
+        "fault_injection_detect_timeout": 120,
+        "fault_injection_remediation_timeout": 600,
+        "fault_injection_settle": 2,
+    })
+    control_dir = tmp_path / "cp"
+    argv = [str(BIN / "ansible-playbook"), "assess.yml", "-i", str(inventory), "--tags", "fault_injection",
+            "-e", extra]
+    proc = subprocess.Popen(argv, cwd=ROOT, env=ansible_env(ANSIBLE_SSH_CONTROL_PATH_DIR=str(control_dir)),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and proc.poll() is None and "DRAIN" not in slurm.node_state(n3):
+            time.sleep(0.5)
+        assert "DRAIN" in slurm.node_state(n3), (slurm.node_states(), proc.poll())
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the controller and every fork of it
+        except ProcessLookupError:
+            pass
+        output = proc.communicate(timeout=60)[0]
+    for sock in control_dir.iterdir() if control_dir.exists() else ():
+        subprocess.run(["ssh", "-O", "exit", "-o", "ControlPath=%s" % sock, "x"], capture_output=True, timeout=30)
+    [run_dir] = run_dirs(tmp_path / "runs")
+    run_id = run_dir.name
+    # what the kill left: the node drained by the health check, the observer's watcher still running (it would run
+    # for the detection and remediation windows), the run's working directory on the nodes
+    time.sleep(3)
+    assert "DRAIN" in slurm.node_state(n3), output[-3000:]
+    assert not (run_dir / "artifacts" / n1 / "sched_action-fault-b1-restore.json").exists()
+    assert list(_watchers_of(cluster, run_id)) == [n1], output[-3000:]
+    assert cluster.exec(n3, ["test", "-d", "/tmp/clustermax-assess-%s" % run_id]).returncode == 0
+
+    # a recovery without the run to recover is refused before any node is touched
+    res = run_playbook(inventory, "-e", "assess_output_dir=%s" % (tmp_path / "rec"), playbook="playbooks/recover.yml",
+                       timeout=300)
+    assert res.returncode != 0 and "set recover_run to the directory of the run to recover" in res.stdout
+    assert not (tmp_path / "rec").exists()
+
+    res = run_playbook(inventory, "-e", "assess_output_dir=%s" % (tmp_path / "rec"), "-e",
+                       "recover_run=%s" % run_dir, playbook="playbooks/recover.yml", timeout=300)
+    assert res.returncode == 0, _failures(res) + res.stdout[-3000:]
+    assert "fault-b1 (fault_injection, slurm): open, resume what is out of service among %s" % n3 in " ".join(
+        res.stdout.split())
+    assert slurm.node_state(n3) == "IDLE"
+    assert _watchers_of(cluster, run_id) == {}
+    for host in (n1, n2, n3, n4):
+        assert cluster.exec(host, ["test", "-e", "/tmp/clustermax-assess-%s" % run_id]).returncode == 1, host
+    [rec_dir] = run_dirs(tmp_path / "rec")
+    restore = _doc(rec_dir, n1, "sched_action-recover-fault-b1.json")
+    resumed = {r["labels"]["node"]: r["value"] for r in restore["results"] if r["metric"] == "resumed"}
+    assert resumed[n3] == 1 and sum(resumed.values()) == 1, resumed
+    left = _doc(rec_dir, n1, "leftovers.json")
+    assert left["facts"]["run_id"] == run_id and left["facts"].get("watcher_pids")
+    # a second recovery of the same run finds nothing left to do
+    res = run_playbook(inventory, "-e", "assess_output_dir=%s" % (tmp_path / "rec"), "-e",
+                       "recover_run=%s" % run_dir, playbook="playbooks/recover.yml", timeout=300)
+    assert res.returncode == 0, _failures(res) + res.stdout[-3000:]
+    second = _doc(run_dirs(tmp_path / "rec")[-1], n1, "sched_action-recover-fault-b1.json")
+    assert {r["value"] for r in second["results"] if r["metric"] == "resumed"} == {0}

@@ -2,6 +2,7 @@
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -171,8 +172,13 @@ def test_lines_wait_in_memory_until_the_run_dir_is_known_then_are_written_in_ord
     announce(cb, run_dir)
     lines = read_lines(run_dir)
     assert [line.get("event") or line["task"] for line in lines] == [
-        "play_start", "Check the controller", "Announce the run"]
+        "play_start", "Check the controller", "controller", "Announce the run"]
     assert lines[0] == {"ts": lines[0]["ts"], "event": "play_start", "play": "Preflight", "hosts": ["localhost"]}
+    # who writes the run, once it is known (playbooks/recover.yml refuses a run whose controller is alive)
+    with open("/proc/self/stat") as fh:
+        ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
+    assert lines[2] == {"ts": lines[2]["ts"], "event": "controller", "machine": socket.gethostname(),
+                        "pid": os.getpid(), "start_ticks": ticks}
     assert lines[1]["play"] == "Preflight" and lines[1]["status"] == "ok"
     assert cb.journal.buffered == 0
     assert sorted(os.listdir(run_dir)) == ["journal.jsonl"]
@@ -180,7 +186,7 @@ def test_lines_wait_in_memory_until_the_run_dir_is_known_then_are_written_in_ord
     # After that every line is on disk as soon as it is recorded (an interrupted run keeps it).
     cb.v2_runner_on_ok(fake_result("localhost", fake_task("Next"), changed=True))
     assert [line["task"] for line in task_lines(run_dir)][-1] == "Next"
-    assert len(read_lines(run_dir)) == 4
+    assert len(read_lines(run_dir)) == 5
 
 
 def test_a_result_without_a_usable_assess_run_does_not_set_the_run_dir(tmp_path):
@@ -208,8 +214,9 @@ def test_the_buffer_is_bounded_and_the_gap_is_recorded(tmp_path):
         journal.record({"event": "n", "index": index})
     journal.set_run({"dir": str(tmp_path)})
     lines = read_lines(tmp_path)
-    assert [line.get("index") for line in lines] == [0, 1, None]
-    assert lines[-1]["event"] == "journal_gap" and lines[-1]["dropped_lines"] == 3
+    assert [line.get("event") for line in lines] == ["n", "n", "journal_gap", "controller"]
+    assert [line.get("index") for line in lines[:2]] == [0, 1]
+    assert lines[2]["dropped_lines"] == 3
 
 
 class Odd:
@@ -222,7 +229,7 @@ def test_values_json_cannot_encode_are_written_as_text(tmp_path, cb, use_callbac
     journal = cb.journal if use_callback_encoder else Journal()
     journal.set_run({"dir": str(tmp_path)})
     journal.record({"event": "odd", "value": Odd(), "when": b"bytes"})
-    line = read_lines(tmp_path)[0]
+    [line] = [x for x in read_lines(tmp_path) if x["event"] == "odd"]
     assert line["value"] == "odd value" and "bytes" in line["when"]
 
 

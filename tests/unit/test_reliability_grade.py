@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from probes.artifact import Artifact, write_json_atomic
-from probes.reliability import sched_action
+from probes.common import slurm as sched_slurm
+from probes.reliability import sched_action, sched_watch
 from reports.grading import load_rubric
 from reports.load import load_run
 from reports.phases.reliability import grade as gr
-from reports.phases.reliability import section
+from reports.phases.reliability import section, timeline
 
 HOSTS = ["n1", "n2", "n3", "n4"]
 XID = gr.load_xid_actions()
@@ -224,7 +225,7 @@ def test_section_tables_and_timeline(tmp_path):
     rubric = {"checks": [c for c in RUBRIC["checks"] if c["id"].startswith("reliability.")]}
     md = section.render(run, grade(run, rubric), str(tmp_path))
     assert "| n1 | slurm | 1 | 0.5 | 50.0 |" in md
-    assert "| n4 | 79 | kmsg | 42.0 |" in md and "| returned |" in md
+    assert "| n4 | XID 79 | kmsg | 42.0 |" in md and "| returned |" in md
     assert "- **n1** (reboot, batch 1): t+0.0 s drain issued -> t+0.5 s drained" in md
     assert "- **n4** (XID 79): t+0.0 s injected (kmsg) -> t+42.0 s taken out of service" in md
     assert "t+900.0 s back in service -> t+905.0 s fresh job ran (2.0 s)" in md
@@ -451,3 +452,149 @@ def test_nvl72_tray_never_drained_fails(tmp_path):
     _rewrite_samples(run_dir, stay)
     [row] = gr.grade_return(check("reliability.return_to_service"), load_run(str(run_dir)), NODE4)
     assert row["status"] == "fail" and row["observed"] == "not drained"
+
+
+# --- Hot spares on HGX (issue 18; seed: a failed node is replaced by a hot spare "in under an hour end to end").
+# The observer's samples are what its watcher writes (every reading in the Slurm reader's form with the scheduler's
+# other nodes, through the watcher's own Recorder); the fresh job is what sched_action's `job` action with
+# joined_from writes, run for real against a stub of the observer's scheduler and clock, reading that .jsonl from
+# the observer's artifacts directory as on the node.
+SPARE = "n5"
+
+
+def spare_samples(host, spare_at, watched, back_at=None):
+    """n1..n4 listed from T0 - 10; host drained by the health check 5 s after the fault (kept out, or back at
+    back_at); n1 busy from T0 + 10; the spare listed IDLE from spare_at (never when None); a reading every 5 s."""
+    rec = sched_watch.Recorder([host])
+    lines = []
+    for t in [x * 5.0 - 10 for x in range(int((watched + 10) / 5) + 1)]:
+        fields = {n: {"State": "IDLE"} for n in HOSTS}
+        fields["n1"] = {"State": "IDLE" if t < 10 else "ALLOCATED"}
+        if t >= 5 and not (back_at is not None and t >= back_at):
+            fields[host] = {"State": "IDLE+DRAIN", "Reason": "XID 79 in kernel log (health check)"}
+        if spare_at is not None and t >= spare_at:
+            fields[SPARE] = {"State": "IDLE"}
+        lines += rec.add(sched_slurm.samples([host], fields, T0 + t, others=True))
+    return [json.loads(json.dumps(s, sort_keys=True)) for s in lines + rec.final()]
+
+
+def spare_docs(host, spare_at=40.0, watched=100.0, xid=79):
+    """fault_docs' records of host, with the observer's samples of the whole scheduler (spare_samples)."""
+    docs = fault_docs(host, detect=5.0, watched=watched, xid=xid)
+    return [d for d in docs if not any(k.startswith("samples ") for k in d)] + [
+        {"samples fault-b1": spare_samples(host, spare_at, watched)}]
+
+
+class StubScheduler:
+    """The observer's Slurm at the end of the watch: the faulted node drained, the rest idle; srun exits with rc."""
+
+    def __init__(self, host, rc):
+        self.name, self.host, self.rc = "slurm", host, rc
+
+    def read(self, names, t, others=False):
+        return [{"t": t, "node": n, "phase": "drained" if n == self.host else "available"} for n in names]
+
+    def job(self, node, command, wait_s=60):
+        return types.SimpleNamespace(rc=self.rc, stdout="", stderr="" if self.rc == 0 else
+                                     "srun: error: Unable to allocate resources: Requested nodes are busy")
+
+
+def spare_run(tmp_path, monkeypatch, host="n4", rc=0, job_at=None, **kw):
+    """make_run of spare_docs, then the batch's job task (sched_action action job, joined_from the batch's
+    watcher) run at T0 + job_at (default: 5 s after the watch ended) on the observer's artifacts directory."""
+    docs = spare_docs(host, **kw)
+    make_run(tmp_path, docs)
+    obs_dir = tmp_path / "run" / "artifacts" / OBS
+    clock = T0 + (job_at if job_at is not None else kw.get("watched", 100.0) + 5)
+    monkeypatch.setattr(sched_action, "time", types.SimpleNamespace(time=lambda: clock, sleep=lambda s: None))
+    monkeypatch.setattr(sched_action.sched, "Scheduler", lambda name, options=None: StubScheduler(host, rc))
+    art = _art("sched_action", OBS, "fault-b1-job")
+    sched_action.run(art, {"action": "job", "scheduler": "slurm", "options": {}, "nodes": [host], "interval": 1.0,
+                           "job_command": ["nvidia-smi", "-L"], "job_wait": 60, "joined_from": "sched_watch-fault-b1"},
+                     str(obs_dir))
+    write_json_atomic(str(obs_dir / "sched_action-fault-b1-job.json"), art.to_dict())
+    return load_run(str(tmp_path / "run"))
+
+
+def test_hot_spare_swap_passes_return_to_service(tmp_path, monkeypatch):
+    """n4 drained and kept out; n5 joined available 40 s after the fault; the fresh job ran on n5: pass, and the
+    remediation is a replacement, right for XID 79 (REBOOT)."""
+    run = spare_run(tmp_path, monkeypatch)
+    job = run.artifact(OBS, "sched_action", "fault-b1-job")
+    assert job["facts"]["joined"] == SPARE and job["facts"]["job_skipped_n4"] == "node is drained"
+    assert {r["labels"]["node"] for r in job["results"]} == {SPARE}
+    done = timeline.outcome(run, run.artifact("n4", "fault_injection"))
+    assert done["facts"]["spare"] == SPARE and done["facts"]["observed_action"] == "replaced"
+    assert done["metrics"]["spare_s"] == 40.0 and done["metrics"]["spare_job_ok"] == 1
+    assert done["metrics"]["spare_job_ok_s"] == 105.0 and done["metrics"]["returned"] == 0
+    [row] = gr.grade_return(check("reliability.return_to_service"), run, "n4")
+    assert row["status"] == "pass", row
+    assert row["observed"] == "replaced by n5 after 40.0 s, a fresh job ran on it"
+    assert "replaced by a hot spare" in row["expected"]
+    [act] = gr.grade_action(check("reliability.remediation"), run, "n4")
+    assert act["status"] == "pass" and act["observed"] == "replaced (XID 79)"
+
+
+def test_hot_spare_whose_job_failed_fails(tmp_path, monkeypatch):
+    run = spare_run(tmp_path, monkeypatch, rc=1)
+    [row] = gr.grade_return(check("reliability.return_to_service"), run, "n4")
+    assert row["status"] == "fail"
+    assert row["observed"] == "replaced by n5 after 40.0 s, the basic command on it failed (rc 1)"
+    assert "Requested nodes are busy" in row["reason"]
+
+
+def test_hot_spare_later_than_the_hour_fails(tmp_path, monkeypatch):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    run = spare_run(tmp_path / "a", monkeypatch, spare_at=3700.0, watched=3800.0)
+    [row] = gr.grade_return(check("reliability.return_to_service"), run, "n4")
+    assert row["status"] == "fail" and row["observed"].startswith("replaced by n5 after 3700.0 s")
+    # in time, but its job only ran past the hour: not shown to take work within it
+    run = spare_run(tmp_path / "b", monkeypatch, spare_at=3500.0, watched=3550.0, job_at=3650.0)
+    [row] = gr.grade_return(check("reliability.return_to_service"), run, "n4")
+    assert row["status"] == "fail" and "a fresh job ran on it after 3650.0 s" in row["observed"]
+
+
+def test_kept_out_without_a_spare_fails_as_before(tmp_path, monkeypatch):
+    """The watcher saw the whole scheduler and no node joined (n1 only got busy): not back, not replaced."""
+    run = spare_run(tmp_path, monkeypatch, spare_at=None, watched=3700.0)
+    done = timeline.outcome(run, run.artifact("n4", "fault_injection"))
+    assert "spare" not in done["facts"] and done["facts"]["observed_action"] == "drained"
+    [row] = gr.grade_return(check("reliability.return_to_service"), run, "n4")
+    assert row["status"] == "fail" and row["observed"] == "not back"
+    assert row["reason"] == "still out of service after 3700.0 s, and no spare came into service"
+
+
+def test_a_spare_with_no_job_result_fails_and_says_what_is_missing(tmp_path):
+    """The job task without joined_from (as before this change): the spare was seen but never shown to take work."""
+    run = make_run(tmp_path, spare_docs("n4"))
+    [row] = gr.grade_return(check("reliability.return_to_service"), run, "n4")
+    assert row["status"] == "fail" and row["observed"].endswith(", no basic command ran on it")
+    assert "joined_from" in row["reason"]
+
+
+def test_a_replacement_is_judged_like_a_removal():
+    assert gr.judge_action("replaced", "REBOOT", 100.0) == ("pass", None)
+    assert gr.judge_action("replaced", "RESET_GPU", 100.0) == ("pass", None)
+    assert gr.judge_action("replaced", "CONTACT_SUPPORT", 100.0) == ("pass", None)
+    status, why = gr.judge_action("replaced", "RESTART_APP", 100.0)
+    assert status == "warn" and "replaced for an XID that needs only an application restart" in why
+
+
+def test_an_nvl72_tray_kept_out_passes_as_before_whatever_joined(tmp_path, monkeypatch):
+    """NVL72 rules unchanged: a tray is not hot-swapped; drained within 2 minutes and kept out passes."""
+    spare_run(tmp_path, monkeypatch)
+    art = _art("node_info", "n4")
+    art.facts["gpu_model"] = "NVIDIA GB200"
+    write_json_atomic(str(tmp_path / "run" / "artifacts" / "n4" / "node_info.json"), art.to_dict())
+    [row] = gr.grade_return(check("reliability.return_to_service"), load_run(str(tmp_path / "run")), "n4")
+    assert row["status"] == "pass" and row["observed"].startswith("drained after 5.0 s, kept out")
+
+
+def test_section_shows_the_replacement(tmp_path, monkeypatch):
+    from reports.grading import grade
+
+    run = spare_run(tmp_path, monkeypatch)
+    rubric = {"checks": [c for c in RUBRIC["checks"] if c["id"].startswith("reliability.")]}
+    md = section.render(run, grade(run, rubric), str(tmp_path))
+    assert "| n4 | XID 79 | kmsg | 5.0 |" in md and "| replaced |" in md

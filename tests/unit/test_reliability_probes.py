@@ -148,6 +148,7 @@ def test_no_method_works_is_a_skip_with_every_reason(tmp_path, monkeypatch):
     assert doc["status"] == "skipped"
     assert "dcgm: dcgmi not found" in doc["reason"] and "kmsg: cannot open" in doc["reason"]
     assert "pcie_bridge_reset: no NVIDIA GPU" in doc["reason"]
+    assert "amdgpu_ras: no AMD GPU on this node" in doc["reason"]  # a node without GPUs: tried, and why not
 
 
 def test_dcgm_injection_is_held_and_cleared(tmp_path, monkeypatch):

@@ -1,16 +1,22 @@
 """Scheduler readers of the destructive phase: `scontrol show node -o` recorded on the test cluster's Slurm
-(tests/fixtures/slurm/show_node_*.txt) and a Kubernetes NodeList (tests/fixtures/kubectl/get_nodes.json)."""
+(tests/fixtures/slurm/show_node_*.txt) and a Kubernetes NodeList (tests/fixtures/kubectl/get_nodes.json); the
+watcher's record of the scheduler's other nodes and the fresh job on a spare that joined, against the stand-in
+Slurm (tests/fixtures/fakebin/fake_slurm.py)."""
 
 import json
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
 
+from probes.cli import run_probe
 from probes.common import k8s as sched_k8s
 from probes.common import sched
 from probes.common import slurm as sched_slurm
+from probes.reliability import samples as watch_samples
+from probes.reliability import sched_action, sched_watch
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -140,3 +146,168 @@ def test_recorded_watch_samples_use_the_shared_phases():
     for path in (FIX / "slurm").glob("watch_*.jsonl"):
         for line in path.read_text().splitlines():
             assert json.loads(line)["phase"] in sched.PHASES
+
+
+# --- The scheduler's other nodes (issue 18: a hot spare joining is seen). The watcher runs for real, detached,
+# against the stand-in Slurm (tests/fixtures/fakebin/fake_slurm.py, the recorded scontrol form), as in
+# test_reliability_probes.py.
+
+def test_slurm_reading_of_every_node_marks_the_others():
+    """The recorded `scontrol show node -o` of the whole test cluster: the named node as before, the others after
+    it in name order, marked other, each with its own phase."""
+    nodes = slurm_nodes("draining")
+    got = sched_slurm.samples(["cmxd-node2"], nodes, 7.0, others=True)
+    assert [(s["node"], s["phase"], s.get("other")) for s in got] == [
+        ("cmxd-node2", "draining", None), ("cmxd-node1", "available", True), ("cmxd-node3", "available", True),
+        ("cmxd-node4", "available", True)]
+    assert got[0] == sched_slurm.sample("cmxd-node2", nodes["cmxd-node2"], 7.0)  # the named one unchanged
+    assert sched_slurm.samples(["cmxd-node2"], nodes, 7.0) == got[:1]
+
+
+@pytest.fixture
+def fake_slurm(tmp_path, monkeypatch):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for tool in ("scontrol", "srun"):
+        (bindir / tool).symlink_to(FIX / "fakebin" / "fake_slurm.py")
+    state = tmp_path / "slurm.json"
+    state.write_text(json.dumps({"node1": {"State": "IDLE"}, "node2": {"State": "IDLE"},
+                                 "node3": {"State": "DOWN", "Reason": "bad DIMM"}, "node4": {"State": "IDLE"}}))
+    monkeypatch.setenv("PATH", "%s:%s" % (bindir, os.environ["PATH"]))
+    monkeypatch.setenv("FAKE_SLURM_STATE", str(state))
+    return state
+
+
+def _set(state, **nodes):
+    """Change the stand-in's nodes in one step: the watcher's scontrol never reads a half-written state."""
+    doc = json.loads(state.read_text())
+    doc.update(nodes)
+    tmp = state.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, state)
+
+
+def test_slurm_read_with_others_lists_every_node_in_one_call(fake_slurm):
+    got = sched.Scheduler("slurm").read(["node4", "node9"], 3.0, others=True)
+    assert [(s["node"], s["phase"], s.get("other")) for s in got] == [
+        ("node4", "available", None), ("node9", "missing", None), ("node1", "available", True),
+        ("node2", "available", True), ("node3", "down", True)]
+    # without a scheduler there is no list of other nodes: the detect command's reading is as before
+    assert [s["node"] for s in sched.Scheduler("none", {"detect_command": ["true"]}).read(["n1"], 1.0,
+                                                                                           others=True)] == ["n1"]
+
+
+def test_kubernetes_others_are_read_against_the_pools_taints():
+    """The recorded NodeList: gpu-node-1 watched; the others carry the GPU pool's own taint (gpu-node-1 has it at the
+    baseline), so only what differs from the pool takes one out of service."""
+    nodes = k8s_nodes()
+    base = {"gpu-node-1": sched_k8s.taint_keys(nodes["gpu-node-1"])}
+    got = {s["node"]: s for s in sched_k8s.samples(["gpu-node-1"], nodes, 1.0, base, others=True)}
+    assert not got["gpu-node-1"].get("other") and got["gpu-node-1"]["phase"] == "available"
+    assert {n: (s["phase"], s.get("other")) for n, s in got.items() if n != "gpu-node-1"} == {
+        "gpu-node-2": ("drained", True), "gpu-node-3": ("down", True), "gpu-node-4": ("drained", True)}
+    # the baseline's own reading (no baseline taints yet) reads the others the same way
+    first = {s["node"]: s["phase"] for s in sched_k8s.samples(["gpu-node-1"], nodes, 1.0, None, others=True)}
+    assert first == {n: s["phase"] for n, s in got.items()}
+
+
+def _watch(tmp_path, tag, **params):
+    base = {"mode": "start", "tag": tag, "scheduler": "slurm", "nodes": ["node4"], "interval": 0.1,
+            "stop_when": "resolved", "detect_timeout": 60, "remediation_timeout": 60, "settle_s": 0.3, "max_s": 60}
+    _, start = run_probe("sched_watch", str(tmp_path), "r", "obs", variant="t-start", params=dict(base, **params))
+    assert start["status"] == "ok"
+    return start
+
+
+def _lines(path):
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_watcher_records_other_nodes_by_phase_change_and_ends_once_a_spare_replaced_the_node(fake_slurm, tmp_path):
+    """Hot-spare swap on the stand-in Slurm: node4 (watched) drained by a health check and kept out; node1 goes
+    from IDLE to ALLOCATED (busy, still in service); node5, not in the scheduler at the start, joins IDLE. The watcher
+    keeps every sample of node4, the other nodes' first sample and their phase changes only, and ends by itself once
+    node5 has been available for settle_s (stop_when resolved), long before remediation_timeout."""
+    start = _watch(tmp_path, "sched_watch-w")
+    assert {r["metric"]: r["value"] for r in start["results"] if not r["labels"]} == {"other_nodes": 3}
+    assert [r["labels"]["node"] for r in start["results"] if r["metric"] == "available"] == ["node4"]
+    time.sleep(0.4)
+    _set(fake_slurm, node4={"State": "IDLE+DRAIN", "Reason": "XID 79 in kernel log (health check)"},
+         node1={"State": "ALLOCATED"})
+    time.sleep(0.4)
+    _set(fake_slurm, node5={"State": "IDLE"})
+    _, stop = run_probe("sched_watch", str(tmp_path), "r", "obs", variant="t",
+                        params={"mode": "stop", "tag": "sched_watch-w", "wait_s": 20})
+    assert stop["facts"]["ended_by"] == "resolved"
+    samples = _lines(tmp_path / "sched_watch-w.jsonl")
+    mine = [s for s in samples if s["node"] == "node4"]
+    assert not any(s.get("other") for s in mine) and [s["phase"] for s in mine] == ["available", "drained", "drained"]
+    assert mine[-1]["final"] and "slurmd_start" in mine[0]
+    others = {}
+    for s in samples:
+        if s.get("other"):
+            others.setdefault(s["node"], []).append(s)
+    # compact: node1's IDLE -> ALLOCATED is no change of phase; no other node has a final sample or scontrol's
+    # detail fields
+    assert {n: [s["phase"] for s in ss] for n, ss in others.items()} == {
+        "node1": ["available"], "node2": ["available"], "node3": ["down"], "node5": ["available"]}
+    assert all(set(s) == set(watch_samples.OTHER_KEYS) for ss in others.values() for s in ss)
+    # node5 was not listed at the baseline: its first sample came later, a join
+    assert others["node5"][0]["t"] > mine[0]["t"] == others["node1"][0]["t"]
+    assert watch_samples.joined(samples, mine[0]["t"]) == [(others["node5"][0]["t"], "node5")]
+    counts = {r["metric"]: r["value"] for r in stop["results"] if not r["labels"]}
+    assert counts["other_samples"] == 4
+    assert [r["labels"]["node"] for r in stop["results"] if r["metric"] == "changes"] == ["node4"]
+
+
+def test_watcher_without_others_reads_only_its_nodes(fake_slurm, tmp_path):
+    start = _watch(tmp_path, "sched_watch-o", others=False, stop_when="stop")
+    assert not any(r["metric"] == "other_nodes" for r in start["results"])
+    run_probe("sched_watch", str(tmp_path), "r", "obs", variant="o", params={"mode": "stop", "tag": "sched_watch-o"})
+    assert {s["node"] for s in _lines(tmp_path / "sched_watch-o.jsonl")} == {"node4"}
+
+
+def test_recorder_marks_an_other_node_gone_only_from_a_readable_reading():
+    rec = sched_watch.Recorder(["node4"])
+    first = {"node4": {"State": "IDLE"}, "node5": {"State": "IDLE"}}
+    assert [s["node"] for s in rec.add(sched_slurm.samples(["node4"], first, 1.0, others=True))] == ["node4", "node5"]
+    unreadable = [{"t": 2.0, "node": "node4", "phase": "unknown", "state": None, "reason": "scontrol: timeout"}]
+    assert [s["phase"] for s in rec.add(unreadable)] == ["unknown"]  # says nothing about node5
+    gone = rec.add(sched_slurm.samples(["node4"], {"node4": {"State": "IDLE"}}, 3.0, others=True))
+    assert gone[-1] == {"t": 3.0, "node": "node5", "phase": "missing", "state": None, "reason": None, "other": True}
+    assert rec.add(sched_slurm.samples(["node4"], {"node4": {"State": "IDLE"}}, 4.0, others=True)) == []
+
+
+def test_fresh_job_on_the_spare_the_watcher_saw_join(fake_slurm, tmp_path):
+    """sched_action job with joined_from: the fresh job also runs on node5, which the watcher saw join, labelled with
+    its name; node4 (drained, kept out) is skipped as before. node3 (down all along) did not join; node2 (in
+    service all along) is no spare."""
+    _watch(tmp_path, "sched_watch-j", stop_when="stop")
+    time.sleep(0.3)
+    _set(fake_slurm, node4={"State": "IDLE+DRAIN", "Reason": "XID 79"}, node5={"State": "IDLE"})
+    deadline = time.time() + 20  # until the watcher has read node5 (a busy machine starts scontrol slowly)
+    while time.time() < deadline and not any(s["node"] == "node5" for s in watch_samples.read_samples(
+            str(tmp_path / "sched_watch-j.jsonl"))):
+        time.sleep(0.1)
+    run_probe("sched_watch", str(tmp_path), "r", "obs", variant="j", params={"mode": "stop", "tag": "sched_watch-j"})
+    assert sched_action.spares(str(tmp_path), "sched_watch-j", ["node4"]) == ["node5"]
+    _, job = run_probe("sched_action", str(tmp_path), "r", "obs", variant="j-job",
+                       params={"action": "job", "scheduler": "slurm", "nodes": ["node4"], "job_command": ["true"],
+                               "joined_from": "sched_watch-j"})
+    assert job["facts"]["joined"] == "node5" and job["facts"]["job_skipped_node4"] == "node is drained"
+    by_node = {}
+    for r in job["results"]:
+        by_node.setdefault(r["labels"]["node"], {})[r["metric"]] = r["value"]
+    assert list(by_node) == ["node5"]
+    assert by_node["node5"]["job_rc"] == 0 and by_node["node5"]["job_ok_at"] >= by_node["node5"]["job_started_at"]
+    # a spare that cannot take the job fails it, and says why
+    _set(fake_slurm, node5={"State": "MIXED"})
+    _, failed = run_probe("sched_action", str(tmp_path), "r", "obs", variant="j-job2",
+                          params={"action": "job", "scheduler": "slurm", "nodes": ["node4"], "job_command": ["true"],
+                                  "joined_from": "sched_watch-j"})
+    assert {r["metric"]: r["value"] for r in failed["results"]}["job_rc"] == 1
+    assert "Requested nodes are busy" in failed["facts"]["job_error_node5"]
+    # without joined_from, as before: only the named nodes
+    _, plain = run_probe("sched_action", str(tmp_path), "r", "obs", variant="j-job3",
+                         params={"action": "job", "scheduler": "slurm", "nodes": ["node4"], "job_command": ["true"]})
+    assert plain["results"] == [] and "joined" not in plain["facts"]

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from probes.common import slurm as sched_slurm
 from probes.reliability import samples as watch
+from probes.reliability import sched_watch
 from reports.load import load_run
 from reports.phases.reliability import timeline
 
@@ -203,3 +205,113 @@ def test_samples_brought_back_by_the_cleanup_stop_are_used(recorded_run):
         watch["variant"] = "fault-b1"
         recorded_run.__dict__.pop("_reliability_outcomes", None)
     assert after["status"] == "ok" and after["metrics"] == before["metrics"]
+
+
+# --- Hot spares (issue 18). The samples are what the observer's watcher writes: every reading in the Slurm
+# reader's form with every node listed (sched_slurm.samples, others), through the watcher's own Recorder (the
+# watched node in full, the other nodes' first sample and changes of phase), then its final samples.
+T0 = 1_800_000_000.0
+XID79 = "XID 79 in kernel log (health check)"
+
+
+def watched(readings, nodes=("node4",)):
+    """[(seconds from T0, {node: State or (State, Reason)})] -> the watcher's .jsonl lines, as written and read."""
+    rec = sched_watch.Recorder(list(nodes))
+    lines = []
+    for t, states in readings:
+        fields = {n: dict(zip(("State", "Reason"), v if isinstance(v, tuple) else (v,))) for n, v in states.items()}
+        lines += rec.add(sched_slurm.samples(list(nodes), fields, T0 + t, others=True))
+    return [json.loads(json.dumps(s, sort_keys=True)) for s in lines + rec.final()]
+
+
+def swap(spare_at=40.0, back_at=None, end=100.0, out=(("node4", 2.0),), extra=None):
+    """A readout every 5 s from T0 - 10 to T0 + end. node4 (and any node in out) drained by the health check at the
+    time given, back at back_at if any; node1 busy from T0 + 10 (IDLE -> ALLOCATED); node2 and node3 idle all along;
+    node6 listed from T0 - 5 (joined before the injection); node5, the spare, listed IDLE from spare_at; extra:
+    {node: time listed IDLE}."""
+    readings = []
+    for t in [x * 5.0 - 10 for x in range(int((end + 10) / 5) + 1)]:
+        states = {"node1": "IDLE" if t < 10 else "ALLOCATED", "node2": "IDLE", "node3": "IDLE", "node4": "IDLE"}
+        for node, at in out:
+            if t >= at and not (back_at is not None and t >= back_at):
+                states[node] = ("IDLE+DRAIN", XID79)
+        if t >= -5:
+            states["node6"] = "IDLE"
+        for node, at in dict({"node5": spare_at}, **(extra or {})).items():
+            if at is not None and t >= at:
+                states[node] = "IDLE"
+        readings.append((t, states))
+    return watched(readings, nodes=[n for n, _ in out])
+
+
+def node_samples(samples, node):
+    return [s for s in samples if s["node"] == node and not s.get("other")]
+
+
+def test_hot_spare_swap_is_replaced_by_the_spare():
+    """node4 drained 5 s after the fault (the first reading after it) and kept out to the end of the watch; node5
+    joined available 40 s after the fault: replaced, spare_s 40."""
+    samples = swap()
+    assert timeline.spare_for(samples, "node4", T0) == ("node5", T0 + 40.0)
+    tl = timeline.fault_timeline(node_samples(samples, "node4"), T0, spare=("node5", T0 + 40.0))
+    assert tl["detected"] and tl["returned"] is False and tl["drain_open"]
+    assert tl["spare"] == "node5" and tl["spare_s"] == 40.0
+    assert timeline.observed_action(tl, rebooted=False) == "replaced"
+
+
+def test_only_a_node_that_came_into_service_after_the_fault_is_a_spare():
+    """node1 went from IDLE to ALLOCATED after the fault (busy, in service all along: compacted away, nothing kept
+    but its baseline); node6 joined before the fault; node2 and node3 were in service all along: none is a spare."""
+    samples = swap()
+    others = [s for s in samples if s.get("other")]
+    assert [(s["node"], s["phase"]) for s in others if s["node"] == "node1"] == [("node1", "available")]
+    assert min(s["t"] for s in others if s["node"] == "node6") == T0 - 5
+    assert watch.joined(others, T0) == [(T0 + 40.0, "node5")]
+    # seen from before node6 joined, node6 is a join too (what the watcher's own stop rule reads from its start)
+    assert watch.joined(others, T0 - 10) == [(T0 - 5, "node6"), (T0 + 40.0, "node5")]
+
+
+def test_a_spare_in_service_before_the_fault_is_no_replacement():
+    samples = swap(spare_at=-5.0)
+    assert timeline.spare_for(samples, "node4", T0) is None
+    tl = timeline.fault_timeline(node_samples(samples, "node4"), T0)
+    assert "spare" not in tl and timeline.observed_action(tl, rebooted=False) == "drained"
+
+
+def test_no_spare_and_node_kept_out_is_drained_as_before():
+    samples = swap(spare_at=None)
+    assert timeline.spare_for(samples, "node4", T0) is None
+    tl = timeline.fault_timeline(node_samples(samples, "node4"), T0, spare=None)
+    assert timeline.observed_action(tl, rebooted=False) == "drained" and tl["drain_open"]
+
+
+def test_a_node_back_in_service_was_not_replaced_whatever_joined():
+    samples = swap(back_at=60.0)
+    assert timeline.spare_for(samples, "node4", T0) is None  # not kept out: nothing to replace
+    tl = timeline.fault_timeline(node_samples(samples, "node4"), T0, spare=("node5", T0 + 40.0))
+    assert tl["returned"] and "spare" not in tl and timeline.observed_action(tl, rebooted=False) == "returned"
+
+
+def test_nodes_kept_out_share_the_spares_one_each_in_order():
+    """node4 out at T0 + 2 (first reading at +5), node3 at T0 + 12 (first reading at +15); one spare: node4's."""
+    samples = swap(out=(("node4", 2.0), ("node3", 12.0)))
+    assert timeline.spare_for(samples, "node4", T0) == ("node5", T0 + 40.0)
+    assert timeline.spare_for(samples, "node3", T0) is None
+    samples = swap(out=(("node4", 2.0), ("node3", 12.0)), extra={"node7": 60.0})
+    assert timeline.spare_for(samples, "node3", T0) == ("node7", T0 + 60.0)
+
+
+def test_the_watch_ends_once_every_node_kept_out_has_a_settled_spare():
+    """The watcher's stop rule (stop_when resolved), over what its Recorder kept: not before the spare has been
+    available for settle_s, and never for a node that is in service."""
+    samples = swap()
+    mine = {"node4": node_samples(samples, "node4")}
+    others = [s for s in samples if s.get("other")]
+    t_start = T0 - 10
+    # the watcher does not know the injection time: from its start, node6 (joined at T0 - 5) counts too
+    assert watch.watch_replaced(mine, others, ["node4"], t_start, T0 + 41, 5)
+    only_node5 = [s for s in others if s["node"] != "node6"]
+    assert not watch.watch_replaced(mine, only_node5, ["node4"], t_start, T0 + 41, 5)
+    assert watch.watch_replaced(mine, only_node5, ["node4"], t_start, T0 + 45, 5)
+    in_service = {"node4": [s for s in mine["node4"] if s["phase"] == "available"]}
+    assert not watch.watch_replaced(in_service, others, ["node4"], t_start, T0 + 90, 5)

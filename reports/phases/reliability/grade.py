@@ -15,7 +15,9 @@ kinds (registered by reports.grading.kinds):
                         node kept in service and a basic command still runs on it
   reliability_action    per host: the remediation observed against the one reports/data/xid.yml recommends for the XID
   reliability_return    per host: back in service within `within_s` of the injection and the basic command the
-                        observer ran on it then succeeded (sched_action -job: job_rc 0). An NVL72-style tray
+                        observer ran on it then succeeded (sched_action -job: job_rc 0); on HGX also a node kept
+                        out and replaced by a hot spare whose basic command succeeded within `within_s` of the
+                        injection (seed: a hot spare "in under an hour end to end"). An NVL72-style tray
                         (system_kind: node_info GPU model GB200/GB300) passes instead when drained within
                         `nvl72_drain_s` and kept out
 """
@@ -151,7 +153,7 @@ def judge_action(observed, bucket, watched_s):
     """(status, why) for an observed remediation against the recommended bucket."""
     window = "within the %s watch" % _s(watched_s)
     if bucket in HARMLESS:
-        if observed in ("reboot", "removed"):
+        if observed in ("reboot", "removed", "replaced"):
             return "warn", "the node was %s for an XID that needs only %s" % (
                 "rebooted" if observed == "reboot" else "replaced",
                 "an application restart" if bucket == "RESTART_APP" else "a GPU reset at some point")
@@ -165,6 +167,8 @@ def judge_action(observed, bucket, watched_s):
         return "pass", None
     if observed == "returned" and bucket == "REBOOT":
         return "warn", "back in service without the reboot this XID calls for"
+    # replaced (kept out, a hot spare in its place), removed, reboot: the faulted node takes no more work, whatever
+    # the bucket (a drain, a GPU reset, a reboot or support): the seed's HGX remediation.
     return "pass", None
 
 
@@ -249,6 +253,30 @@ def _grade_return_nvl72(check, host, done, how):
         _s(m["drain_s"]), int(m.get("flaps", 0))), expected, "an NVL72 tray must stay drained until it is repaired")]
 
 
+def _grade_replaced(check, host, done, within, expected):
+    """HGX, the faulted node kept out and a hot spare in service in its place (timeline.spare_for): the spare counts
+    once the basic command ran on it (sched_action -job with joined_from), within `within_s` of the fault."""
+    m, facts = done["metrics"], done["facts"]
+    spare = facts["spare"]
+    observed = "replaced by %s after %s" % (spare, _s(m["spare_s"]))
+    if m["spare_s"] > within:
+        return make_row(check, host, "fail", observed, expected, "the spare came into service later than %s" %
+                        _s(within))
+    if m.get("spare_job_ok"):
+        ran = m.get("spare_job_ok_s")
+        if ran is not None and ran > within:
+            return make_row(check, host, "fail", observed + ", a fresh job ran on it after %s" % _s(ran), expected,
+                            "the spare took work later than %s after the fault" % _s(within))
+        return make_row(check, host, "pass", observed + ", a fresh job ran on it", expected)
+    if m.get("spare_job_rc") is not None:
+        return make_row(check, host, "fail", observed + ", the basic command on it failed (rc %d)" % int(
+            m["spare_job_rc"]), expected, facts.get("spare_job_error") or "the basic command failed on the spare")
+    return make_row(check, host, "fail", observed + ", no basic command ran on it", expected,
+                    "a spare joined, but it was not shown to take work (%s)" % (
+                        facts.get("spare_job_skipped") or "no sched_action -job result for %s: the job task needs "
+                        "joined_from" % spare))
+
+
 def grade_return(check, run, host):
     row, done = _precondition(check, run, host, "fault_injection")
     if row:
@@ -258,7 +286,8 @@ def grade_return(check, run, host):
     if kind == "nvl72":
         return _grade_return_nvl72(check, host, done, how)
     within = float(check.get("within_s", 3600))
-    expected = "back in service and a basic command runs within %s of the fault" % _s(within)
+    expected = ("back in service, or kept out and replaced by a hot spare, and a basic command runs within %s of "
+                "the fault" % _s(within))
     if m.get("returned"):
         back = m["return_s"]
         observed = "back after %s" % _s(m["return_s"])
@@ -271,9 +300,12 @@ def grade_return(check, run, host):
         return [make_row(check, host, "fail", observed + ", no basic command ran", expected,
                          "back in the scheduler, but no basic command was run on it (%s)" % (
                              facts.get("job_skipped") or "no sched_action -job result for the node"))]
+    if facts.get("spare"):
+        return [_grade_replaced(check, host, done, within, expected)]
     watched = m.get("watched_s", 0.0)
     if watched >= within:
-        return [make_row(check, host, "fail", "not back", expected, "still out of service after %s" % _s(watched))]
+        return [make_row(check, host, "fail", "not back", expected,
+                         "still out of service after %s, and no spare came into service" % _s(watched))]
     return [make_row(check, host, "skip", "not back within the %s watch" % _s(watched), expected,
                  "the watch (fault_injection_remediation_timeout) was shorter than %s" % _s(within))]
 

@@ -80,9 +80,14 @@ def _state_after(label, current):
     return current
 
 
+def fault_name(done):
+    """XID <n>, or on an AMD node the amdgpu RAS error injected (timeline.amd_fault), which has no XID."""
+    return done["facts"].get("fault") or "XID %s" % done["facts"].get("xid")
+
+
 def _plot(reboots, faults, report_dir):
     rows = [("%s reboot" % d["host"], reboot_stages(d)) for d in reboots]
-    rows += [("%s XID %s" % (d["host"], d["facts"].get("xid")), fault_stages(d)) for d in faults]
+    rows += [("%s %s" % (d["host"], fault_name(d)), fault_stages(d)) for d in faults]
     rows = [(name, st) for name, st in rows if st]
     made = plots.figure(9, 1.2 + 0.45 * len(rows)) if rows else None
     if made is None:
@@ -140,13 +145,13 @@ def fault_part(done, faults, rows):
         if drained is not None and m.get("drain_open"):
             drained = ">= %s (still drained)" % drained
         action_row = by_check.get(("reliability.remediation", d["host"])) or {}
-        table.append([d["host"], facts.get("xid"), facts.get("method"),
+        table.append([d["host"], fault_name(d), facts.get("method"),
                       _s(m.get("detect_s")) if m.get("detected") else strong("never"), drained,
                       facts.get("observed_action"), action_row.get("expected"),
                       _s(m.get("return_s")) if m.get("returned") else "not back",
                       _s(m.get("job_s")), int(m.get("flaps", 0)), _s(m.get("watched_s"))])
     return [Heading(3, "Fault injection: detection and remediation (seconds from the fault)"),
-            Table(["host", "XID", "method", "detect", "time drained", "action observed", "recommended",
+            Table(["host", "fault", "method", "detect", "time drained", "action observed", "recommended",
                    "back in service", "fresh job", "flaps", "watched"], table)] + _skipped("Not injected", faults)
 
 
@@ -167,7 +172,7 @@ def blocks(run, rows, report_dir):
         out += fault_part(done_f, faults, rows)
     steps = [_line(d["host"], "reboot, batch %s" % d["facts"].get("batch"), reboot_stages(d))
              for d in done_r if reboot_stages(d)]
-    steps += [_line(d["host"], "XID %s" % d["facts"].get("xid"), fault_stages(d)) for d in done_f]
+    steps += [_line(d["host"], fault_name(d), fault_stages(d)) for d in done_f]
     out.append(Heading(3, "Timeline per node"))
     if steps:
         out.append(Bullets(steps))

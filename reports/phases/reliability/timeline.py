@@ -9,7 +9,8 @@ and, for a reboot, when the controller issued it and saw it back (reboot). Here 
   back, resume, a fresh job, and whether the node came back at all;
 * for a fault injection, the timeline from the injection (``fault_timeline``): when the node was first taken out
   of service (detection), how long it spent drained, whether and when it came back for good, flaps, whether the
-  scheduler lost it, and the remediation observed (``observed_action``).
+  scheduler lost it, the hot spare that came into service in its place (``spare_for``: the observer's watcher
+  also records the scheduler's other nodes) and the remediation observed (``observed_action``).
 
 ``outcome(run, doc)`` gives, for one host's reboot or fault_injection artifact, a record shaped like an artifact
 (host, probe, status, reason, facts, metrics {name: value}, events {name: epoch s}); grade.py and section.py read
@@ -22,8 +23,11 @@ batch number: the host that holds the batch's sched_watch artifact.
 
 import os
 
+import yaml
+
 from probes.common.sched import DRAINED, OUT_OF_SERVICE
-from probes.reliability.samples import intervals, known, read_samples
+from probes.reliability.samples import intervals, joined, known, read_samples
+from reports import DATA_DIR
 
 # sched_action result metrics -> reboot_timeline event names
 ACTION_EVENTS = {"drain_issued_at": "drain_issued", "drained_at": "drained", "registered_at": "registered",
@@ -61,8 +65,38 @@ def _first(samples, t_from, predicate):
     return None
 
 
-def fault_timeline(samples, t_inject, t_end=None):
-    """What the provider's tooling did about a fault injected at t_inject, as seen through the scheduler."""
+def spare_for(samples, node, t_inject):
+    """(spare, t available) of the hot spare that came into service in node's place, or None.
+
+    samples: everything one batch's watcher recorded. Spares are the other nodes (outside the batch) that were not
+    available, or not listed, before the injection and became available after it, staying so to the end of their
+    record (samples.joined); a node already in service before, whatever it did later, is none. A spare replaces a
+    node kept out: one of the batch that was available at the watch's start and out of service at its end. Several
+    such nodes share the spares one each, in order (the node taken out first gets the spare that joined first)."""
+    others = [s for s in samples if s.get("other")]
+    spares = joined(others, t_inject)
+    if not spares:
+        return None
+    mine = {}
+    for s in known(s for s in samples if not s.get("other")):
+        mine.setdefault(s["node"], []).append(s)
+    kept_out = []
+    for name, ss in mine.items():
+        if ss[0]["phase"] == "available" and ss[-1]["phase"] in OUT_OF_SERVICE:
+            first_out = next(s["t"] for s in ss if s["phase"] in OUT_OF_SERVICE)
+            kept_out.append((first_out, name))
+    order = [name for _, name in sorted(kept_out)]
+    if node not in order or order.index(node) >= len(spares):
+        return None
+    t, spare = spares[order.index(node)]
+    return spare, t
+
+
+def fault_timeline(samples, t_inject, t_end=None, spare=None):
+    """What the provider's tooling did about a fault injected at t_inject, as seen through the scheduler.
+
+    spare: (node, t available) of the spare that came into service in this node's place (spare_for); it counts
+    only when the node was taken out and stayed out to the end of the watch (``spare``, ``spare_s``)."""
     samples = known(samples)
     if not samples:
         return {"observed": False, "why": "no scheduler state could be read"}
@@ -106,17 +140,23 @@ def fault_timeline(samples, t_inject, t_end=None):
         out["out_of_service_s"] = _r(final_back[1] - first[1])
     else:
         out["out_of_service_s"] = _r(t_end - first[1])
+        if spare is not None:
+            out["spare"] = spare[0]
+            out["spare_s"] = _r(spare[1] - t_inject)
     return out
 
 
 def observed_action(tl, rebooted):
-    """The remediation seen: none (never taken out: still schedulable), removed (the scheduler lost the node:
-    replaced), reboot (boot id changed), returned (back in service without a reboot: a GPU reset or a resume),
-    drained (kept off, nothing more within the watch), out_of_service (taken out otherwise, e.g. down)."""
+    """The remediation seen: none (never taken out: still schedulable), replaced (kept out to the end of the watch
+    and a hot spare came into service in its place), removed (the scheduler lost the node, no spare seen), reboot
+    (boot id changed), returned (back in service without a reboot: a GPU reset or a resume), drained (kept off,
+    nothing more within the watch), out_of_service (taken out otherwise, e.g. down)."""
     if not tl.get("observed") or not tl.get("measurable", True):
         return "unknown"
     if not tl.get("detected"):
         return "none"
+    if tl.get("spare"):
+        return "replaced"
     if tl.get("removed"):
         return "removed"
     if rebooted:
@@ -218,14 +258,17 @@ class _Batch:
         """The artifact of the stop of this batch's watcher: the wait's, or the cleanup's."""
         return next((d for d in (self.observer_doc("sched_watch", s) for s in WATCH_STOPS) if d is not None), None)
 
-    def samples(self):
-        """This node's scheduler samples, as the observer's watcher kept them."""
+    def watch_samples(self):
+        """Everything the observer's watcher kept: the batch's nodes and the scheduler's other nodes."""
         name = "sched_watch-%s.jsonl" % self.stage
         watch = self.watch_doc()
         if watch is None or name not in (watch.get("raw") or []):
             return []
-        path = os.path.join(self.run.run_dir, "artifacts", self.observer, name)
-        return [s for s in read_samples(path) if s.get("node") == self.node]
+        return read_samples(os.path.join(self.run.run_dir, "artifacts", self.observer, name))
+
+    def samples(self):
+        """This node's scheduler samples, as the observer's watcher kept them."""
+        return [s for s in self.watch_samples() if s.get("node") == self.node and not s.get("other")]
 
     def action_values(self, *suffixes):
         """{metric: first value} of the observer's sched_action results about this node, in the order given."""
@@ -284,6 +327,42 @@ def reboot_outcome(run, doc):
                    events={k: _r(v) for k, v in stages["events"].items() if v is not None})
 
 
+def _job_record(b, node):
+    """({job_rc, job_ok, job_s, job_ok_at}, {job_error, job_skipped}) of the observer's fresh job on node (the
+    batch's sched_action -job), each only as far as it was recorded."""
+    job = {}
+    for r in (b.observer_doc("sched_action", "-job") or {}).get("results") or []:
+        if (r.get("labels") or {}).get("node") == node:
+            job.setdefault(r["metric"], float(r["value"]))
+    job_facts = (b.observer_doc("sched_action", "-job") or {}).get("facts") or {}
+    metrics, facts = {}, {}
+    if job.get("job_rc") is not None:
+        metrics["job_rc"] = job["job_rc"]
+        metrics["job_ok"] = 1 if job["job_rc"] == 0 and job.get("job_ok_at") is not None else 0
+    for key in ("job_error", "job_skipped"):
+        if job_facts.get("%s_%s" % (key, node)):
+            facts[key] = job_facts["%s_%s" % (key, node)]
+    if job.get("job_ok_at") is not None and job.get("job_started_at") is not None:
+        metrics["job_s"] = round(job["job_ok_at"] - job["job_started_at"], 3)
+        metrics["job_ok_at"] = job["job_ok_at"]
+    return metrics, facts
+
+
+def amd_fault(inject):
+    """An AMD node has no XIDs: the amdgpu RAS error injected there is judged as the XID of the same fault
+    (reports/data/xid.yml `amd_ras`), and named as what it was. {} for an injection of an NVIDIA XID."""
+    facts = (inject or {}).get("facts") or {}
+    if facts.get("method") != "amdgpu_ras":
+        return {}
+    key = "%s_%s" % (facts.get("ras_block"), facts.get("ras_type"))
+    with open(os.path.join(DATA_DIR, "xid.yml"), encoding="utf-8") as fh:
+        xid = (yaml.safe_load(fh).get("amd_ras") or {}).get(key)
+    fault = "amdgpu RAS %s %s error" % (facts.get("ras_block"), facts.get("ras_type"))
+    if xid is None:
+        return {"fault": fault + " (no XID of the same fault in xid.yml amd_ras: judged as unknown)", "xid": "0"}
+    return {"fault": "%s (judged as XID %d, the same fault)" % (fault, xid), "xid": str(xid)}
+
+
 def fault_outcome(run, doc):
     b = _Batch(run, doc)
     inject = b.own("fault_inject")
@@ -299,7 +378,10 @@ def fault_outcome(run, doc):
     before, after = b.boot_id("before"), b.boot_id("after")
     rebooted = bool(before and after and before != after)
     facts.update(boot_id_before=before, boot_id_after=after)
-    tl = fault_timeline(b.samples(), t_inject)
+    facts.update(amd_fault(inject))
+    watched = b.watch_samples()
+    mine = [s for s in watched if s.get("node") == b.node and not s.get("other")]
+    tl = fault_timeline(mine, t_inject, spare=spare_for(watched, b.node, t_inject))
     if not tl.get("observed"):
         return _record(doc, "error", "cannot tell what happened: %s" % tl.get("why"), facts)
     if not tl.get("measurable"):
@@ -314,17 +396,19 @@ def fault_outcome(run, doc):
     # The basic command the observer ran on the node at the end of the watch (sched_action -job: job_started_at,
     # job_rc, job_ok_at when rc 0, else the fact job_error_<node>; job_skipped_<node> when the node was not
     # available): what tells "back in service" (or "kept in service", for a contained XID) from "takes work".
-    job = b.action_values("-job")
-    job_facts = (b.observer_doc("sched_action", "-job") or {}).get("facts") or {}
-    if job.get("job_rc") is not None:
-        metrics["job_rc"] = job["job_rc"]
-        metrics["job_ok"] = 1 if job["job_rc"] == 0 and job.get("job_ok_at") is not None else 0
-    for key in ("job_error", "job_skipped"):
-        if job_facts.get("%s_%s" % (key, b.node)):
-            facts[key] = job_facts["%s_%s" % (key, b.node)]
-    if job.get("job_ok_at") is not None and job.get("job_started_at") is not None:
-        metrics["job_s"] = round(job["job_ok_at"] - job["job_started_at"], 3)
-        metrics["job_ok_at"] = job["job_ok_at"]
+    job_metrics, job_facts = _job_record(b, b.node)
+    metrics.update(job_metrics)
+    facts.update(job_facts)
+    if tl.get("spare"):
+        # The hot spare in the node's place, and the same basic command on it (sched_action -job with joined_from:
+        # its results are labelled with the spare's name): a spare counts once it takes work.
+        facts["spare"] = tl["spare"]
+        metrics["spare_s"] = tl["spare_s"]
+        spare_metrics, spare_facts = _job_record(b, tl["spare"])
+        metrics.update(("spare_" + k, v) for k, v in spare_metrics.items())
+        facts.update(("spare_" + k, v) for k, v in spare_facts.items())
+        if spare_metrics.get("job_ok_at") is not None:
+            metrics["spare_job_ok_s"] = _r(spare_metrics["job_ok_at"] - t_inject)
     restored = b.action_values("-restore").get("resumed")
     if restored is not None:
         metrics["resumed_by_assessment"] = restored
