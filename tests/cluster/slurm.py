@@ -418,6 +418,19 @@ class Slurm:
     def scontrol(self, *args, host: str | None = None, timeout: float = 30) -> subprocess.CompletedProcess:
         return self.run(["/usr/bin/scontrol", *args], host=host, timeout=timeout)
 
+    def hold_spare(self, name: str) -> None:
+        """Keep a node out of service as a hot spare (drained, reason "hot spare"): the health check resumes it in
+        place of the next node it drains for an XID (tests/cluster/xid_healthcheck.py)."""
+        cfg = json.loads(self.health_check_config.read_text())
+        cfg["spares"] = list(cfg.get("spares") or []) + [name]
+        cp = self.scontrol("update", "NodeName=%s" % name, "State=DRAIN", "Reason=hot spare")
+        if cp.returncode != 0:
+            raise ClusterError(f"Slurm: cannot hold {name} as a spare: {(cp.stderr or cp.stdout).strip()}")
+        # atomically: the health check reads it every few seconds on every host
+        tmp = self.health_check_config.with_suffix(".tmp")
+        tmp.write_text(json.dumps(cfg))
+        os.replace(tmp, self.health_check_config)
+
     def node_info(self) -> dict:
         """node name -> {field: value} from `scontrol show node -o`."""
         cp = self.scontrol("show", "node", "-o")

@@ -10,6 +10,10 @@ The test hosts share one kernel log (the machine's), so this check acts only on 
 (``init``): on a real node the kernel log is the node's own and neither filter would be needed. Each XID line is
 acted on once (the last sequence number acted on is kept per host), the way a health agent that follows the log does.
 
+A provider with hot spares (``Slurm.hold_spare``: a node kept drained with the reason "hot spare", in the config)
+gets one of them back into service in place of each node this check drains, the way an HGX provider's
+autoremediation swaps in a spare; each spare is used once (``<state dir>/spares.used``).
+
     xid_healthcheck.py init  --config FILE --state-dir DIR   # arm: remember where the kernel log ends now
     xid_healthcheck.py run   --config FILE                   # HealthCheckProgram: drain this node on a new XID
     xid_healthcheck.py check --config FILE --node NAME       # exit 1 when NAME has an XID since init (standalone)
@@ -103,7 +107,28 @@ def run(config):
     if cp.returncode == 0:
         with open(seen_path, "w") as f:
             f.write("%d\n" % seq)
+        _swap_in_spare(cfg, node)
     return 0
+
+
+def _swap_in_spare(cfg, node):
+    """Resume the first spare of the pool not used yet, in place of node (the pool is used up in order, once)."""
+    used_path = os.path.join(cfg["state_dir"], "spares.used")
+    try:
+        with open(used_path) as f:
+            used = set(f.read().split())
+    except OSError:
+        used = set()
+    spare = next((s for s in cfg.get("spares") or [] if s not in used and s != node), None)
+    if spare is None:
+        return
+    cp = subprocess.run(["/usr/bin/scontrol", "update", "NodeName=%s" % spare, "State=RESUME"],
+                        capture_output=True, text=True, timeout=30)
+    with open(os.path.join(cfg["state_dir"], "%s.log" % node), "a") as f:
+        f.write("%s spare %s in place of %s: rc %d %s\n" % (time.strftime("%H:%M:%S"), spare, node, cp.returncode,
+                                                           (cp.stderr or cp.stdout).strip()))
+    with open(used_path, "a") as f:
+        f.write(spare + "\n")
 
 
 def check(config, node):

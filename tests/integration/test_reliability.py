@@ -4,8 +4,9 @@ A cluster of its own (4 hosts, Slurm from tests/cluster/slurm.py, simulated rebo
 the reboots and the Slurm daemons must not touch the session's cluster. One destructive run is shared by the
 assertions: nodes 2 and 3 drained, rebooted together (max share 0.5 of 4 hosts: one batch), resumed and given a
 fresh srun; then an XID 79 written into node 4's kernel log, which the harness's HealthCheckProgram (the
-"provider's" health check) must notice and drain. Batches of one host at a time are shown by the reboot role's
-molecule scenario. A second run names the same hosts without assess_allow_destructive and must change nothing.
+"provider's" health check) must notice and drain, swapping in node 1, its hot spare (HGX). Batches of one host at a
+time are shown by the reboot role's molecule scenario. A second run names the same hosts without
+assess_allow_destructive and must change nothing.
 """
 
 import csv
@@ -105,6 +106,8 @@ def destructive_run(slurm_cluster, tmp_path_factory):
     inventory = cluster.write_inventory(str(tmp / "hosts.ini"), python=sys.executable)
     boot_before = reboots.boot_ids()
     kmsg_since = read_kmsg()[-1][0]
+    # The provider has a hot spare (HGX): node 1, drained; its health check swaps it in for the node it drains.
+    slurm.hold_spare(n1)
     extra = _extra_vars(tmp, {
         "assess_output_dir": str(tmp / "runs"),
         "assess_allow_destructive": True,
@@ -197,23 +200,31 @@ def test_xid_in_kernel_log_is_detected_by_the_health_check_and_timed(destructive
     assert m["detected"] == 1 and 0 < m["detect_s"] < 60
     assert doc["facts"]["detect_phase"] == "drained"
     assert doc["facts"]["detect_reason"] == "XID 79 in kernel log (health check)"
-    assert doc["facts"]["observed_action"] == "drained"
+    # the health check drained node 4 and swapped in node 1, the hot spare: node 4 stays out, replaced
+    assert doc["facts"]["observed_action"] == "replaced" and doc["facts"]["spare"] == n1
     assert m["rebooted"] == 0 and m["returned"] == 0 and m["drain_open"] == 1
+    assert m["detect_s"] <= m["spare_s"] < 60
     # fault_injection_remediation_timeout=2: the watch went on 2 s after detection, the node drained throughout
     assert m["time_drained_s"] >= 2 and m["watched_s"] >= m["detect_s"] + 2
+    # the fresh job ran on the spare (sched_action -job with joined_from), after it joined
+    assert m["spare_job_rc"] == 0 and m["spare_job_ok"] == 1 and m["spare_job_ok_s"] > m["spare_s"]
     assert m["resumed_by_assessment"] == 1
-    # the health check (the provider's tool) did the draining: its own log says so
+    # the health check (the provider's tool) did the draining and the swap: its own log says so
     hc_log = (destructive_run["slurm"].dir / "healthcheck" / ("%s.log" % n4)).read_text()
     assert "drain %s" % n4 in hc_log and "rc 0" in hc_log
+    assert "spare %s in place of %s: rc 0" % (n1, n4) in hc_log
     # nobody else was touched
     for host in (n1, n2, n3):
         doc = _doc(run_dir, host, "fault_injection.json")
         assert doc["status"] == "skipped" and "not among fault_injection_hosts" in doc["reason"]
-    assert destructive_run["states_after"][n4] == "IDLE"
+    # node 4 put back by the batch's restore (the fault was ours), the spare left in service
+    assert destructive_run["states_after"][n4] == "IDLE" and destructive_run["states_after"][n1] == "IDLE"
     rows = _checks(run_dir)
     assert rows[("reliability.failure_detection", n4)]["status"] == "pass"
-    assert rows[("reliability.remediation", n4)]["status"] == "warn"
+    assert rows[("reliability.remediation", n4)]["status"] == "pass"
     assert "REBOOT" in rows[("reliability.remediation", n4)]["expected"]
+    ret = rows[("reliability.return_to_service", n4)]
+    assert ret["status"] == "pass" and ret["observed"].startswith("replaced by %s after " % n1), ret
     assert rows[("reliability.failure_detection", n1)]["status"] == "skip"
     md = (run_dir / "report" / "report.md").read_text()
     assert "### Reboot timings (seconds)" in md and "### Fault injection" in md
@@ -329,8 +340,13 @@ def test_a_controller_killed_mid_batch_leaves_a_drained_node_that_recover_yml_pu
     restore = _doc(rec_dir, n1, "sched_action-recover-fault-b1.json")
     resumed = {r["labels"]["node"]: r["value"] for r in restore["results"] if r["metric"] == "resumed"}
     assert resumed[n3] == 1 and sum(resumed.values()) == 1, resumed
-    left = _doc(rec_dir, n1, "leftovers.json")
-    assert left["facts"]["run_id"] == run_id and left["facts"].get("watcher_pids")
+    # The test hosts share one process table (network namespaces only), so the hosts whose leftovers probe came
+    # before it was gone all stopped the observer's watcher (on a real cluster, only the observer sees it): one
+    # process, the watcher, and nothing else.
+    lefts = [_doc(rec_dir, host, "leftovers.json") for host in (n1, n2, n3, n4)]
+    assert {d["facts"]["run_id"] for d in lefts} == {run_id}
+    assert len({d["facts"]["watcher_pids"] for d in lefts if d["facts"].get("watcher_pids")}) == 1
+    assert not [d for d in lefts if d["facts"].get("dcgm_hold_pids")]
     # a second recovery of the same run finds nothing left to do
     res = run_playbook(inventory, "-e", "assess_output_dir=%s" % (tmp_path / "rec"), "-e",
                        "recover_run=%s" % run_dir, playbook="playbooks/recover.yml", timeout=300)
