@@ -10,6 +10,9 @@ Runs on an observer node (one that is not being rebooted or injected), in two ca
   carries the changes as a raw file; the per-node timelines are computed from it on the controller
   (reports/phases/reliability/timeline.py).
 
+Between the two, ``mode: seen`` waits up to ``wait_s`` until the running watcher has seen given nodes out of
+service (the fault-injection role's fallback to its next method).
+
 The watcher never runs past ``max_s`` whatever happens to the play, and ``stop`` is safe to call again (clean-up):
 it only collects what is there.
 
@@ -35,10 +38,11 @@ from probes.reliability.samples import read_samples
 STOP_GRACE_S = 15.0
 PARAMS = Params(
     tag=Param(str, "", "names the watcher, the same in both calls (required)"),
-    mode=Param(str, "start", "start the watcher, or stop it and collect what it saw", choices=("start", "stop")),
+    mode=Param(str, "start", "start the watcher, stop it and collect what it saw, or wait until it saw nodes go out",
+               choices=("start", "stop", "seen")),
     scheduler=Param(str, "none", "start: slurm, kubernetes or none"),
     options=Param(dict, {}, "start: the scheduler's options (probes/common/sched.py)"),
-    nodes=Param(list, [], "start: the nodes to watch, by their names in the scheduler"),
+    nodes=Param(list, [], "start: the nodes to watch, by their names in the scheduler; seen: the nodes to look for"),
     interval=Param(float, 1.0, "start: seconds between two reads of the scheduler"),
     max_s=Param(float, 3600, "start: the watcher never runs longer"),
     stop_when=Param(str, "stop", "start: resolved: the watcher ends once every node is detected and back; stop: "
@@ -46,7 +50,7 @@ PARAMS = Params(
     detect_timeout=Param(float, 600, "start: seconds until the scheduler must notice"),
     remediation_timeout=Param(float, 3600, "start: seconds until the node must be back"),
     settle_s=Param(float, 5, "start: seconds a state must last to count"),
-    wait_s=Param(float, 0, "stop: seconds to wait for the watcher to end by itself"),
+    wait_s=Param(float, 0, "stop: seconds to wait for the watcher to end by itself; seen: for the nodes to go out"),
     others=Param(bool, True, "start: also record the scheduler's other nodes (their phase changes only), so that a "
                              "hot spare joining is seen; no effect without a scheduler"),
 )
@@ -248,11 +252,35 @@ def _stop(art, params, out_dir, paths):
         art.add("other_samples", sum(1 for s in samples if s.get("other")), "count")
 
 
+def _seen(art, params, paths):
+    """Wait (up to wait_s, or until the watcher ends) until the running watcher has seen each of ``nodes`` out of
+    service; one `seen` row per node. The fault-injection role injects only into nodes in service when the watch
+    began and falls back to its next method where a fault was not seen: a control decision of the run, made from
+    what was recorded (the judgement of the detection stays the controller's, from the same samples). Any stretch
+    out of service after the watch's first reading counts, so that the nodes' clocks never enter into it."""
+    nodes = [str(n) for n in params["nodes"]]
+    if not nodes:
+        art.skip("no injected node to look for")
+        return
+    deadline = time.time() + params["wait_s"]
+    while True:
+        out = {s["node"] for s in watch_samples.known(read_samples(paths["jsonl"]))
+               if s["node"] in nodes and not s.get("other") and s["phase"] in sched.OUT_OF_SERVICE}
+        if len(out) == len(nodes) or time.time() >= deadline or os.path.exists(paths["done"]):
+            break
+        time.sleep(0.5)
+    art.facts["tag"] = params["tag"]
+    for node in sorted(nodes):
+        art.add("seen", 1 if node in out else 0, "bool", node=node)
+
+
 def run(art, params, out_dir):
     if not params["tag"]:
         raise ValueError("params.tag is required")
     paths = _paths(out_dir, params["tag"])
     if params["mode"] == "start":
         _start(art, params, out_dir, paths)
+    elif params["mode"] == "seen":
+        _seen(art, params, paths)
     else:
         _stop(art, params, out_dir, paths)

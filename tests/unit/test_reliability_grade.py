@@ -1,6 +1,7 @@
 """Grading and the report section of the reliability phase, from artifacts as the probes write them."""
 
 import json
+import os
 import tarfile
 import types
 from pathlib import Path
@@ -598,3 +599,48 @@ def test_section_shows_the_replacement(tmp_path, monkeypatch):
     rubric = {"checks": [c for c in RUBRIC["checks"] if c["id"].startswith("reliability.")]}
     md = section.render(run, grade(run, rubric), str(tmp_path))
     assert "| n4 | XID 79 | kmsg | 5.0 |" in md and "| replaced |" in md
+
+
+def test_a_fault_unseen_until_the_fallback_is_timed_from_the_injection_that_was_seen(tmp_path, monkeypatch):
+    """DCGM injection (stand-in dcgmi, as test_reliability_probes.py) unseen for 600 s, then the kmsg fallback, seen
+    30 s later: detection is 30 s, by kmsg, and the row says the DCGM injection went unseen. Both injection artifacts
+    are the fault_inject probe's own, timed on the samples' clock."""
+    from probes.cli import run_probe
+
+    fix = Path(__file__).resolve().parents[1] / "fixtures"
+    (tmp_path / "dcgmi").write_text("#!/bin/sh\nexit 0\n")
+    (tmp_path / "nvidia-smi").write_text("#!/bin/sh\ncat %s\n" % (fix / "nvidia-smi" / "h100_8x_query.csv"))
+    for tool in ("dcgmi", "nvidia-smi"):
+        (tmp_path / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (tmp_path, os.environ["PATH"]))
+    node_dir = tmp_path / "node"
+    _, first = run_probe("fault_inject", str(node_dir), "r1", "n1", params={"xid": 79, "hold_s": 5})
+    _, cleared = run_probe("fault_inject", str(node_dir), "r1", "n1", variant="clear-unseen",
+                           params={"mode": "clear"})
+    (tmp_path / "kmsg").write_text("")
+    _, fallback = run_probe("fault_inject", str(node_dir), "r1", "n1", variant="fallback",
+                            params={"xid": 79, "methods": ["kmsg", "pcie_bridge_reset", "amdgpu_ras"],
+                                    "kmsg_path": str(tmp_path / "kmsg")})
+    assert (first["facts"]["method"], cleared["status"], fallback["facts"]["method"]) == ("dcgm", "ok", "kmsg")
+    for doc, t in ((first, T0), (fallback, T0 + 600.0)):
+        for r in doc["results"]:
+            if r["metric"] == "injected_at":
+                r["value"] = t
+    docs = [first if d.get("probe") == "fault_inject" else d for d in fault_docs("n1", detect=630.0, watched=700.0)]
+    run = make_run(tmp_path, docs + [fallback])
+    [row] = gr.grade_detect(check("reliability.failure_detection"), run, "n1")
+    assert row["status"] == "pass"
+    assert row["observed"] == ("30.0 s (XID 79 in kernel log (health check)), by kmsg after the dcgm injection went "
+                               "unseen for 600.0 s")
+    done = timeline.outcome(run, run.artifact("n1", "fault_injection"))
+    assert done["metrics"]["injected_at"] == T0 + 600.0 and done["facts"]["first_method"] == "dcgm"
+
+
+def test_a_fallback_that_could_not_inject_keeps_the_first_injection(tmp_path):
+    fallback = _art("fault_inject", "n1", "fallback")
+    fallback.skip("no injection method worked: kmsg: cannot open /dev/kmsg: Permission denied")
+    run = make_run(tmp_path, fault_docs("n1", detect=None, watched=1300.0) + [fallback.to_dict()])
+    [row] = gr.grade_detect(check("reliability.failure_detection"), run, "n1")
+    assert row["status"] == "fail" and row["observed"] == "not detected"
+    done = timeline.outcome(run, run.artifact("n1", "fault_injection"))
+    assert done["metrics"]["injected_at"] == T0 and "no other method could inject" in done["facts"]["fallback"]

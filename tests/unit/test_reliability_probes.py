@@ -216,3 +216,33 @@ def test_fault_injection_probe_records_which_observations_belong_to_the_node(tmp
                             "stage": "fault-b1", "xid": "79"}
     _, skipped = run_probe("fault_injection", str(tmp_path), "r", "h", params={"skip": "not injected: ..."})
     assert skipped["status"] == "skipped" and skipped["reason"] == "not injected: ..."
+
+
+def test_seen_waits_for_the_running_watcher_to_see_each_node_go_out(tmp_path):
+    """The fault-injection role's fallback step: n1 goes unhealthy after its injection and is seen; n2 never does and
+    is reported unseen once wait_s is over; the watcher goes on."""
+    flag = tmp_path / "n1.bad"
+    check = tmp_path / "check"
+    check.write_text("#!/bin/sh\n[ -e %s/$1.bad ] && { echo 'XID 79'; exit 1; }\nexit 0\n" % tmp_path)
+    check.chmod(0o755)
+    params = {"mode": "start", "tag": "sched_watch-f", "scheduler": "none", "nodes": ["n1", "n2"], "interval": 0.1,
+              "max_s": 60, "options": {"detect_command": [str(check), "{node}"]}}
+    _, start = run_probe("sched_watch", str(tmp_path), "r", "obs", variant="f-start", params=params)
+    pid = int(start["facts"]["watcher_pid"])
+    try:
+        flag.write_text("")
+        t0 = time.time()
+        _, seen = run_probe("sched_watch", str(tmp_path), "r", "obs", variant="f-seen",
+                            params={"mode": "seen", "tag": "sched_watch-f", "wait_s": 3, "nodes": ["n1", "n2"]})
+        assert seen["status"] == "ok"
+        assert results(seen, node="n1") == {"seen": 1} and results(seen, node="n2") == {"seen": 0}
+        assert time.time() - t0 >= 3  # n2 was waited for the whole wait_s
+        # n1 alone: seen at once, no wait
+        t0 = time.time()
+        _, again = run_probe("sched_watch", str(tmp_path), "r", "obs", variant="f-seen2",
+                             params={"mode": "seen", "tag": "sched_watch-f", "wait_s": 30, "nodes": ["n1"]})
+        assert results(again, node="n1") == {"seen": 1} and time.time() - t0 < 25
+        assert Path("/proc/%d" % pid).exists()  # the watcher goes on
+    finally:
+        run_probe("sched_watch", str(tmp_path), "r", "obs", variant="f",
+                  params={"mode": "stop", "tag": "sched_watch-f"})

@@ -257,13 +257,17 @@ def injections(run):
     fault_inject results; the scheduler's detection time from its timeline)."""
     from reports.phases.reliability import timeline  # noqa: PLC0415 - only where a fault was injected
 
-    out = []
+    # The injection that stands per host: the fallback's when the first one went unseen (timeline.fault_outcome).
+    stands = {}
     for r in run.records("fault_inject"):
-        if r["metric"] != "injected_at":
-            continue
-        doc = run.artifact(r["host"], "fault_injection")
+        if r["metric"] == "injected_at" and r["variant"] in (None, "fallback"):
+            if r["host"] not in stands or r["variant"] == "fallback":
+                stands[r["host"]] = float(r["value"])
+    out = []
+    for host, t_inject in stands.items():
+        doc = run.artifact(host, "fault_injection")
         detect = timeline.outcome(run, doc)["metrics"].get("detect_s") if doc else None
-        out.append((r["host"], float(r["value"]), detect))
+        out.append((host, t_inject, detect))
     return out
 
 

@@ -128,8 +128,13 @@ def grade_detect(check, run, host, data=None):
                      "the node stayed in service for the whole %s watch%s" % (_s(watched), note))]
     detect = m["detect_s"]
     status = "pass" if detect <= pass_s else "warn" if detect <= fail_s else "fail"
-    how = done["facts"].get("detect_reason") or done["facts"].get("detect_phase")
-    return [make_row(check, host, status, "%s (%s)" % (_s(detect), how), expected)]
+    facts = done["facts"]
+    how = facts.get("detect_reason") or facts.get("detect_phase")
+    observed = "%s (%s)" % (_s(detect), how)
+    if facts.get("first_method"):
+        observed += ", by %s after the %s injection went unseen for %s" % (
+            facts.get("method"), facts["first_method"], _s(float(facts.get("first_unseen_s") or 0)))
+    return [make_row(check, host, status, observed, expected)]
 
 
 def load_xid_actions(path=None):

@@ -70,7 +70,8 @@ def _lost_gpus(by_key, docs):
     """{node: why} of the nodes whose GPU was reset through its PCIe bridge and did not answer afterwards."""
     out = {}
     for doc in docs:
-        if doc["probe"] != "fault_inject" or doc.get("variant") is not None:
+        # the first injection, or the fallback after it went unseen (the first's GPU is as lost as the second's)
+        if doc["probe"] != "fault_inject" or doc.get("variant") not in (None, "fallback"):
             continue
         if ((doc.get("facts") or {}).get("method")) != PCIE_METHOD:
             continue

@@ -375,6 +375,17 @@ def fault_outcome(run, doc):
     t_inject = next((float(r["value"]) for r in inject["results"] if r["metric"] == "injected_at"), None)
     if t_inject is None:
         return _record(doc, "error", "the injection artifact has no injected_at time", facts)
+    # The fault went unseen for fault_injection_fallback_after and the next method was injected: detection is timed
+    # from that injection (the first one told nothing about the health checks, only about the method).
+    fallback = b.own("fault_inject", "fallback")
+    t_fallback = next((float(r["value"]) for r in (fallback or {}).get("results") or []
+                       if r["metric"] == "injected_at"), None)
+    if (fallback or {}).get("status") == "ok" and t_fallback is not None:
+        facts.update(first_method=facts["method"], method=(fallback.get("facts") or {}).get("method"),
+                     first_unseen_s=_r(t_fallback - t_inject))
+        inject, t_inject = fallback, t_fallback
+    elif fallback is not None:
+        facts["fallback"] = "no other method could inject: %s" % (fallback.get("reason") or fallback["status"])
     before, after = b.boot_id("before"), b.boot_id("after")
     rebooted = bool(before and after and before != after)
     facts.update(boot_id_before=before, boot_id_after=after)
