@@ -130,21 +130,27 @@ def resume(name, kubectl=("kubectl",)):
     return run_cmd(list(kubectl) + ["uncordon", name], timeout=30)
 
 
-def pod_overrides(name, image, command, gpus):
+# The GPU device plugins' resource names: NVIDIA's, and AMD's (ROCm/k8s-device-plugin).
+GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
+
+
+def pod_overrides(name, image, command, gpus, gpu_resource="nvidia.com/gpu"):
+    if gpu_resource not in GPU_RESOURCES:
+        raise ValueError("gpu_resource %r: want one of %s" % (gpu_resource, ", ".join(GPU_RESOURCES)))
     container = {"name": "probe", "image": image, "command": list(command)}
     if gpus:
-        container["resources"] = {"limits": {"nvidia.com/gpu": int(gpus)}}
+        container["resources"] = {"limits": {gpu_resource: int(gpus)}}
     # nodeSelector, not nodeName: the pod goes through the scheduler, so a cordoned or tainted node refuses it.
     spec = {"nodeSelector": {"kubernetes.io/hostname": name}, "restartPolicy": "Never", "containers": [container]}
     if gpus:
-        spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        spec["tolerations"] = [{"key": gpu_resource, "operator": "Exists", "effect": "NoSchedule"}]
     return {"apiVersion": "v1", "spec": spec}
 
 
-def job(name, command, image, gpus=0, kubectl=("kubectl",), wait_s=300, timeout=None):
-    """A fresh pod on this node running command (nvidia-smi on GPU nodes), removed afterwards."""
+def job(name, command, image, gpus=0, kubectl=("kubectl",), wait_s=300, timeout=None, gpu_resource="nvidia.com/gpu"):
+    """A fresh pod on this node running command (nvidia-smi, or amd-smi, on GPU nodes), removed afterwards."""
     pod = "clustermax-assess-%d" % int(time.time() * 1000)
     argv = list(kubectl) + ["run", pod, "--image=%s" % image, "--restart=Never", "--rm", "--attach", "--quiet",
                             "--pod-running-timeout=%ds" % int(wait_s),
-                            "--overrides=%s" % json.dumps(pod_overrides(name, image, command, gpus))]
+                            "--overrides=%s" % json.dumps(pod_overrides(name, image, command, gpus, gpu_resource))]
     return run_cmd(argv, timeout=timeout or wait_s + 60)

@@ -27,7 +27,8 @@ SCHEDULERS = ("slurm", "kubernetes", "none")
 
 class Scheduler:
     """options: kubectl (argv prefix), detect_command (argv, "{node}" replaced), image (Kubernetes job image),
-    gpus (GPUs the fresh job asks for), baseline_taints ({node: [taint keys]}, Kubernetes)."""
+    gpus (GPUs the fresh job asks for), gpu_resource (their resource name: nvidia.com/gpu or amd.com/gpu),
+    baseline_taints ({node: [taint keys]}, Kubernetes)."""
 
     def __init__(self, name, options=None):
         if name not in SCHEDULERS:
@@ -80,7 +81,8 @@ class Scheduler:
             return sched_slurm.job(name, command, wait_s=wait_s, timeout=wait_s + 60)
         if self.name == "kubernetes":
             return sched_k8s.job(name, command, self.options.get("image") or "busybox",
-                                 gpus=self.options.get("gpus", 0), kubectl=self.kubectl, wait_s=wait_s)
+                                 gpus=self.options.get("gpus", 0), kubectl=self.kubectl, wait_s=wait_s,
+                                 gpu_resource=self.options.get("gpu_resource") or "nvidia.com/gpu")
         return None
 
 

@@ -114,6 +114,12 @@ def test_kubernetes_fresh_pod_goes_through_the_scheduler():
     assert "nodeName" not in spec and spec["nodeSelector"] == {"kubernetes.io/hostname": "gpu-node-1"}
     assert spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 1
     assert spec["tolerations"][0]["key"] == "nvidia.com/gpu"
+    # AMD nodes: the ROCm device plugin's resource, and its taint tolerated
+    amd = sched_k8s.pod_overrides("mi300-1", "img", ["amd-smi", "list"], 1, "amd.com/gpu")["spec"]
+    assert amd["containers"][0]["resources"]["limits"] == {"amd.com/gpu": 1}
+    assert amd["tolerations"][0]["key"] == "amd.com/gpu"
+    with pytest.raises(ValueError, match="gpu_resource"):
+        sched_k8s.pod_overrides("n", "img", ["x"], 1, "gpu")
 
 
 def test_detect_command_for_standalone_nodes(tmp_path):
