@@ -42,9 +42,29 @@ def bad_conditions(node):
     return sorted(out)
 
 
+# The GPU product labels of NVIDIA's GPU feature discovery and AMD's node labeller (its -product-name).
+GPU_PRODUCT_LABELS = ("nvidia.com/gpu.product", "amd.com/gpu.product-name")
+
+
+def pool(node):
+    """What a hot spare must share with the node it replaces: the GPU product label, else the allocatable GPU
+    resource and count ("nvidia.com/gpu=8"), else "no-gpu" (a CPU or control-plane node becoming Ready is no GPU
+    node's spare). A new GPU node's labels and resources come a while after it is Ready: the watcher records the
+    change (samples.OTHER_CHANGE_KEYS)."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    for key in GPU_PRODUCT_LABELS:
+        if labels.get(key):
+            return labels[key]
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    for resource in GPU_RESOURCES:
+        if str(allocatable.get(resource) or "0") not in ("0", ""):
+            return "%s=%s" % (resource, allocatable[resource])
+    return "no-gpu"
+
+
 def sample(name, node, t, baseline_taints=None):
     if node is None:
-        return {"t": t, "node": name, "phase": "missing", "state": None, "reason": None}
+        return {"t": t, "node": name, "phase": "missing", "state": None, "reason": None, "pool": None}
     ready, why, message = _ready(node)
     taints = taint_keys(node)
     if baseline_taints is None:
@@ -66,7 +86,7 @@ def sample(name, node, t, baseline_taints=None):
         state.append("SchedulingDisabled")
     reason = "; ".join(x for x in [why if ready != "True" else None, message if ready != "True" else None]
                        + new_taints + conds if x) or None
-    return {"t": t, "node": name, "phase": phase, "state": ",".join(state), "reason": reason,
+    return {"t": t, "node": name, "phase": phase, "state": ",".join(state), "reason": reason, "pool": pool(node),
             "taints": taints, "boot_id": ((node.get("status") or {}).get("nodeInfo") or {}).get("bootID")}
 
 

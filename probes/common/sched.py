@@ -12,7 +12,11 @@ Every reader returns samples ``{"t", "node", "phase", "state", "reason", ...}`` 
     unknown    the state could not be read this time
 
 Read with ``others``, Slurm and Kubernetes also give a sample of every other node they list, marked
-``"other": true`` (how the fault-injection watcher sees a hot spare join; probes/reliability/samples.py).
+``"other": true`` (how the fault-injection watcher sees a hot spare join; probes/reliability/samples.py). Their
+samples carry the node's ``pool``, what a hot spare must share with the node it replaces: Slurm, the node's
+partitions (sorted, comma-joined); Kubernetes, its GPU product label, else its allocatable GPU resource and count,
+else "no-gpu" (probes/common/k8s.py pool). None where it cannot be told (no scheduler, a node not listed): then
+any pool goes.
 """
 
 from probes.common import k8s as sched_k8s

@@ -12,6 +12,7 @@ A node's state is reduced to a phase that every scheduler shares (probes/common/
 """
 
 import re
+import time
 
 from probes.common.command import run_cmd
 
@@ -134,12 +135,31 @@ def reason_text(fields):
     return re.sub(r"\s*\[[^\]]*@[^\]]*\]\s*$", "", reason)
 
 
+def pool(fields):
+    """The node's partitions as a sorted comma string (what a hot spare must share with the node it replaces: a node
+    resumed in another partition brings this pool nothing), or None where scontrol names none."""
+    parts = sorted(p for p in (fields.get("Partitions") or "").split(",") if p and p != "(null)")
+    return ",".join(parts) or None
+
+
+def reason_time(fields):
+    """When the Reason was set, from Slurm's ' [user@time]' stamp (slurmctld's local time, this node's zone: a
+    cluster's nodes share one), in seconds since the epoch; None without a stamp."""
+    m = re.search(r"\[[^\]@]*@(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\]\s*$", fields.get("Reason") or "")
+    if not m:
+        return None
+    try:
+        return time.mktime(time.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S"))
+    except (ValueError, OverflowError):
+        return None
+
+
 def sample(name, fields, t):
     if fields is None:
-        return {"t": t, "node": name, "phase": "missing", "state": None, "reason": None}
+        return {"t": t, "node": name, "phase": "missing", "state": None, "reason": None, "pool": None}
     return {"t": t, "node": name, "phase": phase(fields), "state": fields.get("State"),
-            "reason": reason_text(fields) or None, "boot_time": fields.get("BootTime"),
-            "slurmd_start": fields.get("SlurmdStartTime")}
+            "reason": reason_text(fields) or None, "reason_at": reason_time(fields), "pool": pool(fields),
+            "boot_time": fields.get("BootTime"), "slurmd_start": fields.get("SlurmdStartTime")}
 
 
 def samples(names, nodes, t, others=False):

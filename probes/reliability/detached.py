@@ -21,3 +21,21 @@ def start(module, function, cfg, marker, log_path=None, cwd=None):
     finally:
         if log_path:
             log.close()
+
+
+def alive(pid):
+    """Whether the process runs (not gone, not a zombie waiting for its parent)."""
+    try:
+        with open("/proc/%d/stat" % pid) as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def cmdline(pid):
+    """The process's command line as bytes (NUL-separated), b"" when it is gone."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""

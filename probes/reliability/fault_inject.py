@@ -317,9 +317,9 @@ def _clear(art, params, out_dir):
     with open(pid_path) as fh:
         pid = int(fh.read().strip() or 0)
     deadline = time.time() + 15
-    while time.time() < deadline and _alive(pid):
+    while time.time() < deadline and detached.alive(pid):
         time.sleep(0.2)
-    if _alive(pid) and _ours(pid):
+    if detached.alive(pid) and _ours(pid):
         os.kill(pid, signal.SIGKILL)
         run_cmd(dcgm_argv(params["gpu_index"], params["dcgm_field"], 0), timeout=10)
     for path in (pid_path, stop_path):
@@ -328,20 +328,8 @@ def _clear(art, params, out_dir):
     art.add("cleared", 1, "bool", method="dcgm")
 
 
-def _alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
-
-
 def _ours(pid):
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as fh:
-            return b"clustermax-assess-dcgm-hold" in fh.read()
-    except OSError:
-        return False
+    return b"clustermax-assess-dcgm-hold" in detached.cmdline(pid)
 
 
 def _not_for(backend, method):

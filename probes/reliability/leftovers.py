@@ -17,6 +17,7 @@ import signal
 import time
 
 from probes.params import Param, Params
+from probes.reliability import detached
 
 # The markers detached.start puts on the command lines of the phase's helpers, by kind.
 MARKERS = {"watcher": b"clustermax-assess-watch=", "dcgm_hold": b"clustermax-assess-dcgm-hold"}
@@ -27,22 +28,6 @@ PARAMS = Params(
 )
 
 
-def _cmdline(pid):
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as fh:
-            return fh.read()
-    except OSError:
-        return b""
-
-
-def _alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
-
-
 def find(run_id, proc_root="/proc"):
     """[(pid, kind)] of the detached helpers of run_id on this node (never this process)."""
     workdir = ("clustermax-assess-%s" % run_id).encode()
@@ -50,7 +35,7 @@ def find(run_id, proc_root="/proc"):
     for name in os.listdir(proc_root):
         if not name.isdigit() or int(name) == os.getpid():
             continue
-        cmd = _cmdline(int(name))
+        cmd = detached.cmdline(int(name))
         if workdir not in cmd:
             continue
         kind = next((k for k, marker in MARKERS.items() if marker in cmd), None)
@@ -75,9 +60,9 @@ def run(art, params, out_dir):
     for pid, _kind in found:
         _signal(pid, signal.SIGTERM)
     deadline = time.time() + params["grace_s"]
-    while time.time() < deadline and any(_alive(pid) for pid, _ in found):
+    while time.time() < deadline and any(detached.alive(pid) for pid, _ in found):
         time.sleep(0.2)
-    killed = [pid for pid, _ in found if _alive(pid)]
+    killed = [pid for pid, _ in found if detached.alive(pid)]
     for pid in killed:
         _signal(pid, signal.SIGKILL)
     for kind in MARKERS:

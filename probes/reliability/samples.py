@@ -6,8 +6,12 @@ short list. Samples whose phase is ``unknown`` (the scheduler could not be read 
 node: they neither start nor end a stage.
 
 The scheduler's other nodes (marked ``"other": true``) are kept shorter still: their first sample (the baseline)
-and then only a change of phase, with the fields of OTHER_KEYS, since all they are read for is a hot spare coming
-into service (``joined``) and a cluster has many of them.
+and then only a change of phase or pool, with the fields of OTHER_KEYS, since all they are read for is a hot spare
+coming into service and a cluster has many of them. ``spares`` is the one rule of which joined node is whose spare,
+for the watcher's stop rule, the fresh job on the spares (sched_action) and the controller's judgement alike.
+
+Every sample carries the node's ``pool`` where the scheduler tells it (Slurm: its partitions; Kubernetes: its GPU
+product label, else its allocatable GPUs; probes/common/sched.py): a spare must come from the faulted node's pool.
 
 ``watch_resolved`` is the watcher's stop rule (is there anything more to see?), not a judgement: the timelines and
 what the provider did are computed on the controller from the recorded samples
@@ -19,9 +23,10 @@ import json
 from probes.common.sched import OUT_OF_SERVICE
 
 CHANGE_KEYS = ("phase", "state", "reason", "slurmd_start", "boot_id")
-# What is kept of the other nodes' samples, and what a change of theirs is.
-OTHER_KEYS = ("t", "node", "phase", "state", "reason", "other")
-OTHER_CHANGE_KEYS = ("phase",)
+# What is kept of the other nodes' samples, and what a change of theirs is. A pool change is one: a new GPU node
+# becomes Ready before its GPU labels and resources appear, and its pool must be on record once they do.
+OTHER_KEYS = ("t", "node", "phase", "state", "reason", "pool", "other")
+OTHER_CHANGE_KEYS = ("phase", "pool")
 
 
 class Compactor:
@@ -85,38 +90,90 @@ def watch_resolved(samples, t_start, now, detect_timeout, remediation_timeout, s
 
 
 def joined(samples, t_from):
-    """[(t, node)] in time order: the nodes of samples (the other nodes') that were not available at t_from (out of
-    service, or not listed yet) and are available at their last known sample; t is when that last available stretch
-    began, after t_from. A node available at t_from was in service already: whatever it did later (idle to
-    allocated, say) brought no capacity back. Only the watcher's samples can say "not listed yet": its first reading
-    lists every node (sched.Scheduler.read with others), so a node first seen later joined the scheduler later."""
+    """[(t, node)] in time order: the nodes of samples (the other nodes') that were not available just before t_from
+    (out of service, or not listed yet) and are available at their last known sample; t is when that last available
+    stretch began, at or after t_from. A node available before t_from was in service already: whatever it did later
+    (idle to allocated, say) brought no capacity back. One first listed, or back, in the very reading at t_from
+    counts: that reading cannot tell which came first. Only the watcher's samples can say "not listed yet": its
+    first reading lists every node (sched.Scheduler.read with others), so a node first seen later joined later."""
     by_node = {}
     for s in known(samples):
         by_node.setdefault(s["node"], []).append(s)
     out = []
     for node, mine in by_node.items():
-        before = [s for s in mine if s["t"] <= t_from]
+        before = [s for s in mine if s["t"] < t_from]
         if before and before[-1]["phase"] == "available":
             continue
         last = intervals(mine)[-1]
-        if last[0] == "available" and last[1] > t_from:
+        if last[0] == "available" and last[1] >= t_from:
             out.append((last[1], node))
     return sorted(out)
 
 
-def watch_replaced(history, others, nodes, t_start, now, settle_s):
-    """Has every one of our nodes that is out of service now a spare in its place? One other node each that joined
-    since the watch began (``joined``) and has stayed available for settle_s. Only nodes that were available when the
-    watch began count (the others are not ours to watch); with none out of service there is nothing replaced."""
-    out = 0
-    for node in nodes:
-        mine = known(history.get(node, []))
-        if mine and mine[0]["phase"] == "available" and mine[-1]["phase"] in OUT_OF_SERVICE:
-            out += 1
-    if not out:
-        return False
-    settled = [n for t, n in joined(others, t_start) if now - t >= settle_s]
-    return len(settled) >= out
+def pool(samples, last=False):
+    """The pool of a node's samples (its first one that tells, or with last its latest), or None when none does."""
+    told = [s.get("pool") for s in known(samples) if s.get("pool") is not None]
+    return (told[-1] if last else told[0]) if told else None
+
+
+def kept_out(samples):
+    """[(t first out of service, node)] in that order: the watched nodes of samples (not "other") that were
+    available at their first known sample (the others are not ours) and are out of service at their last."""
+    mine = {}
+    for s in known(s for s in samples if not s.get("other")):
+        mine.setdefault(s["node"], []).append(s)
+    out = []
+    for node, ss in mine.items():
+        if ss[0]["phase"] == "available" and ss[-1]["phase"] in OUT_OF_SERVICE:
+            out.append((next(s["t"] for s in ss if s["phase"] in OUT_OF_SERVICE), node))
+    return sorted(out)
+
+
+def spares(samples):
+    """{node: (spare, t available)}: the hot spare that came into service in the place of each watched node kept out
+    (``kept_out``), from everything one watcher recorded so far. The candidates are computed once, from one origin
+    (the first of those nodes to go out): other nodes that ``joined`` since. Then the nodes, in the order they went
+    out, each take the earliest candidate not taken yet that came into service at or after their own first sample
+    out of service (a node that joined before the fault replaced nothing) and that is of their pool when both pools
+    are known (a node resumed in another partition, or a CPU node becoming Ready, is no spare). The watcher's stop
+    rule, the fresh job on the spares (sched_action joined_from) and the controller (timeline.spare_for) all read
+    this, so the spare judged is the one the watch waited for and the job ran on."""
+    out_nodes = kept_out(samples)
+    if not out_nodes:
+        return {}
+    ours = {node for _, node in out_nodes}
+    others = [s for s in samples if s.get("other") and s["node"] not in ours]
+    candidates = joined(others, out_nodes[0][0])
+    by_node = {}
+    for s in others:
+        by_node.setdefault(s["node"], []).append(s)
+    taken, out = set(), {}
+    for t_out, node in out_nodes:
+        mine = pool([s for s in samples if s["node"] == node and not s.get("other")])
+        for t, spare in candidates:
+            theirs = pool(by_node[spare], last=True)
+            if spare in taken or t < t_out or (mine is not None and theirs is not None and theirs != mine):
+                continue
+            taken.add(spare)
+            out[node] = (spare, t)
+            break
+    return out
+
+
+def watch_replaced(history, others, nodes, now, settle_s):
+    """The nodes of ours that are out of service now with a spare of their own (``spares``) that has stayed
+    available for settle_s."""
+    recorded = [s for n in nodes for s in history.get(n, [])] + list(others)
+    return {node for node, (_, t) in spares(recorded).items() if node in nodes and now - t >= settle_s}
+
+
+def watch_ended(history, others, nodes, t_start, now, detect_timeout, remediation_timeout, settle_s):
+    """The watcher's stop rule under stop_when resolved: every node is resolved (``watch_resolved``) or out of
+    service with a settled spare of its own (``watch_replaced``). Node by node: one node replaced says nothing about
+    another of the batch not detected yet, whose fallback injection waits on this watch (sched_watch mode seen)."""
+    replaced = watch_replaced(history, others, nodes, now, settle_s)
+    return all(n in replaced or watch_resolved(history.get(n, []), t_start, now, detect_timeout,
+                                               remediation_timeout, settle_s) for n in nodes)
 
 
 def read_samples(path):

@@ -7,8 +7,9 @@ Runs on the observer node (a Slurm client, or a host with kubectl). Actions (``p
 * ``return``  after a reboot: wait until the scheduler hears from the node again, resume it (only the nodes in
               ``resume``), wait until it is available, then run a fresh job on it (``job_command``);
 * ``job``     a fresh job on each node that is available (after a fault injection, once the node is back); with
-              ``joined_from`` (a sched_watch tag) also on each node that watcher saw join: a hot spare in service
-              in place of a faulted node (the results labelled with the spare's name);
+              ``joined_from`` (a sched_watch tag) also on the hot spare that watcher saw come into service in place
+              of each faulted node kept out (samples.spares, the rule the controller judges by; the results
+              labelled with the spare's name);
 * ``restore`` put nodes back as they were: every node in ``resume`` that is not available now is resumed, and
               waited for (up to ``timeout``) until it is available again.
 
@@ -22,7 +23,7 @@ import time
 from probes.common import sched
 from probes.common.sched import OUT_OF_SERVICE
 from probes.params import Param, Params
-from probes.reliability.samples import joined, read_samples
+from probes.reliability import samples as watch_samples
 
 REGISTERED = ("available", "draining", "drained", "unhealthy")
 ACTIONS = ("state", "drain", "return", "job", "restore")
@@ -38,9 +39,11 @@ PARAMS = Params(
     job=Param(bool, True, "return: run a fresh job on every node back in service"),
     job_command=Param(list, ["hostname"], "return, job: the job's command"),
     job_wait=Param(float, 60, "return, job: seconds the job may take"),
+    drained_between=Param(list, [], "restore: [t0, t1] epoch s; a node drained outside them (by Slurm's stamp on its "
+                                    "reason) is someone else's and is not resumed"),
     joined_from=Param(str, "", "job: the tag of a sched_watch run on this node (its <tag>.jsonl beside the "
-                               "artifacts): also a job on every node it saw join, available now and not at its "
-                               "first reading (hot spares), at most two per node in nodes, earliest first"),
+                               "artifacts): also a job on the hot spare it saw join in place of each node it "
+                               "watched that is kept out (samples.spares), earliest first"),
 )
 
 
@@ -124,26 +127,16 @@ def _job(art, scheduler, node, params):
 
 
 def spares(out_dir, tag, nodes):
-    """The nodes the watcher <tag> saw join, earliest first: other nodes not available (or not listed) at its first
-    reading, the baseline taken before anything was done, and available at their last sample (samples.joined)."""
-    samples = read_samples(os.path.join(out_dir, tag + ".jsonl"))
-    if not samples:
-        return []
-    t_baseline = min(s["t"] for s in samples)
-    others = [s for s in samples if s.get("other") and s["node"] not in set(nodes)]
-    return [node for _, node in joined(others, t_baseline)]
+    """The hot spares the watcher <tag> saw come into service in place of its nodes kept out, earliest first: the
+    very ones the controller judges (samples.spares over the same record, the watcher being stopped by now), so that
+    each gets the job, however many other nodes came back elsewhere in the cluster within the watch."""
+    found = watch_samples.spares(watch_samples.read_samples(os.path.join(out_dir, tag + ".jsonl")))
+    return [spare for spare, _ in sorted(found.values(), key=lambda x: (x[1], x[0])) if spare not in set(nodes)]
 
 
 def _job_joined(art, scheduler, nodes, params, out_dir):
-    found = spares(out_dir, params["joined_from"], nodes)
-    # One spare per faulted node is what the controller looks for (matched in the order they joined after the
-    # injection); twice that leaves room for nodes that joined between the watcher's start and the injection,
-    # and bounds the jobs on a busy cluster where many nodes come back from elsewhere within the watch.
-    limit = 2 * len(nodes)
-    art.facts["joined"] = ",".join(found)
-    if len(found) > limit:
-        art.facts["joined_not_run"] = ",".join(found[limit:])
-    chosen = found[:limit]
+    chosen = spares(out_dir, params["joined_from"], nodes)
+    art.facts["joined"] = ",".join(chosen)
     for s in scheduler.read(chosen, time.time()) if chosen else []:
         if s["phase"] == "available":
             _job(art, scheduler, s["node"], params)
@@ -180,12 +173,34 @@ def _return(art, scheduler, nodes, params, interval):
                 _job(art, scheduler, node, params)
 
 
+def _not_ours(s, between):
+    """Why a node out of service is not the test's to resume (drained outside `between`, by the reason's stamp),
+    or None. Only Slurm stamps its reasons (reason_at); elsewhere every node of `resume` is resumed."""
+    if not between or "reason_at" not in s:
+        return None
+    t0, t1 = float(between[0]), float(between[1])
+    at = s.get("reason_at")
+    if at is None:
+        return "its reason carries no time (%s): not known to be the test's" % (s.get("reason") or "no reason")
+    # a second of slack for the stamp's whole seconds
+    if not t0 - 1 <= at <= t1 + 1:
+        return "drained at %s, outside the batch (%s to %s): %s" % (
+            time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(at)),
+            time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t0)),
+            time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t1)), s.get("reason") or "no reason")
+    return None
+
+
 def _restore(art, scheduler, nodes, params, interval):
     resume = [n for n in nodes if n in set(params["resume"])]
     resumed = []
     for s in scheduler.read(resume, time.time()):
         node = s["node"]
-        if s["phase"] in OUT_OF_SERVICE and s["phase"] != "missing":
+        why = _not_ours(s, params["drained_between"]) if s["phase"] in OUT_OF_SERVICE else None
+        if why:
+            art.add("resumed", 0, "bool", node=node, was=s["phase"], reason=s.get("reason"))
+            art.facts["kept_%s" % node] = why
+        elif s["phase"] in OUT_OF_SERVICE and s["phase"] != "missing":
             res = scheduler.resume(node)
             ok = res is None or res.rc == 0
             art.add("resumed", 1 if ok else 0, "bool", node=node, was=s["phase"], reason=s.get("reason"))

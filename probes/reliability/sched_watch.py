@@ -16,12 +16,15 @@ service (the fault-injection role's fallback to its next method).
 The watcher never runs past ``max_s`` whatever happens to the play, and ``stop`` is safe to call again (clean-up):
 it only collects what is there.
 
-With ``others`` (the default; Slurm and Kubernetes) every reading is of every node the scheduler lists, so that a
-hot spare coming into service in place of a faulted node is on record (seed, HGX: a failed node is replaced by a
-hot spare). The other nodes are kept short (``Recorder``): each one's first sample, then only a change of phase,
-marked ``"other": true``. Under ``stop_when: resolved`` a watch also ends once every node of ours that is out of
-service has a spare of its own that has been available for ``settle_s`` (samples.watch_replaced), so that the
-fresh job on the spare comes while it still tells how fast the provider replaced the node.
+With ``others`` (the default; Slurm and Kubernetes) a reading every ``others_interval`` seconds is of every node the
+scheduler lists, so that a hot spare coming into service in place of a faulted node is on record (seed, HGX: a
+failed node is replaced by a hot spare); the readings between are of the watched nodes only, since listing every
+node of a large cluster every second loads its controller (slurmctld) for nothing. A spare's time is therefore
+known to within ``others_interval``. The other nodes are kept short (``Recorder``): each one's first sample, then
+only a change of phase or pool, marked ``"other": true``. Under ``stop_when: resolved`` the watch ends once every
+node is resolved or out of service with a spare of its own that has been available for ``settle_s``
+(samples.watch_ended), so that the fresh job on the spare comes while it still tells how fast the provider replaced
+the node, and never while another node of the batch is still to be detected.
 """
 
 import json
@@ -53,6 +56,8 @@ PARAMS = Params(
     wait_s=Param(float, 0, "stop: seconds to wait for the watcher to end by itself; seen: for the nodes to go out"),
     others=Param(bool, True, "start: also record the scheduler's other nodes (their phase changes only), so that a "
                              "hot spare joining is seen; no effect without a scheduler"),
+    others_interval=Param(float, 10.0, "start: seconds between two reads of the other nodes (the watched ones are "
+                                       "read every interval)"),
 )
 
 
@@ -81,8 +86,9 @@ class Recorder:
         self.history = {n: [] for n in self.nodes}
         self.others = []
 
-    def add(self, samples):
-        """The samples of one reading -> those worth keeping, in the form they are written."""
+    def add(self, samples, others=True):
+        """The samples of one reading -> those worth keeping, in the form they are written. others: the reading was
+        meant to list the other nodes (one of the watched nodes only lists none, and loses none)."""
         kept = []
         listed = set()
         for s in samples:
@@ -97,10 +103,11 @@ class Recorder:
                 kept.append(s)
         # Only a reading the scheduler answered tells that a node is gone (a failed one lists no other node, and
         # its watched nodes are unknown); the baseline read back by the detached watcher has no others to lose.
-        if samples and self.other.last and (listed or any(s["phase"] != "unknown" for s in samples)):
+        if others and samples and self.other.last and (listed or any(s["phase"] != "unknown" for s in samples)):
             t = max(s["t"] for s in samples)
             for node in sorted(set(self.other.last) - listed):
-                gone = {"t": t, "node": node, "phase": "missing", "state": None, "reason": None, "other": True}
+                gone = {"t": t, "node": node, "phase": "missing", "state": None, "reason": None, "pool": None,
+                        "other": True}
                 if self.other.add(gone):
                     self.others.append(gone)
                     kept.append(gone)
@@ -130,10 +137,13 @@ def loop_main(cfg):
     deadline = t_start + float(cfg["max_s"])
     polls = errors = 0
     interval = float(cfg.get("interval", 1.0))
+    others_interval = float(cfg.get("others_interval", 10.0))
     settle_s = float(cfg.get("settle_s", 5))
+    next_others = t_start + others_interval  # start's reading was the first of every node
     while stop["by"] is None:
         now = time.time()
-        samples = scheduler.read(nodes, now, others=others)
+        with_others = others and now >= next_others
+        samples = scheduler.read(nodes, now, others=with_others)
         # A reading is what the scheduler said by the time its answer came back: stamped then, not when it was
         # asked, so a change that lands while a read is under way is never dated before it happened (an injected
         # fault would otherwise be "detected" before its injection).
@@ -142,18 +152,18 @@ def loop_main(cfg):
             s["t"] = answered
         polls += 1
         errors += sum(1 for s in samples if s["phase"] == "unknown")
-        kept = recorder.add(samples)
+        if with_others and any(s["phase"] != "unknown" for s in samples):
+            next_others = now + others_interval  # an unreadable scheduler is asked again at the next poll
+        kept = recorder.add(samples, others=with_others)
         if kept:
             _append(paths["jsonl"], kept)
         if os.path.exists(paths["stop"]):
             stop["by"] = "stop"
         elif now >= deadline:
             stop["by"] = "deadline"
-        elif cfg.get("stop_when") == "resolved" and (all(
-                watch_samples.watch_resolved(recorder.history.get(n, []), t_start, now, float(cfg["detect_timeout"]),
-                                             float(cfg["remediation_timeout"]), settle_s)
-                for n in nodes) or watch_samples.watch_replaced(recorder.history, recorder.others, nodes, t_start,
-                                                                now, settle_s)):
+        elif cfg.get("stop_when") == "resolved" and watch_samples.watch_ended(
+                recorder.history, recorder.others, nodes, t_start, now, float(cfg["detect_timeout"]),
+                float(cfg["remediation_timeout"]), settle_s):
             stop["by"] = "resolved"
         if stop["by"] is None:
             time.sleep(max(0.0, interval - (time.time() - now)))
@@ -186,7 +196,8 @@ def _start(art, params, out_dir, paths):
     cfg = {"out_dir": out_dir, "tag": params["tag"], "scheduler": scheduler.name, "options": options,
            "nodes": nodes, "t_start": now, "interval": params["interval"], "max_s": params["max_s"],
            "stop_when": params["stop_when"], "detect_timeout": params["detect_timeout"],
-           "remediation_timeout": params["remediation_timeout"], "settle_s": params["settle_s"], "others": others}
+           "remediation_timeout": params["remediation_timeout"], "settle_s": params["settle_s"], "others": others,
+           "others_interval": params["others_interval"]}
     proc = detached.start("probes.reliability.sched_watch", "loop_main", cfg,
                           "clustermax-assess-watch=" + params["tag"], log_path=paths["log"], cwd=out_dir)
     with open(paths["pid"], "w") as fh:

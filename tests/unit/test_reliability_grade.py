@@ -463,9 +463,10 @@ def test_nvl72_tray_never_drained_fails(tmp_path):
 SPARE = "n5"
 
 
-def spare_samples(host, spare_at, watched, back_at=None):
+def spare_samples(host, spare_at, watched, back_at=None, early=()):
     """n1..n4 listed from T0 - 10; host drained by the health check 5 s after the fault (kept out, or back at
-    back_at); n1 busy from T0 + 10; the spare listed IDLE from spare_at (never when None); a reading every 5 s."""
+    back_at); n1 busy from T0 + 10; the spare listed IDLE from spare_at (never when None); the nodes of early listed
+    IDLE from T0 - 5 (joined after the watch began, before the fault); a reading every 5 s."""
     rec = sched_watch.Recorder([host])
     lines = []
     for t in [x * 5.0 - 10 for x in range(int((watched + 10) / 5) + 1)]:
@@ -475,15 +476,16 @@ def spare_samples(host, spare_at, watched, back_at=None):
             fields[host] = {"State": "IDLE+DRAIN", "Reason": "XID 79 in kernel log (health check)"}
         if spare_at is not None and t >= spare_at:
             fields[SPARE] = {"State": "IDLE"}
+        fields.update((n, {"State": "IDLE"}) for n in early if t >= -5)
         lines += rec.add(sched_slurm.samples([host], fields, T0 + t, others=True))
     return [json.loads(json.dumps(s, sort_keys=True)) for s in lines + rec.final()]
 
 
-def spare_docs(host, spare_at=40.0, watched=100.0, xid=79):
+def spare_docs(host, spare_at=40.0, watched=100.0, xid=79, early=()):
     """fault_docs' records of host, with the observer's samples of the whole scheduler (spare_samples)."""
     docs = fault_docs(host, detect=5.0, watched=watched, xid=xid)
     return [d for d in docs if not any(k.startswith("samples ") for k in d)] + [
-        {"samples fault-b1": spare_samples(host, spare_at, watched)}]
+        {"samples fault-b1": spare_samples(host, spare_at, watched, early=early)}]
 
 
 class StubScheduler:
@@ -534,6 +536,16 @@ def test_hot_spare_swap_passes_return_to_service(tmp_path, monkeypatch):
     assert "replaced by a hot spare" in row["expected"]
     [act] = gr.grade_action(check("reliability.remediation"), run, "n4")
     assert act["status"] == "pass" and act["observed"] == "replaced (XID 79)"
+
+
+def test_the_spare_judged_is_the_one_that_got_the_job_however_many_joined_before_the_fault(tmp_path, monkeypatch):
+    """n6, n7 and n8 joined after the watch began, before the fault; n5 after it. The job task and the controller
+    read the same rule (samples.spares): n5 alone gets the job, and n4 passes as replaced by it."""
+    run = spare_run(tmp_path, monkeypatch, early=("n6", "n7", "n8"))
+    job = run.artifact(OBS, "sched_action", "fault-b1-job")
+    assert job["facts"]["joined"] == SPARE and {r["labels"]["node"] for r in job["results"]} == {SPARE}
+    [row] = gr.grade_return(check("reliability.return_to_service"), run, "n4")
+    assert row["status"] == "pass" and row["observed"] == "replaced by n5 after 40.0 s, a fresh job ran on it"
 
 
 def test_hot_spare_whose_job_failed_fails(tmp_path, monkeypatch):
@@ -644,3 +656,17 @@ def test_a_fallback_that_could_not_inject_keeps_the_first_injection(tmp_path):
     assert row["status"] == "fail" and row["observed"] == "not detected"
     done = timeline.outcome(run, run.artifact("n1", "fault_injection"))
     assert done["metrics"]["injected_at"] == T0 and "no other method could inject" in done["facts"]["fallback"]
+
+
+def test_a_node_taken_out_just_before_the_fallback_is_timed_from_the_first_injection(tmp_path):
+    """Detected 620 s after the first injection, after the seen step gave up (600 s) but before the fallback went in
+    (a few tasks later, 640 s): the fallback is moot, detection is 620 s from the first injection."""
+    fallback = _art("fault_inject", "n1", "fallback")
+    fallback.facts["method"] = "kmsg"
+    fallback.add("injected_at", T0 + 640.0, "s_epoch", method="kmsg", xid=79)
+    run = make_run(tmp_path, fault_docs("n1", detect=620.0, watched=1300.0) + [fallback.to_dict()])
+    done = timeline.outcome(run, run.artifact("n1", "fault_injection"))
+    assert done["metrics"]["injected_at"] == T0 and done["metrics"]["detect_s"] == 620.0
+    assert done["facts"]["fallback"].startswith("moot") and "first_method" not in done["facts"]
+    [row] = gr.grade_detect(check("reliability.failure_detection"), run, "n1")
+    assert row["status"] == "fail" and row["observed"].startswith("620.0 s")

@@ -5,6 +5,7 @@ actions against the stand-in Slurm (tests/fixtures/fakebin/fake_slurm.py) that t
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -37,8 +38,10 @@ def fake_slurm(tmp_path, monkeypatch):
 
 
 def _set_state(state_file, node, state, reason=None):
+    """What a health check's `scontrol update` does to the stand-in Slurm (its reason stamped now)."""
     nodes = json.loads(state_file.read_text())
-    nodes[node] = {"State": state} if reason is None else {"State": state, "Reason": reason}
+    nodes[node] = {"State": state} if reason is None else {
+        "State": state, "Reason": reason, "ReasonTime": time.strftime("%Y-%m-%dT%H:%M:%S")}
     state_file.write_text(json.dumps(nodes))
 
 
@@ -64,12 +67,27 @@ def _probe(node_dir, host, name, variant, params):
     return path, doc
 
 
+def _catches_sigterm(pid):
+    """Whether the process has its own SIGTERM handler yet (/proc/<pid>/status SigCgt, bit 15)."""
+    try:
+        line = next(x for x in Path("/proc/%d/status" % pid).read_text().splitlines() if x.startswith("SigCgt:"))
+    except (OSError, StopIteration):
+        return False
+    return bool(int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
+
+
 def _found(count):
-    """leftovers.find(RUN_ID) once it sees count processes (at most 10 s). A process Popen has just started may show
-    an empty /proc/<pid>/cmdline for a moment: the kernel resumes a vfork parent (and closes the close-on-exec pipe
-    Popen waits on) before it has set up the new program's arguments. Only a test looks that soon."""
-    deadline = time.time() + 10
-    while len(found := leftovers.find(RUN_ID)) < count and time.time() < deadline:
+    """leftovers.find(RUN_ID) once it sees count processes, each running its own code (at most 30 s). Only a test
+    looks this soon after the start, where two things are not there yet:
+    - the command line: the kernel resumes a vfork parent (and closes the close-on-exec pipe Popen waits on) before
+      it has set up the new program's arguments, so /proc/<pid>/cmdline may be empty for a moment;
+    - the helper's SIGTERM handler (it ends cleanly on SIGTERM: the watcher writes its end, the hold clears the
+      field): until Python has imported the helper, SIGTERM kills it outright (a clean-clone failure under load)."""
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        found = leftovers.find(RUN_ID)
+        if len(found) >= count and all(_catches_sigterm(pid) for pid, _ in found):
+            break
         time.sleep(0.05)
     return found
 
@@ -107,8 +125,12 @@ def test_a_killed_batch_is_open_its_watcher_is_stopped_and_its_nodes_resumed(fak
         plan = recovery.plan(str(run_dir))
         assert plan["run_id"] == RUN_ID and plan["hosts"] == ["h1", "h2", "h3"]
         [stage] = plan["open"]
+        t0, t1 = stage.pop("drained_between")
         assert stage == {"stage": "fault-b1", "test": "fault_injection", "observer": "h1", "scheduler": "slurm",
-                         "open": True, "resume": ["n2", "n3"], "keep_out": {}}
+                         "open": True, "why": "the run ended before the batch's last steps", "resume": ["n2", "n3"],
+                         "keep_out": {}}
+        # from the batch's start until its detection window (600 s by default) after the run's last sign of life
+        assert abs(t0 - time.time()) < 60 and t1 == pytest.approx(t0 + 600, abs=1)
 
         assert _found(1) == [(watcher, "watcher")]
         _, left = run_probe("leftovers", str(tmp_path / "recovery"), "rec", "h1", params={"run_id": RUN_ID})
@@ -121,13 +143,23 @@ def test_a_killed_batch_is_open_its_watcher_is_stopped_and_its_nodes_resumed(fak
         # stopped by SIGTERM: the watcher wrote its end, as a stopped one does
         assert json.loads((node_dir / "sched_watch-fault-b1.done").read_text())["ended_by"] == "signal"
 
-        # what recover.yml then runs on the observer: the batch's restore, with the plan's nodes
+        # Meanwhile (say an hour after the detection window) an admin drained n3 for a reason of their own: Slurm's
+        # stamp on the reason tells it from the batch's drains.
+        nodes = json.loads(fake_slurm.read_text())
+        nodes["n3"] = {"State": "IDLE+DRAIN", "Reason": "bad DIMM",
+                       "ReasonTime": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t1 + 3600))}
+        fake_slurm.write_text(json.dumps(nodes))
+
+        # what recover.yml then runs on the observer: the batch's restore, with the plan's nodes and window
         _, restore = run_probe("sched_action", str(tmp_path / "recovery"), "rec", "h1", variant="recover-fault-b1",
                                params={"action": "restore", "scheduler": "slurm", "nodes": stage["resume"],
-                                       "resume": stage["resume"], "timeout": 5, "interval": 0.1})
+                                       "resume": stage["resume"], "drained_between": [t0, t1], "timeout": 5,
+                                       "interval": 0.1})
         resumed = {r["labels"]["node"]: r["value"] for r in restore["results"] if r["metric"] == "resumed"}
         assert resumed == {"n2": 1, "n3": 0}
-        assert json.loads(fake_slurm.read_text())["n2"]["State"] == "IDLE"
+        assert restore["facts"]["kept_n3"].startswith("drained at ") and "bad DIMM" in restore["facts"]["kept_n3"]
+        state = json.loads(fake_slurm.read_text())
+        assert state["n2"]["State"] == "IDLE" and state["n3"]["State"] == "IDLE+DRAIN"
     finally:
         for pid in started:
             if _alive(pid):
@@ -167,10 +199,20 @@ def test_closed_batches_are_left_alone_a_reboot_batch_resumes_what_it_drained(tm
     failed = _art("sched_action", "h1", "fault-b2-restore")
     failed.error("scontrol: Unable to contact slurm controller")
     _write(run_dir, failed)
+    # a batch whose last step wrote its nodes' records without a restore (fault_injection_restore: false) is closed:
+    # its nodes stay as the user chose
+    _watch_start(run_dir, "fault-b3", {"n2": True})
+    record = _art("fault_injection", "h2")
+    record.facts.update(node="n2", stage="fault-b3", batch="3", observer="h1", scheduler="slurm", xid="79")
+    _write(run_dir, record)
     plan = recovery.plan(str(run_dir))
     assert [(s["stage"], s["open"], s["resume"]) for s in plan["stages"]] == [
-        ("fault-b1", False, ["n2"]), ("fault-b2", True, ["n3"]), ("reboot-b1", True, ["n2"])]
+        ("fault-b1", False, ["n2"]), ("fault-b2", True, ["n3"]), ("fault-b3", False, ["n2"]),
+        ("reboot-b1", True, ["n2"])]
     assert [s["stage"] for s in plan["open"]] == ["fault-b2", "reboot-b1"]
+    why = {s["stage"]: s["why"] for s in plan["stages"]}
+    assert why["fault-b2"] == "its restore did not finish: scontrol: Unable to contact slurm controller"
+    assert why["fault-b3"].startswith("the batch ended without a restore")
 
 
 def test_a_node_whose_gpu_was_lost_to_a_pcie_reset_stays_out(tmp_path):

@@ -219,7 +219,8 @@ def test_kubernetes_others_are_read_against_the_pools_taints():
 
 def _watch(tmp_path, tag, **params):
     base = {"mode": "start", "tag": tag, "scheduler": "slurm", "nodes": ["node4"], "interval": 0.1,
-            "stop_when": "resolved", "detect_timeout": 60, "remediation_timeout": 60, "settle_s": 0.3, "max_s": 60}
+            "others_interval": 0.1, "stop_when": "resolved", "detect_timeout": 60, "remediation_timeout": 60,
+            "settle_s": 0.3, "max_s": 60}
     _, start = run_probe("sched_watch", str(tmp_path), "r", "obs", variant="t-start", params=dict(base, **params))
     assert start["status"] == "ok"
     return start
@@ -258,9 +259,10 @@ def test_watcher_records_other_nodes_by_phase_change_and_ends_once_a_spare_repla
     assert {n: [s["phase"] for s in ss] for n, ss in others.items()} == {
         "node1": ["available"], "node2": ["available"], "node3": ["down"], "node5": ["available"]}
     assert all(set(s) == set(watch_samples.OTHER_KEYS) for ss in others.values() for s in ss)
-    # node5 was not listed at the baseline: its first sample came later, a join
+    assert others["node5"][0]["pool"] == mine[0]["pool"] == "batch"  # the partitions, node4's pool
+    # node5 was not listed at the baseline: its first sample came later, after node4 went out: node4's spare
     assert others["node5"][0]["t"] > mine[0]["t"] == others["node1"][0]["t"]
-    assert watch_samples.joined(samples, mine[0]["t"]) == [(others["node5"][0]["t"], "node5")]
+    assert watch_samples.spares(samples) == {"node4": ("node5", others["node5"][0]["t"])}
     counts = {r["metric"]: r["value"] for r in stop["results"] if not r["labels"]}
     assert counts["other_samples"] == 4
     assert [r["labels"]["node"] for r in stop["results"] if r["metric"] == "changes"] == ["node4"]
@@ -280,8 +282,12 @@ def test_recorder_marks_an_other_node_gone_only_from_a_readable_reading():
     unreadable = [{"t": 2.0, "node": "node4", "phase": "unknown", "state": None, "reason": "scontrol: timeout"}]
     assert [s["phase"] for s in rec.add(unreadable)] == ["unknown"]  # says nothing about node5
     gone = rec.add(sched_slurm.samples(["node4"], {"node4": {"State": "IDLE"}}, 3.0, others=True))
-    assert gone[-1] == {"t": 3.0, "node": "node5", "phase": "missing", "state": None, "reason": None, "other": True}
+    assert gone[-1] == {"t": 3.0, "node": "node5", "phase": "missing", "state": None, "reason": None, "pool": None,
+                        "other": True}
     assert rec.add(sched_slurm.samples(["node4"], {"node4": {"State": "IDLE"}}, 4.0, others=True)) == []
+    # a reading of the watched nodes only (between two readings of every node: others_interval) loses no other node
+    rec.add(sched_slurm.samples(["node4"], first, 5.0, others=True))
+    assert rec.add(sched_slurm.samples(["node4"], first, 6.0), others=False) == []
 
 
 def test_fresh_job_on_the_spare_the_watcher_saw_join(fake_slurm, tmp_path):
@@ -317,3 +323,84 @@ def test_fresh_job_on_the_spare_the_watcher_saw_join(fake_slurm, tmp_path):
     _, plain = run_probe("sched_action", str(tmp_path), "r", "obs", variant="j-job3",
                          params={"action": "job", "scheduler": "slurm", "nodes": ["node4"], "job_command": ["true"]})
     assert plain["results"] == [] and "joined" not in plain["facts"]
+
+
+def _until(path, predicate, timeout=20.0):
+    """Wait until the watcher has written a sample meeting predicate (a busy machine starts scontrol slowly)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if any(predicate(s) for s in watch_samples.read_samples(str(path))):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_the_watch_of_a_batch_goes_on_while_another_node_is_still_to_be_detected(fake_slurm, tmp_path):
+    """Two nodes watched (node4, node2): node4 drained and replaced by node5, settled; node2 not detected yet. The
+    watcher keeps running (its seen mode, the fallback's trigger, reads its end as "unseen"); once node2 is out with
+    node6 in its place, settled too, it ends by itself."""
+    _watch(tmp_path, "sched_watch-b", nodes=["node4", "node2"])
+    jsonl = tmp_path / "sched_watch-b.jsonl"
+    time.sleep(0.3)
+    _set(fake_slurm, node4={"State": "IDLE+DRAIN", "Reason": "XID 79"})
+    assert _until(jsonl, lambda s: s["node"] == "node4" and s["phase"] == "drained")
+    _set(fake_slurm, node5={"State": "IDLE"})
+    assert _until(jsonl, lambda s: s["node"] == "node5")
+    time.sleep(1.5)  # node5 settled (0.3 s) several times over
+    assert not (tmp_path / "sched_watch-b.done").exists()
+    _set(fake_slurm, node2={"State": "IDLE+DRAIN", "Reason": "XID 79"})
+    assert _until(jsonl, lambda s: s["node"] == "node2" and s["phase"] == "drained")
+    _set(fake_slurm, node6={"State": "IDLE"})
+    _, stop = run_probe("sched_watch", str(tmp_path), "r", "obs", variant="b",
+                        params={"mode": "stop", "tag": "sched_watch-b", "wait_s": 20})
+    assert stop["facts"]["ended_by"] == "resolved"
+    assert {n: s for n, (s, _) in watch_samples.spares(_lines(jsonl)).items()} == {"node4": "node5", "node2": "node6"}
+
+
+def test_the_watcher_reads_the_other_nodes_only_every_others_interval(fake_slurm, tmp_path):
+    """others_interval 60 s: after the first reading of every node, node4 is read every poll (its drain is on record)
+    and no other node is read again: node5 joining is not seen, and no other node is taken for gone."""
+    _watch(tmp_path, "sched_watch-i", stop_when="stop", others_interval=60)
+    jsonl = tmp_path / "sched_watch-i.jsonl"
+    time.sleep(0.3)
+    _set(fake_slurm, node4={"State": "IDLE+DRAIN", "Reason": "XID 79"}, node5={"State": "IDLE"})
+    assert _until(jsonl, lambda s: s["node"] == "node4" and s["phase"] == "drained")
+    time.sleep(0.5)
+    run_probe("sched_watch", str(tmp_path), "r", "obs", variant="i", params={"mode": "stop", "tag": "sched_watch-i"})
+    others = [(s["node"], s["phase"]) for s in _lines(jsonl) if s.get("other")]
+    assert others == [("node1", "available"), ("node2", "available"), ("node3", "down")]
+
+
+def test_fresh_job_goes_to_the_spare_however_many_nodes_joined_before_the_fault(fake_slurm, tmp_path):
+    """node3 comes back and node6, node7 join after the watch began but before node4 is taken out; node5 joins after.
+    Only node5 is node4's spare (the rule the controller judges by): it gets the job, not those that came first."""
+    _watch(tmp_path, "sched_watch-e", stop_when="stop")
+    jsonl = tmp_path / "sched_watch-e.jsonl"
+    time.sleep(0.3)
+    _set(fake_slurm, node3={"State": "IDLE"}, node6={"State": "IDLE"}, node7={"State": "IDLE"})
+    assert _until(jsonl, lambda s: s["node"] == "node7")
+    _set(fake_slurm, node4={"State": "IDLE+DRAIN", "Reason": "XID 79"})
+    assert _until(jsonl, lambda s: s["node"] == "node4" and s["phase"] == "drained")
+    _set(fake_slurm, node5={"State": "IDLE"})
+    assert _until(jsonl, lambda s: s["node"] == "node5")
+    run_probe("sched_watch", str(tmp_path), "r", "obs", variant="e", params={"mode": "stop", "tag": "sched_watch-e"})
+    _, job = run_probe("sched_action", str(tmp_path), "r", "obs", variant="e-job",
+                       params={"action": "job", "scheduler": "slurm", "nodes": ["node4"], "job_command": ["true"],
+                               "joined_from": "sched_watch-e"})
+    assert job["facts"]["joined"] == "node5"
+    assert {r["labels"]["node"] for r in job["results"]} == {"node5"}
+
+
+def test_the_pool_of_a_node_as_the_schedulers_tell_it():
+    """Slurm: the recorded partitions, sorted; Kubernetes (the recorded NodeList, which carries no GPU product
+    label): the allocatable GPUs, else no GPU at all; a product label (GPU feature discovery's) comes first."""
+    nodes = slurm_nodes("draining")
+    assert sched_slurm.sample("cmxd-node1", nodes["cmxd-node1"], 1.0)["pool"] == "batch"
+    assert sched_slurm.pool({"Partitions": "gpu,batch"}) == "batch,gpu" and sched_slurm.pool({}) is None
+    assert sched_slurm.sample("gone", None, 1.0)["pool"] is None
+    k8s = k8s_nodes()
+    assert sched_k8s.sample("gpu-node-1", k8s["gpu-node-1"], 1.0)["pool"] == "nvidia.com/gpu=8"
+    assert sched_k8s.sample("gpu-node-2", k8s["gpu-node-2"], 1.0)["pool"] == "no-gpu"
+    labelled = json.loads(json.dumps(k8s["gpu-node-1"]))
+    labelled["metadata"]["labels"]["nvidia.com/gpu.product"] = "NVIDIA-H100-80GB-HBM3"
+    assert sched_k8s.pool(labelled) == "NVIDIA-H100-80GB-HBM3"

@@ -214,17 +214,21 @@ T0 = 1_800_000_000.0
 XID79 = "XID 79 in kernel log (health check)"
 
 
-def watched(readings, nodes=("node4",)):
-    """[(seconds from T0, {node: State or (State, Reason)})] -> the watcher's .jsonl lines, as written and read."""
+def watched(readings, nodes=("node4",), partitions=None):
+    """[(seconds from T0, {node: State or (State, Reason)})] -> the watcher's .jsonl lines, as written and read.
+    partitions: {node: scontrol's Partitions field} (none by default: every pool unknown)."""
     rec = sched_watch.Recorder(list(nodes))
     lines = []
     for t, states in readings:
         fields = {n: dict(zip(("State", "Reason"), v if isinstance(v, tuple) else (v,))) for n, v in states.items()}
+        for n, parts in (partitions or {}).items():
+            if n in fields:
+                fields[n]["Partitions"] = parts
         lines += rec.add(sched_slurm.samples(list(nodes), fields, T0 + t, others=True))
     return [json.loads(json.dumps(s, sort_keys=True)) for s in lines + rec.final()]
 
 
-def swap(spare_at=40.0, back_at=None, end=100.0, out=(("node4", 2.0),), extra=None):
+def swap(spare_at=40.0, back_at=None, end=100.0, out=(("node4", 2.0),), extra=None, partitions=None):
     """A readout every 5 s from T0 - 10 to T0 + end. node4 (and any node in out) drained by the health check at the
     time given, back at back_at if any; node1 busy from T0 + 10 (IDLE -> ALLOCATED); node2 and node3 idle all along;
     node6 listed from T0 - 5 (joined before the injection); node5, the spare, listed IDLE from spare_at; extra:
@@ -241,7 +245,7 @@ def swap(spare_at=40.0, back_at=None, end=100.0, out=(("node4", 2.0),), extra=No
             if at is not None and t >= at:
                 states[node] = "IDLE"
         readings.append((t, states))
-    return watched(readings, nodes=[n for n, _ in out])
+    return watched(readings, nodes=[n for n, _ in out], partitions=partitions)
 
 
 def node_samples(samples, node):
@@ -267,8 +271,8 @@ def test_only_a_node_that_came_into_service_after_the_fault_is_a_spare():
     assert [(s["node"], s["phase"]) for s in others if s["node"] == "node1"] == [("node1", "available")]
     assert min(s["t"] for s in others if s["node"] == "node6") == T0 - 5
     assert watch.joined(others, T0) == [(T0 + 40.0, "node5")]
-    # seen from before node6 joined, node6 is a join too (what the watcher's own stop rule reads from its start)
-    assert watch.joined(others, T0 - 10) == [(T0 - 5, "node6"), (T0 + 40.0, "node5")]
+    # seen from before node6 joined (between two readings), node6 is a join too
+    assert watch.joined(others, T0 - 7) == [(T0 - 5, "node6"), (T0 + 40.0, "node5")]
 
 
 def test_a_spare_in_service_before_the_fault_is_no_replacement():
@@ -303,15 +307,58 @@ def test_nodes_kept_out_share_the_spares_one_each_in_order():
 
 def test_the_watch_ends_once_every_node_kept_out_has_a_settled_spare():
     """The watcher's stop rule (stop_when resolved), over what its Recorder kept: not before the spare has been
-    available for settle_s, and never for a node that is in service."""
+    available for settle_s, never for a node that is in service, and never for a node that joined before the
+    fault (node6, listed from T0 - 5, though after the watch began: it replaced nothing)."""
     samples = swap()
     mine = {"node4": node_samples(samples, "node4")}
     others = [s for s in samples if s.get("other")]
-    t_start = T0 - 10
-    # the watcher does not know the injection time: from its start, node6 (joined at T0 - 5) counts too
-    assert watch.watch_replaced(mine, others, ["node4"], t_start, T0 + 41, 5)
-    only_node5 = [s for s in others if s["node"] != "node6"]
-    assert not watch.watch_replaced(mine, only_node5, ["node4"], t_start, T0 + 41, 5)
-    assert watch.watch_replaced(mine, only_node5, ["node4"], t_start, T0 + 45, 5)
+    assert not watch.watch_replaced(mine, others, ["node4"], T0 + 39, 5)
+    assert not watch.watch_replaced(mine, others, ["node4"], T0 + 41, 5)
+    assert watch.watch_replaced(mine, others, ["node4"], T0 + 45, 5) == {"node4"}
+    only_node6 = [s for s in others if s["node"] != "node5"]
+    assert not watch.watch_replaced(mine, only_node6, ["node4"], T0 + 90, 5)
     in_service = {"node4": [s for s in mine["node4"] if s["phase"] == "available"]}
-    assert not watch.watch_replaced(in_service, others, ["node4"], t_start, T0 + 90, 5)
+    assert not watch.watch_replaced(in_service, others, ["node4"], T0 + 90, 5)
+
+
+def test_one_node_replaced_does_not_end_the_watch_of_another_not_detected_yet():
+    """A 2-node batch: node4 out and replaced by node5 (settled); node3 still in service, its fault not seen yet: the
+    watch goes on (node3 waits on it for its fallback injection); it ends once node3 is resolved too."""
+    samples = swap()
+    history = {"node4": node_samples(samples, "node4"),
+               "node3": [s for s in samples if s["node"] == "node3" and s["t"] <= T0 - 10]}
+    others = [s for s in samples if s.get("other") and s["node"] != "node3"]
+    assert watch.watch_replaced(history, others, ["node4", "node3"], T0 + 60, 5) == {"node4"}
+    assert not watch.watch_ended(history, others, ["node4", "node3"], T0 - 10, T0 + 60, 600, 3600, 5)
+    # node3 not detected within detect_timeout: resolved, and the batch with it
+    assert watch.watch_ended(history, others, ["node4", "node3"], T0 - 10, T0 + 600, 600, 3600, 5)
+
+
+def test_a_node_that_joined_after_the_injection_but_before_the_node_went_out_is_no_spare():
+    """node4 taken out at T0 + 12 (first reading out at + 15); node5 listed at T0 + 5: after the injection, before
+    node4 left service, so it replaced nothing."""
+    assert timeline.spare_for(swap(spare_at=5.0, out=(("node4", 12.0),)), "node4", T0) is None
+    assert timeline.spare_for(swap(spare_at=15.0, out=(("node4", 12.0),)), "node4", T0) == ("node5", T0 + 15.0)
+
+
+def test_a_spare_must_come_from_the_faulted_nodes_pool():
+    """node5 joins in another partition (an admin resumed a CPU node there): no spare; in node4's partition, or where
+    either pool is unknown (a record from before pools), it is."""
+    other = swap(partitions={"node4": "gpu", "node5": "cpu"})
+    assert timeline.spare_for(other, "node4", T0) is None
+    tl = timeline.fault_timeline(node_samples(other, "node4"), T0, spare=timeline.spare_for(other, "node4", T0))
+    assert timeline.observed_action(tl, rebooted=False) == "drained"
+    assert timeline.spare_for(swap(partitions={"node4": "gpu", "node5": "gpu"}), "node4", T0) == ("node5", T0 + 40)
+    assert timeline.spare_for(swap(partitions={"node4": "gpu"}), "node4", T0) == ("node5", T0 + 40)
+    # a cpu node joins first, the gpu one later: the gpu one is the spare
+    both = swap(partitions={"node4": "gpu", "node5": "gpu", "node7": "cpu"}, extra={"node7": 20.0})
+    assert timeline.spare_for(both, "node4", T0) == ("node5", T0 + 40)
+
+
+def test_spares_are_paired_once_per_batch_whatever_each_nodes_injection_time():
+    """node4 injected at T0, out at + 5; node3's fault went unseen and the fallback went in at T0 + 50, out at + 55.
+    node5 joined at + 40 (node4's), node7 at + 60 (node3's): each node gets its own, whichever injection time the
+    controller times it from."""
+    samples = swap(out=(("node4", 2.0), ("node3", 52.0)), extra={"node7": 60.0})
+    assert timeline.spare_for(samples, "node4", T0) == ("node5", T0 + 40.0)
+    assert timeline.spare_for(samples, "node3", T0 + 50) == ("node7", T0 + 60.0)

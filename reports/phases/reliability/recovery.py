@@ -24,6 +24,8 @@ import socket
 import sys
 
 from reports.load import load_artifacts, read_journal
+from reports.sla.timeutil import US, TimeError
+from reports.sla.timeutil import parse_time as parse_us
 
 PCIE_METHOD = "pcie_bridge_reset"
 
@@ -86,6 +88,32 @@ def _lost_gpus(by_key, docs):
     return out
 
 
+def parse_time(text):
+    """Epoch seconds of an RFC 3339 time (the artifacts' and the journal's), or 0.0 when there is none."""
+    try:
+        return parse_us(text) / US
+    except TimeError:
+        return 0.0
+
+
+def _time_of(doc):
+    return parse_time(doc.get("started_at"))
+
+
+def _batch_state(by_key, docs, observer, stage):
+    """(open or closed, why) of one batch, from the restore its observer ran and the per-node records its last step
+    writes (reboot / fault_injection, facts.stage)."""
+    restore = by_key.get((observer, "sched_action", stage + "-restore"))
+    if restore is not None and restore["status"] == "ok":
+        return "closed", "its nodes were put back by the run"
+    if restore is not None:
+        return "open", "its restore did not finish: %s" % (restore.get("reason") or restore["status"])
+    if any(d["probe"] in ("reboot", "fault_injection") and d.get("variant") is None
+           and (d.get("facts") or {}).get("stage") == stage for d in docs):
+        return "closed", "the batch ended without a restore (the role's restore was off): its nodes stay as left"
+    return "open", "the run ended before the batch's last steps"
+
+
 def plan(run_dir):
     run_dir = os.path.abspath(run_dir)
     if not os.path.isfile(os.path.join(run_dir, "assess_run.json")):
@@ -101,6 +129,7 @@ def plan(run_dir):
     docs, errors = load_artifacts(os.path.join(run_dir, "artifacts"))
     by_key = {(d["host"], d["probe"], d.get("variant")): d for d in docs}
     lost = _lost_gpus(by_key, docs)
+    last_sign = max([parse_time(x.get("ts")) for x in journal] + [0.0])
     stages = []
     for doc in docs:
         variant = doc.get("variant") or ""
@@ -108,17 +137,22 @@ def plan(run_dir):
             continue
         stage, observer = variant[:-len("-start")], doc["host"]
         test = "reboot" if stage.startswith("reboot-") else "fault_injection"
-        restore = by_key.get((observer, "sched_action", stage + "-restore"))
         resume = _nodes(doc, "available", 1)
         drain = by_key.get((observer, "sched_action", stage + "-drain"))
         if test == "reboot" and drain is not None:
             resume = _nodes(drain, "drain_issued_at")
         keep_out = {n: lost[n] for n in resume if n in lost}
+        state, why = _batch_state(by_key, docs, observer, stage)
+        # Drains of this batch's making happened from its start until the injected fault could still be detected
+        # after the controller's last sign of life; one drained at another time is someone else's (sched_action
+        # restore checks it where the scheduler stamps its reasons: Slurm).
+        detect_s = float((doc.get("params") or {}).get("detect_timeout") or 600)
         stages.append({
             "stage": stage, "test": test, "observer": observer,
             "scheduler": (doc.get("facts") or {}).get("scheduler") or "none",
-            "open": not (restore is not None and restore["status"] == "ok"),
+            "open": state == "open", "why": why,
             "resume": [n for n in resume if n not in keep_out], "keep_out": keep_out,
+            "drained_between": [_time_of(doc), max(last_sign, _time_of(doc)) + detect_s],
         })
     stages.sort(key=lambda s: s["stage"])
     return {"run_dir": run_dir, "run_id": request.get("id") or os.path.basename(run_dir),

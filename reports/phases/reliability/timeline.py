@@ -26,7 +26,7 @@ import os
 import yaml
 
 from probes.common.sched import DRAINED, OUT_OF_SERVICE
-from probes.reliability.samples import intervals, joined, known, read_samples
+from probes.reliability.samples import intervals, known, read_samples, spares
 from reports import DATA_DIR
 
 # sched_action result metrics -> reboot_timeline event names
@@ -68,28 +68,17 @@ def _first(samples, t_from, predicate):
 def spare_for(samples, node, t_inject):
     """(spare, t available) of the hot spare that came into service in node's place, or None.
 
-    samples: everything one batch's watcher recorded. Spares are the other nodes (outside the batch) that were not
-    available, or not listed, before the injection and became available after it, staying so to the end of their
-    record (samples.joined); a node already in service before, whatever it did later, is none. A spare replaces a
-    node kept out: one of the batch that was available at the watch's start and out of service at its end. Several
-    such nodes share the spares one each, in order (the node taken out first gets the spare that joined first)."""
-    others = [s for s in samples if s.get("other")]
-    spares = joined(others, t_inject)
-    if not spares:
+    samples: everything one batch's watcher recorded. The pairing is samples.spares, over the whole batch at once:
+    the rule the watcher stopped by and the fresh job on the spares (sched_action joined_from) chose by, so the spare
+    judged is one that got the job. A spare is an other node, of the node's pool, that came into service after the
+    node's first sample out of service (not merely after the injection: a node that joined before the fault replaced
+    nothing) and stayed so to the end of the record; it replaces a node available at the watch's start and out of
+    service at its end, the nodes taken out first getting the spares that joined first. t_inject only guards: the
+    pairing does not depend on it, so a later fallback injection on one node of the batch leaves the others' as is."""
+    found = spares(samples).get(node)
+    if found is None or found[1] < t_inject:
         return None
-    mine = {}
-    for s in known(s for s in samples if not s.get("other")):
-        mine.setdefault(s["node"], []).append(s)
-    kept_out = []
-    for name, ss in mine.items():
-        if ss[0]["phase"] == "available" and ss[-1]["phase"] in OUT_OF_SERVICE:
-            first_out = next(s["t"] for s in ss if s["phase"] in OUT_OF_SERVICE)
-            kept_out.append((first_out, name))
-    order = [name for _, name in sorted(kept_out)]
-    if node not in order or order.index(node) >= len(spares):
-        return None
-    t, spare = spares[order.index(node)]
-    return spare, t
+    return found
 
 
 def fault_timeline(samples, t_inject, t_end=None, spare=None):
@@ -380,7 +369,13 @@ def fault_outcome(run, doc):
     fallback = b.own("fault_inject", "fallback")
     t_fallback = next((float(r["value"]) for r in (fallback or {}).get("results") or []
                        if r["metric"] == "injected_at"), None)
-    if (fallback or {}).get("status") == "ok" and t_fallback is not None:
+    # A node taken out between the seen step's deadline and the fallback (a few tasks later) was seen after all:
+    # timed from the first injection, the fallback moot.
+    out_before = (t_fallback is not None and
+                  any(t_inject < x["t"] < t_fallback and x["phase"] in OUT_OF_SERVICE for x in known(b.samples())))
+    if out_before:
+        facts["fallback"] = "moot: the node was taken out of service before the fallback injection"
+    elif (fallback or {}).get("status") == "ok" and t_fallback is not None:
         facts.update(first_method=facts["method"], method=(fallback.get("facts") or {}).get("method"),
                      first_unseen_s=_r(t_fallback - t_inject))
         inject, t_inject = fallback, t_fallback
