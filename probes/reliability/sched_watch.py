@@ -140,6 +140,7 @@ def loop_main(cfg):
     others_interval = float(cfg.get("others_interval", 10.0))
     settle_s = float(cfg.get("settle_s", 5))
     next_others = t_start + others_interval  # start's reading was the first of every node
+    with_others = False
     while stop["by"] is None:
         now = time.time()
         with_others = others and now >= next_others
@@ -167,6 +168,16 @@ def loop_main(cfg):
             stop["by"] = "resolved"
         if stop["by"] is None:
             time.sleep(max(0.0, interval - (time.time() - now)))
+    if others and not with_others and stop["by"] != "signal":
+        # The other nodes as they are at the end as well (they are read every others_interval only): a spare that
+        # came into service within the last interval is on record for its fresh job and for the controller.
+        samples = scheduler.read(nodes, time.time(), others=True)
+        answered = time.time()
+        for s in samples:
+            s["t"] = answered
+        kept = recorder.add(samples, others=True)
+        if kept:
+            _append(paths["jsonl"], kept)
     _append(paths["jsonl"], recorder.final())
     with open(paths["done"], "w") as fh:
         json.dump({"ended_by": stop["by"], "polls": polls, "unreadable_polls": errors, "t_start": t_start,

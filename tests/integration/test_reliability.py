@@ -117,6 +117,7 @@ def destructive_run(slurm_cluster, tmp_path_factory):
         "reboot_poll_interval": 0.5,
         "fault_injection_hosts": [n4],
         "fault_injection_poll_interval": 0.5,
+        "fault_injection_others_interval": 1,
         "fault_injection_detect_timeout": 60,
         "fault_injection_remediation_timeout": 2,
         "fault_injection_settle": 2,

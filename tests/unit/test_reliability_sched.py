@@ -359,16 +359,21 @@ def test_the_watch_of_a_batch_goes_on_while_another_node_is_still_to_be_detected
 
 def test_the_watcher_reads_the_other_nodes_only_every_others_interval(fake_slurm, tmp_path):
     """others_interval 60 s: after the first reading of every node, node4 is read every poll (its drain is on record)
-    and no other node is read again: node5 joining is not seen, and no other node is taken for gone."""
+    and no other node is read again while the watch goes on: node5 joining is not seen then, and no other node is
+    taken for gone. The watch's end reads every node once more, so node5 is on record, dated by that last reading."""
     _watch(tmp_path, "sched_watch-i", stop_when="stop", others_interval=60)
     jsonl = tmp_path / "sched_watch-i.jsonl"
     time.sleep(0.3)
     _set(fake_slurm, node4={"State": "IDLE+DRAIN", "Reason": "XID 79"}, node5={"State": "IDLE"})
     assert _until(jsonl, lambda s: s["node"] == "node4" and s["phase"] == "drained")
     time.sleep(0.5)
+    assert [(s["node"], s["phase"]) for s in _lines(jsonl) if s.get("other")] == [
+        ("node1", "available"), ("node2", "available"), ("node3", "down")]
+    t_stop = time.time()
     run_probe("sched_watch", str(tmp_path), "r", "obs", variant="i", params={"mode": "stop", "tag": "sched_watch-i"})
     others = [(s["node"], s["phase"]) for s in _lines(jsonl) if s.get("other")]
-    assert others == [("node1", "available"), ("node2", "available"), ("node3", "down")]
+    assert others == [("node1", "available"), ("node2", "available"), ("node3", "down"), ("node5", "available")]
+    assert [s["t"] for s in _lines(jsonl) if s["node"] == "node5"][0] >= t_stop
 
 
 def test_fresh_job_goes_to_the_spare_however_many_nodes_joined_before_the_fault(fake_slurm, tmp_path):
