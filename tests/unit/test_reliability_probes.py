@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fakes import install_fake_slurm
 
 from probes.cli import run_probe
 from probes.reliability.fault_inject import sysfs_bdf, upstream_bridge, xid_pci
@@ -25,16 +26,8 @@ def results(doc, **labels):
 
 @pytest.fixture
 def fake_slurm(tmp_path, monkeypatch):
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    for tool in ("scontrol", "srun"):
-        (bindir / tool).symlink_to(FIX / "fakebin" / "fake_slurm.py")
-    state = tmp_path / "slurm.json"
-    state.write_text(json.dumps({"n1": {"State": "IDLE"}, "n2": {"State": "IDLE"}, "n3": {"State": "DOWN",
-                                                                                          "Reason": "broken"}}))
-    monkeypatch.setenv("PATH", "%s:%s" % (bindir, os.environ["PATH"]))
-    monkeypatch.setenv("FAKE_SLURM_STATE", str(state))
-    return state
+    return install_fake_slurm(tmp_path, monkeypatch, {"n1": {"State": "IDLE"}, "n2": {"State": "IDLE"},
+                                                      "n3": {"State": "DOWN", "Reason": "broken"}})
 
 
 def test_boot_id(tmp_path):

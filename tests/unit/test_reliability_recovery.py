@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fakes import install_fake_slurm
 
 from probes.artifact import Artifact, write_json_atomic
 from probes.cli import run_probe
@@ -26,15 +27,7 @@ RUN_ID = "20261203T120000Z-%06x" % (os.getpid() & 0xFFFFFF)
 
 @pytest.fixture
 def fake_slurm(tmp_path, monkeypatch):
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    for tool in ("scontrol", "srun"):
-        (bindir / tool).symlink_to(FIX / "fakebin" / "fake_slurm.py")
-    state = tmp_path / "slurm.json"
-    state.write_text(json.dumps({"n1": {"State": "IDLE"}, "n2": {"State": "IDLE"}, "n3": {"State": "IDLE"}}))
-    monkeypatch.setenv("PATH", "%s:%s" % (bindir, os.environ["PATH"]))
-    monkeypatch.setenv("FAKE_SLURM_STATE", str(state))
-    return state
+    return install_fake_slurm(tmp_path, monkeypatch, {n: {"State": "IDLE"} for n in ("n1", "n2", "n3")})
 
 
 def _set_state(state_file, node, state, reason=None):

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fakes import install_fake_slurm
 
 from probes.cli import run_probe
 from probes.common import k8s as sched_k8s
@@ -172,16 +173,8 @@ def test_slurm_reading_of_every_node_marks_the_others():
 
 @pytest.fixture
 def fake_slurm(tmp_path, monkeypatch):
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    for tool in ("scontrol", "srun"):
-        (bindir / tool).symlink_to(FIX / "fakebin" / "fake_slurm.py")
-    state = tmp_path / "slurm.json"
-    state.write_text(json.dumps({"node1": {"State": "IDLE"}, "node2": {"State": "IDLE"},
-                                 "node3": {"State": "DOWN", "Reason": "bad DIMM"}, "node4": {"State": "IDLE"}}))
-    monkeypatch.setenv("PATH", "%s:%s" % (bindir, os.environ["PATH"]))
-    monkeypatch.setenv("FAKE_SLURM_STATE", str(state))
-    return state
+    return install_fake_slurm(tmp_path, monkeypatch, {"node1": {"State": "IDLE"}, "node2": {"State": "IDLE"},
+                                 "node3": {"State": "DOWN", "Reason": "bad DIMM"}, "node4": {"State": "IDLE"}})
 
 
 def _set(state, **nodes):
