@@ -105,16 +105,23 @@ def probe(name, out, params, variant=None, timeout=600):
 
 def extras(out):
     """The tools step's variant choice, nccl-tests -g 1, the collectives under each launcher, the audit's GPU checks,
-    training, inference, a 60 s burn-in; True when something failed."""
+    training, inference, a 60 s burn-in; each its own section; True when something failed."""
+    failed = False
+    art = Path(out) / "extras"
+    for check in (tools_variant, nccl_tests, launchers, block_scaled, audit, training, inference, burnin):
+        failed |= section(check, art)
+    return failed
+
+
+def tools_variant(art):
+    """tools_detect on this node and the torch build the tools step would pin here; True when it is no CUDA build."""
     import yaml
 
     from probes.tools import variants
 
-    failed = False
-    art = Path(out) / "extras"
     vars_ = yaml.safe_load((ROOT / "roles/tools/vars/main.yml").read_text())
     det = probe("tools_detect", art, {"packages": vars_["tools_package_names"], "wanted": ["fio", "openmpi"],
-                                      "prefix": str(Path(out) / "prefix")}, variant="gpu")
+                                      "prefix": str(Path(art).parent / "prefix")}, variant="gpu")
     f = (det or {}).get("facts") or {}
     nv = f.get("nvidia") or {}
     print("\ntools_detect: driver %s, CUDA %s, archs %s, toolkit %s, NCCL %s, MPI %s" % (
@@ -124,11 +131,16 @@ def extras(out):
                              python="%d.%d" % sys.version_info[:2])
     print("wheel variant: torch %s %s (%s), index %s" % (chosen["torch"], chosen["variant"], chosen["why"],
                                                          chosen["index_url"]))
-    failed |= not (chosen["variant"].startswith("cu") and nv.get("cuda"))
+    return not (chosen["variant"].startswith("cu") and nv.get("cuda"))
+
+
+def nccl_tests(art):
+    """nccl-tests -g 1 where its binaries are here (built by tools_build from $NCCL_TESTS_SRC); never a failure
+    when they are not (the device machine reaches no git)."""
     src = os.environ.get("NCCL_TESTS_SRC")
     bin_dirs = [d for d in (os.environ.get("NCCL_TESTS_DIR"), "/opt/nccl-tests/build") if d]
     if src:
-        b = probe("tools_build", art, {"prefix": str(Path(out) / "prefix"), "builds": {
+        b = probe("tools_build", art, {"prefix": str(Path(art).parent / "prefix"), "builds": {
             "nccl_tests": {"tarball": src} if src.endswith(".tar.gz") else {"git": src, "ref": "master"}}},
             timeout=900)
         rec = ((b or {}).get("facts") or {}).get("builds", {}).get("nccl_tests", {})
@@ -149,6 +161,12 @@ def extras(out):
     else:
         print("nccl_tests -g 1: not run (no all_reduce_perf on PATH, $NCCL_TESTS_DIR or /opt/nccl-tests/build; set "
               "NCCL_TESTS_SRC to a source tarball or git URL to build it)")
+    return False
+
+
+def launchers(art):
+    """NCCL all_reduce through the launcher layer; True when one launcher's run is an error."""
+    failed = False
     # the launcher layer on one node's GPUs: NCCL all_reduce under direct, torchrun and (when installed) mpirun
     for launcher in ("direct", "torchrun") + (("mpirun",) if shutil.which("mpirun") else ()):
         doc = probe("collectives", art, {"launcher": launcher, "collectives": ["all_reduce"], "min_bytes": "1M",
@@ -160,10 +178,28 @@ def extras(out):
             top and round(top["value"], 2), top and top["labels"]["ranks"],
             ((doc or {}).get("facts") or {}).get("nccl_version")))
         failed |= not doc or doc["status"] == "error"
-    failed |= block_scaled(art)
-    failed |= audit(art)
-    failed |= training(art)
-    failed |= inference(art)
+    return failed
+
+
+def section(check, art):
+    """One check of the extras, timed; an exception in it is printed and counted as a failure, and the checks after
+    it still run (a device lease is minutes: one check's bug must not cost the others' numbers)."""
+    import time
+    import traceback
+
+    began = time.monotonic()
+    print("\n== %s" % check.__name__, flush=True)
+    try:
+        failed = check(art)
+    except Exception:  # noqa: BLE001 -- printed in full, and a failure
+        traceback.print_exc()
+        failed = True
+    print("== %s: %s in %.0f s" % (check.__name__, "FAILED" if failed else "ok", time.monotonic() - began), flush=True)
+    return failed
+
+
+def burnin(art):
+    """A 60-second burn-in through the burnin probe, start then poll; True when it failed."""
     start = probe("burnin", art, {"mode": "start", "duration_s": 60, "interval_s": 5}, variant="gpu60")
     print("burn-in start: %s %s" % (start and start["status"], (start or {}).get("reason") or ""))
     doc = None
@@ -174,8 +210,7 @@ def extras(out):
     print("burn-in: %s %s" % (doc and doc["status"], (doc or {}).get("reason") or ""))
     for r in (doc or {}).get("results", []):
         print("  %s %s = %s %s" % (r["metric"], json.dumps(r["labels"], sort_keys=True), r["value"], r["unit"]))
-    failed |= not doc or doc["status"] == "error"
-    return failed
+    return not doc or doc["status"] == "error"
 
 
 def block_scaled(art):
