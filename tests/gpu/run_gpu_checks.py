@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 PROBES = ("gemm", "grouped_gemm", "gemv", "mamf", "copy_bw", "nvbandwidth", "hpl_mxp")
 FRACTION = 0.7
+EXTRAS = ("tools_variant", "nccl_tests", "launchers", "block_scaled", "audit", "training", "inference", "burnin")
 
 
 def gpu_present():
@@ -84,9 +85,8 @@ def run_ansible(profile, out):
 def run_probes(profile, out):
     art_dir = Path(out) / "artifacts"
     for name in PROBES:
-        params = {"profile": profile}
-        if name == "hpl_mxp":
-            params["n"] = 32768  # seconds per format where xhpl_mxp is installed: the budget is minutes
+        # hpl_mxp has no profile: its problem size is n (seconds per format where xhpl_mxp is installed)
+        params = {"n": 32768} if name == "hpl_mxp" else {"profile": profile}
         argv = [sys.executable, "-m", "probes", name, "--out", str(art_dir), "--params",
                 json.dumps(params), "--timeout", "900"]
         print("running:", " ".join(argv), flush=True)
@@ -103,13 +103,15 @@ def probe(name, out, params, variant=None, timeout=600):
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def extras(out):
+def extras(out, only=None):
     """The tools step's variant choice, nccl-tests -g 1, the collectives under each launcher, the audit's GPU checks,
-    training, inference, a 60 s burn-in; each its own section; True when something failed."""
+    training, inference, a 60 s burn-in (those named in only, else all); each its own section; True when something
+    failed."""
     failed = False
     art = Path(out) / "extras"
-    for check in (tools_variant, nccl_tests, launchers, block_scaled, audit, training, inference, burnin):
-        failed |= section(check, art)
+    for check in (globals()[name] for name in EXTRAS):
+        if only is None or check.__name__ in only:
+            failed |= section(check, art)
     return failed
 
 
@@ -272,19 +274,34 @@ def audit(art):
 # A Llama-3.2-1B-shaped dense model: the 8B shape of the standard profile needs FSDP over a node's GPUs (its
 # weights, gradients and AdamW state alone are 128 GB unsharded), and this check may see a single GPU.
 TRAIN_1B = {"layers": 16, "dim": 2048, "n_heads": 32, "n_kv_heads": 8, "ffn_dim": 8192, "vocab": 128256}
+# GPT-OSS 20B's layer shape (32 experts, top 4, its 201088 vocabulary) cut to 2 of its 24 layers, so that one GPU
+# holds it with its AdamW state (about 2.8 B parameters, 1 B of them in the embeddings).
+TRAIN_MOE = {"layers": 2, "dim": 2880, "n_heads": 64, "n_kv_heads": 8, "ffn_dim": 2880, "vocab": 201088,
+             "n_experts": 32, "top_k": 4, "moe_ffn_dim": 2880, "n_shared_experts": 0}
 
 
 def training(art):
-    """The training probe's dense job on this node's GPUs (FSDP2, bf16) for about a minute: tokens/s per GPU and
-    MFU against the model's bf16 peak (reports/phases/training/flops.py); True when it failed."""
+    """The training probe's two jobs on this node's GPUs: the dense one (FSDP2, bf16, a 1B Llama shape) for about a
+    minute and the MoE one (experts over the ranks, all-to-all) for about half that; tokens/s per GPU and MFU
+    against the model's bf16 peak (reports/phases/training/flops.py); True when one failed."""
+    failed = False
+    for job, model, shape, steps in (("dense", TRAIN_1B, "1B Llama shape", 30),
+                                     ("moe", TRAIN_MOE, "GPT-OSS layer shape, 2 layers", 15)):
+        doc = probe("training", art, {"job": job, "model": model, "seq_len": 2048, "local_batch": 2, "steps": steps,
+                                      "warmup_steps": 5, "lr": 3e-4}, variant=job, timeout=420)
+        failed |= training_numbers(job, shape, doc)
+    return failed
+
+
+def training_numbers(job, shape, doc):
+    """Prints one training job's numbers; True when it failed."""
     from reports.grading.expectations import gpu_model_key, load_gpus
     from reports.phases.training.flops import flops_per_token, mfu
 
-    doc = probe("training", art, {"job": "dense", "model": TRAIN_1B, "seq_len": 2048, "local_batch": 2, "steps": 30,
-                                  "warmup_steps": 5, "lr": 3e-4}, variant="dense", timeout=420)
     facts = (doc or {}).get("facts") or {}
-    print("training dense (1B shape, %s GPUs/node, %s): %s %s" % (
-        facts.get("procs_per_node"), facts.get("dtype"), doc and doc["status"], (doc or {}).get("reason") or ""))
+    print("training %s (%s, %s GPUs/node, %s): %s %s" % (
+        job, shape, facts.get("procs_per_node"), facts.get("dtype"), doc and doc["status"],
+        (doc or {}).get("reason") or ""))
     rows = {r["metric"]: r["value"] for r in (doc or {}).get("results", []) if "step" not in r["labels"]}
     tps = rows.get("tokens_per_s_per_gpu")
     models = load_gpus()
@@ -293,9 +310,10 @@ def training(art):
     flops, why = flops_per_token(facts) if facts.get("model") else (None, "no model facts")
     print("  tokens/s per GPU %s, FLOPs/token %s, MFU %s%% (bf16 peak %s TFLOP/s, %s) %s" % (
         tps, flops, tps and flops and peak and round(100 * mfu(tps, flops, peak), 1), peak, key, why or ""))
-    for metric in ("step_time_mean_s", "step_time_p99_s", "step_time_cv", "peak_memory_bytes", "loss_first",
-                   "loss_last", "time_to_first_step_s"):
-        print("  %s = %s" % (metric, rows.get(metric)))
+    for metric in ("step_time_mean_s", "step_time_p50_s", "step_time_p99_s", "step_time_cv", "peak_memory_bytes",
+                   "loss_first", "loss_last", "time_to_first_step_s", "alltoall_share"):
+        if metric in rows:
+            print("  %s = %s" % (metric, rows[metric]))
     return not doc or doc["status"] != "ok" or not tps
 
 
@@ -331,7 +349,12 @@ def main():
     parser.add_argument("--via", default="auto", choices=["auto", "ansible", "probes"])
     parser.add_argument("--out", default=None, help="where the run goes (default: a temporary directory)")
     parser.add_argument("--no-extras", action="store_true", help="only the GPU compute phase")
+    parser.add_argument("--only", default=None, help="a comma-separated list of what runs, for a rerun inside a short "
+                        "lease: compute (the phase and its MAMF check), %s" % ", ".join(EXTRAS))
     args = parser.parse_args()
+    only = set(args.only.split(",")) if args.only else None
+    if only and only - {"compute"} - set(EXTRAS):
+        parser.error("--only: unknown %s" % ", ".join(sorted(only - {"compute"} - set(EXTRAS))))
     present, what = gpu_present()
     if not present:
         print("NO NVIDIA GPU HERE: %s. Nothing was run; this script checks the GPU compute phase on a machine "
@@ -339,11 +362,24 @@ def main():
         return 0
     print("GPUs:", what)
     out = args.out or tempfile.mkdtemp(prefix="cmxa-gpu-checks-")
-    via = args.via
+    failed = False
+    if only is None or "compute" in only:
+        code = compute(args.profile, args.via, out)
+        if code not in (0, 1):
+            return code
+        failed = code == 1
+    if not args.no_extras:
+        failed |= extras(out, only)
+    print("RESULT:", "FAIL" if failed else "PASS")
+    return 1 if failed else 0
+
+
+def compute(profile, via, out):
+    """The GPU compute phase and each GPU's bf16 GEMM against its MAMF: 0 pass, 1 fail (3 without a MAMF)."""
     if via == "auto":
         via = "ansible" if shutil.which("ansible-playbook") or (Path(sys.executable).parent / "ansible-playbook"
                                                                 ).exists() else "probes"
-    art_dir, run_dir = run_ansible(args.profile, out) if via == "ansible" else run_probes(args.profile, out)
+    art_dir, run_dir = run_ansible(profile, out) if via == "ansible" else run_probes(profile, out)
 
     from reports.grading.expectations import gpu_model_key, load_gpus
 
@@ -394,9 +430,6 @@ def main():
                                                                     r["labels"]["k"]))
     if run_dir:
         print("\nreport:", Path(run_dir) / "report" / "report.md")
-    if not args.no_extras:
-        failed |= extras(out)
-    print("RESULT:", "FAIL" if failed else "PASS")
     return 1 if failed else 0
 
 
