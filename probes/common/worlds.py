@@ -109,11 +109,12 @@ def world_settings(params, entry, backend, ppn):
             "op_timeout": params["stall_timeout"], "fault": params["fault"] or None}
 
 
-BOOT = "import sys; sys.path.insert(0, %r); from probes.common.rank import main; sys.exit(main(sys.argv[1]))"
+BOOT = ("import sys; sys.path.insert(0, %r); from probes.common.rank import exit_now, main; "
+        "exit_now(main(sys.argv[1]))")
 # A rank started by a launcher: the same command line on every node; argv[1] is the run's marker, by which each
 # node's probe finds what is left of a world on its own host.
-LAUNCHED = ("import sys; sys.path.insert(0, %r); from probes.common.rank import launched_main; "
-            "sys.exit(launched_main())")
+LAUNCHED = ("import sys; sys.path.insert(0, %r); from probes.common.rank import exit_now, launched_main; "
+            "exit_now(launched_main())")
 
 
 def mem_available_bytes():

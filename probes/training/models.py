@@ -35,8 +35,18 @@ def resolve(job, model):
             resolved.pop(key, None)
     else:
         raise ValueError("job must be dense or moe, not %r" % (job,))
-    if resolved["dim"] % resolved["n_heads"] or resolved["n_heads"] % resolved["n_kv_heads"]:
-        raise ValueError("dim must divide by n_heads and n_heads by n_kv_heads")
+    if resolved["n_heads"] % resolved["n_kv_heads"]:
+        raise ValueError("n_heads %d must divide by n_kv_heads %d" % (resolved["n_heads"], resolved["n_kv_heads"]))
+    # head_dim is its own number where the model says so (GPT-OSS: dim 2880, 64 heads of 64), else dim / n_heads
+    if "head_dim" not in resolved:
+        if resolved["dim"] % resolved["n_heads"]:
+            raise ValueError("dim %d does not divide by n_heads %d: give head_dim" % (resolved["dim"],
+                                                                                     resolved["n_heads"]))
+        resolved["head_dim"] = resolved["dim"] // resolved["n_heads"]
+    if resolved["head_dim"] % 2:
+        # the rotary embedding pairs dimension i with i + head_dim/2 (GPT-OSS's 2880 / 64 = 45 failed on a GPU)
+        raise ValueError("head_dim %d is odd: the rotary embedding needs an even one (give head_dim)"
+                         % resolved["head_dim"])
     return resolved
 
 
@@ -45,7 +55,7 @@ def param_counts(model_cfg, world):
     included (one row of it, but counted whole as the usual 6·N·tokens FLOPs estimate does): for the MoE everything
     but the experts, plus top_k routed experts and the shared ones in every block."""
     dim, vocab, layers = model_cfg["dim"], model_cfg["vocab"], model_cfg["layers"]
-    head_dim = dim // model_cfg["n_heads"]
+    head_dim = model_cfg.get("head_dim") or dim // model_cfg["n_heads"]
     attention = 2 * dim * model_cfg["n_heads"] * head_dim + 2 * dim * model_cfg["n_kv_heads"] * head_dim
     block = attention + 2 * dim  # + the two RMSNorm weights
     embedding = vocab * dim
@@ -170,9 +180,9 @@ def _nn():
             return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
     class Attention(nn.Module):
-        def __init__(self, dim, n_heads, n_kv_heads):
+        def __init__(self, dim, n_heads, n_kv_heads, head_dim):
             super().__init__()
-            self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, dim // n_heads
+            self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, head_dim
             self.wq = nn.Linear(dim, n_heads * self.head_dim, bias=False)
             self.wk = nn.Linear(dim, n_kv_heads * self.head_dim, bias=False)
             self.wv = nn.Linear(dim, n_kv_heads * self.head_dim, bias=False)
@@ -283,7 +293,7 @@ def _nn():
         def __init__(self, cfg, mlp):
             super().__init__()
             self.attention_norm = RMSNorm(cfg["dim"])
-            self.attention = Attention(cfg["dim"], cfg["n_heads"], cfg["n_kv_heads"])
+            self.attention = Attention(cfg["dim"], cfg["n_heads"], cfg["n_kv_heads"], cfg["head_dim"])
             self.mlp_norm = RMSNorm(cfg["dim"])
             self.mlp = mlp
 
@@ -294,7 +304,7 @@ def _nn():
     class Transformer(nn.Module):
         def __init__(self, cfg, make_mlp):
             super().__init__()
-            self.head_dim, self.rope_theta = cfg["dim"] // cfg["n_heads"], cfg["rope_theta"]
+            self.head_dim, self.rope_theta = cfg["head_dim"], cfg["rope_theta"]
             self.tok_embeddings = nn.Embedding(cfg["vocab"], cfg["dim"])
             self.layers = nn.ModuleList(Block(cfg, make_mlp()) for _ in range(cfg["layers"]))
             self.norm = RMSNorm(cfg["dim"])

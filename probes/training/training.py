@@ -40,6 +40,7 @@ from probes.common.worlds import (
     world_size_plan,
 )
 from probes.params import Param, Params
+from probes.training import models
 
 JOBS = ("dense", "moe")
 # The smallest shapes that still have every part of the real model (grouped-query attention, SwiGLU, experts with
@@ -73,7 +74,9 @@ PARAMS = Params(
 def settings_from(params, backend, ppn):
     job = params["job"]
     return dict(world_settings(params, "probes.training.job:train", backend, ppn), job=job,
-                model=dict(params["model"] or TINY[job]), seq_len=params["seq_len"],
+                # resolved here, before any rank starts: a shape no rank can build (an odd head_dim) is this node's
+                # error at once, not every world's failure after its launch
+                model=models.resolve(job, params["model"] or TINY[job]), seq_len=params["seq_len"],
                 local_batch=params["local_batch"], steps=params["steps"], warmup_steps=params["warmup_steps"],
                 lr=params["lr"], seed=params["seed"], data=params["data"],
                 dtype=params["dtype"] if params["dtype"] != "auto" else "bfloat16" if backend == "nccl" else "float32")

@@ -276,8 +276,8 @@ def audit(art):
 TRAIN_1B = {"layers": 16, "dim": 2048, "n_heads": 32, "n_kv_heads": 8, "ffn_dim": 8192, "vocab": 128256}
 # GPT-OSS 20B's layer shape (32 experts, top 4, its 201088 vocabulary) cut to 2 of its 24 layers, so that one GPU
 # holds it with its AdamW state (about 2.8 B parameters, 1 B of them in the embeddings).
-TRAIN_MOE = {"layers": 2, "dim": 2880, "n_heads": 64, "n_kv_heads": 8, "ffn_dim": 2880, "vocab": 201088,
-             "n_experts": 32, "top_k": 4, "moe_ffn_dim": 2880, "n_shared_experts": 0}
+TRAIN_MOE = {"layers": 2, "dim": 2880, "n_heads": 64, "n_kv_heads": 8, "head_dim": 64, "ffn_dim": 2880,
+             "vocab": 201088, "n_experts": 32, "top_k": 4, "moe_ffn_dim": 2880, "n_shared_experts": 0}
 
 
 def training(art):

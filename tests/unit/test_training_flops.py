@@ -59,6 +59,39 @@ def test_moe_counts_only_the_parameters_a_token_passes_through():
     assert flops == flops_per_token(dict(facts, params=total * 10))[0]
 
 
+# GPT-OSS 20B (openai/gpt-oss-20b config.json): 24 layers, hidden 2880, 64 query heads and 8 KV heads of head_dim 64
+# (so 64 x 64 = 4096 is not the hidden size), 32 experts of intermediate 2880, top 4, vocab 201088.
+GPT_OSS_20B = {"layers": 24, "dim": 2880, "n_heads": 64, "n_kv_heads": 8, "head_dim": 64, "ffn_dim": 2880,
+               "vocab": 201088, "n_experts": 32, "top_k": 4, "moe_ffn_dim": 2880, "n_shared_experts": 0}
+
+
+def test_gpt_oss_20b_counts_its_published_parameters_and_its_own_head_dim():
+    from probes.training import models
+
+    counts = models.param_counts(models.resolve("moe", GPT_OSS_20B), 1)
+    # OpenAI's model card: 20.91 B parameters, 3.61 B active per token (embedding not counted); ours has no biases
+    # and no attention sinks (about 0.01 % of the parameters)
+    assert counts["params"] == 20_907_927_360
+    assert counts["active_params"] - counts["embedding"] == 3_607_283_520
+    facts = {"model": GPT_OSS_20B, "params": counts["params"], "active_params": counts["active_params"],
+             "embedding_params": counts["embedding"], "seq_len": 8192}
+    flops, why = flops_per_token(facts)
+    # the attention term counts 64 heads of 64, not dim / heads = 45
+    assert why is None and flops == 6 * 3_607_283_520 + 12 * 24 * 64 * 64 * 8192
+
+
+def test_a_shape_whose_rotary_half_is_not_whole_is_refused_before_any_rank_starts():
+    from probes.training import models
+
+    shape = {k: v for k, v in GPT_OSS_20B.items() if k != "head_dim"}  # dim / heads = 45, odd
+    with pytest.raises(ValueError, match="head_dim 45 is odd: the rotary embedding needs an even one"):
+        models.resolve("moe", shape)
+    with pytest.raises(ValueError, match="dim 2880 does not divide by n_heads 100: give head_dim"):
+        models.resolve("moe", dict(shape, n_heads=100, n_kv_heads=4))
+    assert models.resolve("moe", GPT_OSS_20B)["head_dim"] == 64
+    assert models.resolve("dense", {"layers": 1, "dim": 64, "n_heads": 4, "ffn_dim": 8, "vocab": 8})["head_dim"] == 16
+
+
 def test_missing_facts_say_which():
     flops, why = flops_per_token({"model": {"layers": 2, "dim": 64}, "params": 10})
     assert flops is None

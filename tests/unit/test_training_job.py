@@ -11,6 +11,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from probes.common.rank import exit_now
 from probes.training import job, models
 
 TINY = {"layers": 2, "dim": 64, "n_heads": 4, "n_kv_heads": 2, "ffn_dim": 128, "vocab": 256,
@@ -70,6 +71,7 @@ def _rank(rank, world, port, jobs, out_dir):
                           lambda *_: None)
     finally:
         dist.destroy_process_group()
+    exit_now(0)  # as the probe's ranks end: the interpreter's teardown can abort with Gloo (probes/common/rank.py)
 
 
 def _records(out_dir, name, world):
@@ -125,10 +127,16 @@ def test_expert_parallel_moe_computes_what_the_whole_moe_does(runs):
     assert all(out < 1e-5 and grad < 1e-5 and sharded for out, grad, sharded in runs["equivalence"])
 
 
-@pytest.mark.parametrize("shared", [0, 1])
-def test_param_counts_match_the_built_models(shared):
+@pytest.mark.parametrize("shared,head_dim", [(0, None), (1, None), (0, 24)])
+def test_param_counts_match_the_built_models(shared, head_dim):
+    # head_dim 24 over dim 64 and 4 heads: its own number, as GPT-OSS's 64 heads of 64 over dim 2880
+    extra = {"head_dim": head_dim} if head_dim else {}
     for name in ("dense", "moe"):
-        cfg = models.resolve(name, dict(TINY, n_shared_experts=shared))
+        cfg = models.resolve(name, dict(TINY, n_shared_experts=shared, **extra))
+        if head_dim:
+            model = models.llama(cfg) if name == "dense" else models.moe(cfg)
+            assert model.layers[0].attention.wq.weight.shape == (4 * 24, 64)
+            assert model(torch.zeros(1, 8, dtype=torch.long)).shape == (1, 8, TINY["vocab"])
         model = models.llama(cfg) if name == "dense" else models.moe(cfg)
         counts = models.param_counts(cfg, 1)
         assert counts["params"] == sum(p.numel() for p in model.parameters())

@@ -36,7 +36,8 @@ def flops_per_token(facts):
         return None, "the artifact lacks %s: FLOPs per token cannot be computed" % ", ".join(lacking)
     layers, heads, dim = int(model["layers"]), int(model["n_heads"]), int(model["dim"])
     active = int(facts.get("active_params") or facts["params"])
-    attention = 12 * layers * heads * (dim // heads) * int(facts["seq_len"])
+    head_dim = int(model.get("head_dim") or dim // heads)  # its own number in GPT-OSS (64 with dim 2880, 64 heads)
+    attention = 12 * layers * heads * head_dim * int(facts["seq_len"])
     return 6 * (active - int(facts["embedding_params"])) + attention, None
 
 

@@ -72,8 +72,9 @@ def describe(doc):
     """What a job trained and how, from its facts: engine, data, model, parameters, batch, steps, world sizes."""
     f = doc.get("facts") or {}
     m = f.get("model") or {}
-    shape = "%s layers, dim %s, %s heads (%s KV), FFN %s, vocab %s" % (
-        m.get("layers"), m.get("dim"), m.get("n_heads"), m.get("n_kv_heads"), m.get("ffn_dim"), m.get("vocab"))
+    shape = "%s layers, dim %s, %s heads of %s (%s KV), FFN %s, vocab %s" % (
+        m.get("layers"), m.get("dim"), m.get("n_heads"), m.get("head_dim") or "dim/heads", m.get("n_kv_heads"),
+        m.get("ffn_dim"), m.get("vocab"))
     if m.get("n_experts"):
         shape += "; %s experts, top %s, expert FFN %s, %s shared" % (
             m["n_experts"], m.get("top_k"), m.get("moe_ffn_dim"), m.get("n_shared_experts", 0))
