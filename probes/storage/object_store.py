@@ -1,17 +1,26 @@
-"""object_store: an S3 bucket's large-object throughput, small-object rates, GET latency, LIST and DELETE.
+"""object_store: an S3 bucket's large-object throughput (single PUT and multipart upload), small-object rates, GET
+latency and time to first byte, LIST and DELETE; then, where asked, an endurance run of mixed PUT/GET/LIST/DELETE.
 
 Seed: "large object throughput on sequential read/write, small object PUT and GET rates, and read latency
-(p50, p90, p99)". Runs only when an endpoint and credentials are given; otherwise skipped with that reason.
+(p50, p90, p99)", and for Phase 3 "a 15 minute test of mixed PUT/GET/LIST/DELETE" watching "throughput
+degradation, p99 TTFB drift, throttling responses (503 SlowDown), and error rates". Runs only when an endpoint and
+credentials are given; otherwise skipped with that reason.
 
 Credentials never travel in params (params are copied into the artifact): the role writes them to a file of mode
 0600 in the run's working directory (a no_log task) and passes its path; this probe reads the file and deletes it
 at once. Every object lives under ``clustermax-assess/<run>/<host>/`` and is deleted at the end, also after a
-failure. GB/s = 1e9 bytes/s; latencies in ms. Large objects are single PUTs (no multipart upload); their content is
-random bytes that repeat every `chunk_mib`.
+failure, multipart uploads in progress aborted. GB/s = 1e9 bytes/s; latencies in ms. Large objects' content is
+random bytes that repeat every `chunk_mib`; each is written once by a single PUT and once by a multipart upload of
+`part_mib` parts (as aws s3 cp and boto3 upload large files), and each way's GET reads it back whole.
+
+The endurance run records per window (`endurance_windows` equal slices of `endurance_s`): completed operations per
+second, the GET time to first byte (p50, p99), errors and throttling responses. The controller compares the last
+window with the first (degradation, TTFB drift); the node judges nothing.
 """
 
 import json
 import os
+import random
 import statistics
 import threading
 import time
@@ -32,6 +41,12 @@ PARAMS = Params(
     small_count=Param(int, 200, "small objects written, read, listed and deleted"),
     threads=Param(int, 4, "requests in flight at once"),
     chunk_mib=Param(int, 8, "large objects' content repeats every this many MiB"),
+    part_mib=Param(int, 8, "multipart upload part size in MiB (S3's least is 5, except the last part; 0: no multipart "
+                           "upload)"),
+    endurance_s=Param(float, 0, "seconds of mixed PUT/GET/LIST/DELETE after the benchmark (0: none)"),
+    endurance_windows=Param(int, 5, "equal time windows the endurance run is recorded in"),
+    endurance_live=Param(int, 50, "objects each endurance worker keeps: beyond it, each PUT is followed by a DELETE "
+                                  "of the worker's oldest"),
     timeout_s=Param(float, 60, "seconds per request"),
 )
 
@@ -115,12 +130,14 @@ def run(art, p, out_dir):
     creds = read_credentials(path)
     prefix = "clustermax-assess/%s/%s/" % (art.run_id, art.host)
     art.facts.update({"endpoint": p["endpoint"], "bucket": p["bucket"], "prefix": prefix, "threads": p["threads"],
-                      "multipart": False})
+                      "multipart": None})
     bench = Bench(p, creds)
     try:
         bench.client().head_bucket(p["bucket"])
         _large(art, bench, p, prefix)
         _small(art, bench, p, prefix)
+        if p["endurance_s"] > 0:
+            _endurance(art, bench, p, prefix)
     finally:
         _cleanup(art, bench, p, prefix)
         bench.close()
@@ -134,27 +151,35 @@ def run(art, p, out_dir):
 
 
 def _large(art, bench, p, prefix):
+    """Large objects written by single PUTs, then by multipart uploads (part_mib > 0), each way read back whole."""
     size = p["large_mib"] * 2**20
     chunk = os.urandom(min(size, p["chunk_mib"] * 2**20))
+    part = p["part_mib"] * 2**20
 
-    def body():
-        left = size
-        while left > 0:
-            piece = chunk[:min(left, len(chunk))]
-            left -= len(piece)
+    def body(offset, length):
+        """Bytes [offset, offset + length) of an object whose content repeats chunk."""
+        end = offset + length
+        while offset < end:
+            at = offset % len(chunk)
+            piece = chunk[at:at + min(end - offset, len(chunk) - at)]
+            offset += len(piece)
             yield piece
-
-    keys = ["%slarge/%d" % (prefix, i) for i in range(p["large_count"])]
 
     def put(client, key):
         bench.created.add(key)
-        client.put(p["bucket"], key, body(), length=size)
+        client.put(p["bucket"], key, body(0, size), length=size)
 
-    wall, _ = bench.each("PUT large", keys, put)
-    done = len(keys) - len(bench.errors.get("PUT large", []))
-    labels = {"object_bytes": size, "threads": p["threads"]}
-    if done:
-        art.add("obj_put_gbps", round(done * size / wall / 1e9, 4), "GB/s", **labels)
+    def put_multipart(client, key):
+        bench.created.add(key)
+        upload_id = client.create_multipart(p["bucket"], key)
+        try:
+            etags = [client.upload_part(p["bucket"], key, upload_id, n, body(offset, min(part, size - offset)),
+                                        length=min(part, size - offset))
+                     for n, offset in enumerate(range(0, size, part), 1)]
+            client.complete_multipart(p["bucket"], key, upload_id, etags)
+        except BaseException:
+            _abort(client, p, key, upload_id)
+            raise
 
     def get(client, key):
         got = [0]
@@ -163,9 +188,29 @@ def _large(art, bench, p, prefix):
             raise ValueError("GET %s returned %d bytes, expected %d" % (key, got[0], size))
         return got[0]
 
-    wall, sizes = bench.each("GET large", keys, get)
-    if sizes:
-        art.add("obj_get_gbps", round(sum(sizes) / wall / 1e9, 4), "GB/s", **labels)
+    ways = [("single", put, "PUT large")]
+    if part:
+        ways.append(("multipart", put_multipart, "PUT multipart"))
+        art.facts["multipart"] = {"part_bytes": part, "parts": -(-size // part)}
+    for upload, write, op in ways:
+        keys = ["%slarge-%s/%d" % (prefix, upload, i) for i in range(p["large_count"])]
+        labels = {"object_bytes": size, "threads": p["threads"], "upload": upload}
+        wall, _ = bench.each(op, keys, write)
+        done = len(keys) - len(bench.errors.get(op, []))
+        if done:
+            art.add("obj_put_gbps", round(done * size / wall / 1e9, 4), "GB/s", **labels)
+        wall, sizes = bench.each("GET large", keys, get)
+        if sizes:
+            art.add("obj_get_gbps", round(sum(sizes) / wall / 1e9, 4), "GB/s", **labels)
+
+
+def _abort(client, p, key, upload_id):
+    """Aborts an unfinished multipart upload, so that its parts do not stay stored (and billed) unseen; an abort
+    that fails is left for _cleanup's listing of the uploads in progress."""
+    try:
+        client.abort_multipart(p["bucket"], key, upload_id)
+    except (storage_s3.S3Error, OSError):
+        pass
 
 
 def _small(art, bench, p, prefix):
@@ -223,10 +268,101 @@ def _small(art, bench, p, prefix):
         art.add("obj_delete_per_s", round(done / wall, 2), "ops/s")
 
 
+def _endurance(art, bench, p, prefix):
+    """`threads` workers, each in a loop until endurance_s is over: PUT a new small object, GET one of its own at
+    random (time to first byte), LIST its own objects every 10th round, DELETE its oldest beyond endurance_live.
+    Every call is recorded by its completion time into a window. A failed or throttled call is a measurement here
+    (counted per window), not a failure of the probe; after a throttling answer the worker waits 0.1 s, as SDK
+    clients back off."""
+    duration, windows = float(p["endurance_s"]), max(1, p["endurance_windows"])
+    size = p["small_kib"] * 1024
+    data = os.urandom(size)
+    calls = []  # (seconds from the start at completion, op, outcome, ttfb)
+    lock = threading.Lock()
+    rng = random.Random(art.host)
+    t0 = time.perf_counter()
+    stop = t0 + duration
+
+    def call(op, fn, *args):
+        try:
+            result = fn(*args)
+            outcome = "ok"
+        except storage_s3.S3Error as exc:
+            result, outcome = None, "throttled" if exc.status == 503 or exc.code == "SlowDown" else "error"
+        except (OSError, ValueError):
+            result, outcome = None, "error"
+        with lock:
+            calls.append((time.perf_counter() - t0, op, outcome, result if op == "GET" else None))
+        if outcome == "throttled":
+            time.sleep(0.1)
+        return outcome == "ok"
+
+    def get(client, key):
+        _, _, got, ttfb = client.get(p["bucket"], key)
+        if len(got) != size:
+            raise ValueError("GET %s returned %d bytes, expected %d" % (key, len(got), size))
+        return ttfb
+
+    def worker(w):
+        client = bench.client()
+        own = "%sendurance/%d/" % (prefix, w)
+        live = []
+        n = 0
+        while time.perf_counter() < stop:
+            key = "%s%08d" % (own, n)
+            n += 1
+            bench.created.add(key)
+            if call("PUT", client.put, p["bucket"], key, data):
+                live.append(key)
+            if live:
+                call("GET", get, client, live[rng.randrange(len(live))])
+            if n % 10 == 0:
+                call("LIST", client.list, p["bucket"], own)
+            if len(live) > p["endurance_live"]:
+                old = live.pop(0)
+                if call("DELETE", client.delete, p["bucket"], old):
+                    bench.created.discard(old)
+
+    with ThreadPoolExecutor(max_workers=p["threads"]) as pool:
+        list(pool.map(worker, range(p["threads"])))
+    span = max([duration] + [c[0] for c in calls])
+    width = duration / windows
+    art.facts["endurance"] = {"seconds": duration, "windows": windows, "workers": p["threads"],
+                              "object_bytes": size, "ran_s": round(span, 3), "calls": len(calls)}
+    for i in range(windows):
+        lo = i * width
+        hi = span if i == windows - 1 else lo + width  # the last window takes the calls that ended after the stop
+        mine = [c for c in calls if lo <= c[0] < hi or (i == windows - 1 and c[0] >= hi)]
+        labels = {"window": i, "start_s": round(lo, 3)}
+        art.add("obj_endurance_ops_per_s", round(sum(c[2] == "ok" for c in mine) / (hi - lo), 2), "ops/s",
+                **labels)
+        for op in ("PUT", "GET", "LIST", "DELETE"):
+            art.add("obj_endurance_calls", sum(c[1] == op for c in mine), "count", op=op, **labels)
+        art.add("obj_endurance_errors", sum(c[2] == "error" for c in mine), "count", **labels)
+        art.add("obj_endurance_throttled", sum(c[2] == "throttled" for c in mine), "count", **labels)
+        ttfbs = [c[3] for c in mine if c[1] == "GET" and c[2] == "ok"]
+        for pct in (50, 99):
+            if ttfbs:
+                art.add("obj_endurance_ttfb_ms", round(percentile(ttfbs, pct) * 1000, 3), "ms", pct="p%d" % pct,
+                        **labels)
+
+
 def _cleanup(art, bench, p, prefix):
-    """Delete whatever this run left under its prefix (also after a failure); count what would not go."""
+    """Delete whatever this run left under its prefix (also after a failure), abort its multipart uploads still in
+    progress (also an earlier attempt's, whatever part_mib is now); count what would not go."""
     try:
         client = bench.client()
+        try:
+            uploads = client.multipart_uploads(p["bucket"], prefix)
+        except (storage_s3.S3Error, OSError, ValueError) as exc:
+            uploads = []
+            art.facts["multipart_list_error"] = str(exc)[:200]
+        for key, upload_id in uploads:
+            try:
+                client.abort_multipart(p["bucket"], key, upload_id)
+            except (storage_s3.S3Error, OSError) as exc:
+                bench._fail("cleanup", exc)
+        art.add("obj_multipart_aborted", len(uploads), "count")
         left, _ = client.list(p["bucket"], prefix)
         for key in set(left) | bench.created:
             try:

@@ -12,6 +12,7 @@ import time
 import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from urllib.parse import quote, urlsplit
+from xml.sax.saxutils import escape as xml_escape
 
 UNSIGNED = "UNSIGNED-PAYLOAD"
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
@@ -177,6 +178,54 @@ class Client:
     def delete(self, bucket, key):
         return self.request("DELETE", "DELETE", bucket, key, ok=(200, 204))
 
+    # multipart upload (CreateMultipartUpload, UploadPart, CompleteMultipartUpload, AbortMultipartUpload)
+
+    def create_multipart(self, bucket, key):
+        """The UploadId of a new multipart upload of key."""
+        _, _, data, _ = self.request("CREATE multipart", "POST", bucket, key, query={"uploads": ""}, ok=(200,))
+        upload_id = _find(data, "UploadId")
+        if not upload_id:
+            raise S3Error("CREATE multipart", 200, None, "no UploadId in the response: %r" % (data or b"")[:200])
+        return upload_id
+
+    def upload_part(self, bucket, key, upload_id, number, body, length=None):
+        """The part's ETag (as the server quotes it: CompleteMultipartUpload sends it back unchanged)."""
+        _, headers, _, _ = self.request("UPLOAD part", "PUT", bucket, key, query={"partNumber": str(number),
+                                                                                  "uploadId": upload_id},
+                                        body=body, length=length, ok=(200,))
+        etag = {k.lower(): v for k, v in headers.items()}.get("etag")
+        if not etag:
+            raise S3Error("UPLOAD part", 200, None, "part %d of %s came back without an ETag" % (number, key))
+        return etag
+
+    def complete_multipart(self, bucket, key, upload_id, etags):
+        """etags: the parts' ETags in part order (part numbers 1, 2, ...). S3 can answer 200 with an <Error> body
+        when the assembly fails after the response began: that is an error here too."""
+        body = ("<CompleteMultipartUpload>%s</CompleteMultipartUpload>" % "".join(
+            "<Part><PartNumber>%d</PartNumber><ETag>%s</ETag></Part>" % (n, xml_escape(etag))
+            for n, etag in enumerate(etags, 1))).encode()
+        _, _, data, _ = self.request("COMPLETE multipart", "POST", bucket, key, query={"uploadId": upload_id},
+                                     body=body, ok=(200,))
+        root = _xml(data)
+        if root is not None and root.tag.rsplit("}", 1)[-1] == "Error":
+            raise S3Error("COMPLETE multipart", 200, root.findtext("Code"), root.findtext("Message") or "")
+        return data
+
+    def abort_multipart(self, bucket, key, upload_id):
+        return self.request("ABORT multipart", "DELETE", bucket, key, query={"uploadId": upload_id},
+                            ok=(200, 204))
+
+    def multipart_uploads(self, bucket, prefix):
+        """[(key, upload id)] of the multipart uploads in progress under prefix (ListMultipartUploads, first
+        1000)."""
+        _, _, data, _ = self.request("LIST multipart", "GET", bucket, query={"uploads": "", "prefix": prefix},
+                                     ok=(200,))
+        root = _xml(data)
+        if root is None:
+            return []
+        ns = root.tag.split("}")[0] + "}" if root.tag.startswith("{") else ""
+        return [(el.findtext(ns + "Key"), el.findtext(ns + "UploadId")) for el in root.findall(ns + "Upload")]
+
     def head_bucket(self, bucket):
         return self.request("HEAD bucket", "HEAD", bucket, ok=(200,))
 
@@ -196,6 +245,24 @@ class Client:
             token = root.findtext(ns + "NextContinuationToken")
             if not truncated or not token:
                 return keys, pages
+
+
+def _xml(data):
+    try:
+        return ET.fromstring(data or b"")
+    except ET.ParseError:
+        return None
+
+
+def _find(data, name):
+    """The text of the first element called name anywhere in an XML answer (any namespace), or None."""
+    root = _xml(data)
+    if root is None:
+        return None
+    for el in root.iter():
+        if el.tag.rsplit("}", 1)[-1] == name:
+            return el.text
+    return None
 
 
 def _error_code(data):

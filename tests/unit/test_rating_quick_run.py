@@ -245,7 +245,7 @@ def test_every_test_not_implemented_is_a_row_counted_in_coverage(shipped):
     doc, md, html = shipped
     placeholders = yaml.safe_load((Path(DATA_DIR) / "not_implemented.yml").read_text())["checks"]
     ids = {c["id"] for c in placeholders}
-    assert ids >= {"storage.ior", "storage.elbencho", "storage.object_store_endurance"}
+    assert ids >= {"storage.ior", "storage.elbencho", "storage.object_store_suite"}
     summaries = {c["check_id"]: c for c in doc["checks"]}
     for cid in ids:
         assert summaries[cid]["kind"] == "not_implemented" and summaries[cid]["counts"]["skip"] == 4

@@ -16,6 +16,7 @@ kinds (registered by reports.grading.kinds.register_phase_kinds):
   storage_scaling     cluster: a tier whose aggregate falls as clients grow
   storage_degradation cluster: per-client throughput at the most clients against a single client
   storage_metadata    per host: metadata anomalies (EEXIST then ENOENT, invisible files …) fail; stale entries warn
+  storage_window_drift per host: an endurance run's last window against its first (throughput down, latency up)
 """
 
 import statistics
@@ -250,6 +251,42 @@ def grade_degradation(check, run, hosts):
     return _cluster_rows(check, run, hosts, graded)
 
 
+# ------------------------------------------------------------------------------------------------ endurance
+
+def grade_window_drift(check, run, host):
+    """A windowed metric of an endurance run (label `window`): its last window against its first, the change in
+    percent in the check's bad direction (`worse: lower` for a rate, `higher` for a latency), judged by
+    warn_change_pct and max_change_pct. The first window is the baseline: the same workload, at the run's start."""
+    pre = ungradable(check, run, host, variant=ANY_VARIANT)
+    if pre:
+        return [pre]
+    windows = {}
+    for r in _records(run, check["probe"], host, check["metric"]):
+        if labels_match(r["labels"], check.get("labels")) and "window" in r["labels"]:
+            windows.setdefault(int(r["labels"]["window"]), []).append(r["value"])
+    docs = _docs(run, host, check["probe"])
+    if len(windows) < 2:
+        doc = docs[0] if docs else None
+        if doc is not None and doc["status"] == "skipped":
+            return [make_row(check, host, "skip", reason=doc.get("reason"))]
+        if doc is not None and doc["status"] == "error" and not windows:
+            return [make_row(check, host, "error", "no result", reason=doc.get("reason"))]
+        return [make_row(check, host, "skip", reason=check.get("missing_reason")
+                         or "fewer than two windows of %s on this host" % check["metric"])]
+    first, last = min(windows), max(windows)
+    base, end = statistics.median(windows[first]), statistics.median(windows[last])
+    fail_pct, warn_pct = float(check["max_change_pct"]), float(check["warn_change_pct"])
+    if base <= 0:
+        return [make_row(check, host, "error", "%s in the first window" % _fmt(base, check),
+                         reason="the first window has no %s to compare with" % check["metric"])]
+    change = 100.0 * (end - base) / base
+    worse = -change if check["worse"] == "lower" else change
+    return [make_row(check, host, status_above(worse, warn_pct, fail_pct),
+                     "%s in the first window, %s in the last (%+.1f%%)" % (_fmt(base, check), _fmt(end, check),
+                                                                            change),
+                     "at most %g%% %s in the last window" % (fail_pct, check["worse"]))]
+
+
 # ------------------------------------------------------------------------------------------------ metadata
 
 def grade_metadata(check, run, host):
@@ -292,5 +329,6 @@ PER_HOST = {
     "storage_tier_metric": grade_tier_metric,
     "storage_fio_client": grade_fio_client,
     "storage_metadata": grade_metadata,
+    "storage_window_drift": grade_window_drift,
 }
 CLUSTER = {"storage_scaling": grade_scaling, "storage_degradation": grade_degradation}

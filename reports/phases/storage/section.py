@@ -7,6 +7,8 @@ throughput against clients (one line per workload), and the latency percentiles 
 clients. Aggregate latency percentiles are the worst client's, as the fio_sweep probe records them.
 """
 
+import json
+
 from reports.render import markdown, plots
 from reports.render.blocks import Bullets, Figures, Heading, Image, Paragraph, Table, code, strong
 from reports.render.markdown import fmt
@@ -206,24 +208,54 @@ def import_part(run):
 
 
 def object_part(run):
+    """Per host: large objects by single PUT and by multipart upload, small-object rates and GET latency, LIST and
+    DELETE; then the endurance run window by window."""
     recs = run.records("object_store")
     rows = []
     for host in sorted({r["host"] for r in recs}):
-        def val(metric, pct=None, host=host):
+        def val(metric, host=host, **labels):
             return next((r["value"] for r in recs if r["host"] == host and r["metric"] == metric
-                         and (pct is None or r["labels"].get("pct") == pct)), None)
-        rows.append([host, fmt(val("obj_put_gbps")), fmt(val("obj_get_gbps")), fmt(val("obj_put_per_s")),
-                     fmt(val("obj_get_per_s")), fmt(val("obj_get_latency_ms", "p50")),
-                     fmt(val("obj_get_latency_ms", "p90")), fmt(val("obj_get_latency_ms", "p99")),
-                     fmt(val("obj_list_per_s")), fmt(val("obj_delete_per_s"))])
+                         and all(r["labels"].get(k) == v for k, v in labels.items())), None)
+        rows.append([host, fmt(val("obj_put_gbps", upload="single") or val("obj_put_gbps")),
+                     fmt(val("obj_put_gbps", upload="multipart")),
+                     fmt(val("obj_get_gbps", upload="single") or val("obj_get_gbps")), fmt(val("obj_put_per_s")),
+                     fmt(val("obj_get_per_s")), fmt(val("obj_get_latency_ms", pct="p50")),
+                     fmt(val("obj_get_latency_ms", pct="p90")), fmt(val("obj_get_latency_ms", pct="p99")),
+                     fmt(val("obj_get_ttfb_ms", pct="p99")), fmt(val("obj_list_per_s")), fmt(val("obj_delete_per_s"))])
     out = [Heading(3, "Object storage (S3)")]
     if rows:
-        out.append(Table(["host", "PUT GB/s", "GET GB/s", "small PUT/s", "small GET/s", "GET p50 ms", "GET p90 ms",
-                          "GET p99 ms", "LIST objects/s", "DELETE/s"], rows))
+        out.append(Table(["host", "PUT GB/s", "multipart PUT GB/s", "GET GB/s", "small PUT/s", "small GET/s",
+                          "GET p50 ms", "GET p90 ms", "GET p99 ms", "TTFB p99 ms", "LIST objects/s", "DELETE/s"], rows))
+        parts = sorted({json.dumps((d.get("facts") or {}).get("multipart")) for d in _docs(run, "object_store")
+                        if (d.get("facts") or {}).get("multipart")})
+        out += [Paragraph("Multipart uploads: %(parts)d parts of %(part_bytes)d bytes per object" % json.loads(m))
+                for m in parts[:1]]
     else:
         reasons = sorted({d.get("reason") for d in _docs(run, "object_store") if d.get("reason")})
         out.append(Paragraph("Not measured: %s" % ("; ".join(reasons) if reasons else "the probe did not run")))
+    out += endurance_part(recs)
     return out
+
+
+def endurance_part(recs):
+    """The object store's endurance run: per host and window, completed requests per second, GET time to first byte,
+    failed and throttled requests."""
+    rows = []
+    for host, window in sorted({(r["host"], r["labels"]["window"]) for r in recs if "window" in r["labels"]}):
+        mine = [r for r in recs if r["host"] == host and r["labels"].get("window") == window]
+
+        def val(metric, pct=None, mine=mine):
+            return next((r["value"] for r in mine if r["metric"] == metric
+                         and (pct is None or r["labels"].get("pct") == pct)), None)
+        start = next(r["labels"].get("start_s") for r in mine)
+        rows.append([host, window, fmt(start), fmt(val("obj_endurance_ops_per_s")),
+                     fmt(val("obj_endurance_ttfb_ms", "p50")), fmt(val("obj_endurance_ttfb_ms", "p99")),
+                     fmt(val("obj_endurance_errors")), fmt(val("obj_endurance_throttled"))])
+    if not rows:
+        return []
+    return [Heading(4, "Object storage endurance (mixed PUT, GET, LIST, DELETE)"),
+            Table(["host", "window", "from s", "requests/s", "TTFB p50 ms", "TTFB p99 ms", "failed", "throttled"],
+                  rows)]
 
 
 def datagen_part(run):

