@@ -24,17 +24,40 @@ WORKLOADS = {
     "seq_read_direct": ("read", "1m", 1),
     "rand_write_direct": ("randwrite", "64k", 1),
     "rand_read_direct": ("randread", "64k", 1),
+    # the endurance workloads (seed, Phase 3: "sequential mixed, then random mixed"), half reads and half writes;
+    # direct, so that the page cache does not stand in for the storage over a long run
+    "mixed_seq_direct": ("rw", "1m", 1),
+    "mixed_rand_direct": ("randrw", "64k", 1),
 }
+# The seed's sweep (Phase 2) and the endurance run's workloads (Phase 3).
+SWEEP_WORKLOADS = tuple(name for name in WORKLOADS if not name.startswith("mixed_"))
+ENDURANCE_WORKLOADS = ("mixed_seq_direct", "mixed_rand_direct")
 # fio's clat percentile keys we report, and the names they get.
 PERCENTILES = (("50.000000", "p50"), ("90.000000", "p90"), ("99.000000", "p99"), ("99.900000", "p99_9"))
 
 
 def workload_spec(name):
-    """(rw, bs, direct, op) of a workload name; op is the JSON section fio fills: read or write."""
+    """(rw, bs, direct, op) of a workload name; op is the JSON section fio fills: read, write, or mixed (both)."""
     if name not in WORKLOADS:
         raise ValueError("unknown fio workload %r (known: %s)" % (name, ", ".join(WORKLOADS)))
     rw, bs, direct = WORKLOADS[name]
-    return rw, bs, direct, ("write" if "write" in rw else "read")
+    return rw, bs, direct, ("mixed" if rw in ("rw", "randrw") else "write" if "write" in rw else "read")
+
+
+def _both(entry):
+    """A mixed workload's read and write sides as one: bytes, I/Os and rates summed, the latency mean weighted by
+    I/Os, each percentile the worse of the two (fio's percentiles of two directions cannot be merged exactly)."""
+    r, w = entry["read"], entry["write"]
+    n = r["clat_n"] + w["clat_n"]
+    out = {"bw_bytes": r["bw_bytes"] + w["bw_bytes"], "iops": r["iops"] + w["iops"],
+           "io_bytes": r["io_bytes"] + w["io_bytes"], "runtime_ms": max(r["runtime_ms"], w["runtime_ms"]),
+           "ios": r["ios"] + w["ios"], "clat_n": n, "clat_max_us": max(r["clat_max_us"], w["clat_max_us"]),
+           "clat_mean_us": (r["clat_mean_us"] * r["clat_n"] + w["clat_mean_us"] * w["clat_n"]) / n if n else 0.0}
+    for _, name in PERCENTILES:
+        values = [s["clat_%s_us" % name] for s in (r, w) if "clat_%s_us" % name in s]
+        if values:
+            out["clat_%s_us" % name] = max(values)
+    return out
 
 
 def split_clients(clients, hosts):
@@ -75,7 +98,7 @@ def job_file(workloads, directory, size_mib, runtime_s, numjobs=1, ramp_s=0, buf
         lines += ["", "[%s]" % name]
         if i:
             lines += ["stonewall", "new_group"]
-        lines += ["rw=%s" % rw, "bs=%s" % bs, "direct=%d" % direct]
+        lines += ["rw=%s" % rw, "bs=%s" % bs, "direct=%d" % direct] + (["rwmixread=50"] if op == "mixed" else [])
         if direct:
             lines += ["ioengine=%s" % direct_engine, "iodepth=%d" % int(direct_iodepth)]
         else:
@@ -159,7 +182,7 @@ def parse_output(text_or_doc, clients_by_addr=None):
 
 def _entry(job, client):
     opts = job.get("job options") or {}
-    return {
+    entry = {
         "client": client,
         "workload": job.get("jobname"),
         "error": int(job.get("error", 0) or 0),
@@ -167,6 +190,8 @@ def _entry(job, client):
         "read": _side(job.get("read") or {}),
         "write": _side(job.get("write") or {}),
     }
+    entry["mixed"] = _both(entry)
+    return entry
 
 
 def aggregate(entries, workload):

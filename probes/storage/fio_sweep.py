@@ -16,6 +16,7 @@ the worst client's (fio's per-client percentiles cannot be merged). Other hosts 
 
 import os
 import shutil
+import time
 
 from probes.common import tiers as storage_tier
 from probes.common.command import run_cmd
@@ -31,7 +32,7 @@ PARAMS = Params(
     peers=True,
     tier=Param(dict, None, "the storage tier {name, path, shared} to measure"),
     clients=Param(list, [1], "client counts of the sweep (fio jobs, round robin over the hosts)"),
-    workloads=Param(list, list(storage_fio.WORKLOADS), "fio workloads, each run for every client count"),
+    workloads=Param(list, list(storage_fio.SWEEP_WORKLOADS), "fio workloads, each run for every client count"),
     size_mib=Param(int, 32, "MiB of file per fio job"),
     runtime_s=Param(float, 1, "seconds each workload runs"),
     ramp_s=Param(float, 0, "seconds of ramp before each workload is measured"),
@@ -44,11 +45,20 @@ PARAMS = Params(
     sync_port=Param(int, 0, "the rendezvous port on the first host (0: derived from the run id and the tier)"),
     space_factor=Param(float, 1.2, "free space needed on the tier, as a multiple of what is written"),
     connect_timeout=Param(float, 120, "seconds to wait for every host at the rendezvous"),
+    endurance_workloads=Param(list, [], "after the sweep, at each client count: each of these workloads for "
+                                        "endurance_windows runs of endurance_window_s in a row (the sweep runs them "
+                                        "too, as their baseline); [] none"),
+    endurance_windows=Param(int, 3, "consecutive fio runs of each endurance workload"),
+    endurance_window_s=Param(float, 1, "seconds of each endurance run"),
 )
 METRICS = (("bw_bytes", "fio_bw_bytes", "B/s"), ("iops", "fio_iops", "IOPS"),
            ("clat_mean_us", "fio_clat_mean_us", "us"), ("clat_p50_us", "fio_clat_p50_us", "us"),
            ("clat_p90_us", "fio_clat_p90_us", "us"), ("clat_p99_us", "fio_clat_p99_us", "us"),
            ("clat_p99_9_us", "fio_clat_p99_9_us", "us"))
+# The endurance windows' metrics, named apart so that no sweep check reads them as sweep points.
+ENDURANCE_METRICS = (("bw_bytes", "fio_endurance_bw_bytes", "B/s"), ("iops", "fio_endurance_iops", "IOPS"),
+                     ("clat_p99_us", "fio_endurance_clat_p99_us", "us"),
+                     ("clat_p99_9_us", "fio_endurance_clat_p99_9_us", "us"))
 
 
 def _params(p, run_id):
@@ -175,7 +185,8 @@ def _drive(art, p, tier, infos, out_dir):
         if refusal:
             art.skip(refusal)
             return {"status": "skipped", "reason": refusal, "clients_used": []}
-    workloads = list(p["workloads"])
+    endurance = [w for w in p["endurance_workloads"] if storage_fio.workload_spec(w)]
+    workloads = list(p["workloads"]) + [w for w in endurance if w not in p["workloads"]]
     skipped = {}
     no_direct = {i["host"]: i["direct_reason"] for i in usable if not i["direct_ok"]}
     if no_direct:
@@ -193,55 +204,103 @@ def _drive(art, p, tier, infos, out_dir):
                       "direct_engine": direct_engine, "direct_iodepth": p["direct_iodepth"],
                       "buffered_engine": p["buffered_engine"], "buffered_iodepth": p["buffered_iodepth"],
                       "size_mib": p["size_mib"], "runtime_s": p["runtime_s"], "ramp_s": p["ramp_s"]})
-    fio = shutil.which(p["fio"])
-    base = storage_tier.run_dir(tier["path"], art.run_id)
-    failures = []
+    point = Point(art, p, tier, names, addr, direct_engine, out_dir)
+    failures = point.failures
     points = 0
     for clients in p["clients"]:
         if not workloads:
             break
-        jobs = storage_fio.split_clients(clients, names)
-        argv = [fio, "--output-format=json", "--eta=never"]
-        job_texts = []
-        for host, numjobs in jobs.items():
-            text = storage_fio.job_file(
-                workloads, os.path.join(base, "fio-%s" % tier["name"], host), p["size_mib"], p["runtime_s"],
-                numjobs=numjobs, ramp_s=p["ramp_s"], buffered_engine=p["buffered_engine"],
-                buffered_iodepth=p["buffered_iodepth"], direct_engine=direct_engine,
-                direct_iodepth=p["direct_iodepth"])
-            job_path = os.path.join(out_dir, ".fio-%s-c%d-%s.fio" % (tier["name"], clients, host))
-            with open(job_path, "w") as fh:
-                fh.write(text)
-            job_texts.append("# host %s\n%s" % (host, text))
-            argv += ["--client=%s,%d" % (addr[host], p["fio_port"]), job_path]
-        stem = "fio_sweep-%s-c%d" % (tier["name"], clients)
-        with open(os.path.join(out_dir, stem + ".jobs.txt"), "w") as fh:
-            fh.write("\n".join(job_texts))
-        art.raw.append(stem + ".jobs.txt")
-        per_workload = p["runtime_s"] + p["ramp_s"] + 2
-        layout = max(jobs.values()) * p["size_mib"] / 50.0  # seconds at a slow 50 MiB/s
-        res = run_cmd(argv, timeout=len(workloads) * per_workload + layout + 60)
-        rc, out, err = res.rc, res.stdout, res.stderr
-        with open(os.path.join(out_dir, stem + ".out"), "w") as fh:
-            fh.write(out)
-        art.raw.append(stem + ".out")
-        if rc is None:
-            failures.append("c%d: fio timed out" % clients)
-            continue
-        try:
-            entries = storage_fio.parse_output(out, {"%s,%s" % (addr[h], p["fio_port"]): h for h in names})
-        except ValueError:
-            tail = (err.strip() or out.strip()).splitlines()[-3:]
-            failures.append("c%d: fio rc=%s, no JSON: %s" % (clients, rc, " | ".join(tail)))
-            continue
-        points += _record(art, tier, clients, jobs, workloads, entries, failures)
-        if rc != 0:
-            failures.append("c%d: fio exited %s: %s" % (clients, rc, err.strip().splitlines()[-1:] or ""))
+        entries, jobs = point.run(clients, workloads, p["runtime_s"], p["ramp_s"], "c%d" % clients)
+        if entries is not None:
+            points += _record(art, tier, clients, jobs, workloads, entries, failures)
+    endurance = [w for w in endurance if w in workloads]
+    if endurance:
+        art.facts["endurance"] = {"workloads": endurance, "windows": p["endurance_windows"],
+                                  "window_s": p["endurance_window_s"]}
+        for clients in p["clients"]:
+            for name in endurance:
+                began = time.monotonic()
+                for window in range(p["endurance_windows"]):
+                    start_s = time.monotonic() - began
+                    entries, _ = point.run(clients, [name], p["endurance_window_s"], 0,
+                                           "c%d-%s-w%d" % (clients, name, window))
+                    if entries is not None:
+                        _record_endurance(art, tier, clients, name, window, start_s, entries, failures)
     art.facts["points"] = points
     if failures:
         art.facts["failures"] = failures
         art.error("; ".join(failures[:3]))
     return {"status": art.status, "reason": art.reason, "clients_used": names, "points": points}
+
+
+class Point:
+    """One fio client invocation over the first hosts: every host's job file, fio's output kept as raw files, its
+    JSON parsed; a point that fails adds to failures and gives no entries."""
+
+    def __init__(self, art, p, tier, names, addr, direct_engine, out_dir):
+        self.art, self.p, self.tier, self.names, self.addr = art, p, tier, names, addr
+        self.direct_engine, self.out_dir = direct_engine, out_dir
+        self.fio = shutil.which(p["fio"])
+        self.base = storage_tier.run_dir(tier["path"], art.run_id)
+        self.failures = []
+
+    def run(self, clients, workloads, runtime_s, ramp_s, tag):
+        """(entries or None, {host: jobs}) of the workloads in turn with `clients` fio processes."""
+        p, tier = self.p, self.tier
+        jobs = storage_fio.split_clients(clients, self.names)
+        argv = [self.fio, "--output-format=json", "--eta=never"]
+        job_texts = []
+        for host, numjobs in jobs.items():
+            text = storage_fio.job_file(
+                workloads, os.path.join(self.base, "fio-%s" % tier["name"], host), p["size_mib"], runtime_s,
+                numjobs=numjobs, ramp_s=ramp_s, buffered_engine=p["buffered_engine"],
+                buffered_iodepth=p["buffered_iodepth"], direct_engine=self.direct_engine,
+                direct_iodepth=p["direct_iodepth"])
+            job_path = os.path.join(self.out_dir, ".fio-%s-%s-%s.fio" % (tier["name"], tag, host))
+            with open(job_path, "w") as fh:
+                fh.write(text)
+            job_texts.append("# host %s\n%s" % (host, text))
+            argv += ["--client=%s,%d" % (self.addr[host], p["fio_port"]), job_path]
+        stem = "fio_sweep-%s-%s" % (tier["name"], tag)
+        with open(os.path.join(self.out_dir, stem + ".jobs.txt"), "w") as fh:
+            fh.write("\n".join(job_texts))
+        self.art.raw.append(stem + ".jobs.txt")
+        per_workload = runtime_s + ramp_s + 2
+        layout = max(jobs.values()) * p["size_mib"] / 50.0  # seconds at a slow 50 MiB/s
+        res = run_cmd(argv, timeout=len(workloads) * per_workload + layout + 60)
+        rc, out, err = res.rc, res.stdout, res.stderr
+        with open(os.path.join(self.out_dir, stem + ".out"), "w") as fh:
+            fh.write(out)
+        self.art.raw.append(stem + ".out")
+        if rc is None:
+            self.failures.append("%s: fio timed out" % tag)
+            return None, jobs
+        try:
+            entries = storage_fio.parse_output(out, {"%s,%s" % (self.addr[h], p["fio_port"]): h for h in self.names})
+        except ValueError:
+            tail = (err.strip() or out.strip()).splitlines()[-3:]
+            self.failures.append("%s: fio rc=%s, no JSON: %s" % (tag, rc, " | ".join(tail)))
+            return None, jobs
+        if rc != 0:
+            self.failures.append("%s: fio exited %s: %s" % (tag, rc, err.strip().splitlines()[-1:] or ""))
+        return entries, jobs
+
+
+def _record_endurance(art, tier, clients, name, window, start_s, entries, failures):
+    """One endurance window's aggregate over the clients: bandwidth, IOPS and the worst client's p99 and p99.9."""
+    agg, per_client = storage_fio.aggregate(entries, name)
+    if agg is None:
+        failures.append("c%d %s window %d: no result from fio" % (clients, name, window))
+        return
+    bad = [e["client"] for e in per_client if e["error"]]
+    if bad:
+        failures.append("c%d %s window %d: fio reported an error on %s" % (clients, name, window,
+                                                                         ", ".join(map(str, bad))))
+    labels = {"tier": tier["name"], "workload": name, "clients": clients, "window": window,
+              "start_s": round(start_s, 3), "scope": "aggregate"}
+    for key, metric, unit in ENDURANCE_METRICS:
+        if key in agg:
+            art.add(metric, round(agg[key], 3), unit, **labels)
 
 
 def _record(art, tier, clients, jobs, workloads, entries, failures):

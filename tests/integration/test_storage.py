@@ -81,11 +81,23 @@ def test_fio_sweep_over_both_tiers_with_1_2_4_clients(storage_run):
         driver = art(storage_run, hosts[0], "fio_sweep-" + tier)
         assert driver["status"] == "ok", driver["reason"]
         assert driver["facts"]["role"] == "driver" and driver["facts"]["clients_used"] == hosts
-        assert driver["facts"]["points"] == 3 * WORKLOADS
+        # the shared tier's sweep also runs the two endurance workloads, their baseline
+        workloads = WORKLOADS + (2 if tier == "shared" else 0)
+        assert driver["facts"]["points"] == 3 * workloads
         agg = results(driver, "fio_bw_bytes", scope="aggregate")
         assert sorted({(r["labels"]["workload"], r["labels"]["clients"]) for r in agg}) == sorted(
             {(w, c) for w in {r["labels"]["workload"] for r in agg} for c in (1, 2, 4)})
-        assert len(agg) == 3 * WORKLOADS and all(r["value"] > 1e5 for r in agg)
+        assert len(agg) == 3 * workloads and all(r["value"] > 1e5 for r in agg)
+        # endurance, shared tiers only: each mixed workload 2 runs of 1 s in a row at 1, 2 and 4 clients
+        runs = results(driver, "fio_endurance_bw_bytes")
+        if tier == "shared":
+            assert driver["facts"]["endurance"]["workloads"] == ["mixed_seq_direct", "mixed_rand_direct"]
+            assert sorted((r["labels"]["workload"], r["labels"]["clients"], r["labels"]["window"]) for r in runs) \
+                == sorted((w, c, i) for w in ("mixed_seq_direct", "mixed_rand_direct") for c in (1, 2, 4)
+                          for i in (0, 1))
+            assert all(r["value"] > 1e5 for r in runs)
+        else:
+            assert runs == [] and "endurance" not in driver["facts"]
         # each client host's own numbers, and the aggregate is their sum
         for clients in (1, 2, 4):
             per = results(driver, "fio_bw_bytes", scope="client", clients=clients, workload="seq_read_buffered")
@@ -226,5 +238,10 @@ def test_report_grades_every_storage_check_on_every_host_and_plots(storage_run):
     assert "in the first window" in by[("storage.obj_endurance_throughput", hosts[0], "")]["observed"]
     assert by[("storage.obj_put_throughput", hosts[0], "upload=multipart")]["status"] in ("pass", "warn")
     scaling = [r for r in rows if r["check_id"] == "storage.fio_scaling" and r["host"] == hosts[0]]
-    assert len(scaling) == 2 * WORKLOADS and all(" → c4 " in r["observed"] for r in scaling)
+    assert len(scaling) == 2 * WORKLOADS + 2 and all(" → c4 " in r["observed"] for r in scaling)
+    endurance = [r for r in rows if r["check_id"] == "storage.fio_endurance" and r["host"] == hosts[0]]
+    assert sorted(r["subject"] for r in endurance) == sorted(
+        "tier=shared workload=%s clients=%d" % (w, c) for w in ("mixed_seq_direct", "mixed_rand_direct")
+        for c in (1, 2, 4))
+    assert all("over 2 endurance runs" in r["observed"] for r in endurance)
     assert all(r["status"] in ("pass", "warn", "fail") for r in scaling)

@@ -22,7 +22,7 @@ def parse_job(text):
 
 
 @pytest.mark.parametrize("name", list(storage_fio.WORKLOADS))
-def test_job_file_for_every_sweep_point(name):
+def test_job_file_for_every_sweep_and_endurance_point(name):
     """The seed's sweep: 1 MiB sequential, 4 KiB buffered random, 64 KiB direct random; direct=1 only when direct."""
     text = storage_fio.job_file([name], "/data/t/h1", 64, 2.5, numjobs=3, ramp_s=1)
     cp = parse_job(text)
@@ -32,11 +32,12 @@ def test_job_file_for_every_sweep_point(name):
     assert g["group_reporting"] == "1" and g["filename_format"] == "cmxa-fio.$jobnum"
     rw, bs, direct, op = storage_fio.workload_spec(name)
     assert job["rw"] == rw and job["direct"] == str(direct)
-    expected_bs = "1m" if name.startswith("seq") else ("64k" if direct else "4k")
+    expected_bs = "1m" if "seq" in name else ("64k" if direct else "4k")
     assert job["bs"] == expected_bs == bs
     assert job["ioengine"] == ("libaio" if direct else "psync")
     assert job["iodepth"] == ("16" if direct else "1")
     assert ("end_fsync" in job) == (op == "write" and not direct)
+    assert job.get("rwmixread") == ("50" if op == "mixed" else None)
     assert "stonewall" not in job  # the first job of a file starts at once
 
 
@@ -79,8 +80,8 @@ def test_client_server_output_with_server_text_before_the_json():
     assert text.startswith("<")  # the servers' text lines come first, as fio prints them
     entries = storage_fio.parse_output(text, NAMES)
     assert {e["client"] for e in entries} == {"hostA", "hostB"}
-    assert sorted({e["workload"] for e in entries}) == sorted(storage_fio.WORKLOADS)
-    assert len(entries) == 2 * len(storage_fio.WORKLOADS)
+    assert sorted({e["workload"] for e in entries}) == sorted(storage_fio.SWEEP_WORKLOADS)
+    assert len(entries) == 2 * len(storage_fio.SWEEP_WORKLOADS)
     assert all(e["error"] == 0 for e in entries)
     for e in entries:
         op = storage_fio.workload_spec(e["workload"])[3]
@@ -114,7 +115,7 @@ def test_all_clients_entry_is_dropped_and_the_sum_matches_fios_own():
 
 def test_aggregate_across_clients_of_a_sweep_point():
     entries = storage_fio.parse_output((FIX / "clientserver_sweep_c3.out").read_text(), NAMES)
-    for name in storage_fio.WORKLOADS:
+    for name in storage_fio.SWEEP_WORKLOADS:
         agg, per_client = storage_fio.aggregate(entries, name)
         op = agg["op"]
         sides = [e[op] for e in per_client]
@@ -147,3 +148,27 @@ def test_extract_json_skips_warnings_and_braces_in_text():
     doc = {"jobs": [], "fio version": "fio-3.33"}
     text = "fio: option <x> {ignored}\n<host> {not json\n" + json.dumps(doc) + "\n"
     assert storage_fio.extract_json(text) == doc
+
+
+def test_a_mixed_workload_counts_its_reads_and_writes_together():
+    """clientserver_endurance_mixed_c2.out: fio 3.33, the endurance workloads (rwmixread=50, direct, libaio) from the
+    job files beside it, over two fio servers on 127.0.0.1 and 127.0.0.2, recorded on this machine."""
+    entries = storage_fio.parse_output((FIX / "clientserver_endurance_mixed_c2.out").read_text(), NAMES)
+    assert sorted((e["client"], e["workload"]) for e in entries) == sorted(
+        (h, w) for h in ("hostA", "hostB") for w in storage_fio.ENDURANCE_WORKLOADS)
+    for e in entries:
+        r, w, both = e["read"], e["write"], e["mixed"]
+        assert r["bw_bytes"] > 0 and w["bw_bytes"] > 0  # half of each, by rwmixread=50
+        assert both["bw_bytes"] == r["bw_bytes"] + w["bw_bytes"] and both["iops"] == r["iops"] + w["iops"]
+        assert both["clat_p99_us"] == max(r["clat_p99_us"], w["clat_p99_us"])
+        assert min(r["clat_mean_us"], w["clat_mean_us"]) <= both["clat_mean_us"] <= max(r["clat_mean_us"],
+                                                                                         w["clat_mean_us"])
+    for name in storage_fio.ENDURANCE_WORKLOADS:
+        agg, per_client = storage_fio.aggregate(entries, name)
+        assert agg["op"] == "mixed" and agg["clients"] == 2
+        assert agg["bw_bytes"] == pytest.approx(sum(e["read"]["bw_bytes"] + e["write"]["bw_bytes"]
+                                                    for e in per_client))
+        assert agg["clat_p99_9_us"] == max(max(e["read"]["clat_p99_9_us"], e["write"]["clat_p99_9_us"])
+                                           for e in per_client)
+    jobs = (FIX / "clientserver_endurance_mixed_c2.jobs.txt").read_text()
+    assert jobs.count("rwmixread=50") == 4 and jobs.count("direct=1") == 4

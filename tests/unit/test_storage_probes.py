@@ -149,6 +149,51 @@ def test_fio_sweep_one_host_measures_and_cleans_up(tmp_path):
 
 
 @FIO
+def test_fio_endurance_runs_after_the_sweep_and_is_graded_against_it(tmp_path):
+    """Endurance: the sweep runs the mixed workloads too (the baseline), then each of them 2 runs in a row at every
+    client count; the controller compares the runs' median with the sweep's point."""
+    import json
+
+    from reports import grading
+    from reports.load import load_run
+
+    run_dir = tmp_path / "run"
+    out = run_dir / "artifacts" / "h1"
+    params = fio_params(tmp_path, workloads=["seq_write_buffered"], endurance_windows=2, endurance_window_s=0.3,
+                        endurance_workloads=["mixed_seq_direct", "mixed_rand_direct"])
+    _, doc = run_probe("fio_sweep", str(out), "r1", "h1", variant="t", params=params, timeout=120)
+    assert doc["status"] == "ok", doc["reason"]
+    assert doc["facts"]["endurance"] == {"workloads": ["mixed_seq_direct", "mixed_rand_direct"], "windows": 2,
+                                         "window_s": 0.3}
+    assert doc["facts"]["points"] == 3  # the sweep: seq_write_buffered and both mixed workloads at c1
+    sweep = {r["labels"]["workload"]: r["value"] for r in doc["results"]
+             if r["metric"] == "fio_bw_bytes" and r["labels"]["scope"] == "aggregate"}
+    assert set(sweep) == {"seq_write_buffered", "mixed_seq_direct", "mixed_rand_direct"}
+    runs = {(r["labels"]["workload"], r["labels"]["window"]): r for r in doc["results"]
+            if r["metric"] == "fio_endurance_bw_bytes"}
+    assert sorted(runs) == [(w, i) for w in ("mixed_rand_direct", "mixed_seq_direct") for i in (0, 1)]
+    assert all(r["value"] > 0 and r["labels"]["clients"] == 1 for r in runs.values())
+    assert runs[("mixed_seq_direct", 1)]["labels"]["start_s"] > runs[("mixed_seq_direct", 0)]["labels"]["start_s"]
+    assert {r["metric"] for r in doc["results"] if "window" in r["labels"]} == {
+        "fio_endurance_bw_bytes", "fio_endurance_iops", "fio_endurance_clat_p99_us", "fio_endurance_clat_p99_9_us"}
+    assert "fio_sweep-t-c1-mixed_rand_direct-w1.out" in doc["raw"]
+    assert leftovers(tmp_path) == []
+    (run_dir / "assess_run.json").write_text(json.dumps({"hosts": ["h1"], "id": "r1", "provider": "local"}))
+    rubric = grading.load_rubric()
+    rubric["checks"] = [c for c in rubric["checks"] if c["id"] == "storage.fio_endurance"]
+    rubric.pop("consistency", None)
+    rows = {r["subject"]: r for r in grading.grade(load_run(str(run_dir)), rubric)}
+    assert sorted(rows) == ["tier=t workload=%s clients=1" % w for w in ("mixed_rand_direct", "mixed_seq_direct")]
+    for w in ("mixed_rand_direct", "mixed_seq_direct"):
+        row = rows["tier=t workload=%s clients=1" % w]
+        median = sorted(runs[(w, i)]["value"] for i in (0, 1))
+        median = (median[0] + median[1]) / 2
+        change = 100.0 * (median - sweep[w]) / sweep[w]
+        assert row["observed"].endswith("%+.1f%%" % change) and "over 2 endurance runs" in row["observed"]
+        assert row["status"] == ("fail" if -change > 40 else "warn" if -change > 15 else "pass")
+
+
+@FIO
 def test_fio_sweep_refuses_when_space_is_short(tmp_path):
     _, doc = run_probe("fio_sweep", str(tmp_path / "out"), "r1", "h1", variant="t",
                        params=fio_params(tmp_path, size_mib=2**40), timeout=60)

@@ -17,6 +17,7 @@ kinds (registered by reports.grading.kinds.register_phase_kinds):
   storage_degradation cluster: per-client throughput at the most clients against a single client
   storage_metadata    per host: metadata anomalies (EEXIST then ENOENT, invisible files …) fail; stale entries warn
   storage_window_drift per host: an endurance run's last window against its first (throughput down, latency up)
+  storage_fio_endurance cluster: fio endurance runs against the sweep's point of the same workload and clients
 """
 
 import statistics
@@ -287,6 +288,38 @@ def grade_window_drift(check, run, host):
                      "at most %g%% %s in the last window" % (fail_pct, check["worse"]))]
 
 
+def grade_fio_endurance(check, run, hosts):
+    """Per tier, endurance workload and client count, on the sweep's driver: the endurance windows' aggregate
+    (their median, the worst beside it) against the sweep's point of the same workload and client count, the
+    initial result; lower by more than warn/max_degradation_pct warns/fails."""
+    fail_pct = float(check.get("max_degradation_pct", 40))
+    warn_pct = float(check.get("warn_degradation_pct", 15))
+    sweep = _aggregates(run, check["metric"])
+    windows = {}
+    for r in _fio_records(run, check["endurance_metric"]):
+        key = (r["host"], r["variant"], r["labels"]["workload"], int(r["labels"]["clients"]))
+        windows.setdefault(key, {})[int(r["labels"]["window"])] = r["value"]
+    graded = {}
+    for (driver, tier, workload, clients), series in sorted(windows.items()):
+        sub = "tier=%s workload=%s clients=%d" % (tier, workload, clients)
+        base = sweep.get((driver, tier, workload), {}).get(clients)
+        if not base:
+            graded.setdefault(driver, []).append(make_row(check, driver, "skip", subject=sub, reason=(
+                "no sweep point of %s at %d clients to compare with" % (workload, clients))))
+            continue
+        typical, worst = statistics.median(series.values()), min(series.values())
+        degradation = 100.0 * (base - typical) / base
+        graded.setdefault(driver, []).append(make_row(
+            check, driver, status_above(degradation, warn_pct, fail_pct),
+            "%s in the sweep, %s over %d endurance runs (median; worst %s): %+.1f%%" % (
+                _fmt(base, check), _fmt(typical, check), len(series), _fmt(worst, check), -degradation),
+            "at most %g%% lower than the sweep" % fail_pct, subject=sub))
+    if not graded:
+        return [make_row(check, host, "skip", reason=check.get("missing_reason")
+                         or "no fio endurance run in this run") for host in hosts]
+    return _cluster_rows(check, run, hosts, graded)
+
+
 # ------------------------------------------------------------------------------------------------ metadata
 
 def grade_metadata(check, run, host):
@@ -331,4 +364,5 @@ PER_HOST = {
     "storage_metadata": grade_metadata,
     "storage_window_drift": grade_window_drift,
 }
-CLUSTER = {"storage_scaling": grade_scaling, "storage_degradation": grade_degradation}
+CLUSTER = {"storage_scaling": grade_scaling, "storage_degradation": grade_degradation,
+           "storage_fio_endurance": grade_fio_endurance}

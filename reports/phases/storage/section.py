@@ -138,7 +138,38 @@ def fio_part(run, report_dir):
                              fmt(m.get("fio_clat_p99_us", 0) / 1000.0)])
         if rows:
             out.append(Table(["workload", "clients", "MB/s", "IOPS", "mean ms", "p50 ms", "p99 ms"], rows))
+        out += fio_endurance_part(run, doc)
     return out
+
+
+def fio_endurance_part(run, doc):
+    """The driver's endurance runs on its tier: per workload, client count and run, MB/s against the sweep's, IOPS,
+    p99 and p99.9 latency."""
+    facts = (doc.get("facts") or {}).get("endurance")
+    if not facts:
+        return []
+    recs = [r for r in run.records("fio_sweep") if r["host"] == doc["host"] and r["variant"] == doc.get("variant")]
+    sweep = {(r["labels"]["workload"], int(r["labels"]["clients"])): r["value"] for r in recs
+             if r["metric"] == "fio_bw_bytes" and r["labels"].get("scope") == "aggregate"}
+    runs = {}
+    for r in recs:
+        if r["metric"].startswith("fio_endurance_"):
+            key = (r["labels"]["workload"], int(r["labels"]["clients"]), int(r["labels"]["window"]))
+            runs.setdefault(key, {"start_s": r["labels"].get("start_s")})[r["metric"]] = r["value"]
+    rows = []
+    for (workload, clients, window), m in sorted(runs.items()):
+        base = sweep.get((workload, clients))
+        bw = m.get("fio_endurance_bw_bytes")
+        rows.append([workload, clients, window, fmt(m["start_s"]), fmt(bw / 1e6) if bw is not None else "–",
+                     fmt(base / 1e6) if base else "–", "%+.1f%%" % (100.0 * (bw - base) / base) if base and bw
+                     is not None else "–", fmt(m.get("fio_endurance_iops")),
+                     fmt(m.get("fio_endurance_clat_p99_us", 0) / 1000.0),
+                     fmt(m.get("fio_endurance_clat_p99_9_us", 0) / 1000.0)])
+    head = Paragraph("Endurance: %s, %d runs of %s s each at every client count, against the sweep's point of the "
+                     "same workload and client count." % (", ".join(facts["workloads"]), facts["windows"],
+                                                         facts["window_s"]))
+    return [head, Table(["workload", "clients", "run", "from s", "MB/s", "sweep MB/s", "change", "IOPS", "p99 ms",
+                         "p99.9 ms"], rows)]
 
 
 def checkpoint_part(run):
