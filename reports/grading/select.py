@@ -212,6 +212,22 @@ def groups_of(check, sel):
     return [("%s=%s" % (per, k), groups[k]) for k in sorted(groups, key=lambda k: (str(type(k)), k))]
 
 
+def slowest(values, higher_is_better=False):
+    """values: {name: value} of the same measurement in several places (tiers). (the slowest name, its value, the
+    median of the others, how many times slower it is: >= 1), or None with fewer than two. higher_is_better: a
+    throughput (the slowest is the lowest), else a time (the slowest is the highest)."""
+    if len(values) < 2:
+        return None
+    pick = min if higher_is_better else max
+    slow = pick(sorted(values), key=lambda t: values[t])
+    others = statistics.median([v for t, v in values.items() if t != slow])
+    if higher_is_better:
+        ratio = others / values[slow] if values[slow] > 0 else float("inf")
+    else:
+        ratio = values[slow] / others if others > 0 else float("inf")
+    return slow, values[slow], others, ratio
+
+
 def labels_match(labels, wanted, unwanted=None):
     """Whether parsed labels have every wanted value and none of the unwanted ones (compared as text)."""
     if any(str(labels.get(k)) != str(v) for k, v in (wanted or {}).items()):

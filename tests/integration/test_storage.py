@@ -244,4 +244,11 @@ def test_report_grades_every_storage_check_on_every_host_and_plots(storage_run):
         "tier=shared workload=%s clients=%d" % (w, c) for w in ("mixed_seq_direct", "mixed_rand_direct")
         for c in (1, 2, 4))
     assert all("over 2 endurance runs" in r["observed"] for r in endurance)
+    # the slower of the two tiers named per workload at one client; the mixed workloads ran on the shared tier only
+    slow = {r["subject"]: r for r in rows if r["check_id"] == "storage.fio_slow_tier" and r["host"] == hosts[0]}
+    assert len(slow) == WORKLOADS + 2
+    assert {k for k, r in slow.items() if r["status"] == "skip"} == {
+        "workload=mixed_seq_direct clients=1", "workload=mixed_rand_direct clients=1"}
+    assert all(r["observed"].split(":")[0] in ("tier shared", "tier tmp") for r in slow.values()
+               if r["status"] != "skip")
     assert all(r["status"] in ("pass", "warn", "fail") for r in scaling)

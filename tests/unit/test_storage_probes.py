@@ -152,11 +152,6 @@ def test_fio_sweep_one_host_measures_and_cleans_up(tmp_path):
 def test_fio_endurance_runs_after_the_sweep_and_is_graded_against_it(tmp_path):
     """Endurance: the sweep runs the mixed workloads too (the baseline), then each of them 2 runs in a row at every
     client count; the controller compares the runs' median with the sweep's point."""
-    import json
-
-    from reports import grading
-    from reports.load import load_run
-
     run_dir = tmp_path / "run"
     out = run_dir / "artifacts" / "h1"
     params = fio_params(tmp_path, workloads=["seq_write_buffered"], endurance_windows=2, endurance_window_s=0.3,
@@ -178,11 +173,7 @@ def test_fio_endurance_runs_after_the_sweep_and_is_graded_against_it(tmp_path):
         "fio_endurance_bw_bytes", "fio_endurance_iops", "fio_endurance_clat_p99_us", "fio_endurance_clat_p99_9_us"}
     assert "fio_sweep-t-c1-mixed_rand_direct-w1.out" in doc["raw"]
     assert leftovers(tmp_path) == []
-    (run_dir / "assess_run.json").write_text(json.dumps({"hosts": ["h1"], "id": "r1", "provider": "local"}))
-    rubric = grading.load_rubric()
-    rubric["checks"] = [c for c in rubric["checks"] if c["id"] == "storage.fio_endurance"]
-    rubric.pop("consistency", None)
-    rows = {r["subject"]: r for r in grading.grade(load_run(str(run_dir)), rubric)}
+    rows = {r["subject"]: r for r in grade_one(run_dir, "storage.fio_endurance")}
     assert sorted(rows) == ["tier=t workload=%s clients=1" % w for w in ("mixed_rand_direct", "mixed_seq_direct")]
     for w in ("mixed_rand_direct", "mixed_seq_direct"):
         row = rows["tier=t workload=%s clients=1" % w]
@@ -191,6 +182,45 @@ def test_fio_endurance_runs_after_the_sweep_and_is_graded_against_it(tmp_path):
         change = 100.0 * (median - sweep[w]) / sweep[w]
         assert row["observed"].endswith("%+.1f%%" % change) and "over 2 endurance runs" in row["observed"]
         assert row["status"] == ("fail" if -change > 40 else "warn" if -change > 15 else "pass")
+
+
+def grade_one(run_dir, check_id, hosts=("h1",)):
+    """The rows of one rubric check on a run directory of real artifacts."""
+    from reports import grading
+    from reports.load import load_run
+
+    (run_dir / "assess_run.json").write_text(json.dumps({"hosts": list(hosts), "id": "r1", "provider": "local"}))
+    rubric = grading.load_rubric()
+    rubric["checks"] = [c for c in rubric["checks"] if c["id"] == check_id]
+    rubric.pop("consistency", None)
+    return grading.grade(load_run(str(run_dir)), rubric)
+
+
+@FIO
+def test_the_slowest_tier_is_named_per_workload_at_one_client(tmp_path):
+    """Two tiers swept one after the other on this machine; the controller names the slower of the two for each
+    workload, with the ratio the artifacts give."""
+    run_dir = tmp_path / "run"
+    bw = {}
+    for name in ("fast", "slow"):
+        path = tmp_path / name
+        path.mkdir()
+        params = fio_params(tmp_path, tier={"name": name, "path": str(path), "shared": False},
+                            workloads=["seq_write_buffered", "rand_read_direct"])
+        _, doc = run_probe("fio_sweep", str(run_dir / "artifacts" / "h1"), "r1", "h1", variant=name, params=params,
+                           timeout=120)
+        assert doc["status"] == "ok", doc["reason"]
+        for r in doc["results"]:
+            if r["metric"] == "fio_bw_bytes" and r["labels"]["scope"] == "aggregate":
+                bw.setdefault(r["labels"]["workload"], {})[name] = r["value"]
+    rows = {r["subject"]: r for r in grade_one(run_dir, "storage.fio_slow_tier")}
+    assert sorted(rows) == ["workload=rand_read_direct clients=1", "workload=seq_write_buffered clients=1"]
+    for workload, values in bw.items():
+        slow = min(values, key=values.get)
+        ratio = max(values.values()) / values[slow]
+        row = rows["workload=%s clients=1" % workload]
+        assert row["observed"].startswith("tier %s: " % slow) and row["observed"].endswith("(%.1f× slower)" % ratio)
+        assert row["status"] == ("fail" if ratio > 20 else "warn" if ratio > 4 else "pass")
 
 
 @FIO

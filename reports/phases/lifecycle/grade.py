@@ -18,7 +18,7 @@ import statistics
 from reports.grading import expectations
 from reports.grading.preconditions import ungradable
 from reports.grading.rows import make_row, status_above, text_of
-from reports.grading.select import AGGREGATES, find_artifact, labels_match
+from reports.grading.select import AGGREGATES, find_artifact, labels_match, slowest
 
 
 def records(run, probe, metric, host=None, labels=None):
@@ -101,12 +101,7 @@ def grade_failures(check, run, host):
 
 def tier_spread(values):
     """values: {tier: seconds}. (slowest tier, its value, median of the others, ratio) or None with < 2 tiers."""
-    if len(values) < 2:
-        return None
-    slow = max(sorted(values), key=lambda t: values[t])
-    others = statistics.median([v for t, v in values.items() if t != slow])
-    ratio = values[slow] / others if others > 0 else float("inf")
-    return slow, values[slow], others, ratio
+    return slowest(values)
 
 
 def grade_tier_spread(check, run, host):

@@ -18,6 +18,7 @@ kinds (registered by reports.grading.kinds.register_phase_kinds):
   storage_metadata    per host: metadata anomalies (EEXIST then ENOENT, invisible files …) fail; stale entries warn
   storage_window_drift per host: an endurance run's last window against its first (throughput down, latency up)
   storage_fio_endurance cluster: fio endurance runs against the sweep's point of the same workload and clients
+  storage_slow_tier   cluster: per workload at one client, the slowest tier named against the others' median
 """
 
 import statistics
@@ -25,7 +26,7 @@ import statistics
 from reports.grading import expectations
 from reports.grading.preconditions import ANY_VARIANT, ungradable
 from reports.grading.rows import make_row, status_above, text_of
-from reports.grading.select import AGGREGATES, artifacts_of, labels_match
+from reports.grading.select import AGGREGATES, artifacts_of, labels_match, slowest
 
 
 def _docs(run, host, probe):
@@ -288,6 +289,32 @@ def grade_window_drift(check, run, host):
                      "at most %g%% %s in the last window" % (fail_pct, check["worse"]))]
 
 
+def grade_slow_tier(check, run, hosts):
+    """Per workload, at one client (the point every tier has, with no contention): the slowest tier named, against
+    the median of the other tiers; warn/fail when it is more than warn_ratio/fail_ratio times slower."""
+    warn, fail = float(check["warn_ratio"]), float(check["fail_ratio"])
+    points = {}
+    for (driver, tier, workload), series in _aggregates(run, check["metric"]).items():
+        if _workload_ok(check, workload) and 1 in series:
+            points.setdefault((driver, workload), {})[tier] = series[1]
+    graded = {}
+    for (driver, workload), values in sorted(points.items()):
+        sub = "workload=%s clients=1" % workload
+        spread = slowest(values, higher_is_better=True)
+        if spread is None:
+            graded.setdefault(driver, []).append(make_row(check, driver, "skip", subject=sub, reason=(
+                "only one tier (%s): nothing to compare" % next(iter(values)))))
+            continue
+        slow, value, others, ratio = spread
+        graded.setdefault(driver, []).append(make_row(
+            check, driver, status_above(ratio, warn, fail), "tier %s: %s, the other tiers' median %s (%.1f× slower)"
+            % (slow, _fmt(value, check), _fmt(others, check), ratio),
+            "slowest tier ≤ %g× slower than the others (warn above %g×)" % (fail, warn), subject=sub))
+    if not graded:
+        return [make_row(check, host, "skip", reason="no fio sweep point at 1 client in this run") for host in hosts]
+    return _cluster_rows(check, run, hosts, graded)
+
+
 def grade_fio_endurance(check, run, hosts):
     """Per tier, endurance workload and client count, on the sweep's driver: the endurance windows' aggregate
     (their median, the worst beside it) against the sweep's point of the same workload and client count, the
@@ -365,4 +392,4 @@ PER_HOST = {
     "storage_window_drift": grade_window_drift,
 }
 CLUSTER = {"storage_scaling": grade_scaling, "storage_degradation": grade_degradation,
-           "storage_fio_endurance": grade_fio_endurance}
+           "storage_fio_endurance": grade_fio_endurance, "storage_slow_tier": grade_slow_tier}
