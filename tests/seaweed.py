@@ -37,10 +37,13 @@ def start(state, port, creds, prefix=()):
                                                   "credentials": [{"accessKey": creds["access_key"],
                                                                    "secretKey": creds["secret_key"]}]}]}))
     log = open(state / "weed.log", "w")
+    # Every port of its own (weed's fixed defaults 8181 and 9101 for its Iceberg and Lance servers would meet another
+    # weed's), and no telemetry: nothing may leave loopback.
     ports = ["-master.port=%d" % (port + 1), "-volume.port=%d" % (port + 2), "-filer.port=%d" % (port + 3),
-             "-s3.port=%d" % port]
+             "-s3.port=%d" % port, "-s3.port.grpc=%d" % (port + 4), "-s3.port.iceberg=0", "-s3.port.lance=0"]
     proc = subprocess.Popen(list(prefix) + [exe(), "server", "-dir=%s" % (state / "data"), "-ip=127.0.0.1",
-                                            "-ip.bind=127.0.0.1", "-filer", "-s3", "-s3.config=%s" % config] + ports,
+                                            "-ip.bind=127.0.0.1", "-master.telemetry=false", "-filer", "-s3",
+                                            "-s3.config=%s" % config] + ports,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     return proc, log
 
@@ -55,11 +58,21 @@ def make_bucket_code(port, creds, bucket):
             "        c.request('create', 'PUT', %r)\n"
             "        break\n"
             "    except Exception as exc:\n"
+            "        if getattr(exc, 'code', None) == 'BucketAlreadyOwnedByYou':\n"
+            "            break  # an earlier try made it and its answer was lost\n"
             "        last = exc\n"
             "        time.sleep(0.2)\n"
             "else:\n"
             "    raise SystemExit('SeaweedFS S3 did not start (see its weed.log): %%r' %% last)\n" % (
                 port, creds["access_key"], creds["secret_key"], READY_TRIES, bucket))
+
+
+def log_tail(state, lines=20):
+    """The end of weed's log, for a failure message (stop removes it)."""
+    try:
+        return "\n".join((Path(state) / "weed.log").read_text().splitlines()[-lines:])
+    except OSError as exc:
+        return "(no weed.log: %s)" % exc
 
 
 def stop(proc, log, state):

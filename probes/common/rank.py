@@ -243,7 +243,7 @@ def exit_now(rc):
     as failed."""
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(rc if isinstance(rc, int) else 1)
+    os._exit(0 if rc is None else rc if isinstance(rc, int) else 1)  # as sys.exit: None is 0
 
 
 if __name__ == "__main__":

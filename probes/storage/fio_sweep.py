@@ -207,25 +207,34 @@ def _drive(art, p, tier, infos, out_dir):
     point = Point(art, p, tier, names, addr, direct_engine, out_dir)
     failures = point.failures
     points = 0
+    swept = {}  # client count -> the workloads whose sweep point has a result: the endurance runs' baselines
     for clients in p["clients"]:
         if not workloads:
             break
         entries, jobs = point.run(clients, workloads, p["runtime_s"], p["ramp_s"], "c%d" % clients)
         if entries is not None:
             points += _record(art, tier, clients, jobs, workloads, entries, failures)
+            swept[clients] = {e["workload"] for e in entries if not e["error"]}
     endurance = [w for w in endurance if w in workloads]
     if endurance:
         art.facts["endurance"] = {"workloads": endurance, "windows": p["endurance_windows"],
                                   "window_s": p["endurance_window_s"]}
+        not_run = []
         for clients in p["clients"]:
             for name in endurance:
+                if name not in swept.get(clients, ()):
+                    # no baseline to compare with, and a point that failed once would likely fail every run
+                    not_run.append("c%d %s: its sweep point failed" % (clients, name))
+                    continue
                 began = time.monotonic()
                 for window in range(p["endurance_windows"]):
                     start_s = time.monotonic() - began
-                    entries, _ = point.run(clients, [name], p["endurance_window_s"], 0,
-                                           "c%d-%s-w%d" % (clients, name, window))
+                    entries, jobs = point.run(clients, [name], p["endurance_window_s"], 0,
+                                              "c%d-%s-w%d" % (clients, name, window))
                     if entries is not None:
-                        _record_endurance(art, tier, clients, name, window, start_s, entries, failures)
+                        _record_endurance(art, tier, clients, jobs, name, window, start_s, entries, failures)
+        if not_run:
+            art.facts["endurance_not_run"] = not_run
     art.facts["points"] = points
     if failures:
         art.facts["failures"] = failures
@@ -286,11 +295,16 @@ class Point:
         return entries, jobs
 
 
-def _record_endurance(art, tier, clients, name, window, start_s, entries, failures):
-    """One endurance window's aggregate over the clients: bandwidth, IOPS and the worst client's p99 and p99.9."""
+def _record_endurance(art, tier, clients, jobs, name, window, start_s, entries, failures):
+    """One endurance window's aggregate over the clients: bandwidth, IOPS and the worst client's p99 and p99.9. A
+    window that misses a client is a failure and is not recorded: its sum would read as degradation."""
     agg, per_client = storage_fio.aggregate(entries, name)
     if agg is None:
         failures.append("c%d %s window %d: no result from fio" % (clients, name, window))
+        return
+    missing = sorted(set(jobs) - {e["client"] for e in per_client})
+    if missing:
+        failures.append("c%d %s window %d: no result from %s" % (clients, name, window, ", ".join(missing)))
         return
     bad = [e["client"] for e in per_client if e["error"]]
     if bad:

@@ -45,6 +45,8 @@ PARAMS = Params(
                            "upload)"),
     endurance_s=Param(float, 0, "seconds of mixed PUT/GET/LIST/DELETE after the benchmark (0: none)"),
     endurance_windows=Param(int, 5, "equal time windows the endurance run is recorded in"),
+    endurance_warmup_s=Param(float, 0, "seconds of the same load before the first window (connections, caches): "
+                                       "not measured"),
     endurance_live=Param(int, 50, "objects each endurance worker keeps: beyond it, each PUT is followed by a DELETE "
                                   "of the worker's oldest"),
     timeout_s=Param(float, 60, "seconds per request"),
@@ -86,7 +88,7 @@ class Bench:
     def _fail(self, op, exc):
         with self._lock:
             self.errors.setdefault(op, []).append(str(exc)[:200])
-            if isinstance(exc, storage_s3.S3Error) and (exc.status == 503 or exc.code == "SlowDown"):
+            if isinstance(exc, storage_s3.S3Error) and (exc.status in (429, 503) or exc.code == "SlowDown"):
                 self.throttled += 1
 
     def each(self, op, keys, fn):
@@ -127,7 +129,11 @@ def run(art, p, out_dir):
     if not path or not os.path.exists(path):
         art.skip("no credentials for %s (set storage_object_store_access_key and _secret_key)" % p["endpoint"])
         return
-    creds = read_credentials(path)
+    creds = read_credentials(path)  # first: the file goes whatever follows
+    if 0 < p["part_mib"] < 5 or (p["part_mib"] and -(-p["large_mib"] // p["part_mib"]) > 10000):
+        # S3's limits: parts of at least 5 MiB (the last excepted), at most 10000 of them
+        raise ValueError("part_mib %d with large_mib %d: S3 needs parts of at least 5 MiB and at most 10000 parts "
+                         "(0: no multipart upload)" % (p["part_mib"], p["large_mib"]))
     prefix = "clustermax-assess/%s/%s/" % (art.run_id, art.host)
     art.facts.update({"endpoint": p["endpoint"], "bucket": p["bucket"], "prefix": prefix, "threads": p["threads"],
                       "multipart": None})
@@ -269,30 +275,36 @@ def _small(art, bench, p, prefix):
 
 
 def _endurance(art, bench, p, prefix):
-    """`threads` workers, each in a loop until endurance_s is over: PUT a new small object, GET one of its own at
-    random (time to first byte), LIST its own objects every 10th round, DELETE its oldest beyond endurance_live.
-    Every call is recorded by its completion time into a window. A failed or throttled call is a measurement here
-    (counted per window), not a failure of the probe; after a throttling answer the worker waits 0.1 s, as SDK
-    clients back off."""
+    """`threads` workers, each in a loop for endurance_warmup_s + endurance_s: PUT a new small object, GET one of its
+    own at random (time to first byte), LIST its own objects every 10th round, DELETE its oldest beyond
+    endurance_live. Every call is recorded by its completion time into one of the equal windows of endurance_s (the
+    warm-up's calls and those that end after the run are counted apart, in no window). A failed or throttled call
+    is a measurement here (counted per window), never a failure of the probe; after a throttling answer (503
+    SlowDown, 429) the worker waits 0.1 s, as SDK clients back off. What was recorded is kept whatever happens."""
     duration, windows = float(p["endurance_s"]), max(1, p["endurance_windows"])
+    warmup = max(0.0, float(p["endurance_warmup_s"]))
     size = p["small_kib"] * 1024
     data = os.urandom(size)
-    calls = []  # (seconds from the start at completion, op, outcome, ttfb)
+    calls = []  # (seconds from the measured start at completion, op, outcome, ttfb)
+    errors = []
     lock = threading.Lock()
     rng = random.Random(art.host)
-    t0 = time.perf_counter()
-    stop = t0 + duration
+    begin = time.perf_counter() + warmup
+    stop = begin + duration
 
     def call(op, fn, *args):
         try:
-            result = fn(*args)
-            outcome = "ok"
+            result, outcome = fn(*args), "ok"
         except storage_s3.S3Error as exc:
-            result, outcome = None, "throttled" if exc.status == 503 or exc.code == "SlowDown" else "error"
-        except (OSError, ValueError):
+            throttled = exc.status in (429, 503) or exc.code == "SlowDown"
+            result, outcome = None, "throttled" if throttled else "error"
+            if not throttled:
+                errors.append("%s: %s" % (op, str(exc)[:160]))
+        except Exception as exc:  # noqa: BLE001 - any failure of a request (a cut response, a proxy's HTML) is data
             result, outcome = None, "error"
+            errors.append("%s: %s: %s" % (op, type(exc).__name__, str(exc)[:160]))
         with lock:
-            calls.append((time.perf_counter() - t0, op, outcome, result if op == "GET" else None))
+            calls.append((time.perf_counter() - begin, op, outcome, result if op == "GET" else None))
         if outcome == "throttled":
             time.sleep(0.1)
         return outcome == "ok"
@@ -323,19 +335,30 @@ def _endurance(art, bench, p, prefix):
                 if call("DELETE", client.delete, p["bucket"], old):
                     bench.created.discard(old)
 
-    with ThreadPoolExecutor(max_workers=p["threads"]) as pool:
-        list(pool.map(worker, range(p["threads"])))
-    span = max([duration] + [c[0] for c in calls])
+    try:
+        with ThreadPoolExecutor(max_workers=p["threads"]) as pool:
+            list(pool.map(worker, range(p["threads"])))
+    finally:
+        with lock:
+            done = list(calls)
+        _record_windows(art, done, duration, windows, warmup, p["threads"], size)
+        if errors:
+            art.facts["endurance_errors"] = errors[:5]
+
+
+def _record_windows(art, calls, duration, windows, warmup, workers, size):
+    """Each window's completed requests per second (over the window's own length), calls per operation, GET time to
+    first byte p50/p99, failed and throttled requests."""
     width = duration / windows
-    art.facts["endurance"] = {"seconds": duration, "windows": windows, "workers": p["threads"],
-                              "object_bytes": size, "ran_s": round(span, 3), "calls": len(calls)}
+    art.facts["endurance"] = {"seconds": duration, "windows": windows, "warmup_s": warmup, "workers": workers,
+                              "object_bytes": size, "calls": len(calls),
+                              "warmup_calls": sum(c[0] < 0 for c in calls),
+                              "late_calls": sum(c[0] >= duration for c in calls)}
     for i in range(windows):
-        lo = i * width
-        hi = span if i == windows - 1 else lo + width  # the last window takes the calls that ended after the stop
-        mine = [c for c in calls if lo <= c[0] < hi or (i == windows - 1 and c[0] >= hi)]
+        lo, hi = i * width, (i + 1) * width
+        mine = [c for c in calls if lo <= c[0] < hi]
         labels = {"window": i, "start_s": round(lo, 3)}
-        art.add("obj_endurance_ops_per_s", round(sum(c[2] == "ok" for c in mine) / (hi - lo), 2), "ops/s",
-                **labels)
+        art.add("obj_endurance_ops_per_s", round(sum(c[2] == "ok" for c in mine) / width, 2), "ops/s", **labels)
         for op in ("PUT", "GET", "LIST", "DELETE"):
             art.add("obj_endurance_calls", sum(c[1] == op for c in mine), "count", op=op, **labels)
         art.add("obj_endurance_errors", sum(c[2] == "error" for c in mine), "count", **labels)
@@ -357,12 +380,14 @@ def _cleanup(art, bench, p, prefix):
         except (storage_s3.S3Error, OSError, ValueError) as exc:
             uploads = []
             art.facts["multipart_list_error"] = str(exc)[:200]
+        aborted = 0
         for key, upload_id in uploads:
             try:
                 client.abort_multipart(p["bucket"], key, upload_id)
+                aborted += 1
             except (storage_s3.S3Error, OSError) as exc:
                 bench._fail("cleanup", exc)
-        art.add("obj_multipart_aborted", len(uploads), "count")
+        art.add("obj_multipart_aborted", aborted, "count")
         left, _ = client.list(p["bucket"], prefix)
         for key in set(left) | bench.created:
             try:

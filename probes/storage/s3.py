@@ -122,6 +122,8 @@ class Client:
         hdrs = dict(headers or {})
         if body is not None:
             hdrs["Content-Length"] = str(length if length is not None else len(body))
+        elif method in ("POST", "PUT"):
+            hdrs["Content-Length"] = "0"  # putrequest does not add it, and proxies answer 411 without it
         hdrs.update(sign(method, self.host_header, path, query, {}, UNSIGNED if body is not None else EMPTY_SHA256,
                          self._access, self._secret, self.region))
         url = _uri_encode(path, True) + ("?" + canonical_query(query) if query else "")

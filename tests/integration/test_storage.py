@@ -35,8 +35,11 @@ def s3_in_first_host(test_cluster):
     creds = seaweed.credentials()
     proc, log = seaweed.start(state, S3_PORT, creds, prefix=["nsenter", "-t", str(holder), "-m", "-u", "-n", "--"])
     try:
-        test_cluster.exec(host["name"], [sys.executable, "-c", seaweed.make_bucket_code(S3_PORT, creds, "bench")],
-                          timeout=60, check=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        code = seaweed.make_bucket_code(S3_PORT, creds, "bench")
+        made = test_cluster.exec(host["name"], [sys.executable, "-c", code], timeout=60,
+                                 env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        assert made.returncode == 0, "%s\nweed (exit %s):\n%s" % (made.stderr[-1000:], proc.poll(),
+                                                                seaweed.log_tail(state))
         yield dict(creds, endpoint="http://127.0.0.1:%d" % S3_PORT, bucket="bench")
     finally:
         seaweed.stop(proc, log, state)

@@ -245,11 +245,12 @@ def object_part(run):
     rows = []
     for host in sorted({r["host"] for r in recs}):
         def val(metric, host=host, **labels):
+            # upload=None matches the results of artifacts from before multipart uploads (no upload label)
             return next((r["value"] for r in recs if r["host"] == host and r["metric"] == metric
-                         and all(r["labels"].get(k) == v for k, v in labels.items())), None)
-        rows.append([host, fmt(val("obj_put_gbps", upload="single") or val("obj_put_gbps")),
-                     fmt(val("obj_put_gbps", upload="multipart")),
-                     fmt(val("obj_get_gbps", upload="single") or val("obj_get_gbps")), fmt(val("obj_put_per_s")),
+                         and all(r["labels"].get(k) in ((v, None) if k == "upload" and v == "single" else (v,))
+                                 for k, v in labels.items())), None)
+        rows.append([host, fmt(val("obj_put_gbps", upload="single")), fmt(val("obj_put_gbps", upload="multipart")),
+                     fmt(val("obj_get_gbps", upload="single")), fmt(val("obj_put_per_s")),
                      fmt(val("obj_get_per_s")), fmt(val("obj_get_latency_ms", pct="p50")),
                      fmt(val("obj_get_latency_ms", pct="p90")), fmt(val("obj_get_latency_ms", pct="p99")),
                      fmt(val("obj_get_ttfb_ms", pct="p99")), fmt(val("obj_list_per_s")), fmt(val("obj_delete_per_s"))])
