@@ -2,13 +2,17 @@
 """Runs the GPU compute phase on this machine's NVIDIA GPUs and checks bf16 GEMM >= 0.7 x MAMF of the model; then
 the tools step's GPU paths and a short burn-in.
 
-    python tests/gpu/run_gpu_checks.py [--profile quick] [--via auto|ansible|probes] [--out DIR]
+    python tests/gpu/run_gpu_checks.py [--profile quick] [--via auto|ansible|probes] [--out DIR] [--only A,B]
+
+On a lent H200 (2026-12-04) the whole run took 190 s. --only reruns some parts inside a short lease: compute (the
+phase and the MAMF check) and any of the extras' names below (tools_variant, nccl_tests, launchers, block_scaled,
+audit, training, inference, burnin).
 
 Where there is no NVIDIA GPU (no nvidia-smi, no GPU listed, or a torch without CUDA) it says so plainly, runs
 nothing, and exits 0. Where there is one:
   --via ansible  `ansible-playbook assess.yml -i inventories/local.ini --tags gpu_compute` (preflight, the phase,
                  cleanup and the report), then reads the run's artifacts;
-  --via probes   the six probes through `python -m probes` (for a machine without Ansible);
+  --via probes   the seven probes through `python -m probes` (for a machine without Ansible);
   --via auto     ansible when ansible-playbook is found, else probes (the default).
 Then, per GPU: the best bf16 GEMM TFLOP/s against 0.7 x mamf_bf16_tflops of the model in reports/data/gpus.yml,
 and a summary of every probe (status, reason, headline numbers). Then, natively (--no-extras skips them):
@@ -18,15 +22,18 @@ and a summary of every probe (status, reason, headline numbers). Then, natively 
     /opt/nccl-tests/build, after building them with tools_build where $NCCL_TESTS_SRC names a source tree;
   - the collectives (NCCL all_reduce, 1 MiB .. 1 GiB) through the launcher layer: direct, torchrun, and mpirun
     where it is installed;
-  - the training probe's dense job (FSDP2, bf16, a 1B Llama shape) for about a minute: tokens/s per GPU and MFU;
+  - the training probe's dense job (FSDP2, bf16, a 1B Llama shape) for about a minute and its MoE job (GPT-OSS's
+    layer shape, 2 layers) for about half that: tokens/s per GPU and MFU, step times, memory, the loss;
+  - the audit probe's GPU checks, graded on the controller's rules;
   - the inference probe: vLLM on this node's GPUs (tensor parallel) serving $INFERENCE_MODEL_PATH (else the
     tiny-random model it writes), one short sweep by vllm bench serve (chat, prefill, agentic at concurrency 1 and
     8), where vllm imports in $INFERENCE_PYTHON (else this Python); every point's numbers are printed;
   - MXFP8 / NVFP4: whether they run here and, where they do, whether the product matches the dequantized operands
     (the block-scale layout), and the grouped GEMMs through DeepGEMM where deep_gemm imports;
   - a 60-second burn-in (GEMMs with the nvidia-smi stream) through the burnin probe, start then poll.
-Every number is printed. Exit 0 when every GPU passes, 1 when one does
-not or a probe failed, 3 when the model has no MAMF in gpus.yml.
+Each extra is its own timed section: an exception in one is printed and counted, and the others still run. Every
+number is printed. Exit 0 when every GPU passes, 1 when one does not or a probe failed, 3 when the model has no MAMF
+in gpus.yml.
 """
 
 import argparse
