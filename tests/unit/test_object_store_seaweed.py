@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 import seaweed
+from graded_run import grade_checks
 
 from probes.storage.s3 import Client
-from reports import grading
 from reports.grading.rows import status_above
-from reports.load import load_run
 
 ROOT = Path(__file__).resolve().parents[2]
 BUCKET = "bench"
@@ -122,11 +121,8 @@ def test_the_endurance_run_is_recorded_window_by_window(endurance_run):
 
 def test_the_controller_grades_the_endurance_run_from_its_first_and_last_windows(endurance_run):
     out, doc = endurance_run
-    (out / "assess_run.json").write_text(json.dumps({"hosts": [HOST], "id": "it-endurance", "provider": "seaweed"}))
-    rubric = grading.load_rubric()
-    rubric["checks"] = [c for c in rubric["checks"] if c["id"] in OBJ_CHECKS]
-    rubric.pop("consistency", None)
-    graded = {(r["check_id"], r.get("subject") or ""): r for r in grading.grade(load_run(str(out)), rubric)}
+    graded = {(r["check_id"], r.get("subject") or ""): r for r in grade_checks(out, OBJ_CHECKS, [HOST],
+                                                                               "it-endurance")}
     first, last = (rows(doc, "obj_endurance_ops_per_s", window=w)[0]["value"] for w in (0, 2))
     change = 100.0 * (last - first) / first
     row = graded[("storage.obj_endurance_throughput", "")]

@@ -9,6 +9,7 @@ import stat
 import sys
 
 import pytest
+from graded_run import grade_checks
 
 from probes.cli import run_probe
 from probes.common import tiers as storage_tier
@@ -173,7 +174,7 @@ def test_fio_endurance_runs_after_the_sweep_and_is_graded_against_it(tmp_path):
         "fio_endurance_bw_bytes", "fio_endurance_iops", "fio_endurance_clat_p99_us", "fio_endurance_clat_p99_9_us"}
     assert "fio_sweep-t-c1-mixed_rand_direct-w1.out" in doc["raw"]
     assert leftovers(tmp_path) == []
-    rows = {r["subject"]: r for r in grade_one(run_dir, "storage.fio_endurance")}
+    rows = {r["subject"]: r for r in grade_checks(run_dir, ["storage.fio_endurance"], ["h1"])}
     assert sorted(rows) == ["tier=t workload=%s clients=1" % w for w in ("mixed_rand_direct", "mixed_seq_direct")]
     for w in ("mixed_rand_direct", "mixed_seq_direct"):
         row = rows["tier=t workload=%s clients=1" % w]
@@ -182,18 +183,6 @@ def test_fio_endurance_runs_after_the_sweep_and_is_graded_against_it(tmp_path):
         change = 100.0 * (median - sweep[w]) / sweep[w]
         assert row["observed"].endswith("%+.1f%%" % change) and "over 2 endurance runs" in row["observed"]
         assert row["status"] == ("fail" if -change > 40 else "warn" if -change > 15 else "pass")
-
-
-def grade_one(run_dir, check_id, hosts=("h1",)):
-    """The rows of one rubric check on a run directory of real artifacts."""
-    from reports import grading
-    from reports.load import load_run
-
-    (run_dir / "assess_run.json").write_text(json.dumps({"hosts": list(hosts), "id": "r1", "provider": "local"}))
-    rubric = grading.load_rubric()
-    rubric["checks"] = [c for c in rubric["checks"] if c["id"] == check_id]
-    rubric.pop("consistency", None)
-    return grading.grade(load_run(str(run_dir)), rubric)
 
 
 @FIO
@@ -213,7 +202,7 @@ def test_the_slowest_tier_is_named_per_workload_at_one_client(tmp_path):
         for r in doc["results"]:
             if r["metric"] == "fio_bw_bytes" and r["labels"]["scope"] == "aggregate":
                 bw.setdefault(r["labels"]["workload"], {})[name] = r["value"]
-    rows = {r["subject"]: r for r in grade_one(run_dir, "storage.fio_slow_tier")}
+    rows = {r["subject"]: r for r in grade_checks(run_dir, ["storage.fio_slow_tier"], ["h1"])}
     assert sorted(rows) == ["workload=rand_read_direct clients=1", "workload=seq_write_buffered clients=1"]
     for workload, values in bw.items():
         slow = min(values, key=values.get)
