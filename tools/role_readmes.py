@@ -3,7 +3,7 @@
 roles/<role>/README.md; `--check` only says which are out of date (tests/unit/test_role_readmes.py runs it in CI).
 
 A README is purpose and requirements (written by hand, kept as they are), then the part between the markers:
-the variables of each entry point (type, default, choices, description) and the example playbook, which is the
+the variables of each entry point (type, default, choices or range, description) and the example playbook, which is the
 phase's own playbook under playbooks/. A role without a README gets one, its purpose taken from meta/main.yml and
 the main entry point's description.
 """
@@ -45,11 +45,15 @@ def _default(option: dict) -> str:
     return "see defaults/main.yml" if len(shown) > MAX_DEFAULT_CHARS else "`%s`" % shown.replace("|", "\\|")
 
 
-def _choices(option: dict) -> str:
+def _choices(option: dict, bounds=None) -> str:
+    """The choices, or the range of a number (meta/input_ranges.yml; preflight refuses a value outside it)."""
+    if bounds:
+        low, high = bounds
+        return "%s to %s" % ("" if low is None else "`%s`" % low, "" if high is None else "`%s`" % high)
     return ", ".join("`%s`" % c for c in option.get("choices") or [])
 
 
-def _variables(specs: dict) -> list[str]:
+def _variables(specs: dict, ranges: dict) -> list[str]:
     lines = ["## Variables", ""]
     for entry, spec in specs.items():
         lines += ["### Entry point `%s`" % entry, "", _text(spec.get("short_description")), ""]
@@ -57,8 +61,8 @@ def _variables(specs: dict) -> list[str]:
         if not options:
             lines += ["No variables.", ""]
             continue
-        lines += ["| variable | type | default | choices | description |", "|---|---|---|---|---|"]
-        lines += ["| `%s` | %s | %s | %s | %s |" % (name, _type(opt), _default(opt), _choices(opt),
+        lines += ["| variable | type | default | choices or range | description |", "|---|---|---|---|---|"]
+        lines += ["| `%s` | %s | %s | %s | %s |" % (name, _type(opt), _default(opt), _choices(opt, ranges.get(name)),
                                                    _text(opt.get("description")))
                   for name, opt in options.items()]
         lines.append("")
@@ -90,7 +94,9 @@ def _example(role: str) -> list[str]:
 def generated(role_dir: Path) -> str:
     """The part between the markers, markers included."""
     specs = yaml.safe_load((role_dir / "meta/argument_specs.yml").read_text())["argument_specs"]
-    body = _variables(specs) + _example(role_dir.name)
+    ranges_file = role_dir / "meta/input_ranges.yml"
+    ranges = (yaml.safe_load(ranges_file.read_text()) or {}) if ranges_file.exists() else {}
+    body = _variables(specs, ranges) + _example(role_dir.name)
     return "\n".join([BEGIN, ""] + body + [END]) + "\n"
 
 

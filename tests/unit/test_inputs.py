@@ -1,0 +1,134 @@
+"""Preflight refuses what the user set wrong, before anything is made or any node touched: an unknown variable with
+a project prefix (with the closest name), a value of the wrong type or outside its range (never clamped), and two
+hosts at one address. The pure checks (plugins/plugin_utils/inputs.py) against the collection's real roles, then the
+action in a real preflight run on local hosts."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / ".collections"))
+from ansible_collections.clustermax.assess.plugins.plugin_utils.inputs import (  # noqa: E402
+    declared,
+    duplicate_addresses,
+    problems,
+)
+
+KNOWN = declared(str(ROOT))
+REMOVED = yaml.safe_load((ROOT / "roles/preflight/vars/main.yml").read_text())["preflight_removed_variables"]
+
+
+def _set(**by_name):
+    """settings as the action gathers them: name -> {JSON value: [where]}; a value set in the extra vars."""
+    return {name: {json.dumps(value): ["extra vars"]} for name, value in by_name.items()}
+
+
+def test_every_number_a_role_takes_has_a_range_and_its_default_is_inside():
+    numeric = {name for name, spec in KNOWN.options.items() if spec.get("type") in ("int", "float")}
+    assert len(numeric) > 70  # the roles' durations, sizes and counts
+    assert numeric - set(KNOWN.ranges) == set(), "numbers without a range in their role's meta/input_ranges.yml"
+    assert set(KNOWN.ranges) - numeric == set(), "ranges of no int or float option"
+    for role in (ROOT / "roles").iterdir():
+        specs = yaml.safe_load((role / "meta/argument_specs.yml").read_text())["argument_specs"]
+        for entry in specs.values():
+            for name, spec in (entry.get("options") or {}).items():
+                if name not in KNOWN.ranges:
+                    continue
+                low, high = KNOWN.ranges[name]
+                assert low is None or high is None or low <= high, name
+                default = spec.get("default")
+                if isinstance(default, (int, float)) and not isinstance(default, bool):
+                    assert problems(_set(**{name: default}), KNOWN) == [], "%s's default is outside" % name
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("assess_profil", "standard", "unknown variable assess_profil (extra vars): did you mean assess_profile?"),
+    ("burnin_duraton_s", 5, "unknown variable burnin_duraton_s (extra vars): did you mean burnin_duration_s?"),
+    ("burnin_duration_s", -5, "burnin_duration_s=-5 (extra vars): must be between 0 and 604800"),
+    ("reboot_max_share", 1.5, "reboot_max_share=1.5 (extra vars): must be between 0.0 and 1.0"),
+    ("storage_fio_size_mib", "abc", "storage_fio_size_mib=\"abc\" (extra vars): argument 'storage_fio_size_mib' is "
+                                    "of type str and we were unable to convert to int"),
+    ("assess_launcher", "slurm", "assess_launcher=\"slurm\" (extra vars): value of assess_launcher must be one of: "
+                                 "auto, srun, mpirun, torchrun, direct, got: slurm"),
+])
+def test_a_wrong_variable_is_refused_with_what_to_do(name, value, message):
+    found = problems(_set(**{name: value}), KNOWN)
+    assert any(m.startswith(message) for m in found), found
+
+
+def test_what_is_right_passes_and_a_number_given_as_text_is_read_as_the_role_reads_it():
+    assert problems(_set(burnin_duration_s="1800", assess_profile="standard", reboot_max_share=0.5,
+                         storage_tiers=[{"name": "scratch", "path": "/scratch"}]), KNOWN) == []
+
+
+def test_a_variable_of_another_tool_is_refused_unless_declared_foreign_and_unprefixed_names_are_not_ours():
+    found = problems(_set(network_interface="eth0", ntp_server="pool"), KNOWN)
+    assert found == ["unknown variable network_interface (extra vars): did you mean network_fabric?",
+                     "(a variable of another tool whose name starts like these goes in assess_foreign_variables)"]
+    assert problems(_set(network_interface="eth0", ntp_server="pool"), KNOWN, foreign={"network_interface"}) == []
+
+
+def test_removed_variables_name_their_successor_and_where_they_are_set():
+    settings = {"network_port_base": {"1": ["node-b", "node-a"]}}
+    [message] = problems(settings, KNOWN, removed=REMOVED)
+    assert message == ("network_port_base is no longer used (set for node-a, node-b): remove it (ports are derived "
+                       "from the run id, in 11000-29999)")
+
+
+def test_each_value_is_judged_per_host_and_the_hosts_are_named():
+    settings = {"burnin_duration_s": {"-5": ["n3"], "60": ["n1", "n2"]}}
+    assert problems(settings, KNOWN) == ["burnin_duration_s=-5 (set for n3): must be between 0 and 604800"]
+
+
+def test_hosts_at_one_address_and_port_are_one_node():
+    assert duplicate_addresses({"a": ("10.0.0.1", None), "b": ("10.0.0.1", None), "c": ("10.0.0.2", None),
+                                "d": ("10.0.0.9", 2222), "e": ("10.0.0.9", 2223)}) == [
+        "a and b are one node (10.0.0.1): each node is listed once"]
+
+
+def _preflight(tmp_path, inventory, *extra):
+    inv = tmp_path / "hosts.ini"
+    inv.write_text(inventory)
+    out = tmp_path / "runs"
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "playbooks/preflight.yml",
+                           "-i", str(inv), "-e", "assess_output_dir=%s" % out, "-e", "assess_remote_tmp=%s" % tmp_path,
+                           "-e", "ansible_python_interpreter=%s" % sys.executable, *extra], cwd=ROOT,
+                          capture_output=True, text=True)
+    return proc, out
+
+
+def test_the_preflight_refuses_every_problem_at_once_before_anything_is_made(tmp_path):
+    inventory = ("[nodes]\nnode-a ansible_connection=local ansible_host=10.9.9.1 burnin_duration_s=-5\n"
+                 "node-b ansible_connection=local ansible_host=10.9.9.1\n")
+    proc, out = _preflight(tmp_path, inventory, "-e", "assess_profil=standard", "-e", "storage_fio_size_mib=abc")
+    assert proc.returncode != 0
+    text = proc.stdout + proc.stderr
+    for message in ("unknown variable assess_profil (extra vars): did you mean assess_profile?",
+                    "burnin_duration_s=-5 (set for node-a): must be between 0 and 604800",
+                    "storage_fio_size_mib=\"abc\" (extra vars): argument 'storage_fio_size_mib' is of type str",
+                    "node-a and node-b are one node (10.9.9.1): each node is listed once"):
+        assert message in text.replace('\\"', '"'), text[-3000:]
+    assert not out.exists()  # nothing was made: no provider or run directory
+
+
+@pytest.mark.parametrize("inventory, limit, message", [
+    (None, "node-a", "Completely failed to parse inventory source"),  # a mistyped path
+    ("all:\n  children:\n    nodes:\n      hosts:\n        node-a: {ansible_connection: local}\n    gpus:\n",
+     "gpus", "no hosts to target"),  # a child group that holds nothing
+    ("[nodes]\nnode-a ansible_connection=local\n", "node-z", "Could not match supplied host pattern"),
+])
+def test_an_inventory_that_yields_no_host_under_a_limit_is_an_error(tmp_path, inventory, limit, message):
+    path = tmp_path / "hosts.yml"
+    if inventory is not None:
+        path.write_text(inventory)
+    out = tmp_path / "runs"
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "assess.yml", "-i", str(path),
+                           "-l", limit, "-e", "assess_output_dir=%s" % out], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert message in proc.stdout + proc.stderr
+    assert not out.exists()
