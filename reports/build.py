@@ -11,6 +11,7 @@ import os
 import sys
 import time
 
+from probes.inventory import PROBES as PREFLIGHT_PROBES
 from reports import peers, profiles
 from reports.grading import CHECK_COLUMNS, grade, load_rubric, summarize
 from reports.junit import junit_xml
@@ -22,7 +23,7 @@ from reports.render import report_md as render_md
 # Exit codes of `reports build` (and of the CLI in general).
 EXIT_OK = 0  # ran, every check passed, warned or was skipped with its reason
 EXIT_FINDINGS = 1  # ran, some checks failed or errored
-EXIT_CANNOT_RUN = 2  # nothing to report on (no run directory, unreadable input)
+EXIT_CANNOT_RUN = 2  # nothing to report on (no run directory, unreadable input), or a run that cannot be judged
 OUTPUTS = ("report.html", "report.md", "checks.csv", "results.parquet", "ratings.json", "junit.xml")
 
 
@@ -139,6 +140,40 @@ def exit_code(rows):
     return EXIT_FINDINGS if bad else EXIT_OK
 
 
+def _paths(errors, limit=3):
+    paths = [e["path"] for e in errors]
+    return ", ".join(paths[:limit]) + (" and %d more" % (len(paths) - limit) if len(paths) > limit else "")
+
+
+def unjudgeable(run):
+    """Why the run cannot be judged, or None. Such a run exits 2 (EXIT_CANNOT_RUN), never 0 or 1: with nothing
+    measured every check is skipped, and "0 fail, 0 error" would read as a healthy cluster (exit 0), while exit 1
+    would claim findings about a cluster nobody measured. Its report is written all the same (nothing read is lost).
+    Cannot be judged:
+    - no readable artifact at all: an empty run directory, every artifact unreadable or invalid (load errors), or
+      no host left one;
+    - the run directory names no hosts (no hosts in assess_run.json and no artifact);
+    - the run was interrupted (no run.json) before any phase measured anything: its only readable artifacts are
+      preflight's node inventory (probes/inventory: node_info). A run that finished with only those (every phase
+      left out with --tags) is judged on them."""
+    if not run.artifacts:
+        unreadable = [e for e in run.load_errors if e.get("host")]
+        if unreadable:
+            return "no readable artifact: %d unreadable (%s)" % (len(unreadable), _paths(unreadable))
+        if not run.hosts:
+            return "the run directory names no hosts (no hosts in assess_run.json, no artifacts)"
+        return "no artifact from any of its %d host(s)" % len(run.hosts)
+    if run.meta.get("interrupted") and all(d["probe"] in PREFLIGHT_PROBES for d in run.artifacts):
+        return ("interrupted before any phase measured anything (no run.json; only preflight's %s artifacts)"
+                % "/".join(PREFLIGHT_PROBES))
+    return None
+
+
+def run_exit_code(run, rows):
+    """EXIT_CANNOT_RUN when the run cannot be judged (unjudgeable), else exit_code(rows)."""
+    return EXIT_CANNOT_RUN if unjudgeable(run) else exit_code(rows)
+
+
 def summary_text(run, rows, ratings, report_dir):
     counts = summarize(rows)
     reachable = len(run.hosts) - len(run.unreachable)
@@ -150,6 +185,11 @@ def summary_text(run, rows, ratings, report_dir):
                                          ", unreachable: " + ", ".join(sorted(run.unreachable))
                                          if run.unreachable else ""),
         "  checks: " + ", ".join("%d %s" % (n, s) for s, n in counts.items()),
+    ]
+    why = unjudgeable(run)
+    if why:
+        text.append("  cannot be judged: %s" % why)
+    text += [
         rating_table(ratings),
         "  report: %s" % os.path.join(report_dir, "report.md"),
         "          (also report.html, ratings.json, junit.xml, checks.csv, results.parquet)",
@@ -166,4 +206,4 @@ def build(run_dir, rubric=None, tiers=None, analyst=None, peer_store=None, repor
         write_outputs(run, rows, ratings, report_dir, bar)
     finally:
         bar.close()
-    return summary_text(run, rows, ratings, report_dir), exit_code(rows), report_dir
+    return summary_text(run, rows, ratings, report_dir), run_exit_code(run, rows), report_dir

@@ -9,7 +9,8 @@
 
 Exit codes: 0 ran and all good, 1 ran and failures found (build/regrade: failed or errored checks; compare:
 regressions; compare-cmax: a check the two audits judge differently with no documented reason), 2 could not run
-(missing or unreadable input, bad rubric/tiers/analyst file, internal error).
+(missing or unreadable input, bad rubric/tiers/analyst file, internal error) or, build/regrade, the run cannot be
+judged (nothing readable was measured: reports.build.unjudgeable; the report is still written and says why).
 """
 
 import argparse
@@ -28,9 +29,10 @@ from reports.build import (
     Progress,
     build,
     evaluate,
-    exit_code,
     read_checks_csv,
+    run_exit_code,
     summary_text,
+    unjudgeable,
     write_outputs,
 )
 
@@ -95,10 +97,18 @@ def _ratings_of(run_dir):
     return evaluate(run_dir)[2]
 
 
+def _cannot_judge_line(text):
+    """The summary's "cannot be judged: <reason>" line."""
+    return next((line.strip() for line in text.splitlines() if line.startswith("  cannot be judged: ")),
+                "cannot be judged")
+
+
 def cmd_build(args):
     text, code, _ = build(args.run_dir, rubric=args.rubric, tiers=args.tiers, analyst=args.analyst,
                           peer_store=args.peers, progress=args.progress)
     print(text)
+    if code == EXIT_CANNOT_RUN:  # also on stderr: callers that show only stderr on exit 2 learn why
+        print("assess-report: %s" % _cannot_judge_line(text), file=sys.stderr)
     return code
 
 
@@ -131,7 +141,10 @@ def cmd_regrade(args):
             print(compare_mod.text(result))
     else:
         print(summary_text(run, rows, ratings, out))
-    return exit_code(rows)
+    code = run_exit_code(run, rows)
+    if code == EXIT_CANNOT_RUN:
+        print("assess-report: cannot be judged: %s" % unjudgeable(run), file=sys.stderr)
+    return code
 
 
 def cmd_peers(args):

@@ -493,7 +493,8 @@ def _crashed(stderr: str) -> bool:
 def build_report(run_dir: str, *, root: str, timeout: float, python: str | None = None) -> tuple[str, str | None]:
     """Run ``python -m reports build <run_dir>`` in ``root`` (prefixed to PYTHONPATH) and classify the outcome.
 
-    Returns ``(stdout, problem)``: ``problem`` is None when the build ran (exit 0, or 1 = "ran, failures found"),
+    Returns ``(stdout, problem)``: ``problem`` is None when the build ran (exit 0, 1 = "ran, failures found", or 2
+    with "cannot be judged": the report was written and its summary says why, e.g. a run of preflight alone),
     otherwise a one-paragraph description with the tail of stderr (exit >= 2, a crash, a timeout, no Python).
     """
     argv = report_argv(run_dir, python)
@@ -517,5 +518,7 @@ def build_report(run_dir: str, *, root: str, timeout: float, python: str | None 
         return "", f"report build could not start ({' '.join(argv)}): {ex}"
     stdout, stderr = _text(proc.stdout), _text(proc.stderr)
     if proc.returncode == 0 or (proc.returncode == 1 and not _crashed(stderr)):
+        return stdout, None
+    if proc.returncode == 2 and "cannot be judged:" in stdout and not _crashed(stderr):
         return stdout, None
     return stdout, f"report build failed (exit {proc.returncode}): {_tail(stderr) or 'no error output'}"

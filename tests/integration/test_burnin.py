@@ -287,7 +287,7 @@ def test_interrupted_play_stops_the_nodes_and_keeps_a_partial_timeline(test_clus
     assert not _marked(run_dir.name), "processes of the interrupted run are still there"
     # Nothing else the run started is left either, once the interrupted controller's SSH masters are closed (what
     # the README tells a user to do after Ctrl-C): a module the controller was waiting for ends with its session.
-    for sock in control_dir.iterdir() if control_dir.exists() else ():
+    for sock in control_dir.rglob("*") if control_dir.exists() else ():  # one directory per run
         subprocess.run(["ssh", "-O", "exit", "-o", "ControlPath=%s" % sock, "closing"], capture_output=True, timeout=30)
     deadline = time.time() + 30
     while time.time() < deadline and stray_processes(test_cluster, since):

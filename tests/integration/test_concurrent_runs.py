@@ -1,94 +1,153 @@
-"""Two assessments of the same test hosts at the same time both finish with complete artifacts: their multi-host
-probes meet on ports of their own run, write files of their own run, and leave nothing behind on the hosts."""
+"""One assessment per node at a time (issue 25): a second run on the same test hosts is refused at preflight, naming
+the run that holds them, and leaves nothing; the first finishes whole and gives its locks back. A run whose controller
+was killed leaves a lock that the next run breaks with a warning, and `playbooks/cleanup.yml -e assess_cleanup_run=`
+stops what it left running and removes its working directory."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
-from helpers import BIN, ROOT, ansible_env, boot_seconds, run_dirs, stray_processes
-from test_network import SWEEP
-
-from probes.common.ports import BLOCK, port_for
+from helpers import BIN, ROOT, ansible_env, boot_seconds, run_dirs, run_playbook, stray_processes
 
 pytestmark = pytest.mark.cluster
 
-# Multi-host probes that listen on ports, one of each way of meeting: collectives (torch's TCPStore and gloo) and
-# the fio sweep (the common rendezvous, and fio --server on every host, even on a tier of its own per host). TCP
-# pairs, checkpoint and the metadata storm meet the same ways; the GPU-only probes skip here and add nothing.
-TAGS = "network_collectives,storage_fio"
-EXPECTED = {"node_info", "collectives", "fio_sweep-tmp"}
-# What those probes derive their port blocks from (probes/common/ports.py: run id + purpose).
-PURPOSES = ("collectives/", "fio_sweep/tmp")
-# Enough fio to cross hosts (4 clients on 4 hosts), not the whole quick sweep: the storage phase has its own test.
-FIO = {"storage_fio_clients": [1, 4], "storage_fio_workloads": ["seq_write_buffered", "seq_read_buffered"]}
+LOCK = "/tmp/clustermax-assess.lock"
+# A short burn-in (GEMM and the all-to-all, no fabric or storage soak): long enough to be caught holding the nodes.
+BURNIN = {"burnin_duration_s": 25, "burnin_fabric_enabled": False, "burnin_storage_enabled": False,
+          "burnin_interval_s": 2, "burnin_poll_s": 3, "burnin_heartbeat_timeout": 30, "burnin_grace_s": 10}
 
 
-def run_ids():
-    """Two run ids whose port blocks are all different. Derived ports collide for two random run ids about once in
-    590 per pair of probes running at the same moment: the test picks its ids so that it shows the mechanism (each
-    run meets on its own ports) and never fails by that chance."""
-    for n in range(1000):
-        ids = ("20261201T000000Z-concurrent-a%d" % n, "20261201T000000Z-concurrent-b%d" % n)
-        blocks = [port_for(i, p, span=BLOCK) for i in ids for p in PURPOSES]
-        if len(set(blocks)) == len(blocks):
-            return ids
-    raise AssertionError("no two run ids with separate port blocks")
+def _lock_holders(cluster):
+    """host -> the run id in its lock, or None without one."""
+    out = {}
+    for h in cluster.hosts:
+        res = cluster.exec(h["name"], ["cat", LOCK])
+        out[h["name"]] = json.loads(res.stdout)["run_id"] if res.returncode == 0 and res.stdout.strip() else None
+    return out
+
+
+def _processes_of(cluster, host, run_id):
+    """The command lines of the host's processes that belong to the run (its working directory on them)."""
+    ps = cluster.exec(host, ["ps", "-eo", "args"]).stdout.splitlines()
+    return [line for line in ps if "clustermax-assess-%s" % run_id in line and not line.startswith("ps ")]
+
+
+def _burnin_vars(tmp, name):
+    """The run's extra vars file: the short burn-in, its output under tmp/<name>."""
+    path = tmp / ("%s.json" % name)
+    path.write_text(json.dumps(dict(BURNIN, assess_output_dir=str(tmp / name))))
+    return "@%s" % path
+
+
+def _start_burnin(inventory, tmp, name):
+    argv = [str(BIN / "ansible-playbook"), "assess.yml", "-i", inventory, "--tags", "burnin",
+            "-e", _burnin_vars(tmp, name)]
+    return subprocess.Popen(argv, cwd=ROOT, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+
+
+def _wait_for_locks(cluster, out, proc, timeout=180):
+    """The first run's id once it holds every host's lock."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        dirs = run_dirs(out)
+        if dirs and set(_lock_holders(cluster).values()) == {dirs[0].name}:
+            return dirs[0].name
+        time.sleep(1.0)
+    raise AssertionError("the run never held every host's lock: %s" % (proc.communicate(timeout=60)[0][-3000:]
+                                                                       if proc.poll() is not None else "180 s"))
 
 
 @pytest.fixture(scope="module")
-def two_runs(test_cluster, tmp_path_factory):
+def runs(test_cluster, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("concurrent")
     since = boot_seconds()
     inventory = test_cluster.write_inventory(str(tmp / "cluster.ini"), python=sys.executable)
-    procs = {}
-    for run, run_id in zip(("a", "b"), run_ids()):
-        extra = {"assess_output_dir": str(tmp / run), "assess_profile": "quick", "assess_provider": "concurrent",
-                 "assess_run_id": run_id,
-                 "network_collectives_profiles": SWEEP,
-                 "storage_tiers": [{"name": "tmp", "path": "/tmp", "shared": False}], **FIO}
-        (tmp / ("%s.json" % run)).write_text(json.dumps(extra))
-        argv = [str(BIN / "ansible-playbook"), "assess.yml", "-i", inventory, "--tags", TAGS,
-                "-e", "@%s" % (tmp / ("%s.json" % run))]
-        procs[run] = subprocess.Popen(argv, cwd=ROOT, env=ansible_env(), stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True)
-    outputs = {run: proc.communicate(timeout=1500)[0] for run, proc in procs.items()}
-    runs = {}
-    for run, proc in procs.items():
-        assert proc.returncode == 0, "run %s: %s" % (run, outputs[run][-5000:])
-        [runs[run]] = run_dirs(tmp / run)
-    return {"runs": runs, "hosts": sorted(h["name"] for h in test_cluster.hosts),
-            "strays": stray_processes(test_cluster, since),
-            "tmp": {h["name"]: test_cluster.exec(h["name"], ["ls", "-a", "/tmp"]).stdout for h in test_cluster.hosts}}
+    hosts = sorted(h["name"] for h in test_cluster.hosts)
+    found = {"hosts": hosts}
+
+    # A holds the hosts (its burn-in runs); B starts meanwhile and is refused.
+    first = _start_burnin(inventory, tmp, "a")
+    try:
+        found["a_id"] = _wait_for_locks(test_cluster, tmp / "a", first)
+        second = run_playbook(inventory, "--tags", "burnin", "-e", _burnin_vars(tmp, "b"))
+        found["b"] = {"rc": second.returncode, "text": second.stdout + second.stderr,
+                      "dirs": run_dirs(tmp / "b"), "holders_after": _lock_holders(test_cluster),
+                      "tmp": {h: test_cluster.exec(h, ["ls", "/tmp"]).stdout for h in hosts}}
+        found["a_output"] = first.communicate(timeout=600)[0]
+        found["a_rc"] = first.returncode
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+            first.communicate()
+    found["a_dir"] = run_dirs(tmp / "a")[0]
+    found["holders_after_a"] = _lock_holders(test_cluster)
+
+    # C is killed (its controller and every fork) while it holds the hosts: its lock and working directory stay.
+    third = _start_burnin(inventory, tmp, "c")
+    try:
+        found["c_id"] = _wait_for_locks(test_cluster, tmp / "c", third)
+        deadline = time.time() + 180  # until its burn-in runs on every host
+        while time.time() < deadline and third.poll() is None and not all(
+                _processes_of(test_cluster, h, found["c_id"]) for h in hosts):
+            time.sleep(1.0)
+        found["c_running"] = {h: bool(_processes_of(test_cluster, h, found["c_id"])) for h in hosts}
+    finally:
+        os.killpg(third.pid, signal.SIGKILL)
+        third.communicate(timeout=60)
+    found["c_left"] = {h: test_cluster.exec(h, ["test", "-d", "/tmp/clustermax-assess-%s" % found["c_id"]]).returncode
+                       for h in hosts}
+    # D (preflight and cleanup only) breaks C's lock: C's controller has ended on this machine.
+    fourth = run_playbook(inventory, "--tags", "preflight", "-e", "assess_output_dir=%s" % (tmp / "d"))
+    found["d"] = {"rc": fourth.returncode, "text": fourth.stdout + fourth.stderr,
+                  "holders_after": _lock_holders(test_cluster)}
+    # What C left running (its burn-in runners) and its working directory go with the cleanup playbook.
+    clean = run_playbook(inventory, "-e", "assess_cleanup_run=%s" % found["c_id"], playbook="playbooks/cleanup.yml")
+    found["clean"] = {"rc": clean.returncode, "text": clean.stdout + clean.stderr}
+    found["tmp_end"] = {h: test_cluster.exec(h, ["ls", "-a", "/tmp"]).stdout for h in hosts}
+    found["c_procs"] = {h: _processes_of(test_cluster, h, found["c_id"]) for h in hosts}
+    found["strays"] = stray_processes(test_cluster, since)
+    return found
 
 
-def test_both_runs_have_every_artifact_of_every_host_and_none_is_an_error(two_runs):
-    a, b = two_runs["runs"]["a"], two_runs["runs"]["b"]
-    assert a.name != b.name
-    for run_dir in (a, b):
-        assert sorted(p.name for p in (run_dir / "artifacts").iterdir()) == two_runs["hosts"]
-        for host in two_runs["hosts"]:
-            docs = {p.stem: json.loads(p.read_text()) for p in (run_dir / "artifacts" / host).glob("*.json")}
-            assert EXPECTED <= set(docs), (run_dir.name, host, sorted(docs))
-            errors = {name: doc["reason"] for name, doc in docs.items() if doc["status"] not in ("ok", "skipped")}
-            assert not errors, (run_dir.name, host, errors)
-            assert docs["collectives"]["status"] == "ok" and docs["fio_sweep-tmp"]["status"] == "ok"
-            if host == two_runs["hosts"][0]:  # the driver: the sweep crossed hosts, 4 clients on the 4 of them
-                clients = {r["labels"]["clients"] for r in docs["fio_sweep-tmp"]["results"]}
-                assert clients == {1, 4}, clients
-            assert {doc["run_id"] for doc in docs.values()} == {run_dir.name}
-        assert (run_dir / "report" / "checks.csv").exists()
+def test_a_second_run_is_refused_naming_the_run_that_holds_the_nodes_and_leaves_nothing(runs):
+    b = runs["b"]
+    assert b["rc"] != 0
+    for host in runs["hosts"]:
+        assert "%s is being assessed by run %s" % (host, runs["a_id"]) in b["text"], b["text"][-3000:]
+    assert "one assessment per node at a time" in b["text"]
+    assert "playbooks/cleanup.yml -e assess_cleanup_run=%s" % runs["a_id"] in b["text"]
+    # B measured nothing and made nothing on the hosts; A's locks were left alone
+    [b_dir] = b["dirs"]
+    assert not (b_dir / "artifacts").exists()
+    assert set(b["holders_after"].values()) == {runs["a_id"]}
+    for host, listing in b["tmp"].items():
+        assert "clustermax-assess-%s" % b_dir.name not in listing, (host, listing)
 
 
-def test_the_runs_met_on_ports_of_their_own(two_runs):
-    ports = {}
-    for run, run_dir in two_runs["runs"].items():
-        doc = json.loads((run_dir / "artifacts" / two_runs["hosts"][0] / "collectives.json").read_text())
-        ports[run] = doc["facts"]["port"]
-    assert ports["a"] != ports["b"]
+def test_the_first_run_finishes_whole_and_gives_its_locks_back(runs):
+    assert runs["a_rc"] == 0, runs["a_output"][-3000:]
+    for host in runs["hosts"]:
+        doc = json.loads((runs["a_dir"] / "artifacts" / host / "burnin.json").read_text())
+        assert doc["status"] == "ok", (host, doc.get("reason"))
+    assert set(runs["holders_after_a"].values()) == {None}
 
 
-def test_nothing_is_left_on_the_hosts(two_runs):
-    assert two_runs["strays"] == {}
-    for host, listing in two_runs["tmp"].items():
-        assert "clustermax-assess-" not in listing, (host, listing)
+def test_a_killed_runs_lock_is_broken_with_a_warning_and_its_leftovers_go_with_the_cleanup_playbook(runs):
+    assert set(runs["c_running"].values()) == {True}  # the killed run's burn-in was running on every host
+    assert set(runs["c_left"].values()) == {0}  # and its working directory stayed there
+    d = runs["d"]
+    assert d["rc"] == 0, d["text"][-3000:]
+    for host in runs["hosts"]:
+        broke = "%s: broke the lock of run %s: its controller (pid" % (host, runs["c_id"])
+        assert broke in d["text"], d["text"][-3000:]
+    assert set(d["holders_after"].values()) == {None}  # D gave its own locks back
+    assert runs["clean"]["rc"] == 0, runs["clean"]["text"][-3000:]
+    for host in runs["hosts"]:
+        assert runs["c_procs"][host] == []  # the killed run's burn-in runners were stopped
+        assert "clustermax-assess" not in runs["tmp_end"][host], runs["tmp_end"][host]
+    assert runs["strays"] == {}

@@ -310,7 +310,7 @@ def test_a_controller_killed_mid_batch_leaves_a_drained_node_that_recover_yml_pu
         except ProcessLookupError:
             pass
         output = proc.communicate(timeout=60)[0]
-    for sock in control_dir.iterdir() if control_dir.exists() else ():
+    for sock in control_dir.rglob("*") if control_dir.exists() else ():  # one directory per run
         subprocess.run(["ssh", "-O", "exit", "-o", "ControlPath=%s" % sock, "x"], capture_output=True, timeout=30)
     [run_dir] = run_dirs(tmp_path / "runs")
     run_id = run_dir.name

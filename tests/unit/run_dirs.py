@@ -1,6 +1,7 @@
 """A run directory written from Artifact objects, as the controller fetches one, and loaded back (graders' tests)."""
 
 import json
+import re
 import tarfile
 from pathlib import Path
 
@@ -42,3 +43,20 @@ def build_recorded(fixture, tmp):
         tar.extractall(tmp, filter="data")
     build(str(Path(tmp) / "run"))
     return Path(tmp) / "run"
+
+
+def interrupt_run(run_dir, before_play):
+    """A recorded run as the controller leaves it when stopped as the play `before_play` starts: journal.jsonl cut
+    at that play's start, no run.json (the play never reached its end), and only the files of the probes the cut
+    journal names (<probe>.json, <probe>-<variant>.json, <probe>.<anything>). Returns run_dir."""
+    run_dir = Path(run_dir)
+    lines = (run_dir / "journal.jsonl").read_text().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines)
+               if json.loads(line).get("event") == "play_start" and json.loads(line).get("play") == before_play)
+    (run_dir / "journal.jsonl").write_text("".join(lines[:cut]))
+    ran = {json.loads(line).get("probe") for line in lines[:cut]}
+    (run_dir / "run.json").unlink()
+    for path in (run_dir / "artifacts").glob("*/*"):
+        if re.split(r"[.-]", path.name)[0] not in ran:
+            path.unlink()
+    return run_dir

@@ -3,9 +3,12 @@ import json
 from pathlib import Path
 
 import pytest
+from rating_runs import RUBRIC
+from rating_runs import make_run as make_golden_run
+from run_dirs import interrupt_run, unpack_recorded_run
 
 from probes.artifact import Artifact, write_json_atomic
-from reports.build import EXIT_CANNOT_RUN, EXIT_FINDINGS, EXIT_OK, build
+from reports.build import EXIT_CANNOT_RUN, EXIT_FINDINGS, EXIT_OK, OUTPUTS, build
 from reports.cli import main as cli_main
 from reports.grading import CHECK_COLUMNS
 
@@ -129,7 +132,7 @@ def test_corrupt_artifact_is_shown_not_fatal(tmp_path):
     assert code == EXIT_FINDINGS
     rows = {(r["check_id"], r["host"]): r for r in rows_of(run_dir)}
     assert rows[("preflight.node_info", "n2")]["status"] == "error"
-    assert "unreadable JSON" in rows[("preflight.node_info", "n2")]["reason"]
+    assert rows[("preflight.node_info", "n2")]["reason"].startswith("n2/node_info.json: unreadable JSON")
     assert "Artifacts that could not be read" in (Path(report_dir) / "report.md").read_text()
 
 
@@ -160,6 +163,105 @@ def test_cli_exit_codes(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
     run_dir = make_run(tmp_path, ["n1"], [node_info("n1")])
     assert cli_main(["build", str(run_dir)]) == EXIT_OK
+
+
+# ------------------------------------------------------------------------------------------------ cannot be judged
+# A run with nothing measured exits 2 with the reason in its summary (reports.build.unjudgeable), never 0 ("all
+# good") or 1 ("findings"); its report is written all the same.
+
+def assert_reported(report_dir):
+    assert all((Path(report_dir) / name).exists() for name in OUTPUTS)
+
+
+def test_an_empty_run_directory_cannot_be_judged(tmp_path, capsys):
+    run_dir = tmp_path / "runs" / "acme" / "r1"
+    run_dir.mkdir(parents=True)
+    assert cli_main(["build", str(run_dir), "--no-progress"]) == EXIT_CANNOT_RUN
+    out, err = capsys.readouterr()
+    why = "cannot be judged: the run directory names no hosts (no hosts in assess_run.json, no artifacts)"
+    assert "  %s\n" % why in out
+    assert "assess-report: %s" % why in err  # a caller that shows only stderr on exit 2 learns why
+    assert_reported(run_dir / "report")
+
+
+@pytest.mark.parametrize("inventory", [True, False], ids=["hosts-named", "no-assess_run.json"])
+def test_a_run_whose_only_artifact_is_garbage_cannot_be_judged(tmp_path, inventory):
+    run_dir = make_run(tmp_path, ["n1"], [])
+    if not inventory:
+        (run_dir / "assess_run.json").unlink()
+    (run_dir / "artifacts" / "n1").mkdir(parents=True)
+    (run_dir / "artifacts" / "n1" / "gemm.json").write_bytes(b"\x00\x17garbage{")
+    text, code, report_dir = build(run_dir)
+    assert code == EXIT_CANNOT_RUN
+    assert "  cannot be judged: no readable artifact: 1 unreadable (n1/gemm.json)\n" in text
+    assert_reported(report_dir)
+    assert "n1/gemm.json" in (Path(report_dir) / "report.md").read_text()  # shown, not lost
+
+
+def test_a_run_interrupted_before_any_phase_measured_cannot_be_judged(tmp_path, capsys):
+    run_dir = interrupt_run(unpack_recorded_run(tmp_path), before_play="Audit")
+    assert {p.name for p in (run_dir / "artifacts").glob("*/*")} == {"node_info.json"}
+    assert cli_main(["build", str(run_dir), "--no-progress"]) == EXIT_CANNOT_RUN
+    out = capsys.readouterr().out
+    assert "- interrupted, partial" in out and "hosts: 4 (4 reachable)" in out
+    assert ("  cannot be judged: interrupted before any phase measured anything (no run.json; only preflight's "
+            "node_info artifacts)\n") in out
+    assert_reported(run_dir / "report")
+    rows = rows_of(run_dir)
+    assert {r["status"] for r in rows if r["check_id"] == "preflight.node_info"} == {"pass"}  # still graded
+
+
+def test_a_finished_run_of_preflight_alone_is_judged(tmp_path):
+    """Only node_info, but the run reached its end (every phase left out with --tags): judged on what it has."""
+    run_dir = make_run(tmp_path, ["n1", "n2"], [node_info("n1"), node_info("n2")])
+    text, code, _ = build(run_dir)
+    assert code == EXIT_OK and "cannot be judged" not in text
+
+
+def test_a_run_interrupted_after_a_phase_keeps_its_exit_code(tmp_path):
+    run_dir = interrupt_run(unpack_recorded_run(tmp_path), before_play="Network")
+    assert {p.name for p in (run_dir / "artifacts" / "cmxbl-node1").glob("*.json")} >= {"node_info.json",
+                                                                                       "audit.json", "gemm.json"}
+    text, code, _ = build(run_dir)
+    assert "- interrupted, partial" in text and "cannot be judged" not in text
+    assert code == EXIT_FINDINGS  # the audit's failures, as in the finished run
+    assert {r["status"] for r in rows_of(run_dir) if r["check_id"] == "compute.gemm_ran"} == {"pass"}
+
+
+@pytest.mark.parametrize("quality,expected", [("excellent", EXIT_OK), ("poor", EXIT_FINDINGS)])
+def test_an_interrupted_run_that_measured_keeps_0_or_1(tmp_path, quality, expected):
+    run_dir = make_golden_run(tmp_path, quality)
+    (run_dir / "run.json").unlink()
+    text, code, _ = build(run_dir, rubric=RUBRIC, progress=False)
+    assert "- interrupted, partial" in text and "cannot be judged" not in text
+    assert code == expected
+
+
+def test_lost_and_truncated_artifacts_are_error_rows_naming_them(tmp_path):
+    """The journal says gemm ran on node2 but its artifact is gone; mamf's on node3 is cut in half."""
+    run_dir = unpack_recorded_run(tmp_path)
+    (run_dir / "artifacts" / "cmxbl-node2" / "gemm.json").unlink()
+    mamf = run_dir / "artifacts" / "cmxbl-node3" / "mamf.json"
+    mamf.write_bytes(mamf.read_bytes()[: mamf.stat().st_size // 2])
+    text, code, _ = build(run_dir)
+    assert code == EXIT_FINDINGS and "cannot be judged" not in text
+    rows = {(r["check_id"], r["host"]): r for r in rows_of(run_dir)}
+    lost = rows[("compute.gemm_ran", "cmxbl-node2")]
+    assert (lost["status"], lost["observed"], lost["reason"]) == ("error", "no artifact", "probe gemm left no artifact")
+    cut = rows[("compute.mamf_ran", "cmxbl-node3")]
+    assert cut["status"] == "error" and cut["observed"] == "invalid artifact"
+    assert cut["reason"].startswith("cmxbl-node3/mamf.json: unreadable JSON")
+    assert rows[("compute.gemm_ran", "cmxbl-node1")]["status"] == "pass"
+
+
+def test_a_lost_artifact_alone_turns_a_clean_run_into_findings(tmp_path):
+    """node_info is missing on n2 although the journal shows the task that runs it there: exit 1, not 0."""
+    journal = [{"host": "n2", "task": "Preflight | node inventory", "probe": "node_info", "status": "ok"}]
+    run_dir = make_run(tmp_path, ["n1", "n2"], [node_info("n1")], journal)
+    _, code, _ = build(run_dir)
+    row = {(r["check_id"], r["host"]): r for r in rows_of(run_dir)}[("preflight.node_info", "n2")]
+    assert (row["status"], row["reason"]) == ("error", "probe node_info left no artifact")
+    assert code == EXIT_FINDINGS
 
 
 @pytest.mark.parametrize("status,expected", [("skipped", "skip"), ("error", "error")])

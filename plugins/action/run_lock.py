@@ -1,0 +1,100 @@
+# Copyright: clustermax.assess contributors
+# Apache-2.0
+"""Action plugin clustermax.assess.run_lock: one assessment per node at a time (take, or give back, the node's lock)."""
+
+import json
+import os
+import socket
+import time
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible_collections.clustermax.assess.plugins.plugin_utils.journal import start_ticks
+
+COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+# The node side, run as `python -c <its source>` (standard library only): probes/common/run_lock.py.
+NODE_CODE = os.path.join(COLLECTION_ROOT, "probes", "common", "run_lock.py")
+LOCK_NAME = "clustermax-assess.lock"
+# A holder from another controller whose working directory is not on the node, and whose lock is older than this,
+# is gone (it never made its directory, or removed it and died before giving the lock back).
+FOREIGN_STALE_S = 120
+
+
+def _alive_here(holder):
+    """Whether the holder's controller process still runs on this machine (same pid and start time)."""
+    pid = int(holder.get("pid") or 0)
+    return bool(pid) and start_ticks(pid) is not None and start_ticks(pid) == holder.get("start_ticks")
+
+
+def gone_why(holder, holder_workdir, age_s, machine=None):
+    """Why the holder of a node's lock is gone (the lock is stale), or None while it may still run."""
+    machine = machine or socket.gethostname()
+    if not holder.get("run_id"):
+        return "the lock is unreadable (%s)" % holder.get("unreadable", "")
+    if holder.get("machine") == machine:
+        return None if _alive_here(holder) else "its controller (pid %s on %s) has ended" % (holder.get("pid"), machine)
+    if not holder_workdir and age_s > FOREIGN_STALE_S:
+        return "its working directory is gone from the node and the lock is %d s old" % age_s
+    return None
+
+
+class ActionModule(ActionBase):
+    """state=take: take this node's lock for this run. A lock held by a run whose controller has ended (on this
+    machine), or by a run from elsewhere whose working directory is gone, is broken with a warning; otherwise the
+    task fails naming the holder and how to clear it. Returns taken (bool) and holder. state=release: give the lock
+    back (run_id: this run, another run, or 'all', for playbooks/cleanup.yml)."""
+
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("state", "run_id"))
+
+    def _node(self, task_vars, python, argv):
+        with open(NODE_CODE, encoding="utf-8") as fh:
+            code = fh.read()
+        cmd = self._execute_module(module_name="ansible.builtin.command",
+                                   module_args={"argv": [python, "-c", code] + argv}, task_vars=task_vars)
+        try:
+            return json.loads((cmd.get("stdout") or "").strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            why = (cmd.get("stderr") or cmd.get("msg") or "no output").strip().splitlines()
+            raise AnsibleActionFail("the run lock on %s: rc=%s %s" % (task_vars.get("inventory_hostname"),
+                                                                      cmd.get("rc"), why[-1] if why else "")) from None
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        state = self._task.args.get("state", "take")
+        python = self._templar.template(task_vars["assess_python"])
+        path = os.path.join(self._templar.template(task_vars.get("assess_remote_tmp", "/tmp")), LOCK_NAME)
+        host = task_vars.get("inventory_hostname")
+        if state == "release":
+            run_id = self._task.args.get("run_id") or self._templar.template(task_vars["assess_run"])["id"]
+            out = self._node(task_vars, python, ["release", "--path", path, "--run-id", run_id])
+            result.update(changed=False, released=out["released"], holder=out.get("holder"))
+            return result
+        if state != "take":
+            raise AnsibleActionFail("clustermax.assess.run_lock: state must be take or release, got %r" % state)
+        run = self._templar.template(task_vars["assess_run"])
+        pid = os.getppid()  # the ansible-playbook process (this is its forked worker)
+        holder = {"run_id": run["id"], "machine": socket.gethostname(), "pid": pid, "start_ticks": start_ticks(pid),
+                  "run_dir": run["dir"], "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        argv = ["take", "--path", path, "--holder", json.dumps(holder, sort_keys=True)]
+        out = self._node(task_vars, python, argv)
+        if not out["taken"]:
+            held = out["holder"]
+            why = gone_why(held, out["holder_workdir"], out["age_s"])
+            if why is None:
+                result.update(failed=True, taken=False, holder=held, changed=False,
+                              msg="%s is being assessed by run %s (controller %s, pid %s, since %s): one assessment "
+                                  "per node at a time. Wait for it to end; if it is gone, run ansible-playbook "
+                                  "playbooks/cleanup.yml -e assess_cleanup_run=%s" % (
+                                      host, held.get("run_id"), held.get("machine"), held.get("pid"),
+                                      held.get("since"), held.get("run_id")))
+                return result
+            out = self._node(task_vars, python, argv + ["--break-run", held.get("run_id") or ""])
+            if not out["taken"]:  # another run broke it first
+                result.update(failed=True, taken=False, holder=out.get("holder"), changed=False,
+                              msg="%s: the lock was taken by run %s meanwhile" % (host, out["holder"].get("run_id")))
+                return result
+            result["warnings"] = ["%s: broke the lock of run %s: %s" % (host, held.get("run_id"), why)]
+        result.update(changed=False, taken=True, holder=holder, lock=path)
+        return result

@@ -1,0 +1,121 @@
+"""One assessment per node at a time: the node side of the run lock.
+
+Two runs on the same nodes measure the same disks, GPUs and links at once, and both numbers are wrong. Preflight
+takes this lock on every node right after staging the probes, and the cleanup step gives it back
+(plugins/action/run_lock.py is the controller side, which judges whether a holder is gone). It runs this file's
+source with ``python -c`` (standard library only), so it needs neither the staged probes nor the working directory:
+a cleanup of a run whose directory is gone still gives its lock back.
+
+The lock is a small JSON file in the parent of the runs' working directories (``<assess_remote_tmp>/
+clustermax-assess.lock``), naming its holder: run id, controller machine, controller pid and its start time. Every
+change happens under an flock of the file itself, so two runs that start at the same moment, or that both find the
+same stale holder, cannot both win. A lock is only ever replaced when it still names the holder the controller
+judged gone (``--break``), and only removed by the run it names (or by the cleanup of that run).
+"""
+
+import argparse
+import fcntl
+import json
+import os
+import sys
+import time
+
+LOCK_NAME = "clustermax-assess.lock"
+
+
+def workdir_of(lock_path, run_id):
+    """The working directory a run makes next to the lock (roles/preflight: clustermax-assess-<run id>)."""
+    return os.path.join(os.path.dirname(lock_path), "clustermax-assess-%s" % run_id)
+
+
+def _locked(path):
+    """The lock file open and flocked; reopened when a release unlinked it while this process waited."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+
+
+def _read(fd):
+    os.lseek(fd, 0, os.SEEK_SET)
+    text = os.read(fd, 1 << 16).decode("utf-8", "replace").strip()
+    if not text:
+        return None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return {"run_id": None, "unreadable": text[:200]}
+    return doc if isinstance(doc, dict) else {"run_id": None, "unreadable": text[:200]}
+
+
+def _write(fd, holder):
+    data = (json.dumps(holder, sort_keys=True) + "\n").encode()
+    os.ftruncate(fd, 0)
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.write(fd, data)
+    os.fsync(fd)
+
+
+def take(path, holder, break_run=None):
+    """{"taken": True} when this node's lock is now held by ``holder`` (free, already ours, or still held by
+    ``break_run``, which the controller judged gone); else {"taken": False, "holder": ..., "holder_workdir": whether
+    the holder's working directory is on this node, "age_s": seconds since the lock was last written}."""
+    fd = _locked(path)
+    try:
+        current = _read(fd)
+        mine = current is not None and current.get("run_id") == holder["run_id"]
+        # an unreadable lock (run_id None) is broken with break_run ""
+        broken = current is not None and break_run is not None and (current.get("run_id") or "") == break_run
+        if current is None or mine or broken:
+            _write(fd, holder)
+            return {"taken": True, "replaced": current if broken else None}
+        return {"taken": False, "holder": current,
+                "holder_workdir": bool(current.get("run_id")) and os.path.isdir(workdir_of(path, current["run_id"])),
+                "age_s": round(time.time() - os.fstat(fd).st_mtime, 1)}
+    finally:
+        os.close(fd)
+
+
+def release(path, run_id):
+    """Remove the lock when ``run_id`` holds it ("all": whoever holds it); {"released": bool, "holder": ...}."""
+    if not os.path.exists(path):
+        return {"released": False, "holder": None}
+    fd = _locked(path)
+    try:
+        current = _read(fd)
+        if current is not None and run_id != "all" and current.get("run_id") != run_id:
+            return {"released": False, "holder": current}
+        os.unlink(path)  # under the flock: a run waiting on it reopens the path and finds it free
+        return {"released": True, "holder": current}
+    finally:
+        os.close(fd)
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(prog="probes lock", description="one assessment per node at a time")
+    parser.add_argument("action", choices=("take", "release"))
+    parser.add_argument("--path", required=True, help="the lock file")
+    parser.add_argument("--holder", default="{}", help="take: this run, as a JSON object with run_id")
+    parser.add_argument("--break-run", default=None, help="take: replace the lock if it still names this run")
+    parser.add_argument("--run-id", default=None, help="release: the run that gives the lock back, or 'all'")
+    args = parser.parse_args(argv)
+    if args.action == "take":
+        holder = json.loads(args.holder)
+        if not isinstance(holder, dict) or not holder.get("run_id"):
+            parser.error("--holder must be a JSON object with run_id")
+        out = take(args.path, holder, args.break_run)
+    else:
+        if not args.run_id:
+            parser.error("release needs --run-id")
+        out = release(args.path, args.run_id)
+    sys.stdout.write(json.dumps(out, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

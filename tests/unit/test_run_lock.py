@@ -1,0 +1,80 @@
+"""The node side of the run lock (probes/common/run_lock.py, run by plugins/action/run_lock.py as `python -c`):
+one holder at a time, even when runs start at the same moment; a holder is replaced only when the controller judged
+it gone, and removed only by its own run or a cleanup."""
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from probes.common import run_lock
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / ".collections"))
+from ansible_collections.clustermax.assess.plugins.action.run_lock import gone_why  # noqa: E402
+from ansible_collections.clustermax.assess.plugins.plugin_utils.journal import start_ticks  # noqa: E402
+
+SOURCE = (ROOT / "probes/common/run_lock.py").read_text()
+
+
+def _node(*argv):
+    """As the action runs it: the module's source with python -c (no probes package on the node's path)."""
+    out = subprocess.run([sys.executable, "-c", SOURCE, *argv], capture_output=True, text=True, check=True,
+                         cwd="/")
+    return json.loads(out.stdout)
+
+
+def test_take_refuse_break_and_release_through_python_c(tmp_path):
+    lock = str(tmp_path / "clustermax-assess.lock")
+    assert _node("take", "--path", lock, "--holder", json.dumps({"run_id": "A"})) == {"taken": True, "replaced": None}
+    (tmp_path / "clustermax-assess-A").mkdir()  # A's working directory on the node
+    refused = _node("take", "--path", lock, "--holder", json.dumps({"run_id": "B"}))
+    assert refused["taken"] is False and refused["holder"] == {"run_id": "A"} and refused["holder_workdir"] is True
+    # a second take by the holder itself keeps it (a task retried)
+    assert _node("take", "--path", lock, "--holder", json.dumps({"run_id": "A", "n": 2}))["taken"] is True
+    # B may only break the lock of the run the controller judged gone
+    assert _node("take", "--path", lock, "--holder", json.dumps({"run_id": "B"}), "--break-run", "X")["taken"] is False
+    broken = _node("take", "--path", lock, "--holder", json.dumps({"run_id": "B"}), "--break-run", "A")
+    assert broken == {"taken": True, "replaced": {"run_id": "A", "n": 2}}
+    assert _node("release", "--path", lock, "--run-id", "A") == {"released": False, "holder": {"run_id": "B"}}
+    assert _node("release", "--path", lock, "--run-id", "B") == {"released": True, "holder": {"run_id": "B"}}
+    assert not os.path.exists(lock)
+
+
+def test_runs_that_start_at_the_same_moment_get_one_holder(tmp_path):
+    lock = str(tmp_path / "lock")
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda i: _node("take", "--path", lock, "--holder", json.dumps({"run_id": "r%d" % i})),
+                                range(8)))
+    winners = [r for r in results if r["taken"]]
+    assert len(winners) == 1
+    holder = json.loads(Path(lock).read_text())["run_id"]
+    assert all(r["holder"]["run_id"] == holder for r in results if not r["taken"])
+
+
+def test_an_unreadable_lock_is_gone_and_broken_with_an_empty_run(tmp_path):
+    lock = tmp_path / "lock"
+    lock.write_text("{half a lock")
+    refused = run_lock.take(str(lock), {"run_id": "B"})
+    assert refused["taken"] is False
+    assert gone_why(refused["holder"], refused["holder_workdir"], refused["age_s"]) == \
+        "the lock is unreadable ({half a lock)"
+    assert run_lock.take(str(lock), {"run_id": "B"}, break_run="")["taken"] is True
+
+
+def test_a_holder_is_gone_when_its_controller_here_has_ended_or_its_directory_elsewhere_is_gone():
+    me = {"run_id": "A", "machine": "ctl", "pid": os.getpid(), "start_ticks": start_ticks(os.getpid())}
+    assert gone_why(me, True, 5, machine="ctl") is None  # alive on this machine
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead = dict(me, pid=child.pid, start_ticks=start_ticks(child.pid))
+    child.wait()
+    assert gone_why(dead, True, 5, machine="ctl") == "its controller (pid %d on ctl) has ended" % child.pid
+    # a pid reused by another process is not the holder
+    assert gone_why(dict(me, start_ticks=(me["start_ticks"] or 0) + 1), True, 5, machine="ctl") is not None
+    # from another machine: alive while its working directory is on the node, or while the lock is fresh
+    assert gone_why(me, True, 3600, machine="other") is None
+    assert gone_why(me, False, 30, machine="other") is None
+    assert gone_why(me, False, 600, machine="other") == \
+        "its working directory is gone from the node and the lock is 600 s old"
