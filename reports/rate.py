@@ -1,7 +1,8 @@
 """Rating: check rows -> per-check scores -> category scores with coverage -> gates -> medallion tier, with the
 rationale spelled out. Pure functions of the rows and reports/data/tiers.yml (judgement as data).
 
-- A graded row scores status_scores[status] (pass 1, warn 0.5, fail 0, error 0); a skipped row is not graded.
+- A graded row scores status_scores[status] (pass 1, warn 0.5, fail 0); a skipped or error row is not graded: "no
+  data" lowers coverage, never the score (an error caps the tier through the gate measurement_errors instead).
 - A check's score is the mean over its graded rows (every host, GPU, ... counts the same); its coverage is the share
   of its rows that were graded, host by host, averaged over hosts (a host that could not be measured has one skip row
   where the others have one row per GPU). Its weight is severity_weights[severity] x its rubric `weight`.

@@ -16,8 +16,11 @@ def ungradable(check, run, host, probe=None, variant=_CHECKS_VARIANT, subject=""
     - the host is unreachable: skip, unless grade_unreachable and it left an artifact (a node that did not come
       back from a reboot is itself the finding);
     - the probe (check's `probe` unless given) left no artifact of the variant (check's `variant` unless given);
-    - the artifact is skipped (its reason), or errored when error_is_final (its reason; otherwise the grader shows
-      what results the errored probe still wrote);
+    - the artifact is skipped (its reason), or errored (its reason) when error_is_final or it holds no result and
+      no fact:
+      a probe that faulted before it measured anything is an error for every check it feeds, never a skip (its
+      artifact, written by the controller, knows no backend either); otherwise the grader shows what results the
+      errored probe still wrote;
     - its backend is not one of the check's `backends` (GPU expectations on a CPU backend).
     With variant=ANY_VARIANT only the first two apply: the grader judges each variant's status itself."""
     probe = probe or check["probe"]
@@ -37,7 +40,7 @@ def ungradable(check, run, host, probe=None, variant=_CHECKS_VARIANT, subject=""
     doc = docs[0]
     if doc["status"] == "skipped":
         return make_row(check, host, "skip", reason=doc.get("reason"), subject=subject)
-    if doc["status"] == "error" and error_is_final:
+    if doc["status"] == "error" and (error_is_final or not (doc.get("results") or doc.get("facts"))):
         return make_row(check, host, "error", reason=doc.get("reason"), subject=subject)
     backends = check.get("backends")
     if backends and doc["device"]["backend"] not in backends:

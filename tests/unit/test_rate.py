@@ -33,7 +33,7 @@ def row(check_id, status, category=None, severity="major", host="n1", subject=""
 def small_tiers(**over):
     """Two categories, weights 1 and 3; three tiers; one gate of each kind."""
     tiers = {
-        "status_scores": {"pass": 1.0, "warn": 0.5, "fail": 0.0, "error": 0.0},
+        "status_scores": {"pass": 1.0, "warn": 0.5, "fail": 0.0},  # as shipped: an error is not graded
         "severity_weights": {"critical": 5, "major": 3, "minor": 1, "info": 0},
         "min_coverage_to_rate": 0.5,
         "tiers": [{"name": "Top", "medallion": True, "min_score": 90, "min_category_score": 80, "min_coverage": 0.9},
@@ -375,3 +375,38 @@ def test_regrade_with_another_tiers_file_changes_only_the_rating(tmp_path):
     doc = ratings(report_dir)
     assert doc["tier"]["name"] == "Gold" and doc["score"] == 100.0
     assert doc["inputs"]["tiers"]["path"] == str(path)
+
+
+def _fault_probe(run_dir, host, probe, reason):
+    """The error artifact the probe action writes when a probe faulted on the node (plugins/action/probe.py)."""
+    from probes.artifact import Artifact, write_json_atomic
+
+    art = Artifact(probe, run_dir.name, host)
+    art.error(reason)
+    write_json_atomic(str(run_dir / "artifacts" / host / ("%s.json" % probe)), art.to_dict())
+
+
+def test_an_error_is_no_data_not_a_measured_zero_it_lowers_coverage_and_caps_at_gold(tmp_path):
+    """Issue 25: one probe faulting on one host (a full /tmp) used to score its rows 0 and sink the category it
+    feeds; an error now scores nothing, lowers coverage and caps the tier at Gold (gate measurement_errors)."""
+    run_dir = make_run(tmp_path, "excellent")
+    _fault_probe(run_dir, "gn2", "golden_gemm",
+                 "probe golden_gemm did not run on gn2: rc=1 [Errno 28] No space left on device")
+    text, code, report_dir = build(run_dir, rubric=RUBRIC, analyst=ANALYST_GOOD, progress=False)
+    doc = ratings(report_dir)
+    compute = next(c for c in doc["categories"] if c["id"] == "compute")
+    # GEMM and straggler rows of gn2 are errors; the three hosts measured still score 100 (the errors used to be
+    # skipped as "backend=cpu"); the fourth host is not covered
+    assert compute["counts"]["error"] == 2 and compute["score"] == 100.0 and compute["coverage"] == 0.75
+    assert doc["score"] == 100.0 and doc["coverage"] < 1.0
+    assert doc["tier"]["score_tier"] == "Platinum"
+    assert doc["tier"]["name"] == "Gold" and doc["tier"]["capped_by"] == ["measurement_errors"]
+    gate = next(g for g in doc["gates"] if g["id"] == "measurement_errors")
+    assert gate["reason"].endswith("error on gn2")
+    assert code == EXIT_FINDINGS
+
+
+def test_a_category_whose_only_judged_rows_are_errors_is_not_measured_never_0():
+    rows = [row("a.x", "error", category="a"), row("a.x", "error", category="a", host="n2")]
+    [cat] = [c for c in category_scores(check_summaries(rows, SHIPPED), small_tiers()) if c["id"] == "a"]
+    assert cat["score"] is None and cat["status"] == "not measured" and cat["coverage"] == 0.0
