@@ -29,6 +29,23 @@ def grade_reachable(check, run, host):
     return [make_row(check, host, "pass", "reachable", "reachable")]
 
 
+# Every preflight task's name starts so (roles/preflight, playbooks/preflight.yml); the journal may prefix the role.
+PREFLIGHT_TASK = "Preflight |"
+
+
+def grade_prepared(check, run, host):
+    """Preflight made the host ready (its Python found, its run lock taken, the probes staged, its inventory taken).
+    A reachable host whose preflight task failed dropped out before any phase: it was not assessed, like an
+    unreachable one (the gate unassessed_nodes), whatever the other hosts' results say."""
+    if host in run.unreachable:
+        return [make_row(check, host, "skip", reason="host unreachable (preflight.reachable)")]
+    failed = [t for t in host_failed_tasks(run, host) if PREFLIGHT_TASK in (t or "")]
+    if failed:
+        return [make_row(check, host, "fail", "not assessed: %s failed" % failed[0].split(" : ")[-1], "prepared",
+                         "the host dropped out of the run at preflight: no phase ran on it")]
+    return [make_row(check, host, "pass", "prepared", "prepared")]
+
+
 def grade_tasks(check, run, host):
     if host in run.unreachable:
         return [make_row(check, host, "skip", reason="host unreachable")]
@@ -235,7 +252,8 @@ def grade_not_implemented(check, run, host):
 
 # Per host: fn(check, run, host) -> rows; cluster: fn(check, run, hosts) -> rows. The phases' kinds join these the
 # first time grade() runs (register_phase_kinds), never while this module is imported: phase graders import it.
-PER_HOST_KINDS = {"reachable": grade_reachable, "tasks": grade_tasks, "artifact": grade_artifact,
+PER_HOST_KINDS = {"reachable": grade_reachable, "prepared": grade_prepared, "tasks": grade_tasks,
+                  "artifact": grade_artifact,
                   "metric": grade_metric, "not_implemented": grade_not_implemented}
 CLUSTER_KINDS = {"straggler": grade_straggler, "one_host_artifact": one_host.grade_ran}
 def register_phase_kinds():

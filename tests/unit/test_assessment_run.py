@@ -24,6 +24,9 @@ INTENDED.update({(check_id, "cmxbl-node%d" % n, ""): ("skip", "") for n in range
 INTENDED.update({(check["id"], "cmxbl-node%d" % n, ""): ("skip", "") for n in range(1, 5) for check in
                  yaml.safe_load((Path(DATA_DIR) / "not_implemented.yml").read_text())["checks"]})
 
+# Issue 25: every host of this run came through preflight (no preflight task failed): ready, and so assessed.
+INTENDED.update({("preflight.prepared", "cmxbl-node%d" % n, ""): ("pass", "prepared") for n in range(1, 5)})
+
 # Issue 17. The CPU nodes of this run have a CUDA toolkit (13.0.88) below the security minimum (13.1): judged now
 # wherever it is installed, not only on GPU nodes.
 INTENDED.update({("audit.sw.cuda_toolkit", "cmxbl-node%d" % n, ""): ("fail", "13.0.88") for n in range(1, 5)})

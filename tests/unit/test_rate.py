@@ -410,3 +410,23 @@ def test_a_category_whose_only_judged_rows_are_errors_is_not_measured_never_0():
     rows = [row("a.x", "error", category="a"), row("a.x", "error", category="a", host="n2")]
     [cat] = [c for c in category_scores(check_summaries(rows, SHIPPED), small_tiers()) if c["id"] == "a"]
     assert cat["score"] is None and cat["status"] == "not measured" and cat["coverage"] == 0.0
+
+
+def test_a_node_that_dropped_out_at_preflight_is_unassessed_and_caps_at_gold(tmp_path):
+    """Issue 25: a reachable node whose preflight failed (here its node inventory: 'rc=2 Error executing command.',
+    a login script's noise taken for the Python path) left the run before any phase; it was 'reachable', so the
+    unassessed-nodes gate never triggered."""
+    run_dir = make_run(tmp_path, "excellent")
+    for probe in ("golden", "golden_gemm", "node_info"):
+        (run_dir / "artifacts" / "gn3" / ("%s.json" % probe)).unlink()
+    with open(run_dir / "journal.jsonl", "a") as fh:
+        fh.write(json.dumps({"host": "gn3", "task": "clustermax.assess.preflight : Preflight | node inventory",
+                             "status": "failed", "probe": "node_info",
+                             "msg": "probe node_info did not run on gn3: rc=2 Error executing command."}) + "\n")
+    text, code, report_dir = build(run_dir, rubric=RUBRIC, analyst=ANALYST_GOOD, progress=False)
+    doc = ratings(report_dir)
+    gate = next(g for g in doc["gates"] if g["id"] == "unassessed_nodes")
+    assert gate["triggered"] and gate["reason"] == "preflight.prepared fail on gn3"
+    # a quarter of the hosts unmeasured already keeps the scores below Platinum's coverage; the gate holds it at Gold
+    assert doc["tier"]["name"] == "Gold" and doc["coverage"] < 0.85
+    assert code == EXIT_FINDINGS
