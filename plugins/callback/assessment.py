@@ -49,8 +49,14 @@ options:
         key: report_timeout
 """
 
+import atexit
 import functools
 import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -58,8 +64,10 @@ from typing import Any
 from ansible.plugins.callback import CallbackBase
 from ansible.release import __version__ as ansible_version
 from ansible_collections.clustermax.assess.plugins.plugin_utils.journal import (
+    CLEANUP_OF_ENV,
     Journal,
     build_report,
+    cleanup_argv,
     collection_version,
     result_line,
     rfc3339,
@@ -71,6 +79,8 @@ try:
 except ImportError:  # pragma: no cover - every supported ansible-core has it; plain JSON is the fallback
     AnsibleJSONEncoder = None
 
+# Plays of playbooks/cleanup.yml are named so (the run's own cleanup, which every run playbook ends with).
+CLEANUP_PLAY = "Cleanup |"
 CALLBACK_FQCN = "clustermax.assess.assessment"
 # plugins/callback/assessment.py -> the collection root, where galaxy.yml and the reports package live.
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
@@ -190,6 +200,12 @@ class CallbackModule(CallbackBase):
         self._task_started: dict[str, float] = {}
         self._host_started: dict[tuple[str, str], float] = {}
         self._item_done: dict[tuple[str, str], float] = {}
+        self._ended = False
+        self._cleaned = False
+        self._watching = False  # a playbook run from the command line: its leftovers are cleaned up
+        self._has_cleanup_play = False  # the playbook ends with playbooks/cleanup.yml (assess.yml, recover.yml)
+        self._cleanup_play_started = False
+        self._watch_interruptions()
 
     # ------------------------------------------------------------------------------ options
 
@@ -277,10 +293,17 @@ class CallbackModule(CallbackBase):
         if self._playbook is None:
             self._playbook = str(getattr(playbook, "_file_name", None) or "") or None
             self._started_at = rfc3339()
+        try:
+            plays = playbook.get_plays()
+        except Exception:  # noqa: BLE001 - a playbook object without plays (tests) has no cleanup play
+            plays = []
+        self._has_cleanup_play = self._has_cleanup_play or any(
+            str(_name_of(p) or "").startswith(CLEANUP_PLAY) for p in plays)
 
     @_guarded
     def v2_playbook_on_play_start(self, play):
         self._play = _name_of(play)
+        self._cleanup_play_started = self._cleanup_play_started or str(self._play or "").startswith(CLEANUP_PLAY)
         hosts = getattr(play, "hosts", None)
         if hosts is None:
             patterns = []
@@ -338,16 +361,85 @@ class CallbackModule(CallbackBase):
     def v2_runner_item_on_skipped(self, result):
         self._record_result(result, "skipped", item=True)
 
+    # ------------------------------------------------------------------------------ interruptions
+
+    def _watch_interruptions(self):
+        """Ctrl-C (SIGINT) and SIGTERM end a playbook before its cleanup play, and the detached node runs (burn-in
+        runners, watchers) would go on until their own heartbeat timeout. ansible-core turns SIGINT into
+        KeyboardInterrupt and exits 99: the cleanup runs at exit (atexit). On SIGTERM it kills itself (no atexit):
+        the cleanup runs in the handler first, then ansible-core's own handler. SIGKILL leaves the nodes to the
+        heartbeat timeouts and `playbooks/cleanup.yml -e assess_cleanup_run=<run id>` (README)."""
+        from ansible import context
+
+        # only in a playbook run from the command line (ansible-playbook, ansible-runner): not where the callback is
+        # made by hand (tests), not in the cleanup that this starts, not in a thread
+        if (not context.CLIARGS.get("inventory") or os.environ.get(CLEANUP_OF_ENV)
+                or threading.current_thread() is not threading.main_thread()):
+            return
+        self._watching = True
+        atexit.register(self._cleanup_interrupted, "interrupted")
+        previous = signal.getsignal(signal.SIGTERM)
+
+        def on_sigterm(signum, frame):
+            self._cleanup_interrupted("SIGTERM")
+            if callable(previous):
+                previous(signum, frame)
+            else:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+
+        signal.signal(signal.SIGTERM, on_sigterm)
+
+    def _cleanup_interrupted(self, why, hosts=None):
+        """Once, for a run that made its directory on the controller and whose playbook has a cleanup play that did
+        not reach every host (interrupted; or `hosts`: the hosts that dropped out after a failed task, which later
+        plays skip): stop its processes there and remove its working directory and run lock (playbooks/cleanup.yml,
+        300 s at most)."""
+        if (self._ended and hosts is None) or self._cleaned or self.journal.run_dir is None:
+            return
+        if not self._has_cleanup_play:
+            return
+        self._cleaned = True
+        from ansible import context
+
+        run_id = os.path.basename(self.journal.run_dir.rstrip(os.sep))
+        script = sys.argv[0] if os.path.basename(sys.argv[0]) == "ansible-playbook" else \
+            shutil.which("ansible-playbook") or "ansible-playbook"
+        argv = cleanup_argv(run_id, context.CLIARGS, COLLECTION_ROOT, [sys.executable, script], hosts=hosts)
+        self._display.display("%s: removing what run %s left on %s (%s)" % (
+            why, run_id, ", ".join(hosts) if hosts else "the nodes", " ".join(argv)), stderr=True)
+        env = dict(os.environ, **{CLEANUP_OF_ENV: run_id})
+        try:
+            proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                  timeout=300, start_new_session=True)
+            rc, tail = proc.returncode, (proc.stdout + proc.stderr)[-2000:]
+        except (OSError, subprocess.TimeoutExpired) as ex:
+            rc, tail = None, str(ex)
+        self.journal.record({"event": "interrupted_cleanup", "why": why, "rc": rc, "argv": argv})
+        if hosts is None:
+            self.journal.close()
+        if rc != 0:
+            self._warn("the cleanup of run %s failed (rc %s): %s; run it again: %s" % (run_id, rc, tail,
+                                                                                      " ".join(argv)))
+
     # ------------------------------------------------------------------------------ end of run
 
     @_guarded
     def v2_playbook_on_stats(self, stats):
+        self._ended = True
         journal = self.journal
         if journal.run_dir is None:
             self._note("no assess_run fact was seen, so no run directory: nothing written")
             return
         per_host = {str(host): stats.summarize(host) for host in getattr(stats, "processed", {}) or {}}
-        journal.record({"event": "stats", **summarize_stats(per_host)})
+        summary = summarize_stats(per_host)
+        # Hosts the cleanup play did not reach: those that dropped out after a failed task, or every reachable
+        # host when the playbook stopped before its cleanup play (a fatal error).
+        missed = [h for h in (summary["failed_hosts"] if self._cleanup_play_started else sorted(per_host))
+                  if h not in summary["unreachable_hosts"]]
+        if missed and self._watching:
+            self._cleanup_interrupted("not reached by the cleanup play", hosts=missed)
+        journal.record({"event": "stats", **summary})
         journal.close()
         path = journal.write_run_summary(
             stats=per_host,

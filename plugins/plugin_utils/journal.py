@@ -468,6 +468,32 @@ def start_ticks(pid: int) -> int | None:
         return None
 
 
+# Set in the environment of the cleanup started for an interrupted run: that playbook is not cleaned up in turn.
+CLEANUP_OF_ENV = "CLUSTERMAX_ASSESS_CLEANUP_OF"
+
+
+def cleanup_argv(run_id: str, cli_args: Mapping[str, Any], root: str, playbook_cmd: Iterable[str],
+                 hosts: Iterable[str] | None = None) -> list[str]:
+    """The command that removes what a run left on its nodes when its own cleanup play did not reach them (an
+    interrupted run, or hosts that dropped out after a failed task): playbooks/cleanup.yml with
+    assess_cleanup_run=<run id> (its processes, working directory and run lock), on the same inventory, limit (or
+    only ``hosts``), extra vars (assess_remote_tmp, connection variables) and connection options as the playbook.
+    cli_args is ansible's context.CLIARGS; playbook_cmd how to start ansible-playbook."""
+    argv = list(playbook_cmd) + [os.path.join(root, "playbooks", "cleanup.yml")]
+    for source in cli_args.get("inventory") or ():
+        argv += ["-i", str(source)]
+    limit = ",".join(hosts) if hosts is not None else cli_args.get("subset")
+    if limit:
+        argv += ["--limit", str(limit)]
+    for extra in cli_args.get("extra_vars") or ():
+        argv += ["-e", str(extra)]
+    for key, flag in (("remote_user", "--user"), ("private_key_file", "--private-key"),
+                      ("connection", "--connection")):
+        if cli_args.get(key):
+            argv += [flag, str(cli_args[key])]
+    return argv + ["-e", "assess_cleanup_run=%s" % run_id]
+
+
 def report_argv(run_dir: str, python: str | None = None) -> list[str]:
     """The command that builds the report of a run directory."""
     return [python or sys.executable, "-m", "reports", "build", run_dir]

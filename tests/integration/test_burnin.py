@@ -280,11 +280,14 @@ def test_interrupted_play_stops_the_nodes_and_keeps_a_partial_timeline(test_clus
         except ProcessLookupError:
             pass
     assert proc.returncode != 0, output[-2000:]
-    # The runners notice that no poll comes (heartbeat 30 s), stop their workers and exit: nothing of the run is left.
-    deadline = time.time() + 120
-    while time.time() < deadline and _marked(run_dir.name):
-        time.sleep(1.0)
+    # On its way out the interrupted controller ran the run's cleanup (the callback, at exit): by the time it has
+    # ended, nothing of the run is left running on the hosts, without waiting for the runners' heartbeat (30 s).
+    cleanup = [line for line in _jsonl(run_dir / "journal.jsonl") if line.get("event") == "interrupted_cleanup"]
+    assert [(c["why"], c["rc"]) for c in cleanup] == [("interrupted", 0)], output[-3000:]
+    assert "playbooks/cleanup.yml" in " ".join(cleanup[0]["argv"])
     assert not _marked(run_dir.name), "processes of the interrupted run are still there"
+    for host in hosts:  # and its run lock was given back
+        assert test_cluster.exec(host, ["test", "-e", "/tmp/clustermax-assess.lock"]).returncode == 1, host
     # Nothing else the run started is left either, once the interrupted controller's SSH masters are closed (what
     # the README tells a user to do after Ctrl-C): a module the controller was waiting for ends with its session.
     for sock in control_dir.rglob("*") if control_dir.exists() else ():  # one directory per run
@@ -293,7 +296,7 @@ def test_interrupted_play_stops_the_nodes_and_keeps_a_partial_timeline(test_clus
     while time.time() < deadline and stray_processes(test_cluster, since):
         time.sleep(1.0)
     assert stray_processes(test_cluster, since) == {}
-    # ... and the runners removed the run's working directory (the cleanup play never ran)
+    # ... and the cleanup removed the run's working directory (the run's own cleanup play never ran)
     for host in hosts:
         left = test_cluster.exec(host, ["test", "-e", "/tmp/clustermax-assess-%s" % run_dir.name])
         assert left.returncode == 1, host

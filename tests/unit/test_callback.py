@@ -593,3 +593,17 @@ def test_probe_name_from_task_args_when_the_result_lacks_it():
     assert line["variant"] == "fp8"  # the result, when present, is what ran
     assert "probe" not in result_line(host="n1", status="ok", result={}, play="p", task="t",
                                       action="ansible.builtin.command", task_args={"name": "x"})
+
+
+def test_an_interrupted_runs_cleanup_keeps_the_inventory_limit_extra_vars_and_connection():
+    """What the callback starts when Ctrl-C or SIGTERM ends a run before its cleanup play (CLIARGS as ansible-core
+    parses `ansible-playbook assess.yml -i inv.ini -l gpu -e @v.json -e assess_remote_tmp=/scratch -u ops`)."""
+    from ansible_collections.clustermax.assess.plugins.plugin_utils.journal import cleanup_argv
+
+    cli = {"inventory": ("inv.ini", "more.yml"), "subset": "gpu",
+           "extra_vars": ("@v.json", "assess_remote_tmp=/scratch"), "remote_user": "ops", "private_key_file": None,
+           "connection": "ssh"}
+    assert cleanup_argv("20261204T000000Z-abc", cli, "/coll", ["/venv/bin/python", "/venv/bin/ansible-playbook"]) == [
+        "/venv/bin/python", "/venv/bin/ansible-playbook", "/coll/playbooks/cleanup.yml", "-i", "inv.ini",
+        "-i", "more.yml", "--limit", "gpu", "-e", "@v.json", "-e", "assess_remote_tmp=/scratch", "--user", "ops",
+        "--connection", "ssh", "-e", "assess_cleanup_run=20261204T000000Z-abc"]
