@@ -435,8 +435,9 @@ class CallbackModule(CallbackBase):
         summary = summarize_stats(per_host)
         # Hosts the cleanup play did not reach: those that dropped out after a failed task, or every reachable
         # host when the playbook stopped before its cleanup play (a fatal error).
+        run_hosts = set((journal.run or {}).get("hosts") or ())  # the run's nodes (not the implicit localhost)
         missed = [h for h in (summary["failed_hosts"] if self._cleanup_play_started else sorted(per_host))
-                  if h not in summary["unreachable_hosts"]]
+                  if h in run_hosts and h not in summary["unreachable_hosts"]]
         if missed and self._watching:
             self._cleanup_interrupted("not reached by the cleanup play", hosts=missed)
         journal.record({"event": "stats", **summary})

@@ -16,12 +16,15 @@ import csv
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from helpers import BIN, ROOT, ansible_env, boot_seconds, run_dirs, run_playbook, stray_processes
@@ -246,7 +249,8 @@ def test_interrupted_play_stops_the_nodes_and_keeps_a_partial_timeline(test_clus
     argv = [str(BIN / "ansible-playbook"), "assess.yml", "-i", str(inventory), "--tags", "burnin",
             "-e", "assess_output_dir=%s" % out, "-e", _vars_file(tmp_path, "vars.json", data)]
     # SSH masters of this run's own (ControlPersist), so that the interrupted controller's can be closed below
-    control_dir = tmp_path / "cp"
+    # short: a socket path has at most 107 characters (a run's own directory and ssh's 40-character %C go under it)
+    control_dir = Path(tempfile.mkdtemp(prefix="cmxa-cp-", dir="/tmp"))
     since = boot_seconds()
     # a session of its own: should the test fail before the interruption, the play's forks end with it
     proc = subprocess.Popen(argv, cwd=ROOT, env=ansible_env(ANSIBLE_SSH_CONTROL_PATH_DIR=str(control_dir)),
@@ -292,6 +296,7 @@ def test_interrupted_play_stops_the_nodes_and_keeps_a_partial_timeline(test_clus
     # the README tells a user to do after Ctrl-C): a module the controller was waiting for ends with its session.
     for sock in control_dir.rglob("*") if control_dir.exists() else ():  # one directory per run
         subprocess.run(["ssh", "-O", "exit", "-o", "ControlPath=%s" % sock, "closing"], capture_output=True, timeout=30)
+    shutil.rmtree(control_dir, ignore_errors=True)
     deadline = time.time() + 30
     while time.time() < deadline and stray_processes(test_cluster, since):
         time.sleep(1.0)

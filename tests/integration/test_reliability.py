@@ -12,9 +12,11 @@ assess_allow_destructive and must change nothing.
 import csv
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -294,7 +296,8 @@ def test_a_controller_killed_mid_batch_leaves_a_drained_node_that_recover_yml_pu
         "fault_injection_remediation_timeout": 600,
         "fault_injection_settle": 2,
     })
-    control_dir = tmp_path / "cp"
+    # short: a socket path has at most 107 characters (a run's own directory and ssh's 40-character %C go under it)
+    control_dir = Path(tempfile.mkdtemp(prefix="cmxa-cp-", dir="/tmp"))
     argv = [str(BIN / "ansible-playbook"), "assess.yml", "-i", str(inventory), "--tags", "fault_injection",
             "-e", extra]
     proc = subprocess.Popen(argv, cwd=ROOT, env=ansible_env(ANSIBLE_SSH_CONTROL_PATH_DIR=str(control_dir)),
@@ -312,6 +315,7 @@ def test_a_controller_killed_mid_batch_leaves_a_drained_node_that_recover_yml_pu
         output = proc.communicate(timeout=60)[0]
     for sock in control_dir.rglob("*") if control_dir.exists() else ():  # one directory per run
         subprocess.run(["ssh", "-O", "exit", "-o", "ControlPath=%s" % sock, "x"], capture_output=True, timeout=30)
+    shutil.rmtree(control_dir, ignore_errors=True)
     [run_dir] = run_dirs(tmp_path / "runs")
     run_id = run_dir.name
     # what the kill left: the node drained by the health check, the observer's watcher still running (it would run
