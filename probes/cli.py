@@ -46,6 +46,8 @@ def parse_args(argv):
     parser.add_argument("--timeout", type=float, default=0, help="seconds before the probe is stopped (0: none)")
     parser.add_argument("--inline", action="store_true", help="print a JSON manifest with the artifact content")
     parser.add_argument("--help-params", action="store_true", help="list the probe's params and exit")
+    parser.add_argument("--lock", default=None,
+                        help="the run lock this run holds on the node: touched while the probe runs (its heartbeat)")
     return parser.parse_args(argv)
 
 
@@ -141,6 +143,10 @@ def main(argv=None):
         return 2
     host = args.host or socket.gethostname()
     out_dir = os.path.abspath(args.out)
+    if args.lock:
+        from probes.common.run_lock import heartbeat  # noqa: PLC0415
+
+        heartbeat(args.lock)
     path, doc = run_probe(args.name, out_dir, args.run_id, host, args.variant, params, args.timeout)
     if args.inline:
         sys.stdout.write(json.dumps(manifest(path, doc, out_dir)) + "\n")

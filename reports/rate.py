@@ -2,7 +2,8 @@
 rationale spelled out. Pure functions of the rows and reports/data/tiers.yml (judgement as data).
 
 - A graded row scores status_scores[status] (pass 1, warn 0.5, fail 0); a skipped or error row is not graded: "no
-  data" lowers coverage, never the score (an error caps the tier through the gate measurement_errors instead).
+  data" lowers coverage, never the score (an error caps the tier through the gate measurement_errors instead). A
+  category whose judged checks all errored is "void": no score, but 0 for every tier's min_category_score.
 - A check's score is the mean over its graded rows (every host, GPU, ... counts the same); its coverage is the share
   of its rows that were graded, host by host, averaged over hosts (a host that could not be measured has one skip row
   where the others have one row per GPU). Its weight is severity_weights[severity] x its rubric `weight`.
@@ -212,6 +213,10 @@ def category_scores(summaries, tiers, analyst_given=False):
             counts.update(s["counts"])
         # Measured only when a check with an expectation was graded; then every graded check counts.
         measured = any(_judged(s) for s in checks)
+        # Void: nothing judged, but measurements were tried and errored. No made-up score, but no free pass either:
+        # it counts as 0 for every tier's min_category_score (every judged row in error: a broken fabric whose
+        # collectives all time out must not rate on the other categories alone).
+        void = not measured and any(s["counts"]["error"] and s["kind"] not in RAN_ONLY_KINDS for s in checks)
         score = 100.0 * sum(s["weight"] * s["score"] for s in graded) / graded_w if measured else None
         coverage = sum(s["weight"] * s["coverage"] for s in checks) / total_w if measured else 0.0
         entry = {
@@ -227,7 +232,10 @@ def category_scores(summaries, tiers, analyst_given=False):
             "not_implemented": sum(1 for s in checks if s["kind"] == NOT_IMPLEMENTED_KIND),
             "counts": {st: counts.get(st, 0) for st in STATUSES},
             "evidence_used": sorted({s["evidence"] for s in graded}) if measured else [],
-            "reason": None if score is not None else _category_reason(cat, checks, analyst_given),
+            "reason": None if score is not None else (
+                "void: every measurement errored (%d error rows), nothing judged" % counts.get("error", 0) if void
+                else _category_reason(cat, checks, analyst_given)),
+            "void": void,
         }
         out.append(entry)
     return out
@@ -359,9 +367,11 @@ def rate(rows, tiers=None, analyst=None, profile=None):
     if score is None:
         rationale.append("No rated category has a graded check: nothing to rate.")
     else:
-        lowest = min(((c["id"], c["score"]) for c in measured), key=lambda x: x[1])
+        # a void category (every measurement errored) is the lowest, at 0, for min_category_score
+        lowest = min([(c["id"], c["score"]) for c in measured] + [(c["id"], 0.0) for c in categories if c["void"]],
+                     key=lambda x: x[1])
         rationale.append("Overall score %.1f/100 from %d of %d categories (weighted by tiers.yml); coverage %.0f%% "
-                         "of the rubric's weight; lowest measured category: %s %.1f."
+                         "of the rubric's weight; lowest category: %s %.1f."
                          % (score, len(measured), len(categories), 100 * coverage, lowest[0], lowest[1]))
         score_tier, not_reached = _score_tier(score, lowest, coverage, tiers)
         for name, unmet in not_reached:

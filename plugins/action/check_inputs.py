@@ -36,7 +36,11 @@ class ActionModule(ActionBase):
         addresses = {}
         for host in hosts:
             hv = hostvars[host]
+            # facts (a fact cache, AWX fact storage: node_info's assess_node) are not what the user set
+            facts = set(hv.get("ansible_facts") or ()) | {"ansible_facts"}
             for name in hv.keys():
+                if name in facts:
+                    continue
                 try:
                     value = hv[name]  # templated for this host
                 except Exception:  # noqa: BLE001 - a template that needs the play's variables is checked when used

@@ -109,6 +109,10 @@ class ActionModule(ActionBase):
         local_dir = os.path.join(run["dir"], "artifacts", host)
         argv = [python, remote_dir + "/probes.pyz", name, "--out", remote_dir + "/artifacts",
                 "--run-id", run["id"], "--host", host, "--params", json.dumps(params, sort_keys=True), "--inline"]
+        if boolean(self._templar.template(task_vars.get("preflight_lock_taken", False)), strict=False):
+            # the run lock's heartbeat while the probe runs (a lock not touched for long is a gone run's)
+            argv += ["--lock", os.path.join(self._templar.template(task_vars.get("assess_remote_tmp", "/tmp")),
+                                            "clustermax-assess.lock")]
         if variant:
             argv += ["--variant", variant]
         if timeout:

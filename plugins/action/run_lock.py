@@ -18,21 +18,51 @@ LOCK_NAME = "clustermax-assess.lock"
 # A holder from another controller whose working directory is not on the node, and whose lock is older than this,
 # is gone (it never made its directory, or removed it and died before giving the lock back).
 FOREIGN_STALE_S = 120
+# A lock its run has not touched for this long is a gone run's, wherever its controller was: every probe touches it
+# each minute while it runs (probes/common/run_lock.HEARTBEAT_S), and the burn-in's polls are probes. An AWX job
+# killed at its timeout (ansible-runner sends SIGKILL) leaves its working directory, and the next job runs in a new
+# pod: without this, every later job would be refused until someone cleaned up by hand.
+HEARTBEAT_STALE_S = 30 * 60
+
+
+def boot_id():
+    """This machine's boot id (Linux), or None: with the hostname it tells this machine from another one of the
+    same name (two containers, two VMs called localhost)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="utf-8") as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
 
 
 def _alive_here(holder):
-    """Whether the holder's controller process still runs on this machine (same pid and start time)."""
+    """Whether the holder's controller process may still run on this machine: same pid and start time; where the
+    start time cannot be read (no /proc), a pid that exists counts as alive (never break a live run's lock)."""
     pid = int(holder.get("pid") or 0)
-    return bool(pid) and start_ticks(pid) is not None and start_ticks(pid) == holder.get("start_ticks")
+    if not pid:
+        return False
+    ticks = start_ticks(pid)
+    if ticks is not None and holder.get("start_ticks") is not None:
+        return ticks == holder["start_ticks"]  # a later process that reuses the pid is not the holder
+    try:  # no start time to compare: whether the pid exists
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists
+        return True
+    return True
 
 
-def gone_why(holder, holder_workdir, age_s, machine=None):
+def gone_why(holder, holder_workdir, age_s, machine=None, boot=None):
     """Why the holder of a node's lock is gone (the lock is stale), or None while it may still run."""
     machine = machine or socket.gethostname()
+    boot = boot if boot is not None else boot_id()
     if not holder.get("run_id"):
         return "the lock is unreadable (%s)" % holder.get("unreadable", "")
-    if holder.get("machine") == machine:
+    if holder.get("machine") == machine and holder.get("boot_id") == boot:
         return None if _alive_here(holder) else "its controller (pid %s on %s) has ended" % (holder.get("pid"), machine)
+    if age_s > HEARTBEAT_STALE_S:
+        return "its run has not touched it for %d s (a run touches it every minute)" % age_s
     if not holder_workdir and age_s > FOREIGN_STALE_S:
         return "its working directory is gone from the node and the lock is %d s old" % age_s
     return None
@@ -75,10 +105,17 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("clustermax.assess.run_lock: state must be take or release, got %r" % state)
         run = self._templar.template(task_vars["assess_run"])
         pid = os.getppid()  # the ansible-playbook process (this is its forked worker)
-        holder = {"run_id": run["id"], "machine": socket.gethostname(), "pid": pid, "start_ticks": start_ticks(pid),
-                  "run_dir": run["dir"], "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        holder = {"run_id": run["id"], "machine": socket.gethostname(), "boot_id": boot_id(), "pid": pid,
+                  "start_ticks": start_ticks(pid), "run_dir": run["dir"],
+                  "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         argv = ["take", "--path", path, "--holder", json.dumps(holder, sort_keys=True)]
-        out = self._node(task_vars, python, argv)
+        try:
+            out = self._node(task_vars, python, argv)
+        except AnsibleActionFail as ex:
+            # a result, not an exception: failed_when does not see an exception, and the host would drop out of
+            # the run alone instead of the whole run being refused (preflight's assert names it)
+            result.update(failed=True, taken=False, changed=False, msg=str(ex))
+            return result
         if not out["taken"]:
             held = out["holder"]
             why = gone_why(held, out["holder_workdir"], out["age_s"])
@@ -90,7 +127,11 @@ class ActionModule(ActionBase):
                                       host, held.get("run_id"), held.get("machine"), held.get("pid"),
                                       held.get("since"), held.get("run_id")))
                 return result
-            out = self._node(task_vars, python, argv + ["--break-run", held.get("run_id") or ""])
+            try:
+                out = self._node(task_vars, python, argv + ["--break-run", held.get("run_id") or ""])
+            except AnsibleActionFail as ex:
+                result.update(failed=True, taken=False, changed=False, msg=str(ex))
+                return result
             if not out["taken"]:  # another run broke it first
                 result.update(failed=True, taken=False, holder=out.get("holder"), changed=False,
                               msg="%s: the lock was taken by run %s meanwhile" % (host, out["holder"].get("run_id")))

@@ -379,11 +379,17 @@ class CallbackModule(CallbackBase):
         self._watching = True
         atexit.register(self._cleanup_interrupted, "interrupted")
         previous = signal.getsignal(signal.SIGTERM)
+        main_pid = os.getpid()
 
         def on_sigterm(signum, frame):
-            self._cleanup_interrupted("SIGTERM")
+            # a forked worker inherits this handler (ansible-core 2.16 workers install none): only the controller
+            # itself cleans up, once
+            if os.getpid() == main_pid:
+                self._cleanup_interrupted("SIGTERM")
             if callable(previous):
                 previous(signum, frame)
+            elif previous == signal.SIG_IGN:
+                return
             else:
                 signal.signal(signum, signal.SIG_DFL)
                 os.kill(os.getpid(), signum)

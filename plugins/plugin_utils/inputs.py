@@ -5,9 +5,13 @@ and group variables of every host, and extra vars) and calls :func:`problems`; e
 without a playbook.
 
 - **Declared variables** are the options of every role's ``meta/argument_specs.yml`` (every entry point), plus the
-  names in its ``defaults/main.yml`` and ``vars/main.yml``. A variable with a project prefix (``assess_`` or a
-  role's name) that no role declares is refused with the closest declared name: a misspelled
-  ``assess_profil=standard`` would otherwise be ignored, and a quick run would happen instead.
+  names in its ``defaults/main.yml`` and ``vars/main.yml``. An ``assess_`` variable that no role declares is refused
+  with the closest declared name: a misspelled ``assess_profil=standard`` would otherwise be ignored, and a quick
+  run would happen instead. A variable with a role's prefix (``network_``, ``storage_``, ...) is refused only when
+  it is that close to a declared one (a typo, ``storage_teirs``): those prefixes are common words, and other roles
+  in the same inventory use them (linux-system-roles' ``network_connections``, ``storage_pools``).
+- Only what the user set is checked: facts (a fact cache, AWX fact storage) are not inputs, and a value that is
+  still a template (ansible-core 2.16 leaves one it cannot resolve yet) is checked when the role uses it.
 - **Types and choices** of every declared option are checked here, once, on the controller, with ansible-core's own
   argument-spec validator (the roles check them again when they start, but some start hours into a run).
 - **Ranges**: argument_specs has no minimum or maximum, so each role keeps ``meta/input_ranges.yml``
@@ -75,9 +79,13 @@ def _where(hosts):
     return "set for " + shown
 
 
-def _closest(name, names):
-    match = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.6)
-    return ("did you mean %s?" % match[0]) if match else "no role takes it"
+# How close (difflib ratio) a role-prefixed unknown name must be to a declared one to be taken for a typo of it.
+TYPO_RATIO = 0.85
+
+
+def _closest(name, names, cutoff):
+    match = difflib.get_close_matches(name, sorted(names), n=1, cutoff=cutoff)
+    return match[0] if match else None
 
 
 def _validated(name, spec, value):
@@ -117,8 +125,13 @@ def problems(settings, known, removed=(), foreign=()):
                 " (%s)" % r["note"] if r.get("note") else ""))
             continue
         if name not in known.names:
-            if name.startswith(known.prefixes) and name not in foreign:
-                out.append("unknown variable %s (%s): %s" % (name, where, _closest(name, known.names)))
+            if name in foreign or not name.startswith(known.prefixes):
+                continue
+            ours = name.startswith("assess_")
+            match = _closest(name, known.names, 0.75 if ours else TYPO_RATIO)
+            if ours or match:
+                out.append("unknown variable %s (%s): %s" % (
+                    name, where, "did you mean %s?" % match if match else "no role takes it"))
                 unknown = True
             continue
         spec = known.options.get(name)
@@ -126,6 +139,8 @@ def problems(settings, known, removed=(), foreign=()):
             continue
         for text, hosts in sorted(values.items()):
             value = json.loads(text)
+            if isinstance(value, str) and ("{{" in value or "{%" in value):
+                continue  # not resolved yet (ansible-core 2.16): the role checks it when it uses it
             value, error = _validated(name, spec, value)
             error = error or (_out_of_range(value, known.ranges[name]) if name in known.ranges else None)
             if error:

@@ -487,10 +487,19 @@ def cleanup_argv(run_id: str, cli_args: Mapping[str, Any], root: str, playbook_c
         argv += ["--limit", str(limit)]
     for extra in cli_args.get("extra_vars") or ():
         argv += ["-e", str(extra)]
+    # how the playbook reached and acted on the nodes (nothing that prompts: the cleanup runs without a terminal)
     for key, flag in (("remote_user", "--user"), ("private_key_file", "--private-key"),
-                      ("connection", "--connection")):
+                      ("connection", "--connection"), ("timeout", "--timeout"),
+                      ("ssh_common_args", "--ssh-common-args"), ("ssh_extra_args", "--ssh-extra-args"),
+                      ("become_method", "--become-method"), ("become_user", "--become-user")):
         if cli_args.get(key):
             argv += [flag, str(cli_args[key])]
+    if cli_args.get("become"):
+        argv.append("--become")
+    for vault_id in cli_args.get("vault_ids") or ():
+        argv += ["--vault-id", str(vault_id)]
+    for path in cli_args.get("vault_password_files") or ():
+        argv += ["--vault-password-file", str(path)]
     return argv + ["-e", "assess_cleanup_run=%s" % run_id]
 
 

@@ -21,6 +21,29 @@ import sys
 import time
 
 LOCK_NAME = "clustermax-assess.lock"
+# Every probe of the holding run touches the lock this often while it runs (probes.cli --lock), and the burn-in's
+# polls are probes: a lock not touched for much longer belongs to a run that is gone (plugins/action/run_lock.py).
+HEARTBEAT_S = 60
+
+
+def heartbeat(path, every=HEARTBEAT_S):
+    """Touch the lock now and every `every` seconds from a daemon thread, for as long as this process runs; never
+    creates it (a run that does not hold it, or a cleanup that removed it, is left alone)."""
+    import threading  # noqa: PLC0415 - only the probes' CLI needs it; the lock's own `python -c` does not
+
+    def touch():
+        try:
+            os.utime(path)
+        except OSError:
+            pass
+
+    def loop():
+        while True:
+            time.sleep(every)
+            touch()
+
+    touch()
+    threading.Thread(target=loop, name="run-lock-heartbeat", daemon=True).start()
 
 
 def workdir_of(lock_path, run_id):

@@ -406,10 +406,31 @@ def test_an_error_is_no_data_not_a_measured_zero_it_lowers_coverage_and_caps_at_
     assert code == EXIT_FINDINGS
 
 
-def test_a_category_whose_only_judged_rows_are_errors_is_not_measured_never_0():
+def test_a_category_whose_only_judged_rows_are_errors_is_void_never_a_measured_0():
     rows = [row("a.x", "error", category="a"), row("a.x", "error", category="a", host="n2")]
     [cat] = [c for c in category_scores(check_summaries(rows, SHIPPED), small_tiers()) if c["id"] == "a"]
     assert cat["score"] is None and cat["status"] == "not measured" and cat["coverage"] == 0.0
+    assert cat["void"] and cat["reason"] == "void: every measurement errored (2 error rows), nothing judged"
+
+
+def test_a_void_category_keeps_an_otherwise_perfect_run_below_the_medallions():
+    """Review finding: with every networking row in error (a fabric whose collectives all time out) the run rated
+    Gold on the other categories alone; a void category now counts 0 for min_category_score."""
+    tiers = small_tiers(
+        tiers=[{"name": "Top", "medallion": True, "min_score": 90, "min_category_score": 80},
+               {"name": "Mid", "medallion": True, "min_score": 60, "min_category_score": 30},
+               {"name": "Low", "medallion": False}],
+        categories=[{"id": "a", "title": "A", "evidence": "measured", "weight": 3},
+                    {"id": "b", "title": "B", "evidence": "measured", "weight": 1}],
+        gates=[])
+    measured = [row("a.x", "pass", category="a"), row("b.y", "pass", category="b")]
+    assert rate(measured, tiers)["tier"]["name"] == "Top"
+    void_b = [row("a.x", "pass", category="a"), row("b.y", "error", category="b"),
+              row("b.y", "error", category="b", host="n2")]
+    doc = rate(void_b, tiers)
+    assert doc["score"] == 100.0 and doc["coverage"] == 0.75  # the errors are no measured 0, only lost coverage
+    assert doc["tier"]["name"] == "Low"  # but b counts 0 for min_category_score: no medallion
+    assert "Not Mid: b 0.0 < 30." in doc["rationale"], doc["rationale"]
 
 
 def test_a_node_that_dropped_out_at_preflight_is_unassessed_and_caps_at_gold(tmp_path):

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -65,16 +66,41 @@ def test_an_unreadable_lock_is_gone_and_broken_with_an_empty_run(tmp_path):
 
 
 def test_a_holder_is_gone_when_its_controller_here_has_ended_or_its_directory_elsewhere_is_gone():
-    me = {"run_id": "A", "machine": "ctl", "pid": os.getpid(), "start_ticks": start_ticks(os.getpid())}
-    assert gone_why(me, True, 5, machine="ctl") is None  # alive on this machine
+    me = {"run_id": "A", "machine": "ctl", "boot_id": "b1", "pid": os.getpid(), "start_ticks": start_ticks(os.getpid())}
+    assert gone_why(me, True, 5, machine="ctl", boot="b1") is None  # alive on this machine
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     dead = dict(me, pid=child.pid, start_ticks=start_ticks(child.pid))
     child.wait()
-    assert gone_why(dead, True, 5, machine="ctl") == "its controller (pid %d on ctl) has ended" % child.pid
+    assert gone_why(dead, True, 5, machine="ctl", boot="b1") == "its controller (pid %d on ctl) has ended" % child.pid
     # a pid reused by another process is not the holder
-    assert gone_why(dict(me, start_ticks=(me["start_ticks"] or 0) + 1), True, 5, machine="ctl") is not None
-    # from another machine: alive while its working directory is on the node, or while the lock is fresh
-    assert gone_why(me, True, 3600, machine="other") is None
+    assert gone_why(dict(me, start_ticks=(me["start_ticks"] or 0) + 1), True, 5, machine="ctl", boot="b1")
+    # where start times cannot be read (no /proc), a pid that exists is alive: a live lock is never broken
+    assert gone_why(dict(me, start_ticks=None), True, 5, machine="ctl", boot="b1") is None
+    # another machine of the same name (another boot id): judged as foreign, so the dead pid does not count
+    assert gone_why(dead, True, 5, machine="ctl", boot="b2") is None
+    # from another machine: alive while its working directory is on the node and it touches the lock
+    assert gone_why(me, True, 600, machine="other") is None
     assert gone_why(me, False, 30, machine="other") is None
     assert gone_why(me, False, 600, machine="other") == \
         "its working directory is gone from the node and the lock is 600 s old"
+    # a run killed outright (an AWX job at its timeout) leaves its directory: its lock goes stale without touches
+    assert gone_why(me, True, 1900, machine="other") == \
+        "its run has not touched it for 1900 s (a run touches it every minute)"
+
+
+def test_a_probe_of_the_holding_run_touches_the_lock_while_it_runs(tmp_path):
+    """probes.cli --lock: the heartbeat thread touches the lock at once and every `every` seconds; it never makes
+    one that is not there."""
+    lock = tmp_path / "clustermax-assess.lock"
+    lock.write_text("{}")
+    os.utime(lock, (1000, 1000))
+    run_lock.heartbeat(str(lock), every=0.05)
+    assert lock.stat().st_mtime > 1000
+    os.utime(lock, (1000, 1000))
+    deadline = time.time() + 5
+    while lock.stat().st_mtime == 1000 and time.time() < deadline:
+        time.sleep(0.02)
+    assert lock.stat().st_mtime > 1000
+    run_lock.heartbeat(str(tmp_path / "absent.lock"), every=0.05)
+    time.sleep(0.2)
+    assert not (tmp_path / "absent.lock").exists()
