@@ -16,6 +16,7 @@ from ansible_collections.clustermax.assess.probes.artifact import (
     validate,
     write_json_atomic,
 )
+from ansible_collections.clustermax.assess.probes.common.run_lock import lock_path
 
 
 @contextmanager
@@ -111,8 +112,7 @@ class ActionModule(ActionBase):
                 "--run-id", run["id"], "--host", host, "--params", json.dumps(params, sort_keys=True), "--inline"]
         if boolean(self._templar.template(task_vars.get("preflight_lock_taken", False)), strict=False):
             # the run lock's heartbeat while the probe runs (a lock not touched for long is a gone run's)
-            argv += ["--lock", os.path.join(self._templar.template(task_vars.get("assess_remote_tmp", "/tmp")),
-                                            "clustermax-assess.lock")]
+            argv += ["--lock", lock_path(self._templar.template(task_vars.get("assess_remote_tmp", "/tmp")))]
         if variant:
             argv += ["--variant", variant]
         if timeout:

@@ -10,11 +10,11 @@ import time
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.clustermax.assess.plugins.plugin_utils.journal import start_ticks
+from ansible_collections.clustermax.assess.probes.common.run_lock import boot_id, lock_path
 
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 # The node side, run as `python -c <its source>` (standard library only): probes/common/run_lock.py.
 NODE_CODE = os.path.join(COLLECTION_ROOT, "probes", "common", "run_lock.py")
-LOCK_NAME = "clustermax-assess.lock"
 # A holder from another controller whose working directory is not on the node, and whose lock is older than this,
 # is gone (it never made its directory, or removed it and died before giving the lock back).
 FOREIGN_STALE_S = 120
@@ -23,16 +23,6 @@ FOREIGN_STALE_S = 120
 # killed at its timeout (ansible-runner sends SIGKILL) leaves its working directory, and the next job runs in a new
 # pod: without this, every later job would be refused until someone cleaned up by hand.
 HEARTBEAT_STALE_S = 30 * 60
-
-
-def boot_id():
-    """This machine's boot id (Linux), or None: with the hostname it tells this machine from another one of the
-    same name (two containers, two VMs called localhost)."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="utf-8") as fh:
-            return fh.read().strip()
-    except OSError:
-        return None
 
 
 def _alive_here(holder):
@@ -94,7 +84,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         state = self._task.args.get("state", "take")
         python = self._templar.template(task_vars["assess_python"])
-        path = os.path.join(self._templar.template(task_vars.get("assess_remote_tmp", "/tmp")), LOCK_NAME)
+        path = lock_path(self._templar.template(task_vars.get("assess_remote_tmp", "/tmp")))
         host = task_vars.get("inventory_hostname")
         if state == "release":
             run_id = self._task.args.get("run_id") or self._templar.template(task_vars["assess_run"])["id"]
@@ -103,39 +93,37 @@ class ActionModule(ActionBase):
             return result
         if state != "take":
             raise AnsibleActionFail("clustermax.assess.run_lock: state must be take or release, got %r" % state)
+        try:
+            result.update(self._take(task_vars, python, path, host))
+        except AnsibleActionFail as ex:
+            # a result, not an exception: failed_when does not see an exception, and the host would drop out of
+            # the run alone instead of the whole run being refused (preflight's assert names it)
+            result.update(failed=True, taken=False, changed=False, msg=str(ex))
+        return result
+
+    def _take(self, task_vars, python, path, host):
+        """The task's result: the lock taken (a gone holder's broken, with a warning), or refused naming the holder."""
         run = self._templar.template(task_vars["assess_run"])
         pid = os.getppid()  # the ansible-playbook process (this is its forked worker)
         holder = {"run_id": run["id"], "machine": socket.gethostname(), "boot_id": boot_id(), "pid": pid,
                   "start_ticks": start_ticks(pid), "run_dir": run["dir"],
                   "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         argv = ["take", "--path", path, "--holder", json.dumps(holder, sort_keys=True)]
-        try:
-            out = self._node(task_vars, python, argv)
-        except AnsibleActionFail as ex:
-            # a result, not an exception: failed_when does not see an exception, and the host would drop out of
-            # the run alone instead of the whole run being refused (preflight's assert names it)
-            result.update(failed=True, taken=False, changed=False, msg=str(ex))
-            return result
+        out = self._node(task_vars, python, argv)
+        warnings = []
         if not out["taken"]:
             held = out["holder"]
             why = gone_why(held, out["holder_workdir"], out["age_s"])
             if why is None:
-                result.update(failed=True, taken=False, holder=held, changed=False,
-                              msg="%s is being assessed by run %s (controller %s, pid %s, since %s): one assessment "
-                                  "per node at a time. Wait for it to end; if it is gone, run ansible-playbook "
-                                  "playbooks/cleanup.yml -e assess_cleanup_run=%s" % (
-                                      host, held.get("run_id"), held.get("machine"), held.get("pid"),
-                                      held.get("since"), held.get("run_id")))
-                return result
-            try:
-                out = self._node(task_vars, python, argv + ["--break-run", held.get("run_id") or ""])
-            except AnsibleActionFail as ex:
-                result.update(failed=True, taken=False, changed=False, msg=str(ex))
-                return result
+                return dict(failed=True, taken=False, holder=held, changed=False,
+                            msg="%s is being assessed by run %s (controller %s, pid %s, since %s): one assessment "
+                                "per node at a time. Wait for it to end; if it is gone, run ansible-playbook "
+                                "playbooks/cleanup.yml -e assess_cleanup_run=%s" % (
+                                    host, held.get("run_id"), held.get("machine"), held.get("pid"),
+                                    held.get("since"), held.get("run_id")))
+            out = self._node(task_vars, python, argv + ["--break-run", held.get("run_id") or ""])
             if not out["taken"]:  # another run broke it first
-                result.update(failed=True, taken=False, holder=out.get("holder"), changed=False,
-                              msg="%s: the lock was taken by run %s meanwhile" % (host, out["holder"].get("run_id")))
-                return result
-            result["warnings"] = ["%s: broke the lock of run %s: %s" % (host, held.get("run_id"), why)]
-        result.update(changed=False, taken=True, holder=holder, lock=path)
-        return result
+                return dict(failed=True, taken=False, holder=out.get("holder"), changed=False,
+                            msg="%s: the lock was taken by run %s meanwhile" % (host, out["holder"].get("run_id")))
+            warnings = ["%s: broke the lock of run %s: %s" % (host, held.get("run_id"), why)]
+        return dict(changed=False, taken=True, holder=holder, lock=path, **({"warnings": warnings} if warnings else {}))

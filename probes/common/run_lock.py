@@ -26,6 +26,21 @@ LOCK_NAME = "clustermax-assess.lock"
 HEARTBEAT_S = 60
 
 
+def lock_path(remote_tmp):
+    """Where the lock is: in the parent of the runs' working directories, the same for every run."""
+    return os.path.join(remote_tmp, LOCK_NAME)
+
+
+def boot_id():
+    """This machine's boot id (Linux), or None: with the hostname it tells a machine from another one of the same
+    name (two containers, two VMs called localhost). The controller records it in the holder."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="utf-8") as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None
+
+
 def heartbeat(path, every=HEARTBEAT_S):
     """Touch the lock now and every `every` seconds from a daemon thread, for as long as this process runs; never
     creates it (a run that does not hold it, or a cleanup that removed it, is left alone)."""

@@ -8,21 +8,16 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / ".collections"))
+from ansible_collections.clustermax.assess.plugins.plugin_utils.inputs import declared  # noqa: E402
+
 REMOVED = yaml.safe_load((ROOT / "roles/preflight/vars/main.yml").read_text())["preflight_removed_variables"]
 
 
 def _role_variables():
-    """Every variable a role declares: its defaults and the options of its argument_specs."""
-    names = set()
-    for role in (ROOT / "roles").iterdir():
-        defaults = role / "defaults/main.yml"
-        if defaults.exists():
-            names |= set(yaml.safe_load(defaults.read_text()) or {})
-        specs = role / "meta/argument_specs.yml"
-        if specs.exists():
-            for entry in yaml.safe_load(specs.read_text())["argument_specs"].values():
-                names |= set(entry.get("options") or {})
-    return names
+    """Every variable a role declares (its defaults, vars and argument_specs options): what preflight's input check
+    knows (plugins/plugin_utils/inputs.py)."""
+    return declared(str(ROOT)).names
 
 
 def test_each_entry_names_a_gone_variable_and_a_live_successor_or_what_to_do():
