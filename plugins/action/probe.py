@@ -91,17 +91,21 @@ class ActionModule(ActionBase):
         name = args.get("name")
         if not name:
             raise AnsibleActionFail("clustermax.assess.probe: 'name' is required")
-        variant = args.get("variant") or None
         params = args.get("params") or {}
         if not isinstance(params, dict):
             raise AnsibleActionFail("clustermax.assess.probe %s: 'params' must be a dict, got %r" % (name, params))
-        timeout = float(args.get("timeout") or 0)
+        return self._probe(task_vars, result, name, variant=args.get("variant") or None, params=params,
+                           timeout=float(args.get("timeout") or 0), facts=args.get("facts"),
+                           peers=boolean(args.get("peers", False), strict=False))
 
+    def _probe(self, task_vars, result, name, variant=None, params=None, timeout=0.0, facts=False, peers=False):
+        """Run the probe on the node and bring its artifact back into `result` (also preflight's prepare_node)."""
+        params = params or {}
         host = task_vars.get("inventory_hostname")
         python = self._var(task_vars, "assess_python")
         remote_dir = self._var(task_vars, "assess_remote_dir")
         run = self._var(task_vars, "assess_run")
-        injected = self._peer_params(task_vars, host) if boolean(args.get("peers", False), strict=False) else {}
+        injected = self._peer_params(task_vars, host) if peers else {}
         if task_vars.get("assess_tools"):
             # what the tools step installed and built (roles/tools), for every probe: PATH, LD_LIBRARY_PATH, why missing
             tools = self._templar.template(task_vars["assess_tools"])
@@ -155,6 +159,7 @@ class ActionModule(ActionBase):
                       artifact=path, status=doc["status"],
                       reason=doc.get("reason"), duration_s=doc.get("duration_s"),
                       msg="%s: %s%s" % (name, doc["status"], " (%s)" % doc["reason"] if doc.get("reason") else ""))
-        if args.get("facts"):
-            result["ansible_facts"] = {"assess_node": dict(doc.get("facts") or {}, device=doc.get("device"))}
+        if facts:
+            result.setdefault("ansible_facts", {})["assess_node"] = dict(doc.get("facts") or {},
+                                                                         device=doc.get("device"))
         return result

@@ -59,13 +59,16 @@ def gone_why(holder, holder_workdir, age_s, machine=None, boot=None):
 
 
 class ActionModule(ActionBase):
-    """state=take: take this node's lock for this run. A lock held by a run whose controller has ended (on this
-    machine), or by a run from elsewhere whose working directory is gone, is broken with a warning; otherwise the
-    task fails naming the holder and how to clear it. Returns taken (bool) and holder. state=release: give the lock
-    back (run_id: this run, another run, or 'all', for playbooks/cleanup.yml)."""
+    """state=release: give the node's lock back (run_id: this run, another run, or 'all', for
+    playbooks/cleanup.yml), removing `workdir` first when given (the run's cleanup: one round trip).
+
+    Preflight takes the lock with clustermax.assess.prepare_node (a subclass: _holder and _judge are the taking
+    side). A lock held by a run whose controller has ended (on this machine), or by a run from elsewhere whose
+    working directory is gone or that has not touched it for long, is broken with a warning; otherwise the take is
+    refused, naming the holder and how to clear it."""
 
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("state", "run_id"))
+    _VALID_ARGS = frozenset(("state", "run_id", "workdir"))
 
     def _node(self, task_vars, python, argv):
         with open(NODE_CODE, encoding="utf-8") as fh:
@@ -82,48 +85,49 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
-        state = self._task.args.get("state", "take")
+        state = self._task.args.get("state", "release")
         python = self._templar.template(task_vars["assess_python"])
         path = lock_path(self._templar.template(task_vars.get("assess_remote_tmp", "/tmp")))
-        host = task_vars.get("inventory_hostname")
         if state == "release":
             run_id = self._task.args.get("run_id") or self._templar.template(task_vars["assess_run"])["id"]
-            out = self._node(task_vars, python, ["release", "--path", path, "--run-id", run_id])
-            result.update(changed=False, released=out["released"], holder=out.get("holder"))
+            workdir = self._task.args.get("workdir")
+            out = self._node(task_vars, python, ["release", "--path", path, "--run-id", run_id]
+                             + (["--workdir", workdir] if workdir else []))
+            result.update(changed=False, released=out["released"], holder=out.get("holder"),
+                          workdir_removed=out.get("workdir_removed"))
             return result
-        if state != "take":
-            raise AnsibleActionFail("clustermax.assess.run_lock: state must be take or release, got %r" % state)
-        try:
-            result.update(self._take(task_vars, python, path, host))
-        except AnsibleActionFail as ex:
-            # a result, not an exception: failed_when does not see an exception, and the host would drop out of
-            # the run alone instead of the whole run being refused (preflight's assert names it)
-            result.update(failed=True, taken=False, changed=False, msg=str(ex))
-        return result
+        raise AnsibleActionFail("clustermax.assess.run_lock: state must be release, got %r (preflight takes the lock "
+                                "with clustermax.assess.prepare_node)" % state)
 
-    def _take(self, task_vars, python, path, host):
-        """The task's result: the lock taken (a gone holder's broken, with a warning), or refused naming the holder."""
-        run = self._templar.template(task_vars["assess_run"])
-        pid = os.getppid()  # the ansible-playbook process (this is its forked worker)
-        holder = {"run_id": run["id"], "machine": socket.gethostname(), "boot_id": boot_id(), "pid": pid,
-                  "start_ticks": start_ticks(pid), "run_dir": run["dir"],
-                  "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        argv = ["take", "--path", path, "--holder", json.dumps(holder, sort_keys=True)]
+    def _holder(self, run):
+        """This run as the lock names it: the ansible-playbook process (the parent of this forked worker) on this
+        machine, and since when."""
+        pid = os.getppid()
+        return {"run_id": run["id"], "machine": socket.gethostname(), "boot_id": boot_id(), "pid": pid,
+                "start_ticks": start_ticks(pid), "run_dir": run["dir"],
+                "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+    def _judge(self, task_vars, python, path, host, holder, out, extra=()):
+        """What the node's answer to `take` (out) means: {taken, node (the node's last answer), holder, msg,
+        warnings}. A holder that is gone (gone_why) is broken, once, with a warning; a live one refuses the lock,
+        and msg names it and how to clear it. `extra`: more arguments for the take that breaks it."""
+        if out.get("error"):
+            return {"taken": False, "node": out, "msg": out["error"]}
+        if out["taken"]:
+            return {"taken": True, "node": out, "holder": holder}
+        held = out["holder"]
+        why = gone_why(held, out["holder_workdir"], out["age_s"])
+        if why is None:
+            return {"taken": False, "node": out, "holder": held, "msg": (
+                "%s is being assessed by run %s (controller %s, pid %s, since %s): one assessment per node at a time. "
+                "Wait for it to end; if it is gone, run ansible-playbook playbooks/cleanup.yml -e "
+                "assess_cleanup_run=%s" % (host, held.get("run_id"), held.get("machine"), held.get("pid"),
+                                          held.get("since"), held.get("run_id")))}
+        argv = ["take", "--path", path, "--holder", json.dumps(holder, sort_keys=True),
+                "--break-run", held.get("run_id") or ""] + list(extra)
         out = self._node(task_vars, python, argv)
-        warnings = []
-        if not out["taken"]:
-            held = out["holder"]
-            why = gone_why(held, out["holder_workdir"], out["age_s"])
-            if why is None:
-                return dict(failed=True, taken=False, holder=held, changed=False,
-                            msg="%s is being assessed by run %s (controller %s, pid %s, since %s): one assessment "
-                                "per node at a time. Wait for it to end; if it is gone, run ansible-playbook "
-                                "playbooks/cleanup.yml -e assess_cleanup_run=%s" % (
-                                    host, held.get("run_id"), held.get("machine"), held.get("pid"),
-                                    held.get("since"), held.get("run_id")))
-            out = self._node(task_vars, python, argv + ["--break-run", held.get("run_id") or ""])
-            if not out["taken"]:  # another run broke it first
-                return dict(failed=True, taken=False, holder=out.get("holder"), changed=False,
-                            msg="%s: the lock was taken by run %s meanwhile" % (host, out["holder"].get("run_id")))
-            warnings = ["%s: broke the lock of run %s: %s" % (host, held.get("run_id"), why)]
-        return dict(changed=False, taken=True, holder=holder, lock=path, **({"warnings": warnings} if warnings else {}))
+        if not out["taken"]:  # another run broke it first
+            return {"taken": False, "node": out, "holder": out.get("holder"),
+                    "msg": "%s: the lock was taken by run %s meanwhile" % (host, out["holder"].get("run_id"))}
+        return {"taken": True, "node": out, "holder": holder,
+                "warnings": ["%s: broke the lock of run %s: %s" % (host, held.get("run_id"), why)]}

@@ -6,45 +6,47 @@
 DOCUMENTATION = r"""
 ---
 module: run_lock
-short_description: One assessment per node at a time, with the node's run lock
+short_description: Give the node's run lock back (one assessment per node at a time)
 description:
-  - C(state=take) takes the lock C(<assess_remote_tmp>/clustermax-assess.lock) on the node for this run (C(assess_run)).
-    The task fails, naming the run that holds it, when another run is assessing the node.
-  - A lock whose holder is gone is broken with a warning; gone means its controller ran on this machine and has
-    ended, or it came from another machine and its working directory is no longer on the node.
-  - C(state=release) gives the lock back, only when the given run (default this run; C(all) for any run) holds it.
+  - Gives the lock C(<assess_remote_tmp>/clustermax-assess.lock) back, only when the given run (default this run;
+    C(all) for any run) holds it. With O(workdir), that directory is removed first, in the same round trip.
+  - Preflight takes the lock with M(clustermax.assess.prepare_node).
   - The node side is C(probes/common/run_lock.py), run with C(assess_python); every change is made under an flock.
 version_added: 0.2.0
 options:
   state:
-    description: Take or give back the lock.
+    description: Only C(release); preflight takes the lock with M(clustermax.assess.prepare_node).
     type: str
-    choices: [take, release]
-    default: take
+    choices: [release]
+    default: release
   run_id:
-    description: C(release) only, the run whose lock is given back (default this run; C(all) for whichever run).
+    description: The run whose lock is given back (default this run; C(all) for whichever run).
+    type: str
+  workdir:
+    description: The run's working directory on the node, removed before the lock is given back.
     type: str
 author:
   - clustermax.assess contributors
 """
 
 EXAMPLES = r"""
-- name: Preflight | one assessment per node at a time
+- name: Cleanup | remove the run's working directory and give the node's run lock back
   clustermax.assess.run_lock:
-    state: take
+    state: release
+    workdir: "{{ assess_remote_dir }}"
 """
 
 RETURN = r"""
-taken:
-  description: Whether this run holds the lock now (take).
-  type: bool
-  returned: take
 holder:
-  description: The run that holds (or held) the lock, its controller machine, pid and since when.
+  description: The run that held the lock, its controller machine, pid and since when.
   type: dict
   returned: always
 released:
-  description: Whether the lock was removed (release).
+  description: Whether the lock was removed.
   type: bool
-  returned: release
+  returned: always
+workdir_removed:
+  description: Whether the working directory is gone (null when none was given).
+  type: bool
+  returned: always
 """

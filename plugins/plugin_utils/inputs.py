@@ -11,9 +11,11 @@ without a playbook.
   it is that close to a declared one (a typo, ``storage_teirs``): those prefixes are common words, and other roles
   in the same inventory use them (linux-system-roles' ``network_connections``, ``storage_pools``).
 - Only what the user set is checked: facts (a fact cache, AWX fact storage) are not inputs, and a value that is
-  still a template (ansible-core 2.16 leaves one it cannot resolve yet) is checked when the role uses it.
+  still a template (ansible-core 2.16 leaves one it cannot resolve yet) is left to the role that uses it.
 - **Types and choices** of every declared option are checked here, once, on the controller, with ansible-core's own
-  argument-spec validator (the roles check them again when they start, but some start hours into a run).
+  argument-spec validator. This is the only validation: the playbooks import the roles with
+  ``rolespec_validate: false``, because ansible-core's own check is one task per host and role (15 roles: a third
+  of a 16-host audit's tasks, and some roles start hours into a run).
 - **Ranges**: argument_specs has no minimum or maximum, so each role keeps ``meta/input_ranges.yml``
   (``name: [min, max]``, null for no bound); every int or float option has one (tests/unit/test_inputs.py). A value
   outside is refused, never clamped (``burnin_duration_s=-5`` used to become the profile's 60 s).

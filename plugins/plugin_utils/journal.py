@@ -30,6 +30,8 @@ RUN_FILE = "run.json"
 RUN_SCHEMA = "clustermax.assess/run/v1"
 RUN_FACT = "assess_run"
 PROBE_ACTION = "clustermax.assess.probe"
+# The actions whose results carry a probe's artifact: the probe action, and preflight's prepare_node (node_info).
+PROBE_ACTIONS = (PROBE_ACTION, "clustermax.assess.prepare_node")
 # The exact text ansible-core itself puts in place of a no_log result.
 CENSORED = "the output has been hidden due to the fact that 'no_log: true' was specified for this result"
 STATUSES = ("ok", "changed", "failed", "skipped", "unreachable")
@@ -169,7 +171,7 @@ def result_line(
         line["msg"] = CENSORED if hidden else failure_message(result)
     if item:
         line["item"] = CENSORED if hidden else item_label(result)
-    if action == PROBE_ACTION:
+    if action in PROBE_ACTIONS:
         for field in PROBE_FIELDS:
             if field in result:
                 line[field] = CENSORED if hidden else result[field]

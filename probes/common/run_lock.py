@@ -1,10 +1,15 @@
 """One assessment per node at a time: the node side of the run lock.
 
 Two runs on the same nodes measure the same disks, GPUs and links at once, and both numbers are wrong. Preflight
-takes this lock on every node right after staging the probes, and the cleanup step gives it back
+takes this lock on every node before it makes anything there, and the cleanup step gives it back
 (plugins/action/run_lock.py is the controller side, which judges whether a holder is gone). It runs this file's
 source with ``python -c`` (standard library only), so it needs neither the staged probes nor the working directory:
 a cleanup of a run whose directory is gone still gives its lock back.
+
+Preflight's one round trip per node (plugins/action/prepare_node.py) is ``take --workdir --probes-sha256``: once the
+lock is held, the run's working directory is made and the probes, which come on stdin, are written there, unless it
+holds the same digest already (a shared ``assess_remote_tmp``, where the first node wrote them). The cleanup's is
+``release --workdir``.
 
 The lock is a small JSON file in the parent of the runs' working directories (``<assess_remote_tmp>/
 clustermax-assess.lock``), naming its holder: run id, controller machine, controller pid and its start time. Every
@@ -15,6 +20,7 @@ judged gone (``--break``), and only removed by the run it names (or by the clean
 
 import argparse
 import fcntl
+import hashlib
 import json
 import os
 import sys
@@ -119,6 +125,46 @@ def take(path, holder, break_run=None):
         os.close(fd)
 
 
+def _sha256(path):
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def stage(workdir, sha256, data):
+    """Make the run's working directory (0700; on a shared tmp another node may make it at the same moment) and put
+    ``data`` (the probes) in it as probes.pyz, unless it holds that digest already: "present" or "staged". Written
+    under a name of this process's and renamed, so that no node of a shared tmp runs a half-written archive."""
+    os.makedirs(workdir, mode=0o700, exist_ok=True)
+    final = os.path.join(workdir, "probes.pyz")
+    if _sha256(final) == sha256:
+        return "present"
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise SystemExit("the probes arrived incomplete: %d bytes whose digest is not %s" % (len(data), sha256))
+    part = "%s.%d.part" % (final, os.getpid())
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.rename(part, final)
+    return "staged"
+
+
+def remove_workdir(workdir):
+    """Remove the run's working directory; another node of a shared tmp may be removing it at the same moment."""
+    import shutil  # noqa: PLC0415 - only the cleanup needs it
+
+    shutil.rmtree(workdir, ignore_errors=True)
+    return not os.path.exists(workdir)
+
+
 def release(path, run_id):
     """Remove the lock when ``run_id`` holds it ("all": whoever holds it); {"released": bool, "holder": ...}."""
     if not os.path.exists(path):
@@ -141,16 +187,29 @@ def main(argv):
     parser.add_argument("--holder", default="{}", help="take: this run, as a JSON object with run_id")
     parser.add_argument("--break-run", default=None, help="take: replace the lock if it still names this run")
     parser.add_argument("--run-id", default=None, help="release: the run that gives the lock back, or 'all'")
+    parser.add_argument("--workdir", default=None,
+                        help="take: make the run's working directory once the lock is held; release: remove it first")
+    parser.add_argument("--probes-sha256", default=None,
+                        help="take, with --workdir: the probes come on stdin with this digest; write them there")
     args = parser.parse_args(argv)
     if args.action == "take":
         holder = json.loads(args.holder)
         if not isinstance(holder, dict) or not holder.get("run_id"):
             parser.error("--holder must be a JSON object with run_id")
+        data = sys.stdin.buffer.read() if args.probes_sha256 else b""  # read whole, whatever comes next
         out = take(args.path, holder, args.break_run)
+        if out["taken"] and args.workdir:
+            out["probes"] = stage(args.workdir, args.probes_sha256, data) if args.probes_sha256 else None
+            if not args.probes_sha256:
+                os.makedirs(args.workdir, mode=0o700, exist_ok=True)
     else:
         if not args.run_id:
             parser.error("release needs --run-id")
+        # the directory first, under the lock it was made under: a run that takes the lock next finds it gone
+        removed = remove_workdir(args.workdir) if args.workdir else None
         out = release(args.path, args.run_id)
+        if args.workdir:
+            out["workdir_removed"] = removed
     sys.stdout.write(json.dumps(out, sort_keys=True) + "\n")
     return 0
 

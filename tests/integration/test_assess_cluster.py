@@ -108,13 +108,15 @@ def test_bad_profile_names_host_and_value_before_any_work(test_cluster, tmp_path
     res = run_playbook(inv, *PREFLIGHT, "-e", "assess_output_dir=%s" % out)
     assert res.returncode != 0
     text = res.stdout + res.stderr
-    # argument_specs validation names the host, the variable, the choices and the value
-    assert "fatal: [%s]" % test_cluster.hosts[1]["name"] in text
+    # the one validation (check_inputs, on the controller) names the host, the variable, the choices and the value
+    assert 'assess_profile="turbo" (set for %s)' % test_cluster.hosts[1]["name"] in text
     assert "assess_profile must be one of: quick, standard, full, got: turbo" in text
     assert not out.exists()  # nothing was made, no node was touched
 
 
-def test_node_without_python_is_named_before_any_probe_runs(test_cluster, tmp_path):
+def test_node_without_python_is_named_and_the_run_refused_leaving_nothing(test_cluster, tmp_path):
+    """Preflight is one task per node (find Python, lock, probes, node inventory): the nodes that have a Python took
+    their inventory by the time the run is refused, and the refused run removes what it made on them."""
     bad = test_cluster.hosts[3]["name"]
     inv = test_cluster.write_inventory(str(tmp_path / "nopy.ini"), python=sys.executable,
                                        extra_host_vars={bad: {"assess_python": "/nonexistent/bin/python3"}})
@@ -124,7 +126,12 @@ def test_node_without_python_is_named_before_any_probe_runs(test_cluster, tmp_pa
     text = res.stdout + res.stderr
     assert "no usable Python >= 3.8 on %s (tried /nonexistent/bin/python3; set assess_python" % bad in text
     [run_dir] = run_dirs(out)
-    assert not (run_dir / "artifacts").exists()  # no probe ran on any host
+    assert not (run_dir / "artifacts" / bad).exists()
+    assert sorted(p.name for p in (run_dir / "artifacts").iterdir()) == sorted(
+        h["name"] for h in test_cluster.hosts if h["name"] != bad)
+    for h in test_cluster.hosts:
+        listing = test_cluster.exec(h["name"], ["ls", "-a", "/tmp"]).stdout
+        assert "clustermax-assess" not in listing, (h["name"], listing)  # no working directory, no run lock
 
 
 def test_a_node_whose_login_prints_noise_still_gets_its_python(test_cluster, tmp_path):

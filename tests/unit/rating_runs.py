@@ -46,7 +46,8 @@ def make_run(base, quality="excellent", hosts=4, run_id="r1", provider="golden",
     journal = []
     for host in names:
         if host in unreachable:
-            journal.append({"host": host, "task": "Preflight | find a usable Python", "status": "unreachable",
+            journal.append({"host": host, "status": "unreachable",
+                            "task": "Preflight | find Python, take the run lock, stage the probes, node inventory",
                             "msg": "ssh: connect to host %s port 22: No route to host" % host})
             continue
         v = dict(values, **(host_overrides or {}).get(host, {}))

@@ -140,3 +140,34 @@ def test_an_inventory_that_yields_no_host_under_a_limit_is_an_error(tmp_path, in
     assert proc.returncode != 0
     assert message in proc.stdout + proc.stderr
     assert not out.exists()
+
+
+def _role_imports(node, where):
+    """Every import_role / include_role under a playbook or task list, with the file it is in."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _role_imports(item, where)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("ansible.builtin.import_role", "ansible.builtin.include_role", "import_role", "include_role"):
+                yield where, value
+            else:
+                yield from _role_imports(value, where)
+
+
+def test_every_role_is_validated_once_on_the_controller_not_once_per_host():
+    """check_inputs validates every role's options (every entry point) once; ansible-core's own validation is a task
+    per host and role, so the playbooks of an assessment turn it off. The playbooks that run without preflight (the
+    cleanup of a gone run, the health probe, the SLA review, uninstall, and recover's first play) keep it. No play
+    uses `roles:`, which cannot turn it off."""
+    files = sorted(ROOT.glob("playbooks/*.yml")) + sorted(ROOT.glob("roles/*/tasks/*.yml"))
+    imports = [(f, spec) for f in files for f, spec in _role_imports(yaml.safe_load(f.read_text()), f)]
+    assert len(imports) > 20
+    validated = [(str(f.relative_to(ROOT)), spec.get("tasks_from", "main")) for f, spec in imports
+                 if spec.get("rolespec_validate", True) is not False]
+    assert sorted(validated) == [("playbooks/cleanup.yml", "leftovers"), ("playbooks/healthprobe.yml", "probe"),
+                                 ("playbooks/recover.yml", "recover"), ("playbooks/recover.yml", "recover_plan"),
+                                 ("playbooks/sla_review.yml", "review"), ("playbooks/uninstall.yml", "uninstall")]
+    plays_with_roles = [str(f.relative_to(ROOT)) for f in ROOT.glob("playbooks/*.yml")
+                        for play in yaml.safe_load(f.read_text()) or [] if isinstance(play, dict) and play.get("roles")]
+    assert plays_with_roles == []

@@ -104,8 +104,8 @@ def test_memory_within_tolerance_is_consistent(tmp_path):
 
 def test_unreachable_host_is_listed_and_fails(tmp_path):
     hosts = ["n1", "n2", "n3", "n4"]
-    journal = [{"host": "n3", "task": "Preflight | find a usable Python", "status": "unreachable",
-                "msg": "ssh: connect to host 10.0.0.3 port 22: Connection refused"},
+    journal = [{"host": "n3", "task": "Preflight | find Python, take the run lock, stage the probes, node inventory",
+                "status": "unreachable", "msg": "ssh: connect to host 10.0.0.3 port 22: Connection refused"},
                {"host": "localhost", "task": "Preflight | make the run directory", "status": "changed"}]
     run_dir = make_run(tmp_path, hosts, [node_info(h) for h in ("n1", "n2", "n4")], journal)
     text, code, report_dir = build(run_dir)
@@ -136,16 +136,18 @@ def test_corrupt_artifact_is_shown_not_fatal(tmp_path):
     assert "Artifacts that could not be read" in (Path(report_dir) / "report.md").read_text()
 
 
+PREPARE_TASK = "Preflight | find Python, take the run lock, stage the probes, node inventory"
+
+
 def test_failed_task_fails_the_host(tmp_path):
-    journal = [{"host": "n2", "task": "Preflight | stage the probes", "status": "failed", "msg": "No space left"}]
+    journal = [{"host": "n2", "task": PREPARE_TASK, "status": "failed", "msg": "No space left"}]
     run_dir = make_run(tmp_path, ["n1", "n2"], [node_info("n1")], journal)
     _, code, _ = build(run_dir)
     rows = {(r["check_id"], r["host"]): r for r in rows_of(run_dir)}
     assert rows[("preflight.tasks", "n2")]["status"] == "fail"
-    assert "Preflight | stage the probes" in rows[("preflight.tasks", "n2")]["observed"]
+    assert PREPARE_TASK in rows[("preflight.tasks", "n2")]["observed"]
     assert rows[("preflight.node_info", "n2")]["status"] == "skip"
-    assert "dropped out after the failed task 'Preflight | stage the probes'" in rows[("preflight.node_info", "n2")][
-        "reason"]
+    assert "dropped out after the failed task '%s'" % PREPARE_TASK in rows[("preflight.node_info", "n2")]["reason"]
     assert code == EXIT_FINDINGS
 
 

@@ -2,6 +2,7 @@
 one holder at a time, even when runs start at the same moment; a holder is replaced only when the controller judged
 it gone, and removed only by its own run or a cleanup."""
 
+import hashlib
 import json
 import os
 import subprocess
@@ -104,3 +105,62 @@ def test_a_probe_of_the_holding_run_touches_the_lock_while_it_runs(tmp_path):
     run_lock.heartbeat(str(tmp_path / "absent.lock"), every=0.05)
     time.sleep(0.2)
     assert not (tmp_path / "absent.lock").exists()
+
+
+PROBES = (ROOT / "probes" / "artifact.py").read_bytes()  # any bytes stand for the archive here
+
+
+def _prepare(tmp_path, candidates, lock, holder, workdir, min_version="3.8", probes=PROBES, sha=None):
+    """Preflight's one round trip as the node runs it: prepare_node's shell command, run by sh here, with the probes
+    on its stdin."""
+    from ansible_collections.clustermax.assess.plugins.action.prepare_node import node_command
+
+    argv = ["take", "--path", lock, "--holder", json.dumps(holder), "--workdir", workdir,
+            "--probes-sha256", sha or hashlib.sha256(probes).hexdigest()]
+    res = subprocess.run(["/bin/sh", "-c", node_command(candidates, min_version, argv)], capture_output=True,
+                         input=probes, cwd="/", timeout=60)
+    return subprocess.CompletedProcess(res.args, res.returncode, res.stdout.decode(), res.stderr.decode())
+
+
+def test_preflight_round_trip_finds_python_takes_the_lock_makes_the_workdir_and_says_what_probes_it_holds(tmp_path):
+    lock, workdir = str(tmp_path / "clustermax-assess.lock"), tmp_path / "clustermax-assess-A"
+    # the first candidate is not there: the second is used
+    res = _prepare(tmp_path, ["/nonexistent/python3", sys.executable], lock, {"run_id": "A"}, str(workdir))
+    lines = res.stdout.splitlines()
+    assert res.returncode == 0, res.stderr
+    assert lines[0] == "clustermax-assess-python: %s" % sys.executable
+    assert json.loads(lines[-1]) == {"taken": True, "replaced": None, "probes": "staged"}
+    assert workdir.is_dir() and (workdir.stat().st_mode & 0o777) == 0o700
+    assert (workdir / "probes.pyz").read_bytes() == PROBES and [p.name for p in workdir.iterdir()] == ["probes.pyz"]
+    assert json.loads(Path(lock).read_text()) == {"run_id": "A"}
+    # a shared tmp: another node of the run wrote the same probes already; they are left as they are
+    before = (workdir / "probes.pyz").stat().st_ino
+    again = _prepare(tmp_path, [sys.executable], lock, {"run_id": "A"}, str(workdir))
+    assert json.loads(again.stdout.splitlines()[-1])["probes"] == "present"
+    assert (workdir / "probes.pyz").stat().st_ino == before
+    # other probes (a run of another version) replace them; a cut transfer does not
+    cut = _prepare(tmp_path, [sys.executable], lock, {"run_id": "A"}, str(workdir), probes=PROBES[:1000],
+                   sha=hashlib.sha256(PROBES + b"x").hexdigest())
+    assert cut.returncode != 0 and "the probes arrived incomplete: 1000 bytes" in cut.stderr
+    assert (workdir / "probes.pyz").read_bytes() == PROBES and len(list(workdir.iterdir())) == 1
+    newer = _prepare(tmp_path, [sys.executable], lock, {"run_id": "A"}, str(workdir), probes=PROBES + b"x")
+    assert json.loads(newer.stdout.splitlines()[-1])["probes"] == "staged"
+    assert (workdir / "probes.pyz").read_bytes() == PROBES + b"x"
+    # another run is refused and makes nothing
+    other = tmp_path / "clustermax-assess-B"
+    refused = _prepare(tmp_path, [sys.executable], lock, {"run_id": "B"}, str(other))
+    refused = json.loads(refused.stdout.splitlines()[-1])
+    assert refused["taken"] is False and refused["holder"] == {"run_id": "A"} and not other.exists()
+    # the cleanup's round trip: the directory, then the lock
+    assert _node("release", "--path", lock, "--run-id", "A", "--workdir", str(workdir)) == {
+        "released": True, "holder": {"run_id": "A"}, "workdir_removed": True}
+    assert not workdir.exists() and not os.path.exists(lock)
+
+
+def test_preflight_round_trip_without_a_usable_python_exits_3_and_takes_nothing(tmp_path):
+    lock = str(tmp_path / "clustermax-assess.lock")
+    # a Python too old for the minimum is not used: the version check runs before the lock's code
+    res = _prepare(tmp_path, ["/nonexistent/python3", sys.executable], lock, {"run_id": "A"},
+                   str(tmp_path / "w"), min_version="%d.%d" % (sys.version_info[0], sys.version_info[1] + 1))
+    assert res.returncode == 3 and "clustermax-assess-python" not in res.stdout
+    assert not os.path.exists(lock) and not (tmp_path / "w").exists()

@@ -1,0 +1,129 @@
+# Copyright: clustermax.assess contributors
+# Apache-2.0
+"""Action plugin clustermax.assess.prepare_node: preflight's work on one node, in one round trip."""
+
+import base64
+import hashlib
+import json
+import shlex
+
+from ansible.errors import AnsibleActionFail
+from ansible_collections.clustermax.assess.plugins.action.probe import ActionModule as Probe
+from ansible_collections.clustermax.assess.plugins.action.run_lock import NODE_CODE
+from ansible_collections.clustermax.assess.plugins.action.run_lock import ActionModule as RunLock
+from ansible_collections.clustermax.assess.probes.common.run_lock import lock_path
+
+PYTHON_MARK = "clustermax-assess-python: "
+# The node inventory (probes/node_info): what every later phase and the report read about the node.
+NODE_INFO_TIMEOUT_S = 120
+# The shell's exit status when no candidate is a usable Python.
+NO_PYTHON_RC = 3
+
+
+def _decoder():
+    """`python -c` text that runs the run lock's node code (probes/common/run_lock.py), which travels base64-encoded
+    as the first argument: one command, nothing to copy first (stdin carries the probes)."""
+    return "import base64, sys; exec(compile(base64.b64decode(sys.argv.pop(1)), 'run_lock.py', 'exec'))"
+
+
+def _code_b64():
+    with open(NODE_CODE, "rb") as fh:
+        return base64.b64encode(fh.read()).decode()
+
+
+def node_command(candidates, min_version, lock_argv):
+    """The shell command of the one round trip: try each candidate Python with plain sh (no Python is needed to
+    look), print the first usable one on a marked line, and run the run lock's node code with it."""
+    version = "(%s)" % ", ".join(str(int(p)) for p in str(min_version).split("."))
+    check = "import sys; sys.exit(0 if sys.version_info[:2] >= %s else 1)" % version
+    return (
+        "for p in %s; do exe=$(command -v \"$p\" 2>/dev/null) || continue; "
+        "\"$exe\" -c %s 2>/dev/null </dev/null || continue; echo %s\"$exe\"; exec \"$exe\" -c %s %s %s; done; exit %d"
+        % (" ".join(shlex.quote(str(c)) for c in candidates), shlex.quote(check), shlex.quote(PYTHON_MARK),
+           shlex.quote(_decoder()), _code_b64(), " ".join(shlex.quote(a) for a in lock_argv), NO_PYTHON_RC))
+
+
+class ActionModule(RunLock, Probe):
+    """Preflight's work on one node, in one task (each task costs the controller a worker process per host). In one
+    SSH round trip: find a usable Python (assess_python, or the first of preflight_python_candidates), take the
+    node's run lock (RunLock judges a holder that is gone), make the run's working directory and write the probes
+    there, which come on the command's stdin (no temporary directory, no file transfer: three round trips fewer),
+    unless it holds the same digest already (a shared assess_remote_tmp, where another node wrote them). Then the
+    node inventory: the node_info probe, as clustermax.assess.probe runs it (its artifact, its facts as assess_node;
+    a failed one fails the task).
+
+    Never fails for a node without Python or a refused lock: it says so in its facts (preflight_python_path '',
+    preflight_lock_taken false, preflight_lock_msg) and preflight's run_once asserts refuse the run naming every
+    such node at once. Sets assess_remote_dir, assess_profile, assess_python, assess_python_given."""
+
+    # the probes travel on the lock command's stdin: no temporary directory on the node (two more round trips)
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("candidates", "min_version", "probes"))
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super(Probe, self).run(tmp, task_vars)  # ActionBase.run: RunLock's and Probe's are their own tasks
+        args = self._task.args
+        host = task_vars.get("inventory_hostname")
+        run = self._templar.template(task_vars["assess_run"])
+        remote_tmp = self._templar.template(task_vars.get("assess_remote_tmp", "/tmp"))
+        workdir = "%s/clustermax-assess-%s" % (remote_tmp.rstrip("/") or "", run["id"])
+        given = "assess_python" in task_vars
+        candidates = [self._templar.template(task_vars["assess_python"])] if given else list(args["candidates"])
+        facts = {"assess_remote_dir": workdir, "assess_profile": run["profile"], "assess_python_given": given,
+                 "preflight_python_path": "", "preflight_python_msg": "", "preflight_lock_taken": False,
+                 "preflight_lock_msg": ""}
+        result.update(changed=False, ansible_facts=facts)
+        with open(args["probes"], "rb") as fh:
+            self._probes = fh.read()
+        stage = ["--workdir", workdir, "--probes-sha256", hashlib.sha256(self._probes).hexdigest()]
+
+        holder = self._holder(run)
+        path = lock_path(remote_tmp)
+        take = ["take", "--path", path, "--holder", json.dumps(holder, sort_keys=True)] + stage
+        res = self._low_level_execute_command(node_command(candidates, args["min_version"], take), sudoable=True,
+                                              in_data=self._probes)
+        lines = (res.get("stdout") or "").splitlines()
+        found = [line[len(PYTHON_MARK):].strip() for line in lines if line.startswith(PYTHON_MARK)]
+        if res.get("rc") == NO_PYTHON_RC or not found:
+            facts["preflight_python_msg"] = "%s (tried %s; set assess_python for this host)" % (host,
+                                                                                                ", ".join(candidates))
+            result["msg"] = "no usable Python >= %s on %s" % (args["min_version"], facts["preflight_python_msg"])
+            return result
+        python = found[0]
+        facts.update(preflight_python_path=python, assess_python=python)
+        try:
+            lock = self._judge(task_vars, python, path, host, holder, self._answer(res, host), stage)
+        except AnsibleActionFail as ex:  # the node failed while breaking a gone run's lock
+            lock = {"taken": False, "msg": str(ex)}
+        facts.update(preflight_lock_taken=lock["taken"], preflight_lock_msg=lock.get("msg", ""))
+        if lock.get("warnings"):
+            result["warnings"] = lock["warnings"]
+        if not lock["taken"]:
+            result["msg"] = lock["msg"]
+            return result
+        result["probes"] = lock["node"].get("probes")  # staged, or present (a shared tmp)
+        # the probe action reads these from the task's variables: this task is what sets them
+        probe_vars = dict(task_vars, assess_python=python, assess_remote_dir=workdir, preflight_lock_taken=True)
+        return self._probe(probe_vars, result, "node_info", timeout=NODE_INFO_TIMEOUT_S, facts=True)
+
+    @staticmethod
+    def _answer(res, host):
+        """The node code's JSON answer (its last line), or an error naming the node."""
+        try:
+            return json.loads((res.get("stdout") or "").strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            why = (res.get("stderr") or res.get("stdout") or "no output").strip().splitlines()
+            return {"taken": False, "error": "the run lock on %s: rc=%s %s" % (host, res.get("rc"),
+                                                                             why[-1] if why else "")}
+
+    def _node(self, task_vars, python, argv):
+        """The lock's node code with the Python found, the probes on stdin (RunLock._judge's second take, which
+        breaks a gone run's lock, comes here too)."""
+        cmd = "%s -c %s %s %s" % (shlex.quote(python), shlex.quote(_decoder()), _code_b64(),
+                                  " ".join(shlex.quote(a) for a in argv))
+        res = self._low_level_execute_command(cmd, sudoable=True, in_data=self._probes)
+        out = self._answer(res, task_vars.get("inventory_hostname"))
+        if out.get("error"):
+            raise AnsibleActionFail(out["error"])
+        return out

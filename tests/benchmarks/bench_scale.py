@@ -1,0 +1,195 @@
+"""Controller cost per host (run by hand, not collected by pytest; issue 24):
+
+    CMXA_PREFIX=cmxsc CMXA_SUBNET_PREFIX=10.237.45 CMXA_STATE_DIR=$PWD/.testcluster-cmxsc \
+        .venv/bin/python tests/benchmarks/bench_scale.py [--hosts 4 16 64] [--full 4 16] [--no-cmax] [--keep]
+
+For each host count, brings the SSH test cluster (tests/cluster/cluster.py) to that size and runs
+`assess.yml --tags audit` (preflight, audit, cleanup, report) over it; with --full, for those sizes also the whole
+quick assessment with its long phases cut to seconds (burn-in 10 s; training and inference, which bring up an
+engine per node, and the opt-in destructive phase left out). It prints per run:
+
+  * controller CPU: user + system seconds of the ansible-playbook process and everything it started (workers, ssh
+    clients and their ControlPersist masters, the report build), from the kernel's accounting: this process is a
+    child subreaper, so the orphaned ssh masters are its children too and are reaped (and counted) at the end;
+  * CPU per host, and the wall time;
+  * the fitted marginal cost per host (least squares over the sizes) and the 16-host run's CPU over the 4-host's;
+  * a projection for 1,000 hosts: fixed + marginal x 1000 CPU seconds, and the controller-bound wall with forks set
+    to this machine's cores (the CPU spread over every core; the nodes' own work comes on top).
+
+Then, in the same run, our audit of this one machine (inventories/local.ini, no SSH) next to `cmax audit --vm -y`
+(clustermax 0.2.1, in a venv of its own under .cache), both wall and CPU, as a ratio (ours / cmax).
+
+Numbers only: no assertion, the machine's load shows in them (the test hosts' work shares these cores). Tears the
+test cluster down at the end unless --keep.
+"""
+
+import argparse
+import ctypes
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from cluster.cluster import Cluster  # noqa: E402
+
+BIN = Path(sys.executable).parent
+CMAX_SPEC = "clustermax==0.2.1"
+# The whole quick assessment with the long phases cut to seconds.
+FULL_ARGS = ["-e", "burnin_duration_s=10", "-e", "burnin_fabric_duration_s=5",
+             "--skip-tags", "training,inference,reliability"]
+
+
+def _become_subreaper():
+    """Orphans of our children (ssh ControlPersist masters detach from the worker that started them) are
+    re-parented to this process, so their CPU is counted when they are reaped."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_CHILD_SUBREAPER = 36  # noqa: N806 - linux/prctl.h
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise SystemExit("prctl(PR_SET_CHILD_SUBREAPER) failed: errno %d" % ctypes.get_errno())
+
+
+def _children():
+    out = subprocess.run(["pgrep", "-P", str(os.getpid())], capture_output=True, text=True).stdout.split()
+    return {int(pid) for pid in out}
+
+
+def _reap_orphans(keep):
+    """Stop and reap what the measured command left as our children (ssh masters waiting out ControlPersist);
+    `keep`: our children from before it (the test cluster's hosts)."""
+    for pid in _children() - keep:
+        try:
+            os.kill(pid, signal.SIGTERM)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+
+
+def measured(argv, env, cwd=ROOT, timeout=3600):
+    """(rc, wall s, CPU s of the whole process tree, output tail) of one command."""
+    keep = _children()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    proc = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    wall = time.monotonic() - t0
+    time.sleep(0.5)  # the masters see their last client go
+    _reap_orphans(keep)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return proc.returncode, wall, cpu, (proc.stdout + proc.stderr)[-3000:]
+
+
+def _env():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(PATH="%s:%s" % (BIN, env.get("PATH", "")), ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+               ANSIBLE_NOCOLOR="1")
+    return env
+
+
+def run_assess(inventory, workdir, extra=()):
+    argv = [str(BIN / "ansible-playbook"), "assess.yml", "-i", str(inventory),
+            "-e", "assess_output_dir=%s" % (workdir / "runs")] + list(extra)
+    rc, wall, cpu, tail = measured(argv, _env())
+    if rc != 0:
+        raise SystemExit("ansible-playbook %s failed (rc %d):\n%s" % (" ".join(extra), rc, tail))
+    return {"wall": wall, "cpu": cpu}
+
+
+def fit(points):
+    """Least squares cpu = fixed + marginal * hosts over (hosts, cpu) points."""
+    n = len(points)
+    mx = sum(h for h, _ in points) / n
+    my = sum(c for _, c in points) / n
+    sxx = sum((h - mx) ** 2 for h, _ in points)
+    marginal = sum((h - mx) * (c - my) for h, c in points) / sxx if sxx else 0.0
+    return my - marginal * mx, marginal
+
+
+def _cmax_venv():
+    venv = ROOT / ".cache" / "cmax-0.2.1"
+    cmax = venv / "bin" / "cmax"
+    if not cmax.exists():
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True, timeout=120)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", CMAX_SPEC], check=True, timeout=600)
+    return cmax
+
+
+def one_machine(workdir):
+    """Our audit of this machine (inventories/local.ini) and `cmax audit --vm -y`, one after the other."""
+    ours = run_assess(ROOT / "inventories" / "local.ini", workdir / "local", ["--tags", "audit"])
+    cmax = _cmax_venv()
+    home = workdir / "cmax-home"  # cmax keeps its output under $HOME/.clustermax
+    home.mkdir()
+    rc, wall, cpu, tail = measured([str(cmax), "audit", "--vm", "-y"], dict(os.environ, HOME=str(home)))
+    if rc not in (0, 1):  # cmax exits 1 when a check failed
+        raise SystemExit("cmax audit failed (rc %d):\n%s" % (rc, tail))
+    return ours, {"wall": wall, "cpu": cpu}
+
+
+def _print_sizes(title, results):
+    print("\n%s" % title)
+    print("  %6s  %16s  %12s  %8s" % ("hosts", "controller CPU s", "CPU/host s", "wall s"))
+    for n, r in sorted(results.items()):
+        print("  %6d  %16.1f  %12.3f  %8.1f" % (n, r["cpu"], r["cpu"] / n, r["wall"]))
+    if len(results) < 2:
+        return
+    fixed, marginal = fit([(n, r["cpu"]) for n, r in results.items()])
+    cores = os.cpu_count() or 1
+    total = fixed + marginal * 1000
+    print("  fitted: %.1f s fixed + %.3f s per host (target <= 0.25 s per host for the audit)" % (fixed, marginal))
+    if 4 in results and 16 in results:
+        print("  16 hosts / 4 hosts controller CPU: %.2fx (target <= 1.5x)" % (results[16]["cpu"] / results[4]["cpu"]))
+    print("  projected 1,000 hosts: %.0f CPU s on the controller; %.0f s of controller-bound wall with forks = %d cores"
+          % (total, total / cores, cores))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, nargs="+", default=[4, 16, 64], help="sizes of the audit runs")
+    parser.add_argument("--full", type=int, nargs="*", default=[],
+                        help="sizes of the whole quick assessment (long phases cut to seconds)")
+    parser.add_argument("--no-cmax", action="store_true", help="leave out the one-machine comparison with cmax")
+    parser.add_argument("--keep", action="store_true", help="leave the test cluster up at the end")
+    args = parser.parse_args(argv)
+    _become_subreaper()
+    cluster = Cluster()
+    audit, full = {}, {}
+    scratch = ROOT / ".cache" if (ROOT / ".cache").is_dir() else None
+    try:
+        for n in sorted(set(args.hosts) | set(args.full)):
+            cluster.up(n)
+            with tempfile.TemporaryDirectory(prefix="bench-scale-", dir=scratch) as tmp:
+                tmp = Path(tmp)
+                inventory = cluster.write_inventory(str(tmp / "bench.ini"), python=sys.executable)
+                if n in args.hosts:
+                    audit[n] = run_assess(inventory, tmp / "audit", ["--tags", "audit"])
+                    print("audit, %d hosts: %.1f CPU s, %.1f s wall" % (n, audit[n]["cpu"], audit[n]["wall"]),
+                          flush=True)
+                if n in args.full:
+                    full[n] = run_assess(inventory, tmp / "full", FULL_ARGS)
+                    print("whole quick assessment, %d hosts: %.1f CPU s, %.1f s wall" % (
+                        n, full[n]["cpu"], full[n]["wall"]), flush=True)
+    finally:
+        if not args.keep:
+            cluster.down()
+    _print_sizes("audit (--tags audit: preflight, audit, cleanup, report)", audit)
+    if full:
+        _print_sizes("whole quick assessment (%s)" % " ".join(FULL_ARGS), full)
+    if not args.no_cmax:
+        with tempfile.TemporaryDirectory(prefix="bench-scale-", dir=scratch) as tmp:
+            ours, cmax = one_machine(Path(tmp))
+        print("\none machine: ours (inventories/local.ini, --tags audit) vs cmax audit --vm -y (%s)" % CMAX_SPEC)
+        print("  wall: %.1f s vs %.1f s = %.2fx (target <= 1.0x)" % (ours["wall"], cmax["wall"],
+                                                                    ours["wall"] / cmax["wall"]))
+        print("  CPU:  %.1f s vs %.1f s = %.2fx" % (ours["cpu"], cmax["cpu"], ours["cpu"] / cmax["cpu"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
