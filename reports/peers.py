@@ -20,9 +20,8 @@ from collections import Counter
 
 import numpy as np
 import pandas as pd
-import yaml
 
-from reports import DATA_DIR
+from reports import DATA_DIR, yamlio
 from reports.grading import expectations
 from reports.grading.select import selection
 from reports.load import read_json_or_problem
@@ -33,7 +32,7 @@ ENV_STORE = "CLUSTERMAX_ASSESS_PEERS"
 
 def load_spec(path=None):
     with open(path or os.path.join(DATA_DIR, "peers.yml"), encoding="utf-8") as fh:
-        spec = yaml.safe_load(fh)
+        spec = yamlio.safe_load(fh)
     for m in spec["metrics"]:
         if m.get("better") not in ("higher", "lower"):
             raise ValueError("peers.yml metric %s: better must be higher or lower" % m.get("id"))

@@ -26,9 +26,7 @@ import fnmatch
 import os
 from collections import Counter
 
-import yaml
-
-from reports import DATA_DIR
+from reports import DATA_DIR, yamlio
 from reports.profiles import SCREENING, ran_text, rating_text, validate_profiles
 
 RATINGS_SCHEMA = "clustermax.assess/ratings/v1"
@@ -52,7 +50,7 @@ def load_tiers(path=None):
     """tiers.yml, checked: a bad rating config must stop the build (exit 2), not give a quietly wrong tier."""
     path = path or os.path.join(DATA_DIR, "tiers.yml")
     with open(path, encoding="utf-8") as fh:
-        tiers = yaml.safe_load(fh) or {}
+        tiers = yamlio.safe_load(fh) or {}
     problems = validate_tiers(tiers)
     if problems:
         raise ValueError("%s: %s" % (path, "; ".join(problems)))
@@ -99,7 +97,7 @@ def validate_tiers(tiers):
 def load_analyst(path, tiers):
     """An analyst file (reports/data/analyst.example.yml shows the format), checked against tiers.yml."""
     with open(path, encoding="utf-8") as fh:
-        doc = yaml.safe_load(fh) or {}
+        doc = yamlio.safe_load(fh) or {}
     categories = {c["id"] for c in tiers["categories"]}
     problems = []
     if doc.get("schema") != ANALYST_SCHEMA:

@@ -19,9 +19,7 @@ section of the report shows the comparison of each.
 import os
 import re
 
-import yaml
-
-from reports import DATA_DIR
+from reports import DATA_DIR, yamlio
 
 MAPPING_PATH = os.path.join(DATA_DIR, "reference_cmax.yml")
 REFERENCE_DIR = os.path.join("reference", "cmax")
@@ -102,7 +100,7 @@ def read_show(text):
 
 def load_mapping(path=MAPPING_PATH):
     with open(path, encoding="utf-8") as fh:
-        doc = yaml.safe_load(fh)
+        doc = yamlio.safe_load(fh)
     return doc
 
 

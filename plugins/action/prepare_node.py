@@ -2,15 +2,15 @@
 # Apache-2.0
 """Action plugin clustermax.assess.prepare_node: preflight's work on one node, in one round trip."""
 
-import base64
 import hashlib
 import json
 import shlex
 
 from ansible.errors import AnsibleActionFail
 from ansible_collections.clustermax.assess.plugins.action.probe import ActionModule as Probe
-from ansible_collections.clustermax.assess.plugins.action.run_lock import NODE_CODE
 from ansible_collections.clustermax.assess.plugins.action.run_lock import ActionModule as RunLock
+from ansible_collections.clustermax.assess.plugins.action.run_lock import node_code
+from ansible_collections.clustermax.assess.plugins.plugin_utils import node_exec
 from ansible_collections.clustermax.assess.probes.common.run_lock import lock_path
 
 PYTHON_MARK = "clustermax-assess-python: "
@@ -20,27 +20,17 @@ NODE_INFO_TIMEOUT_S = 120
 NO_PYTHON_RC = 3
 
 
-def _decoder():
-    """`python -c` text that runs the run lock's node code (probes/common/run_lock.py), which travels base64-encoded
-    as the first argument: one command, nothing to copy first (stdin carries the probes)."""
-    return "import base64, sys; exec(compile(base64.b64decode(sys.argv.pop(1)), 'run_lock.py', 'exec'))"
-
-
-def _code_b64():
-    with open(NODE_CODE, "rb") as fh:
-        return base64.b64encode(fh.read()).decode()
-
-
 def node_command(candidates, min_version, lock_argv):
     """The shell command of the one round trip: try each candidate Python with plain sh (no Python is needed to
-    look), print the first usable one on a marked line, and run the run lock's node code with it."""
+    look), print the first usable one on a marked line, and run the run lock's node code with it (its source in
+    the command line: nothing to copy first; stdin carries the probes)."""
     version = "(%s)" % ", ".join(str(int(p)) for p in str(min_version).split("."))
     check = "import sys; sys.exit(0 if sys.version_info[:2] >= %s else 1)" % version
     return (
         "for p in %s; do exe=$(command -v \"$p\" 2>/dev/null) || continue; "
-        "\"$exe\" -c %s 2>/dev/null </dev/null || continue; echo %s\"$exe\"; exec \"$exe\" -c %s %s %s; done; exit %d"
+        "\"$exe\" -c %s 2>/dev/null </dev/null || continue; echo %s\"$exe\"; exec \"$exe\" -c %s %s; done; exit %d"
         % (" ".join(shlex.quote(str(c)) for c in candidates), shlex.quote(check), shlex.quote(PYTHON_MARK),
-           shlex.quote(_decoder()), _code_b64(), " ".join(shlex.quote(a) for a in lock_argv), NO_PYTHON_RC))
+           shlex.quote(node_code()), " ".join(shlex.quote(a) for a in lock_argv), NO_PYTHON_RC))
 
 
 class ActionModule(RunLock, Probe):
@@ -75,17 +65,16 @@ class ActionModule(RunLock, Probe):
                  "preflight_lock_msg": ""}
         result.update(changed=False, ansible_facts=facts)
         with open(args["probes"], "rb") as fh:
-            self._probes = fh.read()
-        stage = ["--workdir", workdir, "--probes-sha256", hashlib.sha256(self._probes).hexdigest()]
+            self._stdin = fh.read()  # the probes, which the node code writes into the working directory
+        stage = ["--workdir", workdir, "--probes-sha256", hashlib.sha256(self._stdin).hexdigest()]
 
         holder = self._holder(run)
         path = lock_path(remote_tmp)
         take = ["take", "--path", path, "--holder", json.dumps(holder, sort_keys=True)] + stage
-        res = self._low_level_execute_command(node_command(candidates, args["min_version"], take), sudoable=True,
-                                              in_data=self._probes)
-        lines = (res.get("stdout") or "").splitlines()
+        res = node_exec.run(self, node_command(candidates, args["min_version"], take), stdin=self._stdin)
+        lines = res["stdout"].splitlines()
         found = [line[len(PYTHON_MARK):].strip() for line in lines if line.startswith(PYTHON_MARK)]
-        if res.get("rc") == NO_PYTHON_RC or not found:
+        if res["rc"] == NO_PYTHON_RC or not found:
             facts["preflight_python_msg"] = "%s (tried %s; set assess_python for this host)" % (host,
                                                                                                 ", ".join(candidates))
             result["msg"] = "no usable Python >= %s on %s" % (args["min_version"], facts["preflight_python_msg"])
@@ -93,7 +82,11 @@ class ActionModule(RunLock, Probe):
         python = found[0]
         facts.update(preflight_python_path=python, assess_python=python)
         try:
-            lock = self._judge(task_vars, python, path, host, holder, self._answer(res, host), stage)
+            answer = node_exec.last_json(res)
+            if not isinstance(answer, dict):
+                answer = {"taken": False, "error": "the run lock on %s: rc=%s %s" % (host, res["rc"],
+                                                                                    node_exec.why(res))}
+            lock = self._judge(task_vars, python, path, host, holder, answer, stage)
         except AnsibleActionFail as ex:  # the node failed while breaking a gone run's lock
             lock = {"taken": False, "msg": str(ex)}
         facts.update(preflight_lock_taken=lock["taken"], preflight_lock_msg=lock.get("msg", ""))
@@ -105,25 +98,7 @@ class ActionModule(RunLock, Probe):
         result["probes"] = lock["node"].get("probes")  # staged, or present (a shared tmp)
         # the probe action reads these from the task's variables: this task is what sets them
         probe_vars = dict(task_vars, assess_python=python, assess_remote_dir=workdir, preflight_lock_taken=True)
-        return self._probe(probe_vars, result, "node_info", timeout=NODE_INFO_TIMEOUT_S, facts=True)
-
-    @staticmethod
-    def _answer(res, host):
-        """The node code's JSON answer (its last line), or an error naming the node."""
-        try:
-            return json.loads((res.get("stdout") or "").strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            why = (res.get("stderr") or res.get("stdout") or "no output").strip().splitlines()
-            return {"taken": False, "error": "the run lock on %s: rc=%s %s" % (host, res.get("rc"),
-                                                                             why[-1] if why else "")}
-
-    def _node(self, task_vars, python, argv):
-        """The lock's node code with the Python found, the probes on stdin (RunLock._judge's second take, which
-        breaks a gone run's lock, comes here too)."""
-        cmd = "%s -c %s %s %s" % (shlex.quote(python), shlex.quote(_decoder()), _code_b64(),
-                                  " ".join(shlex.quote(a) for a in argv))
-        res = self._low_level_execute_command(cmd, sudoable=True, in_data=self._probes)
-        out = self._answer(res, task_vars.get("inventory_hostname"))
-        if out.get("error"):
-            raise AnsibleActionFail(out["error"])
-        return out
+        # torch: False. At preflight the probes' venv (the tools step) is not made yet, so the torch of this Python says
+        # little, and each phase records the torch it runs with; importing it cost ~1 s per node.
+        return self._probe(probe_vars, result, "node_info", params={"torch": False}, timeout=NODE_INFO_TIMEOUT_S,
+                           facts=True)

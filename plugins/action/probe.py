@@ -5,11 +5,11 @@
 import base64
 import json
 import os
-from contextlib import contextmanager
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
+from ansible_collections.clustermax.assess.plugins.plugin_utils import node_exec
 from ansible_collections.clustermax.assess.probes.artifact import (
     Artifact,
     artifact_filename,
@@ -19,36 +19,8 @@ from ansible_collections.clustermax.assess.probes.artifact import (
 from ansible_collections.clustermax.assess.probes.common.run_lock import lock_path
 
 
-@contextmanager
-def _measuring_in_check_mode(task):
-    """A probe measures and writes only into the run's working directory, so it runs under --check as well (roles
-    guard the probes that load or change a node with `when: not ansible_check_mode`). The command module would
-    otherwise only say that it would have run, so it is called with check mode off for this one call."""
-    check_mode = task.check_mode
-    task.check_mode = False
-    try:
-        yield
-    finally:
-        task.check_mode = check_mode
-
-
-def _cause(exception):
-    """The innermost message of a module's exception: the command module's own failure ("Error executing
-    command.") names its cause only there. ansible-core 2.19 gives an error summary whose events chain down to
-    the cause; older versions a traceback text, whose last line is the cause."""
-    event, msg = getattr(exception, "event", None), None
-    while event is not None:
-        msg = getattr(event, "msg", None) or msg
-        chain = getattr(event, "chain", None)
-        event = getattr(chain, "event", None) if chain else None
-    if msg:
-        return str(msg).strip()
-    lines = str(exception or "").strip().splitlines()
-    return lines[-1] if lines else ""
-
-
 class ActionModule(ActionBase):
-    """Runs `<assess_python> <assess_remote_dir>/probes.pyz <name> --inline …` on the node with the command module,
+    """Runs `<assess_python> <assess_remote_dir>/probes.pyz <name> --inline …` on the node (plugin_utils/node_exec),
     writes the artifact and its raw files under `<assess_run.dir>/artifacts/<inventory_hostname>/` on the
     controller, and returns the artifact's status. A probe that measured a fault is data, not a failed task:
     the task fails only when no artifact could be had at all, and even then an error artifact is written
@@ -122,22 +94,13 @@ class ActionModule(ActionBase):
         if timeout:
             argv += ["--timeout", str(timeout)]
 
-        with _measuring_in_check_mode(self._task):
-            cmd = self._execute_module(module_name="ansible.builtin.command", module_args={"argv": argv},
-                                       task_vars=task_vars)
-        manifest = None
-        lines = (cmd.get("stdout") or "").strip().splitlines()
-        if cmd.get("rc") == 0 and lines:
-            try:
-                manifest = json.loads(lines[-1])
-            except ValueError:
-                manifest = None
-        if manifest is None or validate(manifest.get("artifact")):
-            why = (cmd.get("stderr") or cmd.get("msg") or "no output").strip().splitlines()
-            reason = "probe %s did not run on %s: rc=%s %s" % (name, host, cmd.get("rc"), why[-1] if why else "")
-            cause = _cause(cmd.get("exception"))
-            if cause:
-                reason += " (%s)" % cause
+        # Through the connection itself (plugins/plugin_utils/node_exec.py), in --check mode too: a probe measures
+        # and writes only into the run's working directory (roles guard the probes that load or change a node with
+        # `when: not ansible_check_mode`).
+        cmd = node_exec.run(self, argv)
+        manifest = node_exec.last_json(cmd) if cmd["rc"] == 0 else None
+        if not isinstance(manifest, dict) or validate(manifest.get("artifact")):
+            reason = "probe %s did not run on %s: rc=%s %s" % (name, host, cmd["rc"], node_exec.why(cmd))
             art = Artifact(name, run["id"], host, variant=variant, params=params)
             art.error(reason)
             path = write_json_atomic(os.path.join(local_dir, artifact_filename(name, variant)), art.to_dict())

@@ -9,6 +9,7 @@ import time
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+from ansible_collections.clustermax.assess.plugins.plugin_utils import node_exec
 from ansible_collections.clustermax.assess.plugins.plugin_utils.journal import start_ticks
 from ansible_collections.clustermax.assess.probes.common.run_lock import boot_id, lock_path
 
@@ -23,6 +24,11 @@ FOREIGN_STALE_S = 120
 # killed at its timeout (ansible-runner sends SIGKILL) leaves its working directory, and the next job runs in a new
 # pod: without this, every later job would be refused until someone cleaned up by hand.
 HEARTBEAT_STALE_S = 30 * 60
+
+
+def node_code():
+    with open(NODE_CODE, encoding="utf-8") as fh:
+        return fh.read()
 
 
 def _alive_here(holder):
@@ -69,18 +75,17 @@ class ActionModule(ActionBase):
 
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(("state", "run_id", "workdir"))
+    # What the node code gets on stdin (prepare_node: the probes, which it writes into the working directory).
+    _stdin = None
 
     def _node(self, task_vars, python, argv):
-        with open(NODE_CODE, encoding="utf-8") as fh:
-            code = fh.read()
-        cmd = self._execute_module(module_name="ansible.builtin.command",
-                                   module_args={"argv": [python, "-c", code] + argv}, task_vars=task_vars)
-        try:
-            return json.loads((cmd.get("stdout") or "").strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            why = (cmd.get("stderr") or cmd.get("msg") or "no output").strip().splitlines()
+        """The node code's JSON answer, run with `python -c <its source>`."""
+        res = node_exec.run(self, [python, "-c", node_code()] + list(argv), stdin=self._stdin)
+        out = node_exec.last_json(res)
+        if not isinstance(out, dict):
             raise AnsibleActionFail("the run lock on %s: rc=%s %s" % (task_vars.get("inventory_hostname"),
-                                                                      cmd.get("rc"), why[-1] if why else "")) from None
+                                                                      res["rc"], node_exec.why(res)))
+        return out
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}

@@ -3,16 +3,14 @@
 import operator
 import os
 
-import yaml
-
-from reports import DATA_DIR
+from reports import DATA_DIR, yamlio
 
 OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt, "==": operator.eq}
 
 
 def load_gpus(path=None):
     with open(path or os.path.join(DATA_DIR, "gpus.yml"), encoding="utf-8") as fh:
-        return yaml.safe_load(fh)["models"]
+        return yamlio.safe_load(fh)["models"]
 
 
 def gpu_model_key(name, models):

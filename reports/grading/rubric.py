@@ -5,9 +5,7 @@ import glob
 import os
 from collections import Counter
 
-import yaml
-
-from reports import DATA_DIR
+from reports import DATA_DIR, yamlio
 from reports.load import schema_problems
 
 
@@ -17,7 +15,7 @@ class RubricError(ValueError):
 
 def _read_part(path, label):
     with open(path, encoding="utf-8") as fh:
-        part = yaml.safe_load(fh) or {}
+        part = yamlio.safe_load(fh) or {}
     problems = schema_problems(part, "rubric")
     if problems:
         raise RubricError("\n".join("%s: %s" % (label, p) for p in problems))

@@ -33,8 +33,7 @@ import os
 import shutil
 import tempfile
 
-import yaml
-
+from reports import yamlio
 from reports.sla import intervals as iv
 from reports.sla import store
 from reports.sla.availability import excluded_intervals
@@ -345,4 +344,4 @@ def rerun_from_inputs(inputs: str, out: str):
 
 def load_contract(path: str) -> dict:
     with open(path, encoding="utf-8") as fh:
-        return yaml.safe_load(fh) if path.endswith((".yml", ".yaml")) else json.load(fh)
+        return yamlio.safe_load(fh) if path.endswith((".yml", ".yaml")) else json.load(fh)

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
+from reports import yamlio
 
 STATUSES = ("ok", "changed", "failed", "unreachable", "skipped", "ignored")
 _EVENT_STATUS = {"runner_on_ok": "ok", "runner_on_failed": "failed", "runner_on_unreachable": "unreachable",
@@ -130,9 +130,9 @@ def parse_extravars(items) -> dict:
         text = item.strip()
         if text.startswith("@"):
             with open(text[1:], encoding="utf-8") as fh:
-                value = yaml.safe_load(fh) or {}
+                value = yamlio.safe_load(fh) or {}
         elif text.startswith("{"):
-            value = yaml.safe_load(text)
+            value = yamlio.safe_load(text)
         else:
             value = {}
             for word in shlex.split(text):

@@ -6,9 +6,7 @@ import os
 from dataclasses import dataclass
 from fractions import Fraction
 
-import yaml
-
-from reports import DATA_DIR
+from reports import DATA_DIR, yamlio
 
 DATA = os.path.join(DATA_DIR, "sla_tiers.yml")
 
@@ -68,7 +66,7 @@ class Tiers:
     def load(cls, path: str | None = None) -> Tiers:
         path = path or DATA
         with open(path, encoding="utf-8") as fh:
-            return cls(yaml.safe_load(fh), path)
+            return cls(yamlio.safe_load(fh), path)
 
     def _tier(self, name, spec) -> Tier:
         try:

@@ -122,8 +122,8 @@ def test_the_tools_step_reaches_every_probe(check_mode_run):
 
 
 def test_a_probe_that_cannot_start_names_the_cause(check_mode_run):
-    # the command module says only "Error executing command."; the cause is in its exception
+    # the node's shell says why (rc 127: not found), on the last line of its stderr
     doc = _artifact(check_mode_run, "node-a", "nopython")
     assert doc["status"] == "error"
-    assert doc["reason"].startswith("probe boot_id did not run on node-a: rc=2 Error executing command. ("), doc
-    assert "No such file or directory" in doc["reason"] and "/nonexistent/bin/python3" in doc["reason"]
+    assert doc["reason"].startswith("probe boot_id did not run on node-a: rc=127 "), doc
+    assert "not found" in doc["reason"] and "/nonexistent/bin/python3" in doc["reason"]

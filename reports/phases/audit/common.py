@@ -11,9 +11,7 @@ import os
 import re
 from datetime import datetime, timezone
 
-import yaml
-
-from reports import DATA_DIR
+from reports import DATA_DIR, yamlio
 from reports.grading import expectations, find_artifact, make_row, ungradable
 
 PROBE = "audit"
@@ -27,7 +25,7 @@ def data(name):
     """reports/data/<name>.yml, loaded once."""
     if name not in _DATA:
         with open(os.path.join(DATA_DIR, name + ".yml"), encoding="utf-8") as fh:
-            _DATA[name] = yaml.safe_load(fh)
+            _DATA[name] = yamlio.safe_load(fh)
     return _DATA[name]
 
 

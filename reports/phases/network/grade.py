@@ -25,10 +25,9 @@ import os
 import statistics
 
 import pandas as pd
-import yaml
 
 from probes.network.plan import human_bytes
-from reports import DATA_DIR
+from reports import DATA_DIR, yamlio
 from reports.grading.expectations import missing
 from reports.grading.preconditions import ungradable
 from reports.grading.rows import make_row, status_above, status_below, worst_status
@@ -44,7 +43,7 @@ ONE_NIC_PER_GPU = ("alltoall", "sendrecv", "gather", "scatter")
 
 def load_fabrics(path=None):
     with open(path or os.path.join(DATA_DIR, "gpus.yml"), encoding="utf-8") as fh:
-        return yaml.safe_load(fh).get("fabrics") or {}
+        return yamlio.safe_load(fh).get("fabrics") or {}
 
 
 # ---------------------------------------------------------------------------------------------------------------

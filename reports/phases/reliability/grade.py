@@ -25,9 +25,7 @@ kinds (registered by reports.grading.kinds):
 import os
 import statistics
 
-import yaml
-
-from reports import DATA_DIR
+from reports import DATA_DIR, yamlio
 from reports.grading import make_row, ungradable
 from reports.phases.reliability import timeline
 
@@ -139,7 +137,7 @@ def grade_detect(check, run, host, data=None):
 
 def load_xid_actions(path=None):
     with open(path or os.path.join(DATA_DIR, "xid.yml"), encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+        return yamlio.safe_load(fh)
 
 
 def recommended(xid, data):

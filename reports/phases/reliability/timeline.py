@@ -23,11 +23,9 @@ batch number: the host that holds the batch's sched_watch artifact.
 
 import os
 
-import yaml
-
 from probes.common.sched import DRAINED, OUT_OF_SERVICE
 from probes.reliability.samples import intervals, known, read_samples, spares
-from reports import DATA_DIR
+from reports import DATA_DIR, yamlio
 
 # sched_action result metrics -> reboot_timeline event names
 ACTION_EVENTS = {"drain_issued_at": "drain_issued", "drained_at": "drained", "registered_at": "registered",
@@ -345,7 +343,7 @@ def amd_fault(inject):
         return {}
     key = "%s_%s" % (facts.get("ras_block"), facts.get("ras_type"))
     with open(os.path.join(DATA_DIR, "xid.yml"), encoding="utf-8") as fh:
-        xid = (yaml.safe_load(fh).get("amd_ras") or {}).get(key)
+        xid = (yamlio.safe_load(fh).get("amd_ras") or {}).get(key)
     fault = "amdgpu RAS %s %s error" % (facts.get("ras_block"), facts.get("ras_type"))
     if xid is None:
         return {"fault": fault + " (no XID of the same fault in xid.yml amd_ras: judged as unknown)", "xid": "0"}
