@@ -17,6 +17,7 @@ from reports.grading import CHECK_COLUMNS, grade, load_rubric, summarize
 from reports.junit import junit_xml
 from reports.load import load_run
 from reports.rate import analyst_rows, load_analyst, load_tiers, rate, rating_table, ratings_document
+from reports.render import host_pages
 from reports.render import report_html as render_html
 from reports.render import report_md as render_md
 
@@ -124,7 +125,9 @@ def write_outputs(run, rows, ratings, report_dir, progress=None):
     _write(os.path.join(report_dir, "report.md"), render_md.render(run, rows, parts=parts))
     progress(0.8, "report.html")
     title = "ClusterMAX assessment: %s %s" % (run.meta.get("provider"), run.meta.get("run_id"))
-    _write(os.path.join(report_dir, "report.html"), render_html.render(parts, rows, ratings, report_dir, title))
+    _write(os.path.join(report_dir, "report.html"), render_html.render(parts, rows, ratings, report_dir, title,
+                                                                     hosts=run.hosts))
+    host_pages.write_host_pages(report_dir, rows, run.hosts, title)
     progress(0.88, "checks.csv, junit.xml, ratings.json")
     write_checks_csv(os.path.join(report_dir, "checks.csv"), rows)
     _write(os.path.join(report_dir, "junit.xml"), junit_xml(rows, ratings, run.meta, timestamp=ratings["generated_at"]))

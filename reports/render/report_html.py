@@ -2,7 +2,8 @@
 and printable. It renders the same parts as report.md (report_md.render_parts), from the same data: the blocks of
 every part through the Jinja2 templates in reports/render/templates (blocks.html.j2), the rating and the checks
 from their data (rating.html.j2, checks.html.j2), which add what a page can do that markdown cannot (the tier
-badge, score bars, status filters). Autoescape is on and no template marks a value safe: every string is escaped.
+badge, score bars, status filters, the sortable and filterable hosts table). Autoescape is on and no template marks a
+value safe: every string is escaped (the check rows by host_pages.rows_html, which escapes every value itself).
 
 Images are embedded from the report directory only (a plain file name of a known image type); never fetched.
 """
@@ -13,8 +14,10 @@ import re
 from types import SimpleNamespace
 
 import jinja2
+import markupsafe
 
 from reports.rate import fmt_score, tier_line
+from reports.render import host_pages
 from reports.render.blocks import plain, spans
 from reports.render.report_md import rating_detail_blocks
 
@@ -78,8 +81,9 @@ def blocks_html(blocks, report_dir=None):
     return template.render(items=blocks, embed=embedder(report_dir))
 
 
-def render(parts, rows, ratings, report_dir=None, title="ClusterMAX assessment"):
-    """The whole page. parts: report_md.render_parts(...) output, [(key, blocks)]."""
+def render(parts, rows, ratings, report_dir=None, title="ClusterMAX assessment", hosts=None):
+    """The whole page. parts: report_md.render_parts(...) output, [(key, blocks)]; hosts: the run's hosts (each
+    with a line in the hosts table, linking to its page: host_pages.write_host_pages)."""
     page, toc = [], []
     for key, blocks in parts:
         part = SimpleNamespace(key=key, anchor=anchor(key), blocks=blocks)
@@ -91,10 +95,15 @@ def render(parts, rows, ratings, report_dir=None, title="ClusterMAX assessment")
         elif key != "header":
             first = next((b.text for b in blocks if b.kind == "heading"), key)
             toc.append(SimpleNamespace(anchor=part.anchor, title=plain(first)))
+    if hosts is None:
+        hosts = list(dict.fromkeys(r["host"] for r in rows if r.get("evidence") != "analyst"))
+    shown, note = host_pages.shown_rows(rows, len(hosts))
     counts = {}
-    for r in rows:
+    for r in shown:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     return ENV.get_template("report.html.j2").render(
-        parts=page, toc=toc, rows=rows, counts=counts, ratings=ratings, title=title, statuses=STATUSES,
+        parts=page, toc=toc, rows=shown, counts=counts, ratings=ratings, title=title, statuses=STATUSES,
+        rows_html=markupsafe.Markup(host_pages.rows_html(shown)), rows_note=note,
+        hosts=host_pages.host_summary(rows, hosts),
         tier_colours=TIER_COLOURS, tier_line=tier_line(ratings) if ratings else "", embed=embedder(report_dir),
         rating_detail=rating_detail_blocks(ratings) if ratings else [])

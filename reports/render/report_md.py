@@ -10,7 +10,7 @@ from reports import phases
 from reports.grading import summarize
 from reports.profiles import amount, ran_text, rating_text
 from reports.rate import NOT_IMPLEMENTED_KIND, fmt_score, tier_line
-from reports.render import markdown
+from reports.render import host_pages, markdown
 from reports.render.blocks import Bullets, Heading, Paragraph, Quote, Table, code, em, strong
 
 INVENTORY_FACTS = [("hostname", "hostname"), ("os", "OS"), ("kernel", "kernel"), ("arch", "arch"),
@@ -30,13 +30,18 @@ def _num(value, scale):
 def node_inventory(run):
     facts = run.facts[run.facts.probe == "node_info"]
     res = run.results[(run.results.probe == "node_info") & (run.results.labels == json.dumps({}))]
+    # one pass over each table (a filter per host was 3.5 s at 1,000 hosts)
+    host_facts, host_results = {}, {}
+    for host, fact, value in zip(facts.host, facts.fact, facts.value):
+        host_facts.setdefault(host, {})[fact] = value
+    for host, metric, value in zip(res.host, res.metric, res.value):
+        host_results.setdefault(host, {})[metric] = value
     rows = []
     for host in run.hosts:
         if host in run.unreachable:
             rows.append([host, "unreachable"] + [None] * (len(INVENTORY_FACTS) + len(INVENTORY_RESULTS) - 1))
             continue
-        hf = dict(zip(facts[facts.host == host].fact, facts[facts.host == host].value))
-        hr = dict(zip(res[res.host == host].metric, res[res.host == host].value))
+        hf, hr = host_facts.get(host, {}), host_results.get(host, {})
         rows.append([host] + [hf.get(k) for k, _ in INVENTORY_FACTS]
                     + [_num(hr.get(k), s) for k, _, s in INVENTORY_RESULTS])
     header = ["host"] + [t for _, t in INVENTORY_FACTS] + [t for _, t, _ in INVENTORY_RESULTS]
@@ -175,14 +180,17 @@ def rating_blocks(ratings):
     return out
 
 
-def checks_blocks(rows):
+def checks_blocks(rows, n_hosts=0):
+    """Every row, or on a fleet those that need attention (host_pages.shown_rows says which, and why)."""
+    rows, note = host_pages.shown_rows(rows, n_hosts)
+
     def shown(status):
         return status.upper() if status in ("fail", "error") else status
 
     def host(r):
         return "(analyst)" if r.get("evidence") == "analyst" else r["host"]
 
-    return [Heading(2, "Checks"),
+    return [Heading(2, "Checks")] + ([Paragraph(note)] if note else []) + [
             Table(["check", "host", "subject", "status", "observed", "expected", "reason"],
                   [[r["check_id"], host(r), r["subject"], shown(r["status"]), r["observed"], r["expected"],
                     r["reason"]] for r in rows])]
@@ -228,7 +236,7 @@ def render_parts(run, rows, report_dir=None, ratings=None):
     if run.load_errors:
         parts.append(("load_errors", [Heading(2, "Artifacts that could not be read"),
                                       Bullets(["%s: %s" % (e["path"], e["error"]) for e in run.load_errors])]))
-    parts.append(("checks", checks_blocks(rows)))
+    parts.append(("checks", checks_blocks(rows, len(run.hosts))))
     return parts
 
 

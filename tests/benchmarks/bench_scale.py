@@ -19,6 +19,11 @@ engine per node, and the opt-in destructive phase left out). It prints per run:
 Then, in the same run, our audit of this one machine (inventories/local.ini, no SSH) next to `cmax audit --vm -y`
 (clustermax 0.2.1, in a venv of its own under .cache), both wall and CPU, as a ratio (ours / cmax).
 
+Last, the report of a fleet (--report-nodes, 1,000 by default): a synthetic run of that many 8-GPU nodes (GEMM
+sweeps per GPU, collectives, fio, node inventory: tests/benchmarks/bench_reports.py) built with the shipped rubric:
+the build's wall time, report.html's size, and how long headless Chromium takes to load and render it (its wall
+time to print the DOM, less the same for an empty page), with their targets.
+
 Numbers only: no assertion, the machine's load shows in them (the test hosts' work shares these cores). Tears the
 test cluster down at the end unless --keep.
 """
@@ -27,6 +32,7 @@ import argparse
 import ctypes
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -38,6 +44,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from cluster.cluster import Cluster  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "tests" / "benchmarks"))
+sys.path.insert(0, str(ROOT))
+import bench_reports  # noqa: E402
 
 BIN = Path(sys.executable).parent
 CMAX_SPEC = "clustermax==0.2.1"
@@ -132,6 +142,39 @@ def one_machine(workdir):
     return ours, {"wall": wall, "cpu": cpu}
 
 
+def _chromium_wall(url):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        return None
+    profile = tempfile.mkdtemp(prefix="bench-chromium-")
+    try:
+        t0 = time.monotonic()
+        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                        "--user-data-dir=%s" % profile, "--dump-dom", url], capture_output=True, timeout=300)
+        return time.monotonic() - t0
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def fleet_report(n_nodes, workdir):
+    """(nodes, check rows, build s, report.html bytes, Chromium render s or None) of a synthetic fleet's report."""
+    from reports.build import build  # noqa: PLC0415
+
+    run_dir, _, hosts = bench_reports.make_run(workdir / "runs", n_nodes * 1476, seed=1, run_id="fleet")
+    rubric = bench_reports.bench_rubric(workdir)
+    t0 = time.monotonic()
+    _, _, report_dir = build(run_dir, rubric=rubric, progress=False)
+    t_build = time.monotonic() - t0
+    page = Path(report_dir) / "report.html"
+    blank = workdir / "blank.html"
+    blank.write_text("<!DOCTYPE html><html><body></body></html>")
+    walls = [(_chromium_wall(page.as_uri()), _chromium_wall(blank.as_uri())) for _ in range(3)]
+    render = None if walls[0][0] is None else min(w - b for w, b in walls)
+    with open(Path(report_dir) / "checks.csv") as fh:
+        rows = sum(1 for _ in fh) - 1
+    return hosts, rows, t_build, page.stat().st_size, render
+
+
 def _print_sizes(title, results):
     print("\n%s" % title)
     print("  %6s  %16s  %12s  %8s" % ("hosts", "controller CPU s", "CPU/host s", "wall s"))
@@ -155,6 +198,7 @@ def main(argv=None):
     parser.add_argument("--full", type=int, nargs="*", default=[],
                         help="sizes of the whole quick assessment (long phases cut to seconds)")
     parser.add_argument("--no-cmax", action="store_true", help="leave out the one-machine comparison with cmax")
+    parser.add_argument("--report-nodes", type=int, default=1000, help="nodes of the fleet report (0: none)")
     parser.add_argument("--keep", action="store_true", help="leave the test cluster up at the end")
     args = parser.parse_args(argv)
     _become_subreaper()
@@ -188,6 +232,14 @@ def main(argv=None):
         print("  wall: %.1f s vs %.1f s = %.2fx (target <= 1.0x)" % (ours["wall"], cmax["wall"],
                                                                     ours["wall"] / cmax["wall"]))
         print("  CPU:  %.1f s vs %.1f s = %.2fx" % (ours["cpu"], cmax["cpu"], ours["cpu"] / cmax["cpu"]))
+    if args.report_nodes:
+        with tempfile.TemporaryDirectory(prefix="bench-scale-", dir=scratch) as tmp:
+            hosts, rows, t_build, size, render = fleet_report(args.report_nodes, Path(tmp))
+        print("\nfleet report: %d nodes x 8 GPUs, %d check rows" % (hosts, rows))
+        print("  build: %.1f s (target < 20 s) = %.2fx the target" % (t_build, t_build / 20))
+        print("  report.html: %.2f MB (target < 5 MB) = %.2fx" % (size / 2**20, size / (5 * 2**20)))
+        print("  Chromium load and render: %s (target < 3 s)" % (
+            "%.2f s = %.2fx" % (render, render / 3) if render is not None else "not measured (no chromium)"))
     return 0
 
 

@@ -115,3 +115,40 @@ def test_a_script_error_would_be_caught(tmp_path):
     page.write_text("<!DOCTYPE html><html><body><p>x</p><script>notDefined();</script></body></html>")
     _, console = chromium(page.as_uri(), "--dump-dom")
     assert any("Uncaught ReferenceError" in line for line in console)
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    """A 1,000-host run (the golden poor cluster: every host fails a few checks), built once."""
+    base = tmp_path_factory.mktemp("fleet")
+    run_dir = make_run(base, "poor", hosts=1000, host_overrides={"gn777": {"read_bw_gbps": 0.5}})
+    _, _, report_dir = build(run_dir, rubric=RUBRIC, progress=False)
+    return Path(report_dir)
+
+
+def test_a_fleet_report_is_a_summary_page_that_filters_and_a_page_per_host(fleet):
+    """report.html stays small (the hosts table, the rows that need attention, at most 2,000), the hosts table filters
+    in the browser (#filter= in the address fills its box), and each host's page holds every row of that host."""
+    with open(fleet / "checks.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    page = fleet / "report.html"
+    assert page.stat().st_size < 5 * 2**20
+    assert len(list((fleet / "hosts").glob("*.html"))) == 1000
+    dom, console = chromium(page.as_uri() + "#filter=gn777", "--dump-dom")
+    assert console == []
+    hosts = dom.split('<table class="sortable" id="hosts">', 1)[1].split("</tbody>", 1)[0].split("<tr")[2:]
+    assert len(hosts) == 1000
+    shown = [row for row in hosts if not row.startswith(" hidden")]
+    assert len(shown) == 1 and '<a href="hosts/gn777.html">gn777</a>' in shown[0]
+    attention = [r for r in rows if r["status"] in ("fail", "error", "warn")]
+    assert len(attention) > 2000
+    listed = dom.split('id="check-rows"', 1)[1].split("</table>", 1)[0]
+    assert listed.count('<tr class="row-') == 2000 and '<tr class="row-pass">' not in listed
+    assert "1000 hosts: listed here are the rows that need attention (fail, error, warn), 2000 of %d, worst first" % (
+        len(attention)) in dom
+    host_dom, console = chromium((fleet / "hosts" / "gn777.html").as_uri(), "--dump-dom")
+    assert console == []
+    mine = [r for r in rows if r["host"] == "gn777"]
+    assert host_dom.count('<tr class="row-') == len(mine) > 0
+    assert '<tr class="row-fail"><td><code>storage.read_bw</code></td><td></td><td class="st st-fail">fail</td>' \
+           '<td>0.5' in host_dom

@@ -33,9 +33,10 @@ ENGINE_IMPORTS = {"vllm", "transformers", "tokenizers", "torch"}
 
 def _first_party():
     """Import names that are this repository's own: top-level packages and modules, and what tests/ and tools/
-    put on sys.path (tests/conftest.py, the test files themselves)."""
+    put on sys.path (tests/conftest.py, the test files themselves, a benchmark importing another)."""
     names = {"ansible_collections"}  # the checkout as the collection, through .collections/
-    for folder in (ROOT, ROOT / "tests", ROOT / "tests/unit", ROOT / "tests/integration", ROOT / "tools"):
+    for folder in (ROOT, ROOT / "tests", ROOT / "tests/unit", ROOT / "tests/integration", ROOT / "tests/benchmarks",
+                   ROOT / "tools"):
         names |= {p.stem for p in folder.glob("*.py")}
         names |= {p.name for p in folder.iterdir() if (p / "__init__.py").exists()}
     return names | {p.name for p in (ROOT / "tests").iterdir() if p.is_dir()}

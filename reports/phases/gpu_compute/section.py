@@ -5,11 +5,11 @@ Plots (PNG, matplotlib Agg) beside report.md: TFLOP/s per dtype per GPU, the MAM
 matrix. Every number shown is a result of an artifact; nothing is recomputed except maxima and medians.
 """
 
-import json
 import math
 import statistics
 
 from probes.gpu_compute.shapes import MOE_MODELS, PROJECTIONS
+from reports.load import labels_of
 from reports.render import markdown, plots
 from reports.render.blocks import Bullets, Heading, Paragraph, Table, figure, strong
 from reports.render.markdown import fmt_tenths as fmt
@@ -23,12 +23,10 @@ COPY_PATHS = ("h2d", "d2h", "d2d_local", "host_local")
 def _records(run, probe):
     """Result rows of one probe as dicts with the labels unpacked."""
     res = run.results[run.results.probe == probe]
-    out = []
-    for r in res.itertuples():
-        labels = json.loads(r.labels)
-        out.append(dict(labels, host=r.host, metric=r.metric, value=float(r.value), unit=r.unit, backend=r.backend,
-                        variant=r.variant))
-    return out
+    # columns as lists, not itertuples: a row at a time through pandas' arrow-backed columns was 20 s at 1,000 nodes
+    cols = [res[c].tolist() for c in ("labels", "host", "metric", "value", "unit", "backend", "variant")]
+    return [dict(labels_of(labels), host=host, metric=metric, value=float(value), unit=unit, backend=backend,
+                 variant=variant) for labels, host, metric, value, unit, backend, variant in zip(*cols)]
 
 
 def _gpu_key(rec):
