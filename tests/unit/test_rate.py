@@ -434,16 +434,16 @@ def test_a_void_category_keeps_an_otherwise_perfect_run_below_the_medallions():
 
 
 def test_a_node_that_dropped_out_at_preflight_is_unassessed_and_caps_at_gold(tmp_path):
-    """Issue 25: a reachable node whose preflight failed (here its node inventory: 'rc=2 Error executing command.',
-    a login script's noise taken for the Python path) left the run before any phase; it was 'reachable', so the
-    unassessed-nodes gate never triggered."""
+    """Issue 25: a reachable node whose preflight failed (here its node inventory: the Python it was given is not
+    there) left the run before any phase; it was 'reachable', so the unassessed-nodes gate never triggered."""
     run_dir = make_run(tmp_path, "excellent")
     for probe in ("golden", "golden_gemm", "node_info"):
         (run_dir / "artifacts" / "gn3" / ("%s.json" % probe)).unlink()
     with open(run_dir / "journal.jsonl", "a") as fh:
-        fh.write(json.dumps({"host": "gn3", "task": "clustermax.assess.preflight : Preflight | node inventory",
-                             "status": "failed", "probe": "node_info",
-                             "msg": "probe node_info did not run on gn3: rc=2 Error executing command."}) + "\n")
+        fh.write(json.dumps({"host": "gn3", "status": "failed", "probe": "node_info",
+                             "task": "clustermax.assess.preflight : Preflight | find Python, take the run lock, "
+                                     "stage the probes, node inventory",
+                             "msg": "probe node_info did not run on gn3: rc=127 sh: 1: python3: not found"}) + "\n")
     text, code, report_dir = build(run_dir, rubric=RUBRIC, analyst=ANALYST_GOOD, progress=False)
     doc = ratings(report_dir)
     gate = next(g for g in doc["gates"] if g["id"] == "unassessed_nodes")

@@ -258,7 +258,7 @@ def test_lost_and_truncated_artifacts_are_error_rows_naming_them(tmp_path):
 
 def test_a_lost_artifact_alone_turns_a_clean_run_into_findings(tmp_path):
     """node_info is missing on n2 although the journal shows the task that runs it there: exit 1, not 0."""
-    journal = [{"host": "n2", "task": "Preflight | node inventory", "probe": "node_info", "status": "ok"}]
+    journal = [{"host": "n2", "task": PREPARE_TASK, "probe": "node_info", "status": "ok"}]
     run_dir = make_run(tmp_path, ["n1", "n2"], [node_info("n1")], journal)
     _, code, _ = build(run_dir)
     row = {(r["check_id"], r["host"]): r for r in rows_of(run_dir)}[("preflight.node_info", "n2")]
