@@ -16,7 +16,6 @@ Analyst rows (evidence "analyst") are named "analyst" and say so in their messag
 """
 
 import re
-import xml.etree.ElementTree as ET
 from collections import OrderedDict
 
 STATUS_COUNTS = ("failures", "errors", "skipped")
@@ -54,23 +53,59 @@ def _case_name(r):
     return _clean(host + (" [%s]" % r["subject"] if r.get("subject") else ""))
 
 
+def _attr(value):
+    """An attribute value as ElementTree writes it (its _escape_attrib)."""
+    return (str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+            .replace("\r", "&#13;").replace("\n", "&#10;").replace("\t", "&#09;"))
+
+
+def _text(value):
+    """Element text as ElementTree writes it (its _escape_cdata)."""
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _element(tag, attrs, text=None):
+    """One element without children: <tag a="v" /> or <tag a="v">text</tag>, as ElementTree writes it."""
+    head = "<%s%s" % (tag, "".join(' %s="%s"' % (k, _attr(v)) for k, v in attrs))
+    return head + " />" if not text else "%s>%s</%s>" % (head, _text(text), tag)  # empty text: short form, as ET
+
+
+def _case(category, r):
+    """A testcase: its element and, when it has one, its result element on the next line (indented)."""
+    attrs = [("classname", _clean("%s.%s" % (category, r["check_id"]))), ("name", _case_name(r)), ("time", "0")]
+    status = r["status"]
+    if status == "fail":
+        child = _element("failure", [("message", _message(r)), ("type", "fail")], _details(r))
+    elif status == "error":
+        child = _element("error", [("message", _message(r)), ("type", "error")], _details(r))
+    elif status == "skip":
+        child = _element("skipped", [("message", _clean(r.get("reason") or "skipped"))])
+    elif status == "warn":
+        child = _element("system-out", [], "WARN %s\n%s" % (_message(r), _details(r)))
+    elif r.get("evidence") == "analyst":
+        child = _element("system-out", [], _details(r))
+    else:
+        return "  " + _element("testcase", attrs)
+    return "  %s>\n   %s\n  </testcase>" % (_element("testcase", attrs)[:-3], child)
+
+
 def junit_xml(rows, ratings=None, meta=None, timestamp=None, hostname="controller"):
-    """The junit.xml document as bytes (UTF-8, with XML declaration)."""
+    """The junit.xml document as bytes (UTF-8, with XML declaration), written line by line in the layout
+    ElementTree's indent (one space per level) gives: building the tree was 7 s of a 1,000-node build."""
     by_category = OrderedDict()
     for r in rows:
         by_category.setdefault(r["category"], []).append(r)
-    root = ET.Element("testsuites", name="clustermax.assess")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    suites = []
     for index, (category, items) in enumerate(by_category.items()):
         counts = {"failures": sum(r["status"] == "fail" for r in items),
                   "errors": sum(r["status"] == "error" for r in items),
                   "skipped": sum(r["status"] == "skip" for r in items)}
-        suite = ET.SubElement(root, "testsuite", name=_clean(category), tests=str(len(items)),
-                              failures=str(counts["failures"]), errors=str(counts["errors"]),
-                              skipped=str(counts["skipped"]), time="0", id=str(index),
-                              timestamp=timestamp or "", hostname=hostname)
+        lines = [_element("testsuite", [
+            ("name", _clean(category)), ("tests", str(len(items))), ("failures", str(counts["failures"])),
+            ("errors", str(counts["errors"])), ("skipped", str(counts["skipped"])), ("time", "0"), ("id", str(index)),
+            ("timestamp", timestamp or ""), ("hostname", hostname)])[:-3] + ">"]
         if index == 0 and (ratings or meta):
-            props = ET.SubElement(suite, "properties")
             values = {}
             if meta:
                 values.update(provider=meta.get("provider"), run_id=meta.get("run_id"),
@@ -78,29 +113,18 @@ def junit_xml(rows, ratings=None, meta=None, timestamp=None, hostname="controlle
             if ratings:
                 values.update(tier=ratings["tier"]["name"], score=ratings.get("score"),
                               coverage=ratings.get("coverage"))
-            for key, value in values.items():
-                ET.SubElement(props, "property", name=key, value="" if value is None else _clean(value))
-        for r in items:
-            case = ET.SubElement(suite, "testcase", classname=_clean("%s.%s" % (category, r["check_id"])),
-                                 name=_case_name(r), time="0")
-            status = r["status"]
-            if status == "fail":
-                el = ET.SubElement(case, "failure", message=_message(r), type="fail")
-                el.text = _details(r)
-            elif status == "error":
-                el = ET.SubElement(case, "error", message=_message(r), type="error")
-                el.text = _details(r)
-            elif status == "skip":
-                ET.SubElement(case, "skipped", message=_clean(r.get("reason") or "skipped"))
-            elif status == "warn":
-                ET.SubElement(case, "system-out").text = "WARN %s\n%s" % (_message(r), _details(r))
-            elif r.get("evidence") == "analyst":
-                ET.SubElement(case, "system-out").text = _details(r)
+            props = ["   " + _element("property", [("name", key), ("value", "" if value is None else _clean(value))])
+                     for key, value in values.items()]
+            lines += ["  <properties>"] + props + ["  </properties>"] if props else ["  <properties />"]
+        lines += [_case(category, r) for r in items]
+        lines.append(" </testsuite>")
+        suites.append("\n".join(lines))
         totals["tests"] += len(items)
         for key in STATUS_COUNTS:
             totals[key] += counts[key]
-    for key, value in totals.items():
-        root.set(key, str(value))
-    root.set("time", "0")
-    ET.indent(root, space=" ")
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    root = _element("testsuites", [("name", "clustermax.assess")] + [(k, str(v)) for k, v in totals.items()]
+                    + [("time", "0")])
+    if not suites:
+        return ("<?xml version='1.0' encoding='utf-8'?>\n" + root).encode("utf-8")
+    body = "\n".join(" " + s for s in suites)
+    return ("<?xml version='1.0' encoding='utf-8'?>\n%s>\n%s\n</testsuites>" % (root[:-3], body)).encode("utf-8")

@@ -111,3 +111,69 @@ def test_junit_of_a_built_run_has_a_testcase_per_check_row(tmp_path):
     assert props["tier"] == "Platinum" and props["score"] == "97.62"
     names = {s.get("name") for s in root.iter("testsuite")}
     assert {"preflight", "security", "networking", "consistency", "pricing"} <= names
+
+
+def _reference_junit(rows, ratings=None, meta=None, timestamp=None, hostname="controller"):
+    """junit.xml as ElementTree builds and indents it (how reports/junit.py made it before it wrote the lines itself):
+    the reference the line writer must match byte for byte."""
+    from collections import OrderedDict
+
+    from reports import junit
+
+    by_category = OrderedDict()
+    for r in rows:
+        by_category.setdefault(r["category"], []).append(r)
+    root = ET.Element("testsuites", name="clustermax.assess")
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for index, (category, items) in enumerate(by_category.items()):
+        counts = {k: sum(r["status"] == s for r in items) for k, s in
+                  (("failures", "fail"), ("errors", "error"), ("skipped", "skip"))}
+        suite = ET.SubElement(root, "testsuite", name=junit._clean(category), tests=str(len(items)),
+                              failures=str(counts["failures"]), errors=str(counts["errors"]),
+                              skipped=str(counts["skipped"]), time="0", id=str(index), timestamp=timestamp or "",
+                              hostname=hostname)
+        if index == 0 and (ratings or meta):
+            props = ET.SubElement(suite, "properties")
+            values = {}
+            if meta:
+                values.update(provider=meta.get("provider"), run_id=meta.get("run_id"), profile=meta.get("profile"))
+            if ratings:
+                values.update(tier=ratings["tier"]["name"], score=ratings.get("score"),
+                              coverage=ratings.get("coverage"))
+            for key, value in values.items():
+                ET.SubElement(props, "property", name=key, value="" if value is None else junit._clean(value))
+        for r in items:
+            case = ET.SubElement(suite, "testcase", classname=junit._clean("%s.%s" % (category, r["check_id"])),
+                                 name=junit._case_name(r), time="0")
+            if r["status"] in ("fail", "error"):
+                tag = "failure" if r["status"] == "fail" else "error"
+                ET.SubElement(case, tag, message=junit._message(r), type=r["status"]).text = junit._details(r)
+            elif r["status"] == "skip":
+                ET.SubElement(case, "skipped", message=junit._clean(r.get("reason") or "skipped"))
+            elif r["status"] == "warn":
+                ET.SubElement(case, "system-out").text = "WARN %s\n%s" % (junit._message(r), junit._details(r))
+            elif r.get("evidence") == "analyst":
+                ET.SubElement(case, "system-out").text = junit._details(r)
+        totals["tests"] += len(items)
+        for key in ("failures", "errors", "skipped"):
+            totals[key] += counts[key]
+    for key, value in totals.items():
+        root.set(key, str(value))
+    root.set("time", "0")
+    ET.indent(root, space=" ")
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+
+
+def test_the_lines_are_what_elementtree_would_write(tmp_path):
+    odd = [row("a.quote", "fail", observed='5 "GB/s" <low> & odd', expected="> 9\n\tper\r node", reason="x\x1by"),
+           row("a.skip", "skip", reason='no "fio" & no <ior>'), row("a.warn", "warn", observed="7", subject="gpu0"),
+           row("b.pass", "pass"), row("b.err", "error", host=""), row("c.an", "pass", evidence="analyst"),
+           row("c.an2", "fail", evidence="analyst", remediation="ask\nagain")]
+    for args in ((odd,), (odd, None, {"provider": "a&b", "run_id": "r<1>"}, "2026-12-05T00:00:00Z"), ([],),
+                 ([row("a.p", "pass")], {"tier": {"name": "Gold"}, "score": 91.5, "coverage": None})):
+        assert junit_xml(*args) == _reference_junit(*args), args[1:]
+    run_dir = make_run(tmp_path, "poor")
+    _, _, report_dir = build(run_dir, rubric=RUBRIC, analyst=ANALYST_GOOD, progress=False)
+    rows = read_checks_csv(Path(report_dir) / "checks.csv")
+    assert junit_xml(rows, {"tier": {"name": "Bronze"}, "score": 50}, {"provider": "p"}, "t") == _reference_junit(
+        rows, {"tier": {"name": "Bronze"}, "score": 50}, {"provider": "p"}, "t")
