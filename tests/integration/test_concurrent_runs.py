@@ -32,8 +32,15 @@ def _lock_holders(cluster):
 
 def _processes_of(cluster, host, run_id):
     """The command lines of the host's processes that belong to the run (its working directory on them)."""
-    ps = cluster.exec(host, ["ps", "-eo", "args"]).stdout.splitlines()
+    ps = cluster.exec(host, ["ps", "-eww", "-o", "args"]).stdout.splitlines()  # -ww: whole command lines
     return [line for line in ps if "clustermax-assess-%s" % run_id in line and not line.startswith("ps ")]
+
+
+def _runner_of(cluster, host, run_id):
+    """The run's burn-in runner on the host (probes/burnin/runner.py: detached, it lasts the whole soak). Any process
+    of the run is not enough: preflight's own (the lock command, the node inventory) run on every node at the same
+    moment for a second, and a wait that took them for the burn-in found them gone on the next look."""
+    return [line for line in _processes_of(cluster, host, run_id) if "runner_main" in line]
 
 
 def _burnin_vars(tmp, name):
@@ -93,9 +100,9 @@ def runs(test_cluster, tmp_path_factory):
         found["c_id"] = _wait_for_locks(test_cluster, tmp / "c", third)
         deadline = time.time() + 180  # until its burn-in runs on every host
         while time.time() < deadline and third.poll() is None and not all(
-                _processes_of(test_cluster, h, found["c_id"]) for h in hosts):
+                _runner_of(test_cluster, h, found["c_id"]) for h in hosts):
             time.sleep(1.0)
-        found["c_running"] = {h: bool(_processes_of(test_cluster, h, found["c_id"])) for h in hosts}
+        found["c_running"] = {h: bool(_runner_of(test_cluster, h, found["c_id"])) for h in hosts}
     finally:
         os.killpg(third.pid, signal.SIGKILL)
         third.communicate(timeout=60)
