@@ -17,9 +17,11 @@ import html
 import os
 import re
 
+from reports.rate import WORST_ORDER
+
 STATUSES = ("pass", "warn", "fail", "error", "skip")
-# Worst first: the order of the attention rows and of a host's worst status.
-SEVERITY = {"error": 0, "fail": 1, "warn": 2, "skip": 3, "pass": 4}
+# Worst first, as the by-check table ranks them (rate.WORST_ORDER): the attention rows and a host's worst status.
+SEVERITY = {status: rank for rank, status in enumerate(WORST_ORDER)}
 FLEET_HOSTS = 64
 ATTENTION_LIMIT = 2000
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
@@ -60,7 +62,7 @@ def host_summary(rows, hosts):
     out = []
     for h in hosts:
         c = counts[h]
-        worst = min((s for s in STATUSES if c[s]), key=SEVERITY.get, default="skip")
+        worst = next((s for s in WORST_ORDER if c[s]), "skip")
         out.append({"host": h, "page": page_name(h), "worst": worst, "counts": c})
     return out
 

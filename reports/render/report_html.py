@@ -28,7 +28,7 @@ TIER_COLOURS = {"Platinum": ("#dfe6ee", "#2c3e50"), "Gold": ("#f6d365", "#5a4300
                 "Screening": ("#eeeeee", "#444")}
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".svg": "image/svg+xml",
                ".gif": "image/gif"}
-STATUSES = ("pass", "warn", "fail", "error", "skip")
+STATUSES = host_pages.STATUSES
 _NUM = re.compile(r"^[-+]?[\d.,]+(\s?[%\w/]*)?$")
 # Links a report may hold: the web, anchors in the page, and relative paths (artifact logs beside the report).
 _SAFE_LINK = re.compile(r"^(https?:|#|[\w./-]+$)")
