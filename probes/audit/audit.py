@@ -7,9 +7,11 @@ says for every source whether it ran, was missing, not permitted, timed out or f
 (reports/phases/audit/grade.py with reports/data/rubric.d/audit.yml).
 
 Read-only: no file outside the output directory is written, no service is started, no setting is changed; the
-cloud metadata endpoint is contacted only with params.probe_metadata = true. One exception shows whether containers
-reach the GPUs (params.container_gpu, on by default): one short container of an image already on the node (no
-network, removed at once), or a one-GPU Slurm job step on this node, runs `nvidia-smi -L`.
+cloud metadata endpoint is contacted only with params.probe_metadata = true. A few "does it work" checks start
+something short and leave nothing: one container of an image already on the node (no network, removed at once), or a
+one-GPU Slurm job step on this node, runs `nvidia-smi -L` (params.container_gpu, on by default); a one-GPU job step
+prints which GPUs it was given; `ssh -o BatchMode=yes <next node> true` (params.ssh_peer); `enroot import` of an image
+named by params.enroot_import_image into a scratch directory that is removed.
 """
 
 import time
@@ -49,6 +51,14 @@ PARAMS = Params(
     expect_mig=Param(bool, False, "whether the GPUs are meant to be MIG-partitioned"),
     nvlink_domain_exclusive=Param(bool, False, "the provider attests that the node's NVLink domain is the tenant's "
                                                "alone"),
+    ufm_secured_profile=Param(bool, False, "the provider attests that UFM's Secured Bare Metal Cloud profile guards "
+                                           "the InfiniBand fabric"),
+    pcie_passthrough_isolated=Param(bool, False, "the provider attests the hypervisor's isolation of the GPUs and "
+                                                 "NICs passed through to this VM (IOMMU groups, ACS, reset, memory "
+                                                 "cleared)"),
+    ssh_peer=Param(str, "", "the next node of the run, reached over SSH without a password (empty: none)"),
+    ssh_options=Param(list, [], "extra ssh arguments for that (as a site's launchers pass them)"),
+    enroot_import_image=Param(str, "", "image to try `enroot import` of (empty: no import, no registry contacted)"),
     fabric_tiers=Param(int, 0, "switch tiers of the compute fabric (0: unknown)"),
     fabric_rate_gbps=Param(float, 0, "expected compute port rate in Gb/s (0: the fastest port of the node)"),
 )
@@ -75,6 +85,9 @@ def tasks(params):
         ("storage", audit_storage.collect),
         ("procs", audit_procs.collect),
         ("security", lambda c: audit_security.collect(c, params["probe_metadata"])),
+        ("ssh_peer", lambda c: audit_security.collect_ssh_peer(c, params["ssh_peer"], params["ssh_options"])),
+        ("job_gpu_env", audit_software.collect_job_gpu_env),
+        ("enroot_import", lambda c: audit_software.collect_enroot_import(c, params["enroot_import_image"])),
         ("slurm", audit_sched.collect),
         ("kubernetes", audit_sched.collect_kubernetes),
         ("userland", audit_userland.collect),

@@ -18,9 +18,11 @@ from probes.audit.collect import listdir, read_strip
 SYS_PCI = "/sys/bus/pci/devices"
 # Mellanox/NVIDIA vendor 0x15b3: BlueField (0xa2d2), BlueField-2 (0xa2d6), BlueField-3 (0xa2dc) network functions.
 BLUEFIELD_DEVICES = {"0xa2d2": "BlueField", "0xa2d6": "BlueField-2", "0xa2dc": "BlueField-3"}
-# What is read: the DPU or NIC mode, and the host's access to the Arm side (RShim, tracer, counters, port owner).
-# mlxconfig's query prints the configuration of the next boot: a setting changed but not yet power-cycled shows there.
-QUERIED = ("INTERNAL_CPU_MODEL", "INTERNAL_CPU_RSHIM", "PORT_OWNER", "TRACER_ENABLE", "ALLOW_RD_COUNTERS")
+# What is read: the DPU or NIC mode (INTERNAL_CPU_OFFLOAD_ENGINE DISABLED(1) is a BlueField-3's NIC mode), and the
+# host's access to the Arm side (RShim, tracer, counters, port owner). mlxconfig's query prints the configuration of
+# the next boot: a setting changed but not yet power-cycled shows there.
+QUERIED = ("INTERNAL_CPU_MODEL", "INTERNAL_CPU_OFFLOAD_ENGINE", "INTERNAL_CPU_RSHIM", "PORT_OWNER", "TRACER_ENABLE",
+           "ALLOW_RD_COUNTERS")
 _SETTING = re.compile(r"^\s+([A-Z][A-Z0-9_]+(?:\[\d+\])?)\s+(\S.*?)\s*$")
 
 
@@ -70,8 +72,10 @@ def collect(c):
     tool = shutil.which("mlxconfig") or shutil.which("mstconfig")
     if not tool:
         c.mark("mlxconfig", "missing", "neither mlxconfig (MFT) nor mstconfig (mstflint) is installed")
+        _virtnet(c, out)
         return out
     c.mark("mlxconfig", "ok", None)
+    _virtnet(c, out)
 
     def query(bdf):
         # only the settings judged: a full query of a BlueField-3 prints some 300 lines and takes seconds
@@ -86,3 +90,16 @@ def collect(c):
     with ThreadPoolExecutor(max_workers=max(1, len(functions))) as pool:
         list(pool.map(query, sorted(functions)))
     return out
+
+
+def _virtnet(c, out):
+    """The BlueField virtio-net controller's running version, where its CLI is on this node: `virtnet version` prints
+    the original (running) and destination (staged) controller versions. NVIDIA installs `virtnet` on the DPU's Arm
+    side, so a host normally has none, and the controller judges from the DPU's mode alone."""
+    if not shutil.which("virtnet"):
+        c.mark("virtnet", "missing", "virtnet (the virtio-net controller's CLI, on the DPU's Arm side) is not on this "
+                                     "node")
+        return
+    res = c.cmd("virtnet", ["virtnet", "version"], timeout=10)
+    if res.rc == 0:
+        out["virtnet_version"] = res.stdout[-4000:]

@@ -213,3 +213,30 @@ def collect(c, probe_md=False):
     else:
         c.mark("metadata", "not_applicable", "audit_probe_metadata is false: the metadata endpoint was not probed")
     return out
+
+
+def collect_ssh_peer(c, peer, options=()):
+    """Whether this node reaches the next node of the run over SSH without a password or a prompt, as MPI and
+    NCCL launchers started with ssh (mpirun's rsh agent, pdsh) need: `ssh -o BatchMode=yes <peer> true`, as the
+    user the audit runs as, with the node's own keys and known_hosts (plus `options`, for a site whose launchers
+    pass their own, as mpirun's plm_rsh_args do). Host keys are checked as the node's ssh_config says; nothing is
+    written (no known_hosts entry is added). The stderr is kept whole: the controller reads why it failed."""
+    if not peer:
+        c.mark("ssh_peer", "not_applicable", "one node in this run: no other node to reach")
+        return None
+    ssh = shutil.which("ssh")
+    if not ssh:
+        c.mark("ssh_peer", "missing", "the ssh client is not installed on this node")
+        return {"peer": peer, "user": _user(), "client": False}
+    argv = [ssh, "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "NumberOfPasswordPrompts=0"] \
+        + [str(o) for o in options] + [peer, "true"]
+    res = c.cmd("ssh_peer", argv, timeout=20, ok_rcs=(0, 255), record=True)
+    return {"peer": peer, "user": _user(), "client": True, "options": [str(o) for o in options], "rc": res.rc,
+            "timed_out": bool(res.timed_out), "stderr": (res.stderr or "")[-2000:]}
+
+
+def _user():
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return str(os.geteuid())

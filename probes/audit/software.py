@@ -17,6 +17,7 @@ import time
 
 from probes.audit.collect import read, read_strip, version_in
 from probes.common import slurm
+from probes.common.command import run_cmd
 from probes.common.device import parse_amd_smi_list
 
 # Packages worth showing in the report (the full list is kept as a raw file).
@@ -405,3 +406,85 @@ def collect_container_gpu(c, enabled=True, image="", pull=False):
     else:
         c.mark("container_gpu", "ok", None, time.monotonic() - t0)
     return {"attempts": attempts, "not_tried": why_not, "vendor": next(k for k, v in VENDORS.items() if v is vendor)}
+
+
+# What a one-GPU job step is told about its GPUs (only these are kept: a job's environment may hold secrets).
+JOB_GPU_VARS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+                "GPU_DEVICE_ORDINAL", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS")
+
+
+def job_gpu_vars(env_text):
+    """`env` output -> {name: value} of JOB_GPU_VARS only (an empty value is kept: it is not the same as unset)."""
+    out = {}
+    for line in (env_text or "").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key in JOB_GPU_VARS:
+            out[key] = value
+    return out
+
+
+def collect_job_gpu_env(c):
+    """A one-GPU Slurm job step on this node (`srun --gres=gpu:1 env`), keeping only the variables that say which
+    GPUs the step was given (JOB_GPU_VARS): Slurm sets CUDA_VISIBLE_DEVICES (ROCR_VISIBLE_DEVICES on AMD) from
+    gres.conf's device files, so a job that finds it unset sees, and may use, every GPU of the node."""
+    vendor = next((v for v in VENDORS.values() if v["devices"]()), None)
+    if vendor is None:
+        c.mark("job_gpu_env", "not_applicable", "no %s nor %s on this node" % (
+            VENDORS["nvidia"]["what"], VENDORS["amd"]["what"]))
+        return None
+    if not shutil.which("srun"):
+        c.mark("job_gpu_env", "not_applicable", "srun not installed: not a Slurm node")
+        return None
+    name = socket.gethostname().split(".")[0]
+    [state] = slurm.read([name], time.time(), timeout=10)
+    if state["phase"] != "available":
+        c.mark("job_gpu_env", "not_applicable", "the node is %s in Slurm (%s): no job step was started" % (
+            state["phase"], state.get("reason") or state.get("state") or "scontrol does not know %s" % name))
+        return None
+    argv = slurm.job_argv(name, ["env"], wait_s=20, job_name="clustermax-assess-audit")
+    argv[1:1] = ["--gres=gpu:1"]
+    # a step that fails (no GPU GRES, a refused allocation) is the finding, judged on the controller from its stderr
+    res = c.cmd("job_gpu_env", argv, timeout=CONTAINER_TIMEOUT_S, ok_rcs=tuple(range(256)))
+    return {"node": name, "argv": argv, "rc": res.rc, "timed_out": bool(res.timed_out), "env": job_gpu_vars(res.stdout),
+            "stderr": (res.stderr or "")[-2000:]}
+
+
+# Within the survey's own deadline (audit_timeout - 10 s, 110 s by default): a larger image needs a larger timeout.
+ENROOT_IMPORT_TIMEOUT_S = 90
+
+
+def collect_enroot_import(c, image):
+    """`enroot import docker://<image>` into a scratch directory of the audit's own output: whether this node can
+    pull and convert an image from the site's registry as a job would (pyxis does the same import). Only with an
+    image named by audit_enroot_import_image: no registry is contacted unasked. enroot's layer cache, data and
+    temporary directories are pointed into the scratch directory, which is removed afterwards: nothing is left."""
+    if not shutil.which("enroot"):
+        c.mark("enroot_import", "not_applicable", "enroot is not installed on this node")
+        return None
+    if not image:
+        c.mark("enroot_import", "not_applicable", "audit_enroot_import_image is empty: no import was tried")
+        return None
+    scratch = os.path.join(c.out_dir, "enroot-import.tmp")
+    os.makedirs(scratch, exist_ok=True)
+    target = os.path.join(scratch, "image.sqsh")
+    env = dict(os.environ, ENROOT_CACHE_PATH=os.path.join(scratch, "cache"),
+               ENROOT_DATA_PATH=os.path.join(scratch, "data"), ENROOT_TEMP_PATH=os.path.join(scratch, "tmp"))
+    for key in ("ENROOT_CACHE_PATH", "ENROOT_DATA_PATH", "ENROOT_TEMP_PATH"):
+        os.makedirs(env[key], exist_ok=True)
+    uri = image if "://" in image else "docker://" + image
+    t0 = time.monotonic()
+    try:
+        res = run_cmd(["enroot", "import", "-o", target, uri], timeout=ENROOT_IMPORT_TIMEOUT_S, env=env)
+        took = time.monotonic() - t0
+        size = os.path.getsize(target) if os.path.exists(target) else None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if res.timed_out:
+        c.mark("enroot_import", "timeout", "enroot import timed out after %d s" % ENROOT_IMPORT_TIMEOUT_S, took)
+    else:  # an import that failed is the finding, judged on the controller from its output
+        c.mark("enroot_import", "ok" if res.rc is not None else "error", None if res.rc is not None else
+               res.stderr[:300], took)
+    text = "%s\n%s" % (res.stdout, res.stderr)
+    c.save_raw("enroot-import.txt", text)
+    return {"image": uri, "rc": res.rc, "timed_out": bool(res.timed_out), "seconds": round(took, 3),
+            "squashfs_bytes": size, "output_tail": text[-3000:]}

@@ -102,6 +102,46 @@ def iommu_state():
     return {"units": listdir("/sys/class/iommu"), "groups": len(groups), "group_types": types}
 
 
+# Arm SMMUv3 command-queue virtualization (CMDQV/VCMDQ), a Grace extension: it hands a guest its own SMMU command
+# queue, so a VM's IOMMU invalidations do not serialise through the host's one queue. Grace boots ACPI, where CMDQV is
+# the SMMU's companion ACPI device NVDA200C (dmesg: "arm-smmu-v3 arm-smmu-v3.10.auto: found companion CMDQV device:
+# NVDA200C:00", tests/fixtures/audit/arm_smmu/README.md) handled inside arm-smmu-v3; on devicetree kernels it is the
+# tegra241-cmdqv platform driver (the module is spelt with an underscore, the devicetree with a dash).
+CMDQV_DRIVERS = ("/sys/bus/platform/drivers/tegra241_cmdqv", "/sys/bus/platform/drivers/tegra241-cmdqv")
+CMDQV_MODULES = ("tegra241_cmdqv", "arm_smmu_v3")
+CMDQV_ACPI_HID = "NVDA200C"
+DMI_FIELDS = ("sys_vendor", "product_name", "board_name")
+
+
+def arm_smmu(arch, sys_root="/sys", proc_root="/proc"):
+    """What an Arm node shows of its SMMUv3 units and of CMDQV (None on other architectures): the SMMUv3 units under
+    /sys/class/iommu (smmu3.0x...), the CMDQV ACPI devices (NVDA200C:nn, with their _STA status), the devices bound to
+    the tegra241-cmdqv driver, the CMDQV modules loaded, whether the devicetree names a tegra241-cmdqv node, and the
+    DMI/devicetree names that identify a Grace platform."""
+    if arch != "aarch64":
+        return None
+    bound = []
+    for path in CMDQV_DRIVERS:
+        path = sys_root + path[len("/sys"):]
+        bound += [e for e in listdir(path) if os.path.islink(os.path.join(path, e))
+                  and not e.startswith(("bind", "unbind", "uevent", "module", "new_id", "remove_id"))]
+    compatible = []
+    for path in glob.glob(os.path.join(proc_root, "device-tree", "**", "compatible"), recursive=True)[:4096]:
+        text = (read(path, "") or "").replace("\x00", "\n")
+        compatible += [x for x in text.split("\n") if x.startswith("nvidia,")]
+    acpi = os.path.join(sys_root, "bus", "acpi", "devices")
+    return {
+        "iommu_units": listdir(os.path.join(sys_root, "class", "iommu")),
+        "acpi_cmdqv": {d: read_strip(os.path.join(acpi, d, "status")) for d in listdir(acpi)
+                       if d.startswith(CMDQV_ACPI_HID)},
+        "cmdqv_bound": sorted(bound),
+        "cmdqv_driver": any(os.path.isdir(sys_root + p[len("/sys"):]) for p in CMDQV_DRIVERS),
+        "modules": [m for m in CMDQV_MODULES if os.path.isdir(os.path.join(sys_root, "module", m))],
+        "devicetree_nvidia": sorted(set(compatible)),
+        "dmi": {f: read_strip(os.path.join(sys_root, "class", "dmi", "id", f)) for f in DMI_FIELDS},
+    }
+
+
 def cpu_flags(cpuinfo):
     """The first `flags` line of /proc/cpuinfo (x86) -> set of flags."""
     m = re.search(r"^flags\s*:\s*(.*)$", cpuinfo or "", re.M)
@@ -159,6 +199,7 @@ def collect(c):
         "kernels_installed": kernel_versions(),
         "cmdline": parse_cmdline(cmdline),
         "iommu": iommu_state(),
+        "arm_smmu": arm_smmu(uname.machine),
         "virtualization": virtualization(c),
         "numa_nodes": numa_nodes(),
         "cpu_governors": cpu_governors(),

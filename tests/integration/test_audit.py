@@ -103,7 +103,9 @@ def audit_run(test_cluster, tmp_path_factory):
         sshd_config.write_text(original.replace("PasswordAuthentication no", "PasswordAuthentication yes"))
         before = {n: _snapshot(test_cluster, n) for n in names}
         res = run_playbook(inventory, "--tags", "audit", "-e", "assess_output_dir=%s" % out,
-                           "-e", json.dumps({"audit_nccl_conf_paths": [PLANTED_NCCL]}))
+                           "-e", json.dumps({"audit_nccl_conf_paths": [PLANTED_NCCL],
+                                             # as mpirun's plm_rsh_args carry them (tests/integration/helpers.py)
+                                             "audit_ssh_options": ["-F", str(test_cluster.ssh_config_path)]}))
         after = {n: _snapshot(test_cluster, n) for n in names}
     finally:
         sshd_config.write_text(original)
@@ -163,6 +165,26 @@ def test_the_odd_hosts_are_named(audit_run):
     md = (audit_run["run_dir"] / "report" / "report.md").read_text()
     assert "### Drift between hosts" in md
     assert "| Same NCCL settings on every host | %s |" % nccl_host in md
+
+
+@pytest.mark.cluster
+def test_every_node_reaches_the_next_over_ssh(audit_run, test_cluster):
+    """audit.sec.ssh_between_nodes: a ring over the inventory's addresses, each hop a real BatchMode login with the
+    launcher's own ssh options; no known_hosts entry is written (test_the_audit_changed_nothing_on_the_nodes)."""
+    by = {(r["check_id"], r["host"]): r for r in audit_run["rows"]}
+    names = audit_run["names"]
+    ip = {h["name"]: h["ip"] for h in test_cluster.hosts}
+    for i, name in enumerate(names):
+        row = by[("audit.sec.ssh_between_nodes", name)]
+        assert row["status"] == "pass", row
+        assert row["observed"] == "%s -> %s as root: ok" % (name, ip[names[(i + 1) % len(names)]])
+        doc = json.loads((audit_run["run_dir"] / "artifacts" / name / "audit.json").read_text())
+        hop = doc["facts"]["ssh_peer"]
+        assert hop["rc"] == 0 and hop["options"] == ["-F", str(test_cluster.ssh_config_path)]
+    # one row per check and host, and the probe's "does it work" checks that need what this cluster lacks say why
+    for check, why in (("audit.slurm.job_gpu_binding", "not applicable: needs Slurm and GPUs on the host"),
+                       ("audit.sw.enroot_import", "not applicable: enroot is not installed on this node")):
+        assert {by[(check, n)]["reason"] for n in names} == {why}, check
 
 
 @pytest.mark.cluster

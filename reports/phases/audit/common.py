@@ -238,6 +238,15 @@ class View:
                 section if key is None else "%s.%s" % (section, key)))
         return facts if key is None else facts[key]
 
+    def tried(self, section):
+        """The facts of a "does it work" source that later audits added (ssh_peer, job_gpu_env, enroot_import): a
+        run that predates it skips; a source not applicable on the node skips with the node's reason; otherwise
+        the section (empty when the node gave none)."""
+        if section not in self.sources and section not in self.f:
+            raise Skip("not collected: this run's audit predates the check (no %s facts)" % section)
+        self.need(section)
+        return self.sec(section)
+
     def userland(self, key):
         """What users work with (probes/audit/userland.py), one key of it."""
         self.collected("userland")

@@ -394,3 +394,68 @@ def dpu_host_isolation(v, c):
             or "mlxconfig gave no INTERNAL_CPU_RSHIM"
         return R("warn", seen, expected, "not read (%s): the provider must attest the DPU's host isolation" % why)
     return R("pass", seen, expected)
+
+
+UFM_CONTROLS = ("MAD keys with randomized seeds (MKey, VSKey, PMKey, CCKey, N2N, AM, SMKey, SAKey)",
+                "GUID-based access control (allowed_guid_list)", "service keys", "the enhanced SA trust model",
+                "MAD rate limiting and per-source-LID rate limits")
+
+
+@host_rule
+def ufm_secured_profile(v, c):
+    """On an InfiniBand fabric a tenant's node can send management datagrams to the subnet manager: UFM's "Secured
+    Bare Metal Cloud" profile keeps it from reconfiguring the fabric or reading another tenant's traffic. It is a
+    setting of the fabric manager, not of a node, so the provider attests it (audit_ufm_secured_profile)."""
+    ports = ["%s/%s" % (d, p) for d, p, x in v.rdma_ports() if x.get("link_layer") == "InfiniBand"]
+    seen = "%d InfiniBand port(s) (%s)" % (len(ports), name_list(ports))
+    expected = "UFM Secured Bare Metal Cloud profile, attested by the provider (audit_ufm_secured_profile)"
+    if v.param_flag("ufm_secured_profile"):
+        return R("pass", seen + "; attested by the provider", expected)
+    return R(c.get("status_bad", "warn"), seen, expected,
+             "not attested: the provider must confirm in UFM (Continuous Security Verification) %s" % "; ".join(
+                 UFM_CONTROLS))
+
+
+_VIRTNET_ORIGINAL = re.compile(r'"Original Controller"\s*:\s*"v?(\d+(?:\.\d+)+)')
+
+
+def parse_virtnet_version(text):
+    """`virtnet version` -> the running controller's version ("Original Controller"; "Destination Controller" is
+    the one staged for the next restart). None when the text names no original controller."""
+    m = _VIRTNET_ORIGINAL.search(text or "")
+    return m.group(1) if m else None
+
+
+@host_rule
+def virtio_net_controller(v, c):
+    """The BlueField-3 virtio-net controller (NVIDIA bulletin 5815, CVE-2026-65094: a VM user reaches a write-what-
+    where in the controller, a tenant escape) at a fixed version. It runs on the DPU's Arm side in DPU mode; in NIC
+    mode none runs. Its version is read where `virtnet` is on the node; from a host in zero-trust mode it cannot be."""
+    from reports.phases.audit.software import judge_version, minimum_of
+    dpu = v.collected("dpu")
+    bf3 = sorted(b for b, model in (dpu.get("bluefield") or {}).items() if model == "BlueField-3")
+    if not bf3:
+        raise Skip("not applicable: no BlueField-3 on this host")
+    text = dpu.get("virtnet_version")
+    if text is not None:
+        version = parse_virtnet_version(text)
+        if version is None:
+            line = next((x for x in text.splitlines() if x.strip()), "(empty)")
+            return R("error", "virtnet version: no \"Original Controller\" in %r" % line[:200], "a readable version",
+                     "unparseable output of virtnet version")
+        status, expected, reason = judge_version(minimum_of(c), version)
+        return R(status, "virtio-net controller %s (running)" % version, expected, reason)
+    settings = {bdf: (dpu.get("queries") or {}).get(bdf, {}).get("settings") or {} for bdf in bf3}
+    seen = "; ".join("%s: INTERNAL_CPU_MODEL %s, INTERNAL_CPU_OFFLOAD_ENGINE %s" % (
+        b, s.get("INTERNAL_CPU_MODEL") or "not read", s.get("INTERNAL_CPU_OFFLOAD_ENGINE") or "not read")
+        for b, s in sorted(settings.items()))
+    expected = "a fixed virtio-net controller (bulletin 5815), or NIC mode"
+    nic_mode = [b for b, s in settings.items() if _coded(s.get("INTERNAL_CPU_OFFLOAD_ENGINE")) == 1]
+    dpu_mode = [b for b, s in settings.items() if b not in nic_mode and _coded(s.get("INTERNAL_CPU_MODEL")) == 1]
+    if dpu_mode:
+        return R(c.get("status_bad", "warn"), seen + "; virtnet not on this host", expected,
+                 "DPU mode (%s): the controller runs on the DPU's Arm side, where the host cannot read its version; "
+                 "the provider must attest a fixed release" % name_list(dpu_mode))
+    if len(nic_mode) == len(bf3):
+        return R("pass", seen + ": NIC mode, no virtio-net controller runs", expected)
+    return R("warn", seen, expected, "the DPU's mode could not be read, nor the controller's version")

@@ -248,3 +248,28 @@ def kubelet_cpu_manager(v, c):
         return R("pass", "static (%s)" % where, "CPU manager policy static")
     return R(c.get("status_bad", "warn"), "%s (%s)" % (policy or "none", where), "CPU manager policy static",
              "Guaranteed GPU pods get no exclusive CPUs")
+
+
+@host_rule
+def job_gpu_binding(v, c):
+    """A one-GPU job step is told which GPU it holds: Slurm sets CUDA_VISIBLE_DEVICES (ROCR_VISIBLE_DEVICES on AMD)
+    from gres.conf's device files. Unset, the job sees every GPU of the node and may run on another job's."""
+    job = v.tried("job_gpu_env")
+    env = job.get("env") or {}
+    expected = "srun --gres=gpu:1 sees exactly one GPU in CUDA_VISIBLE_DEVICES (ROCR_VISIBLE_DEVICES on AMD)"
+    if job.get("rc") != 0:
+        err = next((x.strip() for x in (job.get("stderr") or "").splitlines() if x.strip()), "no message")
+        if job.get("timed_out"):
+            err = "timed out"
+        return R(c.get("status_bad", "fail"), "srun --gres=gpu:1 on %s: exit %s: %s" % (
+            job.get("node"), job.get("rc"), err[:300]), expected, "a one-GPU job step could not run")
+    var = "ROCR_VISIBLE_DEVICES" if v.vendor == "amd" else "CUDA_VISIBLE_DEVICES"
+    shown = ", ".join("%s=%s" % kv for kv in sorted(env.items())) or "none of %s set" % var
+    value = env.get(var)
+    if value is None or value.strip().lower() in ("", "nodevfiles", "void", "none", "-1"):
+        return R(c.get("status_bad", "fail"), shown, expected,
+                 "the job was given no GPU binding: gres.conf lacks File= (or AutoDetect), so jobs share GPUs")
+    devices = [d for d in value.split(",") if d.strip()]
+    if len(devices) != 1:
+        return R(c.get("status_bad", "fail"), shown, expected, "a one-GPU job sees %d GPUs" % len(devices))
+    return R("pass", shown, expected)

@@ -279,3 +279,65 @@ def januscape(v, c):
     if nested in ("0", "N"):
         return R("pass", seen, expected)
     return R("warn", seen, expected, "nested virtualization state unknown: the provider must attest the host fix")
+
+
+# Why `ssh -o BatchMode=yes` failed, from OpenSSH's own messages (the first that matches, in this order).
+SSH_FAILURES = (
+    ("the peer's host key is not in known_hosts (a launcher's first ssh fails under BatchMode)",
+     ("Host key verification failed", "REMOTE HOST IDENTIFICATION HAS CHANGED", "host key is known for")),
+    ("no key of this user is accepted (it would need a password)", ("Permission denied",)),
+    ("the peer is not reachable over SSH", ("Connection refused", "Connection timed out", "No route to host",
+                                            "Could not resolve hostname", "Network is unreachable",
+                                            "Connection closed by", "Connection reset by")),
+)
+
+
+def ssh_failure(stderr):
+    """(why, the OpenSSH line that says so) for a failed BatchMode ssh; why is None for a message not known here."""
+    lines = [line.strip() for line in (stderr or "").splitlines() if line.strip()]
+    for why, needles in SSH_FAILURES:
+        for line in lines:
+            if any(n in line for n in needles):
+                return why, line
+    return None, (lines[-1] if lines else "")
+
+
+@host_rule
+def ssh_between_nodes(v, c):
+    """Passwordless SSH from this node to the next node of the run, as MPI and NCCL jobs launched with ssh need
+    (mpirun's rsh agent, pdsh, DeepSpeed's runner). Slurm launches them with srun and PMIx without it, hence a warning
+    (status_bad), not a failure."""
+    peer = v.tried("ssh_peer")
+    seen = "%s -> %s as %s" % (v.host, peer.get("peer"), peer.get("user"))
+    expected = "ssh -o BatchMode=yes to the next node succeeds"
+    if peer.get("rc") == 0:
+        return R("pass", seen + ": ok", expected)
+    if peer.get("timed_out"):
+        return R(c.get("status_bad", "warn"), seen + ": no answer in 20 s", expected, "the SSH login hung")
+    why, line = ssh_failure(peer.get("stderr"))
+    return R(c.get("status_bad", "warn"), "%s: exit %s: %s" % (seen, peer.get("rc"), line or "no message"), expected,
+             why or "ssh failed")
+
+
+@host_rule
+def pcie_passthrough(v, c):
+    """GPUs and RDMA NICs passed through to a VM are isolated by the hypervisor's host: dedicated IOMMU groups with
+    ACS on the switches above them, function-level reset between tenants, GPU memory cleared. None of it can be seen
+    from the guest, so the provider attests it (audit_pcie_passthrough_isolated); the guest's side is shown."""
+    virt = v.collected("system", "virtualization") or {}
+    if not virt.get("vm"):
+        raise Skip("not applicable: bare metal, no device is passed through")
+    ids = {"0x10de": "NVIDIA", "0x1002": "AMD", "0x15b3": "Mellanox/NVIDIA"}
+    passed = sorted(b for b, d in v.pci.items() if (d.get("vendor") or "").lower() in ids
+                    and d.get("kind") in ("gpu", "nic", "nvswitch"))
+    if not passed:
+        raise Skip("not applicable: no GPU or RDMA NIC is passed through to this VM (%s)" % virt["vm"])
+    groups = {v.pci[b].get("iommu_group") for b in passed} - {None}
+    seen = "VM (%s); %d device(s) passed through (%s); %d guest IOMMU group(s) among them" % (
+        virt["vm"], len(passed), name_list(passed), len(groups))
+    expected = "the provider attests host-side isolation (audit_pcie_passthrough_isolated)"
+    if v.param_flag("pcie_passthrough_isolated"):
+        return R("pass", seen + "; attested by the provider", expected)
+    return R(c.get("status_bad", "warn"), seen, expected,
+             "host IOMMU groups, ACS, function reset and memory clearing cannot be seen from the guest: the provider "
+             "must verify and attest them")

@@ -1,6 +1,6 @@
 """Audit area `sw` (audit.sw.*): installed software and firmware against reports/data/minimum_versions.yml. The
 rubric entry names the table entry that applies (`minimum: cuda_toolkit`); judge_version reads its kinds (minimum,
-branch, branch2, train)."""
+branch, branch2, train, lines)."""
 
 import re
 from collections import Counter
@@ -33,6 +33,8 @@ def judge_version(spec, version):
         ok = vkey(version) >= vkey(spec["minimum"])
         return ("pass" if ok else "fail"), ">= %s" % spec["minimum"], None
     mins = {str(k): v for k, v in spec["minimums"].items()}
+    if kind == "lines":
+        return _judge_lines(title, mins, version)
     if kind == "train":
         parts = str(version).split(".")
         if len(parts) < 3:
@@ -56,6 +58,28 @@ def judge_version(spec, version):
         return "pass", "branch newer than the table (newest %s)" % newest, None
     return "fail", "a supported branch (%s)" % ", ".join(sorted(mins, key=vkey)), \
         "%s branch %s is not in the table: end of life" % (title, branch)
+
+
+def _judge_lines(title, fixed, version):
+    """Release lines (LTS and GA) with their fixed versions. Two lines can share a major.minor with different fixes
+    (virtio-net 25.10: LTS25 fixed in 25.10.2, GA in 25.10.6): a version between them depends on the line installed,
+    which the version alone does not tell, so it is a warning, never a pass."""
+    parts = vkey(version)
+    same = {line: f for line, f in fixed.items() if vkey(f)[:2] == parts[:2]}
+    if same:
+        low, high = min(same.values(), key=vkey), max(same.values(), key=vkey)
+        expected = " or ".join(">= %s (%s)" % (f, line) for line, f in sorted(same.items(), key=lambda kv: vkey(kv[1])))
+        if parts >= vkey(high):
+            return "pass", expected, None
+        if parts < vkey(low):
+            return "fail", expected, None
+        return "warn", expected, "fixed in %s on one release line but only in %s on another: the line installed " \
+                                 "decides" % (low, high)
+    newest = max(fixed.values(), key=vkey)
+    if parts[:2] > vkey(newest)[:2]:
+        return "pass", "a release newer than the table (newest fix %s)" % newest, None
+    return "fail", "a fixed release line (%s)" % ", ".join("%s %s" % kv for kv in sorted(fixed.items())), \
+        "%s %s is on no fixed release line" % (title, version)
 
 
 def minimum_of(c):
@@ -187,6 +211,30 @@ def enroot(v, c):
     if t:
         return R("pass", "enroot %s" % (t.get("version") or "?"), "enroot installed on Slurm GPU nodes")
     return R("warn", "not installed", "enroot installed on Slurm GPU nodes", "pyxis runs containers through enroot")
+
+
+# enroot's own failure lines ("[ERROR] URL https://... returned error code: 401 Unauthorized", "[ERROR] Could not
+# process JSON input", curl's "Could not resolve host"): the last one says why an import failed.
+_ENROOT_ERROR = re.compile(r"^\s*(?:\[ERROR\]|curl: \(\d+\)|mksquashfs: |FATAL ERROR)", re.M)
+
+
+@host_rule
+def enroot_import(v, c):
+    """`enroot import` of the image named by audit_enroot_import_image works on this node: the registry is reachable
+    with the node's credentials (~/.config/enroot/.credentials) and the image converts to squashfs, as pyxis does
+    when a job starts with --container-image."""
+    imp = v.tried("enroot_import")
+    seen = "enroot import %s" % imp.get("image")
+    expected = "the import succeeds"
+    if imp.get("rc") == 0 and imp.get("squashfs_bytes"):
+        return R("pass", "%s: %.1f MB squashfs in %.0f s" % (
+            seen, imp["squashfs_bytes"] / 1e6, imp.get("seconds") or 0), expected)
+    tail = imp.get("output_tail") or ""
+    errors = [line.strip() for line in tail.splitlines() if _ENROOT_ERROR.match(line)]
+    last = errors[-1] if errors else next((x.strip() for x in reversed(tail.splitlines()) if x.strip()), "no output")
+    if imp.get("rc") == 0:
+        return R(c.get("status_bad", "fail"), seen + ": exit 0 but no squashfs written", expected, last[:300])
+    return R(c.get("status_bad", "fail"), "%s: exit %s" % (seen, imp.get("rc")), expected, last[:300])
 
 
 @host_rule

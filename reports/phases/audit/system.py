@@ -237,3 +237,41 @@ def load(v, c):
     limit = float(c.get("max_per_cpu", 1.0)) * cpus
     return R("warn" if load > limit else "pass", "load %.2f on %d CPUs" % (load, cpus),
              "<= %g (node idle before load tests)" % limit)
+
+
+GRACE_MARKERS = ("grace", "tegra241", "gh200", "gb200", "gb300")
+
+
+@host_rule
+def arm_smmu_cmdqv(v, c):
+    """In a Grace VM, SMMUv3 command-queue virtualization (CMDQV/VCMDQ, the host's tegra241-cmdqv driver) gives the
+    guest its own command queue; without it every IOMMU invalidation of every guest goes through one queue the host
+    emulates, which slows DMA mapping (RDMA registration, GPU memory) under load."""
+    arch = v.collected("system", "arch")
+    if arch != "aarch64":
+        raise Skip("not applicable: %s host; SMMU command-queue virtualization is an Arm (Grace) feature" % arch)
+    virt = v.collected("system", "virtualization") or {}
+    if not virt.get("vm"):
+        raise Skip("not applicable: bare metal; guest invalidations do not trap to a host command queue")
+    smmu = v.collected("system", "arm_smmu") or {}
+    units = [u for u in smmu.get("iommu_units") or [] if u.startswith("smmu3")]
+    # Grace is named by the GPUs passed through (GH200, GB200, GB300), or by DMI or the devicetree
+    names = " ".join([str(x or "") for x in (smmu.get("dmi") or {}).values()] +
+                     list(smmu.get("devicetree_nvidia") or []) + list(v.gpu_names())).lower()
+    # ACPI _STA 0 is "not present"; no status file (older kernels) counts as present
+    acpi = sorted(d for d, sta in (smmu.get("acpi_cmdqv") or {}).items() if str(sta or "15").strip() != "0")
+    cmdqv = bool(acpi) or bool(smmu.get("cmdqv_bound")) or \
+        any("cmdqv" in x for x in smmu.get("devicetree_nvidia") or [])
+    seen = "VM (%s); SMMUv3 units %s; CMDQV %s" % (
+        virt["vm"], name_list(units) or "none",
+        name_list(acpi + list(smmu.get("cmdqv_bound") or [])) or "none (no NVDA200C ACPI device, no tegra241-cmdqv)")
+    expected = "CMDQV/VCMDQ exposed to the guest"
+    if cmdqv:
+        return R("pass", seen, expected)
+    if not units:
+        raise Skip("not read: no SMMUv3 unit is visible in this guest")
+    if not any(m in names for m in GRACE_MARKERS):
+        raise Skip("not applicable: the guest uses SMMUv3, but nothing names a Grace platform (no GH200/GB200/GB300 "
+                   "GPU, no Grace in DMI or the devicetree; CMDQV exists only on Grace)")
+    return R(c.get("status_bad", "warn"), seen, expected,
+             "the guest's IOMMU invalidations serialise through one emulated command queue")
