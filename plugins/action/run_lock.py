@@ -67,6 +67,7 @@ def gone_why(holder, holder_workdir, age_s, machine=None, boot=None):
 class ActionModule(ActionBase):
     """state=release: give the node's lock back (run_id: this run, another run, or 'all', for
     playbooks/cleanup.yml), removing `workdir` first when given (the run's cleanup: one round trip).
+    state=inspect: who holds the node's lock and whether that run still runs (live; gone_why when it does not).
 
     Preflight takes the lock with clustermax.assess.prepare_node (a subclass: _holder and _judge are the taking
     side). A lock held by a run whose controller has ended (on this machine), or by a run from elsewhere whose
@@ -101,8 +102,15 @@ class ActionModule(ActionBase):
             result.update(changed=False, released=out["released"], holder=out.get("holder"),
                           workdir_removed=out.get("workdir_removed"))
             return result
-        raise AnsibleActionFail("clustermax.assess.run_lock: state must be release, got %r (preflight takes the lock "
-                                "with clustermax.assess.prepare_node)" % state)
+        if state == "inspect":
+            # for playbooks/cleanup.yml: a run that still runs keeps its processes, directory and lock
+            out = self._node(task_vars, python, ["show", "--path", path])
+            holder = out.get("holder")
+            why = gone_why(holder, out["holder_workdir"], out["age_s"] or 0) if holder else "no lock on the node"
+            result.update(changed=False, holder=holder, live=holder is not None and why is None, gone_why=why)
+            return result
+        raise AnsibleActionFail("clustermax.assess.run_lock: state must be release or inspect, got %r (preflight "
+                                "takes the lock with clustermax.assess.prepare_node)" % state)
 
     def _holder(self, run):
         """This run as the lock names it: the ansible-playbook process (the parent of this forked worker) on this

@@ -6,18 +6,22 @@
 DOCUMENTATION = r"""
 ---
 module: run_lock
-short_description: Give the node's run lock back (one assessment per node at a time)
+short_description: Give the node's run lock back, or say who holds it (one assessment per node at a time)
 description:
   - Gives the lock C(<assess_remote_tmp>/clustermax-assess.lock) back, only when the given run (default this run;
     C(all) for any run) holds it. With O(workdir), that directory is removed first, in the same round trip.
+  - With O(state=inspect), nothing changes; it says which run holds the lock and whether that run still runs (its
+    controller alive on this machine, or a run from elsewhere that touched the lock in the last 30 minutes), for
+    C(playbooks/cleanup.yml), which never removes what a running run needs.
   - Preflight takes the lock with M(clustermax.assess.prepare_node).
   - The node side is C(probes/common/run_lock.py), run with C(assess_python); every change is made under an flock.
 version_added: 0.2.0
 options:
   state:
-    description: Only C(release); preflight takes the lock with M(clustermax.assess.prepare_node).
+    description: C(release), or C(inspect) (read only); preflight takes the lock with
+      M(clustermax.assess.prepare_node).
     type: str
-    choices: [release]
+    choices: [release, inspect]
     default: release
   run_id:
     description: The run whose lock is given back (default this run; C(all) for whichever run).
@@ -44,9 +48,17 @@ holder:
 released:
   description: Whether the lock was removed.
   type: bool
-  returned: always
+  returned: state=release
+live:
+  description: Whether the run that holds the lock still runs (never break or clean it up).
+  type: bool
+  returned: state=inspect
+gone_why:
+  description: Why the holder is gone (null while it runs).
+  type: str
+  returned: state=inspect
 workdir_removed:
   description: Whether the working directory is gone (null when none was given).
   type: bool
-  returned: always
+  returned: state=release
 """

@@ -152,12 +152,26 @@ def problems(settings, known, removed=(), foreign=()):
     return out
 
 
+SSH_PORT = 22
+
+
+def _ssh_port(port):
+    """The port a host is reached on: unset is SSH's 22, so `ansible_port=22` and no port are one address."""
+    if port in (None, ""):
+        return SSH_PORT
+    try:
+        return int(port)
+    except (TypeError, ValueError):
+        return str(port)
+
+
 def duplicate_addresses(addresses):
-    """Messages for hosts that share an address and port: ``addresses`` maps host -> (address, port)."""
+    """Messages for hosts that share an address and port: ``addresses`` maps host -> (address, port); a port not set
+    is 22, and names differ from addresses only in case (DNS names are case-insensitive)."""
     seen = {}
     for host in sorted(addresses):
-        seen.setdefault(tuple(addresses[host]), []).append(host)
+        addr, port = addresses[host]
+        seen.setdefault((str(addr).lower(), _ssh_port(port)), []).append(host)
     return ["%s are one node (%s%s): each node is listed once" % (
-        " and ".join(hosts), addr, ":%s" % port if port else "") for (addr, port), hosts in sorted(seen.items(),
-                                                                                               key=str)
-            if len(hosts) > 1]
+        " and ".join(hosts), addr, "" if port == SSH_PORT else ":%s" % port)
+        for (addr, port), hosts in sorted(seen.items(), key=lambda kv: kv[1]) if len(hosts) > 1]

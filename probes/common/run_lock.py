@@ -165,6 +165,21 @@ def remove_workdir(workdir):
     return not os.path.exists(workdir)
 
 
+def show(path):
+    """Who holds the lock, read only (nothing created): {"holder": ... or None, "holder_workdir", "age_s"}."""
+    if not os.path.exists(path):
+        return {"holder": None, "holder_workdir": False, "age_s": None}
+    fd = _locked(path)
+    try:
+        current = _read(fd)
+        return {"holder": current,
+                "holder_workdir": bool(current and current.get("run_id"))
+                and os.path.isdir(workdir_of(path, current["run_id"])),
+                "age_s": round(time.time() - os.fstat(fd).st_mtime, 1)}
+    finally:
+        os.close(fd)
+
+
 def release(path, run_id):
     """Remove the lock when ``run_id`` holds it ("all": whoever holds it); {"released": bool, "holder": ...}."""
     if not os.path.exists(path):
@@ -182,7 +197,7 @@ def release(path, run_id):
 
 def main(argv):
     parser = argparse.ArgumentParser(prog="probes lock", description="one assessment per node at a time")
-    parser.add_argument("action", choices=("take", "release"))
+    parser.add_argument("action", choices=("take", "release", "show"))
     parser.add_argument("--path", required=True, help="the lock file")
     parser.add_argument("--holder", default="{}", help="take: this run, as a JSON object with run_id")
     parser.add_argument("--break-run", default=None, help="take: replace the lock if it still names this run")
@@ -202,6 +217,8 @@ def main(argv):
             out["probes"] = stage(args.workdir, args.probes_sha256, data) if args.probes_sha256 else None
             if not args.probes_sha256:
                 os.makedirs(args.workdir, mode=0o700, exist_ok=True)
+    elif args.action == "show":
+        out = show(args.path)
     else:
         if not args.run_id:
             parser.error("release needs --run-id")

@@ -17,7 +17,8 @@ pytestmark = pytest.mark.cluster
 
 LOCK = "/tmp/clustermax-assess.lock"
 # A short burn-in (GEMM and the all-to-all, no fabric or storage soak): long enough to be caught holding the nodes.
-BURNIN = {"burnin_duration_s": 25, "burnin_fabric_enabled": False, "burnin_storage_enabled": False,
+# 75 s: run A's burn-in still runs through B's refusal and two cleanup playbooks (about 35 s on 2 cores).
+BURNIN = {"burnin_duration_s": 75, "burnin_fabric_enabled": False, "burnin_storage_enabled": False,
           "burnin_interval_s": 2, "burnin_poll_s": 3, "burnin_heartbeat_timeout": 30, "burnin_grace_s": 10}
 
 
@@ -69,6 +70,13 @@ def _wait_for_locks(cluster, out, proc, timeout=180):
                                                                        if proc.poll() is not None else "180 s"))
 
 
+def _wait_for_runners(cluster, hosts, run_id, proc, timeout=180):
+    """Until the run's burn-in runs on every host (or its controller ended)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None and not all(_runner_of(cluster, h, run_id) for h in hosts):
+        time.sleep(1.0)
+
+
 @pytest.fixture(scope="module")
 def runs(test_cluster, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("concurrent")
@@ -85,6 +93,18 @@ def runs(test_cluster, tmp_path_factory):
         found["b"] = {"rc": second.returncode, "text": second.stdout + second.stderr,
                       "dirs": run_dirs(tmp / "b"), "holders_after": _lock_holders(test_cluster),
                       "tmp": {h: test_cluster.exec(h, ["ls", "/tmp"]).stdout for h in hosts}}
+        # The cleanup playbook while A's burn-in runs: named, it refuses; `all` spares A (its runners, directory and
+        # lock).
+        _wait_for_runners(test_cluster, hosts, found["a_id"], first)
+        found["a_runners_before"] = {h: bool(_runner_of(test_cluster, h, found["a_id"])) for h in hosts}
+        for key, which in (("clean_a", found["a_id"]), ("clean_all", "all")):
+            res = run_playbook(inventory, "-e", "assess_cleanup_run=%s" % which, playbook="playbooks/cleanup.yml")
+            found[key] = {"rc": res.returncode, "text": res.stdout + res.stderr,
+                          "runners": {h: bool(_runner_of(test_cluster, h, found["a_id"])) for h in hosts},
+                          "holders": _lock_holders(test_cluster),
+                          "dirs": {h: test_cluster.exec(h, ["test", "-d", "/tmp/clustermax-assess-%s" % found["a_id"]])
+                                   .returncode for h in hosts}}
+        found["a_running_after_cleanups"] = first.poll() is None
         found["a_output"] = first.communicate(timeout=600)[0]
         found["a_rc"] = first.returncode
     finally:
@@ -98,10 +118,7 @@ def runs(test_cluster, tmp_path_factory):
     third = _start_burnin(inventory, tmp, "c")
     try:
         found["c_id"] = _wait_for_locks(test_cluster, tmp / "c", third)
-        deadline = time.time() + 180  # until its burn-in runs on every host
-        while time.time() < deadline and third.poll() is None and not all(
-                _runner_of(test_cluster, h, found["c_id"]) for h in hosts):
-            time.sleep(1.0)
+        _wait_for_runners(test_cluster, hosts, found["c_id"], third)
         found["c_running"] = {h: bool(_runner_of(test_cluster, h, found["c_id"])) for h in hosts}
     finally:
         os.killpg(third.pid, signal.SIGKILL)
@@ -134,6 +151,23 @@ def test_a_second_run_is_refused_naming_the_run_that_holds_the_nodes_and_leaves_
     assert set(b["holders_after"].values()) == {runs["a_id"]}
     for host, listing in b["tmp"].items():
         assert "clustermax-assess-%s" % b_dir.name not in listing, (host, listing)
+
+
+def test_the_cleanup_playbook_never_touches_a_run_that_still_runs(runs):
+    named, every = runs["clean_a"], runs["clean_all"]
+    assert set(runs["a_runners_before"].values()) == {True}
+    assert named["rc"] != 0
+    for host in runs["hosts"]:
+        assert "run %s still runs on %s" % (runs["a_id"], host) in named["text"], named["text"][-3000:]
+    assert "nothing was removed" in named["text"]
+    assert every["rc"] == 0, every["text"][-3000:]
+    for host in runs["hosts"]:
+        assert "%s: spared run %s (/tmp/clustermax-assess-%s, its processes and its lock): it still runs" % (
+            host, runs["a_id"], runs["a_id"]) in every["text"], every["text"][-3000:]
+    for result in (named, every):
+        assert set(result["runners"].values()) == {True}  # A's burn-in runners went on
+        assert set(result["holders"].values()) == {runs["a_id"]} and set(result["dirs"].values()) == {0}
+    assert runs["a_running_after_cleanups"]  # and A was still running after both (it then ends whole, below)
 
 
 def test_the_first_run_finishes_whole_and_gives_its_locks_back(runs):

@@ -97,6 +97,11 @@ def test_hosts_at_one_address_and_port_are_one_node():
     assert duplicate_addresses({"a": ("10.0.0.1", None), "b": ("10.0.0.1", None), "c": ("10.0.0.2", None),
                                 "d": ("10.0.0.9", 2222), "e": ("10.0.0.9", 2223)}) == [
         "a and b are one node (10.0.0.1): each node is listed once"]
+    # no port is SSH's 22, whether the inventory writes it or not; a port from the inventory is a string
+    assert duplicate_addresses({"a": ("gpu-01.example.com", None), "b": ("GPU-01.example.com", "22"),
+                                "c": ("10.0.0.9", "2222"), "d": ("10.0.0.9", 2222), "e": ("10.0.0.9", None)}) == [
+        "a and b are one node (gpu-01.example.com): each node is listed once",
+        "c and d are one node (10.0.0.9:2222): each node is listed once"]
 
 
 def _preflight(tmp_path, inventory, *extra):
