@@ -68,8 +68,8 @@ class ActionModule(RunLock, Probe):
             self._stdin = fh.read()  # the probes, which the node code writes into the working directory
         stage = ["--workdir", workdir, "--probes-sha256", hashlib.sha256(self._stdin).hexdigest()]
 
-        holder = self._holder(run)
-        path = lock_path(remote_tmp)
+        holder = self._holder(run, workdir)
+        path = lock_path(self._templar.template(task_vars.get("assess_lock_dir", "/tmp")))
         take = ["take", "--path", path, "--holder", json.dumps(holder, sort_keys=True)] + stage
         res = node_exec.run(self, node_command(candidates, args["min_version"], take), stdin=self._stdin)
         lines = res["stdout"].splitlines()

@@ -88,7 +88,7 @@ class ActionModule(ActionBase):
                 "--run-id", run["id"], "--host", host, "--params", json.dumps(params, sort_keys=True), "--inline"]
         if boolean(self._templar.template(task_vars.get("preflight_lock_taken", False)), strict=False):
             # the run lock's heartbeat while the probe runs (a lock not touched for long is a gone run's)
-            argv += ["--lock", lock_path(self._templar.template(task_vars.get("assess_remote_tmp", "/tmp")))]
+            argv += ["--lock", lock_path(self._templar.template(task_vars.get("assess_lock_dir", "/tmp")))]
         if variant:
             argv += ["--variant", variant]
         if timeout:

@@ -93,7 +93,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         state = self._task.args.get("state", "release")
         python = self._templar.template(task_vars["assess_python"])
-        path = lock_path(self._templar.template(task_vars.get("assess_remote_tmp", "/tmp")))
+        path = lock_path(self._templar.template(task_vars.get("assess_lock_dir", "/tmp")))
         if state == "release":
             run_id = self._task.args.get("run_id") or self._templar.template(task_vars["assess_run"])["id"]
             workdir = self._task.args.get("workdir")
@@ -112,12 +112,12 @@ class ActionModule(ActionBase):
         raise AnsibleActionFail("clustermax.assess.run_lock: state must be release or inspect, got %r (preflight "
                                 "takes the lock with clustermax.assess.prepare_node)" % state)
 
-    def _holder(self, run):
+    def _holder(self, run, workdir):
         """This run as the lock names it: the ansible-playbook process (the parent of this forked worker) on this
-        machine, and since when."""
+        machine, since when, and its working directory on the node."""
         pid = os.getppid()
         return {"run_id": run["id"], "machine": socket.gethostname(), "boot_id": boot_id(), "pid": pid,
-                "start_ticks": start_ticks(pid), "run_dir": run["dir"],
+                "start_ticks": start_ticks(pid), "run_dir": run["dir"], "workdir": workdir,
                 "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
     def _judge(self, task_vars, python, path, host, holder, out, extra=()):

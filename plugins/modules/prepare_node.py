@@ -10,7 +10,7 @@ short_description: Preflight's work on one node (Python, run lock, working direc
 description:
   - In one command (one SSH round trip), finds a usable Python (C(assess_python), or the first of O(candidates) at
     least O(min_version)) with plain C(sh), and with it takes the node's run lock
-    C(<assess_remote_tmp>/clustermax-assess.lock) for this run (C(assess_run)), makes the run's working directory
+    C(<assess_lock_dir>/clustermax-assess.lock) for this run (C(assess_run)), makes the run's working directory
     and writes the probes there, which travel on the command's stdin.
   - A lock whose holder is gone is broken with a warning; gone means its controller ran on this machine and has
     ended, or it came from another machine and its working directory is no longer on the node, or its run has not

@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 module: run_lock
 short_description: Give the node's run lock back, or say who holds it (one assessment per node at a time)
 description:
-  - Gives the lock C(<assess_remote_tmp>/clustermax-assess.lock) back, only when the given run (default this run;
+  - Gives the lock C(<assess_lock_dir>/clustermax-assess.lock) back, only when the given run (default this run;
     C(all) for any run) holds it. With O(workdir), that directory is removed first, in the same round trip.
   - With O(state=inspect), nothing changes; it says which run holds the lock and whether that run still runs (its
     controller alive on this machine, or a run from elsewhere that touched the lock in the last 30 minutes), for

@@ -11,8 +11,9 @@ lock is held, the run's working directory is made and the probes, which come on 
 holds the same digest already (a shared ``assess_remote_tmp``, where the first node wrote them). The cleanup's is
 ``release --workdir``.
 
-The lock is a small JSON file in the parent of the runs' working directories (``<assess_remote_tmp>/
-clustermax-assess.lock``), naming its holder: run id, controller machine, controller pid and its start time. Every
+The lock is a small JSON file in a node-local directory that is the same for every run (``<assess_lock_dir>/
+clustermax-assess.lock``, /tmp by default, whatever the run's ``assess_remote_tmp``), naming its holder: run id,
+controller machine, controller pid and its start time, and the run's working directory on the node. Every
 change happens under an flock of the file itself, so two runs that start at the same moment, or that both find the
 same stale holder, cannot both win. A lock is only ever replaced when it still names the holder the controller
 judged gone (``--break``), and only removed by the run it names (or by the cleanup of that run).
@@ -32,9 +33,9 @@ LOCK_NAME = "clustermax-assess.lock"
 HEARTBEAT_S = 60
 
 
-def lock_path(remote_tmp):
-    """Where the lock is: in the parent of the runs' working directories, the same for every run."""
-    return os.path.join(remote_tmp, LOCK_NAME)
+def lock_path(lock_dir):
+    """Where the lock is: assess_lock_dir, node-local and the same for every run."""
+    return os.path.join(lock_dir, LOCK_NAME)
 
 
 def boot_id():
@@ -67,9 +68,11 @@ def heartbeat(path, every=HEARTBEAT_S):
     threading.Thread(target=loop, name="run-lock-heartbeat", daemon=True).start()
 
 
-def workdir_of(lock_path, run_id):
-    """The working directory a run makes next to the lock (roles/preflight: clustermax-assess-<run id>)."""
-    return os.path.join(os.path.dirname(lock_path), "clustermax-assess-%s" % run_id)
+def workdir_of(lock_path, holder):
+    """The holder's working directory on this node: the one it names, else (a lock of an earlier version, which
+    kept the lock beside the working directories) clustermax-assess-<run id> next to the lock."""
+    return holder.get("workdir") or os.path.join(os.path.dirname(lock_path),
+                                                 "clustermax-assess-%s" % holder["run_id"])
 
 
 def _locked(path):
@@ -119,7 +122,7 @@ def take(path, holder, break_run=None):
             _write(fd, holder)
             return {"taken": True, "replaced": current if broken else None}
         return {"taken": False, "holder": current,
-                "holder_workdir": bool(current.get("run_id")) and os.path.isdir(workdir_of(path, current["run_id"])),
+                "holder_workdir": bool(current.get("run_id")) and os.path.isdir(workdir_of(path, current)),
                 "age_s": round(time.time() - os.fstat(fd).st_mtime, 1)}
     finally:
         os.close(fd)
@@ -174,7 +177,7 @@ def show(path):
         current = _read(fd)
         return {"holder": current,
                 "holder_workdir": bool(current and current.get("run_id"))
-                and os.path.isdir(workdir_of(path, current["run_id"])),
+                and os.path.isdir(workdir_of(path, current)),
                 "age_s": round(time.time() - os.fstat(fd).st_mtime, 1)}
     finally:
         os.close(fd)

@@ -44,10 +44,10 @@ def _runner_of(cluster, host, run_id):
     return [line for line in _processes_of(cluster, host, run_id) if "runner_main" in line]
 
 
-def _burnin_vars(tmp, name):
+def _burnin_vars(tmp, name, **more):
     """The run's extra vars file: the short burn-in, its output under tmp/<name>."""
     path = tmp / ("%s.json" % name)
-    path.write_text(json.dumps(dict(BURNIN, assess_output_dir=str(tmp / name))))
+    path.write_text(json.dumps(dict(BURNIN, assess_output_dir=str(tmp / name), **more)))
     return "@%s" % path
 
 
@@ -89,10 +89,11 @@ def runs(test_cluster, tmp_path_factory):
     first = _start_burnin(inventory, tmp, "a")
     try:
         found["a_id"] = _wait_for_locks(test_cluster, tmp / "a", first)
-        second = run_playbook(inventory, "--tags", "burnin", "-e", _burnin_vars(tmp, "b"))
+        # B's working directories would go elsewhere: the lock is the node's, whatever the run's assess_remote_tmp
+        second = run_playbook(inventory, "--tags", "burnin", "-e", _burnin_vars(tmp, "b", assess_remote_tmp="/var/tmp"))
         found["b"] = {"rc": second.returncode, "text": second.stdout + second.stderr,
                       "dirs": run_dirs(tmp / "b"), "holders_after": _lock_holders(test_cluster),
-                      "tmp": {h: test_cluster.exec(h, ["ls", "/tmp"]).stdout for h in hosts}}
+                      "tmp": {h: test_cluster.exec(h, ["ls", "/tmp", "/var/tmp"]).stdout for h in hosts}}
         # The cleanup playbook while A's burn-in runs: named, it refuses; `all` spares A (its runners, directory and
         # lock).
         _wait_for_runners(test_cluster, hosts, found["a_id"], first)

@@ -28,6 +28,25 @@ def _node(*argv):
     return json.loads(out.stdout)
 
 
+def test_the_holder_names_its_working_directory_wherever_it_is(tmp_path):
+    """The lock is node-local (assess_lock_dir) and the same for every run; a run's working directory is under its
+    own assess_remote_tmp, which the holder names: whether it is still on the node is read there."""
+    lock = str(tmp_path / "lock" / "clustermax-assess.lock")
+    os.makedirs(os.path.dirname(lock))
+    workdir = tmp_path / "scratch" / "clustermax-assess-A"
+    assert _node("take", "--path", lock, "--holder", json.dumps({"run_id": "A", "workdir": str(workdir)}))["taken"]
+    refused = _node("take", "--path", lock, "--holder", json.dumps({"run_id": "B", "workdir": "/tmp/x"}))
+    assert refused["taken"] is False and refused["holder_workdir"] is False
+    workdir.mkdir(parents=True)
+    assert _node("take", "--path", lock, "--holder", json.dumps({"run_id": "B"}))["holder_workdir"] is True
+    shown = _node("show", "--path", lock)
+    assert shown["holder"] == {"run_id": "A", "workdir": str(workdir)} and shown["holder_workdir"] is True
+    assert 0 <= shown["age_s"] < 60
+    assert _node("show", "--path", str(tmp_path / "none.lock")) == {"holder": None, "holder_workdir": False,
+                                                                    "age_s": None}
+    assert not (tmp_path / "none.lock").exists()  # show creates nothing
+
+
 def test_take_refuse_break_and_release_through_python_c(tmp_path):
     lock = str(tmp_path / "clustermax-assess.lock")
     assert _node("take", "--path", lock, "--holder", json.dumps({"run_id": "A"})) == {"taken": True, "replaced": None}
