@@ -589,6 +589,45 @@ class Cluster:
             os.kill(h["holder_pid"], signal.SIGUSR1)
         self.wait_ssh([h["name"]], timeout=timeout)
 
+    def change_host_key(self, name: str, timeout: float = 15.0) -> bytes:
+        """Give a host a new SSH host key, as a reinstalled or replaced node has, without telling known_hosts: its
+        sshd restarts with the new key, open sessions (Ansible's ControlPersist masters) stay. Returns the old
+        private key, for restore_host_key. Waits for the port, not for a login: a login is refused now."""
+        h = self.host(name)
+        key = self.host_dir(h["name"]) / "ssh_host_ed25519_key"
+        old = key.read_bytes()
+        self.stop_sshd(h["name"], kill_sessions=False)
+        for path in (key, key.with_suffix(".pub")):
+            path.unlink()
+        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{h['name']}", "-f", str(key)])
+        self._start_listener(h, timeout)
+        return old
+
+    def restore_host_key(self, name: str, old: bytes, timeout: float = 15.0) -> None:
+        """Put a host's original key back (after change_host_key) and wait until it answers ssh again."""
+        h = self.host(name)
+        key = self.host_dir(h["name"]) / "ssh_host_ed25519_key"
+        self.stop_sshd(h["name"])
+        key.write_bytes(old)
+        key.chmod(0o600)
+        pub = subprocess.run(["ssh-keygen", "-y", "-f", str(key)], capture_output=True, text=True, check=True).stdout
+        key.with_suffix(".pub").write_text(pub.strip() + f" root@{h['name']}\n")
+        self.start_sshd(h["name"], timeout=timeout)
+
+    def _start_listener(self, h: dict, timeout: float) -> None:
+        """Start a stopped host's sshd and wait until its port answers (no login tried)."""
+        if self._sshd_pid(h["name"]) is None:
+            os.kill(h["holder_pid"], signal.SIGUSR1)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with socket.create_connection((h["ip"], 22), timeout=1):
+                    return
+            except OSError as e:
+                if time.monotonic() > deadline:
+                    raise ClusterError(f"{h['name']}: sshd does not listen again ({e})") from e
+                time.sleep(0.05)
+
     # ---- running things inside a host -----------------------------------------------------------------------
 
     def exec(self, name: str, argv, timeout: float | None = 60, check: bool = False, input: str | None = None,
