@@ -81,6 +81,8 @@ except ImportError:  # pragma: no cover - every supported ansible-core has it; p
 
 # Plays of playbooks/cleanup.yml are named so (the run's own cleanup, which every run playbook ends with).
 CLEANUP_PLAY = "Cleanup |"
+# Preflight's one task per node, which takes the run lock (its fact preflight_lock_taken says whether it did).
+LOCK_ACTIONS = ("clustermax.assess.prepare_node", "prepare_node")
 CALLBACK_FQCN = "clustermax.assess.assessment"
 # plugins/callback/assessment.py -> the collection root, where galaxy.yml and the reports package live.
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
@@ -205,6 +207,9 @@ class CallbackModule(CallbackBase):
         self._watching = False  # a playbook run from the command line: its leftovers are cleaned up
         self._has_cleanup_play = False  # the playbook ends with playbooks/cleanup.yml (assess.yml, recover.yml)
         self._cleanup_play_started = False
+        # Hosts whose preflight did not take the run lock (refused by another run, or no usable Python): the run
+        # made nothing there (the working directory comes after the lock), so there is nothing to clean up.
+        self._lock_not_taken = set()
         self._watch_interruptions()
 
     # ------------------------------------------------------------------------------ options
@@ -263,6 +268,12 @@ class CallbackModule(CallbackBase):
         host = _name_of(_host_of(res)) or "?"
         if not item:
             self.journal.discover(result)
+            taken = (result.get("ansible_facts") or {}).get("preflight_lock_taken") \
+                if _action_of(task) in LOCK_ACTIONS else None
+            if taken is False:
+                self._lock_not_taken.add(host)
+            elif taken:
+                self._lock_not_taken.discard(host)
         if status == "ok" and result.get("changed"):
             status = "changed"
         rescued = None
@@ -443,7 +454,7 @@ class CallbackModule(CallbackBase):
         # host when the playbook stopped before its cleanup play (a fatal error).
         run_hosts = set((journal.run or {}).get("hosts") or ())  # the run's nodes (not the implicit localhost)
         missed = [h for h in (summary["failed_hosts"] if self._cleanup_play_started else sorted(per_host))
-                  if h in run_hosts and h not in summary["unreachable_hosts"]]
+                  if h in run_hosts and h not in summary["unreachable_hosts"] and h not in self._lock_not_taken]
         if missed and self._watching:
             self._cleanup_interrupted("not reached by the cleanup play", hosts=missed)
         journal.record({"event": "stats", **summary})

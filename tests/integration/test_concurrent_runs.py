@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from helpers import BIN, ROOT, ansible_env, boot_seconds, run_dirs, run_playbook, stray_processes
+from helpers import BIN, ROOT, ansible_env, boot_seconds, read_journal, run_dirs, run_playbook, stray_processes
 
 pytestmark = pytest.mark.cluster
 
@@ -169,6 +169,9 @@ def test_a_second_run_is_refused_naming_the_run_that_holds_the_nodes_and_leaves_
     # B measured nothing and made nothing on the hosts; A's locks were left alone
     [b_dir] = b["dirs"]
     assert not (b_dir / "artifacts").exists()
+    # nor started the cleanup playbook for its failed hosts: without the lock it made nothing there to clean up
+    assert [e for e in read_journal(b_dir) if e.get("event") == "interrupted_cleanup"] == []
+    assert "removing what run %s left" % b_dir.name not in b["text"]
     assert set(b["holders_after"].values()) == {runs["a_id"]}
     for host, listing in b["tmp"].items():
         assert "clustermax-assess-%s" % b_dir.name not in listing, (host, listing)
