@@ -4,33 +4,16 @@
 
 import hashlib
 import json
-import shlex
 
 from ansible.errors import AnsibleActionFail
 from ansible_collections.clustermax.assess.plugins.action.probe import ActionModule as Probe
 from ansible_collections.clustermax.assess.plugins.action.run_lock import ActionModule as RunLock
-from ansible_collections.clustermax.assess.plugins.action.run_lock import node_code
+from ansible_collections.clustermax.assess.plugins.action.run_lock import found_python, node_command
 from ansible_collections.clustermax.assess.plugins.plugin_utils import node_exec
 from ansible_collections.clustermax.assess.probes.common.run_lock import lock_path
 
-PYTHON_MARK = "clustermax-assess-python: "
 # The node inventory (probes/node_info): what every later phase and the report read about the node.
 NODE_INFO_TIMEOUT_S = 120
-# The shell's exit status when no candidate is a usable Python.
-NO_PYTHON_RC = 3
-
-
-def node_command(candidates, min_version, lock_argv):
-    """The shell command of the one round trip: try each candidate Python with plain sh (no Python is needed to
-    look), print the first usable one on a marked line, and run the run lock's node code with it (its source in
-    the command line: nothing to copy first; stdin carries the probes)."""
-    version = "(%s)" % ", ".join(str(int(p)) for p in str(min_version).split("."))
-    check = "import sys; sys.exit(0 if sys.version_info[:2] >= %s else 1)" % version
-    return (
-        "for p in %s; do exe=$(command -v \"$p\" 2>/dev/null) || continue; "
-        "\"$exe\" -c %s 2>/dev/null </dev/null || continue; echo %s\"$exe\"; exec \"$exe\" -c %s %s; done; exit %d"
-        % (" ".join(shlex.quote(str(c)) for c in candidates), shlex.quote(check), shlex.quote(PYTHON_MARK),
-           shlex.quote(node_code()), " ".join(shlex.quote(a) for a in lock_argv), NO_PYTHON_RC))
 
 
 class ActionModule(RunLock, Probe):
@@ -72,14 +55,12 @@ class ActionModule(RunLock, Probe):
         path = lock_path(self._templar.template(task_vars.get("assess_lock_dir", "/tmp")))
         take = ["take", "--path", path, "--holder", json.dumps(holder, sort_keys=True)] + stage
         res = node_exec.run(self, node_command(candidates, args["min_version"], take), stdin=self._stdin)
-        lines = res["stdout"].splitlines()
-        found = [line[len(PYTHON_MARK):].strip() for line in lines if line.startswith(PYTHON_MARK)]
-        if res["rc"] == NO_PYTHON_RC or not found:
+        python = found_python(res)
+        if python is None:
             facts["preflight_python_msg"] = "%s (tried %s; set assess_python for this host)" % (host,
                                                                                                 ", ".join(candidates))
             result["msg"] = "no usable Python >= %s on %s" % (args["min_version"], facts["preflight_python_msg"])
             return result
-        python = found[0]
         facts.update(preflight_python_path=python, assess_python=python)
         try:
             answer = node_exec.last_json(res)

@@ -4,13 +4,14 @@
 
 import json
 import os
+import shlex
 import socket
 import time
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.clustermax.assess.plugins.plugin_utils import node_exec
-from ansible_collections.clustermax.assess.plugins.plugin_utils.journal import start_ticks
+from ansible_collections.clustermax.assess.plugins.plugin_utils.journal import CLEANUP_OF_ENV, start_ticks
 from ansible_collections.clustermax.assess.probes.common.run_lock import boot_id, lock_path
 
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
@@ -26,9 +27,34 @@ FOREIGN_STALE_S = 120
 HEARTBEAT_STALE_S = 30 * 60
 
 
+PYTHON_MARK = "clustermax-assess-python: "
+# The shell's exit status when no candidate is a usable Python.
+NO_PYTHON_RC = 3
+
+
 def node_code():
     with open(NODE_CODE, encoding="utf-8") as fh:
         return fh.read()
+
+
+def node_command(candidates, min_version, lock_argv):
+    """One shell command that finds Python and runs the lock's node code with it: try each candidate Python with
+    plain sh (no Python is needed to look), print the first usable one on a marked line (whatever a login prints
+    around it is not the path), and run the node code with it (its source in the command line: nothing to copy
+    first). Preflight's round trip (prepare_node: take, with the probes on stdin) and the cleanup's (inspect)."""
+    version = "(%s)" % ", ".join(str(int(p)) for p in str(min_version).split("."))
+    check = "import sys; sys.exit(0 if sys.version_info[:2] >= %s else 1)" % version
+    return (
+        "for p in %s; do exe=$(command -v \"$p\" 2>/dev/null) || continue; "
+        "\"$exe\" -c %s 2>/dev/null </dev/null || continue; echo %s\"$exe\"; exec \"$exe\" -c %s %s; done; exit %d"
+        % (" ".join(shlex.quote(str(c)) for c in candidates), shlex.quote(check), shlex.quote(PYTHON_MARK),
+           shlex.quote(node_code()), " ".join(shlex.quote(a) for a in lock_argv), NO_PYTHON_RC))
+
+
+def found_python(res):
+    """The path on the marked line of node_command's output, or None when no candidate was usable."""
+    found = [line[len(PYTHON_MARK):].strip() for line in res["stdout"].splitlines() if line.startswith(PYTHON_MARK)]
+    return found[0] if found and res["rc"] != NO_PYTHON_RC else None
 
 
 def _alive_here(holder):
@@ -47,6 +73,14 @@ def _alive_here(holder):
     except OSError:  # EPERM: it exists
         return True
     return True
+
+
+def _own_cleanup(holder):
+    """Whether this cleanup was started by the holder's own controller: at its end, for the hosts its cleanup play
+    did not reach, or after Ctrl-C (plugins/callback/assessment.py names the run in CLEANUP_OF_ENV for it). The
+    holder still runs then, and is the one asking."""
+    return bool(holder.get("run_id")) and os.environ.get(CLEANUP_OF_ENV) == holder["run_id"] and \
+        holder.get("machine") == socket.gethostname()
 
 
 def gone_why(holder, holder_workdir, age_s, machine=None, boot=None):
@@ -75,7 +109,7 @@ class ActionModule(ActionBase):
     refused, naming the holder and how to clear it."""
 
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("state", "run_id", "workdir"))
+    _VALID_ARGS = frozenset(("state", "run_id", "workdir", "candidates", "min_version"))
     # What the node code gets on stdin (prepare_node: the probes, which it writes into the working directory).
     _stdin = None
 
@@ -92,8 +126,10 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         state = self._task.args.get("state", "release")
-        python = self._templar.template(task_vars["assess_python"])
         path = lock_path(self._templar.template(task_vars.get("assess_lock_dir", "/tmp")))
+        if state == "inspect":
+            return self._inspect(task_vars, result, path)
+        python = self._templar.template(task_vars["assess_python"])
         if state == "release":
             run_id = self._task.args.get("run_id") or self._templar.template(task_vars["assess_run"])["id"]
             workdir = self._task.args.get("workdir")
@@ -102,15 +138,33 @@ class ActionModule(ActionBase):
             result.update(changed=False, released=out["released"], holder=out.get("holder"),
                           workdir_removed=out.get("workdir_removed"))
             return result
-        if state == "inspect":
-            # for playbooks/cleanup.yml: a run that still runs keeps its processes, directory and lock
-            out = self._node(task_vars, python, ["show", "--path", path])
-            holder = out.get("holder")
-            why = gone_why(holder, out["holder_workdir"], out["age_s"] or 0) if holder else "no lock on the node"
-            result.update(changed=False, holder=holder, live=holder is not None and why is None, gone_why=why)
-            return result
         raise AnsibleActionFail("clustermax.assess.run_lock: state must be release or inspect, got %r (preflight "
                                 "takes the lock with clustermax.assess.prepare_node)" % state)
+
+    def _inspect(self, task_vars, result, path):
+        """For playbooks/cleanup.yml, in one round trip: find Python as preflight does (assess_python, or the first
+        usable of `candidates`; the run being cleaned up may never have found one) and say who holds the lock and
+        whether that run still runs (a run that still runs keeps its processes, directory and lock)."""
+        host = task_vars.get("inventory_hostname")
+        given = "assess_python" in task_vars
+        candidates = [self._templar.template(task_vars["assess_python"])] if given else \
+            list(self._task.args.get("candidates") or ["python3"])
+        min_version = self._task.args.get("min_version") or "3.8"
+        res = node_exec.run(self, node_command(candidates, min_version, ["show", "--path", path]))
+        python = found_python(res)
+        if python is None:
+            raise AnsibleActionFail("no usable Python >= %s on %s (tried %s; set assess_python for this host)" % (
+                min_version, host, ", ".join(candidates)))
+        out = node_exec.last_json(res)
+        if not isinstance(out, dict):
+            raise AnsibleActionFail("the run lock on %s: rc=%s %s" % (host, res["rc"], node_exec.why(res)))
+        holder = out.get("holder")
+        why = gone_why(holder, out["holder_workdir"], out["age_s"] or 0) if holder else "no lock on the node"
+        if why is None and _own_cleanup(holder):
+            why = "its own controller is cleaning up after it"
+        result.update(changed=False, holder=holder, live=holder is not None and why is None, gone_why=why,
+                      ansible_facts={"assess_python": python})
+        return result
 
     def _holder(self, run, workdir):
         """This run as the lock names it: the ansible-playbook process (the parent of this forked worker) on this

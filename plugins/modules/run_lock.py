@@ -10,7 +10,8 @@ short_description: Give the node's run lock back, or say who holds it (one asses
 description:
   - Gives the lock C(<assess_lock_dir>/clustermax-assess.lock) back, only when the given run (default this run;
     C(all) for any run) holds it. With O(workdir), that directory is removed first, in the same round trip.
-  - With O(state=inspect), nothing changes; it says which run holds the lock and whether that run still runs (its
+  - With O(state=inspect), nothing changes; in the same round trip it finds a usable Python (setting the fact
+    C(assess_python)) and says which run holds the lock and whether that run still runs (its
     controller alive on this machine, or a run from elsewhere that touched the lock in the last 30 minutes), for
     C(playbooks/cleanup.yml), which never removes what a running run needs.
   - Preflight takes the lock with M(clustermax.assess.prepare_node).
@@ -29,6 +30,16 @@ options:
   workdir:
     description: The run's working directory on the node, removed before the lock is given back.
     type: str
+  candidates:
+    description: With O(state=inspect) and no C(assess_python) for the host, the Pythons tried in order, with plain
+      C(sh), as preflight tries them; the first usable one is set as the fact C(assess_python).
+    type: list
+    elements: str
+    default: [python3]
+  min_version:
+    description: With O(state=inspect), the oldest usable Python.
+    type: str
+    default: "3.8"
 author:
   - clustermax.assess contributors
 """

@@ -132,7 +132,7 @@ PROBES = (ROOT / "probes" / "artifact.py").read_bytes()  # any bytes stand for t
 def _prepare(tmp_path, candidates, lock, holder, workdir, min_version="3.8", probes=PROBES, sha=None):
     """Preflight's one round trip as the node runs it: prepare_node's shell command, run by sh here, with the probes
     on its stdin."""
-    from ansible_collections.clustermax.assess.plugins.action.prepare_node import node_command
+    from ansible_collections.clustermax.assess.plugins.action.run_lock import node_command
 
     argv = ["take", "--path", lock, "--holder", json.dumps(holder), "--workdir", workdir,
             "--probes-sha256", sha or hashlib.sha256(probes).hexdigest()]
@@ -183,3 +183,21 @@ def test_preflight_round_trip_without_a_usable_python_exits_3_and_takes_nothing(
                    str(tmp_path / "w"), min_version="%d.%d" % (sys.version_info[0], sys.version_info[1] + 1))
     assert res.returncode == 3 and "clustermax-assess-python" not in res.stdout
     assert not os.path.exists(lock) and not (tmp_path / "w").exists()
+
+
+def test_the_cleanup_a_run_starts_for_itself_is_not_refused_as_a_live_run(monkeypatch):
+    """playbooks/cleanup.yml spares a run that still runs, but not when that run's own controller started it (the
+    callback, at the end or after Ctrl-C, names the run in CLUSTERMAX_ASSESS_CLEANUP_OF): the holder is the one
+    asking."""
+    import socket
+
+    from ansible_collections.clustermax.assess.plugins.action.run_lock import _own_cleanup
+
+    holder = {"run_id": "R1", "machine": socket.gethostname(), "pid": os.getpid()}
+    monkeypatch.delenv("CLUSTERMAX_ASSESS_CLEANUP_OF", raising=False)
+    assert _own_cleanup(holder) is False
+    monkeypatch.setenv("CLUSTERMAX_ASSESS_CLEANUP_OF", "R2")
+    assert _own_cleanup(holder) is False
+    monkeypatch.setenv("CLUSTERMAX_ASSESS_CLEANUP_OF", "R1")
+    assert _own_cleanup(holder) is True
+    assert _own_cleanup(dict(holder, machine="elsewhere")) is False
