@@ -351,19 +351,27 @@ def _apptainer_attempt(c, image, vendor):
                         vendor), None
 
 
-def _slurm_attempt(c, image, pull, vendor):
-    """A one-GPU job step on this node (through pyxis with --container-image when an image is given)."""
+def one_gpu_step(command):
+    """(argv of a one-GPU Slurm job step on this node that runs command, None) or (None, why it cannot start)."""
     if not shutil.which("srun"):
-        return None, "slurm: srun not installed"
+        return None, "srun not installed"
     name = socket.gethostname().split(".")[0]
     [state] = slurm.read([name], time.time(), timeout=10)
     if state["phase"] in ("missing", "unknown"):
-        return None, "slurm: not a Slurm node (%s)" % (state.get("reason") or "scontrol does not know %s" % name)
+        return None, "not a Slurm node (%s)" % (state.get("reason") or "scontrol does not know %s" % name)
     if state["phase"] != "available":
-        return None, "slurm: the node is %s (%s): a job step cannot start" % (state["phase"], state.get("state"))
-    command = list(vendor["list"])
-    argv = slurm.job_argv(name, command, wait_s=20, job_name="clustermax-assess-audit")
+        return None, "the node is %s (%s): a job step cannot start" % (state["phase"], state.get("state"))
+    argv = slurm.job_argv(name, list(command), wait_s=20, job_name="clustermax-assess-audit")
     argv[1:1] = ["--gres=gpu:1"]
+    return argv, None
+
+
+def _slurm_attempt(c, image, pull, vendor):
+    """A one-GPU job step on this node (through pyxis with --container-image when an image is given)."""
+    command = list(vendor["list"])
+    argv, why = one_gpu_step(command)
+    if argv is None:
+        return None, "slurm: %s" % why
     if image:
         if not (image.startswith("/") and os.path.exists(image)) and not pull:
             return None, "slurm: %s is not a local enroot image and audit_container_pull is false" % image
@@ -432,20 +440,14 @@ def collect_job_gpu_env(c):
         c.mark("job_gpu_env", "not_applicable", "no %s nor %s on this node" % (
             VENDORS["nvidia"]["what"], VENDORS["amd"]["what"]))
         return None
-    if not shutil.which("srun"):
-        c.mark("job_gpu_env", "not_applicable", "srun not installed: not a Slurm node")
+    argv, why = one_gpu_step(["env"])
+    if argv is None:
+        c.mark("job_gpu_env", "not_applicable", "no job step was started: %s" % why)
         return None
-    name = socket.gethostname().split(".")[0]
-    [state] = slurm.read([name], time.time(), timeout=10)
-    if state["phase"] != "available":
-        c.mark("job_gpu_env", "not_applicable", "the node is %s in Slurm (%s): no job step was started" % (
-            state["phase"], state.get("reason") or state.get("state") or "scontrol does not know %s" % name))
-        return None
-    argv = slurm.job_argv(name, ["env"], wait_s=20, job_name="clustermax-assess-audit")
-    argv[1:1] = ["--gres=gpu:1"]
     # a step that fails (no GPU GRES, a refused allocation) is the finding, judged on the controller from its stderr
     res = c.cmd("job_gpu_env", argv, timeout=CONTAINER_TIMEOUT_S, ok_rcs=tuple(range(256)))
-    return {"node": name, "argv": argv, "rc": res.rc, "timed_out": bool(res.timed_out), "env": job_gpu_vars(res.stdout),
+    return {"node": socket.gethostname().split(".")[0], "argv": argv, "rc": res.rc, "timed_out": bool(res.timed_out),
+            "env": job_gpu_vars(res.stdout),
             "stderr": (res.stderr or "")[-2000:]}
 
 

@@ -108,6 +108,14 @@ def _write(fd, holder):
     os.fsync(fd)
 
 
+def _held(path, fd, current):
+    """What the controller judges a holder by: who it is, whether its working directory is on this node, and the
+    seconds since the lock was last written (take's refusal and show)."""
+    return {"holder": current,
+            "holder_workdir": bool(current and current.get("run_id")) and os.path.isdir(workdir_of(path, current)),
+            "age_s": round(time.time() - os.fstat(fd).st_mtime, 1)}
+
+
 def take(path, holder, break_run=None):
     """{"taken": True} when this node's lock is now held by ``holder`` (free, already ours, or still held by
     ``break_run``, which the controller judged gone); else {"taken": False, "holder": ..., "holder_workdir": whether
@@ -121,9 +129,7 @@ def take(path, holder, break_run=None):
         if current is None or mine or broken:
             _write(fd, holder)
             return {"taken": True, "replaced": current if broken else None}
-        return {"taken": False, "holder": current,
-                "holder_workdir": bool(current.get("run_id")) and os.path.isdir(workdir_of(path, current)),
-                "age_s": round(time.time() - os.fstat(fd).st_mtime, 1)}
+        return dict(_held(path, fd, current), taken=False)
     finally:
         os.close(fd)
 
@@ -174,11 +180,7 @@ def show(path):
         return {"holder": None, "holder_workdir": False, "age_s": None}
     fd = _locked(path)
     try:
-        current = _read(fd)
-        return {"holder": current,
-                "holder_workdir": bool(current and current.get("run_id"))
-                and os.path.isdir(workdir_of(path, current)),
-                "age_s": round(time.time() - os.fstat(fd).st_mtime, 1)}
+        return _held(path, fd, _read(fd))
     finally:
         os.close(fd)
 

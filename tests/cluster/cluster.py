@@ -583,10 +583,7 @@ class Cluster:
     def start_sshd(self, name: str, timeout: float = 15.0) -> None:
         """Start a host's sshd again (after stop_sshd) and wait until it answers ssh."""
         h = self.host(name)
-        if not self._holder_ok(h["name"], h.get("holder_pid")):
-            raise ClusterError(f"{h['name']}: its holder is gone; run `up` again to remake the host")
-        if self._sshd_pid(h["name"]) is None:
-            os.kill(h["holder_pid"], signal.SIGUSR1)
+        self._start_listener(h, timeout)
         self.wait_ssh([h["name"]], timeout=timeout)
 
     def change_host_key(self, name: str, timeout: float = 15.0) -> bytes:
@@ -616,6 +613,8 @@ class Cluster:
 
     def _start_listener(self, h: dict, timeout: float) -> None:
         """Start a stopped host's sshd and wait until its port answers (no login tried)."""
+        if not self._holder_ok(h["name"], h.get("holder_pid")):
+            raise ClusterError(f"{h['name']}: its holder is gone; run `up` again to remake the host")
         if self._sshd_pid(h["name"]) is None:
             os.kill(h["holder_pid"], signal.SIGUSR1)
         deadline = time.monotonic() + timeout

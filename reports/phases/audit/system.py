@@ -5,6 +5,7 @@ import re
 from datetime import datetime
 
 from reports.phases.audit.common import Error, R, Skip, host_rule, name_list, sysctl_rule
+from reports.phases.audit.gpu import COHERENT
 
 
 @host_rule
@@ -239,7 +240,8 @@ def load(v, c):
              "<= %g (node idle before load tests)" % limit)
 
 
-GRACE_MARKERS = ("grace", "tegra241", "gh200", "gb200", "gb300")
+# Names that identify a Grace platform: its coherent CPU-GPU products (audit.gpu.hbm_exposure's list) and the SoC
+GRACE_MARKERS = tuple(m.lower() for m in COHERENT) + ("grace", "tegra241")
 
 
 @host_rule
