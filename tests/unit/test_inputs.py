@@ -110,6 +110,7 @@ def _preflight(tmp_path, inventory, *extra):
     out = tmp_path / "runs"
     proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "playbooks/preflight.yml",
                            "-i", str(inv), "-e", "assess_output_dir=%s" % out, "-e", "assess_remote_tmp=%s" % tmp_path,
+                           "-e", "assess_lock_dir=%s" % tmp_path,  # this machine's own lock stays untouched
                            "-e", "ansible_python_interpreter=%s" % sys.executable, *extra], cwd=ROOT,
                           capture_output=True, text=True)
     return proc, out

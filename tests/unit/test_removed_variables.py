@@ -41,6 +41,7 @@ def _preflight(tmp_path, host_vars=""):
     proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "playbooks/preflight.yml",
                            "-i", str(inventory), "-e", "assess_output_dir=%s" % out,
                            "-e", "assess_remote_tmp=%s" % tmp_path,  # the nodes' working directory, here
+                           "-e", "assess_lock_dir=%s" % tmp_path,  # and the lock: this machine's own stays untouched
                            "-e", "ansible_python_interpreter=%s" % sys.executable], cwd=ROOT,
                           capture_output=True, text=True)
     return proc, out
