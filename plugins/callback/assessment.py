@@ -73,6 +73,7 @@ from ansible_collections.clustermax.assess.plugins.plugin_utils.journal import (
     rfc3339,
     summarize_stats,
 )
+from ansible_collections.clustermax.assess.plugins.plugin_utils.worker_lifetime import end_workers_with_controller
 
 try:
     from ansible.module_utils.common.json import AnsibleJSONEncoder
@@ -379,12 +380,19 @@ class CallbackModule(CallbackBase):
         runners, watchers) would go on until their own heartbeat timeout. ansible-core turns SIGINT into
         KeyboardInterrupt and exits 99: the cleanup runs at exit (atexit). On SIGTERM it kills itself (no atexit):
         the cleanup runs in the handler first, then ansible-core's own handler. SIGKILL leaves the nodes to the
-        heartbeat timeouts and `playbooks/cleanup.yml -e assess_cleanup_run=<run id>` (README)."""
+        heartbeat timeouts and `playbooks/cleanup.yml -e assess_cleanup_run=<run id>` (README); its forked workers
+        die with it (plugin_utils/worker_lifetime.py)."""
         from ansible import context
 
-        # only in a playbook run from the command line (ansible-playbook, ansible-runner): not where the callback is
-        # made by hand (tests), not in the cleanup that this starts, not in a thread
-        if (not context.CLIARGS.get("inventory") or os.environ.get(CLEANUP_OF_ENV)
+        if not context.CLIARGS.get("inventory"):
+            return  # made by hand (tests): not a playbook run
+        # A playbook run (the cleanup this starts included): a `kill -9` of it takes its forked workers with it
+        # (plugin_utils/worker_lifetime.py), or they hang on its results pipe.
+        if threading.current_thread() is threading.main_thread():
+            end_workers_with_controller()
+        # only in a playbook run from the command line (ansible-playbook, ansible-runner): not in the cleanup that
+        # this starts, not in a thread
+        if (os.environ.get(CLEANUP_OF_ENV)
                 or threading.current_thread() is not threading.main_thread()):
             return
         self._watching = True

@@ -77,6 +77,14 @@ def _controller_processes(marker):
     return [int(line.split(None, 1)[0]) for line in ps.splitlines() if marker in line and "ps -eww" not in line]
 
 
+def _command_line(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as fh:
+            return "%d: %s" % (pid, fh.read().replace(b"\0", b" ").decode(errors="replace")[:300])
+    except OSError:
+        return "%d: (gone)" % pid
+
+
 def _wait_for_runners(cluster, hosts, run_id, proc, timeout=180):
     """Until the run's burn-in runs on every host (or its controller ended)."""
     deadline = time.time() + timeout
@@ -129,13 +137,18 @@ def runs(test_cluster, tmp_path_factory):
         found["c_id"] = _wait_for_locks(test_cluster, tmp / "c", third)
         _wait_for_runners(test_cluster, hosts, found["c_id"], third)
         found["c_running"] = {h: bool(_runner_of(test_cluster, h, found["c_id"])) for h in hosts}
+        # its workers at that moment: one per host, polling the burn-in in a loop task that lasts the soak
+        found["c_workers"] = [p for p in _controller_processes(str(tmp / "c.json")) if p != third.pid]
         os.kill(third.pid, signal.SIGKILL)
         third.wait(timeout=30)
-        # Its forked workers outlive it (issue 25, not fixed yet): they block writing results to the dead
-        # controller's pipe, whose read end they all inherited. Recorded, and ended here so the test leaves nothing.
-        time.sleep(5)
-        found["c_orphans"] = _controller_processes(str(tmp / "c.json"))
-    finally:
+        # Its forked workers (each in a session of its own) die with it: without that they blocked for hours writing
+        # results to the dead controller's pipe (plugins/plugin_utils/worker_lifetime.py). The kernel's SIGKILL
+        # comes at the controller's exit; a second for them to be reaped.
+        deadline = time.time() + 10
+        while _controller_processes(str(tmp / "c.json")) and time.time() < deadline:
+            time.sleep(0.5)
+        found["c_orphans"] = [_command_line(pid) for pid in _controller_processes(str(tmp / "c.json"))]
+    finally:  # whatever outlived it is ended here, so that the test leaves nothing
         for pid in _controller_processes(str(tmp / "c.json")):
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -198,6 +211,11 @@ def test_the_first_run_finishes_whole_and_gives_its_locks_back(runs):
         doc = json.loads((runs["a_dir"] / "artifacts" / host / "burnin.json").read_text())
         assert doc["status"] == "ok", (host, doc.get("reason"))
     assert set(runs["holders_after_a"].values()) == {None}
+
+
+def test_a_killed_controller_takes_its_forked_workers_with_it(runs):
+    assert len(runs["c_workers"]) == len(runs["hosts"])  # a worker per host was running when it was killed
+    assert runs["c_orphans"] == []
 
 
 def test_a_killed_runs_lock_is_broken_with_a_warning_and_its_leftovers_go_with_the_cleanup_playbook(runs):
