@@ -1,6 +1,7 @@
 """assess-report: build, compare and re-rate the reports of assessment runs, and keep a peer store.
 
     assess-report build RUN_DIR [--analyst FILE] [--rubric FILE] [--tiers FILE] [--peers DIR] [--progress]
+    assess-report merge RUN_DIR [--no-build] [--analyst FILE] [--rubric FILE] [--tiers FILE] [--peers DIR]
     assess-report compare RUN_A RUN_B [--json]
     assess-report regrade RUN_DIR --rubric FILE [--tiers FILE] [--analyst FILE] [--out DIR] [--json]
     assess-report peers add RUN_DIR [--store DIR]
@@ -9,7 +10,8 @@
 
 Exit codes: 0 ran and all good, 1 ran and failures found (build/regrade: failed or errored checks; compare:
 regressions; compare-cmax: a check the two audits judge differently with no documented reason), 2 could not run
-(missing or unreadable input, bad rubric/tiers/analyst file, internal error) or, build/regrade, the run cannot be
+(missing or unreadable input, bad rubric/tiers/analyst file, slices that are not parts of one run, internal error)
+or, build/merge/regrade, the run cannot be
 judged (nothing readable was measured: reports.build.unjudgeable; the report is still written and says why).
 """
 
@@ -21,6 +23,7 @@ import sys
 import traceback
 
 from reports import compare as compare_mod
+from reports import merge as merge_mod
 from reports import peers, reference_cmax
 from reports.build import (
     EXIT_CANNOT_RUN,
@@ -57,6 +60,12 @@ def _parser():
     p.add_argument("--progress", dest="progress", action="store_true", default=None,
                    help="draw the progress bar on stderr even when it is not a terminal")
     p.add_argument("--no-progress", dest="progress", action="store_false")
+
+    p = sub.add_parser("merge", help="join a sliced run's slices (RUN_DIR/slices/*: AWX job slicing, or --limit "
+                                     "runs sharing assess_run_id) into RUN_DIR, then build its report")
+    p.add_argument("run_dir")
+    judgement(p)
+    p.add_argument("--no-build", action="store_true", help="merge only; `assess-report build RUN_DIR` later")
 
     p = sub.add_parser("compare", help="regressions and improvements, check by check, from RUN_A to RUN_B")
     p.add_argument("run_a")
@@ -110,6 +119,14 @@ def cmd_build(args):
     if code == EXIT_CANNOT_RUN:  # also on stderr: callers that show only stderr on exit 2 learn why
         print("assess-report: %s" % _cannot_judge_line(text), file=sys.stderr)
     return code
+
+
+def cmd_merge(args):
+    print(merge_mod.text(merge_mod.merge(args.run_dir)))
+    if args.no_build:
+        return EXIT_OK
+    args.progress = None
+    return cmd_build(args)
 
 
 def cmd_compare(args):
@@ -196,7 +213,7 @@ def cmd_compare_cmax(args):
     return EXIT_FINDINGS if any(line["verdict"] in ("disagree", "not mapped") for line in lines) else EXIT_OK
 
 
-COMMANDS = {"build": cmd_build, "compare": cmd_compare, "regrade": cmd_regrade, "peers": cmd_peers,
+COMMANDS = {"build": cmd_build, "merge": cmd_merge, "compare": cmd_compare, "regrade": cmd_regrade, "peers": cmd_peers,
             "compare-cmax": cmd_compare_cmax}
 
 

@@ -22,7 +22,7 @@ class ActionModule(ActionBase):
     7 s audit, each a worker process and most a module run."""
 
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("output_dir", "provider", "profile", "run_id", "launch", "hosts"))
+    _VALID_ARGS = frozenset(("output_dir", "provider", "profile", "run_id", "slice", "launch", "hosts"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars or {})
@@ -32,6 +32,12 @@ class ActionModule(ActionBase):
                                                                         random.randrange(1 << 24))
         parent = os.path.join(os.path.realpath(os.path.expanduser(str(args["output_dir"]))), str(args["provider"]))
         run_dir = os.path.join(parent, run_id)
+        part = str(args.get("slice") or "").strip()
+        if part:
+            # one slice of a sliced run (AWX job slicing): a run directory of its own inside the run's, which
+            # `assess-report merge` joins with the other slices (reports/merge.py); the run's may exist already
+            parent = os.path.join(run_dir, "slices")
+            run_dir = os.path.join(parent, part)
         try:
             os.makedirs(parent, mode=0o755, exist_ok=True)
             os.mkdir(run_dir)  # no exist_ok: an existing run (an explicit assess_run_id too) is refused, not reused
@@ -42,6 +48,8 @@ class ActionModule(ActionBase):
                # multi-host probe
                "launch": dict(args.get("launch") or {}),
                "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", now), "hosts": list(args.get("hosts") or [])}
+        if part:
+            run["slice"] = part
         with open(os.path.join(run_dir, "assess_run.json"), "w", encoding="utf-8") as fh:
             fh.write(json.dumps(run, indent=4, sort_keys=True) + "\n")
         pyz.build(os.path.join(run_dir, "probes.pyz"))

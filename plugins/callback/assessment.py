@@ -481,3 +481,13 @@ class CallbackModule(CallbackBase):
             self._display.display(stdout.rstrip())
         if problem:
             self._warn(problem)
+        if (journal.run or {}).get("slice"):
+            # One slice of a sliced run (AWX job slicing): the run is its slices joined, merged again by each slice
+            # that ends, so the last one to end leaves the report of every host (reports/merge.py).
+            whole = os.path.dirname(os.path.dirname(journal.run_dir))
+            stdout, problem = build_report(whole, root=COLLECTION_ROOT, timeout=self._report_timeout,
+                                           command="merge")
+            if stdout.strip():
+                self._display.display(stdout.rstrip())
+            if problem:
+                self._warn(problem)

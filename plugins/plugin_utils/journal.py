@@ -392,6 +392,7 @@ class Journal:
             "unreachable_hosts": summary["unreachable_hosts"],
             "failed_hosts": summary["failed_hosts"],
             "interrupted": bool(interrupted),
+            **({"slice": run["slice"]} if run.get("slice") else {}),
         }
 
     def write_run_summary(self, **summary_args: Any) -> str | None:
@@ -505,9 +506,9 @@ def cleanup_argv(run_id: str, cli_args: Mapping[str, Any], root: str, playbook_c
     return argv + ["-e", "assess_cleanup_run=%s" % run_id]
 
 
-def report_argv(run_dir: str, python: str | None = None) -> list[str]:
-    """The command that builds the report of a run directory."""
-    return [python or sys.executable, "-m", "reports", "build", run_dir]
+def report_argv(run_dir: str, python: str | None = None, command: str = "build") -> list[str]:
+    """The command that builds the report of a run directory (merge: joins a sliced run's slices first)."""
+    return [python or sys.executable, "-m", "reports", command, run_dir]
 
 
 def _text(data: Any) -> str:
@@ -527,14 +528,16 @@ def _crashed(stderr: str) -> bool:
     return "Traceback (most recent call last)" in stderr or "No module named" in stderr
 
 
-def build_report(run_dir: str, *, root: str, timeout: float, python: str | None = None) -> tuple[str, str | None]:
-    """Run ``python -m reports build <run_dir>`` in ``root`` (prefixed to PYTHONPATH) and classify the outcome.
+def build_report(run_dir: str, *, root: str, timeout: float, python: str | None = None,
+                 command: str = "build") -> tuple[str, str | None]:
+    """Run ``python -m reports build <run_dir>`` (or ``merge``) in ``root`` (prefixed to PYTHONPATH) and classify the
+    outcome.
 
     Returns ``(stdout, problem)``: ``problem`` is None when the build ran (exit 0, 1 = "ran, failures found", or 2
     with "cannot be judged": the report was written and its summary says why, e.g. a run of preflight alone),
     otherwise a one-paragraph description with the tail of stderr (exit >= 2, a crash, a timeout, no Python).
     """
-    argv = report_argv(run_dir, python)
+    argv = report_argv(run_dir, python, command)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, (root, env.get("PYTHONPATH"))))
     try:
@@ -550,12 +553,12 @@ def build_report(run_dir: str, *, root: str, timeout: float, python: str | None 
         )
     except subprocess.TimeoutExpired as ex:
         stderr = _tail(_text(ex.stderr))
-        return _text(ex.stdout), f"report build timed out after {timeout:g}s" + (f": {stderr}" if stderr else "")
+        return _text(ex.stdout), f"report {command} timed out after {timeout:g}s" + (f": {stderr}" if stderr else "")
     except OSError as ex:
-        return "", f"report build could not start ({' '.join(argv)}): {ex}"
+        return "", f"report {command} could not start ({' '.join(argv)}): {ex}"
     stdout, stderr = _text(proc.stdout), _text(proc.stderr)
     if proc.returncode == 0 or (proc.returncode == 1 and not _crashed(stderr)):
         return stdout, None
     if proc.returncode == 2 and "cannot be judged:" in stdout and not _crashed(stderr):
         return stdout, None
-    return stdout, f"report build failed (exit {proc.returncode}): {_tail(stderr) or 'no error output'}"
+    return stdout, f"report {command} failed (exit {proc.returncode}): {_tail(stderr) or 'no error output'}"

@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+import uuid
 from collections import defaultdict
 from pathlib import Path
 
@@ -107,13 +108,25 @@ def audit_run(test_cluster, tmp_path_factory):
                                              # as mpirun's plm_rsh_args carry them (tests/integration/helpers.py)
                                              "audit_ssh_options": ["-F", str(test_cluster.ssh_config_path)]}))
         after = {n: _snapshot(test_cluster, n) for n in names}
+        # The same audit as two slices of one run, at the same time, as AWX job slicing starts them: each its own
+        # --limit, the same assess_run_id, its own assess_run_slice; each merges the run at its end.
+        sliced_out, sliced_id = tmp / "sliced", "sliced-%s" % uuid.uuid4().hex[:8]
+        slices = {name: subprocess.Popen(
+            [str(BIN / "ansible-playbook"), "assess.yml", "-i", inventory, "--tags", "audit", "--limit", ",".join(part),
+             "-e", json.dumps({"assess_output_dir": str(sliced_out), "assess_run_id": sliced_id,
+                               "assess_run_slice": name, "audit_nccl_conf_paths": [PLANTED_NCCL],
+                               "audit_ssh_options": ["-F", str(test_cluster.ssh_config_path)]})],
+            cwd=ROOT, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for name, part in (("s1", names[:2]), ("s2", names[2:]))}
+        sliced = {name: (proc.communicate(timeout=600)[0], proc.returncode) for name, proc in slices.items()}
     finally:
         sshd_config.write_text(original)
         test_cluster.exec(nccl_host, ["rm", "-rf", PLANTED_NCCL.rsplit("/", 1)[0]])
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
     [run_dir] = run_dirs(out)
+    [sliced_dir] = run_dirs(sliced_out)
     return {"names": names, "nccl_host": nccl_host, "sshd_host": sshd_host, "run_dir": run_dir,
-            "rows": _rows(run_dir), "before": before, "after": after}
+            "rows": _rows(run_dir), "before": before, "after": after, "sliced": sliced, "sliced_dir": sliced_dir}
 
 
 @pytest.mark.cluster
@@ -165,6 +178,44 @@ def test_the_odd_hosts_are_named(audit_run):
     md = (audit_run["run_dir"] / "report" / "report.md").read_text()
     assert "### Drift between hosts" in md
     assert "| Same NCCL settings on every host | %s |" % nccl_host in md
+
+
+@pytest.mark.cluster
+def test_two_slices_of_one_run_merge_into_the_checks_of_the_unsliced_run(audit_run):
+    """AWX job slicing, as --limit runs sharing a run id: the merged run has every host once, and the same check
+    rows with the same statuses as the unsliced audit of the same hosts, the cross-host ones included."""
+    for name, (output, rc) in audit_run["sliced"].items():
+        assert rc == 0, (name, output[-4000:])
+    run = audit_run["sliced_dir"]
+    assert sorted(p.name for p in (run / "slices").iterdir()) == ["s1", "s2"]
+    names = audit_run["names"]
+    assert sorted(p.name for p in (run / "artifacts").iterdir()) == names
+    for name, part in (("s1", names[:2]), ("s2", names[2:])):
+        assert sorted(p.name for p in (run / "slices" / name / "artifacts").iterdir()) == part
+    summary = json.loads((run / "run.json").read_text())
+    assert summary["run_id"] == run.name and summary["hosts"] == names and not summary["interrupted"]
+    assert [(s["slice"], s["hosts"], s["ended"]) for s in summary["slices"]] == [
+        ("s1", names[:2], True), ("s2", names[2:], True)]
+    assert {line["slice"] for line in read_journal(run)} == {"s1", "s2"}
+    merged = {(r["check_id"], r["host"]): r["status"] for r in _rows(run)}
+    whole = {(r["check_id"], r["host"]): r["status"] for r in audit_run["rows"]}
+    assert set(merged) == set(whole)
+    assert {k: (merged[k], whole[k]) for k in merged if merged[k] != whole[k]} == {}
+    # the cross-host checks judged the four hosts together: the planted NCCL override is the odd one of 4, not of
+    # its own slice's 2
+    by = {(r["check_id"], r["host"]): r for r in _rows(run)}
+    assert "differs from 3 of 4 hosts" in by[("audit.consistency.nccl", audit_run["nccl_host"])]["reason"]
+
+
+@pytest.mark.cluster
+def test_a_host_in_two_slices_is_refused_naming_it(audit_run, tmp_path):
+    run = tmp_path / audit_run["sliced_dir"].name
+    shutil.copytree(audit_run["sliced_dir"], run)
+    host = audit_run["names"][0]
+    shutil.copytree(run / "slices" / "s1" / "artifacts" / host, run / "slices" / "s2" / "artifacts" / host)
+    res = subprocess.run([str(BIN / "assess-report"), "merge", str(run)], capture_output=True, text=True)
+    assert res.returncode == 2
+    assert "host %s is in slices s1 and s2" % host in res.stderr, res.stderr
 
 
 @pytest.mark.cluster

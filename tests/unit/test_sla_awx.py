@@ -1,5 +1,6 @@
 """playbooks/awx_setup.yml without any AWX server: syntax, and its schedules checked the way AWX checks them."""
 
+import json
 import os
 import subprocess
 import sys
@@ -99,3 +100,49 @@ def test_awx_setup_passes_a_syntax_check():
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "playbook: playbooks/awx_setup.yml" in proc.stdout
+
+
+SLICED = "ClusterMAX | per-host assessment (sliceable)"
+# Stage 1, as awx_setup.yml renders the template's extra_vars into what it sends AWX; stage 2, as ansible renders
+# them in each job AWX starts with its own awx_* variables. Real ansible-playbook runs on localhost.
+SENT = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - ansible.builtin.copy:
+        dest: "{{ out }}"
+        content: >-
+          {{ (awx_setup_job_templates | selectattr('name', 'equalto', template) | first).extra_vars | to_json }}
+"""
+SEEN = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - ansible.builtin.copy:
+        dest: "{{ out }}"
+        content: "{{ {'run_id': assess_run_id, 'slice': assess_run_slice} | to_json }}"
+"""
+
+
+def _play(tmp_path, text, *extra):
+    path = tmp_path / ("play%d.yml" % len(list(tmp_path.glob("play*.yml"))))
+    path.write_text(text)
+    proc = subprocess.run([str(BIN / "ansible-playbook"), str(path), "-i", "localhost,", "-c", "local",
+                           "-e", "ansible_python_interpreter=%s" % sys.executable, *extra],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+def test_the_sliced_template_names_one_run_and_each_job_its_slice(tmp_path):
+    setup_vars = tmp_path / "setup_vars.yml"
+    setup_vars.write_text(yaml.safe_dump(PLAY["vars"]))
+    sent = tmp_path / "sent"
+    _play(tmp_path, SENT, "-e", "@%s" % setup_vars, "-e", json.dumps({"template": SLICED, "out": str(sent)}))
+    seen = {}
+    for case, awx in (("slice 2 of a launch", {"awx_job_id": 42, "awx_workflow_job_id": 40}),
+                      ("unsliced", {"awx_job_id": 43})):
+        out = tmp_path / ("seen-%d" % len(seen))
+        _play(tmp_path, SEEN, "-e", "@%s" % sent, "-e", json.dumps(dict(awx, out=str(out))))
+        seen[case] = json.loads(out.read_text())
+    assert seen == {"slice 2 of a launch": {"run_id": "awx-40", "slice": "job-42"},
+                    "unsliced": {"run_id": "awx-43", "slice": ""}}

@@ -1,0 +1,142 @@
+"""reports/merge.py: the slices of one run joined into that run (AWX job slicing). The recorded 4-host run
+(tests/fixtures/assessment_run) is cut into two slices the way two `--limit` runs would have written it (each its
+hosts' artifacts, its journal lines, its request and its recap); merged back, it must build into the same checks as
+the run itself: the merge loses nothing and counts nothing twice. tests/integration/test_audit.py merges real
+slices run at the same time on the test cluster."""
+
+import csv
+import json
+import shutil
+
+import pytest
+from run_dirs import unpack_recorded_run
+
+from reports import cli
+from reports import merge as merge_mod
+from reports.build import build
+
+PARTS = {"s1": ["cmxbl-node1", "cmxbl-node2"], "s2": ["cmxbl-node3", "cmxbl-node4"]}
+
+
+def _write(path, doc):
+    path.write_text(json.dumps(doc, indent=2))
+
+
+def _cut_into_slices(whole, into, parts=PARTS, ended=("s1", "s2")):
+    """into/<run id>/slices/<name>/ for each part, from the whole run: what each `--limit` slice writes."""
+    run_id = whole.name
+    request = json.loads((whole / "assess_run.json").read_text())
+    summary = json.loads((whole / "run.json").read_text())
+    lines = [json.loads(line) for line in (whole / "journal.jsonl").read_text().splitlines() if line.strip()]
+    run = into / run_id
+    for name, hosts in parts.items():
+        part = run / "slices" / name
+        (part / "artifacts").mkdir(parents=True)
+        for host in hosts:
+            shutil.copytree(whole / "artifacts" / host, part / "artifacts" / host)
+        _write(part / "assess_run.json", dict(request, hosts=hosts, slice=name, dir=str(part)))
+        (part / "journal.jsonl").write_text("".join(
+            json.dumps(line) + "\n" for line in lines if line.get("host") in (None, "localhost", *hosts)))
+        if name in ended:
+            _write(part / "run.json", dict(
+                summary, hosts=hosts, slice=name,
+                stats={h: summary["stats"][h] for h in summary["stats"] if h in hosts or h == "localhost"},
+                unreachable_hosts=[h for h in summary["unreachable_hosts"] if h in hosts],
+                failed_hosts=[h for h in summary["failed_hosts"] if h in hosts]))
+    return run
+
+
+def _checks(run_dir):
+    with open(run_dir / "report" / "checks.csv") as fh:
+        return {(r["check_id"], r["host"]): (r["status"], r["observed"], r["reason"]) for r in csv.DictReader(fh)}
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """The recorded run and its own report (built once for the module)."""
+    whole = unpack_recorded_run(tmp_path_factory.mktemp("whole"))
+    build(str(whole))
+    return whole
+
+
+@pytest.fixture
+def sliced(recorded, tmp_path):
+    whole = tmp_path / "whole" / recorded.name
+    shutil.copytree(recorded, whole, ignore=shutil.ignore_patterns("report"))
+    return whole, _cut_into_slices(whole, tmp_path / "sliced")
+
+
+def test_the_merged_slices_build_into_the_checks_of_the_whole_run(recorded, sliced):
+    whole, run = sliced
+    summary = merge_mod.merge(run)
+    assert summary["hosts"] == PARTS["s1"] + PARTS["s2"] and not summary["interrupted"]
+    assert [(s["slice"], s["hosts"], s["ended"]) for s in summary["slices"]] == [
+        ("s1", PARTS["s1"], True), ("s2", PARTS["s2"], True)]
+    original = json.loads((whole / "run.json").read_text())
+    # the controller's own tasks ran in each slice and add up; each node's are its slice's
+    assert summary["stats"] == dict(original["stats"], localhost={
+        k: 2 * v for k, v in original["stats"]["localhost"].items()})
+    assert summary["started_at"] == original["started_at"] and summary["finished_at"] == original["finished_at"]
+    assert sorted(p.name for p in (run / "artifacts").iterdir()) == summary["hosts"]
+    # every journal line of the whole run's hosts is there once, marked with its slice
+    merged = [json.loads(line) for line in (run / "journal.jsonl").read_text().splitlines()]
+    per_host = [line for line in merged if line.get("host", "localhost") != "localhost"]
+    assert len(per_host) == sum(1 for line in (whole / "journal.jsonl").read_text().splitlines()
+                                if json.loads(line).get("host", "localhost") != "localhost")
+    assert {line["slice"] for line in per_host if line["host"] in PARTS["s2"]} == {"s2"}
+    build(str(run))
+    mine, theirs = _checks(run), _checks(recorded)
+    assert len(mine) > 500 and set(mine) == set(theirs)
+    assert {k: (mine[k], theirs[k]) for k in mine if mine[k] != theirs[k]} == {}
+
+
+def test_a_slice_that_has_not_ended_leaves_the_run_interrupted_until_it_has(sliced):
+    whole, _ = sliced
+    run = _cut_into_slices(whole, whole.parent.parent / "late", ended=("s1",))
+    first = merge_mod.merge(run)
+    assert first["interrupted"] and [s["ended"] for s in first["slices"]] == [True, False]
+    assert first["hosts"] == PARTS["s1"] + PARTS["s2"]  # its hosts are the run's: what they measured so far counts
+    # it ends, and merges again: the run is whole, and what the first merge wrote was replaced, not added to
+    summary = json.loads((whole / "run.json").read_text())
+    _write(run / "slices" / "s2" / "run.json", dict(summary, hosts=PARTS["s2"]))
+    again = merge_mod.merge(run)
+    assert not again["interrupted"] and [s["ended"] for s in again["slices"]] == [True, True]
+    lines = (run / "journal.jsonl").read_text().splitlines()
+    assert len(lines) == len(set(lines))
+
+
+def test_a_host_in_two_slices_is_refused_naming_it(sliced):
+    _, run = sliced
+    shutil.copytree(run / "slices" / "s1" / "artifacts" / "cmxbl-node1", run / "slices" / "s2" / "artifacts" /
+                    "cmxbl-node1")
+    with pytest.raises(merge_mod.MergeError, match="host cmxbl-node1 is in slices s1 and s2"):
+        merge_mod.merge(run)
+    assert not (run / "artifacts").exists()
+
+
+def test_slices_of_different_runs_are_refused(sliced):
+    _, run = sliced
+    path = run / "slices" / "s2" / "assess_run.json"
+    _write(path, dict(json.loads(path.read_text()), profile="standard"))
+    with pytest.raises(merge_mod.MergeError, match="slices s1 and s2 are not parts of one run: their profile is "
+                                                   "'quick' and 'standard'"):
+        merge_mod.merge(run)
+
+
+def test_a_run_of_its_own_is_never_merged_over(sliced):
+    whole, _ = sliced
+    (whole / "slices" / "s9").mkdir(parents=True)
+    before = sorted(p.name for p in whole.iterdir())
+    with pytest.raises(merge_mod.MergeError, match="holds a run of its own"):
+        merge_mod.merge(whole)
+    assert sorted(p.name for p in whole.iterdir()) == before
+
+
+def test_the_cli_merges_then_builds_and_exits_as_the_build(sliced, capsys):
+    _, run = sliced
+    code = cli.main(["merge", str(run)])
+    out = capsys.readouterr().out
+    assert "run %s: 2 slice(s), 4 host(s)" % run.name in out and "slice s2: 2 host(s), ended" in out
+    assert (run / "report" / "checks.csv").exists()
+    assert code == cli.main(["build", str(run)])
+    assert cli.main(["merge", str(run.parent / "nothing-here")]) == 2
