@@ -47,6 +47,18 @@ options:
     ini:
       - section: callback_assessment
         key: report_timeout
+  progress_interval:
+    description:
+      - For a task that runs long (a probe measuring for minutes), show every this many seconds how many hosts are
+        done and, for the slowest still running, how long they have run and at most how long they have left
+        (plugin_utils/progress.py). 0 shows nothing.
+    type: int
+    default: 30
+    env:
+      - name: CLUSTERMAX_ASSESS_PROGRESS_INTERVAL
+    ini:
+      - section: callback_assessment
+        key: progress_interval
 """
 
 import atexit
@@ -73,6 +85,7 @@ from ansible_collections.clustermax.assess.plugins.plugin_utils.journal import (
     rfc3339,
     summarize_stats,
 )
+from ansible_collections.clustermax.assess.plugins.plugin_utils.progress import TaskProgress
 from ansible_collections.clustermax.assess.plugins.plugin_utils.worker_lifetime import end_workers_with_controller
 
 try:
@@ -195,6 +208,9 @@ class CallbackModule(CallbackBase):
     def __init__(self, display=None, options=None):
         self._report = True
         self._report_timeout = 600
+        self._progress = TaskProgress()
+        self._ticker: threading.Thread | None = None
+        self._ticker_stop = threading.Event()
         super().__init__(display=display, options=options)
         self.journal = Journal(encoder=self._encoder(), warn=self._warn, note=self._note)
         self._playbook: str | None = None
@@ -217,12 +233,27 @@ class CallbackModule(CallbackBase):
 
     def set_options(self, task_keys=None, var_options=None, direct=None):
         super().set_options(task_keys=task_keys, var_options=var_options, direct=direct)
-        self.configure(report=self.get_option("report"), report_timeout=self.get_option("report_timeout"))
+        self.configure(report=self.get_option("report"), report_timeout=self.get_option("report_timeout"),
+                       progress_interval=self.get_option("progress_interval"))
 
-    def configure(self, *, report: bool = True, report_timeout: float = 600) -> None:
+    def configure(self, *, report: bool = True, report_timeout: float = 600, progress_interval: float = 30) -> None:
         """Apply the plugin options (set_options reads them from env/ini; tests call this directly)."""
         self._report = bool(report)
         self._report_timeout = float(report_timeout) if report_timeout else 600.0
+        self._progress.every = max(0.0, float(progress_interval or 0))
+
+    def _start_ticker(self) -> None:
+        """Once, in a playbook run from the command line: the thread that shows long tasks' progress."""
+        if self._ticker is not None or not self._watching or not self._progress.every:
+            return
+
+        def tick():
+            while not self._ticker_stop.wait(min(5.0, self._progress.every)):
+                for line in self._progress.lines(time.monotonic()):
+                    self._display.display(line)
+
+        self._ticker = threading.Thread(target=tick, name="clustermax-progress", daemon=True)
+        self._ticker.start()
 
     # ------------------------------------------------------------------------------ plumbing
 
@@ -275,6 +306,7 @@ class CallbackModule(CallbackBase):
                 self._lock_not_taken.add(host)
             elif taken:
                 self._lock_not_taken.discard(host)
+        self._progress.host_event(_uuid_of(task), host, time.monotonic(), done=not item)
         if status == "ok" and result.get("changed"):
             status = "changed"
         rescued = None
@@ -327,7 +359,8 @@ class CallbackModule(CallbackBase):
 
     @_guarded
     def v2_playbook_on_task_start(self, task, is_conditional):
-        self._task_started[_uuid_of(task)] = time.monotonic()
+        now = self._task_started[_uuid_of(task)] = time.monotonic()
+        self._progress_of(task, now)
 
     @_guarded
     def v2_playbook_on_handler_task_start(self, task):
@@ -337,7 +370,21 @@ class CallbackModule(CallbackBase):
     def v2_runner_on_start(self, host, task):
         name = _name_of(host)
         self.journal.note_host(name)
-        self._host_started[(name or "?", _uuid_of(task))] = time.monotonic()
+        now = self._host_started[(name or "?", _uuid_of(task))] = time.monotonic()
+        self._progress.host_started(_uuid_of(task), name or "?", now)
+
+    def _progress_of(self, task: Any, now: float) -> None:
+        """A task starts (its timeout is the task keyword's or the probe's own `timeout` argument, when not a
+        template)."""
+        timeout = None
+        args = getattr(task, "args", None)
+        for value in (getattr(task, "timeout", None), args.get("timeout") if isinstance(args, dict) else None):
+            try:
+                timeout = timeout or (float(value) if value else None)
+            except (TypeError, ValueError):
+                pass
+        self._progress.task_started(_uuid_of(task), _name_of(task), timeout, now)
+        self._start_ticker()
 
     # ------------------------------------------------------------------------------ results
 
@@ -452,6 +499,7 @@ class CallbackModule(CallbackBase):
     @_guarded
     def v2_playbook_on_stats(self, stats):
         self._ended = True
+        self._ticker_stop.set()
         journal = self.journal
         if journal.run_dir is None:
             self._note("no assess_run fact was seen, so no run directory: nothing written")

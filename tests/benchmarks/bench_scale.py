@@ -1,7 +1,8 @@
 """Controller cost per host (run by hand, not collected by pytest; issue 24):
 
     CMXA_PREFIX=cmxsc CMXA_SUBNET_PREFIX=10.237.45 CMXA_STATE_DIR=$PWD/.testcluster-cmxsc \
-        .venv/bin/python tests/benchmarks/bench_scale.py [--hosts 4 16 64] [--full 4 16] [--no-cmax] [--keep]
+        .venv/bin/python tests/benchmarks/bench_scale.py [--hosts 4 16 64] [--full 4 16] [--slices 4] [--no-cmax]
+        [--keep]
 
 For each host count, brings the SSH test cluster (tests/cluster/cluster.py) to that size and runs
 `assess.yml --tags audit` (preflight, audit, cleanup, report) over it; with --full, for those sizes also the whole
@@ -15,6 +16,10 @@ engine per node, and the opt-in destructive phase left out). It prints per run:
   * the fitted marginal cost per host (least squares over the sizes) and the 16-host run's CPU over the 4-host's;
   * a projection for 1,000 hosts: fixed + marginal x 1000 CPU seconds, and the controller-bound wall with forks set
     to this machine's cores (the CPU spread over every core; the nodes' own work comes on top).
+
+The largest audit size runs again as --slices slices of one run (4 by default), started at once as AWX job slicing
+starts them, each merging the run at its end (reports/merge.py): how many of the merged run's check rows have the
+unsliced run's status, and the wall and CPU against the unsliced run.
 
 Then, in the same run, our audit of this one machine (inventories/local.ini, no SSH) next to `cmax audit --vm -y`
 (clustermax 0.2.1, in a venv of its own under .cache), both wall and CPU, as a ratio (ours / cmax).
@@ -108,7 +113,43 @@ def run_assess(inventory, workdir, extra=()):
     rc, wall, cpu, tail = measured(argv, _env())
     if rc != 0:
         raise SystemExit("ansible-playbook %s failed (rc %d):\n%s" % (" ".join(extra), rc, tail))
-    return {"wall": wall, "cpu": cpu}
+    [run_dir] = list((workdir / "runs").glob("*/*"))
+    return {"wall": wall, "cpu": cpu, "run_dir": run_dir}
+
+
+def sliced_audit(cluster, inventory, workdir, slices):
+    """The audit as `slices` slices of one run started at once (as AWX job slicing starts them: each its own
+    --limit, one assess_run_id), each merging the run at its end: wall, controller CPU of all of them, and the run."""
+    names = sorted(h["name"] for h in cluster.hosts)
+    size = -(-len(names) // slices)
+    parts = [names[i:i + size] for i in range(0, len(names), size)]
+    run_id = "sliced-%d" % len(names)
+    keep = _children()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    procs = [subprocess.Popen([str(BIN / "ansible-playbook"), "assess.yml", "-i", str(inventory), "--tags", "audit",
+                               "--limit", ",".join(part), "-e", "assess_output_dir=%s" % (workdir / "runs"),
+                               "-e", "assess_run_id=%s" % run_id, "-e", "assess_run_slice=s%d" % (i + 1)],
+                              env=_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for i, part in enumerate(parts)]
+    outputs = [p.communicate(timeout=3600)[0] for p in procs]
+    wall = time.monotonic() - t0
+    time.sleep(0.5)
+    _reap_orphans(keep)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    for p, out in zip(procs, outputs):
+        if p.returncode != 0:
+            raise SystemExit("a slice failed (rc %d):\n%s" % (p.returncode, out[-3000:]))
+    [run_dir] = [d for d in (workdir / "runs").glob("*/%s" % run_id)]
+    return {"wall": wall, "cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+            "run_dir": run_dir, "slices": len(parts)}
+
+
+def _checks(run_dir):
+    import csv  # noqa: PLC0415
+
+    with open(Path(run_dir) / "report" / "checks.csv") as fh:
+        return {(r["check_id"], r["host"]): r["status"] for r in csv.DictReader(fh)}
 
 
 def fit(points):
@@ -200,10 +241,12 @@ def main(argv=None):
     parser.add_argument("--no-cmax", action="store_true", help="leave out the one-machine comparison with cmax")
     parser.add_argument("--report-nodes", type=int, default=1000, help="nodes of the fleet report (0: none)")
     parser.add_argument("--keep", action="store_true", help="leave the test cluster up at the end")
+    parser.add_argument("--slices", type=int, default=4,
+                        help="the largest audit size again as this many slices of one run, merged (0: not)")
     args = parser.parse_args(argv)
     _become_subreaper()
     cluster = Cluster()
-    audit, full = {}, {}
+    audit, full, sliced = {}, {}, None
     scratch = ROOT / ".cache" if (ROOT / ".cache").is_dir() else None
     try:
         for n in sorted(set(args.hosts) | set(args.full)):
@@ -215,6 +258,10 @@ def main(argv=None):
                     audit[n] = run_assess(inventory, tmp / "audit", ["--tags", "audit"])
                     print("audit, %d hosts: %.1f CPU s, %.1f s wall" % (n, audit[n]["cpu"], audit[n]["wall"]),
                           flush=True)
+                    audit[n]["checks"] = _checks(audit[n].pop("run_dir"))
+                if n == max(args.hosts) and args.slices > 1:
+                    sliced = sliced_audit(cluster, inventory, tmp / "sliced", args.slices)
+                    sliced.update(hosts=n, checks=_checks(sliced.pop("run_dir")))
                 if n in args.full:
                     full[n] = run_assess(inventory, tmp / "full", FULL_ARGS)
                     print("whole quick assessment, %d hosts: %.1f CPU s, %.1f s wall" % (
@@ -223,6 +270,16 @@ def main(argv=None):
         if not args.keep:
             cluster.down()
     _print_sizes("audit (--tags audit: preflight, audit, cleanup, report)", audit)
+    if sliced:
+        whole, merged = audit[sliced["hosts"]], sliced["checks"]
+        same = sum(1 for k, v in merged.items() if whole["checks"].get(k) == v)
+        print("\n%d slices of one run over %d hosts, at once, merged (AWX job slicing):" % (sliced["slices"],
+                                                                                           sliced["hosts"]))
+        print("  check rows: %d merged vs %d unsliced; same check, host and status: %d = %.3fx of the unsliced"
+              % (len(merged), len(whole["checks"]), same, same / max(1, len(whole["checks"]))))
+        print("  wall: %.1f s vs %.1f s = %.2fx; controller CPU: %.1f s vs %.1f s = %.2fx" % (
+            sliced["wall"], whole["wall"], sliced["wall"] / whole["wall"], sliced["cpu"], whole["cpu"],
+            sliced["cpu"] / whole["cpu"]))
     if full:
         _print_sizes("whole quick assessment (%s)" % " ".join(FULL_ARGS), full)
     if not args.no_cmax:

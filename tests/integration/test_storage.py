@@ -9,13 +9,14 @@ One playbook run (module fixture) is shared by every assertion."""
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 
 import pytest
 import seaweed
-from helpers import ROOT, read_journal, run_dirs, run_playbook
+from helpers import ROOT, ansible_env, read_journal, run_dirs, run_playbook
 
 pytestmark = pytest.mark.cluster
 WORKLOADS = 8
@@ -60,7 +61,9 @@ def storage_run(test_cluster, s3_in_first_host, tmp_path_factory):
              "storage_object_store_secret_key": s3["secret_key"]}
     (tmp / "vars.json").write_text(json.dumps(extra))
     t0 = time.monotonic()
-    res = run_playbook(inventory, "--tags", "storage", "-e", "@%s" % (tmp / "vars.json"), timeout=900)
+    # progress of long tasks every 10 s instead of 30 (the callback's progress_interval)
+    res = run_playbook(inventory, "--tags", "storage", "-e", "@%s" % (tmp / "vars.json"), timeout=900,
+                       env=ansible_env(CLUSTERMAX_ASSESS_PROGRESS_INTERVAL="10"))
     elapsed = time.monotonic() - t0
     assert res.returncode == 0, res.stdout[-5000:] + res.stderr[-2000:]
     [run_dir] = run_dirs(tmp / "runs")
@@ -207,6 +210,16 @@ def test_credentials_never_reach_artifacts_journal_or_report(storage_run):
     journal = read_journal(storage_run["dir"])
     handed = [line for line in journal if line.get("task", "").endswith("object store credentials to the node")]
     assert handed and all("hidden" in (line.get("msg") or "hidden") for line in handed)
+
+
+def test_the_controller_shows_the_progress_of_the_long_tasks(storage_run):
+    """The fio sweep runs for tens of seconds on every host with no result until it ends: the controller says how
+    many hosts are done and how long the others have run, with the time they have left at most."""
+    lines = [line for line in storage_run["stdout"].splitlines() if line.startswith("progress | ")]
+    sweep = [line for line in lines if "fio" in line.lower()]
+    assert sweep, storage_run["stdout"][-3000:]
+    hosts = storage_run["hosts"]
+    assert re.match(r"progress \| .+: [0-3] of 4 hosts done; running: (%s) \d+s" % "|".join(hosts), sweep[0]), sweep
 
 
 def test_nothing_is_left_on_the_hosts(storage_run, test_cluster):
