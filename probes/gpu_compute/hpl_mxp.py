@@ -48,6 +48,8 @@ PARAMS = Params(
     mpirun=Param(str, "mpirun", "the MPI launcher that starts one rank per GPU on this node"),
     tool_timeout=Param(float, 1800, "seconds one solve may run"),
     across_nodes=Param(bool, True, "after each node alone, one solve per format across all hosts of the run"),
+    slice=Param(str, "", "the run's slice when it is one slice of a sliced run: no solve across nodes, which needs "
+                         "every node of the cluster in one run"),
     ranks_per_node=Param(int, 0, "ranks per node (0: one per GPU); on a node without GPUs the probe runs only when "
                                  "this is set (a stand-in binary, for tests of the launch)"),
     rdzv_timeout=Param(float, 120, "seconds to wait for every host in the run's store (plus the solves' time)"),
@@ -230,7 +232,7 @@ def run(art, params, out_dir):
     work = os.path.join(out_dir, ".%s-work" % base)
     failures, mesh = [], None
     try:
-        if params["across_nodes"] and len(hosts) > 1:
+        if params["across_nodes"] and len(hosts) > 1 and not params["slice"]:
             # every host meets the others first, one that cannot solve too: the first host then says who could not
             own = {"gpus": len(gpus) if gpu else 0, "ranks": ppn, "binary": binary, "why_not": why_not,
                    "program": program(binary, ppn) if binary else None,
@@ -243,8 +245,11 @@ def run(art, params, out_dir):
                 art.facts.update(across_nodes="not run: %s" % why, across_error=why)
                 failures.append("across nodes: %s" % why)
         else:
-            art.facts["across_nodes"] = ("not run: the run has one host" if len(hosts) == 1 else
-                                         "not run: across_nodes is off")
+            art.facts["across_nodes"] = (
+                "not run: the run has one host" if len(hosts) == 1 else
+                "not run: across_nodes is off" if not params["across_nodes"] else
+                "not run: this is slice %s of a sliced run, and the solve across nodes needs every node in one run "
+                "(an unsliced assessment runs it)" % params["slice"])
         if binary is not None:
             failures += _one_node(art, params, out_dir, binary, ppn, memories, caps)
         if mesh is not None:

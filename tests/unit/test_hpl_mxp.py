@@ -226,6 +226,16 @@ def test_after_each_node_alone_one_solve_across_all_nodes_through_mpirun(tmp_pat
     assert "| 2 nodes (from a) | FP16 | 480000 | 3x4 | 40092.0 | 3341.0 | 3759.7 | 3.403e-04 | PASSED |" in table, table
 
 
+def test_a_slice_of_a_sliced_run_solves_each_node_alone_and_says_why_not_across(tmp_path):
+    """A slice's hosts are part of the cluster (AWX job slicing): a world of them is not the cluster's."""
+    docs, calls = _two_nodes(tmp_path, dict(ACROSS, slice="s2"))
+    assert len(calls) == 2 and all(c.startswith("-np 1 ") for c in calls)
+    for doc in docs.values():
+        assert doc["status"] == "ok" and not [r for r in doc["results"] if r["labels"]["nodes"] == 2]
+        assert doc["facts"]["across_nodes"] == ("not run: this is slice s2 of a sliced run, and the solve across "
+                                                "nodes needs every node in one run (an unsliced assessment runs it)")
+
+
 def test_a_host_that_cannot_solve_is_named_and_nothing_runs_across_nodes(tmp_path):
     docs, calls = _two_nodes(tmp_path, ACROSS, per_host={"b": {"path": str(tmp_path / "nowhere" / "xhpl_mxp")}})
     assert not [c for c in calls if "--hostfile" in c]

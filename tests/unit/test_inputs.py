@@ -177,3 +177,30 @@ def test_every_role_is_validated_once_on_the_controller_not_once_per_host():
     plays_with_roles = [str(f.relative_to(ROOT)) for f in ROOT.glob("playbooks/*.yml")
                         for play in yaml.safe_load(f.read_text()) or [] if isinstance(play, dict) and play.get("roles")]
     assert plays_with_roles == []
+
+
+@pytest.mark.parametrize("tags, refused", [
+    (("--tags", "audit,network"), "network would run phases that need every node"),
+    ((), "every phase (no --tags) would run phases that need every node"),
+    (("--tags", "audit,gpu_compute"), None),
+])
+def test_a_slice_runs_only_per_host_phases_named_with_tags(tmp_path, tags, refused):
+    inventory = "[nodes]\nnode-a ansible_connection=local\n"
+    proc, out = _preflight(tmp_path, inventory, "-e", "assess_run_id=r1", "-e", "assess_run_slice=s1", *tags)
+    text = proc.stdout + proc.stderr
+    if refused:
+        assert proc.returncode != 0 and refused in text, text[-3000:]
+        assert "assess_run_slice=s1 makes this run one slice of run r1" in text
+        assert not out.exists()
+    else:
+        assert proc.returncode == 0, text[-3000:]
+        [slice_dir] = out.glob("*/r1/slices/s1")
+        assert json.loads((slice_dir / "assess_run.json").read_text())["slice"] == "s1"
+
+
+def test_a_slice_names_its_run(tmp_path):
+    proc, out = _preflight(tmp_path, "[nodes]\nnode-a ansible_connection=local\n", "-e", "assess_run_slice=s1",
+                           "--tags", "audit")
+    assert proc.returncode != 0 and "assess_run_slice is one slice of the run assess_run_id names" in \
+        proc.stdout + proc.stderr
+    assert not out.exists()
