@@ -137,7 +137,12 @@ def runs(test_cluster, tmp_path_factory):
         found["c_id"] = _wait_for_locks(test_cluster, tmp / "c", third)
         _wait_for_runners(test_cluster, hosts, found["c_id"], third)
         found["c_running"] = {h: bool(_runner_of(test_cluster, h, found["c_id"])) for h in hosts}
-        # its workers at that moment: one per host, polling the burn-in in a loop task that lasts the soak
+        # killed while it has its workers: one per host, polling the burn-in in a loop task that lasts the soak (right
+        # after the runners start, the play may still be between two tasks, with no worker)
+        deadline = time.time() + 60
+        while time.time() < deadline and third.poll() is None and len(
+                [p for p in _controller_processes(str(tmp / "c.json")) if p != third.pid]) < len(hosts):
+            time.sleep(0.2)
         found["c_workers"] = [p for p in _controller_processes(str(tmp / "c.json")) if p != third.pid]
         os.kill(third.pid, signal.SIGKILL)
         third.wait(timeout=30)
@@ -214,7 +219,7 @@ def test_the_first_run_finishes_whole_and_gives_its_locks_back(runs):
 
 
 def test_a_killed_controller_takes_its_forked_workers_with_it(runs):
-    assert len(runs["c_workers"]) == len(runs["hosts"])  # a worker per host was running when it was killed
+    assert len(runs["c_workers"]) >= len(runs["hosts"])  # a worker per host was running when it was killed
     assert runs["c_orphans"] == []
 
 

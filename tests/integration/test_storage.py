@@ -234,6 +234,10 @@ def test_the_tiers_are_discovered_and_the_shared_one_is_seen_shared(storage_run)
         assert doc["status"] == "ok", doc.get("reason")
         assert json.loads(doc["facts"]["seen"]) == {str(storage_run["home"]): hosts, "/tmp": [host]}
         assert json.loads(doc["facts"]["run_tiers"]) == storage_run["tiers"]  # every host made the same list
+    md = (storage_run["dir"] / "report" / "report.md").read_text()
+    assert "### Tiers (discovered on every node)" in md
+    assert "| home | `%s` |" % storage_run["home"] in md and "yes: every node saw every node's marker" in md
+    assert "| tmp | `/tmp` | tmpfs |" in md and "no: private to each node" in md
 
 
 def test_nothing_is_left_on_the_hosts(storage_run, test_cluster):

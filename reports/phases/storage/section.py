@@ -103,6 +103,28 @@ def _not_ok(docs):
     return rows
 
 
+def tiers_part(run):
+    """The tiers of the run when they were discovered (probes/storage/storage_tiers.py): each with its path, file
+    system and whether the nodes share it, what was left out and why; nothing when storage_tiers named them."""
+    docs = sorted(_docs(run, "storage_tiers"), key=lambda d: d["host"])
+    first = next((d for d in docs if (d.get("facts") or {}).get("run_tiers")), None)
+    if first is None:
+        return []
+    tiers = json.loads(first["facts"]["run_tiers"])
+    out = [Heading(3, "Tiers (discovered on every node)"),
+           Table(["tier", "path", "filesystem", "mount point", "shared"],
+                 [[t["name"], code(t["path"]), t.get("fstype") or "", t.get("mount_point") or "",
+                   "yes: every node saw every node's marker" if t["shared"] else "no: private to each node"]
+                  for t in tiers])]
+    notes = ["%s: %s" % kv for kv in sorted(json.loads(first["facts"].get("run_left_out") or "{}").items())]
+    for doc in docs:
+        notes += ["%s on %s: %s" % (path, doc["host"], why)
+                  for path, why in sorted(json.loads((doc.get("facts") or {}).get("left_out") or "{}").items())]
+    if notes:
+        out.append(Bullets(["not a tier of the run: " + n for n in notes]))
+    return out
+
+
 def fio_part(run, report_dir):
     points = sweep_points(run)
     drivers = [d for d in _docs(run, "fio_sweep") if (d.get("facts") or {}).get("role") == "driver"]
@@ -322,12 +344,12 @@ def datagen_part(run):
 
 
 def blocks(run, rows, report_dir):
-    probes = ("fio_sweep", "checkpoint", "metadata", "import_time", "object_store", "datagen")
+    probes = ("storage_tiers", "fio_sweep", "checkpoint", "metadata", "import_time", "object_store", "datagen")
     docs = [d for d in run.artifacts if d["probe"] in probes]
     if not docs:
         return []
-    out = [Heading(2, "Storage")] + fio_part(run, report_dir) + checkpoint_part(run) + metadata_part(run)
-    out += import_part(run) + object_part(run) + datagen_part(run)
+    out = [Heading(2, "Storage")] + tiers_part(run) + fio_part(run, report_dir) + checkpoint_part(run)
+    out += metadata_part(run) + import_part(run) + object_part(run) + datagen_part(run)
     skipped = [r for r in _not_ok(docs) if r[1] != "object_store"]
     if skipped:
         out += [Heading(3, "Storage probes that did not run fully"),
