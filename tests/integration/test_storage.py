@@ -240,6 +240,18 @@ def test_the_tiers_are_discovered_and_the_shared_one_is_seen_shared(storage_run)
     assert "| tmp | `/tmp` | tmpfs |" in md and "no: private to each node" in md
 
 
+def test_ior_mdtest_and_elbencho_are_skipped_where_not_installed(storage_run):
+    """None of them is packaged for the test machines: every host says so on every tier, and the checks skip."""
+    for host in storage_run["hosts"]:
+        for tier in ("home", "tmp"):
+            doc = art(storage_run, host, "io_tools_run-%s" % tier)
+            assert doc["status"] == "skipped" and doc["reason"].startswith("none of ior, mdtest, elbencho is installed")
+            assert doc["facts"]["mdtest"].startswith("not run: mdtest is not installed on this node")
+    with open(storage_run["dir"] / "report" / "checks.csv") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["check_id"] in ("storage.io_tools_ran", "storage.ior_write")]
+    assert rows and {r["status"] for r in rows} == {"skip"}
+
+
 def test_nothing_is_left_on_the_hosts(storage_run, test_cluster):
     assert [p.name for p in storage_run["home"].iterdir()
             if p.name.startswith(("clustermax-assess-storage-", ".clustermax-assess-tiers-"))] == []
