@@ -1,5 +1,6 @@
 """object_store: an S3 bucket's large-object throughput (single PUT and multipart upload), small-object rates, GET
-latency and time to first byte, LIST and DELETE; then, where asked, an endurance run of mixed PUT/GET/LIST/DELETE.
+latency and time to first byte, LIST and DELETE; fio's own S3 engine where fio has it (probes/storage/fio_s3.py);
+then, where asked, an endurance run of mixed PUT/GET/LIST/DELETE.
 
 Seed: "large object throughput on sequential read/write, small object PUT and GET rates, and read latency
 (p50, p90, p99)", and for Phase 3 "a 15 minute test of mixed PUT/GET/LIST/DELETE" watching "throughput
@@ -27,6 +28,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from probes.params import Param, Params
+from probes.storage import fio_s3
 from probes.storage import s3 as storage_s3
 
 PARAMS = Params(
@@ -50,6 +52,8 @@ PARAMS = Params(
     endurance_live=Param(int, 50, "objects each endurance worker keeps: beyond it, each PUT is followed by a DELETE "
                                   "of the worker's oldest"),
     timeout_s=Param(float, 60, "seconds per request"),
+    fio_mib=Param(int, 16, "MiB fio writes and reads back through its S3 engine, where it has one (0: not run)"),
+    fio_object_kib=Param(int, 4096, "KiB per object of the fio run"),
 )
 
 
@@ -142,6 +146,11 @@ def run(art, p, out_dir):
         bench.client().head_bucket(p["bucket"])
         _large(art, bench, p, prefix)
         _small(art, bench, p, prefix)
+        if p["fio_mib"] > 0:
+            why = fio_s3.run_suite(art, p["endpoint"], p["bucket"], prefix, creds, p["region"], p["fio_mib"],
+                                   p["fio_object_kib"], timeout=max(300.0, p["timeout_s"] * 5))
+            if why:
+                bench.errors.setdefault("fio", []).append(why)
         if p["endurance_s"] > 0:
             _endurance(art, bench, p, prefix)
     finally:
