@@ -35,7 +35,7 @@ INTENDED.update({(check_id, "cmxbl-node%d" % n, ""): ("skip", "") for n in range
 # checks skip, the probes not run in it.
 INTENDED.update({(check_id, "cmxbl-node%d" % n, ""): ("skip", "") for n in range(1, 5) for check_id in (
     "storage.tiers_found", "storage.io_tools_ran", "storage.ior_write", "storage.ior_read",
-    "storage.mdtest_file_create", "storage.elbencho_write")})
+    "storage.mdtest_file_create", "storage.elbencho_write", "storage.obj_fio_throughput")})
 
 # Issue 25: every host of this run came through preflight (no preflight task failed): ready, and so assessed.
 INTENDED.update({("preflight.prepared", "cmxbl-node%d" % n, ""): ("pass", "prepared") for n in range(1, 5)})
