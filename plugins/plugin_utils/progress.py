@@ -28,30 +28,34 @@ def duration(seconds: float) -> str:
 
 
 class TaskProgress:
-    """The running tasks: per task its name and timeout, per host when it started and whether it is done."""
+    """The running task (the linear strategy of ansible.cfg runs one at a time): its name and timeout, per host when
+    it started and whether it is done. Events of another task (a late result) are ignored."""
 
     def __init__(self, every: float = 30.0):
         self.every = float(every)
         self._lock = threading.Lock()
-        self._tasks: dict[str, dict] = {}
+        self._task: dict | None = None
 
     def task_started(self, uuid: str, name: str | None, timeout: float | None, now: float) -> None:
-        """A task starts, and the one before it has ended: the linear strategy (ansible.cfg) runs one at a time."""
+        """A task starts, and the one before it has ended."""
         with self._lock:
-            self._tasks = {}
-            self._tasks[uuid] = {"name": name or "?", "timeout": timeout, "hosts": {}, "done": set(),
-                                 "shown": now}
+            self._task = {"uuid": uuid, "name": name or "?", "timeout": timeout, "hosts": {}, "done": set(),
+                          "shown": now}
+
+    def _current(self, uuid: str) -> dict | None:
+        task = self._task
+        return task if task is not None and task["uuid"] == uuid else None
 
     def host_started(self, uuid: str, host: str, now: float) -> None:
         with self._lock:
-            task = self._tasks.get(uuid)
+            task = self._current(uuid)
             if task is not None:
                 task["hosts"].setdefault(host, now)
 
     def host_event(self, uuid: str, host: str, now: float, done: bool) -> None:
         """A result of the host (done) or one of its loop items (not done, but alive: no line for a while)."""
         with self._lock:
-            task = self._tasks.get(uuid)
+            task = self._current(uuid)
             if task is None:
                 return
             task["hosts"].setdefault(host, now)
@@ -60,22 +64,22 @@ class TaskProgress:
                 task["done"].add(host)
 
     def lines(self, now: float) -> list[str]:
-        """One line per task that has hosts still running and has shown nothing for `every` seconds."""
-        out = []
+        """A line for the task when it has hosts still running and has shown nothing for `every` seconds."""
         with self._lock:
-            for task in self._tasks.values():
-                running = {h: t for h, t in task["hosts"].items() if h not in task["done"]}
-                if not running or now - task["shown"] < self.every:
-                    continue
-                task["shown"] = now
-                slowest = sorted(running.items(), key=lambda kv: (kv[1], kv[0]))
-                named = []
-                for host, started in slowest[:NAMED]:
-                    left = ""
-                    if task["timeout"]:
-                        left = ", at most %s left" % duration(max(0.0, task["timeout"] - (now - started)))
-                    named.append("%s %s%s" % (host, duration(now - started), left))
-                more = " and %d more" % (len(running) - NAMED) if len(running) > NAMED else ""
-                out.append("progress | %s: %d of %d hosts done; running: %s%s" % (
-                    task["name"], len(task["done"]), len(task["hosts"]), "; ".join(named), more))
-        return out
+            task = self._task
+            if task is None:
+                return []
+            running = {h: t for h, t in task["hosts"].items() if h not in task["done"]}
+            if not running or now - task["shown"] < self.every:
+                return []
+            task["shown"] = now
+            slowest = sorted(running.items(), key=lambda kv: (kv[1], kv[0]))
+            named = []
+            for host, started in slowest[:NAMED]:
+                left = ""
+                if task["timeout"]:
+                    left = ", at most %s left" % duration(max(0.0, task["timeout"] - (now - started)))
+                named.append("%s %s%s" % (host, duration(now - started), left))
+            more = " and %d more" % (len(running) - NAMED) if len(running) > NAMED else ""
+            return ["progress | %s: %d of %d hosts done; running: %s%s" % (
+                task["name"], len(task["done"]), len(task["hosts"]), "; ".join(named), more)]

@@ -36,9 +36,9 @@ def check_tier(tier):
     return {"name": name, "path": path, "shared": bool(tier.get("shared", False))}
 
 
-def run_dir(tier_path, run_id):
-    safe = re.sub(r"[^A-Za-z0-9_.+-]", "_", str(run_id))
-    return os.path.join(tier_path, RUN_DIR_PREFIX + safe)
+def run_dir(tier_path, run_id, prefix=RUN_DIR_PREFIX):
+    """<tier>/<prefix><run id>, the run id made a safe file name: the run's only directory on the tier."""
+    return os.path.join(tier_path, prefix + re.sub(r"[^A-Za-z0-9_.+-]", "_", str(run_id)))
 
 
 def free_bytes(path):

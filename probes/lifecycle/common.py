@@ -8,7 +8,6 @@ pick them (probes/common/tiers.discover_tiers, the storage phase's discovery too
 """
 
 import os
-import re
 import socket
 import statistics
 import threading
@@ -20,8 +19,7 @@ from probes.common.tiers import discover_tiers, node_mounts
 RUN_DIR_PREFIX = "clustermax-assess-lifecycle-"
 
 def run_dir(tier_path, run_id):
-    safe = re.sub(r"[^A-Za-z0-9_.+-]", "_", str(run_id))
-    return os.path.join(tier_path, RUN_DIR_PREFIX + safe)
+    return storage_tier.run_dir(tier_path, run_id, RUN_DIR_PREFIX)
 
 
 def resolve_tiers(given, user=None):

@@ -39,6 +39,11 @@ def _lines(text):
     return textwrap.dedent(text).splitlines()
 
 
+def _last_line(lines):
+    """(number, text) of the last line that is not blank: where a missing table is reported."""
+    return next(((i + 1, ln) for i, ln in reversed(list(enumerate(lines))) if ln.strip()), (len(lines), ""))
+
+
 def _number(text):
     """A float, or None for NA / nan (mdtest prints -nan% and nan rates when nothing ran)."""
     if text in ("NA", "nan", "-nan"):
@@ -62,7 +67,7 @@ def parse_ior(text):
     errors = [(i + 1, ln.strip()) for i, ln in enumerate(lines) if IOR_FAILURE.search(ln)]
     start = next((i for i, ln in enumerate(lines) if ln.strip() == "Summary of all tests:"), None)
     if start is None:
-        last = next(((i + 1, ln) for i, ln in reversed(list(enumerate(lines))) if ln.strip()), (len(lines), ""))
+        last = _last_line(lines)
         why = "no 'Summary of all tests:' table"
         if errors:
             why += " (the run failed: %s)" % errors[0][1][:200]
@@ -120,7 +125,7 @@ def parse_mdtest(text):
     launched = next((m for m in map(MDTEST_VERSION.match, lines) if m), None)
     tables = [(i, m) for i, m in enumerate(map(MDTEST_SUMMARY.match, lines)) if m]
     if not tables:
-        last = next(((i + 1, ln) for i, ln in reversed(list(enumerate(lines))) if ln.strip()), (len(lines), ""))
+        last = _last_line(lines)
         raise ToolOutputError("mdtest", last[0], last[1], "no 'SUMMARY' table")
     rows = []
     for start, m in tables:
@@ -184,7 +189,7 @@ def parse_elbencho(text):
                                          for ln in lines) if m), None)
     headers = [i for i, ln in enumerate(lines) if ELBENCHO_HEADER.match(ln)]
     if not headers:
-        last = next(((i + 1, ln) for i, ln in reversed(list(enumerate(lines))) if ln.strip()), (len(lines), ""))
+        last = _last_line(lines)
         raise ToolOutputError("elbencho", last[0], last[1], "no result table (OPERATION RESULT TYPE ...)")
     rows, phase = [], None
     for i in range(headers[0] + 1, len(lines)):

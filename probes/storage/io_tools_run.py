@@ -22,6 +22,7 @@ nodes; this probe's numbers are one node's, labelled scope=node.
 import os
 import shutil
 
+from probes.artifact import artifact_filename
 from probes.common import tiers as storage_tier
 from probes.common.command import run_cmd
 from probes.params import Param, Params
@@ -54,21 +55,18 @@ def _mpi_prefix(params):
     return argv
 
 
-def commands(params, exe, work):
-    """{tool: argv} of the tools in exe (tool -> its path), their data under work/<tool>/."""
+def command(tool, exe, params, work):
+    """The argv of one tool (exe: its path), its data under work/<tool>/."""
     size, xfer = "%dm" % params["size_mib"], "%dk" % params["transfer_kib"]
-    mpi = _mpi_prefix(params)
-    exe = dict({t: t for t in TOOLS}, **{t: p for t, p in exe.items() if p})
-    return {
-        "ior": mpi + [exe["ior"], "-a", "POSIX", "-F", "-w", "-r", "-C", "-e", "-i", "1", "-t", xfer, "-b", size,
-                      "-o", os.path.join(work, "ior", "testfile")],
-        "mdtest": mpi + [exe["mdtest"], "-n", str(params["files_per_rank"]), "-i", "1", "-u",
-                         "-d", os.path.join(work, "mdtest")],
-        # one directory per thread with one file each: made, written, read, deleted
-        "elbencho": [exe["elbencho"], "--mkdirs", "--write", "--read", "--delfiles", "--deldirs",
-                     "--threads", str(params["ranks"]), "--dirs", "1", "--files", "1", "--size", size,
-                     "--block", xfer, "--nolive", os.path.join(work, "elbencho")],
-    }
+    if tool == "ior":
+        return _mpi_prefix(params) + [exe, "-a", "POSIX", "-F", "-w", "-r", "-C", "-e", "-i", "1", "-t", xfer,
+                                      "-b", size, "-o", os.path.join(work, "ior", "testfile")]
+    if tool == "mdtest":
+        return _mpi_prefix(params) + [exe, "-n", str(params["files_per_rank"]), "-i", "1", "-u",
+                                      "-d", os.path.join(work, "mdtest")]
+    # one directory per thread with one file each: made, written, read, deleted
+    return [exe, "--mkdirs", "--write", "--read", "--delfiles", "--deldirs", "--threads", str(params["ranks"]),
+            "--dirs", "1", "--files", "1", "--size", size, "--block", xfer, "--nolive", os.path.join(work, "elbencho")]
 
 
 def record(art, tool, parsed):
@@ -118,14 +116,15 @@ def run(art, params, out_dir):
         return
     work = os.path.join(storage_tier.run_dir(tier["path"], art.run_id), "io_tools", art.host)
     failures = []
+    base = os.path.splitext(artifact_filename(art.probe, art.variant))[0]
     try:
-        argvs = commands(params, exe, work)
         for tool in present:
+            argv = command(tool, exe[tool], params, work)
             os.makedirs(os.path.join(work, tool), exist_ok=True)
-            res = run_cmd(argvs[tool], timeout=params["timeout_s"], cwd=work)
-            raw = "%s-%s.%s.txt" % (art.probe, tier["name"], tool)
+            res = run_cmd(argv, timeout=params["timeout_s"], cwd=work)
+            raw = "%s.%s.txt" % (base, tool)
             with open(os.path.join(out_dir, raw), "w") as fh:
-                fh.write("# %s\n%s%s" % (" ".join(str(a) for a in argvs[tool]), res.stdout, res.stderr))
+                fh.write("# %s\n%s%s" % (" ".join(str(a) for a in argv), res.stdout, res.stderr))
             art.raw.append(raw)
             if res.timed_out:
                 failures.append("%s timed out after %g s" % (tool, params["timeout_s"]))
@@ -138,7 +137,7 @@ def run(art, params, out_dir):
                 art.facts[tool] = "error: %s" % exc
                 continue
             record(art, tool, parsed)
-            art.facts[tool] = "ran: %s" % " ".join(str(a) for a in argvs[tool])
+            art.facts[tool] = "ran: %s" % " ".join(str(a) for a in argv)
             if res.rc not in (0, None) or parsed["errors"]:
                 why = parsed["errors"][0][1] if parsed["errors"] else "exit %s" % res.rc
                 failures.append("%s: %s" % (tool, why[:300]))

@@ -38,7 +38,7 @@ MARKERS = ".clustermax-assess-tiers-"
 
 
 def _marker_dir(path, run_id):
-    return os.path.join(path, MARKERS + "".join(c if c.isalnum() or c in "._-" else "_" for c in str(run_id)))
+    return storage_tier.run_dir(path, run_id, MARKERS)
 
 
 def _write_markers(tiers, run_id, host):

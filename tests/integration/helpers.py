@@ -29,6 +29,13 @@ def run_playbook(inventory, *args, playbook="assess.yml", timeout=600, env=None)
     return subprocess.run(argv, cwd=ROOT, env=env or ansible_env(), capture_output=True, text=True, timeout=timeout)
 
 
+def start_playbook(inventory, *args, playbook="assess.yml", **popen):
+    """The same run as run_playbook, started and not waited for (output on one pipe, text)."""
+    argv = [str(BIN / "ansible-playbook"), playbook, "-i", str(inventory), *args]
+    return subprocess.Popen(argv, cwd=ROOT, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, **popen)
+
+
 def run_dirs(output_dir):
     """Run directories under an assess_output_dir, oldest first."""
     return sorted(p for p in Path(output_dir).glob("*/*") if p.is_dir())

@@ -11,7 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from helpers import BIN, ROOT, ansible_env, read_journal, run_dirs, run_playbook
+from helpers import BIN, ROOT, ansible_env, read_journal, run_dirs, run_playbook, start_playbook
 
 from reports.grading import load_rubric
 
@@ -111,12 +111,11 @@ def audit_run(test_cluster, tmp_path_factory):
         # The same audit as two slices of one run, at the same time, as AWX job slicing starts them: each its own
         # --limit, the same assess_run_id, its own assess_run_slice; each merges the run at its end.
         sliced_out, sliced_id = tmp / "sliced", "sliced-%s" % uuid.uuid4().hex[:8]
-        slices = {name: subprocess.Popen(
-            [str(BIN / "ansible-playbook"), "assess.yml", "-i", inventory, "--tags", "audit", "--limit", ",".join(part),
-             "-e", json.dumps({"assess_output_dir": str(sliced_out), "assess_run_id": sliced_id,
-                               "assess_run_slice": name, "audit_nccl_conf_paths": [PLANTED_NCCL],
-                               "audit_ssh_options": ["-F", str(test_cluster.ssh_config_path)]})],
-            cwd=ROOT, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        slices = {name: start_playbook(
+            inventory, "--tags", "audit", "--limit", ",".join(part),
+            "-e", json.dumps({"assess_output_dir": str(sliced_out), "assess_run_id": sliced_id,
+                              "assess_run_slice": name, "audit_nccl_conf_paths": [PLANTED_NCCL],
+                              "audit_ssh_options": ["-F", str(test_cluster.ssh_config_path)]}))
             for name, part in (("s1", names[:2]), ("s2", names[2:]))}
         sliced = {name: (proc.communicate(timeout=600)[0], proc.returncode) for name, proc in slices.items()}
     finally:

@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from helpers import BIN, ROOT, ansible_env, boot_seconds, read_journal, run_dirs, run_playbook, stray_processes
+from helpers import boot_seconds, read_journal, run_dirs, run_playbook, start_playbook, stray_processes
 
 pytestmark = pytest.mark.cluster
 
@@ -52,10 +52,7 @@ def _burnin_vars(tmp, name, **more):
 
 
 def _start_burnin(inventory, tmp, name):
-    argv = [str(BIN / "ansible-playbook"), "assess.yml", "-i", inventory, "--tags", "burnin",
-            "-e", _burnin_vars(tmp, name)]
-    return subprocess.Popen(argv, cwd=ROOT, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+    return start_playbook(inventory, "--tags", "burnin", "-e", _burnin_vars(tmp, name), start_new_session=True)
 
 
 def _wait_for_locks(cluster, out, proc, timeout=180):
