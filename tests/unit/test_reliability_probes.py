@@ -99,6 +99,38 @@ def test_watcher_runs_detached_resolves_by_itself_and_is_collected(tmp_path):
     assert not Path("/proc/%d" % pid).exists() or "Z" in Path("/proc/%d/stat" % pid).read_text().split(")")[1][:3]
 
 
+def test_a_fault_that_lands_during_a_reading_is_never_dated_before_it(tmp_path):
+    """The race behind the fault_injection molecule flake (issue 25): a reading that was asked before the fault and
+    answered after it reports the fault. Stamped when it was asked, it dated the detection before the injection, so
+    the node looked out of service before its fault and the injection was judged unmeasurable. Forced here: each
+    reading takes 0.6 s and announces when it begins; the fault lands 0.2 s into one."""
+    flag = tmp_path / "unhealthy"
+    check = tmp_path / "check"
+    check.write_text("#!/bin/sh\ntouch %s/reading.$$\nsleep 0.6\n[ -e %s ] && { echo 'XID 79'; exit 1; }\nexit 0\n"
+                     % (tmp_path, flag))
+    check.chmod(0o755)
+    params = {"mode": "start", "tag": "sched_watch-r", "scheduler": "none", "nodes": ["n1"], "interval": 0.1,
+              "stop_when": "resolved", "detect_timeout": 30, "remediation_timeout": 0.5, "settle_s": 0.2,
+              "max_s": 60, "options": {"detect_command": [str(check), "{node}"]}}
+    _, start = run_probe("sched_watch", str(tmp_path), "r", "obs", variant="r-start", params=params)
+    assert start["status"] == "ok" and results(start, node="n1")["available"] == 1
+    before = set(tmp_path.glob("reading.*"))  # the baseline reading, answered already
+    deadline = time.time() + 20
+    while not set(tmp_path.glob("reading.*")) - before and time.time() < deadline:
+        time.sleep(0.02)
+    assert set(tmp_path.glob("reading.*")) - before, "the watcher never began a reading"
+    time.sleep(0.2)
+    t_fault = time.time()
+    flag.write_text("")
+    _, stop = run_probe("sched_watch", str(tmp_path), "r", "obs", variant="r",
+                        params={"mode": "stop", "tag": "sched_watch-r", "wait_s": 20})
+    assert stop["facts"]["ended_by"] == "resolved"
+    samples = [json.loads(x) for x in (tmp_path / "sched_watch-r.jsonl").read_text().splitlines()]
+    unhealthy = [s for s in samples if s["phase"] == "unhealthy"]
+    assert unhealthy and samples[0]["phase"] == "available"
+    assert unhealthy[0]["t"] >= t_fault, (unhealthy[0]["t"], t_fault)
+
+
 def test_watcher_is_stopped_on_request_and_a_second_stop_only_collects(tmp_path):
     params = {"mode": "start", "tag": "sched_watch-s", "scheduler": "none", "nodes": ["n1"], "interval": 0.1,
               "max_s": 60, "options": {"detect_command": ["true"]}}
