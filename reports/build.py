@@ -3,8 +3,10 @@
 report/: report.md, report.html, checks.csv, results.parquet, ratings.json (docs/ratings.md), junit.xml.
 """
 
+import contextlib
 import csv
 import datetime
+import gc
 import hashlib
 import json
 import os
@@ -200,13 +202,29 @@ def summary_text(run, rows, ratings, report_dir):
     return "\n".join(text)
 
 
+@contextlib.contextmanager
+def _no_cyclic_gc():
+    """The cyclic garbage collector off for one build. A build makes millions of long-lived objects (the artifacts'
+    rows, the tables, the check rows) and few reference cycles; each full collection walks every live object again,
+    and the collections that their growth sets off took 12 % of a 1,000-node build (3.5 of 29 s). Reference counting
+    still frees what the build lets go, and the collector is back when the build ends."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
 def build(run_dir, rubric=None, tiers=None, analyst=None, peer_store=None, report_dir=None, progress=None):
     """Returns (summary text, exit code, report dir)."""
     bar = progress if isinstance(progress, Progress) else Progress(enabled=progress)
     try:
-        run, rows, ratings = evaluate(run_dir, rubric, tiers, analyst, peer_store, bar)
-        report_dir = report_dir or os.path.join(run.run_dir, "report")
-        write_outputs(run, rows, ratings, report_dir, bar)
+        with _no_cyclic_gc():
+            run, rows, ratings = evaluate(run_dir, rubric, tiers, analyst, peer_store, bar)
+            report_dir = report_dir or os.path.join(run.run_dir, "report")
+            write_outputs(run, rows, ratings, report_dir, bar)
     finally:
         bar.close()
     return summary_text(run, rows, ratings, report_dir), run_exit_code(run, rows), report_dir

@@ -112,3 +112,25 @@ def test_cli_build_progress_goes_to_stderr(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "100% done" in captured.err and "%" not in captured.out.split("\n")[0]
     assert "tier: Platinum" in captured.out
+
+
+def test_the_build_runs_without_the_cyclic_gc_and_gives_it_back(tmp_path):
+    """The cyclic GC is off while a build runs (reports/build.py: _no_cyclic_gc) and as it was afterwards: on in the
+    callback's controller process, which goes on running tasks, and still off where the caller had it off."""
+    import gc
+
+    class Seen(Progress):
+        def __call__(self, fraction, label=""):
+            self.gc_on = getattr(self, "gc_on", []) + [gc.isenabled()]
+
+    run_dir = make_run(tmp_path, "excellent")
+    assert gc.isenabled()
+    seen = Seen(enabled=False)
+    build(str(run_dir), rubric=RUBRIC, analyst=ANALYST_GOOD, progress=seen)
+    assert len(seen.gc_on) >= 5 and not any(seen.gc_on) and gc.isenabled()
+    gc.disable()
+    try:
+        build(str(run_dir), rubric=RUBRIC, analyst=ANALYST_GOOD, progress=False, report_dir=str(tmp_path / "again"))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
