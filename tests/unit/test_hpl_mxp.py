@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from free_ports import free_port
 
 from probes.cli import run_probe
 from probes.gpu_compute import hpl_mxp
@@ -175,10 +176,10 @@ def _two_nodes(tmp_path, params, per_host=None):
     for name in ("xhpl_mxp", "mpirun"):
         (bin_dir / name).chmod(0o755)
     env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]))
-    hosts, procs = ["a", "b"], []
+    hosts, procs, port = ["a", "b"], [], free_port()
     for rank, host in enumerate(hosts):
         p = dict(params, path=str(bin_dir / "xhpl_mxp"), hosts=hosts, addresses=["127.0.0.1"] * 2, rank=rank,
-                 launcher="mpirun")
+                 launcher="mpirun", port=port)
         p.update((per_host or {}).get(host, {}))
         procs.append(subprocess.Popen([sys.executable, "-m", "probes", "hpl_mxp", "--out", str(tmp_path / host),
                                        "--host", host, "--run-id", "r-hpl", "--params", json.dumps(p)],
@@ -189,7 +190,7 @@ def _two_nodes(tmp_path, params, per_host=None):
     return {h: json.loads((tmp_path / h / "hpl_mxp.json").read_text()) for h in hosts}, calls
 
 
-ACROSS = {"formats": ["FP16"], "n": 4096, "nb": 256, "ranks_per_node": 1, "rdzv_timeout": 30, "port": 24853}
+ACROSS = {"formats": ["FP16"], "n": 4096, "nb": 256, "ranks_per_node": 1, "rdzv_timeout": 30}
 
 
 def test_after_each_node_alone_one_solve_across_all_nodes_through_mpirun(tmp_path):

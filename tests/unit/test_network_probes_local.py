@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from free_ports import free_port
 
 from probes.cli import run_probe
 from probes.common import worlds
@@ -52,7 +53,7 @@ SWEEP = {"min_bytes": 8, "max_bytes": "4K", "factor": 8, "iters": 3, "warmup": 1
 @pytest.fixture(scope="module")
 def two_nodes(tmp_path_factory):
     out = tmp_path_factory.mktemp("coll")
-    return out, run_nodes("collectives", out, dict(SWEEP, port=24811), ["a", "b"])
+    return out, run_nodes("collectives", out, dict(SWEEP, port=free_port()), ["a", "b"])
 
 
 def test_collectives_two_nodes_on_loopback(two_nodes):
@@ -84,7 +85,7 @@ def test_collectives_two_nodes_on_loopback(two_nodes):
 
 
 def test_a_rank_that_stops_is_reported_as_a_hang_with_the_stuck_ranks(tmp_path):
-    params = dict(SWEEP, port=24831, world_sizes=[2], stall_timeout=3,
+    params = dict(SWEEP, port=free_port(), world_sizes=[2], stall_timeout=3,
                   fault={"rank": 1, "nodes": 2, "after_steps": 2, "mode": "hang"})
     docs = run_nodes("collectives", tmp_path, params, ["a", "b"])
     for doc in docs.values():
@@ -120,7 +121,7 @@ def test_describe_failure_names_who_did_what():
 
 def test_tcp_pairs_every_directed_pair_with_the_socket_test(tmp_path):
     hosts = ["a", "b", "c"]
-    params = {"port": 24851, "tool": "socket", "duration_s": 0.3, "ping_count": 1, "rtt_count": 5}
+    params = {"port": free_port(), "tool": "socket", "duration_s": 0.3, "ping_count": 1, "rtt_count": 5}
     docs = run_nodes("tcp_pairs", tmp_path, params, hosts, addresses=["127.0.0.1", "127.0.0.2", "127.0.0.3"])
     pairs = set()
     for host, doc in docs.items():
@@ -216,7 +217,7 @@ def test_perftest_per_rail_with_fake_tools(h100_node, monkeypatch):
                  'for a; do last="$a"; done\ncase "$last" in 127.*) cat %s;; *) sleep 0.2;; esac\n' % (
                      FIX / "perftest" / fixture))
     _, doc = run_probe("perftest", str(h100_node / "out"), "r", "n1",
-                       params={"hosts": ["n1"], "addresses": ["127.0.0.1"], "port": 24871, "timeout_per_test": 20,
+                       params={"hosts": ["n1"], "addresses": ["127.0.0.1"], "port": free_port(), "timeout_per_test": 20,
                                "fabric": "ib_ndr400"})
     assert doc["status"] == "ok", doc["reason"]
     assert doc["facts"]["memories"] == "host"  # this perftest build has no --use_cuda

@@ -6,6 +6,7 @@ import copy
 import os
 from pathlib import Path
 
+from free_ports import free_port
 from test_audit_collect import _fake_tools
 from test_audit_grade import audit_rows, by, cpu_node, h100_node, nvidia_node, write_run
 from test_network_probes_local import fake_bin
@@ -183,7 +184,7 @@ def _perftest(tmp_path, monkeypatch, topo_body):
         (sysfs / hca).mkdir(parents=True)
     monkeypatch.setattr(perftest, "SYSFS", str(sysfs))
     _, doc = run_probe("perftest", str(tmp_path / "out"), "r", "n1",
-                       params={"hosts": ["n1"], "addresses": ["127.0.0.1"], "port": 24931, "tests": ["write"],
+                       params={"hosts": ["n1"], "addresses": ["127.0.0.1"], "port": free_port(), "tests": ["write"],
                                "timeout_per_test": 20})
     clients = [line.split() for line in log.read_text().splitlines() if "--use_cuda" in line and "127.0.0.1" in line]
     return doc, {words[2]: words[-1] for words in clients}, {words[0] for words in clients}

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import av
 import pyarrow.parquet as pq
+from free_ports import free_port
 
 from probes.cli import run_probe
 from probes.storage import datagen
@@ -42,9 +43,9 @@ def test_two_hosts_write_at_once_and_the_first_sums_them(tmp_path):
     tier = {"name": "shared", "path": str(tmp_path / "tier"), "shared": True}
     (tmp_path / "tier").mkdir()
     hosts = [{"name": "a", "addr": "127.0.0.1"}, {"name": "b", "addr": "127.0.0.1"}]
-    procs = []
+    procs, port = [], free_port()
     for rank, host in enumerate(hosts):
-        params = dict(SMALL, tier=tier, hosts=hosts, rank=rank, sync_port=24871, connect_timeout=30)
+        params = dict(SMALL, tier=tier, hosts=hosts, rank=rank, sync_port=port, connect_timeout=30)
         procs.append(subprocess.Popen([sys.executable, "-m", "probes", "datagen", "--out", str(tmp_path / host["name"]),
                                        "--host", host["name"], "--run-id", "r-datagen", "--variant", "shared",
                                        "--params", json.dumps(params)],
@@ -96,6 +97,6 @@ def test_a_host_that_cannot_meet_the_others_is_an_error_and_writes_nothing(tmp_p
     hosts = [{"name": "a", "addr": "127.0.0.1"}, {"name": "b", "addr": "127.0.0.1"}]
     # host b alone: the first host (the store) never comes
     _, doc = run_probe("datagen", str(tmp_path / "b"), "r", "b", params=dict(
-        SMALL, tier=tier, hosts=hosts, rank=1, sync_port=24873, connect_timeout=2))
+        SMALL, tier=tier, hosts=hosts, rank=1, sync_port=free_port(), connect_timeout=2))
     assert doc["status"] == "error" and doc["reason"].startswith("the hosts did not meet in the run's store")
     assert doc["results"] == [] and os.listdir(tmp_path / "tier") == []

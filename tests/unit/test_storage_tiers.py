@@ -9,15 +9,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+from free_ports import free_port
+
 from probes.storage.storage_tiers import MARKERS, run_tiers
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _two_nodes(tmp_path):
-    procs = []
+    procs, port = [], free_port()
     for rank, host in enumerate(["a", "b"]):
-        params = {"hosts": ["a", "b"], "addresses": ["127.0.0.1"] * 2, "rank": rank, "port": 24871,
+        params = {"hosts": ["a", "b"], "addresses": ["127.0.0.1"] * 2, "rank": rank, "port": port,
                   "rdzv_timeout": 60}
         procs.append(subprocess.Popen([sys.executable, "-m", "probes", "storage_tiers", "--out", str(tmp_path / host),
                                        "--host", host, "--run-id", "r-tiers", "--params", json.dumps(params)],

@@ -3,6 +3,7 @@ on loopback, each running its one-node world and then the two-node world, throug
 probes/common/worlds.py and the job of probes/training/job.py."""
 
 import pytest
+from free_ports import free_port
 from test_network_probes_local import leftovers, run_nodes
 
 from probes.cli import run_probe
@@ -11,8 +12,8 @@ from probes.cli import run_probe
 @pytest.fixture(scope="module")
 def moe_two_nodes(tmp_path_factory):
     out = tmp_path_factory.mktemp("training")
-    return out, run_nodes("training", out, {"job": "moe", "port": 24971, "steps": 4, "warmup_steps": 1}, ["a", "b"],
-                          timeout=240)
+    params = {"job": "moe", "port": free_port(), "steps": 4, "warmup_steps": 1}
+    return out, run_nodes("training", out, params, ["a", "b"], timeout=240)
 
 
 def _by(doc, metric):
@@ -59,7 +60,7 @@ def test_a_world_whose_ranks_cannot_split_the_experts_is_not_run_and_says_why(tm
     cannot; it is left out with the reason and the others run."""
     model = {"layers": 1, "dim": 32, "n_heads": 2, "n_kv_heads": 1, "ffn_dim": 64, "vocab": 128, "n_experts": 2,
              "top_k": 1, "moe_ffn_dim": 32}
-    docs = run_nodes("training", tmp_path, {"job": "moe", "port": 24991, "steps": 1, "warmup_steps": 0,
+    docs = run_nodes("training", tmp_path, {"job": "moe", "port": free_port(), "steps": 1, "warmup_steps": 0,
                                             "model": model, "world_sizes": [2, 3]}, ["a", "b", "c"], timeout=240)
     for doc in docs.values():
         assert doc["facts"]["world_sizes_not_run"] == ["3 nodes (3 ranks): 2 experts cannot be split over 3 ranks"]
