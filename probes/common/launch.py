@@ -31,7 +31,9 @@ import sys
 import time
 
 from probes.common.command import CmdResult, run_cmd
+from probes.common.ports import port_param
 from probes.common.procs import Children, package_root
+from probes.common.rendezvous import Mesh, StoreError
 from probes.params import LAUNCHERS
 
 # What a task needs from the probe's environment, forwarded explicitly by mpirun (-x) and kept by srun
@@ -447,12 +449,15 @@ class LaunchedRankError(Exception):
     """A launched task cannot take part in its world (the reason is also in the store)."""
 
 
-def agree(mesh, requested, workdir, mpirun_args=(), timeout=90.0, needs_torch=True, extra_facts=None):
+def agree(mesh, requested, workdir, mpirun_args=(), timeout=90.0, needs_torch=True, extra_facts=None,
+          world_needed=None):
     """(launcher, why, facts): every node's facts gathered through the run's mesh, the same choice on every node.
-    auto takes mpirun only when it reaches every node: the first host runs the smoke test, everyone hears."""
+    auto takes mpirun only when it reaches every node: the first host runs the smoke test, everyone hears.
+    world_needed(facts): whether a world will start at all (every node decides the same from the same facts); when
+    not, the smoke test across every node is not run (an mpirun over the whole cluster for nothing)."""
     facts = mesh.allgather(dict(node_facts(torch_needed=needs_torch), **(extra_facts or {})), timeout)
     launcher, why = choose(requested, facts, needs_torch=needs_torch)
-    if launcher == "mpirun" and requested == "auto" and mesh.n > 1:
+    if launcher == "mpirun" and requested == "auto" and mesh.n > 1 and (world_needed is None or world_needed(facts)):
         if mesh.rank == 0:
             mesh.store.set("launch/mpirun_smoke", mpirun_smoke(facts[0]["mpirun"], mesh.addresses, workdir,
                                                                mpirun_args) or "")
@@ -461,6 +466,24 @@ def agree(mesh, requested, workdir, mpirun_args=(), timeout=90.0, needs_torch=Tr
         if smoke:
             launcher, why = choose("auto", facts, needs_torch=needs_torch, known={"mpirun": smoke})
     return launcher, why, facts
+
+
+def meet_for_mpi_world(art, params, purpose, workdir, own, world_needed=None):
+    """(mesh, (launcher, why, facts)) for a probe whose first host starts an MPI program across the nodes (HPL-MxP,
+    IOR and mdtest): the run's store on the first of params' hosts (its port from the run id and purpose), every
+    node's facts with `own` added, and the launcher they agree on (world_needed: see agree). The mesh is closed
+    again when they cannot agree."""
+    os.makedirs(workdir, exist_ok=True)
+    hosts = list(params["hosts"])
+    port = port_param(params, "port", art.run_id, "%s/%s" % (purpose, art.variant or ""))
+    mesh = Mesh(hosts, [str(a) for a in (params["addresses"] or hosts)], params["rank"], port,
+                "%s:%s:%d" % (art.run_id, art.variant or "", port), connect_timeout=params["rdzv_timeout"])
+    try:
+        return mesh, agree(mesh, params["launcher"], workdir, params["mpirun_args"], params["rdzv_timeout"],
+                           needs_torch=False, extra_facts=own, world_needed=world_needed)
+    except StoreError:
+        mesh.close()
+        raise
 
 
 def write_hostfile(path, addresses, slots):

@@ -28,8 +28,7 @@ import shutil
 from probes.artifact import artifact_filename
 from probes.common import device, launch
 from probes.common.command import run_cmd
-from probes.common.ports import port_param
-from probes.common.rendezvous import Mesh, StoreError
+from probes.common.rendezvous import StoreError
 from probes.common.tools import not_installed
 from probes.params import Param, Params
 
@@ -239,7 +238,7 @@ def run(art, params, out_dir):
                    "gpu_memory": min(memories) if memories and all(memories) else None,
                    "mem_available": _mem_available(), "caps": ["%d.%d" % c for c in caps.values()]}
             try:
-                mesh, agreed = _meet(art, params, hosts, work, own)
+                mesh, agreed = launch.meet_for_mpi_world(art, params, "hpl_mxp", work, own)
             except StoreError as exc:
                 why = "the hosts did not meet in the run's store: %s" % exc
                 art.facts.update(across_nodes="not run: %s" % why, across_error=why)
@@ -262,20 +261,6 @@ def run(art, params, out_dir):
         art.skip(why_not)
     elif failures:
         art.error("; ".join(failures))
-
-
-def _meet(art, params, hosts, work, own):
-    """The run's store on the first host, every node's facts (own) and the launcher they agree on."""
-    os.makedirs(work, exist_ok=True)
-    port = port_param(params, "port", art.run_id, "hpl_mxp/%s" % (art.variant or ""))
-    mesh = Mesh(hosts, [str(a) for a in (params["addresses"] or hosts)], params["rank"], port,
-                "%s:%s:%d" % (art.run_id, art.variant or "", port), connect_timeout=params["rdzv_timeout"])
-    try:
-        return mesh, launch.agree(mesh, params["launcher"], work, params["mpirun_args"], params["rdzv_timeout"],
-                                  needs_torch=False, extra_facts=own)
-    except StoreError:
-        mesh.close()
-        raise
 
 
 def _one_node(art, params, out_dir, binary, ppn, memories, caps):

@@ -14,25 +14,35 @@ line, with the output kept beside the artifact. A tool not installed on the node
 so; with none of them, the artifact is skipped with that reason. The tools step does not build them yet (none of
 their sources is on PyPI or Debian): they run where the site installed them (`PATH`, or the tools step's prefix).
 
-Not implemented yet: one IOR and one mdtest world across every node of a shared tier (through srun or mpirun, as
-HPL-MxP starts its world), and elbencho's multi-host service mode. fio_sweep measures the tier's clients across
-nodes; this probe's numbers are one node's, labelled scope=node.
+Then, on a shared tier of a run with several hosts, one IOR and one mdtest world across every node (the seed's
+parallel filesystem under many clients): the nodes meet in the run's store when each has run alone, agree on the
+launcher (probes/common/launch.py), and the first host starts IOR, then mdtest, through srun or mpirun, `ranks` per
+node, in one directory of the tier that every node sees. Their results are in the first host's artifact, labelled
+scope=cluster and with the node count; the launcher's output is kept (<artifact>.ior.n<nodes>.txt). torchrun and
+direct cannot start an MPI program, a tool missing on a node (or at another path) leaves the world out, and a
+node-local tier has nothing to share: the fact `across_nodes` says which.
+
+Not implemented yet: elbencho's multi-host service mode (its numbers stay one node's).
 """
 
 import os
 import shutil
 
 from probes.artifact import artifact_filename
+from probes.common import launch
 from probes.common import tiers as storage_tier
 from probes.common.command import run_cmd
+from probes.common.rendezvous import StoreError
 from probes.params import Param, Params
 from probes.storage.io_tools import ToolOutputError, parse_elbencho, parse_ior, parse_mdtest
 
 TOOLS = ("ior", "mdtest", "elbencho")
-ACROSS_NODES = ("not implemented: one IOR and mdtest world across every node of the shared tier (srun or mpirun) "
-                "and elbencho's multi-host mode are not built yet; fio_sweep measures this tier across nodes")
+# The tools that start as one MPI world across the nodes; elbencho's own multi-host mode is not built.
+WORLD_TOOLS = ("ior", "mdtest")
+ELBENCHO_ACROSS = "not implemented: elbencho's multi-host service mode; its numbers are one node's"
 
 PARAMS = Params(
+    peers=True,
     tier=Param(dict, None, "the storage tier {name, path, shared}"),
     tools=Param(list, list(TOOLS), "which of ior, mdtest and elbencho to run where installed"),
     ranks=Param(int, 2, "MPI ranks of IOR and mdtest, threads of elbencho, on this node"),
@@ -41,6 +51,10 @@ PARAMS = Params(
     files_per_rank=Param(int, 200, "mdtest: files and directories each rank creates, stats, reads and removes"),
     timeout_s=Param(float, 600, "seconds each tool may run"),
     mpirun=Param(str, "mpirun", "the MPI launcher of IOR and mdtest on this node (a singleton when ranks is 1)"),
+    across_nodes=Param(bool, True, "on a shared tier, after each node alone, one IOR and one mdtest world across "
+                                   "every host of the run"),
+    rdzv_timeout=Param(float, 120, "seconds to wait for every host in the run's store (plus the tools' time)"),
+    port=Param(int, 0, "port of the run's store on the first host (0: derived from the run id and variant)"),
 )
 
 
@@ -55,27 +69,30 @@ def _mpi_prefix(params):
     return argv
 
 
-def command(tool, exe, params, work):
-    """The argv of one tool (exe: its path), its data under work/<tool>/."""
+def command(tool, exe, params, work, mpi=None):
+    """The argv of one tool (exe: its path), its data under work/<tool>/; mpi: the launcher's argv that starts IOR
+    and mdtest (default: this node's mpirun -np ranks)."""
     size, xfer = "%dm" % params["size_mib"], "%dk" % params["transfer_kib"]
+    mpi = _mpi_prefix(params) if mpi is None else list(mpi)
     if tool == "ior":
-        return _mpi_prefix(params) + [exe, "-a", "POSIX", "-F", "-w", "-r", "-C", "-e", "-i", "1", "-t", xfer,
+        return mpi + [exe, "-a", "POSIX", "-F", "-w", "-r", "-C", "-e", "-i", "1", "-t", xfer,
                                       "-b", size, "-o", os.path.join(work, "ior", "testfile")]
     if tool == "mdtest":
-        return _mpi_prefix(params) + [exe, "-n", str(params["files_per_rank"]), "-i", "1", "-u",
+        return mpi + [exe, "-n", str(params["files_per_rank"]), "-i", "1", "-u",
                                       "-d", os.path.join(work, "mdtest")]
     # one directory per thread with one file each: made, written, read, deleted
     return [exe, "--mkdirs", "--write", "--read", "--delfiles", "--deldirs", "--threads", str(params["ranks"]),
             "--dirs", "1", "--files", "1", "--size", size, "--block", xfer, "--nolive", os.path.join(work, "elbencho")]
 
 
-def record(art, tool, parsed):
-    """The parsed output as results (scope=node) and facts."""
+def record(art, tool, parsed, scope=None):
+    """The parsed output as results and facts; scope: the labels of where it ran (default one node, scope=node)."""
+    scope = scope or {"scope": "node"}
     if parsed.get("version"):
         art.facts["%s_version" % tool] = parsed["version"]
     if tool == "ior":
         for row in parsed["rows"]:
-            labels = dict(tool="ior", operation=row["operation"], tasks=row["tasks"], api=row["api"], scope="node")
+            labels = dict(tool="ior", operation=row["operation"], tasks=row["tasks"], api=row["api"], **scope)
             art.add("ior_bw_mib_s", row["bw_max_mib"], "MiB/s", **labels)
             if row.get("ops_max") is not None:
                 art.add("ior_ops_per_s", row["ops_max"], "ops/s", **labels)
@@ -83,16 +100,39 @@ def record(art, tool, parsed):
         for row in parsed["rows"]:
             if row["table"] == "rate" and row["mean"] is not None:
                 art.add("mdtest_ops_per_s", row["mean"], "ops/s", tool="mdtest", operation=row["operation"],
-                        tasks=parsed.get("tasks") or 0, scope="node")
+                        tasks=parsed.get("tasks") or 0, **scope)
     else:
         units = {"Throughput MiB/s": ("elbencho_bw_mib_s", "MiB/s"), "IOPS": ("elbencho_iops", "IOPS"),
                  "Files/s": ("elbencho_files_per_s", "files/s"), "Dirs/s": ("elbencho_dirs_per_s", "dirs/s")}
         for row in parsed["rows"]:
             if row["result"] in units and row.get("last") is not None:
                 metric, unit = units[row["result"]]
-                art.add(metric, row["last"], unit, tool="elbencho", operation=row["phase"].lower(), scope="node")
+                art.add(metric, row["last"], unit, tool="elbencho", operation=row["phase"].lower(), **scope)
     for _, line in parsed["warnings"][:5]:
         art.facts.setdefault("%s_warnings" % tool, []).append(line[:300])
+
+
+def run_tool(art, tool, argv, res, out_dir, raw, scope=None):
+    """One tool's run (res: its CmdResult) kept as raw and read into results; returns the failure, or None. A world
+    across nodes (scope given) was launched through launch.run_launched, whose output starts with its command line."""
+    with open(os.path.join(out_dir, raw), "w") as fh:
+        head = "" if scope is not None else "# %s\n" % " ".join(str(a) for a in argv)
+        fh.write(head + res.stdout + res.stderr)
+    art.raw.append(raw)
+    key = tool if scope is None else "%s_across" % tool
+    if res.timed_out:
+        art.facts[key] = "error: timed out"
+        return "%s timed out" % tool
+    try:
+        parsed = {"ior": parse_ior, "mdtest": parse_mdtest, "elbencho": parse_elbencho}[tool](res.stdout)
+    except ToolOutputError as exc:
+        art.facts[key] = "error: %s" % exc
+        return "%s (exit %s; output in %s)" % (exc, res.rc, raw)
+    record(art, tool, parsed, scope)
+    art.facts[key] = "ran: %s" % " ".join(str(a) for a in argv)
+    if res.rc not in (0, None) or parsed["errors"]:
+        return "%s: %s" % (tool, (parsed["errors"][0][1] if parsed["errors"] else "exit %s" % res.rc)[:300])
+    return None
 
 
 def run(art, params, out_dir):
@@ -104,44 +144,181 @@ def run(art, params, out_dir):
             art.facts[tool] = "not run: %s is not installed on this node (not on PATH nor in the tools step's prefix)" \
                 % tool
     present = [t for t in wanted if exe[t]]
-    art.facts.update(tier=tier["name"], tier_path=tier["path"], across_nodes=ACROSS_NODES)
+    hosts = list(params["hosts"] or [art.host])
+    art.facts.update(tier=tier["name"], tier_path=tier["path"])
+    if "elbencho" in wanted:
+        art.facts["elbencho_across_nodes"] = ELBENCHO_ACROSS
+    base = os.path.splitext(artifact_filename(art.probe, art.variant))[0]
+    # the launcher's hostfile and logs: this node's own (the world's data goes on the shared tier)
+    work = os.path.join(out_dir, ".%s-work" % base)
+    failures, mesh, short = [], None, None
+    why_not = _why_no_world(params, tier, hosts, wanted)
+    if why_not:
+        art.facts["across_nodes"] = "not run: %s" % why_not
+    else:
+        # every host meets the others, one without the tools too: the first host then says who had none
+        try:
+            # no world without a tool on every node: then auto's mpirun smoke test across them is not run either
+            mesh, agreed = launch.meet_for_mpi_world(
+                art, params, "io_tools_run", work, {"io_tools": {t: exe[t] for t in WORLD_TOOLS if t in exe}},
+                world_needed=lambda facts: bool(world_tools(params, facts, hosts)[0]))
+        except StoreError as exc:
+            why = "the hosts did not meet in the run's store: %s" % exc
+            art.facts["across_nodes"] = "not run: %s" % why
+            failures.append("across nodes: %s" % why)
+    try:
+        if present:
+            short = storage_tier.check_space(tier["path"], params["ranks"] * params["size_mib"] * 2**20)
+            if not short:
+                try:
+                    failures += _alone(art, params, out_dir, tier, exe, present, base, mesh is None)
+                except Exception as exc:  # noqa: BLE001 - a host that met the others must still reach the barriers
+                    failures.append("alone: %s: %s" % (type(exc).__name__, exc))
+        if mesh is not None:
+            failures += _across_nodes(art, params, out_dir, work, tier, base, mesh, *agreed)
+            _remove_empty_parents(tier, art.run_id)
+    finally:
+        if mesh is not None:
+            mesh.close()
+        shutil.rmtree(work, ignore_errors=True)
     if not present:
         art.skip("none of %s is installed on this node: install them (the tools step does not build them yet)"
                  % ", ".join(wanted))
-        return
-    need = params["ranks"] * params["size_mib"] * 2**20
-    short = storage_tier.check_space(tier["path"], need)
-    if short:
+    elif short:
         art.skip(short)
-        return
-    work = os.path.join(storage_tier.run_dir(tier["path"], art.run_id), "io_tools", art.host)
+    elif failures:
+        art.error("; ".join(failures))
+
+
+def _alone(art, params, out_dir, tier, exe, present, base, parents):
+    """Each installed tool on this node, in a directory of its own host on the tier; returns the failures.
+    parents: remove the emptied parents too (the nodes did not meet; those that met remove them once every node is
+    done, so that one node's cleanup never takes away a directory another is making its own in)."""
+    top = storage_tier.run_dir(tier["path"], art.run_id)
+    work = os.path.join(top, "io_tools", art.host)
     failures = []
-    base = os.path.splitext(artifact_filename(art.probe, art.variant))[0]
     try:
         for tool in present:
             argv = command(tool, exe[tool], params, work)
             os.makedirs(os.path.join(work, tool), exist_ok=True)
             res = run_cmd(argv, timeout=params["timeout_s"], cwd=work)
-            raw = "%s.%s.txt" % (base, tool)
-            with open(os.path.join(out_dir, raw), "w") as fh:
-                fh.write("# %s\n%s%s" % (" ".join(str(a) for a in argv), res.stdout, res.stderr))
-            art.raw.append(raw)
-            if res.timed_out:
-                failures.append("%s timed out after %g s" % (tool, params["timeout_s"]))
-                art.facts[tool] = "error: timed out"
-                continue
-            try:
-                parsed = {"ior": parse_ior, "mdtest": parse_mdtest, "elbencho": parse_elbencho}[tool](res.stdout)
-            except ToolOutputError as exc:
-                failures.append("%s (exit %s; output in %s)" % (exc, res.rc, raw))
-                art.facts[tool] = "error: %s" % exc
-                continue
-            record(art, tool, parsed)
-            art.facts[tool] = "ran: %s" % " ".join(str(a) for a in argv)
-            if res.rc not in (0, None) or parsed["errors"]:
-                why = parsed["errors"][0][1] if parsed["errors"] else "exit %s" % res.rc
-                failures.append("%s: %s" % (tool, why[:300]))
+            why = run_tool(art, tool, argv, res, out_dir, "%s.%s.txt" % (base, tool))
+            if why:
+                failures.append(why if not res.timed_out else "%s after %g s" % (why, params["timeout_s"]))
     finally:
-        storage_tier.remove_tree(work)
-    if failures:
-        art.error("; ".join(failures))
+        storage_tier.remove_tree(work, stop_at=top if parents else None)
+    return failures
+
+
+def _remove_empty_parents(tier, run_id):
+    """The run's io_tools directory and its directory on the tier, where empty (another host's part stays)."""
+    top = storage_tier.run_dir(tier["path"], run_id)
+    for path in (os.path.join(top, "io_tools"), top):
+        try:
+            os.rmdir(path)
+        except OSError:
+            break
+
+
+def _why_no_world(params, tier, hosts, wanted):
+    """Why no IOR and mdtest world starts across the nodes on this tier, or None."""
+    if not params["across_nodes"]:
+        return "across_nodes is off"
+    if len(hosts) < 2:
+        return "the run has one host"
+    if not tier.get("shared"):
+        return ("tier %s is not shared (each node has its own): the per-node runs measure it, fio_sweep its "
+                "clients across nodes" % tier["name"])
+    if not any(t in wanted for t in WORLD_TOOLS):
+        return "neither ior nor mdtest is among the tools asked for"
+    return None
+
+
+def _across_nodes(art, params, out_dir, work, tier, base, mesh, launcher, why_launch, facts):
+    """When every node has run alone (the tier is quiet again), the first host starts the world; the others wait
+    until it is done. Returns the failures (the first host's)."""
+    tools_s = params["timeout_s"] * len(WORLD_TOOLS)
+    try:
+        missing = mesh.barrier("io-tools-alone", params["rdzv_timeout"] + params["timeout_s"] * len(TOOLS) + 60,
+                               abort_on_lost=True)
+        failures = []
+        if mesh.rank == 0:
+            art.facts.update(launcher=launcher, launcher_asked=params["launcher"], launcher_why_not=why_launch or None)
+            if missing:
+                why = "%s did not finish alone" % ", ".join(missing)
+                art.facts["across_nodes"] = "not run: %s" % why
+                failures = ["across nodes: %s" % why]
+            else:
+                failures = _world(art, params, out_dir, work, tier, base, facts, launcher, why_launch,
+                                  mesh.hosts, mesh.addresses)
+        missing = mesh.barrier("io-tools-done", params["rdzv_timeout"] + tools_s + 120, abort_on_lost=True)
+        if missing:
+            art.facts["store_errors"] = "%s did not arrive after the world across nodes" % ", ".join(missing)
+        return failures
+    except StoreError as exc:
+        art.facts["store_errors"] = "the run's store failed during the world across nodes: %s" % exc
+        return ["across nodes: the run's store failed: %s" % exc]
+
+
+def world_tools(params, facts, hosts):
+    """({tool: its path on every node} that can start as one world, {tool: why not})."""
+    ok, why = {}, {}
+    for tool in (t for t in WORLD_TOOLS if t in params["tools"]):
+        paths = {h: f["io_tools"].get(tool) for h, f in zip(hosts, facts)}
+        lacking = [h for h, path in paths.items() if not path]
+        if lacking:
+            why[tool] = "%s is not installed on %s" % (tool, ", ".join(lacking))
+        elif len(set(paths.values())) > 1:
+            why[tool] = "%s is at different paths (%s): one command line starts every rank" % (
+                tool, ", ".join("%s %s" % kv for kv in paths.items()))
+        else:
+            ok[tool] = next(iter(paths.values()))
+    return ok, why
+
+
+def _world(art, params, out_dir, work, tier, base, facts, launcher, why_launch, hosts, addresses):
+    """On the first host: IOR, then mdtest, across every node through srun or mpirun, or why not (the facts)."""
+    nodes = len(facts)
+    ok, why_not = world_tools(params, facts, hosts)
+    for tool, why in why_not.items():
+        art.facts["%s_across" % tool] = "not run: %s" % why
+    if not ok:
+        art.facts["across_nodes"] = "not run: %s" % "; ".join(why_not.values())
+        return []
+    if launcher not in ("srun", "mpirun"):
+        art.facts["across_nodes"] = "not run: IOR and mdtest start across nodes only through MPI (srun or mpirun); " \
+            "the launcher is %s%s" % (launcher, " (%s)" % "; ".join("%s: %s" % kv for kv in sorted(why_launch.items()))
+                                      if why_launch else "")
+        return []
+    if launcher in why_launch:
+        art.facts["across_nodes"] = "not run: launcher %s cannot be used: %s" % (launcher, why_launch[launcher])
+        return []
+    short = storage_tier.check_space(tier["path"], nodes * params["ranks"] * params["size_mib"] * 2**20)
+    if short:
+        art.facts["across_nodes"] = "not run: %s" % short
+        return []
+    world = [{"slurm": f["slurm"], "address": addresses[i]} for i, f in enumerate(facts)]
+    job = "cmxa-%s-io" % art.run_id[-12:]
+    mpi, hostfile = launch.mpi_world_prefix(
+        launcher, world, params["ranks"], dict(os.environ),
+        params["srun_args"] if launcher == "srun" else params["mpirun_args"], work, job, facts[0]["mpirun"],
+        params["timeout_s"], bind="none")
+    art.facts.update(across_nodes="run: %d nodes, %d ranks through %s" % (nodes, nodes * params["ranks"], launcher),
+                     across_launch=" ".join(mpi), across_hostfile=hostfile)
+    top = storage_tier.run_dir(tier["path"], art.run_id)
+    data = os.path.join(top, "io_tools", "world")
+    failures = []
+    try:
+        for tool, path in ok.items():
+            os.makedirs(os.path.join(data, tool), exist_ok=True)
+            argv = command(tool, path, params, data, mpi=mpi)
+            # the job name is the one srun was given: a timeout cancels exactly this step
+            res = launch.run_launched(launcher, argv, dict(os.environ), os.path.join(work, "launch.%s.log" % tool),
+                                      job, params["timeout_s"])
+            why = run_tool(art, tool, argv, res, out_dir, "%s.%s.n%d.txt" % (base, tool, nodes),
+                           scope={"scope": "cluster", "nodes": nodes})
+            if why:
+                failures.append("across %d nodes: %s" % (nodes, why))
+    finally:
+        storage_tier.remove_tree(data, stop_at=top)
+    return failures

@@ -8,6 +8,8 @@ prints no `# nccl-tests version` line.
                                from its name)
     build_hpl_mxp_standin(dest_dir) -> dest_dir with xhpl_mxp: the same for HPL-MxP (hpl_mxp_standin.c: xhpl_mxp's
                                command line and result format, MPI broadcasts of HPL's panels on CPU, not a solve)
+    build_io_tools_standin(dest_dir) -> dest_dir with ior and mdtest (io_tools_standin.c: their command lines and
+                               summary formats, real POSIX file I/O from every rank, not IOR or mdtest)
 
 Needs mpicc (Debian: apt-get install -y --no-install-recommends openmpi-bin libopenmpi-dev). Fault tests:
 STANDIN_FAIL_RANK=R STANDIN_FAIL_MODE=exit|kill|hang make rank R exit(3), die of SIGKILL, or hang once the first
@@ -21,6 +23,7 @@ from pathlib import Path
 
 SOURCE = Path(__file__).resolve().with_name("nccl_tests_standin.c")
 HPL_SOURCE = Path(__file__).resolve().with_name("hpl_mxp_standin.c")
+IO_TOOLS_SOURCE = Path(__file__).resolve().with_name("io_tools_standin.c")
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast")
 PROGRAMS = tuple("%s_perf" % c for c in COLLECTIVES)
 
@@ -46,6 +49,14 @@ def build_standin(dest_dir, mpicc=None):
 def build_hpl_mxp_standin(dest_dir, mpicc=None):
     """Compile the HPL-MxP stand-in into dest_dir/xhpl_mxp; returns dest_dir (a Path)."""
     return _compile(HPL_SOURCE, Path(dest_dir), "xhpl_mxp", mpicc)
+
+
+def build_io_tools_standin(dest_dir, mpicc=None):
+    """Compile the IOR and mdtest stand-in into dest_dir/ior and a copy as dest_dir/mdtest (it picks its role from
+    its name); returns dest_dir (a Path)."""
+    dest = _compile(IO_TOOLS_SOURCE, Path(dest_dir), "ior", mpicc)
+    shutil.copy2(dest / "ior", dest / "mdtest")
+    return dest
 
 
 def _compile(source, dest, name, mpicc=None):

@@ -9,7 +9,9 @@ Slurm job and no step is left. nccl-tests' multi-node path runs through srun and
 (tests/integration/nccl_tests_standin.c) that prints in nccl-tests' format: the launch mechanics only, not a GPU
 measurement. HPL-MxP's solve across all nodes starts the same ways, with a stand-in MPI program
 (tests/integration/hpl_mxp_standin.c: xhpl_mxp's command line and result format, MPI broadcasts of HPL's panels,
-not a solve). The probes are started on every host at once, as the play does (one playbook run covers auto and the
+not a solve), and so do the storage phase's IOR and mdtest worlds on a shared tier (io_tools_standin.c: their
+command lines and summary formats, real file I/O from every rank on the checkout's filesystem, which the hosts
+share). The probes are started on every host at once, as the play does (one playbook run covers auto and the
 report)."""
 
 import csv
@@ -24,7 +26,7 @@ import pytest
 from cluster.slurm import Slurm
 from cluster.slurm import preflight as slurm_preflight
 from helpers import ROOT, boot_seconds, mpirun_args, run_dirs, run_everywhere, run_playbook, stray_processes
-from integration.nccl_tests_standin import build_hpl_mxp_standin, build_standin
+from integration.nccl_tests_standin import build_hpl_mxp_standin, build_io_tools_standin, build_standin
 
 pytestmark = pytest.mark.cluster
 
@@ -34,7 +36,7 @@ SWEEP = {"racks": RACKS, "min_bytes": 8, "max_bytes": 1048576, "factor": 8, "war
 FAULT_SWEEP = dict(SWEEP, max_bytes=65536, stall_timeout=8, world_sizes=[2])
 # What a launched world leaves when something is not cleaned up: its ranks, agents, launchers, Slurm steps.
 LEFTOVER = ("clustermax-assess-launch=", "torch.distributed.run", "orted", "slurmstepd", "_perf", "mpirun",
-            "xhpl_mxp")
+            "xhpl_mxp", "/ior ", "/mdtest ")
 
 
 def timed(runs, key, fn, *args, **kwargs):
@@ -87,6 +89,14 @@ def launched(test_cluster, tmp_path_factory, request):
     build_hpl_mxp_standin(standin)
     hpl = dict(path=str(standin / "xhpl_mxp"), ranks_per_node=1, n=4096, nb=256, formats=["FP16"], tool_timeout=60,
                rdzv_timeout=60)
+    build_io_tools_standin(standin)
+    # a tier every host sees (they share the checkout's filesystem); the stand-ins found first on PATH
+    shared = ROOT / ".cache" / ("test-launchers-tier-%s" % uuid.uuid4().hex[:8])
+    shared.mkdir(parents=True)
+    request.addfinalizer(lambda: shutil.rmtree(shared, ignore_errors=True))
+    io = dict(tier={"name": "shared", "path": str(shared), "shared": True}, tools=["ior", "mdtest"], ranks=1,
+              size_mib=1, transfer_kib=256, files_per_rank=20, timeout_s=60, rdzv_timeout=60,
+              tools_step={"path": [str(standin)]})
     margs = mpirun_args(test_cluster)
     runs, slurm = {}, Slurm(test_cluster, slurmd_timeout=10, health_check_interval=60)
     try:
@@ -97,6 +107,7 @@ def launched(test_cluster, tmp_path_factory, request):
                 FAULT_SWEEP, launcher="srun", fault={"rank": 1, "nodes": 2, "after_steps": 3, "mode": mode}))
         timed(runs, "nccl-srun", run_everywhere, test_cluster, "nccl_tests", dict(nccl, launcher="srun"))
         timed(runs, "hpl-srun", run_everywhere, test_cluster, "hpl_mxp", dict(hpl, launcher="srun"))
+        timed(runs, "io-srun", run_everywhere, test_cluster, "io_tools_run", dict(io, launcher="srun"))
         timed(runs, "soak-srun", soak, test_cluster, "srun")
         runs["srun-jobs-left"] = slurm_jobs(test_cluster)
         # auto through the playbook: Slurm is up, so srun; the report shows the scaling and the placement
@@ -131,6 +142,9 @@ def launched(test_cluster, tmp_path_factory, request):
                                                                          mpirun_args=margs))
     timed(runs, "hpl-mpirun", run_everywhere, test_cluster, "hpl_mxp", dict(hpl, launcher="mpirun",
                                                                      mpirun_args=margs))
+    timed(runs, "io-mpirun", run_everywhere, test_cluster, "io_tools_run", dict(io, launcher="mpirun",
+                                                                          mpirun_args=margs))
+    runs["io-tier-left"] = sorted(str(p.relative_to(shared)) for p in shared.rglob("*"))
     timed(runs, "soak-mpirun", soak, test_cluster, "mpirun", margs)
     runs["leftovers"] = leftovers(test_cluster, since)
     print("launcher runs (s): %s" % runs.get("seconds"), file=sys.stderr)
@@ -299,3 +313,56 @@ def test_auto_takes_srun_on_slurm_nodes_and_the_report_shows_the_placement(launc
     report = auto["report"]
     assert "Scaling across nodes" in report
     assert "within rack r1" in report and "across racks r1, r2" in report
+
+
+@pytest.mark.parametrize("launcher", ["srun", "mpirun"])
+def test_ior_and_mdtest_run_as_one_world_across_the_nodes_of_a_shared_tier(launched, launcher, test_cluster):
+    """Each host runs IOR and mdtest alone, then the first host starts one world of each across all four through the
+    launcher (one rank per node); its results are labelled scope=cluster with the node count, the world's ranks ran
+    on every host, the storage rubric grades them on the first host, and nothing is left on the tier."""
+    from reports.grading import grade, load_rubric  # noqa: PLC0415
+    from reports.load import run_of_artifacts  # noqa: PLC0415
+
+    names = [h["name"] for h in test_cluster.hosts]
+    docs = launched["io-%s" % launcher]
+    first = docs[names[0]]
+    assert first["status"] == "ok", first["reason"]
+    facts = first["facts"]
+    assert facts["launcher"] == launcher and facts["across_nodes"] == "run: 4 nodes, 4 ranks through %s" % launcher
+    assert facts["ior_version"] == "standin" and facts["ior_across"].startswith("ran: ")
+    world = [r for r in first["results"] if r["labels"]["scope"] == "cluster"]
+    ior = {r["labels"]["operation"]: r for r in world if r["metric"] == "ior_bw_mib_s"}
+    assert set(ior) == {"write", "read"}
+    assert all(r["labels"]["tasks"] == 4 and r["labels"]["nodes"] == 4 and r["value"] > 0 for r in ior.values())
+    creates = [r for r in world if r["metric"] == "mdtest_ops_per_s" and r["labels"]["operation"] == "file_creation"]
+    assert len(creates) == 1 and creates[0]["labels"]["tasks"] == 4 and creates[0]["value"] > 0
+    # the world's ranks ran one on each host (the stand-in prints where each rank is)
+    text = first["raw_text"]["io_tools_run.ior.n4.txt"]
+    assert sorted(re.findall(r"# rank \d of 4 on (\S+)", text)) == sorted(names), text[:2000]
+    for name in names[1:]:
+        doc = docs[name]
+        assert doc["status"] == "ok", doc["reason"]
+        assert {r["labels"]["scope"] for r in doc["results"]} == {"node"} and "across_nodes" not in doc["facts"]
+    # graded on the first host, the others pointed to it
+    rubric = load_rubric()
+    checks = [c for c in rubric["checks"] if c.get("kind") == "storage_world"]
+    assert {c["id"] for c in checks} == {"storage.ior_write_world", "storage.ior_read_world",
+                                         "storage.mdtest_file_create_world"}
+    run = run_of_artifacts([{k: v for k, v in d.items() if k not in ("logs", "raw_text")} for d in docs.values()])
+    ids = {c["id"] for c in checks}
+    rows = [r for r in grade(run, dict(rubric, checks=checks)) if r["check_id"] in ids]
+    print("world rows (%s): %s" % (launcher, [(r["check_id"], r["host"], r["status"], r["observed"]) for r in rows]))
+    assert {r["reason"] for r in rows if r["host"] != names[0]} == {"cluster-wide check, graded on %s" % names[0]}
+    rows = [r for r in rows if r["host"] == names[0]]
+    assert sorted((r["check_id"], r["subject"]) for r in rows) == sorted((c["id"], "tier=None") for c in checks)
+    assert all(r["status"] in ("pass", "warn", "fail") and r["observed"] for r in rows), rows
+    # the report's table: each host alone, and the world as one row of its own
+    from reports.phases.storage.section import io_tools_part  # noqa: PLC0415
+    from reports.render import markdown  # noqa: PLC0415
+
+    table = markdown.render(io_tools_part(run))
+    assert re.search(r"\| – \| 4 nodes \(%s, from %s\) \| 4 \| \d" % (launcher, names[0]), table), table
+    assert all("| – | %s | 1 | " % name in table for name in names), table
+    if launcher == "mpirun":
+        assert launched["io-tier-left"] == []
+

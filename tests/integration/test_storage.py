@@ -243,15 +243,30 @@ def test_the_tiers_are_discovered_and_the_shared_one_is_seen_shared(storage_run)
 
 
 def test_ior_mdtest_and_elbencho_are_skipped_where_not_installed(storage_run):
-    """None of them is packaged for the test machines: every host says so on every tier, and the checks skip."""
+    """None of them is packaged for the test machines: every host says so on every tier, the first host says why no
+    world across the nodes started, and the checks skip with those reasons."""
     for host in storage_run["hosts"]:
         for tier in ("home", "tmp"):
             doc = art(storage_run, host, "io_tools_run-%s" % tier)
             assert doc["status"] == "skipped" and doc["reason"].startswith("none of ior, mdtest, elbencho is installed")
             assert doc["facts"]["mdtest"].startswith("not run: mdtest is not installed on this node")
+    # the hosts met on the shared tier, and the first one says why no world across them started; the node-local
+    # tier has nothing to share
+    first = art(storage_run, storage_run["hosts"][0], "io_tools_run-home")["facts"]
+    assert first["across_nodes"].startswith("not run: ior is not installed on ")
+    assert all(first["across_nodes"].count(host) == 2 for host in storage_run["hosts"]), first["across_nodes"]
+    assert first["mdtest_across"].startswith("not run: mdtest is not installed on ")
+    assert art(storage_run, storage_run["hosts"][1], "io_tools_run-home")["facts"].get("across_nodes") is None
+    for host in storage_run["hosts"]:
+        assert art(storage_run, host, "io_tools_run-tmp")["facts"]["across_nodes"].startswith(
+            "not run: tier tmp is not shared (each node has its own)")
     with open(storage_run["dir"] / "report" / "checks.csv") as fh:
-        rows = [r for r in csv.DictReader(fh) if r["check_id"] in ("storage.io_tools_ran", "storage.ior_write")]
+        rows = [r for r in csv.DictReader(fh) if r["check_id"] in ("storage.io_tools_ran", "storage.ior_write",
+                                                                   "storage.ior_write_world")]
     assert rows and {r["status"] for r in rows} == {"skip"}
+    world = {(r["host"], r["subject"]): r["reason"] for r in rows if r["check_id"] == "storage.ior_write_world"}
+    assert world[(storage_run["hosts"][0], "tier=home")] == first["ior_across"]
+    assert world[(storage_run["hosts"][0], "tier=tmp")].startswith("not run: tier tmp is not shared")
 
 
 def test_nothing_is_left_on_the_hosts(storage_run, test_cluster):

@@ -10,6 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from free_ports import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "io_tools"
 
@@ -41,7 +44,8 @@ def test_a_node_without_the_tools_is_skipped_naming_each(tmp_path):
     assert doc["reason"] == ("none of ior, mdtest, elbencho is installed on this node: install them (the tools step "
                              "does not build them yet)")
     assert doc["facts"]["ior"].startswith("not run: ior is not installed on this node")
-    assert doc["facts"]["across_nodes"].startswith("not implemented:")
+    assert doc["facts"]["across_nodes"] == "not run: the run has one host"
+    assert doc["facts"]["elbencho_across_nodes"].startswith("not implemented: elbencho's multi-host service mode")
 
 
 def test_each_installed_tool_runs_and_its_output_becomes_results(tmp_path):
@@ -66,7 +70,7 @@ def test_each_installed_tool_runs_and_its_output_becomes_results(tmp_path):
                        "--size 4m --block 256k --nolive %s/elbencho" % work)
     assert doc["facts"]["ior_version"] == "3.3.0" and doc["facts"]["mdtest_version"] == "3.3.0"
     assert sorted(doc["raw"]) == ["io_tools_run-scratch.%s.txt" % t for t in ("elbencho", "ior", "mdtest")]
-    assert not work.exists()  # the test directory is gone
+    assert not work.exists() and list(tier.iterdir()) == []  # the test directory is gone, its parents with it
 
 
 def test_an_output_that_cannot_be_read_is_an_error_naming_the_tool_and_line(tmp_path):
@@ -98,7 +102,7 @@ def test_the_results_are_graded_per_tier(tmp_path):
     (run / "artifacts" / "n1").mkdir(parents=True)
     shutil.copy(tmp_path / "out" / "io_tools_run-scratch.json", run / "artifacts" / "n1")
     (run / "assess_run.json").write_text(json.dumps({"id": "r-io", "hosts": ["n1"], "profile": "quick"}))
-    _, rows, _ = evaluate(str(run))
+    run_doc, rows, _ = evaluate(str(run))
     got = {(r["check_id"], r["subject"]): (r["status"], r["observed"]) for r in rows
            if r["check_id"] in ("storage.io_tools_ran", "storage.ior_write", "storage.ior_read",
                                 "storage.mdtest_file_create", "storage.elbencho_write")}
@@ -108,3 +112,128 @@ def test_the_results_are_graded_per_tier(tmp_path):
     assert got[("storage.mdtest_file_create", "tier=scratch")] == ("fail", "113.827 ops/s")
     assert got[("storage.ior_read", "")][0] == "skip"  # the capture wrote only
     assert got[("storage.elbencho_write", "")] == ("skip", "")
+    # the report's table: one row per tier and node (a world across nodes would add its own row)
+    from reports.phases.storage.section import io_tools_part  # noqa: PLC0415
+    from reports.render import markdown  # noqa: PLC0415
+
+    text = markdown.render(io_tools_part(run_doc))
+    assert "### IOR, mdtest and elbencho" in text
+    assert "| scratch | n1 | 640 | 103 | – | 114 | 1483282 | 123 | – | – |" in text, text  # the captures' own tasks
+
+
+# IOR and mdtest captures for the tests of the world across nodes (each host's run alone reads them)
+WORLD_CAPTURES = {"ior": "ior-3.3.0-posix-fpp-C-e-lustre-exascaler-azure.txt",
+                  "mdtest": "mdtest-3.3.0-64tasks-8nodes-long-nodemap-lustre-exascaler-gcp.txt"}
+
+
+def _world_stand_ins(tmp_path, tools=("ior", "mdtest")):
+    """tmp_path/bin with a stand-in per tool that prints its capture."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in tools:
+        _stand_in(bin_dir, tool, FIXTURES / tool / WORLD_CAPTURES[tool])
+    return bin_dir
+
+
+def _two_hosts(tmp_path, run_id, params, per_host=None, paths=None, timeout=120):
+    """Two io_tools_run probes started at once on this machine as hosts a and b of one run (both at 127.0.0.1, a
+    port block of their own; variant "shared"): params for both, per_host {host: params} on top, paths {host: PATH}
+    (default /usr/bin:/bin). Returns both artifacts, a's first."""
+    port = free_port()
+    procs = []
+    for rank, host in enumerate(("a", "b")):
+        p = dict(params, hosts=["a", "b"], addresses=["127.0.0.1"] * 2, rank=rank, port=port,
+                 **(per_host or {}).get(host, {}))
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "probes", "io_tools_run", "--out", str(tmp_path / host), "--host", host,
+             "--run-id", run_id, "--variant", "shared", "--params", json.dumps(p)],
+            cwd=ROOT, env=dict(os.environ, PATH=(paths or {}).get(host, "/usr/bin:/bin")),
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    for proc in procs:
+        assert proc.wait(timeout=timeout) == 0, proc.stderr.read()
+    return [json.loads((tmp_path / h / "io_tools_run-shared.json").read_text()) for h in ("a", "b")]
+
+
+@pytest.mark.parametrize("launcher", ["direct", "srun"])
+def test_two_hosts_meet_and_the_first_says_why_no_world_starts(tmp_path, launcher):
+    """Two probes on this machine as two hosts of one run on a shared tier: each runs alone, they meet in the run's
+    store, and the first host records why no world started: direct has no MPI to start IOR and mdtest across nodes,
+    and srun, asked for, cannot be used on this machine (no Slurm node). The second host's artifact has its own
+    numbers only."""
+    from probes.common import launch  # noqa: PLC0415
+
+    if launcher == "srun" and launch.node_facts(torch_needed=False)["slurm"]:
+        pytest.skip("this machine is a Slurm node: srun would start a real world here")
+    bin_dir = _world_stand_ins(tmp_path)
+    tier = tmp_path / "shared"
+    tier.mkdir()
+    path = "%s:/usr/bin:/bin" % bin_dir
+    first, second = _two_hosts(tmp_path, "r-world", {
+        "tier": {"name": "shared", "path": str(tier), "shared": True}, "ranks": 1, "size_mib": 1,
+        "tools": ["ior", "mdtest"], "launcher": launcher, "rdzv_timeout": 30}, paths={"a": path, "b": path})
+    assert first["status"] == "ok" and second["status"] == "ok", (first["reason"], second["reason"])
+    assert first["facts"]["launcher"] == launcher
+    assert first["facts"]["across_nodes"].startswith(
+        "not run: IOR and mdtest start across nodes only through MPI (srun or mpirun); the launcher is direct"
+        if launcher == "direct" else "not run: launcher srun cannot be used: ")
+    assert "across_nodes" not in second["facts"] and "launcher" not in second["facts"]
+    for doc in (first, second):
+        assert {r["labels"]["scope"] for r in doc["results"]} == {"node"}
+        assert "store_errors" not in doc["facts"]
+    assert list(tier.iterdir()) == []  # both hosts' directories went, and the run's own on the tier with them
+
+
+def test_a_world_needs_each_tool_on_every_node_at_one_path():
+    from probes.storage.io_tools_run import world_tools  # noqa: PLC0415
+
+    params = {"tools": ["ior", "mdtest", "elbencho"]}
+    facts = [{"io_tools": {"ior": "/opt/ior/bin/ior", "mdtest": "/opt/ior/bin/mdtest"}},
+             {"io_tools": {"ior": "/usr/local/bin/ior", "mdtest": "/opt/ior/bin/mdtest"}},
+             {"io_tools": {"ior": "/opt/ior/bin/ior", "mdtest": None}}]
+    ok, why = world_tools(params, facts, ["n1", "n2", "n3"])
+    assert ok == {}
+    assert why["ior"] == ("ior is at different paths (n1 /opt/ior/bin/ior, n2 /usr/local/bin/ior, "
+                          "n3 /opt/ior/bin/ior): one command line starts every rank")
+    assert why["mdtest"] == "mdtest is not installed on n3"
+    ok, why = world_tools(params, facts[:1] * 2, ["n1", "n2"])
+    assert ok == {"ior": "/opt/ior/bin/ior", "mdtest": "/opt/ior/bin/mdtest"} and why == {}
+
+
+def test_a_host_that_fails_alone_still_meets_the_others_at_the_barriers(tmp_path):
+    """Host b cannot make its directory on the tier (the tier's path is a file there): its run alone fails, and it
+    still goes through both barriers, so host a is not left waiting out their timeouts (300 s here, beyond the
+    processes' 90 s limit) for a host that is gone. b's artifact is an error naming what failed."""
+    bin_dir = _world_stand_ins(tmp_path, tools=("ior",))
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "not-a-dir").write_text("")
+    path = "%s:/usr/bin:/bin" % bin_dir
+    first, second = _two_hosts(
+        tmp_path, "r-fail", {"ranks": 1, "size_mib": 1, "tools": ["ior"], "launcher": "direct", "rdzv_timeout": 60,
+                             "timeout_s": 60},
+        per_host={h: {"tier": {"name": "shared", "path": str(tmp_path / d), "shared": True}}
+                  for h, d in (("a", "shared"), ("b", "not-a-dir"))},
+        paths={"a": path, "b": path}, timeout=90)
+    assert second["status"] == "error" and second["reason"].startswith("alone: NotADirectoryError: "), second
+    assert first["status"] == "ok" and first["facts"]["across_nodes"].startswith("not run: IOR and mdtest start")
+    assert "store_errors" not in first["facts"] and "store_errors" not in second["facts"]
+
+
+def test_no_mpirun_smoke_test_across_the_nodes_when_no_world_can_start(tmp_path):
+    """launcher auto: mpirun's smoke test across every node is only worth running for a world. Host b has neither IOR
+    nor mdtest, so no world starts, and the nodes agree on mpirun without the smoke test (on this machine it would
+    fail, two "hosts" at one address, and its failure would show in launcher_why_not)."""
+    import shutil as sh  # noqa: PLC0415
+
+    if not sh.which("mpirun"):
+        pytest.skip("no mpirun on this machine: auto would not choose it")
+    bin_dir = _world_stand_ins(tmp_path)
+    (tmp_path / "shared").mkdir()
+    mpi = os.path.dirname(sh.which("mpirun"))
+    first, _ = _two_hosts(tmp_path, "r-auto", {
+        "tier": {"name": "shared", "path": str(tmp_path / "shared"), "shared": True}, "ranks": 1, "size_mib": 1,
+        "tools": ["ior", "mdtest"], "launcher": "auto", "rdzv_timeout": 60},
+        paths={"a": "%s:%s:/usr/bin:/bin" % (bin_dir, mpi), "b": "%s:/usr/bin:/bin" % mpi})
+    facts = first["facts"]
+    assert facts["launcher_asked"] == "auto" and facts["launcher"] == "mpirun", facts
+    assert "mpirun" not in (facts["launcher_why_not"] or {})
+    assert facts["across_nodes"] == "not run: ior is not installed on b; mdtest is not installed on b"

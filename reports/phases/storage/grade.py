@@ -19,6 +19,8 @@ kinds (registered by reports.grading.kinds.register_phase_kinds):
   storage_window_drift per host: an endurance run's last window against its first (throughput down, latency up)
   storage_fio_endurance cluster: fio endurance runs against the sweep's point of the same workload and clients
   storage_slow_tier   cluster: per workload at one client, the slowest tier named against the others' median
+  storage_world       cluster: per shared tier, IOR's or mdtest's world across every node (scope=cluster, on the
+                      first host) against a threshold, or why no world ran
 """
 
 import statistics
@@ -178,8 +180,9 @@ def _aggregates(run, metric):
     return out
 
 
-def _cluster_rows(check, run, hosts, graded):
-    """graded: {driver host: [rows]}. Hosts that drove nothing get one skip row naming who did."""
+def _cluster_rows(check, run, hosts, graded, graded_by="the sweep's driver ", nothing=None):
+    """graded: {driver host: [rows]}. Hosts that drove nothing get one skip row naming who did (graded_by: what
+    that host is, before its name); with no driver at all, `nothing` (default: the fio sweep's own reason)."""
     rows = []
     drivers = sorted(graded)
     for host in hosts:
@@ -188,8 +191,10 @@ def _cluster_rows(check, run, hosts, graded):
         elif host in run.unreachable:
             rows.append(make_row(check, host, "skip", reason="host unreachable"))
         elif drivers:
-            rows.append(make_row(check, host, "skip", reason="cluster-wide check, graded on the sweep's driver %s"
-                                 % ", ".join(drivers)))
+            rows.append(make_row(check, host, "skip", reason="cluster-wide check, graded on %s%s"
+                                 % (graded_by, ", ".join(drivers))))
+        elif nothing:
+            rows.append(make_row(check, host, "skip", reason=nothing))
         else:
             docs = _docs(run, host, "fio_sweep")
             reason = next((d.get("reason") for d in docs if d.get("reason")), None)
@@ -383,6 +388,43 @@ def grade_metadata(check, run, host):
     return rows
 
 
+def grade_world(check, run, hosts):
+    """Per tier: `metric` of the world across every node that io_tools_run's first host started (results labelled
+    scope=cluster; `labels` selects, e.g. the operation), against expect/warn, on that host. A tier without such a
+    world gets one skip row with the probe's reason (facts across_nodes, <tool>_across); the other hosts get one
+    skip row naming the host that graded it."""
+    tool = check["tool"]
+    by_tier = {}
+    for doc in run.artifacts:
+        if doc["probe"] == check["probe"]:
+            by_tier.setdefault(doc.get("variant"), []).append(doc)
+    graded = {}
+    for tier, docs in sorted(by_tier.items(), key=lambda kv: kv[0] or ""):
+        sub = "tier=%s" % tier
+        # the first host: the one that recorded the launcher the nodes agreed on (or, without a meeting, the first)
+        first = next((d for d in docs if "launcher" in (d.get("facts") or {})), docs[0])
+        facts = first.get("facts") or {}
+        values = [r["value"] for r in _records(run, check["probe"], first["host"], check["metric"])
+                  if r["variant"] == tier and r["labels"].get("scope") == "cluster"
+                  and labels_match(r["labels"], check.get("labels"))]
+        if values:
+            value = float(AGGREGATES[check.get("agg", "max")](values))
+            status, expected = _judge(check, value)
+            nodes = facts.get("across_nodes", "")
+            graded.setdefault(first["host"], []).append(make_row(
+                check, first["host"], status, _fmt(value, check), expected, subject=sub,
+                reason=nodes[len("run: "):] if nodes.startswith("run: ") else ""))
+            continue
+        why = facts.get("%s_across" % tool) or facts.get("across_nodes") or first.get("reason") or \
+            "no %s result across nodes" % check["metric"]
+        # a world that could not start because the hosts or the store failed is a fault, not a test left out
+        status = "error" if str(why).startswith("error") or "did not meet" in str(why) or \
+            "store failed" in str(why) or "did not finish alone" in str(why) else "skip"
+        graded.setdefault(first["host"], []).append(make_row(check, first["host"], status, reason=why, subject=sub))
+    return _cluster_rows(check, run, hosts, graded, graded_by="",
+                         nothing="cluster-wide check, graded on no host: %s did not run" % check["probe"])
+
+
 # Registered by reports.grading.kinds.register_phase_kinds: PER_HOST fn(check, run, host) -> rows,
 # CLUSTER fn(check, run, hosts) -> rows.
 PER_HOST = {
@@ -392,4 +434,5 @@ PER_HOST = {
     "storage_window_drift": grade_window_drift,
 }
 CLUSTER = {"storage_scaling": grade_scaling, "storage_degradation": grade_degradation,
-           "storage_fio_endurance": grade_fio_endurance, "storage_slow_tier": grade_slow_tier}
+           "storage_fio_endurance": grade_fio_endurance, "storage_slow_tier": grade_slow_tier,
+           "storage_world": grade_world}

@@ -1,6 +1,7 @@
 """Report section of the storage phase: the fio sweep per tier (aggregate throughput, IOPS and latency for every
 workload × client count, with what was skipped and why), checkpoint save/load, metadata rates and anomalies,
-import torch time, object storage.
+import torch time, object storage, datagen, and IOR, mdtest and elbencho on each node and as one world across the
+nodes of a shared tier.
 
 Plots (PNG, matplotlib Agg) beside report.md: per tier a heatmap of aggregate throughput (workload × clients),
 throughput against clients (one line per workload), and the latency percentiles of every workload at the most
@@ -343,13 +344,52 @@ def datagen_part(run):
     return out
 
 
+# (metric, operation) of io_tools_run shown per tier and where it ran, in this order
+IO_COLUMNS = (("ior_bw_mib_s", "write", "IOR write MiB/s"), ("ior_bw_mib_s", "read", "IOR read MiB/s"),
+              ("mdtest_ops_per_s", "file_creation", "mdtest creates/s"), ("mdtest_ops_per_s", "file_stat", "stats/s"),
+              ("mdtest_ops_per_s", "file_removal", "removals/s"),
+              ("elbencho_bw_mib_s", "write", "elbencho write MiB/s"),
+              ("elbencho_bw_mib_s", "read", "elbencho read MiB/s"))
+
+
+def io_tools_part(run):
+    """IOR, mdtest and elbencho per tier: each node alone (scope=node), then the world across every node that the
+    first host started on a shared tier (scope=cluster), and why a world did not start."""
+    rows, why_not, records = [], [], {}
+    for r in run.records("io_tools_run"):
+        records.setdefault((r["host"], r["variant"]), []).append(r)
+    for doc in sorted(_docs(run, "io_tools_run"), key=lambda d: (d.get("variant") or "", d["host"])):
+        facts = doc.get("facts") or {}
+        mine = records.get((doc["host"], doc.get("variant")), [])
+        for scope in ("node", "cluster"):
+            sel = [r for r in mine if r["labels"].get("scope") == scope]
+            if not sel:
+                continue
+            value = {(r["metric"], r["labels"].get("operation")): r["value"] for r in sel}
+            where = doc["host"] if scope == "node" else "%d nodes (%s, from %s)" % (
+                next(r["labels"]["nodes"] for r in sel), facts.get("launcher"), doc["host"])
+            rows.append([doc.get("variant"), where, max(int(r["labels"].get("tasks") or 0) for r in sel)]
+                        + [fmt(value.get((m, op))) for m, op, _ in IO_COLUMNS])
+        if str(facts.get("across_nodes", "")).startswith("not run") and "launcher" in facts:
+            why_not.append("tier %s, across nodes: %s" % (doc.get("variant"), facts["across_nodes"]))
+    if not rows and not why_not:
+        return []
+    out = [Heading(3, "IOR, mdtest and elbencho")]
+    if rows:
+        out.append(Table(["tier", "where", "tasks"] + [title for _, _, title in IO_COLUMNS], rows))
+    if why_not:
+        out.append(Bullets(why_not))
+    return out
+
+
 def blocks(run, rows, report_dir):
-    probes = ("storage_tiers", "fio_sweep", "checkpoint", "metadata", "import_time", "object_store", "datagen")
+    probes = ("storage_tiers", "fio_sweep", "checkpoint", "metadata", "import_time", "object_store", "datagen",
+              "io_tools_run")
     docs = [d for d in run.artifacts if d["probe"] in probes]
     if not docs:
         return []
     out = [Heading(2, "Storage")] + tiers_part(run) + fio_part(run, report_dir) + checkpoint_part(run)
-    out += metadata_part(run) + import_part(run) + object_part(run) + datagen_part(run)
+    out += metadata_part(run) + import_part(run) + object_part(run) + datagen_part(run) + io_tools_part(run)
     skipped = [r for r in _not_ok(docs) if r[1] != "object_store"]
     if skipped:
         out += [Heading(3, "Storage probes that did not run fully"),
