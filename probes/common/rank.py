@@ -170,8 +170,9 @@ def run_world(cfg, torch, dist):
             return rc
         try:
             job_function(cfg["entry"])(cfg, torch, dist, emit, progress)
-            _leave(dist, cfg["rank"], cfg["world"], wait=True)
-            dist.destroy_process_group()
+            if dist.is_initialized():  # torchtitan's entry point ends the process group itself (titan.py)
+                _leave(dist, cfg["rank"], cfg["world"], wait=True)
+                dist.destroy_process_group()
             progress(progress.index + 1, "done", "done")
         except Exception as exc:  # noqa: BLE001 - the failure is data for the parent
             _leave(dist, cfg["rank"], cfg["world"], wait=False)

@@ -6,8 +6,9 @@ ROCm, else the CPU build); releases and variants are pinned in roles/tools/vars/
 directory on the node (`--no-index`: the air-gapped path). The other requirements (`packages`, tools_venv_packages:
 datagen's numpy, av and pyarrow by default) are a second pip call, from the wheelhouse or the site's index
 (assess_pip_index_url) or PyPI, never PyTorch's index, which does not carry them; their failure is a fact
-(packages_error), not the venv's, and a reused venv gets the ones its marker does not list. pip runs with
-PIP_CONFIG_FILE=/dev/null so that a node's own pip configuration cannot change what is installed.
+(packages_error), not the venv's, and a reused venv gets the ones its marker does not list. On a GPU build
+`gpu_packages` (tools_venv_gpu_packages: torchtitan, the training phase's engine) follow in a call of their own.
+pip runs with PIP_CONFIG_FILE=/dev/null so that a node's own pip configuration cannot change what is installed.
 
 The venv lives in <prefix>/venv/py<X.Y>-torch<version>-<variant>; a marker written last names what it holds, so an
 existing venv with the same (python, torch, variant) is reused (changed: false) and a half-made one is made again.
@@ -29,6 +30,8 @@ PARAMS = Params(
     prefix=Param(str, "", "tools prefix (set by the role)"),
     pins=Param(list, [], "torch releases and their variants, newest first (tools_torch_pins)"),
     packages=Param(list, [], "more requirements installed beside torch (tools_venv_packages)"),
+    gpu_packages=Param(list, [], "requirements installed on a GPU build only, with torch held at the venv's "
+                                 "(tools_venv_gpu_packages: torchtitan)"),
     index_url=Param(str, "", "package index (assess_pip_index_url; empty: PyTorch's index for the variant)"),
     extra_index_urls=Param(list, [], "more indexes (assess_pip_extra_index_urls)"),
     wheelhouse=Param(str, "", "directory of wheels on the node: install only from it (assess_wheelhouse)"),
@@ -75,11 +78,12 @@ def pip_argv(venv, chosen, params):
     return argv
 
 
-def packages_argv(venv, params):
-    """The other requirements (tools_venv_packages), after torch: from the wheelhouse, else the site's index
-    (assess_pip_index_url) or PyPI, never the torch variant's index (pyarrow and av are not on PyTorch's)."""
+def packages_argv(venv, params, key="packages"):
+    """The other requirements (tools_venv_packages, or `key`'s list), after torch: from the wheelhouse, else the
+    site's index (assess_pip_index_url) or PyPI, never the torch variant's index (pyarrow and av are not on
+    PyTorch's)."""
     argv = [os.path.join(venv, "bin", "python"), "-m", "pip", "install", "--disable-pip-version-check",
-            "--no-input"] + list(params["packages"])
+            "--no-input"] + list(params[key])
     if params["wheelhouse"]:
         return argv + ["--no-index", "--find-links", params["wheelhouse"]]
     if params["index_url"]:
@@ -89,23 +93,37 @@ def packages_argv(venv, params):
     return argv
 
 
-def install_packages(art, venv, params, marker_path, env):
-    """tools_venv_packages into the venv when its marker does not list them yet. A failure is recorded (facts
-    packages_error) and leaves the venv in use: the probes that need a missing package skip with the reason."""
-    wanted = sorted(params["packages"])
+def install_packages(art, venv, params, marker_path, env, key="packages"):
+    """tools_venv_packages (key "packages") or tools_venv_gpu_packages (key "gpu_packages") into the venv when its
+    marker does not list them yet. A failure is recorded (facts <key>_error) and leaves the venv in use: the probes
+    that need a missing package skip with the reason (the training phase then runs its torch job, not torchtitan)."""
+    wanted = sorted(params[key])
     marker = read_marker(marker_path) or {}
-    if not wanted or set(wanted) <= set(marker.get("packages") or []):
-        art.facts["packages"] = wanted
+    if not wanted or set(wanted) <= set(marker.get(key) or []):
+        art.facts[key] = wanted
         return
-    argv = packages_argv(venv, params)
+    argv = packages_argv(venv, params, key)
     res = run_cmd(argv, timeout=params["timeout"], env=env)
-    art.facts["pip_packages"] = " ".join(argv)
+    art.facts["pip_" + key] = " ".join(argv)
     if res.rc != 0:
-        art.facts["packages_error"] = "`%s` failed (rc %s; tools_venv_packages, assess_wheelhouse, " \
-                                      "assess_pip_index_url):\n%s" % (" ".join(argv), res.rc, tail(res))
+        art.facts[key + "_error"] = "`%s` failed (rc %s; tools_venv_%s, assess_wheelhouse, assess_pip_index_url):" \
+                                    "\n%s" % (" ".join(argv), res.rc, key, tail(res))
         return
-    write_marker(marker_path, dict(marker, packages=wanted))
-    art.facts.update(packages=wanted, changed=True)
+    write_marker(marker_path, dict(marker, **{key: wanted}))
+    art.facts.update({key: wanted, "changed": True})
+
+
+def install_all_packages(art, venv, params, chosen, marker_path, env):
+    """tools_venv_packages, then on a GPU build tools_venv_gpu_packages in a pip call of their own, with torch held at
+    the venv's release (`torch==X` matches X+cu130): torchtitan needs torch >= 2.11 (through spmd_types), and on an
+    older pin pip must fail there, not replace the node's matched torch with PyPI's; on the CPU build they are left
+    out (torchtitan sets a CUDA device unconditionally)."""
+    install_packages(art, venv, params, marker_path, env)
+    gpu = list(params["gpu_packages"]) if chosen["variant"] != "cpu" else []
+    art.facts["gpu_packages_wanted"] = gpu or None
+    if gpu:
+        install_packages(art, venv, dict(params, gpu_packages=gpu + ["torch==%s" % chosen["torch"]]), marker_path,
+                         env, key="gpu_packages")
 
 
 def run(art, params, out_dir):
@@ -131,7 +149,7 @@ def run(art, params, out_dir):
                 info = detect.python_info(vpython)
                 if info.get("torch"):
                     art.facts.update(python=vpython, reused=True, installed_torch=info["torch"])
-                    install_packages(art, venv, params, os.path.join(venv, MARKER), env)
+                    install_all_packages(art, venv, params, chosen, os.path.join(venv, MARKER), env)
                     return
             need = params["min_free_gib"] or (2 if chosen["variant"] == "cpu" else 8)
             free = shutil.disk_usage(venvs).free / 2**30
@@ -161,6 +179,6 @@ def run(art, params, out_dir):
             write_marker(os.path.join(venv, MARKER), {"key": key, "torch": info["torch"],
                                                       "variant": chosen["variant"], "python": python})
             art.facts.update(python=vpython, reused=False, installed_torch=info["torch"], changed=True)
-            install_packages(art, venv, params, os.path.join(venv, MARKER), env)
+            install_all_packages(art, venv, params, chosen, os.path.join(venv, MARKER), env)
     except LockTimeout as exc:
         art.error(str(exc))

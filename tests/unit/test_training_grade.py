@@ -31,7 +31,7 @@ def check(cid):
 
 
 def train_doc(host, variant="dense", tps=None, backend="cuda", gpu=H100, model=None, loss=(11.0, 7.0), cv=0.02,
-              failures=(), status="ok", alltoall=None, steps=20, ppn=8):
+              failures=(), status="ok", alltoall=None, steps=20, ppn=8, own_mfu=None):
     """One host's artifact of one job; tps: {nodes: tokens/s per GPU} (the worlds it ran), alltoall {nodes: share}."""
     tps = {1: GOOD_TPS, 2: GOOD_TPS, 4: GOOD_TPS} if tps is None else tps
     art = Artifact("training", "r", host, variant=variant)
@@ -61,6 +61,8 @@ def train_doc(host, variant="dense", tps=None, backend="cuda", gpu=H100, model=N
         art.add("time_to_first_step_s", 30.0 + 5 * nodes, "s", **labels)
         if variant == "moe":
             art.add("alltoall_share", (alltoall or {}).get(nodes, 0.1), "ratio", **labels)
+        if own_mfu is not None:
+            art.add("torchtitan_mfu_pct", own_mfu, "%", **labels)
     if status == "error":
         art.error("1 of 3 world sizes failed")
     elif status == "skipped":
@@ -113,6 +115,16 @@ def test_dense_mfu_against_torchtitans_figure(tps, status):
     assert row["expected"].startswith(">= 23.59 (0.7 × training_llama8b_mfu_pct 33.7)")
     if status == "warn":
         assert row["expected"].endswith("(warn below >= 28.65 (0.85 × training_llama8b_mfu_pct 33.7))")
+
+
+def test_torchtitans_own_mfu_is_shown_beside_ours():
+    """Under torchtitan the row also says the MFU torchtitan printed (its FLOPs count, its peak): the figure an
+    engineer who runs it by hand compares with."""
+    c = check("training.torchtitan_dense")
+    run = make_run([train_doc("h1", own_mfu=33.41), train_doc("h2")])
+    [row] = gt.grade_throughput(c, run, "h1")
+    assert row["status"] == "pass" and row["observed"].endswith("989 TFLOPS); torchtitan's own: 33.4 %")
+    assert "torchtitan's own" not in gt.grade_throughput(c, run, "h2")[0]["observed"]
 
 
 def test_dense_tokens_per_s_and_the_skips_with_their_reasons():

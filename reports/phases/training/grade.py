@@ -204,6 +204,10 @@ def grade_throughput(check, run, host):
         if value is None:
             return [make_row(check, host, "skip", observed, subject=subject, reason=text)]
         observed = "%.3g %% MFU (%s × %s)" % (value, observed, text)
+        own = by_world(run, check.get("variant"), "torchtitan_mfu_pct", host).get(world, {}).get(host)
+        if own is not None:
+            # torchtitan's own figure (its FLOPs count and the peak it assumed): what a run by hand prints
+            observed += "; torchtitan's own: %.3g %%" % own
     why = shape_mismatch(check, facts)
     if why:
         return [make_row(check, host, "skip", observed, subject=subject, reason=why)]

@@ -86,7 +86,10 @@ def describe(doc):
                 f.get("data", "?"), shape, params, f.get("seq_len"), f.get("local_batch"), f.get("dtype"),
                 f.get("procs_per_node"), f.get("steps"), f.get("warmup_steps"), f.get("world_sizes"),
                 f.get("world_sizes_run") or "none", f.get("launcher", "?"))
-            + ("".join(" Not run: %s." % why for why in f.get("world_sizes_not_run") or []))]
+            + ("".join(" Not run: %s." % why for why in f.get("world_sizes_not_run") or []))
+            + (" torchtitan: %s." % f["torchtitan"] if f.get("torchtitan") else "")
+            + (" torchtitan %s ran as `python %s`." % ((f.get("torchtitan_log") or {}).get("version", "?"),
+                                                     f["torchtitan_argv"]) if f.get("torchtitan_argv") else "")]
 
 
 def _mfu_cell(run, variant, world, tps_by_host):
