@@ -17,6 +17,15 @@ _load_config), and every other option is a dataclass path parsed by tyro (config
     --metrics.log_freq                                        components/metrics.py MetricsProcessor.Config
     --profiler.no-enable-profiling                            tools/profiler.py Profiler.Config.enable_profiling
                                                               (llama3_8b turns profiling on, every 100 steps)
+    --training.disable_cuda_graphs                            config/configs.py TrainingConfig.disable_cuda_graphs:
+                                                              0.3.0 refuses gpt_oss_20b with expert parallelism
+                                                              unless set ("CUDA graphs support only expert parallel
+                                                              token dispatcher configurations without CPU
+                                                              synchronization"), so the MoE job sets it
+
+Checked against the 0.3.0 wheel's own ConfigManager (a scratch venv with CPU torch 2.13 and triton, 2026-12-05): both
+jobs' argv parse, every option to the value meant (tests/unit/test_torchtitan_cmd.py runs that check where torchtitan
+is importable).
 
 The wheel installs no console script; train.py runs as `python -m torchtitan.train` (its __main__ block), which is
 also what torchrun's `-m torchtitan.train` runs. The launcher (torchrun or srun) wraps this argv elsewhere.
@@ -33,6 +42,7 @@ plan keys (all but the job's own defaults optional):
     tokenizer      hf_assets_path: the directory holding the tokenizer
     dp_shard       FSDP degree (-1: every rank); ep: expert-parallel degree (MoE job)
     compile        True/False: --compile.enable / --compile.no-enable; absent: the config's default
+    cuda_graphs    False: --training.disable_cuda_graphs; absent: the config's default (the MoE job: False)
     profile        False: --profiler.no-enable-profiling; absent: the config's default
     log_freq       steps between metric lines
     dump_folder    where torchtitan writes outputs
@@ -122,6 +132,8 @@ def _switch_args(plan):
         args.append("--compile.enable" if plan["compile"] else "--compile.no-enable")
     if plan.get("profile") is False:
         args.append("--profiler.no-enable-profiling")
+    if plan.get("cuda_graphs") is False:
+        args.append("--training.disable_cuda_graphs")
     log_freq = _positive(plan, "log_freq")
     if log_freq is not None:
         args += ["--metrics.log_freq", str(log_freq)]
@@ -163,4 +175,5 @@ def moe_ep_argv(plan, python="python"):
     """Job 2: a GPT-OSS-style MoE with expert parallelism (collective-bound): ep is required."""
     if _degree(plan, "ep") in (None, -1):
         raise ValueError("the MoE job needs an expert-parallel degree (plan ep)")
-    return trainer_argv(plan, MOE_EP, python)
+    # 0.3.0's all-to-all token dispatcher synchronises with the host: its config refuses CUDA graphs with it
+    return trainer_argv(dict({"cuda_graphs": False}, **plan), MOE_EP, python)

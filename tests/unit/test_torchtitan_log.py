@@ -199,6 +199,20 @@ def test_derived_ansi_format_of_0_3_0():
 # --- errors on damaged input ---------------------------------------------------------------------------------
 
 
+def test_real_0_3_0_start_up_captured_here_under_our_process_group():
+    """torchtitan 0.3.0 itself, started inside a rank of the probe's world on this machine (fixture README): every
+    start-up fact reads, and a log without a step line is an error row, not zero rows."""
+    out = _parse("cpu_trial_0.3.0_startup_2026-12.log")
+    f = out["facts"]
+    assert (f["version"], f["model_name"], f["model_flavor"], f["total_params"]) == (
+        "0.3.0", "llama3", "debugmodel", 6_163_712)
+    assert f["peak_flops"] == 3.12e14 and f["peak_flops_fallback"] == "cpu"
+    assert f["parallelism"] == {"pp": 1, "dp_replicate": 1, "dp_shard": 1, "cp": 1, "tp": 1, "ep": 1}
+    assert (f["local_batch_size"], f["global_batch_size"], f["seq_len"], f["total_steps"], f["warmup_steps"],
+            f["start_step"]) == (2, 2, 128, 5, 1, 1)
+    assert out["steps"] == [] and [e["kind"] for e in out["errors"]] == ["no_steps"]
+
+
 def test_empty_input_is_an_error_row():
     r = parse("")
     assert r["steps"] == []
@@ -279,7 +293,7 @@ def test_moe_ep_argv():
                     "--training.steps", "20", "--training.local_batch_size", "1", "--training.seq_len", "4096",
                     "--dataloader.dataset", "c4_test", "--dataloader.dataset_path", "/data/c4_test",
                     "--parallelism.data_parallel_shard_degree=-1", "--parallelism.expert_parallel_degree", "8",
-                    "--compile.no-enable"]
+                    "--compile.no-enable", "--training.disable_cuda_graphs"]
 
 
 def test_other_config_and_python():
@@ -287,9 +301,28 @@ def test_other_config_and_python():
                            python="/venv/bin/python")
     assert argv == ["/venv/bin/python", "-m", "torchtitan.train", "--module", "deepseek_v3", "--config",
                     "deepseek_v3_16b", "--parallelism.data_parallel_shard_degree", "8",
-                    "--parallelism.expert_parallel_degree", "8"]
+                    "--parallelism.expert_parallel_degree", "8", "--training.disable_cuda_graphs"]
     assert cmd.trainer_args({"module": "llama3", "config": "llama3_debugmodel"}) == [
         "--module", "llama3", "--config", "llama3_debugmodel"]
+
+
+def test_both_jobs_argv_parse_with_torchtitans_own_config_manager():
+    """Where torchtitan is importable (a GPU node's probe venv; not this project's test venv, whose CPU torch has no
+    triton), its own ConfigManager parses both jobs' argv to the values meant. It found the MoE job's CUDA-graph
+    refusal."""
+    config = pytest.importorskip("torchtitan.config", reason="torchtitan is not installed in this Python")
+    manager = config.ConfigManager
+    dense = manager().parse_args(cmd.llama3_fsdp_argv({
+        "steps": 8, "warmup": 2, "local_batch": 2, "seq_len": 2048, "dp_shard": -1, "compile": False,
+        "profile": False, "log_freq": 1, "data": {"dataset": "c4", "path": "/data/c4"}, "tokenizer": "/t",
+        "dump_folder": "/out"})[3:])
+    assert (dense.training.steps, dense.training.local_batch_size, dense.training.seq_len) == (8, 2, 2048)
+    assert (dense.parallelism.data_parallel_shard_degree, dense.compile.enable, dense.profiler.enable_profiling,
+            dense.metrics.log_freq, dense.lr_scheduler.warmup_steps) == (-1, False, False, 1, 2)
+    assert (dense.dataloader.dataset, dense.dataloader.dataset_path, dense.hf_assets_path, dense.dump_folder) == (
+        "c4", "/data/c4", "/t", "/out")
+    moe = manager().parse_args(cmd.moe_ep_argv({"dp_shard": -1, "ep": 4})[3:])
+    assert moe.parallelism.expert_parallel_degree == 4 and moe.training.disable_cuda_graphs is True
 
 
 @pytest.mark.parametrize("build, plan, match", [
