@@ -461,6 +461,32 @@ class CallbackModule(CallbackBase):
                 os.kill(os.getpid(), signum)
 
         signal.signal(signal.SIGTERM, on_sigterm)
+        self._interrupt_without_forwarding(main_pid)
+
+    @staticmethod
+    def _interrupt_without_forwarding(main_pid):
+        """Ctrl-C ends the controller without signalling its workers first.
+
+        ansible-core's SIGINT handler (TaskQueueManager._signal_handler) sends SIGINT to every worker, then raises
+        KeyboardInterrupt. A worker's own handler (WorkerProcess._term) kills it at once, also when it is in the
+        middle of putting a result into the results queue: it dies holding that queue's write lock (a
+        multiprocessing lock, never released by a dead holder), and the controller then blocks for ever putting its
+        own end marker into the same queue (StrategyBase.cleanup): no cleanup, no exit. A burn-in poll's result is
+        large, so a worker spends much of its time in that write; a clean-clone run hung so (2026-12-05). Here
+        SIGINT only raises KeyboardInterrupt in the controller: ansible-core's own cleanup reads the queue to its end
+        marker, then ends the workers with SIGTERM (TaskQueueManager._cleanup_processes), once nothing reads the
+        queue any more. A second Ctrl-C ends the controller at once, as ansible-core's does."""
+        previous = signal.getsignal(signal.SIGINT)
+
+        def on_sigint(signum, frame):
+            if os.getpid() != main_pid:  # a forked worker before it installs its own handler
+                if callable(previous):
+                    previous(signum, frame)
+                return
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            raise KeyboardInterrupt()
+
+        signal.signal(signal.SIGINT, on_sigint)
 
     def _cleanup_interrupted(self, why, hosts=None):
         """Once, for a run that made its directory on the controller and whose playbook has a cleanup play that did

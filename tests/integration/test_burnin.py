@@ -274,7 +274,15 @@ def test_interrupted_play_stops_the_nodes_and_keeps_a_partial_timeline(test_clus
                 "the play ended first, rc %s" % proc.returncode if ended else "240 s", "\n" + output[-3000:]))
         assert _marked(run_dir.name), "no process of the run on the hosts before the interruption"
         proc.send_signal(signal.SIGINT)
-        output, _ = proc.communicate(timeout=120)
+        try:
+            output, _ = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired as exc:
+            # what the controller printed after the interruption is the evidence: it goes with the failure
+            proc.kill()
+            rest = proc.communicate()[0] or ""
+            raise AssertionError("the interrupted controller did not end within 120 s; its output:\n%s" % (
+                ((exc.output or b"").decode("utf-8", "replace") if isinstance(exc.output, bytes) else
+                 (exc.output or "")) + rest)[-6000:]) from None
     finally:
         if proc.poll() is None:
             proc.kill()
