@@ -130,13 +130,13 @@ def _rendezvous(cfg, torch, dist, emit, progress):
 LEAVE_WAIT_S = 30.0
 
 
-def _leave(dist, rank, world, wait):
+def leave(dist, rank, world, wait, store=None):
     """Says this rank is done with the world's store; rank 0 (its process serves the store) waits, when its job ran
     through, until every rank has said so or LEAVE_WAIT_S passed. A rank process ends at once (exit_now): without
     this, rank 0 could end while another rank still reads a key it set last (the inference job's "sweep over"), and
     that rank would fail with "Failed to recv, got 0 bytes"."""
     try:
-        store = dist.distributed_c10d._get_default_store()
+        store = store or dist.distributed_c10d._get_default_store()
         store.add("clustermax/left", 1)
         deadline = time.monotonic() + LEAVE_WAIT_S
         while wait and rank == 0 and store.add("clustermax/left", 0) < world and time.monotonic() < deadline:
@@ -170,12 +170,12 @@ def run_world(cfg, torch, dist):
             return rc
         try:
             job_function(cfg["entry"])(cfg, torch, dist, emit, progress)
-            if dist.is_initialized():  # torchtitan's entry point ends the process group itself (titan.py)
-                _leave(dist, cfg["rank"], cfg["world"], wait=True)
+            if dist.is_initialized():  # torchtitan's entry point ends the process group itself (titan.py leaves first)
+                leave(dist, cfg["rank"], cfg["world"], wait=True)
                 dist.destroy_process_group()
             progress(progress.index + 1, "done", "done")
         except Exception as exc:  # noqa: BLE001 - the failure is data for the parent
-            _leave(dist, cfg["rank"], cfg["world"], wait=False)
+            leave(dist, cfg["rank"], cfg["world"], wait=False)
             text = str(exc).strip()
             kind = "hang" if "timed out" in text.lower() or "timeout" in text.lower() else "error"
             emit({"type": "error", "kind": kind, "step": progress.index, "label": progress.label,

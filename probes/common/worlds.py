@@ -682,10 +682,12 @@ def environments(node, params, ppn):
     return env, launch_env, node_env, facts
 
 
-def drive(art, node, params, settings, plan, order, env, launch_env, node_env, record):
+def drive(art, node, params, settings, plan, order, env, launch_env, node_env, record, agree_settings=None):
     """Run every world size of the plan on this node, through the launcher the nodes agree on. `record(art, world,
     nodes)` records what this node's ranks of a world measured (world.ranks, world.records(rank)). Failures go to
-    facts.failures and the artifact's error; returns the node counts this node took part in."""
+    facts.failures and the artifact's error; returns the node counts this node took part in.
+    `agree_settings(node)`, when given, runs once the nodes have met (node.mesh, None for one node alone) and may
+    change `settings` in place, the same way on every node (the training job's engine)."""
     ppn = settings["ppn"]
     failures, ran, missing_nodes = [], [], set()
     os.makedirs(node.work, exist_ok=True)
@@ -696,6 +698,8 @@ def drive(art, node, params, settings, plan, order, env, launch_env, node_env, r
     launcher = "direct"
     try:
         node.open_store(connect_timeout=settings["rdzv_timeout"], always=params["launcher"] != "direct")
+        if agree_settings is not None:
+            agree_settings(node)
         if params["launcher"] != "direct":
             launcher, why_not, facts = launch.agree(node.mesh, params["launcher"], node.work, params["mpirun_args"],
                                                     settings["rdzv_timeout"])

@@ -179,9 +179,29 @@ def loop_main(cfg):
         if kept:
             _append(paths["jsonl"], kept)
     _append(paths["jsonl"], recorder.final())
-    with open(paths["done"], "w") as fh:
-        json.dump({"ended_by": stop["by"], "polls": polls, "unreadable_polls": errors, "t_start": t_start,
-                   "t_end": time.time()}, fh)
+    _write_done(paths["done"], {"ended_by": stop["by"], "polls": polls, "unreadable_polls": errors,
+                                "t_start": t_start, "t_end": time.time()})
+
+
+def _write_done(path, doc):
+    """The watcher's last word, whole or not at all (written aside, then renamed): a stop that saw the file appear
+    while it was still being written read it empty and reported the watcher's end as "unknown" (a clean-clone
+    failure under load, 2026-12-05)."""
+    temp = path + ".tmp"
+    with open(temp, "w") as fh:
+        json.dump(doc, fh)
+    os.replace(temp, path)
+
+
+def _read_done(path):
+    """The watcher's last word, or None while there is none that reads (not there yet, or an older watcher's half
+    written one)."""
+    try:
+        with open(path) as fh:
+            done = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return done if isinstance(done, dict) else None
 
 
 def _start(art, params, out_dir, paths):
@@ -232,15 +252,15 @@ def _ours(pid, tag):
 def _stop(art, params, out_dir, paths):
     tag = params["tag"]
     deadline = time.time() + params["wait_s"]
-    while not os.path.exists(paths["done"]) and time.time() < deadline and os.path.exists(paths["pid"]):
+    while _read_done(paths["done"]) is None and time.time() < deadline and os.path.exists(paths["pid"]):
         time.sleep(0.2)
     ended_by = None
-    if os.path.exists(paths["pid"]) and not os.path.exists(paths["done"]):
+    if os.path.exists(paths["pid"]) and _read_done(paths["done"]) is None:
         open(paths["stop"], "w").close()
         grace = time.time() + STOP_GRACE_S
-        while not os.path.exists(paths["done"]) and time.time() < grace:
+        while _read_done(paths["done"]) is None and time.time() < grace:
             time.sleep(0.1)
-        if not os.path.exists(paths["done"]):
+        if _read_done(paths["done"]) is None:
             with open(paths["pid"]) as fh:
                 pid = int(fh.read().strip() or 0)
             for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -248,12 +268,7 @@ def _stop(art, params, out_dir, paths):
                     os.kill(pid, sig)
                     time.sleep(2.0)
             ended_by = "killed"
-    done = {}
-    try:
-        with open(paths["done"]) as fh:
-            done = json.load(fh)
-    except (OSError, ValueError):
-        pass
+    done = _read_done(paths["done"]) or {}
     for path in (paths["pid"], paths["stop"]):
         if os.path.exists(path):
             os.unlink(path)

@@ -59,7 +59,7 @@ def train(cfg, torch, dist, emit, progress):
         began = time.time()  # wall clock: the probe measures the time to the first step from the rank's start
         batch = next(batches).to(device)
         record = _step(cfg, torch, dist, model, optimizer, experts, batch, clock)
-        record.update(step=i, warmup=i < warmup, peak_memory_bytes=_peak_memory(torch, device), t=began)
+        record.update(step=i, warmup=i < warmup, peak_memory_bytes=peak_memory(torch, device), t=began)
         emit(record)
         if i >= warmup:
             timed_tokens += record["tokens"]
@@ -129,7 +129,8 @@ def _clip(torch, dist, params, max_norm):
     return norm
 
 
-def _peak_memory(torch, device):
+def peak_memory(torch, device):
+    """The step's peak: GPU max_memory_allocated (reset before each step), CPU the process's peak RSS so far."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device)
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB

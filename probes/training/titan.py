@@ -16,17 +16,20 @@ the rank's progress (the stall watch), the start-up lines facts. The log itself 
 Records, as job.py's: setup (the model's parameter counts from the profile's shape, which names torchtitan's config),
 per step {"type": "step", "step" (0-based, as job.py's), "t" (start), "warmup", "seconds" (wall time from the previous
 step line, or from "Training starts" for the first), "loss" (torchtitan's: the global mean), "tokens_per_s"
-(torchtitan's tps: this GPU's tokens/s), "peak_memory_bytes" (torchtitan's memory: max reserved), "mfu_pct" and
-"tflops" (torchtitan's own, for comparison with ours)}, then a summary (tokens_per_s: the mean of the timed steps'
-tps) and {"type": "titan", "facts"} (version, peak FLOPS it used for MFU, GPU, parallel dims).
+(torchtitan's tps: this GPU's tokens/s), "peak_memory_bytes" (as job.py's: GPU max allocated, CPU peak RSS),
+"reserved_gib", "mfu_pct" and "tflops" (torchtitan's own, for comparison)}, then a summary (tokens_per_s: the timed
+steps' tokens over their seconds, as job.py's) and {"type": "titan", "facts"} (version, peak FLOPS it used for MFU,
+GPU, parallel dims).
 """
 
+import gc
 import logging
 import os
 import sys
 import time
 
-from probes.training import models, torchtitan_cmd, torchtitan_log
+from probes.common import rank as rank_harness
+from probes.training import job, models, torchtitan_cmd, torchtitan_log
 
 GIB = 1 << 30
 
@@ -34,9 +37,10 @@ GIB = 1 << 30
 class StepReader(logging.Filter):
     """A root-logger filter: reads torchtitan's messages as they are logged, lets every one through."""
 
-    def __init__(self, cfg, emit, progress):
+    def __init__(self, cfg, emit, progress, peak=None):
         super().__init__()
         self.cfg, self.emit, self.progress = cfg, emit, progress
+        self.peak = peak
         self.facts, self.done = {}, set()
         self.last_t = None
         self.steps = []
@@ -68,8 +72,10 @@ class StepReader(logging.Filter):
         rec = {"type": "step", "rank": self.cfg["rank"], "step": index, "t": began,
                "warmup": index < self.cfg["warmup_steps"], "seconds": max(0.0, now - began), "loss": row["loss"],
                "tokens_per_s": row["tps"], "grad_norm": row["grad_norm"],
-               "peak_memory_bytes": int(row["memory_gib"] * GIB) if row["memory_gib"] is not None else None,
-               "mfu_pct": row["mfu_pct"], "tflops": row["tflops"]}
+               # the torch job's measure (GPU max allocated, CPU peak RSS), read while torchtitan logs the step and
+               # before it resets the peak; its own figure is max reserved, rounded to 0.01 GiB
+               "peak_memory_bytes": self.peak() if self.peak else None,
+               "reserved_gib": row["memory_gib"], "mfu_pct": row["mfu_pct"], "tflops": row["tflops"]}
         self.emit(rec)
         self.steps.append(rec)
         self.last_t = now
@@ -83,7 +89,10 @@ def trainer_args(cfg):
     plan = {"steps": cfg["warmup_steps"] + cfg["steps"], "warmup": cfg["warmup_steps"],
             "local_batch": cfg["local_batch"], "seq_len": cfg["seq_len"], "dp_shard": -1, "log_freq": 1,
             "profile": False, "compile": titan.get("compile"), "tokenizer": titan.get("tokenizer"),
-            "dump_folder": cfg["dump_folder"], "config": titan.get("config"), "module": titan.get("module")}
+            "dump_folder": cfg["dump_folder"], "config": titan.get("config"), "module": titan.get("module"),
+            # its structured logger starts once per process: in a later world it would write into the first one's
+            # dump folder under the first one's rank
+            "structured_logging": False}
     if titan.get("dataset") or titan.get("dataset_path"):
         plan["data"] = {"dataset": titan.get("dataset") or "c4", "path": titan.get("dataset_path")}
     if cfg["job"] == "moe":
@@ -111,11 +120,19 @@ def train(cfg, torch, dist, emit, progress):
     os.environ.update({"RANK": str(cfg["rank"]), "LOCAL_RANK": str(cfg["local_rank"]),
                        "WORLD_SIZE": str(cfg["world"]), "LOCAL_WORLD_SIZE": str(cfg["ppn"]),
                        "MASTER_ADDR": str(cfg["master_addr"]), "MASTER_PORT": str(cfg["master_port"])})
-    reader = StepReader(cfg, emit, progress)
+    device = torch.device(cfg["device"])
+    reader = StepReader(cfg, emit, progress, peak=lambda: job.peak_memory(torch, device))
     root = logging.getLogger()
     root.addFilter(reader)
     argv = sys.argv
     sys.argv = [torchtitan_cmd.TRAIN_MODULE] + args
+    # torchtitan's main() ends the process group, and with it rank 0's store: the ranks still say they are done
+    # with the world through that store before this rank's process moves on (probes/common/rank.py leave)
+    store = dist.distributed_c10d._get_default_store()
+    # what torchtitan's init_distributed would have done, which it skips for our process group: activation
+    # checkpointing's recompute must run in the thread that holds the device meshes (spmd_types keeps them per thread)
+    threaded = torch.autograd.is_multithreading_enabled()
+    torch.autograd.set_multithreading_enabled(False)
     try:
         import torchtitan.train  # noqa: PLC0415 - only on nodes that run torchtitan
 
@@ -123,10 +140,20 @@ def train(cfg, torch, dist, emit, progress):
     finally:
         sys.argv = argv
         root.removeFilter(reader)
+        torch.autograd.set_multithreading_enabled(threaded)
+        # torchtitan's GarbageCollection turns automatic collection off and never back on: the next world in this
+        # process would keep the trainer's reference cycles (and their GPU memory)
+        gc.enable()
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
         emit({"type": "titan", "rank": cfg["rank"], "facts": reader.facts, "unread_step_lines": reader.unread[:5]})
+    rank_harness.leave(dist, cfg["rank"], cfg["world"], wait=True, store=store)
     timed = [s for s in reader.steps if not s["warmup"] and s["tokens_per_s"]]
+    # as the torch job's: the timed tokens over their seconds (every step has the same tokens, so the harmonic mean
+    # of torchtitan's per-step tps)
     emit({"type": "summary", "rank": cfg["rank"], "steps": len(timed),
-          "tokens_per_s": sum(s["tokens_per_s"] for s in timed) / len(timed) if timed else None})
+          "tokens_per_s": len(timed) / sum(1.0 / s["tokens_per_s"] for s in timed) if timed else None})
     if not reader.steps:
         raise RuntimeError("torchtitan ran through without a step line read (%s)" % (
             "; ".join(reader.unread[:2]) or "no step line logged"))

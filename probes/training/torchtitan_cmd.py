@@ -43,6 +43,7 @@ plan keys (all but the job's own defaults optional):
     dp_shard       FSDP degree (-1: every rank); ep: expert-parallel degree (MoE job)
     compile        True/False: --compile.enable / --compile.no-enable; absent: the config's default
     cuda_graphs    False: --training.disable_cuda_graphs; absent: the config's default (the MoE job: False)
+    structured_logging   False: --debug.no-enable-structured-logging (config/configs.py DebugConfig); absent: on
     profile        False: --profiler.no-enable-profiling; absent: the config's default
     log_freq       steps between metric lines
     dump_folder    where torchtitan writes outputs
@@ -134,6 +135,8 @@ def _switch_args(plan):
         args.append("--profiler.no-enable-profiling")
     if plan.get("cuda_graphs") is False:
         args.append("--training.disable_cuda_graphs")
+    if plan.get("structured_logging") is False:
+        args.append("--debug.no-enable-structured-logging")
     log_freq = _positive(plan, "log_freq")
     if log_freq is not None:
         args += ["--metrics.log_freq", str(log_freq)]

@@ -230,4 +230,20 @@ def run(art, params, out_dir):
             return
         art.facts["world_sizes_not_run"] = not_run or None
         plan = split
-    drive(art, node, params, settings, plan, order, env, launch_env, node_env, record)
+    drive(art, node, params, settings, plan, order, env, launch_env, node_env, record,
+          agree_settings=lambda met: agree_engine(art, met, settings, engine, titan_why_not))
+
+
+def agree_engine(art, node, settings, engine, why_not):
+    """One engine on every node: a world's ranks run one job. torchtitan only where every node chose it; else the
+    torch job everywhere, naming the node that could not (its tokenizer directory missing, its torchtitan install
+    failed). Changes settings (the ranks' entry) and facts in place."""
+    if node.mesh is None:
+        return
+    chosen = node.mesh.allgather({"engine": engine, "why": why_not}, settings["rdzv_timeout"])
+    if engine != "torchtitan" or all(c["engine"] == "torchtitan" for c in chosen):
+        return
+    first = next(r for r, c in enumerate(chosen) if c["engine"] != "torchtitan")
+    settings["entry"] = "probes.training.job:train"
+    art.facts["engine"] = "torch-fsdp2"
+    art.facts["torchtitan"] = "not on every node: %s: %s" % (node.hosts[first], chosen[first]["why"])

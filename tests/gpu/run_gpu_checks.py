@@ -24,8 +24,8 @@ and a summary of every probe (status, reason, headline numbers). Then, natively 
     where it is installed;
   - the training probe's dense job (FSDP2, bf16, a 1B Llama shape) for about a minute and its MoE job (GPT-OSS's
     layer shape, 2 layers) for about half that: tokens/s per GPU and MFU, step times, memory, the loss; then the
-    dense job under torchtitan (llama3_debugmodel) where it is importable and $CMXA_TORCHTITAN_TOKENIZER names a
-    tokenizer directory (else it says why not);
+    two jobs under torchtitan (llama3_debugmodel, gpt_oss_debugmodel) where it is importable and
+    $CMXA_TORCHTITAN_TOKENIZER names a tokenizer directory (else it says why not);
   - the audit probe's GPU checks, graded on the controller's rules;
   - the inference probe: vLLM on this node's GPUs (tensor parallel) serving $INFERENCE_MODEL_PATH (else the
     tiny-random model it writes), one short sweep by vllm bench serve (chat, prefill, agentic at concurrency 1 and
@@ -303,10 +303,10 @@ def training(art):
 
 
 def torchtitan_training(art):
-    """The dense job under torchtitan (probes/training/titan.py), its llama3_debugmodel config on this node's GPUs,
-    where torchtitan is importable and CMXA_TORCHTITAN_TOKENIZER names a directory with a tokenizer.json
-    (CMXA_TORCHTITAN_DATASET a local copy of c4; the device machine reaches no hub). Otherwise it says why it did not
-    run, which is not a failure. True when it ran and failed."""
+    """Both jobs under torchtitan (probes/training/titan.py), its llama3_debugmodel and gpt_oss_debugmodel configs on
+    this node's GPUs, where torchtitan is importable and CMXA_TORCHTITAN_TOKENIZER names a directory with a
+    tokenizer.json (CMXA_TORCHTITAN_DATASET a local copy of c4; the device machine reaches no hub). Otherwise it says
+    why it did not run, which is not a failure. True when it ran and failed."""
     import importlib.util
 
     tokenizer = os.environ.get("CMXA_TORCHTITAN_TOKENIZER", "")
@@ -315,15 +315,21 @@ def torchtitan_training(art):
     if why:
         print("training dense under torchtitan: not run: %s" % why)
         return False
-    titan = {"tokenizer": tokenizer, "config": "llama3_debugmodel", "dataset": "c4",
-             "dataset_path": os.environ.get("CMXA_TORCHTITAN_DATASET", "")}
-    doc = probe("training", art, {"job": "dense", "model": TRAIN_1B, "seq_len": 2048, "local_batch": 2, "steps": 30,
-                                  "warmup_steps": 5, "engine": "torchtitan", "torchtitan": titan},
-                variant="dense-torchtitan", timeout=420)
-    own = [r["value"] for r in (doc or {}).get("results", []) if r["metric"] == "torchtitan_mfu_pct"]
-    print("  torchtitan's own MFU %s%%, its log: %s" % (own, ((doc or {}).get("facts") or {}).get("torchtitan_log")))
-    return training_numbers("dense (torchtitan llama3_debugmodel; FLOPs/token below are the 1B shape's)",
-                            "torchtitan", doc)
+    failed = False
+    # the MoE too: expert parallelism, activation checkpointing's recompute and the CUDA-graph refusal are paths
+    # the CPU stand-in never takes
+    for job, config, model in (("dense", "llama3_debugmodel", TRAIN_1B), ("moe", "gpt_oss_debugmodel", TRAIN_MOE)):
+        titan = {"tokenizer": tokenizer, "config": config, "dataset": "c4",
+                 "dataset_path": os.environ.get("CMXA_TORCHTITAN_DATASET", "")}
+        doc = probe("training", art, {"job": job, "model": model, "seq_len": 2048, "local_batch": 2, "steps": 20,
+                                      "warmup_steps": 5, "engine": "torchtitan", "torchtitan": titan},
+                    variant="%s-torchtitan" % job, timeout=300)
+        own = [r["value"] for r in (doc or {}).get("results", []) if r["metric"] == "torchtitan_mfu_pct"]
+        print("  torchtitan's own MFU %s%%, its log: %s" % (own, ((doc or {}).get("facts") or {}).get(
+            "torchtitan_log")))
+        failed |= training_numbers("%s (torchtitan %s; FLOPs/token below are our shape's)" % (job, config),
+                                   "torchtitan", doc)
+    return failed
 
 
 def training_numbers(job, shape, doc):

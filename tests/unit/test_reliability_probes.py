@@ -131,6 +131,37 @@ def test_a_fault_that_lands_during_a_reading_is_never_dated_before_it(tmp_path):
     assert unhealthy[0]["t"] >= t_fault, (unhealthy[0]["t"], t_fault)
 
 
+def test_a_stop_that_finds_the_watchers_last_word_half_written_waits_for_all_of_it(tmp_path):
+    """The race behind a clean-clone failure (2026-12-05, ended_by "unknown" instead of "resolved"): the watcher wrote
+    its last word with open() then json.dump(), and a stop that saw the file appear in between read it empty. Forced
+    here: a real watcher is killed (it writes nothing), its file is there but empty, and the whole of it comes 0.6 s
+    after the stop began. The watcher now writes it aside and renames it; a stop waits until it reads."""
+    import signal  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    from probes.reliability import sched_watch  # noqa: PLC0415
+
+    params = {"mode": "start", "tag": "sched_watch-h", "scheduler": "none", "nodes": ["n1"], "interval": 0.1,
+              "max_s": 60, "options": {"detect_command": ["true"]}}
+    _, start = run_probe("sched_watch", str(tmp_path), "r", "obs", variant="h-start", params=params)
+    assert start["status"] == "ok"
+    paths = sched_watch._paths(str(tmp_path), "sched_watch-h")
+    os.kill(int(Path(paths["pid"]).read_text()), signal.SIGKILL)
+    time.sleep(0.3)
+    Path(paths["done"]).write_text("")  # opened, not yet written
+    got = {}
+    stopper = threading.Thread(target=lambda: got.update(doc=run_probe(
+        "sched_watch", str(tmp_path), "r", "obs", variant="h", params={"mode": "stop", "tag": "sched_watch-h",
+                                                                       "wait_s": 20})[1]))
+    stopper.start()
+    time.sleep(0.6)
+    sched_watch._write_done(paths["done"], {"ended_by": "resolved", "polls": 7, "unreadable_polls": 0,
+                                            "t_start": 1.0, "t_end": 2.0})
+    stopper.join(60)
+    assert got["doc"]["facts"]["ended_by"] == "resolved"
+    assert results(got["doc"])["polls"] == 7 and not Path(paths["done"] + ".tmp").exists()
+
+
 def test_watcher_is_stopped_on_request_and_a_second_stop_only_collects(tmp_path):
     params = {"mode": "start", "tag": "sched_watch-s", "scheduler": "none", "nodes": ["n1"], "interval": 0.1,
               "max_s": 60, "options": {"detect_command": ["true"]}}

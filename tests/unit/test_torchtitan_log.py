@@ -321,8 +321,9 @@ def test_both_jobs_argv_parse_with_torchtitans_own_config_manager():
             dense.metrics.log_freq, dense.lr_scheduler.warmup_steps) == (-1, False, False, 1, 2)
     assert (dense.dataloader.dataset, dense.dataloader.dataset_path, dense.hf_assets_path, dense.dump_folder) == (
         "c4", "/data/c4", "/t", "/out")
-    moe = manager().parse_args(cmd.moe_ep_argv({"dp_shard": -1, "ep": 4})[3:])
+    moe = manager().parse_args(cmd.moe_ep_argv({"dp_shard": -1, "ep": 4, "structured_logging": False})[3:])
     assert moe.parallelism.expert_parallel_degree == 4 and moe.training.disable_cuda_graphs is True
+    assert moe.debug.enable_structured_logging is False
 
 
 @pytest.mark.parametrize("build, plan, match", [
