@@ -220,7 +220,7 @@ def _start(art, params, out_dir, paths):
         return
     if scheduler.name == "kubernetes":
         options["baseline_taints"] = {s["node"]: s.get("taints") or [] for s in baseline}
-    for path in (paths["jsonl"], paths["stop"], paths["done"]):
+    for path in (paths["jsonl"], paths["stop"], paths["done"], paths["done"] + ".tmp"):
         if os.path.exists(path):
             os.unlink(path)
     _append(paths["jsonl"], Recorder(nodes).add(reading))

@@ -93,6 +93,24 @@ def test_torchtitan_runs_in_every_rank_of_each_world_and_its_own_step_lines_are_
     assert not list(out.glob("**/*.titan"))
 
 
+def test_the_moe_under_torchtitan_gives_each_world_its_expert_parallel_degree(tmp_path, monkeypatch):
+    """The MoE job's worlds of 1 and 2 nodes: torchtitan is started with expert parallelism over every rank of the
+    world (1, then 2) and without CUDA graphs, which 0.3.0 refuses with its all-to-all dispatcher."""
+    monkeypatch.setenv("PYTHONPATH", str(STANDIN))
+    params = {"job": "moe", "engine": "torchtitan", "port": free_port(), "steps": 2, "warmup_steps": 1,
+              "torchtitan": {"tokenizer": "/models/t", "dataset": "c4"}}
+    docs = run_nodes("training", tmp_path, params, ["a", "b"], timeout=200)
+    for doc in docs.values():
+        assert doc["status"] == "ok", doc["reason"]
+        assert doc["facts"]["world_sizes_run"] == "1,2" and doc["facts"]["experts_per_rank"] == 4
+        # the facts keep the last world's command line: 2 ranks, 2 expert-parallel ranks
+        argv = doc["facts"]["torchtitan_argv"]
+        assert "--module gpt_oss --config gpt_oss_20b " in argv and "--parallelism.expert_parallel_degree 2" in argv
+        assert "--training.disable_cuda_graphs" in argv
+        assert sorted(_by(doc, "loss_last")) == [1, 2]
+    assert not leftovers(str(tmp_path))
+
+
 def test_a_rank_killed_mid_training_under_torchtitan_is_named_with_its_host_and_nothing_is_left(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(STANDIN))
     params = {"job": "dense", "engine": "torchtitan", "port": free_port(), "steps": 6, "warmup_steps": 1,
