@@ -60,7 +60,7 @@ class StepReader(logging.Filter):
                 return True
             self._step(row, now)
         else:
-            torchtitan_log._read_facts(message, self.facts, self.done)  # noqa: SLF001 - the same reading as parse()
+            torchtitan_log.read_facts(message, self.facts, self.done)  # the same reading as parse()
             if message.startswith("Training starts at step"):
                 self.last_t = now
                 self.progress(0, "step 0", "run")

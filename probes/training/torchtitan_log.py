@@ -178,7 +178,7 @@ def _fact(name, m, conv, facts):
             facts["parallelism"] = dict(zip(names, sizes))
 
 
-def _read_facts(message, facts, done):
+def read_facts(message, facts, done):
     """Facts from one message; the first line that states a fact wins (ranks repeat them)."""
     for name, rx, conv in _FACTS:
         if name in done:
@@ -263,7 +263,7 @@ def parse(text):
             candidates.append(row)
             facts.setdefault("throughput_field", "wps" if re.search(r"\bwps:", message) else "tps")
             continue
-        _read_facts(message, facts, done)
+        read_facts(message, facts, done)
         errors.extend(_line_errors(lines, i, raw, rank, message))
     if candidates:
         for row, reason in _odd_field_sets(candidates):

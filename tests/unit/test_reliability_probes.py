@@ -74,15 +74,22 @@ def test_drain_return_and_restore_against_a_stand_in_slurm(fake_slurm, tmp_path)
     assert state["n2"]["State"] == "IDLE" and state["n3"]["State"] == "DOWN"  # n3 was not ours to resume
 
 
-def test_watcher_runs_detached_resolves_by_itself_and_is_collected(tmp_path):
+def _start_resolving_watcher(tmp_path, name, before_check):
+    """A watcher of node n1 (tag sched_watch-<name>) that stops once a fault is seen and resolved, whose detect
+    command runs `before_check` (shell lines) and then reports XID 79 while the returned flag file exists. Returns
+    (flag, the start probe's artifact)."""
     flag = tmp_path / "unhealthy"
     check = tmp_path / "check"
-    check.write_text("#!/bin/sh\n[ -e %s ] && { echo 'XID 79'; exit 1; }\nexit 0\n" % flag)
+    check.write_text("#!/bin/sh\n%s[ -e %s ] && { echo 'XID 79'; exit 1; }\nexit 0\n" % (before_check, flag))
     check.chmod(0o755)
-    params = {"mode": "start", "tag": "sched_watch-t", "scheduler": "none", "nodes": ["n1"], "interval": 0.1,
+    params = {"mode": "start", "tag": "sched_watch-" + name, "scheduler": "none", "nodes": ["n1"], "interval": 0.1,
               "stop_when": "resolved", "detect_timeout": 30, "remediation_timeout": 0.5, "settle_s": 0.2,
               "max_s": 60, "options": {"detect_command": [str(check), "{node}"]}}
-    _, start = run_probe("sched_watch", str(tmp_path), "r", "obs", variant="t-start", params=params)
+    return flag, run_probe("sched_watch", str(tmp_path), "r", "obs", variant=name + "-start", params=params)[1]
+
+
+def test_watcher_runs_detached_resolves_by_itself_and_is_collected(tmp_path):
+    flag, start = _start_resolving_watcher(tmp_path, "t", "")
     assert start["status"] == "ok" and results(start, node="n1")["available"] == 1
     pid = int(start["facts"]["watcher_pid"])
     time.sleep(0.5)
@@ -104,15 +111,7 @@ def test_a_fault_that_lands_during_a_reading_is_never_dated_before_it(tmp_path):
     answered after it reports the fault. Stamped when it was asked, it dated the detection before the injection, so
     the node looked out of service before its fault and the injection was judged unmeasurable. Forced here: each
     reading takes 0.6 s and announces when it begins; the fault lands 0.2 s into one."""
-    flag = tmp_path / "unhealthy"
-    check = tmp_path / "check"
-    check.write_text("#!/bin/sh\ntouch %s/reading.$$\nsleep 0.6\n[ -e %s ] && { echo 'XID 79'; exit 1; }\nexit 0\n"
-                     % (tmp_path, flag))
-    check.chmod(0o755)
-    params = {"mode": "start", "tag": "sched_watch-r", "scheduler": "none", "nodes": ["n1"], "interval": 0.1,
-              "stop_when": "resolved", "detect_timeout": 30, "remediation_timeout": 0.5, "settle_s": 0.2,
-              "max_s": 60, "options": {"detect_command": [str(check), "{node}"]}}
-    _, start = run_probe("sched_watch", str(tmp_path), "r", "obs", variant="r-start", params=params)
+    flag, start = _start_resolving_watcher(tmp_path, "r", "touch %s/reading.$$\nsleep 0.6\n" % tmp_path)
     assert start["status"] == "ok" and results(start, node="n1")["available"] == 1
     before = set(tmp_path.glob("reading.*"))  # the baseline reading, answered already
     deadline = time.time() + 20
