@@ -26,7 +26,8 @@ class ResultGroup:
         self.backend = cols["backend"][positions]
         self.status = cols["status"][positions]
         self._by_host = None
-        self._parsed = None
+        self._parsed = None  # the distinct label sets, parsed
+        self._codes = None  # per row: its label set's position in _parsed
         self._label_cols = {}
 
     def host_positions(self, host):
@@ -40,13 +41,15 @@ class ResultGroup:
     def label(self, key, as_text):
         """Per row: the label's value (as parsed), or str() of it (what label filters compare)."""
         if self._parsed is None:
-            # One json.loads for the whole group: much faster than one per row.
-            self._parsed = json.loads("[" + ",".join(self.labels_text) + "]") if len(self.labels_text) else []
+            # Label sets repeat from host to host (a GEMM sweep's gpu, dtype and shape): each distinct text is
+            # parsed once, and a row points at its text's labels.
+            self._codes, texts = pd.factorize(self.labels_text)
+            self._parsed = [json.loads(t) for t in texts]
         cache_key = (key, as_text)
         if cache_key not in self._label_cols:
-            col = np.empty(len(self._parsed), dtype=object)
-            col[:] = [str(d.get(key)) if as_text else d.get(key) for d in self._parsed]
-            self._label_cols[cache_key] = col
+            per_text = np.empty(len(self._parsed), dtype=object)
+            per_text[:] = [str(d.get(key)) if as_text else d.get(key) for d in self._parsed]
+            self._label_cols[cache_key] = per_text[self._codes]
         return self._label_cols[cache_key]
 
 

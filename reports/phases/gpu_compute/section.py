@@ -316,11 +316,7 @@ PLOTS = {"gemm": "gpu_compute_gemm_tflops.png", "mamf": "gpu_compute_mamf_sweep.
 
 
 def plot_gemm(data, report_dir):
-    gpus = []
-    for points in data.values():
-        for name, _ in points:
-            if name not in gpus:
-                gpus.append(name)
+    gpus = list(dict.fromkeys(name for points in data.values() for name, _ in points))  # first-seen order
     dtypes = list(data)
     if len(gpus) > MAX_BARS_GPUS:
         # One bar per GPU stops being readable (and costs seconds to draw) on a large cluster: show the
