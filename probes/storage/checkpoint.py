@@ -1,56 +1,58 @@
 """checkpoint: save and load a model-sized state dict on a storage tier, with torch.save/torch.load and with
 torch.distributed.checkpoint (DCP), the way training jobs checkpoint.
 
-Each host is one rank holding its own shard (distinct tensor names per rank, as with a sharded model).
-  * torch.save / torch.load: every rank writes its shard to its own file; the save time includes flush and
-    fsync; before the load the file's page cache is dropped (fadvise), so the load reads the filesystem.
-  * DCP across hosts (tier shared, more than one host): all ranks save into one checkpoint directory
-    through a gloo process group (rank 0's address is the rendezvous, rank = host index), DCP's writer fsyncs
-    every file; aggregate GB/s = all ranks' bytes / the slowest rank's time between two barriers.
-  * DCP per node (tier not shared, or one host): each host saves a DCP checkpoint of its own shard alone.
-Every load is checked against what was saved (a fact: load_matches). GB/s = 1e9 bytes/s.
+  * torch.save / torch.load, in the probe on each host: the host writes its shard to its own file; the save time
+    includes flush and fsync; before the load the file's page cache is dropped (fadvise), so the load reads the
+    filesystem.
+  * DCP in worlds of torch ranks (probes/common/worlds.py), one rank per GPU (nccl, the shards on the GPUs) or
+    cpu_procs_per_node ranks on the CPU backend (gloo), started through the cluster's launcher (srun, mpirun,
+    torchrun) or the probe's own workers, with the worlds' timeouts and the naming of a crashed or hung rank.
+    The rank's part is probes/storage/dcp_job.py. The worlds: every node on its own (each into its own directory),
+    then, on a tier every node shares, one world of all nodes saving into one checkpoint directory (world_sizes
+    changes the node counts). The nodes first agree that each can run (torch importable, the tier there, room for
+    what is written); a node that cannot is named, and the others run their own worlds alone.
+Per world (labels method=dcp, nodes, ranks): per rank (scope rank, label rank) its GB/s of save and load and its
+bytes; this node's ranks together (scope node: their bytes over the world's barrier-to-barrier time); the world
+(scope aggregate, on the node of rank 0: every rank's bytes over that time). Every load is checked against what was
+saved (ckpt_load_mismatch, and the facts torch_save_load_matches and dcp_load_matches). GB/s = 1e9 bytes/s.
 """
 
-import datetime
 import os
 import time
-import warnings
 
+from probes.common import device
 from probes.common import tiers as storage_tier
-from probes.common.netif import interface_for
-from probes.common.ports import port_for
+from probes.common.ports import port_param
 from probes.common.rendezvous import Mesh
+from probes.common.worlds import (
+    WORLD_PARAMS,
+    Node,
+    drive,
+    environments,
+    placement_order,
+    world_settings,
+    world_shape,
+    world_size_plan,
+)
 from probes.params import Param, Params
+from probes.storage.dcp_job import make_state_dict, same
 
 PARAMS = Params(
     peers=True,
+    **dict(WORLD_PARAMS,
+           launch_timeout=Param(float, 600, "seconds for one world's processes to start, save, load and finish"),
+           stall_timeout=Param(float, 300, "seconds without progress (a save or a load that does not end) before "
+                                           "the world counts as hung")),
     tier=Param(dict, None, "the storage tier {name, path, shared} to checkpoint on"),
     size_mib=Param(int, 64, "MiB of state dict per rank"),
     tensors=Param(int, 8, "tensors in each rank's state dict"),
     dtype=Param(str, "bfloat16", "torch dtype of the tensors"),
-    master_port=Param(int, 0, "the gloo process group's port on the first host (0: derived from the run id)"),
-    sync_port=Param(int, 0, "the rendezvous port on the first host (0: derived from the run id)"),
+    sync_port=Param(int, 0, "the port on the first host where the nodes agree that each can run (0: derived from "
+                            "the run id)"),
     dcp=Param(bool, True, "also save and load with torch.distributed.checkpoint"),
     space_factor=Param(float, 1.2, "free space needed on the tier, as a multiple of what is written"),
     connect_timeout=Param(float, 120, "seconds to wait for every host at the rendezvous"),
 )
-
-
-def make_state_dict(torch, rank, size_bytes, tensors, dtype):
-    """`tensors` tensors totalling about size_bytes, named per rank (a shard of a model)."""
-    dt = getattr(torch, dtype)
-    elem = torch.tensor([], dtype=dt).element_size()
-    per = max(1, size_bytes // (tensors * elem))
-    gen = torch.Generator().manual_seed(1234 + rank)
-    return {"rank%d.layer%d.weight" % (rank, i): torch.randn(per, generator=gen).to(dt) for i in range(tensors)}
-
-
-def nbytes(sd):
-    return sum(t.numel() * t.element_size() for t in sd.values())
-
-
-def same(torch, a, b):
-    return set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a)
 
 
 def torch_save_load(torch, sd, path):
@@ -71,19 +73,24 @@ def torch_save_load(torch, sd, path):
 
 def run(art, p, out_dir):
     tier = storage_tier.check_tier(p["tier"])
-    block = port_for(art.run_id, "checkpoint/%s" % tier["name"], span=2)
-    p["sync_port"], p["master_port"] = p["sync_port"] or block, p["master_port"] or block + 1
-    hosts = p["hosts"] or [{"name": art.host, "addr": "127.0.0.1"}]
+    # the storage role's {name, addr} entries, or the action's names with their addresses
+    addresses = p["addresses"] or []
+    hosts = [h if isinstance(h, dict) else {"name": h, "addr": addresses[i] if i < len(addresses) else h}
+             for i, h in enumerate(p["hosts"] or [])] or [{"name": art.host, "addr": "127.0.0.1"}]
     rank = p["rank"]
-    world = len(hosts)
     me = hosts[rank]
-    art.facts.update({"tier": tier["name"], "tier_path": tier["path"], "tier_shared": tier["shared"]})
+    dev, gpus, gpu_facts = device.describe()
+    art.device = dict(dev, torch=None)
+    art.facts.update({"tier": tier["name"], "tier_path": tier["path"], "tier_shared": tier["shared"],
+                      "gpu_error": gpu_facts.get("gpu_error")})
     art.facts.update({"tier_" + k: v for k, v in storage_tier.describe(tier["path"]).items()})
     base = storage_tier.run_dir(tier["path"], art.run_id)
     ck_dir = os.path.join(base, "ckpt-%s" % tier["name"])
     my_dir = os.path.join(ck_dir, me["name"])
     size = p["size_mib"] * 2**20
-    across = p["dcp"] and tier["shared"] and world > 1
+    gpu, backend, ppn = world_shape(p, dev, gpus)
+    across = p["dcp"] and tier["shared"] and len(hosts) > 1
+    plan = world_size_plan(len(hosts), p["world_sizes"] or [1, len(hosts)]) if across else [1]
 
     ready, why = True, None
     try:
@@ -95,29 +102,33 @@ def run(art, p, out_dir):
     if ready and not os.path.isdir(tier["path"]):
         ready, why = False, "tier %s: %s does not exist on %s" % (tier["name"], tier["path"], me["name"])
     if ready:
-        need = size * (2 + (world - 1) * 2 if across else 2)  # own torch.save + DCP (all ranks' on a shared tier)
+        # torch.save's file, then the largest checkpoint on the tier at once: every node's ranks (a shared tier
+        # holds every node's one-node checkpoint, then the world's)
+        need = size + (size * ppn * (len(hosts) if across else 1) if p["dcp"] else 0)
         why = storage_tier.check_space(tier["path"], need, p["space_factor"])
         ready = why is None
 
-    mesh = None
-    try:
-        if across:
-            # Agree first: gloo would wait for a missing rank until its timeout.
-            token = "%s/checkpoint/%s" % (art.run_id, tier["name"])
-            mesh = Mesh([h["name"] for h in hosts], [h["addr"] for h in hosts], rank, p["sync_port"], token,
-                        connect_timeout=p["connect_timeout"])
+    not_ready = [] if ready else ["%s (%s)" % (me["name"], why)]
+    if across:
+        # Agree first: a world would wait for a missing rank until its timeout.
+        mesh = Mesh([h["name"] for h in hosts], [h["addr"] for h in hosts], rank,
+                    port_param(p, "sync_port", art.run_id, "checkpoint/%s/ready" % tier["name"]),
+                    "%s/checkpoint/%s" % (art.run_id, tier["name"]), connect_timeout=p["connect_timeout"])
+        try:
             states = mesh.allgather({"host": me["name"], "ready": ready, "why": why},
                                     timeout=p["connect_timeout"] + 30)
-            not_ready = ["%s (%s)" % (s["host"], s["why"]) for s in states if not s["ready"]]
-        else:
-            not_ready = [] if ready else ["%s (%s)" % (me["name"], why)]
-        if not ready:
-            art.skip(why)
-            return
+        finally:
+            mesh.close()
+        not_ready = ["%s (%s)" % (s["host"], s["why"]) for s in states if not s["ready"]]
+    if not ready:
+        art.skip(why)
+        return
+    try:
         os.makedirs(my_dir, exist_ok=True)
-        sd = make_state_dict(torch, rank, size, p["tensors"], p["dtype"])
         labels = {"tier": tier["name"]}
+        sd = make_state_dict(torch, rank, size, p["tensors"], p["dtype"])
         written, save_s, load_s, ok = torch_save_load(torch, sd, os.path.join(my_dir, "state_dict.pt"))
+        del sd
         art.facts["torch_save_load_matches"] = ok
         art.add("ckpt_load_mismatch", 0 if ok else 1, "count", method="torch_save", scope="rank", **labels)
         art.add("ckpt_bytes", written, "B", method="torch_save", scope="rank", **labels)
@@ -128,77 +139,69 @@ def run(art, p, out_dir):
         art.add("ckpt_save_s", round(save_s, 4), "s", method="torch_save", scope="rank", **labels)
         art.add("ckpt_load_s", round(load_s, 4), "s", method="torch_save", scope="rank", **labels)
         os.unlink(os.path.join(my_dir, "state_dict.pt"))
-        if not p["dcp"]:
-            return
-        if across and not_ready:
-            art.facts["dcp_mode"] = "per node: not every host is ready (%s)" % "; ".join(not_ready)
-            across = False
-        dcp_dir = os.path.join(ck_dir, "dcp") if across else os.path.join(my_dir, "dcp")
-        art.facts.setdefault("dcp_mode", "across %d hosts over gloo" % world if across else
-                             "per node (%s)" % ("tier not shared" if not tier["shared"] else "one host"))
-        _dcp(art, torch, sd, dcp_dir, across, rank, world, hosts, p, labels)
+        if p["dcp"]:
+            _dcp_worlds(art, p, out_dir, hosts, rank, not_ready, plan, (gpu, backend, ppn), size,
+                        {"1": os.path.join(my_dir, "dcp-n1"),
+                         **{str(w): os.path.join(ck_dir, "dcp-n%d" % w) for w in plan if w > 1}}, labels)
     finally:
-        if mesh is not None:
-            mesh.close()
         errors = storage_tier.remove_tree(my_dir, stop_at=base)
+        if rank == 0:  # what a failed world across the nodes left in the shared directory
+            for w in plan:
+                if w > 1:
+                    errors += storage_tier.remove_tree(os.path.join(ck_dir, "dcp-n%d" % w), stop_at=base)
         if errors:
             art.facts["cleanup_errors"] = errors[:5]
 
 
-def _dcp(art, torch, sd, dcp_dir, across, rank, world, hosts, p, labels):
-    import torch.distributed as dist  # noqa: PLC0415
-    import torch.distributed.checkpoint as dcp  # noqa: PLC0415
+def _dcp_worlds(art, p, out_dir, hosts, rank, not_ready, plan, shape, size, dirs, labels):
+    """DCP in worlds of ranks: across the nodes when every one can run, else this node's own world alone."""
+    gpu, backend, ppn = shape
+    if not_ready:
+        hosts, rank, plan = [hosts[rank]], 0, [1]
+        mode = "per node: not every host can run (%s)" % "; ".join(not_ready)
+    elif len(plan) == 1 and plan[0] == 1:
+        mode = "per node (%s)" % ("tier not shared" if not p["tier"]["shared"] else "one host")
+    else:
+        mode = "worlds of %s nodes" % ", ".join(str(w) for w in plan)
+    art.facts["dcp_mode"] = "%s; %d rank%s per node (%s)" % (mode, ppn, "s" if ppn > 1 else "",
+                                                              "one per GPU" if gpu else "CPU")
+    params = dict(p, hosts=[h["name"] for h in hosts], addresses=[h["addr"] for h in hosts], rank=rank)
+    node = Node(art, params, out_dir)
+    env, launch_env, node_env, if_facts = environments(node, params, ppn)
+    if not gpu:
+        for e in (env, launch_env):
+            e.setdefault("OMP_NUM_THREADS", "1")
+    art.facts.update(if_facts)
+    art.facts.update({"torch_backend": backend, "procs_per_node": ppn, "world_sizes": ",".join(map(str, plan))})
+    settings = dict(world_settings(params, "probes.storage.dcp_job:save_load", backend, ppn), size_bytes=size,
+                    tensors=p["tensors"], dtype=p["dtype"], dcp_dirs=dirs)
+    matches = []
 
-    # DCP warns that it saves in a single process when there is no process group: that is the per-node mode.
-    warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-    if across:
-        iface, _, _ = interface_for(hosts[rank]["addr"], [h["addr"] for h in hosts])
-        if iface:
-            os.environ["GLOO_SOCKET_IFNAME"] = iface
-        dist.init_process_group("gloo", init_method="tcp://%s:%d" % (hosts[0]["addr"], p["master_port"]),
-                                rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=p["connect_timeout"]))
-    try:
-        if rank == 0 or not across:
-            os.makedirs(dcp_dir, exist_ok=True)
-        barrier = dist.barrier if across else (lambda: None)
-        barrier()
-        t0 = time.perf_counter()
-        dcp.save(sd, checkpoint_id=dcp_dir)
-        own_save = time.perf_counter() - t0
-        barrier()
-        all_save = time.perf_counter() - t0
-        storage_tier.drop_cache(dcp_dir)
-        target = {k: torch.zeros_like(v) for k, v in sd.items()}
-        barrier()
-        t0 = time.perf_counter()
-        dcp.load(target, checkpoint_id=dcp_dir)
-        own_load = time.perf_counter() - t0
-        barrier()
-        all_load = time.perf_counter() - t0
-        matches = same(torch, sd, target)
-        art.facts["dcp_load_matches"] = matches
-        size = nbytes(sd)
-        scope = "rank" if across else "node"
-        extra = dict(labels, method="dcp", ranks=world if across else 1)
-        art.add("ckpt_load_mismatch", 0 if matches else 1, "count", scope=scope, **extra)
-        art.add("ckpt_bytes", size, "B", scope=scope, **extra)
-        art.add("ckpt_save_gbps", round(size / own_save / 1e9, 4), "GB/s", scope=scope, **extra)
-        art.add("ckpt_load_gbps", round(size / own_load / 1e9, 4), "GB/s", scope=scope, **extra)
-        if across:
-            total = torch.tensor([float(size)], dtype=torch.float64)
-            dist.all_reduce(total, op=dist.ReduceOp.SUM)
-            slowest = torch.tensor([all_save, all_load], dtype=torch.float64)
-            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-            if rank == 0:
-                art.add("ckpt_save_gbps", round(float(total[0]) / float(slowest[0]) / 1e9, 4), "GB/s",
-                        scope="aggregate", **extra)
-                art.add("ckpt_load_gbps", round(float(total[0]) / float(slowest[1]) / 1e9, 4), "GB/s",
-                        scope="aggregate", **extra)
-                art.add("ckpt_bytes", float(total[0]), "B", scope="aggregate", **extra)
-            barrier()  # every rank has loaded before rank 0 removes the shared checkpoint
-        if rank == 0 or not across:
-            storage_tier.remove_tree(dcp_dir)
-    finally:
-        if across and dist.is_initialized():
-            dist.destroy_process_group()
+    def record(art, world, nodes):
+        recs = [x for r in world.ranks for x in world.records(r) if x.get("type") == "dcp"]
+        extra = dict(labels, method="dcp", nodes=nodes, ranks=world.world)
+        for x in recs:
+            matches.append(x["matches"])
+            art.add("ckpt_load_mismatch", 0 if x["matches"] else 1, "count", scope="rank", rank=x["rank"], **extra)
+            art.add("ckpt_bytes", x["bytes"], "B", scope="rank", rank=x["rank"], **extra)
+            art.add("ckpt_save_gbps", round(x["bytes"] / x["own_save_s"] / 1e9, 4), "GB/s", scope="rank",
+                    rank=x["rank"], **extra)
+            art.add("ckpt_load_gbps", round(x["bytes"] / x["own_load_s"] / 1e9, 4), "GB/s", scope="rank",
+                    rank=x["rank"], **extra)
+        if not recs:
+            return
+        save_s, load_s = max(x["all_save_s"] for x in recs), max(x["all_load_s"] for x in recs)
+        mine = sum(x["bytes"] for x in recs)
+        scopes = [("node", mine)]
+        if nodes > 1 and any(x["rank"] == 0 for x in recs):
+            # every rank holds the same size: the world's bytes; the barrier-to-barrier time is the slowest rank's
+            scopes.append(("aggregate", recs[0]["bytes"] * world.world))
+        for scope, total in scopes:
+            art.add("ckpt_bytes", total, "B", scope=scope, **extra)
+            art.add("ckpt_save_gbps", round(total / save_s / 1e9, 4), "GB/s", scope=scope, **extra)
+            art.add("ckpt_load_gbps", round(total / load_s / 1e9, 4), "GB/s", scope=scope, **extra)
+        art.facts["dcp_files_n%d" % nodes] = recs[0]["files"]
+
+    drive(art, node, params, settings, plan, placement_order(node.n, params["racks"], params["nvlink_domains"]),
+          env, launch_env, node_env, record)
+    art.facts["dcp_load_matches"] = all(matches) if matches else None

@@ -5,8 +5,8 @@ the tools step's GPU paths and a short burn-in.
     python tests/gpu/run_gpu_checks.py [--profile quick] [--via auto|ansible|probes] [--out DIR] [--only A,B]
 
 On a lent H200 (2026-12-04) the whole run took 190 s. --only reruns some parts inside a short lease: compute (the
-phase and the MAMF check) and any of the extras' names below (tools_variant, nccl_tests, launchers, block_scaled,
-audit, training, inference, burnin).
+phase and the MAMF check) and any of the extras' names below (tools_variant, nccl_tests, launchers, checkpoint,
+block_scaled, audit, training, inference, burnin).
 
 Where there is no NVIDIA GPU (no nvidia-smi, no GPU listed, or a torch without CUDA) it says so plainly, runs
 nothing, and exits 0. Where there is one:
@@ -22,6 +22,8 @@ and a summary of every probe (status, reason, headline numbers). Then, natively 
     /opt/nccl-tests/build, after building them with tools_build where $NCCL_TESTS_SRC names a source tree;
   - the collectives (NCCL all_reduce, 1 MiB .. 1 GiB) through the launcher layer: direct, torchrun, and mpirun
     where it is installed;
+  - the checkpoint probe: torch.save and DCP with 1 GiB shards on the GPUs, one rank per GPU, under direct and
+    torchrun, on a directory of this machine: GB/s per rank and per node, and whether every load matched;
   - the training probe's dense job (FSDP2, bf16, a 1B Llama shape) for about a minute and its MoE job (GPT-OSS's
     layer shape, 2 layers) for about half that: tokens/s per GPU and MFU, step times, memory, the loss; then the
     two jobs under torchtitan (llama3_debugmodel, gpt_oss_debugmodel) where it is importable and
@@ -53,7 +55,8 @@ sys.path.insert(0, str(ROOT))
 
 PROBES = ("gemm", "grouped_gemm", "gemv", "mamf", "copy_bw", "nvbandwidth", "hpl_mxp")
 FRACTION = 0.7
-EXTRAS = ("tools_variant", "nccl_tests", "launchers", "block_scaled", "audit", "training", "inference", "burnin")
+EXTRAS = ("tools_variant", "nccl_tests", "launchers", "checkpoint", "block_scaled", "audit", "training", "inference",
+          "burnin")
 
 
 def gpu_present():
@@ -189,6 +192,30 @@ def launchers(art):
             top and round(top["value"], 2), top and top["labels"]["ranks"],
             ((doc or {}).get("facts") or {}).get("nccl_version")))
         failed |= not doc or doc["status"] == "error"
+    return failed
+
+
+def checkpoint(art):
+    """DCP with the shards on the GPUs, one rank per GPU through the launcher layer (direct and torchrun), on a
+    directory of this machine; torch.save beside it. True when a run is an error or a load differed."""
+    failed = False
+    tier = Path(tempfile.mkdtemp(prefix="cmxa-ckpt-tier-"))
+    try:
+        for launcher in ("direct", "torchrun"):
+            doc = probe("checkpoint", art, {"tier": {"name": "local", "path": str(tier), "shared": False},
+                                            "size_mib": 1024, "tensors": 8, "launcher": launcher},
+                        variant=launcher, timeout=400)
+            facts = (doc or {}).get("facts") or {}
+            print("checkpoint under %s (started by %s): %s %s; %s; load matches: torch.save %s, DCP %s" % (
+                launcher, facts.get("launcher"), doc and doc["status"], (doc or {}).get("reason") or "",
+                facts.get("dcp_mode"), facts.get("torch_save_load_matches"), facts.get("dcp_load_matches")))
+            for r in (doc or {}).get("results", []):
+                if r["metric"] in ("ckpt_save_gbps", "ckpt_load_gbps"):
+                    print("  %s %s %s%s: %.3f GB/s" % (r["metric"], r["labels"].get("method"), r["labels"].get(
+                        "scope"), " %s" % r["labels"]["rank"] if "rank" in r["labels"] else "", r["value"]))
+            failed |= not doc or doc["status"] == "error" or facts.get("dcp_load_matches") is not True
+    finally:
+        shutil.rmtree(tier, ignore_errors=True)
     return failed
 
 

@@ -12,7 +12,8 @@ measurement. HPL-MxP's solve across all nodes starts the same ways, with a stand
 not a solve), and so do the storage phase's IOR and mdtest worlds on a shared tier (io_tools_standin.c: their
 command lines and summary formats, real file I/O from every rank on the checkout's filesystem, which the hosts
 share). The probes are started on every host at once, as the play does (one playbook run covers auto and the
-report)."""
+report). The checkpoint probe's DCP worlds (each node alone, then the four together on the shared tier) start
+through srun."""
 
 import csv
 import json
@@ -108,6 +109,10 @@ def launched(test_cluster, tmp_path_factory, request):
         timed(runs, "nccl-srun", run_everywhere, test_cluster, "nccl_tests", dict(nccl, launcher="srun"))
         timed(runs, "hpl-srun", run_everywhere, test_cluster, "hpl_mxp", dict(hpl, launcher="srun"))
         timed(runs, "io-srun", run_everywhere, test_cluster, "io_tools_run", dict(io, launcher="srun"))
+        # DCP: each node alone, then one world of the four, each world an srun job step
+        timed(runs, "ckpt-srun", run_everywhere, test_cluster, "checkpoint", dict(
+            tier=io["tier"], size_mib=1, tensors=2, launch_timeout=120, rdzv_timeout=60, launcher="srun"))
+        runs["ckpt-tier-left"] = sorted(str(p.relative_to(shared)) for p in shared.rglob("*"))
         timed(runs, "soak-srun", soak, test_cluster, "srun")
         runs["srun-jobs-left"] = slurm_jobs(test_cluster)
         # auto through the playbook: Slurm is up, so srun; the report shows the scaling and the placement
@@ -366,3 +371,28 @@ def test_ior_and_mdtest_run_as_one_world_across_the_nodes_of_a_shared_tier(launc
     if launcher == "mpirun":
         assert launched["io-tier-left"] == []
 
+
+
+def test_dcp_checkpoint_worlds_start_through_srun(launched, test_cluster):
+    """The checkpoint probe's DCP worlds are srun job steps: every node's own world into its own directory, then one
+    world of the four into one directory of the shared tier, each rank loading back what it saved; the world's
+    aggregate is on the first host, and the tier is left empty."""
+    names = [h["name"] for h in test_cluster.hosts]
+    docs = launched["ckpt-srun"]
+    for name in names:
+        doc = docs[name]
+        assert doc["status"] == "ok", doc["reason"]
+        facts = doc["facts"]
+        assert facts["launcher"] == "srun" and facts["world_sizes_run"] == "1,4"
+        assert facts["dcp_mode"] == "worlds of 1, 4 nodes; 1 rank per node (CPU)"
+        assert facts["dcp_load_matches"] is True and facts["dcp_files_n4"] == 5  # 4 ranks' files, one .metadata
+        # every node launches its own world; the first host launches the world of the four
+        assert [launch["nodes"] for launch in facts["launches"]] == ([1, 4] if name == names[0] else [1])
+        ranks = [r for r in doc["results"] if r["metric"] == "ckpt_save_gbps" and r["labels"].get("method") == "dcp"
+                 and r["labels"]["scope"] == "rank"]
+        assert sorted((r["labels"]["nodes"], r["labels"]["ranks"]) for r in ranks) == [(1, 1), (4, 4)]
+        assert all(r["value"] > 0 for r in ranks)
+    [total] = [r for r in docs[names[0]]["results"] if r["metric"] == "ckpt_bytes"
+               and r["labels"].get("scope") == "aggregate"]
+    assert total["value"] == 4 * 2**20
+    assert launched["ckpt-tier-left"] == []

