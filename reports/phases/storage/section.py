@@ -203,17 +203,19 @@ def checkpoint_part(run):
     values = {}
     for r in run.records("checkpoint"):
         labels = r["labels"]
-        if labels.get("method") == "dcp" and labels.get("scope") == "rank":
-            continue
-        world = (labels.get("nodes"), labels.get("ranks")) if labels.get("method") == "dcp" else (0, 0)
+        dcp = labels.get("method") == "dcp"
+        if dcp and labels.get("scope") == "rank" and "nodes" in labels:
+            continue  # a row per GPU (artifacts before worlds had one DCP rank per host, and no nodes label)
+        world = (labels.get("nodes") or 0, labels.get("ranks") or 0) if dcp else (0, 0)
         key = (r["host"], labels.get("tier") or "", labels.get("method") or "") + world + (labels.get("scope") or "",)
         values.setdefault(key, {}).setdefault(r["metric"], r["value"])
     for key in sorted(values):
         host, tier, method, nodes, ranks, scope = key
         got = values[key]
         size = got.get("ckpt_bytes")
-        world = "%d node%s, %d rank%s" % (nodes, "s" if nodes > 1 else "", ranks, "s" if ranks > 1 else "")
-        rows.append([host, tier, method, world if nodes else "–", scope,
+        world = ", ".join(["%d node%s" % (nodes, "s" if nodes > 1 else "")] * bool(nodes)
+                          + ["%d rank%s" % (ranks, "s" if ranks > 1 else "")] * bool(ranks)) or "–"
+        rows.append([host, tier, method, world, scope,
                      fmt(size / 2**20) if size else None, fmt(got.get("ckpt_save_gbps")),
                      fmt(got.get("ckpt_load_gbps"))])
     out = [Heading(3, "Checkpoint save and load")]
