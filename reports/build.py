@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 
 from probes.inventory import PROBES as PREFLIGHT_PROBES
 from reports import peers, profiles
@@ -64,10 +65,13 @@ class Progress:
 
 
 def write_checks_csv(path, rows):
-    with open(path, "w", newline="", encoding="utf-8") as fh:
+    """Written aside and renamed, as every output file: a build stopped half-way never leaves a cut-off table for
+    `compare` or `regrade` to read as whole."""
+    with open(path + ".tmp", "w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=CHECK_COLUMNS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
+    os.replace(path + ".tmp", path)
 
 
 def read_checks_csv(path):
@@ -136,54 +140,91 @@ def write_outputs(run, rows, ratings, report_dir, progress=None):
         title = "ClusterMAX assessment: %s %s" % (run.meta.get("provider"), run.meta.get("run_id"))
         _write(os.path.join(report_dir, "report.html"), render_html.render(parts, rows, ratings, report_dir, title,
                                                                          hosts=run.hosts))
+        progress(0.88, "hosts' pages, ratings.json")
         host_pages.write_host_pages(report_dir, rows, run.hosts, title)
         _write(os.path.join(report_dir, "ratings.json"), json.dumps(ratings, indent=1, sort_keys=False) + "\n")
+        progress(0.94, "results.parquet")
         # Here, not in the forked copy: pyarrow's own threads are not the copy's to rely on.
-        run.results.to_parquet(os.path.join(report_dir, "results.parquet"), index=False)
+        parquet = os.path.join(report_dir, "results.parquet")
+        run.results.to_parquet(parquet + ".tmp", index=False)
+        os.replace(parquet + ".tmp", parquet)
 
     def tables():  # plain Python, in the forked copy
         write_checks_csv(os.path.join(report_dir, "checks.csv"), rows)
         _write(os.path.join(report_dir, "junit.xml"), junit_xml(rows, ratings, run.meta,
                                                                 timestamp=ratings["generated_at"]))
 
-    side_by_side(documents, tables, "checks.csv and junit.xml")
+    try:
+        side_by_side(documents, tables, "checks.csv and junit.xml")
+    except BaseException:
+        for name in OUTPUTS:  # what a writer stopped half-way left aside (the files themselves are whole or absent)
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(report_dir, name + ".tmp"))
+        raise
     progress(1.0, "done")
 
 
 def _second_core():
-    """Whether a forked second process can write beside this one: a second CPU to run on, and this process
-    single-threaded (a fork copies only the calling thread; a lock another thread held would stay held in the
-    copy). The report CLI, which the callback runs, is single-threaded."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return hasattr(os, "fork") and cpus > 1 and threading.active_count() == 1
+    """Whether a forked second process can write beside this one: Linux (where the copy can be made to die with its
+    parent), a second CPU to run on, and no other Python thread (a fork copies only the calling thread: a lock
+    another Python thread held would stay held in the copy). Native threads (pyarrow's pool, OpenBLAS) may exist:
+    the copy runs only plain Python (csv, string building) and leaves with os._exit, so it never needs them. The
+    report CLI, which the callback runs, has no other Python thread."""
+    return (sys.platform.startswith("linux") and hasattr(os, "fork") and len(os.sched_getaffinity(0)) > 1
+            and threading.active_count() == 1)
 
 
-def _die_with_parent(parent):
-    """Linux: the kernel kills this (forked) process when its parent dies, so a build stopped by its timeout
-    leaves no writer behind. Elsewhere the writer ends on its own when its files are written."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
+def _prctl():
+    """libc's prctl, looked up before the fork (no dlopen in the forked copy), or None."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def _fork():
+    """os.fork() without Python 3.12's warning about other (native) threads: see _second_core for why the copy
+    does not need them."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
+        return os.fork()
 
 
 def side_by_side(here, there, what):
     """Run here() in this process and there() in a forked copy of it, at once, when a second core can take it
     (else one after the other). The build's output files are independent of each other once the run is graded,
     and writing them is about 40 % of a 1,000-node build: the forked copy shares every row without copying or
-    pickling them. Fails with the copy's own traceback when it failed, after both ended: no process is left."""
+    pickling them. The copy dies with its parent (PR_SET_PDEATHSIG: a build stopped by its timeout leaves no writer
+    behind) and is killed when here() fails or is interrupted; a failure of the copy is raised with its own
+    traceback once both have ended. No process is left either way."""
     if not _second_core():
         here()
         there()
         return
-    read_end, write_end = os.pipe()
-    parent = os.getpid()
-    pid = os.fork()
+    prctl, parent = _prctl(), os.getpid()
+    try:
+        read_end, write_end = os.pipe()
+    except OSError:
+        here()
+        there()
+        return
+    try:
+        pid = _fork()
+    except OSError:  # no memory or no process slot for the copy: one after the other, as without a second core
+        os.close(read_end)
+        os.close(write_end)
+        here()
+        there()
+        return
     if pid == 0:  # the copy: write, report any failure through the pipe, and leave without the parent's exit hooks
         os.close(read_end)
         code = 1
         try:
-            _die_with_parent(parent)
+            gc.disable()  # a collection would touch (and so copy) every page the copy shares with its parent
+            if prctl is not None:
+                prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != parent:  # the parent died before prctl took effect
+                os._exit(1)
             there()
             code = 0
         except BaseException:  # noqa: BLE001 - every failure goes to the parent, which raises it
@@ -192,15 +233,17 @@ def side_by_side(here, there, what):
         finally:
             os._exit(code)
     os.close(write_end)
+    reader = os.fdopen(read_end, "rb")
     try:
-        here()
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-        raise
+        try:
+            here()
+            failure = reader.read().decode("utf-8", "replace")
+        except BaseException:  # here() failed, or the wait was interrupted: the copy goes too
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            raise
     finally:
-        with os.fdopen(read_end, "rb") as fh:
-            failure = fh.read().decode("utf-8", "replace")
+        reader.close()
         _, status = os.waitpid(pid, 0)
     if status:
         raise RuntimeError("writing %s failed in the build's second process (%s)%s" % (

@@ -42,7 +42,10 @@ PARAMS = Params(
     **dict(WORLD_PARAMS,
            launch_timeout=Param(float, 600, "seconds for one world's processes to start, save, load and finish"),
            stall_timeout=Param(float, 300, "seconds without progress (a save or a load that does not end) before "
-                                           "the world counts as hung")),
+                                           "the world counts as hung"),
+           rdzv_timeout=Param(float, 600, "seconds to wait for every host at the worlds' rendezvous: the nodes "
+                                          "come from their torch.save, which ends at different times on a busy "
+                                          "tier")),
     tier=Param(dict, None, "the storage tier {name, path, shared} to checkpoint on"),
     size_mib=Param(int, 64, "MiB of state dict per rank"),
     tensors=Param(int, 8, "tensors in each rank's state dict"),
@@ -91,6 +94,9 @@ def run(art, p, out_dir):
     gpu, backend, ppn = world_shape(p, dev, gpus)
     across = p["dcp"] and tier["shared"] and len(hosts) > 1
     plan = world_size_plan(len(hosts), p["world_sizes"] or [1, len(hosts)]) if across else [1]
+    if not plan:
+        art.error("params: world_sizes %s: none is a node count of 1..%d" % (p["world_sizes"], len(hosts)))
+        return
 
     ready, why = True, None
     try:
@@ -102,9 +108,9 @@ def run(art, p, out_dir):
     if ready and not os.path.isdir(tier["path"]):
         ready, why = False, "tier %s: %s does not exist on %s" % (tier["name"], tier["path"], me["name"])
     if ready:
-        # torch.save's file, then the largest checkpoint on the tier at once: every node's ranks (a shared tier
-        # holds every node's one-node checkpoint, then the world's)
-        need = size + (size * ppn * (len(hosts) if across else 1) if p["dcp"] else 0)
+        # this node's torch.save file and its ranks' checkpoint; a shared tier holds every node's at once (the
+        # nodes do not wait for each other between torch.save and their one-node worlds)
+        need = (size + (size * ppn if p["dcp"] else 0)) * (len(hosts) if tier["shared"] else 1)
         why = storage_tier.check_space(tier["path"], need, p["space_factor"])
         ready = why is None
 
@@ -157,12 +163,15 @@ def _dcp_worlds(art, p, out_dir, hosts, rank, not_ready, plan, shape, size, dirs
     """DCP in worlds of ranks: across the nodes when every one can run, else this node's own world alone."""
     gpu, backend, ppn = shape
     if not_ready:
-        hosts, rank, plan = [hosts[rank]], 0, [1]
         mode = "per node: not every host can run (%s)" % "; ".join(not_ready)
-    elif len(plan) == 1 and plan[0] == 1:
-        mode = "per node (%s)" % ("tier not shared" if not p["tier"]["shared"] else "one host")
+    elif plan == [1]:
+        mode = "per node (%s)" % ("tier not shared" if not p["tier"]["shared"] else "one host" if len(hosts) == 1
+                                  else "world_sizes: 1")
     else:
         mode = "worlds of %s nodes" % ", ".join(str(w) for w in plan)
+    if not_ready or plan == [1]:
+        # this node alone: no store, no barrier with nodes that have nothing to run with it (or cannot run at all)
+        hosts, rank, plan = [hosts[rank]], 0, [1]
     art.facts["dcp_mode"] = "%s; %d rank%s per node (%s)" % (mode, ppn, "s" if ppn > 1 else "",
                                                               "one per GPU" if gpu else "CPU")
     params = dict(p, hosts=[h["name"] for h in hosts], addresses=[h["addr"] for h in hosts], rank=rank)
@@ -188,8 +197,8 @@ def _dcp_worlds(art, p, out_dir, hosts, rank, not_ready, plan, shape, size, dirs
                     rank=x["rank"], **extra)
             art.add("ckpt_load_gbps", round(x["bytes"] / x["own_load_s"] / 1e9, 4), "GB/s", scope="rank",
                     rank=x["rank"], **extra)
-        if not recs:
-            return
+        if len(recs) != len(world.ranks):
+            return  # a rank failed (the world's failure says which): its node's and world's totals would be short
         save_s, load_s = max(x["all_save_s"] for x in recs), max(x["all_load_s"] for x in recs)
         mine = sum(x["bytes"] for x in recs)
         scopes = [("node", mine)]

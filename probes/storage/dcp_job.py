@@ -7,7 +7,8 @@ once, by its rank) and all ranks of the world save into one checkpoint directory
 DCP's writer fsyncs every file. The page cache of the checkpoint's files is dropped on every node before the load,
 which reads into fresh tensors on the device. Emits one record per rank:
 
-  {"type": "dcp", "rank", "local_rank", "device", "bytes" (this rank's state dict), "files" (in the checkpoint),
+  {"type": "dcp", "rank", "local_rank", "device", "bytes" (this rank's state dict), "files" (in the checkpoint, as
+   the node's first rank sees it; None on the others),
    "own_save_s" / "own_load_s" (this rank's dcp.save / dcp.load call), "all_save_s" / "all_load_s" (barrier to
    barrier: the slowest rank's time, the same on every rank), "matches" (what was loaded equals what was saved)}
 
@@ -69,7 +70,7 @@ def save_load(cfg, torch, dist, emit, progress):
     own_load = time.perf_counter() - t0
     dist.barrier()
     all_load = time.perf_counter() - t0
-    files = sum(len(names) for _, _, names in os.walk(path))
+    files = sum(len(names) for _, _, names in os.walk(path)) if cfg["local_rank"] == 0 else None
     emit({"type": "dcp", "rank": rank, "local_rank": cfg["local_rank"], "device": str(device), "bytes": nbytes(sd),
           "files": files, "own_save_s": own_save, "all_save_s": all_save, "own_load_s": own_load,
           "all_load_s": all_load, "matches": same(torch, sd, target)})

@@ -203,7 +203,9 @@ def checkpoint(art):
     try:
         for launcher in ("direct", "torchrun"):
             doc = probe("checkpoint", art, {"tier": {"name": "local", "path": str(tier), "shared": False},
-                                            "size_mib": 1024, "tensors": 8, "launcher": launcher},
+                                            "size_mib": 1024, "tensors": 8, "launcher": launcher,
+                                            # a hang is reported by the probe, inside its own timeout
+                                            "launch_timeout": 150, "stall_timeout": 120, "rdzv_timeout": 60},
                         variant=launcher, timeout=400)
             facts = (doc or {}).get("facts") or {}
             print("checkpoint under %s (started by %s): %s %s; %s; load matches: torch.save %s, DCP %s" % (

@@ -38,6 +38,12 @@ def _gone(pid):
         return True
 
 
+@pytest.fixture
+def forking(monkeypatch):
+    """side_by_side forks, whatever other Python threads the test process has (pytest's, a plugin's)."""
+    monkeypatch.setattr(build_mod, "_second_core", lambda: True)
+
+
 def _children():
     pid = os.getpid()
     kids = set()
@@ -48,7 +54,7 @@ def _children():
 
 
 @pytest.mark.skipif(not TWO_CPUS, reason="one CPU: the build writes its files one after the other")
-def test_the_second_part_runs_in_a_forked_copy_at_the_same_time(tmp_path):
+def test_the_second_part_runs_in_a_forked_copy_at_the_same_time(tmp_path, forking):
     """Each side waits for the other's marker: one after the other, the first side would wait in vain."""
     def here():
         (tmp_path / "here").write_text(str(os.getpid()))
@@ -66,7 +72,7 @@ def test_the_second_part_runs_in_a_forked_copy_at_the_same_time(tmp_path):
 
 
 @pytest.mark.skipif(not TWO_CPUS, reason="one CPU: nothing is forked")
-def test_a_failure_in_the_forked_copy_is_raised_with_its_traceback(tmp_path):
+def test_a_failure_in_the_forked_copy_is_raised_with_its_traceback(tmp_path, forking):
     def there():
         raise OSError(28, "No space left on device", str(tmp_path / "junit.xml"))
 
@@ -82,7 +88,7 @@ def test_a_failure_in_the_forked_copy_is_raised_with_its_traceback(tmp_path):
 
 
 @pytest.mark.skipif(not TWO_CPUS, reason="one CPU: nothing is forked")
-def test_a_failure_here_stops_the_forked_copy_and_is_raised_as_it_is(tmp_path):
+def test_a_failure_here_stops_the_forked_copy_and_is_raised_as_it_is(tmp_path, forking):
     def here():
         _wait_for(tmp_path / "there.pid")
         raise ValueError("report.html could not be rendered")
@@ -96,6 +102,31 @@ def test_a_failure_here_stops_the_forked_copy_and_is_raised_as_it_is(tmp_path):
         build_mod.side_by_side(here, there, "the tables")
     assert _gone(int((tmp_path / "there.pid").read_text()))
     assert not (tmp_path / "there.finished").exists()  # stopped, not waited for
+
+
+@pytest.mark.skipif(not TWO_CPUS, reason="one CPU: nothing is forked")
+def test_an_interrupt_while_waiting_for_the_copy_stops_it(tmp_path, forking):
+    """Ctrl-C (here a SIGALRM handler raising KeyboardInterrupt) while this side waits for the copy: the copy is
+    killed and reaped, and the interrupt goes on up."""
+    def there():
+        (tmp_path / "there.pid").write_text(str(os.getpid()))
+        time.sleep(20)
+        (tmp_path / "there.finished").write_text("left running")
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    before = _children()
+    try:
+        signal.alarm(2)
+        with pytest.raises(KeyboardInterrupt):
+            build_mod.side_by_side(lambda: _wait_for(tmp_path / "there.pid"), there, "the tables")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert _gone(int((tmp_path / "there.pid").read_text())) and _children() == before
+    assert not (tmp_path / "there.finished").exists()
 
 
 @pytest.mark.skipif(not TWO_CPUS, reason="one CPU: nothing is forked")
@@ -125,19 +156,78 @@ def test_the_forked_copy_dies_with_a_killed_build(tmp_path):
     assert _gone(pid), "the forked writer %d outlived its killed build" % pid
 
 
+def _same_files(a_dir, b_dir):
+    files = sorted(p.relative_to(a_dir) for p in a_dir.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(b_dir) for p in b_dir.rglob("*") if p.is_file())
+    assert {"checks.csv", "junit.xml", "results.parquet", "report.html", "ratings.json"} <= {str(f) for f in files}
+    stamp = re.compile(rb'("generated_at": |timestamp=)"[^"]*"')  # the build's own time
+    for f in files:
+        a, b = ((d / f).read_bytes().replace(str(d).encode(), b"<dir>") for d in (a_dir, b_dir))
+        assert stamp.sub(rb"\1", a) == stamp.sub(rb"\1", b), f
+
+
+@pytest.mark.skipif(not TWO_CPUS, reason="one CPU: nothing is forked")
 def test_the_build_writes_the_same_files_from_two_processes_as_from_one(tmp_path, monkeypatch):
     run_dir = make_run(tmp_path, "excellent")
-    assert build_mod._second_core() == TWO_CPUS  # this (single-threaded) test process forks where it can
+    forks = []
+    real_fork = build_mod._fork
+    monkeypatch.setattr(build_mod, "_second_core", lambda: True)
+    monkeypatch.setattr(build_mod, "_fork", lambda: forks.append(1) or real_fork())
     two = build_mod.build(str(run_dir), rubric=RUBRIC, analyst=ANALYST_GOOD, report_dir=str(tmp_path / "two"))
+    assert forks == [1]
     monkeypatch.setattr(build_mod, "_second_core", lambda: False)
     one = build_mod.build(str(run_dir), rubric=RUBRIC, analyst=ANALYST_GOOD, report_dir=str(tmp_path / "one"))
-    assert two[1] == one[1] == 0
-    files = sorted(p.relative_to(tmp_path / "one") for p in (tmp_path / "one").rglob("*") if p.is_file())
-    assert files == sorted(p.relative_to(tmp_path / "two") for p in (tmp_path / "two").rglob("*") if p.is_file())
-    assert {"checks.csv", "junit.xml", "results.parquet", "report.html", "ratings.json"} <= {str(f) for f in files}
-    stamp = re.compile(rb'("generated_at": |timestamp=)"[^"]*"')  # the build's own time, and the report dir's path
-    for f in files:
-        a, b = ((tmp_path / side / f).read_bytes().replace(str(tmp_path / side).encode(), b"<dir>")
-                for side in ("one", "two"))
-        assert stamp.sub(rb"\1", a) == stamp.sub(rb"\1", b), f
+    assert forks == [1] and two[1] == one[1] == 0
+    _same_files(tmp_path / "one", tmp_path / "two")
     assert (tmp_path / "two" / "checks.csv").read_text().count("\n") > 50
+
+
+def test_without_a_process_slot_for_the_copy_the_build_writes_one_file_after_the_other(tmp_path, monkeypatch):
+    """fork() refused (no memory under strict overcommit, no process slot): the build does not fail for it."""
+    run_dir = make_run(tmp_path, "excellent")
+
+    def refused():
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(build_mod, "_second_core", lambda: True)
+    monkeypatch.setattr(build_mod, "_fork", refused)
+    fds = len(os.listdir("/proc/self/fd"))
+    refused_build = build_mod.build(str(run_dir), rubric=RUBRIC, analyst=ANALYST_GOOD,
+                                    report_dir=str(tmp_path / "refused"))
+    assert len(os.listdir("/proc/self/fd")) == fds  # the pipe made for the copy is closed
+    monkeypatch.setattr(build_mod, "_second_core", lambda: False)
+    one = build_mod.build(str(run_dir), rubric=RUBRIC, analyst=ANALYST_GOOD, report_dir=str(tmp_path / "one"))
+    assert refused_build[1] == one[1] == 0
+    _same_files(tmp_path / "one", tmp_path / "refused")
+
+
+@pytest.mark.skipif(not TWO_CPUS, reason="one CPU: nothing is forked")
+def test_a_build_that_fails_half_way_leaves_no_half_written_file_and_no_process(tmp_path, monkeypatch):
+    """report.html fails while the copy writes the tables: the copy is stopped, and what either side had begun is
+    gone (every file is written aside and renamed, and what is aside is removed)."""
+    run_dir = make_run(tmp_path, "excellent")
+    began = []
+
+    def fail(*args, **kwargs):
+        _wait_for(tmp_path / "report" / "checks.csv.tmp")  # the copy has begun its first file
+        began.append(True)
+        raise ValueError("report.html could not be rendered")
+
+    monkeypatch.setattr(build_mod, "_second_core", lambda: True)
+    monkeypatch.setattr(build_mod.render_html, "render", fail)
+    monkeypatch.setattr(build_mod, "write_checks_csv", _slow_checks_csv)
+    before = _children()
+    with pytest.raises(ValueError, match="report.html could not be rendered"):
+        build_mod.build(str(run_dir), rubric=RUBRIC, analyst=ANALYST_GOOD, report_dir=str(tmp_path / "report"))
+    assert began and _children() == before
+    left = sorted(p.name for p in (tmp_path / "report").iterdir() if p.is_file())
+    assert not [name for name in left if name.endswith(".tmp")], left
+    assert "checks.csv" not in left and "junit.xml" not in left and "report.html" not in left
+
+
+def _slow_checks_csv(path, rows):
+    """checks.csv begun and never finished (a big table being written when the build fails)."""
+    with open(path + ".tmp", "w") as fh:
+        fh.write("check_id,category\n")
+        fh.flush()
+        time.sleep(600)

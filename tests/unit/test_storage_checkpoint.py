@@ -125,6 +125,33 @@ def test_a_node_that_cannot_run_is_named_and_the_other_runs_alone(tmp_path):
     assert files_left(tier) == []
 
 
+@pytest.mark.parametrize("cannot", ["a", "b"])
+def test_on_a_tier_the_nodes_do_not_share_each_node_runs_alone_whoever_cannot(tmp_path, cannot):
+    """Not shared: every node's DCP is its own, with no store and no barrier between the nodes, so a node that
+    cannot run (the first or another) holds nobody up. Before, the others waited for it at the store until their
+    rendezvous timed out, and lost their DCP."""
+    tier = dict(shared_tier(tmp_path), shared=False)
+    base = {"tier": tier, "size_mib": 2, "tensors": 2, "port": free_port(), "sync_port": free_port(),
+            "launch_timeout": 60, "rdzv_timeout": 10, "connect_timeout": 10, "hosts": ["a", "b"],
+            "addresses": ["127.0.0.1"] * 2}
+    procs = []
+    for rank, host in enumerate(("a", "b")):
+        p = dict(base, rank=rank, space_factor=1e9 if host == cannot else 1.2)
+        procs.append(subprocess.Popen([sys.executable, "-m", "probes", "checkpoint", "--out", str(tmp_path / host),
+                                       "--host", host, "--params", json.dumps(p), "--timeout", "200"], cwd=ROOT,
+                                      stderr=subprocess.PIPE))
+    for proc in procs:
+        assert proc.wait(timeout=230) == 0, proc.stderr.read()
+    docs = {h: json.loads((tmp_path / h / "checkpoint.json").read_text()) for h in ("a", "b")}
+    can = "b" if cannot == "a" else "a"
+    assert docs[cannot]["status"] == "skipped" and docs[cannot]["reason"].startswith("not enough free space")
+    assert docs[can]["status"] == "ok", docs[can]["reason"]
+    facts = docs[can]["facts"]
+    assert facts["dcp_mode"] == "per node (tier not shared); 1 rank per node (CPU)" and facts["world_sizes_run"] == "1"
+    assert "store_errors" not in facts and facts["dcp_load_matches"] is True
+    assert files_left(tier) == []
+
+
 def test_a_rank_that_dies_in_the_load_is_named_and_nothing_is_left(tmp_path):
     tier = shared_tier(tmp_path)
     params = {"tier": tier, "size_mib": 2, "tensors": 2, "port": free_port(), "sync_port": free_port(),
