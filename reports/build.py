@@ -64,14 +64,20 @@ class Progress:
             self.stream.flush()
 
 
+@contextlib.contextmanager
+def _aside(path):
+    """Yields where to write `path`'s content (path.tmp), then renames it to path: every output file is written
+    this way, so a build stopped half-way never leaves a cut-off file (a checks.csv that `compare` or `regrade`
+    would read as whole). write_outputs removes what a failed build left aside."""
+    yield path + ".tmp"
+    os.replace(path + ".tmp", path)
+
+
 def write_checks_csv(path, rows):
-    """Written aside and renamed, as every output file: a build stopped half-way never leaves a cut-off table for
-    `compare` or `regrade` to read as whole."""
-    with open(path + ".tmp", "w", newline="", encoding="utf-8") as fh:
+    with _aside(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=CHECK_COLUMNS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
-    os.replace(path + ".tmp", path)
 
 
 def read_checks_csv(path):
@@ -88,10 +94,8 @@ def _digest(obj):
 
 
 def _write(path, data):
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as fh:
+    with _aside(path) as tmp, open(tmp, "wb") as fh:
         fh.write(data if isinstance(data, bytes) else data.encode("utf-8"))
-    os.replace(tmp, path)
 
 
 def _now():
@@ -145,9 +149,8 @@ def write_outputs(run, rows, ratings, report_dir, progress=None):
         _write(os.path.join(report_dir, "ratings.json"), json.dumps(ratings, indent=1, sort_keys=False) + "\n")
         progress(0.94, "results.parquet")
         # Here, not in the forked copy: pyarrow's own threads are not the copy's to rely on.
-        parquet = os.path.join(report_dir, "results.parquet")
-        run.results.to_parquet(parquet + ".tmp", index=False)
-        os.replace(parquet + ".tmp", parquet)
+        with _aside(os.path.join(report_dir, "results.parquet")) as tmp:
+            run.results.to_parquet(tmp, index=False)
 
     def tables():  # plain Python, in the forked copy
         write_checks_csv(os.path.join(report_dir, "checks.csv"), rows)

@@ -76,10 +76,9 @@ def torch_save_load(torch, sd, path):
 
 def run(art, p, out_dir):
     tier = storage_tier.check_tier(p["tier"])
-    # the storage role's {name, addr} entries, or the action's names with their addresses
-    addresses = p["addresses"] or []
-    hosts = [h if isinstance(h, dict) else {"name": h, "addr": addresses[i] if i < len(addresses) else h}
-             for i, h in enumerate(p["hosts"] or [])] or [{"name": art.host, "addr": "127.0.0.1"}]
+    # the play's hosts and addresses (the action's peers); alone, this host on loopback
+    hosts = list(p["hosts"] or [art.host])
+    addresses = [str(a) for a in (p["addresses"] or (hosts if p["hosts"] else ["127.0.0.1"]))]
     rank = p["rank"]
     me = hosts[rank]
     dev, gpus, gpu_facts = device.describe()
@@ -89,7 +88,7 @@ def run(art, p, out_dir):
     art.facts.update({"tier_" + k: v for k, v in storage_tier.describe(tier["path"]).items()})
     base = storage_tier.run_dir(tier["path"], art.run_id)
     ck_dir = os.path.join(base, "ckpt-%s" % tier["name"])
-    my_dir = os.path.join(ck_dir, me["name"])
+    my_dir = os.path.join(ck_dir, me)
     size = p["size_mib"] * 2**20
     gpu, backend, ppn = world_shape(p, dev, gpus)
     across = p["dcp"] and tier["shared"] and len(hosts) > 1
@@ -106,7 +105,7 @@ def run(art, p, out_dir):
         torch = None
         ready, why = False, "torch is not importable: %s: %s" % (type(exc).__name__, exc)
     if ready and not os.path.isdir(tier["path"]):
-        ready, why = False, "tier %s: %s does not exist on %s" % (tier["name"], tier["path"], me["name"])
+        ready, why = False, "tier %s: %s does not exist on %s" % (tier["name"], tier["path"], me)
     if ready:
         # this node's torch.save file and its ranks' checkpoint; a shared tier holds every node's at once (the
         # nodes do not wait for each other between torch.save and their one-node worlds)
@@ -114,14 +113,14 @@ def run(art, p, out_dir):
         why = storage_tier.check_space(tier["path"], need, p["space_factor"])
         ready = why is None
 
-    not_ready = [] if ready else ["%s (%s)" % (me["name"], why)]
+    not_ready = [] if ready else ["%s (%s)" % (me, why)]
     if across:
         # Agree first: a world would wait for a missing rank until its timeout.
-        mesh = Mesh([h["name"] for h in hosts], [h["addr"] for h in hosts], rank,
+        mesh = Mesh(hosts, addresses, rank,
                     port_param(p, "sync_port", art.run_id, "checkpoint/%s/ready" % tier["name"]),
                     "%s/checkpoint/%s" % (art.run_id, tier["name"]), connect_timeout=p["connect_timeout"])
         try:
-            states = mesh.allgather({"host": me["name"], "ready": ready, "why": why},
+            states = mesh.allgather({"host": me, "ready": ready, "why": why},
                                     timeout=p["connect_timeout"] + 30)
         finally:
             mesh.close()
@@ -146,8 +145,8 @@ def run(art, p, out_dir):
         art.add("ckpt_load_s", round(load_s, 4), "s", method="torch_save", scope="rank", **labels)
         os.unlink(os.path.join(my_dir, "state_dict.pt"))
         if p["dcp"]:
-            _dcp_worlds(art, p, out_dir, hosts, rank, not_ready, plan, (gpu, backend, ppn), size,
-                        {"1": os.path.join(my_dir, "dcp-n1"),
+            _dcp_worlds(art, dict(p, hosts=hosts, addresses=addresses), out_dir, not_ready, plan,
+                        (gpu, backend, ppn), size, {"1": os.path.join(my_dir, "dcp-n1"),
                          **{str(w): os.path.join(ck_dir, "dcp-n%d" % w) for w in plan if w > 1}}, labels)
     finally:
         errors = storage_tier.remove_tree(my_dir, stop_at=base)
@@ -159,22 +158,22 @@ def run(art, p, out_dir):
             art.facts["cleanup_errors"] = errors[:5]
 
 
-def _dcp_worlds(art, p, out_dir, hosts, rank, not_ready, plan, shape, size, dirs, labels):
+def _dcp_worlds(art, params, out_dir, not_ready, plan, shape, size, dirs, labels):
     """DCP in worlds of ranks: across the nodes when every one can run, else this node's own world alone."""
     gpu, backend, ppn = shape
     if not_ready:
         mode = "per node: not every host can run (%s)" % "; ".join(not_ready)
     elif plan == [1]:
-        mode = "per node (%s)" % ("tier not shared" if not p["tier"]["shared"] else "one host" if len(hosts) == 1
-                                  else "world_sizes: 1")
+        mode = "per node (%s)" % ("tier not shared" if not params["tier"]["shared"] else "one host"
+                                  if len(params["hosts"]) == 1 else "world_sizes: 1")
     else:
         mode = "worlds of %s nodes" % ", ".join(str(w) for w in plan)
     if not_ready or plan == [1]:
         # this node alone: no store, no barrier with nodes that have nothing to run with it (or cannot run at all)
-        hosts, rank, plan = [hosts[rank]], 0, [1]
+        rank, plan = params["rank"], [1]
+        params = dict(params, hosts=[params["hosts"][rank]], addresses=[params["addresses"][rank]], rank=0)
     art.facts["dcp_mode"] = "%s; %d rank%s per node (%s)" % (mode, ppn, "s" if ppn > 1 else "",
                                                               "one per GPU" if gpu else "CPU")
-    params = dict(p, hosts=[h["name"] for h in hosts], addresses=[h["addr"] for h in hosts], rank=rank)
     node = Node(art, params, out_dir)
     env, launch_env, node_env, if_facts = environments(node, params, ppn)
     if not gpu:
@@ -183,7 +182,7 @@ def _dcp_worlds(art, p, out_dir, hosts, rank, not_ready, plan, shape, size, dirs
     art.facts.update(if_facts)
     art.facts.update({"torch_backend": backend, "procs_per_node": ppn, "world_sizes": ",".join(map(str, plan))})
     settings = dict(world_settings(params, "probes.storage.dcp_job:save_load", backend, ppn), size_bytes=size,
-                    tensors=p["tensors"], dtype=p["dtype"], dcp_dirs=dirs)
+                    tensors=params["tensors"], dtype=params["dtype"], dcp_dirs=dirs)
     matches = []
 
     def record(art, world, nodes):

@@ -19,11 +19,13 @@ ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures"
 
 
-def run_nodes(probe, out, params, hosts, timeout=120, addresses=None):
-    """Start one probe process per node at once (as the play does) and return their artifacts."""
+def run_nodes(probe, out, params, hosts, timeout=120, addresses=None, per_host=None):
+    """Start one probe process per node at once (as the play does) and return their artifacts. per_host: {host:
+    params of that host alone} (one node unlike the others)."""
     procs = []
     for rank, host in enumerate(hosts):
-        p = dict(params, hosts=hosts, addresses=addresses or ["127.0.0.1"] * len(hosts), rank=rank)
+        p = dict(params, hosts=hosts, addresses=addresses or ["127.0.0.1"] * len(hosts), rank=rank,
+                 **(per_host or {}).get(host, {}))
         procs.append(subprocess.Popen([sys.executable, "-m", "probes", probe, "--out", str(out / host), "--host", host,
                                        "--params", json.dumps(p), "--timeout", str(timeout)], cwd=ROOT,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))

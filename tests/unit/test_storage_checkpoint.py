@@ -2,9 +2,6 @@
 (probes/common/worlds.py, gloo on the CPU backend), on one node with two ranks and on two "nodes" (probe processes on
 loopback) sharing one tier; a node that cannot run, and a rank that dies in the middle of the load."""
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +15,6 @@ from reports.phases.storage.section import checkpoint_part
 from reports.render import markdown
 
 pytest.importorskip("torch")
-ROOT = Path(__file__).resolve().parents[2]
 MIB = 2**20
 
 
@@ -106,17 +102,10 @@ def test_two_nodes_on_a_shared_tier_save_alone_then_together(tmp_path):
 def test_a_node_that_cannot_run_is_named_and_the_other_runs_alone(tmp_path):
     tier = shared_tier(tmp_path)
     base = {"tier": tier, "size_mib": 2, "tensors": 2, "port": free_port(), "sync_port": free_port(),
-            "launch_timeout": 120, "connect_timeout": 60, "hosts": ["a", "b"], "addresses": ["127.0.0.1"] * 2}
-    procs = []
-    for rank, host in enumerate(("a", "b")):
-        # b asks for far more room than any disk has
-        p = dict(base, rank=rank, space_factor=1.2 if host == "a" else 1e9)
-        procs.append(subprocess.Popen([sys.executable, "-m", "probes", "checkpoint", "--out", str(tmp_path / host),
-                                       "--host", host, "--params", json.dumps(p), "--timeout", "300"], cwd=ROOT,
-                                      stderr=subprocess.PIPE))
-    for proc in procs:
-        assert proc.wait(timeout=330) == 0, proc.stderr.read()
-    a, b = (json.loads((tmp_path / h / "checkpoint.json").read_text()) for h in ("a", "b"))
+            "launch_timeout": 120, "connect_timeout": 60}
+    # b asks for far more room than any disk has
+    docs = run_nodes("checkpoint", tmp_path, base, ["a", "b"], timeout=300, per_host={"b": {"space_factor": 1e9}})
+    a, b = docs["a"], docs["b"]
     assert b["status"] == "skipped" and b["reason"].startswith("not enough free space")
     assert a["status"] == "ok", a["reason"]
     assert a["facts"]["dcp_mode"].startswith("per node: not every host can run (b (not enough free space")
@@ -132,17 +121,9 @@ def test_on_a_tier_the_nodes_do_not_share_each_node_runs_alone_whoever_cannot(tm
     rendezvous timed out, and lost their DCP."""
     tier = dict(shared_tier(tmp_path), shared=False)
     base = {"tier": tier, "size_mib": 2, "tensors": 2, "port": free_port(), "sync_port": free_port(),
-            "launch_timeout": 60, "rdzv_timeout": 10, "connect_timeout": 10, "hosts": ["a", "b"],
-            "addresses": ["127.0.0.1"] * 2}
-    procs = []
-    for rank, host in enumerate(("a", "b")):
-        p = dict(base, rank=rank, space_factor=1e9 if host == cannot else 1.2)
-        procs.append(subprocess.Popen([sys.executable, "-m", "probes", "checkpoint", "--out", str(tmp_path / host),
-                                       "--host", host, "--params", json.dumps(p), "--timeout", "200"], cwd=ROOT,
-                                      stderr=subprocess.PIPE))
-    for proc in procs:
-        assert proc.wait(timeout=230) == 0, proc.stderr.read()
-    docs = {h: json.loads((tmp_path / h / "checkpoint.json").read_text()) for h in ("a", "b")}
+            "launch_timeout": 60, "rdzv_timeout": 10, "connect_timeout": 10}
+    docs = run_nodes("checkpoint", tmp_path, base, ["a", "b"], timeout=200,
+                     per_host={cannot: {"space_factor": 1e9}})
     can = "b" if cannot == "a" else "a"
     assert docs[cannot]["status"] == "skipped" and docs[cannot]["reason"].startswith("not enough free space")
     assert docs[can]["status"] == "ok", docs[can]["reason"]
@@ -158,15 +139,7 @@ def test_a_rank_that_dies_in_the_load_is_named_and_nothing_is_left(tmp_path):
               "launch_timeout": 120, "stall_timeout": 60, "connect_timeout": 60,
               "fault": {"rank": 1, "nodes": 2, "after_steps": 2, "mode": "kill"}}
     out = tmp_path / "out"
-    procs = []
-    for rank, host in enumerate(("a", "b")):
-        p = dict(params, hosts=["a", "b"], addresses=["127.0.0.1"] * 2, rank=rank)
-        procs.append(subprocess.Popen([sys.executable, "-m", "probes", "checkpoint", "--out", str(out / host),
-                                       "--host", host, "--params", json.dumps(p), "--timeout", "300"], cwd=ROOT,
-                                      stderr=subprocess.PIPE))
-    for proc in procs:
-        proc.wait(timeout=330)
-    docs = {h: json.loads((out / h / "checkpoint.json").read_text()) for h in ("a", "b")}
+    docs = run_nodes("checkpoint", out, params, ["a", "b"], timeout=300)
     for doc in docs.values():
         assert doc["status"] == "error"
         [failure] = doc["facts"]["failures"]
