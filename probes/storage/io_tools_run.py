@@ -11,8 +11,9 @@ their users start them, each in a directory of its own host under the tier's tes
 
 Each output is read by probes/storage/io_tools.py; an output that cannot be read is an error naming the tool and the
 line, with the output kept beside the artifact. A tool not installed on the node is not run, and the fact for it says
-so; with none of them, the artifact is skipped with that reason. The tools step does not build them yet (none of
-their sources is on PyPI or Debian): they run where the site installed them (`PATH`, or the tools step's prefix).
+so, with the tools step's reason where it has one (tools_build builds IOR with mdtest, and elbencho: tools_ior,
+tools_elbencho, assess_sources); with none of them, the artifact is skipped with that reason. They run from `PATH`,
+which holds the tools step's builds, or where the site installed them.
 
 Then, on a shared tier of a run with several hosts, one IOR and one mdtest world across every node (the seed's
 parallel filesystem under many clients): the nodes meet in the run's store when each has run alone, agree on the
@@ -33,12 +34,15 @@ from probes.common import launch
 from probes.common import tiers as storage_tier
 from probes.common.command import run_cmd
 from probes.common.rendezvous import StoreError
+from probes.common.tools import not_installed
 from probes.params import Param, Params
 from probes.storage.io_tools import ToolOutputError, parse_elbencho, parse_ior, parse_mdtest
 
 TOOLS = ("ior", "mdtest", "elbencho")
 # The tools that start as one MPI world across the nodes; elbencho's own multi-host mode is not built.
 WORLD_TOOLS = ("ior", "mdtest")
+# The tools step's build that brings each (probes/tools/tools_build.py): mdtest comes with IOR.
+BUILD = {"ior": "ior", "mdtest": "ior", "elbencho": "elbencho"}
 ELBENCHO_ACROSS = "not implemented: elbencho's multi-host service mode; its numbers are one node's"
 
 PARAMS = Params(
@@ -141,8 +145,8 @@ def run(art, params, out_dir):
     exe = {t: shutil.which(t) for t in wanted}
     for tool in wanted:
         if not exe[tool]:
-            art.facts[tool] = "not run: %s is not installed on this node (not on PATH nor in the tools step's prefix)" \
-                % tool
+            art.facts[tool] = not_installed(params, BUILD[tool], "not run: %s is not installed on this node (not on "
+                                                                 "PATH nor in the tools step's prefix)" % tool)
     present = [t for t in wanted if exe[t]]
     hosts = list(params["hosts"] or [art.host])
     art.facts.update(tier=tier["name"], tier_path=tier["path"])
@@ -182,12 +186,21 @@ def run(art, params, out_dir):
             mesh.close()
         shutil.rmtree(work, ignore_errors=True)
     if not present:
-        art.skip("none of %s is installed on this node: install them (the tools step does not build them yet)"
-                 % ", ".join(wanted))
+        builds = sorted({BUILD[t] for t in wanted})
+        art.skip("none of %s is installed on this node: install them, or let the tools step build them (%s, "
+                 "assess_sources)%s" % (", ".join(wanted), ", ".join("tools_%s" % b for b in builds),
+                                        _build_reasons(params, builds)))
     elif short:
         art.skip(short)
     elif failures:
         art.error("; ".join(failures))
+
+
+def _build_reasons(params, builds):
+    """The tools step's reason for each build that did not give the tools, as "; the tools step: ior: ..."."""
+    why = ((params.get("tools_step") or {}).get("missing") or {})
+    told = ["%s: %s" % (b, why[b]) for b in builds if why.get(b)]
+    return "; the tools step: %s" % "; ".join(told) if told else ""
 
 
 def _alone(art, params, out_dir, tier, exe, present, base, parents):

@@ -1,4 +1,5 @@
-"""tools_build: nccl-tests (MPI=1), rccl-tests and nvbandwidth built from source into the tools prefix.
+"""tools_build: nccl-tests (MPI=1), rccl-tests, nvbandwidth, IOR (with mdtest) and elbencho built from source into the
+tools prefix.
 
 Each build goes to <prefix>/build/<tool>/<key>, the key a digest of what the binaries depend on: the source (git
 URL and ref, or the tarball's sha256), the CUDA toolkit or ROCm version, NCCL's version and place, the MPI, and
@@ -11,6 +12,13 @@ identical node before looking (state `copied`). nccl-tests is built the way its 
 `make MPI=1 MPI_HOME=… CUDA_HOME=… NCCL_HOME=… NVCC_GENCODE=…`; a wheel's NCCL (no unversioned libnccl.so) gets
 a link directory beside the build. Upstream links without an rpath: the libraries the binaries need are recorded
 in ld_library_path, which the probe action puts in the environment of every later probe.
+
+IOR and mdtest (github.com/hpc/ior) are built as IOR's README says: `./bootstrap` where the tree has no configure (a
+git checkout; a release tarball has one), `./configure --prefix=<build> MPICC=<the MPI's mpicc>`, `make`, `make
+install`. elbencho is built with its own Makefile (`make`, which fetches its external sources through git), or, from
+upstream's static release archive (elbencho-static-x86_64.tar.gz: the executable alone), installed as it is. Both
+are built in a copy of the source, and only the executables stay: the storage phase's io_tools_run finds them on
+PATH.
 
 Facts: builds {name: {state, key, bin_dir, ld_library_path, reason, command, tail, controlled_by, deps}}, changed.
 A failed or impossible build is recorded with the command, the last lines of its output and the variable that
@@ -28,7 +36,7 @@ from probes.params import Param, Params
 from probes.tools import detect
 from probes.tools.install import LockTimeout, locked, read_marker, tail, write_marker
 
-TOOLS = ("nccl_tests", "rccl_tests", "nvbandwidth")
+TOOLS = ("nccl_tests", "rccl_tests", "nvbandwidth", "ior", "elbencho")
 PARAMS = Params(
     prefix=Param(str, "", "tools prefix (set by the role)"),
     builds=Param(dict, {}, "tool -> {enabled, git, ref, tarball} (assess_sources, tools_<tool>)"),
@@ -45,6 +53,8 @@ PARAMS = Params(
     timeout=Param(float, 1800, "seconds one build may take"),
 )
 MARKER = ".clustermax-build.json"
+# Built in a copy of their source (out/src): their build writes into the tree it runs in.
+IN_A_COPY = ("ior", "elbencho")
 # The variables that switch each build and name its source: every failure reason ends with them.
 CONTROL = {tool: "tools_%s / assess_sources.%s" % (tool, tool) for tool in TOOLS}
 
@@ -81,6 +91,9 @@ def needs(tool, env):
             return "missing", "no cmake on this node (tools_packages: cmake)"
     if tool == "rccl_tests" and not env["rocm"]:
         return "not_applicable", "no ROCm on this node"
+    if tool == "ior" and not (env["mpi"] and os.access(os.path.join(env["mpi"]["bin"], "mpicc"), os.X_OK)):
+        return "missing", ("no MPI with its compiler wrapper (mpicc) on this node (tools_mpi_home; "
+                           "tools_packages_wanted: openmpi)")
     for exe in ("make", "tar"):
         if not shutil.which(exe):
             return "missing", "no %s on this node" % exe
@@ -95,7 +108,7 @@ def build_key(tool, src_id, env):
         parts += ["nccl=%s@%s" % (env["nccl"]["version"], env["nccl"]["lib"])]
     if tool == "rccl_tests":
         parts += ["rocm=%s" % env["rocm"]["version"], "archs=%s" % ",".join(env["rocm"]["archs"])]
-    if tool in ("nccl_tests", "rccl_tests"):
+    if tool in ("nccl_tests", "rccl_tests", "ior"):
         m = env["mpi"]
         parts += ["mpi=%s" % ("%s-%s@%s" % (m["kind"], m["version"], m["home"]) if m else "none")]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16], parts
@@ -110,7 +123,8 @@ def fetch_source(tool, src, src_id, prefix, timeout):
     os.makedirs(os.path.dirname(dest), exist_ok=True)
     if src.get("tarball"):
         os.makedirs(dest)
-        argv = ["tar", "-xzf", src["tarball"], "-C", dest, "--strip-components=1"]
+        argv = ["tar", "-xzf", src["tarball"], "-C", dest] + (["--strip-components=1"] if one_top_dir(src["tarball"])
+                                                              else [])
     else:
         argv = ["git", "-c", "advice.detachedHead=false", "clone", "--depth", "1", "--branch", src["ref"],
                 src["git"], dest]
@@ -121,6 +135,18 @@ def fetch_source(tool, src, src_id, prefix, timeout):
     with open(os.path.join(dest, ".clustermax-source"), "w") as fh:
         fh.write(src_id + "\n")
     return dest, None
+
+
+def one_top_dir(tarball):
+    """True when every member is under one top directory (a source release: nccl-tests-2.17.8/...), which the
+    extraction strips; false for an archive of loose files (elbencho's static release: the executable alone)."""
+    try:
+        with tarfile.open(tarball, "r:*") as tar:
+            names = [m.name.lstrip("./") for m in tar.getmembers() if m.name.lstrip("./")]
+    except (OSError, tarfile.TarError):
+        return True  # tar says what is wrong with it
+    tops = {n.split("/", 1)[0] for n in names}
+    return len(tops) == 1 and any("/" in n for n in names)
 
 
 def nccl_link_dir(nccl, out):
@@ -139,9 +165,21 @@ def nccl_link_dir(nccl, out):
 
 
 def recipe(tool, src_dir, out, env, jobs):
-    """-> ([argv, ...], bin_dir, ld_library_path)."""
+    """-> ([argv or (argv, cwd), ...], bin_dir, ld_library_path, executables to copy into bin_dir or None).
+    IOR and elbencho build in a copy of the source (work: out/src, removed once their executables are out)."""
     build = os.path.join(out, "build")
     mpi = env["mpi"]
+    work = os.path.join(out, "src")
+    if tool == "ior":
+        configure = os.path.join(work, "configure")
+        steps = [] if os.path.isfile(configure) else [([os.path.join(work, "bootstrap")], work)]
+        steps += [([configure, "--prefix=%s" % out, "MPICC=%s" % os.path.join(mpi["bin"], "mpicc")], work),
+                  (["make", "-j%d" % jobs], work), (["make", "install"], work)]
+        return steps, os.path.join(out, "bin"), [os.path.join(mpi["home"], "lib")], None
+    if tool == "elbencho":
+        if not os.path.isfile(os.path.join(work, "Makefile")):  # upstream's static build: nothing to compile
+            return [], os.path.join(out, "bin"), [], [os.path.join(work, "elbencho")]
+        return [(["make", "-j%d" % jobs], work)], os.path.join(out, "bin"), [], [os.path.join(work, "bin", "elbencho")]
     if tool == "nccl_tests":
         argv = ["make", "-C", src_dir, "-j%d" % jobs, "BUILDDIR=%s" % build, "CUDA_HOME=%s" % env["cuda"]["home"],
                 "NCCL_HOME=%s" % nccl_link_dir(env["nccl"], out)]
@@ -151,19 +189,19 @@ def recipe(tool, src_dir, out, env, jobs):
         if code:
             argv.append("NVCC_GENCODE=%s" % code)
         libs = [env["nccl"]["lib"]] + ([os.path.join(mpi["home"], "lib")] if mpi else [])
-        return [argv], build, libs
+        return [argv], build, libs, None
     if tool == "rccl_tests":
         rocm = env["rocm"]["home"]
         argv = ["make", "-C", src_dir, "-j%d" % jobs, "BUILDDIR=%s" % build, "HIP_HOME=%s" % rocm,
                 "ROCM_HOME=%s" % rocm, "RCCL_HOME=%s" % rocm]
         if mpi:
             argv += ["MPI=1", "MPI_HOME=%s" % mpi["home"]]
-        return [argv], build, [os.path.join(rocm, "lib")] + ([os.path.join(mpi["home"], "lib")] if mpi else [])
+        return [argv], build, [os.path.join(rocm, "lib")] + ([os.path.join(mpi["home"], "lib")] if mpi else []), None
     configure = ["cmake", "-S", src_dir, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
                  "-DCMAKE_CUDA_COMPILER=%s" % env["cuda"]["nvcc"]]
     if env["archs"]:
         configure.append("-DCMAKE_CUDA_ARCHITECTURES=%s" % ";".join(env["archs"]))
-    return [configure, ["cmake", "--build", build, "-j%d" % jobs]], build, []
+    return [configure, ["cmake", "--build", build, "-j%d" % jobs]], build, [], None
 
 
 def executables(bin_dir):
@@ -208,24 +246,43 @@ def build_one(tool, src, env, params):
                                                                                  CONTROL[tool]))
         shutil.rmtree(out, ignore_errors=True)
         os.makedirs(out)
+        work = os.path.join(out, "src")
+        if tool in IN_A_COPY:
+            shutil.copytree(src_dir, work, symlinks=True)
         jobs = params["jobs"] or max(1, os.cpu_count() or 1)
-        steps, bin_dir, libs = recipe(tool, src_dir, out, env, jobs)
-        for argv in steps:
-            res = run_cmd(argv, timeout=params["timeout"])
+        steps, bin_dir, libs, collect = recipe(tool, src_dir, out, env, jobs)
+        steps = [s if isinstance(s, tuple) else (s, None) for s in steps]
+        shown, here = [], None
+        for argv, cwd in steps:  # as one would type it: cd where the next step runs, then the step
+            shown += ["cd %s" % cwd] if cwd and cwd != here else []
+            shown.append(" ".join(argv))
+            here = cwd or here
+        shown = " && ".join(shown)
+        for argv, cwd in steps:
+            res = run_cmd(argv, timeout=params["timeout"], cwd=cwd)
             if res.rc != 0:
                 shutil.rmtree(out, ignore_errors=True)
                 return dict(rec, state="failed", command=" ".join(argv), tail=tail(res),
-                            reason="the build failed (rc %s): `%s` (%s)" % (
-                                "timeout" if res.timed_out else res.rc, " ".join(argv), CONTROL[tool]))
+                            reason="the build failed (rc %s): `%s`%s (%s)" % (
+                                "timeout" if res.timed_out else res.rc, " ".join(argv),
+                                " in %s" % cwd if cwd else "", CONTROL[tool]))
+        for exe in collect or []:
+            if os.path.isfile(exe) and os.access(exe, os.X_OK):
+                os.makedirs(bin_dir, exist_ok=True)
+                shutil.copy2(exe, bin_dir)
+        if tool in IN_A_COPY:
+            shutil.rmtree(work, ignore_errors=True)  # the executables are out; the objects are not needed
         binaries = executables(bin_dir)
         if not binaries:
             shutil.rmtree(out, ignore_errors=True)
-            return dict(rec, state="failed", command=" ".join(steps[-1]),
-                        reason="the build made no executables in %s (%s)" % (bin_dir, CONTROL[tool]))
+            made = " ".join(steps[-1][0]) if steps else "extracting %s" % (src.get("tarball") or src.get("git"))
+            return dict(rec, state="failed", command=made,
+                        reason="the build made no executables in %s (%s)" % (
+                            bin_dir if not collect else ", ".join(collect), CONTROL[tool]))
         write_marker(os.path.join(out, MARKER), {"key": key, "bin_dir": bin_dir, "ld_library_path": libs,
-                                                 "binaries": binaries, "deps": parts, "command": steps})
+                                                 "binaries": binaries, "deps": parts, "command": shown})
         return dict(rec, state="built", bin_dir=bin_dir, ld_library_path=libs, binaries=binaries,
-                    command=" && ".join(" ".join(a) for a in steps))
+                    command=shown or "installed the release's executable (%s)" % ", ".join(binaries))
 
 
 def unpack(archive, prefix):

@@ -7,7 +7,9 @@ One shared flow (module fixture), each run a real ansible-playbook over SSH:
    apt's cache, filled beforehand: the hosts have no route to a mirror, as at an air-gapped site), nccl-tests is
    built from a source tarball (tests/integration/tool_sources.py: nccl-tests' layout and flags) with nvcc 13.0 and
    NCCL from the nvidia-nccl-cu13 wheel, and nvbandwidth's stand-in fails to configure without Boost, a real
-   failed build. gpu_compute, network and storage then run under the venv.
+   failed build; IOR and mdtest are built from a release tarball (tool_sources.py: IOR's configure/make interface,
+   the node's mpicc) and elbencho is installed from an archive in the layout of upstream's static release. gpu_compute,
+   network and storage then run under the venv, and the storage phase runs IOR, mdtest and elbencho from the builds.
 2. The tools step again: changed=0 on every host.
 3. The copy path: per-host prefixes (each host's private /tmp), the first host builds, the others get a copy.
 4. playbooks/uninstall.yml for both prefixes: the prefixes are gone, and so are the packages step 1 installed.
@@ -30,7 +32,13 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers import BIN, ROOT, run_dirs, run_playbook
-from tool_sources import nccl_tests_like_tree, nvbandwidth_like_tree, tarball
+from tool_sources import (
+    elbencho_static_archive,
+    ior_like_tree,
+    nccl_tests_like_tree,
+    nvbandwidth_like_tree,
+    tarball,
+)
 
 pytestmark = pytest.mark.cluster
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -81,7 +89,9 @@ def fresh(test_cluster, tmp_path_factory):
     sources = {"nccl_tests": {"tarball": str(tarball(nccl_tests_like_tree(tmp / "nccl-tests-2.17.8"),
                                                      tmp / "nccl-tests-2.17.8.tar.gz"))},
                "nvbandwidth": {"tarball": str(tarball(nvbandwidth_like_tree(tmp / "nvbandwidth-0.8"),
-                                                      tmp / "nvbandwidth-0.8.tar.gz"))}}
+                                                      tmp / "nvbandwidth-0.8.tar.gz"))},
+               "ior": {"tarball": str(tarball(ior_like_tree(tmp / "ior-4.0.0"), tmp / "ior-4.0.0.tar.gz"))},
+               "elbencho": {"tarball": str(elbencho_static_archive(tmp / "elbencho-static-x86_64.tar.gz"))}}
     names = sorted({n for tool in WANTED for n in PACKAGES[tool]["debian"]})
     before = {n: debian_installed(n) for n in names}
     if not all(before.values()):
@@ -169,9 +179,7 @@ def test_the_phases_run_under_the_venv_with_no_tool_missing_skip(fresh):
     for host in fresh["hosts"]:
         for path in sorted((run_dir / "artifacts" / host).glob("*.json")):
             doc = json.loads(path.read_text())
-            # IOR, mdtest and elbencho are on neither PyPI nor Debian: the tools step does not install them, and
-            # io_tools_run says so (README)
-            if doc["probe"].startswith("tools_") or doc["probe"] in ("node_info", "io_tools_run"):
+            if doc["probe"].startswith("tools_") or doc["probe"] == "node_info":
                 continue
             seen += 1
             assert not TOOL_MISSING.search(doc.get("reason") or ""), (host, doc["probe"], doc["reason"])
@@ -182,6 +190,28 @@ def test_the_phases_run_under_the_venv_with_no_tool_missing_skip(fresh):
     journal = (run_dir / "journal.jsonl").read_text()
     assert "/venv/py3.11-torch2.13.0-cpu/bin/python" in journal or all(
         artifact(run_dir, h, "gemm")["device"]["torch"] == "2.13.0+cpu" for h in fresh["hosts"])
+
+
+def test_ior_mdtest_and_elbencho_are_built_then_run_by_the_storage_phase(fresh):
+    run_dir = fresh["first"]["run_dir"]
+    first = fresh["hosts"][0]
+    builds = artifact(run_dir, first, "tools_detect-after")["facts"]["package_step"]["builds"]
+    assert builds["ior"]["state"] == "built" and builds["ior"]["binaries"] == ["ior", "mdtest"], builds["ior"]
+    assert "/configure --prefix=" in builds["ior"]["command"] and "MPICC=" in builds["ior"]["command"]
+    assert builds["elbencho"]["state"] == "built", builds["elbencho"]
+    assert builds["elbencho"]["command"] == "installed the release's executable (elbencho)"
+    for host in fresh["hosts"]:
+        doc = artifact(run_dir, host, "io_tools_run-scratch")
+        assert doc["status"] == "ok", (host, doc["reason"])
+        res = {(r["metric"], r["labels"]["operation"]): r["value"] for r in doc["results"]}
+        # IOR's and mdtest's stand-in measured this host's /tmp (2 ranks); elbencho's prints a real capture
+        assert res[("ior_bw_mib_s", "write")] > 0 and res[("ior_bw_mib_s", "read")] > 0
+        assert res[("mdtest_ops_per_s", "file_creation")] > 0 and doc["facts"]["ior_version"] == "standin"
+        assert res[("elbencho_bw_mib_s", "write")] == 4831.0
+        # from the tools step's prefix (on PATH), IOR and mdtest under mpirun with the quick profile's 2 ranks
+        assert re.match(r"ran: \S*mpirun -np 2 .*%s/build/ior/\w+/bin/ior " % fresh["prefix"], doc["facts"]["ior"])
+        assert "/build/elbencho/" in doc["facts"]["elbencho"]
+        assert doc["facts"]["across_nodes"].startswith("not run: tier scratch is not shared")
 
 
 def test_the_second_run_changes_nothing(fresh):
@@ -204,6 +234,8 @@ def test_one_build_is_copied_to_the_nodes_of_the_same_image(fresh):
         assert artifact(run_dir, host, "tools_build")["facts"]["builds"]["nccl_tests"]["state"] == "waiting"
         copied = artifact(run_dir, host, "tools_build-copied")["facts"]["builds"]["nccl_tests"]
         assert copied["state"] == "copied" and copied["binaries"] == ["all_gather_perf", "all_reduce_perf"]
+        ior = artifact(run_dir, host, "tools_build-copied")["facts"]["builds"]["ior"]
+        assert ior["state"] == "copied" and ior["binaries"] == ["ior", "mdtest"]
     for host in fresh["hosts"]:
         assert "all_reduce_perf" in fresh["copy_listing"][host]  # each host's private /tmp has its own copy
     assert not (run_dir / ".tools-copy").exists()

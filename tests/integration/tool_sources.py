@@ -1,4 +1,5 @@
-"""Stand-in source trees for the tools the collection builds from source (nccl-tests first), for tests.
+"""Stand-in source trees for the tools the collection builds from source (nccl-tests, nvbandwidth, IOR with mdtest,
+elbencho), for tests.
 
 The real upstream sources (github.com/NVIDIA/nccl-tests release tarballs) cannot be fetched from the test
 machines, so a test writes a tiny tree here that mirrors nccl-tests' layout and build interface instead: a
@@ -9,6 +10,13 @@ NVCC_GENCODE, BUILDDIR, NAME_SUFFIX, VERBOSE, DEBUG), and binaries with upstream
 then fail the way upstream does on a machine without a GPU ("Cuda failure ..."), so a build of this tree goes
 through the same nvcc / NCCL / MPI include and link steps as the real one.  `tarball()` packs a tree like a
 GitHub release tarball (one top directory).  Stdlib only.
+
+IOR's tree has a release tarball's interface (`./configure --prefix= MPICC=`, `make`, `make install`; without
+configure, a git checkout's `./bootstrap` makes it); its program is io_tools_standin.c, compiled by the node's mpicc:
+IOR's and mdtest's command lines, real file I/O from every rank, their summary formats, version "standin".
+elbencho's tree has its Makefile's interface (`make` -> bin/elbencho), a C++ program that prints a real capture of
+elbencho (tests/fixtures/io_tools/elbencho/, whose README names the source); its static release archive is
+upstream's layout: the executable alone, no directory.
 
     python tests/integration/tool_sources.py DEST [VERSION]   # writes DEST/ and DEST.tar.gz
 """
@@ -209,6 +217,132 @@ def nvbandwidth_like_tree(dest: Path) -> Path:
     _write(dest / "CMakeLists.txt", NVBANDWIDTH_CMAKE)
     _write(dest / "nvbandwidth.cu", NVBANDWIDTH_CU)
     return dest
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "io_tools"
+# IOR's and mdtest's command lines, real POSIX I/O from every MPI rank, their summary formats (version "standin")
+IO_TOOLS_STANDIN = Path(__file__).resolve().with_name("io_tools_standin.c")
+ELBENCHO_CAPTURE = FIXTURES / "elbencho" / "elbencho-2.1-0-multihost-4hosts-mkdirs-write-direct-resfile.txt"
+
+IOR_CONFIGURE = """\
+#!/bin/sh
+# Stand-in for IOR's autoconf configure: --prefix=DIR and MPICC=... (arguments or environment), AX_PROG_CC_MPI's check
+prefix=/usr/local
+for arg in "$@"; do
+  case "$arg" in
+    --prefix=*) prefix="${arg#--prefix=}" ;;
+    MPICC=*) MPICC="${arg#MPICC=}" ;;
+    *) echo "configure: WARNING: unrecognized option: $arg" ;;
+  esac
+done
+MPICC="${MPICC:-mpicc}"
+printf 'checking for MPI_Init... '
+printf '#include <mpi.h>\\nint main(int c, char **v) { MPI_Init(&c, &v); MPI_Finalize(); return 0; }\\n' > conftest.c
+if "$MPICC" -o conftest conftest.c >config.log 2>&1; then echo yes; else
+  echo no; cat config.log; echo "configure: error: MPI compiler requested, but could not use MPI."; exit 1; fi
+rm -f conftest conftest.c
+sed -e "s|@prefix@|$prefix|g" -e "s|@MPICC@|$MPICC|g" Makefile.in > Makefile
+echo "config.status: creating Makefile"
+"""
+IOR_BOOTSTRAP = """\
+#!/bin/sh
+# Stand-in for IOR's bootstrap (autoreconf): makes configure from what autoconf would read
+cp config/configure.sh configure && chmod +x configure && echo "bootstrap: configure made"
+"""
+IOR_MAKEFILE_IN = """\
+# Stand-in for IOR's Makefile (automake): src/ior and src/mdtest, installed into $(prefix)/bin. One program, which
+# takes its role from its name (io_tools_standin.c).
+prefix = @prefix@
+MPICC = @MPICC@
+
+all: src/ior src/mdtest
+
+src/ior: src/io_tools_standin.c
+\t$(MPICC) -O2 -o $@ $<
+
+src/mdtest: src/ior
+\tcp src/ior src/mdtest
+
+install: all
+\tmkdir -p $(prefix)/bin
+\tinstall -m 755 src/ior src/mdtest $(prefix)/bin/
+
+.PHONY: all install
+"""
+ELBENCHO_MAKEFILE = """\
+# Stand-in for elbencho's Makefile: the same variables and layout (source/ -> bin/elbencho, stripped from
+# bin/elbencho-unstripped).
+EXE_NAME ?= elbencho
+BIN_PATH ?= ./bin
+SOURCE_PATH ?= ./source
+EXE ?= $(BIN_PATH)/$(EXE_NAME)
+EXE_UNSTRIPPED ?= $(EXE)-unstripped
+CXX ?= g++
+STRIP ?= strip
+
+all: $(EXE)
+
+$(EXE): $(EXE_UNSTRIPPED)
+\t@echo [STRIP] $@
+\t@$(STRIP) --strip-debug $(EXE_UNSTRIPPED) -o $(EXE)
+
+$(EXE_UNSTRIPPED): $(SOURCE_PATH)/Main.cpp
+\t@echo [LINK] $@
+\t@mkdir -p $(BIN_PATH)
+\t@$(CXX) -std=c++17 -O2 -pthread -o $@ $<
+
+.PHONY: all
+"""
+ELBENCHO_MAIN_CPP = """\
+#include <iostream>
+// Stand-in for elbencho (tests only): a real C++ program that prints a real capture of elbencho's output.
+static const char *capture = @CAPTURE@;
+int main() { std::cout << capture; return 0; }
+"""
+
+
+def c_string(text):
+    """text as a C string literal, one source line per line of text."""
+    lines = text.splitlines(keepends=True) or [""]
+    return "\n".join('"%s"' % line.replace("\\", "\\\\").replace('"', '\\"').replace("\t", "\\t")
+                     .replace("\r", "\\r").replace("\n", "\\n") for line in lines)
+
+
+def ior_like_tree(dest: Path, release: bool = True) -> Path:
+    """IOR's tree (IOR and mdtest). release: with configure, as in ior-4.0.0.tar.gz; else a git checkout's, which
+    needs ./bootstrap first."""
+    dest = Path(dest)
+    _write(dest / ("configure" if release else "config/configure.sh"), IOR_CONFIGURE)
+    if not release:
+        _write(dest / "bootstrap", IOR_BOOTSTRAP)
+        (dest / "bootstrap").chmod(0o755)
+    else:
+        (dest / "configure").chmod(0o755)
+    _write(dest / "Makefile.in", IOR_MAKEFILE_IN)
+    _write(dest / "src" / "io_tools_standin.c", IO_TOOLS_STANDIN.read_text())
+    return dest
+
+
+def elbencho_like_tree(dest: Path) -> Path:
+    """elbencho's source tree: `make` builds bin/elbencho."""
+    dest = Path(dest)
+    _write(dest / "Makefile", ELBENCHO_MAKEFILE)
+    _write(dest / "source" / "Main.cpp", ELBENCHO_MAIN_CPP.replace("@CAPTURE@",
+                                                                     c_string(ELBENCHO_CAPTURE.read_text())))
+    return dest
+
+
+def elbencho_static_archive(out: Path) -> Path:
+    """Upstream's static release archive (elbencho-static-x86_64.tar.gz): the executable `elbencho` alone, at the
+    top. Here a shell script that prints the capture."""
+    out = Path(out)
+    exe = out.parent / "elbencho-static" / "elbencho"
+    _write(exe, "#!/bin/sh\n# stand-in for elbencho's static executable (tests only)\ncat <<'EOF'\n%sEOF\n"
+           % ELBENCHO_CAPTURE.read_text())
+    exe.chmod(0o755)
+    with tarfile.open(out, "w:gz") as tar:
+        tar.add(exe, arcname="elbencho")
+    return out
 
 
 def tarball(tree: Path, out: Path) -> Path:

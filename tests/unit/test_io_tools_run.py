@@ -41,11 +41,23 @@ def test_a_node_without_the_tools_is_skipped_naming_each(tmp_path):
     bin_dir.mkdir()
     doc, _ = _probe(tmp_path, bin_dir)
     assert doc["status"] == "skipped"
-    assert doc["reason"] == ("none of ior, mdtest, elbencho is installed on this node: install them (the tools step "
-                             "does not build them yet)")
+    assert doc["reason"] == ("none of ior, mdtest, elbencho is installed on this node: install them, or let the tools "
+                             "step build them (tools_elbencho, tools_ior, assess_sources)")
     assert doc["facts"]["ior"].startswith("not run: ior is not installed on this node")
     assert doc["facts"]["across_nodes"] == "not run: the run has one host"
     assert doc["facts"]["elbencho_across_nodes"].startswith("not implemented: elbencho's multi-host service mode")
+
+
+def test_the_skip_quotes_why_the_tools_step_did_not_build_them(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    why = ("failed: the build failed (rc 1): `/opt/p/src/configure --prefix=/opt/p MPICC=/usr/bin/mpicc` in /opt/p/src "
+           "(tools_ior / assess_sources.ior)\nconfigure: error: MPI compiler requested, but could not use MPI.")
+    doc, _ = _probe(tmp_path, bin_dir, tools=["ior", "mdtest"], tools_step={"missing": {"ior": why}})
+    assert doc["status"] == "skipped"
+    assert doc["reason"] == ("none of ior, mdtest is installed on this node: install them, or let the tools step build "
+                             "them (tools_ior, assess_sources); the tools step: ior: %s" % why)
+    assert doc["facts"]["mdtest"].endswith("; the tools step: %s" % why)  # mdtest comes with IOR's build
 
 
 def test_each_installed_tool_runs_and_its_output_becomes_results(tmp_path):

@@ -25,7 +25,13 @@ PINS = yaml.safe_load((ROOT / "roles/tools/vars/main.yml").read_text())["tools_t
 PACKAGES = yaml.safe_load((ROOT / "roles/tools/vars/main.yml").read_text())["tools_package_names"]
 DEFAULTS = yaml.safe_load((ROOT / "roles/tools/defaults/main.yml").read_text())
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
-from tool_sources import nccl_tests_like_tree, tarball  # noqa: E402
+from tool_sources import (  # noqa: E402
+    elbencho_like_tree,
+    elbencho_static_archive,
+    ior_like_tree,
+    nccl_tests_like_tree,
+    tarball,
+)
 
 # (fixture, CUDA the driver supports, torch, variant): an old driver gets the newest pinned release that still has
 # a build it can load, never one that needs a newer driver.
@@ -121,7 +127,7 @@ def test_this_machines_os_release_and_package_database():
 
 
 def test_every_wanted_tool_has_a_package_on_every_family():
-    for tool in DEFAULTS["tools_packages_wanted"] + ["cmake", "boost-program-options"]:
+    for tool in DEFAULTS["tools_packages_wanted"] + ["cmake", "boost-program-options", "autotools", "elbencho-build"]:
         assert set(PACKAGES[tool]) == {"debian", "redhat", "suse"}, tool
         assert all(PACKAGES[tool][f] for f in PACKAGES[tool]), tool
 
@@ -313,3 +319,76 @@ def test_gpu_builds_get_torchtitan_in_a_pip_call_of_their_own_with_torch_held(tm
         assert argv[6:] == ["torchtitan==0.3.0", "torch==2.13.0", "--no-index", "--find-links", str(tmp_path / "empty")]
         assert "tools_venv_gpu_packages" in art.facts["gpu_packages_error"]
         assert json.loads(marker.read_text()) == {"key": "k"}  # neither call is marked done
+
+
+def build_io_tools(tmp_path, prefix, **sources):
+    """tools_build of IOR and elbencho alone (the GPU builds switched off), from the given sources."""
+    builds = {t: {"enabled": False} for t in ("nccl_tests", "nvbandwidth", "rccl_tests", "ior", "elbencho")}
+    builds.update(sources)
+    _, doc = run_probe("tools_build", str(tmp_path / ("o%d" % len(list(tmp_path.glob("o*"))))), "r", "h",
+                       params={"prefix": str(prefix), "builds": builds})
+    return doc
+
+
+@pytest.mark.skipif(not detect.mpi(), reason="needs an MPI with mpicc (openmpi-bin, libopenmpi-dev)")
+def test_ior_and_mdtest_build_with_the_nodes_mpicc_from_a_release_or_a_git_checkout(tmp_path):
+    mpi = detect.mpi()
+    release = tarball(ior_like_tree(tmp_path / "ior-4.0.0"), tmp_path / "ior-4.0.0.tar.gz")
+    doc = build_io_tools(tmp_path, tmp_path / "p", ior={"tarball": str(release)})
+    rec = doc["facts"]["builds"]["ior"]
+    assert rec["state"] == "built" and rec["binaries"] == ["ior", "mdtest"], rec
+    out = Path(rec["bin_dir"]).parent
+    src = out / "src"
+    assert rec["command"] == "cd %s && %s/configure --prefix=%s MPICC=%s/mpicc && make -j%d && make install" % (
+        src, src, out, mpi["bin"], os.cpu_count())
+    assert "mpi=%s-%s@%s" % (mpi["kind"], mpi["version"], mpi["home"]) in rec["deps"]
+    assert rec["ld_library_path"] == [os.path.join(mpi["home"], "lib")]
+    assert not src.exists()  # only the executables stay
+    # the built program (io_tools_standin.c) runs IOR's command line as a singleton: real I/O, IOR's summary
+    ran = subprocess.run([str(Path(rec["bin_dir"]) / "ior"), "-a", "POSIX", "-F", "-w", "-r", "-C", "-e", "-i", "1",
+                          "-t", "64k", "-b", "1m", "-o", str(tmp_path / "testfile")],
+                         capture_output=True, text=True, timeout=120)
+    assert "IOR-standin: MPI Coordinated Test of Parallel I/O" in ran.stdout, ran.stderr[-2000:]
+    assert "Summary of all tests:" in ran.stdout
+    again = build_io_tools(tmp_path, tmp_path / "p", ior={"tarball": str(release)})
+    assert again["facts"]["builds"]["ior"]["state"] == "present" and again["facts"]["changed"] is False
+    # a git checkout has no configure: ./bootstrap makes it first
+    checkout = tarball(ior_like_tree(tmp_path / "ior", release=False), tmp_path / "ior-git.tar.gz")
+    rec = build_io_tools(tmp_path, tmp_path / "q", ior={"tarball": str(checkout)})["facts"]["builds"]["ior"]
+    src = Path(rec["bin_dir"]).parent / "src"
+    assert rec["state"] == "built" and rec["command"].startswith("cd %s && %s/bootstrap && %s/configure " % (
+        src, src, src)), rec
+
+
+def test_ior_without_an_mpi_compiler_is_missing_naming_the_variables():
+    env = {"mpi": None, "cuda": None, "nvidia": None, "rocm": None, "archs": []}
+    assert tools_build.needs("ior", env) == ("missing", "no MPI with its compiler wrapper (mpicc) on this node "
+                                                        "(tools_mpi_home; tools_packages_wanted: openmpi)")
+    assert tools_build.needs("elbencho", env) is None
+
+
+@pytest.mark.skipif(not shutil.which("g++"), reason="needs g++")
+def test_elbencho_builds_with_its_makefile_or_installs_upstreams_static_executable(tmp_path):
+    source = tarball(elbencho_like_tree(tmp_path / "elbencho-3.1-11"), tmp_path / "elbencho-3.1-11.tar.gz")
+    rec = build_io_tools(tmp_path, tmp_path / "p", elbencho={"tarball": str(source)})["facts"]["builds"]["elbencho"]
+    out = Path(rec["bin_dir"]).parent
+    assert rec["state"] == "built" and rec["binaries"] == ["elbencho"], rec  # not elbencho-unstripped
+    assert rec["command"] == "cd %s/src && make -j%d" % (out, os.cpu_count())
+    assert not (out / "src").exists()
+    ran = subprocess.run([str(Path(rec["bin_dir"]) / "elbencho")], capture_output=True, text=True, timeout=60)
+    assert "OPERATION" in ran.stdout and "WRITE" in ran.stdout
+    # upstream's static archive is the executable alone (no top directory): installed as it is, nothing built
+    static = elbencho_static_archive(tmp_path / "elbencho-static-x86_64.tar.gz")
+    assert not tools_build.one_top_dir(str(static)) and tools_build.one_top_dir(str(source))
+    rec = build_io_tools(tmp_path, tmp_path / "q", elbencho={"tarball": str(static)})["facts"]["builds"]["elbencho"]
+    assert rec["state"] == "built" and rec["binaries"] == ["elbencho"], rec
+    assert rec["command"] == "installed the release's executable (elbencho)"
+    # a source tree that makes no elbencho: failed, naming where it looked and the variable
+    broken = tmp_path / "broken"
+    (broken / "Makefile").parent.mkdir()
+    (broken / "Makefile").write_text("all:\n\t@echo nothing to build\n")
+    rec = build_io_tools(tmp_path, tmp_path / "r", elbencho={"tarball": str(tarball(broken, tmp_path / "b.tar.gz"))})
+    rec = rec["facts"]["builds"]["elbencho"]
+    assert rec["state"] == "failed" and rec["reason"].startswith("the build made no executables in ")
+    assert rec["reason"].endswith("/src/bin/elbencho (tools_elbencho / assess_sources.elbencho)")
+    assert not list((tmp_path / "r" / "build" / "elbencho").glob("*/*"))  # nothing half-made is kept
