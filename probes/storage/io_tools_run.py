@@ -23,27 +23,37 @@ scope=cluster and with the node count; the launcher's output is kept (<artifact>
 direct cannot start an MPI program, a tool missing on a node (or at another path) leaves the world out, and a
 node-local tier has nothing to share: the fact `across_nodes` says which.
 
-Not implemented yet: elbencho's multi-host service mode (its numbers stay one node's).
+elbencho runs across the nodes its own way (`elbencho --help-dist`): every node starts `elbencho --service
+--foreground --port P` (in the foreground, so the probe owns it and no daemon outlives the run), the nodes tell each
+other whether their service listens, and the first host runs the master, `elbencho --hosts addr:P,... <the same
+options> DIR` (threads, dirs and files per service), in one directory of the tier, then `elbencho --hosts ...
+--quit`. Each node then stops its service if it is still there. Its rows are scope=cluster with the node count, on
+the first host; the fact `elbencho_across_nodes` says where it ran, or why not (a node without elbencho, a service
+that did not start), and `elbencho_across` the master's command line or its error. The ports: a block from the run
+id (`elbencho_port` to fix it), one port a node (its rank in the block), so that nodes sharing an address
+(containers, tests) do not collide.
 """
 
 import os
 import shutil
+import subprocess
 
 from probes.artifact import artifact_filename
 from probes.common import launch
 from probes.common import tiers as storage_tier
-from probes.common.command import run_cmd
+from probes.common.command import kill_group, run_cmd
+from probes.common.netif import wait_listening
+from probes.common.ports import BLOCK, port_param
 from probes.common.rendezvous import StoreError
 from probes.common.tools import not_installed
 from probes.params import Param, Params
 from probes.storage.io_tools import ToolOutputError, parse_elbencho, parse_ior, parse_mdtest
 
 TOOLS = ("ior", "mdtest", "elbencho")
-# The tools that start as one MPI world across the nodes; elbencho's own multi-host mode is not built.
+# The tools that start as one MPI world across the nodes (elbencho has its own service mode).
 WORLD_TOOLS = ("ior", "mdtest")
 # The tools step's build that brings each (probes/tools/tools_build.py): mdtest comes with IOR.
 BUILD = {"ior": "ior", "mdtest": "ior", "elbencho": "elbencho"}
-ELBENCHO_ACROSS = "not implemented: elbencho's multi-host service mode; its numbers are one node's"
 
 PARAMS = Params(
     peers=True,
@@ -59,6 +69,9 @@ PARAMS = Params(
                                    "every host of the run"),
     rdzv_timeout=Param(float, 120, "seconds to wait for every host in the run's store (plus the tools' time)"),
     port=Param(int, 0, "port of the run's store on the first host (0: derived from the run id and variant)"),
+    elbencho_port=Param(int, 0, "first port of elbencho's services, one a node from there (0: derived from the run "
+                                "id and variant)"),
+    service_start_s=Param(float, 30, "seconds an elbencho service may take to listen"),
 )
 
 
@@ -150,8 +163,6 @@ def run(art, params, out_dir):
     present = [t for t in wanted if exe[t]]
     hosts = list(params["hosts"] or [art.host])
     art.facts.update(tier=tier["name"], tier_path=tier["path"])
-    if "elbencho" in wanted:
-        art.facts["elbencho_across_nodes"] = ELBENCHO_ACROSS
     base = os.path.splitext(artifact_filename(art.probe, art.variant))[0]
     # the launcher's hostfile and logs: this node's own (the world's data goes on the shared tier)
     work = os.path.join(out_dir, ".%s-work" % base)
@@ -159,16 +170,21 @@ def run(art, params, out_dir):
     why_not = _why_no_world(params, tier, hosts, wanted)
     if why_not:
         art.facts["across_nodes"] = "not run: %s" % why_not
+        if "elbencho" in wanted:
+            art.facts["elbencho_across_nodes"] = "not run: %s" % why_not
     else:
         # every host meets the others, one without the tools too: the first host then says who had none
         try:
             # no world without a tool on every node: then auto's mpirun smoke test across them is not run either
             mesh, agreed = launch.meet_for_mpi_world(
-                art, params, "io_tools_run", work, {"io_tools": {t: exe[t] for t in WORLD_TOOLS if t in exe}},
+                art, params, "io_tools_run", work,
+                {"io_tools": {t: exe[t] for t in WORLD_TOOLS if t in exe}},
                 world_needed=lambda facts: bool(world_tools(params, facts, hosts)[0]))
         except StoreError as exc:
             why = "the hosts did not meet in the run's store: %s" % exc
             art.facts["across_nodes"] = "not run: %s" % why
+            if "elbencho" in wanted:
+                art.facts["elbencho_across_nodes"] = "not run: %s" % why
             failures.append("across nodes: %s" % why)
     try:
         if present:
@@ -180,6 +196,8 @@ def run(art, params, out_dir):
                     failures.append("alone: %s: %s" % (type(exc).__name__, exc))
         if mesh is not None:
             failures += _across_nodes(art, params, out_dir, work, tier, base, mesh, *agreed)
+            if "elbencho" in wanted:
+                failures += _elbencho_across(art, params, out_dir, work, tier, base, mesh, exe.get("elbencho"))
             _remove_empty_parents(tier, art.run_id)
     finally:
         if mesh is not None:
@@ -242,8 +260,8 @@ def _why_no_world(params, tier, hosts, wanted):
     if not tier.get("shared"):
         return ("tier %s is not shared (each node has its own): the per-node runs measure it, fio_sweep its "
                 "clients across nodes" % tier["name"])
-    if not any(t in wanted for t in WORLD_TOOLS):
-        return "neither ior nor mdtest is among the tools asked for"
+    if not wanted:
+        return "none of %s is among the tools asked for" % ", ".join(TOOLS)
     return None
 
 
@@ -292,6 +310,9 @@ def world_tools(params, facts, hosts):
 def _world(art, params, out_dir, work, tier, base, facts, launcher, why_launch, hosts, addresses):
     """On the first host: IOR, then mdtest, across every node through srun or mpirun, or why not (the facts)."""
     nodes = len(facts)
+    if not any(t in params["tools"] for t in WORLD_TOOLS):
+        art.facts["across_nodes"] = "not run: neither ior nor mdtest is among the tools asked for"
+        return []
     ok, why_not = world_tools(params, facts, hosts)
     for tool, why in why_not.items():
         art.facts["%s_across" % tool] = "not run: %s" % why
@@ -335,3 +356,82 @@ def _world(art, params, out_dir, work, tier, base, facts, launcher, why_launch, 
     finally:
         storage_tier.remove_tree(data, stop_at=top)
     return failures
+
+
+def _elbencho_across(art, params, out_dir, work, tier, base, mesh, exe):
+    """elbencho's service mode across every node (module docstring): every node calls it after the IOR world.
+    Returns the failures (the first host's)."""
+    port = port_param(params, "elbencho_port", art.run_id, "io_tools_run/%s/elbencho" % (art.variant or ""),
+                      span=BLOCK) + mesh.rank % BLOCK
+    service, log, state = None, os.path.join(work, "elbencho-service.log"), {"port": port}
+    failures = []
+    try:
+        if not exe:
+            state["why"] = "elbencho is not installed"
+        else:
+            os.makedirs(work, exist_ok=True)
+            with open(log, "w") as fh:
+                service = subprocess.Popen([exe, "--service", "--foreground", "--port", str(port)], stdout=fh,
+                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            if not wait_listening("127.0.0.1", port, service, params["service_start_s"]):
+                state["why"] = "its service did not listen on port %d within %g s (%s): %s" % (
+                    port, params["service_start_s"], "exit %s" % service.poll() if service.poll() is not None
+                    else "still running", _tail(log))
+        states = mesh.allgather(state, params["rdzv_timeout"] + params["service_start_s"])
+        if mesh.rank == 0:
+            failures = _elbencho_master(art, params, out_dir, work, tier, base, exe, mesh, states)
+        missing = mesh.barrier("elbencho-done", params["rdzv_timeout"] + params["timeout_s"] * 2 + 60,
+                               abort_on_lost=True)
+        if missing:
+            art.facts["store_errors"] = "%s did not arrive after elbencho across nodes" % ", ".join(missing)
+    except StoreError as exc:
+        art.facts["store_errors"] = "the run's store failed during elbencho across nodes: %s" % exc
+        failures.append("elbencho across nodes: the run's store failed: %s" % exc)
+    finally:
+        if service is not None:
+            try:
+                service.wait(timeout=10)  # the master's --quit ends it
+            except subprocess.TimeoutExpired:
+                art.facts["elbencho_service"] = "still running after the master's --quit: stopped"
+            kill_group(service, grace=2.0)
+    return failures
+
+
+def _tail(path, lines=5):
+    try:
+        with open(path, errors="replace") as fh:
+            return " | ".join(fh.read().strip().splitlines()[-lines:]) or "no output"
+    except OSError:
+        return "no output"
+
+
+def _elbencho_master(art, params, out_dir, work, tier, base, exe, mesh, states):
+    """On the first host: the master across every node's service, then --quit; or why not."""
+    nodes = len(states)
+    why = ["%s: %s" % (h, s["why"]) for h, s in zip(mesh.hosts, states) if s.get("why")]
+    if why:
+        art.facts["elbencho_across_nodes"] = "not run: %s" % "; ".join(why)
+        return []
+    short = storage_tier.check_space(tier["path"], nodes * params["ranks"] * params["size_mib"] * 2**20)
+    if short:
+        art.facts["elbencho_across_nodes"] = "not run: %s" % short
+        return []
+    services = ",".join("%s:%d" % ("[%s]" % a if ":" in a else a, s["port"])
+                        for a, s in zip(mesh.addresses, states))
+    top = storage_tier.run_dir(tier["path"], art.run_id)
+    data = os.path.join(top, "io_tools", "elbencho-world")
+    os.makedirs(os.path.join(data, "elbencho"), exist_ok=True)
+    cmd = command("elbencho", exe, params, data)
+    argv = [cmd[0], "--hosts", services] + cmd[1:]
+    art.facts["elbencho_across_nodes"] = "run: %d nodes through elbencho's services (%s)" % (nodes, services)
+    try:
+        res = run_cmd(argv, timeout=params["timeout_s"], cwd=work)
+        # elbencho_across: what ran, or the error (as ior_across, mdtest_across)
+        why = run_tool(art, "elbencho", argv, res, out_dir, "%s.elbencho.n%d.txt" % (base, nodes),
+                       scope={"scope": "cluster", "nodes": nodes})
+        quit_res = run_cmd([exe, "--hosts", services, "--quit"], timeout=60, cwd=work)
+        if quit_res.rc != 0:
+            art.facts["elbencho_quit"] = "exit %s: %s" % (quit_res.rc, (quit_res.stdout + quit_res.stderr)[-300:])
+        return ["elbencho across %d nodes: %s" % (nodes, why)] if why else []
+    finally:
+        storage_tier.remove_tree(data, stop_at=top)

@@ -27,6 +27,7 @@ import pytest
 from cluster.slurm import Slurm
 from cluster.slurm import preflight as slurm_preflight
 from helpers import ROOT, boot_seconds, mpirun_args, run_dirs, run_everywhere, run_playbook, stray_processes
+from integration.elbencho_standin import install as install_elbencho_standin
 from integration.nccl_tests_standin import build_hpl_mxp_standin, build_io_tools_standin, build_standin
 
 pytestmark = pytest.mark.cluster
@@ -91,12 +92,13 @@ def launched(test_cluster, tmp_path_factory, request):
     hpl = dict(path=str(standin / "xhpl_mxp"), ranks_per_node=1, n=4096, nb=256, formats=["FP16"], tool_timeout=60,
                rdzv_timeout=60)
     build_io_tools_standin(standin)
+    install_elbencho_standin(standin)  # its service mode crosses the nodes without a launcher
     # a tier every host sees (they share the checkout's filesystem); the stand-ins found first on PATH
     shared = ROOT / ".cache" / ("test-launchers-tier-%s" % uuid.uuid4().hex[:8])
     shared.mkdir(parents=True)
     request.addfinalizer(lambda: shutil.rmtree(shared, ignore_errors=True))
-    io = dict(tier={"name": "shared", "path": str(shared), "shared": True}, tools=["ior", "mdtest"], ranks=1,
-              size_mib=1, transfer_kib=256, files_per_rank=20, timeout_s=60, rdzv_timeout=60,
+    io = dict(tier={"name": "shared", "path": str(shared), "shared": True}, tools=["ior", "mdtest", "elbencho"],
+              ranks=1, size_mib=1, transfer_kib=256, files_per_rank=20, timeout_s=60, rdzv_timeout=60,
               tools_step={"path": [str(standin)]})
     margs = mpirun_args(test_cluster)
     runs, slurm = {}, Slurm(test_cluster, slurmd_timeout=10, health_check_interval=60)
@@ -341,6 +343,13 @@ def test_ior_and_mdtest_run_as_one_world_across_the_nodes_of_a_shared_tier(launc
     assert all(r["labels"]["tasks"] == 4 and r["labels"]["nodes"] == 4 and r["value"] > 0 for r in ior.values())
     creates = [r for r in world if r["metric"] == "mdtest_ops_per_s" and r["labels"]["operation"] == "file_creation"]
     assert len(creates) == 1 and creates[0]["labels"]["tasks"] == 4 and creates[0]["value"] > 0
+    # elbencho through its services: one on each host (at the host's own address), the master on the first
+    assert facts["elbencho_across_nodes"].startswith("run: 4 nodes through elbencho's services ("), facts
+    listed = facts["elbencho_across_nodes"].split("(", 1)[1].rstrip(")").split(",")
+    assert [s.rsplit(":", 1)[0] for s in listed] == [h["ip"] for h in test_cluster.hosts], listed
+    assert facts["elbencho_across"].startswith("ran: ") and "--hosts %s " % ",".join(listed) in facts["elbencho_across"]
+    elb = [r for r in world if r["metric"] == "elbencho_bw_mib_s" and r["labels"]["operation"] == "write"]
+    assert len(elb) == 1 and elb[0]["labels"]["nodes"] == 4
     # the world's ranks ran one on each host (the stand-in prints where each rank is)
     text = first["raw_text"]["io_tools_run.ior.n4.txt"]
     assert sorted(re.findall(r"# rank \d of 4 on (\S+)", text)) == sorted(names), text[:2000]
@@ -352,7 +361,7 @@ def test_ior_and_mdtest_run_as_one_world_across_the_nodes_of_a_shared_tier(launc
     rubric = load_rubric()
     checks = [c for c in rubric["checks"] if c.get("kind") == "storage_world"]
     assert {c["id"] for c in checks} == {"storage.ior_write_world", "storage.ior_read_world",
-                                         "storage.mdtest_file_create_world"}
+                                         "storage.mdtest_file_create_world", "storage.elbencho_write_world"}
     run = run_of_artifacts([{k: v for k, v in d.items() if k not in ("logs", "raw_text")} for d in docs.values()])
     ids = {c["id"] for c in checks}
     rows = [r for r in grade(run, dict(rubric, checks=checks)) if r["check_id"] in ids]
@@ -366,7 +375,8 @@ def test_ior_and_mdtest_run_as_one_world_across_the_nodes_of_a_shared_tier(launc
     from reports.render import markdown  # noqa: PLC0415
 
     table = markdown.render(io_tools_part(run))
-    assert re.search(r"\| – \| 4 nodes \(%s, from %s\) \| 4 \| \d" % (launcher, names[0]), table), table
+    assert re.search(r"\| – \| 4 nodes \(%s, elbencho's services, from %s\) \| 4 \| \d" % (launcher, names[0]),
+                     table), table
     assert all("| – | %s | 1 | " % name in table for name in names), table
     if launcher == "mpirun":
         assert launched["io-tier-left"] == []

@@ -37,7 +37,9 @@ INTENDED.update({(check_id, "cmxbl-node%d" % n, ""): ("skip", "") for n in range
     "storage.tiers_found", "storage.io_tools_ran", "storage.ior_write", "storage.ior_read",
     "storage.mdtest_file_create", "storage.elbencho_write", "storage.obj_fio_throughput",
     # ...and the IOR and mdtest worlds across the nodes (cluster-wide: graded on no host, io_tools_run did not run)
-    "storage.ior_write_world", "storage.ior_read_world", "storage.mdtest_file_create_world")})
+    "storage.ior_write_world", "storage.ior_read_world", "storage.mdtest_file_create_world",
+    # ...and elbencho's world through its services (likewise)
+    "storage.elbencho_write_world")})
 
 # Issue 25: every host of this run came through preflight (no preflight task failed): ready, and so assessed.
 INTENDED.update({("preflight.prepared", "cmxbl-node%d" % n, ""): ("pass", "prepared") for n in range(1, 5)})

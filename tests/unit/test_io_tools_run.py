@@ -15,6 +15,7 @@ from free_ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "io_tools"
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
 
 
 def _stand_in(bin_dir, tool, capture, rc=0):
@@ -45,7 +46,7 @@ def test_a_node_without_the_tools_is_skipped_naming_each(tmp_path):
                              "step build them (tools_elbencho, tools_ior, assess_sources)")
     assert doc["facts"]["ior"].startswith("not run: ior is not installed on this node")
     assert doc["facts"]["across_nodes"] == "not run: the run has one host"
-    assert doc["facts"]["elbencho_across_nodes"].startswith("not implemented: elbencho's multi-host service mode")
+    assert doc["facts"]["elbencho_across_nodes"] == "not run: the run has one host"
 
 
 def test_the_skip_quotes_why_the_tools_step_did_not_build_them(tmp_path):
@@ -249,3 +250,95 @@ def test_no_mpirun_smoke_test_across_the_nodes_when_no_world_can_start(tmp_path)
     assert facts["launcher_asked"] == "auto" and facts["launcher"] == "mpirun", facts
     assert "mpirun" not in (facts["launcher_why_not"] or {})
     assert facts["across_nodes"] == "not run: ior is not installed on b; mdtest is not installed on b"
+
+
+def _elbencho_service_stand_in(bin_dir, broken=False):
+    from elbencho_standin import install  # noqa: PLC0415
+
+    return install(bin_dir, broken=broken)
+
+
+def _running(bin_dir):
+    ps = subprocess.run(["ps", "-eww", "-o", "args="], capture_output=True, text=True).stdout
+    return [line for line in ps.splitlines() if str(bin_dir) in line]
+
+
+def test_elbencho_runs_across_the_nodes_through_its_services_and_stops_them(tmp_path):
+    """Two hosts on a shared tier: each runs elbencho alone, then starts its service on a port of its own, the first
+    host runs the master across both services and quits them; the rows are one world of 2 nodes, and no service is
+    left running."""
+    bin_dir = _elbencho_service_stand_in(tmp_path / "bin")
+    tier = tmp_path / "shared"
+    tier.mkdir()
+    path = "%s:/usr/bin:/bin" % bin_dir
+    first, second = _two_hosts(tmp_path, "r-elb", {
+        "tier": {"name": "shared", "path": str(tier), "shared": True}, "ranks": 2, "size_mib": 1,
+        "tools": ["elbencho"], "launcher": "direct", "rdzv_timeout": 30, "elbencho_port": free_port()},
+        paths={"a": path, "b": path})
+    assert first["status"] == "ok" and second["status"] == "ok", (first["reason"], second["reason"])
+    argv = (bin_dir / "argv").read_text().splitlines()
+    services = sorted(line for line in argv if "--service" in line)
+    port = int(services[0].rsplit(" ", 1)[1])
+    assert services == ["elbencho --service --foreground --port %d" % p for p in (port, port + 1)]
+    master = [line for line in argv if "--hosts" in line]
+    hosts = "127.0.0.1:%d,127.0.0.1:%d" % (port, port + 1)
+    assert master == [
+        "elbencho --hosts %s --mkdirs --write --read --delfiles --deldirs --threads 2 --dirs 1 --files 1 --size 1m "
+        "--block 1024k --nolive %s/clustermax-assess-storage-r-elb/io_tools/elbencho-world/elbencho" % (hosts, tier),
+        "elbencho --hosts %s --quit" % hosts]
+    facts = first["facts"]
+    assert facts["elbencho_across_nodes"] == "run: 2 nodes through elbencho's services (%s)" % hosts
+    assert facts["elbencho_across"].startswith("ran: %s/elbencho --hosts %s " % (bin_dir, hosts))
+    assert facts["across_nodes"] == "not run: neither ior nor mdtest is among the tools asked for"
+    world = [r for r in first["results"] if r["labels"]["scope"] == "cluster"]
+    assert {(r["metric"], r["labels"]["operation"], r["labels"]["nodes"]) for r in world} >= {
+        ("elbencho_bw_mib_s", "write", 2)}
+    assert "io_tools_run-shared.elbencho.n2.txt" in first["raw"]
+    assert {r["labels"]["scope"] for r in second["results"]} == {"node"}  # its own run alone only
+    assert "elbencho_service" not in facts and "elbencho_quit" not in facts  # --quit ended both services
+    assert _running(bin_dir) == [] and list(tier.iterdir()) == []
+    # graded on the first host as the world of the tier, the second pointing to it; a row of its own in the report
+    import shutil as sh  # noqa: PLC0415
+
+    from graded_run import grade_checks  # noqa: PLC0415
+
+    from reports.load import load_run  # noqa: PLC0415
+    from reports.phases.storage.section import io_tools_part  # noqa: PLC0415
+    from reports.render import markdown  # noqa: PLC0415
+
+    run = tmp_path / "run"
+    for host in ("a", "b"):
+        (run / "artifacts" / host).mkdir(parents=True)
+        sh.copy(tmp_path / host / "io_tools_run-shared.json", run / "artifacts" / host)
+    rows = {(r["check_id"], r["host"]): r for r in grade_checks(run, {"storage.elbencho_write_world"}, ["a", "b"],
+                                                                 run_id="r-elb")}
+    mine = rows[("storage.elbencho_write_world", "a")]
+    value = next(r["value"] for r in world
+                 if r["metric"] == "elbencho_bw_mib_s" and r["labels"]["operation"] == "write")
+    assert mine["status"] in ("pass", "warn", "fail") and mine["subject"] == "tier=shared"
+    assert float(mine["observed"].split()[0].replace(",", "")) == value, mine
+    assert mine["reason"] == "2 nodes through elbencho's services (%s)" % hosts
+    assert rows[("storage.elbencho_write_world", "b")]["status"] == "skip"
+    text = markdown.render(io_tools_part(load_run(str(run))))
+    assert "| shared | 2 nodes (elbencho's services, from a) |" in text, text
+
+
+def test_a_node_whose_elbencho_service_does_not_start_is_named_and_nothing_is_left(tmp_path):
+    """Host b's elbencho cannot bind its service port (it says so and exits): no master runs, the first host names b
+    and the service's words, and a's service is stopped."""
+    good = _elbencho_service_stand_in(tmp_path / "bin-a")
+    bad = _elbencho_service_stand_in(tmp_path / "bin-b", broken=True)
+    tier = tmp_path / "shared"
+    tier.mkdir()
+    first, second = _two_hosts(tmp_path, "r-elb2", {
+        "tier": {"name": "shared", "path": str(tier), "shared": True}, "ranks": 1, "size_mib": 1,
+        "tools": ["elbencho"], "launcher": "direct", "rdzv_timeout": 30, "service_start_s": 10,
+        "elbencho_port": free_port()},
+        paths={"a": "%s:/usr/bin:/bin" % good, "b": "%s:/usr/bin:/bin" % bad})
+    assert first["status"] == "ok" and second["status"] == "ok", (first["reason"], second["reason"])
+    why = first["facts"]["elbencho_across_nodes"]
+    assert why.startswith("not run: b: its service did not listen on port ") and why.endswith(
+        "(exit 3): ERROR: Unable to bind service port"), why
+    assert not any("--hosts" in line for line in (good / "argv").read_text().splitlines())
+    assert first["facts"]["elbencho_service"] == "still running after the master's --quit: stopped"
+    assert _running(good) == [] and _running(bad) == [] and list(tier.iterdir()) == []

@@ -410,12 +410,14 @@ def grade_world(check, run, hosts):
         if values:
             value = float(AGGREGATES[check.get("agg", "max")](values))
             status, expected = _judge(check, value)
-            nodes = facts.get("across_nodes", "")
+            # a tool with its own way across the nodes (elbencho's services) says where it ran in its own fact
+            nodes = facts.get("%s_across_nodes" % tool) or facts.get("across_nodes", "")
             graded.setdefault(first["host"], []).append(make_row(
                 check, first["host"], status, _fmt(value, check), expected, subject=sub,
                 reason=nodes[len("run: "):] if nodes.startswith("run: ") else ""))
             continue
-        why = facts.get("%s_across" % tool) or facts.get("across_nodes") or first.get("reason") or \
+        why = facts.get("%s_across" % tool) or facts.get("%s_across_nodes" % tool) or facts.get("across_nodes") or \
+            first.get("reason") or \
             "no %s result across nodes" % check["metric"]
         # a world that could not start because the hosts or the store failed is a fault, not a test left out
         status = "error" if str(why).startswith("error") or "did not meet" in str(why) or \

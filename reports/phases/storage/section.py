@@ -377,12 +377,16 @@ def io_tools_part(run):
             if not sel:
                 continue
             value = {(r["metric"], r["labels"].get("operation")): r["value"] for r in sel}
+            how = ([facts.get("launcher")] if any(not r["metric"].startswith("elbencho") for r in sel) else []) + \
+                (["elbencho's services"] if any(r["metric"].startswith("elbencho") for r in sel) else [])
             where = doc["host"] if scope == "node" else "%d nodes (%s, from %s)" % (
-                next(r["labels"]["nodes"] for r in sel), facts.get("launcher"), doc["host"])
+                next(r["labels"]["nodes"] for r in sel), ", ".join(how), doc["host"])
             rows.append([doc.get("variant"), where, max(int(r["labels"].get("tasks") or 0) for r in sel)]
                         + [fmt(value.get((m, op))) for m, op, _ in IO_COLUMNS])
         if str(facts.get("across_nodes", "")).startswith("not run") and "launcher" in facts:
             why_not.append("tier %s, across nodes: %s" % (doc.get("variant"), facts["across_nodes"]))
+        if str(facts.get("elbencho_across_nodes", "")).startswith("not run") and "launcher" in facts:
+            why_not.append("tier %s, elbencho across nodes: %s" % (doc.get("variant"), facts["elbencho_across_nodes"]))
     if not rows and not why_not:
         return []
     out = [Heading(3, "IOR, mdtest and elbencho")]
