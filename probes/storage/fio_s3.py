@@ -3,11 +3,11 @@ S3 mode (engines/http.c), a sequential write then a read back of `size_mib` in `
 object_store probe's own client.
 
 fio's HTTP engine is there only when fio was built with libcurl (Debian's fio 3.33 is not: `fio --enghelp` lists no
-http); without it this part is not run, and the artifact's fact says so. The credentials go into a job file of mode
-0600 in a private temporary directory (never on a command line, where `ps` shows them, nor beside the artifacts),
-removed when fio ends. fio
-names each object <filename>_<offset>_<length>, under the run's prefix, where the object_store probe's cleanup
-deletes it with the rest.
+http). The tools step builds one as `fio-http` (tools_fio_http; probes/tools/tools_build.py), which is taken first;
+without an fio that has the engine this part is not run, and the artifact's fact says so. The credentials go into a
+job file of mode 0600 in a private temporary directory (never on a command line, where `ps` shows them, nor beside
+the artifacts), removed when fio ends. fio names each object <filename>_<offset>_<length>, under the run's prefix,
+where the object_store probe's cleanup deletes it with the rest.
 """
 
 import os
@@ -41,9 +41,10 @@ def job_text(endpoint, bucket, key, creds, region, size_mib, bs_kib):
                                               "rw=read", ""])
 
 
-def run_suite(art, endpoint, bucket, prefix, creds, region, size_mib=16, bs_kib=4096, timeout=300, fio="fio"):
+def run_suite(art, endpoint, bucket, prefix, creds, region, size_mib=16, bs_kib=4096, timeout=300, fio=None):
     """Runs the job (when fio can) and records obj_fio_{write,read}_gbps and their mean latency; returns the
-    failure, or None."""
+    failure, or None. fio: the tools step's fio-http where on PATH, else fio."""
+    fio = fio or shutil.which("fio-http") or "fio"
     why = http_engine(fio)
     if why:
         art.facts["fio_s3"] = "not run: %s" % why
@@ -72,5 +73,5 @@ def run_suite(art, endpoint, bucket, prefix, creds, region, size_mib=16, bs_kib=
         stats = entry[side]
         art.add("obj_fio_%s_gbps" % side, stats["bw_bytes"] / 1e9, "GB/s", tool="fio", object_kib=bs_kib)
         art.add("obj_fio_%s_lat_mean_ms" % side, stats["clat_mean_us"] / 1000.0, "ms", tool="fio", object_kib=bs_kib)
-    art.facts["fio_s3"] = "ran: %d MiB in %d KiB objects, written then read" % (size_mib, bs_kib)
+    art.facts["fio_s3"] = "ran: %d MiB in %d KiB objects, written then read, with %s" % (size_mib, bs_kib, fio)
     return None

@@ -1,5 +1,5 @@
-"""tools_build: nccl-tests (MPI=1), rccl-tests, nvbandwidth, IOR (with mdtest) and elbencho built from source into the
-tools prefix.
+"""tools_build: nccl-tests (MPI=1), rccl-tests, nvbandwidth, IOR (with mdtest), elbencho and fio with its S3 engine
+built from source into the tools prefix.
 
 Each build goes to <prefix>/build/<tool>/<key>, the key a digest of what the binaries depend on: the source (git
 URL and ref, or the tarball's sha256), the CUDA toolkit or ROCm version, NCCL's version and place, the MPI, and
@@ -18,7 +18,11 @@ git checkout; a release tarball has one), `./configure --prefix=<build> MPICC=<t
 install`. elbencho is built with its own Makefile (`make`, which fetches its external sources through git), or, from
 upstream's static release archive (elbencho-static-x86_64.tar.gz: the executable alone), installed as it is. Both
 are built in a copy of the source, and only the executables stay: the storage phase's io_tools_run finds them on
-PATH.
+PATH. fio is built (`./configure`, `make`) for its http engine in S3 mode, which distributions leave out (Debian's
+and RHEL's fio are built without libcurl): it is kept as `fio-http`, not `fio`, so the distribution's fio stays the
+one every fio probe and fio's client/server mode across nodes use (two fio versions do not talk to each other), and
+the object store probe takes fio-http for the bucket. A build without the http engine (libcurl's or OpenSSL's
+headers missing) is a failed build naming the packages.
 
 Facts: builds {name: {state, key, bin_dir, ld_library_path, reason, command, tail, controlled_by, deps}}, changed.
 A failed or impossible build is recorded with the command, the last lines of its output and the variable that
@@ -36,7 +40,7 @@ from probes.params import Param, Params
 from probes.tools import detect
 from probes.tools.install import LockTimeout, locked, read_marker, tail, write_marker
 
-TOOLS = ("nccl_tests", "rccl_tests", "nvbandwidth", "ior", "elbencho")
+TOOLS = ("nccl_tests", "rccl_tests", "nvbandwidth", "ior", "elbencho", "fio_http")
 PARAMS = Params(
     prefix=Param(str, "", "tools prefix (set by the role)"),
     builds=Param(dict, {}, "tool -> {enabled, git, ref, tarball} (assess_sources, tools_<tool>)"),
@@ -54,7 +58,7 @@ PARAMS = Params(
 )
 MARKER = ".clustermax-build.json"
 # Built in a copy of their source (out/src): their build writes into the tree it runs in.
-IN_A_COPY = ("ior", "elbencho")
+IN_A_COPY = ("ior", "elbencho", "fio_http")
 # The variables that switch each build and name its source: every failure reason ends with them.
 CONTROL = {tool: "tools_%s / assess_sources.%s" % (tool, tool) for tool in TOOLS}
 
@@ -165,7 +169,8 @@ def nccl_link_dir(nccl, out):
 
 
 def recipe(tool, src_dir, out, env, jobs):
-    """-> ([argv or (argv, cwd), ...], bin_dir, ld_library_path, executables to copy into bin_dir or None).
+    """-> ([argv or (argv, cwd), ...], bin_dir, ld_library_path, executables to copy into bin_dir or None: paths,
+    or (path, the name it gets there)).
     IOR and elbencho build in a copy of the source (work: out/src, removed once their executables are out)."""
     build = os.path.join(out, "build")
     mpi = env["mpi"]
@@ -176,6 +181,9 @@ def recipe(tool, src_dir, out, env, jobs):
         steps += [([configure, "--prefix=%s" % out, "MPICC=%s" % os.path.join(mpi["bin"], "mpicc")], work),
                   (["make", "-j%d" % jobs], work), (["make", "install"], work)]
         return steps, os.path.join(out, "bin"), [os.path.join(mpi["home"], "lib")], None
+    if tool == "fio_http":
+        return ([([os.path.join(work, "configure")], work), (["make", "-j%d" % jobs], work)],
+                os.path.join(out, "bin"), [], [(os.path.join(work, "fio"), "fio-http")])
     if tool == "elbencho":
         if not os.path.isfile(os.path.join(work, "Makefile")):  # upstream's static build: nothing to compile
             return [], os.path.join(out, "bin"), [], [os.path.join(work, "elbencho")]
@@ -202,6 +210,15 @@ def recipe(tool, src_dir, out, env, jobs):
     if env["archs"]:
         configure.append("-DCMAKE_CUDA_ARCHITECTURES=%s" % ";".join(env["archs"]))
     return [configure, ["cmake", "--build", build, "-j%d" % jobs]], build, [], None
+
+
+def fio_without_http(tool, bin_dir):
+    """For the fio_http build: None when fio-http lists the http engine, else what it lists."""
+    if tool != "fio_http":
+        return None
+    res = run_cmd([os.path.join(bin_dir, "fio-http"), "--enghelp"], timeout=30)
+    engines = (res.stdout + res.stderr).split()
+    return None if "http" in engines else (res.stdout + res.stderr).strip()[-500:] or "no output"
 
 
 def executables(bin_dir):
@@ -267,9 +284,10 @@ def build_one(tool, src, env, params):
                                 "timeout" if res.timed_out else res.rc, " ".join(argv),
                                 " in %s" % cwd if cwd else "", CONTROL[tool]))
         for exe in collect or []:
+            exe, name = exe if isinstance(exe, tuple) else (exe, os.path.basename(exe))
             if os.path.isfile(exe) and os.access(exe, os.X_OK):
                 os.makedirs(bin_dir, exist_ok=True)
-                shutil.copy2(exe, bin_dir)
+                shutil.copy2(exe, os.path.join(bin_dir, name))
         if tool in IN_A_COPY:
             shutil.rmtree(work, ignore_errors=True)  # the executables are out; the objects are not needed
         binaries = executables(bin_dir)
@@ -278,7 +296,14 @@ def build_one(tool, src, env, params):
             made = " ".join(steps[-1][0]) if steps else "extracting %s" % (src.get("tarball") or src.get("git"))
             return dict(rec, state="failed", command=made,
                         reason="the build made no executables in %s (%s)" % (
-                            bin_dir if not collect else ", ".join(collect), CONTROL[tool]))
+                            bin_dir if not collect else ", ".join(c[0] if isinstance(c, tuple) else c
+                                                                   for c in collect), CONTROL[tool]))
+        lacking = fio_without_http(tool, bin_dir)
+        if lacking:
+            shutil.rmtree(out, ignore_errors=True)
+            return dict(rec, state="failed", command=shown, tail=lacking,
+                        reason="fio was built without its http engine (S3): libcurl's and OpenSSL's headers were not "
+                               "found by its configure (tools_packages_wanted: fio-build; %s)" % CONTROL[tool])
         write_marker(os.path.join(out, MARKER), {"key": key, "bin_dir": bin_dir, "ld_library_path": libs,
                                                  "binaries": binaries, "deps": parts, "command": shown})
         return dict(rec, state="built", bin_dir=bin_dir, ld_library_path=libs, binaries=binaries,

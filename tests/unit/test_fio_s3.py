@@ -58,4 +58,4 @@ def test_with_an_s3_engine_the_credentials_stay_in_a_private_job_file(tmp_path):
     got = {r["metric"]: r["value"] for r in art.results}
     assert got["obj_fio_read_gbps"] == doc["read"]["bw_bytes"] / 1e9
     assert got["obj_fio_read_lat_mean_ms"] == pytest.approx(doc["read"]["clat_ns"]["mean"] / 1e6)
-    assert art.facts["fio_s3"] == "ran: 16 MiB in 4096 KiB objects, written then read"
+    assert art.facts["fio_s3"] == "ran: 16 MiB in 4096 KiB objects, written then read, with %s" % fio

@@ -4,6 +4,7 @@ PUT/GET/LIST/DELETE recorded in windows, and the controller's grading of what it
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -167,3 +168,48 @@ def test_a_part_list_that_does_not_match_is_refused_and_the_upload_aborted(s3):
     assert (info.value.status, info.value.code) == (400, "InvalidPart")
     c.abort_multipart(BUCKET, key, upload_id)
     assert c.multipart_uploads(BUCKET, key) == []
+
+
+@pytest.fixture(scope="module")
+def fio_http(tmp_path_factory):
+    """fio 3.33 built by the tools step's own recipe (tools_build, tool fio_http) from its real release source, with
+    its http engine (libcurl4-openssl-dev, make sysdeps): {bin_dir, rec}."""
+    if not shutil.which("curl-config"):
+        pytest.skip("needs libcurl's headers to build fio's http engine (libcurl4-openssl-dev: make sysdeps)")
+    sys.path.insert(0, str(ROOT / "tests" / "integration"))
+    from tool_sources import fio_release_tarball  # noqa: PLC0415
+
+    try:
+        source = fio_release_tarball(ROOT / ".cache" / "sources")
+    except OSError as exc:
+        pytest.skip("fio's source could not be fetched: %s" % exc)
+    tmp = tmp_path_factory.mktemp("fio-build")
+    builds = {t: {"enabled": False} for t in ("nccl_tests", "nvbandwidth", "rccl_tests", "ior", "elbencho")}
+    builds["fio_http"] = {"tarball": str(source)}
+    subprocess.run([sys.executable, "-m", "probes", "tools_build", "--out", str(tmp / "out"), "--host", HOST,
+                    "--run-id", "r-fio", "--params", json.dumps({"prefix": str(tmp / "prefix"), "builds": builds})],
+                   cwd=ROOT, check=True, timeout=900, stdout=subprocess.DEVNULL)
+    rec = json.loads((tmp / "out" / "tools_build.json").read_text())["facts"]["builds"]["fio_http"]
+    return rec
+
+
+def test_fio_built_by_the_tools_step_runs_its_s3_engine_against_the_bucket(s3, fio_http, tmp_path):
+    """The seed's "suite again against an S3 bucket" with fio's own engine: the tools step's fio-http (built here
+    from fio 3.33's source), found on PATH by the object store probe, writes and reads back 8 MiB in 1 MiB objects
+    through SeaweedFS."""
+    rec = fio_http
+    assert rec["state"] == "built" and rec["binaries"] == ["fio-http"], rec
+    src = Path(rec["bin_dir"]).parent / "src"
+    assert rec["command"] == "cd %s && %s/configure && make -j%d" % (src, src, os.cpu_count())
+    assert not src.exists()
+    doc = run_probe(s3, tmp_path, "it-fio", fio_mib=8, fio_object_kib=1024, large_count=1, small_count=4,
+                    tools_step={"path": [rec["bin_dir"]]})
+    assert doc["status"] == "ok", doc.get("reason")
+    assert doc["facts"]["fio_s3"] == "ran: 8 MiB in 1024 KiB objects, written then read, with %s/fio-http" % (
+        rec["bin_dir"])
+    for side in ("write", "read"):
+        (bw,) = rows(doc, "obj_fio_%s_gbps" % side)
+        (lat,) = rows(doc, "obj_fio_%s_lat_mean_ms" % side)
+        assert bw["value"] > 0 and lat["value"] > 0 and bw["labels"] == {"tool": "fio", "object_kib": 1024}
+    # fio's objects are under the run's prefix, which the probe's cleanup emptied
+    assert client(s3).list(BUCKET, doc["facts"]["prefix"])[0] == []
