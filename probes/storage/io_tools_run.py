@@ -29,9 +29,11 @@ other whether their service listens, and the first host runs the master, `elbenc
 options> DIR` (threads, dirs and files per service), in one directory of the tier, then `elbencho --hosts ...
 --quit`. Each node then stops its service if it is still there. Its rows are scope=cluster with the node count, on
 the first host; the fact `elbencho_across_nodes` says where it ran, or why not (a node without elbencho, a service
-that did not start), and `elbencho_across` the master's command line or its error. The ports: a block from the run
-id (`elbencho_port` to fix it), one port a node (its rank in the block), so that nodes sharing an address
-(containers, tests) do not collide.
+that did not start), and `elbencho_across` the master's command line or its error. The ports: in the block of the run's
+store (its first port, `port` when fixed), the services on the next ones, one a node (its rank), so that nodes
+sharing an address (containers, tests) do not collide. The service dies with the probe (procs.Children), and is
+stopped after the master's --quit, or at once where no master ran. elbencho's --hosts has no form for an IPv6
+address: such a run says so.
 """
 
 import os
@@ -39,11 +41,11 @@ import shutil
 import subprocess
 
 from probes.artifact import artifact_filename
-from probes.common import launch
+from probes.common import launch, procs
 from probes.common import tiers as storage_tier
-from probes.common.command import kill_group, run_cmd
+from probes.common.command import run_cmd
 from probes.common.netif import wait_listening
-from probes.common.ports import BLOCK, port_param
+from probes.common.ports import BLOCK
 from probes.common.rendezvous import StoreError
 from probes.common.tools import not_installed
 from probes.params import Param, Params
@@ -69,8 +71,6 @@ PARAMS = Params(
                                    "every host of the run"),
     rdzv_timeout=Param(float, 120, "seconds to wait for every host in the run's store (plus the tools' time)"),
     port=Param(int, 0, "port of the run's store on the first host (0: derived from the run id and variant)"),
-    elbencho_port=Param(int, 0, "first port of elbencho's services, one a node from there (0: derived from the run "
-                                "id and variant)"),
     service_start_s=Param(float, 30, "seconds an elbencho service may take to listen"),
 )
 
@@ -102,8 +102,9 @@ def command(tool, exe, params, work, mpi=None):
             "--dirs", "1", "--files", "1", "--size", size, "--block", xfer, "--nolive", os.path.join(work, "elbencho")]
 
 
-def record(art, tool, parsed, scope=None):
-    """The parsed output as results and facts; scope: the labels of where it ran (default one node, scope=node)."""
+def record(art, tool, parsed, scope=None, tasks=None):
+    """The parsed output as results and facts; scope: the labels of where it ran (default one node, scope=node);
+    tasks: elbencho's threads in all (its output does not say; IOR's and mdtest's do)."""
     scope = scope or {"scope": "node"}
     if parsed.get("version"):
         art.facts["%s_version" % tool] = parsed["version"]
@@ -124,12 +125,13 @@ def record(art, tool, parsed, scope=None):
         for row in parsed["rows"]:
             if row["result"] in units and row.get("last") is not None:
                 metric, unit = units[row["result"]]
-                art.add(metric, row["last"], unit, tool="elbencho", operation=row["phase"].lower(), **scope)
+                art.add(metric, row["last"], unit, tool="elbencho", operation=row["phase"].lower(),
+                        **dict(scope, **({"tasks": tasks} if tasks else {})))
     for _, line in parsed["warnings"][:5]:
         art.facts.setdefault("%s_warnings" % tool, []).append(line[:300])
 
 
-def run_tool(art, tool, argv, res, out_dir, raw, scope=None):
+def run_tool(art, tool, argv, res, out_dir, raw, scope=None, tasks=None):
     """One tool's run (res: its CmdResult) kept as raw and read into results; returns the failure, or None. A world
     across nodes (scope given) was launched through launch.run_launched, whose output starts with its command line."""
     with open(os.path.join(out_dir, raw), "w") as fh:
@@ -145,7 +147,7 @@ def run_tool(art, tool, argv, res, out_dir, raw, scope=None):
     except ToolOutputError as exc:
         art.facts[key] = "error: %s" % exc
         return "%s (exit %s; output in %s)" % (exc, res.rc, raw)
-    record(art, tool, parsed, scope)
+    record(art, tool, parsed, scope, tasks)
     art.facts[key] = "ran: %s" % " ".join(str(a) for a in argv)
     if res.rc not in (0, None) or parsed["errors"]:
         return "%s: %s" % (tool, (parsed["errors"][0][1] if parsed["errors"] else "exit %s" % res.rc)[:300])
@@ -233,7 +235,8 @@ def _alone(art, params, out_dir, tier, exe, present, base, parents):
             argv = command(tool, exe[tool], params, work)
             os.makedirs(os.path.join(work, tool), exist_ok=True)
             res = run_cmd(argv, timeout=params["timeout_s"], cwd=work)
-            why = run_tool(art, tool, argv, res, out_dir, "%s.%s.txt" % (base, tool))
+            why = run_tool(art, tool, argv, res, out_dir, "%s.%s.txt" % (base, tool),
+                           tasks=params["ranks"] if tool == "elbencho" else None)
             if why:
                 failures.append(why if not res.timed_out else "%s after %g s" % (why, params["timeout_s"]))
     finally:
@@ -359,79 +362,94 @@ def _world(art, params, out_dir, work, tier, base, facts, launcher, why_launch, 
 
 
 def _elbencho_across(art, params, out_dir, work, tier, base, mesh, exe):
-    """elbencho's service mode across every node (module docstring): every node calls it after the IOR world.
-    Returns the failures (the first host's)."""
-    port = port_param(params, "elbencho_port", art.run_id, "io_tools_run/%s/elbencho" % (art.variant or ""),
-                      span=BLOCK) + mesh.rank % BLOCK
-    service, log, state = None, os.path.join(work, "elbencho-service.log"), {"port": port}
-    failures = []
-    try:
-        if not exe:
-            state["why"] = "elbencho is not installed"
-        else:
-            os.makedirs(work, exist_ok=True)
-            with open(log, "w") as fh:
-                service = subprocess.Popen([exe, "--service", "--foreground", "--port", str(port)], stdout=fh,
-                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-            if not wait_listening("127.0.0.1", port, service, params["service_start_s"]):
-                state["why"] = "its service did not listen on port %d within %g s (%s): %s" % (
-                    port, params["service_start_s"], "exit %s" % service.poll() if service.poll() is not None
-                    else "still running", _tail(log))
-        states = mesh.allgather(state, params["rdzv_timeout"] + params["service_start_s"])
-        if mesh.rank == 0:
-            failures = _elbencho_master(art, params, out_dir, work, tier, base, exe, mesh, states)
-        missing = mesh.barrier("elbencho-done", params["rdzv_timeout"] + params["timeout_s"] * 2 + 60,
-                               abort_on_lost=True)
-        if missing:
-            art.facts["store_errors"] = "%s did not arrive after elbencho across nodes" % ", ".join(missing)
-    except StoreError as exc:
-        art.facts["store_errors"] = "the run's store failed during elbencho across nodes: %s" % exc
-        failures.append("elbencho across nodes: the run's store failed: %s" % exc)
-    finally:
+    """elbencho's service mode across every node (module docstring): every node calls it after the IOR world, with
+    one allgather before the master and one after it, whatever fails on the way. Returns the failures (the first
+    host's)."""
+    # inside the block of the run's store (ports.py): the store at its first port, the services after it
+    port = mesh.store.port + 1 + mesh.rank % (BLOCK - 1)
+    log = os.path.join(work, "elbencho-service.log")
+    state, failures, service, quit_sent = {"port": port}, [], None, False
+    with procs.Children() as children:  # the service dies with the probe, however the probe ends
+        try:
+            if not exe:
+                state["why"] = "elbencho is not installed"
+            else:
+                try:
+                    os.makedirs(work, exist_ok=True)
+                    service = children.start([exe, "--service", "--foreground", "--port", str(port)],
+                                             log_path=log)
+                    up = wait_listening("127.0.0.1", port, service, params["service_start_s"])
+                    if not up or service.poll() is not None:
+                        state["why"] = "its service did not listen on port %d within %g s (%s): %s" % (
+                            port, params["service_start_s"], "exit %s" % service.poll()
+                            if service.poll() is not None else "still running",
+                            " | ".join(procs.tail(log, lines=5).splitlines()) or "no output")
+                except OSError as exc:
+                    state["why"] = "its service could not start: %s" % exc
+            states = mesh.allgather(state, params["rdzv_timeout"] + params["service_start_s"])
+            if mesh.rank == 0:
+                try:
+                    failures, quit_sent = _elbencho_master(art, params, out_dir, work, tier, base, exe, mesh, states)
+                except Exception as exc:  # noqa: BLE001 - the others wait at the next allgather
+                    art.facts["elbencho_across_nodes"] = "error: %s: %s" % (type(exc).__name__, exc)
+                    failures = ["elbencho across nodes: %s: %s" % (type(exc).__name__, exc)]
+            told = mesh.allgather({"quit_sent": quit_sent},
+                                  params["rdzv_timeout"] + params["timeout_s"] + 120)
+            quit_sent = bool(told[0].get("quit_sent"))
+        except StoreError as exc:
+            art.facts["store_errors"] = "the run's store failed during elbencho across nodes: %s" % exc
+            art.facts.setdefault("elbencho_across_nodes", "not run: the run's store failed: %s" % exc)
+            failures.append("elbencho across nodes: the run's store failed: %s" % exc)
         if service is not None:
-            try:
-                service.wait(timeout=10)  # the master's --quit ends it
-            except subprocess.TimeoutExpired:
-                art.facts["elbencho_service"] = "still running after the master's --quit: stopped"
-            kill_group(service, grace=2.0)
+            if quit_sent:
+                try:
+                    service.wait(timeout=10)  # the master's --quit ends it
+                except subprocess.TimeoutExpired:
+                    art.facts["elbencho_service"] = "still running 10 s after the master's --quit: stopped"
+            else:
+                art.facts["elbencho_service"] = "stopped: no master ran across the services"
     return failures
 
 
-def _tail(path, lines=5):
-    try:
-        with open(path, errors="replace") as fh:
-            return " | ".join(fh.read().strip().splitlines()[-lines:]) or "no output"
-    except OSError:
-        return "no output"
+def _elbencho_hosts(mesh, states):
+    """elbencho's --hosts list (host:port,...), or why it cannot be written: its parser reads brackets as host
+    ranges (node[1-4]) and the first colon as the port's, so an IPv6 literal has no form there."""
+    six = [a for a in mesh.addresses if ":" in a]
+    if six:
+        return None, "elbencho's --hosts takes no IPv6 address (%s): give the nodes names or IPv4 addresses" % (
+            ", ".join(six))
+    return ",".join("%s:%d" % (a, s["port"]) for a, s in zip(mesh.addresses, states)), None
 
 
 def _elbencho_master(art, params, out_dir, work, tier, base, exe, mesh, states):
-    """On the first host: the master across every node's service, then --quit; or why not."""
+    """On the first host: the master across every node's service, then --quit; or why not. Returns (failures,
+    whether --quit was sent)."""
     nodes = len(states)
     why = ["%s: %s" % (h, s["why"]) for h, s in zip(mesh.hosts, states) if s.get("why")]
-    if why:
-        art.facts["elbencho_across_nodes"] = "not run: %s" % "; ".join(why)
-        return []
+    services, no_list = _elbencho_hosts(mesh, states)
+    if why or no_list:
+        art.facts["elbencho_across_nodes"] = "not run: %s" % ("; ".join(why) or no_list)
+        # a service that did not start on a node that has elbencho is a fault, not a test left out
+        return (["elbencho across nodes: %s" % "; ".join(w for w in why if "not installed" not in w)]
+                if any("not installed" not in w for w in why) else []), False
     short = storage_tier.check_space(tier["path"], nodes * params["ranks"] * params["size_mib"] * 2**20)
     if short:
         art.facts["elbencho_across_nodes"] = "not run: %s" % short
-        return []
-    services = ",".join("%s:%d" % ("[%s]" % a if ":" in a else a, s["port"])
-                        for a, s in zip(mesh.addresses, states))
+        return [], False
     top = storage_tier.run_dir(tier["path"], art.run_id)
     data = os.path.join(top, "io_tools", "elbencho-world")
-    os.makedirs(os.path.join(data, "elbencho"), exist_ok=True)
-    cmd = command("elbencho", exe, params, data)
-    argv = [cmd[0], "--hosts", services] + cmd[1:]
     art.facts["elbencho_across_nodes"] = "run: %d nodes through elbencho's services (%s)" % (nodes, services)
     try:
+        os.makedirs(os.path.join(data, "elbencho"), exist_ok=True)
+        cmd = command("elbencho", exe, params, data)
+        argv = [cmd[0], "--hosts", services] + cmd[1:]
         res = run_cmd(argv, timeout=params["timeout_s"], cwd=work)
         # elbencho_across: what ran, or the error (as ior_across, mdtest_across)
         why = run_tool(art, "elbencho", argv, res, out_dir, "%s.elbencho.n%d.txt" % (base, nodes),
-                       scope={"scope": "cluster", "nodes": nodes})
+                       scope={"scope": "cluster", "nodes": nodes}, tasks=nodes * params["ranks"])
+        return (["elbencho across %d nodes: %s" % (nodes, why)] if why else []), True
+    finally:
         quit_res = run_cmd([exe, "--hosts", services, "--quit"], timeout=60, cwd=work)
         if quit_res.rc != 0:
             art.facts["elbencho_quit"] = "exit %s: %s" % (quit_res.rc, (quit_res.stdout + quit_res.stderr)[-300:])
-        return ["elbencho across %d nodes: %s" % (nodes, why)] if why else []
-    finally:
         storage_tier.remove_tree(data, stop_at=top)

@@ -17,8 +17,13 @@ IOR and mdtest (github.com/hpc/ior) are built as IOR's README says: `./bootstrap
 git checkout; a release tarball has one), `./configure --prefix=<build> MPICC=<the MPI's mpicc>`, `make`, `make
 install`. elbencho is built with its own Makefile (`make`, which fetches its external sources through git), or, from
 upstream's static release archive (elbencho-static-x86_64.tar.gz: the executable alone), installed as it is. Both
-are built in a copy of the source, and only the executables stay: the storage phase's io_tools_run finds them on
-PATH. fio is built (`./configure`, `make`) for its http engine in S3 mode, which distributions leave out (Debian's
+are built in a copy of the source, removed once they are installed: the storage phase's io_tools_run finds them on
+PATH. elbencho's make fetches its externals (Simple-Web-Server, ftxui) with git, so an air-gapped site gives
+upstream's static archive, or a source tarball whose external/ is already filled; it is built without CUDA and
+cuFile (CUDA_SUPPORT=0 CUFILE_SUPPORT=0: the probe uses no GPU buffers, and the build's key names no CUDA). An
+elbencho that does not run here (`--version`: another CPU architecture's archive) is a failed build.
+
+fio is built (`./configure`, `make`) for its http engine in S3 mode, which distributions leave out (Debian's
 and RHEL's fio are built without libcurl): it is kept as `fio-http`, not `fio`, so the distribution's fio stays the
 one every fio probe and fio's client/server mode across nodes use (two fio versions do not talk to each other), and
 the object store probe takes fio-http for the bucket. A build without the http engine (libcurl's or OpenSSL's
@@ -98,7 +103,8 @@ def needs(tool, env):
     if tool == "ior" and not (env["mpi"] and os.access(os.path.join(env["mpi"]["bin"], "mpicc"), os.X_OK)):
         return "missing", ("no MPI with its compiler wrapper (mpicc) on this node (tools_mpi_home; "
                            "tools_packages_wanted: openmpi)")
-    for exe in ("make", "tar"):
+    # elbencho's static release needs no make (a source tree without make fails at its make step, saying so)
+    for exe in ("make", "tar") if tool != "elbencho" else ("tar",):
         if not shutil.which(exe):
             return "missing", "no %s on this node" % exe
     return None
@@ -185,9 +191,16 @@ def recipe(tool, src_dir, out, env, jobs):
         return ([([os.path.join(work, "configure")], work), (["make", "-j%d" % jobs], work)],
                 os.path.join(out, "bin"), [], [(os.path.join(work, "fio"), "fio-http")])
     if tool == "elbencho":
-        if not os.path.isfile(os.path.join(work, "Makefile")):  # upstream's static build: nothing to compile
-            return [], os.path.join(out, "bin"), [], [os.path.join(work, "elbencho")]
-        return [(["make", "-j%d" % jobs], work)], os.path.join(out, "bin"), [], [os.path.join(work, "bin", "elbencho")]
+        if not os.path.isfile(os.path.join(work, "Makefile")):
+            # upstream's static release: its one executable (elbencho, or elbencho.aarch64 in the arm64 archive)
+            found = [os.path.join(work, n) for n in sorted(os.listdir(work)) if n.startswith("elbencho")
+                     and os.path.isfile(os.path.join(work, n)) and os.access(os.path.join(work, n), os.X_OK)]
+            return [], os.path.join(out, "bin"), [], [(p, "elbencho") for p in found[:1]] or [
+                os.path.join(work, "elbencho")]
+        # without GPU buffers: elbencho's Makefile would otherwise link CUDA and cuFile where it finds them, which
+        # the build's key does not name
+        return ([(["make", "-j%d" % jobs, "CUDA_SUPPORT=0", "CUFILE_SUPPORT=0"], work)], os.path.join(out, "bin"),
+                [], [os.path.join(work, "bin", "elbencho")])
     if tool == "nccl_tests":
         argv = ["make", "-C", src_dir, "-j%d" % jobs, "BUILDDIR=%s" % build, "CUDA_HOME=%s" % env["cuda"]["home"],
                 "NCCL_HOME=%s" % nccl_link_dir(env["nccl"], out)]
@@ -212,13 +225,20 @@ def recipe(tool, src_dir, out, env, jobs):
     return [configure, ["cmake", "--build", build, "-j%d" % jobs]], build, [], None
 
 
-def fio_without_http(tool, bin_dir):
-    """For the fio_http build: None when fio-http lists the http engine, else what it lists."""
-    if tool != "fio_http":
-        return None
-    res = run_cmd([os.path.join(bin_dir, "fio-http"), "--enghelp"], timeout=30)
-    engines = (res.stdout + res.stderr).split()
-    return None if "http" in engines else (res.stdout + res.stderr).strip()[-500:] or "no output"
+def check_installed(tool, bin_dir):
+    """None when what was built does what it is built for, else (why, what it printed): fio-http must list its
+    http engine; elbencho must run here (an archive of another CPU architecture's release does not)."""
+    if tool == "fio_http":
+        res = run_cmd([os.path.join(bin_dir, "fio-http"), "--enghelp"], timeout=30)
+        if "http" not in (res.stdout + res.stderr).split():
+            return ("fio was built without its http engine (S3): its configure found no libcurl or OpenSSL headers "
+                    "(tools_packages_wanted: fio-build)", (res.stdout + res.stderr).strip()[-500:] or "no output")
+    if tool == "elbencho":
+        res = run_cmd([os.path.join(bin_dir, "elbencho"), "--version"], timeout=30)
+        if res.rc != 0:
+            return ("the installed elbencho does not run on this node (another CPU architecture's release?): "
+                    "`elbencho --version`", (res.stdout + res.stderr).strip()[-500:] or "exit %s" % res.rc)
+    return None
 
 
 def executables(bin_dir):
@@ -298,12 +318,11 @@ def build_one(tool, src, env, params):
                         reason="the build made no executables in %s (%s)" % (
                             bin_dir if not collect else ", ".join(c[0] if isinstance(c, tuple) else c
                                                                    for c in collect), CONTROL[tool]))
-        lacking = fio_without_http(tool, bin_dir)
-        if lacking:
+        unusable = check_installed(tool, bin_dir)
+        if unusable:
             shutil.rmtree(out, ignore_errors=True)
-            return dict(rec, state="failed", command=shown, tail=lacking,
-                        reason="fio was built without its http engine (S3): libcurl's and OpenSSL's headers were not "
-                               "found by its configure (tools_packages_wanted: fio-build; %s)" % CONTROL[tool])
+            return dict(rec, state="failed", command=shown or "extracting %s" % src.get("tarball"), tail=unusable[1],
+                        reason="%s (%s)" % (unusable[0], CONTROL[tool]))
         write_marker(os.path.join(out, MARKER), {"key": key, "bin_dir": bin_dir, "ld_library_path": libs,
                                                  "binaries": binaries, "deps": parts, "command": shown})
         return dict(rec, state="built", bin_dir=bin_dir, ld_library_path=libs, binaries=binaries,

@@ -6,7 +6,8 @@ storage phase starts a service on every node, runs the master on the first and q
   multi-host capture of elbencho (tests/fixtures/io_tools/elbencho/, whose README names the source);
 - `elbencho --hosts h:p,... --quit`: tells every service to quit;
 - without --hosts (a node alone): prints the same capture.
-Every call appends its arguments to argv beside the installed program. broken=True: a service that cannot bind its
+Every call appends its arguments to argv beside the installed program, and a service each word it gets ("service
+PORT: run"). broken=True: a service that cannot bind its
 port (it says so, as elbencho does, and exits 3)."""
 
 import sys
@@ -31,6 +32,11 @@ if "--service" in args:
     while True:
         conn, _ = srv.accept()
         word = conn.makefile().readline().strip()
+        if not word:  # a connection that only checks the port listens
+            conn.close()
+            continue
+        with open(%(argv)r, "a") as fh:
+            fh.write("service %%s: %%s\n" %% (args[args.index("--port") + 1], word))
         conn.sendall(b"ok\n")
         conn.close()
         if word == "quit":

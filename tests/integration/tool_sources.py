@@ -334,16 +334,17 @@ def elbencho_like_tree(dest: Path) -> Path:
     return dest
 
 
-def elbencho_static_archive(out: Path) -> Path:
-    """Upstream's static release archive (elbencho-static-x86_64.tar.gz): the executable `elbencho` alone, at the
-    top. Here a shell script that prints the capture."""
+def elbencho_static_archive(out: Path, member: str = "elbencho", runs: bool = True) -> Path:
+    """Upstream's static release archive (elbencho-static-x86_64.tar.gz): the executable alone, at the top (named
+    elbencho.aarch64 in the arm64 one). Here a shell script that prints the capture; runs=False: bytes this node
+    cannot execute, as another CPU architecture's build."""
     out = Path(out)
-    exe = out.parent / "elbencho-static" / "elbencho"
+    exe = out.parent / ("%s-static" % out.name) / member
     _write(exe, "#!/bin/sh\n# stand-in for elbencho's static executable (tests only)\ncat <<'EOF'\n%sEOF\n"
-           % ELBENCHO_CAPTURE.read_text())
+           % ELBENCHO_CAPTURE.read_text() if runs else "\x7fELF\x02\x01\x01 not this machine's\n")
     exe.chmod(0o755)
     with tarfile.open(out, "w:gz") as tar:
-        tar.add(exe, arcname="elbencho")
+        tar.add(exe, arcname=member)
     return out
 
 

@@ -273,7 +273,7 @@ def test_elbencho_runs_across_the_nodes_through_its_services_and_stops_them(tmp_
     path = "%s:/usr/bin:/bin" % bin_dir
     first, second = _two_hosts(tmp_path, "r-elb", {
         "tier": {"name": "shared", "path": str(tier), "shared": True}, "ranks": 2, "size_mib": 1,
-        "tools": ["elbencho"], "launcher": "direct", "rdzv_timeout": 30, "elbencho_port": free_port()},
+        "tools": ["elbencho"], "launcher": "direct", "rdzv_timeout": 30},
         paths={"a": path, "b": path})
     assert first["status"] == "ok" and second["status"] == "ok", (first["reason"], second["reason"])
     argv = (bin_dir / "argv").read_text().splitlines()
@@ -295,7 +295,10 @@ def test_elbencho_runs_across_the_nodes_through_its_services_and_stops_them(tmp_
         ("elbencho_bw_mib_s", "write", 2)}
     assert "io_tools_run-shared.elbencho.n2.txt" in first["raw"]
     assert {r["labels"]["scope"] for r in second["results"]} == {"node"}  # its own run alone only
-    assert "elbencho_service" not in facts and "elbencho_quit" not in facts  # --quit ended both services
+    # each service ran the master's phase, and --quit ended both
+    assert sorted(line for line in argv if line.startswith("service ")) == [
+        "service %d: %s" % (p, w) for p in (port, port + 1) for w in ("quit", "run")]
+    assert all("elbencho_service" not in d["facts"] for d in (first, second)) and "elbencho_quit" not in facts
     assert _running(bin_dir) == [] and list(tier.iterdir()) == []
     # graded on the first host as the world of the tier, the second pointing to it; a row of its own in the report
     import shutil as sh  # noqa: PLC0415
@@ -333,12 +336,53 @@ def test_a_node_whose_elbencho_service_does_not_start_is_named_and_nothing_is_le
     first, second = _two_hosts(tmp_path, "r-elb2", {
         "tier": {"name": "shared", "path": str(tier), "shared": True}, "ranks": 1, "size_mib": 1,
         "tools": ["elbencho"], "launcher": "direct", "rdzv_timeout": 30, "service_start_s": 10,
-        "elbencho_port": free_port()},
+        },
         paths={"a": "%s:/usr/bin:/bin" % good, "b": "%s:/usr/bin:/bin" % bad})
-    assert first["status"] == "ok" and second["status"] == "ok", (first["reason"], second["reason"])
+    # b's service is a fault of the run (the first host's error, graded error), not a test left out
     why = first["facts"]["elbencho_across_nodes"]
     assert why.startswith("not run: b: its service did not listen on port ") and why.endswith(
         "(exit 3): ERROR: Unable to bind service port"), why
+    assert first["status"] == "error" and first["reason"] == "elbencho across nodes: %s" % why[len("not run: "):]
+    assert second["status"] == "ok", second["reason"]
     assert not any("--hosts" in line for line in (good / "argv").read_text().splitlines())
-    assert first["facts"]["elbencho_service"] == "still running after the master's --quit: stopped"
+    # no master ran: a's service is stopped at once, without waiting for a --quit that never comes
+    assert first["facts"]["elbencho_service"] == "stopped: no master ran across the services"
+    from graded_run import grade_checks  # noqa: PLC0415
+
+    run = tmp_path / "run"
+    for host in ("a", "b"):
+        (run / "artifacts" / host).mkdir(parents=True)
+        (run / "artifacts" / host / "io_tools_run-shared.json").write_text(
+            (tmp_path / host / "io_tools_run-shared.json").read_text())
+    (row,) = [r for r in grade_checks(run, {"storage.elbencho_write_world"}, ["a", "b"], run_id="r-elb2")
+              if r["host"] == "a"]
+    assert row["status"] == "error" and row["reason"] == why
     assert _running(good) == [] and _running(bad) == [] and list(tier.iterdir()) == []
+
+
+def test_a_node_without_elbencho_is_named_and_the_others_stop_their_service_at_once(tmp_path):
+    bin_dir = _elbencho_service_stand_in(tmp_path / "bin")
+    tier = tmp_path / "shared"
+    tier.mkdir()
+    first, second = _two_hosts(tmp_path, "r-elb3", {
+        "tier": {"name": "shared", "path": str(tier), "shared": True}, "ranks": 1, "size_mib": 1,
+        "tools": ["elbencho"], "launcher": "direct", "rdzv_timeout": 30},
+        paths={"a": "%s:/usr/bin:/bin" % bin_dir, "b": "/usr/bin:/bin"})
+    assert first["status"] == "ok" and second["status"] == "skipped", (first["reason"], second["reason"])
+    assert first["facts"]["elbencho_across_nodes"] == "not run: b: elbencho is not installed"
+    assert first["facts"]["elbencho_service"] == "stopped: no master ran across the services"
+    assert "elbencho_service" not in second["facts"]
+    assert _running(bin_dir) == [] and list(tier.iterdir()) == []
+
+
+def test_elbencho_hosts_list_has_no_form_for_an_ipv6_address():
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from probes.storage.io_tools_run import _elbencho_hosts  # noqa: PLC0415
+
+    states = [{"port": 11001}, {"port": 11002}]
+    four = SimpleNamespace(addresses=["10.0.0.1", "node2"])
+    assert _elbencho_hosts(four, states) == ("10.0.0.1:11001,node2:11002", None)
+    six = SimpleNamespace(addresses=["fd00::1", "10.0.0.2"])
+    assert _elbencho_hosts(six, states) == (None, "elbencho's --hosts takes no IPv6 address (fd00::1): give the "
+                                                  "nodes names or IPv4 addresses")

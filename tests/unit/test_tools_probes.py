@@ -373,7 +373,7 @@ def test_elbencho_builds_with_its_makefile_or_installs_upstreams_static_executab
     rec = build_io_tools(tmp_path, tmp_path / "p", elbencho={"tarball": str(source)})["facts"]["builds"]["elbencho"]
     out = Path(rec["bin_dir"]).parent
     assert rec["state"] == "built" and rec["binaries"] == ["elbencho"], rec  # not elbencho-unstripped
-    assert rec["command"] == "cd %s/src && make -j%d" % (out, os.cpu_count())
+    assert rec["command"] == "cd %s/src && make -j%d CUDA_SUPPORT=0 CUFILE_SUPPORT=0" % (out, os.cpu_count())
     assert not (out / "src").exists()
     ran = subprocess.run([str(Path(rec["bin_dir"]) / "elbencho")], capture_output=True, text=True, timeout=60)
     assert "OPERATION" in ran.stdout and "WRITE" in ran.stdout
@@ -383,6 +383,17 @@ def test_elbencho_builds_with_its_makefile_or_installs_upstreams_static_executab
     rec = build_io_tools(tmp_path, tmp_path / "q", elbencho={"tarball": str(static)})["facts"]["builds"]["elbencho"]
     assert rec["state"] == "built" and rec["binaries"] == ["elbencho"], rec
     assert rec["command"] == "installed the release's executable (elbencho)"
+    # the arm64 archive names its executable elbencho.aarch64: installed as elbencho
+    arm = elbencho_static_archive(tmp_path / "elbencho-static-aarch64.tar.gz", member="elbencho.aarch64")
+    rec = build_io_tools(tmp_path, tmp_path / "a", elbencho={"tarball": str(arm)})["facts"]["builds"]["elbencho"]
+    assert rec["state"] == "built" and rec["binaries"] == ["elbencho"], rec
+    # another architecture's executable does not run here: failed, saying so, nothing kept
+    alien = elbencho_static_archive(tmp_path / "elbencho-static-other.tar.gz", runs=False)
+    rec = build_io_tools(tmp_path, tmp_path / "x", elbencho={"tarball": str(alien)})["facts"]["builds"]["elbencho"]
+    assert rec["state"] == "failed" and rec["reason"] == (
+        "the installed elbencho does not run on this node (another CPU architecture's release?): `elbencho "
+        "--version` (tools_elbencho / assess_sources.elbencho)"), rec
+    assert not list((tmp_path / "x" / "build" / "elbencho").glob("*/*"))
     # a source tree that makes no elbencho: failed, naming where it looked and the variable
     broken = tmp_path / "broken"
     (broken / "Makefile").parent.mkdir()

@@ -420,8 +420,9 @@ def grade_world(check, run, hosts):
             first.get("reason") or \
             "no %s result across nodes" % check["metric"]
         # a world that could not start because the hosts or the store failed is a fault, not a test left out
-        status = "error" if str(why).startswith("error") or "did not meet" in str(why) or \
-            "store failed" in str(why) or "did not finish alone" in str(why) else "skip"
+        status = "error" if str(why).startswith("error") or any(
+            fault in str(why) for fault in ("did not meet", "store failed", "did not finish alone",
+                                            "service did not listen", "service could not start")) else "skip"
         graded.setdefault(first["host"], []).append(make_row(check, first["host"], status, reason=why, subject=sub))
     return _cluster_rows(check, run, hosts, graded, graded_by="",
                          nothing="cluster-wide check, graded on no host: %s did not run" % check["probe"])
