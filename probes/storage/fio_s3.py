@@ -16,16 +16,8 @@ import tempfile
 from urllib.parse import urlsplit
 
 from probes.common.command import run_cmd
+from probes.common.tools import fio_without_http
 from probes.storage import fio as fio_mod
-
-
-def http_engine(fio="fio"):
-    """None when fio has the http engine, else why not."""
-    res = run_cmd([fio, "--enghelp"], timeout=30)
-    if res.missing:
-        return "%s is not installed" % fio
-    engines = (res.stdout + res.stderr).split()
-    return None if "http" in engines else "this fio has no http engine (built without libcurl): `fio --enghelp`"
 
 
 def job_text(endpoint, bucket, key, creds, region, size_mib, bs_kib):
@@ -45,7 +37,7 @@ def run_suite(art, endpoint, bucket, prefix, creds, region, size_mib=16, bs_kib=
     """Runs the job (when fio can) and records obj_fio_{write,read}_gbps and their mean latency; returns the
     failure, or None. fio: the tools step's fio-http where on PATH, else fio."""
     fio = fio or shutil.which("fio-http") or "fio"
-    why = http_engine(fio)
+    why = fio_without_http(fio)
     if why:
         art.facts["fio_s3"] = "not run: %s" % why
         return None

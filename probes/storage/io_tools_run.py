@@ -380,12 +380,13 @@ def _elbencho_across(art, params, out_dir, work, tier, base, mesh, exe):
                                              log_path=log)
                     up = wait_listening("127.0.0.1", port, service, params["service_start_s"])
                     if not up or service.poll() is not None:
+                        state["fault"] = True
                         state["why"] = "its service did not listen on port %d within %g s (%s): %s" % (
                             port, params["service_start_s"], "exit %s" % service.poll()
                             if service.poll() is not None else "still running",
                             " | ".join(procs.tail(log, lines=5).splitlines()) or "no output")
                 except OSError as exc:
-                    state["why"] = "its service could not start: %s" % exc
+                    state.update(fault=True, why="its service could not start: %s" % exc)
             states = mesh.allgather(state, params["rdzv_timeout"] + params["service_start_s"])
             if mesh.rank == 0:
                 try:
@@ -426,12 +427,12 @@ def _elbencho_master(art, params, out_dir, work, tier, base, exe, mesh, states):
     whether --quit was sent)."""
     nodes = len(states)
     why = ["%s: %s" % (h, s["why"]) for h, s in zip(mesh.hosts, states) if s.get("why")]
+    # a service that did not start on a node that has elbencho is a fault, not a test left out
+    faults = ["%s: %s" % (h, s["why"]) for h, s in zip(mesh.hosts, states) if s.get("fault")]
     services, no_list = _elbencho_hosts(mesh, states)
     if why or no_list:
         art.facts["elbencho_across_nodes"] = "not run: %s" % ("; ".join(why) or no_list)
-        # a service that did not start on a node that has elbencho is a fault, not a test left out
-        return (["elbencho across nodes: %s" % "; ".join(w for w in why if "not installed" not in w)]
-                if any("not installed" not in w for w in why) else []), False
+        return (["elbencho across nodes: %s" % "; ".join(faults)] if faults else []), False
     short = storage_tier.check_space(tier["path"], nodes * params["ranks"] * params["size_mib"] * 2**20)
     if short:
         art.facts["elbencho_across_nodes"] = "not run: %s" % short

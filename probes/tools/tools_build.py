@@ -41,6 +41,7 @@ import shutil
 import tarfile
 
 from probes.common.command import run_cmd
+from probes.common.tools import fio_without_http
 from probes.params import Param, Params
 from probes.tools import detect
 from probes.tools.install import LockTimeout, locked, read_marker, tail, write_marker
@@ -229,10 +230,10 @@ def check_installed(tool, bin_dir):
     """None when what was built does what it is built for, else (why, what it printed): fio-http must list its
     http engine; elbencho must run here (an archive of another CPU architecture's release does not)."""
     if tool == "fio_http":
-        res = run_cmd([os.path.join(bin_dir, "fio-http"), "--enghelp"], timeout=30)
-        if "http" not in (res.stdout + res.stderr).split():
+        why = fio_without_http(os.path.join(bin_dir, "fio-http"))
+        if why:
             return ("fio was built without its http engine (S3): its configure found no libcurl or OpenSSL headers "
-                    "(tools_packages_wanted: fio-build)", (res.stdout + res.stderr).strip()[-500:] or "no output")
+                    "(tools_packages_wanted: fio-build)", why)
     if tool == "elbencho":
         res = run_cmd([os.path.join(bin_dir, "elbencho"), "--version"], timeout=30)
         if res.rc != 0:

@@ -5,6 +5,7 @@ read into results, an unreadable output named, the raw outputs kept and the test
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from free_ports import free_port
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "io_tools"
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
+from elbencho_standin import install as install_elbencho_standin  # noqa: E402
 
 
 def _stand_in(bin_dir, tool, capture, rc=0):
@@ -23,6 +25,15 @@ def _stand_in(bin_dir, tool, capture, rc=0):
     path = bin_dir / tool
     path.write_text("#!/bin/sh\necho \"%s $*\" >> %s/argv\ncat %s\nexit %d\n" % (tool, bin_dir, capture, rc))
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
+
+
+def _run_dir(tmp_path, artifacts):
+    """tmp_path/run with each host's artifact where the controller fetches it: artifacts {host: artifact path}."""
+    run = tmp_path / "run"
+    for host, path in artifacts.items():
+        (run / "artifacts" / host).mkdir(parents=True)
+        shutil.copy(path, run / "artifacts" / host)
+    return run
 
 
 def _probe(tmp_path, bin_dir, **params):
@@ -101,8 +112,6 @@ def test_an_output_that_cannot_be_read_is_an_error_naming_the_tool_and_line(tmp_
 
 def test_the_results_are_graded_per_tier(tmp_path):
     """The artifact the stand-ins gave, in a run directory as the controller fetches it, through the rubric."""
-    import shutil  # noqa: PLC0415
-
     from reports.build import evaluate  # noqa: PLC0415
 
     bin_dir = tmp_path / "bin"
@@ -111,9 +120,7 @@ def test_the_results_are_graded_per_tier(tmp_path):
                           ("mdtest", "mdtest-1.9.3-verbose-v-96tasks-gpfs-2iter.txt")):
         _stand_in(bin_dir, tool, FIXTURES / tool / capture)
     doc, _ = _probe(tmp_path, bin_dir, tools=["ior", "mdtest"])
-    run = tmp_path / "run"
-    (run / "artifacts" / "n1").mkdir(parents=True)
-    shutil.copy(tmp_path / "out" / "io_tools_run-scratch.json", run / "artifacts" / "n1")
+    run = _run_dir(tmp_path, {"n1": tmp_path / "out" / "io_tools_run-scratch.json"})
     (run / "assess_run.json").write_text(json.dumps({"id": "r-io", "hosts": ["n1"], "profile": "quick"}))
     run_doc, rows, _ = evaluate(str(run))
     got = {(r["check_id"], r["subject"]): (r["status"], r["observed"]) for r in rows
@@ -235,13 +242,11 @@ def test_no_mpirun_smoke_test_across_the_nodes_when_no_world_can_start(tmp_path)
     """launcher auto: mpirun's smoke test across every node is only worth running for a world. Host b has neither IOR
     nor mdtest, so no world starts, and the nodes agree on mpirun without the smoke test (on this machine it would
     fail, two "hosts" at one address, and its failure would show in launcher_why_not)."""
-    import shutil as sh  # noqa: PLC0415
-
-    if not sh.which("mpirun"):
+    if not shutil.which("mpirun"):
         pytest.skip("no mpirun on this machine: auto would not choose it")
     bin_dir = _world_stand_ins(tmp_path)
     (tmp_path / "shared").mkdir()
-    mpi = os.path.dirname(sh.which("mpirun"))
+    mpi = os.path.dirname(shutil.which("mpirun"))
     first, _ = _two_hosts(tmp_path, "r-auto", {
         "tier": {"name": "shared", "path": str(tmp_path / "shared"), "shared": True}, "ranks": 1, "size_mib": 1,
         "tools": ["ior", "mdtest"], "launcher": "auto", "rdzv_timeout": 60},
@@ -250,12 +255,6 @@ def test_no_mpirun_smoke_test_across_the_nodes_when_no_world_can_start(tmp_path)
     assert facts["launcher_asked"] == "auto" and facts["launcher"] == "mpirun", facts
     assert "mpirun" not in (facts["launcher_why_not"] or {})
     assert facts["across_nodes"] == "not run: ior is not installed on b; mdtest is not installed on b"
-
-
-def _elbencho_service_stand_in(bin_dir, broken=False):
-    from elbencho_standin import install  # noqa: PLC0415
-
-    return install(bin_dir, broken=broken)
 
 
 def _running(bin_dir):
@@ -267,7 +266,7 @@ def test_elbencho_runs_across_the_nodes_through_its_services_and_stops_them(tmp_
     """Two hosts on a shared tier: each runs elbencho alone, then starts its service on a port of its own, the first
     host runs the master across both services and quits them; the rows are one world of 2 nodes, and no service is
     left running."""
-    bin_dir = _elbencho_service_stand_in(tmp_path / "bin")
+    bin_dir = install_elbencho_standin(tmp_path / "bin")
     tier = tmp_path / "shared"
     tier.mkdir()
     path = "%s:/usr/bin:/bin" % bin_dir
@@ -301,18 +300,13 @@ def test_elbencho_runs_across_the_nodes_through_its_services_and_stops_them(tmp_
     assert all("elbencho_service" not in d["facts"] for d in (first, second)) and "elbencho_quit" not in facts
     assert _running(bin_dir) == [] and list(tier.iterdir()) == []
     # graded on the first host as the world of the tier, the second pointing to it; a row of its own in the report
-    import shutil as sh  # noqa: PLC0415
-
     from graded_run import grade_checks  # noqa: PLC0415
 
     from reports.load import load_run  # noqa: PLC0415
     from reports.phases.storage.section import io_tools_part  # noqa: PLC0415
     from reports.render import markdown  # noqa: PLC0415
 
-    run = tmp_path / "run"
-    for host in ("a", "b"):
-        (run / "artifacts" / host).mkdir(parents=True)
-        sh.copy(tmp_path / host / "io_tools_run-shared.json", run / "artifacts" / host)
+    run = _run_dir(tmp_path, {h: tmp_path / h / "io_tools_run-shared.json" for h in ("a", "b")})
     rows = {(r["check_id"], r["host"]): r for r in grade_checks(run, {"storage.elbencho_write_world"}, ["a", "b"],
                                                                  run_id="r-elb")}
     mine = rows[("storage.elbencho_write_world", "a")]
@@ -329,8 +323,8 @@ def test_elbencho_runs_across_the_nodes_through_its_services_and_stops_them(tmp_
 def test_a_node_whose_elbencho_service_does_not_start_is_named_and_nothing_is_left(tmp_path):
     """Host b's elbencho cannot bind its service port (it says so and exits): no master runs, the first host names b
     and the service's words, and a's service is stopped."""
-    good = _elbencho_service_stand_in(tmp_path / "bin-a")
-    bad = _elbencho_service_stand_in(tmp_path / "bin-b", broken=True)
+    good = install_elbencho_standin(tmp_path / "bin-a")
+    bad = install_elbencho_standin(tmp_path / "bin-b", broken=True)
     tier = tmp_path / "shared"
     tier.mkdir()
     first, second = _two_hosts(tmp_path, "r-elb2", {
@@ -349,11 +343,7 @@ def test_a_node_whose_elbencho_service_does_not_start_is_named_and_nothing_is_le
     assert first["facts"]["elbencho_service"] == "stopped: no master ran across the services"
     from graded_run import grade_checks  # noqa: PLC0415
 
-    run = tmp_path / "run"
-    for host in ("a", "b"):
-        (run / "artifacts" / host).mkdir(parents=True)
-        (run / "artifacts" / host / "io_tools_run-shared.json").write_text(
-            (tmp_path / host / "io_tools_run-shared.json").read_text())
+    run = _run_dir(tmp_path, {h: tmp_path / h / "io_tools_run-shared.json" for h in ("a", "b")})
     (row,) = [r for r in grade_checks(run, {"storage.elbencho_write_world"}, ["a", "b"], run_id="r-elb2")
               if r["host"] == "a"]
     assert row["status"] == "error" and row["reason"] == why
@@ -361,7 +351,7 @@ def test_a_node_whose_elbencho_service_does_not_start_is_named_and_nothing_is_le
 
 
 def test_a_node_without_elbencho_is_named_and_the_others_stop_their_service_at_once(tmp_path):
-    bin_dir = _elbencho_service_stand_in(tmp_path / "bin")
+    bin_dir = install_elbencho_standin(tmp_path / "bin")
     tier = tmp_path / "shared"
     tier.mkdir()
     first, second = _two_hosts(tmp_path, "r-elb3", {

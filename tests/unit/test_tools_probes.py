@@ -214,13 +214,17 @@ def nccl_wheel(tmp_path_factory):
     return tmp / "x" / "nvidia" / "nccl"
 
 
-def build(tmp_path, prefix, nccl_home, source, **extra):
-    params = dict({"prefix": str(prefix), "nccl_home": str(nccl_home),
-                   "builds": {"nccl_tests": {"tarball": str(source)}, "nvbandwidth": {"enabled": False},
-                              "rccl_tests": {"enabled": True}}}, **extra)
+def run_build(tmp_path, params):
+    """tools_build once, into a new output directory under tmp_path; its artifact."""
     _, doc = run_probe("tools_build", str(tmp_path / ("o%d" % len(list(tmp_path.glob("o*"))))), "r", "h",
                        params=params)
     return doc
+
+
+def build(tmp_path, prefix, nccl_home, source, **extra):
+    builds = {"nccl_tests": {"tarball": str(source)}, "nvbandwidth": {"enabled": False},
+              "rccl_tests": {"enabled": True}}
+    return run_build(tmp_path, dict({"prefix": str(prefix), "nccl_home": str(nccl_home), "builds": builds}, **extra))
 
 
 def test_nccl_tests_builds_with_nvcc_and_the_wheels_nccl_then_is_reused_and_copied(tmp_path, nccl_wheel):
@@ -322,12 +326,8 @@ def test_gpu_builds_get_torchtitan_in_a_pip_call_of_their_own_with_torch_held(tm
 
 
 def build_io_tools(tmp_path, prefix, **sources):
-    """tools_build of IOR and elbencho alone (the GPU builds switched off), from the given sources."""
-    builds = {t: {"enabled": False} for t in ("nccl_tests", "nvbandwidth", "rccl_tests", "ior", "elbencho")}
-    builds.update(sources)
-    _, doc = run_probe("tools_build", str(tmp_path / ("o%d" % len(list(tmp_path.glob("o*"))))), "r", "h",
-                       params={"prefix": str(prefix), "builds": builds})
-    return doc
+    """tools_build of the given sources alone (a build not named is off)."""
+    return run_build(tmp_path, {"prefix": str(prefix), "builds": sources})
 
 
 @pytest.mark.skipif(not detect.mpi(), reason="needs an MPI with mpicc (openmpi-bin, libopenmpi-dev)")
