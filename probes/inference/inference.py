@@ -29,6 +29,7 @@ import sys
 
 from probes.common import device
 from probes.common.command import run_cmd
+from probes.common.tools import not_installed
 from probes.common.worlds import (
     WORLD_PARAMS,
     Node,
@@ -137,7 +138,7 @@ def run(art, params, out_dir):
     python = params["python"] or sys.executable
     version, dist = engine.find(python)
     if version is None:
-        art.skip(dist)
+        art.skip(not_installed(params, "vllm", dist))
         return
     node = Node(art, params, out_dir)
     gpu, _, _ = world_shape(params, dev, gpus)
@@ -178,7 +179,7 @@ def run(art, params, out_dir):
                          "seed": params["seed"]}
     art.facts.update(if_facts)
     art.facts.update({
-        "engine": params["engine"], "engine_version": version, "engine_dist": dist,
+        "engine": params["engine"], "engine_version": version, "engine_dist": dist, "engine_python": python,
         "load_generator": "vllm bench serve (vLLM %s)" % version, "model": params["model_path"],
         "model_name": model_name, "random_weights": params["model_path"] == TINY, "gpus_per_node": gpus_per_node,
         "tensor_parallel": tp, "world_sizes": ",".join(str(w) for w in plan), "node_rank": node.rank,

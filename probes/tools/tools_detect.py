@@ -17,7 +17,7 @@ import shutil
 
 from probes.common.readers import read_text
 from probes.params import Param, Params
-from probes.tools import detect, tools_venv
+from probes.tools import detect, tools_inference, tools_venv
 
 COMMANDS = ["fio", "iperf3", "ib_write_bw", "numactl", "lspci", "ethtool", "ibstat", "ibv_devinfo", "mpirun",
             "make", "cmake", "git", "gcc", "g++", "nvcc", "hipcc", "nvidia-smi", "tar"]
@@ -30,6 +30,7 @@ PARAMS = Params(
     nccl_home=Param(str, "", "NCCL to build with (empty: $NCCL_HOME, the system, the probe venv's wheel)"),
     pins=Param(list, [], "torch pins (tools_torch_pins): says whether the venv this node would use is ready"),
     variant=Param(str, "", "forced torch wheel variant (tools_torch_variant)"),
+    inference_pins=Param(dict, {}, "vLLM pins (tools_inference_pins): says whether this node's vLLM venv is ready"),
     package_step=Param(dict, {}, "the role's package step as it went (after: asked, rc, msg, changed, skipped)"),
 )
 
@@ -89,6 +90,9 @@ def run(art, params, out_dir):
     if params["pins"]:
         python, _, _, chosen = tools_venv.plan(dict(params, index_url=""), nvidia, rocm)
         art.facts["venv_ready"] = bool(chosen) and tools_venv.ready(prefix, tools_venv.venv_key(python, chosen))
+    if params["inference_pins"]:
+        _, kind, key = tools_inference.plan({"pins": params["inference_pins"]}, nvidia, rocm)
+        art.facts["inference_ready"] = bool(kind) and tools_inference.ready(prefix, key)
     if params["package_step"]:
         art.facts["assess_tools"] = tools_env(art.facts, params["package_step"])
 
@@ -116,7 +120,7 @@ def package_reason(tool, rec, step, family):
 def tools_env(facts, step):
     """What every later probe gets (assess_tools): the venv's python, PATH and LD_LIBRARY_PATH additions, and
     {tool: why missing} for the not-installed skips. facts: this probe's facts after the step; step: the role's
-    package_step (asked, ran, off, failed, rc, msg, venv, builds)."""
+    package_step (asked, ran, off, failed, rc, msg, venv, inference, builds)."""
     missing = {}
     for tool, rec in facts["packages"].items():
         if rec["installed"] is False or (rec["installed"] is None and facts.get("package_db_error")):
@@ -139,4 +143,11 @@ def tools_env(facts, step):
     if venv and not python:
         missing["torch"] = "the probe venv was not made: %s (tools_venv, assess_wheelhouse, assess_pip_index_url)" % (
             venv.get("reason") or "no reason recorded")
-    return {"python": python, "path": path, "ld_library_path": libs, "missing": missing}
+    # vLLM's venv (tools_inference): the inference phase's engine Python, or why the step could not make it
+    inference = step.get("inference") or {}
+    inference_python = inference.get("python") if inference.get("status") == "ok" else None
+    if inference and not inference_python:
+        missing["vllm"] = "vLLM's venv was not made: %s (tools_inference, tools_inference_pins)" % (
+            inference.get("reason") or "no reason recorded")
+    return {"python": python, "path": path, "ld_library_path": libs, "missing": missing,
+            "inference_python": inference_python}

