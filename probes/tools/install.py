@@ -37,6 +37,16 @@ def locked(directory, timeout):
         fh.close()
 
 
+# The marker of a made venv (tools_venv's probe venv, tools_inference's vLLM venv), written last.
+VENV_MARKER = ".clustermax-venv.json"
+
+
+def venv_made(venv, key):
+    """The venv of this key exists and its marker says so (made to the end)."""
+    marker = read_marker(os.path.join(venv, VENV_MARKER))
+    return bool(marker and marker.get("key") == key and os.access(os.path.join(venv, "bin", "python"), os.X_OK))
+
+
 def read_marker(path):
     try:
         with open(path) as fh:

