@@ -87,6 +87,7 @@ from ansible_collections.clustermax.assess.plugins.plugin_utils.journal import (
 )
 from ansible_collections.clustermax.assess.plugins.plugin_utils.progress import TaskProgress
 from ansible_collections.clustermax.assess.plugins.plugin_utils.worker_lifetime import end_workers_with_controller
+from ansible_collections.clustermax.assess.plugins.plugin_utils.worker_preload import load_jinja_plugins
 
 try:
     from ansible.module_utils.common.json import AnsibleJSONEncoder
@@ -356,6 +357,9 @@ class CallbackModule(CallbackBase):
         else:
             patterns = [str(hosts)]
         self.journal.record({"event": "play_start", "play": self._play, "hosts": patterns})
+        # before this play forks a worker: otherwise each worker whose task templates a filter or a test loads them
+        # all again (plugin_utils/worker_preload.py)
+        load_jinja_plugins()
 
     @_guarded
     def v2_playbook_on_task_start(self, task, is_conditional):

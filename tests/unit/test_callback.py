@@ -158,6 +158,16 @@ def test_a_2_18_shaped_result_is_journaled_like_a_2_19_one(cb, tmp_path):
     assert (line["host"], line["task"], line["status"], line["msg"]) == ("node1", "Probe", "failed", "boom")
 
 
+def test_every_play_start_preloads_the_jinja_plugins_before_its_workers_fork(cb, monkeypatch):
+    """plugin_utils/worker_preload.py; what the preload buys a forked worker is tests/unit/test_worker_preload.py."""
+    calls = []
+    monkeypatch.setattr(assessment, "load_jinja_plugins", lambda: calls.append("load"))
+    for name in ("Preflight", "Audit", "Cleanup | leave nothing of the run on the nodes"):
+        cb.v2_playbook_on_play_start(SimpleNamespace(get_name=lambda name=name: name, hosts="all"))
+    assert calls == ["load"] * 3
+    assert cb._display.warnings == []
+
+
 # --------------------------------------------------------------------------------------- buffer, stream
 
 
