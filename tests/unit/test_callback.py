@@ -168,6 +168,17 @@ def test_every_play_start_preloads_the_jinja_plugins_before_its_workers_fork(cb,
     assert cb._display.warnings == []
 
 
+def test_a_preload_that_fails_is_a_warning_and_the_play_start_is_journaled(cb, monkeypatch):
+    def broken():
+        raise RuntimeError("a broken filter file")
+
+    monkeypatch.setattr(assessment, "load_jinja_plugins", broken)
+    cb.v2_playbook_on_play_start(SimpleNamespace(get_name=lambda: "Audit", hosts="all"))
+    assert [w for w in cb._display.warnings if "a broken filter file" in w] == cb._display.warnings
+    assert len(cb._display.warnings) == 1
+    assert cb.journal.buffered == 1  # the play_start line, kept until the run directory is known
+
+
 # --------------------------------------------------------------------------------------- buffer, stream
 
 

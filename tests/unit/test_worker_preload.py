@@ -47,7 +47,7 @@ def _controller(mode):
 
 def test_a_worker_forked_after_the_preload_loads_no_filter_or_test_plugin():
     out = _controller("preload")
-    # ansible-core 2.19 has 156 filters and 102 tests, under their short and their ansible.builtin names
+    # ansible-core 2.19: 78 filters and 51 tests, each counted under its short and its ansible.builtin name
     assert out["counts"]["filters"] > 100 and out["counts"]["tests"] > 50
     assert out["worker"] == {"value": True, "test": False, "loaded": []}
 
@@ -59,3 +59,31 @@ def test_without_it_the_worker_imports_every_filter_and_test_file_again():
     assert {"core", "mathstuff"} <= files
     assert any(".plugins.filter." in name for name in worker["loaded"])
     assert any(".plugins.test." in name for name in worker["loaded"])
+
+
+BROKEN = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[1])
+    from ansible.plugins.loader import filter_loader, init_plugin_loader
+    init_plugin_loader([sys.argv[1]])
+    filter_loader.add_directory(sys.argv[2])  # a filter_plugins directory of the old layout, as a role adds one
+    from ansible_collections.clustermax.assess.plugins.plugin_utils.worker_preload import load_jinja_plugins
+    for _ in range(2):
+        try:
+            print("loaded", load_jinja_plugins())
+        except Exception as ex:
+            print("raised", type(ex).__name__, ex)
+""")
+
+
+def test_a_filter_file_that_raises_leaves_no_half_loaded_plugins(tmp_path):
+    """ansible-core's loader stops loading once its cache holds anything: a preload that stopped half-way would have
+    the next one (and every template) see only the plugins loaded before the broken file, silently."""
+    (tmp_path / "aa_good.py").write_text(
+        "class FilterModule:\n    def filters(self):\n        return {'shout': lambda text: text.upper()}\n")
+    (tmp_path / "zz_broken.py").write_text(
+        "class FilterModule:\n    def __init__(self):\n        raise RuntimeError('a broken filter file')\n")
+    proc = subprocess.run([sys.executable, "-c", BROKEN, str(COLLECTIONS), str(tmp_path)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-2:] == ["raised RuntimeError a broken filter file"] * 2
