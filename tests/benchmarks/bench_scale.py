@@ -2,7 +2,7 @@
 
     CMXA_PREFIX=cmxsc CMXA_SUBNET_PREFIX=10.237.45 CMXA_STATE_DIR=$PWD/.testcluster-cmxsc \
         .venv/bin/python tests/benchmarks/bench_scale.py [--hosts 4 16 64] [--full 4 16] [--slices 4] [--no-cmax]
-        [--keep]
+        [--parts] [--keep]
 
 For each host count, brings the SSH test cluster (tests/cluster/cluster.py) to that size and runs
 `assess.yml --tags audit` (preflight, audit, cleanup, report) over it; with --full, for those sizes also the whole
@@ -16,6 +16,10 @@ engine per node, and the opt-in destructive phase left out). It prints per run:
   * the fitted marginal cost per host (least squares over the sizes) and the 16-host run's CPU over the 4-host's;
   * a projection for 1,000 hosts: fixed + marginal x 1000 CPU seconds, and the controller-bound wall with forks set
     to this machine's cores (the CPU spread over every core; the nodes' own work comes on top).
+
+With --parts, each audit size runs once more through tests/benchmarks/controller_parts.py, which records the CPU by
+part: ansible-playbook's own process, its workers (task by task), the ssh clients they ran (the key exchange), the
+report build, and the ControlPersist masters (the rest of the tree's total); each part fitted per host as above.
 
 The largest audit size runs again as --slices slices of one run (4 by default), started at once as AWX job slicing
 starts them, each merging the run at its end (reports/merge.py): how many of the merged run's check rows have the
@@ -35,6 +39,7 @@ test cluster down at the end unless --keep.
 
 import argparse
 import ctypes
+import json
 import os
 import resource
 import shutil
@@ -115,6 +120,48 @@ def run_assess(inventory, workdir, extra=()):
         raise SystemExit("ansible-playbook %s failed (rc %d):\n%s" % (" ".join(extra), rc, tail))
     [run_dir] = list((workdir / "runs").glob("*/*"))
     return {"wall": wall, "cpu": cpu, "run_dir": run_dir}
+
+
+def audit_parts(inventory, workdir):
+    """The audit once more through controller_parts.py: its CPU by part, in seconds."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    log = workdir / "parts.jsonl"
+    argv = [sys.executable, str(ROOT / "tests" / "benchmarks" / "controller_parts.py"), str(log), "assess.yml",
+            "-i", str(inventory), "-e", "assess_output_dir=%s" % (workdir / "runs"), "--tags", "audit"]
+    rc, wall, cpu, tail = measured(argv, _env())
+    if rc != 0:
+        raise SystemExit("the audit through controller_parts.py failed (rc %d):\n%s" % (rc, tail))
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    [main] = [line for line in lines if line["part"] == "ansible-playbook"]
+    workers = [line for line in lines if line["part"] == "worker"]
+    by_task = {}
+    for w in workers:
+        seconds, count = by_task.get(w["task"], (0.0, 0))
+        by_task[w["task"]] = (seconds + w["self_s"], count + 1)
+    in_workers = sum(w["self_s"] + w["children_s"] for w in workers)
+    return {"total": cpu, "ansible-playbook": main["self_s"], "workers": sum(w["self_s"] for w in workers),
+            "ssh clients": sum(w["children_s"] for w in workers),
+            "report build and other children": main["children_s"] - in_workers,
+            "ssh masters (the rest)": cpu - main["self_s"] - main["children_s"], "by_task": by_task}
+
+
+def _print_parts(parts):
+    """Each part per size and fitted per host; the workers' tasks that ran on every host, per host."""
+    sizes = sorted(parts)
+    names = [k for k in parts[sizes[0]] if k != "by_task"]
+    print("\naudit CPU by part (one more run per size, through controller_parts.py)")
+    print("  %-34s" % "part" + "".join("  %7d hosts" % n for n in sizes) + "   per host (fitted)")
+    for name in names:
+        per_host = fit([(n, parts[n][name]) for n in sizes])[1] if len(sizes) > 1 else parts[sizes[0]][name] / sizes[0]
+        print("  %-34s" % name + "".join("  %11.2f s" % parts[n][name] for n in sizes) + "   %.3f s" % per_host)
+    largest = sizes[-1]
+    print("  workers by task (%d hosts): a task of every host per host, a run_once one whole" % largest)
+    tasks = parts[largest]["by_task"].items()
+    for task, (seconds, count) in sorted(tasks, key=lambda kv: (kv[1][1] != largest, -kv[1][0] / kv[1][1])):
+        if count == largest:
+            print("    %-70s %6.1f ms per host" % (task[:70], 1000 * seconds / count))
+        elif seconds >= 0.02:
+            print("    %-70s %6.1f ms once" % (task[:70], 1000 * seconds))
 
 
 def sliced_audit(cluster, inventory, workdir, slices):
@@ -241,12 +288,14 @@ def main(argv=None):
     parser.add_argument("--no-cmax", action="store_true", help="leave out the one-machine comparison with cmax")
     parser.add_argument("--report-nodes", type=int, default=1000, help="nodes of the fleet report (0: none)")
     parser.add_argument("--keep", action="store_true", help="leave the test cluster up at the end")
+    parser.add_argument("--parts", action="store_true",
+                        help="each audit size once more, its CPU by part (controller_parts.py)")
     parser.add_argument("--slices", type=int, default=4,
                         help="the largest audit size again as this many slices of one run, merged (0: not)")
     args = parser.parse_args(argv)
     _become_subreaper()
     cluster = Cluster()
-    audit, full, sliced = {}, {}, None
+    audit, full, sliced, parts = {}, {}, None, {}
     scratch = ROOT / ".cache" if (ROOT / ".cache").is_dir() else None
     try:
         for n in sorted(set(args.hosts) | set(args.full)):
@@ -259,6 +308,8 @@ def main(argv=None):
                     print("audit, %d hosts: %.1f CPU s, %.1f s wall" % (n, audit[n]["cpu"], audit[n]["wall"]),
                           flush=True)
                     audit[n]["checks"] = _checks(audit[n].pop("run_dir"))
+                    if args.parts:
+                        parts[n] = audit_parts(inventory, tmp / "parts")
                 if n == max(args.hosts) and args.slices > 1:
                     sliced = sliced_audit(cluster, inventory, tmp / "sliced", args.slices)
                     sliced.update(hosts=n, checks=_checks(sliced.pop("run_dir")))
@@ -270,6 +321,8 @@ def main(argv=None):
         if not args.keep:
             cluster.down()
     _print_sizes("audit (--tags audit: preflight, audit, cleanup, report)", audit)
+    if parts:
+        _print_parts(parts)
     if sliced:
         whole, merged = audit[sliced["hosts"]], sliced["checks"]
         same = sum(1 for k, v in merged.items() if whole["checks"].get(k) == v)
