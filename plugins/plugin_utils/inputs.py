@@ -29,7 +29,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
-import yaml
+from ansible_collections.clustermax.assess.reports import yamlio
 
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # The spec keys ansible-core's validator reads; descriptions and examples are documentation only.
@@ -46,16 +46,13 @@ class Declared:
     prefixes: tuple = ("assess_",)
 
 
-# libyaml's C loader where PyYAML has it, as reports/yamlio.py: the roles' 58 argument_specs and defaults files took
-# the pure-Python loader about 0.3 s of every run's preflight (issue 24); the same safe subset either way.
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def _yaml(path):
+    # libyaml's loader where PyYAML has it (reports/yamlio.py): the roles' 58 argument_specs and defaults files took
+    # the pure-Python one about 0.26 s of every run's preflight (issue 24)
     if not os.path.isfile(path):
         return {}
     with open(path, encoding="utf-8") as fh:
-        return yaml.load(fh, Loader=_SAFE_LOADER) or {}  # noqa: S506 - a safe loader (CSafeLoader or SafeLoader)
+        return yamlio.safe_load(fh) or {}
 
 
 def declared(root=COLLECTION_ROOT):

@@ -112,9 +112,10 @@ def _env():
     return env
 
 
-def run_assess(inventory, workdir, extra=()):
-    argv = [str(BIN / "ansible-playbook"), "assess.yml", "-i", str(inventory),
-            "-e", "assess_output_dir=%s" % (workdir / "runs")] + list(extra)
+def run_assess(inventory, workdir, extra=(), program=None):
+    """`program` (argv) in place of ansible-playbook: controller_parts.py, for --parts."""
+    argv = (program or [str(BIN / "ansible-playbook")]) + [
+        "assess.yml", "-i", str(inventory), "-e", "assess_output_dir=%s" % (workdir / "runs")] + list(extra)
     rc, wall, cpu, tail = measured(argv, _env())
     if rc != 0:
         raise SystemExit("ansible-playbook %s failed (rc %d):\n%s" % (" ".join(extra), rc, tail))
@@ -126,11 +127,8 @@ def audit_parts(inventory, workdir):
     """The audit once more through controller_parts.py: its CPU by part, in seconds."""
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / "parts.jsonl"
-    argv = [sys.executable, str(ROOT / "tests" / "benchmarks" / "controller_parts.py"), str(log), "assess.yml",
-            "-i", str(inventory), "-e", "assess_output_dir=%s" % (workdir / "runs"), "--tags", "audit"]
-    rc, wall, cpu, tail = measured(argv, _env())
-    if rc != 0:
-        raise SystemExit("the audit through controller_parts.py failed (rc %d):\n%s" % (rc, tail))
+    launcher = [sys.executable, str(ROOT / "tests" / "benchmarks" / "controller_parts.py"), str(log)]
+    cpu = run_assess(inventory, workdir, ["--tags", "audit"], program=launcher)["cpu"]
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     [main] = [line for line in lines if line["part"] == "ansible-playbook"]
     workers = [line for line in lines if line["part"] == "worker"]

@@ -14,7 +14,6 @@ What is in neither (the ControlPersist masters, orphaned when their client exits
 """
 
 import json
-import os
 import resource
 import sys
 
@@ -47,7 +46,7 @@ def main():
         return playbook()
     finally:
         with open(out, "a") as fh:
-            fh.write(json.dumps({"part": "ansible-playbook", "pid": os.getpid(), "self_s": _cpu(resource.RUSAGE_SELF),
+            fh.write(json.dumps({"part": "ansible-playbook", "self_s": _cpu(resource.RUSAGE_SELF),
                                  "children_s": _cpu(resource.RUSAGE_CHILDREN)}) + "\n")
 
 

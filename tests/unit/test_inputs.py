@@ -32,9 +32,9 @@ def _set(**by_name):
 def test_libyamls_loader_reads_every_role_as_the_pure_python_one_does(monkeypatch):
     """declared() reads the roles with libyaml's C loader where PyYAML has it (about 7x faster: preflight's
     validation); what it reads must be what the pure-Python safe loader reads."""
-    assert inputs._SAFE_LOADER is getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    assert inputs.yamlio.SafeLoader is getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     fast = declared()
-    monkeypatch.setattr(inputs, "_SAFE_LOADER", yaml.SafeLoader)
+    monkeypatch.setattr(inputs.yamlio, "SafeLoader", yaml.SafeLoader)
     pure = declared()
     assert (fast.options, fast.names, fast.ranges, fast.prefixes) == (pure.options, pure.names, pure.ranges,
                                                                       pure.prefixes)
