@@ -32,6 +32,15 @@ def alive(pid):
         return False
 
 
+def parent(pid):
+    """The process's parent pid, None when it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def cmdline(pid):
     """The process's command line as bytes (NUL-separated), b"" when it is gone."""
     try:

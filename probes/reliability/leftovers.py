@@ -28,11 +28,15 @@ PARAMS = Params(
 )
 
 
-def find(run_id, proc_root="/proc"):
-    """[(pid, kind)] of the detached helpers of run_id on this node (never this process)."""
+def find(run_id):
+    """[(pid, kind)] of the detached helpers of run_id on this node (never this process).
+
+    A helper's own fork that has not yet exec'd its program (the watcher runs sinfo/scontrol every poll) shows the
+    helper's command line for a moment: it is left out by its parent, since a helper's parent is never a helper (each
+    starts in a session of its own, from a probe run)."""
     workdir = ("clustermax-assess-%s" % run_id).encode()
-    found = []
-    for name in os.listdir(proc_root):
+    found = {}
+    for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
             continue
         cmd = detached.cmdline(int(name))
@@ -40,8 +44,8 @@ def find(run_id, proc_root="/proc"):
             continue
         kind = next((k for k, marker in MARKERS.items() if marker in cmd), None)
         if kind:
-            found.append((int(name), kind))
-    return sorted(found)
+            found[int(name)] = kind
+    return sorted((pid, kind) for pid, kind in found.items() if detached.parent(pid) not in found)
 
 
 def _signal(pid, sig):
