@@ -1,19 +1,25 @@
 """Controller cost per host (run by hand, not collected by pytest; issue 24):
 
     CMXA_PREFIX=cmxsc CMXA_SUBNET_PREFIX=10.237.45 CMXA_STATE_DIR=$PWD/.testcluster-cmxsc \
-        .venv/bin/python tests/benchmarks/bench_scale.py [--hosts 4 16 64] [--full 4 16] [--slices 4] [--no-cmax]
-        [--parts] [--keep]
+        .venv/bin/python tests/benchmarks/bench_scale.py [--hosts 4 16 64] [--repeat 3] [--full 4 16] [--slices 4]
+        [--no-cmax] [--parts] [--keep]
 
-For each host count, brings the SSH test cluster (tests/cluster/cluster.py) to that size and runs
-`assess.yml --tags audit` (preflight, audit, cleanup, report) over it; with --full, for those sizes also the whole
-quick assessment with its long phases cut to seconds (burn-in 10 s; training and inference, which bring up an
-engine per node, and the opt-in destructive phase left out). It prints per run:
+Brings the SSH test cluster (tests/cluster/cluster.py) to the largest size asked for, and runs
+`assess.yml --tags audit` (preflight, audit, cleanup, report) over the first N of its hosts for each host count N
+(an inventory of those hosts), --repeat times per size, the sizes taking turns (4, 16, 4, 16, ...), so that a slow
+moment of this shared machine weighs on every size alike; with --full, for those sizes also the whole quick
+assessment with its long phases cut to seconds (burn-in 10 s; training and inference, which bring up an engine per
+node, and the opt-in destructive phase left out), once. It prints per size:
 
   * controller CPU: user + system seconds of the ansible-playbook process and everything it started (workers, ssh
     clients and their ControlPersist masters, the report build), from the kernel's accounting: this process is a
-    child subreaper, so the orphaned ssh masters are its children too and are reaped (and counted) at the end;
-  * CPU per host, and the wall time;
-  * the fitted marginal cost per host (least squares over the sizes) and the 16-host run's CPU over the 4-host's;
+    child subreaper, so the orphaned ssh masters are its children too and are reaped (and counted) at the end.
+    Of repeated runs, the least (and the median, and the spread): another process's load only ever adds CPU time
+    to a run (caches, shared cores, frequency), nothing makes a run cheaper than its own work, and one run of the
+    same audit ranged from 7.1 to 11.9 CPU s within an hour here;
+  * CPU per host, and the wall time (of the same run);
+  * the fitted marginal cost per host (least squares over the sizes' least CPU) and the 16-host run's CPU over the
+    4-host's;
   * a projection for 1,000 hosts: fixed + marginal x 1000 CPU seconds, and the controller-bound wall with forks set
     to this machine's cores (the CPU spread over every core; the nodes' own work comes on top).
 
@@ -162,10 +168,10 @@ def _print_parts(parts):
             print("    %-70s %6.1f ms once" % (task[:70], 1000 * seconds))
 
 
-def sliced_audit(cluster, inventory, workdir, slices):
+def sliced_audit(names, inventory, workdir, slices):
     """The audit as `slices` slices of one run started at once (as AWX job slicing starts them: each its own
     --limit, one assess_run_id), each merging the run at its end: wall, controller CPU of all of them, and the run."""
-    names = sorted(h["name"] for h in cluster.hosts)
+    names = sorted(names)
     size = -(-len(names) // slices)
     parts = [names[i:i + size] for i in range(0, len(names), size)]
     run_id = "sliced-%d" % len(names)
@@ -261,21 +267,47 @@ def fleet_report(n_nodes, workdir):
     return hosts, rows, t_build, page.stat().st_size, render
 
 
+def _least(runs):
+    """Of one size's repeated runs: the one of least CPU, with the median CPU and the range beside it."""
+    cpus = sorted(r["cpu"] for r in runs)
+    return dict(min(runs, key=lambda r: r["cpu"]), median=cpus[len(cpus) // 2] if len(cpus) % 2 else
+                (cpus[len(cpus) // 2 - 1] + cpus[len(cpus) // 2]) / 2, low=cpus[0], high=cpus[-1], runs=len(cpus))
+
+
 def _print_sizes(title, results):
     print("\n%s" % title)
-    print("  %6s  %16s  %12s  %8s" % ("hosts", "controller CPU s", "CPU/host s", "wall s"))
+    repeated = any(r.get("runs", 1) > 1 for r in results.values())
+    print("  %6s  %16s  %12s  %8s" % ("hosts", "controller CPU s", "CPU/host s", "wall s")
+          + ("   of %d runs: median CPU s (range)" % max(r["runs"] for r in results.values()) if repeated else ""))
     for n, r in sorted(results.items()):
-        print("  %6d  %16.1f  %12.3f  %8.1f" % (n, r["cpu"], r["cpu"] / n, r["wall"]))
+        print("  %6d  %16.1f  %12.3f  %8.1f" % (n, r["cpu"], r["cpu"] / n, r["wall"])
+              + ("   %.1f (%.1f-%.1f)" % (r["median"], r["low"], r["high"]) if repeated else ""))
     if len(results) < 2:
         return
     fixed, marginal = fit([(n, r["cpu"]) for n, r in results.items()])
     cores = os.cpu_count() or 1
     total = fixed + marginal * 1000
     print("  fitted: %.1f s fixed + %.3f s per host (target <= 0.25 s per host for the audit)" % (fixed, marginal))
+    if repeated:
+        print("  (fitted on the medians: %.1f s fixed + %.3f s per host)" % fit([(n, r["median"])
+                                                                               for n, r in results.items()]))
     if 4 in results and 16 in results:
         print("  16 hosts / 4 hosts controller CPU: %.2fx (target <= 1.5x)" % (results[16]["cpu"] / results[4]["cpu"]))
     print("  projected 1,000 hosts: %.0f CPU s on the controller; %.0f s of controller-bound wall with forks = %d cores"
           % (total, total / cores, cores))
+
+
+def _inventory_of(all_hosts, names, path):
+    """all_hosts' inventory (Cluster.write_inventory) with only the named hosts in [nodes]."""
+    lines, section = [], None
+    for line in Path(all_hosts).read_text().splitlines():
+        if line.startswith("["):
+            section = line
+        elif section == "[nodes]" and line.strip() and line.split()[0] not in names:
+            continue
+        lines.append(line)
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 def main(argv=None):
@@ -288,33 +320,46 @@ def main(argv=None):
     parser.add_argument("--keep", action="store_true", help="leave the test cluster up at the end")
     parser.add_argument("--parts", action="store_true",
                         help="each audit size once more, its CPU by part (controller_parts.py)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="audit runs per size, the sizes taking turns; the least CPU of each size is fitted")
     parser.add_argument("--slices", type=int, default=4,
                         help="the largest audit size again as this many slices of one run, merged (0: not)")
     args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     _become_subreaper()
     cluster = Cluster()
     audit, full, sliced, parts = {}, {}, None, {}
     scratch = ROOT / ".cache" if (ROOT / ".cache").is_dir() else None
+    sizes = sorted(set(args.hosts) | set(args.full))
     try:
-        for n in sorted(set(args.hosts) | set(args.full)):
-            cluster.up(n)
-            with tempfile.TemporaryDirectory(prefix="bench-scale-", dir=scratch) as tmp:
-                tmp = Path(tmp)
-                inventory = cluster.write_inventory(str(tmp / "bench.ini"), python=sys.executable)
-                if n in args.hosts:
-                    audit[n] = run_assess(inventory, tmp / "audit", ["--tags", "audit"])
-                    print("audit, %d hosts: %.1f CPU s, %.1f s wall" % (n, audit[n]["cpu"], audit[n]["wall"]),
+        cluster.up(sizes[-1])
+        names = [h["name"] for h in cluster.hosts]
+        with tempfile.TemporaryDirectory(prefix="bench-scale-", dir=scratch) as tmp:
+            tmp = Path(tmp)
+            every = cluster.write_inventory(str(tmp / "all.ini"), python=sys.executable)
+            inventory = {n: _inventory_of(every, names[:n], tmp / ("bench-%d.ini" % n)) for n in sizes}
+            runs = {n: [] for n in args.hosts}
+            for i in range(args.repeat):
+                for n in sorted(args.hosts, reverse=bool(i % 2)):  # turns: 4 16, 16 4, 4 16, ...
+                    work = tmp / ("audit-%d-%d" % (n, i))
+                    run = run_assess(inventory[n], work, ["--tags", "audit"])
+                    run["checks"] = _checks(run.pop("run_dir"))
+                    shutil.rmtree(work, ignore_errors=True)
+                    runs[n].append(run)
+                    print("audit, %d hosts, run %d: %.1f CPU s, %.1f s wall" % (n, i + 1, run["cpu"], run["wall"]),
                           flush=True)
-                    audit[n]["checks"] = _checks(audit[n].pop("run_dir"))
-                    if args.parts:
-                        parts[n] = audit_parts(inventory, tmp / "parts")
-                if n == max(args.hosts) and args.slices > 1:
-                    sliced = sliced_audit(cluster, inventory, tmp / "sliced", args.slices)
-                    sliced.update(hosts=n, checks=_checks(sliced.pop("run_dir")))
-                if n in args.full:
-                    full[n] = run_assess(inventory, tmp / "full", FULL_ARGS)
-                    print("whole quick assessment, %d hosts: %.1f CPU s, %.1f s wall" % (
-                        n, full[n]["cpu"], full[n]["wall"]), flush=True)
+            audit = {n: _least(r) for n, r in runs.items()}
+            for n in sorted(args.hosts) if args.parts else ():
+                parts[n] = audit_parts(inventory[n], tmp / ("parts-%d" % n))
+            if args.slices > 1:
+                n = max(args.hosts)
+                sliced = sliced_audit(names[:n], inventory[n], tmp / "sliced", args.slices)
+                sliced.update(hosts=n, checks=_checks(sliced.pop("run_dir")))
+            for n in args.full:
+                full[n] = run_assess(inventory[n], tmp / ("full-%d" % n), FULL_ARGS)
+                print("whole quick assessment, %d hosts: %.1f CPU s, %.1f s wall" % (
+                    n, full[n]["cpu"], full[n]["wall"]), flush=True)
     finally:
         if not args.keep:
             cluster.down()
