@@ -60,11 +60,10 @@ test: sysdeps venv wheelhouse-inference lint
 	$(BIN)/python -m pytest -q -n 2 tests/unit
 	$(BIN)/python -m pytest -q --durations=25 tests --ignore=tests/unit
 
-# The same suite on three workers, one module at a time per worker, each with a test cluster of its own
-# (tests/conftest.py): about 22 instead of 34 minutes on 2 cores, but not yet green in every clean-clone run
-# (docs/design-notes.md), so `make test` stays serial.
+# The same suite on two workers, one module at a time per worker, each with a test cluster of its own
+# (tests/conftest.py), but not yet green in every clean-clone run (docs/design-notes.md), so `make test` stays serial.
 test-parallel: sysdeps venv wheelhouse-inference lint
-	$(BIN)/python -m pytest -q -n 3 --dist loadscope --no-loadscope-reorder tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope --no-loadscope-reorder --durations=25 tests
 
 test-unit: venv
 	$(BIN)/python -m pytest -q tests/unit

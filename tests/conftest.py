@@ -8,9 +8,14 @@ time is spent waiting on SSH, probes' fixed durations and sleeps, which other wo
   name, below), so no two workers share hosts, ports, Slurm daemons or run directories;
 * the modules start longest first (`--no-loadscope-reorder` keeps this order; xdist would otherwise start the
   modules with the most tests first), so the last one to finish is not a long one started late;
-* test_tools installs and removes Debian packages on the machine that every test host shares (what a probe finds
-  installed depends on it): it runs with the machine to itself, the other modules that run probes wait for it
-  (MACHINE_LOCK), and the unit tests, which bring their own tools, fill the other workers meanwhile.
+* two modules need the machine to themselves (MACHINE_LOCK): test_tools installs and removes Debian packages on the
+  machine that every test host shares (what a probe finds installed depends on it); test_concurrent_runs runs
+  `cleanup.yml -e assess_cleanup_run=all`, which on every node ends the processes of every run but the live one
+  (`pgrep -f` on the working directories' prefix), and the test hosts are network namespaces of one PID namespace:
+  on a cmxa host it ended another worker's probes and srun steps (a clean-clone run of the suite on two workers:
+  "srun: Force Terminated", exit 143, and every host of the other cluster "unreachable", ssh's 255 for a remote
+  command killed by a signal). The other modules that run probes wait for them, and the unit tests, which bring
+  their own tools, fill the other workers meanwhile.
 """
 
 import fcntl
@@ -30,17 +35,19 @@ from cluster.fixtures import test_cluster  # noqa: E402,F401  (a session fixture
 ROOT = _TESTS.parent
 # Modules in the order they start: the harness's own tests first (a minute; they check each host's SSH answers with
 # nothing on stderr, before any test has ended a host's processes, a login shell among them), test_tools next (it needs
-# the machine to itself, see MACHINE_LOCK), then the
-# unit tests (they fill the other workers while test_tools runs), then the integration modules longest first (their
-# times in a clean-clone run on 2 cores). Modules not named here start after the named ones, in file order.
-LONGEST_FIRST = ["cluster/", "integration/test_tools.py", "unit/", "integration/test_molecule.py",
-                 "integration/test_launchers.py", "integration/test_burnin.py", "integration/test_storage.py",
-                 "integration/test_assess_cluster.py", "integration/test_reliability.py",
-                 "integration/test_network.py", "integration/test_sla.py", "integration/test_local_demo.py",
-                 "integration/test_gpu_compute.py", "integration/test_rating_run.py", "integration/test_audit.py",
-                 "integration/test_concurrent_runs.py"]
-# The module that changes the machine's packages, and the lock file it holds alone (the others share it).
-MACHINE_CHANGER = "integration/test_tools.py"
+# the machine to itself, see MACHINE_LOCK), then the unit tests (they fill the other workers while test_tools runs),
+# test_concurrent_runs (the machine to itself too, while unit tests may still fill the others), then the integration
+# modules longest first (their times in a clean-clone run on 2 cores, 2026-12-06). Modules not named here start after
+# the named ones, in file order.
+LONGEST_FIRST = ["cluster/", "integration/test_tools.py", "unit/", "integration/test_concurrent_runs.py",
+                 "integration/test_inference.py", "integration/test_molecule.py", "integration/test_launchers.py",
+                 "integration/test_storage.py", "integration/test_burnin.py", "integration/test_local_demo.py",
+                 "integration/test_orchestration.py", "integration/test_training.py", "integration/test_reliability.py",
+                 "integration/test_assess_cluster.py", "integration/test_network.py",
+                 "integration/test_gpu_compute.py", "integration/test_audit.py", "integration/test_lifecycle.py",
+                 "integration/test_monitoring.py", "integration/test_sla.py"]
+# The modules that need the machine alone (above), and the lock file they hold alone (the others share it).
+MACHINE_ALONE = ("integration/test_tools.py", "integration/test_concurrent_runs.py")
 MACHINE_LOCK = ROOT / ".cache" / "tests-machine.lock"
 
 
@@ -84,15 +91,15 @@ def _runs_on_the_machine(module_path):
 
 @pytest.fixture(scope="module", autouse=True)
 def _machine_packages(request):
-    """test_tools holds MACHINE_LOCK alone for its whole module; every other module that runs probes holds it shared.
-    A shared holder waits while test_tools runs, and test_tools waits for the shared holders already running."""
+    """A module of MACHINE_ALONE holds MACHINE_LOCK alone for its whole run; every other module that runs probes holds
+    it shared. A shared holder waits while one of those runs, and it waits for the shared holders already running."""
     path = Path(str(request.node.fspath)).relative_to(_TESTS).as_posix()
     if not _runs_on_the_machine(path):
         yield
         return
     MACHINE_LOCK.parent.mkdir(parents=True, exist_ok=True)
     with open(MACHINE_LOCK, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX if path == MACHINE_CHANGER else fcntl.LOCK_SH)
+        fcntl.flock(fh, fcntl.LOCK_EX if path in MACHINE_ALONE else fcntl.LOCK_SH)
         try:
             yield
         finally:
