@@ -23,22 +23,26 @@ def start(module, function, cfg, marker, log_path=None, cwd=None):
             log.close()
 
 
+def _stat(pid):
+    """The fields of /proc/<pid>/stat after the process's name (state, parent pid, ...), [] when it is gone. Bytes, and
+    split after the name's last ")": a name may hold spaces, parentheses and bytes that are not UTF-8."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
 def alive(pid):
     """Whether the process runs (not gone, not a zombie waiting for its parent)."""
-    try:
-        with open("/proc/%d/stat" % pid) as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
+    fields = _stat(pid)
+    return bool(fields) and fields[0] not in (b"Z", b"X")
 
 
 def parent(pid):
     """The process's parent pid, None when it is gone."""
-    try:
-        with open("/proc/%d/stat" % pid) as fh:
-            return int(fh.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
+    fields = _stat(pid)
+    return int(fields[1]) if len(fields) > 1 else None
 
 
 def cmdline(pid):

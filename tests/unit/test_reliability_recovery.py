@@ -167,18 +167,17 @@ def test_a_helpers_fork_that_has_not_yet_run_its_program_is_not_a_second_helper(
             "pid = os.fork()\n"
             "if pid == 0:\n    time.sleep(60); os._exit(0)\n"
             "sys.stdout.write('%d\\n' % pid); sys.stdout.flush(); time.sleep(60)")
-    helper = subprocess.Popen([sys.executable, "-c", code, json.dumps({"out_dir": workdir}),
-                               "clustermax-assess-watch=t"], stdout=subprocess.PIPE, start_new_session=True)
-    try:
-        fork = int(helper.stdout.readline())
-        deadline = time.time() + 30
-        while time.time() < deadline and b"clustermax-assess-watch=t" not in leftovers.detached.cmdline(fork):
-            time.sleep(0.05)
-        assert leftovers.detached.parent(fork) == helper.pid
-        assert leftovers.find(RUN_ID) == [(helper.pid, "watcher")]
-    finally:
-        os.killpg(helper.pid, signal.SIGKILL)
-        helper.wait()
+    with subprocess.Popen([sys.executable, "-c", code, json.dumps({"out_dir": workdir}), "clustermax-assess-watch=t"],
+                          stdout=subprocess.PIPE, start_new_session=True) as helper:
+        try:
+            fork = int(helper.stdout.readline())
+            deadline = time.time() + 30
+            while time.time() < deadline and b"clustermax-assess-watch=t" not in leftovers.detached.cmdline(fork):
+                time.sleep(0.05)
+            assert leftovers.detached.parent(fork) == helper.pid
+            assert leftovers.find(RUN_ID) == [(helper.pid, "watcher")]
+        finally:
+            os.killpg(helper.pid, signal.SIGKILL)
 
 
 def _art(probe, host, variant=None):
