@@ -1,7 +1,7 @@
 """Shared pytest setup. Fixture logic lives next to what it drives (tests/cluster/ for the SSH test cluster).
 
-`make test` runs the suite on pytest-xdist workers, one test module at a time per worker (`--dist loadscope`), so
-that module fixtures (one playbook run shared by a module's assertions) stay whole. Most of an integration module's
+`make test-parallel` runs the suite on pytest-xdist workers, one test module at a time per worker (`--dist loadscope`),
+so that module fixtures (one playbook run shared by a module's assertions) stay whole. Most of an integration module's
 time is spent waiting on SSH, probes' fixed durations and sleeps, which other workers fill. What that needs:
 
 * every worker brings up a test cluster of its own (prefix, subnet and state directory derived from the worker's
@@ -12,7 +12,7 @@ time is spent waiting on SSH, probes' fixed durations and sleeps, which other wo
   machine that every test host shares (what a probe finds installed depends on it); test_concurrent_runs runs
   `cleanup.yml -e assess_cleanup_run=all`, which on every node ends the processes of every run but the live one
   (`pgrep -f` on the working directories' prefix), and the test hosts are network namespaces of one PID namespace:
-  on a cmxa host it ended another worker's probes and srun steps (a clean-clone run of the suite on two workers:
+  on a test host it ended another worker's probes and srun steps (a clean-clone run of the suite on two workers:
   "srun: Force Terminated", exit 143, and every host of the other cluster "unreachable", ssh's 255 for a remote
   command killed by a signal). The other modules that run probes wait for them, and the unit tests, which bring
   their own tools, fill the other workers meanwhile.
@@ -36,16 +36,16 @@ ROOT = _TESTS.parent
 # Modules in the order they start: the harness's own tests first (a minute; they check each host's SSH answers with
 # nothing on stderr, before any test has ended a host's processes, a login shell among them), test_tools next (it needs
 # the machine to itself, see MACHINE_LOCK), then the unit tests (they fill the other workers while test_tools runs),
-# test_concurrent_runs (the machine to itself too, while unit tests may still fill the others), then the integration
-# modules longest first (their times in a clean-clone run on 2 cores, 2026-12-06). Modules not named here start after
-# the named ones, in file order.
+# test_concurrent_runs (the machine to itself too: the other worker waits, so it goes before the longest), then the
+# integration modules longest first (their times in a clean-clone run on 2 cores, 2026-12-06). Modules not named here
+# start after the named ones, in file order.
 LONGEST_FIRST = ["cluster/", "integration/test_tools.py", "unit/", "integration/test_concurrent_runs.py",
                  "integration/test_inference.py", "integration/test_molecule.py", "integration/test_launchers.py",
                  "integration/test_storage.py", "integration/test_burnin.py", "integration/test_local_demo.py",
                  "integration/test_orchestration.py", "integration/test_training.py", "integration/test_reliability.py",
                  "integration/test_assess_cluster.py", "integration/test_network.py",
                  "integration/test_gpu_compute.py", "integration/test_audit.py", "integration/test_lifecycle.py",
-                 "integration/test_monitoring.py", "integration/test_sla.py"]
+                 "integration/test_monitoring.py", "integration/test_sla.py", "integration/test_rating_run.py"]
 # The modules that need the machine alone (above), and the lock file they hold alone (the others share it).
 MACHINE_ALONE = ("integration/test_tools.py", "integration/test_concurrent_runs.py")
 MACHINE_LOCK = ROOT / ".cache" / "tests-machine.lock"
