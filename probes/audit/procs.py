@@ -11,6 +11,7 @@ import socket
 import struct
 
 from probes.audit.collect import listdir, read
+from probes.common import procs as common_procs
 
 # Daemons the rubric asks about (presence only: their count and PIDs change from run to run).
 DAEMONS = ("nv-hostengine", "dcgm-exporter", "node_exporter", "node-exporter", "nvidia-persistenced",
@@ -59,9 +60,7 @@ def _daemon_of_comm(comm):
 def _zombie_or_gone(pid):
     """An exited process not yet reaped (state Z) or one gone since the listing: its namespace links read as
     missing and its command line as empty, so it must not count as a daemon of this node."""
-    text = read("/proc/%s/stat" % pid, "") or ""
-    after = text.rsplit(")", 1)[-1].split()
-    return not after or after[0] in ("Z", "X")
+    return not common_procs.alive(pid)
 
 
 def scan_processes():

@@ -13,6 +13,7 @@ import stat
 
 from probes.audit import procs as audit_procs
 from probes.audit.collect import listdir, read, read_key_values, read_strip
+from probes.common import procs as common_procs
 
 SSHD_KEYS = ("passwordauthentication", "permitrootlogin", "kbdinteractiveauthentication",
              "challengeresponseauthentication", "permitemptypasswords", "pubkeyauthentication", "usepam",
@@ -35,12 +36,6 @@ def parse_sshd_t(text):
     return out
 
 
-def _ppid(pid):
-    text = read("/proc/%s/stat" % pid, "") or ""
-    after = text.rsplit(")", 1)[-1].split()
-    return after[1] if len(after) > 1 else None
-
-
 def sshd_config_path():
     """The -f config of the listening sshd of this node's network namespace (the one whose parent is not sshd),
     or None for the default /etc/ssh/sshd_config.
@@ -52,7 +47,7 @@ def sshd_config_path():
     for pid in listdir("/proc"):
         if not pid.isdigit() or audit_procs._name(pid) != "sshd" or audit_procs._netns(pid) not in (mine, None):
             continue
-        parent = _ppid(pid)
+        parent = common_procs.parent(pid)
         argv = audit_procs.cmdline_words(pid)
         if audit_procs._zombie_or_gone(pid) or not argv or audit_procs._name(parent) == "sshd":
             continue

@@ -110,6 +110,37 @@ class Children:
         self.procs = []
 
 
+def _stat(pid):
+    """The fields of /proc/<pid>/stat after the process's name (state, parent pid, ...), [] when it is gone. Bytes, and
+    split after the name's last ")": a name may hold spaces, parentheses and bytes that are not UTF-8."""
+    try:
+        with open("/proc/%s/stat" % pid, "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def alive(pid):
+    """Whether the process runs (not gone, not a zombie waiting for its parent)."""
+    fields = _stat(pid)
+    return bool(fields) and fields[0] not in (b"Z", b"X")
+
+
+def parent(pid):
+    """The process's parent pid, None when it is gone."""
+    fields = _stat(pid)
+    return int(fields[1]) if len(fields) > 1 else None
+
+
+def cmdline(pid):
+    """The process's command line as bytes (NUL-separated), b"" when it is gone."""
+    try:
+        with open("/proc/%s/cmdline" % pid, "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
+
+
 def marked_pids(mark):
     """PIDs of this user's processes whose command line holds the marker (never this process)."""
     out = []
@@ -119,9 +150,7 @@ def marked_pids(mark):
         if not name.isdigit() or int(name) == me:
             continue
         try:
-            with open("/proc/%s/cmdline" % name, "rb") as fh:
-                cmdline = fh.read()
-            if needle in cmdline.split(b"\0") and os.stat("/proc/%s" % name).st_uid == os.getuid():
+            if needle in cmdline(name).split(b"\0") and os.stat("/proc/%s" % name).st_uid == os.getuid():
                 out.append(int(name))
         except OSError:
             continue

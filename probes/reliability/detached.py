@@ -21,34 +21,3 @@ def start(module, function, cfg, marker, log_path=None, cwd=None):
     finally:
         if log_path:
             log.close()
-
-
-def _stat(pid):
-    """The fields of /proc/<pid>/stat after the process's name (state, parent pid, ...), [] when it is gone. Bytes, and
-    split after the name's last ")": a name may hold spaces, parentheses and bytes that are not UTF-8."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return []
-
-
-def alive(pid):
-    """Whether the process runs (not gone, not a zombie waiting for its parent)."""
-    fields = _stat(pid)
-    return bool(fields) and fields[0] not in (b"Z", b"X")
-
-
-def parent(pid):
-    """The process's parent pid, None when it is gone."""
-    fields = _stat(pid)
-    return int(fields[1]) if len(fields) > 1 else None
-
-
-def cmdline(pid):
-    """The process's command line as bytes (NUL-separated), b"" when it is gone."""
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as fh:
-            return fh.read()
-    except OSError:
-        return b""

@@ -33,7 +33,7 @@ import re
 import signal
 import time
 
-from probes.common import device
+from probes.common import device, procs
 from probes.common.command import run_cmd
 from probes.params import Param, Params
 from probes.reliability import detached
@@ -317,9 +317,9 @@ def _clear(art, params, out_dir):
     with open(pid_path) as fh:
         pid = int(fh.read().strip() or 0)
     deadline = time.time() + 15
-    while time.time() < deadline and detached.alive(pid):
+    while time.time() < deadline and procs.alive(pid):
         time.sleep(0.2)
-    if detached.alive(pid) and _ours(pid):
+    if procs.alive(pid) and _ours(pid):
         os.kill(pid, signal.SIGKILL)
         run_cmd(dcgm_argv(params["gpu_index"], params["dcgm_field"], 0), timeout=10)
     for path in (pid_path, stop_path):
@@ -329,7 +329,7 @@ def _clear(art, params, out_dir):
 
 
 def _ours(pid):
-    return b"clustermax-assess-dcgm-hold" in detached.cmdline(pid)
+    return b"clustermax-assess-dcgm-hold" in procs.cmdline(pid)
 
 
 def _not_for(backend, method):

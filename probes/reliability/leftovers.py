@@ -16,8 +16,8 @@ import os
 import signal
 import time
 
+from probes.common import procs
 from probes.params import Param, Params
-from probes.reliability import detached
 
 # The markers detached.start puts on the command lines of the phase's helpers, by kind.
 MARKERS = {"watcher": b"clustermax-assess-watch=", "dcgm_hold": b"clustermax-assess-dcgm-hold"}
@@ -39,13 +39,13 @@ def find(run_id):
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
             continue
-        cmd = detached.cmdline(int(name))
+        cmd = procs.cmdline(int(name))
         if workdir not in cmd:
             continue
         kind = next((k for k, marker in MARKERS.items() if marker in cmd), None)
         if kind:
             found[int(name)] = kind
-    return sorted((pid, kind) for pid, kind in found.items() if detached.parent(pid) not in found)
+    return sorted((pid, kind) for pid, kind in found.items() if procs.parent(pid) not in found)
 
 
 def _signal(pid, sig):
@@ -64,9 +64,9 @@ def run(art, params, out_dir):
     for pid, _kind in found:
         _signal(pid, signal.SIGTERM)
     deadline = time.time() + params["grace_s"]
-    while time.time() < deadline and any(detached.alive(pid) for pid, _ in found):
+    while time.time() < deadline and any(procs.alive(pid) for pid, _ in found):
         time.sleep(0.2)
-    killed = [pid for pid, _ in found if detached.alive(pid)]
+    killed = [pid for pid, _ in found if procs.alive(pid)]
     for pid in killed:
         _signal(pid, signal.SIGKILL)
     for kind in MARKERS:

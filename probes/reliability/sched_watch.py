@@ -32,7 +32,7 @@ import os
 import signal
 import time
 
-from probes.common import sched
+from probes.common import procs, sched
 from probes.params import Param, Params
 from probes.reliability import detached
 from probes.reliability import samples as watch_samples
@@ -242,11 +242,7 @@ def _start(art, params, out_dir, paths):
 
 
 def _ours(pid, tag):
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as fh:
-            return ("clustermax-assess-watch=" + tag).encode() in fh.read()
-    except OSError:
-        return False
+    return ("clustermax-assess-watch=" + tag).encode() in procs.cmdline(pid)
 
 
 def _stop(art, params, out_dir, paths):

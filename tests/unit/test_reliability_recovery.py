@@ -172,9 +172,9 @@ def test_a_helpers_fork_that_has_not_yet_run_its_program_is_not_a_second_helper(
         try:
             fork = int(helper.stdout.readline())
             deadline = time.time() + 30
-            while time.time() < deadline and b"clustermax-assess-watch=t" not in leftovers.detached.cmdline(fork):
+            while time.time() < deadline and b"clustermax-assess-watch=t" not in leftovers.procs.cmdline(fork):
                 time.sleep(0.05)
-            assert leftovers.detached.parent(fork) == helper.pid
+            assert leftovers.procs.parent(fork) == helper.pid
             assert leftovers.find(RUN_ID) == [(helper.pid, "watcher")]
         finally:
             os.killpg(helper.pid, signal.SIGKILL)
