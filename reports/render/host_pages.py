@@ -67,8 +67,10 @@ def host_summary(rows, hosts):
     return out
 
 
-def _e(value):
-    return html.escape("" if value is None else str(value), quote=True)
+def _e(value, escape=html.escape):
+    if value is None:
+        return ""
+    return escape(value if value.__class__ is str else str(value))  # quote=True is html.escape's default
 
 
 def rows_html(rows, host_column=True):

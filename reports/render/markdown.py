@@ -1,18 +1,24 @@
 """report.md from blocks (reports.render.blocks), and the number formats every part's tables share."""
 
-from reports.render.blocks import spans
+from reports.render.blocks import Span, spans
 
 _SPAN_MD = {"text": "%s", "strong": "**%s**", "em": "*%s*", "code": "`%s`"}
 
 
 def inline(content):
+    if content.__class__ is str:  # most content is plain text: no spans to make (tables of thousands of rows)
+        return content
     return "".join("[%s](%s)" % (s.text, s.href) if s.kind == "link" else _SPAN_MD[s.kind] % s.text
                    for s in spans(content))
 
 
 def cell(value):
     """A table cell: None shows as an en dash, pipes and newlines cannot break the row."""
-    return inline(value).replace("|", "\\|").replace("\n", " ") or "–"
+    if value is None:
+        return "–"
+    # a number is its text, as inline() would make it, without a span made and joined per cell
+    text = inline(value) if isinstance(value, (str, Span, list, tuple)) else str(value)
+    return text.replace("|", "\\|").replace("\n", " ") or "–"
 
 
 def table(header, rows):

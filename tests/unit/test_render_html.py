@@ -48,6 +48,16 @@ def test_the_same_blocks_as_markdown():
     assert md.endswith("> quoted & <raw>\n") and markdown.render([]) == ""
 
 
+def test_markdown_cells_of_every_kind_read_as_their_spans_would():
+    """cell() takes plain strings and numbers without making spans (report.md's checks table: thousands of rows);
+    each kind still reads as inline() of it, None and an empty string as the en dash."""
+    row = ["", 0.5, True, 12, "a|b\nc", code("x|y"), [em("e"), " ", 3], None]
+    assert markdown.table(["c%d" % i for i in range(len(row))], [row]).splitlines()[2] == (
+        "| – | 0.5 | True | 12 | a\\|b c | `x\\|y` | *e* 3 | – |")
+    for value in row[1:-1]:
+        assert markdown.cell(value) == markdown.inline(value).replace("|", "\\|").replace("\n", " ")
+
+
 def test_images_are_embedded_from_the_report_dir_only(tmp_path):
     (tmp_path / "plot.png").write_bytes(PNG_1PX)
     (tmp_path / "notes.txt").write_text("not an image")
