@@ -2,7 +2,7 @@
 
     CMXA_PREFIX=cmxsc CMXA_SUBNET_PREFIX=10.237.45 CMXA_STATE_DIR=$PWD/.testcluster-cmxsc \
         .venv/bin/python tests/benchmarks/bench_scale.py [--hosts 4 16 64] [--repeat 3] [--full 4 16] [--slices 4]
-        [--no-cmax] [--parts] [--keep]
+        [--kex curve25519-sha256] [--no-cmax] [--parts] [--keep]
 
 Brings the SSH test cluster (tests/cluster/cluster.py) to the largest size asked for, and runs
 `assess.yml --tags audit` (preflight, audit, cleanup, report) over the first N of its hosts for each host count N
@@ -23,6 +23,12 @@ engine per node, and the opt-in destructive phase left out), once. It prints per
     4-host's;
   * a projection for 1,000 hosts: fixed + marginal x 1000 CPU seconds, and the controller-bound wall with forks set
     to this machine's cores (the CPU spread over every core; the nodes' own work comes on top).
+
+With --kex ALG, every audit run is made twice in its turn, once as ansible.cfg has it and once with
+`-o KexAlgorithms=ALG` added to its ssh_args, and both are fitted: what the SSH key exchange (OpenSSH's, paid once per
+host by the first ssh client to it) costs the controller per host, measured side by side. OpenSSH 9.0 to 9.8 default
+to sntrup761x25519 (post-quantum, about 70 ms of client CPU here), 9.9 and later to mlkem768x25519 (post-quantum,
+a few ms); curve25519-sha256 is the classical one.
 
 With --parts, each audit size runs once more through tests/benchmarks/controller_parts.py, which records the CPU by
 part: ansible-playbook's own process, its workers (task by task), the ssh clients they ran (the key exchange), the
@@ -45,6 +51,7 @@ test cluster down at the end unless --keep.
 """
 
 import argparse
+import configparser
 import ctypes
 import json
 import os
@@ -113,18 +120,22 @@ def measured(argv, env, cwd=ROOT, timeout=3600):
     return proc.returncode, wall, cpu, (proc.stdout + proc.stderr)[-3000:]
 
 
-def _env():
+def _env(kex=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
     env.update(PATH="%s:%s" % (BIN, env.get("PATH", "")), ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
                ANSIBLE_NOCOLOR="1")
+    if kex:  # ANSIBLE_SSH_ARGS takes the place of ansible.cfg's ssh_args: theirs, and the key exchange
+        cfg = configparser.ConfigParser(interpolation=None)
+        cfg.read(ROOT / "ansible.cfg")
+        env["ANSIBLE_SSH_ARGS"] = "%s -o KexAlgorithms=%s" % (cfg["ssh_connection"]["ssh_args"], kex)
     return env
 
 
-def run_assess(inventory, workdir, extra=(), program=None):
-    """`program` (argv) in place of ansible-playbook: controller_parts.py, for --parts."""
+def run_assess(inventory, workdir, extra=(), program=None, kex=None):
+    """`program` (argv) in place of ansible-playbook: controller_parts.py, for --parts; `kex`: ssh's KexAlgorithms."""
     argv = (program or [str(BIN / "ansible-playbook")]) + [
         "assess.yml", "-i", str(inventory), "-e", "assess_output_dir=%s" % (workdir / "runs")] + list(extra)
-    rc, wall, cpu, tail = measured(argv, _env())
+    rc, wall, cpu, tail = measured(argv, _env(kex))
     if rc != 0:
         raise SystemExit("ansible-playbook %s failed (rc %d):\n%s" % (" ".join(extra), rc, tail))
     [run_dir] = list((workdir / "runs").glob("*/*"))
@@ -325,6 +336,8 @@ def main(argv=None):
                         help="each audit size once more, its CPU by part (controller_parts.py)")
     parser.add_argument("--repeat", type=int, default=3,
                         help="audit runs per size, the sizes taking turns; the least CPU of each size is fitted")
+    parser.add_argument("--kex", metavar="ALG",
+                        help="each audit run again with ssh -o KexAlgorithms=ALG; both fitted")
     parser.add_argument("--slices", type=int, default=4,
                         help="the largest audit size again as this many slices of one run, merged (0: not)")
     args = parser.parse_args(argv)
@@ -332,7 +345,7 @@ def main(argv=None):
         parser.error("--repeat must be at least 1")
     _become_subreaper()
     cluster = Cluster()
-    audit, full, sliced, parts = {}, {}, None, {}
+    audit, audit_kex, full, sliced, parts = {}, {}, {}, None, {}
     scratch = ROOT / ".cache" if (ROOT / ".cache").is_dir() else None
     sizes = sorted(set(args.hosts) | set(args.full))
     try:
@@ -343,16 +356,20 @@ def main(argv=None):
             every = cluster.write_inventory(str(tmp / "all.ini"), python=sys.executable)
             inventory = {n: _inventory_of(every, names[:n], tmp / ("bench-%d.ini" % n)) for n in sizes}
             runs = {n: [] for n in args.hosts}
+            kex_runs = {n: [] for n in args.hosts}
             for i in range(args.repeat):
                 for n in sorted(runs, reverse=bool(i % 2)):  # turns: 4 16, 16 4, 4 16, ...
-                    work = tmp / ("audit-%d-%d" % (n, i))
-                    run = run_assess(inventory[n], work, ["--tags", "audit"])
-                    run["checks"] = _checks(run.pop("run_dir"))
-                    shutil.rmtree(work, ignore_errors=True)
-                    runs[n].append(run)
-                    print("audit, %d hosts, run %d: %.1f CPU s, %.1f s wall" % (n, i + 1, run["cpu"], run["wall"]),
-                          flush=True)
+                    # with --kex, ssh's default and ALG take turns too
+                    for kex in ([None, args.kex] if not i % 2 else [args.kex, None]) if args.kex else [None]:
+                        work = tmp / ("audit-%d-%d%s" % (n, i, "-kex" if kex else ""))
+                        run = run_assess(inventory[n], work, ["--tags", "audit"], kex=kex)
+                        run["checks"] = _checks(run.pop("run_dir"))
+                        shutil.rmtree(work, ignore_errors=True)
+                        (kex_runs if kex else runs)[n].append(run)
+                        print("audit, %d hosts, run %d%s: %.1f CPU s, %.1f s wall" % (
+                            n, i + 1, ", KexAlgorithms=%s" % kex if kex else "", run["cpu"], run["wall"]), flush=True)
             audit = {n: _least(r) for n, r in runs.items()}
+            audit_kex = {n: _least(r) for n, r in kex_runs.items() if r}
             if args.parts:
                 for n in sorted(runs):
                     parts[n] = audit_parts(inventory[n], tmp / ("parts-%d" % n))
@@ -368,6 +385,12 @@ def main(argv=None):
         if not args.keep:
             cluster.down()
     _print_sizes("audit (--tags audit: preflight, audit, cleanup, report)", audit)
+    if audit_kex:
+        _print_sizes("the same audit with ssh -o KexAlgorithms=%s" % args.kex, audit_kex)
+        if len(audit) > 1:
+            ours, theirs = (fit([(n, r["cpu"]) for n, r in a.items()])[1] for a in (audit, audit_kex))
+            print("  ssh's default key exchange less %s: %.3f s per host (%.3f vs %.3f s per host)" % (
+                args.kex, ours - theirs, ours, theirs))
     if parts:
         _print_parts(parts)
     if sliced:
