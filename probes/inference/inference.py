@@ -109,8 +109,10 @@ def record(art, world, nodes):
             if kind == "ready":
                 points.record_ready(art, nodes, rec["seconds"])
             elif kind == "point":
+                # per GPU of the deployment: one engine per node, each on tensor_parallel GPUs (fewer than the
+                # node has where inference_tensor_parallel says so; 1 on the CPU backend)
                 points.record_point(art, nodes, rec["scenario"], rec["concurrency"], rec["summary"], rec["requests"],
-                                    nodes * max(1, art.facts.get("gpus_per_node") or 0))
+                                    nodes * max(1, art.facts.get("tensor_parallel") or 0))
                 if rec.get("telemetry"):
                     art.facts.setdefault("telemetry", {})[
                         points.point_key(nodes, rec["scenario"], rec["concurrency"])] = rec["telemetry"]

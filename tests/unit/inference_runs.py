@@ -33,18 +33,31 @@ def point_files(folder=SINGLE):
     return out
 
 
+def per_engine_files(folder, engines):
+    """{(scenario, concurrency per engine): path} of a data-parallel capture, the way the probe labels its points:
+    the file's own max_concurrency (requests in flight over the whole world) / engines. A file whose concurrency is
+    no multiple of the engines is left out: the probe's plan keeps engines x c in flight, never less."""
+    out = {}
+    for (scenario, _), path in point_files(folder).items():
+        total = json.loads(Path(path).read_text())["max_concurrency"]
+        if total % engines == 0:
+            out[(scenario, total // engines)] = path
+    return out
+
+
 def inference_doc(host, worlds=None, backend="cpu", gpu=None, gpus_per_node=0, ready=None, failures=(),
-                  status="ok", scale=None, telemetry=None, model_name="tiny-random"):
+                  status="ok", scale=None, telemetry=None, model_name="tiny-random", tensor_parallel=0):
     """One host's artifact. worlds: {nodes: {(scenario, concurrency): result file}} (default: the single-engine
     fixture at one node); ready: {nodes: seconds}; scale: {(nodes, scenario, concurrency): factor} on the point's
     throughputs and 1 / factor on its duration (a faster or slower world, same requests); telemetry:
     {(nodes, scenario, concurrency): means}."""
-    worlds = {1: point_files()} if worlds is None else worlds
+    worlds = {1: point_files()} if worlds is None else worlds  # concurrencies per engine, as the probe labels
     art = Artifact("inference", "r", host)
     art.device.update(backend=backend, model=gpu, count=gpus_per_node)
     concs = sorted({c for files in worlds.values() for _, c in files})
     art.facts.update(engine="vllm", engine_version="0.32.0", load_generator="vllm bench serve",
-                     model="/tmp/vm/tiny2", model_name=model_name, gpus_per_node=gpus_per_node, tensor_parallel=1,
+                     model="/tmp/vm/tiny2", model_name=model_name, gpus_per_node=gpus_per_node,
+                     tensor_parallel=tensor_parallel or max(1, gpus_per_node),
                      world_sizes_run=",".join(str(n) for n in sorted(worlds)), scenarios=copy.deepcopy(SCENARIOS),
                      concurrencies=concs, failures=list(failures))
     for nodes, files in sorted(worlds.items()):
@@ -58,8 +71,8 @@ def inference_doc(host, worlds=None, backend="cpu", gpu=None, gpus_per_node=0, r
                     data[k] *= scale[key]
                 data["duration"] /= scale[key]
             summary, requests = bench_result.read(json.dumps(data), Path(path).name)
-            gpus = nodes * max(gpus_per_node, 1)
-            points.record_point(art, nodes, scenario, conc, summary, requests, gpus)
+            # the probe's division (probes/inference/inference.py record): nodes x GPUs per engine
+            points.record_point(art, nodes, scenario, conc, summary, requests, nodes * art.facts["tensor_parallel"])
             if telemetry and key in telemetry:
                 art.facts.setdefault("telemetry", {})[points.point_key(*key)] = telemetry[key]
     if status == "error":

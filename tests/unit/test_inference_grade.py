@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from inference_runs import DP2, FIXTURES, H200, OVERLONG, SINGLE, inference_doc, point_files, read
+from inference_runs import DP2, FIXTURES, H200, OVERLONG, SINGLE, inference_doc, per_engine_files, point_files, read
 
 from reports import DATA_DIR
 from reports import grading as grade
@@ -17,7 +17,7 @@ from reports.phases.inference import grade as gi
 from reports.rate import rate
 
 RUBRIC = grade.load_rubric()
-DOUBLE = {(2, "chat", 2): 2.0, (2, "chat", 8): 2.0}
+DOUBLE = {(2, "chat", 1): 2.0, (2, "chat", 4): 2.0}
 L40S_FILE = FIXTURES / "l40s-vllm-0.9-benchmark_serving-llmd" / "base.inf.json"
 
 
@@ -138,15 +138,15 @@ def test_regimes_on_the_real_curve_and_from_telemetry():
 
 def test_regime_per_point_comms_bound_across_nodes_and_telemetry_where_the_curve_cannot_tell():
     files = point_files()
-    # two nodes, twice the concurrency per world: two engines each serving what one did (throughput x 2); chat c8 on
-    # 2 engines is c4 per engine, at 0.7 x that
-    two = {("chat", 2): files[("chat", 1)], ("chat", 8): files[("chat", 4)], ("prefill", 8): files[("prefill", 4)]}
-    doc = inference_doc("h1", worlds={1: files, 2: two}, scale={(2, "chat", 8): 1.4, (2, "chat", 2): 2.0},
+    # two nodes at the same concurrency per engine (the probe's label; 2 x c in flight): two engines each serving
+    # what one did is throughput x 2; chat c4 at 0.7 x that
+    two = {("chat", 1): files[("chat", 1)], ("chat", 4): files[("chat", 4)], ("prefill", 4): files[("prefill", 4)]}
+    doc = inference_doc("h1", worlds={1: files, 2: two}, scale={(2, "chat", 4): 1.4, (2, "chat", 1): 2.0},
                         telemetry={(1, "prefill", 4): {"gpu_util_pct": 97, "mem_util_pct": 20, "samples": 4}})
     regimes = gi.regime_of_points(make_run([doc]))
-    assert regimes[("h1", 2, "chat", 8)][0] == "comms-bound"
-    assert regimes[("h1", 2, "chat", 8)][1].startswith("output tokens/s per GPU 0.70 × one node's")
-    assert regimes[("h1", 2, "chat", 2)][0] == "memory-bound"  # same per-GPU throughput as one node at c1
+    assert regimes[("h1", 2, "chat", 4)][0] == "comms-bound"
+    assert regimes[("h1", 2, "chat", 4)][1].startswith("output tokens/s per GPU 0.70 × one node's")
+    assert regimes[("h1", 2, "chat", 1)][0] == "memory-bound"  # same per-GPU throughput as one node at c1
     assert regimes[("h1", 1, "prefill", 4)] == ("compute-bound", "telemetry: GPU utilization 97 %, memory 20 %")
     assert regimes[("h1", 1, "agentic", 4)][0] is None
 
@@ -154,22 +154,22 @@ def test_regime_per_point_comms_bound_across_nodes_and_telemetry_where_the_curve
 def test_multi_node_goodput_per_gpu_against_one_node():
     c = check("inference.inferencex_multi_node")  # warn below 0.9, fail below 0.75
     files = point_files()
-    two = {("chat", 2): files[("chat", 1)], ("chat", 8): files[("chat", 4)]}
+    two = {("chat", 1): files[("chat", 1)], ("chat", 4): files[("chat", 4)]}
     hosts = ["h1", "h2"]
     # two engines each serving what one did: the point's throughput twice the one-node point's
     level = make_run([inference_doc("h1", worlds={1: files, 2: two}, scale=DOUBLE), inference_doc("h2")])
     rows = gi.grade_scaling(c, level, hosts)
     assert [r["status"] for r in rows] == ["pass", "pass"]
-    # chat c8 on 2 nodes = c4 per engine: 2 x 19.6 good requests/s over 2 GPUs against 19.6 over 1 on one node
-    assert rows[0]["observed"] == "chat 1.00 (chat, c8, 2 nodes vs 1 node: 19.6 vs 19.6 good requests/s per GPU)"
+    # chat c4 per engine on 2 nodes (8 in flight): 2 x 19.6 good requests/s over 2 GPUs against 19.6 over 1
+    assert rows[0]["observed"] == "chat 1.00 (chat, c4, 2 nodes vs 1 node: 19.6 vs 19.6 good requests/s per GPU)"
     assert rows[0]["expected"] == "goodput per GPU at the most nodes >= 0.75 × one node's (warn below 0.9)"
-    slow = make_run([inference_doc("h1", worlds={1: files, 2: two}, scale={(2, "chat", 8): 1.2}),
+    slow = make_run([inference_doc("h1", worlds={1: files, 2: two}, scale={(2, "chat", 4): 1.2}),
                      inference_doc("h2")])
     row = gi.grade_scaling(c, slow, hosts)[0]
     assert row["status"] == "warn" and row["observed"].startswith("chat 0.60")  # a fail, warn only on the CPU
     assert row["expected"].endswith("cpu backend: warn only (test hosts share CPUs)")
     gpu_slow = make_run([inference_doc(h, worlds={1: files, 2: two} if h == "h1" else None, backend="cuda", gpu=H200,
-                                       gpus_per_node=8, scale={(2, "chat", 8): 1.2}) for h in hosts])
+                                       gpus_per_node=8, scale={(2, "chat", 4): 1.2}) for h in hosts])
     assert gi.grade_scaling(c, gpu_slow, hosts)[0]["status"] == "fail"
     alone = gi.grade_scaling(c, make_run([inference_doc("h1")]), ["h1"])[0]
     assert alone["status"] == "skip" and alone["reason"] == (
@@ -177,19 +177,36 @@ def test_multi_node_goodput_per_gpu_against_one_node():
 
 
 def test_the_real_data_parallel_capture_against_one_engine():
-    """dp2: the same plan against 2 data-parallel engines on one host (they share its cores). chat c4 is c2 per
-    engine: 12.39 good requests/s over 2 engines against the one-engine curve interpolated at c2 (c1 5.35, c4 19.6:
-    sqrt(5.35 x 19.6) = 10.2): 0.60, a fail that the CPU backend makes a warning; the point is comms-bound."""
+    """dp2: 2 data-parallel engines on one host (they share its cores). Its chat.c4 kept 4 requests in flight over
+    the 2 engines: c2 per engine, as the probe labels it (its c1 file, half a request per engine, is no point of the
+    probe's plan). 12.39 good requests/s over 2 engines against the one-engine curve interpolated at c2 (c1 5.35,
+    c4 19.6: sqrt(5.35 x 19.6) = 10.2): 0.60, a fail that the CPU backend makes a warning; the point is comms-bound."""
     c = check("inference.inferencex_multi_node")
-    run = make_run([inference_doc("h1", worlds={1: point_files(), 2: point_files(DP2)})])
+    two = per_engine_files(DP2, 2)
+    assert sorted(two) == [("agentic", 2), ("chat", 2), ("prefill", 2)]
+    run = make_run([inference_doc("h1", worlds={1: point_files(), 2: two})])
     [row] = gi.grade_scaling(c, run, ["h1"])
     assert row["status"] == "warn"
-    assert row["observed"] == ("chat 0.60 (chat, c4, 2 nodes vs 1 node interpolated: 6.2 vs 10.2 good requests/s "
+    assert row["observed"] == ("chat 0.60 (chat, c2, 2 nodes vs 1 node interpolated: 6.2 vs 10.2 good requests/s "
                                "per GPU)")
     regimes = gi.regime_of_points(run)
-    assert regimes[("h1", 2, "chat", 4)][0] == "comms-bound"
-    # c1 -> c4 on two engines sharing the cores: throughput x 1.97 while TPOT doubles: saturated
-    assert regimes[("h1", 2, "chat", 1)] == ("compute-bound", "c1→c4: throughput × 1.97, TPOT × 2.05 (saturated)")
+    assert regimes[("h1", 2, "chat", 2)][0] == "comms-bound"
+
+
+def test_a_world_of_two_nodes_is_set_against_one_node_at_the_same_concurrency_per_engine():
+    """The probe labels a point with its concurrency per engine and keeps nodes x that in flight (facts
+    concurrency_is): a two-node world at c4 is set against one node at c4, not at c2. Two nodes that each serve
+    only 0.6 of what one node serves are a fail, named at c4."""
+    c = check("inference.inferencex_multi_node")
+    files = point_files()
+    hosts = ["h1", "h2"]
+    two = {("chat", 1): files[("chat", 1)], ("chat", 4): files[("chat", 4)]}
+    run = make_run([inference_doc(h, worlds={1: files, 2: two} if h == "h1" else None, backend="cuda", gpu=H200,
+                                  gpus_per_node=8, scale={(2, "chat", 1): 1.2, (2, "chat", 4): 1.2})
+                    for h in hosts])
+    row = gi.grade_scaling(c, run, hosts)[0]
+    assert row["status"] == "fail" and row["observed"].startswith("chat 0.60 (chat, c4, 2 nodes vs 1 node: ")
+    assert gi.regime_of_points(run)[("h1", 2, "chat", 4)][0] == "comms-bound"
 
 
 def test_the_one_node_figure_is_interpolated_between_its_points_never_extrapolated():
@@ -236,7 +253,7 @@ def test_single_node_throughput_against_a_figure_and_for_its_model_only(monkeypa
 
 def test_a_cpu_run_skips_the_gpu_checks_with_backend_cpu_and_judges_the_rest():
     files = point_files()
-    docs = [inference_doc("c1", worlds={1: files, 2: {("chat", 8): files[("chat", 4)]}}, ready={1: 9.5, 2: 14.0},
+    docs = [inference_doc("c1", worlds={1: files, 2: {("chat", 4): files[("chat", 4)]}}, ready={1: 9.5, 2: 14.0},
                           scale=DOUBLE),
             inference_doc("c2", ready={1: 8.0})]
     rows = by_id(r for r in grade.grade(make_run(docs)) if r["check_id"].startswith("inference."))
@@ -253,7 +270,7 @@ def test_a_cpu_run_skips_the_gpu_checks_with_backend_cpu_and_judges_the_rest():
 def test_ready_time_on_a_gpu_backend():
     c = check("inference.ready_time")  # warn above 60 s, fail above 120 s
     files = point_files()
-    run = make_run([inference_doc("g1", worlds={1: files, 2: {("chat", 8): files[("chat", 4)]}}, backend="cuda",
+    run = make_run([inference_doc("g1", worlds={1: files, 2: {("chat", 4): files[("chat", 4)]}}, backend="cuda",
                                   gpu=H200, gpus_per_node=8, ready={1: 35.0, 2: 75.0})])
     rows = grade.PER_HOST_KINDS["metric"](c, run, "g1")
     assert [(r["subject"], r["status"], r["observed"]) for r in rows] == [
@@ -276,7 +293,7 @@ def test_the_phases_checks_count_in_coverage():
     """A CPU run of the phase alone: its judged checks give compute and networking coverage; the GPU-only ones
     (the single-node expectation, the ready time) stay skipped and so lower it, never the score."""
     files = point_files()
-    docs = [inference_doc("c1", worlds={1: files, 2: {("chat", 8): files[("chat", 4)]}}, scale=DOUBLE),
+    docs = [inference_doc("c1", worlds={1: files, 2: {("chat", 4): files[("chat", 4)]}}, scale=DOUBLE),
             inference_doc("c2")]
     rows = grade.grade(make_run(docs))
     doc = rate([r for r in rows if r["check_id"].startswith("inference.")])
@@ -292,3 +309,36 @@ def test_the_phases_checks_count_in_coverage():
 def test_the_fixture_files_are_the_tools_own():
     data = json.loads((SINGLE / "chat.c1.json").read_text())
     assert data["backend"] == "vllm" and len(data["ttfts"]) == data["num_prompts"] == 8
+
+
+class _World:
+    """What probes/inference/inference.py's record() reads of a finished world: its ranks and each rank's records
+    (probes/inference/job.py writes them; here one point, a real result file as the node reads it)."""
+
+    def __init__(self, recs):
+        self.ranks = [0]
+        self._recs = recs
+
+    def records(self, rank):
+        return self._recs
+
+
+def test_the_node_divides_by_the_gpus_its_engines_hold_not_every_gpu_of_the_node():
+    """One engine per node on tensor_parallel GPUs: 8-GPU nodes serving with tensor parallel 4 use 4 GPUs each, so
+    output tokens/s per GPU is the world's tokens/s over nodes x 4 (InferenceX divides by the GPUs serving)."""
+    from probes.artifact import Artifact
+    from probes.inference import inference
+
+    summary, requests = read(point_files()[("chat", 4)])
+    art = Artifact("inference", "r", "g1")
+    art.facts.update(gpus_per_node=8, tensor_parallel=4)
+    inference.record(art, _World([{"type": "point", "scenario": "chat", "concurrency": 4, "summary": summary,
+                                   "requests": requests}]), 2)
+    rows = {r["metric"]: r["value"] for r in art.to_dict()["results"]}
+    assert rows["output_tokens_per_s_per_gpu"] == pytest.approx(rows["output_tokens_per_s"] / 8, rel=1e-3)
+    art.facts.update(tensor_parallel=8)  # the default: every GPU of the node
+    art.results.clear()
+    inference.record(art, _World([{"type": "point", "scenario": "chat", "concurrency": 4, "summary": summary,
+                                   "requests": requests}]), 2)
+    rows = {r["metric"]: r["value"] for r in art.to_dict()["results"]}
+    assert rows["output_tokens_per_s_per_gpu"] == pytest.approx(rows["output_tokens_per_s"] / 16, rel=1e-3)

@@ -18,8 +18,8 @@ from reports.render.blocks import Figures, Heading, Paragraph, Table
 from reports.render.report_html import blocks_html
 
 FILES = point_files()
-TWO = {("chat", 2): FILES[("chat", 1)], ("chat", 8): FILES[("chat", 4)]}
-DOUBLE = {(2, "chat", 2): 2.0, (2, "chat", 8): 2.0}
+TWO = {("chat", 1): FILES[("chat", 1)], ("chat", 4): FILES[("chat", 4)]}  # per engine, as the probe labels
+DOUBLE = {(2, "chat", 1): 2.0, (2, "chat", 4): 2.0}
 
 
 def docs(**kw):
@@ -47,7 +47,7 @@ def test_the_section_shows_every_point_with_goodput_regime_and_percentiles(tmp_p
     points = t["Points: throughput, goodput, regime"]
     assert points.columns[-2:] == ["goodput (within SLOs)", "regime"]
     chat = {(r[0], r[1], r[3]): r for r in points.rows if r[2] == "chat"}
-    assert sorted(chat) == [("h1", 1, 1), ("h1", 1, 4), ("h1", 2, 2), ("h1", 2, 8), ("h2", 1, 1), ("h2", 1, 4)]
+    assert sorted(chat) == [("h1", 1, 1), ("h1", 1, 4), ("h1", 2, 1), ("h1", 2, 4), ("h2", 1, 1), ("h2", 1, 4)]
     recorded = {r["metric"]: r["value"] for r in run.artifact("h1", "inference")["results"]
                 if r["labels"].get("nodes") == 1 and r["labels"].get("scenario") == "chat"
                 and r["labels"].get("concurrency") == 4}
@@ -60,7 +60,7 @@ def test_the_section_shows_every_point_with_goodput_regime_and_percentiles(tmp_p
     row = next(r for r in latency.rows if r[:4] == [1, "chat", 1, "h1"])
     assert row[4:7] == ["17.5", "21.6", "28.3"] and row[7] == "5.4"  # chat.c1.json's p50/p90/p99 TTFT, TPOT p50
     compare = t["One node against the most nodes (same concurrency per engine)"]
-    assert compare.rows == [["chat", "chat, c8, 2 nodes", "19.6", "19.6", "1"]]
+    assert compare.rows == [["chat", "chat, c4, 2 nodes", "19.6", "19.6", "1"]]
     assert t["Server ready time"].rows == [["h1", 1, "9.5"], ["h1", 2, "14"], ["h2", 1, "8"]]
     images = [i.file for b in blocks if isinstance(b, Figures) for i in b.images]
     assert images == ["inference_throughput_interactivity.png"]
@@ -68,7 +68,7 @@ def test_the_section_shows_every_point_with_goodput_regime_and_percentiles(tmp_p
     md = markdown.render(blocks)
     assert ("Engine `vllm 0.32.0` (SGLang, the other serving engine, is not implemented in this version), model "
             "`tiny-random` (/tmp/vm/tiny2), load generator `vllm bench serve`, backend "
-            "cpu; 0 GPUs per node, tensor parallel 1; node counts run: 1,2; concurrencies 1, 2, 4, 8.") in md
+            "cpu; 0 GPUs per node, tensor parallel 1; node counts run: 1,2; concurrencies 1, 4.") in md
     assert "chat TTFT <= 450 ms, TPOT <= 40 ms" in md
     assert "Inference checks: " in md and "skip" in md.split("Inference checks: ")[1]
     html = blocks_html(blocks, str(tmp_path))
@@ -104,14 +104,14 @@ def test_the_section_in_a_built_report(tmp_path):
 
 
 def test_the_comparison_with_the_real_data_parallel_capture_says_it_interpolated():
-    from inference_runs import DP2
+    from inference_runs import DP2, per_engine_files
 
-    run = make_run([inference_doc("h1", worlds={1: FILES, 2: point_files(DP2)})])
+    run = make_run([inference_doc("h1", worlds={1: FILES, 2: per_engine_files(DP2, 2)})])
     t = tables(section.blocks(run, [], None))
     assert t["One node against the most nodes (same concurrency per engine)"].rows == [
-        ["chat", "chat, c4, 2 nodes", "10.2 (interpolated)", "6.2", "0.605"]]
+        ["chat", "chat, c2, 2 nodes", "10.2 (interpolated)", "6.2", "0.605"]]
     regimes = {(r[1], r[2], r[3]): r[-1] for r in t["Points: throughput, goodput, regime"].rows}
-    assert regimes[(2, "chat", 4)].startswith("comms-bound (output tokens/s per GPU 0.60 × one node's")
+    assert regimes[(2, "chat", 2)].startswith("comms-bound (output tokens/s per GPU 0.60 × one node's")
 
 
 def test_the_line_names_the_engines_distribution_and_python():

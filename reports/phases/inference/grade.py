@@ -202,20 +202,14 @@ def telemetry_regime(telemetry):
     return None
 
 
-def engines(point, nodes, facts):
-    """Engines of a point's world: its GPUs / tensor parallel size (one per node where that does not divide)."""
-    gpus, tp = gpus_in_world(point, nodes), int(facts.get("tensor_parallel") or 0)
-    return gpus // tp if tp and gpus >= tp and gpus % tp == 0 else nodes
-
-
 def baselines(run, pts, metric):
     """{scenario: {concurrency per engine: median over hosts of `metric` at one node}} (a one-node curve per
-    scenario, for baseline_at)."""
+    scenario, for baseline_at). A point's concurrency label is per engine already: the probe runs one engine per
+    node and keeps nodes x concurrency requests in flight (its facts' concurrency_is)."""
     values = {}
-    for (host, nodes, scenario, conc), p in pts.items():
+    for (_host, nodes, scenario, conc), p in pts.items():
         if nodes == 1 and p.get(metric) is not None:
-            per_engine = conc / engines(p, nodes, facts_of(run, host))
-            values.setdefault(scenario, {}).setdefault(per_engine, []).append(p[metric])
+            values.setdefault(scenario, {}).setdefault(conc, []).append(p[metric])
     return {s: {c: statistics.median(v) for c, v in curve.items()} for s, curve in values.items()}
 
 
@@ -252,10 +246,8 @@ def regime_of_points(run):
     for key, p in pts.items():
         host, nodes, scenario, conc = key
         found = None
-        if nodes > 1:
-            per_engine = conc / engines(p, nodes, facts_of(run, host))
-            found = comms_regime(p.get("output_tokens_per_s_per_gpu"),
-                                 baseline_at(base.get(scenario) or {}, per_engine)[0])
+        if nodes > 1:  # against one node at the same concurrency per engine (the label)
+            found = comms_regime(p.get("output_tokens_per_s_per_gpu"), baseline_at(base.get(scenario) or {}, conc)[0])
         found = found or by_curve[(host, nodes, scenario)].get(conc)
         tel = telemetry_regime(telemetry_of(run, host, nodes, scenario, conc))
         if found and tel and tel[0] != found[0] and found[0] != "comms-bound":
@@ -398,10 +390,9 @@ def scaling_pairs(run, slos):
             values[key] = g["per_s"] / gpus_in_world(p, key[1])
     curves = {}
     for key, v in values.items():
-        host, nodes, scenario, conc = key
-        if nodes == 1:
-            per_engine = conc / engines(pts[key], 1, facts_of(run, host))
-            curves.setdefault(scenario, {}).setdefault(per_engine, []).append(v)
+        _host, nodes, scenario, conc = key
+        if nodes == 1:  # the concurrency label is per engine (baselines)
+            curves.setdefault(scenario, {}).setdefault(conc, []).append(v)
     curves = {s: {c: statistics.median(v) for c, v in curve.items()} for s, curve in curves.items()}
     largest = {}
     for key in values:
@@ -411,10 +402,9 @@ def scaling_pairs(run, slos):
     for scenario, nodes in sorted(largest.items()):
         matched = []
         for key, v in values.items():
-            host, n, s, conc = key
+            _host, n, s, per_engine = key
             if (n, s) != (nodes, scenario):
                 continue
-            per_engine = conc / engines(pts[key], n, facts_of(run, host))
             if per_engine in (curves.get(scenario) or {}):
                 matched.append((per_engine, key, v, curves[scenario][per_engine], False))
             elif (curves.get(scenario) or {}) and min(curves[scenario]) < per_engine < max(curves[scenario]):
