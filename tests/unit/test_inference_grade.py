@@ -342,3 +342,37 @@ def test_the_node_divides_by_the_gpus_its_engines_hold_not_every_gpu_of_the_node
                                    "requests": requests}]), 2)
     rows = {r["metric"]: r["value"] for r in art.to_dict()["results"]}
     assert rows["output_tokens_per_s_per_gpu"] == pytest.approx(rows["output_tokens_per_s"] / 16, rel=1e-3)
+
+
+# what probes/inference/loadgen.py says when `vllm bench serve` raises: its exception's last line (vLLM's serve.py
+# raises this when the first request of a point is refused, e.g. a prompt longer than the engine's max_model_len)
+INITIAL_RUN_FAILED = ("ValueError: Initial test run failed - Please make sure benchmark arguments are correctly "
+                      "specified. Error: Bad Request")
+
+
+def test_a_point_the_load_generator_failed_at_fails_the_errors_check_and_is_an_error_row_of_goodput():
+    """chat and agentic measured, prefill failed at both concurrencies (job.py's point_error records, through the
+    probe's own record()): request_errors fails naming both points and the tool's reason, and goodput has an error
+    row for prefill instead of no row."""
+    from probes.artifact import Artifact
+    from probes.inference import inference
+
+    files = {k: v for k, v in point_files().items() if k[0] != "prefill"}
+    doc = inference_doc("h1", worlds={1: files})
+    art = Artifact("inference", "r", "h1")
+    inference.record(art, _World([{"type": "point_error", "name": "prefill.c%d" % c, "scenario": "prefill",
+                                   "concurrency": c, "error": INITIAL_RUN_FAILED} for c in (1, 4)]), 1)
+    doc["facts"]["points_not_measured"] = art.facts["points_not_measured"]
+    run = make_run([doc])
+    [row] = gi.grade_errors(check("inference.request_errors"), run, "h1")
+    assert row["status"] == "fail"
+    assert row["observed"].endswith("at 3 points; 2 points not measured: the load generator failed")
+    assert row["reason"] == "not measured: prefill, c1, 1 node (%s); prefill, c4, 1 node (%s)" % (
+        INITIAL_RUN_FAILED, INITIAL_RUN_FAILED)
+    rows = {r["subject"]: r for r in gi.grade_goodput(check("inference.goodput"), run, "h1")}
+    assert rows["prefill, 1 node"]["status"] == "error"
+    assert rows["prefill, 1 node"]["reason"].startswith("no point of this scenario measured: prefill, c1, 1 node (")
+    assert {rows[s]["status"] for s in ("chat, c1, 1 node", "agentic, c4, 1 node")} <= {"pass", "warn", "fail"}
+    # a clean sweep still passes, and says every point was measured
+    [clean] = gi.grade_errors(check("inference.request_errors"), make_run([inference_doc("h1")]), "h1")
+    assert clean["status"] == "pass" and clean["expected"] == "0 failed, every point measured"

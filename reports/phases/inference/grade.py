@@ -87,6 +87,20 @@ def requests_of(run, host, nodes, scenario, concurrency):
     return (facts_of(run, host).get("requests") or {}).get(point_key(nodes, scenario, concurrency))
 
 
+def errored_points(run, host, nodes=None):
+    """The points of the host's sweep the load generator failed at (facts points_not_measured, kind error: `vllm
+    bench serve` raised, e.g. its first request refused, or left no result file), optionally of one node count."""
+    return [p for p in facts_of(run, host).get("points_not_measured") or []
+            if p.get("kind") == "error" and (nodes is None or p.get("nodes") == nodes)]
+
+
+def errored_text(found):
+    """"chat, c4, 1 node (why)" for each errored point, joined."""
+    return "; ".join("%s (%s)" % (point_name(int(p.get("nodes") or 1), p.get("scenario"),
+                                             int(p.get("concurrency") or 0)), p.get("why") or "no reason given")
+                     for p in found)
+
+
 def telemetry_of(run, host, nodes, scenario, concurrency):
     return (facts_of(run, host).get("telemetry") or {}).get(point_key(nodes, scenario, concurrency))
 
@@ -269,13 +283,15 @@ def _no_points(check, host, doc):
 
 def grade_errors(check, run, host):
     """Every request of every point the host drove succeeded: the larger of the tool's failed count and the
-    per-request lists' failures, per point; any failure fails the check and names its points."""
+    per-request lists' failures, per point; any failure fails the check and names its points. A point the load
+    generator itself failed at (no result) fails it too, named with the tool's reason."""
     pre = ungradable(check, run, host)
     if pre:
         return [pre]
     doc = find_artifact(run, host, check["probe"])
     pts = points(run, host)
-    if not pts:
+    errored = errored_points(run, host)
+    if not pts and not errored:
         return _no_points(check, host, doc)
     failed, total = {}, 0
     for key, p in sorted(pts.items()):
@@ -288,10 +304,14 @@ def grade_errors(check, run, host):
         if n_failed:
             failed[point_key(nodes, scenario, conc)] = n_failed
     observed = "%d of %d requests failed at %d points" % (sum(failed.values()), total, len(pts))
-    if failed:
-        return [make_row(check, host, "fail", observed, "0 failed", "failed requests at " + ", ".join(
-            "%s (%d)" % kv for kv in failed.items()))]
-    return [make_row(check, host, "pass", observed, "0 failed")]
+    if errored:
+        observed += "; %d point%s not measured: the load generator failed" % (len(errored),
+                                                                            "s" if len(errored) > 1 else "")
+    if failed or errored:
+        why = ["failed requests at " + ", ".join("%s (%d)" % kv for kv in failed.items())] if failed else []
+        why += ["not measured: " + errored_text(errored)] if errored else []
+        return [make_row(check, host, "fail", observed, "0 failed, every point measured", "; ".join(why))]
+    return [make_row(check, host, "pass", observed, "0 failed, every point measured")]
 
 
 def grade_goodput(check, run, host):
@@ -303,7 +323,8 @@ def grade_goodput(check, run, host):
     doc = find_artifact(run, host, check["probe"])
     nodes = int(check.get("nodes", 1))
     pts = {k: p for k, p in points(run, host).items() if k[1] == nodes}
-    if not pts:
+    errored = errored_points(run, host, nodes)
+    if not pts and not errored:
         if doc["status"] == "error" or not points(run, host):
             return _no_points(check, host, doc)
         return [make_row(check, host, "skip", reason="no %d-node point recorded on this host" % nodes)]
@@ -314,6 +335,12 @@ def grade_goodput(check, run, host):
     slos = check.get("slo") or {}
     warn_below, fail_below = float(check["warn_below"]), float(check["fail_below"])
     rows = []
+    # a scenario with no point measured at all: an error row naming what the load generator said, never no row
+    for scenario in sorted({p.get("scenario") for p in errored} - set(lowest)):
+        found = [p for p in errored if p.get("scenario") == scenario]
+        subject = "%s, %d node%s" % (scenario, nodes, "s" if nodes > 1 else "")
+        rows.append(make_row(check, host, "error", subject=subject,
+                             reason="no point of this scenario measured: " + errored_text(found)))
     for scenario, key in sorted(lowest.items()):
         subject = point_name(nodes, scenario, key[3])
         if scenario not in slos:
