@@ -40,7 +40,8 @@ CHECK = {"id": "compute.gemm_bf16", "category": "compute", "title": "BF16 GEMM v
 @pytest.mark.parametrize("name,key", [
     ("NVIDIA H100 80GB HBM3", "H100-SXM"), ("NVIDIA H200", "H200-SXM"), ("NVIDIA GB200", "GB200"),
     ("NVIDIA B200", "B200"), ("NVIDIA GH200 480GB", "GH200"), ("AMD Instinct MI300X", "MI300X"),
-    ("NVIDIA A100-SXM4-80GB", "A100-SXM"), ("Tesla T4", None), (None, None)])
+    ("NVIDIA A100-SXM4-80GB", "A100-SXM"), ("NVIDIA H100 PCIe", "H100-PCIe"), ("NVIDIA H100 NVL", "H100-NVL"),
+    ("NVIDIA H200 NVL", "H200-NVL"), ("Tesla T4", None), (None, None)])
 def test_gpu_model_key_most_specific_wins(name, key):
     assert gpu_model_key(name, MODELS) == key
 
@@ -50,6 +51,16 @@ def test_resolve_fraction_of_model_value():
     assert threshold == pytest.approx(556.15) and why is None and "0.7 × mamf_bf16_tflops 794.5" in text
     why = resolve({"of": "mamf_fp8_tflops"}, MODELS["A100-SXM"])[2]
     assert why == "gpus.yml has no mamf_fp8_tflops for this GPU model"
+
+
+def test_a_pcie_card_is_judged_by_its_own_datasheet_and_skips_what_only_the_sxm_part_has():
+    """H100 PCIe: 2,000 GB/s of HBM2e (not the SXM part's 3,350) and a 756 TFLOPS BF16 peak; no public MAMF, so the
+    GEMM check skips with the reason gpus.yml gives instead of failing a healthy card against 794.5."""
+    pcie = MODELS[gpu_model_key("NVIDIA H100 PCIe", MODELS)]
+    assert resolve({"of": "hbm_gbps", "fraction": 0.8}, pcie)[0] == pytest.approx(1600)
+    assert resolve({"of": "bf16_peak_tflops"}, pcie)[0] == 756
+    threshold, _, why = resolve(CHECK["expect"], pcie)
+    assert threshold is None and why.startswith("no public MAMF for this card")
 
 
 def test_per_gpu_pass_warn_fail():

@@ -142,6 +142,23 @@ def test_dense_tokens_per_s_and_the_skips_with_their_reasons():
     assert gt.grade_throughput(c, run, "off")[0]["reason"] == "no GPU visible"
 
 
+@pytest.mark.parametrize("gpu,key,peak", [("NVIDIA H100 PCIe", "H100-PCIe", 756), ("NVIDIA H100 NVL", "H100-NVL", 835),
+                                          ("NVIDIA H200 NVL", "H200-NVL", 835)])
+def test_pcie_and_nvl_cards_are_not_judged_by_the_sxm_parts_figures(gpu, key, peak):
+    """A healthy H100 PCIe at 30 % MFU (3,916 tokens/s per GPU) was judged against H100 SXM's 989 TFLOPS peak and
+    torchtitan's SXM figures: 22.9 % MFU and two fails. Its own entry gives its own peak, and torchtitan published
+    nothing for these cards, so both checks skip with the reason."""
+    tps = round(0.30 * peak * 1e12 / 57_914_449_920)
+    run = make_run([train_doc("h1", gpu=gpu, tps={1: tps, 2: tps})])
+    [mfu_row] = gt.grade_throughput(check("training.torchtitan_dense"), run, "h1")
+    assert mfu_row["status"] == "skip" and mfu_row["observed"].startswith(
+        "30 %% MFU (%d tokens/s per GPU × 57.91 GFLOP per token / %d TFLOPS)" % (tps, peak))
+    assert mfu_row["reason"] == "no expectation for %s: gpus.yml has no training_llama8b_mfu_pct for this GPU model" % key
+    [tps_row] = gt.grade_throughput(check("training.dense_tokens_per_s"), run, "h1")
+    assert tps_row["status"] == "skip" and tps_row["reason"] == (
+        "no expectation for %s: gpus.yml has no training_llama8b_tps_per_gpu for this GPU model" % key)
+
+
 def test_a_cpu_run_shows_every_gpu_expectation_as_skip_and_still_judges_the_loss():
     docs = [train_doc(h, v, backend="cpu", model=TINY if v == "dense" else TINY_MOE, tps={1: 900, 2: 890, 4: 880},
                       cv=0.3) for h in ("c1", "c2") for v in ("dense", "moe")]
