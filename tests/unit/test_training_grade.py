@@ -153,7 +153,8 @@ def test_pcie_and_nvl_cards_are_not_judged_by_the_sxm_parts_figures(gpu, key, pe
     [mfu_row] = gt.grade_throughput(check("training.torchtitan_dense"), run, "h1")
     assert mfu_row["status"] == "skip" and mfu_row["observed"].startswith(
         "30 %% MFU (%d tokens/s per GPU × 57.91 GFLOP per token / %d TFLOPS)" % (tps, peak))
-    assert mfu_row["reason"] == "no expectation for %s: gpus.yml has no training_llama8b_mfu_pct for this GPU model" % key
+    assert mfu_row["reason"] == (
+        "no expectation for %s: gpus.yml has no training_llama8b_mfu_pct for this GPU model" % key)
     [tps_row] = gt.grade_throughput(check("training.dense_tokens_per_s"), run, "h1")
     assert tps_row["status"] == "skip" and tps_row["reason"] == (
         "no expectation for %s: gpus.yml has no training_llama8b_tps_per_gpu for this GPU model" % key)
