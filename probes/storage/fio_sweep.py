@@ -329,11 +329,14 @@ def _record(art, tier, clients, jobs, workloads, entries, failures):
                   "direct": direct}
         missing = sorted(set(jobs) - {e["client"] for e in per_client})
         if missing:
-            failures.append("c%d %s: no result from %s" % (clients, name, ", ".join(missing)))
+            failures.append("c%d %s: no result from %s (no aggregate recorded)" % (clients, name, ", ".join(missing)))
         bad = [e["client"] for e in per_client if e["error"]]
         if bad:
-            failures.append("c%d %s: fio reported an error on %s" % (clients, name, ", ".join(map(str, bad))))
-        for key, metric, unit in METRICS:
+            failures.append("c%d %s: fio reported an error on %s (no aggregate recorded)" % (
+                clients, name, ", ".join(map(str, bad))))
+        # the point's aggregate only where every client answered without an error: a sum over fewer clients than
+        # the point's count would read as the tier losing throughput with more clients (as _record_endurance)
+        for key, metric, unit in METRICS if not (missing or bad) else ():
             if key in agg:
                 art.add(metric, round(agg[key], 3), unit, scope="aggregate", **labels)
         for entry in per_client:

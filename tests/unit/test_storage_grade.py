@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import pytest
 import yaml
 from run_dirs import write_and_load_run
 
@@ -150,3 +151,73 @@ def test_section_renders_tables_and_plots(tmp_path):
         assert "](%s)" % name in text and (report_dir / name).stat().st_size > 1000
     assert "| seq_read_buffered | 4 | 3600 |" in text
     assert "| shared | n1 | aggregate | 8 | 5000 |" in text
+
+
+FIO_FIX = Path(__file__).resolve().parents[1] / "fixtures" / "fio"
+C3_NAMES = {"127.0.0.1,18765": "n1", "127.0.0.2,18765": "n2"}  # the capture's two fio servers as two hosts
+
+
+def c3_driver(drop=()):
+    """A driver artifact recorded by the probe's own _record from the real c=3 capture (n1 ran 2 jobs, n2 one),
+    with the entries of the hosts in `drop` taken out (a client that gave no result)."""
+    from probes.storage import fio as storage_fio
+    from probes.storage import fio_sweep
+
+    entries = [e for e in storage_fio.parse_output((FIO_FIX / "clientserver_sweep_c3.out").read_text(), C3_NAMES)
+               if e["client"] not in drop]
+    art = Artifact("fio_sweep", "r", "n1", variant="shared")
+    art.facts.update({"role": "driver", "tier_path": "/x", "tier_shared": True, "size_mib": 4, "runtime_s": 1})
+    failures = []
+    fio_sweep._record(art, {"name": "shared"}, 3, {"n1": 2, "n2": 1}, storage_fio.SWEEP_WORKLOADS, entries,
+                      failures)
+    return art, entries, failures
+
+
+def test_a_clients_p99_latency_is_fios_own_not_divided_by_its_jobs(tmp_path):
+    """n1 ran two fio jobs: its bandwidth per process is half its total, but its p99 (group_reporting: every I/O of
+    both jobs) is what fio printed, not half of it."""
+    art, entries, _ = c3_driver()
+    run = make_run(tmp_path, [art, server("n2")])
+    printed = {e["workload"]: e for e in entries if e["client"] == "n1"}
+    rows = [r for r in rows_of(run, "storage.fio_p99_latency") if r["host"] == "n1"]
+    assert rows
+    from probes.storage import fio as storage_fio
+
+    def printed_side(row):
+        workload = row["subject"].split("workload=")[1].split()[0]
+        return printed[workload][storage_fio.workload_spec(workload)[3]]
+
+    for r in rows:
+        assert float(r["observed"].split()[0]) == pytest.approx(printed_side(r)["clat_p99_us"] / 1000, rel=1e-3)
+    seq = [r for r in rows_of(run, "storage.fio_seq_bw") if r["host"] == "n1"]
+    assert seq and float(seq[0]["observed"].split()[0]) == pytest.approx(printed_side(seq[0])["bw_bytes"] / 2e6,
+                                                                         rel=1e-3)
+
+
+def test_a_sweep_point_that_misses_a_client_records_no_aggregate(tmp_path):
+    """n2 gave no result at c=3: the clients that answered keep their rows, but no aggregate over fewer clients than
+    the point's count is recorded (it read as the tier losing 40 % at c=3), and the failure says so."""
+    art, _, failures = c3_driver(drop=("n2",))
+    assert failures and all(f.endswith("no result from n2 (no aggregate recorded)") for f in failures)
+    recs = art.to_dict()["results"]
+    assert not [r for r in recs if r["labels"].get("scope") == "aggregate"]
+    assert {r["labels"]["client"] for r in recs if r["labels"].get("scope") == "client"} == {"n1"}
+    whole, _, none = c3_driver()
+    assert none == [] and [r for r in whole.to_dict()["results"] if r["labels"].get("scope") == "aggregate"]
+
+
+def test_a_failed_tier_is_an_error_row_beside_a_tier_with_results(tmp_path):
+    """Checkpoint integrity on two tiers of one host: home saved and loaded, shared failed. The shared tier's error
+    is a row of its own, not hidden by home's results."""
+    arts = []
+    for tier in ("home", "shared"):
+        art = Artifact("checkpoint", "r", "n1", variant=tier)
+        if tier == "home":
+            art.add("ckpt_load_mismatch", 0, "count", tier=tier)
+        else:
+            art.error("torch.load raised OSError: Input/output error")
+        arts.append(art)
+    run = make_run(tmp_path, arts)
+    rows = {r["subject"]: r for r in rows_of(run, "storage.ckpt_integrity") if r["host"] == "n1"}
+    assert rows["tier=home"]["status"] == "pass"
+    assert rows["tier=shared"]["status"] == "error" and rows["tier=shared"]["reason"].startswith("torch.load raised")

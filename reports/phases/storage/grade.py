@@ -82,7 +82,8 @@ def grade_tier_metric(check, run, host):
         if doc["status"] == "skipped" and (per != "tier" or tier not in groups):
             rows.append(make_row(check, host, "skip", reason=doc.get("reason"),
                                  subject="tier=%s" % tier if tier else ""))
-        elif doc["status"] == "error" and not recs:
+        # a failed tier is an error row even where another tier of the host has results
+        elif doc["status"] == "error" and ((str(tier) not in groups) if per == "tier" and tier else not recs):
             rows.append(make_row(check, host, "error", "no result", reason=doc.get("reason"),
                                  subject="tier=%s" % tier if tier else ""))
     if not groups and not rows:
@@ -119,9 +120,21 @@ def _workload_ok(check, workload):
     return any(workload == w or (w.endswith("*") and workload.startswith(w[:-1])) for w in wanted)
 
 
+# fio rates add up over a host's jobs; a latency percentile (group_reporting) covers all of them already
+PER_PROCESS_METRICS = ("fio_bw_bytes", "fio_iops")
+
+
+def _per_process(check, record):
+    """A client's value per fio process: rates divided by the host's job count, anything else as fio gave it."""
+    if check["metric"] not in PER_PROCESS_METRICS:
+        return record["value"]
+    return record["value"] / max(1, int(record["labels"].get("jobs") or 1))
+
+
 def grade_fio_client(check, run, host):
     """This host's fio numbers as a client, per tier and workload, at the largest client count it was part of,
-    per fio process (a host running several jobs is divided by its job count)."""
+    per fio process (a host running several jobs has its rates divided by its job count; its p99 latency is
+    already over all of its jobs' I/O)."""
     pre = ungradable(check, run, host, probe="fio_sweep", variant=ANY_VARIANT)
     if pre:
         return [pre]
@@ -144,13 +157,13 @@ def grade_fio_client(check, run, host):
         for workload in sorted(by_workload):
             top = max(by_workload[workload], key=lambda r: int(r["labels"]["clients"]))
             clients = int(top["labels"]["clients"])
-            value = top["value"] / max(1, int(top["labels"].get("jobs") or 1))
+            value = _per_process(check, top)
             sub = "tier=%s workload=%s c=%d" % (tier, workload, clients)
             if check.get("mode", "threshold") == "threshold":
                 status, expected = _judge(check, value)
                 rows.append(make_row(check, host, status, _fmt(value, check), expected, subject=sub))
                 continue
-            peers = [r["value"] / max(1, int(r["labels"].get("jobs") or 1)) for r in recs
+            peers = [_per_process(check, r) for r in recs
                      if r["variant"] == tier and r["labels"]["workload"] == workload
                      and int(r["labels"]["clients"]) == clients]
             if len(peers) < 3:
