@@ -76,12 +76,18 @@ class StatusStream:
             cur = (float(doc.get("timestamp_ms", 0)) / 1000.0, int(job["read"].get("io_bytes", 0)),
                    int(job["write"].get("io_bytes", 0)), int(job["read"].get("total_ios", 0)),
                    int(job["write"].get("total_ios", 0)))
+            had_status = self.prev is not None
             prev = self.prev or (cur[0] - float(job.get("job_runtime", 0)) / 1000.0 / max(1, self.clients),
                                  0, 0, 0, 0)
             self.prev = cur
             dt = cur[0] - prev[0]
             if dt <= 0.05:
                 continue  # the final document right after the last status one: nothing new to plot
+            if had_status and dt < 0.5 * max(1, int(self.interval)):
+                # fio's final document after its last status one: a partial interval (the job winding down), whose
+                # rate would weigh as much as a whole interval in the last tenth and read as degradation; its I/O
+                # is still in the phase's totals (finish)
+                continue
             out.append({"type": "fio", "t": round(cur[0], 3), "t_start": round(prev[0], 3), "phase": self.phase,
                         "clients": self.clients,
                         "read_mibps": round((cur[1] - prev[1]) / dt / 2 ** 20, 3),
