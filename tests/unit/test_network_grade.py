@@ -176,6 +176,27 @@ def test_scaling_against_the_smallest_multi_node_world():
         "worst 0.54: all_reduce in-place at 8 nodes vs 2 (16 GiB)")
 
 
+def test_alltoall_scaling_is_judged_per_gpu_of_network_bandwidth():
+    """A fabric that holds 46 GB/s per GPU shows alltoall busbw 46 x N/(N-1) x (n-1)/n: 86.2, 59.4 and 51.8 GB/s at
+    2, 4 and 8 nodes of 8 GPUs (at 2 nodes half the traffic stays on NVLink). That is a healthy fabric (it failed at
+    0.60); one whose rate per GPU falls to 0.6 at 8 nodes still fails."""
+    c = check("network.collectives_scaling")
+
+    def series(per_gpu):
+        return {(n, 8 * n, "alltoall", "out_of_place"):
+                [(s, per_gpu[n] * gn.alltoall_network_factor(n, 8 * n) * s / (s + (4 << 20))) for s in SIZES]
+                for n in (2, 4, 8)}
+
+    healthy = make_run([coll_doc("h%d" % i, series({2: 46, 4: 46, 8: 46})) for i in range(2)])
+    assert [round(v, 1) for v in (46 * gn.alltoall_network_factor(n, 8 * n) for n in (2, 4, 8))] == [86.2, 59.4, 51.8]
+    rows = gn.grade_scaling(c, healthy, healthy.hosts)
+    assert {r["status"] for r in rows} == {"pass"} and rows[0]["observed"].startswith("worst 1.00: alltoall ")
+    assert "alltoall compared per GPU of network bandwidth" in rows[0]["reason"]
+    slow = make_run([coll_doc("h0", series({2: 46, 4: 46, 8: 0.6 * 46}))])
+    [row] = gn.grade_scaling(c, slow, slow.hosts)
+    assert row["status"] == "fail" and row["observed"].startswith("worst 0.60: alltoall out-of-place at 8 nodes vs")
+
+
 def pairs_doc(host, hosts, bw, rtt=25.0):
     art = Artifact("tcp_pairs", "r", host)
     for dst in hosts:

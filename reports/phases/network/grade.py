@@ -490,6 +490,17 @@ def grade_rail_bw(check, run, host):
 # real series (tests/fixtures/nccl-tests/real, NVIDIA/nccl-tests#309): 466.7 GB/s at 2 nodes, 325.9 at 4, 321 at 8.
 TREE_AT_TWO_NODES = ("all_reduce",)
 
+# alltoall's busbw falls with the node count on a fabric that holds its rate: each rank's (N-1)/N share to other
+# nodes crosses the network, so algbw = B x N/(N-1) and busbw = B x N/(N-1) x (n-1)/n for a per-GPU network
+# bandwidth B, N nodes and n ranks (at 2 nodes half the traffic stays on NVLink; NVIDIA/nccl-tests#130). Scaling
+# divides that out: what is compared is B.
+ALLTOALL = ("alltoall", "all_to_all")
+
+
+def alltoall_network_factor(nodes, ranks):
+    """busbw / per-GPU network bandwidth of an alltoall on `nodes` nodes and `ranks` ranks (see ALLTOALL)."""
+    return nodes / (nodes - 1) * (ranks - 1) / ranks
+
 
 def grade_scaling(check, run, hosts):
     """busbw as world size grows: the peak at every multi-node world size against the smallest multi-node one.
@@ -500,7 +511,7 @@ def grade_scaling(check, run, hosts):
     multi = df[df.nodes > 1]
     if check.get("placement"):
         multi = multi[multi.placement == check["placement"]]
-    ratios, left_out = [], set()
+    ratios, left_out, normalised = [], set(), set()
     if not multi.empty:
         for (coll, place), part in multi.groupby(["collective", "placement"]):
             sizes = set.intersection(*[set(p.size_bytes) for _, p in part.groupby("nodes")])
@@ -508,6 +519,10 @@ def grade_scaling(check, run, hosts):
                 continue
             size = max(sizes)
             at = part[part.size_bytes == size].groupby("nodes").value.min()  # slowest host sets the pace
+            if coll in ALLTOALL:
+                ranks = part.groupby("nodes").ranks.max()
+                at = pd.Series({n: v / alltoall_network_factor(int(n), int(ranks[n])) for n, v in at.items()})
+                normalised.add(coll)
             nccl = bool(set(part.backend) & {"cuda", "rocm"})  # NCCL or RCCL; gloo on CPU has no tree
             if nccl and coll in TREE_AT_TWO_NODES and check.get("variant") != "ring" and 2 in at.index:
                 at = at.drop(2)
@@ -533,6 +548,10 @@ def grade_scaling(check, run, hosts):
         note = ("; 2-node %s left out: NCCL's tree algorithms go beyond the NICs at 2 nodes, not at 3 or more "
                 "(NVIDIA/nccl-tests#169), so it is no reference for larger worlds" % "/".join(sorted(left_out))
                 ) if left_out else ""
+        if normalised:
+            note += ("; %s compared per GPU of network bandwidth (busbw / (N/(N-1) x (n-1)/n)): the share of its "
+                     "traffic that stays in the node falls as nodes are added (NVIDIA/nccl-tests#130)"
+                     % "/".join(sorted(normalised)))
         if not ratios:
             plan = sorted({int(n) for n in multi.nodes}) if not multi.empty else []
             rows.append(make_row(check, host, "skip", reason="fewer than two multi-node world sizes measured (%s): "
