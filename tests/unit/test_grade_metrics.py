@@ -41,7 +41,8 @@ CHECK = {"id": "compute.gemm_bf16", "category": "compute", "title": "BF16 GEMM v
     ("NVIDIA H100 80GB HBM3", "H100-SXM"), ("NVIDIA H200", "H200-SXM"), ("NVIDIA GB200", "GB200"),
     ("NVIDIA B200", "B200"), ("NVIDIA GH200 480GB", "GH200"), ("AMD Instinct MI300X", "MI300X"),
     ("NVIDIA A100-SXM4-80GB", "A100-SXM"), ("NVIDIA H100 PCIe", "H100-PCIe"), ("NVIDIA H100 NVL", "H100-NVL"),
-    ("NVIDIA H200 NVL", "H200-NVL"), ("Tesla T4", None), (None, None)])
+    ("NVIDIA H200 NVL", "H200-NVL"), ("NVIDIA A100-SXM4-40GB", "A100-SXM-40GB"), ("NVIDIA A100 80GB PCIe", "A100-PCIe"),
+    ("NVIDIA A100-PCIE-40GB", "A100-PCIe-40GB"), ("Tesla T4", None), (None, None)])
 def test_gpu_model_key_most_specific_wins(name, key):
     assert gpu_model_key(name, MODELS) == key
 
@@ -61,6 +62,11 @@ def test_a_pcie_card_is_judged_by_its_own_datasheet_and_skips_what_only_the_sxm_
     assert resolve({"of": "bf16_peak_tflops"}, pcie)[0] == 756
     threshold, _, why = resolve(CHECK["expect"], pcie)
     assert threshold is None and why.startswith("no public MAMF for this card")
+    # A100: a PCIe card has no NVSwitch line to fail, and the 40 GB parts their own memory
+    a100_pcie = MODELS[gpu_model_key("NVIDIA A100-PCIE-40GB", MODELS)]
+    assert resolve({"of": "d2d_gbps_min"}, a100_pcie)[2].startswith("no public node health line for this card")
+    assert resolve({"of": "hbm_gbps"}, a100_pcie)[0] == 1555
+    assert resolve({"of": "hbm_gbps"}, MODELS[gpu_model_key("NVIDIA A100-SXM4-40GB", MODELS)])[0] == 1555
 
 
 def test_per_gpu_pass_warn_fail():
