@@ -494,3 +494,22 @@ def test_a_real_2_4_8_node_series_scales_from_4_nodes_on(tmp_path):
         "all_reduce 8 nodes": ("pass", "peak 321 GB/s at 4 GiB (64 ranks)")}
     build = gn.grade_nccl_build(check("network.nccl_tests_build"), run, "h")[0]
     assert build["status"] == "pass"  # 16, 32 and 64 ranks printed on 2, 4 and 8 hosts
+
+
+def test_the_sections_smallest_message_is_the_slowest_hosts():
+    """Two hosts measure one 2-node curve; one takes ten times as long per call. The section shows the slowest host
+    per point, as its line says: for times that is the longest one, not the shortest."""
+    curves_ = {(2, 16, "all_reduce", "in_place"): logistic(370)}
+    fast, slow = coll_doc("h0", curves_), coll_doc("h1", curves_)
+    for r in slow["results"]:
+        if r["metric"] == "time_us":
+            r["value"] *= 10
+    run = make_run([fast, slow])
+    times = gn.frame(run, "collectives", "time_us")
+    row = section.peak_table(gn.frame(run, "collectives", "busbw_gbps"), times).rows[0]
+    from probes.network.plan import human_bytes
+
+    [small] = [r["value"] for r in slow["results"]
+               if r["metric"] == "time_us" and r["labels"]["size_bytes"] == SIZES[0]]
+    value, unit = row[-1].split(" us at ")
+    assert float(value) == pytest.approx(small, rel=1e-3) and unit == human_bytes(SIZES[0])

@@ -67,15 +67,16 @@ def frame(run, probe, metric, variant=None):
     return cache[key]
 
 
-def curves(df):
+def curves(df, slowest=min):
     """{(nodes, ranks, collective, placement): [(size, value), ...] by size} from a frame's rows. Several hosts
-    measure the same multi-node curve: the lowest value per point is kept (the slowest host sets the pace)."""
+    measure the same multi-node curve: the slowest host's value per point is kept (it sets the pace): the lowest
+    bandwidth, or with slowest=max the longest time."""
     points = {}
     for nodes, ranks, coll, place, size, value in zip(df.nodes, df.ranks, df.collective, df.placement, df.size_bytes,
                                                       df.value):
         key = (int(nodes), int(ranks), coll, place)
         slot = points.setdefault(key, {})
-        slot[int(size)] = min(value, slot.get(int(size), value))
+        slot[int(size)] = slowest(value, slot.get(int(size), value))
     return {k: sorted(v.items()) for k, v in points.items()}
 
 

@@ -71,7 +71,7 @@ def peak_table(df, times=None):
     """Peak busbw per (collective, placement, world size) of the cluster curve, and the time of its smallest message
     (what network.nccl_tests_latency judges)."""
     smallest = {}
-    for key, points in curves(times if times is not None else df.iloc[:0]).items():
+    for key, points in curves(times if times is not None else df.iloc[:0], slowest=max).items():
         sized = [(s, t) for s, t in points if s > 0]
         if sized:
             smallest[key] = "%s us at %s" % (fmt(sized[0][1]), human_bytes(sized[0][0]))
@@ -106,9 +106,9 @@ def _size_axis(ax, sizes):
     ax.xaxis.set_minor_locator(NullLocator())
 
 
-def plot_curves(df, title, ylabel, report_dir, name, log_y=False):
-    """One panel per collective, one line per (world size, placement)."""
-    series = curves(df)
+def plot_curves(df, title, ylabel, report_dir, name, log_y=False, slowest=min):
+    """One panel per collective, one line per (world size, placement); the slowest host per point (curves)."""
+    series = curves(df, slowest)
     colls = sorted({k[2] for k in series})
     if not colls:
         return None
@@ -165,7 +165,7 @@ def collectives_part(run, probe, variant, report_dir):
                             "network_%s_busbw.png" % name) if not busbw.empty else None
         out += figure(image, "%s busbw" % name)
         image = plot_curves(times, "%s: time per call against message size" % name, "time (us)", report_dir,
-                            "network_%s_time.png" % name, log_y=True) if not times.empty else None
+                            "network_%s_time.png" % name, log_y=True, slowest=max) if not times.empty else None
         if image:
             out += figure(image, "%s time" % name)
             out.append(Paragraph(em("Time per call includes one-rank worlds, which move nothing over any bus (no "
