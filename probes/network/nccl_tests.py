@@ -108,6 +108,14 @@ def run_one(art, coll, binary, runner, args, timeout, base, out_dir, json_ok, no
         # The JSON file carries full precision; the text is the fallback (and tells a hang by its missing footer).
         if from_json["rows"] and (from_json["complete"] or not text["complete"]):
             parsed = dict(from_json, complete=text["complete"] or from_json["complete"])
+            if not from_json["complete"]:
+                # after a hang both are cut short, not always at the same size (nccl-tests writes the JSON file
+                # less often than stdout): the text's rows past the JSON's are results too
+                seen = {(r["size"], r["placement"]) for r in from_json["rows"]}
+                extra = [r for r in text["rows"] if (r["size"], r["placement"]) not in seen]
+                if extra:
+                    parsed["rows"] = from_json["rows"] + extra
+                    parsed["last_size"] = max(parsed["last_size"] or 0, text["last_size"] or 0)
     ranks = nranks(text) or nranks(parsed)
     printed_hosts = len({d["host"] for d in text["devices"]})
     if printed_hosts and printed_hosts != nodes:

@@ -179,8 +179,12 @@ def test_nccl_tests_parses_json_and_text_of_each_binary(h100_node):
     assert doc["status"] == "error"
     failures = {f["collective"]: f for f in doc["facts"]["failures"]}
     assert failures["alltoall"]["kind"] == "hang"
-    assert failures["alltoall"]["message"] == ("hang: alltoall_perf printed results up to 64 KiB and was stopped "
-                                               "after 3 s")  # the JSON (cut after 64 KiB) is preferred to the text
+    # the JSON file was cut after 64 KiB, the text after 128 KiB: the JSON's rows (full precision), then the text's
+    assert failures["alltoall"]["message"] == ("hang: alltoall_perf printed results up to 128 KiB and was stopped "
+                                               "after 3 s")
+    hung = sorted({r["labels"]["size_bytes"] for r in doc["results"]
+                   if r["metric"] == "busbw_gbps" and r["labels"]["collective"] == "alltoall"})
+    assert hung[-2:] == [64 << 10, 128 << 10]
     assert "all_gather" not in failures  # wrong results are results (#wrong), not a failed run
     assert doc["facts"]["missing_binaries"] == "broadcast_perf"
     busbw = {(r["labels"]["collective"], r["labels"]["size_bytes"], r["labels"]["placement"]): r["value"]
