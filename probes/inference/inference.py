@@ -109,10 +109,8 @@ def record(art, world, nodes):
             if kind == "ready":
                 points.record_ready(art, nodes, rec["seconds"])
             elif kind == "point":
-                # per GPU of the deployment: one engine per node, each on tensor_parallel GPUs (fewer than the
-                # node has where inference_tensor_parallel says so; 1 on the CPU backend)
                 points.record_point(art, nodes, rec["scenario"], rec["concurrency"], rec["summary"], rec["requests"],
-                                    nodes * max(1, art.facts.get("tensor_parallel") or 0))
+                                    points.world_gpus(nodes, art.facts.get("tensor_parallel")))
                 if rec.get("telemetry"):
                     art.facts.setdefault("telemetry", {})[
                         points.point_key(nodes, rec["scenario"], rec["concurrency"])] = rec["telemetry"]

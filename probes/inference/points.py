@@ -21,6 +21,12 @@ def point_key(nodes, scenario, concurrency):
     return "n%d/%s/c%d" % (nodes, scenario, concurrency)
 
 
+def world_gpus(nodes, tensor_parallel):
+    """GPUs a world of `nodes` serves with: one engine per node on tensor_parallel GPUs (1 on the CPU backend),
+    what output tokens/s per GPU divides by."""
+    return nodes * max(1, tensor_parallel or 0)
+
+
 def _sig(value):
     return float("%.6g" % value) if isinstance(value, float) else value
 

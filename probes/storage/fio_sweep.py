@@ -336,9 +336,10 @@ def _record(art, tier, clients, jobs, workloads, entries, failures):
                 clients, name, ", ".join(map(str, bad))))
         # the point's aggregate only where every client answered without an error: a sum over fewer clients than
         # the point's count would read as the tier losing throughput with more clients (as _record_endurance)
-        for key, metric, unit in METRICS if not (missing or bad) else ():
-            if key in agg:
-                art.add(metric, round(agg[key], 3), unit, scope="aggregate", **labels)
+        if not (missing or bad):
+            for key, metric, unit in METRICS:
+                if key in agg:
+                    art.add(metric, round(agg[key], 3), unit, scope="aggregate", **labels)
         for entry in per_client:
             side = entry[op]
             for key, metric, unit in METRICS:

@@ -71,8 +71,8 @@ def inference_doc(host, worlds=None, backend="cpu", gpu=None, gpus_per_node=0, r
                     data[k] *= scale[key]
                 data["duration"] /= scale[key]
             summary, requests = bench_result.read(json.dumps(data), Path(path).name)
-            # the probe's division (probes/inference/inference.py record): nodes x GPUs per engine
-            points.record_point(art, nodes, scenario, conc, summary, requests, nodes * art.facts["tensor_parallel"])
+            points.record_point(art, nodes, scenario, conc, summary, requests,
+                                points.world_gpus(nodes, art.facts["tensor_parallel"]))
             if telemetry and key in telemetry:
                 art.facts.setdefault("telemetry", {})[points.point_key(*key)] = telemetry[key]
     if status == "error":

@@ -511,7 +511,7 @@ TREE_AT_TWO_NODES = ("all_reduce",)
 # nodes crosses the network, so algbw = B x N/(N-1) and busbw = B x N/(N-1) x (n-1)/n for a per-GPU network
 # bandwidth B, N nodes and n ranks (at 2 nodes half the traffic stays on NVLink; NVIDIA/nccl-tests#130). Scaling
 # divides that out: what is compared is B.
-ALLTOALL = ("alltoall", "all_to_all")
+ALLTOALL = ("alltoall",)
 
 
 def alltoall_network_factor(nodes, ranks):

@@ -83,7 +83,7 @@ def grade_tier_metric(check, run, host):
             rows.append(make_row(check, host, "skip", reason=doc.get("reason"),
                                  subject="tier=%s" % tier if tier else ""))
         # a failed tier is an error row even where another tier of the host has results
-        elif doc["status"] == "error" and ((str(tier) not in groups) if per == "tier" and tier else not recs):
+        elif doc["status"] == "error" and (str(tier) not in groups if per == "tier" and tier else not recs):
             rows.append(make_row(check, host, "error", "no result", reason=doc.get("reason"),
                                  subject="tier=%s" % tier if tier else ""))
     if not groups and not rows:
