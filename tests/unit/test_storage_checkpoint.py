@@ -11,6 +11,7 @@ from test_network_probes_local import leftovers, run_nodes
 from probes.cli import run_probe
 from reports.grading import grade, load_rubric
 from reports.load import run_of_artifacts
+from reports.phases.storage.grade import _fmt
 from reports.phases.storage.section import checkpoint_part
 from reports.render import markdown
 
@@ -90,6 +91,12 @@ def test_two_nodes_on_a_shared_tier_save_alone_then_together(tmp_path):
     assert sorted((r["check_id"], r["host"]) for r in graded) == sorted((i, h) for i in ids for h in ("a", "b"))
     assert all(r["status"] in ("pass", "warn", "fail") and r["observed"] for r in graded), graded
     assert {r["observed"] for r in graded if r["check_id"] == "storage.ckpt_integrity"} == {"0 mismatches"}
+    # DCP's save is judged on each rank's own rate in the largest world: here the host's one rank of the two-node
+    # world (before, a median with its node's rows and its world alone)
+    dcp = {r["host"]: r["observed"] for r in graded if r["check_id"] == "storage.dcp_save"}
+    for host, doc in docs.items():
+        [own] = rows(doc, "ckpt_save_gbps", method="dcp", nodes=2, scope="rank")
+        assert dcp[host] == _fmt(own["value"], {"unit": "GB/s"}), (dcp, own)
     table = markdown.render(checkpoint_part(run))
     lines = [line for line in table.splitlines() if line.startswith("| a | shared | dcp")]
     assert [line.split(" | ")[3:5] for line in lines] == [["1 node, 1 rank", "node"],

@@ -64,18 +64,26 @@ def _judge(check, value):
 
 def grade_tier_metric(check, run, host):
     """Threshold on `metric` of every variant of `probe` on this host, one row per value of the label `per`
-    (default tier; `per: host` gives one row). `labels` selects, `exclude_labels` drops, `agg` aggregates."""
+    (default tier; `per: host` gives one row). `labels` selects, `agg` aggregates;
+    `at_largest: <label>` keeps, in each row, only the results at that label's largest value (DCP's biggest world:
+    a node saving alone is not averaged with the same node saving among all the others)."""
     pre = ungradable(check, run, host, variant=ANY_VARIANT)
     if pre:
         return [pre]
     docs = _docs(run, host, check["probe"])
     recs = [r for r in _records(run, check["probe"], host, check["metric"])
-            if labels_match(r["labels"], check.get("labels"), check.get("exclude_labels"))]
+            if labels_match(r["labels"], check.get("labels"))]
     per = check.get("per", "tier")
-    groups = {}
+    grouped = {}
     for r in recs:
         key = r["labels"].get(per, r["variant"]) if per != "host" else ""
-        groups.setdefault("" if key is None else str(key), []).append(r["value"])
+        grouped.setdefault("" if key is None else str(key), []).append(r)
+    largest = check.get("at_largest")
+    if largest:
+        for key, rs in grouped.items():
+            size = [float(r["labels"].get(largest) or 0) for r in rs]  # labels may come back as text
+            grouped[key] = [r for r, n in zip(rs, size) if n == max(size)]
+    groups = {key: [r["value"] for r in rs] for key, rs in grouped.items()}
     rows = []
     for doc in docs:
         tier = doc.get("variant")
