@@ -4,8 +4,9 @@ The role (roles/reboot, with the batch steps shared with fault_injection in role
 through the scheduler, reboots it with ansible.builtin.reboot, resumes it and runs a fresh job on it; an observer
 node records the scheduler's view all along (sched_watch, sched_action) and the node its boot id before and after
 (boot_id). This probe adds the one thing only the controller saw, the reboot itself: when it was issued, when the
-module saw the node back with a new boot id (by the controller's clock), the module's own elapsed time and its
-error, plus where the batch's other observations lie (the observer host and the batch's artifact variant).
+module saw the node back with a new boot id (by the controller's clock; the start also by the observer's, whose
+clock the scheduler's times are on), the module's own elapsed time and its error, plus where the batch's other
+observations lie (the observer host and the batch's artifact variant).
 
 The stage timings (drain, reboot, seen down, registered, resume, fresh job) and whether the node came back are
 computed on the controller from all of these artifacts (reports/phases/reliability/timeline.py).
@@ -13,7 +14,12 @@ computed on the controller from all of these artifacts (reports/phases/reliabili
 A `skip` reason means nothing was done to this node.
 """
 
+import re
+
 from probes.params import Param, Params
+
+# The line of the observer's clock reading (roles/reboot/tasks/batch.yml), among whatever its terminal printed.
+CLOCK_LINE = re.compile(r"^clustermax-assess-clock: ([0-9]+(?:\.[0-9]+)?)\s*$", re.M)
 
 # Which node, batch and observer a per-node artifact of the destructive phase belongs to (reboot, fault_injection).
 BATCH_PARAMS = {
@@ -23,7 +29,8 @@ BATCH_PARAMS = {
     "observer": Param(str, "", "the inventory host that drained and watched (empty without a scheduler)"),
     "stage": Param(str, "", "the variant of the batch's observer artifacts, e.g. reboot-b1"),
 }
-PARAMS = Params(reboot=Param(dict, {}, "what the controller saw: {started, returned, elapsed, error}"),
+PARAMS = Params(reboot=Param(dict, {}, "what the controller saw: {started, returned, elapsed, error}, and "
+                                       "started_observer: the output holding the start by the observer's clock"),
                 **BATCH_PARAMS)
 
 
@@ -40,6 +47,9 @@ def run(art, params, out_dir):
         art.facts["reboot_error"] = str(reboot["error"])
     if reboot.get("started") is not None:
         art.add("event_at", round(float(reboot["started"]), 3), "s_epoch", event="reboot_started")
+    observer = CLOCK_LINE.search(str(reboot.get("started_observer") or ""))
+    if observer:
+        art.add("event_at", round(float(observer.group(1)), 3), "s_epoch", event="reboot_started_observer")
     # Returned is when the module stopped waiting; it means "back with a new boot id" only when it did not fail.
     if reboot.get("returned") is not None and not reboot.get("error"):
         art.add("event_at", round(float(reboot["returned"]), 3), "s_epoch", event="reboot_returned")

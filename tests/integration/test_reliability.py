@@ -158,6 +158,9 @@ def test_reboot_of_two_of_four_nodes_with_drain_resume_and_every_timing(destruct
         order = ["drain_issued", "drained", "reboot_started", "reboot_returned", "resume_issued", "available",
                  "job_ok"]
         assert [ev[k] for k in order] == sorted(ev[k] for k in order), ev
+        # the observer read its clock between the drain and the reboot: the scheduler's stages are timed from it
+        assert ev["drained"] <= ev["reboot_started_observer"] < ev["reboot_returned"], ev
+        assert m["return_to_service_s"] == round(ev["job_ok"] - ev["reboot_started_observer"], 3)
         windows[host] = (ev["reboot_started"], ev["reboot_returned"])
     # max share 0.5 of 4 hosts: both in one batch, down at the same time, watched from node 1
     assert {_doc(run_dir, h, "reboot.json")["facts"]["batch"] for h in (n2, n3)} == {"1"}

@@ -183,6 +183,26 @@ def test_return_to_service(tmp_path):
     assert rows["n4"]["status"] == "fail"
 
 
+def test_without_a_scheduler_a_reboot_is_timed_on_the_controllers_clock_alone(tmp_path):
+    """No scheduler: the node is back in service when the reboot module's test command ran (the controller's clock,
+    like the start). The node's own reading after its boot (boot_id's command_ran_at), here 30 s off the controller
+    as a node's clock can be before chrony steps it, is not subtracted from the controller's."""
+    art = _art("reboot", "n1")
+    art.facts.update(node="n1", scheduler="none", batch="1", observer="", stage="reboot-b1")
+    art.add("event_at", T0, "s_epoch", event="reboot_started")
+    art.add("event_at", T0 + 95.0, "s_epoch", event="reboot_returned")
+    docs = _boot_ids("reboot", "n1", "a", "b")
+    for doc in docs:  # as probes/reliability/boot_id.py records it, by the node's clock
+        doc["results"].append({"metric": "command_ran_at", "value": T0 + 95.0 - 30.0, "unit": "s_epoch",
+                               "labels": {}})
+    run = make_run(tmp_path, [art.to_dict()] + docs)
+    done = timeline.outcome(run, run.artifact("n1", "reboot"))
+    assert done["metrics"]["return_to_service_s"] == done["metrics"]["reboot_s"] == 95.0
+    assert done["metrics"]["returned"] == 1
+    [row] = gr.grade_reboot(check("reliability.reboot_returned"), run, "n1")
+    assert (row["status"], row["observed"]) == ("pass", "back after 95.0 s")
+
+
 def test_reboot_checks_and_peers(tmp_path):
     docs = [reboot_docs("n1", rts=60), reboot_docs("n2", rts=64), reboot_docs("n3", rts=200),
             reboot_docs("n4", back=False)]

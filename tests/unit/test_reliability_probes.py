@@ -254,6 +254,13 @@ def test_reboot_probe_records_only_what_the_controller_saw(tmp_path):
     events = {r["labels"]["event"]: r["value"] for r in doc["results"] if r["metric"] == "event_at"}
     assert events == {"reboot_started": ev["reboot_started"], "reboot_returned": ev["reboot_returned"]}
     assert results(doc) == {"reboot_module_elapsed_s": 4}
+    # the observer's clock reading of the start, as raw brings it back over a terminal (a banner, CRLF)
+    params["reboot"] = dict(params["reboot"], started_observer=(
+        "Authorized uses only. All activity may be monitored.\r\nclustermax-assess-clock: 1800000001.250\r\n"))
+    _, doc = run_probe("reboot", str(tmp_path), "r", "cmxd-node2", params=params)
+    events = {r["labels"]["event"]: r["value"] for r in doc["results"] if r["metric"] == "event_at"}
+    assert events["reboot_started_observer"] == 1800000001.25
+    del params["reboot"]["started_observer"]
     # the module failed: when its wait ended is no return, and its message is kept
     params["reboot"] = dict(params["reboot"], error="Timed out waiting for last boot time check (timeout=1800)")
     _, failed = run_probe("reboot", str(tmp_path), "r", "cmxd-node2", params=params)

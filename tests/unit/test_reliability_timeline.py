@@ -120,6 +120,23 @@ def test_reboot_stages_from_the_recorded_reboot():
     assert st["flaps_after_return"] == 0
 
 
+@pytest.mark.parametrize("skew", [-40.0, 5.0])
+def test_reboot_stages_are_each_timed_on_one_clock_whatever_the_controllers_is(skew):
+    """The controller stamps the reboot's start and return by its own clock, the observer everything the scheduler
+    saw by its: the observer's reading of the reboot's start times the scheduler's stages, so a controller `skew`
+    seconds off the cluster changes none of them (before, return_to_service_s moved by the skew: 49.2 s where
+    9.2 were measured, longer than the whole drain -> fresh job)."""
+    samples, meta = seq("watch_reboot.jsonl")
+    ev = dict(meta["events"], reboot_started_observer=meta["events"]["reboot_started"])
+    right = timeline.reboot_timeline(samples, ev)
+    skewed = dict(ev, reboot_started=ev["reboot_started"] + skew, reboot_returned=ev["reboot_returned"] + skew)
+    st = timeline.reboot_timeline(samples, skewed)
+    for name in timeline.REBOOT_TIMINGS:
+        assert st[name] == right[name], name
+    assert st["return_to_service_s"] == pytest.approx(ev["job_ok"] - ev["reboot_started"], abs=1e-3)
+    assert st["return_to_service_s"] < st["total_s"]
+
+
 def test_reboot_stages_fall_back_to_the_watcher_when_an_action_saw_nothing():
     samples, meta = seq("watch_reboot.jsonl")
     ev = {k: v for k, v in meta["events"].items() if k not in ("drained", "available", "registered")}

@@ -33,8 +33,10 @@ ACTION_EVENTS = {"drain_issued_at": "drain_issued", "drained_at": "drained", "re
                  "job_ok_at": "job_ok"}
 REBOOT_TIMINGS = ("drain_s", "reboot_s", "seen_down_s", "registered_s", "resume_s", "job_s", "return_to_service_s",
                   "total_s")
-# The events the reboot artifact itself holds: what only the controller saw.
-CONTROLLER_EVENTS = ("reboot_started", "reboot_returned")
+# The events the reboot artifact itself holds: what only the controller saw, by its clock, and the reboot's start by
+# the observer's clock (the scheduler's times are the observer's: the controller's clock may be seconds or minutes
+# off the cluster's, so a duration never subtracts one clock from the other).
+CONTROLLER_EVENTS = ("reboot_started", "reboot_returned", "reboot_started_observer")
 # Who stops a batch's watcher: the wait (variant <stage>), or, when the wait failed or timed out, the cleanup
 # (<stage>-cleanup); the samples come back with whichever did.
 WATCH_STOPS = ("", "-cleanup")
@@ -170,6 +172,11 @@ def reboot_timeline(samples, events, t_end=None):
     (the scheduler saw the node answer again), resume_issued, available, job_started, job_ok.
     The scheduler samples fill in what an action did not see and add what only a watcher sees (the node seen down,
     slurmd restarted).
+
+    Two clocks: the reboot itself (reboot_s) is the controller's; everything the scheduler saw is the observer's, and
+    is timed from the reboot's start by the observer's clock (reboot_started_observer; artifacts from before it was
+    recorded, from the controller's). Without a scheduler the node is back in service when a plain command runs on it
+    again: the reboot module's own test, reboot_returned.
     """
     ev = {k: (float(v) if v is not None else None) for k, v in (events or {}).items()}
     samples = known(samples)
@@ -184,6 +191,7 @@ def reboot_timeline(samples, events, t_end=None):
         out["events"]["drained"] = drained
     rs = ev.get("reboot_started")
     out["reboot_s"] = _dur(rs, ev.get("reboot_returned"))
+    rs = ev["reboot_started_observer"] if ev.get("reboot_started_observer") is not None else rs
     if rs is not None:
         # Seen down: between the reboot and our resume (right after a resume Slurm shows NOT_RESPONDING briefly).
         until = ev.get("resume_issued") or float("inf")
@@ -208,7 +216,9 @@ def reboot_timeline(samples, events, t_end=None):
     if available is not None:
         out["events"]["available"] = available
     out["job_s"] = _dur(ev.get("job_started"), ev.get("job_ok"))
-    back = ev.get("job_ok") or available or ev.get("reboot_returned")
+    back = ev.get("job_ok") or available
+    if back is None and ev.get("drain_issued") is None:  # no scheduler: one clock, the controller's
+        rs, back = ev.get("reboot_started"), ev.get("reboot_returned")
     out["return_to_service_s"] = _dur(rs, back)
     out["total_s"] = _dur(start, back)
     # Flapping after the node came back: it left service again before the end of the watch.
@@ -290,11 +300,6 @@ def reboot_outcome(run, doc):
         event = (r.get("labels") or {}).get("event")
         if r["metric"] == "event_at" and event in CONTROLLER_EVENTS:
             events[event] = float(r["value"])
-    command_ran_at = _unlabelled(b.own("boot_id", "reboot-after"), "command_ran_at")
-    if command_ran_at is not None and facts.get("scheduler") == "none" and changed:
-        # No scheduler: the node is back in service when a plain command runs on it again.
-        events.setdefault("job_started", command_ran_at)
-        events.setdefault("job_ok", command_ran_at)
     samples = b.samples()
     t_end = max([s["t"] for s in samples] or [0]) or None
     stages = reboot_timeline(samples, events, t_end)
