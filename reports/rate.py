@@ -34,9 +34,10 @@ ANALYST_SCHEMA = "clustermax.assess/analyst/v1"
 NOT_RATED = "Not rated"
 NOT_SHOWN = "not_shown"  # a gate's `missing` value: not showing it leaves the run unrated for the gate, uncapped
 SCREENING_TIER = "Screening"
-# Kinds the rating treats apart: an artifact check only says that its probe ran (it judges nothing measured); a
-# not_implemented check is a test of the seed's methodology this version does not run (data/not_implemented.yml).
-RAN_ONLY_KINDS = ("artifact",)
+# Kinds the rating treats apart: an artifact check (one_host_artifact: of a probe run once for the cluster) only
+# says that its probe ran (it judges nothing measured); a not_implemented check is a test of the seed's methodology
+# this version does not run (data/not_implemented.yml).
+RAN_ONLY_KINDS = ("artifact", "one_host_artifact")
 NOT_IMPLEMENTED_KIND = "not_implemented"
 STATUSES = ("pass", "warn", "fail", "error", "skip")
 # Worst first: the status that stands for a check with mixed rows.

@@ -94,8 +94,11 @@ def test_partial_coverage_is_weighted_by_check():
     assert cats["b"]["score"] == 100.0
 
 
-def test_a_probe_ran_check_never_measures_a_category_on_its_own():
-    ran = [row("a.x_ran", "pass", kind="artifact", host=h) for h in ("n1", "n2")]
+@pytest.mark.parametrize("kind", ["artifact", "one_host_artifact"])
+def test_a_probe_ran_check_never_measures_a_category_on_its_own(kind):
+    """one_host_artifact is the probe-ran check of a probe run once for the cluster (monitoring.prometheus.ran,
+    orchestration.slurm.ran): before, it was judged, and one API answering scored monitoring 100."""
+    ran = [row("a.x_ran", "pass", kind=kind, host=h) for h in ("n1", "n2")]
     [a, _] = category_scores(check_summaries(ran, small_tiers()), small_tiers())
     assert a["score"] is None and a["status"] == "not measured" and a["coverage"] == 0.0
     assert a["reason"] == ("only 'probe ran' checks were graded (1): nothing measured had an expectation that could "
@@ -447,7 +450,26 @@ def test_a_node_that_dropped_out_at_preflight_is_unassessed_and_caps_at_gold(tmp
     text, code, report_dir = build(run_dir, rubric=RUBRIC, analyst=ANALYST_GOOD, progress=False)
     doc = ratings(report_dir)
     gate = next(g for g in doc["gates"] if g["id"] == "unassessed_nodes")
-    assert gate["triggered"] and gate["reason"] == "preflight.prepared fail on gn3"
+    assert gate["triggered"] and gate["reason"] == "preflight.prepared, preflight.tasks fail on gn3"
     # a quarter of the hosts unmeasured already keeps the scores below Platinum's coverage; the gate holds it at Gold
     assert doc["tier"]["name"] == "Gold" and doc["coverage"] < 0.85
+    assert code == EXIT_FINDINGS
+
+
+def test_a_node_that_dropped_out_after_preflight_is_unassessed_and_caps_at_gold(tmp_path):
+    """A node whose tools step failed left the play there: every later check on it is a 'not run' skip, which only
+    lowers coverage (16 hosts: still above Platinum's). Before, no gate saw it and the run rated Platinum."""
+    run_dir = make_run(tmp_path, "excellent", hosts=16)
+    for probe in ("golden", "golden_gemm"):  # its preflight went through (node_info is there)
+        (run_dir / "artifacts" / "gn16" / ("%s.json" % probe)).unlink()
+    with open(run_dir / "journal.jsonl", "a") as fh:
+        fh.write(json.dumps({"host": "gn16", "status": "failed",
+                             "task": "clustermax.assess.tools : Tools | make the probe venv (torch matched to the node)",
+                             "msg": "non-zero return code"}) + "\n")
+    text, code, report_dir = build(run_dir, rubric=RUBRIC, analyst=ANALYST_GOOD, progress=False)
+    doc = ratings(report_dir)
+    gate = next(g for g in doc["gates"] if g["id"] == "unassessed_nodes")
+    assert gate["triggered"] and gate["reason"] == "preflight.tasks fail on gn16"
+    assert doc["coverage"] >= 0.85 and doc["tier"]["score_tier"] == "Platinum"
+    assert doc["tier"]["name"] == "Gold" and doc["tier"]["capped_by"] == ["unassessed_nodes"]
     assert code == EXIT_FINDINGS
