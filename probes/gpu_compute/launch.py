@@ -264,6 +264,8 @@ def run_workers(art, out_dir, ctx, target, spec, raw_name):
             _run_subprocesses(collector, out_dir, ctx, target, spec, ids, labels)
     finally:
         collector.close()
+        # every GPU a worker was started for: one that left no result is still named in the per-GPU table
+        art.facts["gpus"] = ",".join(str(g) for g in collector.labels)
     return collector
 
 

@@ -164,6 +164,18 @@ def part_outcome(check, run, host):
     return None
 
 
+def missing_gpus(check, doc, groups):
+    """Per GPU, an error row for each GPU a worker was started for (the compute probes' fact `gpus`) that left no
+    result in a faulted artifact: a GPU that crashed under the load is a row of the table, not a gap in it."""
+    if check.get("per") != "gpu" or doc["status"] != "error":
+        return []
+    seen = {subject for subject, _ in groups}
+    facts = doc.get("facts") or {}
+    why = facts.get("dtype_reason.%s" % (check.get("part") or {}).get("dtype")) or doc.get("reason")
+    return [make_row(check, doc["host"], "error", "no result", reason=why, subject="gpu=%s" % gpu)
+            for gpu in str(facts.get("gpus") or "").split(",") if gpu and "gpu=%s" % gpu not in seen]
+
+
 def grade_metric(check, run, host, models=None):
     """Threshold check on an aggregate of results, per host or per label value (e.g. per GPU); with `part`, on
     the results of that part only (see part_outcome)."""
@@ -200,6 +212,9 @@ def grade_metric(check, run, host, models=None):
         unit = check.get("unit") or sel.unit
         rows.append(make_row(check, host, status, "%s %s" % (text_of(value), unit), expected,
                              doc.get("reason") if doc["status"] == "error" else None, subject=subject))
+    missing = missing_gpus(check, doc, groups)
+    if missing:  # in GPU order with the measured ones
+        rows = sorted(rows + missing, key=lambda r: int(r["subject"].split("=")[1]))
     return rows
 
 

@@ -166,6 +166,48 @@ def test_one_subprocess_per_device_and_a_dying_worker(tmp_path, monkeypatch):
     assert merged["bf16"][0] == "error" and "gpu 1 error: worker failed" in merged["bf16"][1]
 
 
+def test_a_gpu_whose_worker_died_before_any_result_is_an_error_row_of_the_per_gpu_table(tmp_path, monkeypatch):
+    """Worker 1 dies before its first result (a GPU that crashes under the load): the per-GPU checks show it as an
+    error row beside the measured GPU. Before, the table had only GPU 0's row, and that check's coverage was full."""
+    from reports.grading import load_rubric
+    from reports.grading.kinds import grade_metric
+    from reports.load import run_of_artifacts
+
+    mod = tmp_path / "mods" / "early_death.py"
+    mod.parent.mkdir()
+    mod.write_text(textwrap.dedent("""
+        import os
+        from probes.gpu_compute import launch
+
+        def worker(torch, dev, spec, emit):
+            if dev.gpu == 1:
+                os._exit(9)
+            launch.result(emit, "tflops", 700.0, "TFLOP/s", dtype="bf16", gpu=dev.gpu, shape="s")
+            launch.dtype_outcome(emit, "bf16", "ok")
+    """))
+    monkeypatch.setenv("PYTHONPATH", str(mod.parent))
+    sys.path.insert(0, str(mod.parent))
+    try:
+        from probes.artifact import Artifact
+
+        art = Artifact("gemm", "r", "h")
+        import torch
+
+        ctx = compute_backend.Context(torch, "cpu", [0], 1, None, ["cpu"])
+        out = tmp_path / "die"
+        out.mkdir()
+        col = compute_launch.run_workers(art, str(out), ctx, "early_death:worker", {"cpu_workers": 2}, "x.jsonl")
+    finally:
+        sys.path.remove(str(mod.parent))
+    compute_launch.apply_outcomes(art, compute_launch.merge_outcomes(col.per_gpu, col.labels, ["bf16"], col.failures))
+    assert art.status == "error" and art.facts["gpus"] == "0,1"
+    # graded as on a GPU node: the check's backend gate lifted, since this CPU run stands in for the GPUs
+    check = dict(next(c for c in load_rubric()["checks"] if c["id"] == "compute.gemm_bf16_vs_mamf"), backends=None)
+    rows = grade_metric(check, run_of_artifacts([art.to_dict()]), "h")
+    assert [(r["subject"], r["status"]) for r in rows] == [("gpu=0", "skip"), ("gpu=1", "error")]
+    assert "gpu 1 error: worker failed before measuring it: worker exited with rc 9" in rows[1]["reason"]
+
+
 def test_merge_outcomes():
     ok, sk = ("ok", None), ("skipped", "needs Blackwell")
     merged = compute_launch.merge_outcomes({"bf16": {0: ok, 1: ok}, "mxfp8": {0: sk, 1: sk},
