@@ -24,9 +24,19 @@ from probes.common import slurm as sched_slurm
 from probes.common.command import run_cmd
 
 PHASES = ("available", "draining", "drained", "down", "unhealthy", "missing", "unknown")
-OUT_OF_SERVICE = frozenset(("draining", "drained", "down", "unhealthy", "missing"))
+# Work is kept off the node (the scheduler took it out, or lost it). A node only flagged unhealthy (a Kubernetes
+# node condition) is still schedulable: its fault was noticed, but nothing keeps work off it.
+OUT_OF_SERVICE = frozenset(("draining", "drained", "down", "missing"))
+# The fault was noticed: a health signal says no, or the node is out of service. Without a scheduler, the detect
+# command's "unhealthy" is all there is, and stands for out of service too (held_out).
+NOTICED = OUT_OF_SERVICE | {"unhealthy"}
 DRAINED = frozenset(("draining", "drained"))
 SCHEDULERS = ("slurm", "kubernetes", "none")
+
+
+def held_out(scheduler):
+    """The phases in which work is kept off a node under this scheduler (see NOTICED)."""
+    return NOTICED if scheduler == "none" else OUT_OF_SERVICE
 
 
 class Scheduler:

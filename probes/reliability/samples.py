@@ -20,7 +20,7 @@ what the provider did are computed on the controller from the recorded samples
 
 import json
 
-from probes.common.sched import OUT_OF_SERVICE
+from probes.common.sched import NOTICED, OUT_OF_SERVICE
 
 CHANGE_KEYS = ("phase", "state", "reason", "slurmd_start", "boot_id")
 # What is kept of the other nodes' samples, and what a change of theirs is. A pool change is one: a new GPU node
@@ -71,16 +71,16 @@ def intervals(samples, start=None, end=None):
 
 
 def watch_resolved(samples, t_start, now, detect_timeout, remediation_timeout, settle_s):
-    """Is there nothing more to see for this node? Not detected within detect_timeout; or back in service for
-    settle_s; or out of service for remediation_timeout since detection. A node that was not available when the
-    watch began is resolved at once (nothing of ours to watch there)."""
+    """Is there nothing more to see for this node? Not detected (sched.NOTICED) within detect_timeout; or back in
+    service for settle_s; or remediation_timeout since detection (whatever was done about it by then). A node that
+    was not available when the watch began is resolved at once (nothing of ours to watch there)."""
     samples = known(samples)
     if not samples:
         return now - t_start >= detect_timeout
     if samples[0]["phase"] != "available":
         return True
     ivs = intervals(samples, end=now)
-    outs = [iv for iv in ivs if iv[0] in OUT_OF_SERVICE]
+    outs = [iv for iv in ivs if iv[0] in NOTICED]
     if not outs:
         return now - t_start >= detect_timeout
     last = ivs[-1]

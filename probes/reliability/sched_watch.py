@@ -286,11 +286,12 @@ def _stop(art, params, out_dir, paths):
 
 
 def _seen(art, params, paths):
-    """Wait (up to wait_s, or until the watcher ends) until the running watcher has seen each of ``nodes`` out of
-    service; one `seen` row per node. The fault-injection role injects only into nodes in service when the watch
-    began and falls back to its next method where a fault was not seen: a control decision of the run, made from
-    what was recorded (the judgement of the detection stays the controller's, from the same samples). Any stretch
-    out of service after the watch's first reading counts, so that the nodes' clocks never enter into it."""
+    """Wait (up to wait_s, or until the watcher ends) until the running watcher has seen the fault on each of ``nodes``
+    (flagged unhealthy or out of service: sched.NOTICED); one `seen` row per node. The fault-injection role injects only
+    into nodes in service when the watch began and falls back to its next method where a fault was not seen: a control
+    decision of the run, made from what was recorded (the judgement of the detection stays the controller's, from the
+    same samples). Any stretch noticed after the watch's first reading counts, so that the nodes' clocks never enter
+    into it."""
     nodes = [str(n) for n in params["nodes"]]
     if not nodes:
         art.skip("no injected node to look for")
@@ -298,7 +299,7 @@ def _seen(art, params, paths):
     deadline = time.time() + params["wait_s"]
     while True:
         out = {s["node"] for s in watch_samples.known(read_samples(paths["jsonl"]))
-               if s["node"] in nodes and not s.get("other") and s["phase"] in sched.OUT_OF_SERVICE}
+               if s["node"] in nodes and not s.get("other") and s["phase"] in sched.NOTICED}
         if len(out) == len(nodes) or time.time() >= deadline or os.path.exists(paths["done"]):
             break
         time.sleep(0.5)

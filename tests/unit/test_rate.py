@@ -464,7 +464,8 @@ def test_a_node_that_dropped_out_after_preflight_is_unassessed_and_caps_at_gold(
         (run_dir / "artifacts" / "gn16" / ("%s.json" % probe)).unlink()
     with open(run_dir / "journal.jsonl", "a") as fh:
         fh.write(json.dumps({"host": "gn16", "status": "failed",
-                             "task": "clustermax.assess.tools : Tools | make the probe venv (torch matched to the node)",
+                             "task": "clustermax.assess.tools : Tools | make the probe venv (torch matched to the "
+                                     "node)",
                              "msg": "non-zero return code"}) + "\n")
     text, code, report_dir = build(run_dir, rubric=RUBRIC, analyst=ANALYST_GOOD, progress=False)
     doc = ratings(report_dir)

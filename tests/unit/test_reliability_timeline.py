@@ -4,12 +4,15 @@ compaction (probes/reliability/samples.py), over scheduler state sequences recor
 whole recorded run (tests/fixtures/assessment_run), the proof of the move: computed from the raw observations alone,
 every timing, event and fact is what the old node-side probes computed into their artifacts."""
 
+import copy
 import json
 import tarfile
 from pathlib import Path
 
 import pytest
 
+from probes.common import k8s as sched_k8s
+from probes.common import sched
 from probes.common import slurm as sched_slurm
 from probes.reliability import samples as watch
 from probes.reliability import sched_watch
@@ -98,6 +101,38 @@ def test_removed_node_is_flagged():
     gone = samples[:2] + [dict(samples[1], t=samples[1]["t"] + 30, phase="missing", state=None, reason=None)]
     tl = timeline.fault_timeline(gone, meta["t_inject"])
     assert tl["removed"] and tl["final_phase"] == "missing"
+
+
+def test_a_node_flagged_unhealthy_but_left_schedulable_is_detected_and_not_remediated():
+    """Kubernetes: a health agent's node condition (node-problem-detector's KernelDeadlock, as it sets it) says the
+    node is bad 30 s after the fault, and nobody cordons it. The fault was noticed, but work is not kept off the node:
+    detected, and the remediation seen is none. Before, the flagged node counted as out of service."""
+    nodes = sched_k8s.parse_nodes((FIX.parent / "k8s" / "nodes.json").read_text())
+    name, node = sorted(nodes.items())[0]
+    t0 = 1_800_000_000.0
+    flagged = copy.deepcopy(node)
+    flagged["status"]["conditions"].append({
+        "type": "KernelDeadlock", "status": "True", "reason": "DockerHung",
+        "message": "kernel: INFO: task docker:20744 blocked for more than 120 seconds.",
+        "lastHeartbeatTime": "2027-01-15T08:00:30Z", "lastTransitionTime": "2027-01-15T08:00:30Z"})
+    samples = [sched_k8s.sample(name, node, t0 - 1), sched_k8s.sample(name, flagged, t0 + 30),
+               sched_k8s.sample(name, flagged, t0 + 600)]
+    assert [s["phase"] for s in samples] == ["available", "unhealthy", "unhealthy"]
+    tl = timeline.fault_timeline(samples, t0)
+    assert tl["detected"] and tl["detect_s"] == 30.0 and tl["detect_phase"] == "unhealthy"
+    assert tl["detect_reason"] == "KernelDeadlock=True"
+    assert not tl["held_out"] and not tl["returned"] and tl["time_drained_s"] == 0.0
+    assert timeline.observed_action(tl, rebooted=False) == "none"
+    # cordoned a minute later: held out from then on
+    cordoned = copy.deepcopy(flagged)
+    cordoned["spec"]["unschedulable"] = True
+    later = samples[:2] + [sched_k8s.sample(name, cordoned, t0 + 90), sched_k8s.sample(name, cordoned, t0 + 600)]
+    tl = timeline.fault_timeline(later, t0)
+    assert (tl["detect_s"], tl["drain_s"], tl["out_of_service_s"]) == (30.0, 90.0, 510.0)
+    assert timeline.observed_action(tl, rebooted=False) == "drained"
+    # without a scheduler the detect command's "unhealthy" is all there is to say the node is out
+    tl = timeline.fault_timeline(samples, t0, out_phases=sched.held_out("none"))
+    assert tl["held_out"] and timeline.observed_action(tl, rebooted=False) == "out_of_service"
 
 
 def test_reboot_stages_from_the_recorded_reboot():

@@ -117,13 +117,15 @@ def grade_detect(check, run, host, data=None):
                          "grades this one" % (xid, bucket, text))]
     m = done["metrics"]
     pass_s, fail_s = float(check.get("pass_s", 120)), float(check.get("fail_s", 600))
-    expected = "taken out of service within %s (over %s fails)" % (_s(pass_s), _s(fail_s))
+    expected = "noticed (flagged unhealthy or taken out of service) within %s (over %s fails)" % (
+        _s(pass_s), _s(fail_s))
     if not m.get("detected"):
         watched = m.get("watched_s", 0.0)
         note = "" if watched >= fail_s else (" (the watch was shorter than %s: raise fault_injection_detect_timeout "
                                             "to tell slow from never)" % _s(fail_s))
         return [make_row(check, host, "fail", "not detected", expected,
-                     "the node stayed in service for the whole %s watch%s" % (_s(watched), note))]
+                     "nothing flagged the node or took it out of service for the whole %s watch%s"
+                     % (_s(watched), note))]
     detect = m["detect_s"]
     status = "pass" if detect <= pass_s else "warn" if detect <= fail_s else "fail"
     facts = done["facts"]

@@ -23,7 +23,7 @@ batch number: the host that holds the batch's sched_watch artifact.
 
 import os
 
-from probes.common.sched import DRAINED, OUT_OF_SERVICE
+from probes.common.sched import DRAINED, NOTICED, OUT_OF_SERVICE, held_out
 from probes.reliability.samples import intervals, known, read_samples, spares
 from reports import DATA_DIR, yamlio
 
@@ -81,9 +81,12 @@ def spare_for(samples, node, t_inject):
     return found
 
 
-def fault_timeline(samples, t_inject, t_end=None, spare=None):
+def fault_timeline(samples, t_inject, t_end=None, spare=None, out_phases=OUT_OF_SERVICE):
     """What the provider's tooling did about a fault injected at t_inject, as seen through the scheduler.
 
+    Detection is the fault noticed (sched.NOTICED: a health signal says no, or the node is out of service); what was
+    done about it is the node held out of service (out_phases, sched.held_out of the scheduler). A node flagged
+    unhealthy but left schedulable was detected, and nothing kept work off it (``held_out`` false).
     spare: (node, t available) of the spare that came into service in this node's place (spare_for); it counts
     only when the node was taken out and stayed out to the end of the watch (``spare``, ``spare_s``)."""
     samples = known(samples)
@@ -101,17 +104,20 @@ def fault_timeline(samples, t_inject, t_end=None, spare=None):
     out["measurable"] = True
     after = [dict(baseline, t=t_inject)] + [s for s in samples if s["t"] > t_inject]
     ivs = intervals(after, end=t_end)
-    outs = [iv for iv in ivs if iv[0] in OUT_OF_SERVICE]
-    out["detected"] = bool(outs)
+    noticed = [iv for iv in ivs if iv[0] in NOTICED]
+    outs = [iv for iv in ivs if iv[0] in out_phases]
+    out["detected"] = bool(noticed)
+    out["held_out"] = bool(outs)
     out["final_phase"] = ivs[-1][0]
     out["removed"] = any(iv[0] == "missing" for iv in ivs)
+    if noticed:
+        out["detect_s"] = _r(noticed[0][1] - t_inject)
+        out["detect_phase"] = noticed[0][0]
+        out["detect_reason"] = noticed[0][3].get("reason")
     if not outs:
         out.update(returned=False, flaps=0, drained=False, time_drained_s=0.0, drain_open=False)
         return out
     first = outs[0]
-    out["detect_s"] = _r(first[1] - t_inject)
-    out["detect_phase"] = first[0]
-    out["detect_reason"] = first[3].get("reason")
     drains = [iv for iv in ivs if iv[0] in DRAINED]
     out["drained"] = bool(drains)
     if drains:
@@ -136,13 +142,13 @@ def fault_timeline(samples, t_inject, t_end=None, spare=None):
 
 
 def observed_action(tl, rebooted):
-    """The remediation seen: none (never taken out: still schedulable), replaced (kept out to the end of the watch
-    and a hot spare came into service in its place), removed (the scheduler lost the node, no spare seen), reboot
-    (boot id changed), returned (back in service without a reboot: a GPU reset or a resume), drained (kept off,
-    nothing more within the watch), out_of_service (taken out otherwise, e.g. down)."""
+    """The remediation seen: none (never taken out: still schedulable, flagged unhealthy or not), replaced (kept out to
+    the end of the watch and a hot spare came into service in its place), removed (the scheduler lost the node, no spare
+    seen), reboot (boot id changed), returned (back in service without a reboot: a GPU reset or a resume), drained (kept
+    off, nothing more within the watch), out_of_service (taken out otherwise, e.g. down)."""
     if not tl.get("observed") or not tl.get("measurable", True):
         return "unknown"
-    if not tl.get("detected"):
+    if not tl.get("detected") or not tl.get("held_out"):
         return "none"
     if tl.get("spare"):
         return "replaced"
@@ -372,12 +378,12 @@ def fault_outcome(run, doc):
     fallback = b.own("fault_inject", "fallback")
     t_fallback = next((float(r["value"]) for r in (fallback or {}).get("results") or []
                        if r["metric"] == "injected_at"), None)
-    # A node taken out between the seen step's deadline and the fallback (a few tasks later) was seen after all:
+    # A fault noticed between the seen step's deadline and the fallback (a few tasks later) was seen after all:
     # timed from the first injection, the fallback moot.
     out_before = (t_fallback is not None and
-                  any(t_inject < x["t"] < t_fallback and x["phase"] in OUT_OF_SERVICE for x in known(b.samples())))
+                  any(t_inject < x["t"] < t_fallback and x["phase"] in NOTICED for x in known(b.samples())))
     if out_before:
-        facts["fallback"] = "moot: the node was taken out of service before the fallback injection"
+        facts["fallback"] = "moot: the fault was noticed before the fallback injection"
     elif (fallback or {}).get("status") == "ok" and t_fallback is not None:
         facts.update(first_method=facts["method"], method=(fallback.get("facts") or {}).get("method"),
                      first_unseen_s=_r(t_fallback - t_inject))
@@ -390,7 +396,8 @@ def fault_outcome(run, doc):
     facts.update(amd_fault(inject))
     watched = b.watch_samples()
     mine = [s for s in watched if s.get("node") == b.node and not s.get("other")]
-    tl = fault_timeline(mine, t_inject, spare=spare_for(watched, b.node, t_inject))
+    tl = fault_timeline(mine, t_inject, spare=spare_for(watched, b.node, t_inject),
+                        out_phases=held_out((doc.get("facts") or {}).get("scheduler")))
     if not tl.get("observed"):
         return _record(doc, "error", "cannot tell what happened: %s" % tl.get("why"), facts)
     if not tl.get("measurable"):
