@@ -48,6 +48,8 @@ def main(argv=None) -> int:
     p = sub.add_parser("month", help="check a YYYY-MM month, or print the previous month in a time zone")
     p.add_argument("--month")
     p.add_argument("--timezone", default="UTC")
+    p.add_argument("--query-start-in", metavar="ZONE",
+                   help="print instead where a sacctmgr query in ZONE's local time must start to see the month")
     p = sub.add_parser("rrule-check", help="validate rrules as AWX does and show the next occurrences")
     p.add_argument("rrules", nargs="+")
     p.add_argument("--count", type=int, default=3)
@@ -71,15 +73,16 @@ def main(argv=None) -> int:
                                   "next": [d.isoformat() for d in occurrences(rule, args.count)]}))
         return 1 if bad else 0
     if args.command == "month":
-        from reports.sla.timeutil import TimeError, month_window, now_us, previous_month, zone
+        from reports.sla.timeutil import TimeError, month_window, now_us, previous_month, query_start, zone
 
         try:
             month = args.month or previous_month(now_us(), zone(args.timezone))
             month_window(month, zone(args.timezone))
+            start = query_start(month, zone(args.timezone), args.query_start_in) if args.query_start_in else None
         except TimeError as exc:
             print("reports.sla month: %s" % exc, file=sys.stderr)
             return 2
-        print(month)
+        print(start or month)
         return 0
     try:
         from reports.sla import review as rv

@@ -14,8 +14,9 @@ The rules, in the order they are applied (all durations in UTC microseconds, all
    Maintenance that is not excluded (kind not listed, no announcement recorded, notice too short) is downtime, and
    the exclusions table says why each one was refused. A kind with `needs_announcement: false` (the assessment's
    own tests) needs none.
-4. Overlapping intervals from any number of sources are merged, so a minute is counted once; intervals shorter than
-   `min_outage_s` are dropped.
+4. Overlapping intervals from any number of sources are merged, so a minute is counted once; outages shorter than
+   `min_outage_s` are dropped, judged on the whole outage before it is clipped to the month (an outage across
+   midnight on the 1st is not a blip of each month).
 5. The rack rule (systems with `rack_down_nodes`, NVL72: 3): while at least that many of a rack's nodes are down at
    once (after exclusions), every node of the rack counts as down.
 6. Availability = 1 - downtime / service time (or / service time minus excluded time, with
@@ -28,6 +29,7 @@ The rules, in the order they are applied (all durations in UTC microseconds, all
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -98,6 +100,15 @@ class Review:
     @property
     def cluster_availability_pct(self) -> float | None:
         return None if self.cluster_availability is None else float(self.cluster_availability * 100)
+
+
+def pct_text(value, digits: int = 4) -> str:
+    """A fraction of 1 as a percentage cut (floored) at `digits` decimals, never rounded: 99.499963 % shows as
+    99.4999, not 99.5000, so a shown value never reaches a threshold (99.5 %) that the exact value missed."""
+    scaled = math.floor(Fraction(value) * 100 * 10 ** digits)
+    sign, scaled = ("-", -scaled) if scaled < 0 else ("", scaled)
+    whole, part = divmod(scaled, 10 ** digits)
+    return "%s%d.%0*d" % (sign, whole, digits, part) if digits else "%s%d" % (sign, whole)
 
 
 def _instant(value: str | None, tz) -> int | None:
@@ -199,6 +210,12 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
     unknown_racks = sorted({ev.target for ev in events if ev.scope == "rack" and ev.target not in racks})
     if unknown_racks:
         notes.append("events for racks no node belongs to were ignored: %s" % ", ".join(unknown_racks))
+    # Contract.covers takes a cluster-scope event only for this cluster's name or "*": say so for any other name.
+    unknown_clusters = sorted({ev.target for ev in events if ev.scope == "cluster"
+                               and ev.target not in (contract.cluster, "*")})
+    if unknown_clusters:
+        notes.append("cluster-scope events for clusters other than %s (or '*') were ignored: %s"
+                     % (contract.cluster, ", ".join(unknown_clusters)))
 
     # Exclusions: which maintenance records are honoured.
     exclusion_rows, accepted_excl, refused_excl = [], set(), set()
@@ -218,11 +235,14 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
     for node in contract.nodes:
         mine = [ev for ev in events if contract.covers(ev, node)]
         excl = excluded[node.name]
+        # Refused maintenance is downtime at every scope: a GPU's goes through the node rule like a failed GPU.
         own = iv.union(((ev.start, ev.end) for ev in mine if ev.scope != "gpu"
                         and (ev.kind == "down" or ev.id in refused_excl)),
-                       gpu_rule([ev for ev in mine if ev.scope == "gpu" and ev.kind == "down"], node_down_gpus))
+                       gpu_rule([ev for ev in mine if ev.scope == "gpu"
+                                 and (ev.kind == "down" or ev.id in refused_excl)], node_down_gpus))
         if service:
-            counted = iv.drop_shorter(iv.clip(iv.subtract(own, excl), *service), min_outage)
+            # min_outage_s judges the whole outage, so one that crosses the month's edge is not cut into blips.
+            counted = iv.clip(iv.drop_shorter(iv.subtract(own, excl), min_outage), *service)
             excl_in = iv.clip(excl, *service)
         else:
             counted, excl_in = [], []
@@ -293,8 +313,8 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
                 for n in node_results if n.meets_target is False]
     triggers = []
     if cluster is not None and tier.termination_below is not None and cluster * 100 < tier.termination_below:
-        triggers.append({"trigger": "availability", "detail": "cluster availability %.4f %% is below the %s "
-                         "termination threshold %s %%" % (float(cluster * 100), tier.name,
+        triggers.append({"trigger": "availability", "detail": "cluster availability %s %% is below the %s "
+                         "termination threshold %s %%" % (pct_text(cluster), tier.name,
                                                           _fmt(tier.termination_below))})
     if cluster is not None and tier.termination_consecutive:
         missed = [cluster * 100 < tier.target]
@@ -371,5 +391,5 @@ def _acceptance(contract, tiers, agreed, accepted, window, tz) -> dict:
     return out
 
 
-__all__ = ["review", "gpu_rule", "exclusion_verdict", "excluded_intervals", "Review", "NodeResult", "RackResult",
-           "TimeError"]
+__all__ = ["review", "pct_text", "gpu_rule", "exclusion_verdict", "excluded_intervals", "Review", "NodeResult",
+           "RackResult", "TimeError"]

@@ -5,11 +5,13 @@ from __future__ import annotations
 import html
 import json
 
+from reports.sla.availability import pct_text
 from reports.sla.timeutil import US, duration_text, iso_local, iso_utc
 
 
 def _pct(value) -> str:
-    return "n/a" if value is None else "%.4f" % value
+    """An availability (a fraction of 1, exact) as a percentage cut at 4 decimals: never rounded across a target."""
+    return "n/a" if value is None else pct_text(value)
 
 
 def _frac_pct(value) -> str:
@@ -19,34 +21,40 @@ def _frac_pct(value) -> str:
 def table_rows(result) -> dict:
     """name -> (rows, columns) for every table of the review (also the CSV files)."""
     tz = result.contract.timezone
+    service_s = (result.service[1] - result.service[0]) / US if result.service else 0
+
+    def gpu_down_s(nodes):
+        # What availability is computed from on every row: each node's counted downtime times its GPUs.
+        return sum(n.down_us * n.gpus for n in nodes if n.availability is not None) / US
+
     avail = []
     for n in result.nodes:
         avail.append({"level": "node", "name": n.name, "rack": n.rack or "", "gpus": n.gpus,
                       "service_s": n.service_us / US, "excluded_s": n.excluded_us / US,
                       "own_down_s": n.own_down_us / US,
-                      "rack_rule_s": n.rack_rule_us / US, "down_s": n.down_us / US,
-                      "availability_pct": _pct(n.availability_pct), "target_pct": _frac_pct(result.target_pct),
+                      "rack_rule_s": n.rack_rule_us / US, "down_s": n.down_us / US, "gpu_down_s": gpu_down_s([n]),
+                      "availability_pct": _pct(n.availability), "target_pct": _frac_pct(result.target_pct),
                       "meets_target": "" if n.meets_target is None else ("yes" if n.meets_target else "no"),
                       "unmonitored_s": "" if n.unmonitored_us is None else n.unmonitored_us / US,
                       "monitored_pct": "%.1f" % (100 - 100 * n.unmonitored_us / n.service_us)
                       if n.service_us and n.unmonitored_us is not None else ""})
+    # Rack and cluster rows have no down_s (node wall seconds): their availability is GPU-weighted, and rack_rule_s on
+    # a rack row is the time the rack rule held, not the rack's downtime.
     for r in result.racks:
-        avail.append({"level": "rack", "name": r.name, "rack": r.name, "gpus": sum(n.gpus for n in result.nodes
-                                                                                 if n.rack == r.name),
-                      "down_s": r.down_us / US, "rack_rule_s": r.down_us / US,
-                      "availability_pct": _pct(None if r.capacity_availability is None
-                                               else float(r.capacity_availability * 100)),
-                      "target_pct": _frac_pct(result.target_pct)})
+        members = [n for n in result.nodes if n.rack == r.name]
+        avail.append({"level": "rack", "name": r.name, "rack": r.name, "gpus": sum(n.gpus for n in members),
+                      "service_s": service_s, "rack_rule_s": r.down_us / US, "gpu_down_s": gpu_down_s(members),
+                      "availability_pct": _pct(r.capacity_availability), "target_pct": _frac_pct(result.target_pct)})
     avail.append({"level": "cluster", "name": result.contract.cluster, "gpus": sum(n.gpus for n in result.nodes),
-                  "down_s": sum(n.down_us for n in result.nodes) / US,
-                  "availability_pct": _pct(result.cluster_availability_pct), "target_pct": _frac_pct(result.target_pct),
+                  "service_s": service_s, "gpu_down_s": gpu_down_s(result.nodes),
+                  "availability_pct": _pct(result.cluster_availability), "target_pct": _frac_pct(result.target_pct),
                   "meets_target": "" if result.cluster_availability is None else
                   ("yes" if result.cluster_availability * 100 >= result.target_pct else "no")})
-    credits = [{"node": n.name, "rack": n.rack or "", "gpus": n.gpus, "availability_pct": _pct(n.availability_pct),
+    credits = [{"node": n.name, "rack": n.rack or "", "gpus": n.gpus, "availability_pct": _pct(n.availability),
                 "tier": result.tier_name, "target_pct": _frac_pct(result.target_pct),
                 "credit_pct_of_node_fee": _frac_pct(n.credit_pct)} for n in result.nodes]
     credits.append({"node": "(cluster, GPU-weighted)", "gpus": sum(n.gpus for n in result.nodes),
-                    "availability_pct": _pct(result.cluster_availability_pct), "tier": result.tier_name,
+                    "availability_pct": _pct(result.cluster_availability), "tier": result.tier_name,
                     "target_pct": _frac_pct(result.target_pct),
                     "credit_pct_of_node_fee": _frac_pct(result.cluster_credit_pct)})
     downtime = [{**{k: v for k, v in row.items() if not k.endswith("_us")},
@@ -56,8 +64,8 @@ def table_rows(result) -> dict:
     events = [{**e.as_row(), "evidence": json.dumps(e.evidence, sort_keys=True, default=str)} for e in result.events]
     return {
         "availability": (avail, ["level", "name", "rack", "gpus", "service_s", "excluded_s", "own_down_s",
-                                 "rack_rule_s", "down_s", "availability_pct", "target_pct", "meets_target",
-                                 "unmonitored_s", "monitored_pct"]),
+                                 "rack_rule_s", "down_s", "gpu_down_s", "availability_pct", "target_pct",
+                                 "meets_target", "unmonitored_s", "monitored_pct"]),
         "credits": (credits, ["node", "rack", "gpus", "availability_pct", "tier", "target_pct",
                               "credit_pct_of_node_fee"]),
         "downtime": (downtime, ["node", "rack", "start", "end", "start_local", "end_local", "duration_s", "cause",
@@ -82,7 +90,7 @@ def _sections(result, observations):
         "Service time: %s." % ("%s to %s" % (iso_utc(result.service[0]), iso_utc(result.service[1]))
                                if result.service else "none (not in service)"),
         "Cluster availability (GPU-weighted): **%s %%**; cluster credit: **%s %%** of the monthly fee." % (
-            _pct(result.cluster_availability_pct), _frac_pct(result.cluster_credit_pct)),
+            _pct(result.cluster_availability), _frac_pct(result.cluster_credit_pct)),
         "Acceptance: %s." % result.acceptance["status"],
     ]
     if result.triggers:
@@ -94,12 +102,19 @@ def _sections(result, observations):
     tables = table_rows(result)
     out = [("SLA review", head, None, None)]
     rows, cols = tables["availability"]
-    out.append(("Availability", ["Node downtime is its own (after exclusions) plus the rack rule's; racks and the "
-                                 "cluster are GPU-weighted. Unmonitored time is reported, never counted."], rows, cols))
+    out.append(("Availability", ["Node downtime (down_s) is its own (after exclusions) plus the rack rule's; "
+                                 "gpu_down_s is down_s times the node's GPUs, summed for a rack and the cluster, whose "
+                                 "availability is GPU-weighted (1 - gpu_down_s / (gpus x service_s) with the calendar "
+                                 "denominator); a rack's rack_rule_s is the time the rack rule held. Percentages are "
+                                 "cut, not rounded, at 4 decimals. Unmonitored time is reported, never counted."],
+                rows, cols))
     rows, cols = tables["credits"]
     out.append(("Credits", ["Per node, the tier's ladder (strictly below a threshold, the largest step applies); "
                             "the cluster line is the share of the whole monthly fee."], rows, cols))
-    out.append(("Breaches", [] if result.breaches else ["No node missed the target."], result.breaches or None,
+    # The breach rows carry floats for machines (summary.json); shown cut like every other availability.
+    by_name = {n.name: n for n in result.nodes}
+    breaches = [{**b, "availability_pct": _pct(by_name[b["node"]].availability)} for b in result.breaches]
+    out.append(("Breaches", [] if breaches else ["No node missed the target."], breaches or None,
                 ["node", "availability_pct", "target_pct", "credit_pct", "down_s"]))
     rows, cols = tables["downtime"]
     out.append(("Downtime and its evidence", ["Each counted interval, with the events that made it (see events.csv "

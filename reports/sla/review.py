@@ -183,7 +183,7 @@ def compute(inputs: str):
         if spec["format"] == "sacctmgr":
             observed = parse_time(spec["observed_at"])
             ev = slurm_src.events_from_sacctmgr(slurm_src.parse_sacctmgr_events(text), slurm_tz, observed, ignore,
-                                                prefix="sacctmgr:%s" % os.path.basename(spec["path"]))
+                                                prefix="sacctmgr:%s" % os.path.basename(spec["path"]), notes=notes)
             events += ev
             observations["sources"].append({"source": spec["path"], "records": text.count("\n"), "events": len(ev)})
         else:

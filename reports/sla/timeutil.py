@@ -45,12 +45,13 @@ def from_us(us: int, tz=UTC) -> datetime:
     return (_EPOCH + timedelta(microseconds=int(us))).astimezone(tz)
 
 
-def parse_time(value, default_tz=None) -> int:
+def parse_time(value, default_tz=None, fold: int = 0) -> int:
     """A timestamp -> UTC microseconds.
 
     Accepts ISO 8601 / RFC 3339 text with 'Z' or an offset, epoch seconds (int/float or their text), or an aware
     datetime. A wall-clock time without a zone is read in `default_tz` (a tzinfo or a zone name) when given, else
-    refused: guessing the zone of a downtime record moves it by hours.
+    refused: guessing the zone of a downtime record moves it by hours. `fold` picks the pass of a wall-clock time
+    the zone shows twice (the hour repeated when summer time ends): 0 the first, 1 the second.
     """
     if isinstance(value, datetime):
         if value.tzinfo is None:
@@ -79,7 +80,7 @@ def parse_time(value, default_tz=None) -> int:
             raise TimeError("timestamp %r has no time zone; add Z or an offset, or name the zone of this source"
                             % text)
         tz = zone(default_tz) if isinstance(default_tz, str) or default_tz is None else default_tz
-        dt = dt.replace(tzinfo=tz)
+        dt = dt.replace(tzinfo=tz, fold=fold)
     return to_us(dt)
 
 
@@ -93,6 +94,14 @@ def month_window(month: str, tz=UTC) -> tuple[int, int]:
     start = datetime(year, mon, 1, tzinfo=tz)
     end = datetime(year + (mon == 12), mon % 12 + 1, 1, tzinfo=tz)
     return to_us(start), to_us(end)
+
+
+def query_start(month: str, tz, source_tz, margin_us: int = 86400 * US) -> str:
+    """Where a query to a source that reads wall-clock times in `source_tz` (sacctmgr: the Slurm host's zone) must
+    start to see the whole month of zone `tz`: the month's first instant as that source's local time, `margin_us`
+    early (a day: events are clipped to the month on the controller, a zone set wrong by hours still loses none)."""
+    source_tz = zone(source_tz) if isinstance(source_tz, str) or source_tz is None else source_tz
+    return from_us(month_window(month, tz)[0] - margin_us, source_tz).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def previous_month(now_us: int, tz=UTC) -> str:

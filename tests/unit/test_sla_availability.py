@@ -4,8 +4,10 @@ from fractions import Fraction
 
 import pytest
 
-from reports.sla.availability import gpu_rule, review
+from reports.sla.availability import gpu_rule, pct_text, review
 from reports.sla.events import Contract, Event, EventError
+from reports.sla.render import render_markdown, table_rows
+from reports.sla.sources import imports
 from reports.sla.tiers import TierError, Tiers
 from reports.sla.timeutil import US, parse_time
 
@@ -321,3 +323,76 @@ def test_bad_events_and_contracts_are_refused():
         Contract.from_dict({"nodes": ["a", "a"]})
     with pytest.raises(EventError):
         Contract.from_dict({"nodes": ["a"], "system": "dgx"})
+
+
+def test_refused_gpu_maintenance_is_downtime_through_the_node_rule(tmp_path):
+    # a provider log (reports/sla/sources/imports.py): GPU 3 of n1 out for physical maintenance for 6 h, announced
+    # 1 h ahead where the kind needs 72 h
+    log = tmp_path / "noc.csv"
+    log.write_text("start,end,target,scope,gpu,kind,reason,announced_at\n"
+                   "2026-11-10T10:00:00Z,2026-11-10T16:00:00Z,n1,gpu,3,physical_maintenance,HGX tray reseat,"
+                   "2026-11-10T09:00:00Z\n")
+    r = review(contract(["n1"], tier="silver"), TIERS, imports.load(str(log)), "2026-11")
+    assert [(row["verdict"], row["why"]) for row in r.exclusions] == [
+        ("refused", "announced 1 h ahead, physical_maintenance needs 72 h")]
+    n1 = node(r, "n1")
+    # node_down_gpus 1 (HGX): the node is down the 6 h; was 0 s, 100 % and no credit
+    assert n1.down_us == 21600 * US and n1.availability == Fraction(119, 120)  # 99.1666… %
+    assert n1.credit_pct == 10 and n1.meets_target is False  # silver: below 99.5 %, not below 99.0 %
+    assert [row["evidence"] for row in r.downtime] == [["noc.csv#1"]]
+
+
+def test_cluster_events_for_another_cluster_are_named_not_dropped_silently():
+    c = contract(["n1"], cluster="acme")
+    events = [ev("west", "acme-west", "2026-11-10T10:00:00Z", "2026-11-10T11:00:00Z", scope="cluster"),
+              ev("all", "*", "2026-11-11T10:00:00Z", "2026-11-11T10:30:00Z", scope="cluster")]
+    r = review(c, TIERS, events, "2026-11")
+    assert node(r, "n1").down_us == 1800 * US
+    assert "cluster-scope events for clusters other than acme (or '*') were ignored: acme-west" in r.notes
+
+
+def test_availability_is_shown_cut_never_rounded_across_a_threshold():
+    # silver, 12,961 s down in November: 99.49996142 %, below the 99.5 % target
+    r = review(contract(["n1"], tier="silver"), TIERS,
+               [ev("e", "n1", "2026-11-10T00:00:00Z", "2026-11-10T03:36:01Z")], "2026-11")
+    assert node(r, "n1").meets_target is False
+    tables = table_rows(r)
+    [row] = [x for x in tables["availability"][0] if x["level"] == "node"]
+    assert (row["availability_pct"], row["meets_target"]) == ("99.4999", "no")  # was "99.5000" beside "no"
+    assert {x["availability_pct"] for x in tables["credits"][0]} == {"99.4999"}
+    md = render_markdown(r, {})
+    assert "| n1 | 99.4999 | 99.5 | 10 | 12961 |" in md and "99.5000" not in md  # breaches: was 99.5
+    assert pct_text(Fraction(995, 1000)) == "99.5000" and pct_text(Fraction(1)) == "100.0000"
+    # the termination message: 129,601 s down is 94.99996 %, below silver's 95 %
+    low = review(contract(["n1"], tier="silver"), TIERS,
+                 [ev("e", "n1", "2026-11-10T00:00:00Z", "2026-11-11T12:00:01Z")], "2026-11")
+    assert [t["detail"] for t in low.triggers] == [
+        "cluster availability 94.9999 % is below the silver termination threshold 95 %"]  # was 95.0000
+
+
+def test_minimum_outage_judges_the_whole_outage_across_the_month_edge():
+    doc = dict(TIERS.doc)
+    doc["accounting"] = {**TIERS.accounting, "min_outage_s": 300}
+    events = [ev("edge", "n1", "2026-11-30T23:58:00Z", "2026-12-01T01:00:00Z"),  # 62 min, 2 of them in November
+              ev("blip", "n1", "2026-11-10T10:00:00Z", "2026-11-10T10:04:59Z")]
+    assert node(review(contract(["n1"]), Tiers(doc), events, "2026-11"), "n1").down_us == 120 * US  # was 0
+    assert node(review(contract(["n1"]), Tiers(doc), events, "2026-12"), "n1").down_us == 3600 * US
+
+
+def test_availability_table_columns_say_what_they_hold():
+    c = contract([{"name": "n1", "rack": "r1"}, {"name": "n2", "rack": "r1", "gpus": 4}])
+    r = review(c, TIERS, [ev("a", "n1", "2026-11-10T10:00:00Z", "2026-11-10T11:00:00Z"),
+                          ev("b", "n2", "2026-11-10T10:00:00Z", "2026-11-10T12:00:00Z")], "2026-11")
+    rows = {x["level"]: x for x in table_rows(r)["availability"][0]}
+    assert (rows["node"]["down_s"], rows["node"]["gpu_down_s"]) == (7200, 28800)  # n2: 2 h of 4 GPUs
+    # the cluster row had down_s 10,800 (node seconds, not weighted) beside a GPU-weighted availability
+    assert "down_s" not in rows["cluster"] and rows["cluster"]["gpu_down_s"] == 8 * 3600 + 4 * 7200
+    assert r.cluster_availability == 1 - Fraction(int(rows["cluster"]["gpu_down_s"]),
+                                                  rows["cluster"]["gpus"] * int(rows["cluster"]["service_s"]))
+    assert rows["rack"]["gpu_down_s"] == 57600 and rows["rack"]["rack_rule_s"] == 0 and "down_s" not in rows["rack"]
+    # NVL72: the rack row's rule time (20 min) is not the rack's downtime
+    nv = review(contract(nvl72(), system="nvl72"), TIERS, staggered(3), "2026-11")
+    [rack] = [x for x in table_rows(nv)["availability"][0] if x["level"] == "rack"]
+    assert rack["rack_rule_s"] == 1200 and rack["gpu_down_s"] == 4 * (15 * 1200 + 3600 + 3600 + 4800)
+    assert nv.racks[0].capacity_availability == 1 - Fraction(int(rack["gpu_down_s"]),
+                                                             rack["gpus"] * int(rack["service_s"]))

@@ -246,3 +246,21 @@ def test_the_same_with_slurm_showing_the_nodes_down_is_downtime(controller_cut_o
     assert {n.name: n.down_us // US for n in result.nodes} == {"gpu001": 300, "gpu002": 318, "gpu003": 318,
                                                                "gpu004": 318}
     assert all(e.startswith("slurm:") for r in result.downtime for e in r["evidence"])
+
+
+def test_the_sacctmgr_query_starts_early_enough_in_slurms_zone(capsys):
+    """roles/sla/tasks/review.yml asks `reports.sla month --query-start-in <sla_slurm_timezone>` for sacctmgr's
+    Start=, which sacctmgr reads in the Slurm host's local time. Contract in Tokyo, Slurm in UTC: November starts at
+    2026-10-31T15:00:00Z, so the old Start=2026-11-01T00:00:00 (UTC there) missed events that ended 15:00Z-00:00Z."""
+    from reports.sla.__main__ import main
+    from reports.sla.timeutil import month_window
+
+    window_start = month_window("2026-11", "Asia/Tokyo")[0]
+    for slurm_zone, expected in (("UTC", "2026-10-30T15:00:00"), ("America/Chicago", "2026-10-30T10:00:00")):
+        assert main(["month", "--month", "2026-11", "--timezone", "Asia/Tokyo",
+                     "--query-start-in", slurm_zone]) == 0
+        start = capsys.readouterr().out.strip()
+        assert start == expected and parse_time(start, default_tz=slurm_zone) == window_start - 86400 * US
+    assert parse_time("2026-11-01T00:00:00", default_tz="UTC") > window_start  # what the role asked before
+    assert main(["month", "--month", "2026-11", "--timezone", "Asia/Tokyo"]) == 0
+    assert capsys.readouterr().out == "2026-11\n"  # without the option: the month, as the role reads it

@@ -388,3 +388,80 @@ def test_hostlist_of_a_real_sinfo_line():
         "gpu013", "gpu014", "gpu015", "gpu016", "gpu017", "gpu021"]
     assert len(slurm.expand_hostlist("b22-[01-20,22-30,32]")) == 30
     assert slurm.expand_hostlist("e05-[42,76,78,80],e22-13") == ["e05-42", "e05-76", "e05-78", "e05-80", "e22-13"]
+
+
+# ---------------------------------------------------------------------------------------------- Slurm: series
+
+def test_sinfo_R_leaves_out_nodes_in_service_so_two_drains_are_two_outages():
+    """sinfo -R every 5 minutes, as recorded (tests/fixtures/slurm/sla/sinfo_R.txt): gpu002 drained 10:00-10:30
+    and again 20:00-20:30; between the two, -R does not list it (it was in service)."""
+    lines = (SLURM / "sinfo_R.txt").read_text().splitlines()
+    header, others = lines[0], [x for x in lines[1:] if not x.endswith("gpu002")]
+    [drained] = [x for x in lines[1:] if x.endswith("gpu002")]
+    t0 = parse_time("2026-11-30T09:55:00Z")
+    snaps = []
+    for k in range(0, 128):  # 09:55 .. 20:30
+        t = t0 + k * 300 * US
+        clock = iso_utc(t)[11:16]
+        since = "10:00" if "10:00" <= clock < "10:30" else "20:00" if "20:00" <= clock < "20:30" else None
+        rows = ([drained.replace("2026-11-30T05:35:45", "2026-11-30T%s:00" % since)] if since else []) + others
+        snaps.append({"id": "r%d" % k, "observed_at_us": t, "format": "sinfo", "text": "\n".join([header] + rows)})
+    events = [e for e in slurm.events_from_snapshots(snaps, "UTC", max_gap_us=600 * US) if e.target == "gpu002"]
+    # was one event 10:00-20:25 (37,500 s, 10.4 h): the snapshots without gpu002 did not count as "up"
+    assert [(iso_utc(e.start), iso_utc(e.end)) for e in events] == [
+        ("2026-11-30T10:00:00Z", "2026-11-30T10:30:00Z"), ("2026-11-30T20:00:00Z", "2026-11-30T20:30:00Z")]
+    assert sum(e.end - e.start for e in events) == 3600 * US
+
+
+def oneliner(state, reason, since):
+    """The recorded `scontrol -o show node` line of gpu002 with another state and reason."""
+    [line] = [x for x in (SLURM / "scontrol_oneliner.txt").read_text().splitlines() if x.startswith("NodeName=gpu002 ")]
+    line = re.sub(r"State=\S+", "State=" + state, line).split(" Reason=")[0]
+    return line + (" Reason=%s [root@%s]" % (reason, since) if reason else "")
+
+
+def test_a_hole_in_the_snapshots_or_a_new_drain_splits_the_outage():
+    def snap(hhmm, state="IDLE+DRAIN", reason="", since=""):
+        return {"id": hhmm, "observed_at_us": parse_time("2026-11-30T%s:00Z" % hhmm), "format": "scontrol",
+                "text": oneliner(state, reason, "2026-11-30T%s:00" % since)}
+
+    # 10:10-10:55 the snapshots failed (review.compute skips rc != 0): 45 min not monitored, then a new drain
+    snaps = [snap("10:00", reason="xid 79", since="09:58"), snap("10:05", reason="xid 79", since="09:58"),
+             snap("11:00", reason="xid 48", since="10:40"), snap("11:05", state="IDLE")]
+    events = slurm.events_from_snapshots(snaps, "UTC", max_gap_us=600 * US)
+    # was one event 09:58-11:05 (4,020 s)
+    assert [(iso_utc(e.start)[11:19], iso_utc(e.end)[11:19], e.reason, e.evidence["open"]) for e in events] == [
+        ("09:58:00", "10:05:00", "xid 79", True), ("10:40:00", "11:05:00", "xid 48", False)]
+    # not responding, with no reason time: only the snapshots say when, and the hole is not counted (was 65 min)
+    snaps = [snap("10:00", state="IDLE+NOT_RESPONDING"), snap("10:05", state="IDLE+NOT_RESPONDING"),
+             snap("11:00", state="IDLE+NOT_RESPONDING"), snap("11:05", state="IDLE")]
+    events = slurm.events_from_snapshots(snaps, "UTC", max_gap_us=600 * US)
+    assert [(iso_utc(e.start)[11:19], iso_utc(e.end)[11:19]) for e in events] == [
+        ("10:00:00", "10:05:00"), ("11:00:00", "11:05:00")]
+    # the same drain on both sides (its reason time before the hole): Slurm's own record says it never ended
+    snaps = [snap("10:00", reason="xid 79", since="09:58"), snap("10:05", reason="xid 79", since="09:58"),
+             snap("11:00", reason="xid 79", since="09:58"), snap("11:05", state="IDLE")]
+    events = slurm.events_from_snapshots(snaps, "UTC", max_gap_us=600 * US)
+    assert [(iso_utc(e.start)[11:19], iso_utc(e.end)[11:19]) for e in events] == [
+        ("09:58:00", "10:05:00"), ("09:58:00", "11:05:00")]
+    # no hole, but the node was drained again between two snapshots: two outages, each with its own reason
+    snaps = [snap("10:00", reason="xid 79", since="09:58"), snap("10:05", reason="xid 48", since="10:03"),
+             snap("10:10", state="IDLE")]
+    events = slurm.events_from_snapshots(snaps, "UTC", max_gap_us=600 * US)
+    assert [(iso_utc(e.start)[11:19], iso_utc(e.end)[11:19], e.reason) for e in events] == [
+        ("09:58:00", "10:03:00", "xid 79"), ("10:03:00", "10:10:00", "xid 48")]
+
+
+def test_sacctmgr_end_in_the_repeated_autumn_hour_and_a_reversed_line():
+    """Chicago: summer time ends on 2026-11-01 at 02:00 CDT, the clock shows 01:00-02:00 twice."""
+    text = ((SLURM / "sacctmgr_event_P.txt").read_text().splitlines()[0] + "\n"
+            "cmxl|gpu002|2026-11-01T01:40:00|2026-11-01T01:10:00|DOWN*|Not responding|slurm\n"
+            "cmxl|gpu003|2026-11-12T22:15:00|2026-11-12T21:15:00|DOWN*|Not responding|slurm\n")
+    notes = []
+    events = slurm.events_from_sacctmgr(slurm.parse_sacctmgr_events(text), "America/Chicago", OBSERVED,
+                                        notes=notes)
+    # 01:40 CDT (06:40Z) to 01:10 CST (07:10Z): 30 min; was dropped without a word
+    assert [(e.target, iso_utc(e.start), iso_utc(e.end)) for e in events] == [
+        ("gpu002", "2026-11-01T06:40:00Z", "2026-11-01T07:10:00Z")]
+    assert notes == ["sacctmgr row 2 after the header: gpu003 2026-11-12T22:15:00 to 2026-11-12T21:15:00 "
+                     "(America/Chicago time) does not end after it starts: not counted"]

@@ -4,11 +4,14 @@ Inputs, as recorded from the tools (tests/fixtures/slurm/ has examples):
 - `scontrol show node` (multi-line records) or `scontrol -o show node` (one line per node): a snapshot at a known
   time (`observed_at`). A node in a down state with `Reason=... [user@time]` is down from the reason's time until
   at least the snapshot; a series of snapshots (the health probe stores one per round when `sla_slurm_host` is set)
-  closes the interval at the first snapshot where the node is no longer down. A down snapshot taken during an
+  closes the interval at the first snapshot where the node is no longer down. Two down snapshots with unmonitored
+  time between them (more than `max_gap_us`: a failed or missing snapshot) or with a reason set after the earlier
+  one (a new drain) are two outages, not one, as for the health probe. A down snapshot taken during an
   exclusion honoured for the node (`excluded`: the assessment's own reboot, announced maintenance) stands for the
   node only until the exclusion ends, as a health-probe sample does (reports/sla/sources/healthprobe.py).
 - `sinfo -N -h -o '%N|%T|%E|%u|%H'` (node, state, reason, user, reason time), `sinfo -R` (the nodes with a reason,
-  all out of service), or the default, `-N` and `-N -l` tables (state with its sinfo suffix): see parse_sinfo.
+  all out of service: a node it leaves out was in service when it was taken), or the default, `-N` and `-N -l`
+  tables (state with its sinfo suffix): see parse_sinfo.
 - `sacctmgr show event` (default fixed-width table, or -p / -P parsable): node events with TimeStart and TimeEnd
   (`Unknown` while still open); needs slurmdbd accounting. Cluster events (no NodeName) are not downtime.
 
@@ -214,8 +217,10 @@ def parse_sacctmgr_events(text: str) -> list[dict]:
     return [{h: line[s:e].strip() for h, (s, e) in zip(header, spans)} for line in lines[2:]]
 
 
-def events_from_sacctmgr(rows: list[dict], tz, horizon_us: int, ignore_users=(), prefix="sacctmgr") -> list[Event]:
-    """Node events -> down events; an event still open (TimeEnd Unknown) is closed at horizon_us."""
+def events_from_sacctmgr(rows: list[dict], tz, horizon_us: int, ignore_users=(), prefix="sacctmgr",
+                         notes: list | None = None) -> list[Event]:
+    """Node events -> down events; an event still open (TimeEnd Unknown) is closed at horizon_us. A row that does
+    not end after it starts is not counted, and `notes` names it (its row after the header, evidence["line"])."""
     out = []
     for i, row in enumerate(rows):
         node = row.get("NodeName", "")
@@ -228,7 +233,17 @@ def events_from_sacctmgr(rows: list[dict], tz, horizon_us: int, ignore_users=(),
         start = parse_time(start_text, default_tz=tz)
         still_open = end_text in ("", "Unknown", "None")
         end = horizon_us if still_open else parse_time(end_text, default_tz=tz)
+        if end <= start and not still_open:
+            # Slurm prints local times without an offset: an end in the hour the autumn change repeats reads as its
+            # first pass (fold 0). When that is not after the start, the second pass is the one meant (01:40 CDT to
+            # 01:10 CST); elsewhere fold 1 reads the same instant, or an earlier one in the spring gap (max keeps it).
+            end = max(end, parse_time(end_text, default_tz=tz, fold=1))
         if end <= start:
+            if notes is not None:
+                shown = end_text if not still_open else "%s (open, closed at the export %s)" % (
+                    end_text or "Unknown", iso_utc(horizon_us))
+                notes.append("%s row %d after the header: %s %s to %s (%s time) does not end after it starts: "
+                             "not counted" % (prefix, i + 1, node, start_text, shown, getattr(tz, "key", tz)))
             continue
         for name in expand_hostlist(node):
             out.append(Event(id="%s:%s:%d" % (prefix, name, i + 1), source="sacctmgr", scope="node", target=name,
@@ -250,13 +265,39 @@ def snapshot_records(text: str, fmt: str) -> list[dict]:
     raise SlurmParseError("unknown snapshot format %r" % fmt)
 
 
+def lists_only_out_of_service(text: str, fmt: str) -> bool:
+    """Whether a snapshot is `sinfo -R` (header REASON …), which lists only the nodes out of service."""
+    lines = (text or "").splitlines()
+    if not (fmt or "").startswith("sinfo") or any(line.count("|") >= 4 for line in lines):
+        return False  # the '|' formats print the state of every node they list
+    firsts = [line.split()[0] for line in lines if line.strip()]
+    return next((word for word in firsts if word in _SINFO_HEADERS), None) == "REASON"
+
+
+def _new_outage(prev: dict, nxt: dict, max_gap_us: int | None) -> bool:
+    """Two down snapshots in a row are two outages, not one, when the time between them was not monitored (more
+    than max_gap_us, the health probe's rule) or the later one's reason was set between the two (a new drain; a
+    reason time after its own snapshot says nothing about the time between)."""
+    return ((max_gap_us is not None and nxt["t"] - prev["t"] > max_gap_us)
+            or (nxt["since"] is not None and prev["t"] < nxt["since"] <= nxt["t"]))
+
+
 def events_from_snapshots(snapshots: list[dict], tz, ignore_users=(), max_gap_us: int | None = None,
                           prefix="slurm", excluded: dict | None = None) -> list[Event]:
     """Snapshots [{observed_at_us, text, format, id}] -> down events per node (see the module docstring).
-    excluded: node -> intervals of the exclusions honoured for it (reports.sla.availability.excluded_intervals)."""
+    excluded: node -> intervals of the exclusions honoured for it (reports.sla.availability.excluded_intervals).
+    A node that a `sinfo -R` snapshot leaves out was in service when it was taken (-R lists only the others)."""
     series: dict[str, list] = {}
-    for snap in sorted(snapshots, key=lambda s: s["observed_at_us"]):
-        for rec in snapshot_records(snap["text"], snap.get("format") or "scontrol-oneliner"):
+    ordered = sorted(snapshots, key=lambda s: s["observed_at_us"])
+    records = [snapshot_records(snap["text"], snap.get("format") or "scontrol-oneliner") for snap in ordered]
+    known = {rec["node"] for recs in records for rec in recs}
+    for snap, recs in zip(ordered, records):
+        if lists_only_out_of_service(snap["text"], snap.get("format") or "scontrol-oneliner"):
+            for name in known - {rec["node"] for rec in recs}:
+                series.setdefault(name, []).append(
+                    {"t": snap["observed_at_us"], "down": False, "reason": "", "user": None, "since": None,
+                     "state": "not listed by sinfo -R", "snapshot": snap.get("id")})
+        for rec in recs:
             if "reason_raw" in rec:
                 reason, user, when = parse_reason(rec["reason_raw"], tz)
             else:
@@ -282,7 +323,8 @@ def events_from_snapshots(snapshots: list[dict], tz, ignore_users=(), max_gap_us
                 i += 1
                 continue
             j = i
-            while j + 1 < len(points) and points[j + 1]["down"]:
+            while j + 1 < len(points) and points[j + 1]["down"] and not _new_outage(points[j], points[j + 1],
+                                                                                     max_gap_us):
                 j += 1
             start = p["t"]
             if p["since"] is not None and p["since"] < start:
@@ -290,7 +332,8 @@ def events_from_snapshots(snapshots: list[dict], tz, ignore_users=(), max_gap_us
             nxt = points[j + 1] if j + 1 < len(points) else None
             last = points[j]["t"]
             if nxt is not None and (max_gap_us is None or nxt["t"] - last <= max_gap_us):
-                end, still_open = nxt["t"], False
+                # seen in service again, or down under a reason set since (a new drain): the outage held until then
+                end, still_open = (nxt["since"] if nxt["down"] else nxt["t"]), False
             else:
                 end, still_open = last, True
             cut = min([e for s, e in (excluded or {}).get(node, []) if s <= last < e < end], default=None)
