@@ -13,6 +13,7 @@ over several lines (an SXID's headline, Severity and Data lines) is one record w
 """
 
 import re
+from collections import deque
 from datetime import datetime, timezone
 
 from probes.common import kernel_log as klog
@@ -23,7 +24,10 @@ PATTERNS = {
     "mce": re.compile(r"mce: \[Hardware Error\]|Machine check events logged|Machine Check Exception", re.I),
     # "Uncorrected" up to 6.x kernels, "Uncorrectable" after (tests/fixtures/kmsg/README.md)
     "aer": re.compile(r"AER: (?:Uncorrect|Multiple Uncorrect)|PCIe Bus Error: severity=(?:Uncorrect|Fatal)", re.I),
-    "oom": re.compile(r"Out of memory: Kill|oom-kill:|Killed process \d+", re.I),
+    # one line per kill in every kernel (mm/oom_kill.c): "[Memory cgroup ]Out of memory: Killed process N" since
+    # 5.0, "Killed process N" after 4.x's "Out of memory: Kill process N ... or sacrifice child"; the summary line
+    # (oom-kill:constraint=...) and 4.x's "Kill process" line belong to the same kill
+    "oom": re.compile(r"Killed process \d+", re.I),
     "hung_task": re.compile(r"blocked for more than \d+ seconds", re.I),
     "gpu_fallen_off": re.compile(r"fallen off the bus", re.I),
     "amdgpu_ras": re.compile(r"amdgpu.*(?:uncorrectable|RAS|GPU reset begin)", re.I),
@@ -34,6 +38,9 @@ EXTRA_KINDS = ("aer_fatal",)
 _ISO = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:[,.](\d+))?([+-]\d{2}:?\d{2}|Z)?\s+(.*)$")
 _JOURNAL_PREFIX = re.compile(r"^\S+ kernel: ")  # journalctl's "<host> kernel: " before the message
 UNPARSED_LIMIT = 20
+# Times kept per event kind: the newest, as the controller judges a window that ends at the run (dmesg's ring
+# buffer goes back to boot, weeks before it). `counts` counts them all.
+EVENTS_KEPT = 50
 
 
 def parse_time(text):
@@ -92,11 +99,13 @@ def _records(events):
 def parse_kernel_log(text, limit=2000):
     """Lines with an ISO timestamp first (journalctl -o short-iso, dmesg --time-format iso) -> {"lines": n, "first":
     time, "xids": [...], "sxids": [...], "gpu_errors": [...], "unparsed": [...], "counts": {kind: n}, "events":
-    {kind: [time, ...]}, "matched": [...]}. `unparsed`: lines that name an Xid or SXid but could not be read."""
+    {kind: [time, ...]}, "events_newest": 50, "matched": [...]}. `unparsed`: lines that name an Xid or SXid but could
+    not be read. `events` keeps the newest EVENTS_KEPT times of each kind, oldest first (`events_newest` says so: a
+    probe before it kept the first ones)."""
     xids, matched, unparsed, events_nv = [], [], [], []
     kinds = list(PATTERNS) + list(EXTRA_KINDS)
     counts = {k: 0 for k in kinds}
-    events = {k: [] for k in kinds}
+    events = {k: deque(maxlen=EVENTS_KEPT) for k in kinds}
     first = None
     msgs = messages(text)
     for when, message, raw in msgs:
@@ -122,18 +131,17 @@ def parse_kernel_log(text, limit=2000):
         for kind, pattern in PATTERNS.items():
             if pattern.search(flat):
                 counts[kind] += 1
-                if len(events[kind]) < 50:
-                    events[kind].append(when)
+                events[kind].append(when)
                 if kind == "aer" and found and found.get("severity") == "uncorrected_fatal":
                     counts["aer_fatal"] += 1
-                    if len(events["aer_fatal"]) < 50:
-                        events["aer_fatal"].append(when)
+                    events["aer_fatal"].append(when)
                 if not (found and found["kind"] in ("sxid", "gpu_init_failed", "fallen_off_bus")):
                     matched.extend(raw[:max(0, limit - len(matched))])
                 break
     sxids, gpu_errors = _records(events_nv)
     return {"lines": len(msgs), "first": first, "xids": xids, "sxids": sxids, "gpu_errors": gpu_errors,
-            "unparsed": unparsed, "counts": counts, "events": events, "matched": matched}
+            "unparsed": unparsed, "counts": counts, "events": {k: list(v) for k, v in events.items()},
+            "events_newest": EVENTS_KEPT, "matched": matched}
 
 
 def collect(c, window_days=7):

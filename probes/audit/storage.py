@@ -64,13 +64,19 @@ def parse_fstab(text):
 
 
 def mount_of(path, mounts):
-    """The mount (target) a path lives on: the longest target that is a prefix of the path."""
+    """The mount a path lives on: the longest target that is the path or a directory above it. Of mounts on the same
+    target, the one listed last is on top (findmnt lists a mount over another as its child, /proc/self/mounts in
+    mount order), but a pseudo filesystem never hides a real one there: a systemd automount of /home is an autofs
+    mount with the NFS mount on top once /home was used, and the path lives on the NFS one."""
     best = None
     for m in mounts:
         t = m["target"]
-        if path == t or path.startswith(t.rstrip("/") + "/") or t == "/":
-            if best is None or len(t) > len(best["target"]):
-                best = m
+        if not (path == t or path.startswith(t.rstrip("/") + "/") or t == "/"):
+            continue
+        if best is None or len(t) > len(best["target"]):
+            best = m
+        elif len(t) == len(best["target"]) and (m["fstype"] not in PSEUDO or best["fstype"] in PSEUDO):
+            best = m
     return best
 
 

@@ -619,6 +619,183 @@ def test_fatal_aer_in_the_kernel_log_fails_and_an_unreadable_xid_line_is_an_erro
     assert both["status"] == "fail" and both["observed"] == "SXID 20034 fatal x1"
 
 
+def _log_checks(tmp_path, kernel_log, started):
+    node = cpu_node()
+    node["kernel_log"] = kernel_log
+    t = by(audit_rows(write_run(tmp_path, {"h": (node, started, {})})))
+    return {cid: t[(cid, "h")] for cid in ("audit.hw.machine_checks", "audit.health.hung_tasks",
+                                           "audit.health.oom")}
+
+
+def test_kernel_log_events_of_the_window_are_not_lost_behind_old_noise(tmp_path):
+    # dmesg --time-format iso (the fallback when the journal has no kernel lines): the ring buffer since boot, 60
+    # machine-check notices and 55 hung-task reports weeks ago, 2 machine checks and a hung task in the last day
+    log = audit_logs.parse_kernel_log(text("dmesg-iso_old_noise_recent_events.txt"))
+    log.pop("matched")
+    rows = _log_checks(tmp_path / "new", dict(log, source="dmesg"), "2026-11-20T08:00:00Z")
+    mce, hung = rows["audit.hw.machine_checks"], rows["audit.health.hung_tasks"]
+    assert (mce["status"], mce["observed"]) == ("warn", "2 machine-check events in 7 days (last 2026-11-19T23:04:02Z)")
+    assert (hung["status"], hung["observed"]) == ("warn", "1 hung-task reports in 7 days (last 2026-11-20T01:37:55Z)")
+    assert rows["audit.health.oom"]["status"] == "pass"
+    # an artifact of a probe that kept the first 50 times: the window is not in them, and it cannot say "none"
+    old = dict(log, events=dict(log["events"]), source="dmesg")
+    del old["events_newest"]
+    old["events"]["mce"] = [t for t, message, _ in audit_logs.messages(text("dmesg-iso_old_noise_recent_events.txt"))
+                            if audit_logs.PATTERNS["mce"].search(message)][:50]
+    rows = _log_checks(tmp_path / "old", old, "2026-11-20T08:00:00Z")
+    skipped = rows["audit.hw.machine_checks"]
+    assert skipped["status"] == "skip" and skipped["reason"].startswith(
+        "not read: the kernel log (dmesg) has 62 such events and this run's probe kept the times of only the first 50")
+
+
+def test_kernel_log_window_with_more_events_than_kept_says_at_least(tmp_path):
+    # journalctl -k -o short-iso: 55 machine-check notices on the day before the run, all in the window
+    log = _iso_log(["mce: [Hardware Error]: Machine check events logged"] * 55)
+    assert log["counts"]["mce"] == 55 and len(log["events"]["mce"]) == 50
+    mce = _log_checks(tmp_path, log, "2024-09-26T14:13:55Z")["audit.hw.machine_checks"]
+    assert (mce["status"], mce["observed"]) == (
+        "warn", "at least 50 machine-check events in 7 days (last 2024-09-25T10:00:54Z)")
+
+
+def storage_from_findmnt(name, fstab=""):
+    """The storage section as probes/audit/storage.py collect() makes it from a `findmnt -J` capture (statvfs
+    readings as cpu_node() has them)."""
+    mounts = audit_storage.parse_findmnt(text(name))
+    by_target = {}
+    for m in mounts:
+        if m["fstype"] not in audit_storage.PSEUDO and not m["target"].startswith(("/proc", "/sys")):
+            by_target[m["target"]] = dict(m, size=10 * 2**40, avail=4 * 2**40, free=4 * 2**40, inodes=10**8,
+                                          inodes_free=9 * 10**7, readonly=False)
+    home = audit_storage.mount_of("/home", mounts)
+    return {"mounts": [by_target[t] for t in sorted(by_target)], "home_mount": home["target"],
+            "home_fstype": home["fstype"], "user_home": "/root", "user_home_mount": "/", "nvme": {},
+            "fstab": audit_storage.parse_fstab(fstab), "mount_targets": sorted({m["target"] for m in mounts})}
+
+
+def _home_shared(tmp_path, storage):
+    node = cpu_node()
+    node["storage"] = storage
+    return by(audit_rows(write_run(tmp_path, {"h": node})))[("audit.storage.home_shared", "h")]
+
+
+def test_home_on_a_systemd_automount_is_judged_by_the_nfs_mount_on_it(tmp_path):
+    # findmnt -J (util-linux) captures of the H100 node with /home on a systemd automount of NFS
+    fstab = "10.40.0.20:/export/home /home nfs4 rw,hard,x-systemd.automount,_netdev 0 0\n"
+    used = _home_shared(tmp_path / "used", storage_from_findmnt("findmnt-J_home_systemd_automount.json", fstab))
+    assert (used["status"], used["observed"]) == ("pass", "/home on /home (nfs4)")
+    # not used since boot: nothing on the automount point, so the check cannot tell (never "not shared")
+    idle = _home_shared(tmp_path / "idle", storage_from_findmnt("findmnt-J_home_automount_not_triggered.json", fstab))
+    assert idle["status"] == "skip"
+    assert idle["reason"] == ("not read: /home is an automount point (autofs) with nothing mounted on it when the "
+                              "audit ran, so what it mounts cannot be told from the mounts; /etc/fstab: "
+                              "10.40.0.20:/export/home nfs4")
+    # an indirect map (autofs daemon, /etc/auto.home): each home is an NFS mount below /home
+    indirect = _home_shared(tmp_path / "indirect", storage_from_findmnt("findmnt-J_home_autofs_indirect_map.json"))
+    assert (indirect["status"], indirect["observed"]) == (
+        "pass", "/home an automount (autofs) with /home/alice (nfs4) mounted in it")
+    # an artifact of a probe that named the automount point: its mounts list has the NFS mount on /home
+    old = storage_from_findmnt("findmnt-J_home_systemd_automount.json", fstab)
+    old["home_fstype"] = "autofs"
+    assert _home_shared(tmp_path / "old", old)["status"] == "pass"
+    # /home on the root filesystem stays a warning
+    local = storage_from_findmnt("findmnt-J_home_systemd_automount.json")
+    local.update(home_mount="/", home_fstype="ext4")
+    assert _home_shared(tmp_path / "local", local)["status"] == "warn"
+
+
+def roce_node(storage_board="MT_0000000834", placed=False):
+    """The H200 node with its fabric as RoCE: mlx5_0-7 the eight rails, mlx5_8/9 the storage ports (mlx5_3 trained
+    at 200G and mlx5_9 down, as ibstat_h100_ndr.txt has them), each read as sysfs gives a RoCE port (link layer
+    Ethernet, no LID or SM, RoCE v2 GIDs). Rails: the single-port ConnectX-7, board id MT_0000000838 (as
+    ibv_devinfo_h100_ndr.txt has it); storage ports: the dual-port ConnectX-7, MT_0000000834 (the same chip,
+    MT4129), as a RoCE H-series node's ibv_devinfo lists them, or storage_board. placed: the PCIe tree of an HGX
+    baseboard as probes/audit/pci.py records it (each rail below its GPU's switch, as lspci shows GPU 0 and mlx5_0
+    in h100_node(); the storage ports on CPU root ports); else none for the NICs, as a VM shows it."""
+    gpu_buses = [int(g["pci_bus_id"][-7:-5], 16) for g in
+                 audit_nvidia.parse_smi_xml(text("nvidia-smi-q-x_h200.xml"))["gpus"]]
+    pcis = ["0000:%02x:00.0" % (b + 1) for b in gpu_buses] + ["0000:2a:00.0", "0000:aa:00.0"]
+    f = with_fabric(nvidia_node("nvidia-smi-q-x_h200.xml", "nvidia-smi-nvlink-s_h100.txt"), pcis=pcis)
+    for i, (dev, info) in enumerate(sorted(f["net"]["rdma"].items(), key=lambda kv: int(kv[0].split("_")[1]))):
+        info["board_id"] = "MT_0000000838" if i < 8 else storage_board
+        port = info["ports"]["1"]
+        if port["link_layer"] == "InfiniBand":
+            port.update(link_layer="Ethernet", lid="0", sm_lid="0", pkeys=[],
+                        gids={"3": {"type": "RoCE v2", "ipv4": True}, "1": {"type": "IB/RoCE v1", "ipv4": False}})
+            iface = f["net"]["interfaces"].pop(info["netdevs"][0])
+            info["netdevs"] = ["ens%df0np0" % i]
+            f["net"]["interfaces"][info["netdevs"][0]] = dict(iface, type=1, mtu=9000)
+            f["ib_tools"]["ibstat"][dev]["ports"]["1"]["link_layer"] = "Ethernet"
+            f["ib_tools"]["ibv_devinfo"][dev]["ports"]["1"]["link_layer"] = "Ethernet"
+    if placed:
+        devices = f["pci"]["devices"]
+        for bus, nic in zip(gpu_buses, pcis):
+            chain = ["0000:%02x:01.0" % (bus - 3), "0000:%02x:00.0" % (bus - 2)]
+            devices["0000:%02x:00.0" % bus].update(root="pci0000:%02x" % (bus - 3),
+                                                   upstream=chain + ["0000:%02x:00.0" % (bus - 1)])
+            devices[nic] = {"kind": "nic", "vendor": "0x15b3", "class": "0x020000", "root": "pci0000:%02x" % (bus - 3),
+                            "upstream": chain + ["0000:%02x:01.0" % (bus - 1)], "link_width": 16,
+                            "link_width_max": 16}
+        for nic in pcis[8:]:
+            bus = int(nic[5:7], 16)
+            devices[nic] = {"kind": "nic", "vendor": "0x15b3", "class": "0x020000", "root": "pci0000:%02x" % (bus - 1),
+                            "upstream": ["0000:%02x:01.0" % (bus - 1)], "link_width": 16, "link_width_max": 16}
+    return f
+
+
+def _rail_down(f, dev="mlx5_3"):
+    """A rail whose link went down: sysfs state DOWN, and the rate a down mlx5 port reports."""
+    f["net"]["rdma"][dev]["ports"]["1"].update(state="DOWN", phys_state="Polling", rate="40 Gb/sec (4X QDR)",
+                                               rate_gbps=40.0)
+    return f
+
+
+def _fabric_rows(tmp_path, nodes):
+    t = by(audit_rows(write_run(tmp_path, nodes)))
+    return {h: {cid: (t[(cid, h)]["status"], t[(cid, h)]["observed"]) for cid in (
+        "audit.net.rdma_rate", "audit.net.rdma_link_state", "audit.net.nic_inventory")} for h in nodes}
+
+
+def test_a_roce_rail_that_trained_low_or_went_down_fails_as_an_infiniband_one(tmp_path):
+    rows = _fabric_rows(tmp_path, {"ib": h200_node(), "roce": roce_node(), "ib_down": _rail_down(h200_node()),
+                                   "roce_down": _rail_down(roce_node()), "roce_placed": roce_node(placed=True)})
+    ib, roce = rows["ib"], rows["roce"]
+    assert ib["audit.net.rdma_rate"] == ("fail", "400G x7, 200G x1 (slow: mlx5_3 200G)")
+    assert roce["audit.net.rdma_rate"] == ib["audit.net.rdma_rate"]
+    assert roce["audit.net.rdma_link_state"] == ib["audit.net.rdma_link_state"] == (
+        "warn", "9/10 ports active (down: mlx5_9/1 DOWN)")  # the storage port
+    assert rows["roce_placed"]["audit.net.rdma_rate"] == ib["audit.net.rdma_rate"]
+    down = rows["ib_down"]
+    assert down["audit.net.rdma_link_state"] == ("fail", "8/10 ports active (down: mlx5_3/1 DOWN)")
+    assert rows["roce_down"]["audit.net.rdma_link_state"] == down["audit.net.rdma_link_state"]
+    assert rows["roce_down"]["audit.net.rdma_rate"] == down["audit.net.rdma_rate"] == ("pass", "400G x7")
+    # the storage ports (another card) stay storage
+    assert "storage: mlx5_8 200G, mlx5_9 10G" in roce["audit.net.nic_inventory"][1]
+
+
+def test_storage_ports_of_the_rails_own_card_are_rails_only_where_that_can_be_told(tmp_path):
+    same = "MT_0000000838"  # all ten the single-port ConnectX-7, as ibv_devinfo_h100_ndr.txt has them
+    healthy = roce_node(same)
+    healthy["net"]["rdma"]["mlx5_3"]["ports"]["1"].update(rate="400 Gb/sec (4X NDR)", rate_gbps=400.0)
+    cx6 = roce_node("MT_0000000359")  # a 100G frontend-class ConnectX-6 Dx (MT4125) for storage: another part
+    for dev in ("mlx5_8", "mlx5_9"):
+        cx6["net"]["rdma"][dev]["hca_type"] = "MT4125"
+        cx6["net"]["rdma"][dev]["ports"]["1"].update(rate="100 Gb/sec (2X HDR)", rate_gbps=100.0)
+    rows = _fabric_rows(tmp_path, {"healthy": healthy, "placed": roce_node(same, placed=True),
+                                   "unplaced": roce_node(same), "cx6": cx6})
+    # eight rails at 400G for eight GPUs: the slower ports of the same card are storage ports
+    assert rows["healthy"]["audit.net.rdma_rate"] == ("pass", "400G x8")
+    assert rows["healthy"]["audit.net.rdma_link_state"] == ("warn", "9/10 ports active (down: mlx5_9/1 DOWN)")
+    # seven at 400G: the PCIe tree tells the rail (below GPU 3's switch) from the storage ports
+    assert rows["placed"]["audit.net.rdma_rate"] == ("fail", "400G x7, 200G x1 (slow: mlx5_3 200G)")
+    assert rows["placed"]["audit.net.rdma_link_state"] == ("warn", "9/10 ports active (down: mlx5_9/1 DOWN)")
+    # without it, three ports of the card are below 400G for one missing rail: never "pass", never a guess
+    assert rows["unplaced"]["audit.net.rdma_rate"] == (
+        "warn", "400G x7 (below it: mlx5_3 200G, mlx5_8 200G, mlx5_9 DOWN (MT_0000000838, like the compute ports))")
+    # a genuinely different, slower NIC keeps being storage; the rail of the rails' card is judged as one
+    assert rows["cx6"]["audit.net.rdma_rate"] == ("fail", "400G x7, 200G x1 (slow: mlx5_3 200G)")
+    assert "storage: mlx5_8 100G, mlx5_9 100G" in rows["cx6"]["audit.net.nic_inventory"][1]
+
+
 def test_kubernetes_objects_from_the_controller(tmp_path):
     run = write_run(tmp_path, {"h": h200_node()})
     k8s = Path(run.run_dir) / "kubernetes"

@@ -177,6 +177,16 @@ def test_kernel_log_xids_events_and_times():
     assert audit_logs.parse_time("2025-10-14T06:41:55+0200") == "2025-10-14T04:41:55Z"
 
 
+def test_one_oom_kill_is_one_event_whatever_the_kernel_prints_around_it():
+    """The OOM killer's report, as mm/oom_kill.c prints it: since 5.0 a summary line (oom-kill:constraint=...) and
+    the kill (Out of memory: / Memory cgroup out of memory: Killed process N); before, "Kill process N ... or
+    sacrifice child" and then "Killed process N". Three kills here: a global one, a cgroup one (a Slurm job's
+    step), one of a 4.x kernel. Before, each counted twice (the summary or the 'Kill process' line, and the kill)."""
+    log = audit_logs.parse_kernel_log(text("dmesg-iso_oom_kills.txt"))
+    assert log["counts"]["oom"] == 3
+    assert log["events"]["oom"] == ["2024-11-04T09:12:41Z", "2024-11-05T14:03:09Z", "2024-11-06T02:40:55Z"]
+
+
 KMSG = Path(__file__).resolve().parents[1] / "fixtures" / "kmsg"
 
 
@@ -254,6 +264,44 @@ def test_kernel_log_aer_of_new_kernels_and_unreadable_xid_lines():
     bad = audit_logs.parse_kernel_log(prefix + "kernel: NVRM: Xid (PCI:0000:18:00) 79 GPU has fallen off the bus.\n")
     assert bad["xids"] == [] and bad["unparsed"] == [
         {"time": "2024-09-25T10:00:00Z", "line": "NVRM: Xid (PCI:0000:18:00) 79 GPU has fallen off the bus."}]
+
+
+def test_kernel_log_keeps_the_newest_events_and_counts_them_all():
+    # `dmesg --time-format iso` (util-linux: "YYYY-MM-DDTHH:MM:SS,<microseconds><+-><offset>", one record a line)
+    # of a node up since 2026-10-25: 60 machine-check notices and 55 hung-task reports in its first days, then two
+    # machine checks and a hung task in the last day. The ring buffer reaches back to boot; the newest must be kept.
+    log = audit_logs.parse_kernel_log(text("dmesg-iso_old_noise_recent_events.txt"))
+    assert log["counts"]["mce"] == 62 and log["counts"]["hung_task"] == 56
+    assert log["events_newest"] == 50
+    assert len(log["events"]["mce"]) == 50 and len(log["events"]["hung_task"]) == 50
+    assert log["events"]["mce"][-2:] == ["2026-11-19T22:10:41Z", "2026-11-19T23:04:02Z"]
+    assert log["events"]["hung_task"][-1] == "2026-11-20T01:37:55Z"
+    assert log["events"]["mce"] == sorted(log["events"]["mce"])  # oldest first, as before
+    assert log["first"] == "2026-10-25T06:12:03Z"
+
+
+def test_home_on_an_automount_is_the_mount_on_top_of_the_autofs_one():
+    # `findmnt -J -o TARGET,SOURCE,FSTYPE,OPTIONS` (util-linux JSON: a mount over another is its child) of the H100
+    # node with /home from /etc/fstab "10.40.0.20:/export/home /home nfs4 x-systemd.automount": once /home was used,
+    # systemd's autofs mount (source systemd-1) and the NFS mount on top of it, both on /home
+    mounts = audit_storage.parse_findmnt(text("findmnt-J_home_systemd_automount.json"))
+    assert [m["fstype"] for m in mounts if m["target"] == "/home"] == ["autofs", "nfs4"]
+    assert audit_storage.mount_of("/home", mounts)["fstype"] == "nfs4"
+    assert audit_storage.mount_of("/home/alice", mounts)["source"] == "10.40.0.20:/export/home"
+    # the same in /proc/self/mounts (mount order), where rootfs may come before the real root too
+    proc = audit_storage.parse_proc_mounts("rootfs / rootfs rw 0 0\n/dev/md0 / ext4 rw,relatime 0 0\n"
+                                           "systemd-1 /home autofs rw,relatime,fd=52,pgrp=1,timeout=0,minproto=5,"
+                                           "maxproto=5,direct,pipe_ino=30417 0 0\n"
+                                           "10.40.0.20:/export/home /home nfs4 rw,relatime,vers=4.1,hard 0 0\n")
+    assert audit_storage.mount_of("/home", proc)["fstype"] == "nfs4"
+    assert audit_storage.mount_of("/var", proc)["fstype"] == "ext4"
+    # not used yet: only the automount point is there; an indirect map (autofs daemon, /etc/auto.home) mounts
+    # each home below it
+    idle = audit_storage.parse_findmnt(text("findmnt-J_home_automount_not_triggered.json"))
+    assert audit_storage.mount_of("/home", idle)["fstype"] == "autofs"
+    indirect = audit_storage.parse_findmnt(text("findmnt-J_home_autofs_indirect_map.json"))
+    assert audit_storage.mount_of("/home", indirect)["fstype"] == "autofs"
+    assert audit_storage.mount_of("/home/alice/x", indirect)["fstype"] == "nfs4"
 
 
 def test_sshd_t_sudoers_and_sockets():

@@ -14,14 +14,56 @@ def nic_role_thresholds():
     return {key: check[key] for key in ("compute_roce_min_gbps", "storage_min_gbps")}
 
 
+def _part(info):
+    """What a NIC is, for telling a rail that trained low from a storage port: its board id (the card model's PSID,
+    MT_0000000838), or the chip (hca_type) when sysfs gave none."""
+    return info.get("board_id") or info.get("hca_type")
+
+
+def _gpu_local(v, bdf):
+    """Whether the PCI device `bdf` shares a bridge (a PCIe switch, a root port) with a GPU, as NCCL pairs a rail
+    with its GPU; None when the probe recorded no place for it."""
+    dev = v.pci.get(bdf or "")
+    if not dev or not dev.get("upstream"):
+        return None
+    mine = set(dev["upstream"])
+    return any(mine & set(v.pci[g].get("upstream") or []) for g in v.pci_gpus())
+
+
+def _slow_rails(v, c, nics, infos):
+    """RoCE NICs below the compute rate that are rails all the same: the same part as the node's RoCE rails at the
+    rate, when the node has fewer rails than its GPUs call for (`nics_per_gpu`): a rail that trained low or went
+    down. -> (rails, unsure): when the PCIe tree places NICs, those of the part next to a GPU are the rails; when
+    it does not and more ports of the part are below the rate than rails are missing (storage ports of the same
+    card), which is which cannot be told: `unsure`, judged by no check as a rail."""
+    gpus = len(v.pci_gpus()) or len(v.nv_gpus) or len(v.amd_gpus)
+    missing = round(gpus * float(c.get("nics_per_gpu", 1))) - sum(1 for n in nics if n["role"] == "compute")
+    fast = {_part(infos[n["name"]]) for n in nics if n["role"] == "compute" and n["link"] == "RoCE"} - {None}
+    candidates = [n for n in nics if n["role"] == "storage" and _part(infos[n["name"]]) in fast]
+    if missing <= 0 or not candidates:
+        return [], []
+    placed = {n["name"]: _gpu_local(v, infos[n["name"]].get("pci")) for n in nics}
+    if any(placed.values()):
+        candidates = [n for n in candidates if placed[n["name"]]]
+        if not candidates:
+            return [], []
+    if len(candidates) <= missing:
+        return candidates, []
+    return [], candidates
+
+
 def classify_nics(v, c):
-    """[{name, role, link, rate_gbps, rdma, netdevs}] with role compute / storage / frontend / other."""
+    """[{name, role, link, rate_gbps, rdma, netdevs}] with role compute / storage / frontend / other. An RDMA NIC
+    on the default route is frontend; an InfiniBand one, or a RoCE one at compute_roce_min_gbps or more, compute;
+    a slower RoCE NIC is storage unless it is a rail that trained low or is down (_slow_rails: then compute, or
+    `rail_unsure` when that cannot be told)."""
     net = v.sec("net")
     ifaces = net.get("interfaces") or {}
     default = set(net.get("default_route") or [])
     roce_min = float(c.get("compute_roce_min_gbps", 400))
     out, used = [], set()
-    for dev, info in sorted(v.rdma().items()):
+    infos = v.rdma()
+    for dev, info in sorted(infos.items()):
         ports = info.get("ports") or {}
         p = ports.get("1") or (next(iter(ports.values())) if ports else {})
         netdevs = info.get("netdevs") or []
@@ -36,6 +78,11 @@ def classify_nics(v, c):
             role = "storage"
         out.append({"name": dev, "role": role, "link": "IB" if link == "InfiniBand" else "RoCE", "rate_gbps": rate,
                     "state": p.get("state"), "netdevs": netdevs, "rdma": True})
+    rails, unsure = _slow_rails(v, c, out, infos)
+    for n in rails:
+        n["role"] = "compute"
+    for n in unsure:
+        n.update(rail_unsure=True, part=_part(infos[n["name"]]))
     for name, i in sorted(ifaces.items()):
         if name in used or name == "lo" or i.get("type") == 772:
             continue
@@ -74,23 +121,40 @@ def compute_nic_ratio(v, c):
              ">= %g compute NIC per GPU (rail-optimized)" % want)
 
 
+def _unsure_text(unsure):
+    """'mlx5_3 200G, mlx5_8 200G, mlx5_9 DOWN (MT4129, like the compute ports)'."""
+    return "%s (%s, like the compute ports)" % (name_list(
+        "%s %s" % (n["name"], "%gG" % (n["rate_gbps"] or 0) if (n["state"] or "").upper() == "ACTIVE"
+                   else n["state"]) for n in unsure), name_list(sorted({str(n["part"]) for n in unsure})))
+
+
+_UNSURE_WHY = ("the node has fewer compute ports than GPUs: one of these ports of the compute ports' card may be a "
+               "rail that trained low or went down, the others storage ports; the audit cannot tell which (ibstat, "
+               "mlxlink and the cabling can)")
+
+
 @host_rule
 def rdma_link_state(v, c):
     ports = v.rdma_ports()
     down = ["%s/%s %s" % (d, p, x.get("state")) for d, p, x in ports if (x.get("state") or "").upper() != "ACTIVE"]
-    compute = {n["name"] for n in classify_nics(v, c) if n["role"] == "compute"}
+    nics = classify_nics(v, c)
+    compute = {n["name"] for n in nics if n["role"] == "compute"}
     down_compute = [x for x in down if x.split("/")[0] in compute]
+    unsure = [n for n in nics if n.get("rail_unsure")]
     obs = "%d/%d ports active" % (len(ports) - len(down), len(ports))
     if down_compute:
         return R("fail", obs + " (down: %s)" % name_list(down_compute), "every RDMA port active")
     if down:
-        return R("warn", obs + " (down: %s)" % name_list(down), "every RDMA port active")
+        down_unsure = [n for n in unsure if (n["state"] or "").upper() != "ACTIVE"]
+        return R("warn", obs + " (down: %s)" % name_list(down), "every RDMA port active",
+                 "%s: %s" % (_unsure_text(unsure), _UNSURE_WHY) if down_unsure else None)
     return R("pass", obs, "every RDMA port active")
 
 
 @host_rule
 def rdma_rate(v, c):
-    nics = [n for n in classify_nics(v, c) if n["role"] == "compute" and (n["state"] or "").upper() == "ACTIVE"]
+    classified = classify_nics(v, c)
+    nics = [n for n in classified if n["role"] == "compute" and (n["state"] or "").upper() == "ACTIVE"]
     if not nics:
         raise Skip("not applicable: no active compute fabric port")
     rates = Counter(n["rate_gbps"] for n in nics)
@@ -98,8 +162,11 @@ def rdma_rate(v, c):
     want = float(v.param_int("fabric_rate_gbps") or c.get("min_gbps", 0) or top)
     slow = ["%s %gG" % (n["name"], n["rate_gbps"] or 0) for n in nics if (n["rate_gbps"] or 0) < max(top, want)]
     obs = name_list("%gG x%d" % (r or 0, k) for r, k in sorted(rates.items(), key=lambda kv: -(kv[0] or 0)))
-    return R("fail" if slow else "pass", obs + (" (slow: %s)" % name_list(slow) if slow else ""),
-             "every compute port at %gG" % max(top, want))
+    expected = "every compute port at %gG" % max(top, want)
+    unsure = [n for n in classified if n.get("rail_unsure")]
+    if not slow and unsure:
+        return R("warn", obs + " (below it: %s)" % _unsure_text(unsure), expected, _UNSURE_WHY)
+    return R("fail" if slow else "pass", obs + (" (slow: %s)" % name_list(slow) if slow else ""), expected)
 
 
 @host_rule

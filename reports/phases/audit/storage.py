@@ -53,14 +53,36 @@ def parallel(v, c):
              "a parallel filesystem (Lustre, GPFS, Weka, BeeGFS) or a scale-out NFS for data")
 
 
+def _is_shared(fs):
+    return fs in SHARED_FS or fs.startswith("nfs")
+
+
 @host_rule
 def home_shared(v, c):
+    """/home on a shared filesystem. An automount of /home (autofs) is judged by what is mounted on it or, for an
+    indirect map, under it (/home/alice); when nothing is, the check cannot tell (skip), never "not shared"."""
     st = v.sec("storage")
-    v.need("mounts")
-    fs = st.get("home_fstype") or ""
-    shared = fs in SHARED_FS or fs.startswith("nfs")
-    return R("pass" if shared else "warn", "/home on %s (%s)" % (st.get("home_mount"), fs or "?"),
-             "/home on shared storage", None if shared else "users see a different home directory on every node")
+    mounts = _mounts(v)
+    target, fs = st.get("home_mount"), st.get("home_fstype") or ""
+    expected = "/home on shared storage"
+    if fs == "autofs":
+        # a probe before the fix named the automount point even with the NFS mount on top: `mounts` has that one
+        on_top = next((m for m in mounts if m.get("target") == target), None)
+        if on_top:
+            fs = on_top.get("fstype") or ""
+    if fs == "autofs":
+        below = [m for m in mounts if (m.get("target") or "").startswith(target.rstrip("/") + "/")]
+        shared_below = [m for m in below if _is_shared(m.get("fstype") or "")]
+        if shared_below and len(shared_below) == len(below):
+            return R("pass", "/home an automount (autofs) with %s mounted in it" % name_list(
+                "%s (%s)" % (m["target"], m.get("fstype")) for m in shared_below), expected)
+        planned = [e for e in st.get("fstab") or [] if e.get("target") == target]
+        raise Skip("not read: %s is an automount point (autofs) with nothing mounted on it when the audit ran, so "
+                   "what it mounts cannot be told from the mounts%s" % (target, "; /etc/fstab: %s" % name_list(
+                       "%s %s" % (e["source"], e["fstype"]) for e in planned) if planned else ""))
+    shared = _is_shared(fs)
+    return R("pass" if shared else "warn", "/home on %s (%s)" % (target, fs or "?"), expected,
+             None if shared else "users see a different home directory on every node")
 
 
 @host_rule

@@ -37,28 +37,51 @@ def memory_ecc(v, c):
 
 
 def _log_times(v, c, kind):
-    """The times of the kernel log's `kind` events within the check's window before the run."""
+    """(times of the kernel log's `kind` events within the check's window before the run, window, partial).
+    The probe counts every event and keeps the times of the newest 50 of each kind (`events_newest`): when it
+    dropped some and even its oldest kept one is in the window, the window may hold more (partial "newest"). A
+    probe before that kept the first 50 (partial "first": the window holds these and maybe later ones); when it
+    dropped some and kept none of the window, the window cannot be judged from it (Skip, never "none")."""
     v.need("kernel_log")
     kl = v.sec("kernel_log")
     window = int(c.get("window_days", 7))
     end = v.started_at()
+    kept = (kl.get("events") or {}).get(kind) or []
+    dropped = ((kl.get("counts") or {}).get(kind) or 0) > len(kept)
     times = []
-    for t in (kl.get("events") or {}).get(kind) or []:
+    for t in kept:
         try:
             when = datetime.fromisoformat(str(t).replace("Z", "+00:00"))
         except ValueError:
             continue
         if (end - when).total_seconds() <= window * 86400:
             times.append(t)
-    return times, window
+    if dropped and not kl.get("events_newest"):
+        if not times:
+            raise Skip("not read: the kernel log (%s) has %d such events and this run's probe kept the times of only "
+                       "the first %d (it predates keeping the newest): the %d days before the run cannot be told; "
+                       "re-run the audit" % (kl.get("source") or "?", kl["counts"][kind], len(kept), window))
+        return times, window, "first"
+    return times, window, "newest" if dropped and len(times) == len(kept) else None
+
+
+def _count_text(times, partial):
+    """'3' or, when the probe kept the times of only some events, 'at least 50'."""
+    return "%s%d" % ("at least " if partial else "", len(times))
+
+
+def _last_text(times, partial):
+    """'last 2026-11-19T22:11:00Z' (after the count); a probe that kept the first 50 did not keep the last one."""
+    return "later ones not kept by this run's probe" if partial == "first" else "last %s" % times[-1]
 
 
 def _log_count(kind, what):
     @host_rule
     def fn(v, c):
-        times, window = _log_times(v, c, kind)
+        times, window, partial = _log_times(v, c, kind)
         status = c.get("status", "warn") if times else "pass"
-        return R(status, "%d %s in %d days%s" % (len(times), what, window, " (last %s)" % times[-1] if times else ""),
+        return R(status, "%s %s in %d days%s" % (_count_text(times, partial), what, window,
+                                                 " (%s)" % _last_text(times, partial) if times else ""),
                  "none in %d days" % window)
     return fn
 
@@ -71,12 +94,13 @@ hung_tasks = _log_count("hung_task", "hung-task reports")
 @host_rule
 def pcie_aer_log(v, c):
     """Uncorrected AER lines of the window warn (the check's `status`); one that says Fatal fails."""
-    times, window = _log_times(v, c, "aer")
-    fatal, _ = _log_times(v, c, "aer_fatal")
+    times, window, partial = _log_times(v, c, "aer")
+    fatal, _, partial_fatal = _log_times(v, c, "aer_fatal")
     status = "fail" if fatal else c.get("status", "warn") if times else "pass"
-    return R(status, "%d uncorrected PCIe errors in %d days%s%s" % (
-        len(times), window, " (%d fatal, last %s)" % (len(fatal), fatal[-1]) if fatal else "",
-        " (last %s)" % times[-1] if times else ""), "none in %d days" % window)
+    return R(status, "%s uncorrected PCIe errors in %d days%s%s" % (
+        _count_text(times, partial), window,
+        " (%s fatal, %s)" % (_count_text(fatal, partial_fatal), _last_text(fatal, partial_fatal)) if fatal else "",
+        " (%s)" % _last_text(times, partial) if times else ""), "none in %d days" % window)
 
 
 @host_rule
