@@ -94,6 +94,10 @@ def grade_tier_metric(check, run, host):
         elif doc["status"] == "error" and (str(tier) not in groups if per == "tier" and tier else not recs):
             rows.append(make_row(check, host, "error", "no result", reason=doc.get("reason"),
                                  subject="tier=%s" % tier if tier else ""))
+        elif doc["status"] == "ok" and per == "tier" and tier and str(tier) not in groups:
+            # the tier ran and has no result this check selects (e.g. an artifact from before it was recorded)
+            rows.append(make_row(check, host, "skip", reason=check.get("missing_reason")
+                                 or "no %s result on this tier" % check["metric"], subject="tier=%s" % tier))
     if not groups and not rows:
         rows.append(make_row(check, host, "skip", reason=check.get("missing_reason")
                              or "no %s result on this host" % check["metric"]))
