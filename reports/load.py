@@ -225,7 +225,8 @@ def load_run(run_dir):
     hosts.update(doc["host"] for doc in docs)
     unreachable = {}
     for line in journal:
-        if line.get("status") == "unreachable" and line.get("host") in hosts:
+        # an unreachable result under ignore_unreachable (ignored) left the host in the play: it was not lost
+        if line.get("status") == "unreachable" and not line.get("ignored") and line.get("host") in hosts:
             unreachable.setdefault(line["host"], line.get("msg") or "unreachable")
     for host in meta.get("unreachable_hosts") or []:
         if host in hosts:

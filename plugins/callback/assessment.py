@@ -122,6 +122,11 @@ def _host_of(res: Any) -> Any:
     return host if host is not None else getattr(res, "_host", None)
 
 
+def _ignores_unreachable(task: Any) -> bool:
+    """Whether the task carries ignore_unreachable (its unreachable results leave the host in the play)."""
+    return bool(getattr(task, "ignore_unreachable", False))
+
+
 def _task_of(res: Any) -> Any:
     """The Task of a callback task result (``.task`` on 2.19+, ``._task`` on 2.18)."""
     task = getattr(res, "task", None)
@@ -406,7 +411,9 @@ class CallbackModule(CallbackBase):
 
     @_guarded
     def v2_runner_on_unreachable(self, result):
-        self._record_result(result, "unreachable")
+        # ansible reports an unreachable host to callbacks even under ignore_unreachable (a poll that misses a slot,
+        # a reading delegated to another host): marked ignored, it does not make the host unreachable for the run
+        self._record_result(result, "unreachable", ignored=_ignores_unreachable(_task_of(result)))
 
     @_guarded
     def v2_runner_on_async_failed(self, result):
@@ -418,7 +425,9 @@ class CallbackModule(CallbackBase):
 
     @_guarded
     def v2_runner_item_on_failed(self, result):
-        self._record_result(result, "failed", item=True)
+        unreachable = bool(_result_of(result).get("unreachable"))
+        self._record_result(result, "failed", item=True,
+                            ignored=True if unreachable and _ignores_unreachable(_task_of(result)) else None)
 
     @_guarded
     def v2_runner_item_on_skipped(self, result):

@@ -256,3 +256,63 @@ def test_an_interrupted_run_leaves_a_readable_journal(tmp_path):
     assert [line.get("event") or line["task"] for line in lines] == ["play_start", "controller",
                                                                      "Announce the run directory", "Quick step"]
     assert not (journal.parent / "run.json").exists()
+
+
+UNREACHABLE_PLAYBOOK = """\
+- name: Preflight
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Announce the run directory
+      ansible.builtin.set_fact:
+        assess_run: {{id: it-2, dir: "{run_dir}", provider: local, profile: quick, started_at: "{started_at}"}}
+
+- name: Poll
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: A poll that may miss a host (roles/burnin's poll loop)
+      ansible.builtin.raw: "true"
+      ignore_unreachable: true
+
+    - name: The same, one slot at a time
+      ansible.builtin.raw: "true"
+      loop: [1]
+      ignore_unreachable: true
+
+    - name: Still in the play
+      ansible.builtin.debug:
+        msg: here
+"""
+
+
+def test_a_host_missed_under_ignore_unreachable_stays_reachable_for_the_run(tmp_path):
+    """ansible tells callbacks of an unreachable result even under ignore_unreachable, and the host stays in the
+    play: the journal marks it ignored, and the report does not take the host for unreachable (before, one missed
+    poll of the burn-in threw away everything the host measured: 'host unreachable' on every row)."""
+    from reports.grading.select import host_failed_tasks
+    from reports.load import load_run
+
+    run_dir = tmp_path / "runs" / "local" / "it-2"
+    run_dir.mkdir(parents=True)
+    (run_dir / "assess_run.json").write_text(json.dumps({"id": "it-2", "hosts": ["localhost", "gone"]}))
+    (tmp_path / PLAYBOOK).write_text(UNREACHABLE_PLAYBOOK.format(run_dir=run_dir, started_at=STARTED_AT))
+    # a host whose SSH port refuses: unreachable at once
+    (tmp_path / "inventory.ini").write_text(
+        f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n"
+        "gone ansible_host=127.0.0.1 ansible_port=9 ansible_connection=ssh "
+        "ansible_ssh_common_args='-o ConnectTimeout=5'\n")
+    empty_cfg = tmp_path / "ansible.cfg"
+    empty_cfg.write_text("[defaults]\nhost_key_checking = false\n")
+    env = clean_env(ANSIBLE_CONFIG=str(empty_cfg), ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS),
+                    ANSIBLE_CALLBACKS_ENABLED=CALLBACK, CLUSTERMAX_ASSESS_REPORT="false")
+    proc = subprocess.run([str(BIN / "ansible-playbook"), "-i", "inventory.ini", PLAYBOOK], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [json.loads(line) for line in (run_dir / "journal.jsonl").read_text().splitlines()]
+    gone = [(line["task"], line["status"], line.get("ignored")) for line in lines if line.get("host") == "gone"]
+    assert ("A poll that may miss a host (roles/burnin's poll loop)", "unreachable", True) in gone, gone
+    assert all(ignored for _, status, ignored in gone if status in ("unreachable", "failed")), gone
+    assert ("Still in the play", "ok", None) in gone, gone
+    run = load_run(str(run_dir))
+    assert run.unreachable == {} and host_failed_tasks(run, "gone") == []
