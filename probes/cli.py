@@ -27,8 +27,9 @@ from probes.registry import PROBES
 INLINE_LIMIT_BYTES = 8 * 1024 * 1024
 
 
-class ProbeTimeout(Exception):
-    pass
+class ProbeTimeout(BaseException):
+    """The probe's time limit. Not an Exception: a probe's `except Exception` (a step that failed, the next one
+    tried) must not swallow it, or the one-shot alarm never rings again and the probe runs on without a limit."""
 
 
 def _on_alarm(signum, frame):
@@ -85,9 +86,12 @@ def run_probe(name, out_dir, run_id, host, variant=None, params=None, timeout=0)
     except Exception as exc:  # noqa: BLE001 - any fault becomes data in the artifact
         art.error("%s: %s" % (type(exc).__name__, exc))
         tb_name = artifact_filename(name, variant).replace(".json", ".traceback.txt")
-        with open(os.path.join(out_dir, tb_name), "w") as fh:
-            fh.write(traceback.format_exc())
-        art.raw.append(tb_name)
+        try:
+            with open(os.path.join(out_dir, tb_name), "w") as fh:
+                fh.write(traceback.format_exc())
+            art.raw.append(tb_name)
+        except OSError:
+            pass  # a full disk: the reason above says what failed, the results are kept
     finally:
         if timeout and timeout > 0:
             signal.setitimer(signal.ITIMER_REAL, 0)
@@ -98,7 +102,13 @@ def run_probe(name, out_dir, run_id, host, variant=None, params=None, timeout=0)
         doc.update(status="error", reason="invalid artifact: " + "; ".join(problems[:5]), results=[
             r for r in doc["results"] if isinstance(r, dict) and not isinstance(r.get("value"), bool)
             and isinstance(r.get("value"), (int, float))])
-    path = write_json_atomic(os.path.join(out_dir, artifact_filename(name, variant)), doc)
+    try:
+        path = write_json_atomic(os.path.join(out_dir, artifact_filename(name, variant)), doc)
+    except OSError as exc:
+        # A full or read-only disk on the node: what was measured is still here, and goes back in the manifest.
+        doc["status"] = "error"
+        doc["reason"] = "; ".join(x for x in (doc.get("reason"), "artifact not written on the node: %s" % exc) if x)
+        path = None
     return path, doc
 
 

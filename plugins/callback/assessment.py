@@ -513,7 +513,8 @@ class CallbackModule(CallbackBase):
         self._cleaned = True
         from ansible import context
 
-        run_id = os.path.basename(self.journal.run_dir.rstrip(os.sep))
+        # the run's id (a slice's directory is <run>/slices/<slice>: the nodes' lock and directory are the run's)
+        run_id = str((self.journal.run or {}).get("id") or os.path.basename(self.journal.run_dir.rstrip(os.sep)))
         script = sys.argv[0] if os.path.basename(sys.argv[0]) == "ansible-playbook" else \
             shutil.which("ansible-playbook") or "ansible-playbook"
         argv = cleanup_argv(run_id, context.CLIARGS, COLLECTION_ROOT, [sys.executable, script], hosts=hosts)

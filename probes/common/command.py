@@ -60,8 +60,18 @@ def run_cmd(argv, timeout=10.0, env=None, cwd=None):
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        # The command itself may have ended, its pipes held open by a process it left outside its group (a daemon
+        # it started): that is its result, not a timeout. Either way the output is read for 2 s more at most.
+        exited = proc.poll() is not None
         kill_group(proc, grace=0.5)
-        out, err = proc.communicate()
+        try:
+            out, err = proc.communicate(timeout=2.0)
+        except subprocess.TimeoutExpired as held:
+            out, err = held.output, held.stderr
+            for pipe in (proc.stdout, proc.stderr):
+                pipe.close()
+        if exited:
+            return CmdResult(argv, proc.returncode, _text(out), _text(err), False, False)
         return CmdResult(argv, None, _text(out), _text(err), False, True)
     except BaseException:
         kill_group(proc, grace=0.5)

@@ -628,3 +628,21 @@ def test_an_interrupted_runs_cleanup_keeps_the_inventory_limit_extra_vars_and_co
         "/venv/bin/python", "/venv/bin/ansible-playbook", "/coll/playbooks/cleanup.yml", "-i", "inv.ini",
         "-i", "more.yml", "--limit", "gpu", "-e", "@v.json", "-e", "assess_remote_tmp=/scratch", "--user", "ops",
         "--connection", "ssh", "-e", "assess_cleanup_run=20261204T000000Z-abc"]
+
+
+def test_an_interrupted_slice_cleans_up_its_run_not_a_run_named_after_the_slice(cb, tmp_path, monkeypatch):
+    """A slice of a sliced run (AWX job slicing) writes under <run>/slices/<slice>; the nodes' lock and working
+    directory are the run's. Before, the cleanup after Ctrl-C named the slice (assess_cleanup_run=4712) and left
+    run 4711's processes, directory and lock on every node."""
+    from ansible import context
+
+    calls = []
+    monkeypatch.setattr(subprocess, "run", lambda argv, **kw: calls.append(argv) or completed(argv, 0, "", ""))
+    monkeypatch.setattr(context, "CLIARGS", {"inventory": ["provider.ini"], "extra_vars": [], "subset": None})
+    slice_dir = tmp_path / "runs" / "acme" / "4711" / "slices" / "4712"
+    cb.v2_runner_on_ok(fake_result("localhost", fake_task("Announce the run", "ansible.builtin.set_fact"),
+                                   changed=False, ansible_facts=run_fact(slice_dir, id="4711")))
+    cb._has_cleanup_play = True
+    cb._cleanup_interrupted("interrupted")
+    [argv] = calls
+    assert "assess_cleanup_run=4711" in argv and "assess_cleanup_run=4712" not in argv, argv

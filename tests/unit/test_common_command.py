@@ -83,6 +83,21 @@ def test_a_daemon_left_by_a_command_that_exited_goes_too(marker):
     assert gone(marker) == []
 
 
+def test_a_command_whose_pipes_a_daemon_in_another_session_holds_keeps_its_timeout(marker):
+    """The command exits 0 at once but leaves a process of its own session (setsid: outside the group the runner
+    ends) holding stdout: its result is what it printed and its exit status, within the timeout and 2 s. Before,
+    the runner waited until that process closed the pipe (12 s for a 2 s timeout) and reported a timeout."""
+    t0 = time.monotonic()
+    res = run_cmd(["sh", "-c", "setsid sleep 12 %s & echo started" % marker], timeout=2.0)
+    elapsed = time.monotonic() - t0
+    try:
+        assert (res.rc, res.stdout, res.timed_out) == (0, "started\n", False)
+        assert elapsed < 6.0
+    finally:
+        for pid in alive(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_missing_and_failing_commands_are_results():
     res = run_cmd(["/nonexistent/tool", "-v"], timeout=5)
     assert res.missing and res.rc is None and res.stderr == "/nonexistent/tool: not found"

@@ -97,3 +97,69 @@ def test_pyz_is_reproducible_and_runs_by_hand(tmp_path):
     man = json.loads(out.stdout.strip().splitlines()[-1])
     assert man["artifact"]["probe"] == "node_info" and validate(man["artifact"]) == []
     assert (tmp_path / "o" / "node_info.json").exists()
+
+
+def test_a_probe_that_catches_exception_still_stops_at_its_time_limit(tmp_path):
+    """net_speed tries each URL and records a failed one (`except Exception`) before the next: the time limit is
+    no Exception, so it stops the probe there. Before, each URL swallowed it and the probe ran on with no limit
+    (8 s for a 1 s limit, status ok)."""
+    import http.server
+    import socketserver
+    import threading
+
+    class Slow(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # 40 bytes over 4 s
+            self.send_response(200)
+            self.send_header("Content-Length", "40")
+            self.end_headers()
+            try:
+                for _ in range(8):
+                    self.wfile.write(b"x" * 5)
+                    self.wfile.flush()
+                    time.sleep(0.5)
+            except OSError:
+                pass  # the probe stopped reading: what this test wants
+
+        def log_message(self, *args):
+            pass
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Slow)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = "http://127.0.0.1:%d/x" % server.server_address[1]
+    try:
+        t0 = time.monotonic()
+        _, doc = cli.run_probe("net_speed", str(tmp_path), "r", "h", timeout=1.0,
+                               params={"download_urls": [url, url + "?2", url + "?3"], "upload_urls": [],
+                                       "timeout_s": 30})
+        elapsed = time.monotonic() - t0
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert doc["status"] == "error" and doc["reason"] == "timed out after 1 s", (doc["reason"], doc["facts"])
+    assert elapsed < 3.5
+
+
+def test_a_full_disk_keeps_what_was_measured_in_the_manifest(tmp_path, fake_probe):
+    """The node's disk is full when the artifact is written: the probe's results still go back to the controller
+    (the --inline manifest), with the reason. Before, main() died with ENOSPC and printed nothing."""
+    full = tmp_path / "full"
+    full.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("needs a tmpfs mount (root)")
+    try:
+        subprocess.run(["dd", "if=/dev/zero", "of=%s" % (full / "filler"), "bs=4k", "count=1000"],
+                       capture_output=True)
+
+        def run(art, params, out_dir):
+            art.add("measured", 2.5, "s")
+
+        fake_probe.run = run
+        path, doc = cli.run_probe("fake", str(full / "art"), "r", "h")
+        assert path is None and doc["status"] == "error"
+        assert doc["reason"].startswith("artifact not written on the node: [Errno 28] No space left on device")
+        assert doc["results"][0]["value"] == 2.5 and validate(doc) == []
+        assert cli.manifest(path, doc, str(full / "art"))["artifact"]["results"] == doc["results"]
+    finally:
+        subprocess.run(["umount", str(full)], capture_output=True)
