@@ -114,8 +114,6 @@ def run(art, params, out_dir):
                             gpu=label)
                 paths = a = b = host = None  # free this GPU's buffers before the next one
             except Exception as exc:  # noqa: BLE001 - one GPU's fault is reported; the others are measured
-                if type(exc).__name__ == "ProbeTimeout":
-                    raise
                 errors.append("gpu %s: %s: %s" % (label, type(exc).__name__, str(exc).strip()[:200]))
         for i in gpus:
             for j in gpus:
@@ -125,8 +123,6 @@ def run(art, params, out_dir):
                     peer = bool(torch.cuda.can_device_access_peer(i, j))
                     times = _p2p_times(torch, i, j, nbytes, warmup, iters, copies)
                 except Exception as exc:  # noqa: BLE001
-                    if type(exc).__name__ == "ProbeTimeout":
-                        raise
                     errors.append("p2p %s->%s: %s: %s" % (label_of[i], label_of[j], type(exc).__name__,
                                                          str(exc).strip()[:200]))
                     continue
