@@ -3,9 +3,11 @@
 A side is a run directory (its report/ratings.json and report/checks.csv; graded on the fly when it has no
 report yet), a report directory, or a ratings.json beside its checks.csv.
 
-- Per check id: the worst status and the score (mean over graded rows, pass 1 / warn 0.5 / fail and error 0, from
-  ratings.json). A check regresses when its worst status or its score gets worse, improves when either gets better
-  and neither gets worse; a check graded on one side only is "newly measured" / "no longer measured".
+- Per check id: the worst status and the score (mean over graded rows, pass 1 / warn 0.5 / fail 0, from
+  ratings.json; error rows are not graded). A check regresses when its worst status or its score gets worse,
+  improves when either gets better and neither gets worse. A worst status that became or stopped being error
+  (pass or warn to error and back) is classed by the status first, even where a side has no score (every row an
+  error); otherwise a check graded on one side only is "newly measured" / "no longer measured".
 - Per row, for the same (check, host, subject) on both sides (the same cluster measured twice): status changes.
 - Tier, overall score and category scores, and headline metrics (in their better direction).
 """
@@ -52,6 +54,14 @@ def _worse(a, b):
     return (STATUS_RANK[b] > STATUS_RANK[a]) - (STATUS_RANK[b] < STATUS_RANK[a])
 
 
+def _error_changed(a, b):
+    """1 or -1 when the worst status changed to or from error between two graded statuses (pass, warn, fail),
+    by the worse of the two; 0 otherwise (fail and error rank the same; skip is not measured)."""
+    if a == b or "error" not in (a, b) or a not in STATUS_RANK or b not in STATUS_RANK:
+        return 0
+    return _worse(a, b)
+
+
 def compare_checks(checks_a, checks_b):
     a = {c["check_id"]: c for c in checks_a}
     b = {c["check_id"]: c for c in checks_b}
@@ -68,7 +78,12 @@ def compare_checks(checks_a, checks_b):
         entry = {"check_id": cid, "category": cb["category"], "title": cb["title"], "severity": cb["severity"],
                  "a": {"worst": ca["worst"], "score": ca["score"], "counts": ca["counts"]},
                  "b": {"worst": cb["worst"], "score": cb["score"], "counts": cb["counts"]}}
-        if not graded_a and not graded_b:
+        entry["delta"] = None if not (graded_a and graded_b) else round(100 * (cb["score"] - ca["score"]), 2)
+        by_error = _error_changed(ca["worst"], cb["worst"])
+        if by_error:
+            # error is not graded: a check whose rows all became errors has no score, and is still worse
+            out["regressions" if by_error > 0 else "improvements"].append(entry)
+        elif not graded_a and not graded_b:
             out["unchanged"] += 1
         elif not graded_a:
             out["newly_measured"].append(entry)
@@ -77,7 +92,6 @@ def compare_checks(checks_a, checks_b):
         else:
             status = _worse(ca["worst"], cb["worst"])
             score = (cb["score"] < ca["score"] - EPS) - (cb["score"] > ca["score"] + EPS)
-            entry["delta"] = round(100 * (cb["score"] - ca["score"]), 2)
             if status > 0 or score > 0:
                 out["regressions"].append(entry)
             elif status < 0 or score < 0:
@@ -86,7 +100,9 @@ def compare_checks(checks_a, checks_b):
                 out["unchanged"] += 1
     severity = {"critical": 0, "major": 1, "minor": 2, "info": 3}
     for key in ("regressions", "improvements"):
-        out[key].sort(key=lambda e: (severity.get(e["severity"], 9), -abs(e["delta"]), e["check_id"]))
+        # no delta (a side with every row an error): first of its severity, nothing of it could be graded
+        out[key].sort(key=lambda e: (severity.get(e["severity"], 9), e["delta"] is not None, -abs(e["delta"] or 0),
+                                     e["check_id"]))
     return out
 
 

@@ -13,16 +13,21 @@ report and its hosts' artifacts)::
 - ``artifacts/<host>/``: each host from the one slice that assessed it (a host in two slices is an error naming
   both; it would be counted twice). Linked, not copied, where the filesystem allows.
 - any other directory a slice wrote (``kubernetes/`` …), by path; one path with different content in two slices
-  is an error.
+  is an error naming the path, except under ``kubernetes/``: the audit reads the cluster's objects once per slice
+  (run_once), seconds apart, so two reads differ; the newest copy (latest mtime: the controller wrote it when it
+  read it) is kept and run.json's ``notes`` say which.
 - ``assess_run.json``: the run's request, its hosts the slices' hosts in slice order.
 - ``journal.jsonl``: every slice's lines, each marked with its slice, in time order.
 - ``run.json``: hosts, per-host stats and the unreachable and failed hosts of every slice; the earliest start and
-  the last end; interrupted when a slice was (a slice without run.json has not ended, or was killed); and
-  ``slices``: each slice's name, hosts and whether it ended.
+  the last end; interrupted when a slice was (a slice without run.json has not ended, or was killed);
+  ``slices``: each slice's name, hosts and whether it ended; ``copied_from_slices``: the top-level entries the merge
+  copied (what the next merge replaces); ``notes``: what the merge chose (a kubernetes/ file kept from one slice).
 
 A merge takes an flock of ``<run id>/.merge.lock``: the last two slices of an AWX run may end at the same moment and
-both merge. Merging again (a slice that ended later) rewrites what the last merge wrote, from the slices; a run
-directory that holds a run of its own (no ``slices`` in its run.json) is never touched.
+both merge. Merging again (a slice that ended later) rewrites what the last merge wrote, from the slices: its run
+files, ``report/`` and the entries its run.json lists in ``copied_from_slices``. Anything else in the run directory
+was put there by someone else (``analyst.yml``, ``reference/cmax/`` from compare-cmax, ``regrade/``) and is left as it
+is. A run directory that holds a run of its own (no ``slices`` in its run.json) is never touched.
 """
 
 import fcntl
@@ -40,6 +45,11 @@ RUN_FILES = ("assess_run.json", "run.json", "journal.jsonl")
 # Per slice, not the run's: its own report (the merge builds the run's) and its own probes.pyz.
 NOT_MERGED = ("report", "probes.pyz", LOCK_NAME)
 IDENTITY = ("id", "provider", "profile")
+# What the build writes into the merged run (from what the merge wrote): replaced on every merge.
+REPORT_DIR = "report"
+# Top-level directories whose files each slice reads for itself (the audit's run_once kubectl reads): where slices
+# differ, the newest copy is kept, not refused.
+READ_PER_SLICE = ("kubernetes",)
 
 
 class MergeError(ValueError):
@@ -137,21 +147,51 @@ def _merged_before(run_dir):
     return None if not others else False
 
 
-def _copy_tree(src, dst, slice_name, origin):
-    """src into dst, file by file; origin: relative path -> the slice that wrote it (a conflict names both)."""
+def _copy_tree(slice_dir, run_dir, entry, slice_name, origin, differing):
+    """slice_dir/entry into run_dir/entry, file by file. origin: path relative to the run -> the slice whose copy is
+    there (a conflict names both); differing: such a path under READ_PER_SLICE -> every slice whose copy differed."""
+    src = os.path.join(slice_dir, entry)
     for root, dirs, files in os.walk(src):
-        rel_root = os.path.relpath(root, src)
-        os.makedirs(os.path.join(dst, rel_root), exist_ok=True)
+        rel_root = os.path.relpath(root, slice_dir)
+        os.makedirs(os.path.join(run_dir, rel_root), exist_ok=True)
         for name in files:
             rel = os.path.normpath(os.path.join(rel_root, name))
-            target = os.path.join(dst, rel)
+            source, target = os.path.join(root, name), os.path.join(run_dir, rel)
             if os.path.exists(target):
-                if not _same_file(os.path.join(root, name), target):
+                if _same_file(source, target):
+                    continue
+                if entry not in READ_PER_SLICE:
                     raise MergeError("%s differs between slices %s and %s" % (rel, origin.get(rel, "?"), slice_name))
-                continue
-            _link_or_copy(os.path.join(root, name), target)
+                differing.setdefault(rel, [origin.get(rel, "?")]).append(slice_name)
+                if os.stat(source).st_mtime < os.stat(target).st_mtime:
+                    continue  # the copy there is newer; a tie goes to the later slice
+                os.unlink(target)
+            _link_or_copy(source, target)
             origin[rel] = slice_name
         dirs.sort()
+
+
+def _remove(path):
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.unlink(path)
+
+
+def _copied_before(run_dir):
+    """The top-level entries the last merge copied from the slices (its run.json's ``copied_from_slices``)."""
+    summary = _read_json(os.path.join(run_dir, "run.json"), "run %s" % os.path.basename(run_dir)) or {}
+    names = summary.get("copied_from_slices") or []
+    # only plain names inside the run: never the slices, the lock or a path outside
+    return [n for n in names if isinstance(n, str) and n == os.path.basename(n)
+            and n not in ("", ".", "..", SLICES_DIR, LOCK_NAME)]
+
+
+def _to_copy(part):
+    """The top-level directories of a slice that the merge copies into the run."""
+    return [name for name in sorted(os.listdir(part["path"]))
+            if name not in RUN_FILES and name not in NOT_MERGED and not name.startswith(".")
+            and os.path.isdir(os.path.join(part["path"], name))]
 
 
 def _write_json(path, doc):
@@ -213,19 +253,16 @@ def merge(run_dir):
             raise own
         slices = [_read_slice(run_dir, name) for name in names]
         _check(run_dir, slices)
-        # what the last merge wrote goes; the slices hold everything it came from
-        for name in os.listdir(run_dir):
-            if name not in (SLICES_DIR, LOCK_NAME):
-                path = os.path.join(run_dir, name)
-                shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.unlink(path)
-        origin, hosts = {}, []
+        # What the last merge wrote goes (the slices hold everything it came from), and what this one copies; the
+        # run files are replaced in place. Anything else someone put in the run directory stays.
+        copied = sorted({name for part in slices for name in _to_copy(part)})
+        for name in sorted(set(_copied_before(run_dir)) | set(copied) | {REPORT_DIR}):
+            _remove(os.path.join(run_dir, name))
+        origin, differing, hosts = {}, {}, []
         for part in slices:
             hosts += part["hosts"]
-            for name in sorted(os.listdir(part["path"])):
-                src = os.path.join(part["path"], name)
-                if name in RUN_FILES or name in NOT_MERGED or name.startswith(".") or not os.path.isdir(src):
-                    continue
-                _copy_tree(src, os.path.join(run_dir, name), part["name"], origin)
+            for name in _to_copy(part):
+                _copy_tree(part["path"], run_dir, name, part["name"], origin, differing)
         request = dict(slices[0]["request"], hosts=hosts, slices=names)
         request.pop("slice", None)
         _write_json(os.path.join(run_dir, "assess_run.json"), request)
@@ -236,6 +273,9 @@ def merge(run_dir):
             fh.writelines(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
         os.replace(temp, os.path.join(run_dir, "journal.jsonl"))
         summary = _run_summary(os.path.basename(run_dir), slices, hosts)
+        summary["copied_from_slices"] = copied
+        summary["notes"] = ["%s differs between slices %s: kept %s's copy, the newest (each slice reads it for itself)"
+                            % (rel, ", ".join(names), origin[rel]) for rel, names in sorted(differing.items())]
         _write_json(os.path.join(run_dir, "run.json"), summary)
         return summary
 
@@ -247,4 +287,5 @@ def text(summary):
         state = "ended" if part["ended"] and not part["interrupted"] else (
             "interrupted" if part["ended"] else "not ended (no run.json)")
         lines.append("  slice %s: %d host(s), %s" % (part["slice"], len(part["hosts"]), state))
+    lines += ["  note: %s" % note for note in summary.get("notes") or []]
     return "\n".join(lines)

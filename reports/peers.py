@@ -8,8 +8,11 @@ second, and the raw artifacts stay with their runs.
 Percentile (the share of peers this run does better than, ties counting half):
     higher is better: 100 * (#peers below + 0.5 * #peers equal) / n
     lower is better:  100 * (#peers above + 0.5 * #peers equal) / n
-Peers are the stored runs with the same GPU model (gpus.yml key; "none" without GPUs) and the same backend, other
-than the run itself, that have a value for the metric. With fewer than `min_peers` no percentile is given.
+Peers are the stored runs with the same GPU model and the same backend, other than the run itself, that have a
+value for the metric. The GPU model is its gpus.yml key; a GPU gpus.yml does not list is matched on the name its
+hosts reported, exactly (never with other unlisted GPUs); a run without GPUs (cpu backend) with the runs without
+GPUs; a GPU run that reported no model has no peers ("GPU model not in gpus.yml"). With fewer than `min_peers`
+no percentile is given.
 """
 
 import datetime
@@ -186,6 +189,25 @@ def percentile(peer_values, value, better="higher"):
     return float(100.0 * (worse.sum() + 0.5 * equal.sum()) / len(values))
 
 
+NOT_IN_GPUS_YML = "GPU model not in gpus.yml"
+
+
+def _same_model(table, head):
+    """(rows of the table with the run's GPU model, the model's name in the entries, or None and why there are none).
+    A gpus.yml key matches its key; a GPU gpus.yml does not list matches its reported name exactly (an unlisted L40S
+    is no peer of an unlisted H800); a run without GPUs (cpu backend, no GPU model) matches the runs without GPUs."""
+    key, name = head.get("gpu_model_key"), head.get("gpu_model")
+    keys = table.gpu_model_key
+    names = table["gpu_model"] if "gpu_model" in table else pd.Series(None, index=table.index, dtype=object)
+    if key:
+        return table[keys == key], key, None
+    if name:
+        return table[names == name], name, None
+    if head.get("backend") == "cpu":
+        return table[keys.isna() & names.isna()], "none", None
+    return table.iloc[0:0], None, NOT_IN_GPUS_YML
+
+
 def rank(head, ratings_run, table, min_peers=5):
     """Fill each headline metric's `peers` entry: n, percentile (None under min_peers), median, p10, p90.
     head: headline(...) result; ratings_run: {'provider', 'run_id'} of the run (excluded from its own peers)."""
@@ -193,19 +215,20 @@ def rank(head, ratings_run, table, min_peers=5):
         for m in head["metrics"]:
             m["peers"] = {"n": 0, "percentile": None, "reason": "no peer store or it is empty"}
         return head
-    same = table[(table.gpu_model_key.fillna("none") == (head.get("gpu_model_key") or "none"))
-                 & (table.backend.fillna("none") == (head.get("backend") or "none"))
-                 & ~((table.provider == ratings_run.get("provider")) & (table.run_id == ratings_run.get("run_id")))]
+    same, model, no_model = _same_model(table, head)
+    same = same[(same.backend.fillna("none") == (head.get("backend") or "none"))
+                & ~((same.provider == ratings_run.get("provider")) & (same.run_id == ratings_run.get("run_id")))]
     for m in head["metrics"]:
         column = "m." + m["id"]
         values = same[column].dropna().to_numpy(dtype=float) if column in same else np.array([])
-        entry = {"n": int(len(values)), "model": head.get("gpu_model_key") or "none",
-                 "backend": head.get("backend"), "percentile": None}
+        entry = {"n": int(len(values)), "model": model, "backend": head.get("backend"), "percentile": None}
         if len(values):
             entry.update(median=float(np.median(values)), p10=float(np.percentile(values, 10)),
                          p90=float(np.percentile(values, 90)))
         if m["value"] is None:
             entry["reason"] = "not measured in this run"
+        elif no_model:
+            entry["reason"] = no_model
         elif len(values) < min_peers:
             entry["reason"] = "%d peer(s) with this GPU model and backend; %d needed" % (len(values), min_peers)
         else:

@@ -1,14 +1,16 @@
 """compare RUN_A RUN_B (check by check, row by row, tier, headline) and regrade RUN --rubric FILE."""
 
 import json
+import shutil
 from pathlib import Path
 
 import yaml
 from rating_runs import ANALYST_GOOD, RUBRIC, make_run
+from run_dirs import unpack_recorded_run
 
 from reports.build import build
 from reports.cli import main as cli_main
-from reports.compare import compare, compare_checks, compare_headline, compare_rows, has_regressions, load_side
+from reports.compare import compare, compare_checks, compare_headline, compare_rows, has_regressions, load_side, text
 
 
 def summary(check_id, worst, score, severity="major", counts=None):
@@ -110,3 +112,37 @@ def test_regrade_with_a_stricter_rubric(tmp_path, capsys):
     assert {p.name for p in (Path(run_dir) / "regrade" / "strict").iterdir()} >= {
         "report.html", "report.md", "checks.csv", "results.parquet", "ratings.json", "junit.xml"}
     assert cli_main(["regrade", str(tmp_path / "missing"), "--rubric", str(strict)]) == 2
+
+
+def test_a_check_whose_rows_all_became_errors_is_a_regression_not_no_longer_measured(tmp_path, capsys):
+    """The recorded run, then the same run with its scratch fio sweep ended in an I/O error on every host."""
+    before = unpack_recorded_run(tmp_path / "a")
+    after = tmp_path / "b" / "runB"
+    shutil.copytree(before, after, ignore=shutil.ignore_patterns("report"))
+    for path in after.glob("artifacts/*/fio_sweep-scratch.json"):
+        doc = json.loads(path.read_text())
+        doc.update(status="error", reason="fio: io_u error on file /scratch/x: Input/output error", results=[])
+        path.write_text(json.dumps(doc))
+    for name, key in (("assess_run.json", "id"), ("run.json", "run_id")):
+        (after / name).write_text(json.dumps(dict(json.loads((after / name).read_text()), **{key: "runB"})))
+    result = compare(load_side(before), load_side(after))
+    checks = result["checks"]
+    worst = {e["check_id"]: (e["a"]["worst"], e["b"]["worst"], e["b"]["score"], e.get("delta"))
+             for key in ("regressions", "no_longer_measured") for e in checks[key]}
+    # before: no regression, all seven "no longer measured"
+    assert sorted(e["check_id"] for e in checks["regressions"]) == [
+        "storage.fio_client_peers", "storage.fio_p99_latency", "storage.fio_ran", "storage.fio_rand_iops",
+        "storage.fio_seq_bw"]
+    assert worst["storage.fio_ran"] == ("pass", "error", None, None)
+    assert worst["storage.fio_client_peers"] == ("warn", "error", None, None)
+    assert all(e["b"]["counts"]["error"] == 4 for e in checks["regressions"])
+    # what no longer ran at all (its input is gone: skip) is still no longer measured
+    assert [e["check_id"] for e in checks["no_longer_measured"]] == ["storage.fio_scaling", "storage.fio_degradation"]
+    assert worst["storage.fio_scaling"][1] == "skip"
+    assert "5 regressed, 0 improved, 0 newly measured, 2 no longer measured" in text(result)
+    assert cli_main(["compare", str(before), str(after), "--json"]) == 1
+    assert len(json.loads(capsys.readouterr().out)["checks"]["regressions"]) == 5
+    # the other way round: the sweep runs again, an improvement
+    back = compare(load_side(after), load_side(before))["checks"]
+    assert sorted(e["check_id"] for e in back["improvements"]) == sorted(e["check_id"] for e in checks["regressions"])
+    assert [e["check_id"] for e in back["newly_measured"]] == ["storage.fio_scaling", "storage.fio_degradation"]

@@ -6,15 +6,21 @@ slices run at the same time on the test cluster."""
 
 import csv
 import json
+import os
 import shutil
+from pathlib import Path
 
 import pytest
+from rating_runs import ANALYST_GOOD
 from run_dirs import unpack_recorded_run
 
 from reports import cli
 from reports import merge as merge_mod
 from reports.build import build
 
+CMAX = Path(__file__).resolve().parents[1] / "fixtures" / "cmax"
+CMAX_REPORT = CMAX / "cmax-0.2.1_audit_vm_2core_nogpu.txt"
+CMAX_OTHER = CMAX / "cmax-0.2.1_show_vm.txt"
 PARTS = {"s1": ["cmxbl-node1", "cmxbl-node2"], "s2": ["cmxbl-node3", "cmxbl-node4"]}
 
 
@@ -140,3 +146,75 @@ def test_the_cli_merges_then_builds_and_exits_as_the_build(sliced, capsys):
     assert (run / "report" / "checks.csv").exists()
     assert code == cli.main(["build", str(run)])
     assert cli.main(["merge", str(run.parent / "nothing-here")]) == 2
+
+
+def _ratings(run):
+    return json.loads((run / "report" / "ratings.json").read_text())
+
+
+def test_a_merge_again_keeps_what_users_put_in_the_run_and_replaces_only_what_it_wrote(sliced):
+    _, run = sliced
+    merge_mod.merge(run)
+    # handed in to the merged run as the README says: the analyst file build reads by default, a cmax report
+    shutil.copy(ANALYST_GOOD, run / "analyst.yml")
+    cmax = run / "reference" / "cmax" / "cmxbl-node1.txt"
+    cmax.parent.mkdir(parents=True)
+    shutil.copy(CMAX_REPORT, cmax)
+    build(str(run))
+    first = _ratings(run)
+    assert first["analyst"]["provided"] and first["tier"]["provisional"] == "Bronze"
+    stray = run / "artifacts" / "cmxbl-node1" / "left-by-an-earlier-merge.json"
+    stray.write_text("{}")
+    summary = merge_mod.merge(run)  # a slice that ended later, or by hand
+    # before: both gone, and the run fell from provisional Bronze 83.8 to Participation Ribbon 75.1
+    assert (run / "analyst.yml").read_bytes() == open(ANALYST_GOOD, "rb").read()
+    assert cmax.read_bytes() == open(CMAX_REPORT, "rb").read()
+    assert summary["copied_from_slices"] == ["artifacts"] and summary["notes"] == []
+    assert json.loads((run / "run.json").read_text())["copied_from_slices"] == ["artifacts"]
+    # what the last merge wrote is rewritten from the slices: its report and anything added to what it copied
+    assert not stray.exists() and not (run / "report").exists()
+    build(str(run))
+    again = _ratings(run)
+    assert (again["score"], again["tier"], again["analyst"]) == (first["score"], first["tier"], first["analyst"])
+    assert round(again["score"], 1) == 83.8
+
+
+def _kubectl_pods(run, name, resource_version, mtime):
+    """What a slice's run_once `kubectl get pods -A -o json` kept, read at mtime."""
+    path = run / "slices" / name / "kubernetes" / "pods.txt"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps({"apiVersion": "v1", "items": [], "kind": "List",
+                                "metadata": {"resourceVersion": resource_version}}))
+    (path.parent / "storageclasses.txt").write_text(json.dumps({"apiVersion": "v1", "items": [], "kind": "List"}))
+    os.utime(path, (mtime, mtime))
+    return path
+
+
+def test_each_slices_own_kubectl_read_is_merged_from_the_newest_slice(sliced, capsys):
+    _, run = sliced
+    # each slice read the pods seconds apart; here s1 read last
+    newest = _kubectl_pods(run, "s1", "1007", 1_764_620_000)
+    _kubectl_pods(run, "s2", "1001", 1_764_619_990)
+    summary = merge_mod.merge(run)  # before: MergeError "pods.txt differs between slices s1 and s2"
+    assert (run / "kubernetes" / "pods.txt").read_bytes() == newest.read_bytes()
+    assert sorted(summary["copied_from_slices"]) == ["artifacts", "kubernetes"]
+    assert summary["notes"] == ["kubernetes/pods.txt differs between slices s1, s2: kept s1's copy, the newest "
+                                "(each slice reads it for itself)"]  # storageclasses.txt: the same in both
+    assert json.loads((run / "run.json").read_text())["notes"] == summary["notes"]
+    assert "note: kubernetes/pods.txt differs between slices s1, s2: kept s1's" in merge_mod.text(summary)
+    # s2 reads again later and merges: its copy is the newest now
+    _kubectl_pods(run, "s2", "1012", 1_764_620_100)
+    merge_mod.merge(run)
+    assert json.loads((run / "kubernetes" / "pods.txt").read_text())["metadata"]["resourceVersion"] == "1012"
+
+
+def test_other_paths_that_differ_between_slices_are_still_refused_by_their_whole_path(sliced):
+    _, run = sliced
+    # compare-cmax run against each slice for one host, with two different cmax reports
+    for name, report in (("s1", CMAX_REPORT), ("s2", CMAX_OTHER)):
+        path = run / "slices" / name / "reference" / "cmax" / "cmxbl-node1.txt"
+        path.parent.mkdir(parents=True)
+        shutil.copy(report, path)
+    with pytest.raises(merge_mod.MergeError) as refused:
+        merge_mod.merge(run)
+    assert str(refused.value) == "reference/cmax/cmxbl-node1.txt differs between slices s1 and s2"

@@ -130,3 +130,72 @@ def test_headline_metric_from_results_respects_labels_and_backends(tmp_path):
     assert peers.metric_value(run, dict(spec, agg="max", scale=1e-3))[0] == pytest.approx(0.73)  # PFLOP/s
     value, n, why = peers.metric_value(run, dict(spec, backends=["rocm"]), backend="cuda")
     assert value is None and why == "backend=cuda: ranked only for rocm"
+
+
+def _run_of_model(base, model, run_id, gemm, monkeypatch, provider="golden"):
+    """A golden run whose GPUs report `model` (node_info and the GEMM artifact) and measure `gemm` TFLOP/s BF16 on
+    every GPU: the shape of a run on a GPU gpus.yml may not list."""
+    import rating_runs
+
+    monkeypatch.setattr(rating_runs, "MODEL", model)
+    run_dir = make_run(base, "excellent", run_id=run_id, provider=provider,
+                       host_overrides={h: {"gemm": gemm} for h in ("gn1", "gn2", "gn3", "gn4")})
+    for path in run_dir.glob("artifacts/*/golden_gemm.json"):  # the probe peers.yml ranks (gemm)
+        doc = json.loads(path.read_text())
+        doc.update(probe="gemm")
+        doc["device"]["model"] = model
+        (path.parent / "gemm.json").write_text(json.dumps(doc))
+        path.unlink()
+    return run_dir
+
+
+def _gemm_peers(report_dir):
+    doc = ratings(report_dir)
+    return doc["run"], next(m for m in doc["headline"] if m["id"] == "gemm_bf16_tflops")
+
+
+def test_a_gpu_gpus_yml_does_not_list_is_ranked_only_among_runs_that_reported_the_same_name(tmp_path, monkeypatch):
+    store = str(tmp_path / "peers")
+    h800 = _run_of_model(tmp_path, "NVIDIA H800 80GB HBM3", "h800", 700, monkeypatch, provider="px")
+    _, _, report_dir = build(h800, rubric=RUBRIC, peer_store=store, progress=False)
+    doc = ratings(report_dir)
+    assert doc["run"]["gpu_model_key"] is None  # neither H800 nor L40S is in gpus.yml
+    for i in range(5):  # five H800 runs stored, ~700 TFLOP/s
+        peers.add(store, dict(doc, run=dict(doc["run"], run_id="h800-%d" % i)))
+    l40s = _run_of_model(tmp_path, "NVIDIA L40S", "l40s", 180, monkeypatch, provider="py")
+    _, _, report_dir = build(l40s, rubric=RUBRIC, peer_store=store, progress=False)
+    run, gemm = _gemm_peers(report_dir)
+    assert (run["gpu_model"], run["gpu_model_key"], gemm["value"]) == ("NVIDIA L40S", None, 179.0)
+    # before: n 5, percentile 0.0 against a "peer median" of 701 (the H800s were its peers, all under "none")
+    assert gemm["peers"]["n"] == 0 and gemm["peers"]["percentile"] is None and "median" not in gemm["peers"]
+    assert gemm["peers"]["model"] == "NVIDIA L40S"
+    # five runs that reported the same name are its peers
+    doc = ratings(report_dir)
+    for i, value in enumerate((170.0, 175.0, 185.0, 190.0, 195.0)):
+        head = [dict(m, value=value) if m["id"] == "gemm_bf16_tflops" else m for m in doc["headline"]]
+        peers.add(store, dict(doc, run=dict(doc["run"], provider="pz", run_id="l40s-%d" % i), headline=head))
+    _, _, report_dir = build(l40s, rubric=RUBRIC, peer_store=store, progress=False)
+    _, gemm = _gemm_peers(report_dir)
+    assert gemm["peers"]["n"] == 5 and gemm["peers"]["median"] == 185.0 and gemm["peers"]["percentile"] == 40.0
+
+
+def test_a_gpu_run_without_a_reported_model_has_no_peers_and_says_why(tmp_path, monkeypatch):
+    store = str(tmp_path / "peers")
+    h800 = _run_of_model(tmp_path, "NVIDIA H800 80GB HBM3", "h800", 700, monkeypatch, provider="px")
+    _, _, report_dir = build(h800, rubric=RUBRIC, peer_store=store, progress=False)
+    doc = ratings(report_dir)
+    for i in range(5):
+        peers.add(store, dict(doc, run=dict(doc["run"], run_id="h800-%d" % i)))
+    # an L40S run whose node inventory did not come back: no GPU model reported, the GEMM still measured on cuda
+    l40s = _run_of_model(tmp_path, "NVIDIA L40S", "l40s", 180, monkeypatch, provider="py")
+    for path in l40s.glob("artifacts/*/node_info.json"):
+        path.unlink()
+    _, _, report_dir = build(l40s, rubric=RUBRIC, peer_store=store, progress=False)
+    run, gemm = _gemm_peers(report_dir)
+    assert (run["gpu_model"], run["gpu_model_key"], run["backend"]) == (None, None, "cuda")
+    # before: the H800 runs were its peers ("none" == "none"): percentile 0.0, peer median 701
+    assert gemm["peers"] == {"n": 0, "model": None, "backend": "cuda", "percentile": None,
+                             "reason": "GPU model not in gpus.yml"}
+    assert ("| BF16 GEMM per GPU (median over GPUs and shapes) | 179 TFLOP/s | 0 | – | – | GPU model not in gpus.yml |"
+            in (Path(report_dir) / "report.md").read_text())
+    assert "GPU model not in gpus.yml" in (Path(report_dir) / "report.html").read_text()
