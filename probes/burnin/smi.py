@@ -119,6 +119,8 @@ def window_sample(rows, t):
             "throttle_mask": "0x%x" % mask, "throttle_reasons": reasons(mask),
             "slowdown_share": round(slowed / len(rs), 3), "power_cap_share": round(capped / len(rs), 3),
             "ecc_uncorrected": _max(r.get("ecc_uncorrected") for r in rs),
+            # the counter as the window began (it only counts up): the run's first window's is its baseline
+            "ecc_uncorrected_min": _min(r.get("ecc_uncorrected") for r in rs),
             "ecc_corrected": _max(r.get("ecc_corrected") for r in rs),
         })
     return out

@@ -83,39 +83,46 @@ def gemm_main(cfg):
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
-    out_tensor = keep[2]
-    op()
-    sync()
-    ref = out_tensor.float().clone()
-    scale = float(ref.abs().max().item()) or 1.0
-    flops = gemm_flops(n, n, n)
-    batch = 1
     window_start = time.time()
-    iters = errors = checks = 0
-    busy = 0.0
-    while True:
-        t0 = time.perf_counter()
-        for _ in range(batch):
-            op()
+    iters = errors = 0
+    try:
+        out_tensor = keep[2]
+        op()
         sync()
-        dt = time.perf_counter() - t0
-        busy += dt
-        iters += batch
-        # batches of about 0.2 s: few synchronisations, quick reaction to the stop
-        batch = max(1, min(batch * 2, int(batch * 0.2 / max(dt, 1e-6)) or 1))
-        now = time.time()
-        stop = _stopping(cfg)
-        if now - window_start >= float(cfg["interval"]) or stop:
-            checks += 1
-            diff = float((out_tensor.float() - ref).abs().max().item())
-            if diff > 1e-3 * scale:
-                errors += 1
-            _append(out, dict(base, t=round(now, 3), t_start=round(window_start, 3), iters=iters,
-                              tflops=round(flops * iters / max(busy, 1e-9) / 1e12, 6), errors=errors,
-                              max_diff=diff, impl=impl))
-            window_start, iters, errors, busy = now, 0, 0, 0.0
-        if stop:
-            return 0
+        ref = out_tensor.float().clone()
+        scale = float(ref.abs().max().item()) or 1.0
+        flops = gemm_flops(n, n, n)
+        batch = 1
+        window_start = time.time()
+        busy = 0.0
+        while True:
+            t0 = time.perf_counter()
+            for _ in range(batch):
+                op()
+            sync()
+            dt = time.perf_counter() - t0
+            busy += dt
+            iters += batch
+            # batches of about 0.2 s: few synchronisations, quick reaction to the stop
+            batch = max(1, min(batch * 2, int(batch * 0.2 / max(dt, 1e-6)) or 1))
+            now = time.time()
+            stop = _stopping(cfg)
+            if now - window_start >= float(cfg["interval"]) or stop:
+                diff = float((out_tensor.float() - ref).abs().max().item())
+                if diff > 1e-3 * scale:
+                    errors += 1
+                _append(out, dict(base, t=round(now, 3), t_start=round(window_start, 3), iters=iters,
+                                  tflops=round(flops * iters / max(busy, 1e-9) / 1e12, 6), errors=errors,
+                                  max_diff=diff, impl=impl))
+                window_start, iters, errors, busy = now, 0, 0, 0.0
+            if stop:
+                return 0
+    except Exception as exc:  # noqa: BLE001 - a GEMM that died mid-run (CUDA error, lost GPU) is data: when, and why
+        # the samples stop here while the run goes on to its deadline: the summary needs the time it died
+        _append(out, dict(base, type="error", t=round(time.time(), 3), t_start=round(window_start, 3),
+                          iters=iters, error="%s: %s" % (type(exc).__name__, str(exc).strip().splitlines()[0]
+                                                          if str(exc).strip() else "")))
+        return 4
 
 
 def _rendezvous(cfg, dist):

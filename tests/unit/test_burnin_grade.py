@@ -20,6 +20,7 @@ from reports.grading import grade, load_rubric
 from reports.load import load_run
 from reports.phases.burnin import grade as gb
 from reports.phases.burnin import section
+from reports.render import markdown
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 CHECKS = {c["id"]: c for c in load_rubric()["checks"] if c["id"].startswith("burnin.")}
@@ -40,10 +41,13 @@ def _write(path, records):
 
 
 def node(tmp_path, host, gpu=False, done=True, xid_at=None, tflops=None, coll_error=None, kernel=None, monitor=None,
-         coll_bw=None, device=None):
+         coll_bw=None, device=None, gemm=None, coll=None, exits=None, cfg_extra=None, gemm_until=None):
     """A burn-in artifact summarised from timeline files, as poll/stop make it. monitor: the monitor's records (as
     probes.burnin.sampler.Monitor wrote them) instead of the recorded nvidia-smi stream; device: the device block the
-    start found (runner.start keeps it in the run's configuration)."""
+    start found (runner.start keeps it in the run's configuration); gemm_until: {worker: how many of its samples it
+    wrote} (a worker that died); gemm: records appended to the GEMM workers' timeline; coll: the collective loop's
+    records instead of rank 0's samples; exits: the workers' exit codes in the done file; cfg_extra: what the
+    runner added to the configuration (t_load, the moved deadline)."""
     out = tmp_path / ("node-%s" % host)
     out.mkdir()
     p = soak_runner.paths(str(out), "burnin", None)
@@ -52,6 +56,7 @@ def node(tmp_path, host, gpu=False, done=True, xid_at=None, tflops=None, coll_er
            "fio": None}
     if device:
         cfg["device"] = device
+    cfg.update(cfg_extra or {})
     if monitor is None and gpu:
         monitor = []
         lines = (FIX / "nvidia-smi" / "h100_2x_burnin_query_lms1000.csv").read_text().splitlines()
@@ -68,13 +73,14 @@ def node(tmp_path, host, gpu=False, done=True, xid_at=None, tflops=None, coll_er
     _write(p["gemm"], [{"type": "gemm", "worker": w, "gpu": w if gpu else None, "device": "cuda:%d" % w if gpu
                         else "cpu", "dtype": "bf16" if gpu else "fp32", "size": 8192 if gpu else 512,
                         "t": T0 + 5 * (k + 1), "tflops": v, "iters": 10, "errors": 0}
-                       for w in workers for k, v in enumerate(tflops)])
-    coll = [{"type": "coll", "rank": 0, "world": 4, "collective": "alltoall", "size_bytes": 1 << 20,
-             "t": T0 + 5 * (k + 1), "busbw_gbps": bw, "busbw_min_gbps": 0.75 * bw, "busbw_max_gbps": 1.25 * bw,
-             "lat_us": 900.0, "wrong": 0, "checks": 1} for k, bw in enumerate(coll_bw or [0.2] * 4)]
+                       for w in workers for k, v in enumerate(tflops) if k < (gemm_until or {}).get(w, len(tflops))]
+          + (gemm or []))
+    colls = [{"type": "coll", "rank": 0, "world": 4, "collective": "alltoall", "size_bytes": 1 << 20,
+              "t": T0 + 5 * (k + 1), "busbw_gbps": bw, "busbw_min_gbps": 0.75 * bw, "busbw_max_gbps": 1.25 * bw,
+              "lat_us": 900.0, "wrong": 0, "checks": 1} for k, bw in enumerate(coll_bw or [0.2] * 4)]
     if coll_error:
-        coll.append({"type": "error", "kind": coll_error, "rank": 0, "t": T0 + 30, "error": "gloo timed out"})
-    _write(p["coll"], coll)
+        colls.append({"type": "error", "kind": coll_error, "rank": 0, "t": T0 + 30, "error": "gloo timed out"})
+    _write(p["coll"], colls if coll is None else coll)
     if xid_at is not None:
         line = "NVRM: Xid (PCI:0000:18:00): 79, pid=1912, name=python3, GPU has fallen off the bus."
         _write(p["kernel"], [soak_kernel.event(line, T0 + xid_at, 3, 7),
@@ -85,7 +91,7 @@ def node(tmp_path, host, gpu=False, done=True, xid_at=None, tflops=None, coll_er
                              if e])
     if done:
         with open(p["done"], "w") as fh:
-            json.dump({"ended_by": "completed", "t_start": T0, "t_end": T0 + 60.2, "exits": {}}, fh)
+            json.dump({"ended_by": "completed", "t_start": T0, "t_end": T0 + 60.2, "exits": exits or {}}, fh)
     art = Artifact("burnin", "r1", host)
     art.device["backend"] = "cuda" if gpu else "cpu"
     soak_summary.summarize(art, cfg, p)
@@ -417,3 +423,163 @@ def test_grader_kinds_are_registered():
 
     kinds.register_phase_kinds()
     assert gb.PER_HOST and all(kinds.PER_HOST_KINDS[kind] is fn for kind, fn in gb.PER_HOST.items())
+
+
+def _gemm_error(worker, at, error, **extra):
+    """The record workers.gemm_main writes when its worker cannot start (make_gemm raised) or its GEMMs raise
+    mid-run: the fields of its samples, type error, when (t) and why."""
+    return dict({"type": "error", "worker": worker, "gpu": worker, "device": "cuda:%d" % worker, "dtype": "bf16",
+                 "size": 8192, "t": T0 + at, "error": error}, **extra)
+
+
+def test_a_gemm_worker_that_could_not_start_died_or_stopped_fails_its_gpu_and_the_run(tmp_path):
+    """GPU 1's GEMM worker: on s1 it could not start (make_gemm raised, exit 3); on s2 its GEMMs raised after two
+    samples (exit 4); on s3 its samples stop after the first without a word (killed: -9). Each time the runner went
+    on to its deadline and ended "completed"; GPU 0 ran to the end."""
+    tf = [600.0, 598.0, 601.0, 599.0]
+    ecc = "RuntimeError: CUDA error: uncorrectable ECC error encountered"
+    illegal = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    nodes = [node(tmp_path, "s1", gpu=True, tflops=tf, gemm_until={1: 0}, gemm=[_gemm_error(1, 3.2, ecc)],
+                  exits={"gemm-1": 3}),
+             node(tmp_path, "s2", gpu=True, tflops=tf, gemm_until={1: 2},
+                  gemm=[_gemm_error(1, 12.4, illegal, t_start=T0 + 10.0, iters=40)], exits={"gemm-1": 4}),
+             node(tmp_path, "s3", gpu=True, tflops=tf, gemm_until={1: 1}, exits={"gemm-1": -9})]
+    run = make_run(tmp_path, nodes)
+    ids = ("burnin.completed", "burnin.gemm_errors", "burnin.gemm_degradation", "burnin.gemm_sustained")
+    got = {(r["check_id"], r["host"], r["subject"]): r for r in grade(run, {"checks": [CHECKS[c] for c in ids]})}
+    # the run completed, the worker's load did not: named with its exit
+    for host, exit_text in (("s1", "gemm-1 exit 3"), ("s2", "gemm-1 exit 4"), ("s3", "gemm-1 killed by signal 9")):
+        row = got[("burnin.completed", host, "burnin")]
+        assert (row["status"], row["observed"]) == ("fail", "60 s, but worker(s) exited before the end: %s" % exit_text)
+    why = {"s1": "GEMM worker failed at t+3 s (before its first sample): %s" % ecc,
+           "s2": "GEMM worker failed at t+12 s (after 2 sample(s)): %s" % illegal,
+           "s3": "GEMM samples end at t+5 s, 15 s before the load stopped (t+20 s): the worker stopped early"}
+    samples = {"s1": 0, "s2": 2, "s3": 1}
+    for host in ("s1", "s2", "s3"):
+        errors = got[("burnin.gemm_errors", host, "gpu 1")]
+        assert (errors["status"], errors["observed"]) == ("fail", "%s; 0 wrong result(s) in %d samples" % (
+            why[host], samples[host]))
+        deg = got[("burnin.gemm_degradation", host, "gpu 1")]
+        assert (deg["status"], deg["observed"]) == ("fail", why[host])
+        sus = got[("burnin.gemm_sustained", host, "gpu 1")]
+        assert sus["status"] == "fail" and sus["observed"].startswith(why[host])
+        assert got[("burnin.gemm_errors", host, "gpu 0")]["status"] == "pass"
+        assert got[("burnin.gemm_degradation", host, "gpu 0")]["status"] == "pass"
+        assert not [k for k in got if k[1] == host and k[2].startswith("worker")]  # no row of an unknown worker
+    assert got[("burnin.gemm_sustained", "s2", "gpu 1")]["observed"].endswith("; 599.0 TFLOP/s mean while it ran")
+    table = section._burnin_table([d for d, _ in nodes])
+    assert markdown.render([table]).count("**workers exited early** (gemm-1 exit") == 2
+
+
+def test_samples_before_the_load_began_are_no_baseline(tmp_path):
+    """The collective world formed 5 s into the run (t_load, runner._start_the_load_clock). Until then GPU 0's GEMMs
+    ran alone (700 TFLOP/s), and the recorded stream's first window holds its idle ticks (1851 MHz mean); under the
+    whole load it held 600 TFLOP/s and about 1770 MHz."""
+    doc, out = node(tmp_path, "g1", gpu=True, tflops=[700.0, 600.0, 600.0, 600.0],
+                    cfg_extra={"t_load": T0 + 5.0, "deadline": T0 + 65.0})
+    m = {(r["metric"], r["labels"].get("gpu")): r["value"] for r in doc["results"]}
+    assert doc["facts"]["load_from_s"] == "5.0"
+    assert (m[("gemm_tflops_first", 0)], m[("gemm_degradation_pct", 0)], m[("gemm_tflops_mean", 0)]) == (
+        600.0, 0.0, 600.0)
+    assert m[("gemm_samples", 0)] == 4  # the timeline keeps every sample (and wrong results count whenever)
+    assert (m[("gpu_sm_clock_first_mhz", 0)], m[("gpu_sm_clock_drop_pct", 0)]) == (1773.0, 0.0)
+    assert m[("gpu_temp_max_c", 1)] == 75  # maxima come from every window
+    run = make_run(tmp_path, [(doc, out)])
+    rows = grade(run, {"checks": [CHECKS["burnin.gemm_degradation"], CHECKS["burnin.clock_drop"]]})
+    got = {(r["check_id"], r["subject"]): (r["status"], r["observed"]) for r in rows}
+    assert got[("burnin.gemm_degradation", "gpu 0")] == ("pass", "0.0% (first tenth 600.000, last tenth 600.000 "
+                                                                 "TFLOP/s)")
+    assert got[("burnin.clock_drop", "gpu 0")] == ("pass", "0.0% (1773 -> 1773 MHz)")
+    gemm = [s for s in gb.read_stream(run, doc, "gemm") if s["gpu"] == 0]
+    assert [s["tflops"] for s in gemm] == [700.0, 600.0, 600.0, 600.0]  # what the timeline plot shows
+
+
+def _ecc_reading(when, at, uncorrectable):
+    """GPU 0's memory error counters as sampler.gpu_error_reading writes them (nvidia-smi -q -x)."""
+    return {"type": "gpu_errors", "when": when, "t": T0 + at, "gpus": [{
+        "gpu": 0, "pci": "00000000:18:00.0", "ecc_correctable_volatile": 0, "ecc_uncorrectable_volatile": uncorrectable,
+        "ecc_uncorrectable_aggregate": uncorrectable, "remapped_rows_correctable": 0, "remapped_rows_uncorrectable": 0,
+        "remap_pending": False, "remap_failure": False}]}
+
+
+def _windows(rows, t0, spans):
+    """The monitor's records of the stream rows: one per (start, end) span in seconds from the first row, dt its
+    length, as Monitor.sample reduces what nvidia-smi printed since its last sample."""
+    out = []
+    for start, end in spans:
+        rs = [r for r in rows if start <= r["timestamp"] - t0 < end]
+        out.append({"type": "monitor", "t": T0 + end, "dt": float(end - start),
+                    "gpus": soak_smi.window_sample(rs, T0 + end), "nics": {}})
+    return out
+
+
+def test_an_uncorrectable_ecc_error_in_the_first_window_counts(tmp_path):
+    """GPU 0 of the recorded stream counts one uncorrectable ECC error 2 s into the run (its counter column goes from
+    0 to 1 inside the first 5 s window, whose highest value is then 1). With the readings before and after the load
+    (as burnin.ecc grades them), and interrupted, without the one after (the stream's own counter)."""
+    lines = [line for line in (FIX / "nvidia-smi" / "h100_2x_burnin_query_lms1000.csv").read_text().splitlines()
+             if line.split(", ")[1] == "0"]
+    lines = [", ".join(f[:11] + ["1" if k >= 2 else f[11]] + f[12:]) for k, f in enumerate(
+        line.split(", ") for line in lines)]
+    rows = [soak_smi.parse_line(line) for line in lines]
+    mons = _windows(rows, rows[0]["timestamp"], [(0, 5), (5, 10), (10, 15), (15, 20)])
+    assert [m["gpus"][0]["ecc_uncorrected"] for m in mons] == [1, 1, 1, 1]
+    done, dout = node(tmp_path, "g1", gpu=True, monitor=[_ecc_reading("start", 0, 0)] + mons +
+                      [_ecc_reading("end", 21, 1)])
+    partial, pout = node(tmp_path, "g2", gpu=True, monitor=[_ecc_reading("start", 0, 0)] + mons, done=False)
+    for doc in (done, partial):
+        [new] = [r["value"] for r in doc["results"] if r["metric"] == "gpu_ecc_uncorrected_new"]
+        assert new == 1
+    run = make_run(tmp_path, [(done, dout), (partial, pout)])
+    [row] = [r for r in gb.grade_ecc(CHECKS["burnin.ecc"], run, "g1") if r["subject"] == "burnin gpu 0"]
+    assert (row["status"], row["observed"]) == ("fail", "uncorrectable ECC (volatile) +1, uncorrectable ECC "
+                                                        "(aggregate) +1")
+    table = section._gpu_table([done])
+    assert [r[-1] for r in table.rows] == [1]  # the report's column says what the check says
+
+
+def test_one_failed_collective_counts_once_not_once_per_local_rank(tmp_path):
+    """Two 8-GPU nodes of a 16-rank all-to-all, every local rank writing its samples. On n1 the all-to-all of round 12
+    timed out and each of its 8 ranks wrote its own record of it (coll_main, with NCCL's watchdog text as
+    tests/fixtures/torchtitan has it); on n2 the runner found the loop stalled and wrote one record per live rank."""
+    what = (FIX / "torchtitan" / "issue810_b200_nccl_watchdog_timeout.log").read_text().splitlines()[0]
+    what = what.split("what():  ", 1)[1]
+
+    def samples(ranks):
+        return [{"type": "coll", "rank": rank, "world": 16, "nodes": 2, "collective": "alltoall",
+                 "size_bytes": 268435456, "t": T0 + 5 * (k + 1) + 0.01 * rank, "t_start": T0 + 5 * k, "rounds": 10,
+                 "iters": 40, "time_us": 2900.0, "busbw_gbps": 80.5, "busbw_min_gbps": 79.0, "busbw_max_gbps": 81.2,
+                 "lat_us": 60.0, "checks": 2, "wrong": 0} for k in range(3) for rank in ranks]
+
+    n1 = samples(range(8)) + [
+        {"type": "error", "rank": rank, "world": 16, "nodes": 2, "kind": "hang", "step": "alltoall round 12",
+         "t": T0 + 16.0 + 0.05 * rank, "error": "DistBackendError: %s" % what.replace("Rank 4", "Rank %d" % rank)}
+        for rank in range(8)]
+    n2 = samples(range(8, 16)) + [{"type": "error", "kind": "hang", "t": T0 + 19.5, "rank": rank,
+                                   "error": "no collective progress for 186 s: stopped"} for rank in range(8, 16)]
+    nodes = [node(tmp_path, "n1", coll=n1), node(tmp_path, "n2", coll=n2)]
+    for doc, _ in nodes:
+        m = {(r["metric"], r["labels"].get("collective")): r["value"] for r in doc["results"]}
+        assert (m[("coll_hangs", None)], m[("coll_errors", None)], m[("coll_samples", "alltoall")]) == (1, 0, 3)
+        assert (m[("coll_failure_records", None)], m[("coll_ranks", "alltoall")]) == (8, 8)
+    run = make_run(tmp_path, nodes)
+    for host in ("n1", "n2"):
+        [row] = [r for r in gb.grade_coll(CHECKS["burnin.collectives"], run, host)
+                 if r["subject"] == "burnin collectives"]
+        assert (row["status"], row["observed"]) == (
+            "fail", "0 error(s), 1 hang(s) of the collective loop (each failure once; 8 record(s) from its ranks)")
+
+
+def test_throttled_seconds_count_each_window_by_its_own_length(tmp_path):
+    """GPU 1 of the recorded stream is slowed by heat at 09:20:14, :15 and :16. The monitor's windows of 5 s, and the
+    run stopped 1 s into the fourth: that window (the :15 row, slowed) lasted 1 s, its dt, not an interval."""
+    lines = (FIX / "nvidia-smi" / "h100_2x_burnin_query_lms1000.csv").read_text().splitlines()
+    rows = [soak_smi.parse_line(line) for line in lines]
+    mons = _windows(rows, rows[0]["timestamp"], [(0, 5), (5, 10), (10, 15), (15, 16)])
+    assert [m["gpus"][1]["slowdown_share"] for m in mons] == [0, 0, 0.2, 1.0]
+    doc, out = node(tmp_path, "g1", gpu=True, monitor=mons)
+    [secs] = [r["value"] for r in doc["results"] if r["metric"] == "gpu_throttle_s" and r["labels"]["gpu"] == 1]
+    assert secs == 2.0  # the :14 and :15 ticks
+    run = make_run(tmp_path, [(doc, out)])
+    [row] = [r for r in gb.grade_gpu(CHECKS["burnin.throttling"], run, "g1") if r["subject"] == "gpu 1"]
+    assert row["observed"].startswith("1 episode(s), 2 s slowed")

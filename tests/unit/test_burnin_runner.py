@@ -7,8 +7,12 @@ import os
 import signal
 import time
 
+import pytest
+
 from probes.burnin import runner as soak_runner
+from probes.burnin import workers
 from probes.cli import run_probe
+from probes.gpu_compute import backend
 
 
 def _wait(predicate, timeout=30.0):
@@ -136,6 +140,9 @@ def test_the_duration_counts_from_when_every_load_runs(tmp_path):
     load_from = float(doc["facts"]["load_from_s"])
     assert load_from >= late - 1, doc["facts"]
     assert m["elapsed_s"] >= load_from + 6 - 1.5, (m["elapsed_s"], load_from)
+    # the GEMM worker's timeline ends with the load (the monitor's last window): nothing stopped early
+    [last] = [r["value"] for r in doc["results"] if r["metric"] == "gemm_last_sample_s"]
+    assert abs(m["load_end_s"] - last) < 3.0, (m["load_end_s"], last)  # 0.1 s here; the grader allows interval + 5
 
     def samples(kind):
         with open(os.path.join(outs["h1"], "burnin.%s.jsonl" % kind)) as fh:
@@ -148,3 +155,38 @@ def test_the_duration_counts_from_when_every_load_runs(tmp_path):
     assert max(s["t"] for s in coll) - min(s["t"] for s in coll) >= 6 - 2.5
     for host in ("h1", "h2"):  # the runner writes its done file, then leaves
         assert _wait(lambda host=host: not soak_runner.marked_pids(docs[host]["facts"]["marker"]))
+
+
+def test_a_gemm_that_raises_mid_run_writes_when_and_why(tmp_path, monkeypatch):
+    """A GEMM worker whose GEMMs raise after a few batches (what a GPU that faults mid-run gives torch: a CUDA error on
+    the next call) writes its samples, then an error record with the time it died and the error's first line, and
+    exits 4; before, the exception left the worker with nothing written and the run going on."""
+    torch = pytest.importorskip("torch")
+    calls = {"n": 0}
+
+    def make_gemm(torch_, dtype, m, n, k, device, backend_name):
+        a, b, c = torch.randn(m, k), torch.randn(n, k).t(), torch.empty(m, n)
+
+        def op():
+            calls["n"] += 1
+            if calls["n"] > 6:  # the reference product, then a few batches
+                raise RuntimeError("CUDA error: an illegal memory access was encountered\nCUDA kernel errors might "
+                                   "be asynchronously reported at some other API call")
+            torch.mm(a, b, out=c)
+
+        return op, "torch.mm", (a, b, c)
+
+    monkeypatch.setattr(backend, "make_gemm", make_gemm)
+    out = tmp_path / "burnin.gemm.jsonl"
+    cfg = {"out": str(out), "worker": 0, "gpu": None, "device": "cpu", "size": 32, "dtype": "fp32", "backend": "cpu",
+           "interval": 0.0, "deadline": time.time() + 60, "stop": str(tmp_path / "halt"),
+           "threads": torch.get_num_threads()}
+    before = time.time()
+    assert workers.gemm_main(cfg) == 4
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    # a sample per batch (interval 0) until the failing one; how many batches that is depends on their timing
+    assert [r["type"] for r in records[:-1]] == ["gemm"] * (len(records) - 1) and len(records) >= 2
+    err = records[-1]
+    assert err["error"] == "RuntimeError: CUDA error: an illegal memory access was encountered"
+    assert (err["worker"], err["device"], err["dtype"], err["size"]) == (0, "cpu", "fp32", 32)
+    assert before - 0.001 <= records[-2]["t"] <= err["t"] <= time.time() + 0.001  # times rounded to the ms

@@ -4,7 +4,9 @@ Every host has the three artifacts (skipped with the reason when a part was swit
 every check gives at least one row per host. GPU checks skip with the reason on nodes without GPU telemetry.
 
 kinds (registered by reports.grading.kinds.register_phase_kinds), all per host:
-  burnin_completed   each soak ran its full duration; interrupted (the timeline ends early) or ended otherwise fails
+  burnin_completed   each soak ran its full duration; interrupted (the timeline ends early) or ended otherwise fails,
+                     and so does a run that completed after a worker exited (facts.worker_exits: the runner goes on
+                     to its deadline without it), naming the workers and their exit codes
   burnin_kernel      every XID, fatal SXID (or one whose severity no line gives), GPU that failed to initialise
                      (RmInitAdapter) or fell off the bus in the kernel log during the burn-in fails with its line and
                      time (t+ s from the start); a non-fatal SXID warns; uncorrected AER fails, corrected AER warns; a
@@ -12,7 +14,9 @@ kinds (registered by reports.grading.kinds.register_phase_kinds), all per host:
   burnin_gemm        per GEMM worker: FLOP/s degradation (first tenth against last tenth), `warn_pct` / `fail_pct`;
                      `field: errors`: wrong GEMM results fail; `field: sustained`: the mean TFLOP/s of the run against
                      `fail_fraction` / `warn_fraction` x the GPU model's gpus.yml field that `expect_of` names for the
-                     GEMM's dtype (the model is the one the burn-in found on the node)
+                     GEMM's dtype (the model is the one the burn-in found on the node). A worker that could not
+                     start or died (its error record), or whose samples end more than an interval (+5 s) before the
+                     load stopped, fails all three for its GPU, with the error or where its samples end
   burnin_gpu         per GPU, `field`: throttle (slowdown episodes), clock_drop (SM clock, first against last
                      tenth), temperature (max against `max_c`), power (max against the enforced power limit)
   burnin_ecc         per soak and GPU: the ECC counters and row-remapping state read before the load and after it;
@@ -21,7 +25,8 @@ kinds (registered by reports.grading.kinds.register_phase_kinds), all per host:
   burnin_links       per soak: every NIC and RDMA port whose link went down during the run (carrier changes of a
                      physical NIC, link_downed of a port) fails, one that counted errors warns (error counters at
                      least `warn_errors`, a port counter stuck at its maximum: it cannot count); none: one pass row
-  burnin_coll        per soak and collective: errors, hangs and wrong results fail; bus bandwidth min/avg/max shown,
+  burnin_coll        per soak and collective: errors, hangs (each failed collective once, not once per rank that
+                     reported it) and wrong results fail; bus bandwidth min/avg/max shown,
                      a minimum below `min_share` of the average warns; `field: degradation`: bus bandwidth of the last
                      tenth against the first, `warn_pct` / `fail_pct`
   burnin_dips        per soak and GEMM worker or collective: the lowest sampling interval of its timeline (the raw
@@ -30,6 +35,7 @@ kinds (registered by reports.grading.kinds.register_phase_kinds), all per host:
   burnin_storage     per phase and client count: bandwidth degradation (first tenth against last tenth) and errors
 """
 
+import json
 import os
 import statistics
 
@@ -93,10 +99,34 @@ def grade_completed(check, run, host):
                 "the partial timeline up to the last poll", subject=probe))
         elif m.get("completed") != 1:
             rows.append(make_row(check, host, "fail", "ended after %.0f s: %s" % (elapsed, facts.get("ended_by")),
-                                 expected, facts.get("worker_exits"), subject=probe))
+                                 expected, worker_exits_text(facts) or None, subject=probe))
+        elif facts.get("worker_exits"):
+            # the runner goes on to its deadline when a worker dies: the run completed, that worker's load did not
+            rows.append(make_row(check, host, "fail", "%.0f s, but worker(s) exited before the end: %s" % (
+                elapsed, worker_exits_text(facts)), expected, "a worker that exits early left its GPU (or its ranks) "
+                "without load for the rest of the run; its error is in the worker log and the GEMM and collective "
+                "rows", subject=probe))
         else:
             rows.append(make_row(check, host, "pass", "%.0f s" % elapsed, expected, subject=probe))
     return rows
+
+
+def worker_exits_text(facts):
+    """The workers that exited with an error (facts.worker_exits, the runner's exit codes) in words:
+    "gemm-1 exit 1, gemm-3 killed by signal 9"; "" when none."""
+    try:
+        exits = json.loads(facts.get("worker_exits") or "{}")
+    except ValueError:
+        return str(facts.get("worker_exits"))
+    out = []
+    for name, code in sorted(exits.items()):
+        if isinstance(code, int) and code < 0:
+            out.append("%s killed by signal %d" % (name, -code))
+        elif isinstance(code, int):
+            out.append("%s exit %d" % (name, code))
+        else:
+            out.append("%s %s" % (name, code))
+    return ", ".join(out)
 
 
 def kernel_events(doc):
@@ -170,11 +200,39 @@ def _degradation(check, degradation_pct, warn_pct, fail_pct):
         warn, fail)
 
 
+def _gemm_stopped(doc, m, error):
+    """How a GEMM worker's load ended before the run's (None when it ran to the end): the error it wrote (it could
+    not start, or its GEMMs raised mid-run), or a timeline that ends more than an interval (and 5 s of slack) before
+    the load stopped (it died without a word, or hung). Times are t+ s from the start of the run."""
+    facts = doc.get("facts") or {}
+    t_start = float(facts.get("t_start") or 0.0)
+    n = int(m.get("gemm_samples", 0))
+    if error is not None:
+        t, text = error
+        return "GEMM worker failed at t+%.0f s (%s): %s" % (
+            t - t_start, "after %d sample(s)" % n if n else "before its first sample", text)
+    last, end = m.get("gemm_last_sample_s"), plain_metrics(doc).get("load_end_s")
+    if last is None or end is None:
+        return None  # an artifact from before these numbers: nothing to compare
+    if end - last > float(facts.get("interval_s") or 0.0) + 5.0:
+        return "GEMM samples end at t+%.0f s, %.0f s before the load stopped (t+%.0f s): the worker stopped early" % (
+            last, end - last, end)
+    return None
+
+
 def grade_gemm(check, run, host):
     row, doc = _precondition(check, run, host, "burnin")
     if row:
         return [row]
     workers = _by_labels(doc, "gemm_", ("worker", "gpu", "device"))
+    # a worker that could not start or died (gemm_worker_error, labelled like its samples): its GPU's rows fail
+    errors = {}
+    for r in doc.get("results") or []:
+        if r["metric"] == "gemm_worker_error":
+            lab = r["labels"]
+            key = (lab.get("worker"), lab.get("gpu"), lab.get("device"))
+            errors.setdefault(key, (float(r["value"]), lab.get("error") or "no error text"))
+            workers.setdefault(key, {})
     if not workers:
         if _interrupted(doc):
             return [make_row(check, host, "skip", reason="interrupted before the first GEMM sample")]
@@ -182,19 +240,33 @@ def grade_gemm(check, run, host):
     dtypes = {(r["labels"].get("worker"), r["labels"].get("gpu"), r["labels"].get("device")): r["labels"].get("dtype")
               for r in doc.get("results") or [] if r["metric"] == "gemm_tflops_mean"}
     rows = []
-    for (worker, gpu, dev), m in sorted(workers.items(), key=lambda kv: str(kv[0])):
+    for key, m in sorted(workers.items(), key=lambda kv: str(kv[0])):
+        worker, gpu, dev = key
         subject = "gpu %s" % gpu if gpu is not None else "worker %s (%s)" % (worker, dev)
+        stopped = _gemm_stopped(doc, m, errors.get(key))
         if check.get("field") == "sustained":
-            rows.append(_sustained(check, run, host, doc, subject, m, dtypes.get((worker, gpu, dev))))
+            if stopped:
+                mean = m.get("gemm_tflops_mean")
+                rows.append(make_row(check, host, "fail", stopped + ("; %.1f TFLOP/s mean while it ran" % mean
+                                                                     if mean is not None else ""),
+                                     "the GEMM load held for the whole run", subject=subject))
+            else:
+                rows.append(_sustained(check, run, host, doc, subject, m, dtypes.get(key)))
             continue
         if check.get("field") == "errors":
             n = m.get("gemm_errors", 0)
-            rows.append(make_row(check, host, "fail" if n else "pass", "%d wrong result(s) in %d samples" % (
-                n, m.get("gemm_samples", 0)), "the same product every time", subject=subject))
+            observed = "%d wrong result(s) in %d samples" % (n, m.get("gemm_samples", 0))
+            rows.append(make_row(check, host, "fail" if n or stopped else "pass",
+                                 "%s; %s" % (stopped, observed) if stopped else observed,
+                                 "the same product every time", subject=subject))
             continue
         deg = m.get("gemm_degradation_pct")
+        if stopped:
+            rows.append(make_row(check, host, "fail", stopped, "the GEMM load held for the whole run",
+                                 subject=subject))
+            continue
         if deg is None:
-            rows.append(make_row(check, host, "skip", reason="no FLOP/s samples", subject=subject))
+            rows.append(make_row(check, host, "skip", reason="no FLOP/s samples under the load", subject=subject))
             continue
         status, expected = _degradation(check, deg, 5, 10)
         observed = "%.1f%% (first tenth %.3f, last tenth %.3f TFLOP/s)" % (
@@ -246,9 +318,10 @@ def grade_gpu(check, run, host):
         if field == "throttle":
             secs = m.get("gpu_throttle_s", 0.0)
             status = "fail" if value >= int(check.get("fail_episodes", 1)) else "pass"
-            cap_share = 100 * m.get("gpu_power_cap_share", 0)
+            cap = m.get("gpu_power_cap_share")  # of the load's windows: none when no window came after it began
             rows.append(make_row(check, host, status, "%d episode(s), %.0f s slowed (thermal / HW slowdown / power "
-                                 "brake); power cap %.0f%% of the time" % (value, secs, cap_share),
+                                 "brake)%s" % (value, secs, "; power cap %.0f%% of the time" % (100 * cap)
+                                               if cap is not None else ""),
                                  "no thermal or hardware slowdown", subject=subject))
         elif field == "clock_drop":
             warn, fail = float(check.get("warn_pct", 5)), float(check.get("fail_pct", 10))
@@ -307,10 +380,13 @@ def grade_coll(check, run, host):
         expected = "no errors, hangs or wrong results; minimum at least %g%% of the average" % (100 * share)
         if failures or m.get("coll_errors") or m.get("coll_hangs"):
             first = failures[0]["labels"] if failures else {}
-            rows.append(make_row(check, host, "fail", "%d error(s), %d hang(s)" % (m.get("coll_errors", 0),
-                                                                               m.get("coll_hangs", 0)),
-                             expected, "%s: %s" % (first.get("kind"), first.get("error")) if first else None,
-                             subject="%s collectives" % probe))
+            observed = "%d error(s), %d hang(s)" % (m.get("coll_errors", 0), m.get("coll_hangs", 0))
+            if "coll_failure_records" in m:  # counted per failed collective, not per rank that reported it
+                observed += " of the collective loop (each failure once; %d record(s) from its ranks)" % m[
+                    "coll_failure_records"]
+            rows.append(make_row(check, host, "fail", observed, expected,
+                                 "%s: %s" % (first.get("kind"), first.get("error")) if first else None,
+                                 subject="%s collectives" % probe))
         if not colls and not failures:
             if _interrupted(doc):
                 rows.append(make_row(check, host, "skip", reason="interrupted before the first collective sample",

@@ -13,7 +13,7 @@ An interrupted run shows its partial timeline (up to the last poll) and says so.
 
 
 from probes.common.kernel_log import merge_events
-from reports.phases.burnin.grade import read_stream
+from reports.phases.burnin.grade import read_stream, worker_exits_text
 from reports.render import markdown, plots
 from reports.render.blocks import Heading, Paragraph, Table, figure, strong
 
@@ -49,8 +49,12 @@ def _state(doc):
     if facts.get("state") != "done":
         return [strong("interrupted"), " at %.0f s of %.0f s (partial timeline)" % (m.get("elapsed_s", 0),
                                                                                   m.get("planned_s", 0))]
+    exits = worker_exits_text(facts)
     if m.get("completed") != 1:
-        return "ended after %.0f s: %s" % (m.get("elapsed_s", 0), facts.get("ended_by"))
+        return "ended after %.0f s: %s%s" % (m.get("elapsed_s", 0), facts.get("ended_by"),
+                                             "; %s" % exits if exits else "")
+    if exits:  # the run went on to its deadline without them
+        return [strong("workers exited early"), " (%s); done, %.0f s" % (exits, m.get("elapsed_s", 0))]
     return "done, %.0f s" % m.get("elapsed_s", 0)
 
 
@@ -191,7 +195,8 @@ def _burnin_table(docs):
                      int(m.get("kernel_xid_count", 0)), int(m.get("kernel_sxid_count", 0)),
                      int(m.get("kernel_aer_count", 0))])
     return Table(["host", "backend", "state", "GEMM TFLOP/s (mean per worker)", "FLOP/s degradation",
-                   "all-to-all busbw min", "avg", "max (GB/s)", "coll errors+hangs", "XID", "SXID", "AER"], rows)
+                   "all-to-all busbw min", "avg", "max (GB/s)", "failed collectives (errors+hangs)", "XID", "SXID",
+                   "AER"], rows)
 
 
 def _gpu_table(docs):
