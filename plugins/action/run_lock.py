@@ -98,6 +98,26 @@ def gone_why(holder, holder_workdir, age_s, machine=None, boot=None):
     return None
 
 
+def _who(holder):
+    return "controller %s, pid %s, run directory %s, since %s" % (
+        holder.get("machine"), holder.get("pid"), holder.get("run_dir"), holder.get("since"))
+
+
+def refusal(host, held, holder):
+    """Why a live holder keeps the node's lock from this run (holder). A holder of the same run id is another run all
+    the same (another controller, or another assess_output_dir): both are named, as the id alone does not say which
+    one to stop."""
+    if held.get("run_id") == holder.get("run_id"):
+        return ("%s is being assessed by another run of the same id %s (%s); this run (%s) is refused: one assessment "
+                "per node at a time, and two runs of one id would share the node's working directory. Use another "
+                "assess_run_id, or wait for that run to end; if it is gone, run ansible-playbook playbooks/cleanup.yml "
+                "-e assess_cleanup_run=%s" % (host, held.get("run_id"), _who(held), _who(holder), held.get("run_id")))
+    return ("%s is being assessed by run %s (controller %s, pid %s, since %s): one assessment per node at a time. "
+            "Wait for it to end; if it is gone, run ansible-playbook playbooks/cleanup.yml -e "
+            "assess_cleanup_run=%s" % (host, held.get("run_id"), held.get("machine"), held.get("pid"),
+                                      held.get("since"), held.get("run_id")))
+
+
 class ActionModule(ActionBase):
     """state=release: give the node's lock back (run_id: this run, another run, or 'all', for
     playbooks/cleanup.yml), removing `workdir` first when given (the run's cleanup: one round trip).
@@ -185,11 +205,7 @@ class ActionModule(ActionBase):
         held = out["holder"]
         why = gone_why(held, out["holder_workdir"], out["age_s"])
         if why is None:
-            return {"taken": False, "node": out, "holder": held, "msg": (
-                "%s is being assessed by run %s (controller %s, pid %s, since %s): one assessment per node at a time. "
-                "Wait for it to end; if it is gone, run ansible-playbook playbooks/cleanup.yml -e "
-                "assess_cleanup_run=%s" % (host, held.get("run_id"), held.get("machine"), held.get("pid"),
-                                          held.get("since"), held.get("run_id")))}
+            return {"taken": False, "node": out, "holder": held, "msg": refusal(host, held, holder)}
         argv = ["take", "--path", path, "--holder", json.dumps(holder, sort_keys=True),
                 "--break-run", held.get("run_id") or ""] + list(extra)
         out = self._node(task_vars, python, argv)

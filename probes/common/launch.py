@@ -220,7 +220,14 @@ def run_launched(launcher, argv, env, log, job_name, timeout):
     with open(log, "w") as fh:
         fh.write("# %s\n" % " ".join(argv))
     started = Launch(launcher, argv, env, log, job_name=job_name)
-    rc, timed_out = started.wait(timeout)
+    try:
+        rc, timed_out = started.wait(timeout)
+    except BaseException:
+        # the probe's own time limit (ProbeTimeout from SIGALRM) or Ctrl-C while waiting: nothing else stops this
+        # launcher, and when the probe exits die-with-parent ends only the launcher itself, not what it started
+        # in its process group (ranks, orted): stop the world here, then let the probe record what it has
+        started.stop()
+        raise
     try:
         with open(log, errors="replace") as fh:
             text = fh.read()

@@ -8,7 +8,8 @@ a cleanup of a run whose directory is gone still gives its lock back.
 
 Preflight's one round trip per node (plugins/action/prepare_node.py) is ``take --workdir --probes-sha256``: once the
 lock is held, the run's working directory is made and the probes, which come on stdin, are written there, unless it
-holds the same digest already (a shared ``assess_remote_tmp``, where the first node wrote them). The cleanup's is
+holds the same digest already (a shared ``assess_remote_tmp``, where the first node wrote them), and this node's mark
+is left there (``owner_mark``: on a shared tmp, what a cleanup on another node reads of the run). The cleanup's is
 ``release --workdir``.
 
 The lock is a small JSON file in a node-local directory that is the same for every run (``<assess_lock_dir>/
@@ -31,6 +32,8 @@ LOCK_NAME = "clustermax-assess.lock"
 # Every probe of the holding run touches the lock this often while it runs (probes.cli --lock), and the burn-in's
 # polls are probes: a lock not touched for much longer belongs to a run that is gone (plugins/action/run_lock.py).
 HEARTBEAT_S = 60
+# A node's mark in a run's working directory (owner_mark): the file name, then the node's name and boot id.
+OWNER_MARK_PREFIX = ".clustermax-assess-node."
 
 
 def lock_path(lock_dir):
@@ -48,16 +51,39 @@ def boot_id():
         return None
 
 
+def owner_mark(workdir):
+    """This node's mark in a run's working directory: written when the node's lock is taken for that run, touched
+    with the lock while the run's probes run. On a shared assess_remote_tmp a node's lock says nothing of the runs
+    of other nodes; another node's mark touched lately says its run may still run (roles/preflight/tasks/
+    leftovers.yml). Named as that cleanup's shell names this node (uname -n, boot id)."""
+    return os.path.join(workdir, "%s%s.%s" % (OWNER_MARK_PREFIX, os.uname().nodename, boot_id() or "-"))
+
+
+def mark_owner(workdir, holder):
+    """Write this node's mark (the holder) into the run's working directory, once the lock is held."""
+    with open(owner_mark(workdir), "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(holder, sort_keys=True) + "\n")
+
+
 def heartbeat(path, every=HEARTBEAT_S):
-    """Touch the lock now and every `every` seconds from a daemon thread, for as long as this process runs; never
-    creates it (a run that does not hold it, or a cleanup that removed it, is left alone)."""
+    """Touch the lock now and every `every` seconds from a daemon thread, for as long as this process runs, and this
+    node's mark in the holder's working directory with it; never creates either (a run that does not hold the lock,
+    or a cleanup that removed it, is left alone)."""
     import threading  # noqa: PLC0415 - only the probes' CLI needs it; the lock's own `python -c` does not
 
+    try:
+        with open(path, encoding="utf-8") as fh:
+            holder = json.load(fh)
+        paths = [path, owner_mark(workdir_of(path, holder))]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        paths = [path]
+
     def touch():
-        try:
-            os.utime(path)
-        except OSError:
-            pass
+        for each in paths:
+            try:
+                os.utime(each)
+            except OSError:
+                pass
 
     def loop():
         while True:
@@ -116,14 +142,29 @@ def _held(path, fd, current):
             "age_s": round(time.time() - os.fstat(fd).st_mtime, 1)}
 
 
+# Who a holder is, besides its run id: its controller's machine and process, and its run directory there. A run id
+# alone names no one: an explicit assess_run_id can be given to two controllers, or twice on one controller with
+# two assess_output_dir; both would share the node's working directory, and the first to end would remove the
+# other's lock and directory.
+HOLDER_IDENTITY = ("machine", "boot_id", "pid", "start_ticks", "run_dir")
+
+
+def same_holder(current, holder):
+    """Whether the lock's holder is this very run (a task retried): the same run id and the same identity."""
+    return current.get("run_id") == holder.get("run_id") and \
+        all(current.get(key) == holder.get(key) for key in HOLDER_IDENTITY)
+
+
 def take(path, holder, break_run=None):
     """{"taken": True} when this node's lock is now held by ``holder`` (free, already ours, or still held by
     ``break_run``, which the controller judged gone); else {"taken": False, "holder": ..., "holder_workdir": whether
-    the holder's working directory is on this node, "age_s": seconds since the lock was last written}."""
+    the holder's working directory is on this node, "age_s": seconds since the lock was last written}. Ours means
+    the same run id and the same holder (same_holder); a run of the same id from another controller or run directory
+    is another holder, judged by the controller as any other."""
     fd = _locked(path)
     try:
         current = _read(fd)
-        mine = current is not None and current.get("run_id") == holder["run_id"]
+        mine = current is not None and same_holder(current, holder)
         # an unreadable lock (run_id None) is broken with break_run ""
         broken = current is not None and break_run is not None and (current.get("run_id") or "") == break_run
         if current is None or mine or broken:
@@ -222,6 +263,7 @@ def main(argv):
             out["probes"] = stage(args.workdir, args.probes_sha256, data) if args.probes_sha256 else None
             if not args.probes_sha256:
                 os.makedirs(args.workdir, mode=0o700, exist_ok=True)
+            mark_owner(args.workdir, holder)
     elif args.action == "show":
         out = show(args.path)
     else:

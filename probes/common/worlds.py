@@ -545,10 +545,17 @@ class LaunchedWorld:
         with open(log, "a") as fh:
             fh.write("# %s\n" % " ".join(argv))
         started = launch.Launch(self.launcher, argv, env, log, job_name=self.job_name)
-        why = self._watch(started)
-        deadline = time.monotonic() + 15
-        while not why and started.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)  # every rank reported: the launcher ends by itself
+        try:
+            why = self._watch(started)
+            deadline = time.monotonic() + 15
+            while not why and started.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)  # every rank reported: the launcher ends by itself
+        except BaseException:
+            # the probe's time limit (ProbeTimeout) or Ctrl-C while watching: the launcher has Children of its own,
+            # which drive()'s finally never stops, and die-with-parent would end only the launcher, leaving its
+            # process group (ranks, orted) behind: stop the world, then let the probe record what it has
+            started.stop()
+            raise
         if why or started.poll() is None:
             started.stop()
         rc = started.poll()
@@ -695,6 +702,7 @@ def drive(art, node, params, settings, plan, order, env, launch_env, node_env, r
     children = Children()
     pool = Pool(node, ppn, settings, env, children)
     ctx = None
+    world = None
     launcher = "direct"
     try:
         node.open_store(connect_timeout=settings["rdzv_timeout"], always=params["launcher"] != "direct")
@@ -760,6 +768,10 @@ def drive(art, node, params, settings, plan, order, env, launch_env, node_env, r
         return ran
     finally:
         children.stop_all()
+        if isinstance(world, LaunchedWorld):
+            # whatever of the last world still runs on this host whoever started it (another node's launcher, a
+            # world left by an exception or the probe's time limit): its ranks carry the marker
+            kill_marked(world.mark)
         node.close()
         shutil.rmtree(node.work, ignore_errors=True)
     workers_log = "%s.workers.log" % node.base

@@ -1,9 +1,14 @@
 """The launcher layer's pure parts (probes/common/launch.py), against real captures of srun, mpirun and torchrun on
 the SSH test cluster (tests/fixtures/launchers/SOURCES.md) and the launchers' documented usage: the rank a task
 reads from each launcher's environment, the failed rank and host each launcher reports, `srun --mpi=list`, the
-choice `auto` makes, and the command lines planned for 1 … N nodes (nccl-tests' -g/-b/-e/-f too)."""
+choice `auto` makes, and the command lines planned for 1 … N nodes (nccl-tests' -g/-b/-e/-f too). And one launched
+world for real: the probe's time limit while it runs leaves none of the launcher's processes behind."""
 
+import os
 import re
+import signal
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -174,3 +179,59 @@ def test_placement_scope_and_scaling():
     rows = scaling({(2, 16): [(8, 1.0), (1024, 300.0), (4096, 310.0)], (4, 32): [(8, 1.0), (1024, 240.0)],
                     (1, 8): [(1024, 400.0)]})
     assert rows == [(1, 8, 1024, 400.0, None), (2, 16, 1024, 300.0, 75.0), (4, 32, 1024, 240.0, 80.0)]
+
+
+class LimitReached(Exception):
+    """probes.cli's ProbeTimeout as it was (an Exception)."""
+
+
+class LimitReachedBase(BaseException):
+    """... and as it becomes (a BaseException, which `except Exception` in a probe does not swallow)."""
+
+
+def running(marker):
+    """Pids of running processes whose argv holds marker."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if marker.encode() in Path("/proc/%s/cmdline" % pid).read_bytes():
+                    found.append(int(pid))
+            except OSError:
+                continue
+    return found
+
+
+def wait_gone(marker, wait_s=5.0):
+    deadline = time.monotonic() + wait_s
+    while running(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return running(marker)
+
+
+@pytest.mark.parametrize("limit", [LimitReached, LimitReachedBase])
+def test_the_probes_time_limit_while_a_launched_world_runs_leaves_none_of_its_processes(tmp_path, limit):
+    """run_launched (nccl_tests, hpl_mxp, io_tools_run) when the probe's SIGALRM fires while it waits: the launcher
+    and what it started in its process group (here a shell, a child and a grandchild) are stopped before the
+    exception goes on. Before, the launcher was left to die with the probe, and die-with-parent kills only the
+    launcher itself: its ranks were left running with ppid 1."""
+    marker = "0.%012d" % (uuid.uuid4().int % 10**12)  # an extra duration for sleep: its argv names the tree
+    argv = ["sh", "-c", "sleep 300 %s & sh -c 'sleep 300 %s & wait' & wait" % (marker, marker)]
+
+    def on_alarm(signum, frame):
+        if len(running(marker)) < 4:  # both shells and both sleeps: the world is up
+            signal.setitimer(signal.ITIMER_REAL, 0.1)
+            return
+        raise limit()
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(limit):
+            launch.run_launched("mpirun", argv, dict(os.environ), str(tmp_path / "launch.log"), None, 600)
+        assert wait_gone(marker) == []
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        for pid in running(marker):
+            os.kill(pid, signal.SIGKILL)

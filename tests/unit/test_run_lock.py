@@ -15,7 +15,7 @@ from probes.common import run_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / ".collections"))
-from ansible_collections.clustermax.assess.plugins.action.run_lock import gone_why  # noqa: E402
+from ansible_collections.clustermax.assess.plugins.action.run_lock import gone_why, refusal  # noqa: E402
 from ansible_collections.clustermax.assess.plugins.plugin_utils.journal import start_ticks  # noqa: E402
 
 SOURCE = (ROOT / "probes/common/run_lock.py").read_text()
@@ -75,6 +75,51 @@ def test_runs_that_start_at_the_same_moment_get_one_holder(tmp_path):
     assert all(r["holder"]["run_id"] == holder for r in results if not r["taken"])
 
 
+def test_a_run_of_the_same_id_from_another_controller_or_run_directory_is_refused_while_the_holder_runs(tmp_path):
+    """An explicit assess_run_id given twice (two controllers, or two assess_output_dir on one): the second run is
+    another holder, refused while the first runs, both named. Before, the run id alone made the lock "ours": the
+    second took the live holder's lock, both shared the working directory, and the first to end removed the lock
+    of the other."""
+    import socket
+
+    lock = str(tmp_path / "clustermax-assess.lock")
+    workdir = tmp_path / "clustermax-assess-nightly"
+    workdir.mkdir()
+    here = {"machine": socket.gethostname(), "boot_id": run_lock.boot_id()}
+    first = dict(here, run_id="nightly", pid=os.getpid(), start_ticks=start_ticks(os.getpid()),
+                 run_dir="/runs/a/nightly", workdir=str(workdir), since="2025-01-01T00:00:00Z")
+    assert _node("take", "--path", lock, "--holder", json.dumps(first))["taken"] is True
+    # the same run again (a task retried): still its own
+    assert _node("take", "--path", lock, "--holder", json.dumps(dict(first, since="later")))["taken"] is True
+    second = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        others = {"another output dir": dict(first, pid=second.pid, start_ticks=start_ticks(second.pid),
+                                             run_dir="/runs/b/nightly"),
+                  "another controller": dict(first, machine="ctl-b", boot_id="b2", pid=4242, start_ticks=7)}
+        for what, other in others.items():
+            refused = _node("take", "--path", lock, "--holder", json.dumps(other))
+            assert refused["taken"] is False, what
+            assert refused["holder"] == dict(first, since="later") and refused["holder_workdir"] is True
+            # the controller's judgement: the holder's controller runs here, so it is not gone; both are named
+            assert gone_why(refused["holder"], refused["holder_workdir"], refused["age_s"]) is None
+            msg = refusal("n1", refused["holder"], other)
+            assert "another run of the same id nightly (controller %s, pid %d, run directory /runs/a/nightly" % (
+                first["machine"], os.getpid()) in msg, msg
+            assert "this run (controller %s, pid %s, run directory %s" % (
+                other["machine"], other["pid"], other["run_dir"]) in msg, msg
+        assert json.loads(Path(lock).read_text())["run_dir"] == "/runs/a/nightly"
+    finally:
+        second.kill()
+        second.wait()
+    # once its controller has ended, the first is gone: the second breaks it as any gone holder's
+    dead = dict(first, pid=second.pid, start_ticks=others["another output dir"]["start_ticks"])
+    Path(lock).write_text(json.dumps(dead))
+    assert gone_why(dead, True, 5) == "its controller (pid %d on %s) has ended" % (second.pid, here["machine"])
+    broken = _node("take", "--path", lock, "--holder", json.dumps(others["another controller"]), "--break-run",
+                   "nightly")
+    assert broken == {"taken": True, "replaced": dead}
+
+
 def test_an_unreadable_lock_is_gone_and_broken_with_an_empty_run(tmp_path):
     lock = tmp_path / "lock"
     lock.write_text("{half a lock")
@@ -126,6 +171,32 @@ def test_a_probe_of_the_holding_run_touches_the_lock_while_it_runs(tmp_path):
     assert not (tmp_path / "absent.lock").exists()
 
 
+def test_the_heartbeat_touches_this_nodes_mark_in_the_holders_working_directory(tmp_path):
+    """The mark preflight's take leaves in the run's working directory is touched with the lock: on a shared tmp,
+    a cleanup on another node reads from it that the run may still run here (roles/preflight/tasks/leftovers.yml).
+    Named as that cleanup's shell names this node: uname -n and the boot id."""
+    lock, workdir = tmp_path / "clustermax-assess.lock", tmp_path / "shared" / "clustermax-assess-A"
+    assert _node("take", "--path", str(lock), "--holder", json.dumps({"run_id": "A", "workdir": str(workdir)}),
+                 "--workdir", str(workdir))["taken"] is True
+    mark = Path(run_lock.owner_mark(str(workdir)))
+    named = subprocess.run(["/bin/bash", "-c", "boot=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null || true); "
+                            "echo \".clustermax-assess-node.$(uname -n).${boot:--}\""],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert mark.name == named and json.loads(mark.read_text())["run_id"] == "A"
+    os.utime(mark, (1000, 1000))
+    run_lock.heartbeat(str(lock), every=0.05)
+    deadline = time.time() + 5
+    while mark.stat().st_mtime == 1000 and time.time() < deadline:
+        time.sleep(0.02)
+    assert mark.stat().st_mtime > 1000
+    # a lock whose holder names no directory here: the lock alone is touched, nothing is made
+    other = tmp_path / "other.lock"
+    other.write_text(json.dumps({"run_id": "B", "workdir": str(tmp_path / "gone")}))
+    run_lock.heartbeat(str(other), every=0.05)
+    time.sleep(0.2)
+    assert not (tmp_path / "gone").exists()
+
+
 PROBES = (ROOT / "probes" / "artifact.py").read_bytes()  # any bytes stand for the archive here
 
 
@@ -150,7 +221,11 @@ def test_preflight_round_trip_finds_python_takes_the_lock_makes_the_workdir_and_
     assert lines[0] == "clustermax-assess-python: %s" % sys.executable
     assert json.loads(lines[-1]) == {"taken": True, "replaced": None, "probes": "staged"}
     assert workdir.is_dir() and (workdir.stat().st_mode & 0o777) == 0o700
-    assert (workdir / "probes.pyz").read_bytes() == PROBES and [p.name for p in workdir.iterdir()] == ["probes.pyz"]
+    # the probes, and this node's mark (the holder), which tells a cleanup on a shared tmp that A may still run here
+    mark = Path(run_lock.owner_mark(str(workdir)))
+    assert (workdir / "probes.pyz").read_bytes() == PROBES
+    assert sorted(p.name for p in workdir.iterdir()) == [mark.name, "probes.pyz"]
+    assert json.loads(mark.read_text()) == {"run_id": "A"}
     assert json.loads(Path(lock).read_text()) == {"run_id": "A"}
     # a shared tmp: another node of the run wrote the same probes already; they are left as they are
     before = (workdir / "probes.pyz").stat().st_ino
@@ -161,7 +236,7 @@ def test_preflight_round_trip_finds_python_takes_the_lock_makes_the_workdir_and_
     cut = _prepare(tmp_path, [sys.executable], lock, {"run_id": "A"}, str(workdir), probes=PROBES[:1000],
                    sha=hashlib.sha256(PROBES + b"x").hexdigest())
     assert cut.returncode != 0 and "the probes arrived incomplete: 1000 bytes" in cut.stderr
-    assert (workdir / "probes.pyz").read_bytes() == PROBES and len(list(workdir.iterdir())) == 1
+    assert (workdir / "probes.pyz").read_bytes() == PROBES and len(list(workdir.iterdir())) == 2
     newer = _prepare(tmp_path, [sys.executable], lock, {"run_id": "A"}, str(workdir), probes=PROBES + b"x")
     assert json.loads(newer.stdout.splitlines()[-1])["probes"] == "staged"
     assert (workdir / "probes.pyz").read_bytes() == PROBES + b"x"
