@@ -102,7 +102,8 @@ def parse_kernel_log(text, limit=2000):
     {kind: [time, ...]}, "events_newest": 50, "matched": [...]}. `unparsed`: lines that name an Xid or SXid but could
     not be read. `events` keeps the newest EVENTS_KEPT times of each kind, oldest first (`events_newest` says so: a
     probe before it kept the first ones)."""
-    xids, matched, unparsed, events_nv = [], [], [], []
+    # the raw evidence (kernel-events.txt): the newest `limit` lines, like the events the controller judges
+    xids, unparsed, events_nv, matched = [], [], [], deque(maxlen=limit)
     kinds = list(PATTERNS) + list(EXTRA_KINDS)
     counts = {k: 0 for k in kinds}
     events = {k: deque(maxlen=EVENTS_KEPT) for k in kinds}
@@ -118,10 +119,10 @@ def parse_kernel_log(text, limit=2000):
                          "text": (x.group(3) or "").strip()[:160]})
             if found and found["kind"] == "xid":
                 events_nv.append(dict(found, time=when, t=_epoch(when), line=klog.flatten(message)))
-            matched.extend(raw[:max(0, limit - len(matched))])
+            matched.extend(raw)
             continue
         if found and found["kind"] in ("sxid", "gpu_init_failed", "fallen_off_bus", "unparsed"):
-            matched.extend(raw[:max(0, limit - len(matched))])
+            matched.extend(raw)
             if found["kind"] == "unparsed":
                 if len(unparsed) < UNPARSED_LIMIT:
                     unparsed.append({"time": when, "line": found["detail"][:300]})
@@ -136,12 +137,12 @@ def parse_kernel_log(text, limit=2000):
                     counts["aer_fatal"] += 1
                     events["aer_fatal"].append(when)
                 if not (found and found["kind"] in ("sxid", "gpu_init_failed", "fallen_off_bus")):
-                    matched.extend(raw[:max(0, limit - len(matched))])
+                    matched.extend(raw)
                 break
     sxids, gpu_errors = _records(events_nv)
     return {"lines": len(msgs), "first": first, "xids": xids, "sxids": sxids, "gpu_errors": gpu_errors,
             "unparsed": unparsed, "counts": counts, "events": {k: list(v) for k, v in events.items()},
-            "events_newest": EVENTS_KEPT, "matched": matched}
+            "events_newest": EVENTS_KEPT, "matched": list(matched)}
 
 
 def collect(c, window_days=7):

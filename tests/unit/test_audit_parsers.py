@@ -278,6 +278,9 @@ def test_kernel_log_keeps_the_newest_events_and_counts_them_all():
     assert log["events"]["hung_task"][-1] == "2026-11-20T01:37:55Z"
     assert log["events"]["mce"] == sorted(log["events"]["mce"])  # oldest first, as before
     assert log["first"] == "2026-10-25T06:12:03Z"
+    # the raw evidence (kernel-events.txt) holds the newest lines too: the day the window judges, not the first days
+    few = audit_logs.parse_kernel_log(text("dmesg-iso_old_noise_recent_events.txt"), limit=4)
+    assert len(few["matched"]) == 4 and few["matched"][-1].startswith("2026-11-20T01:37:55")
 
 
 def test_home_on_an_automount_is_the_mount_on_top_of_the_autofs_one():
