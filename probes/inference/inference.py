@@ -83,7 +83,11 @@ PARAMS = Params(
 
 def sweep_points(scenarios, concurrencies, nodes, per_c, min_prompts, seed):
     """The load generator's points for a world of `nodes` engines: every scenario at each concurrency (per engine,
-    ascending), as `vllm bench serve` arguments."""
+    ascending), as `vllm bench serve` arguments.
+
+    Each point draws its prompts with a seed of its own. vLLM's random datasets build prompt i from the seed and i
+    alone, so with one seed a point's first prompts are the previous point's, whose KV the engine (up for the whole
+    sweep, prefix caching on) still holds: a prefill at c4 found half its prompts cached."""
     out = []
     for name, sc in scenarios.items():
         for c in sorted(int(x) for x in concurrencies):
@@ -97,7 +101,8 @@ def sweep_points(scenarios, concurrencies, nodes, per_c, min_prompts, seed):
                         sc["output_len"]]
             out.append({"name": "%s.c%d" % (name, c), "group": name, "scenario": name, "concurrency": c,
                         "args": [str(a) for a in data + ["--ignore-eos", "--max-concurrency", c * nodes,
-                                                         "--num-prompts", prompts, "--seed", seed]]})
+                                                         "--num-prompts", prompts,
+                                                         "--seed", int(seed) * 1009 + len(out)]]})
     return out
 
 

@@ -376,3 +376,19 @@ def test_a_point_the_load_generator_failed_at_fails_the_errors_check_and_is_an_e
     # a clean sweep still passes, and says every point was measured
     [clean] = gi.grade_errors(check("inference.request_errors"), make_run([inference_doc("h1")]), "h1")
     assert clean["status"] == "pass" and clean["expected"] == "0 failed, every point measured"
+
+
+def test_every_point_of_the_sweep_draws_prompts_of_its_own():
+    """vLLM's random datasets build prompt i from the seed and i alone, and one engine serves the whole sweep with
+    prefix caching on: with one seed, prefill.c4's first 8 prompts were prefill.c1's, still cached (TTFT and
+    tokens/s better than a cold run by hand). Each point now has its own seed, in 1-node and 2-node worlds alike."""
+    from probes.inference.inference import SCENARIOS, sweep_points
+
+    for nodes in (1, 2):
+        plan = sweep_points(SCENARIOS, [16, 1, 4], nodes, 4, 8, 1)
+        seeds = [p["args"][p["args"].index("--seed") + 1] for p in plan]
+        assert len(plan) == 3 * len(SCENARIOS) and len(set(seeds)) == len(plan), seeds
+        assert [p["concurrency"] for p in plan[:3]] == [1, 4, 16]
+        prefill = {p["concurrency"]: p["args"] for p in plan if p["scenario"] == "prefill"}
+        assert prefill[4][prefill[4].index("--num-prompts") + 1] == str(16 * nodes)
+    assert sweep_points(SCENARIOS, [1], 1, 4, 8, 2) != sweep_points(SCENARIOS, [1], 1, 4, 8, 1)  # the param counts
