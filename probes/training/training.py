@@ -145,11 +145,16 @@ def record(art, world, nodes):
     for s in steps:
         art.add("loss", _sig(s["loss"]), "nats", step=s["step"], **labels)
         art.add("step_seconds", _sig(s["seconds"]), "s", step=s["step"], **labels)
-    if steps:
+    # A world whose ranks did not all finish (an OOM, a crash: the world's failure says which) keeps its steps, but
+    # has no loss, step-time or rate summary: a few steps before a crash are not the job's loss curve or its pace.
+    finished = all(any(x.get("type") == "summary" for x in recs) for recs in by_rank.values())
+    if not finished:
+        art.facts["unfinished_worlds"] = sorted(set(art.facts.get("unfinished_worlds") or []) | {nodes})
+    if steps and finished:
         art.add("loss_first", _sig(steps[0]["loss"]), "nats", **labels)
         art.add("loss_last", _sig(steps[-1]["loss"]), "nats", **labels)
     timed = [s for s in steps if not s.get("warmup")]
-    if timed:
+    if timed and finished:
         secs = [s["seconds"] for s in timed]
         mean = statistics.fmean(secs)
         art.add("step_time_mean_s", _sig(mean), "s", **labels)
@@ -165,7 +170,7 @@ def record(art, world, nodes):
                     "ratio", **labels)
     rates = [x["tokens_per_s"] for recs in by_rank.values() for x in recs
              if x.get("type") == "summary" and x.get("tokens_per_s")]
-    if rates:
+    if rates and finished:
         art.add("tokens_per_s_per_gpu", _sig(statistics.fmean(rates)), "tokens/s", **labels)
     peaks = [x["peak_memory_bytes"] for recs in by_rank.values() for x in recs
              if x.get("type") == "step" and x.get("peak_memory_bytes") is not None]

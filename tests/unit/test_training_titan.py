@@ -128,6 +128,13 @@ def test_a_rank_killed_mid_training_under_torchtitan_is_named_with_its_host_and_
     # the steps torchtitan logged before the kill are kept
     steps = [r["labels"]["step"] for r in docs["a"]["results"] if r["metric"] == "loss"]
     assert steps[:3] == [0, 1, 2]
+    # ... but they are no loss curve, pace or MFU of the job: the world did not finish (before, its loss and a
+    # step-time cv of three steps passed training.dense_loss and training.dense_step_variance)
+    for doc in docs.values():
+        assert doc["facts"]["unfinished_worlds"] == [2]
+        assert not [r for r in doc["results"] if r["metric"] in (
+            "loss_first", "loss_last", "step_time_mean_s", "step_time_cv", "tokens_per_s_per_gpu",
+            "torchtitan_mfu_pct")]
     assert not leftovers(str(tmp_path))
 
 
