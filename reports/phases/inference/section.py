@@ -15,13 +15,13 @@ from reports.phases.inference.grade import (
     LATENCIES,
     PERCENTILES,
     PROBE,
+    graded_slos,
     point_goodput,
     point_name,
     points,
     ready_times,
     regime_of_points,
     scaling_pairs,
-    shipped_slos,
     slo_text,
 )
 from reports.render import markdown, plots
@@ -176,7 +176,7 @@ def blocks(run, rows, report_dir):
     if described:
         out.append(Paragraph(describe(described[0])))
     pts = points(run)
-    slos = shipped_slos()
+    slos = graded_slos(run)
     if pts:
         if report_dir:
             out += figure(plot_curve(run, report_dir, pts), "output tokens/s per GPU against tokens/s per user")
