@@ -92,7 +92,9 @@ def run(art, p, out_dir):
                 inner = float(json.loads(res.stdout.strip().splitlines()[-1])["download_s"])
             except (ValueError, KeyError, IndexError):
                 inner = secs
-            size = lifecycle.tree_bytes(work)
+            # the model's files only: HF_HOME beside it may hold the hub client's own copies (hf_xet's chunk cache,
+            # HF_HOME/xet), which would count its bytes twice
+            size = lifecycle.tree_bytes(cache)
             labels = {"hub": hub, "model": p["model"]}
             art.add("download_s", round(inner, 3), "s", **labels)
             art.add("process_s", round(secs, 3), "s", **labels)

@@ -86,20 +86,36 @@ def _mpi_prefix(params):
     return argv
 
 
-def command(tool, exe, params, work, mpi=None):
+def command(tool, exe, params, work, mpi=None, direct=False):
     """The argv of one tool (exe: its path), its data under work/<tool>/; mpi: the launcher's argv that starts IOR
-    and mdtest (default: this node's mpirun -np ranks)."""
+    and mdtest across the nodes (default: this node's mpirun -np ranks, the node alone).
+
+    direct (where O_DIRECT works on the tier): IOR on one node and elbencho read what they wrote with O_DIRECT (IOR
+    -B, elbencho --direct). Alone on one node, IOR's -C shifts the reading ranks by a node's worth of ranks, that is
+    by none, and elbencho reads back its own file: buffered, both reads would come from this node's page cache.
+    Across nodes, -C makes each rank read a file another node wrote, and mdtest's -N a node's worth of ranks makes
+    each rank stat and read another node's files (mdtest's default stride, 0, is its own: the client's cache)."""
     size, xfer = "%dm" % params["size_mib"], "%dk" % params["transfer_kib"]
+    alone = mpi is None
     mpi = _mpi_prefix(params) if mpi is None else list(mpi)
     if tool == "ior":
-        return mpi + [exe, "-a", "POSIX", "-F", "-w", "-r", "-C", "-e", "-i", "1", "-t", xfer,
-                                      "-b", size, "-o", os.path.join(work, "ior", "testfile")]
+        return mpi + [exe, "-a", "POSIX", "-F", "-w", "-r", "-C", "-e", "-i", "1", "-t", xfer, "-b", size] + (
+            ["-B"] if direct and alone else []) + ["-o", os.path.join(work, "ior", "testfile")]
     if tool == "mdtest":
-        return mpi + [exe, "-n", str(params["files_per_rank"]), "-i", "1", "-u",
-                                      "-d", os.path.join(work, "mdtest")]
+        return mpi + [exe, "-n", str(params["files_per_rank"]), "-i", "1", "-u"] + (
+            [] if alone else ["-N", str(params["ranks"])]) + ["-d", os.path.join(work, "mdtest")]
     # one directory per thread with one file each: made, written, read, deleted
     return [exe, "--mkdirs", "--write", "--read", "--delfiles", "--deldirs", "--threads", str(params["ranks"]),
-            "--dirs", "1", "--files", "1", "--size", size, "--block", xfer, "--nolive", os.path.join(work, "elbencho")]
+            "--dirs", "1", "--files", "1", "--size", size, "--block", xfer, "--nolive"] + (
+        ["--direct"] if direct else []) + [os.path.join(work, "elbencho")]
+
+
+def io_mode(art, directory):
+    """Whether the tools read with O_DIRECT in directory (tiers.direct_io_supported), said in the fact io_mode."""
+    direct, why = storage_tier.direct_io_supported(directory)
+    art.facts["io_mode"] = "O_DIRECT (IOR -B on one node, elbencho --direct)" if direct else (
+        "buffered: %s; IOR's read on one node and elbencho's read may come from the page cache" % why)
+    return direct
 
 
 def record(art, tool, parsed, scope=None, tasks=None):
@@ -231,8 +247,10 @@ def _alone(art, params, out_dir, tier, exe, present, base, parents):
     work = os.path.join(top, "io_tools", art.host)
     failures = []
     try:
+        os.makedirs(work, exist_ok=True)
+        direct = io_mode(art, work)
         for tool in present:
-            argv = command(tool, exe[tool], params, work)
+            argv = command(tool, exe[tool], params, work, direct=direct)
             os.makedirs(os.path.join(work, tool), exist_ok=True)
             res = run_cmd(argv, timeout=params["timeout_s"], cwd=work)
             why = run_tool(art, tool, argv, res, out_dir, "%s.%s.txt" % (base, tool),
@@ -442,7 +460,7 @@ def _elbencho_master(art, params, out_dir, work, tier, base, exe, mesh, states):
     art.facts["elbencho_across_nodes"] = "run: %d nodes through elbencho's services (%s)" % (nodes, services)
     try:
         os.makedirs(os.path.join(data, "elbencho"), exist_ok=True)
-        cmd = command("elbencho", exe, params, data)
+        cmd = command("elbencho", exe, params, data, direct=storage_tier.direct_io_supported(data)[0])
         argv = [cmd[0], "--hosts", services] + cmd[1:]
         res = run_cmd(argv, timeout=params["timeout_s"], cwd=work)
         # elbencho_across: what ran, or the error (as ior_across, mdtest_across)

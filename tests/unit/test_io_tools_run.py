@@ -19,6 +19,8 @@ FIXTURES = ROOT / "tests" / "fixtures" / "io_tools"
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 from elbencho_standin import install as install_elbencho_standin  # noqa: E402
 
+from probes.storage.io_tools_run import command  # noqa: E402
+
 
 def _stand_in(bin_dir, tool, capture, rc=0):
     """bin_dir/tool: appends its argv to bin_dir/argv, prints the capture."""
@@ -88,10 +90,13 @@ def test_each_installed_tool_runs_and_its_output_becomes_results(tmp_path):
     assert {r["labels"]["scope"] for r in doc["results"]} == {"node"}
     work = tier / "clustermax-assess-storage-r-io" / "io_tools" / "n1"
     argv = (bin_dir / "argv").read_text().splitlines()
-    assert argv[0] == "ior -a POSIX -F -w -r -C -e -i 1 -t 256k -b 4m -o %s/ior/testfile" % work
+    # O_DIRECT works on this machine's /tmp (ext4): alone on a node, IOR's read (-C shifts by no node) and
+    # elbencho's would otherwise come from the page cache
+    assert doc["facts"]["io_mode"] == "O_DIRECT (IOR -B on one node, elbencho --direct)"
+    assert argv[0] == "ior -a POSIX -F -w -r -C -e -i 1 -t 256k -b 4m -B -o %s/ior/testfile" % work
     assert argv[1] == "mdtest -n 50 -i 1 -u -d %s/mdtest" % work
     assert argv[2] == ("elbencho --mkdirs --write --read --delfiles --deldirs --threads 1 --dirs 1 --files 1 "
-                       "--size 4m --block 256k --nolive %s/elbencho" % work)
+                       "--size 4m --block 256k --nolive --direct %s/elbencho" % work)
     assert doc["facts"]["ior_version"] == "3.3.0" and doc["facts"]["mdtest_version"] == "3.3.0"
     assert sorted(doc["raw"]) == ["io_tools_run-scratch.%s.txt" % t for t in ("elbencho", "ior", "mdtest")]
     assert not work.exists() and list(tier.iterdir()) == []  # the test directory is gone, its parents with it
@@ -284,7 +289,8 @@ def test_elbencho_runs_across_the_nodes_through_its_services_and_stops_them(tmp_
     hosts = "127.0.0.1:%d,127.0.0.1:%d" % (port, port + 1)
     assert master == [
         "elbencho --hosts %s --mkdirs --write --read --delfiles --deldirs --threads 2 --dirs 1 --files 1 --size 1m "
-        "--block 1024k --nolive %s/clustermax-assess-storage-r-elb/io_tools/elbencho-world/elbencho" % (hosts, tier),
+        "--block 1024k --nolive --direct %s/clustermax-assess-storage-r-elb/io_tools/elbencho-world/elbencho"
+        % (hosts, tier),
         "elbencho --hosts %s --quit" % hosts]
     facts = first["facts"]
     assert facts["elbencho_across_nodes"] == "run: 2 nodes through elbencho's services (%s)" % hosts
@@ -377,3 +383,17 @@ def test_elbencho_hosts_list_has_no_form_for_an_ipv6_address():
     six = SimpleNamespace(addresses=["fd00::1", "10.0.0.2"])
     assert _elbencho_hosts(six, states) == (None, "elbencho's --hosts takes no IPv6 address (fd00::1): give the "
                                                   "nodes names or IPv4 addresses")
+
+
+def test_buffered_where_o_direct_is_refused_and_across_nodes_each_rank_reads_another_nodes_files():
+    """Where O_DIRECT does not work (tmpfs before 6.6, some FUSE), the tools run buffered and the fact io_mode says
+    so; across nodes IOR's -C and mdtest's -N (a node's worth of ranks) make each rank read what another node wrote."""
+    params = {"size_mib": 4, "transfer_kib": 256, "files_per_rank": 50, "ranks": 8, "mpirun": "mpirun",
+              "mpirun_args": []}
+    assert "-B" not in command("ior", "ior", params, "/w", direct=False)
+    assert "--direct" not in command("elbencho", "elbencho", params, "/w", direct=False)
+    world = ["srun", "--ntasks-per-node", "8"]
+    ior = command("ior", "ior", params, "/w", mpi=world, direct=True)
+    assert "-C" in ior and "-B" not in ior  # across nodes -C reads another node's file: no O_DIRECT needed
+    assert command("mdtest", "mdtest", params, "/w", mpi=world)[3:] == [
+        "mdtest", "-n", "50", "-i", "1", "-u", "-N", "8", "-d", "/w/mdtest"]

@@ -218,6 +218,46 @@ def test_container_pull_without_engines_and_model_pull_without_hub_skip_with_rea
     assert not (tmp_path.parent / "lifecycle" / "models").exists()
 
 
+def test_model_pull_counts_the_models_bytes_not_the_hub_clients_own_cache(tmp_path, monkeypatch):
+    """A hub client laid out as huggingface_hub documents it (cache_dir/models--org--name: blobs, snapshot symlinks
+    to them; hf_xet's chunk cache under HF_HOME/xet, 10 GB by default in huggingface_hub 0.32-0.34): the model is
+    its 1 MiB blob. Before, the probe counted everything under its work directory, chunk cache included: 2 MiB, and
+    a download rate twice the real one."""
+    import http.server
+    import socketserver
+    import threading
+
+    fake = tmp_path / "client" / "huggingface_hub"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(
+        "import os\n"
+        "def snapshot_download(repo_id, cache_dir, allow_patterns=None):\n"
+        "    repo = os.path.join(cache_dir, 'models--' + repo_id.replace('/', '--'))\n"
+        "    os.makedirs(os.path.join(repo, 'blobs'))\n"
+        "    os.makedirs(os.path.join(repo, 'snapshots', 'abc123'))\n"
+        "    with open(os.path.join(repo, 'blobs', 'e3b0c442'), 'wb') as fh:\n"
+        "        fh.write(b'w' * 2**20)\n"
+        "    os.symlink('../../blobs/e3b0c442', os.path.join(repo, 'snapshots', 'abc123', 'model.safetensors'))\n"
+        "    xet = os.path.join(os.environ['HF_HOME'], 'xet', 'chunk-cache', 'default')\n"
+        "    os.makedirs(xet)\n"
+        "    with open(os.path.join(xet, 'chunk0'), 'wb') as fh:\n"
+        "        fh.write(b'w' * 2**20)\n"
+        "    return os.path.join(repo, 'snapshots', 'abc123')\n")
+    monkeypatch.setenv("PYTHONPATH", str(fake.parent))
+    server = socketserver.TCPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        _, doc = run_probe("model_pull", str(tmp_path / "out"), "r1", "h1", params={
+            "hubs": ["huggingface"], "model": "org/tiny", "python": sys.executable,
+            "hf_endpoint": "http://127.0.0.1:%d" % server.server_address[1], "reach_timeout_s": 2})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert doc["status"] == "ok", doc["reason"]
+    [size] = [r["value"] for r in doc["results"] if r["metric"] == "model_bytes"]
+    assert size == 2**20 + len("../../blobs/e3b0c442")  # the blob, and the snapshot's symlink itself (lstat)
+
+
 def test_serve_ready_times_until_v1_models_answers(tmp_path, monkeypatch):
     port = free_port()
     fake = tmp_path / "vllm"
