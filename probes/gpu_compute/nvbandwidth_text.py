@@ -104,7 +104,9 @@ def parse_text(text):
         m = _SUM.match(line) or _CV.match(line)
         if m and case is not None and case["name"] is None:
             case["name"] = m.group(1)  # a matrix whose Running line was cut: named by its SUM line
-        if m and case is not None and m.group(1) == case["name"]:
+        # a bidirectional testcase (v0.8+) sums each of its matrices (<name>_read1, _read2, _total): the last, the
+        # total, is the testcase's, as its -j JSON keeps it
+        if m and case is not None and (m.group(1) == case["name"] or m.group(1).startswith(case["name"] + "_")):
             case["sum" if line.startswith("SUM") else "cv"] = _number(m.group(2))
             continue
         if _NOTES.match(line):
@@ -118,8 +120,10 @@ def parse_text(text):
             unread.append(line)
             continue
         tokens = line.split()
-        if _DESCRIPTION.search(line) and case["description"] is None:
-            case["description"] = line
+        if _DESCRIPTION.search(line) and (case["description"] is None or case["columns"] is not None):
+            # the first matrix of the testcase, or the next one of a bidirectional testcase (Read1, Read2, Total):
+            # its rows are stacked below the others, as nvbandwidth's -j JSON stacks them (nvbandwidth.cells: part)
+            case["description"], case["columns"] = line, None
         elif case["description"] and case["columns"] is None and all(t.isdigit() for t in tokens):
             case["columns"] = [int(t) for t in tokens]
         elif case["columns"] is not None and tokens[0].isdigit() and len(tokens) > 1:

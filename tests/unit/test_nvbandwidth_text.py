@@ -163,3 +163,25 @@ def test_probe_reads_text_when_json_is_refused(tmp_path, monkeypatch):
     assert doc["facts"]["nvbandwidth_version"] == "v0.2" and doc["raw"] == ["nvbandwidth.out.txt"]
     sums = {r["labels"]["test"]: r["value"] for r in doc["results"] if r["metric"] == "gbps_sum"}
     assert len(sums) == 16 and sums["host_to_device_memcpy_ce"] == pytest.approx(442.52, abs=0.01)
+
+
+def test_a_bidirectional_testcase_is_three_stacked_matrices_and_its_totals_are_the_totals():
+    """v0.10 on 7×B300: a bidirectional testcase prints Read1, Read2 and their Total, each with a SUM of its own
+    (…_read1, …_read2, …_total). Before, the text reader took the second SUM line for the tool's error (the testcase
+    an Error) and the next matrix's column line for a row; and from the JSON's stacked rows the probe's sum was
+    Read1 + Read2 + Total, twice nvbandwidth's SUM, with min and max from two kinds of number."""
+    doc = parse_text((FIX / "nvbandwidth" / "v0.10_b300x7_d2d_bidirectional.txt").read_text())
+    write, bidir = doc["testcases"]
+    assert (write["status"], write["sum"], len(write["matrix"])) == ("Passed", 32521.5, 7)
+    assert bidir["status"] == "Passed" and bidir["error"] is None
+    assert bidir["sum"] == 63869.9 and len(bidir["matrix"]) == 21  # Read1, Read2, Total: 7 rows each
+    art = Artifact("nvbandwidth", "r", "h")
+    assert nvbandwidth.record(art, doc) == []
+    agg = {r["metric"]: r["value"] for r in art.results
+           if r["labels"] == {"test": "device_to_device_bidirectional_memcpy_read_ce"}}
+    # nvbandwidth's own SUM of the Total matrix (the cells are printed to two decimals)
+    assert agg["gbps_sum"] == pytest.approx(63869.9, abs=0.1)
+    assert (agg["gbps_min"], agg["gbps_max"]) == (1517.86, 1522.36)
+    parts = {r["labels"].get("part") for r in art.results if r["metric"] == "gbps"
+             and r["labels"]["test"] == "device_to_device_bidirectional_memcpy_read_ce"}
+    assert parts == {0, 1, 2}  # every cell is kept, labelled by its matrix
