@@ -200,7 +200,8 @@ def one_round(art, test, mem, hcas, gpu_of, hosts, addresses, rank, peer, port, 
                         art.add(metric, row[key], "us", **labels)
                 continue
             art.add("bw_avg_gbits", row["bw_avg_gbits"], "Gbit/s", **labels)
-            art.add("bw_peak_gbits", row["bw_peak_gbits"], "Gbit/s", **labels)
+            if row["bw_peak_gbits"] is not None:
+                art.add("bw_peak_gbits", row["bw_peak_gbits"], "Gbit/s", **labels)
         for proc in servers:
             try:
                 proc.wait(timeout=5)

@@ -80,6 +80,8 @@ def parse_bw(text):
     bw_peak_gbits, bw_avg_gbits, msg_rate_mpps}], "error", "unread": [lines]}"""
     out = {"test": None, "device": None, "link_type": None, "gid_index": None, "use_cuda": False, "unit": None,
            "rows": [], "error": None, "unread": []}
+    # a run with a duration (-D) measures no peak and prints 0.00 in its column: not measured, not 0 Gbit/s
+    no_peak = "BW peak won't be measured" in (text or "")
     for line in (text or "").splitlines():
         _banner(out, line)
         m = re.search(r"BW average\[([^\]]+)\]", line)
@@ -92,7 +94,7 @@ def parse_bw(text):
         if m and out["unit"] in _UNITS:
             scale = _UNITS[out["unit"]]
             out["rows"].append({"bytes": int(m.group(1)), "iterations": int(m.group(2)),
-                                "bw_peak_gbits": round(float(m.group(3)) * scale, 6),
+                                "bw_peak_gbits": None if no_peak else round(float(m.group(3)) * scale, 6),
                                 "bw_avg_gbits": round(float(m.group(4)) * scale, 6),
                                 "msg_rate_mpps": float(m.group(5))})
         elif out["unit"] and not _BANNER.match(line) and line.strip():

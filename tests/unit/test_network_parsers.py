@@ -217,3 +217,11 @@ def test_old_format_wrong_results_come_from_the_footer(tmp_path):
                 str(tmp_path), False, 2)
         [wrong] = [r for r in art.results if r["metric"] == "wrong"]
         assert wrong["value"] == count and wrong["labels"]["source"] == "footer"
+
+
+def test_a_run_with_a_duration_measures_no_peak():
+    """ib_write_bw -D: perftest turns the peak off and prints 0.00 in its column. Before, bw_peak_gbits was 0.0
+    beside an average of 98.02 Gbit/s; it is not measured."""
+    rows = parse_bw((FIX / "perftest" / "ib_write_bw_D5_gbits_roce.txt").read_text())["rows"]
+    assert rows == [{"bytes": 65536, "iterations": 560845, "bw_peak_gbits": None, "bw_avg_gbits": 98.02,
+                     "msg_rate_mpps": 0.18695}]
