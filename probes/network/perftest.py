@@ -48,7 +48,9 @@ PARAMS = Params(
     tests=Param(list, ["write", "read"], "perftest tests: write (ib_write_bw), read (ib_read_bw), send (ib_send_bw), "
                                          "write_lat, read_lat, send_lat (ib_write_lat, ib_read_lat, ib_send_lat)"),
     gid_index=Param(str, "", "GID index (-x, RoCE; empty: perftest's choice)"),
-    message_bytes=Param(int, 65536, "message size (-s)"),
+    message_bytes=Param(int, 65536, "message size of the bandwidth tests (-s)"),
+    latency_message_bytes=Param(int, 2, "message size of the latency tests (-s; perftest's own default, 2 bytes, "
+                                        "what ib_*_lat run by hand measures)"),
     duration_s=Param(int, 0, "seconds per test (-D; 0: perftest's iteration count)"),
     timeout_per_test=Param(float, 60, "seconds one test may take"),
     gpu_memory=Param(bool, True, "also measure from GPU memory where perftest has --use_cuda"),
@@ -74,7 +76,8 @@ def is_latency(test):
 
 
 def common_args(hca, port, params, test="write"):
-    args = ["-d", hca, "-p", str(port), "-F", "-s", str(params["message_bytes"])]
+    size = params["latency_message_bytes"] if is_latency(test) else params["message_bytes"]
+    args = ["-d", hca, "-p", str(port), "-F", "-s", str(size)]
     if not is_latency(test):
         args.insert(5, "--report_gbits")
     if params["duration_s"]:

@@ -225,3 +225,14 @@ def test_a_run_with_a_duration_measures_no_peak():
     rows = parse_bw((FIX / "perftest" / "ib_write_bw_D5_gbits_roce.txt").read_text())["rows"]
     assert rows == [{"bytes": 65536, "iterations": 560845, "bw_peak_gbits": None, "bw_avg_gbits": 98.02,
                      "msg_rate_mpps": 0.18695}]
+
+
+def test_latency_tests_use_perftests_own_message_size():
+    """ib_*_lat run by hand sends 2-byte messages; the bandwidth tests' 64 KiB made every latency several times
+    what a user measures."""
+    from probes.network.perftest import PARAMS, common_args
+
+    params = PARAMS.resolve("perftest", {})
+    assert common_args("mlx5_0", 1, params, "write_lat") == ["-d", "mlx5_0", "-p", "1", "-F", "-s", "2"]
+    assert common_args("mlx5_0", 1, params, "write") == ["-d", "mlx5_0", "-p", "1", "-F", "--report_gbits", "-s",
+                                                         "65536"]
