@@ -7,11 +7,11 @@ world for real: the probe's time limit while it runs leaves none of the launcher
 import os
 import re
 import signal
-import time
 import uuid
 from pathlib import Path
 
 import pytest
+from test_common_command import alive, gone
 
 from probes.common import launch
 from probes.common.worlds import placement_order, world_size_plan
@@ -189,26 +189,6 @@ class LimitReachedBase(BaseException):
     """... and as it becomes (a BaseException, which `except Exception` in a probe does not swallow)."""
 
 
-def running(marker):
-    """Pids of running processes whose argv holds marker."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                if marker.encode() in Path("/proc/%s/cmdline" % pid).read_bytes():
-                    found.append(int(pid))
-            except OSError:
-                continue
-    return found
-
-
-def wait_gone(marker, wait_s=5.0):
-    deadline = time.monotonic() + wait_s
-    while running(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return running(marker)
-
-
 @pytest.mark.parametrize("limit", [LimitReached, LimitReachedBase])
 def test_the_probes_time_limit_while_a_launched_world_runs_leaves_none_of_its_processes(tmp_path, limit):
     """run_launched (nccl_tests, hpl_mxp, io_tools_run) when the probe's SIGALRM fires while it waits: the launcher
@@ -219,7 +199,7 @@ def test_the_probes_time_limit_while_a_launched_world_runs_leaves_none_of_its_pr
     argv = ["sh", "-c", "sleep 300 %s & sh -c 'sleep 300 %s & wait' & wait" % (marker, marker)]
 
     def on_alarm(signum, frame):
-        if len(running(marker)) < 4:  # both shells and both sleeps: the world is up
+        if len(alive(marker)) < 4:  # both shells and both sleeps: the world is up
             signal.setitimer(signal.ITIMER_REAL, 0.1)
             return
         raise limit()
@@ -229,9 +209,9 @@ def test_the_probes_time_limit_while_a_launched_world_runs_leaves_none_of_its_pr
         signal.setitimer(signal.ITIMER_REAL, 0.2)
         with pytest.raises(limit):
             launch.run_launched("mpirun", argv, dict(os.environ), str(tmp_path / "launch.log"), None, 600)
-        assert wait_gone(marker) == []
+        assert gone(marker) == []
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-        for pid in running(marker):
+        for pid in alive(marker):
             os.kill(pid, signal.SIGKILL)

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 from free_ports import free_port
-from test_common_launch import running, wait_gone
+from test_common_command import alive, gone
 
 from probes.artifact import Artifact
 from probes.common import worlds
@@ -48,7 +48,7 @@ def test_the_probes_time_limit_while_a_launched_world_runs_leaves_none_of_its_pr
 
     def on_alarm(signum, frame):
         # the stand-in's sleep (in the launcher's group) and the rank (in a session of its own) both run
-        if not running(sleeper) or not ready.exists():
+        if not alive(sleeper) or not ready.exists():
             signal.setitimer(signal.ITIMER_REAL, 0.1)
             return
         raise LimitReached()
@@ -60,9 +60,9 @@ def test_the_probes_time_limit_while_a_launched_world_runs_leaves_none_of_its_pr
             worlds.drive(art, node, params, settings, [1], [0], dict(os.environ), dict(os.environ), {},
                          lambda *a: None)
         assert art.facts["launcher"] == "mpirun"
-        assert wait_gone(sleeper) == [] and wait_gone(run_id) == []
+        assert gone(sleeper) == [] and gone(run_id) == []
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-        for pid in running(sleeper) + running(run_id):
+        for pid in alive(sleeper) + alive(run_id):
             os.kill(pid, signal.SIGKILL)

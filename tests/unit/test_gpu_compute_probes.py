@@ -124,6 +124,29 @@ def test_timeout_keeps_what_was_measured(tmp_path):
     assert [r["labels"]["shape"] for r in results(doc, "tflops")] == ["small"]
 
 
+def run_stub_workers(tmp_path, monkeypatch, name, body):
+    """(artifact, collector) of compute_launch.run_workers on the CPU with cpu_workers=2 (one subprocess per
+    "GPU", as on CUDA), running the worker of module `name` (body: its source, with os and launch imported)."""
+    from probes.artifact import Artifact
+
+    mod = tmp_path / "mods" / ("%s.py" % name)
+    mod.parent.mkdir()
+    mod.write_text("import os\nfrom probes.gpu_compute import launch\n" + textwrap.dedent(body))
+    monkeypatch.setenv("PYTHONPATH", str(mod.parent))
+    sys.path.insert(0, str(mod.parent))
+    try:
+        import torch
+
+        art = Artifact("gemm", "r", "h")
+        ctx = compute_backend.Context(torch, "cpu", [0], 1, None, ["cpu"])
+        out = tmp_path / name
+        out.mkdir()
+        col = compute_launch.run_workers(art, str(out), ctx, "%s:worker" % name, {"cpu_workers": 2}, "x.jsonl")
+    finally:
+        sys.path.remove(str(mod.parent))
+    return art, col
+
+
 def test_one_subprocess_per_device_and_a_dying_worker(tmp_path, monkeypatch):
     """The multi-process path (one worker per GPU on CUDA) on the CPU: cpu_workers=2. Then a worker that dies
     half-way: its results so far and its partner's are kept, and its death is an error with its exit code."""
@@ -134,32 +157,13 @@ def test_one_subprocess_per_device_and_a_dying_worker(tmp_path, monkeypatch):
     assert doc["facts"]["dtype.nvfp4"] == "skipped"
     assert not list((tmp_path / "ok").glob(".*stderr"))  # worker logs are removed
 
-    mod = tmp_path / "mods" / "dying_worker.py"
-    mod.parent.mkdir()
-    mod.write_text(textwrap.dedent("""
-        import os
-        from probes.gpu_compute import launch
-
+    art, col = run_stub_workers(tmp_path, monkeypatch, "dying_worker", """
         def worker(torch, dev, spec, emit):
             launch.result(emit, "tflops", 1.0 + dev.gpu, "TFLOP/s", dtype="bf16")
             if dev.gpu == 1:
                 os._exit(7)
             launch.dtype_outcome(emit, "bf16", "ok")
-    """))
-    monkeypatch.setenv("PYTHONPATH", str(mod.parent))
-    sys.path.insert(0, str(mod.parent))
-    try:
-        from probes.artifact import Artifact
-
-        art = Artifact("gemm", "r", "h")
-        import torch
-
-        ctx = compute_backend.Context(torch, "cpu", [0], 1, None, ["cpu"])
-        out = tmp_path / "die"
-        out.mkdir()
-        col = compute_launch.run_workers(art, str(out), ctx, "dying_worker:worker", {"cpu_workers": 2}, "x.jsonl")
-    finally:
-        sys.path.remove(str(mod.parent))
+    """)
     assert sorted(r["value"] for r in art.results) == [1.0, 2.0]
     assert col.failures == {1: "worker exited with rc 7: no message"}
     merged = compute_launch.merge_outcomes(col.per_gpu, col.labels, ["bf16"], col.failures)
@@ -173,32 +177,13 @@ def test_a_gpu_whose_worker_died_before_any_result_is_an_error_row_of_the_per_gp
     from reports.grading.kinds import grade_metric
     from reports.load import run_of_artifacts
 
-    mod = tmp_path / "mods" / "early_death.py"
-    mod.parent.mkdir()
-    mod.write_text(textwrap.dedent("""
-        import os
-        from probes.gpu_compute import launch
-
+    art, col = run_stub_workers(tmp_path, monkeypatch, "early_death", """
         def worker(torch, dev, spec, emit):
             if dev.gpu == 1:
                 os._exit(9)
             launch.result(emit, "tflops", 700.0, "TFLOP/s", dtype="bf16", gpu=dev.gpu, shape="s")
             launch.dtype_outcome(emit, "bf16", "ok")
-    """))
-    monkeypatch.setenv("PYTHONPATH", str(mod.parent))
-    sys.path.insert(0, str(mod.parent))
-    try:
-        from probes.artifact import Artifact
-
-        art = Artifact("gemm", "r", "h")
-        import torch
-
-        ctx = compute_backend.Context(torch, "cpu", [0], 1, None, ["cpu"])
-        out = tmp_path / "die"
-        out.mkdir()
-        col = compute_launch.run_workers(art, str(out), ctx, "early_death:worker", {"cpu_workers": 2}, "x.jsonl")
-    finally:
-        sys.path.remove(str(mod.parent))
+    """)
     compute_launch.apply_outcomes(art, compute_launch.merge_outcomes(col.per_gpu, col.labels, ["bf16"], col.failures))
     assert art.status == "error" and art.facts["gpus"] == "0,1"
     # graded as on a GPU node: the check's backend gate lifted, since this CPU run stands in for the GPUs
