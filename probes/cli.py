@@ -10,30 +10,22 @@ controller gets everything back in the same SSH round trip that ran the probe.
 
 import argparse
 import base64
+import contextlib
 import importlib
 import json
 import os
-import signal
 import socket
 import sys
 import traceback
 
 from probes import __version__
 from probes.artifact import Artifact, artifact_filename, validate, write_json_atomic
+from probes.common.time_limit import ProbeTimeout, time_limit
 from probes.params import ParamError
 from probes.registry import PROBES
 
 # Raw files larger than this are left on the node and fetched separately by the controller.
 INLINE_LIMIT_BYTES = 8 * 1024 * 1024
-
-
-class ProbeTimeout(BaseException):
-    """The probe's time limit. Not an Exception: a probe's `except Exception` (a step that failed, the next one
-    tried) must not swallow it, or the one-shot alarm never rings again and the probe runs on without a limit."""
-
-
-def _on_alarm(signum, frame):
-    raise ProbeTimeout()
 
 
 def parse_args(argv):
@@ -67,18 +59,17 @@ def run_probe(name, out_dir, run_id, host, variant=None, params=None, timeout=0)
     params = dict(params or {})
     art = Artifact(name, run_id, host, variant=variant, params=params, tool_version=__version__)
     os.makedirs(out_dir, exist_ok=True)
-    if timeout and timeout > 0:
-        signal.signal(signal.SIGALRM, _on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, timeout)
+    limit = time_limit(timeout) if timeout and timeout > 0 else contextlib.nullcontext()
     try:
-        module = importlib.import_module(PROBES[name])
-        resolved = module.PARAMS.resolve(name, params)
-        use_tools(resolved["tools_step"])
-        skip = resolved["skip"].strip()
-        if skip:
-            art.skip(skip)
-        else:
-            module.run(art, resolved, out_dir)
+        with limit:  # stopped before any of the handlers below runs
+            module = importlib.import_module(PROBES[name])
+            resolved = module.PARAMS.resolve(name, params)
+            use_tools(resolved["tools_step"])
+            skip = resolved["skip"].strip()
+            if skip:
+                art.skip(skip)
+            else:
+                module.run(art, resolved, out_dir)
     except ParamError as exc:
         art.error(str(exc))  # what was asked is wrong, not the probe: no traceback
     except ProbeTimeout:
@@ -92,9 +83,6 @@ def run_probe(name, out_dir, run_id, host, variant=None, params=None, timeout=0)
             art.raw.append(tb_name)
         except OSError:
             pass  # a full disk: the reason above says what failed, the results are kept
-    finally:
-        if timeout and timeout > 0:
-            signal.setitimer(signal.ITIMER_REAL, 0)
     doc = art.to_dict()
     problems = validate(doc)
     if problems:

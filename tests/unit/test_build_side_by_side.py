@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from rating_runs import ANALYST_GOOD, RUBRIC, make_run
 
+from probes.common.time_limit import time_limit
 from reports import build as build_mod
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,15 +117,9 @@ def test_an_interrupt_while_waiting_for_the_copy_stops_it(tmp_path, forking):
     def interrupt(signum, frame):
         raise KeyboardInterrupt
 
-    old = signal.signal(signal.SIGALRM, interrupt)
     before = _children()
-    try:
-        signal.alarm(2)
-        with pytest.raises(KeyboardInterrupt):
-            build_mod.side_by_side(lambda: _wait_for(tmp_path / "there.pid"), there, "the tables")
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+    with pytest.raises(KeyboardInterrupt), time_limit(2, interrupt):  # rings again if dropped in a weakref callback
+        build_mod.side_by_side(lambda: _wait_for(tmp_path / "there.pid"), there, "the tables")
     assert _gone(int((tmp_path / "there.pid").read_text())) and _children() == before
     assert not (tmp_path / "there.finished").exists()
 

@@ -12,6 +12,7 @@ import pytest
 
 from probes.cli import run_probe
 from probes.common.command import run_cmd
+from probes.common.time_limit import time_limit
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -66,14 +67,8 @@ def test_an_exception_while_waiting_ends_the_tree_and_is_raised(marker):
         assert len(alive(marker)) == 4  # both shells and both sleeps run when the limit fires
         raise Interrupted()
 
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    try:
-        signal.setitimer(signal.ITIMER_REAL, 1.0)
-        with pytest.raises(Interrupted):
-            run_cmd(tree_argv(marker), timeout=120)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+    with pytest.raises(Interrupted), time_limit(1.0, on_alarm):
+        run_cmd(tree_argv(marker), timeout=120)
     assert gone(marker) == []
 
 

@@ -14,6 +14,7 @@ import pytest
 from test_common_command import alive, gone
 
 from probes.common import launch
+from probes.common.time_limit import time_limit
 from probes.common.worlds import placement_order, world_size_plan
 from reports.phases.network.grade import placement_scope, scaling
 
@@ -204,14 +205,10 @@ def test_the_probes_time_limit_while_a_launched_world_runs_leaves_none_of_its_pr
             return
         raise limit()
 
-    previous = signal.signal(signal.SIGALRM, on_alarm)
     try:
-        signal.setitimer(signal.ITIMER_REAL, 0.2)
-        with pytest.raises(limit):
+        with pytest.raises(limit), time_limit(0.2, on_alarm):
             launch.run_launched("mpirun", argv, dict(os.environ), str(tmp_path / "launch.log"), None, 600)
         assert gone(marker) == []
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
         for pid in alive(marker):
             os.kill(pid, signal.SIGKILL)

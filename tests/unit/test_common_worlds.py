@@ -13,6 +13,7 @@ from test_common_command import alive, gone
 
 from probes.artifact import Artifact
 from probes.common import worlds
+from probes.common.time_limit import time_limit
 
 
 class LimitReached(BaseException):
@@ -53,16 +54,12 @@ def test_the_probes_time_limit_while_a_launched_world_runs_leaves_none_of_its_pr
             return
         raise LimitReached()
 
-    previous = signal.signal(signal.SIGALRM, on_alarm)
     try:
-        signal.setitimer(signal.ITIMER_REAL, 0.2)
-        with pytest.raises(LimitReached):
+        with pytest.raises(LimitReached), time_limit(0.2, on_alarm):
             worlds.drive(art, node, params, settings, [1], [0], dict(os.environ), dict(os.environ), {},
                          lambda *a: None)
         assert art.facts["launcher"] == "mpirun"
         assert gone(sleeper) == [] and gone(run_id) == []
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
         for pid in alive(sleeper) + alive(run_id):
             os.kill(pid, signal.SIGKILL)
