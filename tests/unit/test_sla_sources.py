@@ -465,3 +465,37 @@ def test_sacctmgr_end_in_the_repeated_autumn_hour_and_a_reversed_line():
         ("gpu002", "2026-11-01T06:40:00Z", "2026-11-01T07:10:00Z")]
     assert notes == ["sacctmgr row 2 after the header: gpu003 2026-11-12T22:15:00 to 2026-11-12T21:15:00 "
                      "(America/Chicago time) does not end after it starts: not counted"]
+
+
+def test_a_drain_reason_in_the_repeated_autumn_hour_after_the_node_was_seen_in_service():
+    """Chicago, 2026-11-01: the clock shows 01:00-02:00 twice (06:00Z-07:00Z CDT, then 07:00Z-08:00Z CST)."""
+    def snap(utc, state, reason="", since=""):
+        return {"id": utc, "observed_at_us": parse_time("2026-11-01T%s:00Z" % utc), "format": "scontrol",
+                "text": oneliner(state, reason, since)}
+
+    # in service at 06:50Z (01:50 CDT); the snapshots failed until 07:45Z, which shows a drain set at 01:40 CST
+    snaps = [snap("06:50", "IDLE"), snap("07:45", "IDLE+DRAIN", "xid 79", "2026-11-01T01:40:00"),
+             snap("07:50", "IDLE")]
+    [e] = slurm.events_from_snapshots(snaps, "America/Chicago", max_gap_us=600 * US)
+    # was 06:50Z-07:50Z (3,600 s): 01:40 read as CDT (06:40Z), before the node was seen in service
+    assert (iso_utc(e.start), iso_utc(e.end)) == ("2026-11-01T07:40:00Z", "2026-11-01T07:50:00Z")
+    assert e.evidence["reason_since"] == "2026-11-01T07:40:00Z"
+    # nothing seen before the drain: both passes fit, and the first one is read, as for any zone-less time
+    [e] = slurm.events_from_snapshots(snaps[1:], "America/Chicago", max_gap_us=600 * US)
+    assert iso_utc(e.start) == "2026-11-01T06:40:00Z"
+
+
+def test_an_import_in_local_time_across_the_repeated_autumn_hour(tmp_path):
+    """A provider's log in New York time: 2026-11-01 01:00-02:00 happens twice (05:00Z-06:00Z EDT, 06:00Z-07:00Z
+    EST)."""
+    path = tmp_path / "noc.csv"
+    path.write_text("start,end,target,kind,reason,announced_at\n"
+                    "2026-11-01 01:40:00,2026-11-01 01:10:00,n1,down,PSU,\n"
+                    "2026-10-31 23:00:00,2026-11-01 01:30:00,n2,physical_maintenance,coolant,2026-10-20 09:00:00\n")
+    # was refused whole ("noc.csv#1: ends before it starts"), and with it the review
+    down, maintenance = imports.load(str(path), timezone="America/New_York")
+    assert (iso_utc(down.start), iso_utc(down.end)) == ("2026-11-01T05:40:00Z", "2026-11-01T06:10:00Z")
+    assert (iso_utc(maintenance.start), iso_utc(maintenance.end)) == ("2026-11-01T03:00:00Z", "2026-11-01T05:30:00Z")
+    path.write_text("start,end,target\n2026-11-01 01:40:00,2026-11-01 00:50:00,n1\n")  # no reading ends later
+    with pytest.raises(EventError, match="noc.csv#1: ends before it starts"):
+        imports.load(str(path), timezone="America/New_York")

@@ -32,6 +32,11 @@ def _event(rec: dict, ident: str, tz) -> Event:
         if rec.get("end") in (None, ""):
             raise EventError("%s: no end time" % ident)
         end = parse_time(rec.get("end"), default_tz=tz)
+        if end <= start:
+            # A wall-clock end in the hour the autumn change repeats reads as its first pass (fold 0). When that is
+            # not after the start, the second pass is the one meant (01:40 EDT to 01:10 EST), as for sacctmgr
+            # (reports/sla/sources/slurm.py); a record that still ends before it starts is refused below.
+            end = max(end, parse_time(rec.get("end"), default_tz=tz, fold=1))
         announced = rec.get("announced_at")
         gpus = rec.get("gpus")
         return Event(id=str(rec.get("id") or ident), source=SOURCE, scope=str(rec.get("scope") or "node").lower(),

@@ -78,15 +78,15 @@ def is_down(state: str) -> bool:
     return node_phase({"State": state}) in ("down", "draining", "drained")  # unknown (no state) is not downtime
 
 
-def parse_reason(text: str, tz) -> tuple[str, str | None, int | None]:
-    """'Not responding [slurm@2021-10-19T12:56:19]' -> ('Not responding', 'slurm', µs)."""
+def parse_reason(text: str, tz, fold: int = 0) -> tuple[str, str | None, int | None]:
+    """'Not responding [slurm@2021-10-19T12:56:19]' -> ('Not responding', 'slurm', µs); `fold` as parse_time's."""
     text = (text or "").strip()
     if text in ("", "(null)", "none"):
         return "", None, None
     m = _REASON.match(text)
     if not m:
         return text, None, None
-    return m.group("text"), m.group("user"), parse_time(m.group("time"), default_tz=tz)
+    return m.group("text"), m.group("user"), parse_time(m.group("time"), default_tz=tz, fold=fold)
 
 
 def parse_scontrol_show_node(text: str) -> list[dict]:
@@ -300,18 +300,20 @@ def events_from_snapshots(snapshots: list[dict], tz, ignore_users=(), max_gap_us
         for rec in recs:
             if "reason_raw" in rec:
                 reason, user, when = parse_reason(rec["reason_raw"], tz)
+                late = parse_reason(rec["reason_raw"], tz, fold=1)[2]
             else:
                 reason, user = rec.get("reason", ""), rec.get("user") or None
                 try:
-                    when = parse_time(rec["time"], default_tz=tz) if rec.get("time") not in (None, "", "Unknown") \
-                        else None
+                    when, late = ((parse_time(rec["time"], default_tz=tz), parse_time(rec["time"], default_tz=tz,
+                                                                                       fold=1))
+                                  if rec.get("time") not in (None, "", "Unknown") else (None, None))
                 except TimeError:
-                    when = None
+                    when = late = None
             down = (is_down(rec["state"]) or (rec.get("listed") and not rec["state"])) \
                 and (user or "") not in set(ignore_users)
             series.setdefault(rec["node"], []).append(
                 {"t": snap["observed_at_us"], "down": down, "reason": reason, "user": user, "since": when,
-                 "state": rec["state"], "snapshot": snap.get("id")})
+                 "since_late": late, "state": rec["state"], "snapshot": snap.get("id")})
     out = []
     for node, points in sorted(series.items()):
         prev_up = None
@@ -326,9 +328,14 @@ def events_from_snapshots(snapshots: list[dict], tz, ignore_users=(), max_gap_us
             while j + 1 < len(points) and points[j + 1]["down"] and not _new_outage(points[j], points[j + 1],
                                                                                      max_gap_us):
                 j += 1
-            start = p["t"]
-            if p["since"] is not None and p["since"] < start:
-                start = max(p["since"], prev_up) if prev_up is not None else p["since"]
+            start, since = p["t"], p["since"]
+            if since is not None and prev_up is not None and since < prev_up < p["since_late"] <= start:
+                # A reason time in the hour the autumn change repeats reads as its first pass (fold 0). When that is
+                # before the node's last sighting in service, the drain cannot date from then: the second pass is
+                # the one meant (seen in service 01:50 CDT, drained since 01:40 CST). Elsewhere both passes agree.
+                since = p["since_late"]
+            if since is not None and since < start:
+                start = max(since, prev_up) if prev_up is not None else since
             nxt = points[j + 1] if j + 1 < len(points) else None
             last = points[j]["t"]
             if nxt is not None and (max_gap_us is None or nxt["t"] - last <= max_gap_us):
@@ -343,8 +350,8 @@ def events_from_snapshots(snapshots: list[dict], tz, ignore_users=(), max_gap_us
                     id="%s:%s:%s-%s" % (prefix, node, points[i]["snapshot"] or i, points[j]["snapshot"] or j),
                     source="slurm", scope="node", target=node, kind="down", start=start, end=end,
                     reason=p["reason"] or p["state"],
-                    evidence={"state": p["state"], "reason_user": p["user"], "reason_since": iso_utc(p["since"])
-                              if p["since"] else None, "first_seen": iso_utc(p["t"]), "last_seen": iso_utc(last),
+                    evidence={"state": p["state"], "reason_user": p["user"], "reason_since": iso_utc(since)
+                              if since else None, "first_seen": iso_utc(p["t"]), "last_seen": iso_utc(last),
                               "open": still_open, "exclusion_ended_at": iso_utc(cut) if cut else None,
                               "snapshots": [x["snapshot"] for x in points[i:j + 1]]}))
             prev_up = None
