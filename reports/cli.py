@@ -86,7 +86,8 @@ def _parser():
     pa.add_argument("--store", help="default $%s or <runs root>/_peers" % peers.ENV_STORE)
     pl = psub.add_parser("list", help="list the store")
     pl.add_argument("--store", help="default $%s or runs/_peers" % peers.ENV_STORE)
-    pl.add_argument("--gpu", help="only this gpus.yml model key (e.g. H100-SXM; 'none' for no GPU)")
+    pl.add_argument("--gpu", help="only this gpus.yml model key (e.g. H100-SXM), or the reported name of a GPU "
+                                  "gpus.yml does not list (e.g. 'NVIDIA L40S'); 'none' for no GPU")
 
     p = sub.add_parser("compare-cmax", help="the reference ClusterMAX CLI's audit (what `cmax audit` printed on one "
                                             "host) beside ours, check by check; kept in the run's report")

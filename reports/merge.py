@@ -14,8 +14,8 @@ report and its hosts' artifacts)::
   both; it would be counted twice). Linked, not copied, where the filesystem allows.
 - any other directory a slice wrote (``kubernetes/`` …), by path; one path with different content in two slices
   is an error naming the path, except under ``kubernetes/``: the audit reads the cluster's objects once per slice
-  (run_once), seconds apart, so two reads differ; the newest copy (latest mtime: the controller wrote it when it
-  read it) is kept and run.json's ``notes`` say which.
+  (run_once), seconds apart, so two reads differ; the best copy is kept (a read over kubectl's failure, then the
+  latest by its slice's journal) and run.json's ``notes`` say which.
 - ``assess_run.json``: the run's request, its hosts the slices' hosts in slice order.
 - ``journal.jsonl``: every slice's lines, each marked with its slice, in time order.
 - ``run.json``: hosts, per-host stats and the unreachable and failed hosts of every slice; the earliest start and
@@ -48,7 +48,7 @@ IDENTITY = ("id", "provider", "profile")
 # What the build writes into the merged run (from what the merge wrote): replaced on every merge.
 REPORT_DIR = "report"
 # Top-level directories whose files each slice reads for itself (the audit's run_once kubectl reads): where slices
-# differ, the newest copy is kept, not refused.
+# differ, the best copy is kept (_read_rank), not refused.
 READ_PER_SLICE = ("kubernetes",)
 
 
@@ -147,9 +147,29 @@ def _merged_before(run_dir):
     return None if not others else False
 
 
-def _copy_tree(slice_dir, run_dir, entry, slice_name, origin, differing):
-    """slice_dir/entry into run_dir/entry, file by file. origin: path relative to the run -> the slice whose copy is
-    there (a conflict names both); differing: such a path under READ_PER_SLICE -> every slice whose copy differed."""
+def _read_rank(path, rel, part):
+    """How good a slice's copy of a READ_PER_SLICE file is (the higher is kept): a read (a JSON object) over a failed
+    one (the audit keeps kubectl's failure as {"error": ...}) over an unreadable one (cut short); then the later
+    read, by the slice's journal: its lines of the tasks that read and kept <name>.txt carry the loop item <name>.
+    Not the file's mtime: a copy sets that (AWX's artifact collection, rsync without -t, cp), so the newest file
+    need not be the newest read, and a newest read that failed would hide a good one."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        standing = 0 if not isinstance(doc, dict) else 1 if "error" in doc else 2
+    except (OSError, ValueError):
+        standing = 0
+    name = os.path.splitext(os.path.basename(rel))[0]
+    read_at = max((str(line.get("ts") or "") for line in part["journal"]
+                   if line.get("item") == name and line.get("status") in ("ok", "changed")), default="")
+    return standing, read_at
+
+
+def _copy_tree(part, run_dir, entry, origin, differing, parts):
+    """The slice's entry into run_dir/entry, file by file. origin: path relative to the run -> the slice whose copy is
+    there (a conflict names both); differing: such a path under READ_PER_SLICE -> every slice whose copy differed;
+    parts: slice name -> slice."""
+    slice_dir, slice_name = part["path"], part["name"]
     src = os.path.join(slice_dir, entry)
     for root, dirs, files in os.walk(src):
         rel_root = os.path.relpath(root, slice_dir)
@@ -163,8 +183,8 @@ def _copy_tree(slice_dir, run_dir, entry, slice_name, origin, differing):
                 if entry not in READ_PER_SLICE:
                     raise MergeError("%s differs between slices %s and %s" % (rel, origin.get(rel, "?"), slice_name))
                 differing.setdefault(rel, [origin.get(rel, "?")]).append(slice_name)
-                if os.stat(source).st_mtime < os.stat(target).st_mtime:
-                    continue  # the copy there is newer; a tie goes to the later slice
+                if _read_rank(source, rel, part) < _read_rank(target, rel, parts[origin[rel]]):
+                    continue  # the copy there is better; a tie goes to the later slice
                 os.unlink(target)
             _link_or_copy(source, target)
             origin[rel] = slice_name
@@ -262,7 +282,7 @@ def merge(run_dir):
         for part in slices:
             hosts += part["hosts"]
             for name in _to_copy(part):
-                _copy_tree(part["path"], run_dir, name, part["name"], origin, differing)
+                _copy_tree(part, run_dir, name, origin, differing, {s["name"]: s for s in slices})
         request = dict(slices[0]["request"], hosts=hosts, slices=names)
         request.pop("slice", None)
         _write_json(os.path.join(run_dir, "assess_run.json"), request)
@@ -274,8 +294,9 @@ def merge(run_dir):
         os.replace(temp, os.path.join(run_dir, "journal.jsonl"))
         summary = _run_summary(os.path.basename(run_dir), slices, hosts)
         summary["copied_from_slices"] = copied
-        summary["notes"] = ["%s differs between slices %s: kept %s's copy, the newest (each slice reads it for itself)"
-                            % (rel, ", ".join(names), origin[rel]) for rel, names in sorted(differing.items())]
+        summary["notes"] = ["%s differs between slices %s: kept %s's copy, the best read (each slice reads it for "
+                            "itself)" % (rel, ", ".join(names), origin[rel])
+                            for rel, names in sorted(differing.items())]
         _write_json(os.path.join(run_dir, "run.json"), summary)
         return summary
 

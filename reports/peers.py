@@ -238,11 +238,17 @@ def rank(head, ratings_run, table, min_peers=5):
 
 
 def list_table(table, gpu=None):
-    """Rows for `peers list`: provider, run, GPU model, backend, tier, score."""
+    """Rows for `peers list`: provider, run, GPU model, backend, tier, score. The GPU model is the one a record is
+    ranked under (_same_model): its gpus.yml key, else the name its hosts reported (a GPU gpus.yml does not list),
+    else none; --gpu matches that, so it lists the runs that are peers of each other."""
     if not len(table):
         return []
+    names = table["gpu_model"] if "gpu_model" in table else pd.Series(None, index=table.index, dtype=object)
+    # a column mixing keys and None reads back with NaN, which is truthy: isna, not `or`
+    model = table.gpu_model_key.where(table.gpu_model_key.notna(), names).fillna("none").astype(str)
+    table = table.assign(model=model)
     if gpu:
-        table = table[table.gpu_model_key.fillna("none").str.lower() == gpu.lower()]
-    table = table.sort_values(["gpu_model_key", "provider", "run_id"], na_position="first")
-    return [[r.provider, r.run_id, r.gpu_model_key or "none", r.backend, r.tier,
+        table = table[table.model.str.lower() == gpu.lower()]
+    table = table.sort_values(["model", "provider", "run_id"])
+    return [[r.provider, r.run_id, r.model, r.backend, r.tier,
              "–" if pd.isna(r.score) else "%.1f" % r.score] for r in table.itertuples()]

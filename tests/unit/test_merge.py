@@ -179,33 +179,65 @@ def test_a_merge_again_keeps_what_users_put_in_the_run_and_replaces_only_what_it
     assert round(again["score"], 1) == 83.8
 
 
-def _kubectl_pods(run, name, resource_version, mtime):
-    """What a slice's run_once `kubectl get pods -A -o json` kept, read at mtime."""
+KEEP_TASK = "clustermax.assess.audit : Audit | keep what kubectl returned (or why it failed)"
+
+
+def _kubectl_pods(run, name, resource_version, read_at, error=None):
+    """What a slice's run_once `kubectl get pods -A -o json` kept (or, error, why it failed), and the line its
+    journal has of the task that kept it, at read_at."""
     path = run / "slices" / name / "kubernetes" / "pods.txt"
     path.parent.mkdir(exist_ok=True)
-    path.write_text(json.dumps({"apiVersion": "v1", "items": [], "kind": "List",
-                                "metadata": {"resourceVersion": resource_version}}))
-    (path.parent / "storageclasses.txt").write_text(json.dumps({"apiVersion": "v1", "items": [], "kind": "List"}))
-    os.utime(path, (mtime, mtime))
+    path.write_text(json.dumps({"error": error} if error else {
+        "apiVersion": "v1", "items": [], "kind": "List", "metadata": {"resourceVersion": resource_version}}))
+    for kind in ("storageclasses", "daemonsets"):  # what the audit reads with pods, the same in every slice
+        (path.parent / (kind + ".txt")).write_text(json.dumps({"apiVersion": "v1", "items": [], "kind": "List"}))
+    with open(run / "slices" / name / "journal.jsonl", "a") as fh:
+        fh.write(json.dumps({"ts": read_at, "play": "Audit", "task": KEEP_TASK, "action": "ansible.builtin.copy",
+                             "role": "clustermax.assess.audit", "host": PARTS[name][0], "status": "changed",
+                             "duration_s": 0.03, "skip_reason": None, "msg": None, "item": "pods"}) + "\n")
     return path
 
 
 def test_each_slices_own_kubectl_read_is_merged_from_the_newest_slice(sliced, capsys):
     _, run = sliced
     # each slice read the pods seconds apart; here s1 read last
-    newest = _kubectl_pods(run, "s1", "1007", 1_764_620_000)
-    _kubectl_pods(run, "s2", "1001", 1_764_619_990)
+    newest = _kubectl_pods(run, "s1", "1007", "2026-12-01T20:34:50.513Z")
+    _kubectl_pods(run, "s2", "1001", "2026-12-01T20:34:40.513Z")
     summary = merge_mod.merge(run)  # before: MergeError "pods.txt differs between slices s1 and s2"
     assert (run / "kubernetes" / "pods.txt").read_bytes() == newest.read_bytes()
     assert sorted(summary["copied_from_slices"]) == ["artifacts", "kubernetes"]
-    assert summary["notes"] == ["kubernetes/pods.txt differs between slices s1, s2: kept s1's copy, the newest "
-                                "(each slice reads it for itself)"]  # storageclasses.txt: the same in both
+    assert summary["notes"] == ["kubernetes/pods.txt differs between slices s1, s2: kept s1's copy, the best read "
+                                "(each slice reads it for itself)"]  # the others: the same in both
     assert json.loads((run / "run.json").read_text())["notes"] == summary["notes"]
     assert "note: kubernetes/pods.txt differs between slices s1, s2: kept s1's" in merge_mod.text(summary)
     # s2 reads again later and merges: its copy is the newest now
-    _kubectl_pods(run, "s2", "1012", 1_764_620_100)
+    _kubectl_pods(run, "s2", "1012", "2026-12-01T20:35:40.513Z")
     merge_mod.merge(run)
     assert json.loads((run / "kubernetes" / "pods.txt").read_text())["metadata"]["resourceVersion"] == "1012"
+
+
+def test_the_kubectl_read_kept_is_chosen_by_what_it_holds_and_the_journal_not_by_file_mtime(sliced):
+    _, run = sliced
+    # s1 read last (its journal says so) but its slice was collected first (AWX, rsync without -t): older mtime
+    newest = _kubectl_pods(run, "s1", "1007", "2026-12-01T20:34:50.513Z")
+    older = _kubectl_pods(run, "s2", "1001", "2026-12-01T20:34:40.513Z")
+    os.utime(newest, (1_764_620_000, 1_764_620_000))
+    os.utime(older, (1_764_620_050, 1_764_620_050))
+    merge_mod.merge(run)
+    # before: s2's older read, the file copied last
+    assert (run / "kubernetes" / "pods.txt").read_bytes() == newest.read_bytes()
+    # s2 reads again, later in every way, but kubectl timed out: s1's read is still the one that holds the pods
+    failed = _kubectl_pods(run, "s2", None, "2026-12-01T20:35:40.513Z", error="Unable to connect to the server: "
+                           "net/http: request canceled (Client.Timeout exceeded while awaiting headers)")
+    os.utime(failed, (1_764_620_100, 1_764_620_100))
+    summary = merge_mod.merge(run)
+    # before: the failure was kept, and every audit.k8s check of the run was an error
+    assert (run / "kubernetes" / "pods.txt").read_bytes() == newest.read_bytes()
+    assert summary["notes"] == ["kubernetes/pods.txt differs between slices s1, s2: kept s1's copy, the best read "
+                                "(each slice reads it for itself)"]
+    build(str(run))
+    k8s = {status for (check, _), (status, _, _) in _checks(run).items() if check.startswith("audit.k8s.")}
+    assert k8s and "error" not in k8s
 
 
 def test_other_paths_that_differ_between_slices_are_still_refused_by_their_whole_path(sliced):

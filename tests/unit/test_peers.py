@@ -199,3 +199,34 @@ def test_a_gpu_run_without_a_reported_model_has_no_peers_and_says_why(tmp_path, 
     assert ("| BF16 GEMM per GPU (median over GPUs and shapes) | 179 TFLOP/s | 0 | – | – | GPU model not in gpus.yml |"
             in (Path(report_dir) / "report.md").read_text())
     assert "GPU model not in gpus.yml" in (Path(report_dir) / "report.html").read_text()
+
+
+def test_peers_list_names_and_filters_a_gpu_gpus_yml_does_not_list_as_ranking_matches_it(tmp_path, monkeypatch,
+                                                                                           capsys):
+    store = str(tmp_path / "peers")
+    for model, run_id in (("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA L40S", "l40s")):
+        run_dir = _run_of_model(tmp_path, model, run_id, 700, monkeypatch, provider="p-" + run_id)
+        build(run_dir, rubric=RUBRIC, progress=False)
+        assert cli_main(["peers", "add", str(run_dir), "--store", store]) == 0
+        doc = ratings(run_dir / "report")
+        peers.add(store, dict(doc, run=dict(doc["run"], provider="q-" + run_id)))
+    cpu = record("cpu", "r", 10)
+    peers.add(store, dict(cpu, run=dict(cpu["run"], gpu_model=None, gpu_model_key=None, backend="cpu")))
+    table, _ = peers.load_store(store)
+    # the two L40S runs are each other's peers: ranked under the name their hosts reported
+    l40s = dict(head_for(75, model=None), gpu_model="NVIDIA L40S")
+    assert peers.rank(l40s, {"provider": "me", "run_id": "x"}, table)["metrics"][0]["peers"]["n"] == 2
+    capsys.readouterr()
+    cli_main(["peers", "list", "--store", store])
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:]]
+    # before: the L40S rows' GPU column was "nan" (a key column mixing None with keys), never their model
+    assert [r[:2] + [" ".join(r[2:-3])] for r in rows] == [
+        ["p-h100", "h100", "H100-SXM"], ["q-h100", "h100", "H100-SXM"],
+        ["p-l40s", "l40s", "NVIDIA L40S"], ["q-l40s", "l40s", "NVIDIA L40S"], ["cpu", "r", "none"]]
+    # before: "0 run(s) with GPU model NVIDIA L40S", and --gpu none listed the L40S runs as having no GPU
+    assert cli_main(["peers", "list", "--store", store, "--gpu", "nvidia l40s"]) == 0
+    out = capsys.readouterr().out
+    assert "2 run(s) with GPU model nvidia l40s" in out and "p-l40s" in out and "q-l40s" in out
+    cli_main(["peers", "list", "--store", store, "--gpu", "none"])
+    out = capsys.readouterr().out
+    assert "1 run(s) with GPU model none" in out and "cpu " in out and "l40s" not in out
