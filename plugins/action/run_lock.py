@@ -23,7 +23,9 @@ FOREIGN_STALE_S = 120
 # A lock its run has not touched for this long is a gone run's, wherever its controller was: every probe touches it
 # each minute while it runs (probes/common/run_lock.HEARTBEAT_S), and the burn-in's polls are probes. An AWX job
 # killed at its timeout (ansible-runner sends SIGKILL) leaves its working directory, and the next job runs in a new
-# pod: without this, every later job would be refused until someone cleaned up by hand.
+# pod: without this, every later job would be refused until someone cleaned up by hand. A step that runs no probe on
+# some nodes for longer (a reliability batch: the others wait while it reboots or faults its nodes, for up to its
+# timeouts) declares on each lock first how long it may last (state=hold, quiet_s), which is added (stale_after).
 HEARTBEAT_STALE_S = 30 * 60
 
 
@@ -83,6 +85,16 @@ def _own_cleanup(holder):
         holder.get("machine") == socket.gethostname()
 
 
+def stale_after(holder):
+    """Seconds the holder's run may leave its lock untouched while it runs: HEARTBEAT_STALE_S, and the quiet it
+    declared for its current step (quiet_s, written by state=hold; absent, or 0, outside such a step)."""
+    try:
+        quiet = float(holder.get("quiet_s") or 0)
+    except (TypeError, ValueError):
+        quiet = 0.0
+    return HEARTBEAT_STALE_S + max(quiet, 0.0)
+
+
 def gone_why(holder, holder_workdir, age_s, machine=None, boot=None):
     """Why the holder of a node's lock is gone (the lock is stale), or None while it may still run."""
     machine = machine or socket.gethostname()
@@ -91,8 +103,9 @@ def gone_why(holder, holder_workdir, age_s, machine=None, boot=None):
         return "the lock is unreadable (%s)" % holder.get("unreadable", "")
     if holder.get("machine") == machine and holder.get("boot_id") == boot:
         return None if _alive_here(holder) else "its controller (pid %s on %s) has ended" % (holder.get("pid"), machine)
-    if age_s > HEARTBEAT_STALE_S:
-        return "its run has not touched it for %d s (a run touches it every minute)" % age_s
+    if age_s > stale_after(holder):
+        return "its run has not touched it for %d s (a run touches it every minute%s)" % (
+            age_s, ", or declares a longer quiet: %d s here" % holder["quiet_s"] if holder.get("quiet_s") else "")
     if not holder_workdir and age_s > FOREIGN_STALE_S:
         return "its working directory is gone from the node and the lock is %d s old" % age_s
     return None
@@ -122,6 +135,8 @@ class ActionModule(ActionBase):
     """state=release: give the node's lock back (run_id: this run, another run, or 'all', for
     playbooks/cleanup.yml), removing `workdir` first when given (the run's cleanup: one round trip).
     state=inspect: who holds the node's lock and whether that run still runs (live; gone_why when it does not).
+    state=hold: touch this run's lock and declare on it that the run may leave it untouched for `quiet_s` more
+    seconds (0: ends such a quiet), before a step that runs no probe on the node for that long.
 
     Preflight takes the lock with clustermax.assess.prepare_node (a subclass: _holder and _judge are the taking
     side). A lock held by a run whose controller has ended (on this machine), or by a run from elsewhere whose
@@ -129,7 +144,7 @@ class ActionModule(ActionBase):
     refused, naming the holder and how to clear it."""
 
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("state", "run_id", "workdir", "candidates", "min_version"))
+    _VALID_ARGS = frozenset(("state", "run_id", "workdir", "candidates", "min_version", "quiet_s"))
     # What the node code gets on stdin (prepare_node: the probes, which it writes into the working directory).
     _stdin = None
 
@@ -158,8 +173,27 @@ class ActionModule(ActionBase):
             result.update(changed=False, released=out["released"], holder=out.get("holder"),
                           workdir_removed=out.get("workdir_removed"))
             return result
-        raise AnsibleActionFail("clustermax.assess.run_lock: state must be release or inspect, got %r (preflight "
-                                "takes the lock with clustermax.assess.prepare_node)" % state)
+        if state == "hold":
+            return self._hold(task_vars, result, python, path)
+        raise AnsibleActionFail("clustermax.assess.run_lock: state must be release, inspect or hold, got %r "
+                                "(preflight takes the lock with clustermax.assess.prepare_node)" % state)
+
+    def _hold(self, task_vars, result, python, path):
+        """Touch this run's lock on the node and declare the quiet (quiet_s) on it: the node code changes it only
+        while this very run holds it (the holder preflight wrote, rebuilt here: same controller process and run
+        directory), and never makes one."""
+        quiet = float(self._task.args.get("quiet_s") or 0)
+        run = self._templar.template(task_vars["assess_run"])
+        holder = self._holder(run, self._templar.template(task_vars["assess_remote_dir"]))
+        out = self._node(task_vars, python, ["hold", "--path", path, "--holder", json.dumps(holder, sort_keys=True),
+                                             "--quiet-s", str(quiet)])
+        result.update(changed=False, held=out["held"], holder=out.get("holder"))
+        if not out["held"]:
+            held = out.get("holder")
+            result["warnings"] = ["%s: this run no longer holds the node's run lock (%s): another run may assess "
+                                  "the node meanwhile" % (task_vars.get("inventory_hostname"),
+                                                          "held by run %s" % held.get("run_id") if held else "none")]
+        return result
 
     def _inspect(self, task_vars, result, path):
         """For playbooks/cleanup.yml, in one round trip: find Python as preflight does (assess_python, or the first

@@ -6,24 +6,34 @@
 DOCUMENTATION = r"""
 ---
 module: run_lock
-short_description: Give the node's run lock back, or say who holds it (one assessment per node at a time)
+short_description: Give the node's run lock back, say who holds it, or hold it through a quiet step
 description:
   - Gives the lock C(<assess_lock_dir>/clustermax-assess.lock) back, only when the given run (default this run;
     C(all) for any run) holds it. With O(workdir), that directory is removed first, in the same round trip.
   - With O(state=inspect), nothing changes; in the same round trip it finds a usable Python (setting the fact
     C(assess_python)) and says which run holds the lock and whether that run still runs (its
-    controller alive on this machine, or a run from elsewhere that touched the lock in the last 30 minutes), for
-    C(playbooks/cleanup.yml), which never removes what a running run needs.
+    controller alive on this machine, or a run from elsewhere that touched the lock in the last 30 minutes, plus
+    the quiet it declared with O(state=hold)), for C(playbooks/cleanup.yml), which never removes what a running run
+    needs.
+  - With O(state=hold), this run's lock is touched and declares that the run may leave it untouched for O(quiet_s)
+    more seconds (V(0) ends such a quiet): a step that runs no probe on the node for longer than 30 minutes (a
+    reliability batch) declares it first, so that its lock does not look like a gone run's. Only a lock this very
+    run holds is changed; none is made.
   - Preflight takes the lock with M(clustermax.assess.prepare_node).
   - The node side is C(probes/common/run_lock.py), run with C(assess_python); every change is made under an flock.
 version_added: 0.2.0
 options:
   state:
-    description: C(release), or C(inspect) (read only); preflight takes the lock with
+    description: C(release), C(inspect) (read only) or C(hold); preflight takes the lock with
       M(clustermax.assess.prepare_node).
     type: str
-    choices: [release, inspect]
+    choices: [release, inspect, hold]
     default: release
+  quiet_s:
+    description: With O(state=hold), the seconds from now the run may leave the lock untouched (the step's longest
+      duration); V(0) when the step is over.
+    type: float
+    default: 0
   run_id:
     description: The run whose lock is given back (default this run; C(all) for whichever run).
     type: str
@@ -56,6 +66,10 @@ holder:
   description: The run that held the lock, its controller machine, pid and since when.
   type: dict
   returned: always
+held:
+  description: Whether this run holds the lock and the quiet was declared on it.
+  type: bool
+  returned: state=hold
 released:
   description: Whether the lock was removed.
   type: bool

@@ -30,7 +30,8 @@ import time
 
 LOCK_NAME = "clustermax-assess.lock"
 # Every probe of the holding run touches the lock this often while it runs (probes.cli --lock), and the burn-in's
-# polls are probes: a lock not touched for much longer belongs to a run that is gone (plugins/action/run_lock.py).
+# polls are probes: a lock not touched for much longer, or for longer than the quiet its run declared (hold),
+# belongs to a run that is gone (plugins/action/run_lock.py).
 HEARTBEAT_S = 60
 # A node's mark in a run's working directory (owner_mark): the file name, then the node's name and boot id.
 OWNER_MARK_PREFIX = ".clustermax-assess-node."
@@ -175,6 +176,34 @@ def take(path, holder, break_run=None):
         os.close(fd)
 
 
+def hold(path, holder, quiet_s):
+    """Touch the lock when ``holder`` holds it, and declare on it that its run may leave it untouched for
+    ``quiet_s`` more seconds (0: no longer than any run): a reliability batch reboots or faults some nodes while
+    no probe runs on the others, for longer than the heartbeat's limit. This node's mark is touched with it. A
+    lock of another holder is left as it is, and none is made: {"held": bool, "holder": ...}."""
+    if not os.path.exists(path):
+        return {"held": False, "holder": None}
+    fd = _locked(path)
+    try:
+        current = _read(fd)
+        if current is None:  # released while this waited: _locked made it again, empty
+            os.unlink(path)
+            return {"held": False, "holder": None}
+        if not same_holder(current, holder):
+            return {"held": False, "holder": current}
+        current.pop("quiet_s", None)
+        if quiet_s > 0:
+            current["quiet_s"] = quiet_s
+        _write(fd, current)
+    finally:
+        os.close(fd)
+    try:
+        os.utime(owner_mark(workdir_of(path, current)))
+    except (OSError, KeyError):
+        pass
+    return {"held": True, "holder": current}
+
+
 def _sha256(path):
     digest = hashlib.sha256()
     try:
@@ -243,15 +272,17 @@ def release(path, run_id):
 
 def main(argv):
     parser = argparse.ArgumentParser(prog="probes lock", description="one assessment per node at a time")
-    parser.add_argument("action", choices=("take", "release", "show"))
+    parser.add_argument("action", choices=("take", "release", "show", "hold"))
     parser.add_argument("--path", required=True, help="the lock file")
-    parser.add_argument("--holder", default="{}", help="take: this run, as a JSON object with run_id")
+    parser.add_argument("--holder", default="{}", help="take, hold: this run, as a JSON object with run_id")
     parser.add_argument("--break-run", default=None, help="take: replace the lock if it still names this run")
     parser.add_argument("--run-id", default=None, help="release: the run that gives the lock back, or 'all'")
     parser.add_argument("--workdir", default=None,
                         help="take: make the run's working directory once the lock is held; release: remove it first")
     parser.add_argument("--probes-sha256", default=None,
                         help="take, with --workdir: the probes come on stdin with this digest; write them there")
+    parser.add_argument("--quiet-s", type=float, default=0.0,
+                        help="hold: seconds the run may leave the lock untouched from now (0: no longer than any run)")
     args = parser.parse_args(argv)
     if args.action == "take":
         holder = json.loads(args.holder)
@@ -266,6 +297,8 @@ def main(argv):
             mark_owner(args.workdir, holder)
     elif args.action == "show":
         out = show(args.path)
+    elif args.action == "hold":
+        out = hold(args.path, json.loads(args.holder), args.quiet_s)
     else:
         if not args.run_id:
             parser.error("release needs --run-id")

@@ -15,7 +15,11 @@ from probes.common import run_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / ".collections"))
-from ansible_collections.clustermax.assess.plugins.action.run_lock import gone_why, refusal  # noqa: E402
+from ansible_collections.clustermax.assess.plugins.action.run_lock import (  # noqa: E402
+    HEARTBEAT_STALE_S,
+    gone_why,
+    refusal,
+)
 from ansible_collections.clustermax.assess.plugins.plugin_utils.journal import start_ticks  # noqa: E402
 
 SOURCE = (ROOT / "probes/common/run_lock.py").read_text()
@@ -276,3 +280,103 @@ def test_the_cleanup_a_run_starts_for_itself_is_not_refused_as_a_live_run(monkey
     monkeypatch.setenv("CLUSTERMAX_ASSESS_CLEANUP_OF", "R1")
     assert _own_cleanup(holder) is True
     assert _own_cleanup(dict(holder, machine="elsewhere")) is False
+
+
+def test_a_batch_declares_on_the_lock_how_long_its_nodes_may_go_without_a_probe(tmp_path):
+    """A reliability batch runs no probe on the nodes that wait (nor on its own while the observer waits) for longer
+    than HEARTBEAT_STALE_S: each lock declares the batch's longest duration first (hold), so that another
+    controller's preflight or cleanup does not take the live run's lock, processes and directory for a gone run's;
+    the batch's end takes the quiet back. Only this very run's lock changes, and none is made."""
+    from ansible_collections.clustermax.assess.plugins.action.run_lock import stale_after
+
+    lock, workdir = tmp_path / "clustermax-assess.lock", tmp_path / "clustermax-assess-A"
+    me = {"run_id": "A", "machine": "ctl", "boot_id": "b1", "pid": 4242, "start_ticks": 7, "run_dir": "/runs/A",
+          "workdir": str(workdir)}
+    assert _node("take", "--path", str(lock), "--holder", json.dumps(me), "--workdir", str(workdir))["taken"]
+    mark = Path(run_lock.owner_mark(str(workdir)))
+    quiet = 2 * HEARTBEAT_STALE_S  # a batch longer than a lock may otherwise go untouched
+    idle = HEARTBEAT_STALE_S + quiet / 2  # how long the node has waited without a probe
+    for each in (lock, mark):
+        os.utime(each, (1000, 1000))
+
+    held = _node("hold", "--path", str(lock), "--holder", json.dumps(dict(me, since="later")), "--quiet-s", str(quiet))
+    assert held["held"] is True and lock.stat().st_mtime > 1000 and mark.stat().st_mtime > 1000
+    shown = _node("show", "--path", str(lock))["holder"]
+    assert shown == dict(me, quiet_s=quiet)
+    # from another controller: alive through the declared quiet, and gone once the lock outlives it too
+    assert stale_after(shown) == HEARTBEAT_STALE_S + quiet
+    assert gone_why(shown, True, idle, machine="other") is None
+    assert gone_why(shown, True, stale_after(shown) + 1, machine="other") == \
+        "its run has not touched it for %d s (a run touches it every minute, or declares a longer quiet: %d s " \
+        "here)" % (stale_after(shown) + 1, quiet)
+
+    # another holder of the same run id (another controller process) changes nothing
+    before = lock.read_text()
+    other = _node("hold", "--path", str(lock), "--holder", json.dumps(dict(me, pid=4243)), "--quiet-s", "99999")
+    assert other == {"held": False, "holder": shown} and lock.read_text() == before
+
+    # the batch's end: the heartbeat's limit again
+    assert _node("hold", "--path", str(lock), "--holder", json.dumps(me), "--quiet-s", "0")["held"] is True
+    ended = _node("show", "--path", str(lock))["holder"]
+    assert ended == me and gone_why(ended, True, idle, machine="other") is not None
+
+    # a lock given back (or never taken) is not made again
+    assert _node("hold", "--path", str(tmp_path / "absent.lock"), "--holder", json.dumps(me), "--quiet-s", "60") == \
+        {"held": False, "holder": None}
+    assert not (tmp_path / "absent.lock").exists()
+
+
+def _tasks(path):
+    import yaml
+
+    return yaml.safe_load((ROOT / path).read_text())
+
+
+def test_every_batch_holds_the_lock_of_every_node_the_run_holds_not_only_its_own():
+    """The nodes outside a batch wait without a probe while it reboots or faults its own (roles/reliability, shared
+    by reboot and fault_injection): the batch's start declares the quiet on every node the run holds, for as long
+    as the batch may last, and its end (the always part: whatever happened) takes it back."""
+    start = [t for t in _tasks("roles/reliability/tasks/watch_start.yml")
+             if (t.get("clustermax.assess.run_lock") or {}).get("state") == "hold"]
+    end = [t for t in _tasks("roles/reliability/tasks/finish.yml")
+           if (t.get("clustermax.assess.run_lock") or {}).get("state") == "hold"]
+    assert len(start) == 1 and len(end) == 1
+    for task in start + end:
+        # every held node, whatever its part in the batch; a refresh that fails never stops the batch
+        assert task["when"] == "preflight_lock_taken | default(false) | bool"
+        assert task["failed_when"] is False and task["ignore_unreachable"] is True
+        assert "run_once" not in task and "delegate_to" not in task
+    assert "reliability_quiet_s" in start[0]["clustermax.assess.run_lock"]["quiet_s"]
+    assert end[0]["clustermax.assess.run_lock"]["quiet_s"] == 0
+    # each batch declares its own longest duration: every step's timeout (the reboot's, the fresh job's for 16 nodes,
+    # the fault's wait with its fallback) adds up to no more than it
+    import jinja2
+
+    def render(text, **values):
+        return int(jinja2.Environment().from_string(str(text)).render(**values))
+
+    reboot = _tasks("roles/reboot/defaults/main.yml")
+    fault = _tasks("roles/fault_injection/defaults/main.yml")
+    fault.update(fault_injection_batch=["n%d" % i for i in range(16)],
+                 fault_injection_fallback_s=render(fault["fault_injection_detect_timeout"]))
+    fault_vars = _tasks("roles/fault_injection/vars/main.yml")
+    fault["fault_injection_watch_s"] = render(fault_vars["fault_injection_watch_s"], **fault)
+    for role, values, declared in (("reboot", reboot, _tasks("roles/reboot/vars/main.yml")["reboot_batch_s"]),
+                                   ("fault_injection", fault, fault_vars["fault_injection_batch_s"])):
+        batch = _tasks("roles/%s/tasks/batch.yml" % role)
+        block = [t for t in batch if "block" in t][0]
+        assert block["vars"]["reliability_quiet_s"] == "{{ %s }}" % ("reboot_batch_s" if role == "reboot"
+                                                                    else "fault_injection_batch_s")
+        limits = []  # the limit of each step of batch.yml that waits: the probes' timeouts, the reboot's
+
+        def walk(tasks):
+            for task in tasks:
+                walk(task.get("block", []) + task.get("rescue", []) + task.get("always", []))
+                if "ansible.builtin.reboot" in task:
+                    limits.append(render(task["ansible.builtin.reboot"]["reboot_timeout"], **values))
+                elif "timeout" in task.get("clustermax.assess.probe", {}):
+                    limits.append(render(task["clustermax.assess.probe"]["timeout"], **values))
+
+        walk(batch)
+        assert sum(limits) > HEARTBEAT_STALE_S, role  # what a lock untouched through one batch would outlive
+        assert render(declared, **values) >= sum(limits), (role, render(declared, **values), sum(limits))
