@@ -332,6 +332,18 @@ def _tasks(path):
     return yaml.safe_load((ROOT / path).read_text())
 
 
+def _step_limits(tasks, render):
+    """The limit of each step of a batch that waits: the probes' timeouts, the reboot's."""
+    limits = []
+    for task in tasks:
+        limits += _step_limits(task.get("block", []) + task.get("rescue", []) + task.get("always", []), render)
+        if "ansible.builtin.reboot" in task:
+            limits.append(render(task["ansible.builtin.reboot"]["reboot_timeout"]))
+        elif "timeout" in task.get("clustermax.assess.probe", {}):
+            limits.append(render(task["clustermax.assess.probe"]["timeout"]))
+    return limits
+
+
 def test_every_batch_holds_the_lock_of_every_node_the_run_holds_not_only_its_own():
     """The nodes outside a batch wait without a probe while it reboots or faults its own (roles/reliability, shared
     by reboot and fault_injection): the batch's start declares the quiet on every node the run holds, for as long
@@ -367,16 +379,6 @@ def test_every_batch_holds_the_lock_of_every_node_the_run_holds_not_only_its_own
         block = [t for t in batch if "block" in t][0]
         assert block["vars"]["reliability_quiet_s"] == "{{ %s }}" % ("reboot_batch_s" if role == "reboot"
                                                                     else "fault_injection_batch_s")
-        limits = []  # the limit of each step of batch.yml that waits: the probes' timeouts, the reboot's
-
-        def walk(tasks):
-            for task in tasks:
-                walk(task.get("block", []) + task.get("rescue", []) + task.get("always", []))
-                if "ansible.builtin.reboot" in task:
-                    limits.append(render(task["ansible.builtin.reboot"]["reboot_timeout"], **values))
-                elif "timeout" in task.get("clustermax.assess.probe", {}):
-                    limits.append(render(task["clustermax.assess.probe"]["timeout"], **values))
-
-        walk(batch)
+        limits = _step_limits(batch, lambda text, v=values: render(text, **v))
         assert sum(limits) > HEARTBEAT_STALE_S, role  # what a lock untouched through one batch would outlive
         assert render(declared, **values) >= sum(limits), (role, render(declared, **values), sum(limits))
