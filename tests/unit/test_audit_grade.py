@@ -752,7 +752,8 @@ def _rail_down(f, dev="mlx5_3"):
 def _fabric_rows(tmp_path, nodes):
     t = by(audit_rows(write_run(tmp_path, nodes)))
     return {h: {cid: (t[(cid, h)]["status"], t[(cid, h)]["observed"]) for cid in (
-        "audit.net.rdma_rate", "audit.net.rdma_link_state", "audit.net.nic_inventory")} for h in nodes}
+        "audit.net.rdma_rate", "audit.net.rdma_link_state", "audit.net.nic_inventory",
+        "audit.net.compute_nic_ratio")} for h in nodes}
 
 
 def test_a_roce_rail_that_trained_low_or_went_down_fails_as_an_infiniband_one(tmp_path):
@@ -794,6 +795,42 @@ def test_storage_ports_of_the_rails_own_card_are_rails_only_where_that_can_be_to
     # a genuinely different, slower NIC keeps being storage; the rail of the rails' card is judged as one
     assert rows["cx6"]["audit.net.rdma_rate"] == ("fail", "400G x7, 200G x1 (slow: mlx5_3 200G)")
     assert "storage: mlx5_8 100G, mlx5_9 100G" in rows["cx6"]["audit.net.nic_inventory"][1]
+
+
+def _rails_at_200g(f):
+    """The eight rails trained at 200G (a ConnectX-7 on a 200G switch port; ConnectX-6 Dx tops out there): sysfs
+    rate and netdev speed, and ibstat's Rate, as each reads at 4X HDR."""
+    for dev in ("mlx5_%d" % i for i in range(8)):
+        info = f["net"]["rdma"][dev]
+        info["ports"]["1"].update(rate="200 Gb/sec (4X HDR)", rate_gbps=200.0)
+        f["net"]["interfaces"][info["netdevs"][0]]["speed_mbps"] = 200000
+        f["ib_tools"]["ibstat"][dev]["ports"]["1"].update(rate="200", rate_gbps=200.0)
+    return f
+
+
+def test_a_roce_fabric_of_200g_rails_is_the_compute_fabric_not_storage(tmp_path):
+    fe200 = _rails_at_200g(roce_node(placed=True))
+    fe200["net"]["default_route"] = fe200["net"]["rdma"]["mlx5_8"]["netdevs"]  # the dual-port card's 200G port
+    low = _rails_at_200g(roce_node(placed=True))
+    low["net"]["rdma"]["mlx5_3"]["ports"]["1"].update(rate="100 Gb/sec (2X HDR)", rate_gbps=100.0)
+    rate400 = (_rails_at_200g(roce_node(placed=True)), "2026-11-20T08:00:00Z", {"fabric_rate_gbps": 400})
+    rows = _fabric_rows(tmp_path, {"placed": _rails_at_200g(roce_node(placed=True)),
+                                   "vm": _rails_at_200g(roce_node()), "fe200": fe200, "low": low,
+                                   "rate400": rate400})
+    # eight 200G rails for eight GPUs, beside a 25G frontend and a 200G storage port of another card: the fabric
+    for host in ("placed", "vm"):
+        assert rows[host]["audit.net.nic_inventory"] == (
+            "pass", "compute: mlx5_0 200G, mlx5_1 200G, mlx5_2 200G, mlx5_3 200G … (+4); frontend: eno1 25G; "
+                    "storage: mlx5_8 200G, mlx5_9 10G")
+        assert rows[host]["audit.net.compute_nic_ratio"] == ("pass", "8 compute NICs for 8 GPUs")
+        assert rows[host]["audit.net.rdma_rate"] == ("pass", "200G x8")
+    # a frontend as fast as the rails stays the frontend
+    assert rows["fe200"]["audit.net.nic_inventory"][0] == "pass"
+    assert "frontend: mlx5_8 200G" in rows["fe200"]["audit.net.nic_inventory"][1]
+    assert rows["fe200"]["audit.net.compute_nic_ratio"] == ("pass", "8 compute NICs for 8 GPUs")
+    # judged as a 200G fabric: a rail below it fails; a site that expects 400G per GPU says so
+    assert rows["low"]["audit.net.rdma_rate"] == ("fail", "200G x7, 100G x1 (slow: mlx5_3 100G)")
+    assert rows["rate400"]["audit.net.rdma_rate"][0] == "fail"
 
 
 def test_kubernetes_objects_from_the_controller(tmp_path):

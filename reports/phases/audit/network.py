@@ -30,14 +30,45 @@ def _gpu_local(v, bdf):
     return any(mine & set(v.pci[g].get("upstream") or []) for g in v.pci_gpus())
 
 
+def _rails_wanted(v, c):
+    """How many rails the node's GPUs call for (`nics_per_gpu` each)."""
+    gpus = len(v.pci_gpus()) or len(v.nv_gpus) or len(v.amd_gpus)
+    return round(gpus * float(c.get("nics_per_gpu", 1)))
+
+
+def _rails_below_rate(v, c, nics, infos):
+    """The rails of a RoCE fabric wholly below compute_roce_min_gbps (eight ConnectX-7 at 200G for eight GPUs: a
+    lower tier, but the node's compute fabric all the same). Where no port reached the compute rate (an InfiniBand
+    or 400G fabric names the rails itself, and slower ports beside it are storage), the rate cannot tell rails from
+    storage ports; what makes them rails can: as many ports of one part as the GPUs call for (`nics_per_gpu`),
+    counting only those next to a GPU where the PCIe tree places NICs. A storage pair is too few. -> that part's
+    ports at its top active rate; one of it that trained low or is down is left to _slow_rails, as at 400G."""
+    want = _rails_wanted(v, c)
+    if want <= 0 or any(n["role"] == "compute" for n in nics):
+        return []
+    placed = {n["name"]: _gpu_local(v, infos[n["name"]].get("pci")) for n in nics}
+    parts = {}
+    for n in nics:
+        if n["role"] == "storage" and (placed[n["name"]] or not any(placed.values())):
+            parts.setdefault(_part(infos[n["name"]]), []).append(n)
+    parts.pop(None, None)  # no board id nor chip: ports of unknown cards are no set of rails
+    out = []
+    for ports in parts.values():
+        if len(ports) < want:
+            continue
+        # every rail down is still the node's fabric, down: rdma_link_state fails it rather than nothing judging it
+        active = [n["rate_gbps"] or 0 for n in ports if (n["state"] or "").upper() == "ACTIVE"]
+        out += [n for n in ports if not active or (n["rate_gbps"] or 0) >= max(active)]
+    return out
+
+
 def _slow_rails(v, c, nics, infos):
     """RoCE NICs below the compute rate that are rails all the same: the same part as the node's RoCE rails at the
     rate, when the node has fewer rails than its GPUs call for (`nics_per_gpu`): a rail that trained low or went
     down. -> (rails, unsure): when the PCIe tree places NICs, those of the part next to a GPU are the rails; when
     it does not and more ports of the part are below the rate than rails are missing (storage ports of the same
     card), which is which cannot be told: `unsure`, judged by no check as a rail."""
-    gpus = len(v.pci_gpus()) or len(v.nv_gpus) or len(v.amd_gpus)
-    missing = round(gpus * float(c.get("nics_per_gpu", 1))) - sum(1 for n in nics if n["role"] == "compute")
+    missing = _rails_wanted(v, c) - sum(1 for n in nics if n["role"] == "compute")
     fast = {_part(infos[n["name"]]) for n in nics if n["role"] == "compute" and n["link"] == "RoCE"} - {None}
     candidates = [n for n in nics if n["role"] == "storage" and _part(infos[n["name"]]) in fast]
     if missing <= 0 or not candidates:
@@ -55,8 +86,8 @@ def _slow_rails(v, c, nics, infos):
 def classify_nics(v, c):
     """[{name, role, link, rate_gbps, rdma, netdevs}] with role compute / storage / frontend / other. An RDMA NIC
     on the default route is frontend; an InfiniBand one, or a RoCE one at compute_roce_min_gbps or more, compute;
-    a slower RoCE NIC is storage unless it is a rail that trained low or is down (_slow_rails: then compute, or
-    `rail_unsure` when that cannot be told)."""
+    a slower RoCE NIC is storage unless the node's rails are all slower (_rails_below_rate) or it is a rail that
+    trained low or is down (_slow_rails: then compute, or `rail_unsure` when that cannot be told)."""
     net = v.sec("net")
     ifaces = net.get("interfaces") or {}
     default = set(net.get("default_route") or [])
@@ -78,6 +109,8 @@ def classify_nics(v, c):
             role = "storage"
         out.append({"name": dev, "role": role, "link": "IB" if link == "InfiniBand" else "RoCE", "rate_gbps": rate,
                     "state": p.get("state"), "netdevs": netdevs, "rdma": True})
+    for n in _rails_below_rate(v, c, out, infos):
+        n["role"] = "compute"
     rails, unsure = _slow_rails(v, c, out, infos)
     for n in rails:
         n["role"] = "compute"
