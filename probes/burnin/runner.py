@@ -307,8 +307,7 @@ def _worker_cfgs(cfg, coll=True):
               "deadline_file": p["deadline"], "hard_deadline": cfg["hard_deadline"], "backend": cfg["backend"]}
     out = []
     if cfg["gemm"]:
-        devices = [("cuda:%d" % i, g) for i, g in enumerate(cfg["gpus"])] if gpu else [("cpu", None)]
-        for i, (dev, g) in enumerate(devices):
+        for i, g, dev in soak_summary.gemm_workers(cfg):
             out.append(dict(common, role="gemm", worker=i, gpu=g, device=dev, out=p["gemm"],
                             size=params["gemm_size"] or (8192 if gpu else 512),
                             dtype=params["gemm_dtype"] or ("bf16" if gpu else "fp32"),
@@ -374,6 +373,7 @@ def runner_main(cfg_path):
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a dropped SSH session is no reason to stop
     children = Children()
     exits = {}
+    exit_t = {}  # when each worker's exit was seen: the time of death of one that wrote nothing (summary._gemm)
     threads = []
     monitor = Monitor(cfg, p["monitor"], p["kernel"])
     with open(p["state"], "w") as fh:
@@ -420,6 +420,7 @@ def runner_main(cfg_path):
         for name, _wcfg, proc in workers:
             if name not in exits and proc.poll() is not None:
                 exits[name] = proc.returncode
+                exit_t[name] = round(now, 3)
         if fio is not None and not [t for t in threads if t.is_alive() and t is not threads[0]]:
             if ended["by"] is None and not workers:
                 ended["by"] = "completed"  # every fio phase ran
@@ -454,12 +455,14 @@ def runner_main(cfg_path):
             exits[name] = "killed after the grace period"
         elif name not in exits:
             exits[name] = proc.returncode
+        exit_t.setdefault(name, round(time.time(), 3))
     children.stop_all()
     for t in threads:
         t.join(timeout=15)
     monitor.close()
     with open(p["done"], "w") as fh:
         json.dump({"ended_by": ended["by"], "t_start": cfg["t_start"], "t_end": time.time(), "exits": exits,
+                   "exit_t": exit_t,
                    **(launcher_end if launched is not None else {})}, fh)
     if ended["by"].startswith("controller lost"):
         _remove_run_dir(cfg)

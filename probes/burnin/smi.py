@@ -9,8 +9,11 @@ A stream line (one per GPU per tick) in the order of QUERY_FIELDS:
 
 import time
 
-QUERY_FIELDS = ("timestamp", "index", "pci.bus_id", "temperature.gpu", "power.draw", "power.limit", "clocks.sm",
-                "clocks.mem", "clocks.max.sm", "clocks_throttle_reasons.active", "utilization.gpu",
+# The power limit is enforced.power.limit (nvidia-smi -q's "Current Power Limit"), the ceiling the power management
+# holds the board under: the minimum of every limiter. power.limit is only the one software asked for ("Requested
+# Power Limit"); a BMC or out-of-band cap below it leaves that one unchanged (500 W enforced under 700 W requested).
+QUERY_FIELDS = ("timestamp", "index", "pci.bus_id", "temperature.gpu", "power.draw", "enforced.power.limit",
+                "clocks.sm", "clocks.mem", "clocks.max.sm", "clocks_throttle_reasons.active", "utilization.gpu",
                 "ecc.errors.uncorrected.volatile.total", "ecc.errors.corrected.volatile.total")
 # Drivers from R535 call the throttle reasons "clocks_event_reasons" (the old name stays an alias, but not everywhere).
 QUERY_FIELDS_NEW = tuple("clocks_event_reasons.active" if f == "clocks_throttle_reasons.active" else f

@@ -30,7 +30,26 @@ def _of_the_load(samples, t_load):
     return [s for s in samples if s.get("t") is not None and float(s["t"]) > float(t_load)]
 
 
-def _gemm(art, samples, t_start, t_load=None):
+def gemm_workers(cfg):
+    """[(worker, gpu, device)] of the GEMM workers a run starts: one per GPU, one on a CPU node. The runner starts
+    them from this list (runner._worker_cfgs), and the summary looks for each one's records in the GEMM timeline."""
+    gpu = cfg.get("backend") in ("cuda", "rocm") and cfg.get("gpus")
+    devices = [("cuda:%d" % i, g) for i, g in enumerate(cfg["gpus"])] if gpu else [("cpu", None)]
+    return [(i, g, dev) for i, (dev, g) in enumerate(devices)]
+
+
+def _exit_text(code, done):
+    """How a worker ended, from the runner's exit record (the done file's exits)."""
+    if isinstance(code, int) and code < 0:
+        return "killed by signal %d" % -code
+    if isinstance(code, int):
+        return "exit %d" % code
+    if code:
+        return str(code)
+    return "the runner recorded no exit (the run ended: %s)" % done.get("ended_by")
+
+
+def _gemm(art, samples, t_start, t_load=None, cfg=None, done=None):
     by_worker = {}
     for s in samples:
         if s.get("type") == "gemm":
@@ -41,6 +60,18 @@ def _gemm(art, samples, t_start, t_load=None):
             # samples, so that the grader fails that GPU's rows with it; the value is when it died
             art.add("gemm_worker_error", s["t"], "s_epoch", worker=s.get("worker"), gpu=s.get("gpu"),
                     device=s.get("device"), error=(s.get("error") or "")[:300])
+    if cfg is not None and done is not None:
+        # A worker killed before its first record (SIGKILL, the OOM killer; or hung in its start until the runner
+        # killed it) wrote nothing: without this its GPU would have no rows at all, not a failed one. Only once the
+        # run is done: until then a worker without records may still be starting (torch's import takes seconds).
+        wrote = {s.get("worker") for s in samples if s.get("type") in ("gemm", "error")}
+        for worker, gpu, dev in gemm_workers(cfg):
+            if worker in wrote:
+                continue
+            name = "gemm-%d" % worker
+            t = (done.get("exit_t") or {}).get(name) or done.get("t_end") or time.time()
+            art.add("gemm_worker_error", t, "s_epoch", worker=worker, gpu=gpu, device=dev,
+                    error="wrote nothing before it ended: %s" % _exit_text((done.get("exits") or {}).get(name), done))
     for worker, ss in sorted(by_worker.items()):
         labels = {"worker": worker, "gpu": ss[0].get("gpu"), "device": ss[0].get("device"),
                   "dtype": ss[0].get("dtype"), "size": ss[0].get("size")}
@@ -336,7 +367,7 @@ def summarize(art, cfg, p):
     _gpu_errors(art, streams["monitor"])
     _kernel(art, streams["kernel"], t_start)
     if cfg.get("gemm"):
-        _gemm(art, streams["gemm"], t_start, t_load)
+        _gemm(art, streams["gemm"], t_start, t_load, cfg, done)
     if cfg.get("collectives"):
         _coll(art, streams["coll"])
     if cfg.get("fio"):

@@ -41,13 +41,15 @@ def _write(path, records):
 
 
 def node(tmp_path, host, gpu=False, done=True, xid_at=None, tflops=None, coll_error=None, kernel=None, monitor=None,
-         coll_bw=None, device=None, gemm=None, coll=None, exits=None, cfg_extra=None, gemm_until=None):
+         coll_bw=None, device=None, gemm=None, coll=None, exits=None, cfg_extra=None, gemm_until=None,
+         done_extra=None):
     """A burn-in artifact summarised from timeline files, as poll/stop make it. monitor: the monitor's records (as
     probes.burnin.sampler.Monitor wrote them) instead of the recorded nvidia-smi stream; device: the device block the
     start found (runner.start keeps it in the run's configuration); gemm_until: {worker: how many of its samples it
     wrote} (a worker that died); gemm: records appended to the GEMM workers' timeline; coll: the collective loop's
     records instead of rank 0's samples; exits: the workers' exit codes in the done file; cfg_extra: what the
-    runner added to the configuration (t_load, the moved deadline)."""
+    runner added to the configuration (t_load, the moved deadline); done_extra: what else its done file holds
+    (exit_t: when it saw each worker's exit)."""
     out = tmp_path / ("node-%s" % host)
     out.mkdir()
     p = soak_runner.paths(str(out), "burnin", None)
@@ -91,7 +93,8 @@ def node(tmp_path, host, gpu=False, done=True, xid_at=None, tflops=None, coll_er
                              if e])
     if done:
         with open(p["done"], "w") as fh:
-            json.dump({"ended_by": "completed", "t_start": T0, "t_end": T0 + 60.2, "exits": exits or {}}, fh)
+            json.dump(dict({"ended_by": "completed", "t_start": T0, "t_end": T0 + 60.2, "exits": exits or {}},
+                           **(done_extra or {})), fh)
     art = Artifact("burnin", "r1", host)
     art.device["backend"] = "cuda" if gpu else "cpu"
     soak_summary.summarize(art, cfg, p)
@@ -471,6 +474,29 @@ def test_a_gemm_worker_that_could_not_start_died_or_stopped_fails_its_gpu_and_th
     assert markdown.render([table]).count("**workers exited early** (gemm-1 exit") == 2
 
 
+def test_a_gemm_worker_killed_before_its_first_record_is_a_failed_row_of_its_gpu(tmp_path):
+    """GPU 1's GEMM worker was killed (SIGKILL: the OOM killer) 7 s into the run, before it wrote a sample or an
+    error record; the runner saw the exit and went on to its deadline. Before, nothing in the timeline named worker 1,
+    so GPU 1 had no GEMM row at all: it vanished from the burn-in's GEMM checks while GPU 0 passed."""
+    tf = [600.0, 598.0, 601.0, 599.0]
+    doc, out = node(tmp_path, "s4", gpu=True, tflops=tf, gemm_until={1: 0}, exits={"gemm-1": -9},
+                    cfg_extra={"backend": "cuda", "gpus": [0, 1]},
+                    done_extra={"exit_t": {"gemm-0": T0 + 60.4, "gemm-1": T0 + 7.3, "coll-0": T0 + 60.4,
+                                              "coll-1": T0 + 60.4}})
+    [err] = [r for r in doc["results"] if r["metric"] == "gemm_worker_error"]
+    assert err["value"] == T0 + 7.3 and (err["labels"]["worker"], err["labels"]["gpu"]) == (1, 1)
+    run = make_run(tmp_path, [(doc, out)])
+    ids = ("burnin.gemm_errors", "burnin.gemm_degradation", "burnin.gemm_sustained")
+    got = {(r["check_id"], r["host"], r["subject"]): r for r in grade(run, {"checks": [CHECKS[c] for c in ids]})}
+    why = "GEMM worker failed at t+7 s (before its first sample): wrote nothing before it ended: killed by signal 9"
+    assert got[("burnin.gemm_errors", "s4", "gpu 1")]["observed"] == "%s; 0 wrong result(s) in 0 samples" % why
+    assert (got[("burnin.gemm_degradation", "s4", "gpu 1")]["status"],
+            got[("burnin.gemm_degradation", "s4", "gpu 1")]["observed"]) == ("fail", why)
+    assert got[("burnin.gemm_sustained", "s4", "gpu 1")]["observed"] == why
+    assert all(got[(c, "s4", "gpu 1")]["status"] == "fail" for c in ids)
+    assert got[("burnin.gemm_degradation", "s4", "gpu 0")]["status"] == "pass"
+
+
 def test_samples_before_the_load_began_are_no_baseline(tmp_path):
     """The collective world formed 5 s into the run (t_load, runner._start_the_load_clock). Until then GPU 0's GEMMs
     ran alone (700 TFLOP/s), and the recorded stream's first window holds its idle ticks (1851 MHz mean); under the
@@ -583,3 +609,42 @@ def test_throttled_seconds_count_each_window_by_its_own_length(tmp_path):
     run = make_run(tmp_path, [(doc, out)])
     [row] = [r for r in gb.grade_gpu(CHECKS["burnin.throttling"], run, "g1") if r["subject"] == "gpu 1"]
     assert row["observed"].startswith("1 episode(s), 2 s slowed")
+
+
+# `nvidia-smi -q -d power` of an H100 (driver 595.71.05) from stackhpc/ansible-slurm-appliance#975: Current Power
+# Limit 500 W (enforced.power.limit) under a Requested Power Limit of 700 W (power.limit), default and max 700 W.
+CAPPED_H100 = {"enforced.power.limit": "500.00", "power.limit": "700.00", "power.default_limit": "700.00",
+               "power.min_limit": "200.00", "power.max_limit": "700.00"}
+
+
+def _smi_line(fields, reading):
+    """One line of `nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits`: the values of the fields asked
+    for, in the order asked."""
+    return ", ".join(reading[f] for f in fields)
+
+
+def test_power_is_judged_against_the_enforced_limit_not_the_requested_one(tmp_path):
+    """Two H100s capped to 500 W while 700 W stays requested. Under the load GPU 0 holds at its cap (SW power cap),
+    GPU 1 draws 561 W, over the enforced 500 W. Before, the stream asked for power.limit: the summary and the report
+    called the requested 700 W the enforced limit, and GPU 1 passed."""
+    lines = []
+    for tick in range(20):
+        for gpu, pci, draw, reasons in ((0, "00000000:18:00.0", "499.12", "0x0000000000000004"),
+                                        (1, "00000000:2A:00.0", "561.40", "0x0000000000000000")):
+            reading = dict(CAPPED_H100, **{
+                "timestamp": "2026/11/30 09:20:%02d.120" % tick, "index": str(gpu), "pci.bus_id": pci,
+                "temperature.gpu": "61", "power.draw": draw, "clocks.sm": "1755", "clocks.mem": "2619",
+                "clocks.max.sm": "1980", "clocks_throttle_reasons.active": reasons,
+                "clocks_event_reasons.active": reasons, "utilization.gpu": "100",
+                "ecc.errors.uncorrected.volatile.total": "0", "ecc.errors.corrected.volatile.total": "0"})
+            lines.append(_smi_line(soak_smi.QUERY_FIELDS, reading))
+    rows = [soak_smi.parse_line(line) for line in lines]
+    mons = _windows(rows, rows[0]["timestamp"], [(0, 5), (5, 10), (10, 15), (15, 20)])
+    doc, out = node(tmp_path, "g1", gpu=True, monitor=mons)
+    limits = {r["labels"]["gpu"]: r["value"] for r in doc["results"] if r["metric"] == "gpu_power_limit_w"}
+    assert limits == {0: 500.0, 1: 500.0}
+    run = make_run(tmp_path, [(doc, out)])
+    got = {r["subject"]: r for r in gb.grade_gpu(CHECKS["burnin.power"], run, "g1")}
+    assert (got["gpu 0"]["status"], got["gpu 0"]["observed"]) == ("pass", "499 W max")
+    assert (got["gpu 1"]["status"], got["gpu 1"]["observed"]) == ("fail", "561 W max")
+    assert got["gpu 1"]["expected"] == "at most the enforced limit 500 W (+5%)"
