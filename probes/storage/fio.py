@@ -3,10 +3,14 @@
 The seed's sweep ("Storage"): sequential and random, reads and writes, buffered and direct; 1 MiB sequential
 blocks, 4 KiB buffered and 64 KiB direct random blocks; from 1 client up, on every storage tier.
 
-One fio invocation per (tier, client count) runs every workload of the sweep in turn (``stonewall`` +
-``new_group``), so the fixed cost of fio's client/server start-up is paid once per client count, not once per
-point. Each client host gets its own job file (its directory, its number of jobs); fio's client sends it to the
-``fio --server`` on that host.
+A job file runs its workloads in turn (``stonewall`` + ``new_group``). Each client host gets its own job file (its
+directory, its number of jobs); fio's client sends it to the ``fio --server`` on that host. ``stonewall`` only
+orders the jobs of one fio server: the servers of one invocation do not wait for each other between workloads, so
+the probe runs one invocation per workload when a point spans several hosts (probes/storage/fio_sweep.py).
+
+An aggregate adds up per-client rates, each over that client's own measurement window; it is the cluster's rate only
+where the windows coincide. Where fio reports when each window began (``job_start``, not in fio 3.33's JSON),
+`aggregate` gives the fraction of the longest window that every client shares (`window_overlap`).
 
 Pure functions only: the probe (probes/storage/fio_sweep.py) runs fio, these build its input and read its output.
 """
@@ -187,6 +191,9 @@ def _entry(job, client):
         "workload": job.get("jobname"),
         "error": int(job.get("error", 0) or 0),
         "numjobs": int(opts.get("numjobs", 1)) if str(opts.get("numjobs", "1")).isdigit() else None,
+        # wall-clock ms (the server's CLOCK_REALTIME) at which the measured window began: fio sets it after the job's
+        # files are set up and again when ramp_time ends; with group_reporting, the group's first job's
+        "job_start_ms": int(job["job_start"]) if int(job.get("job_start") or 0) > 0 else None,
         "read": _side(job.get("read") or {}),
         "write": _side(job.get("write") or {}),
     }
@@ -194,10 +201,28 @@ def _entry(job, client):
     return entry
 
 
+def window_overlap(per_client, op):
+    """The fraction of the longest measurement window that every client's window shares (1.0: all at once, 0.0:
+    some two never ran together), from fio's `job_start` and each client's runtime; None where fio did not report
+    when a window began. A sum of rates is the cluster's aggregate only over the shared part: outside it a client
+    had the storage without the others and its rate is higher than under the full load."""
+    windows = []
+    for e in per_client:
+        start, runtime = e.get("job_start_ms"), e[op]["runtime_ms"]
+        if start is None or runtime <= 0:
+            return None
+        windows.append((start, start + runtime))
+    if len(windows) < 2:
+        return 1.0 if windows else None
+    shared = min(end for _, end in windows) - max(start for start, _ in windows)
+    return max(0.0, shared / max(end - start for start, end in windows))
+
+
 def aggregate(entries, workload):
     """Across clients, one workload: the sum of bandwidth and IOPS, the completion-latency mean weighted by the
     number of I/Os, and each percentile as its worst (highest) client, since fio's per-client percentiles cannot
-    be merged exactly. Returns (aggregate dict or None, per-client list)."""
+    be merged exactly; `window_overlap` (see window_overlap) says how far the sum is one common window's.
+    Returns (aggregate dict or None, per-client list)."""
     op = workload_spec(workload)[3]
     per_client = [e for e in entries if e["workload"] == workload]
     if not per_client:
@@ -212,6 +237,7 @@ def aggregate(entries, workload):
         "iops": sum(s["iops"] for s in sides),
         "io_bytes": sum(s["io_bytes"] for s in sides),
         "clat_mean_us": (sum(s["clat_mean_us"] * s["clat_n"] for s in sides) / total_n) if total_n else 0.0,
+        "window_overlap": window_overlap(per_client, op),
     }
     for _, name in PERCENTILES:
         values = [s["clat_%s_us" % name] for s in sides if "clat_%s_us" % name in s]

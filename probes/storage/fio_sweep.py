@@ -4,14 +4,22 @@ Every host of the sweep runs this probe at the same time with the same params an
   * each host starts ``fio --server`` on its own address and makes its test directory on the tier
     (``<tier>/clustermax-assess-<run>/fio-<tier>/<host>``), checks free space and whether O_DIRECT works there;
   * the hosts meet at a rendezvous on rank 0 (probes/common/rendezvous.py) and exchange what they found;
-  * rank 0 (the driver) runs, for each client count c, one fio client invocation that sends each of the
-    first c hosts (round robin: more clients than hosts gives a host several jobs) its own job file with every
-    workload of the sweep one after the other; fio's JSON gives per-client numbers, this probe adds them up;
+  * rank 0 (the driver) runs, for each client count c, fio's client, which sends each of the first c hosts (round
+    robin: more clients than hosts gives a host several jobs) its own job file; fio's JSON gives per-client
+    numbers, this probe adds them up. On one host a single invocation runs every workload in turn (stonewall: the
+    host's jobs of a workload start together). Over several hosts each workload is its own invocation: stonewall
+    does not hold one fio server for another, so in one invocation a host whose write took longer to end (its
+    end_fsync, its layout) would start every later workload late, and the sum of the hosts' rates would mix
+    windows in which a host had the storage to itself. fio's client starts every host's jobs together and returns
+    once all of them are done: the start barrier of each workload;
   * then every host stops its fio server and removes its test directory, also after any failure.
 
 Results (driver only): fio_bw_bytes, fio_iops, fio_clat_{mean,p50,p90,p99,p99_9}_us with labels tier, workload,
 clients, scope (aggregate | client) and, per client, client (host name) and jobs. Aggregate latency percentiles are
-the worst client's (fio's per-client percentiles cannot be merged). Other hosts record facts only.
+the worst client's (fio's per-client percentiles cannot be merged). Where fio reports when each client's window
+began (job_start, from fio newer than 3.33), facts.window_overlap has each multi-host point's shared fraction, and a
+point whose windows share less than min_window_overlap records no aggregate (a failure). Other hosts record facts
+only.
 """
 
 import os
@@ -27,6 +35,11 @@ from probes.common.rendezvous import Mesh
 from probes.common.tools import not_installed
 from probes.params import Param, Params
 from probes.storage import fio as storage_fio
+
+# The least shared fraction of the clients' windows for their sum to stand for the cluster's aggregate. Outside the
+# shared part a client may run without the others' load; over a tenth of its window that moves its rate by about a
+# shared tier's run-to-run spread, over more it no longer stands for the cluster under the point's load.
+MIN_WINDOW_OVERLAP = 0.9
 
 PARAMS = Params(
     peers=True,
@@ -50,6 +63,8 @@ PARAMS = Params(
                                         "too, as their baseline); [] none"),
     endurance_windows=Param(int, 3, "consecutive fio runs of each endurance workload"),
     endurance_window_s=Param(float, 1, "seconds of each endurance run"),
+    min_window_overlap=Param(float, MIN_WINDOW_OVERLAP, "the least fraction of the longest client window that "
+                             "every client must share for a multi-host aggregate to be recorded, where fio reports it"),
 )
 METRICS = (("bw_bytes", "fio_bw_bytes", "B/s"), ("iops", "fio_iops", "IOPS"),
            ("clat_mean_us", "fio_clat_mean_us", "us"), ("clat_p50_us", "fio_clat_p50_us", "us"),
@@ -213,7 +228,7 @@ def _drive(art, p, tier, infos, out_dir):
             break
         entries, jobs = point.run(clients, workloads, p["runtime_s"], p["ramp_s"], "c%d" % clients)
         if entries is not None:
-            points += _record(art, tier, clients, jobs, workloads, entries, failures)
+            points += _record(art, tier, clients, jobs, workloads, entries, failures, p["min_window_overlap"])
             swept[clients] = {e["workload"] for e in entries if not e["error"]}
     endurance = [w for w in endurance if w in workloads]
     if endurance:
@@ -232,7 +247,8 @@ def _drive(art, p, tier, infos, out_dir):
                     entries, jobs = point.run(clients, [name], p["endurance_window_s"], 0,
                                               "c%d-%s-w%d" % (clients, name, window))
                     if entries is not None:
-                        _record_endurance(art, tier, clients, jobs, name, window, start_s, entries, failures)
+                        _record_endurance(art, tier, clients, jobs, name, window, start_s, entries, failures,
+                                          p["min_window_overlap"])
         if not_run:
             art.facts["endurance_not_run"] = not_run
     art.facts["points"] = points
@@ -243,8 +259,9 @@ def _drive(art, p, tier, infos, out_dir):
 
 
 class Point:
-    """One fio client invocation over the first hosts: every host's job file, fio's output kept as raw files, its
-    JSON parsed; a point that fails adds to failures and gives no entries."""
+    """A point's fio client invocations over the first hosts (one per workload over several hosts): every host's
+    job file, fio's output kept as raw files, its JSON parsed; an invocation that fails adds to failures and gives
+    no entries."""
 
     def __init__(self, art, p, tier, names, addr, direct_engine, out_dir):
         self.art, self.p, self.tier, self.names, self.addr = art, p, tier, names, addr
@@ -254,9 +271,33 @@ class Point:
         self.failures = []
 
     def run(self, clients, workloads, runtime_s, ramp_s, tag):
-        """(entries or None, {host: jobs}) of the workloads in turn with `clients` fio processes."""
-        p, tier = self.p, self.tier
+        """(entries or None, {host: jobs}) of the workloads in turn with `clients` fio processes: one fio invocation
+        on one host; over several hosts one per workload (see the module's doc), within the point's time budget."""
         jobs = storage_fio.split_clients(clients, self.names)
+        if len(jobs) == 1 or len(workloads) == 1:
+            return self._invoke(jobs, workloads, runtime_s, ramp_s, tag, self._budget(jobs, workloads, runtime_s,
+                                                                                      ramp_s)), jobs
+        deadline = time.monotonic() + self._budget(jobs, workloads, runtime_s, ramp_s)
+        entries, ran = [], False
+        for name in workloads:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.failures.append("%s-%s: not run, the point's time was spent" % (tag, name))
+                continue
+            got = self._invoke(jobs, [name], runtime_s, ramp_s, "%s-%s" % (tag, name), left)
+            if got is not None:
+                entries += got
+                ran = True
+        return (entries if ran else None), jobs
+
+    def _budget(self, jobs, workloads, runtime_s, ramp_s):
+        per_workload = runtime_s + ramp_s + 2
+        layout = max(jobs.values()) * self.p["size_mib"] / 50.0  # seconds at a slow 50 MiB/s
+        return len(workloads) * per_workload + layout + 60
+
+    def _invoke(self, jobs, workloads, runtime_s, ramp_s, tag, timeout):
+        """One fio client invocation: the entries of its JSON, or None (a failure)."""
+        p, tier = self.p, self.tier
         argv = [self.fio, "--output-format=json", "--eta=never"]
         job_texts = []
         for host, numjobs in jobs.items():
@@ -274,28 +315,45 @@ class Point:
         with open(os.path.join(self.out_dir, stem + ".jobs.txt"), "w") as fh:
             fh.write("\n".join(job_texts))
         self.art.raw.append(stem + ".jobs.txt")
-        per_workload = runtime_s + ramp_s + 2
-        layout = max(jobs.values()) * p["size_mib"] / 50.0  # seconds at a slow 50 MiB/s
-        res = run_cmd(argv, timeout=len(workloads) * per_workload + layout + 60)
+        res = run_cmd(argv, timeout=timeout)
         rc, out, err = res.rc, res.stdout, res.stderr
         with open(os.path.join(self.out_dir, stem + ".out"), "w") as fh:
             fh.write(out)
         self.art.raw.append(stem + ".out")
         if rc is None:
             self.failures.append("%s: fio timed out" % tag)
-            return None, jobs
+            return None
         try:
             entries = storage_fio.parse_output(out, {"%s,%s" % (self.addr[h], p["fio_port"]): h for h in self.names})
         except ValueError:
             tail = (err.strip() or out.strip()).splitlines()[-3:]
             self.failures.append("%s: fio rc=%s, no JSON: %s" % (tag, rc, " | ".join(tail)))
-            return None, jobs
+            return None
         if rc != 0:
             self.failures.append("%s: fio exited %s: %s" % (tag, rc, err.strip().splitlines()[-1:] or ""))
-        return entries, jobs
+        return entries
 
 
-def _record_endurance(art, tier, clients, jobs, name, window, start_s, entries, failures):
+def _windows_apart(art, point, agg, least):
+    """Why a multi-host aggregate is not one common window's (its clients' windows share less than `least` of the
+    longest), or None. The shared fraction goes into facts.window_overlap; where fio does not say when windows
+    began, a fact says so: the point's workload then had only fio's common start (see the module's doc)."""
+    if agg["clients"] < 2:
+        return None
+    overlap = agg.get("window_overlap")
+    if overlap is None:
+        art.facts["window_overlap_unmeasured"] = (
+            "%s reports no job_start: each workload ran as one fio client run, started on every host together, but "
+            "when each host's window began is not known" % (art.facts.get("fio_version") or "this fio"))
+        return None
+    art.facts.setdefault("window_overlap", {})[point] = round(overlap, 3)
+    if overlap < least:
+        return "%s: the clients' windows share %.0f%% of the longest (under %.0f%%): their rates were not measured " \
+               "together (no aggregate recorded)" % (point, 100 * overlap, 100 * least)
+    return None
+
+
+def _record_endurance(art, tier, clients, jobs, name, window, start_s, entries, failures, least=MIN_WINDOW_OVERLAP):
     """One endurance window's aggregate over the clients: bandwidth, IOPS and the worst client's p99 and p99.9. A
     window that misses a client is a failure and is not recorded: its sum would read as degradation."""
     agg, per_client = storage_fio.aggregate(entries, name)
@@ -310,6 +368,10 @@ def _record_endurance(art, tier, clients, jobs, name, window, start_s, entries, 
     if bad:
         failures.append("c%d %s window %d: fio reported an error on %s" % (clients, name, window,
                                                                          ", ".join(map(str, bad))))
+    apart = _windows_apart(art, "c%d %s window %d" % (clients, name, window), agg, least)
+    if apart:
+        failures.append(apart)
+        return
     labels = {"tier": tier["name"], "workload": name, "clients": clients, "window": window,
               "start_s": round(start_s, 3), "scope": "aggregate"}
     for key, metric, unit in ENDURANCE_METRICS:
@@ -317,7 +379,7 @@ def _record_endurance(art, tier, clients, jobs, name, window, start_s, entries, 
             art.add(metric, round(agg[key], 3), unit, **labels)
 
 
-def _record(art, tier, clients, jobs, workloads, entries, failures):
+def _record(art, tier, clients, jobs, workloads, entries, failures, least=MIN_WINDOW_OVERLAP):
     points = 0
     for name in workloads:
         rw, bs, direct, op = storage_fio.workload_spec(name)
@@ -334,9 +396,13 @@ def _record(art, tier, clients, jobs, workloads, entries, failures):
         if bad:
             failures.append("c%d %s: fio reported an error on %s (no aggregate recorded)" % (
                 clients, name, ", ".join(map(str, bad))))
+        apart = _windows_apart(art, "c%d %s" % (clients, name), agg, least)
+        if apart:
+            failures.append(apart)
         # the point's aggregate only where every client answered without an error: a sum over fewer clients than
-        # the point's count would read as the tier losing throughput with more clients (as _record_endurance)
-        if not (missing or bad):
+        # the point's count would read as the tier losing throughput with more clients (as _record_endurance); and
+        # only over windows measured together (apart: a client that ran alone part of the time adds too much)
+        if not (missing or bad or apart):
             for key, metric, unit in METRICS:
                 if key in agg:
                     art.add(metric, round(agg[key], 3), unit, scope="aggregate", **labels)

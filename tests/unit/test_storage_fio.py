@@ -172,3 +172,71 @@ def test_a_mixed_workload_counts_its_reads_and_writes_together():
                                            for e in per_client)
     jobs = (FIX / "clientserver_endurance_mixed_c2.jobs.txt").read_text()
     assert jobs.count("rwmixread=50") == 4 and jobs.count("direct=1") == 4
+
+
+def with_job_start(text, starts):
+    """A real client/server capture as fio newer than 3.33 writes it: each client_stats entry with `job_start`, the
+    wall-clock ms at which its measured window began (starts: {(host addr, workload): ms})."""
+    doc = storage_fio.extract_json(text)
+    for job in doc["client_stats"]:
+        if job["jobname"] != "All clients":
+            job["job_start"] = starts[(job["hostname"], job["jobname"])]
+    return doc
+
+
+def test_window_overlap_is_measured_from_fios_job_start():
+    """clientserver_sweep_c3.out (fio 3.33) has no job_start: the overlap is unknown. With job_start, as later fio
+    reports it, a host that began a workload 700 ms late (its previous write took longer to end) shares only part of
+    its window with the other; a host 20 ms late shares nearly all of it."""
+    text = (FIX / "clientserver_sweep_c3.out").read_text()
+    for name in storage_fio.SWEEP_WORKLOADS:
+        assert storage_fio.aggregate(storage_fio.parse_output(text, NAMES), name)[0]["window_overlap"] is None
+    t0 = 1796017061000
+    late = {"seq_read_direct": 700}  # the other workloads: 20 ms apart
+    starts = {(addr, name): t0 + 10000 * i + (late.get(name, 20) if addr == "127.0.0.2" else 0)
+              for i, name in enumerate(storage_fio.SWEEP_WORKLOADS) for addr in ("127.0.0.1", "127.0.0.2")}
+    entries = storage_fio.parse_output(with_job_start(text, starts), NAMES)
+    for name in storage_fio.SWEEP_WORKLOADS:
+        agg, per_client = storage_fio.aggregate(entries, name)
+        op = agg["op"]
+        a, b = sorted(per_client, key=lambda e: e["client"])
+        assert b["job_start_ms"] - a["job_start_ms"] == late.get(name, 20)
+        shared = min(a["job_start_ms"] + a[op]["runtime_ms"], b["job_start_ms"] + b[op]["runtime_ms"]) \
+            - b["job_start_ms"]
+        assert agg["window_overlap"] == pytest.approx(shared / max(a[op]["runtime_ms"], b[op]["runtime_ms"]))
+        assert (agg["window_overlap"] < 0.9) == (name in late)
+    # windows that never met share nothing (not a negative fraction)
+    apart = storage_fio.parse_output(with_job_start(text, {k: v + (5000 if k[0] == "127.0.0.2" else 0)
+                                                           for k, v in starts.items()}), NAMES)
+    assert storage_fio.aggregate(apart, "seq_read_direct")[0]["window_overlap"] == 0.0
+
+
+def test_a_point_whose_windows_did_not_overlap_records_no_aggregate():
+    """The sweep's own recording: the point whose hosts ran 700 ms apart gets no aggregate and a failure naming the
+    shared fraction; the others keep their aggregate (the hosts' sum) and every point its per-client numbers."""
+    from probes.artifact import Artifact
+    from probes.storage import fio_sweep
+
+    text = (FIX / "clientserver_sweep_c3.out").read_text()
+    starts = {(addr, name): 1796017061000 + 10000 * i + ((700 if name == "seq_read_direct" else 20)
+                                                         if addr == "127.0.0.2" else 0)
+              for i, name in enumerate(storage_fio.SWEEP_WORKLOADS) for addr in ("127.0.0.1", "127.0.0.2")}
+    entries = storage_fio.parse_output(with_job_start(text, starts), NAMES)
+    art = Artifact("fio_sweep", "r1", "hostA", variant="t")
+    failures = []
+    points = fio_sweep._record(art, {"name": "t"}, 3, {"hostA": 2, "hostB": 1}, list(storage_fio.SWEEP_WORKLOADS),
+                               entries, failures)  # at the sweep's default least overlap, 90 %
+    assert points == len(storage_fio.SWEEP_WORKLOADS)
+    aggregates = {r["labels"]["workload"]: r["value"] for r in art.results
+                  if r["metric"] == "fio_bw_bytes" and r["labels"]["scope"] == "aggregate"}
+    assert set(aggregates) == set(storage_fio.SWEEP_WORKLOADS) - {"seq_read_direct"}
+    for name, value in aggregates.items():
+        assert value == pytest.approx(storage_fio.aggregate(entries, name)[0]["bw_bytes"], rel=1e-6)
+    clients = {(r["labels"]["workload"], r["labels"]["client"]) for r in art.results
+               if r["metric"] == "fio_bw_bytes" and r["labels"]["scope"] == "client"}
+    assert clients == {(w, h) for w in storage_fio.SWEEP_WORKLOADS for h in ("hostA", "hostB")}
+    overlap = storage_fio.aggregate(entries, "seq_read_direct")[0]["window_overlap"]
+    assert failures == ["c3 seq_read_direct: the clients' windows share %.0f%% of the longest (under 90%%): their "
+                        "rates were not measured together (no aggregate recorded)" % (100 * overlap)]
+    assert art.facts["window_overlap"]["c3 seq_read_direct"] == round(overlap, 3)
+    assert all(art.facts["window_overlap"]["c3 %s" % w] >= 0.9 for w in aggregates)

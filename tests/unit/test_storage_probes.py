@@ -6,6 +6,7 @@ import json
 import os
 import socket
 import stat
+import subprocess
 import sys
 
 import pytest
@@ -260,6 +261,76 @@ def test_fio_sweep_without_fio_skips_with_the_reason(tmp_path):
     _, doc = run_probe("fio_sweep", str(tmp_path / "out"), "r1", "h1", variant="t",
                        params=fio_params(tmp_path, fio="/nonexistent/fio"), timeout=60)
     assert doc["status"] == "skipped" and doc["reason"].startswith("fio not found on h1")
+
+
+@FIO
+def test_fio_hosts_of_a_point_start_every_workload_together(tmp_path, monkeypatch):
+    """Two fio servers (hostA on 127.0.0.1, hostB on 127.0.0.2) and the sweep's own job files; hostB's buffered write
+    takes 1.5 s longer to end (as a client whose dirty pages take longer to flush would). Each job stamps the wall
+    clock right before its I/O and right after it (fio's exec_prerun/exec_postrun), so the windows are known without
+    fio's job_start (not in fio 3.33's JSON). In one fio invocation stonewall holds each server for its own jobs
+    only: hostB would start every later workload 1.5 s after hostA, windows of 1 s that never meet, and their sum
+    would be two hosts each measured alone. One invocation per workload starts them together."""
+    from probes.artifact import Artifact
+    from probes.common.netif import wait_listening
+    from probes.storage import fio as storage_fio
+    from probes.storage import fio_sweep
+
+    stamps = tmp_path / "stamps"
+    stamps.mkdir()
+    stamp = tmp_path / "stamp.sh"
+    stamp.write_text('#!/bin/sh\necho "$(date +%%s%%N) $3" >> %s/$1-$2\n[ -n "$4" ] && sleep "$4"\nexit 0\n' % stamps)
+    stamp.chmod(0o755)
+    real_job_file = storage_fio.job_file
+
+    def stamped_job_file(workloads, directory, *args, **kwargs):
+        host = os.path.basename(directory)
+        lines = []
+        for line in real_job_file(workloads, directory, *args, **kwargs).splitlines():
+            lines.append(line)
+            name = line[1:-1] if line.startswith("[") and line != "[global]" else None
+            if name:
+                slow = " 1.5" if (host, name) == ("hostB", "seq_write_buffered") else ""
+                lines += ["exec_prerun=%s %s %s pre" % (stamp, host, name),
+                          "exec_postrun=%s %s %s post%s" % (stamp, host, name, slow)]
+        return "\n".join(lines) + "\n"
+
+    monkeypatch.setattr(storage_fio, "job_file", stamped_job_file)
+    port = free_port()
+    addr = {"hostA": "127.0.0.1", "hostB": "127.0.0.2"}
+    servers = []
+    try:
+        for host, ip in addr.items():
+            (tmp_path / host).mkdir()  # fio writes exec_prerun's output where the server runs
+            server = subprocess.Popen(["fio", "--server=%s,%d" % (ip, port)], cwd=tmp_path / host,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            servers.append(server)
+            assert wait_listening(ip, port, server, timeout=15)
+        art = Artifact("fio_sweep", "r1", "hostA", variant="t")
+        t = tier(tmp_path)
+        for host in addr:
+            os.makedirs(os.path.join(storage_tier.run_dir(t["path"], art.run_id), "fio-t", host))
+        params = {"fio": "fio", "fio_port": port, "size_mib": 8, "buffered_engine": "psync", "buffered_iodepth": 1,
+                  "direct_iodepth": 16}
+        point = fio_sweep.Point(art, params, t, list(addr), addr, "libaio", str(tmp_path))
+        workloads = ["seq_write_buffered", "seq_read_buffered", "rand_read_buffered"]
+        entries, jobs = point.run(2, workloads, 1, 0, "c2")
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait(timeout=10)
+    assert point.failures == [] and jobs == {"hostA": 1, "hostB": 1}
+    assert sorted((e["client"], e["workload"]) for e in entries) == sorted(
+        (h, w) for h in addr for w in workloads)
+
+    def window(host, name):
+        rows = [line.split() for line in (stamps / ("%s-%s" % (host, name))).read_text().splitlines()]
+        return (min(int(t) for t, k in rows if k == "pre") / 1e9, max(int(t) for t, k in rows if k == "post") / 1e9)
+
+    for name in workloads:
+        (a0, a1), (b0, b1) = window("hostA", name), window("hostB", name)
+        shared = max(0.0, min(a1, b1) - max(a0, b0)) / max(a1 - a0, b1 - b0)
+        assert shared > 0.5, "%s: hostA %.2f-%.2f s, hostB %.2f-%.2f s" % (name, 0, a1 - a0, b0 - a0, b1 - a0)
 
 
 # ------------------------------------------------------------------------------------------- metadata
