@@ -29,6 +29,29 @@ def node_info(host, run_id, driver="570.211.01"):
     return art.to_dict()
 
 
+def standard_durations(run_dir, host, run_id):
+    """What a standard run's burn-in and storage phases record for tiers.yml's profile measures (reports/profiles.py),
+    at the standard minimums: without them a run declared standard is a screening ("burn-in not run")."""
+    for probe, elapsed in (("burnin", 3600.2), ("fabric_soak", 900.1)):
+        art = Artifact(probe, run_id, host)
+        art.device.update(backend="cuda", model=MODEL, count=8)
+        art.add("elapsed_s", elapsed, "s")
+        write_json_atomic(str(run_dir / "artifacts" / host / ("%s.json" % probe)), art.to_dict())
+    soak = Artifact("storage_soak", run_id, host)
+    soak.device.update(backend="cuda", model=MODEL, count=8)
+    write_json_atomic(str(run_dir / "artifacts" / host / "storage_soak.json"), soak.to_dict())
+    with open(run_dir / "artifacts" / host / "storage_soak.fio.jsonl", "w") as fh:
+        for i, phase in enumerate(("mixed_seq", "mixed_rand")):  # the soak's fio intervals, first to last
+            t0 = 1764496800.0 + i * 460
+            for k in range(45):
+                fh.write(json.dumps({"type": "fio", "clients": 1, "phase": phase, "t_start": t0 + 10 * k,
+                                     "t": t0 + 10 * (k + 1)}) + "\n")
+    sweep = Artifact("fio_sweep", run_id, host, variant="local")
+    sweep.device.update(backend="cuda", model=MODEL, count=8)
+    sweep.facts.update(runtime_s=30.0, size_mib=4096)
+    write_json_atomic(str(run_dir / "artifacts" / host / "fio_sweep-local.json"), sweep.to_dict())
+
+
 def make_run(base, quality="excellent", hosts=4, run_id="r1", provider="golden", host_overrides=None,
              drop=(), unreachable=()):
     """A finished run directory under base/runs/<provider>/<run_id>.
@@ -66,6 +89,7 @@ def make_run(base, quality="excellent", hosts=4, run_id="r1", provider="golden",
             for i in range(3):
                 gemm.add("tflops", v["gemm"] - i, "TFLOP/s", gpu=gpu, dtype="bf16", m=4096 * (i + 1))
         write_json_atomic(str(run_dir / "artifacts" / host / "golden_gemm.json"), gemm.to_dict())
+        standard_durations(run_dir, host, run_id)
     with open(run_dir / "journal.jsonl", "w") as fh:
         for line in journal:
             fh.write(json.dumps(line) + "\n")

@@ -186,12 +186,21 @@ def with_values(measures, **values):
     return [dict(m, value=values[m["id"]]) if m["id"] in values else m for m in measures]
 
 
-def test_a_test_that_did_not_run_leaves_the_standard_rating_to_coverage_but_not_the_full_one(real_measures):
+def test_a_test_that_did_not_run_keeps_the_run_from_every_level_that_needs_it(real_measures):
+    """Leaving a test out must not rate better than running it short: a burn-in not run was a standard rating while
+    a 58-minute one was a screening (a review reproduced it: Platinum without the burn-in)."""
     met = {mid: float(v) for mid, v in STANDARD.items()}
-    standard = profiles.judge("full", with_values(real_measures, **dict(met, burnin_s=None)), SPEC)
+    skipped = profiles.judge("full", with_values(real_measures, **dict(met, burnin_s=None)), SPEC)
+    assert skipped["rating"] == "screening" and skipped["lacks"] == ["burn-in not run (standard needs 1 h)"]
+    assert measure({"profile": skipped}, "burnin_s")["state"] == "not run"
+    short = profiles.judge("full", with_values(real_measures, **dict(met, burnin_s=58 * 60.0)), SPEC)
+    assert short["rating"] == "screening" and short["lacks"][0].startswith("burn-in 58 min on ")
+    for mid in STANDARD:  # every measure, not only the burn-in
+        assert profiles.judge("standard", with_values(real_measures, **dict(met, **{mid: None})), SPEC)[
+            "rating"] == "screening", mid
+    standard = profiles.judge("full", with_values(real_measures, **met), SPEC)
     assert standard["rating"] == "standard" and standard["lacks"] == []
-    assert standard["next"] == {"profile": "full", "lacks": ["burn-in not run (full needs 8 h)"]}
-    assert measure({"profile": standard}, "burnin_s")["state"] == "not run"
+    assert standard["next"]["profile"] == "full" and standard["next"]["lacks"][0].startswith("burn-in 1 h on ")
     full = profiles.judge("full", with_values(real_measures, **dict(met, burnin_s=28800.4)), SPEC)
     assert full["rating"] == "full" and full["next"] is None
 
@@ -314,9 +323,9 @@ def test_a_phase_left_out_is_not_run_phase_not_selected(quick_run, tmp_path):
     assert seq == {"not run: phase not selected (no task of the storage phase ran in this run)"}
     # the storage soak (burn-in phase) still ran: the burn-in's checks keep their rows
     assert {r["status"] for r in rows if r["check_id"] == "burnin.storage_degradation"} != {"skip"}
-    # a test that did not run is coverage's business, not a shortfall of the profile
+    # and the run shows no fio sweep: it cannot reach a level that needs one
     assert measure(doc, "fio_runtime_s")["state"] == "not run"
-    assert not any("fio sweep" in lack for lack in doc["profile"]["lacks"])
+    assert "fio sweep point not run (standard needs 30 s)" in doc["profile"]["lacks"]
 
 
 def test_a_placeholder_a_phase_has_built_is_refused(tmp_path):
