@@ -12,6 +12,8 @@ rationale spelled out. Pure functions of the rows and reports/data/tiers.yml (ju
   check (`*_ran`: the probe ran) never scores a category on its own. Otherwise it is "not measured": score None,
   coverage 0, never a made-up number. A test not built yet (kind not_implemented) is a check never graded: it lowers
   its category's coverage.
+- Analyst rows (an analyst file) rate only what no test can see: refused in a measured category; beside a mixed
+  category's measured checks they add no coverage and count for at most the weight of the checks judged there.
 - The overall score is the category-weighted mean over the measured categories; the overall coverage is the
   category-weighted mean of all rated categories' coverage (unmeasured ones count 0).
 - The score tier is the first tier of tiers.yml whose requirements hold; triggered gates cap it; below
@@ -43,6 +45,9 @@ STATUSES = ("pass", "warn", "fail", "error", "skip")
 # Worst first: the status that stands for a check with mixed rows.
 WORST_ORDER = ("fail", "error", "warn", "pass", "skip")
 EVIDENCE = ("measured", "analyst", "mixed")
+# An analyst item's `weight` when tiers.yml has no `analyst: {max_weight}` (a tiers file older than the key): a rubric
+# check's default weight, so that an item weighs no more than a check of the same severity.
+ANALYST_MAX_WEIGHT = 1.0
 
 
 # ------------------------------------------------------------------------------------------------ inputs
@@ -92,14 +97,32 @@ def validate_tiers(tiers):
             problems.append("gate %s: missing must be true, false or %s" % (gate.get("id"), NOT_SHOWN))
     if tiers.get("profiles"):
         problems.extend(validate_profiles(tiers["profiles"]))
+    if "analyst" in tiers:
+        max_weight = (tiers["analyst"] or {}).get("max_weight") if isinstance(tiers["analyst"], dict) else None
+        if not _number(max_weight) or not max_weight >= 0:
+            problems.append("analyst.max_weight: must be a number >= 0")
     return problems
 
 
+def _number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def analyst_max_weight(tiers):
+    return float((tiers.get("analyst") or {}).get("max_weight", ANALYST_MAX_WEIGHT))
+
+
 def load_analyst(path, tiers):
-    """An analyst file (reports/data/analyst.example.yml shows the format), checked against tiers.yml."""
+    """An analyst file (reports/data/analyst.example.yml shows the format), checked against tiers.yml.
+
+    An analyst rates what no test on a cluster can see (pricing, partnerships, availability, the support experience):
+    an item in a category whose evidence is `measured` is refused, not scored, and so is a weight above tiers.yml's
+    `analyst.max_weight` (a file in the run directory is read without being asked for: it must not be able to lift
+    a run's tier over what was measured). In a mixed category category_scores bounds what the items count for."""
     with open(path, encoding="utf-8") as fh:
         doc = yamlio.safe_load(fh) or {}
-    categories = {c["id"] for c in tiers["categories"]}
+    categories = {c["id"]: c["evidence"] for c in tiers["categories"]}
+    max_weight = analyst_max_weight(tiers)
     problems = []
     if doc.get("schema") != ANALYST_SCHEMA:
         problems.append("schema must be %s" % ANALYST_SCHEMA)
@@ -113,6 +136,13 @@ def load_analyst(path, tiers):
         seen.add(item.get("id"))
         if item.get("category") not in categories:
             problems.append("%s: category %r is not a rated category" % (where, item.get("category")))
+        elif categories[item["category"]] == "measured":
+            problems.append("%s: category %s is measured on the cluster (tiers.yml evidence: measured); analyst "
+                            "input only rates what cannot be measured" % (where, item["category"]))
+        weight = item.get("weight", 1.0)
+        if not _number(weight) or not 0 <= weight <= max_weight:
+            problems.append("%s: weight %r must be a number from 0 to %g (tiers.yml analyst.max_weight)"
+                            % (where, weight, max_weight))
         if item.get("status") not in ("pass", "warn", "fail", "skip"):
             problems.append("%s: status must be pass, warn, fail or skip" % where)
         if item.get("severity", "minor") not in tiers["severity_weights"]:
@@ -181,6 +211,15 @@ def check_summaries(rows, tiers):
 
 
 def _category_reason(cat, checks, analyst_given):
+    added = _analyst_added(cat, checks)
+    reason = _unmeasured_reason(cat, [s for s in checks if s["check_id"] not in added], analyst_given)
+    graded = sum(1 for s in checks if s["graded"] and s["check_id"] in added)
+    if graded:
+        reason += "; the analyst's %d item(s) add to a measurement here, never stand in for one" % graded
+    return reason
+
+
+def _unmeasured_reason(cat, checks, analyst_given):
     if not checks:
         if cat["evidence"] == "analyst":
             return "analyst input absent" if not analyst_given else "no analyst item for this category"
@@ -199,25 +238,56 @@ def _judged(summary):
     return summary["graded"] and summary["kind"] not in RAN_ONLY_KINDS
 
 
+def _analyst_added(cat, checks):
+    """Check ids of the analyst items that stand beside a category's measured checks: in a mixed category whose rubric
+    has measured checks (in a measured one too, should rows reach rate() without load_analyst). They are shown and
+    scored beside those checks, never in their place. In an analyst category, or a mixed one whose rubric has no
+    measured check, the analyst's items are all the evidence there is and decide it."""
+    analyst = {s["check_id"] for s in checks if s["evidence"] == "analyst"}
+    if cat["evidence"] == "analyst" or (cat["evidence"] == "mixed" and len(analyst) == len(checks)):
+        return set()
+    return analyst
+
+
+def analyst_weight(cat, checks):
+    """(weight the analyst's graded items were given, weight they count for) in a category. Beside measured checks
+    they count for at most the weight of the checks judged there: an analyst's word never outweighs what was measured
+    (11 critical items of weight 400 made a run with 43 % coverage Platinum)."""
+    added = _analyst_added(cat, checks)
+    given = sum(s["weight"] for s in checks if s["graded"] and s["check_id"] in added)
+    judged = sum(s["weight"] for s in checks if _judged(s) and s["check_id"] not in added)
+    return given, min(given, judged)
+
+
+def _category_checks(summaries, cat):
+    return [s for s in summaries if s["category"] == cat["id"] and s["weight"] > 0]
+
+
 def category_scores(summaries, tiers, analyst_given=False):
     """Every rated category of tiers.yml, in its order: score 0-100 or None ('not measured'), coverage 0-1."""
     out = []
     for cat in tiers["categories"]:
-        checks = [s for s in summaries if s["category"] == cat["id"] and s["weight"] > 0]
-        total_w = sum(s["weight"] for s in checks)
+        checks = _category_checks(summaries, cat)
+        added = _analyst_added(cat, checks)
+        given, counted = analyst_weight(cat, checks)
+        scale = counted / given if given else 1.0
+        weight = {s["check_id"]: s["weight"] * (scale if s["check_id"] in added else 1.0) for s in checks}
+        # Coverage is the measured part's: an analyst item beside measured checks covers nothing a test missed.
+        covering = [s for s in checks if s["check_id"] not in added]
+        total_w = sum(s["weight"] for s in covering)
         graded = [s for s in checks if s["graded"]]
-        graded_w = sum(s["weight"] for s in graded)
+        graded_w = sum(weight[s["check_id"]] for s in graded)
         counts = Counter()
         for s in checks:
             counts.update(s["counts"])
         # Measured only when a check with an expectation was graded; then every graded check counts.
-        measured = any(_judged(s) for s in checks)
+        measured = any(_judged(s) for s in covering)
         # Void: nothing judged, but measurements were tried and errored. No made-up score, but no free pass either:
         # it counts as 0 for every tier's min_category_score (every judged row in error: a broken fabric whose
         # collectives all time out must not rate on the other categories alone).
         void = not measured and any(s["counts"]["error"] and s["kind"] not in RAN_ONLY_KINDS for s in checks)
-        score = 100.0 * sum(s["weight"] * s["score"] for s in graded) / graded_w if measured else None
-        coverage = sum(s["weight"] * s["coverage"] for s in checks) / total_w if measured else 0.0
+        score = 100.0 * sum(weight[s["check_id"]] * s["score"] for s in graded) / graded_w if measured else None
+        coverage = sum(s["weight"] * s["coverage"] for s in covering) / total_w if measured else 0.0
         entry = {
             "id": cat["id"], "title": cat.get("title", cat["id"]), "evidence": cat["evidence"],
             "weight": float(cat["weight"]),
@@ -320,6 +390,16 @@ def _describe(select):
     return ", ".join(parts)
 
 
+def _percents(value, limit):
+    """value and limit as percentages, with as many decimals as it takes to tell them apart (0.8458 against 0.85 read
+    "coverage 85% < 85%")."""
+    for digits in range(7):
+        shown = ["%.*f%%" % (digits, 100 * x) for x in (value, limit)]
+        if shown[0] != shown[1]:
+            break
+    return tuple(shown)
+
+
 def _score_tier(score, lowest, coverage, tiers):
     """(tier entry, [(tier name, [unmet requirements])] for every better tier)."""
     not_reached = []
@@ -330,7 +410,7 @@ def _score_tier(score, lowest, coverage, tiers):
         if tier.get("min_category_score") is not None and lowest[1] < tier["min_category_score"]:
             unmet.append("%s %.1f < %g" % (lowest[0], lowest[1], tier["min_category_score"]))
         if tier.get("min_coverage") is not None and coverage < tier["min_coverage"]:
-            unmet.append("coverage %.0f%% < %.0f%%" % (100 * coverage, 100 * tier["min_coverage"]))
+            unmet.append("coverage %s < %s" % _percents(coverage, tier["min_coverage"]))
         if not unmet:
             return tier, not_reached
         not_reached.append((tier["name"], unmet))
@@ -413,9 +493,8 @@ def rate(rows, tiers=None, analyst=None, profile=None):
         tier["score_tier"] = score_tier["name"]
         too_little = coverage < float(tiers.get("min_coverage_to_rate", 0))
         if too_little:
-            rationale.append("%s: coverage %.0f%% is below the %.0f%% needed to rate; the measured part alone "
-                             "would give %s." % (NOT_RATED, 100 * coverage, 100 * tiers["min_coverage_to_rate"],
-                                                  final))
+            rationale.append("%s: coverage %s is below the %s needed to rate; the measured part alone would give "
+                             "%s." % ((NOT_RATED,) + _percents(coverage, tiers["min_coverage_to_rate"]) + (final,)))
         if screening:
             rationale.append("%s, not a rating: %s (a rating needs the %s profile). A screening is never a medallion; "
                              "the measured part alone would give %s." % (SCREENING_TIER, "; ".join(profile["lacks"]),
@@ -441,6 +520,15 @@ def rate(rows, tiers=None, analyst=None, profile=None):
         rationale.append("Analyst input (%s, as of %s) decided %d item(s) in: %s." % (
             analyst.get("analyst", "analyst not named"), analyst.get("as_of", "date not given"),
             len(analyst["items"]), ", ".join(cats)))
+        capped = []
+        for cat in tiers["categories"]:
+            given, counted = analyst_weight(cat, _category_checks(summaries, cat))
+            if counted < given:
+                capped.append("%s %g of %g" % (cat["id"], counted, given))
+        if capped:
+            rationale.append("Beside measured checks, analyst input counts for at most the weight of the checks "
+                             "judged in its category, and adds no coverage: weight counted of given: %s."
+                             % "; ".join(capped))
     unknown = sorted({s["category"] for s in summaries} - rated_ids - set(supporting))
     if unknown:
         rationale.append("Shown but not rated (category not in tiers.yml): %s." % ", ".join(unknown))
