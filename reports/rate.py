@@ -88,6 +88,9 @@ def validate_tiers(tiers):
             problems.append("category %s: evidence must be one of %s" % (cat.get("id"), "/".join(EVIDENCE)))
         if not float(cat.get("weight", 0)) > 0:
             problems.append("category %s: weight must be > 0" % cat.get("id"))
+    for t in tiers.get("tiers") or []:
+        if "max_unmeasured" in t and not (isinstance(t["max_unmeasured"], int) and t["max_unmeasured"] >= 0):
+            problems.append("tier %s: max_unmeasured must be a whole number >= 0" % t.get("name"))
     for gate in tiers.get("gates") or []:
         if gate.get("cap") not in names:
             problems.append("gate %s: cap %r is not a tier" % (gate.get("id"), gate.get("cap")))
@@ -400,11 +403,25 @@ def _percents(value, limit):
     return tuple(shown)
 
 
-def _score_tier(score, lowest, coverage, tiers):
-    """(tier entry, [(tier name, [unmet requirements])] for every better tier)."""
+def untested(categories):
+    """Ids of the rated categories a run left unmeasured although the rubric has tests for them there (their checks
+    all skipped or errored, or only 'probe ran' checks graded): GPU nodes assessed on the CPU backend leave compute
+    so, a phase left out its category. An analyst category, or one with no test built yet, is not counted."""
+    return [c["id"] for c in categories if c["score"] is None and c["evidence"] != "analyst"
+            and c["checks"] > c["not_implemented"]]
+
+
+def _score_tier(score, lowest, coverage, tiers, unmeasured=()):
+    """(tier entry, [(tier name, [unmet requirements])] for every better tier). unmeasured: untested()'s ids."""
     not_reached = []
     for tier in tiers["tiers"]:
         unmet = []
+        if tier.get("max_unmeasured") is not None and len(unmeasured) > tier["max_unmeasured"]:
+            # a top tier needs every category with tests shown: coverage alone let GPU nodes assessed on the CPU
+            # backend (compute never measured) rate Platinum at 98.7 %
+            unmet.append("%d categor%s not measured (%s) > %d" % (len(unmeasured), "y" if len(unmeasured) == 1
+                                                                   else "ies", ", ".join(unmeasured),
+                                                                   tier["max_unmeasured"]))
         if tier.get("min_score") is not None and score < tier["min_score"]:
             unmet.append("score %.1f < %g" % (score, tier["min_score"]))
         if tier.get("min_category_score") is not None and lowest[1] < tier["min_category_score"]:
@@ -425,6 +442,9 @@ def _requirements(tier):
         req.append("every measured category >= %g" % tier["min_category_score"])
     if tier.get("min_coverage") is not None:
         req.append("coverage >= %.0f%%" % (100 * tier["min_coverage"]))
+    if tier.get("max_unmeasured") is not None:
+        req.append("at most %d categor%s with tests not measured" % (tier["max_unmeasured"],
+                                                                     "y" if tier["max_unmeasured"] == 1 else "ies"))
     return ", ".join(req) or "no requirement"
 
 
@@ -462,7 +482,7 @@ def rate(rows, tiers=None, analyst=None, profile=None):
         rationale.append("Overall score %.1f/100 from %d of %d categories (weighted by tiers.yml); coverage %.0f%% "
                          "of the rubric's weight; lowest category: %s %.1f."
                          % (score, len(measured), len(categories), 100 * coverage, lowest[0], lowest[1]))
-        score_tier, not_reached = _score_tier(score, lowest, coverage, tiers)
+        score_tier, not_reached = _score_tier(score, lowest, coverage, tiers, untested(categories))
         for name, unmet in not_reached:
             rationale.append("Not %s: %s." % (name, "; ".join(unmet)))
         if score_tier is None:  # tiers.yml whose last tier still has requirements

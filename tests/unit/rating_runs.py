@@ -53,12 +53,13 @@ def standard_durations(run_dir, host, run_id):
 
 
 def make_run(base, quality="excellent", hosts=4, run_id="r1", provider="golden", host_overrides=None,
-             drop=(), unreachable=()):
+             drop=(), unreachable=(), cpu_compute=False):
     """A finished run directory under base/runs/<provider>/<run_id>.
 
     quality: "excellent" or "poor" (the value tables above); host_overrides: {host: {metric: value}};
     drop: metric names left out on every host (a test that did not run); unreachable: hosts with no artifact
-    and an unreachable journal line."""
+    and an unreachable journal line; cpu_compute: the GEMMs ran on the CPU backend (gpu_compute_backend=cpu on
+    these GPU nodes)."""
     values = dict(EXCELLENT if quality == "excellent" else POOR)
     names = ["gn%d" % (i + 1) for i in range(hosts)]
     run_dir = Path(base) / "runs" / provider / run_id
@@ -84,7 +85,8 @@ def make_run(base, quality="excellent", hosts=4, run_id="r1", provider="golden",
                 golden.add(metric, v[metric], unit)
         write_json_atomic(str(run_dir / "artifacts" / host / "golden.json"), golden.to_dict())
         gemm = Artifact("golden_gemm", run_id, host)
-        gemm.device.update(backend="cuda", model=MODEL, count=8)
+        gemm.device.update(backend="cpu", model="cpu", count=1) if cpu_compute else gemm.device.update(
+            backend="cuda", model=MODEL, count=8)
         for gpu in range(8):
             for i in range(3):
                 gemm.add("tflops", v["gemm"] - i, "TFLOP/s", gpu=gpu, dtype="bf16", m=4096 * (i + 1))

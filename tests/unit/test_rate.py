@@ -334,11 +334,30 @@ def test_failure_detection_not_tested_is_not_shown_and_uncapped(tmp_path):
     gate = next(g for g in doc["gates"] if g["id"] == "failure_detection")
     assert not gate["triggered"] and not gate["shown"]
     assert gate["reason"] == "not shown in this run: no graded result for check reliability.failure_detection"
-    assert doc["tier"]["name"] == "Platinum" and doc["tier"]["capped_by"] == []
+    # no cap from the gate; but reliability has no other test in this rubric, so it was not measured at all, and
+    # the top tier needs every category with tests measured (tiers.yml max_unmeasured)
+    assert doc["tier"]["name"] == "Gold" and doc["tier"]["capped_by"] == []
+    assert "Not Platinum: 1 category not measured (reliability) > 0." in doc["rationale"]
     assert doc["tier"]["not_shown"] == ["failure_detection"]
     assert "(unrated for: failure_detection, not shown)" in text
     assert any(line.startswith("Gate failure_detection") and "unrated for this gate" in line
                for line in doc["rationale"])
+
+
+def test_gpu_nodes_assessed_on_the_cpu_backend_are_not_platinum(tmp_path):
+    """The golden excellent cluster with its GEMM artifacts on the CPU backend (gpu_compute_backend=cpu on H100
+    nodes): the compute rows skip ("backend=cpu"), so compute is not measured. Before, only coverage dropped and the
+    run stayed Platinum; now the top tier needs every category with tests measured, and one may be missing at Gold."""
+    doc, _, _ = build_golden(tmp_path)
+    assert doc["tier"]["name"] == "Platinum"
+    doc = build_golden(tmp_path / "cpu", cpu_compute=True)[0]
+    cats = {c["id"]: c for c in doc["categories"]}
+    assert cats["compute"]["score"] is None and cats["compute"]["checks"] > 0
+    assert doc["tier"]["score_tier"] == "Gold" and doc["tier"]["name"] == "Gold"
+    assert "Not Platinum: 1 category not measured (compute) > 0." in doc["rationale"]
+    bad = copy.deepcopy(SHIPPED)
+    bad["tiers"][0]["max_unmeasured"] = -1
+    assert validate_tiers(bad) == ["tier Platinum: max_unmeasured must be a whole number >= 0"]
 
 
 def test_gate_missing_must_be_known(tmp_path):

@@ -142,20 +142,24 @@ def test_the_quick_run_is_a_screening_with_the_durations_it_ran(shipped):
     assert "**Tier: Screening, not a rating (declared profile quick is below standard" in md
 
 
-def test_excellent_numbers_on_the_quick_profile_are_a_screening_and_at_standard_durations_platinum(
+def test_excellent_numbers_on_the_quick_profile_are_a_screening_and_at_standard_durations_gold_on_the_cpu(
         quick_run, shipped, tmp_path):
+    """The run's excellent part scores 100 everywhere it measured, but it ran on CPU hosts: GPU compute has tests in
+    the rubric and none could be judged (only 'probe ran' checks), so the top tier is out of reach (max_unmeasured:
+    before, such a run rated Platinum)."""
     rubric = excellent_rubric(shipped[0], tmp_path / "excellent.yml")
     _, _, quick = evaluate(str(quick_run), rubric=rubric, analyst=ANALYST_GOOD)
-    assert quick["score"] == 100.0 and quick["tier"]["score_tier"] == "Platinum"
-    assert quick["tier"] == {"name": "Screening", "rated": False, "medallion": False, "score_tier": "Platinum",
-                             "provisional": "Platinum", "capped_by": []}
+    assert quick["score"] == 100.0 and quick["tier"]["score_tier"] == "Gold"
+    assert quick["tier"] == {"name": "Screening", "rated": False, "medallion": False, "score_tier": "Gold",
+                             "provisional": "Gold", "capped_by": []}
     assert any(line.startswith("Screening, not a rating: declared profile quick is below standard")
-               and line.endswith("the measured part alone would give Platinum.") for line in quick["rationale"])
+               and line.endswith("the measured part alone would give Gold.") for line in quick["rationale"])
+    assert "Not Platinum: 1 category not measured (compute) > 0." in quick["rationale"]
 
     standard_dir = copy_of(quick_run, tmp_path)
     at_standard_durations(standard_dir)
     _, _, standard = evaluate(str(standard_dir), rubric=rubric, analyst=ANALYST_GOOD)
-    assert standard["tier"] == {"name": "Platinum", "rated": True, "medallion": True, "score_tier": "Platinum",
+    assert standard["tier"] == {"name": "Gold", "rated": True, "medallion": True, "score_tier": "Gold",
                                 "provisional": None, "capped_by": []}
     assert standard["profile"]["rating"] == "standard" and standard["profile"]["lacks"] == []
     assert [m["value"] for m in standard["profile"]["measures"]] == [3600.2, 900.4, 450.0, 30.0, 4096.0]
