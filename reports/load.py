@@ -2,7 +2,12 @@
 
 A corrupt or invalid artifact never stops the load: it becomes a load error shown in the report. Artifacts are
 validated against reports/data/schemas/artifact.schema.json (the node checks the same rules with the standard library
-only: probes.artifact.validate).
+only: probes.artifact.validate). An artifact of another run, or one that another version of the probes wrote than the
+run staged, is a load error too: it is not this run's measurement.
+
+A host of the inventory that the run left out (--limit, or a slice without the others) is a host of the run that was
+not assessed: it is counted with the unreachable ones, with the reason, so that no part of a cluster is rated as all
+of it.
 """
 
 import functools
@@ -25,12 +30,13 @@ class Run:
     run_dir: str
     meta: dict
     hosts: list
-    unreachable: dict  # host -> message
+    unreachable: dict  # host -> message; hosts the run left out too (left_out)
     artifacts: list  # valid artifact documents
     load_errors: list  # {"path", "error"}
     results: pd.DataFrame
     facts: pd.DataFrame
     journal: list = field(default_factory=list)
+    left_out: dict = field(default_factory=dict)  # host of the inventory not in this run -> why (--limit, a slice)
     _by_key: dict = field(default=None, repr=False, compare=False)
     _attempted: set = field(default=None, repr=False, compare=False)
     _records: dict = field(default_factory=dict, repr=False, compare=False)
@@ -138,7 +144,24 @@ def _read_optional_json(run_dir, name, load_errors):
     return doc or {}
 
 
-def load_artifacts(artifacts_dir):
+def _not_this_runs(doc, run_ids, versions):
+    """Why an artifact is not a measurement of this run (None when it is): it names another run, or another version
+    of the probes than the run staged. run_ids/versions: what this run's records accept (empty: not recorded, not
+    checked). The controller's own record of a probe that did not run (plugins/action/probe.py, status error) names no
+    version: it is the run's, and it grades as the error it is."""
+    if run_ids and doc["run_id"] not in run_ids:
+        return "artifact of run %r, not of this run %s" % (doc["run_id"], " or ".join(repr(i) for i in sorted(run_ids)))
+    version = doc["tool"].get("version")
+    if versions and version not in versions and not (version is None and doc["status"] == "error"):
+        return "artifact written by probes %s, not by the probes %s that run %s staged" % (
+            version, " or ".join(sorted(versions)), doc["run_id"])
+    return None
+
+
+def load_artifacts(artifacts_dir, run_ids=(), versions=()):
+    """The valid artifacts of a run's artifacts directory, and a load error for each file that is not one. run_ids
+    and versions: the run ids and probes versions the run's records accept (reports them as this run's), when
+    known."""
     docs, errors = [], []
     if not os.path.isdir(artifacts_dir):
         return docs, errors
@@ -154,6 +177,8 @@ def load_artifacts(artifacts_dir):
             problems = ["unreadable JSON: %s" % problem] if problem else schema_problems(doc, "artifact")
             if not problems and doc["host"] != host:
                 problems = ["artifact says host %r but lies in %s/" % (doc["host"], host)]
+            if not problems:
+                problems = [p for p in [_not_this_runs(doc, run_ids, versions)] if p]
             if problems:
                 errors.append({"host": host, "path": os.path.relpath(path, artifacts_dir),
                                "error": "; ".join(problems)})
@@ -208,6 +233,37 @@ def tidy(docs):
             pd.DataFrame(facts, columns=FACT_COLUMNS, dtype=object))
 
 
+def _slice_requests(run_dir, request):
+    """The requests of a merged run's slices (reports/merge.py: the run's own request is its first slice's, with
+    every slice's hosts): each slice recorded its own inventory and probes. [] for a run that is not a merge."""
+    requests = []
+    for name in request.get("slices") or []:
+        doc, _ = read_json_or_problem(os.path.join(run_dir, "slices", str(name), "assess_run.json"))
+        if isinstance(doc, dict):
+            requests.append(doc)
+    return requests
+
+
+def _left_out_why(request):
+    """Why a host of the inventory is not in this run, from its request."""
+    if request.get("slices"):
+        return "not in this run: in none of its slices (%s)" % ", ".join(map(str, request["slices"]))
+    why = "not in this run: --limit %s" % request["limit"] if request.get("limit") else "not in this run"
+    if request.get("slice"):
+        why += " (slice %s of run %s: the merged run has every slice's hosts)" % (request["slice"], request.get("id"))
+    return why
+
+
+def left_out_hosts(request, hosts, slice_requests=()):
+    """host -> why, for each host of the inventory the run targeted (request's inventory; a merged run's slices'
+    together) that is not a host of this run."""
+    inventory = []
+    for doc in (request, *slice_requests):
+        inventory += [h for h in doc.get("inventory") or [] if h not in inventory]
+    why = _left_out_why(request)
+    return {h: why for h in inventory if h not in hosts}
+
+
 def load_run(run_dir):
     run_dir = os.path.abspath(run_dir)
     if not os.path.isdir(run_dir):
@@ -215,14 +271,22 @@ def load_run(run_dir):
     load_errors = []
     meta = _read_optional_json(run_dir, "run.json", load_errors)
     journal = read_journal(os.path.join(run_dir, "journal.jsonl"))
-    docs, errors = load_artifacts(os.path.join(run_dir, "artifacts"))
+    # The request, written by preflight before any node is touched (plugins/action/make_run.py).
+    request = _read_optional_json(run_dir, "assess_run.json", load_errors)
+    slice_requests = _slice_requests(run_dir, request)
+    # Which run and probes the artifacts must be of: the run's id (a slice's and a merged run's are the run's), and
+    # the probes version each request recorded (a request older than that record: any version).
+    run_ids = {i for i in (request.get("id"), meta.get("run_id")) if i}
+    versions = {d["probes_version"] for d in (request, *slice_requests) if d.get("probes_version")}
+    docs, errors = load_artifacts(os.path.join(run_dir, "artifacts"), run_ids, versions)
     load_errors.extend(errors)
 
-    # The inventory of the run, written by preflight before any node is touched: the hosts that should
-    # appear in the report, whether or not they answered. Controller-only events (implicit localhost) are not hosts.
-    request = _read_optional_json(run_dir, "assess_run.json", load_errors)
+    # The hosts of the run: those it was asked to assess, whether or not they answered, and those of the inventory
+    # it left out (--limit), which were not assessed. Controller-only events (implicit localhost) are not hosts.
     hosts = set(request.get("hosts") or [])
     hosts.update(doc["host"] for doc in docs)
+    left_out = left_out_hosts(request, hosts, slice_requests)
+    hosts.update(left_out)
     unreachable = {}
     for line in journal:
         # an unreachable result under ignore_unreachable (ignored) left the host in the play: it was not lost
@@ -231,6 +295,9 @@ def load_run(run_dir):
     for host in meta.get("unreachable_hosts") or []:
         if host in hosts:
             unreachable.setdefault(host, "unreachable")
+    # Left out, a host is graded as one that was not reached (preflight.reachable fails: the gate unassessed_nodes),
+    # and the reason says it was not in the run.
+    unreachable.update(left_out)
     meta = dict(request, **meta)
     meta["hosts"] = sorted(hosts)
     if "finished_at" not in meta:
@@ -240,7 +307,7 @@ def load_run(run_dir):
     meta.setdefault("provider", os.path.basename(os.path.dirname(run_dir)))
     results, facts = tidy(docs)
     return Run(run_dir=run_dir, meta=meta, hosts=sorted(hosts), unreachable=unreachable, artifacts=docs,
-               load_errors=load_errors, results=results, facts=facts, journal=journal)
+               load_errors=load_errors, results=results, facts=facts, journal=journal, left_out=left_out)
 
 
 def run_of_artifacts(docs, unreachable=()):

@@ -12,6 +12,10 @@ description:
   - Makes C(<output_dir>/<provider>/<run id>); an existing run directory is refused, never reused.
   - Writes the run's request C(assess_run.json) (hosts, provider, profile, launcher, start time) and builds
     C(probes.pyz) (the probes as one reproducible zip application) into it.
+  - The request also names the hosts of the inventory that the play's pattern targets before C(--limit)
+    (C(inventory)), the limit (C(limit)) and the version of the probes staged (C(probes_version)); the report counts a
+    host of the inventory that the run left out as not assessed, and refuses an artifact of another run or of
+    another version of the probes.
   - Sets the fact C(assess_run).
 version_added: 0.3.0
 options:
@@ -37,6 +41,9 @@ options:
     description: The run's hosts.
     type: list
     elements: str
+  limit:
+    description: The C(--limit) pattern the run was started with (C(ansible_limit)), when there was one.
+    type: str
 author:
   - clustermax.assess contributors
 """
@@ -48,11 +55,12 @@ EXAMPLES = r"""
     provider: example
     profile: standard
     hosts: "{{ ansible_play_hosts_all }}"
+    limit: "{{ ansible_limit | default(omit) }}"
 """
 
 RETURN = r"""
 ansible_facts:
-  description: assess_run (id, dir, provider, profile, launch, started_at, hosts).
+  description: assess_run (id, dir, provider, profile, launch, started_at, hosts, probes_version, limit).
   type: dict
   returned: always
 """

@@ -4,12 +4,11 @@ rubric's consistency block; and not_implemented, the placeholders of reports/dat
 own kinds live in reports/phases/<phase>/grade.py (PER_HOST, CLUSTER)."""
 
 import json
-import os
 import statistics
 from collections import Counter
 
 from reports.grading import expectations, one_host
-from reports.grading.preconditions import ANY_VARIANT, not_run_reason, ungradable
+from reports.grading.preconditions import ANY_VARIANT, not_run_reason, refused_artifact, ungradable
 from reports.grading.rows import ARTIFACT_STATUS, make_row, status_above, text_of
 from reports.grading.select import (
     AGGREGATES,
@@ -71,10 +70,9 @@ def grade_artifact(check, run, host):
         return [make_row(check, host, ARTIFACT_STATUS[doc["status"]], doc["status"], "ok", doc.get("reason"))]
     if host in run.unreachable:
         return [make_row(check, host, "skip", reason="host unreachable: probe did not run")]
-    bad = [e for e in run.load_errors if e.get("host") == host and
-           os.path.basename(e["path"]).startswith(check["probe"])]
+    bad = refused_artifact(run, host, check["probe"])
     if bad:
-        return [make_row(check, host, "error", "invalid artifact", "ok", "%s: %s" % (bad[0]["path"], bad[0]["error"]))]
+        return [make_row(check, host, "error", "invalid artifact", "ok", "%s: %s" % (bad["path"], bad["error"]))]
     if not run.attempted(host, check["probe"]):
         # The phase was not selected (--tags), or the host dropped out after a failed task (preflight.tasks).
         why = not_run_reason(run, host, check["probe"])

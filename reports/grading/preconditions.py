@@ -1,6 +1,7 @@
 """The one rule for "can this check be graded on this host?": every grader asks it before it looks at results."""
 
 import functools
+import os
 
 from reports.grading.rows import make_row
 from reports.grading.select import artifacts_of, find_artifact, host_failed_tasks, run_index
@@ -32,6 +33,9 @@ def ungradable(check, run, host, probe=None, variant=_CHECKS_VARIANT, subject=""
     if host in run.unreachable and not (grade_unreachable and docs):
         return make_row(check, host, "skip", reason="host unreachable", subject=subject)
     if not docs:
+        bad = refused_artifact(run, host, probe)
+        if bad:  # it ran and wrote an artifact the run cannot take as its own: an error, not a test not run
+            return make_row(check, host, "error", reason="%s: %s" % (bad["path"], bad["error"]), subject=subject)
         why = None if run.attempted(host, probe) else not_run_reason(run, host, probe)
         return make_row(check, host, "skip", reason=why or "probe %s did not run on this host" % probe,
                         subject=subject)
@@ -46,6 +50,16 @@ def ungradable(check, run, host, probe=None, variant=_CHECKS_VARIANT, subject=""
     if backends and doc["device"]["backend"] not in backends:
         return make_row(check, host, "skip", reason="backend=%s: expectation is for %s" % (
             doc["device"]["backend"], "/".join(backends)), subject=subject)
+    return None
+
+
+def refused_artifact(run, host, probe):
+    """The load error of the host's artifact of this probe (<probe>.json or <probe>-<variant>.json) that the run
+    refused (invalid, or another run's or probes version's: reports/load.py), or None."""
+    for e in run.load_errors:
+        name = os.path.basename(e["path"])
+        if e.get("host") == host and (name == probe + ".json" or name.startswith(probe + "-")):
+            return e
     return None
 
 

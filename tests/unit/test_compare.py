@@ -119,9 +119,10 @@ def test_a_check_whose_rows_all_became_errors_is_a_regression_not_no_longer_meas
     before = unpack_recorded_run(tmp_path / "a")
     after = tmp_path / "b" / "runB"
     shutil.copytree(before, after, ignore=shutil.ignore_patterns("report"))
-    for path in after.glob("artifacts/*/fio_sweep-scratch.json"):
-        doc = json.loads(path.read_text())
-        doc.update(status="error", reason="fio: io_u error on file /scratch/x: Input/output error", results=[])
+    for path in after.glob("artifacts/*/*.json"):  # runB's artifacts name runB, as its probes would have written them
+        doc = dict(json.loads(path.read_text()), run_id="runB")
+        if path.name == "fio_sweep-scratch.json":
+            doc.update(status="error", reason="fio: io_u error on file /scratch/x: Input/output error", results=[])
         path.write_text(json.dumps(doc))
     for name, key in (("assess_run.json", "id"), ("run.json", "run_id")):
         (after / name).write_text(json.dumps(dict(json.loads((after / name).read_text()), **{key: "runB"})))
