@@ -28,6 +28,7 @@ from reports import DATA_DIR, yamlio
 from reports.grading import expectations
 from reports.grading.select import selection
 from reports.load import read_json_or_problem
+from reports.rate import SCREENING_TIER
 
 PEER_SCHEMA = "clustermax.assess/peer/v1"
 ENV_STORE = "CLUSTERMAX_ASSESS_PEERS"
@@ -216,7 +217,10 @@ def rank(head, ratings_run, table, min_peers=5):
             m["peers"] = {"n": 0, "percentile": None, "reason": "no peer store or it is empty"}
         return head
     same, model, no_model = _same_model(table, head)
-    same = same[(same.backend.fillna("none") == (head.get("backend") or "none"))
+    # A screening is no peer: its durations and sizes are below a rating's (quick's 32 MiB fio files measure the page
+    # cache), so five quick runs in the store set the percentiles an honest standard run was ranked by.
+    screening = same.tier == SCREENING_TIER if "tier" in same else pd.Series(False, index=same.index)
+    same = same[(same.backend.fillna("none") == (head.get("backend") or "none")) & ~screening
                 & ~((same.provider == ratings_run.get("provider")) & (same.run_id == ratings_run.get("run_id")))]
     for m in head["metrics"]:
         column = "m." + m["id"]

@@ -68,6 +68,24 @@ def test_store_round_trip_and_rank_among_same_model_only(tmp_path):
     assert gemm["peers"]["reason"] == "not measured in this run"
 
 
+def test_a_screening_is_no_peer(tmp_path):
+    """Five quick runs of the same GPU (screenings: page-cache fio, one-minute soaks) in the store ranked an honest
+    standard run at the 0th percentile of them; a screening is never a peer, a rated or unrated run is."""
+    store = str(tmp_path / "peers")
+    for i in range(5):
+        quick = record("q%d" % i, "r", 99, gemm=900)
+        peers.add(store, dict(quick, tier={"name": "Screening", "rated": False}))
+    table, _ = peers.load_store(store)
+    head = peers.rank(head_for(80, gemm=700), {"provider": "me", "run_id": "x"}, table)
+    assert [m["peers"]["n"] for m in head["metrics"]] == [0, 0]
+    for i in range(5):
+        peers.add(store, record("p%d" % i, "r", 70 + i, gemm=690 + i))
+    peers.add(store, dict(record("u", "r", 60, gemm=650), tier={"name": "Not rated", "rated": False}))
+    table, _ = peers.load_store(store)
+    head = peers.rank(head_for(80, gemm=700), {"provider": "me", "run_id": "x"}, table)
+    assert [(m["peers"]["n"], m["peers"]["percentile"]) for m in head["metrics"]] == [(6, 100.0), (6, 100.0)]
+
+
 def test_rank_without_store():
     head = peers.rank(head_for(75), {"provider": "me", "run_id": "r1"}, None)
     assert all(m["peers"]["percentile"] is None for m in head["metrics"])
