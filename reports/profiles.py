@@ -18,7 +18,7 @@ from probes.burnin.sampler import read_jsonl
 from reports.grading.select import plain_metrics
 
 SCREENING = "screening"
-READERS = ("metric", "fact", "windows")
+READERS = ("metric", "fact", "param", "windows")
 
 
 def validate_profiles(spec):
@@ -68,6 +68,9 @@ def _read(run, doc, measure):
         return plain_metrics(doc).get(measure["metric"])
     if "fact" in measure:
         value = (doc.get("facts") or {}).get(measure["fact"])
+        return None if value is None else float(value)
+    if "param" in measure:  # a size the probe ran with, as its role gave it (the artifact records the params)
+        value = (doc.get("params") or {}).get(measure["param"])
         return None if value is None else float(value)
     return _fio_windows(run, doc)
 

@@ -46,6 +46,9 @@ def standard_durations(run_dir, host, run_id):
             for k in range(45):
                 fh.write(json.dumps({"type": "fio", "clients": 1, "phase": phase, "t_start": t0 + 10 * k,
                                      "t": t0 + 10 * (k + 1)}) + "\n")
+    checkpoint = Artifact("checkpoint", run_id, host, variant="local", params={"size_mib": 4096})
+    checkpoint.device.update(backend="cuda", model=MODEL, count=8)
+    write_json_atomic(str(run_dir / "artifacts" / host / "checkpoint-local.json"), checkpoint.to_dict())
     sweep = Artifact("fio_sweep", run_id, host, variant="local")
     sweep.device.update(backend="cuda", model=MODEL, count=8)
     sweep.facts.update(runtime_s=30.0, size_mib=4096)

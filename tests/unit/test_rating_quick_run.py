@@ -71,7 +71,8 @@ def at_standard_durations(run_dir):
       amount (the soak overran its new plan by as much as it overran the old one);
     - storage_soak.fio.jsonl: each (client count, phase)'s interval times are stretched about its first start so the
       phase spans the standard minimum;
-    - fio_sweep-*.json: the facts runtime_s and size_mib become the standard minimums."""
+    - fio_sweep-*.json: the facts runtime_s and size_mib become the standard minimums;
+    - checkpoint-*.json: the param size_mib becomes the standard minimum."""
     declare(run_dir, "standard")
     for host_dir in sorted((run_dir / "artifacts").iterdir()):
         for probe, key in (("burnin", "burnin_s"), ("fabric_soak", "fabric_soak_s")):
@@ -97,6 +98,8 @@ def at_standard_durations(run_dir):
         for sweep in host_dir.glob("fio_sweep-*.json"):
             _rewrite_json(sweep, lambda doc: doc["facts"].update(runtime_s=float(STANDARD["fio_runtime_s"]),
                                                                  size_mib=STANDARD["fio_size_mib"]))
+        for checkpoint in host_dir.glob("checkpoint-*.json"):
+            _rewrite_json(checkpoint, lambda doc: doc["params"].update(size_mib=STANDARD["checkpoint_size_mib"]))
 
 
 def excellent_rubric(shipped_ratings, path):
@@ -135,10 +138,11 @@ def test_the_quick_run_is_a_screening_with_the_durations_it_ran(shipped):
         "declared profile quick is below standard (its sizes are smaller)",
         "burn-in 60.2 s on cmxbl-node2 < 1 h", "fabric soak 20.4 s on cmxbl-node2 < 15 min",
         "storage endurance phase 10 s on cmxbl-node1 < 7.5 min", "fio sweep point 1 s on cmxbl-node1 < 30 s",
-        "fio sweep file 32 MiB on cmxbl-node1 < 4096 MiB"]
+        "fio sweep file 32 MiB on cmxbl-node1 < 4096 MiB",
+        "checkpoint state per rank 64 MiB on cmxbl-node1 < 4096 MiB"]
     # the report's headline states the profile and what actually ran
     assert ("- profile: quick declared; ran burn-in 60.2 s, fabric soak 20.4 s, storage endurance phase 10 s, "
-            "fio sweep point 1 s, fio sweep file 32 MiB: **screening**") in md
+            "fio sweep point 1 s, fio sweep file 32 MiB, checkpoint state per rank 64 MiB: **screening**") in md
     assert "**Tier: Screening, not a rating (declared profile quick is below standard" in md
 
 
@@ -162,7 +166,7 @@ def test_excellent_numbers_on_the_quick_profile_are_a_screening_and_at_standard_
     assert standard["tier"] == {"name": "Gold", "rated": True, "medallion": True, "score_tier": "Gold",
                                 "provisional": None, "capped_by": []}
     assert standard["profile"]["rating"] == "standard" and standard["profile"]["lacks"] == []
-    assert [m["value"] for m in standard["profile"]["measures"]] == [3600.2, 900.4, 450.0, 30.0, 4096.0]
+    assert [m["value"] for m in standard["profile"]["measures"]] == [3600.2, 900.4, 450.0, 30.0, 4096.0, 4096.0]
     # the same scores: only the durations moved
     assert standard["score"] == quick["score"] and standard["coverage"] == quick["coverage"]
     assert standard["profile"]["next"] == {"profile": "full", "lacks": [
@@ -177,7 +181,7 @@ def test_a_standard_declaration_does_not_hide_quick_durations(quick_run, tmp_pat
     spec = load_tiers()["profiles"]
     judged = profiles.assess(load_run(str(run_dir)), {"profiles": spec})
     assert judged["rating"] == "screening"
-    assert judged["lacks"][0] == "burn-in 60.2 s on cmxbl-node2 < 1 h" and len(judged["lacks"]) == 5
+    assert judged["lacks"][0] == "burn-in 60.2 s on cmxbl-node2 < 1 h" and len(judged["lacks"]) == 6
 
 
 @pytest.fixture(scope="module")
@@ -233,7 +237,8 @@ def test_the_shipped_profiles_run_at_least_what_their_rating_needs():
     for name in ("standard", "full"):
         runs = {"burnin_s": burnin[name]["burnin_s"], "fabric_soak_s": burnin[name]["fabric_s"],
                 "storage_soak_phase_s": burnin[name]["storage_phase_s"],
-                "fio_runtime_s": storage[name]["fio_runtime_s"], "fio_size_mib": storage[name]["fio_size_mib"]}
+                "fio_runtime_s": storage[name]["fio_runtime_s"], "fio_size_mib": storage[name]["fio_size_mib"],
+                "checkpoint_size_mib": storage[name]["checkpoint_size_mib"]}
         assert set(runs) == set(SPEC["minimums"][name])
         assert all(runs[mid] >= minimum for mid, minimum in SPEC["minimums"][name].items()), name
     assert burnin["quick"]["burnin_s"] < STANDARD["burnin_s"]
