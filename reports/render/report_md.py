@@ -212,19 +212,26 @@ def render_parts(run, rows, report_dir=None, ratings=None):
              strong(rating_text(profile))] if profile else "profile: %s" % meta.get("profile", "?"),
             "started: %s, finished: %s%s" % (meta.get("started_at", "?"), meta.get("finished_at", "not finished"),
                                              " (interrupted: partial results)" if meta.get("interrupted") else ""),
-            "hosts: %d in the inventory, %d reachable, %d unreachable" % (len(run.hosts), len(reachable),
-                                                                          len(run.unreachable)),
+            # a host --limit (or a slice) left out is not assessed, but it was not unreachable either: said apart
+            "hosts: %d in the inventory, %d reachable, %d unreachable%s" % (
+                len(run.hosts), len(reachable), len(run.unreachable) - len(run.left_out),
+                ", %d not in this run" % len(run.left_out) if run.left_out else ""),
             "checks: " + ", ".join("%d %s" % (n, s) for s, n in counts.items()),
         ]),
     ]
     parts = [("header", header)]
     if ratings:
         parts.append(("rating", rating_blocks(ratings)))
-    if run.unreachable:
+    unreachable = {h: m for h, m in run.unreachable.items() if h not in run.left_out}
+    if unreachable:
         parts.append(("unreachable", [
             Heading(2, "Unreachable hosts"),
             Bullets([[strong(h), ": %s" % (m.strip().splitlines()[0] if m.strip() else "unreachable")]
-                     for h, m in sorted(run.unreachable.items())])]))
+                     for h, m in sorted(unreachable.items())])]))
+    if run.left_out:
+        parts.append(("left_out", [
+            Heading(2, "Hosts of the inventory not in this run (not assessed)"),
+            Bullets([[strong(h), ": %s" % m] for h, m in sorted(run.left_out.items())])]))
     parts.append(("inventory", [Heading(2, "Node inventory"), node_inventory(run)]))
     parts.append(("consistency", [Heading(2, "Consistency across hosts"), consistency_view(rows, run.hosts)]))
     if report_dir:

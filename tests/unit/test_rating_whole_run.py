@@ -104,6 +104,9 @@ def test_the_report_names_the_hosts_a_limit_left_out_and_why(recorded, tmp_path)
     md = (Path(report) / "report.md").read_text()
     for host in ("cmxbl-node2", "cmxbl-node3", "cmxbl-node4"):
         assert "**%s**: not in this run: --limit cmxbl-node1" % host in md
+    # said apart from unreachable hosts: they were not tried
+    assert "hosts: 4 in the inventory, 1 reachable, 0 unreachable, 3 not in this run" in md
+    assert "## Hosts of the inventory not in this run (not assessed)" in md and "## Unreachable hosts" not in md
     assert json.loads((Path(report) / "ratings.json").read_text())["run"]["hosts"] == 4
 
 
