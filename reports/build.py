@@ -297,13 +297,15 @@ def run_exit_code(run, rows):
 def summary_text(run, rows, ratings, report_dir):
     counts = summarize(rows)
     reachable = len(run.hosts) - len(run.unreachable)
+    unreachable = sorted(h for h in run.unreachable if h not in run.left_out)
     partial = " - interrupted, partial" if run.meta.get("interrupted") else ""
     text = [
         "clustermax.assess: %s run %s (%s profile)%s" % (run.meta.get("provider"), run.meta.get("run_id"),
                                                        run.meta.get("profile", "?"), partial),
-        "  hosts: %d (%d reachable%s)" % (len(run.hosts), reachable,
-                                         ", unreachable: " + ", ".join(sorted(run.unreachable))
-                                         if run.unreachable else ""),
+        "  hosts: %d (%d reachable%s%s)" % (
+            len(run.hosts), reachable, ", unreachable: " + ", ".join(unreachable) if unreachable else "",
+            # a host --limit or a slice left out was not tried: not assessed, but not unreachable either
+            ", not in this run: " + ", ".join(sorted(run.left_out)) if run.left_out else ""),
         "  checks: " + ", ".join("%d %s" % (n, s) for s, n in counts.items()),
     ]
     why = unjudgeable(run)

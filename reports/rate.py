@@ -119,19 +119,23 @@ def load_analyst(path, tiers):
     """An analyst file (reports/data/analyst.example.yml shows the format), checked against tiers.yml.
 
     An analyst rates what no test on a cluster can see (pricing, partnerships, availability, the support experience):
-    an item in a category whose evidence is `measured` is refused, not scored, and so is a weight above tiers.yml's
-    `analyst.max_weight` (a file in the run directory is read without being asked for: it must not be able to lift
-    a run's tier over what was measured). In a mixed category category_scores bounds what the items count for."""
+    an item in a category whose evidence is `measured` is refused, not scored, and so is a weight outside
+    0..tiers.yml's `analyst.max_weight` (a file in the run directory is read without being asked for: it must not be
+    able to lift a run's tier over what was measured). Refused items go to doc["refused"] ({id, category, why}),
+    which the rationale lists; the rest still rate, so an older file with one such item does not stop the build or a
+    regrade. A file that is not an analyst file at all (schema, ids, statuses, unknown categories) is an error.
+    In a mixed category category_scores bounds what the items count for."""
     with open(path, encoding="utf-8") as fh:
         doc = yamlio.safe_load(fh) or {}
     categories = {c["id"]: c["evidence"] for c in tiers["categories"]}
     max_weight = analyst_max_weight(tiers)
-    problems = []
+    problems, kept, refused = [], [], []
     if doc.get("schema") != ANALYST_SCHEMA:
         problems.append("schema must be %s" % ANALYST_SCHEMA)
     seen = set()
     for i, item in enumerate(doc.get("items") or []):
         where = "item %d (%s)" % (i + 1, item.get("id"))
+        why = []
         if not item.get("id") or not item.get("title"):
             problems.append("%s: id and title are required" % where)
         if item.get("id") in seen:
@@ -140,19 +144,22 @@ def load_analyst(path, tiers):
         if item.get("category") not in categories:
             problems.append("%s: category %r is not a rated category" % (where, item.get("category")))
         elif categories[item["category"]] == "measured":
-            problems.append("%s: category %s is measured on the cluster (tiers.yml evidence: measured); analyst "
-                            "input only rates what cannot be measured" % (where, item["category"]))
+            why.append("category %s is measured on the cluster (tiers.yml evidence: measured); analyst input only "
+                       "rates what cannot be measured" % item["category"])
         weight = item.get("weight", 1.0)
         if not _number(weight) or not 0 <= weight <= max_weight:
-            problems.append("%s: weight %r must be a number from 0 to %g (tiers.yml analyst.max_weight)"
-                            % (where, weight, max_weight))
+            why.append("weight %r must be a number from 0 to %g (tiers.yml analyst.max_weight)" % (weight, max_weight))
+        if why:
+            refused.append({"id": item.get("id"), "category": item.get("category"), "why": "; ".join(why)})
+        else:
+            kept.append(item)
         if item.get("status") not in ("pass", "warn", "fail", "skip"):
             problems.append("%s: status must be pass, warn, fail or skip" % where)
         if item.get("severity", "minor") not in tiers["severity_weights"]:
             problems.append("%s: unknown severity %r" % (where, item.get("severity")))
     if problems:
         raise ValueError("analyst file %s: %s" % (path, "; ".join(problems)))
-    doc["path"] = os.path.abspath(path)
+    doc.update(path=os.path.abspath(path), items=kept, refused=refused)
     return doc
 
 
@@ -549,6 +556,9 @@ def rate(rows, tiers=None, analyst=None, profile=None):
             rationale.append("Beside measured checks, analyst input counts for at most the weight of the checks "
                              "judged in its category, and adds no coverage: weight counted of given: %s."
                              % "; ".join(capped))
+    if (analyst or {}).get("refused"):
+        rationale.append("Analyst items refused, not scored (%s): %s." % (analyst.get("path"), "; ".join(
+            "%s (%s): %s" % (r["id"], r["category"], r["why"]) for r in analyst["refused"])))
     unknown = sorted({s["category"] for s in summaries} - rated_ids - set(supporting))
     if unknown:
         rationale.append("Shown but not rated (category not in tiers.yml): %s." % ", ".join(unknown))
@@ -601,6 +611,7 @@ def ratings_document(run, rows, rating, headline=None, inputs=None, analyst=None
             "file": (analyst or {}).get("path"), "analyst": (analyst or {}).get("analyst"),
             "as_of": (analyst or {}).get("as_of"), "provider": (analyst or {}).get("provider"),
             "items": len((analyst or {}).get("items") or []),
+            "refused": list((analyst or {}).get("refused") or []),
         },
         "tier": rating["tier"],
         "profile": rating["profile"],

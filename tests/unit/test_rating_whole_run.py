@@ -100,7 +100,8 @@ def test_a_limit_run_is_rated_as_the_inventory_with_the_hosts_it_left_out_not_as
 def test_the_report_names_the_hosts_a_limit_left_out_and_why(recorded, tmp_path):
     _, run, rubric = recorded
     part = limited_to(copy_of(run, tmp_path / "limited"), ["cmxbl-node1"])
-    _, _, report = build(str(part), rubric=rubric, analyst=ANALYST_GOOD, progress=False)
+    text, _, report = build(str(part), rubric=rubric, analyst=ANALYST_GOOD, progress=False)
+    assert "hosts: 4 (1 reachable, not in this run: cmxbl-node2, cmxbl-node3, cmxbl-node4)" in text
     md = (Path(report) / "report.md").read_text()
     for host in ("cmxbl-node2", "cmxbl-node3", "cmxbl-node4"):
         assert "**%s**: not in this run: --limit cmxbl-node1" % host in md
