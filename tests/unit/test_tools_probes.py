@@ -279,7 +279,7 @@ def test_the_venv_packages_come_from_pypi_or_the_sites_index_never_from_torchs(t
     params = {"packages": ["numpy", "av", "pyarrow"], "wheelhouse": "", "index_url": "", "extra_index_urls": [],
               "timeout": 60}
     venv = str(tmp_path / "venv")
-    assert tools_venv.packages_argv(venv, params)[7:] == ["numpy", "av", "pyarrow"]  # PyPI, pip's default
+    assert tools_venv.packages_argv(venv, params)[6:] == ["numpy", "av", "pyarrow"]  # PyPI, pip's default
     assert tools_venv.packages_argv(venv, dict(params, index_url="https://pypi.example/simple"))[-2:] == [
         "--index-url", "https://pypi.example/simple"]
     assert tools_venv.packages_argv(venv, dict(params, wheelhouse="/w"))[-3:] == ["--no-index", "--find-links", "/w"]
@@ -315,13 +315,13 @@ def test_gpu_builds_get_torchtitan_in_a_pip_call_of_their_own_with_torch_held(tm
         marker.write_text(json.dumps({"key": "k"}))
         art = Artifact("tools_venv", "r", "h")
         tools_venv.install_all_packages(art, venv, params, {"torch": "2.13.0", "variant": variant}, str(marker), env)
-        assert art.facts["pip_packages"].split()[7:8] == ["no-such-package-cmxa"] and "packages_error" in art.facts
+        assert art.facts["pip_packages"].split()[6:7] == ["no-such-package-cmxa"] and "packages_error" in art.facts
         if not gpu:
             assert art.facts["gpu_packages_wanted"] is None and "pip_gpu_packages" not in art.facts
             continue
         assert art.facts["gpu_packages_wanted"] == ["torchtitan==0.3.0"]
         argv = art.facts["pip_gpu_packages"].split()
-        assert argv[7:] == ["torchtitan==0.3.0", "torch==2.13.0", "--no-index", "--find-links", str(tmp_path / "empty")]
+        assert argv[6:] == ["torchtitan==0.3.0", "torch==2.13.0", "--no-index", "--find-links", str(tmp_path / "empty")]
         assert "tools_venv_gpu_packages" in art.facts["gpu_packages_error"]
         assert json.loads(marker.read_text()) == {"key": "k"}  # neither call is marked done
 
