@@ -16,7 +16,7 @@ description:
     the quiet it declared with O(state=hold)), for C(playbooks/cleanup.yml), which never removes what a running run
     needs.
   - With O(state=hold), this run's lock is touched and declares that the run may leave it untouched for O(quiet_s)
-    more seconds (V(0) ends such a quiet): a step that runs no probe on the node for longer than 30 minutes (a
+    more seconds (V(0) ends such a quiet); a step that runs no probe on the node for longer than 30 minutes (a
     reliability batch) declares it first, so that its lock does not look like a gone run's. Only a lock this very
     run holds is changed; none is made.
   - Preflight takes the lock with M(clustermax.assess.prepare_node).
