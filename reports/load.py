@@ -148,11 +148,14 @@ def _not_this_runs(doc, run_ids, versions):
     """Why an artifact is not a measurement of this run (None when it is): it names another run, or another version
     of the probes than the run staged. run_ids/versions: what this run's records accept (empty: not recorded, not
     checked). The controller's own record of a probe that did not run (plugins/action/probe.py, status error) names no
-    version: it is the run's, and it grades as the error it is."""
+    version: it is the run's, and it grades as the error it is. Only the probes' own tool (`probes.<probe>`) names
+    the probes' version: a probe that reports the tool it measured (slurm_jobs: Slurm's version, prometheus:
+    Prometheus's) is checked by its run id alone."""
     if run_ids and doc["run_id"] not in run_ids:
         return "artifact of run %r, not of this run %s" % (doc["run_id"], " or ".join(repr(i) for i in sorted(run_ids)))
     version = doc["tool"].get("version")
-    if versions and version not in versions and not (version is None and doc["status"] == "error"):
+    ours = str(doc["tool"].get("name") or "").startswith("probes.")
+    if versions and ours and version not in versions and not (version is None and doc["status"] == "error"):
         return "artifact written by probes %s, not by the probes %s that run %s staged" % (
             version, " or ".join(sorted(versions)), doc["run_id"])
     return None

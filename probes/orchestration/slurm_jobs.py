@@ -633,7 +633,9 @@ def run(art, p, out_dir):
         return
     config = slurm_mod.parse_scontrol_config(run_cmd(["scontrol", "show", "config"], timeout=20).stdout)
     art.facts["config"] = {k: config.get(k) for k in CONFIG_KEYS if k in config}
-    art.tool["version"] = config.get("SLURM_VERSION")
+    # the tool this artifact measured, named as such (as prometheus does): the report refuses a probes.* artifact
+    # whose version is not the probes' the run staged (reports/load.py)
+    art.tool.update(name="slurm", version=config.get("SLURM_VERSION"))
     prefix = "cmxa-%s" % re.sub(r"[^A-Za-z0-9-]", "", art.run_id)[-24:]
     shared = p["shared_dir"] or os.path.join(os.path.expanduser("~"), ".clustermax-assess", art.run_id)
     shared = os.path.join(shared, "orchestration-%s" % art.host)

@@ -224,6 +224,11 @@ def test_an_artifact_of_another_probes_version_is_a_load_error(recorded, tmp_pat
         "error": "artifact written by probes %s, not by the probes %s that run %s staged" % (
             OLD_PROBES, staged, run.name)}]
     assert loaded.artifact("cmxbl-node3", "gemm")["status"] == "error"
+    # an artifact that names the tool it measured (slurm_jobs: Slurm's version; prometheus) is checked by its run id
+    # alone: its version is that tool's (the clean-clone run refused slurm_jobs written by "probes 22.05.8")
+    _rewrite_json(copy / "artifacts" / "cmxbl-node1" / "gemm.json",
+                  lambda d: d.update(tool={"name": "slurm", "version": "22.05.8"}))
+    assert [e["path"] for e in load_run(str(copy)).load_errors] == ["cmxbl-node2/burnin.json"]
     # a run recorded before its request named the probes' version: the run id alone is checked
     _rewrite_json(copy / "assess_run.json", lambda d: d.pop("probes_version"))
     assert load_run(str(copy)).load_errors == []
