@@ -36,7 +36,7 @@ import os
 import shutil
 from contextlib import contextmanager
 
-from reports.load import read_journal
+from reports.load import read_journal, read_json_or_problem
 
 SLICES_DIR = "slices"
 LOCK_NAME = ".merge.lock"
@@ -153,12 +153,8 @@ def _read_rank(path, rel, part):
     read, by the slice's journal: its lines of the tasks that read and kept <name>.txt carry the loop item <name>.
     Not the file's mtime: a copy sets that (AWX's artifact collection, rsync without -t, cp), so the newest file
     need not be the newest read, and a newest read that failed would hide a good one."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-        standing = 0 if not isinstance(doc, dict) else 1 if "error" in doc else 2
-    except (OSError, ValueError):
-        standing = 0
+    doc, problem = read_json_or_problem(path)
+    standing = 0 if problem or not isinstance(doc, dict) else 1 if "error" in doc else 2
     name = os.path.splitext(os.path.basename(rel))[0]
     read_at = max((str(line.get("ts") or "") for line in part["journal"]
                    if line.get("item") == name and line.get("status") in ("ok", "changed")), default="")
@@ -279,10 +275,11 @@ def merge(run_dir):
         for name in sorted(set(_copied_before(run_dir)) | set(copied) | {REPORT_DIR}):
             _remove(os.path.join(run_dir, name))
         origin, differing, hosts = {}, {}, []
+        by_name = {s["name"]: s for s in slices}
         for part in slices:
             hosts += part["hosts"]
             for name in _to_copy(part):
-                _copy_tree(part, run_dir, name, origin, differing, {s["name"]: s for s in slices})
+                _copy_tree(part, run_dir, name, origin, differing, by_name)
         request = dict(slices[0]["request"], hosts=hosts, slices=names)
         request.pop("slice", None)
         _write_json(os.path.join(run_dir, "assess_run.json"), request)

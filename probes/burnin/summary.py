@@ -38,15 +38,15 @@ def gemm_workers(cfg):
     return [(i, g, dev) for i, (dev, g) in enumerate(devices)]
 
 
-def _exit_text(code, done):
-    """How a worker ended, from the runner's exit record (the done file's exits)."""
+def exit_text(code):
+    """A worker's end in words, from the runner's exit record (the done file's exits): "killed by signal 9",
+    "exit 1", or the runner's own words ("killed after the grace period"); "" when none was recorded. The grader
+    words facts.worker_exits with it too (reports/phases/burnin/grade.py)."""
     if isinstance(code, int) and code < 0:
         return "killed by signal %d" % -code
     if isinstance(code, int):
         return "exit %d" % code
-    if code:
-        return str(code)
-    return "the runner recorded no exit (the run ended: %s)" % done.get("ended_by")
+    return str(code) if code else ""
 
 
 def _gemm(art, samples, t_start, t_load=None, cfg=None, done=None):
@@ -71,7 +71,9 @@ def _gemm(art, samples, t_start, t_load=None, cfg=None, done=None):
             name = "gemm-%d" % worker
             t = (done.get("exit_t") or {}).get(name) or done.get("t_end") or time.time()
             art.add("gemm_worker_error", t, "s_epoch", worker=worker, gpu=gpu, device=dev,
-                    error="wrote nothing before it ended: %s" % _exit_text((done.get("exits") or {}).get(name), done))
+                    error="wrote nothing before it ended: %s" % (
+                        exit_text((done.get("exits") or {}).get(name))
+                        or "the runner recorded no exit (the run ended: %s)" % done.get("ended_by")))
     for worker, ss in sorted(by_worker.items()):
         labels = {"worker": worker, "gpu": ss[0].get("gpu"), "device": ss[0].get("device"),
                   "dtype": ss[0].get("dtype"), "size": ss[0].get("size")}

@@ -40,6 +40,7 @@ import os
 import statistics
 
 from probes.burnin.sampler import read_jsonl
+from probes.burnin.summary import exit_text
 from reports.grading import expectations
 from reports.grading.preconditions import ungradable
 from reports.grading.rows import make_row, status_above
@@ -118,15 +119,7 @@ def worker_exits_text(facts):
         exits = json.loads(facts.get("worker_exits") or "{}")
     except ValueError:
         return str(facts.get("worker_exits"))
-    out = []
-    for name, code in sorted(exits.items()):
-        if isinstance(code, int) and code < 0:
-            out.append("%s killed by signal %d" % (name, -code))
-        elif isinstance(code, int):
-            out.append("%s exit %d" % (name, code))
-        else:
-            out.append("%s %s" % (name, code))
-    return ", ".join(out)
+    return ", ".join("%s %s" % (name, exit_text(code) or code) for name, code in sorted(exits.items()))
 
 
 def kernel_events(doc):
