@@ -116,17 +116,18 @@ def _coll(art, samples):
         art.facts["coll_world"] = str(starts[0].get("world"))
     for coll, ss in sorted(by_coll.items()):
         labels = {"collective": coll, "size_bytes": ss[0]["size_bytes"], "ranks": ss[0]["world"]}
-        bw = [s["busbw_gbps"] for s in ss]
-        _, avg, _ = min_avg_max(bw)
-        lo = min(s["busbw_min_gbps"] for s in ss)
-        hi = max(s["busbw_max_gbps"] for s in ss)
-        art.add("coll_busbw_min_gbps", r(lo, 6), "GB/s", **labels)
-        art.add("coll_busbw_avg_gbps", r(avg, 6), "GB/s", **labels)
-        art.add("coll_busbw_max_gbps", r(hi, 6), "GB/s", **labels)
-        art.add("coll_busbw_degradation_pct", r(degradation_pct(bw)), "%", **labels)
-        first, last = tenths(bw)
-        art.add("coll_busbw_first_gbps", r(first, 6), "GB/s", **labels)
-        art.add("coll_busbw_last_gbps", r(last, 6), "GB/s", **labels)
+        # a 1-rank world's samples carry no busbw (workers.coll_busbw): nothing crossed a bus, nothing to record
+        with_bw = [s for s in ss if s.get("busbw_gbps") is not None]
+        if with_bw:
+            bw = [s["busbw_gbps"] for s in with_bw]
+            _, avg, _ = min_avg_max(bw)
+            art.add("coll_busbw_min_gbps", r(min(s["busbw_min_gbps"] for s in with_bw), 6), "GB/s", **labels)
+            art.add("coll_busbw_avg_gbps", r(avg, 6), "GB/s", **labels)
+            art.add("coll_busbw_max_gbps", r(max(s["busbw_max_gbps"] for s in with_bw), 6), "GB/s", **labels)
+            art.add("coll_busbw_degradation_pct", r(degradation_pct(bw)), "%", **labels)
+            first, last = tenths(bw)
+            art.add("coll_busbw_first_gbps", r(first, 6), "GB/s", **labels)
+            art.add("coll_busbw_last_gbps", r(last, 6), "GB/s", **labels)
         lat = min_avg_max(s["lat_us"] for s in ss)
         art.add("coll_lat_us_avg", r(lat[1]), "us", **labels)
         art.add("coll_lat_us_max", r(lat[2]), "us", **labels)

@@ -9,8 +9,9 @@
   GPU): the rendezvous of probes/common/rank.py (TCPStore on the first host), then collectives of a large message in
   rounds, every round checked for a stop by all ranks together (so they stop at the same round, never in the
   middle of a collective), every `check_every` rounds one call on patterned data whose result is known
-  (worker.Sweep.check); per interval and collective one sample: bus bandwidth (mean, min, max over rounds),
-  time per call, latency of a tiny all-to-all, wrong elements.
+  (worker.Sweep.check); per interval and collective one sample: algorithm bandwidth (mean over rounds), bus
+  bandwidth (mean, min, max over rounds; none in a 1-rank world, coll_busbw), time per call, latency of a tiny
+  all-to-all, wrong elements.
 
 Every sample is appended to the worker's file at once. A worker stops at its deadline or when the stop file
 appears, and exits by itself at its hard deadline whatever happens (a thread ends the process), so nothing can
@@ -142,6 +143,18 @@ def _rendezvous(cfg, dist):
     return store
 
 
+def coll_busbw(algbws, factor, world):
+    """The busbw fields of one interval's sample from its rounds' algbw (GB/s): algbw × the collective's factor
+    (probes/network/busbw.py), mean, min and max. None in a 1-rank world or for a collective without a factor: one
+    rank moves nothing over a bus (all_reduce, all_gather and alltoall have factor 0 there), and its algbw in busbw's
+    place would read as a bus bandwidth. The collectives probe leaves busbw out the same way (network/worker.py)."""
+    if factor is None or int(world) < 2 or not algbws:
+        return {}
+    bws = [a * factor for a in algbws]
+    return {"busbw_gbps": round(sum(bws) / len(bws), 6), "busbw_min_gbps": round(min(bws), 6),
+            "busbw_max_gbps": round(max(bws), 6)}
+
+
 def coll_main(cfg):
     import torch  # noqa: PLC0415
     import torch.distributed as dist  # noqa: PLC0415
@@ -218,16 +231,16 @@ def coll_main(cfg):
                     w = windows[p2["coll"]]
                     if not w:
                         continue
-                    bws = [algbw_gbps(p2["nbytes"], x[0]) * (p2["factor"] or 1.0) for x in w]
+                    algbws = [algbw_gbps(p2["nbytes"], x[0]) for x in w]
                     rec = dict(base, type="coll", t=round(now, 3), t_start=round(window_start, 3),
                                collective=p2["coll"], size_bytes=p2["nbytes"], rounds=len(w),
                                iters=sum(x[3] for x in w),
                                time_us=round(1e6 * sum(x[0] for x in w) / len(w), 3),
-                               busbw_gbps=round(sum(bws) / len(bws), 6), busbw_min_gbps=round(min(bws), 6),
-                               busbw_max_gbps=round(max(bws), 6),
+                               algbw_gbps=round(sum(algbws) / len(algbws), 6),
                                lat_us=round(1e6 * sum(x[1] for x in w) / len(w), 3),
                                checks=sum(1 for x in w if x[2] is not None),
                                wrong=sum(x[2] for x in w if x[2] is not None))
+                    rec.update(coll_busbw(algbws, p2["factor"], world))
                     _append(out, rec)
                     windows[p2["coll"]] = []
                 window_start = now

@@ -6,9 +6,9 @@ starting: <prog>`, `# nThread 1 nGpus 8 minBytes … maxBytes … step: 2(factor
 own version lines (`NCCL version 2.19.3+cuda12.2`; RCCL's `RCCL version : 2.22.3-HEAD:7d8d67c`, `HIP version  : …`,
 `ROCm version : …`, `Librccl path : …`; rccl-tests' `rccl-tests: Version develop:a7809b3`), a column header
 (`size count type redop root | time algbw busbw #wrong` out-of-place then in-place; older releases say `error`
-and have no `root`), one line per size, then the footer `# Out of bounds values : N OK|FAILED` and
-`# Avg bus bandwidth : X`. A run that hung and was killed has no footer: `complete` is False and `last_size` says
-how far it got. `mpirun --tag-output` prefixes ([1,0]<stdout>:) are removed.
+and print fewer lead columns, see _data_row), one line per size, then the footer `# Out of bounds values : N
+OK|FAILED` and `# Avg bus bandwidth : X`. A run that hung and was killed has no footer: `complete` is False and
+`last_size` says how far it got. `mpirun --tag-output` prefixes ([1,0]<stdout>:) are removed.
 
 JSON (-J, format version 2): {version, args, env, nccl_version, config{…, devices[]}, results[{size, count, type,
 redop, root, out_of_place{time|cpu_time, alg_bw, bus_bw, nwrong}, in_place{…}, actual_iterations}],
@@ -65,11 +65,13 @@ def parse_text(text, program=None):
     "avg_busbw", "out_of_bounds", "complete", "last_size", "errors"}.
 
     rows: one per size and placement: {"size", "count", "type", "redop", "root", "placement", "time_us",
-    "algbw_gbps", "busbw_gbps", "wrong"} (wrong is None when validation was off: N/A)."""
+    "algbw_gbps", "busbw_gbps", "wrong"} (wrong is None when validation was off: N/A). unread: the lines that look
+    like result rows but could not be read. tables, footers: how many headers (`# nThread …`) and footers
+    (`# Avg bus bandwidth`) were printed: one each for one run of one world (not_one_world)."""
     out = {"program": program, "version": None, "nccl_version": None, "params": {}, "devices": [], "rows": [],
            "avg_busbw": None, "out_of_bounds": None, "out_of_bounds_ok": None, "complete": False, "last_size": None,
            "errors": [], "tests": None, "nccl_headers": None, "library": None, "library_version": None,
-           "hip_version": None, "rocm_version": None, "library_path": None}
+           "hip_version": None, "rocm_version": None, "library_path": None, "unread": [], "tables": 0, "footers": 0}
     columns = None
     for raw_line in (text or "").splitlines():
         line = _TAG.sub("", raw_line.rstrip())
@@ -89,6 +91,7 @@ def parse_text(text, program=None):
                 out["program"] = m.group(1)
             if body.startswith("nThread"):
                 _header_params(body, out["params"])
+                out["tables"] += 1  # each process of the run prints its own header
             m = _RANK.match(stripped)
             if m:
                 out["devices"].append({"rank": int(m.group(1)), "group": int(m.group(2) or 0), "pid": int(m.group(3)),
@@ -105,13 +108,16 @@ def parse_text(text, program=None):
             if m:
                 out["avg_busbw"] = float(m.group(1))
                 out["complete"] = True
+                out["footers"] += 1
             if body.startswith("error:"):
                 out["errors"].append(body[len("error:"):].strip())
             continue
         if "NCCL WARN" in stripped or _FAILURE.search(stripped):
             out["errors"].append(stripped[:300])
             continue
-        row = _data_row(stripped.split(), columns)
+        row, unreadable = _data_row(stripped.split(), columns)
+        if unreadable:
+            out["unread"].append(stripped[:200])
         if row:
             out["rows"].extend(row)
             out["last_size"] = row[0]["size"]
@@ -138,32 +144,57 @@ def _library_line(line, out):
     return False
 
 
+def _is_int(token):
+    return re.match(r"^-?\d+$", token) is not None
+
+
 def _data_row(tokens, columns):
-    """A table line -> two records (out-of-place, in-place), or [] when the line is not one."""
-    if len(tokens) < 8 or not tokens[0].isdigit() or not tokens[1].isdigit():
-        return []
-    with_root = columns is None and len(tokens) >= 13 or (columns is not None and "root" in columns)
-    head = 5 if with_root else 4
-    per_place = 4
-    if columns is not None and "i_min" in columns:
-        per_place = 8  # per-iteration timing: time algbw busbw #wrong i_min i_max i_p99 i_cv%
-    cells = tokens[head:]
-    if len(cells) < per_place:
-        return []
-    base = {"size": int(tokens[0]), "count": int(tokens[1]), "type": tokens[2], "redop": tokens[3],
-            "root": int(tokens[4]) if with_root and _number(tokens[4]) is not None else None}
+    """A table line -> (records, unreadable): the two records (out-of-place, in-place) and False; ([], False) for
+    a line that is no table row; ([], True) for one that looks like a row (size and count first, after a column
+    header or as long as a row) but cannot be read: never a guess at its numbers.
+
+    The lead columns differ by release and collective: `size count type` (all_gather, hypercube and alltoall of
+    older nccl-tests, rccl-tests; alltoall printed an empty redop), `size count type root` (broadcast, gather,
+    scatter of older releases, NVIDIA/nccl-tests#82), `size count type redop` (older all_reduce, reduce_scatter),
+    `size count type redop root` (every collective since 2.13). Where the numbers start is read from the header
+    (its first `time`), root and redop by their header names; a row with fewer lead cells than its header printed
+    blanks there (an empty redop), and the cells it has are told apart by kind (a root is an integer, a redop a
+    word). The placements' cells are counted from the end of the line."""
+    if len(tokens) < 3 or not tokens[0].isdigit() or not tokens[1].isdigit() or (columns is None and len(tokens) < 8):
+        return [], False
+    per_place = 8 if columns is not None and "i_min" in columns else 4  # -I: i_min i_max i_p99 i_cv% as well
+    header_lead = columns[3:columns.index("time")] if columns is not None and "time" in columns else None
+    # every release prints both placements: the lead cells after size, count and type are what is left once they
+    # are taken from the end of the line (a line cut short leaves too few, and is not read)
+    extra = len(tokens) - 3 - 2 * per_place
+    lead = tokens[3:3 + extra]
+    if extra < 0 or extra > (2 if header_lead is None else len(header_lead)) or _number(tokens[2]) is not None:
+        return [], True
+    if header_lead is not None and len(lead) == len(header_lead):
+        named = dict(zip(header_lead, lead))
+    else:
+        named = {("root" if _is_int(t) else "redop"): t for t in lead}
+    root, redop = named.get("root"), named.get("redop")
+    if (root is not None and not _is_int(root)) or (redop is not None and _number(redop) is not None):
+        return [], True
+    base = {"size": int(tokens[0]), "count": int(tokens[1]), "type": tokens[2], "redop": redop,
+            "root": int(root) if root is not None else None}
+    # older nccl-tests print "error" there, the largest deviation seen (0e+00, 2e-03, 1e+00): not a count of wrong
+    # elements; they count those only in the footer's "Out of bounds values". "#wrong" is a count, printed with %g
+    # when large (1.9307e+06). Without a header only a plain integer is taken for a count.
+    counts = columns is not None and "#wrong" in columns
+    deviation = columns is not None and "error" in columns and not counts
     records = []
+    cells = tokens[3 + extra:]
     for i, placement in enumerate(("out_of_place", "in_place")):
-        chunk = cells[i * per_place:(i + 1) * per_place]
-        if len(chunk) < 4 or _number(chunk[0]) is None:
-            continue
-        # older nccl-tests print "error" there, the largest deviation seen (0e+00, 2e-03): not a
-        # count of wrong elements; they count those only in the footer's "Out of bounds values"
-        wrong = None if columns is not None and "error" in columns and "#wrong" not in columns else _number(chunk[3])
-        records.append(dict(base, placement=placement, time_us=float(_number(chunk[0])),
-                            algbw_gbps=float(_number(chunk[1]) or 0.0), busbw_gbps=float(_number(chunk[2]) or 0.0),
-                            wrong=int(wrong) if wrong is not None else None))
-    return records
+        time_us, algbw, busbw, wrong = cells[i * per_place:i * per_place + 4]
+        values = [_number(v) for v in (time_us, algbw, busbw)]
+        if None in values:
+            return [], True
+        count = _number(wrong) if counts or (not deviation and _is_int(wrong)) else None  # N/A: validation off
+        records.append(dict(base, placement=placement, time_us=float(values[0]), algbw_gbps=float(values[1]),
+                            busbw_gbps=float(values[2]), wrong=int(count) if count is not None else None))
+    return records, False
 
 
 def _placement(record, key):
@@ -262,8 +293,29 @@ def parse_json(text, program=None):
 
 
 def nranks(parsed):
-    """Ranks in the run: one device line per rank (MPI runs list all ranks), or threads × GPUs of one process
-    (a single-process JSON file lists only the first device). None when neither is known."""
+    """Ranks in the run: one device line per rank id (MPI runs list all ranks), or threads × GPUs of one process
+    (a single-process JSON file lists only the first device). None when neither is known. Rank ids are counted
+    once: processes that were each a world of their own all print rank 0 (not_one_world)."""
     params = parsed["params"]
     per_process = int(params["ngpus"]) * int(params.get("nthreads") or 1) if params.get("ngpus") else 0
-    return max(len(parsed["devices"]), per_process) or None
+    return max(len({d["rank"] for d in parsed["devices"]}), per_process) or None
+
+
+def not_one_world(parsed, ranks=None):
+    """Why an nccl-tests text output is not one run of one world of `ranks` ranks, or None when it is.
+
+    nccl-tests built without MPI=1 and started by srun or mpirun runs every process as a world of its own: each
+    prints its own header, its own rank 0 and its own table and footer, and measures only its own node
+    (NVIDIA/nccl-tests#107, #182, #306). Those numbers are no multi-node measurement, whatever the host names say."""
+    ids = [d["rank"] for d in parsed["devices"]]
+    repeated = sorted({r for r in ids if ids.count(r) > 1})
+    if repeated:
+        hosts = sorted({d["host"] for d in parsed["devices"] if d["rank"] == repeated[0]})
+        return "rank %d printed %d times (on %s): each process ran its own world" % (
+            repeated[0], ids.count(repeated[0]), ", ".join(hosts))
+    blocks = max(parsed.get("tables") or 0, parsed.get("footers") or 0)
+    if blocks > 1:
+        return "%d result tables in one output: each process ran its own world" % blocks
+    if ranks and ids and len(ids) != ranks:
+        return "%d ranks printed where the world has %d" % (len(ids), ranks)
+    return None

@@ -2,9 +2,10 @@
 
 - Needs GPUs: on a node without them the artifact is skipped with that reason (unless ranks_per_node is set: the
   launch mechanics tested with a stand-in binary, tests/integration/nccl_tests_standin.c).
-- Finds the `<collective>_perf` binaries (params bin_dir, PATH, which holds the tools step's build (roles/tools,
-  probes/tools/tools_build.py: nccl-tests with MPI=1), $NCCL_TESTS_DIR, /opt/nccl-tests/build, …); otherwise
-  skipped with where it looked and why the tools step has none.
+- Finds the `<collective>_perf` binaries, first found wins (search_dirs): params bin_dir, PATH (the tools step's
+  build, roles/tools and probes/tools/tools_build.py: nccl-tests with MPI=1, is put in front of it by
+  probes/cli.py use_tools), $NCCL_TESTS_DIR, then the usual places (/opt/nccl-tests/build, …); otherwise skipped
+  with where it looked and why the tools step has none.
 - 1 node: one process drives every GPU of the node (`-g <gpus>`), on every node at the same time: the single-node
   (NVLink) curve of each node, which per-node outliers are judged on.
 - 2, 4 … all nodes (world size doubling, worlds filling an NVLink domain and a rack first: worlds.placement_order):
@@ -12,7 +13,9 @@
   (`--mpi` from `srun --mpi=list`) or mpirun (a hostfile of the world's addresses), one rank per GPU (`-g 1`), as
   nccl-tests built with MPI=1 is run by hand. torchrun and direct cannot start an MPI program: the multi-node
   steps are then skipped with that reason. The results are in the first host's artifact, labelled with the
-  world's node count; `placement` says which hosts (racks, NVLink domains) each world used.
+  world's node count; `placement` says which hosts (racks, NVLink domains) each world used. An output that is not
+  one run of one world (each process printed its own rank 0 or its own table: nccl-tests built without MPI=1,
+  started by srun or mpirun) is a failure, and its numbers are not filed as that world's (not_one_world).
 
 Every run has a timeout; a run that is stopped at its timeout is reported as a hang after the last size it printed
 (under srun its job is cancelled). Results per (collective, size, placement, nodes): time_us, algbw_gbps,
@@ -31,7 +34,7 @@ from probes.common.readers import read_text
 from probes.common.rendezvous import Mesh, StoreError
 from probes.common.tools import not_installed
 from probes.common.worlds import placement, placement_order, world_size_plan
-from probes.network.nccl_output import nranks, parse_json, parse_text
+from probes.network.nccl_output import not_one_world, nranks, parse_json, parse_text
 from probes.network.plan import RECORDED_PARAMS, human_bytes
 from probes.params import SIZE, Param, Params
 
@@ -41,12 +44,14 @@ HEADER_FACTS = (("nccl_tests_version", "version"), ("tests_suite", "tests"), ("n
                 ("library", "library"), ("library_version", "library_version"), ("library_path", "library_path"),
                 ("hip_version", "hip_version"), ("rocm_version", "rocm_version"))
 DEFAULT_COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast"]
+# Preinstalled copies, looked at after PATH: an image's copy may be an older build, or one without MPI=1 (which
+# runs every process started by srun or mpirun as a world of its own).
 SEARCH_DIRS = ["/opt/nccl-tests/build", "/usr/local/nccl-tests/build", "/opt/rccl-tests/build",
                os.path.expanduser("~/nccl-tests/build"), "/usr/local/bin", "/usr/bin"]
 PARAMS = Params(
     peers=True,
     collectives=Param(list, DEFAULT_COLLECTIVES, "collectives to run (<collective>_perf binaries)"),
-    bin_dir=Param(str, "", "where the nccl-tests binaries are (default: $NCCL_TESTS_DIR, the usual places, PATH)"),
+    bin_dir=Param(str, "", "where the nccl-tests binaries are (default: PATH, $NCCL_TESTS_DIR, the usual places)"),
     world_sizes=Param(list, None, "node counts to run (default: 1, then doubling up to all hosts)"),
     ranks_per_node=Param(int, 0, "ranks per node of the multi-node runs (0: one per GPU); on a node without GPUs the "
                                  "probe runs only when this is set (a stand-in binary, for tests of the launch)"),
@@ -63,8 +68,17 @@ PARAMS = Params(
 )
 
 
+def search_dirs(bin_dir, environ=None):
+    """Where `<collective>_perf` is looked for, in order: the bin_dir param (asked for by name), PATH, $NCCL_TESTS_DIR,
+    SEARCH_DIRS. PATH comes before the preinstalled copies because the tools step's MPI=1 build is put at its front
+    (probes/cli.py use_tools): that build, made for this run, must win over a stale copy in /opt or ~."""
+    environ = os.environ if environ is None else environ
+    path = [d for d in environ.get("PATH", "").split(os.pathsep) if d]
+    return [d for d in [bin_dir] if d] + path + [d for d in [environ.get("NCCL_TESTS_DIR")] if d] + SEARCH_DIRS
+
+
 def find_binaries(collectives, dirs):
-    """collective -> path of `<collective>_perf` in the first directory that has it (or PATH)."""
+    """collective -> path of `<collective>_perf` in the first directory (of search_dirs) that has it."""
     found = {}
     for coll in collectives:
         name = "%s_perf" % coll
@@ -73,10 +87,6 @@ def find_binaries(collectives, dirs):
             if d and os.path.isfile(path) and os.access(path, os.X_OK):
                 found[coll] = path
                 break
-        else:
-            path = shutil.which(name)
-            if path:
-                found[coll] = path
     return found
 
 
@@ -85,8 +95,10 @@ def supports_json(binary):
     return "-J" in (res.stdout + res.stderr)
 
 
-def run_one(art, coll, binary, runner, args, timeout, base, out_dir, json_ok, nodes):
-    """Run one binary (runner: argv, timeout -> CmdResult); adds its results and returns a failure dict or None."""
+def run_one(art, coll, binary, runner, args, timeout, base, out_dir, json_ok, nodes, world_ranks=None):
+    """Run one binary (runner: argv, timeout -> CmdResult); adds its results and returns a failure dict or None.
+    world_ranks: the ranks a multi-node run was started with (ranks per node × nodes), when known: an output that
+    printed another count is not this world's measurement."""
     suffix = "" if nodes == 1 else ".n%d" % nodes
     json_name = "%s.%s%s.json" % (base, coll, suffix)
     text_name = "%s.%s%s.txt" % (base, coll, suffix)
@@ -116,6 +128,15 @@ def run_one(art, coll, binary, runner, args, timeout, base, out_dir, json_ok, no
                 if extra:
                     parsed["rows"] = from_json["rows"] + extra
                     parsed["last_size"] = max(parsed["last_size"] or 0, text["last_size"] or 0)
+    program = os.path.basename(binary)
+    why = not_one_world(text, world_ranks)
+    if why:
+        # each process measured a world of its own (its own node): filing those rows as this world's would pass a
+        # "multi-node" run that never crossed the network
+        return {"kind": "error", "collective": coll, "log": text_name,
+                "message": "%s at %d node%s is not one measurement of the world: %s; nothing filed (nccl-tests built "
+                           "without MPI=1 runs every process that srun or mpirun starts as its own world)" % (
+                               program, nodes, "s" if nodes > 1 else "", why)}
     ranks = nranks(text) or nranks(parsed)
     printed_hosts = len({d["host"] for d in text["devices"]})
     if printed_hosts and printed_hosts != nodes:
@@ -156,6 +177,11 @@ def run_one(art, coll, binary, runner, args, timeout, base, out_dir, json_ok, no
             why = "%d tests with wrong results" % parsed["out_of_bounds"]
         return {"kind": "error", "collective": coll, "log": text_name,
                 "message": "%s exited %s after %s: %s" % (os.path.basename(binary), res.rc, last, why[:300])}
+    if parsed is text and text["unread"]:
+        # a result line this parser cannot read is reported, never guessed at (its numbers are not filed)
+        return {"kind": "error", "collective": coll, "log": text_name,
+                "message": "%s: cannot read %r%s" % (program, text["unread"][0], " (and %d more result lines)" % (
+                    len(text["unread"]) - 1) if len(text["unread"]) > 1 else "")}
     return None
 
 
@@ -190,13 +216,14 @@ def run(art, params, out_dir):
     addresses = [str(a) for a in (params["addresses"] or hosts)]
     rank, n = params["rank"], len(hosts)
     collectives = params["collectives"] or DEFAULT_COLLECTIVES
-    dirs = [d for d in [params["bin_dir"], os.environ.get("NCCL_TESTS_DIR")] if d] + SEARCH_DIRS
+    dirs = search_dirs(params["bin_dir"])
     base = os.path.splitext(artifact_filename(art.probe, art.variant))[0]
     work = os.path.join(out_dir, ".%s-work" % base)
     binaries = find_binaries(collectives, dirs)
     if not binaries:
-        art.skip(not_installed(params, "nccl_tests", "nccl-tests not found (%s_perf in %s or PATH)"
-                               % (collectives[0], ", ".join(dirs))))
+        looked = [d for d in [params["bin_dir"]] if d] + ["PATH", "$NCCL_TESTS_DIR"] + SEARCH_DIRS
+        art.skip(not_installed(params, "nccl_tests", "nccl-tests not found (%s_perf in %s)" % (
+            collectives[0], ", ".join(looked))))
         return
     art.facts["binaries"] = ", ".join(sorted(binaries.values()))
     missing = [c for c in collectives if c not in binaries]
@@ -266,7 +293,7 @@ def run(art, params, out_dir):
                     for coll in collectives:
                         if coll in binaries:
                             failure = run_one(art, coll, binaries[coll], runner, args + ["-g", "1"], timeout, base,
-                                              out_dir, json_ok[coll], w)
+                                              out_dir, json_ok[coll], w, world_ranks=ppn * w)
                             if failure:
                                 failures.append(dict(failure, nodes=w))
                     for name in sorted(os.listdir(out_dir)):

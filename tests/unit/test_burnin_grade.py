@@ -648,3 +648,38 @@ def test_power_is_judged_against_the_enforced_limit_not_the_requested_one(tmp_pa
     assert (got["gpu 0"]["status"], got["gpu 0"]["observed"]) == ("pass", "499 W max")
     assert (got["gpu 1"]["status"], got["gpu 1"]["observed"]) == ("fail", "561 W max")
     assert got["gpu 1"]["expected"] == "at most the enforced limit 500 W (+5%)"
+
+
+def test_a_one_rank_collective_loop_has_no_bus_bandwidth(tmp_path):
+    """One rank (a lone single-GPU or CPU node): all_reduce, all_gather and alltoall have busbw factor 0 there, and
+    nothing crosses a bus. The worker wrote algbw as busbw (factor 0 -> `or 1.0`); now a 1-rank sample carries algbw
+    only (workers.coll_busbw), as the collectives probe does, the summary records no busbw and the checks say why
+    instead of judging a bus that was never used."""
+    from probes.burnin.workers import coll_busbw
+    from probes.network.busbw import busbw_factor
+
+    # nccl-tests on 2 x 8 H100 (NVIDIA/nccl-tests#309, tests/fixtures/nccl-tests/real): all_reduce at 8 GiB in place,
+    # algbw 248.88 GB/s, busbw 466.65 (x 2 x 15/16)
+    assert coll_busbw([248.88], busbw_factor("all_reduce", 16), 16) == {
+        "busbw_gbps": 466.65, "busbw_min_gbps": 466.65, "busbw_max_gbps": 466.65}
+    for coll in ("all_reduce", "all_gather", "alltoall", "broadcast"):
+        assert coll_busbw([248.88], busbw_factor(coll, 1), 1) == {}  # before: busbw 248.88, the algbw
+    one = [{"type": "coll", "rank": 0, "world": 1, "nodes": 1, "collective": "alltoall", "size_bytes": 1 << 20,
+            "t": T0 + 5 * (k + 1), "algbw_gbps": 0.8, "time_us": 1310.0, "lat_us": 40.0, "wrong": 0, "checks": 1}
+           for k in range(4)]
+    doc, out = node(tmp_path, "c1", coll=one)
+    metrics = {r["metric"] for r in doc["results"]}
+    assert not [m for m in metrics if m.startswith("coll_busbw")] and "coll_lat_us_avg" in metrics
+    run = make_run(tmp_path, [(doc, out)])
+    [row] = [r for r in gb.grade_coll(CHECKS["burnin.collectives"], run, "c1") if r["subject"] == "burnin alltoall"]
+    assert (row["status"], row["observed"], row["reason"]) == (
+        "skip", "no busbw (one rank: nothing crosses a bus), latency 40 us, 0 wrong",
+        "a 1-rank world has no bus bandwidth to judge")
+    [deg] = [r for r in gb.grade_coll(CHECKS["burnin.collective_degradation"], run, "c1")
+             if r["subject"] == "burnin alltoall"]
+    assert (deg["status"], deg["reason"]) == ("skip", "no bandwidth samples")
+    assert not [s for s, _, unit in gb._dip_series(run, run.artifact("c1", "burnin")) if unit == "GB/s"]
+    report = tmp_path / "report"
+    report.mkdir()
+    md = section.render(run, [], str(report))  # the section's tables and plots take the samples without busbw
+    assert "| c1 | cpu | done, 60 s | 0.020 | 0.0% | – | – | – | 0 | 0 | 0 | 0 |" in md  # all-to-all busbw: none

@@ -8,7 +8,7 @@ import pytest
 
 from probes.artifact import Artifact
 from probes.common.command import CmdResult
-from probes.network import nccl_tests
+from probes.network import nccl_output, nccl_tests
 from probes.network.busbw import busbw_factor
 from reports import grading as grade
 from reports.load import run_of_artifacts as make_run
@@ -403,8 +403,9 @@ def test_nvlink_off_runs_are_judged_against_one_gpus_share_of_the_nics(tmp_path)
                                 4) == (92.0, "4 rails / 4 GPUs × 92 GB/s per roce_800 NIC")
     assert gn.plateau_reference(check("network.nccl_tests_plateau"), run, "good", doc, "all_reduce", 1, 4) == (
         680.0, "allreduce_busbw_4gpu_ring_gbps 680")
-    # alltoall across nodes cannot aggregate NICs (nccl-tests#267): one GPU's share even with NVLink on
-    assert gn.plateau_reference(check("network.nccl_tests_plateau"), run, "good", doc, "alltoall", 2, 8)[0] == 92.0
+    # alltoall across nodes cannot aggregate NICs (nccl-tests#267): one GPU's share even with NVLink on, times what
+    # stays in the node at 2 nodes (nccl-tests#130): 92 x 2 x 7/8
+    assert gn.plateau_reference(check("network.nccl_tests_plateau"), run, "good", doc, "alltoall", 2, 8)[0] == 161.0
     undeclared = make_run([nccl_doc(tmp_path, "h", {("all_gather", 2): off}, variant="nvlink_off")])
     assert rows_of("network.nccl_tests_nvlink_off_plateau", undeclared, "h")["all_gather 2 nodes"]["reason"] == (
         "no fabric declared: set network_fabric and network_rails in the inventory")
@@ -531,3 +532,57 @@ def test_a_peak_below_the_line_of_a_curve_cut_short_is_not_saturated_not_failed(
     assert row["reason"].endswith("from 1 MiB to 4 MiB, the largest size; run larger sizes (max_bytes)")
     assert gn.grade_peak_busbw(c, run_of(logistic(470)), "h0")[0]["status"] == "pass"
     assert gn.grade_peak_busbw(c, run_of(logistic(300)), "h0")[0]["status"] == "fail"
+
+
+def test_alltoall_plateau_is_judged_per_gpu_of_network_bandwidth(tmp_path):
+    """OCI MI355X (8 GPUs and 8 x 400G RoCE per node): rccl-tests alltoall, 86.73 GB/s at 16 GiB on 2 nodes (16
+    ranks: size / count / 4 B) and 50.63 on 4 (32 ranks). Per GPU of network bandwidth that is 46.3 and 39.2 GB/s
+    (busbw / (N/(N-1) x (n-1)/n), NVIDIA/nccl-tests#130). A fabric at 40 % of that: every busbw x 0.4 (34.69 at 2
+    nodes), every time / 0.4. Before, the reference was the bare 46 GB/s and 34.69 passed (fail line 23, warn 32.2)."""
+    fabric = {"fabric": "roce_400", "rails": 8}
+    outputs = {n: (REAL / ("rccl-tests_mi355x_pollara-roce400x8_%dnode_alltoall_perf_large.txt" % n)).read_text()
+               for n in (2, 4)}
+
+    def doc(host, bw):
+        curves_ = {}
+        for n, text in outputs.items():
+            for r in nccl_output.parse_text(scaled(text, bw, 1 / bw), "alltoall_perf")["rows"]:
+                curves_.setdefault((n, 8 * n, "alltoall", r["placement"]), []).append((r["size"], r["busbw_gbps"]))
+        return coll_doc(host, curves_, probe="nccl_tests", params=fabric)
+
+    run = make_run([doc("good", 1.0), doc("slow", 0.4), info_doc("good", gpus=8), info_doc("slow", gpus=8)])
+    good = rows_of("network.nccl_tests_plateau", run, "good")
+    assert {k: (v["status"], v["observed"]) for k, v in good.items()} == {
+        "alltoall 2 nodes": ("pass", "peak 86.73 GB/s at 16 GiB (16 ranks)"),
+        "alltoall 4 nodes": ("pass", "peak 50.76 GB/s at 16 GiB (32 ranks)")}
+    assert good["alltoall 2 nodes"]["expected"] == (
+        ">= 43.12 (0.5 × 8 rails / 8 GPUs × 46 GB/s per roce_400 NIC × 1.875 (alltoall at 2 nodes, 16 ranks: "
+        "N/(N-1) × (n-1)/n, NVIDIA/nccl-tests#130); warn below 60.37)")
+    slow = rows_of("network.nccl_tests_plateau", run, "slow")
+    assert {k: (v["status"], v["observed"]) for k, v in slow.items()} == {
+        "alltoall 2 nodes": ("fail", "peak 34.69 GB/s at 16 GiB (16 ranks)"),
+        "alltoall 4 nodes": ("fail", "peak 20.3 GB/s at 16 GiB (32 ranks)")}
+    # the plateau and the scaling check (grade_scaling) share this one factor: 2/1 x 15/16 at 2 nodes
+    assert gn.alltoall_network_factor(2, 16) == 1.875
+
+
+def test_gather_across_nodes_is_shown_but_not_judged(tmp_path):
+    """gather_perf on 2 nodes x 1 A100 over one 200G HCA (NVIDIA/nccl-tests#350): peak 23.61 GB/s. No source says
+    what share of a node's NICs reaches gather's root, so its plateau is not graded against the per-NIC line
+    (before: pass against 1 rail / 1 GPU x 23): a skip row with the peak and the reason, never a missing row."""
+    parsed = nccl_output.parse_text(
+        (REAL / "nccl-tests_nccl2.16.5_a100pciex2_2node_gather_perf_ib200_gdr_first16.txt").read_text())
+    assert (parsed["collective"], nccl_output.nranks(parsed)) == ("gather", 2)
+    curves_ = {}
+    for r in parsed["rows"]:
+        curves_.setdefault((2, 2, "gather", r["placement"]), []).append((r["size"], r["busbw_gbps"]))
+    run = make_run([coll_doc("h", curves_, probe="nccl_tests", params={"fabric": "ib_hdr200", "rails": 1}),
+                    info_doc("h", "NVIDIA A100-PCIE-40GB", gpus=1)])
+    row = rows_of("network.nccl_tests_plateau", run, "h")["gather 2 nodes"]
+    assert (row["status"], row["observed"], row["expected"]) == ("skip", "peak 23.61 GB/s at 1536 MiB (2 ranks)", "")
+    assert row["reason"] == ("not judged: gather across nodes meets at one root GPU, and no published reference says "
+                             "how much of the node's NICs reaches it; the peak is shown as measured")
+    # with NVLink off every byte crosses the root's own NIC: one GPU's share, as for every collective there
+    doc = run.artifact("h", "nccl_tests", None)
+    assert gn.plateau_reference(check("network.nccl_tests_nvlink_off_plateau"), run, "h", doc, "gather", 2, 2) == (
+        23.0, "1 rails / 1 GPUs × 23 GB/s per ib_hdr200 NIC")

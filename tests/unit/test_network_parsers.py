@@ -236,3 +236,109 @@ def test_latency_tests_use_perftests_own_message_size():
     assert common_args("mlx5_0", 1, params, "write_lat") == ["-d", "mlx5_0", "-p", "1", "-F", "-s", "2"]
     assert common_args("mlx5_0", 1, params, "write") == ["-d", "mlx5_0", "-p", "1", "-F", "--report_gbits", "-s",
                                                          "65536"]
+
+
+def _rows(parsed, placement="out_of_place"):
+    return [(r["size"], r["redop"], r["root"], r["time_us"], r["algbw_gbps"], r["busbw_gbps"], r["wrong"])
+            for r in parsed["rows"] if r["placement"] == placement]
+
+
+def test_older_lead_columns_are_read_from_the_header():
+    """Older nccl-tests print `size count type` for all_gather and `size count type root` for broadcast. Before, the
+    parser assumed 4 lead columns without `root`: all_gather read its time from algbw (73.75 us at 8 GiB) and its
+    busbw from the error column (1.0), without in-place rows; broadcast raised ValueError (int('59.75'))."""
+    ag = real("nccl-tests_oldformat-3col_v100x12_dgx2_all_gather_perf_outofbounds.txt", "all_gather_perf")
+    assert (len(ag["rows"]), ag["collective"], nranks(ag), ag["avg_busbw"], ag["out_of_bounds"]) == (
+        62, "all_gather", 12, 30.2993, 4)
+    assert _rows(ag)[-1] == (8589934560, None, None, 106773.0, 73.75, 73.75, None)
+    assert _rows(ag, "in_place")[-1] == (8589934560, None, None, 70089.0, 112.34, 112.34, None)  # error 1e+00: no count
+    bc = real("nccl-tests_oldformat-root-noredop_v100x12_dgx2_broadcast_perf.txt", "broadcast_perf")
+    assert (len(bc["rows"]), bc["collective"], bc["avg_busbw"], bc["unread"]) == (62, "broadcast", 41.2456, [])
+    assert _rows(bc)[-1] == (8589934592, None, 0, 70321.0, 122.15, 122.15, None)
+    # the same layout across 2 nodes (NCCL 2.9.6, NVIDIA/nccl-tests#82; the stored copy ends after the first row)
+    b82 = real("nccl-tests_oldformat-root-noredop_nccl2.9.6_v100x2_2node_broadcast_perf_socket_firstrow.txt")
+    assert (_rows(b82), _rows(b82, "in_place")) == ([(8, None, 0, 45.82, 0.0, 0.0, None)],
+                                                     [(8, None, 0, 38.17, 0.0, 0.0, None)])
+    assert b82["library_version"] == "2.9.6+cuda11.2" and not b82["complete"]
+
+
+def test_three_lead_columns_of_rccl_tests_and_of_a_table_without_header():
+    # rccl-tests all_gather (ROCm/rccl#930): before, time 0.12, busbw 0.0 and no in-place rows
+    rc = real("rccl-tests_oldformat-3col_mi250x16_all_gather_perf_msccl_first8.txt", "all_gather_perf")
+    assert len(rc["rows"]) == 16 and _rows(rc)[-2:] == [(4096, None, None, 34.5, 0.12, 0.11, None),
+                                                        (8192, None, None, 34.81, 0.24, 0.22, None)]
+    # rows published without their header (NVIDIA/nccl#644): before, time 8.37, busbw 0.0 and #wrong 32081 (a time)
+    bare = real("nccl-tests_oldformat-3col-headerless_all_gather_perf_mpirun_rows.txt", "all_gather_perf")
+    assert len(bare["rows"]) == 26 and bare["unread"] == []
+    assert _rows(bare)[-1] == (268435456, None, None, 32071.0, 8.37, 7.32, None)
+    assert _rows(bare, "in_place")[-1] == (268435456, None, None, 32081.0, 8.37, 7.32, None)
+
+
+def test_an_alltoall_header_with_redop_over_rows_that_print_it_blank():
+    # NVIDIA/nccl-tests#78 (8 x 8 V100): the header names redop, the rows leave it empty. Before: time 0.52.
+    a2a = real("nccl-tests_oldformat-blankredop_v100x64_8node_alltoall_perf_ib100.txt", "alltoall_perf")
+    assert _rows(a2a) == [(268435456, None, None, 520935.0, 0.52, 0.51, None),
+                          (536870912, None, None, 1041974.0, 0.52, 0.51, None)]
+    assert _rows(a2a, "in_place")[-1] == (536870912, None, None, 1041299.0, 0.52, 0.51, None)
+
+
+def _run_one(tmp_path, coll, text, nodes, world_ranks=None):
+    from probes.artifact import Artifact
+    from probes.common.command import CmdResult
+    from probes.network.nccl_tests import run_one
+
+    art = Artifact("nccl_tests", "r", "h")
+    failure = run_one(art, coll, "/opt/nccl-tests/build/%s_perf" % coll,
+                      lambda argv, timeout: CmdResult(argv, 0, text, "", False, False), [], 60, "nccl_tests",
+                      str(tmp_path), False, nodes, world_ranks=world_ranks)
+    return failure, [r for r in art.results if r["metric"] == "busbw_gbps"]
+
+
+def test_a_result_line_that_cannot_be_read_is_an_error_naming_the_tool_and_the_line(tmp_path):
+    """The DGX-2 broadcast with its 128 MiB line cut after the out-of-place busbw (as a full pipe or a killed terminal
+    leaves it): not read as numbers it does not have (before: root 0 as the time), an error that quotes it."""
+    full = (REAL / "nccl-tests_oldformat-root-noredop_v100x12_dgx2_broadcast_perf.txt").read_text()
+    line = "   134217728      33554432   float       0   1192.9  112.51  112.51  0e+00   1190.5  112.74  112.74  0e+00"
+    assert line in full
+    failure, busbw = _run_one(tmp_path, "broadcast", full.replace(line, line[:line.index("0e+00")]), 1)
+    assert failure == {"kind": "error", "collective": "broadcast", "log": "nccl_tests.broadcast.txt",
+                       "message": "broadcast_perf: cannot read '134217728      33554432   float       0   1192.9  "
+                                  "112.51  112.51'"}
+    assert len(busbw) == 60 and 134217728 not in {r["labels"]["size_bytes"] for r in busbw}
+    failure, busbw = _run_one(tmp_path, "broadcast", full, 1)
+    assert failure is None and len(busbw) == 62
+
+
+@pytest.mark.parametrize("name, why, ranks", [
+    # NVIDIA/nccl-tests#107: 2 nodes x 1 V100, each process printed its own header and its own rank 0
+    ("nccl-tests_nompi_v100x2_2node_all_reduce_perf_rank0-twice_header-twice.txt",
+     "rank 0 printed 2 times (on ip-172-31-20-228, ip-172-31-22-230)", 1),
+    # NVIDIA/nccl-tests#306: 2 x 8 H20, ranks 0-7 on node3, then 0-4 (as far as the stored copy goes) on node2
+    ("nccl-tests_nompi_h20x16_2node_all_reduce_perf_ranks-repeated.txt", "rank 0 printed 2 times (on node2, node3)",
+     8),
+    # an H100 cluster's troubleshooting notes: 12 processes on 2 nodes, every one rank 0
+    ("nccl-tests_2.17.6_nompi_h100x12_2node_alltoall_perf_rank0-12times.txt",
+     "rank 0 printed 12 times (on cnode2-001, cnode2-002)", 1),
+    # NVIDIA/nccl-tests#182: two complete tables, each with its own footer (1.7535 and 1.6796 GB/s)
+    ("nccl-tests_nompi_2node_all_reduce_perf_two-footers.txt", "2 result tables in one output", None),
+])
+def test_processes_that_each_ran_their_own_world_are_no_multi_node_measurement(tmp_path, name, why, ranks):
+    """nccl-tests built without MPI=1 and started by mpirun or srun: every process is a world of its own. Before,
+    #182's 8 rows were filed as a 2-node result and #107 counted 2 ranks (12 for the H100 notes)."""
+    text = (REAL / name).read_text()
+    failure, busbw = _run_one(tmp_path, "all_reduce", text, 2, world_ranks=16)
+    assert busbw == [] and failure["kind"] == "error"
+    assert failure["message"] == (
+        "all_reduce_perf at 2 nodes is not one measurement of the world: %s: each process ran its own world; "
+        "nothing filed (nccl-tests built without MPI=1 runs every process that srun or mpirun starts as its own "
+        "world)" % why)
+    assert nranks(parse_text(text)) == ranks  # each rank id once: before, 2 (#107) and 12 (the H100 notes)
+
+
+def test_a_world_that_printed_fewer_ranks_than_it_was_started_with(tmp_path):
+    # the GCP A4X Max all_gather printed 8 ranks (2 trays x 4): taken as a 2-node world of 8 GPUs per node, 16 ranks
+    text = (FIX / "collective-curves" / "gcp_a4xmax_gb300_2node_all_gather.txt").read_text()
+    failure, busbw = _run_one(tmp_path, "all_gather", text, 2, world_ranks=16)
+    assert busbw == [] and "8 ranks printed where the world has 16" in failure["message"]
+    failure, busbw = _run_one(tmp_path, "all_gather", text, 2, world_ranks=8)
+    assert failure is None and len(busbw) == 46

@@ -210,6 +210,28 @@ def test_nccl_tests_skips_without_binaries_quoting_the_tools_step(tmp_path, h100
     assert doc["status"] == "skipped" and doc["reason"].endswith("; the tools step: " + why)
 
 
+def test_nccl_tests_runs_the_tools_steps_build_on_path_before_a_preinstalled_copy(h100_node, monkeypatch):
+    """A stale copy in a preinstalled place (SEARCH_DIRS: /opt/nccl-tests/build, …; here a directory standing in
+    for it) and the tools step's MPI=1 build, which probes/cli.py use_tools puts at the front of PATH: the tools
+    step's build runs. Before, the preinstalled places were searched first and the stale copy ran."""
+    from probes.network import nccl_tests
+
+    stale, tools = h100_node / "opt-nccl-tests-build", h100_node / "tools-prefix" / "bin"
+    for d in (stale, tools):
+        d.mkdir(parents=True)
+        (d / "all_reduce_perf").write_text("#!/bin/sh\ncat %s\n" % (FIX / "nccl-tests" / "h100x8_all_reduce.txt"))
+        (d / "all_reduce_perf").chmod(0o755)
+    monkeypatch.setattr(nccl_tests, "SEARCH_DIRS", [str(stale)])
+    monkeypatch.delenv("NCCL_TESTS_DIR", raising=False)
+    monkeypatch.setenv("PATH", os.environ["PATH"])  # use_tools changes PATH: put back after the test
+    _, doc = run_probe("nccl_tests", str(h100_node / "out"), "r", "n1",
+                       params={"collectives": ["all_reduce"], "tools_step": {"path": [str(tools)]}})
+    assert doc["status"] == "ok" and doc["facts"]["binaries"] == str(tools / "all_reduce_perf")
+    # the order: bin_dir (asked for by name), PATH, $NCCL_TESTS_DIR, the preinstalled places
+    assert nccl_tests.search_dirs("/b", {"PATH": "/p1:/p2", "NCCL_TESTS_DIR": "/n"}) == ["/b", "/p1", "/p2", "/n",
+                                                                                          str(stale)]
+
+
 def test_perftest_per_rail_with_fake_tools(h100_node, monkeypatch):
     from probes.network import perftest
 

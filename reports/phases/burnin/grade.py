@@ -392,6 +392,13 @@ def grade_coll(check, run, host):
                 continue  # coll_failure results: labelled by rank, not by collective
             lo, avg, hi = c.get("coll_busbw_min_gbps"), c.get("coll_busbw_avg_gbps"), c.get("coll_busbw_max_gbps")
             wrong = c.get("coll_wrong", 0)
+            if avg is None:  # a 1-rank world: no bus bandwidth (probes/burnin/workers.coll_busbw)
+                rows.append(make_row(check, host, "fail" if wrong else "skip",
+                                     "no busbw (one rank: nothing crosses a bus), latency %.0f us, %d wrong" % (
+                                         c.get("coll_lat_us_avg", 0), wrong), expected,
+                                     reason=None if wrong else "a 1-rank world has no bus bandwidth to judge",
+                                     subject="%s %s" % (probe, coll)))
+                continue
             observed = "busbw min %.3f / avg %.3f / max %.3f GB/s, latency %.0f us, %d wrong" % (
                 lo, avg, hi, c.get("coll_lat_us_avg", 0), wrong)
             status = "fail" if wrong else "warn" if avg and lo < share * avg else "pass"
@@ -545,7 +552,7 @@ def _dip_series(run, doc):
             subject = "gpu %s" % s["gpu"] if s.get("gpu") is not None else "worker %s (%s)" % (s["worker"], s["device"])
             series.setdefault(("%s %s" % (doc["probe"], subject), "TFLOP/s"), []).append((s["t"], s["tflops"]))
     for s in read_stream(run, doc, "coll"):
-        if s.get("type") == "coll":
+        if s.get("type") == "coll" and s.get("busbw_gbps") is not None:  # none in a 1-rank world
             series.setdefault(("%s %s" % (doc["probe"], s["collective"]), "GB/s"), []).append((s["t"], s["busbw_gbps"]))
     return [(subject, values, unit) for (subject, unit), values in sorted(series.items())]
 

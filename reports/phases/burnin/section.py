@@ -141,14 +141,14 @@ def _series(run, docs, stream, kind, key, value):
         if t0 is None:
             continue
         for s in read_stream(run, d, stream):
-            if s.get("type") == kind:
+            if s.get("type") == kind and value(s) is not None:  # a 1-rank world's samples have no busbw
                 lines.setdefault(key(d, s), []).append((s["t"] - t0, value(s)))
     return lines
 
 
 def plot_collectives(run, docs, events, report_dir):
     lines = _series(run, docs, "coll", "coll", lambda d, s: "%s %s %s r%s" % (d["probe"], s["collective"], d["host"],
-                                                                            s["rank"]), lambda s: s["busbw_gbps"])
+                                                                            s["rank"]), lambda s: s.get("busbw_gbps"))
     return _line_plot(lines, events, "seconds from the start of each run", "bus bandwidth (GB/s)",
                       "Collectives under load: bus bandwidth over time", report_dir, PLOTS["coll"])
 

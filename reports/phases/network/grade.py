@@ -37,8 +37,23 @@ LABELS = ("collective", "size_bytes", "placement", "nodes", "ranks")
 # Point-to-point patterns: a rank's traffic to the other nodes leaves on its own NIC, so these see one GPU's share of
 # the NICs, not the node's ("Alltoall cannot aggregate the bandwidth of multiple NICs, so the performance you should
 # see is the performance of a single NIC", the NCCL maintainer in NVIDIA/nccl-tests#267; sendrecv passes each rank's
-# buffer to the next rank, one NIC per crossing pair; gather and scatter meet at one root rank and its NIC).
-ONE_NIC_PER_GPU = ("alltoall", "sendrecv", "gather", "scatter")
+# buffer to the next rank, one NIC per crossing pair).
+ONE_NIC_PER_GPU = ("alltoall", "sendrecv")
+# gather and scatter meet at one root rank. Across nodes with NVLink on, no source says what share of the node's
+# NICs reaches that root, so their plateau is shown but not judged (with NVLink off, scale_out_only, every byte
+# crosses the root's own NIC: one GPU's share, as for every collective there).
+ROOTED = ("gather", "scatter")
+
+# alltoall's busbw falls with the node count on a fabric that holds its rate: each rank's (N-1)/N share to other
+# nodes crosses the network, so algbw = B x N/(N-1) and busbw = B x N/(N-1) x (n-1)/n for a per-GPU network
+# bandwidth B, N nodes and n ranks (at 2 nodes half the traffic stays on NVLink; "On 2 nodes ... BusBW = 2x network
+# bandwidth per GPU", NVIDIA/nccl-tests#130). Plateau and scaling both use this factor.
+ALLTOALL = ("alltoall",)
+
+
+def alltoall_network_factor(nodes, ranks):
+    """busbw / per-GPU network bandwidth of an alltoall on `nodes` nodes and `ranks` ranks (see ALLTOALL)."""
+    return nodes / (nodes - 1) * (ranks - 1) / ranks
 
 
 def load_fabrics(path=None):
@@ -351,17 +366,30 @@ def grade_curve_shape(check, run, host):
 def plateau_reference(check, run, host, doc, coll, nodes, ranks):
     """(GB/s, text) a curve's plateau is judged against, or (None, why not). One node: the busbw NCCL's ring
     reaches over the GPU model's NVLink for the node's GPU count (gpus.yml, the check's `one_node_of`). Several
-    nodes: the declared fabric, rails × busbw per NIC, or one GPU's share of it for the point-to-point patterns. With
-    `scale_out_only` (the NVLink-off runs: P2P, SHM and NVLS off) one GPU's share at every world size, one node too:
-    every hop, inside the node as well, then leaves through the sending GPU's NIC."""
+    nodes: the declared fabric, rails × busbw per NIC, or one GPU's share of it for the point-to-point patterns
+    (alltoall's times alltoall_network_factor: the traffic that stays in the node counts in its busbw too); gather
+    and scatter are not judged (ROOTED). With `scale_out_only` (the NVLink-off runs: P2P, SHM and NVLS off) one GPU's
+    share at every world size, one node too: every hop, inside the node as well, then leaves through the sending
+    GPU's NIC."""
     if nodes == 1 and not check.get("scale_out_only"):
         field, why = one_node_field(check["one_node_of"], run, host, doc, ranks)
         value, why = model_value(run, host, field) if field else (None, why)
         if value is None:
             return None, why if not field else "%s (%d GPUs in one node)" % (why, ranks)
         return value, "%s %g" % (field, value)
-    if check.get("scale_out_only") or coll in ONE_NIC_PER_GPU:
-        return fabric_busbw(doc, gpus_per_node(run, host, doc) or max(1, ranks // max(1, nodes)))
+    share = gpus_per_node(run, host, doc) or max(1, ranks // max(1, nodes))
+    if check.get("scale_out_only"):
+        return fabric_busbw(doc, share)
+    if coll in ROOTED:
+        return None, ("not judged: %s across nodes meets at one root GPU, and no published reference says how much "
+                      "of the node's NICs reaches it; the peak is shown as measured" % coll)
+    if coll in ONE_NIC_PER_GPU:
+        value, how = fabric_busbw(doc, share)
+        if value is not None and coll in ALLTOALL:
+            factor = alltoall_network_factor(nodes, ranks)
+            return value * factor, ("%s × %.4g (alltoall at %d nodes, %d ranks: N/(N-1) × (n-1)/n, "
+                                    "NVIDIA/nccl-tests#130)" % (how, factor, nodes, ranks))
+        return value, how
     return fabric_busbw(doc)
 
 
@@ -506,18 +534,6 @@ def grade_rail_bw(check, run, host):
 # NCCL_ALGO=RING. This is not the case for jobs run on 3 or more servers" (NVIDIA, NVIDIA/nccl-tests#169). Seen in a
 # real series (tests/fixtures/nccl-tests/real, NVIDIA/nccl-tests#309): 466.7 GB/s at 2 nodes, 325.9 at 4, 321 at 8.
 TREE_AT_TWO_NODES = ("all_reduce",)
-
-# alltoall's busbw falls with the node count on a fabric that holds its rate: each rank's (N-1)/N share to other
-# nodes crosses the network, so algbw = B x N/(N-1) and busbw = B x N/(N-1) x (n-1)/n for a per-GPU network
-# bandwidth B, N nodes and n ranks (at 2 nodes half the traffic stays on NVLink; NVIDIA/nccl-tests#130). Scaling
-# divides that out: what is compared is B.
-ALLTOALL = ("alltoall",)
-
-
-def alltoall_network_factor(nodes, ranks):
-    """busbw / per-GPU network bandwidth of an alltoall on `nodes` nodes and `ranks` ranks (see ALLTOALL)."""
-    return nodes / (nodes - 1) * (ranks - 1) / ranks
-
 
 def grade_scaling(check, run, hosts):
     """busbw as world size grows: the peak at every multi-node world size against the smallest multi-node one.
