@@ -12,7 +12,7 @@ statistics (bandwidth, IOPS, completion-latency percentiles) are read with probe
 
 import json
 
-from probes.storage.fio import _duration, _side
+from probes.storage.fio import NO_BW, _duration, _side
 
 PHASES = {"seq_mixed": ("rw", "1m", "64k"), "rand_mixed": ("randrw", "4k", "64k")}
 
@@ -77,8 +77,7 @@ class StatusStream:
                    int(job["write"].get("io_bytes", 0)), int(job["read"].get("total_ios", 0)),
                    int(job["write"].get("total_ios", 0)))
             had_status = self.prev is not None
-            prev = self.prev or (cur[0] - float(job.get("job_runtime", 0)) / 1000.0 / max(1, self.clients),
-                                 0, 0, 0, 0)
+            prev = self.prev or (cur[0] - _elapsed_ms(job, self.clients) / 1000.0, 0, 0, 0, 0)
             self.prev = cur
             dt = cur[0] - prev[0]
             if dt <= 0.05:
@@ -104,10 +103,27 @@ class StatusStream:
         job = self.last_doc["jobs"][0]
         rec = {"type": "fio_phase", "phase": self.phase, "clients": self.clients, "rc": rc,
                "fio_error": int(job.get("error", 0) or 0)}
+        missing = []
         for side in ("read", "write"):
             s = _side(job.get(side) or {})
+            if "bw_bytes" not in s:
+                missing.append(side)
+                continue
             rec["%s_mibps" % side] = round(s["bw_bytes"] / 2 ** 20, 3)
             rec["%s_iops" % side] = round(s["iops"], 1)
             if "clat_p99_us" in s:
                 rec["%s_clat_p99_us" % side] = round(s["clat_p99_us"], 1)
+        if missing:
+            # no MiB/s rather than 0: the phase counts as an error (summary's fio_errors), not as a stalled device
+            rec["error"] = "fio %s: no %s bandwidth: %s" % (self.last_doc.get("fio version", "(no version)"),
+                                                           " or ".join(missing), NO_BW)
         return [rec]
+
+
+def _elapsed_ms(job, clients):
+    """How long the job had run when fio wrote this document (ms): job_runtime is summed over the group's jobs (one
+    per client); fio 3.7 and 3.1 have no job_runtime (3.16 has), where the read and write runtimes (each the longest
+    job's) say it. Without either the first interval has no start and is not recorded."""
+    if "job_runtime" in job:
+        return float(job["job_runtime"]) / max(1, clients)
+    return float(max(int((job.get(side) or {}).get("runtime", 0)) for side in ("read", "write")))

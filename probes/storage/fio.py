@@ -53,10 +53,12 @@ def _both(entry):
     I/Os, each percentile the worse of the two (fio's percentiles of two directions cannot be merged exactly)."""
     r, w = entry["read"], entry["write"]
     n = r["clat_n"] + w["clat_n"]
-    out = {"bw_bytes": r["bw_bytes"] + w["bw_bytes"], "iops": r["iops"] + w["iops"],
+    out = {"iops": r["iops"] + w["iops"],
            "io_bytes": r["io_bytes"] + w["io_bytes"], "runtime_ms": max(r["runtime_ms"], w["runtime_ms"]),
            "ios": r["ios"] + w["ios"], "clat_n": n, "clat_max_us": max(r["clat_max_us"], w["clat_max_us"]),
            "clat_mean_us": (r["clat_mean_us"] * r["clat_n"] + w["clat_mean_us"] * w["clat_n"]) / n if n else 0.0}
+    if "bw_bytes" in r and "bw_bytes" in w:  # a sum over one side only would read as half the bandwidth
+        out["bw_bytes"] = r["bw_bytes"] + w["bw_bytes"]
     for _, name in PERCENTILES:
         values = [s["clat_%s_us" % name] for s in (r, w) if "clat_%s_us" % name in s]
         if values:
@@ -139,19 +141,44 @@ def extract_json(text):
         pos = start + 1
 
 
+# What a side lacks when its bandwidth cannot be computed (see side_bw_bytes): the words of the failure.
+NO_BW = "its JSON has no bw_bytes, no io_bytes with runtime and no bw"
+
+
+def side_bw_bytes(stats):
+    """Bytes per second of one direction, or None where fio's JSON gives nothing to compute it from. fio 3.1 has no
+    bw_bytes (3.7 has it): io_bytes over runtime (ms) is the same number exactly; `bw` (KiB/s, rounded) is the last
+    resort. None, not 0, so that a missing field is never read as a device that moved nothing."""
+    if "bw_bytes" in stats:
+        return float(stats["bw_bytes"])
+    if "io_bytes" in stats and "runtime" in stats:
+        runtime_ms = int(stats["runtime"])
+        return int(stats["io_bytes"]) * 1000.0 / runtime_ms if runtime_ms > 0 else 0.0
+    if "bw" in stats:
+        return float(stats["bw"]) * 1024.0
+    return None
+
+
 def _side(stats):
-    """Bandwidth, IOPS and completion latency of one direction (read or write) of one fio job entry."""
+    """Bandwidth, IOPS and completion latency of one direction (read or write) of one fio job entry. "bw_bytes" is
+    left out where fio's JSON has no field to compute it from (see side_bw_bytes)."""
     clat = stats.get("clat_ns") or {}
+    ios = int(stats.get("total_ios", clat.get("N", 0)) or 0)
     out = {
-        "bw_bytes": float(stats.get("bw_bytes", 0)),
         "iops": float(stats.get("iops", 0)),
         "io_bytes": int(stats.get("io_bytes", 0)),
         "runtime_ms": int(stats.get("runtime", 0)),
-        "ios": int(stats.get("total_ios", clat.get("N", 0)) or 0),
+        "ios": ios,
         "clat_mean_us": float(clat.get("mean", 0.0)) / 1000.0,
         "clat_max_us": float(clat.get("max", 0.0)) / 1000.0,
-        "clat_n": int(clat.get("N", 0) or 0),
+        # the number of latency samples, weighing this side's mean against others': fio 3.1, 3.7 and 3.16 (Ubuntu
+        # 20.04, DGX OS 5) print clat_ns without "N" (3.33 has it); every completed I/O is a sample, so total_ios
+        # stands in for it
+        "clat_n": int(clat.get("N", ios) or 0),
     }
+    bw = side_bw_bytes(stats)
+    if bw is not None:
+        out["bw_bytes"] = bw
     pct = clat.get("percentile") or {}
     for key, name in PERCENTILES:
         if key in pct:
@@ -233,12 +260,17 @@ def aggregate(entries, workload):
         "op": op,
         "clients": len(per_client),
         "errors": sum(1 for e in per_client if e["error"]),
-        "bw_bytes": sum(s["bw_bytes"] for s in sides),
         "iops": sum(s["iops"] for s in sides),
         "io_bytes": sum(s["io_bytes"] for s in sides),
         "clat_mean_us": (sum(s["clat_mean_us"] * s["clat_n"] for s in sides) / total_n) if total_n else 0.0,
         "window_overlap": window_overlap(per_client, op),
     }
+    if all("bw_bytes" in s for s in sides):
+        agg["bw_bytes"] = sum(s["bw_bytes"] for s in sides)
+    else:
+        # a sum over the clients that have it would read as the tier losing throughput: no bandwidth at all, and
+        # the clients whose fio printed none named (the probe records it as a failure)
+        agg["no_bw"] = [e["client"] for e in per_client if "bw_bytes" not in e[op]]
     for _, name in PERCENTILES:
         values = [s["clat_%s_us" % name] for s in sides if "clat_%s_us" % name in s]
         if values:

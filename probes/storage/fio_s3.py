@@ -63,6 +63,10 @@ def run_suite(art, endpoint, bucket, prefix, creds, region, size_mib=16, bs_kib=
     for entry in entries:
         side = "write" if entry["workload"] == "s3_write" else "read"
         stats = entry[side]
+        if "bw_bytes" not in stats:  # never a 0 GB/s: say what fio's JSON lacks
+            why = "fio against the bucket: no %s bandwidth: %s" % (side, fio_mod.NO_BW)
+            art.facts["fio_s3"] = "error: %s" % why
+            return why
         art.add("obj_fio_%s_gbps" % side, stats["bw_bytes"] / 1e9, "GB/s", tool="fio", object_kib=bs_kib)
         art.add("obj_fio_%s_lat_mean_ms" % side, stats["clat_mean_us"] / 1000.0, "ms", tool="fio", object_kib=bs_kib)
     art.facts["fio_s3"] = "ran: %d MiB in %d KiB objects, written then read, with %s" % (size_mib, bs_kib, fio)

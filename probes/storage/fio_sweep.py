@@ -368,6 +368,10 @@ def _record_endurance(art, tier, clients, jobs, name, window, start_s, entries, 
     if bad:
         failures.append("c%d %s window %d: fio reported an error on %s" % (clients, name, window,
                                                                          ", ".join(map(str, bad))))
+    if "no_bw" in agg:
+        failures.append("c%d %s window %d: no bandwidth from fio on %s: %s" % (
+            clients, name, window, ", ".join(map(str, agg["no_bw"])), storage_fio.NO_BW))
+        return
     apart = _windows_apart(art, "c%d %s window %d" % (clients, name, window), agg, least)
     if apart:
         failures.append(apart)
@@ -399,10 +403,14 @@ def _record(art, tier, clients, jobs, workloads, entries, failures, least=MIN_WI
         apart = _windows_apart(art, "c%d %s" % (clients, name), agg, least)
         if apart:
             failures.append(apart)
+        no_bw = agg.get("no_bw")
+        if no_bw:
+            failures.append("c%d %s: no bandwidth from fio on %s: %s (no aggregate recorded)" % (
+                clients, name, ", ".join(map(str, no_bw)), storage_fio.NO_BW))
         # the point's aggregate only where every client answered without an error: a sum over fewer clients than
         # the point's count would read as the tier losing throughput with more clients (as _record_endurance); and
         # only over windows measured together (apart: a client that ran alone part of the time adds too much)
-        if not (missing or bad or apart):
+        if not (missing or bad or apart or no_bw):
             for key, metric, unit in METRICS:
                 if key in agg:
                     art.add(metric, round(agg[key], 3), unit, scope="aggregate", **labels)

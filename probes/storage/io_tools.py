@@ -54,8 +54,16 @@ def _number(text):
 # ------------------------------------------------------------------------------------------------------- IOR
 
 IOR_VERSION = re.compile(r"^IOR-([\w.+-]+): MPI Coordinated Test of Parallel I/O")
-# Lines that say the data read back is not what was written, or that the run failed.
-IOR_FAILURE = re.compile(r"FAILED comparison|Incorrect data|\bERROR\b|ior ERROR|MPI_ABORT|Abort\(", re.I)
+# Lines that say the data read back is not what was written, or that the run failed, in IOR's own words and case
+# (hpc/ior src/ior.c, iordef.h, aiori-debug.h, utilities.c): "FAILED comparison", "WARNING: incorrect data on read"
+# (older) or "Incorrect data" (newer); "ior ERROR: <msg>, errno N, ... (file:line)" (up to 3.3), "ERROR: <msg>,
+# (file:line)" (later; at the start of the line or after a launcher's rank tag "...<stdout>:" / "0: "), "Process N:
+# FAILED in <function>" (FAIL); then the MPI library's abort ("MPI_ABORT was invoked", Open MPI; "application called
+# MPI_Abort(...)", "Abort(1) on node 0", MPICH). Not any "error" in any case: Open MPI 4.x prints a "WARNING: There
+# was an error initializing an OpenFabrics device." help block on mlx5 nodes where UCX then runs the job, and the
+# launcher's log mixes it into IOR's output of a run that succeeded; nor other libraries' "PMIX ERROR: " notes.
+IOR_FAILURE = re.compile(r"FAILED comparison|[Ii]ncorrect data|\bior ERROR\b|(?:^\s*|[:>] ?)ERROR: |"
+                         r"Process \d+: FAILED in |MPI_ABORT|MPI_Abort\(|\bAbort\(")
 
 
 def parse_ior(text):

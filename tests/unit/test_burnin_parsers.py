@@ -5,9 +5,10 @@ Fixtures: tests/fixtures/kmsg/burnin_kmsg_records.txt (/dev/kmsg records in the 
 lines are the real lines of tests/fixtures/audit/dmesg-iso_h100_xids.txt, the SXID lines NVSwitch's three-line form),
 tests/fixtures/nvidia-smi/h100_2x_burnin_query_lms1000.csv (the stream's format, two H100 GPUs going from idle into
 a load), tests/fixtures/fio/soak_status_interval_seq_mixed.out (fio 3.33, recorded on this machine with the job
-file beside it).
+file beside it), public fio 3.7 and 3.1 JSON (sources in tests/fixtures/fio/README.md).
 """
 
+import json
 from pathlib import Path
 
 import pytest
@@ -266,6 +267,38 @@ def test_fio_status_stream_gives_per_interval_bandwidth():
     # a phase shorter than one status interval has only fio's final document: it is the phase's one interval
     short = soak_fio.StatusStream("seq_mixed", 2, 5)
     assert len(short.feed(text[text.rfind('{\n  "fio version"'):])) == 1
+
+
+def test_fio_3_7_final_document_without_job_runtime_is_the_phases_interval():
+    """fio 3.7 (real capture, tests/fixtures/fio/README.md) has no job_runtime: the read and write runtimes say how
+    long the job ran. Before, the interval had no length and a phase shorter than one status interval recorded
+    nothing."""
+    text = (FIX / "fio" / "fio-3.7-randrw-rwmixread70-4k-psync-no-clat-N-no-job-runtime.json").read_text()
+    stream = soak_fio.StatusStream("rand_mixed", 1, 60)
+    [rec] = stream.feed(text)
+    assert rec["t"] - rec["t_start"] == pytest.approx(30.001)
+    assert rec["read_mibps"] == pytest.approx(482041856 / 30.001 / 2 ** 20, abs=1e-3)  # 15.323
+    assert rec["write_mibps"] == pytest.approx(205959168 / 30.001 / 2 ** 20, abs=1e-3)  # 6.547
+    assert rec["read_iops"] == pytest.approx(117686 / 30.001, abs=0.1)
+
+
+def test_fio_3_1_phase_totals_have_the_bandwidth_fio_printed_without_bw_bytes():
+    """fio 3.1 (gVisor's sample, tests/fixtures/fio/README.md) has no bw_bytes: the phase's write MiB/s is io_bytes
+    over runtime, not 0; a side with no bandwidth field at all is an error naming fio and what it lacks."""
+    text = (FIX / "fio" / "fio-3.1-write-4k-sync-no-bw_bytes-gvisor-sample.json").read_text()
+    stream = soak_fio.StatusStream("seq_mixed", 1, 60)
+    stream.feed(text)
+    [fin] = stream.finish(0)
+    assert fin["write_mibps"] == pytest.approx(1073741824 * 1000 / 598 / 2 ** 20, abs=1e-3)  # 1712.375
+    assert fin["read_mibps"] == 0.0 and "error" not in fin
+    doc = json.loads(text)
+    del doc["jobs"][0]["write"]["io_bytes"], doc["jobs"][0]["write"]["bw"]
+    broken = soak_fio.StatusStream("seq_mixed", 1, 60)
+    broken.feed(json.dumps(doc))
+    [fin] = broken.finish(0)
+    assert "write_mibps" not in fin and fin["read_mibps"] == 0.0
+    assert fin["error"] == "fio fio-3.1: no write bandwidth: its JSON has no bw_bytes, no io_bytes with runtime and " \
+                           "no bw"
 
 
 def test_fio_job_text_for_the_two_phases():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from probes.storage.io_tools import ToolOutputError, parse_elbencho, parse_ior, parse_mdtest
+from probes.storage.io_tools import IOR_FAILURE, ToolOutputError, parse_elbencho, parse_ior, parse_mdtest
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "io_tools"
 
@@ -61,6 +61,55 @@ def test_a_failed_ior_run_is_an_error_naming_the_failure(name, line, why):
     with pytest.raises(ToolOutputError) as err:
         parse_ior(_text("ior", name))
     assert err.value.tool == "ior" and err.value.line_no == line and why in str(err.value)
+
+
+# Open MPI 4.1.4's help blocks on an mlx5 node where UCX runs the job (open-mpi/ompi#10693, the run finished well):
+# mpirun prints them before the ranks' output, and the launcher's log holds both.
+OPENMPI_OPENIB_WARNING = (FIXTURES / "mpi" /
+                          "openmpi-4.1.4-openib-not-used-and-openfabrics-init-warning-mlx5-issue10693-PARTIAL.txt")
+
+
+def test_open_mpis_openfabrics_warning_before_a_good_ior_run_is_no_error():
+    """Before, "There was an error initializing" matched a case-blind ERROR and made the run an error."""
+    ior = _text("ior", "ior-3.3.0-posix-fpp-C-e-lustre-exascaler-azure.txt")
+    parsed = parse_ior(OPENMPI_OPENIB_WARNING.read_text() + ior)
+    assert parsed["errors"] == []
+    assert [(r["operation"], r["bw_max_mib"], r["tasks"]) for r in parsed["rows"]] == [
+        ("write", 1842.29, 64), ("read", 2316.13, 64)]
+    assert parsed["rows"] == parse_ior(ior)["rows"]
+    assert (13, "WARNING: There was an error initializing an OpenFabrics device.") in parsed["warnings"]
+
+
+def test_open_mpis_warning_does_not_hide_iors_own_error():
+    """IOR 3.3.0 failing on a read (hpc/ior#346) with Open MPI's help blocks before it: the failure named is IOR's
+    "ior ERROR" line, not the OpenFabrics warning (which came first, and was named before)."""
+    failed = _text("ior", "ior-3.3.0-posix-read-EOF-prematurely-ior-ERROR-after-write-row-issue346-EXCERPT.txt")
+    with pytest.raises(ToolOutputError) as alone:
+        parse_ior(failed)
+    assert alone.value.line_no == 10
+    assert "(the run failed: ior ERROR: read(37, 0x2aaac5419000, 33554432) returned EOF prematurely" in str(alone.value)
+    with pytest.raises(ToolOutputError) as err:
+        parse_ior(OPENMPI_OPENIB_WARNING.read_text() + failed)
+    assert err.value.line_no == 28
+    assert "(the run failed: ior ERROR: read(37, 0x2aaac5419000, 33554432) returned EOF prematurely" in str(err.value)
+
+
+@pytest.mark.parametrize("line, failed", [
+    # IOR's own failures, as real runs printed them
+    ("ior ERROR: write() failed, errno 22, Invalid argument (aiori-POSIX.c:236)", True),  # llnl/ior#30, 3.0.1
+    ("application called MPI_Abort(MPI_COMM_WORLD, -1) - process 1", True),  # the same run's MPICH abort
+    ('ior ERROR: open64("testFile.00000128", 2) failed, errno 2, No such file or directory (aiori-POSIX.c:473)',
+     True),  # hpc/ior#427
+    ("MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD ", True),  # Open MPI (UCL/hemelb#4)
+    ("WARNING: Incorrect data on read (1 errors found).", True),  # hpc/ior#461
+    ("[0] FAILED comparison of buffer containing 8-byte ints:", True),  # hpc/ior#22
+    # Open MPI's help text of a run that went on (open-mpi/ompi#10693)
+    ("WARNING: There was an error initializing an OpenFabrics device.", False),
+    ("[lxbk1039:106838] 11 more processes have sent help message help-mpi-btl-openib.txt / ib port not selected",
+     False),
+])
+def test_ior_failure_lines_are_iors_own_words(line, failed):
+    assert bool(IOR_FAILURE.search(line)) is failed
 
 
 def test_an_ior_row_that_does_not_fit_its_header_names_the_line():

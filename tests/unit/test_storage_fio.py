@@ -1,6 +1,6 @@
 """fio job generation for every sweep point, fio JSON parsing (plain and client/server), aggregation across clients.
 Fixtures are real fio 3.33 outputs: tests/fixtures/fio/ (client/server ones made by probes/storage/fio_sweep.py over two
-fio servers on 127.0.0.1 and 127.0.0.2)."""
+fio servers on 127.0.0.1 and 127.0.0.2), and public fio 3.16, 3.7 and 3.1 JSON (tests/fixtures/fio/README.md)."""
 
 import configparser
 import json
@@ -240,3 +240,86 @@ def test_a_point_whose_windows_did_not_overlap_records_no_aggregate():
                         "rates were not measured together (no aggregate recorded)" % (100 * overlap)]
     assert art.facts["window_overlap"]["c3 seq_read_direct"] == round(overlap, 3)
     assert all(art.facts["window_overlap"]["c3 %s" % w] >= 0.9 for w in aggregates)
+
+
+# Older fio JSON, real captures (sources in tests/fixtures/fio/README.md): fio 3.16 (Ubuntu 20.04, DGX OS 5) and 3.7
+# print clat_ns without "N"; fio 3.1 has no bw_bytes and no N.
+FIO_316 = "fio-3.16-randrw-8k-3groups-no-clat-N-io-perf-readme.json"
+FIO_37 = "fio-3.7-randrw-rwmixread70-4k-psync-no-clat-N-no-job-runtime.json"
+FIO_31 = "fio-3.1-write-4k-sync-no-bw_bytes-gvisor-sample.json"
+
+
+def relabelled(name, workload):
+    """A real capture's entries under a sweep workload name, as aggregate() needs one."""
+    entries = storage_fio.parse_output((FIX / name).read_text())
+    for e in entries:
+        e["workload"] = workload
+    return entries
+
+
+def test_latency_means_without_clat_N_weigh_by_total_ios():
+    """fio 3.16 and 3.7 have no clat_ns "N": each side's mean counts by its total_ios (every completed I/O is a
+    sample). Before, every weight was 0 and each mean came out 0.0."""
+    first = relabelled(FIO_316, "mixed_rand_direct")[0]  # group 0: 1 job, 8 KiB randrw 50/50
+    assert "N" not in json.loads((FIX / FIO_316).read_text())["jobs"][0]["read"]["clat_ns"]
+    assert first["read"]["clat_n"] == 203828 and first["write"]["clat_n"] == 203868
+    # (522.0146 us * 203828 + 190.4022 us * 203868) / 407696
+    assert first["mixed"]["clat_mean_us"] == pytest.approx(356.1921, abs=1e-3)
+    agg, _ = storage_fio.aggregate([first], "mixed_rand_direct")
+    assert agg["clat_mean_us"] == pytest.approx(356.1921, abs=1e-3)
+    [read_only] = relabelled(FIO_316, "rand_read_direct")[:1]
+    assert storage_fio.aggregate([read_only], "rand_read_direct")[0]["clat_mean_us"] == pytest.approx(522.0146,
+                                                                                                      abs=1e-3)
+    # three groups (1, 5 and 10 jobs) as three clients: the mean of all 2,505,331 I/Os, read and write
+    agg, per_client = storage_fio.aggregate(relabelled(FIO_316, "mixed_rand_direct"), "mixed_rand_direct")
+    doc = json.loads((FIX / FIO_316).read_text())
+    sides = [j[s] for j in doc["jobs"] for s in ("read", "write")]
+    assert sum(s["total_ios"] for s in sides) == 2505331
+    assert agg["clat_mean_us"] == pytest.approx(
+        sum(s["clat_ns"]["mean"] * s["total_ios"] for s in sides) / 2505331 / 1000)
+    assert agg["clat_mean_us"] == pytest.approx(943.04, abs=0.01)
+    # fio 3.7, randrw 70/30: (159.348 us * 117686 + 191.942 us * 50283) / 167969
+    [e37] = relabelled(FIO_37, "mixed_rand_direct")
+    assert e37["mixed"]["clat_n"] == 167969
+    assert e37["mixed"]["clat_mean_us"] == pytest.approx(169.1054, abs=1e-3)
+
+
+def test_fio_3_1_bandwidth_from_io_bytes_and_runtime():
+    """fio 3.1 has no bw_bytes: io_bytes * 1000 / runtime (ms) is fio's own figure exactly (bw, KiB/s, rounds it).
+    Before, the bandwidth was 0 and the sweep point read as storage that moved nothing."""
+    [entry] = relabelled(FIO_31, "seq_write_buffered")
+    write = json.loads((FIX / FIO_31).read_text())["jobs"][0]["write"]
+    assert "bw_bytes" not in write and write["bw"] == 1753471
+    assert entry["write"]["bw_bytes"] == pytest.approx(1073741824 * 1000 / 598)  # 1,795,554,889.6 B/s
+    assert entry["write"]["bw_bytes"] == pytest.approx(write["bw"] * 1024, rel=1e-6)
+    assert entry["read"]["bw_bytes"] == 0.0  # runtime 0: nothing read, a real 0
+    agg, _ = storage_fio.aggregate([entry], "seq_write_buffered")
+    assert agg["bw_bytes"] == pytest.approx(1795554889.63, abs=0.01) and agg["iops"] == pytest.approx(438367.893)
+    assert agg["clat_mean_us"] == pytest.approx(2.0764, abs=1e-4)  # no N either: weighed by total_ios
+
+
+def test_a_side_without_any_bandwidth_field_fails_the_point_naming_fio():
+    """Where a side has none of bw_bytes, io_bytes with runtime, or bw (the fio 3.1 capture with its write side's
+    io_bytes and bw removed), it is not a 0: no bandwidth, and the sweep records a failure that says what fio's JSON
+    lacks, and no aggregate."""
+    from probes.artifact import Artifact
+    from probes.storage import fio_sweep
+
+    doc = json.loads((FIX / FIO_31).read_text())
+    del doc["jobs"][0]["write"]["io_bytes"], doc["jobs"][0]["write"]["bw"]
+    doc["jobs"][0]["jobname"] = "seq_write_buffered"
+    entries = storage_fio.parse_output(doc)
+    for e in entries:
+        e["client"] = "hostA"
+    assert "bw_bytes" not in entries[0]["write"] and "bw_bytes" not in entries[0]["mixed"]
+    agg, _ = storage_fio.aggregate(entries, "seq_write_buffered")
+    assert "bw_bytes" not in agg and agg["no_bw"] == ["hostA"]
+    art = Artifact("fio_sweep", "r1", "hostA", variant="t")
+    failures = []
+    fio_sweep._record(art, {"name": "t"}, 1, {"hostA": 1}, ["seq_write_buffered"], entries, failures)
+    assert failures == ["c1 seq_write_buffered: no bandwidth from fio on hostA: its JSON has no bw_bytes, no "
+                        "io_bytes with runtime and no bw (no aggregate recorded)"]
+    assert not [r for r in art.results if r["labels"].get("scope") == "aggregate"]
+    assert not [r for r in art.results if r["metric"] == "fio_bw_bytes"]
+    # what fio did print stays: the client's IOPS
+    assert [r["value"] for r in art.results if r["metric"] == "fio_iops"] == [pytest.approx(438367.893)]
