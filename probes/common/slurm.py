@@ -34,11 +34,20 @@ SHORT_STATES = {"ALLOC": ("ALLOCATED", set()), "MIX": ("MIXED", set()), "COMP": 
                 "POW_DN": ("IDLE", {"POWERED_DOWN"}), "POW_UP": ("IDLE", {"POWERING_UP"}),
                 "BOOT": ("IDLE", {"REBOOT_ISSUED"}), "BLOCK": ("IDLE", {"BLOCKED"})}
 _KEY_RE = re.compile(r"(?:^|\s)([A-Z][A-Za-z_]*)=")
+# The fields scontrol prints after Reason= (SchedMD src/api/node_info.c, slurm_sprint_node_table: Comment, Extra,
+# InstanceId / InstanceType, ReservationName, each only when set; 20.11 printed Comment=(null) always). The reason is
+# free text, so it ends where the first of these begins; on one line (-o) they follow it: "Reason=planned_maintenance
+# [root@2026-07-22T23:31:17] ReservationName=maintenance-2026" (Slurm 25.11.2).
+AFTER_REASON = ("Comment", "Extra", "InstanceId", "InstanceType", "ReservationName")
+_AFTER_REASON_RE = re.compile(r" (?:%s)=" % "|".join(AFTER_REASON))
+# Slurm's stamp on a reason, " [user@time]" (node_info.c: the user name, slurm_make_time_str's time). Not anchored at
+# the end: fields may follow (above), and a reason of several lines carries it after its first line.
+_STAMP_RE = re.compile(r"\s*\[(?P<user>[^@\]]+)@(?P<time>[0-9T:\-]+)\]")
 
 
 def _records(text):
-    """One line per node: `scontrol show node -o` lines as they are, the multi-line form's records joined.
-    A multi-line Reason= line is moved last, where the one-line form has it."""
+    """One line per node: `scontrol show node -o` lines as they are, the multi-line form's records joined in order
+    (scontrol prints the same fields in the same order either way, one space where the multi-line form breaks)."""
     records, cur = [], None
     for line in (text or "").replace("\r", "").splitlines():
         if line.lstrip().startswith("NodeName="):
@@ -53,27 +62,25 @@ def _records(text):
             cur = None
     if cur:
         records.append(cur)
-    out = []
-    for parts in records:
-        reason = [p for p in parts[1:] if p.startswith("Reason=")]
-        out.append(" ".join([p for p in parts if p not in reason] + reason))
-    return out
+    return [" ".join(parts) for parts in records]
 
 
 def parse_show_node(text):
     """`scontrol show node -o` (one line a node) or `scontrol show node` (multi-line records) output ->
     {node name: {field: value}}.
 
-    Values may hold spaces (OS=Linux 6.8 #1 SMP ...); Reason is the last field and keeps the rest of its line.
-    Lines such as "Node x not found" are ignored.
+    Values may hold spaces (OS=Linux 6.8 #1 SMP ...); Reason keeps the rest of its line up to the first of the
+    fields printed after it (AFTER_REASON), which are read as fields. Lines such as "Node x not found" are ignored.
     """
     nodes = {}
     for line in _records(text):
         reason = None
         idx = line.find(" Reason=")
         if idx >= 0:
-            reason = line[idx + len(" Reason="):]
-            line = line[:idx]
+            rest = line[idx + len(" Reason="):]
+            after = _AFTER_REASON_RE.search(rest)
+            reason = rest[:after.start()] if after else rest
+            line = line[:idx] + (rest[after.start():] if after else "")
         matches = list(_KEY_RE.finditer(line))
         fields = {}
         for i, m in enumerate(matches):
@@ -129,10 +136,22 @@ def phase(fields):
     return "available"
 
 
+def split_reason(reason):
+    """'Not responding [slurm@2021-10-19T12:56:19]' -> ('Not responding', 'slurm', '2021-10-19T12:56:19'): the
+    reason without Slurm's stamp, the stamp's user and time as printed (None, None without a stamp). The last stamp
+    is Slurm's: it comes after the reason's text, which may itself quote an older one."""
+    reason = (reason or "").strip()
+    stamps = list(_STAMP_RE.finditer(reason))
+    if not stamps:
+        return reason, None, None
+    stamp = stamps[-1]
+    text = (reason[:stamp.start()] + reason[stamp.end():]).strip()
+    return text, stamp.group("user"), stamp.group("time")
+
+
 def reason_text(fields):
-    """The Reason without Slurm's trailing ' [user@time]' stamp."""
-    reason = fields.get("Reason") or ""
-    return re.sub(r"\s*\[[^\]]*@[^\]]*\]\s*$", "", reason)
+    """The Reason without Slurm's ' [user@time]' stamp."""
+    return split_reason(fields.get("Reason"))[0]
 
 
 def pool(fields):
@@ -145,11 +164,11 @@ def pool(fields):
 def reason_time(fields):
     """When the Reason was set, from Slurm's ' [user@time]' stamp (slurmctld's local time, this node's zone: a
     cluster's nodes share one), in seconds since the epoch; None without a stamp."""
-    m = re.search(r"\[[^\]@]*@(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\]\s*$", fields.get("Reason") or "")
-    if not m:
+    stamp = split_reason(fields.get("Reason"))[2]
+    if not stamp:
         return None
     try:
-        return time.mktime(time.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S"))
+        return time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S"))
     except (ValueError, OverflowError):
         return None
 

@@ -23,6 +23,11 @@ NVIDIA XID on an AMD node is no fault its health checks know), on an NVIDIA node
 first method that works is used; each one in the list is recorded with why it did not work or was not tried. No
 method working is a skipped artifact with all the reasons.
 
+The injection's time (``injected_at``) is this node's clock. The role reads the batch's observer's clock just
+before the inject task and passes what it printed (``observer_clock``); the probe records it with the injection
+(``event_at`` inject_started_observer), so that the controller times detection on the observer's clock alone, the
+one the scheduler's times are on (reports/phases/reliability/timeline.py), as it times a reboot.
+
 ``mode: verify`` (after the watch, before the node is put back): when the injection used pcie_bridge_reset, whether
 the GPU answers again (``nvidia-smi -i N --query-gpu=pci.bus_id`` gives its bus id): ``gpu_answers`` 1 or 0 and
 the reason. A node whose GPU does not answer is kept out of service (roles/fault_injection/tasks/batch.yml).
@@ -37,6 +42,7 @@ from probes.common import device, procs
 from probes.common.command import run_cmd
 from probes.params import Param, Params
 from probes.reliability import detached
+from probes.reliability.reboot import CLOCK_LINE
 
 METHODS = ("dcgm", "kmsg", "pcie_bridge_reset", "amdgpu_ras")
 NVIDIA_METHODS = ("dcgm", "kmsg", "pcie_bridge_reset")
@@ -64,6 +70,8 @@ PARAMS = Params(
     debugfs_root=Param(str, "/sys/kernel/debug", "inject: where debugfs is (amdgpu_ras)"),
     method=Param(str, "", "verify: the method the injection used (from its artifact)"),
     bus_id=Param(str, "", "verify: the injected GPU's PCI bus id (from the injection's artifact)"),
+    observer_clock=Param(str, "", "inject: the output holding the observer's clock read just before this task "
+                                  "(roles/fault_injection/tasks/batch.yml)"),
 )
 
 
@@ -370,6 +378,11 @@ def run(art, params, out_dir):
         if t is not None:
             art.facts["method"] = method
             art.add("injected_at", round(t, 3), "s_epoch", method=method, xid=params["xid"])
+            # The injection's start by the observer's clock, which the scheduler's times are on: detection is timed
+            # from it (reports/phases/reliability/timeline.py), never this node's clock minus the observer's.
+            observer = CLOCK_LINE.search(params["observer_clock"] or "")
+            if observer:
+                art.add("event_at", round(float(observer.group(1)), 3), "s_epoch", event="inject_started_observer")
             art.add("methods_tried", tried, "count")
             return
     art.add("methods_tried", tried, "count")

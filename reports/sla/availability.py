@@ -266,7 +266,9 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
     node_results, downtime_rows = [], []
     for node in contract.nodes:
         r = results[node.name]
-        gpus = node.gpus or params["gpus_per_node"]
+        # sla_gpus 0 (a login or CPU host) is 0, not the system's count: it weighs nothing in the GPU-weighted
+        # cluster availability and credit (only an unset count means gpus_per_node)
+        gpus = params["gpus_per_node"] if node.gpus is None else node.gpus
         service_us = (service[1] - service[0]) if service else 0
         extra = iv.subtract(rack_down.get(node.rack, []), r["excl"]) if node.rack else []
         down = iv.union(r["counted"], extra)

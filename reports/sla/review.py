@@ -193,8 +193,9 @@ def compute(inputs: str):
         ok = [s for s in snapshots if s.get("rc") in (None, 0)]
         if len(ok) < len(snapshots):
             notes.append("%d Slurm snapshot(s) failed and were skipped" % (len(snapshots) - len(ok)))
+        # each snapshot holds for its own round's interval (stored with it), the default only for one without
         ev = slurm_src.events_from_snapshots(ok, slurm_tz, ignore, max_gap_us=int(hold * default_interval * US),
-                                             excluded=excluded)
+                                             excluded=excluded, hold_intervals=hold)
         events += ev
         observations["sources"].append({"source": "slurm snapshots", "records": len(ok), "events": len(ev)})
 
@@ -204,7 +205,8 @@ def compute(inputs: str):
     if os.path.exists(samples_csv):
         with open(samples_csv, newline="", encoding="utf-8") as fh:
             rows = [_typed(r) for r in csv.DictReader(fh)]
-        expected = {n.name: (n.gpus or system["gpus_per_node"]) for n in contract.nodes}
+        # sla_gpus 0 (a login or CPU host) expects no GPU: only an unset count means the system's gpus_per_node
+        expected = {n.name: (system["gpus_per_node"] if n.gpus is None else n.gpus) for n in contract.nodes}
         ev, monitored, reboots, blind = healthprobe_src.events_from_samples(
             rows, expected, hold, default_interval, excluded=excluded)
         observations["reboots"] = reboots

@@ -246,9 +246,10 @@ def read_samples(path: str, start_us: int | None = None, end_us: int | None = No
 
 
 def read_slurm(path: str, start_us: int | None = None, end_us: int | None = None) -> list[dict]:
-    """Scheduler snapshots in time order; optionally only those in [start, end)."""
-    return _read(path, "SELECT * FROM slurm", "observed_at_us", "observed_at_us, id", start_us, end_us,
-                 missing_table_ok=True)
+    """Scheduler snapshots (with their round's interval, as samples) in time order; optionally only those in
+    [start, end)."""
+    return _read(path, "SELECT s.*, r.interval_s AS interval_s FROM slurm s LEFT JOIN rounds r USING (round_id)",
+                 "s.observed_at_us", "s.observed_at_us, s.id", start_us, end_us, missing_table_ok=True)
 
 
 def main_append(db: str, stream=None) -> int:

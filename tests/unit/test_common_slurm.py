@@ -67,3 +67,41 @@ def test_multi_line_real_captures(name, node, gres, reason, extra):
 def test_sinfo_short_states_with_suffixes(state, base, flags, phase):
     assert slurm.split_state(state) == (base, flags)
     assert slurm.phase({"State": state}) == phase
+
+
+def test_fields_after_the_reason_on_one_line_real_capture():
+    """`scontrol show nodes -o` of Slurm 25.11.2 (captures/scontrol_oneliner_reservation_25.11.2.txt): a drained node
+    in a maintenance reservation prints ReservationName= after its reason, on the same line (SchedMD
+    src/api/node_info.c prints Comment=, Extra=, InstanceId=, InstanceType=, ReservationName= after Reason=). The
+    reason used to run to the end of the line: its stamp unread (no reason_at, no user) and no ReservationName."""
+    import time
+
+    from probes.reliability.sched_action import _not_ours
+
+    nodes = slurm.parse_show_node((CAP / "scontrol_oneliner_reservation_25.11.2.txt").read_text())
+    assert sorted(nodes) == ["c1", "c2", "c3", "c4", "c5", "c6", "c7"]
+    c4 = nodes["c4"]
+    assert c4["Reason"] == "planned_maintenance [root@2026-07-22T23:31:17]"
+    assert c4["ReservationName"] == "maintenance-2026" and nodes["c5"]["ReservationName"] == "gpu-backfill"
+    assert slurm.split_reason(c4["Reason"]) == ("planned_maintenance", "root", "2026-07-22T23:31:17")
+    stamp = time.mktime(time.strptime("2026-07-22T23:31:17", "%Y-%m-%dT%H:%M:%S"))  # slurmctld's zone: this one
+    s = slurm.sample("c4", c4, stamp + 60)
+    assert (s["phase"], s["reason"], s["reason_at"]) == ("drained", "planned_maintenance", stamp)
+    assert slurm.sample("c1", nodes["c1"], 0)["phase"] == "draining" and "Reason" not in nodes["c2"]
+    # the reliability phase resumes a node the test drained in its batch: was refused ("its reason carries no time")
+    assert _not_ours(s, (stamp - 5, stamp + 30)) is None
+    assert _not_ours(s, (stamp + 100, stamp + 200)).startswith("drained at ")
+
+
+def test_a_reason_quoting_a_stamp_and_one_of_several_lines():
+    """Slurm appends its stamp after the reason's first line (node_info.c: a reason with newlines prints the rest
+    after it, on the same line with -o); the last stamp is Slurm's when the text quotes an older one."""
+    assert slurm.split_reason("Kill task failed [root@2024-08-08T19:12:57]") == (
+        "Kill task failed", "root", "2024-08-08T19:12:57")
+    assert slurm.split_reason("was: xid 79 [slurm@2026-11-30T05:31:09] [root@2026-11-30T06:00:00]") == (
+        "was: xid 79 [slurm@2026-11-30T05:31:09]", "root", "2026-11-30T06:00:00")
+    assert slurm.split_reason("[HC] temp issue") == ("[HC] temp issue", None, None)
+    line = ("NodeName=n1 State=IDLE+DRAIN Partitions=gpu Reason=first line [root@2026-11-30T06:00:00]        "
+            "second line Comment=rack 4")
+    fields = slurm.parse_show_node(line)["n1"]
+    assert slurm.reason_text(fields) == "first line        second line" and fields["Comment"] == "rack 4"

@@ -668,6 +668,37 @@ def test_a_fault_unseen_until_the_fallback_is_timed_from_the_injection_that_was_
     assert done["metrics"]["injected_at"] == T0 + 600.0 and done["facts"]["first_method"] == "dcgm"
 
 
+@pytest.mark.parametrize("skew", [60.0, -60.0])
+def test_detection_is_timed_on_the_observers_clock_whatever_the_nodes_clock(tmp_path, skew):
+    """The observer saw the node drained 150 s after the injection (its clock), over the 120 s detection limit.
+    injected_at is the faulted node's clock: 60 s ahead, detection minus it read 90 s (a pass); 60 s behind, the
+    baseline sample came after the injection and the test was an error ("no scheduler state from before the
+    injection"). The injection's start by the observer's clock (inject_started_observer, read just before the
+    inject task, as reboot_started_observer) is what detection is timed from."""
+    docs = fault_docs("n1", detect=150.0)
+    inject = next(d for d in docs if d.get("probe") == "fault_inject")
+    for r in inject["results"]:
+        if r["metric"] == "injected_at":
+            r["value"] = T0 + skew  # the node's clock
+    plain = [dict(d, results=list(d["results"])) if d is inject else d for d in docs]
+    inject["results"].append({"metric": "event_at", "value": T0, "unit": "s_epoch",
+                              "labels": {"event": "inject_started_observer"}})
+    run = make_run(tmp_path, docs)
+    done = timeline.outcome(run, run.artifact("n1", "fault_injection"))
+    assert done["metrics"]["detect_s"] == 150.0 and done["metrics"]["injected_at"] == T0
+    [row] = gr.grade_detect(check("reliability.failure_detection"), run, "n1")
+    assert row["status"] == "warn"
+    # without the observer's reading (artifacts from before it was recorded): the node's clock, skew and all
+    (tmp_path / "old").mkdir()
+    old = make_run(tmp_path / "old", plain)
+    before = timeline.outcome(old, old.artifact("n1", "fault_injection"))
+    if skew > 0:
+        assert before["metrics"]["detect_s"] == 90.0
+        assert gr.grade_detect(check("reliability.failure_detection"), old, "n1")[0]["status"] == "pass"
+    else:
+        assert before["status"] == "error" and "no scheduler state from before the injection" in before["reason"]
+
+
 def test_a_fallback_that_could_not_inject_keeps_the_first_injection(tmp_path):
     fallback = _art("fault_inject", "n1", "fallback")
     fallback.skip("no injection method worked: kmsg: cannot open /dev/kmsg: Permission denied")

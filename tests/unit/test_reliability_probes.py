@@ -195,6 +195,13 @@ def test_kmsg_injection_writes_the_driver_form_with_a_marker(tmp_path, monkeypat
     assert line.startswith("<3>NVRM: Xid (PCI:0000:00:00): 79, pid=")
     assert line.rstrip().endswith("GPU has fallen off the bus. clustermax.assess injection run=run7 node=node4")
     assert results(doc, method="kmsg", xid=79)["injected_at"] > 0
+    assert not [r for r in doc["results"] if r["metric"] == "event_at"]  # no observer's clock given
+    # the observer's clock read before the task, as raw brings it back over a terminal (a banner, CRLF)
+    _, doc = run_probe("fault_inject", str(tmp_path), "run7", "node4", params={
+        "xid": 79, "kmsg_path": str(kmsg),
+        "observer_clock": "Authorized uses only.\r\nclustermax-assess-clock: 1800000001.250\r\n"})
+    assert [(r["labels"]["event"], r["value"]) for r in doc["results"] if r["metric"] == "event_at"] == [
+        ("inject_started_observer", 1800000001.25)]
 
 
 def test_no_method_works_is_a_skip_with_every_reason(tmp_path, monkeypatch):

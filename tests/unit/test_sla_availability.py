@@ -396,3 +396,17 @@ def test_availability_table_columns_say_what_they_hold():
     assert rack["rack_rule_s"] == 1200 and rack["gpu_down_s"] == 4 * (15 * 1200 + 3600 + 3600 + 4800)
     assert nv.racks[0].capacity_availability == 1 - Fraction(int(rack["gpu_down_s"]),
                                                              rack["gpus"] * int(rack["service_s"]))
+
+
+def test_a_node_declared_with_no_gpus_weighs_nothing():
+    """sla_gpus 0 (roles/sla/meta/input_ranges.yml allows 0 to 72: a login or CPU host), as the sla role builds the
+    nodes ([name, rack, gpus]); four 8-GPU nodes, g1 down 10 h. Silver: 10 h of 720 h is 98.6111 %, 25 % credit.
+    The login node used to count as 8 GPUs (`gpus or gpus_per_node`): 99.7222 % and 5 % credit (40 GPUs)."""
+    nodes = [["g1", "", ""], ["g2", "", ""], ["g3", "", ""], ["g4", "", ""], ["login", "", 0]]
+    c = Contract.from_dict({"provider": "p", "tier": "silver", "system": "hgx", "nodes": nodes})
+    r = review(c, TIERS, [ev("a", "g1", "2026-11-03T00:00:00Z", "2026-11-03T10:00:00Z")], "2026-11",
+               now_us=T("2026-12-02T00:00:00Z"))
+    assert [(n.name, n.gpus) for n in r.nodes] == [("g1", 8), ("g2", 8), ("g3", 8), ("g4", 8), ("login", 0)]
+    assert node(r, "g1").credit_pct == 25 and node(r, "login").availability == 1
+    assert r.cluster_availability == 1 - Fraction(10 * 8, 720 * 32)  # 99.65277... %
+    assert pct_text(r.cluster_availability) == "99.6527" and r.cluster_credit_pct == Fraction(25, 4)  # 6.25 %

@@ -153,11 +153,13 @@ def test_the_review_command(reviewed, tmp_path):
     assert bad.returncode == 2 and "YYYY-MM" in bad.stderr
 
 
-def probe_round(db, at, down=(), hosts=NODES, slurm=None, msg="ssh: connect to host: Connection timed out"):
-    """One health-probe round as the sla role appends it: every host's registered result, the Slurm snapshot."""
-    append_round(db, {"started_at": at, "interval_s": 300, "slurm": slurm,
-                      "hosts": {h: {"unreachable": True, "msg": msg} if h in down else {"rc": 0, "stdout": UP}
-                                for h in hosts}})
+def probe_round(db, at, down=(), hosts=NODES, slurm=None, msg="ssh: connect to host: Connection timed out",
+                interval_s=300, stdout=None):
+    """One health-probe round as the sla role appends it: every host's registered result, the Slurm snapshot.
+    stdout: {host: what the probe command printed there}, else the cpu_only recording."""
+    append_round(db, {"started_at": at, "interval_s": interval_s, "slurm": slurm,
+                      "hosts": {h: {"unreachable": True, "msg": msg} if h in down
+                                else {"rc": 0, "stdout": (stdout or {}).get(h, UP)} for h in hosts}})
 
 
 def test_a_month_with_the_assessments_reboots_excludes_them(tmp_path):
@@ -264,3 +266,54 @@ def test_the_sacctmgr_query_starts_early_enough_in_slurms_zone(capsys):
     assert parse_time("2026-11-01T00:00:00", default_tz="UTC") > window_start  # what the role asked before
     assert main(["month", "--month", "2026-11", "--timezone", "Asia/Tokyo"]) == 0
     assert capsys.readouterr().out == "2026-11\n"  # without the option: the month, as the role reads it
+
+
+def test_slurm_snapshots_hold_for_the_probes_own_interval(tmp_path):
+    """sla_probe_interval_s 900: a round, and its Slurm snapshot, every 15 minutes; sample_max_hold_intervals 2, so
+    each snapshot stands for 30 min (the round records its interval). gpu002 drained at 10:07 (its reason's time),
+    seen drained 10:15-11:00 and in service at 11:15; gpu003 not responding (no reason time) 10:00-10:45, in
+    service at 11:00. The lines are the recorded tests/fixtures/slurm/sla/scontrol_oneliner.txt ones with another
+    state and reason (no recording of these states exists)."""
+    lines = {ln.split()[0][len("NodeName="):]: ln for ln in
+             (FIX / "slurm" / "sla" / "scontrol_oneliner.txt").read_text().splitlines()}
+
+    def line(name, state, reason=""):
+        text = re.sub(r"State=\S+", "State=" + state, lines[name]).split(" Reason=")[0]
+        return text + (" Reason=%s [root@2026-11-03T10:07:00]" % reason if reason else "")
+
+    db = str(tmp_path / "healthprobe.sqlite")
+    for at in ("09:45", "10:00", "10:15", "10:30", "10:45", "11:00", "11:15"):
+        g2 = line("gpu002", "IDLE+DRAIN", "xid 79") if "10:15" <= at <= "11:00" else line("gpu002", "IDLE")
+        g3 = line("gpu003", "IDLE+NOT_RESPONDING") if "10:00" <= at <= "10:45" else line("gpu003", "IDLE")
+        probe_round(db, "2026-11-03T%s:00Z" % at, interval_s=900,
+                    slurm={"host": "slurmctl", "rc": 0, "format": "scontrol-oneliner", "text": g2 + "\n" + g3})
+    result, out = rv.run("2026-11", CONTRACT, str(tmp_path / "sla"), now=parse_time("2026-12-01T06:00:00Z"),
+                         store_path=db)
+    down = {n.name: n.down_us // US for n in result.nodes}
+    # was gpu002 3,180 s (10:07-11:00 in four pieces cut at the default 2 x 300 s) and gpu003 0 (every snapshot
+    # alone): 68 and 60 minutes
+    assert down == {"gpu001": 0, "gpu002": 68 * 60, "gpu003": 60 * 60, "gpu004": 0}
+    staged = [json.loads(x) for x in Path(out, "inputs", "slurm_snapshots.jsonl").read_text().splitlines()]
+    assert {x["interval_s"] for x in staged} == {900.0}
+    again = rv.rerun_from_inputs(str(Path(out, "inputs")), str(tmp_path / "again"))
+    assert {n.name: n.down_us // US for n in again.nodes} == down
+
+
+def test_a_login_node_with_no_gpus_is_not_down_for_missing_gpus(tmp_path):
+    """sla_gpus 0 for a login node with the NVIDIA tools but no GPU: nvidia-smi fails there (as recorded in
+    kubernetes-sigs/dra-driver-nvidia-gpu#1008, 2026-04-13: "Failed to initialize NVML: No supported GPUs were found",
+    exit 255). The review expected the system's 8 GPUs of it (`gpus or gpus_per_node`): all 8 missing, down by the
+    node rule for every sampled minute; and it weighed as 8 GPUs in the cluster figures."""
+    login = UP.rstrip("\n") + ("\nFailed to initialize NVML: No supported GPUs were found\n"
+                               "Unable to determine the number of GPUs\nnvidia-smi-rc=255\n")
+    hosts = NODES + ["login1"]
+    db = str(tmp_path / "healthprobe.sqlite")
+    for minute in (0, 5, 10):
+        probe_round(db, "2026-11-10T10:%02d:00Z" % minute, hosts=hosts, stdout={"login1": login})
+    contract = {**CONTRACT, "nodes": [{"name": n, "rack": "r1"} for n in NODES] + [{"name": "login1", "gpus": 0}]}
+    result, _ = rv.run("2026-11", contract, str(tmp_path / "sla"), now=parse_time("2026-12-01T06:00:00Z"),
+                       store_path=db)
+    by = {n.name: n for n in result.nodes}
+    # was 1,200 s (10:00 to 10:20: three samples, the last one held for two intervals), weighed as 8 GPUs
+    assert by["login1"].gpus == 0 and by["login1"].down_us == 0
+    assert not [e for e in result.events if e.scope == "gpu"] and result.cluster_availability == 1

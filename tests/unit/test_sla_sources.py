@@ -230,6 +230,28 @@ def test_sacctmgr_events(name):
         ("gpu001", "2026-11-29T23:30:00Z", "2026-11-30T05:36:03Z", True),  # still open: closed at the horizon
     ]
     assert len(slurm.events_from_sacctmgr(rows, "UTC", OBSERVED)) == 4  # alice's drain counts when not ignored
+    # the User column is alice(1001) (-P) or alice(100+ (cut to the table's column): was not matched, so the
+    # buyer's own drain was billed to the provider (4 events)
+    assert [e.evidence["user"] for e in events] == ["root(0)", "slurm(64030)" if "_P" in name else "slurm(640+",
+                                                    "root(0)"]
+
+
+def test_sacctmgr_user_of_a_real_capture_is_name_and_uid():
+    """tests/fixtures/slurm/captures/sacctmgr_event_p_oci_h100.txt: `sacctmgr -p show event` of an OCI H100 cluster
+    (every field, User printed as name(uid)); root(0) drained h100-pool0-0364 for 19:51."""
+    rows = slurm.parse_sacctmgr_events((FIX / "slurm" / "captures" / "sacctmgr_event_p_oci_h100.txt").read_text())
+    assert [(r["NodeName"], r["User"]) for r in rows] == [
+        ("h100-pool0-0290", "slurm(450)"), ("h100-pool0-0417", "slurm(450)"), ("h100-pool0-0364", "root(0)")]
+    horizon = parse_time("2025-12-12T12:00:00Z")
+    every = slurm.events_from_sacctmgr(rows, "UTC", horizon)
+    assert [(e.target, (e.end - e.start) // US) for e in every] == [
+        ("h100-pool0-0290", 8921), ("h100-pool0-0417", 1627), ("h100-pool0-0364", 1191)]
+    # root's drain is not the provider's when root is the buyer's admin: was still counted (1,191 s)
+    kept = slurm.events_from_sacctmgr(rows, "UTC", horizon, ignore_users=["root"])
+    assert [e.target for e in kept] == ["h100-pool0-0290", "h100-pool0-0417"]
+    assert [e.target for e in slurm.events_from_sacctmgr(rows, "UTC", horizon, ignore_users=["slurm"])] == [
+        "h100-pool0-0364"]
+    assert [slurm.event_user(u) for u in ("root(0)", "alice(100+", "slurm", "")] == ["root", "alice", "slurm", ""]
 
 
 def test_sacctmgr_parsable_with_trailing_pipe():
@@ -450,6 +472,49 @@ def test_a_hole_in_the_snapshots_or_a_new_drain_splits_the_outage():
     events = slurm.events_from_snapshots(snaps, "UTC", max_gap_us=600 * US)
     assert [(iso_utc(e.start)[11:19], iso_utc(e.end)[11:19], e.reason) for e in events] == [
         ("09:58:00", "10:03:00", "xid 79"), ("10:03:00", "10:10:00", "xid 48")]
+
+
+def test_fields_after_the_reason_on_one_line():
+    """tests/fixtures/slurm/captures/scontrol_oneliner_reservation_25.11.2.txt (`scontrol show nodes -o`, Slurm
+    25.11.2): c1 and c4 drained at 23:31:17 by root, `... [root@2026-07-22T23:31:17] ReservationName=maintenance-2026`.
+    The reason was read to the end of the line, so its stamp was not found: no reason time (the outage began at the
+    first snapshot, 00:00 here: 1,723 s lost) and no user (ignore_users never matched)."""
+    text = (FIX / "slurm" / "captures" / "scontrol_oneliner_reservation_25.11.2.txt").read_text()
+    docs = {d["NodeName"]: d for d in slurm.parse_scontrol_show_node(text)}
+    assert docs["c4"]["Reason"] == "planned_maintenance [root@2026-07-22T23:31:17]"
+    assert docs["c4"]["ReservationName"] == "maintenance-2026" and "Reason" not in docs["c2"]
+    snaps = [{"id": "s1", "observed_at_us": parse_time("2026-07-23T00:00:00Z"), "format": "scontrol", "text": text}]
+    events = slurm.events_from_snapshots(snaps, "UTC")
+    assert [(e.target, iso_utc(e.start), e.reason, e.evidence["reason_user"]) for e in events] == [
+        ("c1", "2026-07-22T23:31:17Z", "planned_maintenance", "root"),
+        ("c4", "2026-07-22T23:31:17Z", "planned_maintenance", "root")]
+    assert slurm.events_from_snapshots(snaps, "UTC", ignore_users=["root"]) == []
+
+
+def test_each_snapshot_holds_for_its_own_rounds_interval():
+    """A 15-minute probe (sla_probe_interval_s 900, sample_max_hold_intervals 2): each snapshot stands for 30 min,
+    as the round it was taken in records; the 600 s of the default 5-minute interval cut every gap."""
+    def snap(hhmm, state, reason=""):
+        return {"id": hhmm, "observed_at_us": parse_time("2026-11-03T%s:00Z" % hhmm), "format": "scontrol",
+                "interval_s": 900.0, "text": oneliner(state, reason, "2026-11-03T10:07:00")}
+
+    drained = ([snap("10:00", "IDLE")] + [snap(t, "IDLE+DRAIN", "xid 79") for t in ("10:15", "10:30", "10:45", "11:00")]
+               + [snap("11:15", "IDLE")])
+    [e] = slurm.events_from_snapshots(drained, "UTC", max_gap_us=600 * US, hold_intervals=2)
+    # drained 10:07 (its reason's time) until seen in service at 11:15: 68 min; was 53 min in 4 overlapping pieces
+    assert (iso_utc(e.start), iso_utc(e.end), e.evidence["open"]) == (
+        "2026-11-03T10:07:00Z", "2026-11-03T11:15:00Z", False)
+    old = slurm.events_from_snapshots(drained, "UTC", max_gap_us=600 * US)  # no recorded interval: the default
+    assert len(old) == 4 and max(x.end for x in old) - min(x.start for x in old) == 53 * 60 * US
+    # not responding, no reason time: only the snapshots say when; was no event at all (each one cut off alone)
+    silent = [snap(t, "IDLE+NOT_RESPONDING") for t in ("10:00", "10:15", "10:30", "10:45")] + [snap("11:00", "IDLE")]
+    [e] = slurm.events_from_snapshots(silent, "UTC", max_gap_us=600 * US, hold_intervals=2)
+    assert (iso_utc(e.start), iso_utc(e.end)) == ("2026-11-03T10:00:00Z", "2026-11-03T11:00:00Z")
+    assert slurm.events_from_snapshots(silent, "UTC", max_gap_us=600 * US) == []
+    # the snapshots of 10:30-11:00 missed (an hour between two, more than 2 x 900 s): not monitored, two pieces
+    holed = [snap(t, "IDLE+NOT_RESPONDING") for t in ("10:00", "10:15", "11:15")] + [snap("11:30", "IDLE")]
+    assert [(iso_utc(e.start)[11:16], iso_utc(e.end)[11:16]) for e in slurm.events_from_snapshots(
+        holed, "UTC", max_gap_us=600 * US, hold_intervals=2)] == [("10:00", "10:15"), ("11:15", "11:30")]
 
 
 def test_sacctmgr_end_in_the_repeated_autumn_hour_and_a_reversed_line():

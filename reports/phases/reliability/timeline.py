@@ -2,8 +2,9 @@
 
 The nodes only record (probes/reliability): the scheduler states an observer sampled (sched_watch-<stage>.jsonl),
 the times of the observer's scheduler actions (sched_action-<stage>-drain, -return, -job, -restore), the node's
-boot id before and after (boot_id-reboot-before/-after, boot_id-fault-before/-after), the injection (fault_inject)
-and, for a reboot, when the controller issued it and saw it back (reboot). Here those become:
+boot id before and after (boot_id-reboot-before/-after, boot_id-fault-before/-after), the injection (fault_inject:
+when, by the node's clock, and its start by the observer's) and, for a reboot, when the controller issued it and
+saw it back (reboot). Here those become:
 
 * for a reboot, every stage's timing (``reboot_timeline``): drain, reboot, the scheduler seeing the node gone and
   back, resume, a fresh job, and whether the node came back at all;
@@ -361,6 +362,22 @@ def amd_fault(inject):
     return {"fault": "%s (judged as XID %d, the same fault)" % (fault, xid), "xid": str(xid)}
 
 
+def injection_time(inject):
+    """When a fault_inject artifact's fault went in, on the observer's clock, or None when it records no injection.
+
+    The scheduler's times (samples, actions) are the observer's; injected_at is the node's own clock, which may be
+    seconds or minutes off it, so a detection time must not subtract the two. The artifact carries the observer's
+    clock read just before the injection task (inject_started_observer), as the reboot's start is
+    (reboot_started_observer): timed from it, detection is at most that task's few seconds long, never off by the
+    clocks' skew. An artifact without it (recorded before it existed, or no observer answered) gives injected_at."""
+    results = (inject or {}).get("results") or []
+    node_clock = next((float(r["value"]) for r in results if r["metric"] == "injected_at"), None)
+    if node_clock is None:
+        return None
+    return next((float(r["value"]) for r in results if r["metric"] == "event_at"
+                 and (r.get("labels") or {}).get("event") == "inject_started_observer"), node_clock)
+
+
 def fault_outcome(run, doc):
     b = _Batch(run, doc)
     inject = b.own("fault_inject")
@@ -370,14 +387,13 @@ def fault_outcome(run, doc):
     if (inject or {}).get("status") != "ok":
         return _record(doc, "skipped", "the fault was not injected: %s" % (
             (inject or {}).get("reason") or "no injection artifact"), facts)
-    t_inject = next((float(r["value"]) for r in inject["results"] if r["metric"] == "injected_at"), None)
+    t_inject = injection_time(inject)
     if t_inject is None:
         return _record(doc, "error", "the injection artifact has no injected_at time", facts)
     # The fault went unseen for fault_injection_fallback_after and the next method was injected: detection is timed
     # from that injection (the first one told nothing about the health checks, only about the method).
     fallback = b.own("fault_inject", "fallback")
-    t_fallback = next((float(r["value"]) for r in (fallback or {}).get("results") or []
-                       if r["metric"] == "injected_at"), None)
+    t_fallback = injection_time(fallback)
     # A fault noticed between the seen step's deadline and the fallback (a few tasks later) was seen after all:
     # timed from the first injection, the fallback moot.
     out_before = (t_fallback is not None and
@@ -404,6 +420,7 @@ def fault_outcome(run, doc):
         return _record(doc, "skipped", tl.get("why"), facts)
     facts.update(observed_action=observed_action(tl, rebooted), detect_phase=tl.get("detect_phase"),
                  detect_reason=tl.get("detect_reason"), final_phase=tl.get("final_phase"))
+    # injected_at: the injection on the observer's clock (injection_time), the zero of every *_s and of job_ok_at
     metrics = {"injected_at": t_inject, "watched_s": tl["watched_s"], "detected": 1 if tl["detected"] else 0,
                "rebooted": 1 if rebooted else 0, "returned": 1 if tl.get("returned") else 0,
                "flaps": tl.get("flaps", 0), "drain_open": 1 if tl.get("drain_open") else 0}

@@ -5,15 +5,17 @@ Inputs, as recorded from the tools (tests/fixtures/slurm/ has examples):
   time (`observed_at`). A node in a down state with `Reason=... [user@time]` is down from the reason's time until
   at least the snapshot; a series of snapshots (the health probe stores one per round when `sla_slurm_host` is set)
   closes the interval at the first snapshot where the node is no longer down. Two down snapshots with unmonitored
-  time between them (more than `max_gap_us`: a failed or missing snapshot) or with a reason set after the earlier
-  one (a new drain) are two outages, not one, as for the health probe. A down snapshot taken during an
+  time between them (a failed or missing snapshot: more than `hold_intervals` of the earlier snapshot's round
+  interval, `interval_s`, or `max_gap_us` for a snapshot without one) or with a reason set after the earlier one
+  (a new drain) are two outages, not one, as for the health probe. A down snapshot taken during an
   exclusion honoured for the node (`excluded`: the assessment's own reboot, announced maintenance) stands for the
   node only until the exclusion ends, as a health-probe sample does (reports/sla/sources/healthprobe.py).
 - `sinfo -N -h -o '%N|%T|%E|%u|%H'` (node, state, reason, user, reason time), `sinfo -R` (the nodes with a reason,
   all out of service: a node it leaves out was in service when it was taken), or the default, `-N` and `-N -l`
   tables (state with its sinfo suffix): see parse_sinfo.
 - `sacctmgr show event` (default fixed-width table, or -p / -P parsable): node events with TimeStart and TimeEnd
-  (`Unknown` while still open); needs slurmdbd accounting. Cluster events (no NodeName) are not downtime.
+  (`Unknown` while still open); needs slurmdbd accounting. Cluster events (no NodeName) are not downtime. Its User
+  column is `name(uid)`, compared with `ignore_users` by the name (event_user).
 
 Down means the phases down, draining and drained of probes/common/slurm.py: base state DOWN, FAIL, FUTURE or
 UNKNOWN, a drain, or a flag that keeps work off the node (NOT_RESPONDING `*`, FAIL, REBOOT_ISSUED, an invalid
@@ -27,12 +29,10 @@ from __future__ import annotations
 
 import re
 
-from probes.common.slurm import parse_show_node
+from probes.common.slurm import parse_show_node, split_reason
 from probes.common.slurm import phase as node_phase
 from reports.sla.events import Event
-from reports.sla.timeutil import TimeError, iso_utc, parse_time
-
-_REASON = re.compile(r"^(?P<text>.*?)\s*\[(?P<user>[^@\]]+)@(?P<time>[0-9T:\-]+)\]\s*$")
+from reports.sla.timeutil import US, TimeError, iso_utc, parse_time
 
 
 class SlurmParseError(ValueError):
@@ -83,10 +83,10 @@ def parse_reason(text: str, tz, fold: int = 0) -> tuple[str, str | None, int | N
     text = (text or "").strip()
     if text in ("", "(null)", "none"):
         return "", None, None
-    m = _REASON.match(text)
-    if not m:
+    reason, user, when = split_reason(text)  # the one reading of the stamp (probes/common/slurm.py)
+    if when is None:
         return text, None, None
-    return m.group("text"), m.group("user"), parse_time(m.group("time"), default_tz=tz, fold=fold)
+    return reason, user, parse_time(when, default_tz=tz, fold=fold)
 
 
 def parse_scontrol_show_node(text: str) -> list[dict]:
@@ -217,6 +217,14 @@ def parse_sacctmgr_events(text: str) -> list[dict]:
     return [{h: line[s:e].strip() for h, (s, e) in zip(header, spans)} for line in lines[2:]]
 
 
+def event_user(text: str) -> str:
+    """The user name of a `sacctmgr show event` User column. sacctmgr prints `name(uid)` (SchedMD
+    src/sacctmgr/event_functions.c: snprintf "%s(%u)" into 20 bytes), and its default fixed-width table cuts what is
+    wider than the column with a '+' (print_fields: alice(1001) -> alice(100+ in the 10-wide User column), so
+    everything from the '(' on goes. A name the cut reaches (verylongna+) cannot be told: export with -P."""
+    return (text or "").split("(", 1)[0].strip()
+
+
 def events_from_sacctmgr(rows: list[dict], tz, horizon_us: int, ignore_users=(), prefix="sacctmgr",
                          notes: list | None = None) -> list[Event]:
     """Node events -> down events; an event still open (TimeEnd Unknown) is closed at horizon_us. A row that does
@@ -227,7 +235,7 @@ def events_from_sacctmgr(rows: list[dict], tz, horizon_us: int, ignore_users=(),
         start_text = row.get("TimeStart") or row.get("Start") or ""
         if not node or not start_text:
             continue  # cluster events: registration, TRES changes
-        if not is_down(row.get("State", "")) or (row.get("User") or "") in set(ignore_users):
+        if not is_down(row.get("State", "")) or event_user(row.get("User")) in set(ignore_users):
             continue
         end_text = row.get("TimeEnd") or row.get("End") or ""
         start = parse_time(start_text, default_tz=tz)
@@ -274,17 +282,26 @@ def lists_only_out_of_service(text: str, fmt: str) -> bool:
     return next((word for word in firsts if word in _SINFO_HEADERS), None) == "REASON"
 
 
-def _new_outage(prev: dict, nxt: dict, max_gap_us: int | None) -> bool:
-    """Two down snapshots in a row are two outages, not one, when the time between them was not monitored (more
-    than max_gap_us, the health probe's rule) or the later one's reason was set between the two (a new drain; a
-    reason time after its own snapshot says nothing about the time between)."""
-    return ((max_gap_us is not None and nxt["t"] - prev["t"] > max_gap_us)
+def _unmonitored_after(prev: dict, t: int) -> bool:
+    """Whether the time from snapshot prev to t was not monitored: longer than prev stands for (its hold)."""
+    return prev["hold_us"] is not None and t - prev["t"] > prev["hold_us"]
+
+
+def _new_outage(prev: dict, nxt: dict) -> bool:
+    """Two down snapshots in a row are two outages, not one, when the time between them was not monitored (the
+    health probe's rule) or the later one's reason was set between the two (a new drain; a reason time after its own
+    snapshot says nothing about the time between)."""
+    return (_unmonitored_after(prev, nxt["t"])
             or (nxt["since"] is not None and prev["t"] < nxt["since"] <= nxt["t"]))
 
 
 def events_from_snapshots(snapshots: list[dict], tz, ignore_users=(), max_gap_us: int | None = None,
-                          prefix="slurm", excluded: dict | None = None) -> list[Event]:
-    """Snapshots [{observed_at_us, text, format, id}] -> down events per node (see the module docstring).
+                          prefix="slurm", excluded: dict | None = None,
+                          hold_intervals: float | None = None) -> list[Event]:
+    """Snapshots [{observed_at_us, text, format, id, interval_s}] -> down events per node (see the module docstring).
+    A snapshot stands for the time after it up to hold_intervals of its own round's interval (interval_s: the
+    health probe's round it was taken in records it, 1 s to a day), or max_gap_us when it has none (a file given
+    by hand) or hold_intervals is not given; None: for ever.
     excluded: node -> intervals of the exclusions honoured for it (reports.sla.availability.excluded_intervals).
     A node that a `sinfo -R` snapshot leaves out was in service when it was taken (-R lists only the others)."""
     series: dict[str, list] = {}
@@ -292,11 +309,15 @@ def events_from_snapshots(snapshots: list[dict], tz, ignore_users=(), max_gap_us
     records = [snapshot_records(snap["text"], snap.get("format") or "scontrol-oneliner") for snap in ordered]
     known = {rec["node"] for recs in records for rec in recs}
     for snap, recs in zip(ordered, records):
+        # A fixed gap would split a 15-minute probe's every outage into unmonitored pieces (or join a 1-minute
+        # probe's across missed rounds): each snapshot holds for its own round's interval, as a probe sample does.
+        hold_us = (int(hold_intervals * float(snap["interval_s"]) * US) if hold_intervals and snap.get("interval_s")
+                   else max_gap_us)
         if lists_only_out_of_service(snap["text"], snap.get("format") or "scontrol-oneliner"):
             for name in known - {rec["node"] for rec in recs}:
                 series.setdefault(name, []).append(
                     {"t": snap["observed_at_us"], "down": False, "reason": "", "user": None, "since": None,
-                     "state": "not listed by sinfo -R", "snapshot": snap.get("id")})
+                     "state": "not listed by sinfo -R", "snapshot": snap.get("id"), "hold_us": hold_us})
         for rec in recs:
             if "reason_raw" in rec:
                 reason, user, when = parse_reason(rec["reason_raw"], tz)
@@ -313,7 +334,7 @@ def events_from_snapshots(snapshots: list[dict], tz, ignore_users=(), max_gap_us
                 and (user or "") not in set(ignore_users)
             series.setdefault(rec["node"], []).append(
                 {"t": snap["observed_at_us"], "down": down, "reason": reason, "user": user, "since": when,
-                 "since_late": late, "state": rec["state"], "snapshot": snap.get("id")})
+                 "since_late": late, "state": rec["state"], "snapshot": snap.get("id"), "hold_us": hold_us})
     out = []
     for node, points in sorted(series.items()):
         prev_up = None
@@ -325,8 +346,7 @@ def events_from_snapshots(snapshots: list[dict], tz, ignore_users=(), max_gap_us
                 i += 1
                 continue
             j = i
-            while j + 1 < len(points) and points[j + 1]["down"] and not _new_outage(points[j], points[j + 1],
-                                                                                     max_gap_us):
+            while j + 1 < len(points) and points[j + 1]["down"] and not _new_outage(points[j], points[j + 1]):
                 j += 1
             start, since = p["t"], p["since"]
             if since is not None and prev_up is not None and since < prev_up < p["since_late"] <= start:
@@ -338,7 +358,7 @@ def events_from_snapshots(snapshots: list[dict], tz, ignore_users=(), max_gap_us
                 start = max(since, prev_up) if prev_up is not None else since
             nxt = points[j + 1] if j + 1 < len(points) else None
             last = points[j]["t"]
-            if nxt is not None and (max_gap_us is None or nxt["t"] - last <= max_gap_us):
+            if nxt is not None and not _unmonitored_after(points[j], nxt["t"]):
                 # seen in service again, or down under a reason set since (a new drain): the outage held until then
                 end, still_open = (nxt["since"] if nxt["down"] else nxt["t"]), False
             else:
