@@ -286,10 +286,12 @@ def _expand_tasks(text):
     return out
 
 
-# srun's own lines once it ends the step itself (--kill-on-bad-exit, a cancel): a task that fails after one of
-# these was ended because of another's failure, not a cause.
-_SRUN_ENDING = re.compile(r"Terminating StepId|forcing job termination|CANCELLED AT|Job step aborted|"
-                          r"Force Terminated")
+# srun's own lines once it ends the step itself: a task that fails after one of these was ended because of
+# another's failure (or a cancel), not a cause. --kill-on-bad-exit ends the others with SIGTERM ("Terminating
+# StepId", then "task 0: Terminated"; SIGKILL only after KillWait, for a task that outlived SIGTERM); a cancel, or a
+# signal to srun itself, sends SIGKILL ("forcing job termination", then "Killed": tests/fixtures/launchers/).
+_SRUN_ENDING_TERM = re.compile(r"Terminating StepId")
+_SRUN_ENDING_KILL = re.compile(r"forcing job termination|CANCELLED AT|Job step aborted|Force Terminated")
 
 
 def failed_ranks(launcher, text):
@@ -302,21 +304,43 @@ def failed_ranks(launcher, text):
         for rank, rc in _MPIRUN_EXIT.findall(text):
             out.setdefault(int(rank), {"host": None, "rc": int(rc), "stopped": False})
     elif launcher == "srun":
-        ending = False
+        term = kill = False
         for line in text.splitlines():
-            ending = ending or bool(_SRUN_ENDING.search(line))
+            term = term or bool(_SRUN_ENDING_TERM.search(line))
+            kill = kill or bool(_SRUN_ENDING_KILL.search(line))
             m = _SRUN_TASK.search(line)
             if not m:
                 continue
             host, tasks, what, code = m.groups()
             rc = int(code) if code else -signal.SIGKILL if what == "Killed" else -signal.SIGTERM \
                 if what == "Terminated" else None
+            # after srun's SIGTERM a task killed by SIGKILL was killed by something else: its report only arrived
+            # after the other ranks' failure that made srun end the step (a loaded node: a clean-clone run blamed
+            # the rank that lost its peer instead of the one killed)
+            stopped = kill or term and what != "Killed"
             for rank in _expand_tasks(tasks):
-                out.setdefault(rank, {"host": host, "rc": rc, "stopped": ending})
+                out.setdefault(rank, {"host": host, "rc": rc, "stopped": stopped})
     elif launcher == "torchrun":
         for host, rank, rc in _TORCHRUN_RANK.findall(text):
             out[int(rank)] = {"host": host, "rc": int(rc), "stopped": False}
     return out
+
+
+def failure_text(launcher, text):
+    """The launcher's own account of a failed world in words, e.g. "srun: rank 1 on n2 exited with status 3; rank 0
+    ended by srun after that", or "" when it names no rank: for a program whose output says only that it had no
+    result (xhpl_mxp under srun ends on "srun: Force Terminated"), which rank and host failed first."""
+    failed = failed_ranks(launcher, text)
+
+    def how(rc):
+        return "failed" if rc is None else "was killed by signal %d" % -rc if rc < 0 else "exited with status %d" % rc
+    parts = ["rank %d%s %s" % (r, " on %s" % v["host"] if v["host"] else "", how(v["rc"]))
+             for r, v in sorted(failed.items()) if not v["stopped"]]
+    ended = sorted(r for r, v in failed.items() if v["stopped"])
+    if ended:
+        parts.append("rank%s %s ended by %s after that" % ("s" if len(ended) > 1 else "", ",".join(map(str, ended)),
+                                                          launcher))
+    return "%s: %s" % (launcher, "; ".join(parts)) if parts else ""
 
 
 class Launch:

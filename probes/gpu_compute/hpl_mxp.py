@@ -276,9 +276,10 @@ def _one_node(art, params, out_dir, binary, ppn, memories, caps):
     return _formats(art, params, out_dir, runner, prefix, n, ppn, 1, caps, "")
 
 
-def _formats(art, params, out_dir, runner, prefix, n, ranks, nodes, caps, suffix):
+def _formats(art, params, out_dir, runner, prefix, n, ranks, nodes, caps, suffix, launcher=None):
     """One solve per format through runner(argv, timeout) -> CmdResult, recorded with the world's labels; returns
-    the failures. FP8 is skipped where any GPU of the world is older than Hopper."""
+    the failures. FP8 is skipped where any GPU of the world is older than Hopper. launcher: the one that started a
+    world across nodes, whose account of a failed rank goes into the reason."""
     nprow, npcol = process_grid(ranks)
     failures = []
     for fmt in (f.upper() for f in params["formats"]):
@@ -298,7 +299,7 @@ def _formats(art, params, out_dir, runner, prefix, n, ranks, nodes, caps, suffix
         art.raw.append(name)
         labels = {"format": fmt, "n": n, "nb": params["nb"], "grid": "%dx%d" % (nprow, npcol), "nodes": nodes,
                   "ranks": ranks}
-        why = _solve(art, fmt, res, params["tool_timeout"], labels)
+        why = _solve(art, fmt, res, params["tool_timeout"], labels, launcher)
         if why:
             why = why if nodes == 1 else "across %d nodes: %s" % (nodes, why)
             failures.append(why)
@@ -374,7 +375,7 @@ def _solve_across(art, params, out_dir, work, facts, launcher, why_launch, addre
         # the job name is the one srun was given: a timeout cancels exactly this step
         return launch.run_launched(launcher, argv, dict(os.environ), os.path.join(work, "launch.%s.log" % argv[-1]),
                                    job, timeout)
-    return _formats(art, params, out_dir, runner, prefix, n, ranks, nodes, caps, suffix)
+    return _formats(art, params, out_dir, runner, prefix, n, ranks, nodes, caps, suffix, launcher)
 
 
 def world_problem(facts, launcher, why_launch, hosts):
@@ -397,14 +398,15 @@ def world_problem(facts, launcher, why_launch, hosts):
     return None
 
 
-def _solve(art, fmt, res, timeout, labels):
+def _solve(art, fmt, res, timeout, labels, launcher=None):
     """Records one solve's results; returns why it did not give a verdict on its own format, else None."""
     if res.timed_out:
         return "%s: timed out after %g s" % (fmt, timeout)
     try:
         parsed = parse(res.stdout)
     except ValueError as exc:
-        return "%s: exit %s: %s" % (fmt, res.rc, exc)
+        who = launch.failure_text(launcher, res.stdout) if launcher else ""
+        return "%s: exit %s: %s%s" % (fmt, res.rc, exc, "; %s" % who if who else "")
     art.facts["version"] = parsed["version"]
     verdict = None
     for r in parsed["results"]:

@@ -60,6 +60,10 @@ def test_torchrun_wins_over_the_launcher_it_runs_under():
                                                         0: {"host": "cmxl-node1", "rc": -15, "stopped": True}}),
     ("srun", "fault-exit3-srun-kill-on-bad-exit.txt", {1: {"host": "cmxl-node2", "rc": 3, "stopped": False},
                                                         0: {"host": "cmxl-node1", "rc": -15, "stopped": True}}),
+    # rank 0 failed first (it lost its peer), srun ended the step with SIGTERM, and only then came rank 1's SIGKILL
+    # report: SIGKILL is not what srun sent, so rank 1 is a cause, not a rank srun ended
+    ("srun", "fault-kill9-reported-late-srun-kill-on-bad-exit.txt", {
+        0: {"host": "cmxl-node1", "rc": 1, "stopped": False}, 1: {"host": "cmxl-node2", "rc": -9, "stopped": False}}),
     ("torchrun", "fault-kill9-torchrun.cmxl-node2.txt", {1: {"host": "cmxl-node2", "rc": -9, "stopped": False}}),
 ])
 def test_the_failed_rank_and_host_as_each_launcher_reports_them(launcher, name, expected):
@@ -212,3 +216,18 @@ def test_the_probes_time_limit_while_a_launched_world_runs_leaves_none_of_its_pr
     finally:
         for pid in alive(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_the_launchers_account_of_a_failed_world_in_words():
+    """What an MPI program's failure reason quotes when its own output has no result (HPL-MxP under srun ends on
+    "srun: Force Terminated"): the rank that failed first and its host, then the ranks the launcher ended."""
+    def said(launcher, name):
+        return launch.failure_text(launcher, (FIXTURES / name).read_text())
+
+    assert said("srun", "fault-exit3-srun-kill-on-bad-exit.txt") == (
+        "srun: rank 1 on cmxl-node2 exited with status 3; rank 0 ended by srun after that")
+    assert said("srun", "fault-kill9-reported-late-srun-kill-on-bad-exit.txt") == (
+        "srun: rank 0 on cmxl-node1 exited with status 1; rank 1 on cmxl-node2 was killed by signal 9")
+    assert said("mpirun", "fault-kill9-mpirun.txt") == "mpirun: rank 1 on 10.237.71.12 was killed by signal 9"
+    assert said("srun", "fault-hang-sigterm-srun-v.txt") == "srun: ranks 0,1 ended by srun after that"
+    assert said("srun", "env-srun.txt") == ""

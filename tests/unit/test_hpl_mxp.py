@@ -302,3 +302,18 @@ def test_when_no_host_could_solve_each_host_shows_its_own_reason():
     rows = [r for r in grade(run_of_artifacts(docs), load_rubric()) if r["check_id"] == "compute.hpl_mxp_multinode"]
     why = "no NVIDIA GPU on this node (backend cpu)"
     assert [(r["host"], r["status"], r["reason"]) for r in rows] == [("a", "skip", why), ("b", "skip", why)]
+
+
+def test_a_world_without_a_result_names_the_rank_the_launcher_saw_fail(tmp_path):
+    """An xhpl_mxp world across nodes that printed no result: the reason names the rank and host srun reported
+    failing first (a clean-clone run's reason quoted only srun's last line, 'srun: Force Terminated')."""
+    from probes.artifact import Artifact
+    from probes.common.command import CmdResult
+
+    said = (ROOT / "tests" / "fixtures" / "launchers" / "fault-exit3-srun-kill-on-bad-exit.txt").read_text()
+    res = CmdResult(["srun", "xhpl_mxp"], 143, said, "", False, False)
+    why = hpl_mxp._solve(Artifact("hpl_mxp", "r", "a"), "FP16", res, 60, {}, "srun")
+    assert why == ("FP16: exit 143: xhpl_mxp: no HPL-MxP result; last line 'srun: Force Terminated StepId=4.0'; "
+                   "srun: rank 1 on cmxl-node2 exited with status 3; rank 0 ended by srun after that")
+    # a node's own solve (no launcher across nodes) says what it said before
+    assert hpl_mxp._solve(Artifact("hpl_mxp", "r", "a"), "FP16", res, 60, {}).endswith("StepId=4.0'")
