@@ -15,7 +15,13 @@ from probes.audit import nvidia_text
 from probes.audit.collect import listdir, read, read_strip, version_in
 from probes.common import gpu_topo
 
-NA = ("", "N/A", "[N/A]", "Not Supported", "[Not Supported]", "Unknown Error", "[Unknown Error]", "None")
+# Driver 575 prints "Requested functionality has been deprecated" for fields it no longer reads (reset_required,
+# drain_and_reset_recommended, display_mode, graphics_volt: tests/fixtures/nvidia-smi, the r575 captures): not
+# reported, like N/A, never a "No".
+DEPRECATED = "Requested functionality has been deprecated"
+NA = ("", "N/A", "[N/A]", "Not Supported", "[Not Supported]", "Unknown Error", "[Unknown Error]", "None", DEPRECATED)
+# for fields where "None" is a reading (no virtualization, no recovery action needed), not a missing value
+NA_BUT_NONE = tuple(x for x in NA if x != "None")
 
 
 def _text(node, path, na=NA):
@@ -111,6 +117,13 @@ def _mig_devices(gpu):
     return out
 
 
+def _power_draw(block):
+    """Watts drawn, from a power readings block: power_draw up to driver 570; from 575 there is no power_draw but
+    instant_power_draw and average_power_draw (text "Instantaneous Power Draw", "Average Power Draw"; either may be
+    N/A, as the r575 GTX 1650 capture's average is). The instant reading is the nearest to the old one."""
+    return _num(_text(block, "power_draw") or _text(block, "instant_power_draw") or _text(block, "average_power_draw"))
+
+
 def _remap_reported(gpu):
     """True when the GPU printed its remapped-row counters; False for <remapped_rows>N/A</remapped_rows>, which a
     GPU without row remapping prints and so does an A100 with MIG enabled (the counters are not read then:
@@ -160,11 +173,11 @@ def parse_smi_tree(root):
             "mig_devices": mig_devices,
             "mig_gpu_instances": len({d["gpu_instance_id"] for d in mig_devices}),
             # "None" is a reading here (bare metal), not a missing value: VGPU / Pass-Through name a guest
-            "virtualization_mode": _text(gpu, "gpu_virtualization_mode/virtualization_mode",
-                                         na=tuple(x for x in NA if x != "None")),
+            "virtualization_mode": _text(gpu, "gpu_virtualization_mode/virtualization_mode", na=NA_BUT_NONE),
             # the module's slot on an HGX baseboard or GB200 tray: gpu_module_id up to driver 560 (XML and text
-            # "Module ID"), under Platform Info from 565 (text "Module Id")
-            "module_id": _int(_text(gpu, "gpu_module_id") or _text(gpu, "platform_info/module_id")),
+            # "Module ID"), under Platform Info from 565 (text "Module Id"; XML <platformInfo>, the r575 capture)
+            "module_id": _int(_text(gpu, "gpu_module_id") or _text(gpu, "platform_info/module_id")
+                              or _text(gpu, "platformInfo/module_id")),
             "ecc_mode": _text(gpu, "ecc_mode/current_ecc"),
             "ecc_mode_pending": _text(gpu, "ecc_mode/pending_ecc"),
             "ecc_uncorrectable_volatile": _sum_uncorrectable(ecc.find("volatile")) if ecc is not None else None,
@@ -183,7 +196,9 @@ def parse_smi_tree(root):
             "remap_failure": _yes(_text(gpu, "remapped_rows/remapped_row_failure")),
             "reset_required": _yes(_text(gpu, "gpu_reset_status/reset_required")),
             "drain_and_reset_recommended": _yes(_text(gpu, "gpu_reset_status/drain_and_reset_recommended")),
-            "recovery_action": _text(gpu, "gpu_recovery_action"),
+            # what the driver asks for after an error (NVML's nvmlDeviceGetGpuRecoveryAction): "None" when the GPU
+            # needs nothing; Reset, Reboot, Drain P2P, Drain and Reset; None when nvidia-smi does not print it
+            "recovery_action": _text(gpu, "gpu_recovery_action", na=NA_BUT_NONE),
             "pcie_gen_max": _int(_text(link, "pcie_gen/max_link_gen")),
             "pcie_gen_current": _int(_text(link, "pcie_gen/current_link_gen")),
             "pcie_gen_device_max": _int(_text(link, "pcie_gen/max_device_link_gen")),
@@ -199,13 +214,13 @@ def parse_smi_tree(root):
             "temperature_c": _num(_text(gpu, "temperature/gpu_temp")),
             "memory_temperature_c": _num(_text(gpu, "temperature/memory_temp")),
             "slowdown_temperature_c": _num(_text(gpu, "temperature/gpu_temp_slow_threshold")),
-            "power_draw_w": _num(_text(power, "power_draw")),
+            "power_draw_w": _power_draw(power),
             "power_limit_w": _num(_text(power, "current_power_limit") or _text(power, "power_limit")),
             "power_limit_enforced_w": _num(_text(power, "enforced_power_limit") or
                                            _text(power, "current_power_limit")),
             "power_limit_default_w": _num(_text(power, "default_power_limit")),
             "power_limit_max_w": _num(_text(power, "max_power_limit")),
-            "module_power_draw_w": _num(_text(gpu, "module_power_readings/power_draw")),
+            "module_power_draw_w": _power_draw(gpu.find("module_power_readings")),
             "sm_clock_mhz": _num(_text(gpu, "clocks/sm_clock")),
             "sm_clock_max_mhz": _num(_text(gpu, "max_clocks/sm_clock")),
             "app_clock_graphics_mhz": _num(_text(gpu, "applications_clocks/graphics_clock")),

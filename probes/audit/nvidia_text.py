@@ -6,7 +6,7 @@ A line indented under a leaf belongs to the leaf's section, as the XML has it: t
 Slowdown" are clocks_event_reasons' own, a process's Type and Name follow its Process ID.
 Labels become the XML tag of the same field (TAGS, per enclosing section where one label means different fields,
 "Current" under MIG Mode or ECC Mode); other labels become their lower-case slug, kept but not read. Real captures
-(tests/fixtures/nvidia-smi: H100 driver 565, RTX 4090 driver 535) drive the tests.
+(tests/fixtures/nvidia-smi: H100 driver 565, RTX 4090 driver 535, GTX 1650 driver 575) drive the tests.
 """
 
 import re
@@ -34,7 +34,9 @@ TAGS = {
     ("pcie_gen", "Max"): "max_link_gen", ("pcie_gen", "Current"): "current_link_gen",
     ("pcie_gen", "Device Max"): "max_device_link_gen", ("pcie_gen", "Host Max"): "max_host_link_gen",
     ("link_widths", "Max"): "max_link_width", ("link_widths", "Current"): "current_link_width",
-    ("utilization", "Gpu"): "gpu_util",
+    ("utilization", "Gpu"): "gpu_util", ("utilization", "GPU"): "gpu_util",  # "GPU" from driver 575
+    # driver 575 prints no "Power Draw" but these two (XML instant_power_draw, average_power_draw)
+    (None, "Instantaneous Power Draw"): "instant_power_draw",
     ("retired_pages", "Single Bit ECC"): "multiple_single_bit_retirement/retired_count",
     ("retired_pages", "Double Bit ECC"): "double_bit_retirement/retired_count",
     ("retired_pages", "Pending Page Blacklist"): "pending_blacklist",

@@ -4,10 +4,11 @@
 
 The binary is looked for at params.path, then on PATH, then in a few usual places; without it (or without an
 NVIDIA GPU) the artifact is skipped with the reason. Each matrix cell becomes a `gbps` result labelled with the
-testcase, its row and column, and the GPU it measures (`gpu`: the GPU column of CPU<->GPU tests and of 1-row
-tests, the row GPU of GPU x GPU tests, whose column is `peer`). Per testcase: `gbps_sum`, `gbps_min`, `gbps_max`,
-`gbps_mean` over the cells with a number. Testcases nvbandwidth waived or failed are facts (testcase.<name>).
-The output nvbandwidth printed is kept as nvbandwidth.out.json (JSON) or nvbandwidth.out.txt (text).
+testcase, its row and column, and the GPU it measures (`gpu`: the column of 1-row tests (CPU<->GPU, all-to-one),
+the row GPU of GPU x GPU tests, whose column is `peer`; the layout is told by the matrix's shape, see cells). Per
+testcase: `gbps_sum`, `gbps_min`, `gbps_max`, `gbps_mean` over the cells with a number. Testcases nvbandwidth waived
+or failed are facts (testcase.<name>). The output nvbandwidth printed is kept as nvbandwidth.out.json (JSON) or
+nvbandwidth.out.txt (text).
 """
 
 import json
@@ -88,22 +89,28 @@ def cells(case):
     matrix = case["matrix"]
     if not matrix:
         return []
+    # The layout is read from the matrix's shape, not from its description: v0.6 to v0.7 describe the bidirectional
+    # device-to-device testcases as "memcpy CE CPU(row) <-> GPU(column) Read1 …" although they are GPU x GPU
+    # (testcases_ce.cpp, multinode_testcases.cpp). Every host testcase has one row (PeerValueMatrix(1, deviceCount)),
+    # a GPU x GPU one has as many rows as columns, and a bidirectional one stacks its Read1/Read2/Total (or
+    # Write1/Write2/Total) matrices: three times as many rows.
+    rows = len(matrix)
     cols = max(len(r) for r in matrix)
-    description = case.get("description") or ""
-    host_test = "CPU(row)" in description
     out = []
     for r, row in enumerate(matrix):
         for c, value in enumerate(row):
             if value is None:
                 continue
             labels = {"test": case["name"], "row": r, "col": c}
-            if host_test or len(matrix) == 1:
-                labels["gpu"] = c
-            elif len(matrix) == cols:
+            if rows == 1:
+                labels["gpu"] = c  # host <-> GPU, all-to-one, one-to-all: one cell per GPU column
+            elif rows == cols:
                 labels.update(gpu=r, peer=c)
-            else:
+            elif cols > 1 and rows % cols == 0:
                 # several matrices of one testcase stacked (bidirectional tests): part 0, 1, 2 …
                 labels.update(part=r // cols, gpu=r % cols, peer=c)
+            else:
+                labels["gpu"] = r  # one column per row (multinode bisect: process r -> its peer)
             out.append((labels, value))
     return out
 

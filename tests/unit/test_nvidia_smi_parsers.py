@@ -1,5 +1,6 @@
 """nvidia-smi parsers on real captures (tests/fixtures/nvidia-smi/README.md names each source): `-q -x` of a MIG
-A100, `-q` text of H100 and RTX 4090 nodes, `topo -m` of six systems, and the odd cases made from them."""
+A100 and of a driver 575 laptop GPU, `-q` text of H100, RTX 4090 and driver 575 laptop GPUs, `topo -m` of six systems,
+and the odd cases made from them."""
 
 from pathlib import Path
 
@@ -57,6 +58,36 @@ def test_rtx4090_text_r535_busy_gpu_and_top_level_module_id():
     assert busy["active_clock_reasons"] == ["sw_power_cap"] and busy["utilization_gpu_pct"] == 97
     assert busy["processes"] == 1 and busy["memory_used_mib"] == 21608 and busy["power_draw_w"] == pytest.approx(445.38)
     assert (busy["pcie_gen_current"], idle["pcie_gen_current"]) == (4, 1)
+
+
+def test_r575_xml_deprecated_reset_status_recovery_action_and_instant_power():
+    """Driver 575 (a GeForce RTX 4070 laptop GPU): Reset Required and Drain and Reset Recommended print "Requested
+    functionality has been deprecated", the GPU's needs are in gpu_recovery_action, and the power readings have
+    instant_power_draw and average_power_draw but no power_draw."""
+    smi = audit_nvidia.parse_smi_xml(text("q-x_rtx4070-laptop_r575.xml"))
+    assert smi["driver_version"] == "575.51.02"
+    g = smi["gpus"][0]
+    # before: False and False (the deprecated text read as a "No"), recovery action None ("None" taken for N/A),
+    # power draw None, module id None (<platformInfo> not read)
+    assert (g["reset_required"], g["drain_and_reset_recommended"], g["recovery_action"]) == (None, None, "None")
+    assert g["power_draw_w"] == 11.26  # instant_power_draw; average_power_draw is 11.15
+    assert (g["power_limit_w"], g["power_limit_default_w"], g["power_limit_max_w"]) == (95, 55, 140)
+    assert g["module_power_draw_w"] is None  # N/A in the capture
+    assert g["module_id"] == 1
+    assert (g["performance_state"], g["pcie_gen_max"], g["pcie_gen_current"]) == ("P5", 4, 2)
+    assert (g["utilization_gpu_pct"], g["processes"]) == (30, 8)
+
+
+def test_r575_text_same_readings_as_its_xml():
+    """`nvidia-smi -q` of driver 575 (a GeForce GTX 1650 laptop GPU): the same deprecated reset fields,
+    "Instantaneous Power Draw" beside an N/A "Average Power Draw", and "GPU" (no longer "Gpu") under Utilization."""
+    smi = audit_nvidia.parse_smi_text(text("q_gtx1650-laptop_r575.txt"))
+    assert (smi["driver_version"], smi["cuda_version"]) == ("575.57.08", "12.9")
+    g = smi["gpus"][0]
+    assert (g["reset_required"], g["drain_and_reset_recommended"], g["recovery_action"]) == (None, None, "None")
+    assert g["power_draw_w"] == 2.66 and g["power_limit_w"] == 50  # before: power draw None
+    assert g["utilization_gpu_pct"] == 0 and g["processes"] == 1  # before: utilization None
+    assert (g["performance_state"], g["pcie_gen_max"], g["pcie_gen_current"]) == ("P8", 3, 1)
 
 
 def test_text_and_xml_give_the_same_fields():

@@ -11,8 +11,10 @@ from test_audit_collect import _fake_tools
 from test_audit_grade import audit_rows, by, cpu_node, h100_node, nvidia_node, write_run
 from test_network_probes_local import fake_bin
 
+from probes.audit import nvidia as audit_nvidia
 from probes.cli import run_probe
 from probes.common import gpu_topo
+from reports import grading
 from reports.phases.audit import section
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
@@ -212,3 +214,86 @@ def test_perftest_falls_back_to_rail_order_and_says_why(tmp_path, monkeypatch):
     choice = doc["facts"]["gpu_per_rail"]
     assert choice["rule"] == "rail k uses GPU k mod 8"
     assert choice["why"] == "nvidia-smi topo -m: exit 3: Topology not supported on this system"
+
+
+# ------------------------------------------------------------------- driver 575 readings and the PCIe link trained
+
+
+def smi_node(smi):
+    """A GPU node whose nvidia-smi readings are `smi` (parsed from a capture), one PCI device per GPU."""
+    f = mig_a100_node()
+    f["gpu_nvidia"] = dict(smi, tool=True, rc=0)
+    template = next(iter(f["pci"]["devices"].values()))
+    f["pci"]["devices"] = {g["pci_bus_id"][-12:].lower(): dict(template) for g in smi["gpus"]}
+    return f
+
+
+R575_XML = (SMI / "q-x_rtx4070-laptop_r575.xml").read_text()
+RECOVERY = "\t\t<gpu_recovery_action>None</gpu_recovery_action>\n"
+
+
+def test_driver_575_reset_status_is_the_recovery_action(tmp_path):
+    """The r575 capture as recorded, then with only its gpu_recovery_action changed to each action NVIDIA's GPU memory
+    error management guide lists, then without it (its Reset Status is deprecated: nothing left to judge). Before,
+    the deprecated text was read as "No": pass whatever the recovery action, and pass with nothing reported."""
+    assert RECOVERY in R575_XML
+    nodes = {"as-captured": smi_node(audit_nvidia.parse_smi_xml(R575_XML)),
+             "no-action": smi_node(audit_nvidia.parse_smi_xml(R575_XML.replace(RECOVERY, "")))}
+    actions = {"reset": "Reset", "reboot": "Reboot", "drain-p2p": "Drain P2P", "drain-and-reset": "Drain and Reset"}
+    for host, action in actions.items():
+        changed = R575_XML.replace(RECOVERY, RECOVERY.replace(">None<", ">%s<" % action))
+        nodes[host] = smi_node(audit_nvidia.parse_smi_xml(changed))
+    t = rows_for(tmp_path, nodes)
+    ok = t[("audit.gpu.reset_required", "as-captured")]
+    assert (ok["status"], ok["observed"]) == ("pass", "none")
+    for host, action in actions.items():
+        row = t[("audit.gpu.reset_required", host)]
+        assert (row["status"], row["observed"]) == ("fail", "GPU 0: recovery action %s" % action)
+    none = t[("audit.gpu.reset_required", "no-action")]
+    assert none["status"] == "skip" and none["reason"] == (
+        "not reported by this driver: nvidia-smi gives neither a GPU Reset Status nor a GPU Recovery Action")
+
+
+def test_driver_575_idle_power_reads_the_instantaneous_draw(tmp_path):
+    """The r575 GTX 1650 text report with its one desktop process (gnome-shell, 1 MiB) left out, so that the GPU
+    counts as idle, and a site limit for idle power (the rubric has none for GeForce boards). Before, "Power Draw"
+    was gone from the report and the check skipped: "not reported: no GPU power draw"."""
+    report = (SMI / "q_gtx1650-laptop_r575.txt").read_text()
+    processes = report[report.index("    Processes\n"):report.index("    Capabilities\n")]
+    smi = audit_nvidia.parse_smi_text(report.replace(processes, ""))
+    rubric = grading.load_rubric()
+    rubric["checks"] = [c for c in rubric["checks"] if c["id"] == "audit.gpu.idle_power"]
+    rubric["checks"][0]["default_max"] = 20
+    rubric.pop("consistency", None)
+    (row,) = grading.grade(write_run(tmp_path, {"gtx1650": smi_node(smi)}), rubric)
+    assert (row["status"], row["observed"], row["expected"]) == ("pass", "max 2.66 W", "<= 20 W at idle")
+
+
+H100_TEXT = (SMI / "q_h100x8_r565_gpu0.txt").read_text()
+H100_GEN = ("            PCIe Generation\n"
+            "                Max                       : 5\n"
+            "                Current                   : %d\n")
+
+
+def test_pcie_gen_judges_the_link_trained_by_a_gpu_in_p0(tmp_path):
+    """The H100 r565 capture (P0, Max 5, Current 5) as recorded, then with only its current generation changed to 4:
+    a Gen5 H100 trained at Gen4. Before, only the maximum was compared: both passed."""
+    assert H100_GEN % 5 in H100_TEXT
+    nodes = {"gen5": smi_node(audit_nvidia.parse_smi_text(H100_TEXT)),
+             "gen4": smi_node(audit_nvidia.parse_smi_text(H100_TEXT.replace(H100_GEN % 5, H100_GEN % 4)))}
+    t = rows_for(tmp_path, nodes)
+    low = t[("audit.gpu.pcie_gen", "gen4")]
+    assert (low["status"], low["observed"], low["expected"]) == ("fail", "GPU 0 trained at Gen4", ">= Gen5")
+    ok = t[("audit.gpu.pcie_gen", "gen5")]
+    assert (ok["status"], ok["observed"], ok["expected"], ok["reason"]) == ("pass", "Gen5 (link trained)", ">= Gen5",
+                                                                            "")
+
+
+def test_pcie_gen_of_gpus_out_of_p0_is_their_maximum_and_the_row_says_so(tmp_path):
+    """The RTX 4090 capture: GPU 0 idle at P8 (Current 1 of Max 4), GPU 1 busy at P2 (Current 4). Their links are
+    judged on the generation GPU and slot support; the reason names them. Before, no reason was given."""
+    smi = audit_nvidia.parse_smi_text((SMI / "q_rtx4090x8_r535_gpu0-1.txt").read_text())
+    row = rows_for(tmp_path, {"rtx4090": smi_node(smi)})[("audit.gpu.pcie_gen", "rtx4090")]
+    assert (row["status"], row["observed"], row["expected"]) == ("pass", "Gen4 (maximum)", ">= Gen4")
+    assert row["reason"] == ("trained link not judged on GPU 0:P8, 1:P2 (not in P0: an idle GPU lowers its PCIe link "
+                             "speed), only the generation GPU and slot support")

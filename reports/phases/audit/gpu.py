@@ -246,11 +246,27 @@ def remap_pending(v, c):
 
 @host_rule
 def reset_required(v, c):
+    """GPU Reset Status (Reset Required, Drain and Reset Recommended) and GPU Recovery Action. Driver 575 prints the
+    first two as "Requested functionality has been deprecated" (read as not reported) and says what the GPU needs in
+    the recovery action alone: None, or Reset, Reboot, Drain P2P, Drain and Reset (NVIDIA's GPU memory error
+    management guide, "Error Recovery and Response Flags"). Any action but None fails, so one NVIDIA adds later
+    does too."""
     gpus = v.gpus()
-    if all(g.get("reset_required") is None for g in gpus):
-        raise Skip("not reported by this driver (gpu_reset_status needs a 550+ driver)")
-    return _fail_on_flagged(gpus, lambda g: g.get("reset_required") or g.get("drain_and_reset_recommended"),
-                            "reset required on GPU %s", "none", "no GPU waiting for a reset")
+    if all(g.get("reset_required") is None and g.get("recovery_action") is None for g in gpus):
+        raise Skip("not reported by this driver: nvidia-smi gives neither a GPU Reset Status nor a GPU Recovery "
+                   "Action")
+    flagged = []
+    for g in gpus:
+        why = [what for what, on in (("reset required", g.get("reset_required")),
+                                     ("drain and reset recommended", g.get("drain_and_reset_recommended")),
+                                     ("recovery action %s" % g.get("recovery_action"),
+                                      g.get("recovery_action") not in (None, "None"))) if on]
+        if why:
+            flagged.append("GPU %s: %s" % (g["index"], " and ".join(why)))
+    expected = "no GPU waiting for a reset or another recovery action"
+    if flagged:
+        return R("fail", name_list(flagged), expected)
+    return R("pass", "none", expected)
 
 
 @host_rule
@@ -310,17 +326,35 @@ def pcie_gen(v, c):
         lows = [gen] if gen else []
     else:
         gpus = _require_readings(v, "pcie_gen_max", "PCIe generation")
-        lows = sorted({g["pcie_gen_max"] for g in gpus if g.get("pcie_gen_max")})
+        # max_link_gen is only what GPU and slot both support; copies run at the generation the link trained at
+        # (current_link_gen): a Gen5 H100 behind a Gen4 retimer shows Max 5, Current 4. A GPU out of P0 lowers its
+        # link speed to save power (the RTX 4090 capture at P8: Current 1 of Max 4), so there the current
+        # generation tells nothing: such a GPU is judged on its max alone (a slot or BIOS cap still fails) and the
+        # row's reason names it, so nobody takes the pass for a check of its trained link.
+        trained = {g["index"]: g["pcie_gen_current"] for g in gpus
+                   if g.get("performance_state") == "P0" and g.get("pcie_gen_current")}
+        gens = {**{g["index"]: g["pcie_gen_max"] for g in gpus if g.get("pcie_gen_max")}, **trained}
+        lows = sorted(set(gens.values()))
+        idle = ["%s:%s" % (g["index"], g.get("performance_state") or "?") for g in gpus if g["index"] not in trained]
+        note = ("trained link not judged on GPU %s (not in P0: an idle GPU lowers its PCIe link speed), only the "
+                "generation GPU and slot support" % name_list(idle)) if idle else None
         host_limited = [g["index"] for g in gpus if g.get("pcie_gen_host_max") and g.get("pcie_gen_device_max")
                         and g["pcie_gen_host_max"] < g["pcie_gen_device_max"]]
         if not want:
             want = min(min(g.get("pcie_gen_device_max") or 99, g.get("pcie_gen_host_max") or 99) for g in gpus)
             if want == 99:
                 raise Skip("no expected PCIe generation for %s" % key)
-        if host_limited and lows and lows[0] >= want:
+        below = sorted(i for i, gen in gens.items() if gen < want)
+        if below:
+            return R("fail", name_list("GPU %s %s Gen%d" % (i, "trained at" if i in trained else "max", gens[i])
+                                       for i in below), ">= Gen%d" % want, note)
+        if host_limited and lows:
             return R("pass", "Gen%d (host slots cap GPU %s below the GPU's Gen%d)" % (
                 lows[0], name_list(host_limited), max(g.get("pcie_gen_device_max") or 0 for g in gpus)),
-                ">= Gen%d" % want)
+                ">= Gen%d" % want, note)
+        if lows:
+            return R("pass", "Gen%s (%s)" % ("/".join(str(x) for x in lows), "link trained" if trained else "maximum"),
+                     ">= Gen%d" % want, note)
     if not want:
         raise Skip("no expected PCIe generation for %s" % key)
     if not lows:
