@@ -7,6 +7,7 @@ two in agreement.
 """
 
 import json
+import math
 import os
 import platform
 import re
@@ -55,6 +56,10 @@ class Artifact:
         """Record one measured number. Labels say what it was measured on (gpu, dtype, size …)."""
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError("metric %r: value must be a number, got %r" % (metric, value))
+        if not math.isfinite(value):
+            # JSON has no NaN or inf: the writer would refuse the whole artifact, and everything measured with it
+            raise ValueError("metric %r: value %r is not finite (JSON has no NaN or inf); say it in a fact instead"
+                             % (metric, value))
         self.results.append({"metric": metric, "value": value, "unit": unit, "labels": labels})
 
     def skip(self, reason):
@@ -107,6 +112,23 @@ def write_json_atomic(path, doc):
             os.unlink(tmp)
         raise
     return path
+
+
+def json_safe(value, where=""):
+    """(value, [where]): a copy in which every NaN or inf float, and every object JSON cannot hold, is its text
+    instead, and where each was (a dotted path). The writer refuses both; a probe that let one into its facts or
+    labels still gets its artifact written, with the rest of what it measured."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value), [where]
+    if isinstance(value, dict):
+        items = [(k, json_safe(v, "%s.%s" % (where, k) if where else str(k))) for k, v in value.items()]
+        return {k: v for k, (v, _) in items}, [w for _, (_, bad) in items for w in bad]
+    if isinstance(value, (list, tuple)):
+        items = [json_safe(v, "%s[%d]" % (where, i)) for i, v in enumerate(value)]
+        return [v for v, _ in items], [w for _, bad in items for w in bad]
+    if value is None or isinstance(value, (str, int, float)):
+        return value, []
+    return repr(value), [where]
 
 
 def _is_rfc3339(value):
@@ -165,6 +187,8 @@ def validate(doc):
         value = row.get("value")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             errors.append("results[%d].value must be a number" % i)
+        elif not math.isfinite(value):
+            errors.append("results[%d].value %r is not finite" % (i, value))
         if not isinstance(row.get("unit"), str):
             errors.append("results[%d].unit must be a string" % i)
         if not isinstance(row.get("labels", {}), dict):

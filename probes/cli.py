@@ -13,13 +13,14 @@ import base64
 import contextlib
 import importlib
 import json
+import math
 import os
 import socket
 import sys
 import traceback
 
 from probes import __version__
-from probes.artifact import Artifact, artifact_filename, validate, write_json_atomic
+from probes.artifact import Artifact, artifact_filename, json_safe, validate, write_json_atomic
 from probes.common.time_limit import ProbeTimeout, time_limit
 from probes.params import ParamError
 from probes.registry import PROBES
@@ -89,7 +90,14 @@ def run_probe(name, out_dir, run_id, host, variant=None, params=None, timeout=0)
         # A probe bug must not produce an artifact the controller rejects: keep what is valid and say why.
         doc.update(status="error", reason="invalid artifact: " + "; ".join(problems[:5]), results=[
             r for r in doc["results"] if isinstance(r, dict) and not isinstance(r.get("value"), bool)
-            and isinstance(r.get("value"), (int, float))])
+            and isinstance(r.get("value"), (int, float)) and math.isfinite(r["value"])])
+    # NaN, inf or an object JSON cannot hold in the facts or labels makes the writer (and the manifest) refuse the
+    # whole artifact: written as text instead, the artifact keeps everything else measured, and says what it changed
+    doc, not_json = json_safe(doc)
+    if not_json:
+        doc["status"] = "error"
+        doc["reason"] = "; ".join(x for x in (doc.get("reason"), "not JSON, written as text: %s" % ", ".join(
+            not_json[:5])) if x)
     try:
         path = write_json_atomic(os.path.join(out_dir, artifact_filename(name, variant)), doc)
     except OSError as exc:

@@ -66,6 +66,13 @@ class StepReader(logging.Filter):
                 self.progress(0, "step 0", "run")
         return True
 
+    def summary(self):
+        """The rank's summary record: as the torch job's, the timed tokens over their seconds (every step has the same
+        tokens, so the harmonic mean of torchtitan's per-step tps)."""
+        timed = [s for s in self.steps if not s["warmup"] and s["tokens_per_s"]]
+        return {"type": "summary", "rank": self.cfg["rank"], "steps": len(timed),
+                "tokens_per_s": len(timed) / sum(1.0 / s["tokens_per_s"] for s in timed) if timed else None}
+
     def _step(self, row, now):
         index = row["step"] - 1 - (self.facts.get("start_step", 1) - 1)
         began = self.last_t if self.last_t is not None else now
@@ -149,11 +156,7 @@ def train(cfg, torch, dist, emit, progress):
             torch.cuda.empty_cache()
         emit({"type": "titan", "rank": cfg["rank"], "facts": reader.facts, "unread_step_lines": reader.unread[:5]})
     rank_harness.leave(dist, cfg["rank"], cfg["world"], wait=True, store=store)
-    timed = [s for s in reader.steps if not s["warmup"] and s["tokens_per_s"]]
-    # as the torch job's: the timed tokens over their seconds (every step has the same tokens, so the harmonic mean
-    # of torchtitan's per-step tps)
-    emit({"type": "summary", "rank": cfg["rank"], "steps": len(timed),
-          "tokens_per_s": len(timed) / sum(1.0 / s["tokens_per_s"] for s in timed) if timed else None})
+    emit(reader.summary())
     if not reader.steps:
         raise RuntimeError("torchtitan ran through without a step line read (%s)" % (
             "; ".join(reader.unread[:2]) or "no step line logged"))

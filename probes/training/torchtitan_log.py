@@ -4,7 +4,8 @@ torchtitan logs through Python logging (torchtitan/tools/logging.py in the 0.3.0
 
     [titan] 2026-02-24 19:46:17,508 - root - INFO - <message>
 
-Launchers put their own label in front: torchrun's --role rank/--tee gives "[rank0]:", srun --label gives "0: ".
+Launchers put their own label in front: torchrun's --tee gives "[<role><local rank>]:" ("[default0]:" with its
+default role, "[rank0]:" with torchtitan's run_train.sh --role rank), srun --label gives "0: ".
 Releases before mid-2025 had no "[titan]" ("2025-02-13 11:33:11,198 - root - INFO - ..."). The step line is one
 f-string in MetricsProcessor.log (components/metrics.py), coloured with escape codes (tools/utils.py Color):
 
@@ -35,7 +36,8 @@ TOOL = "torchtitan"
 
 # Escape sequences, and the "[31m" left when a copy of the log lost the ESC byte.
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\[(?:\d{1,3};)*\d{1,3}m")
-_RANK_LABEL = re.compile(r"^\[rank(\d+)\]:\s?")
+# torchrun's --tee label: any role name (its --role, "default" unless given) then the rank
+_RANK_LABEL = re.compile(r"^\[(?:[A-Za-z_][^\]\s]*?)?(\d+)\]:\s?")
 _SRUN_LABEL = re.compile(r"^(\d+): ")
 _LOG_HEADER = re.compile(r"^(?:\[titan\]\s*)?\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3} - \S+ - [A-Z]+ - ")
 

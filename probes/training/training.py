@@ -21,13 +21,15 @@ copy at `torchtitan.dataset_path`, else streamed by the nodes from the Hugging F
 
 Per world size (labels nodes, ranks), for this node's ranks: tokens_per_s_per_gpu (mean over its ranks, timed
 steps), step_time_mean_s / _p50_s / _p99_s / _cv (the node's first rank, timed steps), loss_first / loss_last (the
-global mean loss), loss and step_seconds per step (label step: the curve and the distribution),
+global mean loss; neither where a step's loss was not finite: facts.nonfinite_loss then gives the world's first such
+step and its loss as text), loss (finite ones) and step_seconds per step (label step: the curve and the distribution),
 peak_memory_bytes (max over its ranks), time_to_first_step_s (rendezvous, build, shard, data: the slowest of its
 ranks), and for the MoE alltoall_share (all-to-all seconds / step seconds, timed steps). MFU, expectations and
 scaling are judged on the controller (reports/phases/training) from these and the model facts.
 """
 
 import importlib.util
+import math
 import os
 import statistics
 import sys
@@ -142,15 +144,22 @@ def record(art, world, nodes):
         art.facts["torchtitan_log"] = titan.get("facts") or {}
         art.facts["torchtitan_unread_step_lines"] = titan.get("unread_step_lines") or None
     steps = [x for x in first if x.get("type") == "step"]
+    # A diverged job's loss is NaN or inf (torchtitan prints "loss:      nan"). JSON has neither: the curve keeps its
+    # finite points, and facts.nonfinite_loss names the world's first step without one, which fails the loss check.
+    diverged = next((s for s in steps if not math.isfinite(s["loss"])), None)
+    if diverged:
+        art.facts.setdefault("nonfinite_loss", []).append(
+            {"nodes": nodes, "ranks": world.world, "step": diverged["step"], "loss": str(diverged["loss"])})
     for s in steps:
-        art.add("loss", _sig(s["loss"]), "nats", step=s["step"], **labels)
+        if math.isfinite(s["loss"]):
+            art.add("loss", _sig(s["loss"]), "nats", step=s["step"], **labels)
         art.add("step_seconds", _sig(s["seconds"]), "s", step=s["step"], **labels)
     # A world whose ranks did not all finish (an OOM, a crash: the world's failure says which) keeps its steps, but
     # has no loss, step-time or rate summary: a few steps before a crash are not the job's loss curve or its pace.
     finished = all(any(x.get("type") == "summary" for x in recs) for recs in by_rank.values())
     if not finished:
         art.facts["unfinished_worlds"] = sorted(set(art.facts.get("unfinished_worlds") or []) | {nodes})
-    if steps and finished:
+    if steps and finished and not diverged:
         art.add("loss_first", _sig(steps[0]["loss"]), "nats", **labels)
         art.add("loss_last", _sig(steps[-1]["loss"]), "nats", **labels)
     timed = [s for s in steps if not s.get("warmup")]

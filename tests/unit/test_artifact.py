@@ -71,6 +71,18 @@ def test_add_rejects_non_numbers():
         art.add("gpu_count", True, "count")
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_add_refuses_a_value_json_cannot_hold_naming_the_metric(value):
+    # Before, a NaN loss was taken, and the writer then refused the whole artifact (allow_nan=False)
+    art = Artifact("training", "r", "h")
+    with pytest.raises(ValueError, match="metric 'loss_last': value %s is not finite" % value):
+        art.add("loss_last", value, "nats", nodes=1)
+    assert art.results == []
+    doc = make_doc()
+    doc["results"].append({"metric": "loss", "value": value, "unit": "nats", "labels": {}})
+    assert validate(doc) == ["results[1].value %s is not finite" % value]
+
+
 def test_filename():
     assert artifact_filename("gemm", "bf16") == "gemm-bf16.json"
     assert artifact_filename("node_info") == "node_info.json"

@@ -101,6 +101,39 @@ def test_invalid_result_from_a_probe_bug_is_caught(tmp_path, fake_probe):
     assert validate(doc) == []
 
 
+def test_nan_or_inf_in_a_probes_artifact_still_writes_what_was_measured(tmp_path, fake_probe):
+    """NaN and inf are not JSON: the writer refused the artifact with ValueError, which escaped run_probe (it caught
+    OSError only), so the probe left no artifact and no manifest and everything it measured was lost."""
+    def run(art, params, out_dir):
+        art.add("gflops", 1200.0, "GFLOP/s", threshold=float("nan"))
+        art.facts["residual"] = float("inf")
+        art.results.append({"metric": "loss", "value": float("nan"), "unit": "nats", "labels": {}})  # past add()
+        art.add("step_seconds", 0.5, "s")
+
+    fake_probe.run = run
+    path, doc = cli.run_probe("fake", str(tmp_path), "r", "h")
+    written = json.loads(Path(path).read_text(), parse_constant=lambda c: pytest.fail("%s in the artifact" % c))
+    assert written == doc and validate(doc) == []
+    assert [(r["metric"], r["value"], r["labels"]) for r in doc["results"]] == [
+        ("gflops", 1200.0, {"threshold": "nan"}), ("step_seconds", 0.5, {})]
+    assert doc["facts"] == {"residual": "inf"} and doc["status"] == "error"
+    assert doc["reason"] == ("invalid artifact: results[1].value nan is not finite; not JSON, written as text: "
+                             "results[0].labels.threshold, facts.residual")
+
+
+def test_a_nan_given_to_add_is_an_error_naming_the_metric_and_keeps_the_results(tmp_path, fake_probe):
+    def run(art, params, out_dir):
+        art.add("tokens_per_s_per_gpu", 5762.0, "tokens/s", nodes=1)
+        art.add("loss_last", float("nan"), "nats", nodes=1)
+
+    fake_probe.run = run
+    path, doc = cli.run_probe("fake", str(tmp_path), "r", "h")
+    assert json.loads(Path(path).read_text()) == doc
+    assert doc["status"] == "error" and doc["reason"] == (
+        "ValueError: metric 'loss_last': value nan is not finite (JSON has no NaN or inf); say it in a fact instead")
+    assert [(r["metric"], r["value"]) for r in doc["results"]] == [("tokens_per_s_per_gpu", 5762.0)]
+
+
 def test_inline_manifest_carries_raw_files(tmp_path, fake_probe):
     def run(art, params, out_dir):
         (Path(out_dir) / "fake.log").write_text("line 1\n")

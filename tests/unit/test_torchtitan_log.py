@@ -2,6 +2,7 @@
 (probes/training/torchtitan_cmd.py) against torchtitan 0.3.0's option names. Fixture sources: tests/fixtures/torchtitan/
 README.md."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,24 @@ def test_all_ranks_labelled_keeps_rank0():
     # rank 3 printed step 1 first; rank 0's line (tps 87, tflops 5.02) is the one kept; step 10 came only from rank 2
     assert [(s["step"], s["rank"], s["tps"], s["tflops"], s["mfu_pct"]) for s in r["steps"]] == [(1, 0, 87, 5.02, 0.51)]
     assert r["facts"]["step_rank"] == 0
+
+
+def test_torchruns_default_role_label_is_a_rank_label():
+    # torchrun --tee labels lines "[<role><local rank>]:", role "default" unless --role is given: the real
+    # quick-start lines (fixture README) give rank 0 and torchtitan's own line; before, the label stayed in the message
+    lines = (FIXTURES / "ascend_quickstart_default0_tee.log").read_text().splitlines()
+    assert [split_line(line) for line in lines] == [
+        (0, "[titan] xxx - root - INFO - Starting job: Llama 3 debug training"),
+        (0, "[titan] xxx - root - INFO - Training starts at step xxx"),
+        (0, "[titan] xxx - root - INFO - Training completed"),
+        (0, "[titan] xxx - root - INFO - Process group destroyed")]
+    # The four-rank capture above with torchrun's default label in place of "[rankN]:" (the only change, the
+    # quick start has no step line): the same step, rank 0's, with its tps. Before: 0 steps, every step line an
+    # unparsed_step error ("not at the start of its line") and no_steps.
+    text = (FIXTURES / "pr1884_llama3_8b_cp2_4ranks_2025-10.log").read_text()
+    r = parse(re.sub(r"^\[rank(\d)\]:", r"[default\1]:", text, flags=re.M))
+    assert [(s["step"], s["rank"], s["tps"], s["tflops"], s["mfu_pct"]) for s in r["steps"]] == [(1, 0, 87, 5.02, 0.51)]
+    assert r["errors"] == [] and r["facts"]["step_rank"] == 0
 
 
 def test_deepseek_v3_ep():

@@ -2,12 +2,16 @@
 shaped as the training probe writes them: one per host and job (variant dense or moe), metrics labelled with the
 world's nodes and ranks."""
 
+import json
+import logging
 import math
+import re
 from pathlib import Path
 
 import pytest
 
-from probes.artifact import Artifact
+from probes.artifact import Artifact, write_json_atomic
+from probes.training import titan, torchtitan_log, training
 from reports import grading as grade
 from reports.grading import select
 from reports.load import run_of_artifacts as make_run
@@ -52,10 +56,16 @@ def train_doc(host, variant="dense", tps=None, backend="cuda", gpu=H100, model=N
         art.add("step_time_p50_s", step_s, "s", **labels)
         art.add("step_time_p99_s", step_s * (1 + 3 * cv), "s", **labels)
         art.add("step_time_cv", cv, "ratio", **labels)
-        art.add("loss_first", loss[0], "nats", **labels)
-        art.add("loss_last", loss[1], "nats", **labels)
+        if all(math.isfinite(x) for x in loss):
+            art.add("loss_first", loss[0], "nats", **labels)
+            art.add("loss_last", loss[1], "nats", **labels)
+        else:  # as the probe says a loss that went NaN or inf (JSON has neither): the world's first such step
+            art.facts.setdefault("nonfinite_loss", []).append({"nodes": nodes, "ranks": nodes * ppn, "step": 0,
+                                                               "loss": str(loss[1])})
         for step in range(steps):
-            art.add("loss", loss[0] + (loss[1] - loss[0]) * step / (steps - 1), "nats", step=step, **labels)
+            value = loss[0] + (loss[1] - loss[0]) * step / (steps - 1)  # NaN from step 0 when loss[1] is
+            if math.isfinite(value):
+                art.add("loss", value, "nats", step=step, **labels)
             art.add("step_seconds", step_s * (1 + cv * math.sin(step)), "s", step=step, **labels)
         art.add("peak_memory_bytes", 60 * 2**30, "bytes", **labels)
         art.add("time_to_first_step_s", 30.0 + 5 * nodes, "s", **labels)
@@ -100,8 +110,62 @@ def test_the_loss_must_fall_at_every_world_size_on_every_backend():
     flat = gt.grade_loss(c, run, "flat")
     assert {r["status"] for r in flat} == {"fail"} and flat[0]["severity"] == "major"
     assert flat[0]["reason"] == "the loss did not fall: the job does not learn at this world size"
-    assert gt.grade_loss(c, run, "nan")[0]["reason"] == "the loss is not finite: the numerics diverged (NaN or inf)"
+    nan = gt.grade_loss(c, run, "nan")
+    assert [(r["status"], r["subject"], r["observed"]) for r in nan] == [
+        ("fail", "1 node (8 ranks)", "nan at step 0"), ("fail", "2 nodes (16 ranks)", "nan at step 0"),
+        ("fail", "4 nodes (32 ranks)", "nan at step 0")]
+    assert nan[0]["reason"] == "the loss is not finite (nan first at step 0): the numerics diverged"
     assert [r["status"] for r in gt.grade_loss(c, run, "cpu")] == ["pass", "pass"]  # judged on the CPU backend too
+
+
+class _World:
+    """What training.record() reads of a finished world: this node's ranks, the world's rank count and each rank's
+    records, as probes/common/worlds.py reads them back (one JSON line each, written by the rank harness)."""
+
+    def __init__(self, records, world):
+        self.ranks, self.world = [0], world
+        self._records = [json.loads(json.dumps(r)) for r in records]
+
+    def records(self, rank):
+        return self._records
+
+
+def test_a_nan_loss_in_torchtitans_log_fails_the_loss_check_and_keeps_the_throughput(tmp_path):
+    """The real H200 capture (tests/fixtures/torchtitan/README.md) with one change: the loss of steps 6-10 is what
+    torchtitan prints for NaN ("{:7.4f}" of nan: "    nan"). Read as the probe reads it: its messages through the
+    StepReader, the rank's records through record(). Before: the loss went into the results as NaN, writing the
+    artifact raised ValueError and the host's whole training artifact (tokens/s, MFU, step times) was lost."""
+    capture = Path(__file__).resolve().parents[1] / "fixtures/torchtitan/h200_llama3_debugmodel_rank0_2025-11.log"
+    lines = [re.sub(r"loss: +[\d.]+", "loss:     nan", line) if re.search(r"step: +([6-9]|10) ", line) else line
+             for line in capture.read_text().splitlines()]
+    assert sum("loss:     nan  grad_norm:" in line for line in lines) == 5
+    out = []
+    reader = titan.StepReader({"rank": 0, "warmup_steps": 2}, out.append, lambda *a: None)
+    for line in lines:  # what torchtitan logs: the message, before its formatter adds the header and torchrun the label
+        reader.filter(logging.LogRecord("root", logging.INFO, __file__, 0, torchtitan_log.split_line(line)[1], None,
+                                        None))
+    out.append(reader.summary())
+    art = Artifact("training", "r", "h1", variant="dense")
+    art.device.update(backend="cuda", model=H200, count=8)
+    art.facts.update(job="dense", steps=8, warmup_steps=2)
+    training.record(art, _World(out, 8), 1)
+    path = write_json_atomic(str(tmp_path / "training-dense.json"), art.to_dict())
+    doc = json.loads(Path(path).read_text())
+    assert doc["facts"]["nonfinite_loss"] == [{"nodes": 1, "ranks": 8, "step": 5, "loss": "nan"}]
+    by = {m: [(r["labels"].get("step"), r["value"]) for r in doc["results"] if r["metric"] == m]
+          for m in ("loss", "loss_first", "tokens_per_s_per_gpu", "step_time_cv")}
+    # the curve keeps its finite points (torchtitan's steps 1-5 are the curve's 0-4), no first/last loss
+    assert by["loss"] == [(0, 8.0277), (1, 7.7082), (2, 6.9532), (3, 6.0256), (4, 5.1762)] and by["loss_first"] == []
+    # tokens/s per GPU of the timed steps (3-10: torchtitan's own tps, harmonic mean) and the step times are kept
+    tps = [359546, 347712, 338287, 317373, 329413, 364703, 351177, 324245]
+    assert by["tokens_per_s_per_gpu"] == [(None, pytest.approx(8 / sum(1 / t for t in tps), rel=1e-5))]
+    assert len(by["step_time_cv"]) == 1
+    run = make_run([doc])
+    (row,) = gt.grade_loss(check("training.dense_loss"), run, "h1")
+    assert (row["status"], row["subject"], row["observed"]) == ("fail", "1 node (8 ranks)", "nan at step 5")
+    assert row["reason"] == "the loss is not finite (nan first at step 5): the numerics diverged"
+    table = section.job_table(run, "dense")
+    assert table.columns[7] == "peak allocated GiB" and table.rows[0][8] == "nan at step 5"
 
 
 @pytest.mark.parametrize("tps,status", [(GOOD_TPS, "pass"), (4500, "warn"), (3000, "fail")])

@@ -1,8 +1,9 @@
 """Grading of the training phase (probe `training`, variants dense and moe): pure functions of a run.
 
 Check kinds (rubric.d/training.yml), registered by reports.grading.kinds.register_phase_kinds:
-  train_loss        per host and world size: the loss fell (loss_last < loss_first, both finite); judged on every
-                    backend, since a CPU run trains the same model and its loss must fall as well
+  train_loss        per host and world size: the loss fell (loss_last < loss_first) and no step's loss was NaN or inf
+                    (facts.nonfinite_loss); judged on every backend, since a CPU run trains the same model and its
+                    loss must fall as well
   train_throughput  per host: tokens/s per GPU (`measure: tokens_per_s`) or MFU (`measure: mfu`, flops.py) at one
                     world size (`nodes`: 1, the smallest world when no one-node world ran, or max) against the GPU
                     model's expectation in gpus.yml, for the model shape the expectation was published for
@@ -20,7 +21,6 @@ network slows the one and not the other.
 """
 
 import functools
-import math
 
 from reports.grading import expectations
 from reports.grading.preconditions import ungradable
@@ -57,6 +57,17 @@ def per_step(run, variant, metric, host=None):
         if owner.setdefault(world, r["host"]) == r["host"]:
             out.setdefault(world, []).append((int(lab.get("step", 0)), r["value"]))
     return {w: sorted(points) for w, points in out.items()}
+
+
+def nonfinite_loss(run, variant, host=None):
+    """{(nodes, ranks): {host: {"step", "loss", ...}}} as by_world: the worlds whose loss went NaN or inf, with the
+    first such step (facts.nonfinite_loss: JSON has no NaN, so the probe says it there, not in a loss value)."""
+    out = {}
+    for doc in run.artifacts:
+        if doc["probe"] == PROBE and doc.get("variant") == variant and host in (None, doc["host"]):
+            for bad in (doc.get("facts") or {}).get("nonfinite_loss") or []:
+                out.setdefault((int(bad["nodes"]), int(bad["ranks"])), {})[doc["host"]] = bad
+    return out
 
 
 def pace(run, variant, metric="tokens_per_s_per_gpu"):
@@ -153,18 +164,22 @@ def grade_loss(check, run, host):
     doc = find_artifact(run, host, check["probe"], check.get("variant"))
     first = by_world(run, check.get("variant"), "loss_first", host)
     last = by_world(run, check.get("variant"), "loss_last", host)
-    worlds = sorted(set(first) & set(last))
+    diverged = nonfinite_loss(run, check.get("variant"), host)
+    worlds = sorted(set(first) & set(last) | set(diverged))
     if not worlds:
         return _no_result(check, host, doc, "loss")
     steps = (doc.get("facts") or {}).get("steps")
     rows = []
     for world in worlds:
+        if world in diverged:
+            bad = diverged[world][host]
+            rows.append(make_row(check, host, "fail", "%s at step %s" % (bad["loss"], bad["step"]),
+                                 "loss_last < loss_first", subject=world_name(world),
+                                 reason="the loss is not finite (%s first at step %s): the numerics diverged" % (
+                                     bad["loss"], bad["step"])))
+            continue
         f, la = first[world][host], last[world][host]
         observed = "%.4g → %.4g nats" % (f, la) + (" over %s steps" % steps if steps else "")
-        if not (math.isfinite(f) and math.isfinite(la)):
-            rows.append(make_row(check, host, "fail", observed, "loss_last < loss_first", subject=world_name(world),
-                                 reason="the loss is not finite: the numerics diverged (NaN or inf)"))
-            continue
         fell = la < f
         rows.append(make_row(check, host, "pass" if fell else "fail", observed, "loss_last < loss_first",
                              subject=world_name(world), reason=None if fell else (

@@ -1,6 +1,6 @@
 """Report section of the training phase: what ran (engine, data, model, world sizes, with the reasons of what did
 not), failures with their logs, and per job (dense, MoE) a table per world size: tokens/s per GPU, MFU, step time
-mean / p99 / cv, peak memory, loss first → last, time to first step (and the MoE's all_to_all share).
+mean / p99 / cv, peak memory allocated, loss first → last, time to first step (and the MoE's all_to_all share).
 
 Plots (PNG, matplotlib Agg) beside report.md: tokens/s per GPU against nodes for both jobs, the step-time
 distribution per world size, the loss curve per world size. Every number is a result of an artifact; across hosts
@@ -9,7 +9,7 @@ and start-up time.
 """
 
 from reports.grading.rows import summary_line
-from reports.phases.training.grade import PROBE, by_world, host_mfu, pace, per_step, world_name
+from reports.phases.training.grade import PROBE, by_world, host_mfu, nonfinite_loss, pace, per_step, world_name
 from reports.render import markdown, plots
 from reports.render.blocks import Bullets, Heading, Paragraph, Table, code, figure, joined, link, strong
 from reports.render.markdown import fmt
@@ -109,26 +109,34 @@ def job_table(run, variant):
                                                     "peak_memory_bytes", "loss_first", "loss_last",
                                                     "time_to_first_step_s", "alltoall_share")}
 
+    diverged = nonfinite_loss(run, variant)
+
     def worst(metric, world):
         values = cols[metric].get(world)
         return max(values.values()) if values else None
 
     rows = []
-    for world in sorted(set(tps) | set(cols["loss_last"])):
+    for world in sorted(set(tps) | set(cols["loss_last"]) | set(diverged)):
         first, last = cols["loss_first"].get(world), cols["loss_last"].get(world)
         memory = worst("peak_memory_bytes", world)
+        loss = "%.4g → %.4g" % (next(iter(first.values())), next(iter(last.values()))) if first and last else None
+        if world in diverged:
+            bad = next(iter(diverged[world].values()))
+            loss = "%s at step %s" % (bad["loss"], bad["step"])
         row = [world[0], world[1], fmt(min(tps[world].values())) if world in tps else None,
                _mfu_cell(run, variant, world, tps[world]) if world in tps else None,
                fmt(worst("step_time_mean_s", world)), fmt(worst("step_time_p99_s", world)),
-               fmt(worst("step_time_cv", world)), fmt(memory / 2**30) if memory is not None else None,
-               "%.4g → %.4g" % (next(iter(first.values())), next(iter(last.values()))) if first and last else None,
+               fmt(worst("step_time_cv", world)), fmt(memory / 2**30) if memory is not None else None, loss,
                fmt(worst("time_to_first_step_s", world))]
         if variant == "moe":
             share = worst("alltoall_share", world)
             row.append("%s %%" % fmt(100 * share) if share is not None else None)
         rows.append(row)
-    columns = ["nodes", "ranks", "tokens/s per GPU", "MFU", "step mean s", "step p99 s", "step cv", "peak memory GiB",
-               "loss first → last", "first step s"] + (["all_to_all share"] if variant == "moe" else [])
+    # peak_memory_bytes is torch's max_memory_allocated (CPU: peak RSS); torchtitan's own "memory:" is max reserved,
+    # which is higher: the label says which, so a hand run's figure is not taken for the same number
+    columns = ["nodes", "ranks", "tokens/s per GPU", "MFU", "step mean s", "step p99 s", "step cv",
+               "peak allocated GiB", "loss first → last", "first step s"]
+    columns += ["all_to_all share"] if variant == "moe" else []
     return Table(columns, rows)
 
 
