@@ -216,9 +216,13 @@ def grade_metric(check, run, host, models=None):
     return rows
 
 
-def grade_straggler(check, run, hosts):
+def grade_straggler(check, run, hosts, judge=None):
     """Per GPU (or per host): how far below the median of its node (scope: node) or of the cluster (scope: cluster).
-    Robust: the median is not pulled down by the straggler it is looking for."""
+    Robust: the median is not pulled down by the straggler it is looking for.
+
+    judge: for a phase's kind built on this one, fn(host, subject) -> (judged, reason). A subject not judged is
+    shown with its value and the reason, as a skip, and is no peer in any median (a storage NIC among the rails); a
+    judged one's row carries the reason."""
     agg = AGGREGATES[check.get("agg", "median")]
     values = {}
     rows = []
@@ -235,22 +239,29 @@ def grade_straggler(check, run, hosts):
     fail_pct = float(check["max_below_median_pct"])
     warn_pct = float(check.get("warn_below_median_pct", fail_pct))
     scope = check.get("scope", "cluster")
-    # The peers of a value: every value (scope cluster) or its host's values (scope node); median computed once.
+    verdicts = {k: judge(*k) if judge else (True, None) for k in values}
+    # The peers of a value: every judged value (scope cluster) or its host's (scope node); median computed once.
     by_scope = {}
-    for (h, _), v in values.items():
-        by_scope.setdefault(None if scope == "cluster" else h, []).append(v)
+    for key, v in values.items():
+        if verdicts[key][0]:
+            by_scope.setdefault(None if scope == "cluster" else key[0], []).append(v)
     medians = {k: statistics.median(v) for k, v in by_scope.items() if len(v) >= 3}
     for (host, subject), value in sorted(values.items()):
+        judged, why = verdicts[(host, subject)]
         key = None if scope == "cluster" else host
+        if not judged:
+            rows.append(make_row(check, host, "skip", value, reason=why, subject=subject))
+            continue
         if key not in medians:
-            rows.append(make_row(check, host, "skip", value, reason="fewer than 3 peers to compare with",
-                                 subject=subject))
+            rows.append(make_row(check, host, "skip", value, subject=subject, reason="; ".join(
+                filter(None, ["fewer than 3 peers to compare with", why]))))
             continue
         median = medians[key]
         below = 100.0 * (median - value) / median if median else 0.0
         observed = "%s (%.1f%% below %s median)" % (text_of(value), max(below, 0), scope)
         rows.append(make_row(check, host, status_above(below, warn_pct, fail_pct), observed,
-                             "within %g%% of the %s median %s" % (fail_pct, scope, text_of(median)), subject=subject))
+                             "within %g%% of the %s median %s" % (fail_pct, scope, text_of(median)), why,
+                             subject=subject))
     return rows
 
 

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+from test_audit_grade import h200_node, roce_node
 
 from probes.artifact import Artifact
 from probes.common.command import CmdResult
@@ -231,6 +232,64 @@ def test_rail_bandwidth_against_the_fabric():
                                                            ("hca=mlx5_1 write host", "fail")]
     assert rows[0]["expected"] == ">= 380 Gbit/s (ib_ndr400 pass line)"
     assert "no fabric declared" in gn.grade_rail_bw(check("network.perftest_rail_line_rate"), run, "b")[0]["reason"]
+
+
+def perftest_doc(host, bws, fabric):
+    art = Artifact("perftest", "r", host, params={"fabric": fabric})
+    for hca, bw in bws.items():
+        art.add("bw_avg_gbits", bw, "Gbit/s", hca=hca, test="write", mem="host", peer="x")
+    return art.to_dict()
+
+
+def audit_doc(host, facts):
+    art = Artifact("audit", "r", host)
+    art.facts.update(facts)
+    return art.to_dict()
+
+
+# A real H100 NDR node's RDMA devices (h200_node: ibstat_h100_ndr.txt): mlx5_0-7 the InfiniBand rails (mlx5_3 among
+# them), mlx5_8 a 200G RoCE storage port, as perftest measures them all: healthy rails at 392, the storage port at
+# its own line rate (190), and one rail slow at 300. mlx5_9 (down) left no result.
+NDR_NODE = dict({"mlx5_%d" % i: 392.0 for i in range(8)}, mlx5_3=300.0, mlx5_8=190.0)
+STORAGE_SKIP = "mlx5_8: storage NIC (200G RoCE) by the audit, not a rail of the fabric"
+
+
+def test_rail_bandwidth_judges_only_the_audits_compute_rails():
+    unsure = roce_node("MT_0000000838")  # storage ports of the rails' own card, no PCIe tree: the audit cannot tell
+    run = make_run([perftest_doc("a", NDR_NODE, "ib_ndr400"), audit_doc("a", h200_node()),
+                    perftest_doc("b", NDR_NODE, "ib_ndr400"),
+                    perftest_doc("u", NDR_NODE, "roce_400"), audit_doc("u", unsure)])
+    c = check("network.perftest_rail_line_rate")
+    rows = {h: {r["subject"].split()[0]: r for r in gn.grade_rail_bw(c, run, h)} for h in ("a", "b", "u")}
+    # with the audit: the storage port is measured, shown, not judged (it failed against the 380 pass line)
+    a = rows["a"]
+    assert (a["hca=mlx5_8"]["status"], a["hca=mlx5_8"]["observed"]) == ("skip", "190 Gbit/s")
+    assert a["hca=mlx5_8"]["reason"] == STORAGE_SKIP
+    assert (a["hca=mlx5_3"]["status"], a["hca=mlx5_0"]["status"], a["hca=mlx5_0"]["reason"]) == ("fail", "pass", "")
+    # without it: every device judged as before, and each row says why
+    b = rows["b"]
+    assert [b["hca=mlx5_%d" % i]["status"] for i in (0, 3, 8)] == ["pass", "fail", "fail"]
+    assert {r["reason"] for r in b.values()} == {gn.NO_AUDIT_ROLES}
+    # a port the audit could not tell from a rail that trained low is judged as a rail, and says so
+    u = rows["u"]
+    assert u["hca=mlx5_8"]["status"] == "fail" and "could not tell mlx5_8" in u["hca=mlx5_8"]["reason"]
+
+
+def test_rail_outlier_compares_the_rails_not_the_storage_port():
+    frontend = h200_node()
+    frontend["net"]["default_route"] = frontend["net"]["rdma"]["mlx5_8"]["netdevs"]  # the RoCE port carries it
+    run = make_run([perftest_doc("a", NDR_NODE, "ib_ndr400"), audit_doc("a", h200_node()),
+                    perftest_doc("b", NDR_NODE, "ib_ndr400"),
+                    perftest_doc("f", NDR_NODE, "ib_ndr400"), audit_doc("f", frontend)])
+    rows = grade.grade(run, {"checks": [check("network.perftest_rail_outlier")]})
+    got = {(r["host"], r["subject"]): r for r in rows}
+    assert (got[("a", "hca=mlx5_8")]["status"], got[("a", "hca=mlx5_8")]["reason"]) == ("skip", STORAGE_SKIP)
+    assert got[("f", "hca=mlx5_8")]["reason"] == (
+        "mlx5_8: frontend NIC (200G RoCE) by the audit, not a rail of the fabric")
+    assert got[("a", "hca=mlx5_3")]["status"] == "fail"  # 300 against the rails' 392: the slow rail still shows
+    assert got[("a", "hca=mlx5_0")]["status"] == "pass"
+    # without the audit: judged as before (the storage port far below the rails), and the row says why
+    assert (got[("b", "hca=mlx5_8")]["status"], got[("b", "hca=mlx5_8")]["reason"]) == ("fail", gn.NO_AUDIT_ROLES)
 
 
 def test_every_network_check_has_a_row_for_every_host(tmp_path):

@@ -4,7 +4,7 @@ settings, and the NCCL settings that reach every job on the node."""
 import re
 from collections import Counter
 
-from reports.phases.audit.common import R, Skip, host_rule, name_list, rubric_check
+from reports.phases.audit.common import PROBE, R, Skip, View, host_rule, name_list, rubric_check
 
 
 def nic_role_thresholds():
@@ -127,6 +127,16 @@ def classify_nics(v, c):
         out.append({"name": name, "role": role, "link": "Ethernet", "rate_gbps": speed, "state": i.get("operstate"),
                     "netdevs": [name], "rdma": False})
     return out
+
+
+def host_nics(run, host):
+    """classify_nics of the host's audit artifact with the rubric's role thresholds, or None when the run has no
+    audit facts for the host (a run of --tags network): for a grader of another phase that judges a NIC only in its
+    role (perftest measures every RDMA device of the node, rails or not)."""
+    doc = run.artifact(host, PROBE)
+    if not doc or not doc.get("facts"):
+        return None
+    return classify_nics(View(run, host, doc), nic_role_thresholds())
 
 
 @host_rule

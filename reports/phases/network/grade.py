@@ -15,6 +15,9 @@ Check kinds (rubric.d/network.yml), registered by reports.grading.kinds.register
                   the smallest multi-node world size
   net_pairs       cluster: per host, TCP bandwidth and RTT of its pairs against the cluster's median pair
   net_rail_bw     per host and rail: perftest bandwidth against the fabric's line rate
+  net_rail_straggler
+                  cluster, per rail: kind straggler over the rails only; both rail kinds judge the NICs the host's
+                  audit calls compute, and show an RDMA device it calls storage, frontend or other as a skip
   net_nccl_build  per host: nccl-tests' own header lines: the ranks of each multi-node world printed on as many hosts
                   as the world has nodes (else its numbers never crossed the network), and the NCCL library it ran
                   with not older than the NCCL headers it was built with
@@ -29,9 +32,11 @@ import pandas as pd
 from probes.network.plan import human_bytes
 from reports import DATA_DIR, yamlio
 from reports.grading.expectations import missing
+from reports.grading.kinds import grade_straggler
 from reports.grading.preconditions import ungradable
 from reports.grading.rows import make_row, status_above, status_below, worst_status
 from reports.grading.select import find_artifact, host_model_spec, labels_match, load_models, selection
+from reports.phases.audit.network import host_nics
 
 LABELS = ("collective", "size_bytes", "placement", "nodes", "ranks")
 # Point-to-point patterns: a rank's traffic to the other nodes leaves on its own NIC, so these see one GPU's share of
@@ -489,12 +494,40 @@ def grade_latency(check, run, host):
     return rows
 
 
+# perftest measures every RDMA device of the node unless told `hcas` (probes/network/perftest.py), and a GPU node's
+# are not all rails: a 200G RoCE storage port or a bonded frontend (mlx5_bond_0 on the default route) sits beside
+# eight 400G rails, and judged against the fabric's pass line a healthy one fails. The audit already sorts a node's
+# NICs into roles (classify_nics); the rail checks judge only its compute NICs, and show the others as measured.
+NO_AUDIT_ROLES = "NIC roles unknown without the audit (probe audit): judged as a rail"
+
+
+def rail_verdict(nics, hca):
+    """(judged, reason) for the RDMA device `hca` of a host whose NICs the audit sorted as `nics` (host_nics; None:
+    the run has no audit of the host). Judged as a rail: a compute NIC, and any device whose role is not known. A
+    port the audit could not tell from a rail (rail_unsure: the rails' own card, fewer rails than GPUs) is judged
+    too: it may be a rail that trained low, and passing it unjudged would hide that."""
+    if nics is None:
+        return True, NO_AUDIT_ROLES
+    nic = next((n for n in nics if n["rdma"] and n["name"] == hca), None)
+    if nic is None:
+        return True, "%s is not among the audit's RDMA devices: role unknown, judged as a rail" % hca
+    if nic["role"] == "compute":
+        return True, None
+    if nic.get("rail_unsure"):
+        return True, ("the audit could not tell %s (the rails' card, below their rate) from a storage port: judged "
+                      "as a rail" % hca)
+    rate = "%gG %s" % (nic["rate_gbps"], nic["link"]) if nic["rate_gbps"] else nic["link"]
+    return False, "%s: %s NIC (%s) by the audit, not a rail of the fabric" % (hca, nic["role"], rate)
+
+
 def grade_rail_bw(check, run, host):
-    """Per RDMA rail: perftest bandwidth against the fabric's expectation (fraction × line rate, or its pass line)."""
+    """Per RDMA rail: perftest bandwidth against the fabric's expectation (fraction × line rate, or its pass line).
+    Only the rails are judged (rail_verdict): a device the audit calls storage, frontend or other is a skip row."""
     pre = ungradable(check, run, host)
     if pre:
         return [pre]
     doc = find_artifact(run, host, check["probe"], check.get("variant"))
+    nics = host_nics(run, host)
     res = run.results
     sel = res[(res.host == host) & (res.probe == check["probe"]) & (res.metric == check.get("metric", "bw_avg_gbits"))]
     rows = []
@@ -506,10 +539,15 @@ def grade_rail_bw(check, run, host):
             continue
         subject = "hca=%s %s %s" % (labels.get("hca"), labels.get("test"), labels.get("mem"))
         observed = "%.4g Gbit/s" % value
+        judged, note = rail_verdict(nics, labels.get("hca"))
+        if not judged:
+            rows.append(make_row(check, host, "skip", observed, reason=note, subject=subject))
+            continue
         if not spec:
             why = ("fabric %r is not in gpus.yml fabrics" % fabric) if fabric else \
                 "no fabric declared: set network_fabric in the inventory"
-            rows.append(make_row(check, host, "skip", observed, reason=why, subject=subject))
+            rows.append(make_row(check, host, "skip", observed, reason="; ".join(filter(None, [why, note])),
+                                 subject=subject))
             continue
         if spec.get("perftest_gbits_min") and check.get("use_pass_line", True):
             threshold, text = float(spec["perftest_gbits_min"]), ">= %g Gbit/s (%s pass line)" % (
@@ -518,7 +556,8 @@ def grade_rail_bw(check, run, host):
             frac = float(check.get("fraction_of_line_rate", 0.9))
             threshold, text = frac * float(spec["nic_gbits"]), ">= %.4g Gbit/s (%g × %s line rate %g)" % (
                 frac * float(spec["nic_gbits"]), frac, fabric, spec["nic_gbits"])
-        rows.append(make_row(check, host, "pass" if value >= threshold else "fail", observed, text, subject=subject))
+        rows.append(make_row(check, host, "pass" if value >= threshold else "fail", observed, text, note,
+                             subject=subject))
     if not rows:
         status = "error" if doc["status"] == "error" else "skip"
         rows.append(make_row(check, host, status, reason=doc.get("reason") or "no perftest result on this host"))
@@ -527,6 +566,14 @@ def grade_rail_bw(check, run, host):
 
 # ---------------------------------------------------------------------------------------------------------------
 # cluster
+
+
+def grade_rail_straggler(check, run, hosts):
+    """Kind straggler (per: hca) over the rails only: a storage or frontend NIC at half the rails' rate is no slow
+    rail, and no peer of the rails' median either (rail_verdict decides, as for net_rail_bw)."""
+    nics = {host: host_nics(run, host) for host in hosts}
+    return grade_straggler(check, run, hosts,
+                           judge=lambda host, subject: rail_verdict(nics[host], subject.partition("=")[2]))
 
 
 # Collectives whose 2-node busbw is no reference for larger worlds: all_reduce's Tree/NVLSTree "can give perf
@@ -695,4 +742,4 @@ PER_HOST = {
     "net_rail_bw": grade_rail_bw,
     "net_nccl_build": grade_nccl_build,
 }
-CLUSTER = {"net_scaling": grade_scaling, "net_pairs": grade_pairs}
+CLUSTER = {"net_scaling": grade_scaling, "net_pairs": grade_pairs, "net_rail_straggler": grade_rail_straggler}
