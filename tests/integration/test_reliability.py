@@ -193,6 +193,10 @@ def test_xid_in_kernel_log_is_detected_by_the_health_check_and_timed(destructive
     assert inject["status"] == "ok"
     assert inject["facts"]["method"] == "kmsg"
     assert inject["facts"]["method_dcgm"] == "dcgmi not found"
+    # the injection's start by the observer's clock (roles/reliability/tasks/observer_clock.yml): detection is timed
+    # from it, never from the node's own clock
+    [started] = [r["value"] for r in inject["results"] if r["metric"] == "event_at"
+                 and r["labels"].get("event") == "inject_started_observer"]
     # the line is in the (shared) kernel log, in the driver's form, with the run and node marker
     lines = xids_for(read_kmsg(), n4, destructive_run["kmsg_since"])
     run_id = run_dir.name
@@ -203,6 +207,7 @@ def test_xid_in_kernel_log_is_detected_by_the_health_check_and_timed(destructive
     assert doc["status"] == "ok", doc.get("reason")
     m = doc["metrics"]
     print("fault_injection", n4, m, doc["facts"])
+    assert m["injected_at"] == started
     assert m["detected"] == 1 and 0 < m["detect_s"] < 60
     assert doc["facts"]["detect_phase"] == "drained"
     assert doc["facts"]["detect_reason"] == "XID 79 in kernel log (health check)"
