@@ -1,7 +1,8 @@
 """python -m reports.sla: append | review | month | rrule-check (what the sla role's tasks call).
 
-Exit codes: 0 done (review: no breach, no trigger), 1 done with findings (review: a breach or a termination
-trigger; rrule-check: a rule AWX would refuse), 2 could not run.
+Exit codes: 0 done (review: no breach, no trigger, no undetermined verdict), 1 done with findings (review: a
+breach, a termination trigger, or a verdict that time no source observed leaves undetermined; rrule-check: a rule
+AWX would refuse), 2 could not run.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ def main(argv=None) -> int:
     p.add_argument("--import", dest="imports", action="append", default=[], help="provider CSV/JSON log")
     p.add_argument("--import-timezone", help="zone of import timestamps that carry no offset")
     p.add_argument("--slurm", dest="slurm_files", action="append", default=[], type=_slurm_spec,
-                   help="FORMAT:PATH[@OBSERVED_AT], FORMAT scontrol | sinfo | sacctmgr")
+                   help="FORMAT:PATH[@OBSERVED_AT], FORMAT scontrol | sinfo | sacctmgr (a sacctmgr export is "
+                   "taken to hold every node event from the month's start to OBSERVED_AT: ask it with the Start= "
+                   "that `month --query-start-in` prints)")
     p.add_argument("--slurm-timezone", default="UTC", help="zone of slurmctld's local times (default UTC)")
     p.add_argument("--slurm-ignore-user", dest="ignore_users", action="append", default=[],
                    help="a drain set by this user is not the provider's downtime (repeatable)")
@@ -111,9 +114,14 @@ def main(argv=None) -> int:
     summary = {"review": out, "month": result.month, "cluster_availability_pct": result.cluster_availability_pct,
                "cluster_credit_pct": float(result.cluster_credit_pct), "breaches": len(result.breaches),
                "triggers": [t["trigger"] for t in result.triggers],
+               "undetermined": [n.name for n in result.undetermined_nodes],
+               "cluster_undetermined": result.cluster_undetermined,
+               "undetermined_triggers": [t["trigger"] for t in result.undetermined_triggers],
                "down_s": {n.name: n.down_us / 1e6 for n in result.nodes if n.down_us}}
     print(json.dumps(summary))
-    return 1 if result.breaches or result.triggers else 0
+    findings = (result.breaches or result.triggers or result.undetermined_nodes or result.cluster_undetermined
+                or result.undetermined_triggers)
+    return 1 if findings else 0
 
 
 if __name__ == "__main__":

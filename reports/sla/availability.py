@@ -25,6 +25,18 @@ The rules, in the order they are applied (all durations in UTC microseconds, all
 7. Breaches: nodes below the tier's target. Termination triggers: cluster availability below the tier's
    termination threshold; the target missed for N consecutive months (with the earlier months' reviews); the
    acceptance not made within `termination_after_days` of the agreed date.
+8. Time no source observed. `unobserved` (node -> intervals; reports/sla/review.py builds it) is the service time
+   in which no source saw the node at all: the health probe's unmonitored time (samples beyond their hold, and
+   the monitoring outages, rounds in which no host answered) minus what another source observed (Slurm snapshots
+   for their hold, the sacctmgr event history for its span). A source that records only down events (a provider
+   log, the assessment's test windows) cannot vouch for up time and observes nothing. That time is never counted,
+   but it bounds the truth: the worst case is the availability had all of it (outside honoured exclusions) been
+   down, with the rack rule applied to it too. Counted availability below the target is a breach, whatever the
+   worst case; counted at or above the target is met only when the worst case is too (the unobserved time is too
+   short to matter); otherwise the verdict is undetermined (`meets_target` None, `undetermined` says why) and the
+   credit is the range from the counted to the worst-case credit. The cluster is judged the same way on its
+   GPU-weighted figures, and a termination trigger that only the worst case reaches is listed as undetermined,
+   never as met or missed. Without `unobserved` (None) there is no worst case: the counted figures stand.
 """
 
 from __future__ import annotations
@@ -54,14 +66,30 @@ class NodeResult:
     denominator_us: int
     availability: Fraction | None  # None: no service time this month
     credit_pct: Fraction
-    meets_target: bool | None
+    meets_target: bool | None  # None: no service time, or undetermined (see `undetermined`)
     unmonitored_us: int | None  # None: no health-probe data was given at all
     down: list = field(default_factory=list)  # counted intervals
     excluded: list = field(default_factory=list)
+    # Time no source observed (rule 8); None: not judged (no coverage given), the worst case is the counted case.
+    unobserved_us: int | None = None
+    worst_down_us: int | None = None  # counted downtime plus the unobserved time, as if it had all been down
+    worst_availability: Fraction | None = None
+    credit_worst_pct: Fraction | None = None
+    undetermined: str | None = None  # why the verdict is undetermined (counted meets the target, worst case not)
 
     @property
     def availability_pct(self) -> float | None:
         return None if self.availability is None else float(self.availability * 100)
+
+    @property
+    def worst_availability_pct(self) -> float | None:
+        return None if self.worst_availability is None else float(self.worst_availability * 100)
+
+    @property
+    def uncertain(self) -> bool:
+        """Whether the unobserved time could change the verdict or the credit (then a range is shown)."""
+        return self.undetermined is not None or (self.credit_worst_pct is not None
+                                                 and self.credit_worst_pct != self.credit_pct)
 
 
 @dataclass
@@ -73,6 +101,7 @@ class RackResult:
     down: list  # intervals in which the rack rule held
     down_us: int
     capacity_availability: Fraction | None
+    capacity_worst_availability: Fraction | None = None  # with every node's worst case (rule 8)
 
 
 @dataclass
@@ -96,10 +125,25 @@ class Review:
     acceptance: dict
     notes: list[str]
     events: list[Event]
+    # Rule 8: the cluster's worst case, its verdict (None: no service time, or undetermined, then
+    # `cluster_undetermined` says why), the worst-case credit, and the triggers only the worst case reaches.
+    cluster_worst_availability: Fraction | None = None
+    cluster_credit_worst_pct: Fraction | None = None
+    cluster_met_target: bool | None = None
+    cluster_undetermined: str | None = None
+    undetermined_triggers: list[dict] = field(default_factory=list)
 
     @property
     def cluster_availability_pct(self) -> float | None:
         return None if self.cluster_availability is None else float(self.cluster_availability * 100)
+
+    @property
+    def cluster_worst_availability_pct(self) -> float | None:
+        return None if self.cluster_worst_availability is None else float(self.cluster_worst_availability * 100)
+
+    @property
+    def undetermined_nodes(self) -> list[NodeResult]:
+        return [n for n in self.nodes if n.undetermined is not None]
 
 
 def pct_text(value, digits: int = 4) -> str:
@@ -170,10 +214,18 @@ def _hours(us: int) -> str:
     return ("%.2f" % (us / 3.6e9)).rstrip("0").rstrip(".")
 
 
+def unobserved_text(unobserved_us: int) -> str:
+    """N h M min, the minutes rounded up (a few seconds of unobserved time never reads as none)."""
+    minutes = -(-unobserved_us // (60 * US))
+    return "%d h %d min" % divmod(minutes, 60)
+
+
 def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, now_us: int | None = None,
-           unmonitored: dict | None = None, history: dict | None = None) -> Review:
-    """Judge one month. `unmonitored`: node -> intervals without monitoring data (reported, never counted);
-    `history`: earlier months "YYYY-MM" -> True/False (did the cluster meet the target), for the consecutive rule."""
+           unmonitored: dict | None = None, history: dict | None = None, unobserved: dict | None = None) -> Review:
+    """Judge one month. `unmonitored`: node -> intervals without health-probe data (reported, never counted);
+    `unobserved`: node -> intervals no source observed (rule 8: they bound the verdict; None: not judged);
+    `history`: earlier months "YYYY-MM" -> True/False (did the cluster meet the target) or None (undetermined),
+    for the consecutive rule."""
     tz = zone(contract.timezone)
     tier = tiers.tier(contract.tier)
     params = tiers.system(contract.system, contract.overrides)
@@ -246,13 +298,18 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
             excl_in = iv.clip(excl, *service)
         else:
             counted, excl_in = [], []
-        results[node.name] = {"node": node, "events": mine, "excl": excl_in, "counted": counted}
+        # Rule 8: the unobserved service time outside honoured exclusions (excluded time is never downtime).
+        blind = None if unobserved is None else (
+            iv.subtract(iv.clip(unobserved.get(node.name, []), *service), excl_in) if service else [])
+        results[node.name] = {"node": node, "events": mine, "excl": excl_in, "counted": counted, "blind": blind,
+                              "worst_own": iv.union(counted, blind or [])}
 
-    rack_results, rack_down = [], {}
+    rack_results, rack_down, rack_worst = [], {}, {}
     for rack, members in sorted(racks.items()):
         down = []
         if rack_k is not None and len(members) >= rack_k:
             down = iv.at_least([(results[m]["counted"], 1) for m in members], rack_k)
+            rack_worst[rack] = iv.at_least([(results[m]["worst_own"], 1) for m in members], rack_k)
         elif rack_k is not None:
             notes.append("rack %s has %d node(s) in the contract, fewer than the rack rule's %d: the rule cannot "
                          "trigger" % (rack, len(members), rack_k))
@@ -274,10 +331,22 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
         down = iv.union(r["counted"], extra)
         excluded_us = iv.total(r["excl"])
         denominator = service_us - excluded_us if eligible_mode else service_us
+        # Rule 8: the worst case, every unobserved minute down (and the rack rule on the nodes' worst cases).
+        worst_down = iv.union(r["worst_own"], iv.subtract(rack_worst.get(node.rack, []), r["excl"])
+                              if node.rack else [])
+        worst, credit_worst, undetermined = None, None, None
         if denominator > 0:
             availability = 1 - Fraction(iv.total(down), denominator)
             credit = tier.credit(availability * 100)
             meets = tier.meets_target(availability * 100)
+            if r["blind"] is not None:
+                worst = 1 - Fraction(iv.total(worst_down), denominator)
+                credit_worst = tier.credit(worst * 100)
+                if meets and not tier.meets_target(worst * 100):
+                    meets = None
+                    undetermined = ("%s unobserved (no source saw the node): availability between %s %% and %s %%"
+                                    % (unobserved_text(iv.total(worst_down) - iv.total(down)), pct_text(worst),
+                                       pct_text(availability)))
         else:
             availability, credit, meets = None, Fraction(0), None
         unmon = None if unmonitored is None else (iv.clip(unmonitored.get(node.name, []), *service) if service else [])
@@ -286,7 +355,9 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
             own_down_us=iv.total(r["counted"]), rack_rule_us=iv.total(iv.subtract(extra, r["counted"])),
             down_us=iv.total(down), denominator_us=denominator, availability=availability, credit_pct=credit,
             meets_target=meets, unmonitored_us=None if unmon is None else iv.total(unmon), down=down,
-            excluded=r["excl"]))
+            excluded=r["excl"], unobserved_us=None if r["blind"] is None else iv.total(r["blind"]),
+            worst_down_us=None if r["blind"] is None else iv.total(worst_down), worst_availability=worst,
+            credit_worst_pct=credit_worst, undetermined=undetermined))
         for s, e in r["counted"]:
             downtime_rows.append(_row(node, s, e, "node", _evidence(r["events"], s, e, accepted_excl)))
         for s, e in iv.subtract(extra, r["counted"]):
@@ -302,40 +373,75 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
         if thin:
             notes.append("health-probe coverage below 90 %% of the service time (%s): downtime outside the sampled "
                          "time is only what the other sources recorded" % ", ".join(thin))
+    judged = unobserved is not None
     by_name = {n.name: n for n in node_results}
     for rr in rack_results:
         rr.capacity_availability = _capacity([by_name[m] for m in rr.nodes])
+        rr.capacity_worst_availability = _capacity([by_name[m] for m in rr.nodes], worst=True) if judged else None
     cluster = _capacity(node_results)
+    cluster_worst = _capacity(node_results, worst=True) if judged else None
     weight = sum(n.gpus for n in node_results if n.availability is not None)
     cluster_credit = (sum(n.credit_pct * n.gpus for n in node_results if n.availability is not None) / weight
                       if weight else Fraction(0))
+    cluster_credit_worst = (sum(n.credit_worst_pct * n.gpus for n in node_results if n.availability is not None)
+                            / weight if weight else Fraction(0)) if judged else None
+    # The cluster's verdict by rule 8: its counted figure below the target is a miss; at or above it, met only
+    # when its worst case is too.
+    cluster_met, cluster_undetermined = None, None
+    if cluster is not None:
+        cluster_met = cluster * 100 >= tier.target
+        if cluster_met and cluster_worst is not None and cluster_worst * 100 < tier.target:
+            cluster_met = None
+            cluster_undetermined = ("%d of %d node(s) have time no source observed: cluster availability between "
+                                    "%s %% and %s %%" % (sum(1 for n in node_results if n.unobserved_us),
+                                                         len(node_results), pct_text(cluster_worst),
+                                                         pct_text(cluster)))
 
     breaches = [{"node": n.name, "availability_pct": n.availability_pct, "target_pct": float(tier.target),
-                 "credit_pct": float(n.credit_pct), "down_s": n.down_us / US}
+                 "credit_pct": float(n.credit_pct), "down_s": n.down_us / US,
+                 "credit_worst_pct": None if n.credit_worst_pct is None else float(n.credit_worst_pct)}
                 for n in node_results if n.meets_target is False]
-    triggers = []
+    triggers, open_triggers = [], []
     if cluster is not None and tier.termination_below is not None and cluster * 100 < tier.termination_below:
         triggers.append({"trigger": "availability", "detail": "cluster availability %s %% is below the %s "
                          "termination threshold %s %%" % (pct_text(cluster), tier.name,
                                                           _fmt(tier.termination_below))})
+    elif (cluster_worst is not None and tier.termination_below is not None
+          and cluster_worst * 100 < tier.termination_below):
+        open_triggers.append({"trigger": "availability", "detail": "cluster availability between %s %% and %s %% "
+                              "(time no source observed): the %s termination threshold %s %% may have been crossed"
+                              % (pct_text(cluster_worst), pct_text(cluster), tier.name,
+                                 _fmt(tier.termination_below))})
     if cluster is not None and tier.termination_consecutive:
-        missed = [cluster * 100 < tier.target]
+        # this month and the earlier ones: True missed, False met, None undetermined (missed in the worst case)
+        missed = [None if cluster_met is None else not cluster_met]
         months = sorted(((m, met) for m, met in (history or {}).items() if m < month), reverse=True)
         expected = month
         for m, met in months:
             if m != add_months(expected, -1):
                 break
-            missed.append(not met)
+            missed.append(None if met is None else not met)
             expected = m
-        run = 0
-        for flag in missed:
-            if not flag:
-                break
-            run += 1
+
+        def run_of(flags):
+            run = 0
+            for flag in flags:
+                if not flag:
+                    break
+                run += 1
+            return run
+
+        run = run_of(missed)  # undetermined months counted as met
+        worst_run = run_of([flag is not False for flag in missed])  # and as missed
         if run >= tier.termination_consecutive:
             triggers.append({"trigger": "consecutive", "detail": "the %s target %s %% was missed %d months in a row"
                              " (termination after %d)" % (tier.name, _fmt(tier.target), run,
                                                          tier.termination_consecutive)})
+        elif worst_run >= tier.termination_consecutive:
+            open_triggers.append({"trigger": "consecutive", "detail": "the %s target %s %% may have been missed %d "
+                                  "months in a row (termination after %d): %d of them undetermined"
+                                  % (tier.name, _fmt(tier.target), worst_run, tier.termination_consecutive,
+                                     sum(1 for flag in missed[:worst_run] if flag is None))})
     acceptance = _acceptance(contract, tiers, agreed, accepted, window, tz)
     if acceptance.get("trigger"):
         triggers.append({"trigger": "acceptance", "detail": acceptance["trigger"]})
@@ -346,15 +452,18 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
                   cluster_credit_pct=cluster_credit, downtime=sorted(downtime_rows, key=lambda r: (r["start_us"],
                                                                                                   r["node"])),
                   exclusions=exclusion_rows, breaches=breaches, triggers=triggers, acceptance=acceptance,
-                  notes=notes, events=events)
+                  notes=notes, events=events, cluster_worst_availability=cluster_worst,
+                  cluster_credit_worst_pct=cluster_credit_worst, cluster_met_target=cluster_met,
+                  cluster_undetermined=cluster_undetermined, undetermined_triggers=open_triggers)
 
 
-def _capacity(nodes: list[NodeResult]) -> Fraction | None:
-    """GPU-weighted availability of a set of nodes (a rack, the cluster)."""
+def _capacity(nodes: list[NodeResult], worst: bool = False) -> Fraction | None:
+    """GPU-weighted availability of a set of nodes (a rack, the cluster); worst: with their worst-case downtime."""
     denom = sum(n.denominator_us * n.gpus for n in nodes if n.availability is not None)
     if not denom:
         return None
-    return 1 - Fraction(sum(n.down_us * n.gpus for n in nodes if n.availability is not None), denom)
+    return 1 - Fraction(sum((n.worst_down_us if worst and n.worst_down_us is not None else n.down_us) * n.gpus
+                            for n in nodes if n.availability is not None), denom)
 
 
 def _evidence(events: list[Event], s: int, e: int, accepted_excl: set) -> list[str]:
@@ -393,5 +502,5 @@ def _acceptance(contract, tiers, agreed, accepted, window, tz) -> dict:
     return out
 
 
-__all__ = ["review", "pct_text", "gpu_rule", "exclusion_verdict", "excluded_intervals", "Review", "NodeResult",
-           "RackResult", "TimeError"]
+__all__ = ["review", "pct_text", "unobserved_text", "gpu_rule", "exclusion_verdict", "excluded_intervals", "Review",
+           "NodeResult", "RackResult", "TimeError"]

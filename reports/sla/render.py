@@ -18,6 +18,26 @@ def _frac_pct(value) -> str:
     return ("%f" % float(value)).rstrip("0").rstrip(".")
 
 
+def _range(counted, worst, uncertain: bool) -> str:
+    """An availability that time no source observed leaves open (availability.py, rule 8): the range from the worst
+    case to the counted value, never the counted value alone; otherwise the counted value."""
+    return "%s to %s" % (_pct(worst), _pct(counted)) if uncertain and worst is not None else _pct(counted)
+
+
+def _credit_range(counted, worst) -> str:
+    return _frac_pct(counted) if worst is None or worst == counted else "%s to %s" % (_frac_pct(counted),
+                                                                                     _frac_pct(worst))
+
+
+def _verdict(meets, undetermined) -> str:
+    return "undetermined" if undetermined else "" if meets is None else ("yes" if meets else "no")
+
+
+def _cluster_uncertain(result) -> bool:
+    return bool(result.cluster_undetermined) or (result.cluster_credit_worst_pct is not None
+                                                 and result.cluster_credit_worst_pct != result.cluster_credit_pct)
+
+
 def table_rows(result) -> dict:
     """name -> (rows, columns) for every table of the review (also the CSV files)."""
     tz = result.contract.timezone
@@ -33,30 +53,44 @@ def table_rows(result) -> dict:
                       "service_s": n.service_us / US, "excluded_s": n.excluded_us / US,
                       "own_down_s": n.own_down_us / US,
                       "rack_rule_s": n.rack_rule_us / US, "down_s": n.down_us / US, "gpu_down_s": gpu_down_s([n]),
-                      "availability_pct": _pct(n.availability), "target_pct": _frac_pct(result.target_pct),
-                      "meets_target": "" if n.meets_target is None else ("yes" if n.meets_target else "no"),
+                      "availability_pct": _range(n.availability, n.worst_availability, n.uncertain),
+                      "target_pct": _frac_pct(result.target_pct),
+                      "meets_target": _verdict(n.meets_target, n.undetermined),
                       "unmonitored_s": "" if n.unmonitored_us is None else n.unmonitored_us / US,
                       "monitored_pct": "%.1f" % (100 - 100 * n.unmonitored_us / n.service_us)
-                      if n.service_us and n.unmonitored_us is not None else ""})
+                      if n.service_us and n.unmonitored_us is not None else "",
+                      "unobserved_s": "" if n.unobserved_us is None else n.unobserved_us / US,
+                      "worst_case_pct": "" if n.worst_availability is None else _pct(n.worst_availability)})
     # Rack and cluster rows have no down_s (node wall seconds): their availability is GPU-weighted, and rack_rule_s on
     # a rack row is the time the rack rule held, not the rack's downtime.
     for r in result.racks:
         members = [n for n in result.nodes if n.rack == r.name]
         avail.append({"level": "rack", "name": r.name, "rack": r.name, "gpus": sum(n.gpus for n in members),
                       "service_s": service_s, "rack_rule_s": r.down_us / US, "gpu_down_s": gpu_down_s(members),
-                      "availability_pct": _pct(r.capacity_availability), "target_pct": _frac_pct(result.target_pct)})
+                      "availability_pct": _range(r.capacity_availability, r.capacity_worst_availability,
+                                                 any(n.uncertain for n in members)),
+                      "target_pct": _frac_pct(result.target_pct),
+                      "worst_case_pct": "" if r.capacity_worst_availability is None
+                      else _pct(r.capacity_worst_availability)})
+    cluster_uncertain = _cluster_uncertain(result)
     avail.append({"level": "cluster", "name": result.contract.cluster, "gpus": sum(n.gpus for n in result.nodes),
                   "service_s": service_s, "gpu_down_s": gpu_down_s(result.nodes),
-                  "availability_pct": _pct(result.cluster_availability), "target_pct": _frac_pct(result.target_pct),
-                  "meets_target": "" if result.cluster_availability is None else
-                  ("yes" if result.cluster_availability * 100 >= result.target_pct else "no")})
-    credits = [{"node": n.name, "rack": n.rack or "", "gpus": n.gpus, "availability_pct": _pct(n.availability),
+                  "availability_pct": _range(result.cluster_availability, result.cluster_worst_availability,
+                                             cluster_uncertain),
+                  "target_pct": _frac_pct(result.target_pct),
+                  "meets_target": _verdict(result.cluster_met_target, result.cluster_undetermined),
+                  "worst_case_pct": "" if result.cluster_worst_availability is None
+                  else _pct(result.cluster_worst_availability)})
+    credits = [{"node": n.name, "rack": n.rack or "", "gpus": n.gpus,
+                "availability_pct": _range(n.availability, n.worst_availability, n.uncertain),
                 "tier": result.tier_name, "target_pct": _frac_pct(result.target_pct),
-                "credit_pct_of_node_fee": _frac_pct(n.credit_pct)} for n in result.nodes]
+                "credit_pct_of_node_fee": _credit_range(n.credit_pct, n.credit_worst_pct)} for n in result.nodes]
     credits.append({"node": "(cluster, GPU-weighted)", "gpus": sum(n.gpus for n in result.nodes),
-                    "availability_pct": _pct(result.cluster_availability), "tier": result.tier_name,
+                    "availability_pct": _range(result.cluster_availability, result.cluster_worst_availability,
+                                               cluster_uncertain), "tier": result.tier_name,
                     "target_pct": _frac_pct(result.target_pct),
-                    "credit_pct_of_node_fee": _frac_pct(result.cluster_credit_pct)})
+                    "credit_pct_of_node_fee": _credit_range(result.cluster_credit_pct,
+                                                            result.cluster_credit_worst_pct)})
     downtime = [{**{k: v for k, v in row.items() if not k.endswith("_us")},
                  "start_local": iso_local(row["start_us"], tz), "end_local": iso_local(row["end_us"], tz),
                  "evidence": " ".join(row["evidence"])}
@@ -65,7 +99,8 @@ def table_rows(result) -> dict:
     return {
         "availability": (avail, ["level", "name", "rack", "gpus", "service_s", "excluded_s", "own_down_s",
                                  "rack_rule_s", "down_s", "gpu_down_s", "availability_pct", "target_pct",
-                                 "meets_target", "unmonitored_s", "monitored_pct"]),
+                                 "meets_target", "unmonitored_s", "monitored_pct", "unobserved_s",
+                                 "worst_case_pct"]),
         "credits": (credits, ["node", "rack", "gpus", "availability_pct", "tier", "target_pct",
                               "credit_pct_of_node_fee"]),
         "downtime": (downtime, ["node", "rack", "start", "end", "start_local", "end_local", "duration_s", "cause",
@@ -89,14 +124,23 @@ def _sections(result, observations):
                                                ", partial: the month is not over" if result.partial else ""),
         "Service time: %s." % ("%s to %s" % (iso_utc(result.service[0]), iso_utc(result.service[1]))
                                if result.service else "none (not in service)"),
-        "Cluster availability (GPU-weighted): **%s %%**; cluster credit: **%s %%** of the monthly fee." % (
-            _pct(result.cluster_availability), _frac_pct(result.cluster_credit_pct)),
+        "Cluster availability (GPU-weighted): **%s %%**; cluster credit: **%s %%** of the monthly fee%s." % (
+            _range(result.cluster_availability, result.cluster_worst_availability, _cluster_uncertain(result)),
+            _credit_range(result.cluster_credit_pct, result.cluster_credit_worst_pct),
+            " (undetermined: time no source observed)" if _cluster_uncertain(result) else ""),
+        "Cluster target %s %%: %s." % (_frac_pct(result.target_pct), "**undetermined**, " + result.cluster_undetermined
+                                       if result.cluster_undetermined else "n/a (no service time)"
+                                       if result.cluster_met_target is None else "met" if result.cluster_met_target
+                                       else "**missed**"),
         "Acceptance: %s." % result.acceptance["status"],
     ]
     if result.triggers:
         head.append("**Termination triggers:** " + "; ".join(t["detail"] for t in result.triggers) + ".")
     else:
-        head.append("Termination triggers: none.")
+        head.append("Termination triggers: none%s." % (" determined" if result.undetermined_triggers else ""))
+    if result.undetermined_triggers:
+        head.append("**Termination triggers undetermined** (time no source observed): "
+                    + "; ".join(t["detail"] for t in result.undetermined_triggers) + ".")
     for note in result.notes:
         head.append("Note: %s." % note)
     tables = table_rows(result)
@@ -106,14 +150,32 @@ def _sections(result, observations):
                                  "gpu_down_s is down_s times the node's GPUs, summed for a rack and the cluster, whose "
                                  "availability is GPU-weighted (1 - gpu_down_s / (gpus x service_s) with the calendar "
                                  "denominator); a rack's rack_rule_s is the time the rack rule held. Percentages are "
-                                 "cut, not rounded, at 4 decimals. Unmonitored time is reported, never counted."],
+                                 "cut, not rounded, at 4 decimals. Unmonitored time is reported, never counted. "
+                                 "unobserved_s is the service time no source observed (the health probe's "
+                                 "unmonitored time that no Slurm snapshot or sacctmgr export covered); "
+                                 "worst_case_pct counts all of it as down. Where that could change the verdict or "
+                                 "the credit, availability_pct is the range from the worst case to the counted "
+                                 "value, and a node that meets the target only as counted is undetermined."],
                 rows, cols))
     rows, cols = tables["credits"]
     out.append(("Credits", ["Per node, the tier's ladder (strictly below a threshold, the largest step applies); "
-                            "the cluster line is the share of the whole monthly fee."], rows, cols))
+                            "the cluster line is the share of the whole monthly fee. A range runs from the "
+                            "counted credit to the credit owed had all unobserved time been down."], rows, cols))
+    undetermined = [{"node": n.name, "availability_pct": _range(n.availability, n.worst_availability, True),
+                     "credit_pct": _credit_range(n.credit_pct, n.credit_worst_pct), "why": n.undetermined}
+                    for n in result.undetermined_nodes]
+    if undetermined or result.cluster_undetermined:
+        out.append(("Undetermined", ["Nodes whose counted availability meets the target but whose worst case "
+                                     "(every minute no source observed counted as down) does not: neither met nor "
+                                     "missed until another record of that time settles it."]
+                    + (["Cluster: %s." % result.cluster_undetermined] if result.cluster_undetermined else []),
+                    undetermined or None, ["node", "availability_pct", "credit_pct", "why"]))
     # The breach rows carry floats for machines (summary.json); shown cut like every other availability.
     by_name = {n.name: n for n in result.nodes}
-    breaches = [{**b, "availability_pct": _pct(by_name[b["node"]].availability)} for b in result.breaches]
+    breaches = [{**b, "availability_pct": _range(by_name[b["node"]].availability,
+                                                 by_name[b["node"]].worst_availability, by_name[b["node"]].uncertain),
+                 "credit_pct": _credit_range(by_name[b["node"]].credit_pct, by_name[b["node"]].credit_worst_pct)}
+                for b in result.breaches]
     out.append(("Breaches", [] if breaches else ["No node missed the target."], breaches or None,
                 ["node", "availability_pct", "target_pct", "credit_pct", "down_s"]))
     rows, cols = tables["downtime"]
@@ -176,7 +238,7 @@ def render_html(result, observations) -> str:
              "<title>SLA review %s %s</title>" % (html.escape(result.contract.provider), html.escape(result.month)),
              "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}"
              "td,th{border:1px solid #bbb;padding:2px 6px;font-size:90%}th{background:#eee}"
-             ".no{color:#b00}</style>", "</head><body>"]
+             ".no{color:#b00}.open{color:#b60;font-weight:bold}</style>", "</head><body>"]
     for i, (title, intro, rows, cols) in enumerate(_sections(result, observations)):
         parts.append("<h%d>%s</h%d>" % (1 if i == 0 else 2, html.escape(title), 1 if i == 0 else 2))
         for line in intro:
@@ -187,7 +249,8 @@ def render_html(result, observations) -> str:
                 cells = []
                 for c in cols:
                     text = _cell(row.get(c, ""))
-                    cls = " class='no'" if c == "meets_target" and text == "no" else ""
+                    cls = (" class='no'" if c == "meets_target" and text == "no" else
+                           " class='open'" if c == "meets_target" and text == "undetermined" else "")
                     cells.append("<td%s>%s</td>" % (cls, html.escape(text)))
                 parts.append("<tr>" + "".join(cells) + "</tr>")
             parts.append("</table>")

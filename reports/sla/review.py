@@ -11,7 +11,7 @@ Layout of runs/<provider>/sla/<YYYY-MM>/ (replaced as a whole, atomically, when 
       slurm/ imports/         copies of the other source files
       assessment/<run>/artifacts/<host>/   the reliability artifacts of the assessment's runs near the month
                               (reports/sla/sources/assessment.py: the windows of its own reboot / fault tests)
-      history.json            earlier months' results (for "target missed N months in a row")
+      history.json            earlier months' results (for "target missed N months in a row"; null: undetermined)
     review.md review.html   the review for people
     availability.csv        node, rack and cluster availability
     credits.csv             the credits table
@@ -22,6 +22,13 @@ Layout of runs/<provider>/sla/<YYYY-MM>/ (replaced as a whole, atomically, when 
     manifest.json SHA256SUMS  sha256 of every input and output (`sha256sum -c SHA256SUMS` in this directory)
 
 A review can be recomputed from its inputs alone: `python -m reports.sla review --from-inputs DIR/inputs`.
+
+Time no source observed (reports/sla/availability.py, rule 8) is put together here, from what each source knows
+of its own coverage: the health probe's unmonitored time (beyond a sample's hold, and its monitoring outages)
+minus what the Slurm snapshots observed (each for its hold) and what a sacctmgr export observed (from the month's
+start, the sla role's query starting a day before it, to the export). Provider logs and the assessment's records
+carry no coverage and observe nothing. Without a health-probe store every minute no other source observed is
+unobserved. The review then judges each node and the cluster at that time's worst case as well as counted.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ import tempfile
 from reports import yamlio
 from reports.sla import intervals as iv
 from reports.sla import store
-from reports.sla.availability import excluded_intervals
+from reports.sla.availability import excluded_intervals, unobserved_text
 from reports.sla.availability import review as judge
 from reports.sla.events import Contract
 from reports.sla.render import render_html, render_markdown, table_rows
@@ -131,6 +138,8 @@ def stage(inputs: str, month: str, contract: dict, tiers_path: str, store_path: 
                     doc = json.load(fh)
                 if doc.get("cluster_met_target") is not None:
                     history[m] = bool(doc["cluster_met_target"])
+                elif doc.get("cluster_undetermined"):
+                    history[m] = None  # undetermined: a miss in the worst case (availability.py, rule 8)
     with open(os.path.join(inputs, "history.json"), "w", encoding="utf-8") as fh:
         json.dump(history, fh, indent=2, sort_keys=True)
     with open(os.path.join(inputs, "params.json"), "w", encoding="utf-8") as fh:
@@ -170,6 +179,15 @@ def compute(inputs: str):
     # Downtime observed during an honoured exclusion stands only until the exclusion ends (Slurm snapshots, probe).
     excluded = excluded_intervals(contract, tiers, events)
 
+    # What the sources other than the health probe observed of each node, down or in service (availability.py,
+    # rule 8): Slurm snapshots for as long as each stands, a sacctmgr export its whole span. Provider logs
+    # (imports) and the assessment's records list only outages and test windows, never the time they watched:
+    # they vouch for no time in service, so they observe nothing here.
+    observed: dict[str, list] = {}
+
+    def saw(node, intervals):
+        observed[node] = iv.union(observed.get(node, []), intervals)
+
     snaps_path = os.path.join(inputs, "slurm_snapshots.jsonl")
     slurm_tz = params.get("slurm_timezone") or "UTC"
     ignore = params.get("slurm_ignore_users") or []
@@ -181,11 +199,15 @@ def compute(inputs: str):
         with open(os.path.join(inputs, spec["path"]), encoding="utf-8") as fh:
             text = fh.read()
         if spec["format"] == "sacctmgr":
-            observed = parse_time(spec["observed_at"])
-            ev = slurm_src.events_from_sacctmgr(slurm_src.parse_sacctmgr_events(text), slurm_tz, observed, ignore,
+            observed_at = parse_time(spec["observed_at"])
+            ev = slurm_src.events_from_sacctmgr(slurm_src.parse_sacctmgr_events(text), slurm_tz, observed_at, ignore,
                                                 prefix="sacctmgr:%s" % os.path.basename(spec["path"]), notes=notes)
             events += ev
             observations["sources"].append({"source": spec["path"], "records": text.count("\n"), "events": len(ev)})
+            # The event history from the query's Start= (the sla role asks from a day before the month) to the
+            # export: every node's state changes as slurmctld recorded them, so every node of the contract.
+            for n in contract.nodes:
+                saw(n.name, [(start, observed_at)] if observed_at > start else [])
         else:
             snapshots.append({"id": os.path.basename(spec["path"]), "observed_at_us": parse_time(spec["observed_at"]),
                               "format": spec["format"], "text": text})
@@ -197,6 +219,10 @@ def compute(inputs: str):
         ev = slurm_src.events_from_snapshots(ok, slurm_tz, ignore, max_gap_us=int(hold * default_interval * US),
                                              excluded=excluded, hold_intervals=hold)
         events += ev
+        seen = slurm_src.coverage_from_snapshots(ok, slurm_tz, ignore, max_gap_us=int(hold * default_interval * US),
+                                                 excluded=excluded, hold_intervals=hold)
+        for name, spans in seen.items():
+            saw(name, spans)
         observations["sources"].append({"source": "slurm snapshots", "records": len(ok), "events": len(ev)})
 
     # The health probe last: a round in which no node answered is shown with what the scheduler saw then.
@@ -215,11 +241,20 @@ def compute(inputs: str):
             {"at": iso_utc(t), "hosts": len(hosts),
              "scheduler_down": " ".join(h for h in hosts if slurm_src.down_at(events, h, t)) or "none"}
             for t, hosts in blind.items() if start <= t < horizon]
-        if observations["monitoring_outages"]:
-            notes.append("%d health-probe round(s) in which no node answered: monitoring outages, not counted as "
-                         "downtime (see Monitoring outages)" % len(observations["monitoring_outages"]))
         events = ev + events
         unmonitored = {n.name: iv.subtract([(start, horizon)], monitored.get(n.name, [])) for n in contract.nodes}
+        unobserved = {name: iv.subtract(spans, observed.get(name, [])) for name, spans in unmonitored.items()}
+        if observations["monitoring_outages"]:
+            # how long they blinded the probe (the time their samples would have stood for), and how much of that
+            # no other source saw either (judged at its worst case: availability.py, rule 8)
+            shadow = {h: iv.clip(x, start, horizon) for h, x in healthprobe_src.blinded(
+                rows, hold, default_interval, excluded=excluded).items() if h in unobserved}
+            unseen = iv.union(*(iv.intersect(x, unobserved[h]) for h, x in shadow.items()))
+            notes.append("%d health-probe round(s) in which no node answered: monitoring outages, not counted as "
+                         "downtime (see Monitoring outages); they blinded the probe for %s, and no other source "
+                         "saw %s of it (of one node or more: judged at its worst case, see Availability)"
+                         % (len(observations["monitoring_outages"]), unobserved_text(iv.total(iv.union(
+                             *shadow.values()))), unobserved_text(iv.total(unseen))))
         silent = sorted(n.name for n in contract.nodes if not monitored.get(n.name))
         if silent:
             notes.append("no usable health-probe samples for %s in this month" % ", ".join(silent))
@@ -231,15 +266,21 @@ def compute(inputs: str):
         observations["sources"].insert(0, {"source": "healthprobe", "records": len(rows), "events": len(ev)})
     else:
         notes.append("no health-probe store: availability rests on the other sources only")
+        unobserved = {n.name: iv.subtract([(start, horizon)], observed.get(n.name, [])) for n in contract.nodes}
 
     ids = [e.id for e in events]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
         raise ValueError("two events share an id: %s" % ", ".join(dupes[:5]))
     history = read_json("history.json", {}) or {}
-    result = judge(contract, tiers, events, month, now_us=now, unmonitored=unmonitored, history=history)
+    result = judge(contract, tiers, events, month, now_us=now, unmonitored=unmonitored, history=history,
+                   unobserved=unobserved)
     result.notes = notes + result.notes
     return result, observations
+
+
+def _float(value):
+    return None if value is None else float(value)
 
 
 def write_outputs(result, observations, out: str) -> list[str]:
@@ -263,14 +304,21 @@ def write_outputs(result, observations, out: str) -> list[str]:
         "service": [iso_utc(result.service[0]), iso_utc(result.service[1])] if result.service else None,
         "partial": result.partial, "target_pct": float(result.target_pct),
         "cluster_availability_pct": result.cluster_availability_pct,
-        "cluster_met_target": None if result.cluster_availability is None
-        else bool(result.cluster_availability * 100 >= result.target_pct),
+        # None: no service time, or undetermined (cluster_undetermined says why: availability.py, rule 8)
+        "cluster_met_target": result.cluster_met_target,
+        "cluster_undetermined": result.cluster_undetermined,
+        "cluster_worst_case_availability_pct": result.cluster_worst_availability_pct,
         "cluster_credit_pct": float(result.cluster_credit_pct),
+        "cluster_credit_worst_pct": _float(result.cluster_credit_worst_pct),
         "nodes": {n.name: {"availability_pct": n.availability_pct, "down_s": n.down_us / US,
                            "credit_pct": float(n.credit_pct), "meets_target": n.meets_target,
-                           "unmonitored_s": None if n.unmonitored_us is None else n.unmonitored_us / US}
+                           "unmonitored_s": None if n.unmonitored_us is None else n.unmonitored_us / US,
+                           "unobserved_s": None if n.unobserved_us is None else n.unobserved_us / US,
+                           "worst_case_availability_pct": n.worst_availability_pct,
+                           "credit_worst_pct": _float(n.credit_worst_pct), "undetermined": n.undetermined}
                   for n in result.nodes},
-        "breaches": result.breaches, "triggers": result.triggers, "acceptance": result.acceptance,
+        "breaches": result.breaches, "triggers": result.triggers,
+        "undetermined_triggers": result.undetermined_triggers, "acceptance": result.acceptance,
         "notes": result.notes, "observations": observations,
     }
     with open(os.path.join(out, "summary.json"), "w", encoding="utf-8") as fh:

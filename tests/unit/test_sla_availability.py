@@ -410,3 +410,46 @@ def test_a_node_declared_with_no_gpus_weighs_nothing():
     assert node(r, "g1").credit_pct == 25 and node(r, "login").availability == 1
     assert r.cluster_availability == 1 - Fraction(10 * 8, 720 * 32)  # 99.65277... %
     assert pct_text(r.cluster_availability) == "99.6527" and r.cluster_credit_pct == Fraction(25, 4)  # 6.25 %
+
+
+def test_time_no_source_observed_bounds_the_verdict():
+    """Rule 8 on its own: n1 seen down 30 min and not observed 6 h (a 30-day month, gold 99.9 %)."""
+    c = contract(["n1", "n2"])
+    events = [ev("a", "n1", "2026-11-03T10:00:00Z", "2026-11-03T10:30:00Z")]
+    blind = {"n1": [(T("2026-11-20T10:00:00Z"), T("2026-11-20T16:00:00Z"))]}
+    before = node(review(c, TIERS, events, "2026-11"), "n1")  # no coverage given: not judged, as before
+    assert before.meets_target is True and before.worst_availability is None and before.unobserved_us is None
+    r = review(c, TIERS, events, "2026-11", unobserved=blind)
+    n1 = node(r, "n1")
+    assert n1.availability == 1 - Fraction(1, 1440) and n1.worst_availability == 1 - Fraction(13, 1440)
+    assert n1.meets_target is None and n1.undetermined == (
+        "6 h 0 min unobserved (no source saw the node): availability between 99.0972 % and 99.9305 %")
+    assert (n1.credit_pct, n1.credit_worst_pct) == (0, 10) and r.breaches == []
+    assert node(r, "n2").meets_target is True and node(r, "n2").unobserved_us == 0
+    # the cluster: counted 99.9652 %, worst 99.5486 %: undetermined, credit 0 to 5 %
+    assert r.cluster_met_target is None and r.cluster_worst_availability == 1 - Fraction(13, 2880)
+    assert (r.cluster_credit_pct, r.cluster_credit_worst_pct) == (0, 5)
+    row = {x["name"]: x for x in table_rows(r)["availability"][0]}
+    assert (row["n1"]["availability_pct"], row["n1"]["meets_target"]) == ("99.0972 to 99.9305", "undetermined")
+    assert (row["cluster"]["availability_pct"], row["cluster"]["meets_target"]) == ("99.5486 to 99.9652",
+                                                                                    "undetermined")
+    # unobserved time in an honoured exclusion is no downtime in the worst case either
+    notice = ev("m", "n1", "2026-11-20T09:00:00Z", "2026-11-20T17:00:00Z", kind="physical_maintenance",
+                announced_at=T("2026-11-01T00:00:00Z"))
+    assert node(review(c, TIERS, events + [notice], "2026-11", unobserved=blind), "n1").meets_target is True
+
+
+def test_triggers_only_the_worst_case_reaches_are_undetermined():
+    c = contract(["n1"])  # gold: terminate below 95 %, or the target missed 2 months in a row
+    blind = {"n1": [(T("2026-11-05T00:00:00Z"), T("2026-11-07T00:00:00Z"))]}  # 2 days: worst case 93.3333 %
+    r = review(c, TIERS, [], "2026-11", unobserved=blind, history={"2026-10": False})
+    assert r.triggers == [] and [t["trigger"] for t in r.undetermined_triggers] == ["availability", "consecutive"]
+    assert "may have been missed 2 months in a row" in r.undetermined_triggers[1]["detail"]
+    # an undetermined earlier month (history None) is a miss only in the worst case
+    missed = [ev("a", "n1", "2026-11-05T00:00:00Z", "2026-11-05T02:00:00Z")]
+    r = review(c, TIERS, missed, "2026-11", history={"2026-10": None})
+    assert r.triggers == [] and [t["trigger"] for t in r.undetermined_triggers] == ["consecutive"]
+    r = review(c, TIERS, missed, "2026-11", history={"2026-10": False})
+    assert [t["trigger"] for t in r.triggers] == ["consecutive"] and r.undetermined_triggers == []
+    md = render_markdown(review(c, TIERS, [], "2026-11", unobserved=blind), {})
+    assert "Termination triggers: none determined." in md and "**Termination triggers undetermined**" in md

@@ -9,7 +9,7 @@ from run_dirs import unpack_recorded_run
 
 from reports.sla.events import EventError
 from reports.sla.sources import assessment, imports, slurm
-from reports.sla.sources.healthprobe import events_from_samples
+from reports.sla.sources.healthprobe import blinded, events_from_samples
 from reports.sla.store import parse_node_output, sample_from_result
 from reports.sla.timeutil import US, TimeError, iso_utc, parse_time
 
@@ -119,6 +119,17 @@ def test_a_round_in_which_no_node_answered_is_a_monitoring_outage():
         ("a", T0 + 300 * US, T0 + 600 * US), ("b", T0 + 300 * US, T0 + 600 * US)]
 
 
+def test_what_the_monitoring_outages_blinded():
+    """blinded: the time the samples of the rounds in which no host answered would have stood for."""
+    rows = [sample(1, "a", 0, "up"), sample(2, "b", 0, "up"), unreachable(3, "a", 300), unreachable(4, "b", 300),
+            unreachable(5, "a", 600), sample(6, "b", 600, "up"), sample(7, "a", 900, "up")]
+    assert blinded(rows) == {"a": [(T0 + 300 * US, T0 + 600 * US)], "b": [(T0 + 300 * US, T0 + 600 * US)]}
+    # 10:10 is no outage (b answered): a's sample there is downtime, not blind
+    events, _, _, outages = events_from_samples(rows)
+    assert list(outages) == [T0 + 300 * US] and [(e.start, e.end) for e in events] == [(T0 + 600 * US,
+                                                                                       T0 + 900 * US)]
+
+
 def test_missing_gpus_and_reboots():
     rows = [sample(1, "a", 0, "up", gpus_found=8, boot_id="b1"), sample(2, "a", 300, "up", gpus_found=7, boot_id="b1"),
             sample(3, "a", 600, "up", gpus_found=7, boot_id="b1", uptime_s=100.0),
@@ -188,6 +199,28 @@ def test_a_snapshot_taken_in_an_honoured_exclusion_stands_only_until_it_ends():
     assert e.evidence["exclusion_ended_at"] == "2026-11-30T05:37:00Z"
     [e] = slurm.events_from_snapshots(snaps, "UTC")
     assert e.end == OBSERVED + 300 * US and e.evidence["exclusion_ended_at"] is None
+
+
+def test_what_snapshots_observed_down_or_in_service():
+    """coverage_from_snapshots: the time each sighting stands for (the review's time no source observed): until the
+    next sighting, at most hold_intervals of its round's interval, and only until an honoured exclusion ends."""
+    text = (SLURM / "scontrol_oneliner.txt").read_text()
+    [line] = [x for x in text.splitlines() if x.startswith("NodeName=gpu002 ")]  # drained
+    back = re.sub(r"State=\S+", "State=IDLE", line).split(" Reason=")[0]
+    snaps = [{"id": "s1", "observed_at_us": OBSERVED, "format": "scontrol", "text": line, "interval_s": 300},
+             {"id": "s2", "observed_at_us": OBSERVED + 300 * US, "format": "scontrol", "text": back,
+              "interval_s": 300},
+             {"id": "s3", "observed_at_us": OBSERVED + 3600 * US, "format": "scontrol", "text": back,
+              "interval_s": 300}]
+    seen = slurm.coverage_from_snapshots(snaps, "UTC", hold_intervals=2)
+    # s2 stands for 10 min (2 x 300 s), not the 55 min to s3; the last one for its 10 min
+    assert seen == {"gpu002": [(OBSERVED, OBSERVED + 900 * US), (OBSERVED + 3600 * US, OBSERVED + 4200 * US)]}
+    test = [(OBSERVED - 60 * US, OBSERVED + 60 * US)]
+    assert slurm.coverage_from_snapshots(snaps, "UTC", hold_intervals=2, excluded={"gpu002": test})["gpu002"][0] \
+        == (OBSERVED, OBSERVED + 60 * US)
+    # no hold at all: a sighting vouches up to the next one, never for ever
+    assert slurm.coverage_from_snapshots([dict(x, interval_s=None) for x in snaps], "UTC") == {
+        "gpu002": [(OBSERVED, OBSERVED + 3600 * US)]}
 
 
 def test_single_snapshot_down_since_the_reason():

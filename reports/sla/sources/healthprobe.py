@@ -17,6 +17,9 @@ Two things make a sample stand for less:
   about the controller, the probe's one vantage point, than about the nodes. Its samples are neither down nor
   monitored; downtime in that time comes only from the other sources, so a node the scheduler showed down then
   counts for as long as the scheduler's own record says (the review lists each outage with what Slurm saw).
+  Time that neither the probe nor another source observed is not counted, but it bounds the verdict: with one
+  node, or no scheduler source, a whole-cluster outage is all monitoring outage, and the review judges it at its
+  worst case (reports/sla/availability.py, rule 8) instead of reading it as 100 % available.
 
 GPU scope: when a node's nvidia-smi lists fewer GPUs than the contract says it has (or fails), the missing count
 becomes a gpu-scope event; the node rule in reports/sla/availability.py decides whether that makes the node down.
@@ -54,25 +57,48 @@ def _stretches(spans, key):
     return out
 
 
+def _by_host(samples: list[dict]) -> dict[str, list[dict]]:
+    by_host: dict[str, list[dict]] = {}
+    for s in samples:
+        by_host.setdefault(s["host"], []).append(s)
+    for rows in by_host.values():
+        rows.sort(key=lambda r: (r["sampled_at_us"], r["id"]))
+    return by_host
+
+
+def _spans(host: str, rows: list[dict], blind: dict, hold_intervals: float, default_interval_s: float,
+           excluded: dict | None) -> list[tuple]:
+    """(sample, state, held until) of one host's rows in time order: what each sample stands for."""
+    spans = []
+    for i, r in enumerate(rows):
+        t = r["sampled_at_us"]
+        held = [t + int(hold_intervals * (r.get("interval_s") or default_interval_s) * US)]
+        held += [rows[i + 1]["sampled_at_us"]] if i + 1 < len(rows) else []
+        held += [e for s, e in (excluded or {}).get(host, []) if s <= t < e]
+        spans.append((r, BLIND if t in blind else r["state"], min(held)))
+    return spans
+
+
+def blinded(samples: list[dict], hold_intervals: float = 2, default_interval_s: float = 300,
+            excluded: dict | None = None) -> dict[str, list]:
+    """host -> the time its monitoring-outage samples would have stood for: what those rounds blinded the probe to
+    (neither down nor monitored; the review says how much, reports/sla/review.py)."""
+    blind = monitoring_outages(samples)
+    return {host: [(r["sampled_at_us"], h) for r, state, h in
+                   _spans(host, rows, blind, hold_intervals, default_interval_s, excluded)
+                   if state == BLIND and h > r["sampled_at_us"]]
+            for host, rows in sorted(_by_host(samples).items())}
+
+
 def events_from_samples(samples: list[dict], expected_gpus: dict | None = None, hold_intervals: float = 2,
                         default_interval_s: float = 300, excluded: dict | None = None):
     """(events, monitored intervals per host, reboot observations, monitoring outages) from store rows (any order).
 
     excluded: node -> intervals of the exclusions honoured for it (reports.sla.availability.excluded_intervals)."""
     blind = monitoring_outages(samples)
-    by_host: dict[str, list[dict]] = {}
-    for s in samples:
-        by_host.setdefault(s["host"], []).append(s)
     events, monitored, reboots = [], {}, []
-    for host, rows in sorted(by_host.items()):
-        rows.sort(key=lambda r: (r["sampled_at_us"], r["id"]))
-        spans = []  # (sample, state, held until)
-        for i, r in enumerate(rows):
-            t = r["sampled_at_us"]
-            held = [t + int(hold_intervals * (r.get("interval_s") or default_interval_s) * US)]
-            held += [rows[i + 1]["sampled_at_us"]] if i + 1 < len(rows) else []
-            held += [e for s, e in (excluded or {}).get(host, []) if s <= t < e]
-            spans.append((r, BLIND if t in blind else r["state"], min(held)))
+    for host, rows in sorted(_by_host(samples).items()):
+        spans = _spans(host, rows, blind, hold_intervals, default_interval_s, excluded)
         monitored[host] = [(r["sampled_at_us"], h) for r, state, h in spans
                            if state != BLIND and h > r["sampled_at_us"]]
         for run in _stretches(spans, key=lambda x: x[1]):

@@ -17,6 +17,12 @@ Inputs, as recorded from the tools (tests/fixtures/slurm/ has examples):
   (`Unknown` while still open); needs slurmdbd accounting. Cluster events (no NodeName) are not downtime. Its User
   column is `name(uid)`, compared with `ignore_users` by the name (event_user).
 
+What each observed, for the time no source observed (reports/sla/availability.py, rule 8): a snapshot observed
+the nodes it lists for as long as it stands (coverage_from_snapshots); a sacctmgr export is the scheduler's whole
+event history from the query's Start= to the export, so it observed every node of the contract in that span (the
+sla role asks from a day before the month, reports/sla/review.py; a node with no event was in service as far as
+slurmctld kept its record).
+
 Down means the phases down, draining and drained of probes/common/slurm.py: base state DOWN, FAIL, FUTURE or
 UNKNOWN, a drain, or a flag that keeps work off the node (NOT_RESPONDING `*`, FAIL, REBOOT_ISSUED, an invalid
 registration). Power saving (POWERED_DOWN `~`, powering up or down) and MAINT (a maintenance reservation) alone are
@@ -31,6 +37,7 @@ import re
 
 from probes.common.slurm import parse_show_node, split_reason
 from probes.common.slurm import phase as node_phase
+from reports.sla import intervals as iv
 from reports.sla.events import Event
 from reports.sla.timeutil import US, TimeError, iso_utc, parse_time
 
@@ -295,15 +302,9 @@ def _new_outage(prev: dict, nxt: dict) -> bool:
             or (nxt["since"] is not None and prev["t"] < nxt["since"] <= nxt["t"]))
 
 
-def events_from_snapshots(snapshots: list[dict], tz, ignore_users=(), max_gap_us: int | None = None,
-                          prefix="slurm", excluded: dict | None = None,
-                          hold_intervals: float | None = None) -> list[Event]:
-    """Snapshots [{observed_at_us, text, format, id, interval_s}] -> down events per node (see the module docstring).
-    A snapshot stands for the time after it up to hold_intervals of its own round's interval (interval_s: the
-    health probe's round it was taken in records it, 1 s to a day), or max_gap_us when it has none (a file given
-    by hand) or hold_intervals is not given; None: for ever.
-    excluded: node -> intervals of the exclusions honoured for it (reports.sla.availability.excluded_intervals).
-    A node that a `sinfo -R` snapshot leaves out was in service when it was taken (-R lists only the others)."""
+def _series(snapshots: list[dict], tz, ignore_users=(), max_gap_us: int | None = None,
+            hold_intervals: float | None = None) -> dict[str, list]:
+    """node -> its sightings in time order: {t, down, reason, user, since, state, snapshot, hold_us}."""
     series: dict[str, list] = {}
     ordered = sorted(snapshots, key=lambda s: s["observed_at_us"])
     records = [snapshot_records(snap["text"], snap.get("format") or "scontrol-oneliner") for snap in ordered]
@@ -335,6 +336,40 @@ def events_from_snapshots(snapshots: list[dict], tz, ignore_users=(), max_gap_us
             series.setdefault(rec["node"], []).append(
                 {"t": snap["observed_at_us"], "down": down, "reason": reason, "user": user, "since": when,
                  "since_late": late, "state": rec["state"], "snapshot": snap.get("id"), "hold_us": hold_us})
+    return series
+
+
+def coverage_from_snapshots(snapshots: list[dict], tz, ignore_users=(), max_gap_us: int | None = None,
+                            excluded: dict | None = None, hold_intervals: float | None = None) -> dict[str, list]:
+    """node -> the intervals the snapshots observed it, down or in service (the review's rule 8, time no source
+    observed: reports/sla/availability.py). Each sighting stands for the node as events_from_snapshots reads it:
+    until the node's next sighting, for at most its hold (hold_intervals of its round's interval, or max_gap_us),
+    and, taken in an exclusion honoured for the node, only until the exclusion ends. A sighting with no hold at all
+    (max_gap_us None and no interval) vouches only up to the next sighting, never for ever; a node a snapshot does
+    not list is not observed by it."""
+    out: dict[str, list] = {}
+    for node, points in _series(snapshots, tz, ignore_users, max_gap_us, hold_intervals).items():
+        spans = []
+        for p, nxt in zip(points, points[1:] + [None]):
+            ends = [] if p["hold_us"] is None else [p["t"] + p["hold_us"]]
+            ends += [nxt["t"]] if nxt is not None else []
+            ends += [e for s, e in (excluded or {}).get(node, []) if s <= p["t"] < e]
+            if ends:
+                spans.append((p["t"], min(ends)))
+        out[node] = iv.merge(spans)
+    return out
+
+
+def events_from_snapshots(snapshots: list[dict], tz, ignore_users=(), max_gap_us: int | None = None,
+                          prefix="slurm", excluded: dict | None = None,
+                          hold_intervals: float | None = None) -> list[Event]:
+    """Snapshots [{observed_at_us, text, format, id, interval_s}] -> down events per node (see the module docstring).
+    A snapshot stands for the time after it up to hold_intervals of its own round's interval (interval_s: the
+    health probe's round it was taken in records it, 1 s to a day), or max_gap_us when it has none (a file given
+    by hand) or hold_intervals is not given; None: for ever.
+    excluded: node -> intervals of the exclusions honoured for it (reports.sla.availability.excluded_intervals).
+    A node that a `sinfo -R` snapshot leaves out was in service when it was taken (-R lists only the others)."""
+    series = _series(snapshots, tz, ignore_users, max_gap_us, hold_intervals)
     out = []
     for node, points in sorted(series.items()):
         prev_up = None
