@@ -1,23 +1,27 @@
 """Shared pytest setup. Fixture logic lives next to what it drives (tests/cluster/ for the SSH test cluster).
 
-`make test-parallel` runs the suite on pytest-xdist workers, one test module at a time per worker (`--dist loadscope`),
-so that module fixtures (one playbook run shared by a module's assertions) stay whole. Most of an integration module's
-time is spent waiting on SSH, probes' fixed durations and sleeps, which other workers fill. What that needs:
+`make test` runs the whole suite on two pytest-xdist workers (`-n 2 --dist loadgroup --no-loadscope-reorder`):
+* **one worker runs every module that uses the SSH test cluster, one after the other** (xdist group "cluster"), on
+  the one test cluster it brings up, as a serial run would. Those modules stay timed as they were written: none
+  shares hosts, Slurm daemons or the machine's packages with a module running beside it, and test_concurrent_runs'
+  `cleanup.yml -e assess_cleanup_run=all` (which on every node ends the processes of every run but the live one,
+  `pgrep -f` on the working directories' prefix, in the one PID namespace the test hosts share) meets no run of
+  another module's;
+* **the other worker fills in beside it**: the unit tests (no test cluster, no shared state; scheduled one test at
+  a time, at a lower CPU priority so that the cluster modules' timing-sensitive steps keep theirs), then the
+  integration modules that bring hosts of their own or none (molecule's scenarios, the local demo, the reliability
+  module's own cluster, the browser and callback tests), each module whole (its module fixture runs once).
+About 7 CPU-minutes of unit tests no longer wait for the cluster modules, nor the 6 minutes of the own-hosts modules.
 
-* every worker brings up a test cluster of its own (prefix, subnet and state directory derived from the worker's
-  name, below), so no two workers share hosts, ports, Slurm daemons or run directories;
-* the modules start longest first (`--no-loadscope-reorder` keeps this order; xdist would otherwise start the
-  modules with the most tests first), so the last one to finish is not a long one started late;
-* two modules need the machine to themselves (MACHINE_LOCK): test_tools installs and removes Debian packages on the
-  machine that every test host shares (what a probe finds installed depends on it); test_concurrent_runs runs
-  `cleanup.yml -e assess_cleanup_run=all`, which on every node ends the processes of every run but the live one
-  (`pgrep -f` on the working directories' prefix), and the test hosts are network namespaces of one PID namespace:
-  on a test host it ended another worker's probes and srun steps (a clean-clone run of the suite on two workers:
-  "srun: Force Terminated", exit 143, and every host of the other cluster "unreachable", ssh's 255 for a remote
-  command killed by a signal). The other modules that run probes wait for them, and the unit tests, which bring
-  their own tools, fill the other workers meanwhile.
+What keeps the two apart:
+* the modules that need the machine to themselves (MACHINE_ALONE: test_tools installs and removes Debian packages
+  that every test host and the local demo see; test_concurrent_runs' `all` cleanup, above) hold MACHINE_LOCK alone,
+  every other module that runs probes holds it shared: the own-hosts modules wait while those two run. They run
+  early on the cluster worker, while the other worker is still on the unit tests, which take no lock (their
+  processes never work under /tmp/clustermax-assess-, the `all` cleanup's pattern);
+* a worker other than gw0 that brings up a test cluster anyway gets a prefix, subnet and state directory of its own
+  (_worker_cluster_identity, below), as test_reliability's own cluster derives its identity from the worker's.
 """
-
 import fcntl
 import os
 import sys
@@ -33,13 +37,13 @@ if str(_TESTS) not in sys.path:
 from cluster.fixtures import test_cluster  # noqa: E402,F401  (a session fixture, re-exported for every test)
 
 ROOT = _TESTS.parent
-# Modules in the order they start: the harness's own tests first (a minute; they check each host's SSH answers with
-# nothing on stderr, before any test has ended a host's processes, a login shell among them), test_tools next (it needs
-# the machine to itself, see MACHINE_LOCK), then the unit tests (they fill the other workers while test_tools runs),
-# test_concurrent_runs (the machine to itself too: the other worker waits, so it goes before the longest), then the
-# integration modules longest first (their times in a clean-clone run on 2 cores, 2026-12-06). Modules not named here
-# start after the named ones, in file order.
-LONGEST_FIRST = ["cluster/", "integration/test_tools.py", "unit/", "integration/test_concurrent_runs.py",
+# Modules in the order they start. On the cluster worker: the harness's own tests first (a minute; they check each
+# host's SSH answers with nothing on stderr, before any test has ended a host's processes, a login shell among them),
+# then the two that need the machine alone (MACHINE_LOCK) while the other worker is on the unit tests, then the rest
+# longest first (their times in a clean-clone run on 2 cores, 2026-12-06), so a long one never starts last. On the
+# other worker: the unit tests, then the own-hosts modules longest first. Modules not named here start after the named
+# ones, in file order.
+LONGEST_FIRST = ["cluster/", "integration/test_tools.py", "integration/test_concurrent_runs.py", "unit/",
                  "integration/test_inference.py", "integration/test_molecule.py", "integration/test_launchers.py",
                  "integration/test_storage.py", "integration/test_burnin.py", "integration/test_local_demo.py",
                  "integration/test_orchestration.py", "integration/test_training.py", "integration/test_reliability.py",
@@ -79,9 +83,40 @@ def _rank(item):
     return len(LONGEST_FIRST)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which adds each item's group to its node id
 def pytest_collection_modifyitems(items):
     # stable: a module's own tests keep their order, and every worker collects the same order
     items.sort(key=_rank)
+    modules: dict = {}
+    for item in items:
+        modules.setdefault(item.module, []).append(item)
+    for module, its in modules.items():
+        path = Path(str(module.__file__)).relative_to(_TESTS).as_posix()
+        if path.startswith("unit/"):
+            continue  # one test at a time, on whichever worker is free
+        # a module that uses the test cluster (any of its tests, through any fixture) goes to the cluster worker; any
+        # other integration module stays whole on one worker
+        cluster = path.startswith("cluster/") or any("test_cluster" in item.fixturenames for item in its)
+        group = pytest.mark.xdist_group("cluster" if cluster else path)
+        for item in its:
+            item.add_marker(group)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _unit_tests_yield_the_cpu(request):
+    """The unit tests run at nice 10 beside the cluster modules (their steps have deadlines: a rendezvous, srun's
+    timeouts, a burn-in that must still hold the nodes), and back at 0 after them, for the modules that follow them
+    on the same worker. Only root may give the priority back, so only root lowers it."""
+    path = Path(str(request.node.fspath)).relative_to(_TESTS).as_posix()
+    if not path.startswith("unit/") or os.geteuid() != 0 or not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    os.setpriority(os.PRIO_PROCESS, 0, max(before, 10))
+    try:
+        yield
+    finally:
+        os.setpriority(os.PRIO_PROCESS, 0, before)
 
 
 def _runs_on_the_machine(module_path):
