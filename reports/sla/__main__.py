@@ -29,8 +29,9 @@ def main(argv=None) -> int:
     p.add_argument("--db", required=True)
     p = sub.add_parser("review", help="review one month; writes OUT_ROOT/<month>/")
     p.add_argument("--month", help="YYYY-MM (default: the previous month in the contract's time zone)")
-    p.add_argument("--contract", help="contract JSON/YAML (nodes, racks, tier, system, time zone, acceptance);"
-                   " - reads JSON from stdin")
+    p.add_argument("--contract", help="contract JSON/YAML (nodes with their racks, GPUs and optional service "
+                   "windows in_service_from / in_service_until, tier, system, time zone, acceptance); - reads JSON "
+                   "from stdin")
     p.add_argument("--out-root", help="runs/<provider>/sla")
     p.add_argument("--store", help="health-probe SQLite store")
     p.add_argument("--import", dest="imports", action="append", default=[], help="provider CSV/JSON log")

@@ -4,7 +4,11 @@ The rules, in the order they are applied (all durations in UTC microseconds, all
 
 1. Service time. The month is [first instant, first instant of the next month) in the contract's time zone. Time
    before the acceptance (`accepted_at`) is not service time; with an agreed acceptance date but no acceptance yet
-   there is no service time at all. A review of the running month stops at "now".
+   there is no service time at all. A review of the running month stops at "now". A node's service time is that,
+   cut to its own service window when the contract gives one (`in_service_from`, `in_service_until`, read as
+   `accepted_at` is: a node swapped for a spare mid-month, the spare that replaced it): nothing outside a node's
+   window is counted for it, neither downtime (its own events there are ignored for it, with a note), nor
+   exclusions, nor time no source observed (rule 8). A node whose window misses the month has no service time.
 2. A node's own downtime: its node-scope `down` events, the rack- and cluster-scope `down` events that cover it, and
    the node rule: the node is down while at least `node_down_gpus` of its GPUs are down at once (gpu-scope events;
    a record that names no GPU counts as `gpus` GPUs, and overlapping records are never added up beyond what one
@@ -18,10 +22,15 @@ The rules, in the order they are applied (all durations in UTC microseconds, all
    `min_outage_s` are dropped, judged on the whole outage before it is clipped to the month (an outage across
    midnight on the 1st is not a blip of each month).
 5. The rack rule (systems with `rack_down_nodes`, NVL72: 3): while at least that many of a rack's nodes are down at
-   once (after exclusions), every node of the rack counts as down.
+   once (after exclusions), every node of the rack counts as down. A node out of service (outside its window) is
+   not down for the rule, and the rule puts no downtime on it.
 6. Availability = 1 - downtime / service time (or / service time minus excluded time, with
-   `availability_denominator: eligible`), exact (fractions). Credits: the tier's ladder per node; the cluster's
-   credit is the GPU-weighted mean of the node credits (share of the whole monthly fee).
+   `availability_denominator: eligible`), exact (fractions), each node over its own service time. Credits: the
+   tier's ladder per node. Rack and cluster figures weigh each node by its GPUs times its own service time: the
+   availability is 1 - the sum of downtime x GPUs / the sum of denominator x GPUs, and the cluster's credit is the
+   mean of the node credits weighted by GPUs x service time (share of the whole monthly fee). A node in service for
+   part of the month weighs only for that part: a node swapped on the 15th and its spare together weigh as one
+   node of the whole month. With no windows every node's service time is the same and both are GPU-weighted means.
 7. Breaches: nodes below the tier's target. Termination triggers: cluster availability below the tier's
    termination threshold; the target missed for N consecutive months (with the earlier months' reviews); the
    acceptance not made within `termination_after_days` of the agreed date.
@@ -36,7 +45,9 @@ The rules, in the order they are applied (all durations in UTC microseconds, all
    short to matter); otherwise the verdict is undetermined (`meets_target` None, `undetermined` says why) and the
    credit is the range from the counted to the worst-case credit. The cluster is judged the same way on its
    GPU-weighted figures, and a termination trigger that only the worst case reaches is listed as undetermined,
-   never as met or missed. Without `unobserved` (None) there is no worst case: the counted figures stand.
+   never as met or missed. Without `unobserved` (None) there is no worst case: the counted figures stand. Only a
+   node's own service time can be unobserved: a retired node no source sees after its `in_service_until`, or a
+   spare before its `in_service_from`, is out of service then, not unobserved.
 """
 
 from __future__ import annotations
@@ -46,9 +57,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from reports.sla import intervals as iv
-from reports.sla.events import Contract, Event
+from reports.sla.events import Contract, Event, contract_instant
 from reports.sla.tiers import Tiers
-from reports.sla.timeutil import US, TimeError, add_months, iso_utc, month_window, parse_time, zone
+from reports.sla.timeutil import US, TimeError, add_months, iso_utc, month_window, zone
 
 DAY_US = 86400 * US
 
@@ -58,7 +69,7 @@ class NodeResult:
     name: str
     rack: str | None
     gpus: int
-    service_us: int
+    service_us: int  # the node's own service time (rule 1)
     excluded_us: int
     own_down_us: int  # the node's own downtime after exclusions
     rack_rule_us: int  # downtime added by the rack rule on top of the node's own
@@ -76,6 +87,10 @@ class NodeResult:
     worst_availability: Fraction | None = None
     credit_worst_pct: Fraction | None = None
     undetermined: str | None = None  # why the verdict is undetermined (counted meets the target, worst case not)
+    # The node's own service time [start, end) (rule 1: the review's, cut to the node's window); None: none this month
+    service: tuple[int, int] | None = None
+    # Its window as the contract gives it (UTC microseconds; None: no bound on that side)
+    window: tuple[int | None, int | None] = (None, None)
 
     @property
     def availability_pct(self) -> float | None:
@@ -157,12 +172,24 @@ def pct_text(value, digits: int = 4) -> str:
 
 def _instant(value: str | None, tz) -> int | None:
     """An acceptance date: YYYY-MM-DD means the start of that day in the contract's zone; a full time is exact."""
-    if value in (None, ""):
+    return contract_instant(value, tz)
+
+
+def node_service(contract: Contract, node, service: tuple[int, int] | None) -> tuple[int, int] | None:
+    """Rule 1: the review's service time cut to the node's own window; None when they do not meet."""
+    if service is None:
         return None
-    text = str(value)
-    if len(text) == 10 and text[4] == "-" and text[7] == "-":
-        return parse_time(text + "T00:00:00", default_tz=tz)
-    return parse_time(text, default_tz=tz)
+    since, until = contract.service_window(node)
+    start = service[0] if since is None else max(service[0], since)
+    end = service[1] if until is None else min(service[1], until)
+    return (start, end) if end > start else None
+
+
+def window_text(window: tuple[int | None, int | None]) -> str:
+    """A node's service window for people: "from 2026-11-15T00:00:00Z", "until ...", "from ... until ..."."""
+    since, until = window
+    return " ".join(part for part in ("from %s" % iso_utc(since) if since is not None else "",
+                                      "until %s" % iso_utc(until) if until is not None else "") if part)
 
 
 def gpu_rule(events: list[Event], k: int) -> list[tuple[int, int]]:
@@ -251,6 +278,24 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
     elif service is None:
         notes.append("no service time in %s (accepted %s)" % (month, contract.accepted_at))
 
+    # Rule 1: each node's own service time, the review's cut to the node's window where the contract gives one.
+    windows = {n.name: contract.service_window(n) for n in contract.nodes}
+    services = {n.name: node_service(contract, n, service) for n in contract.nodes}
+    for n in contract.nodes:
+        if windows[n.name] == (None, None) or service is None:
+            continue
+        if services[n.name] is None:
+            notes.append("%s is in service %s: none of it in this month's service time, nothing is counted for it"
+                         % (n.name, window_text(windows[n.name])))
+            continue
+        outside = iv.subtract([service], [services[n.name]])
+        ignored = [ev.id for ev in events if ev.scope in ("node", "gpu") and ev.target == n.name
+                   and iv.intersect([(ev.start, ev.end)], outside)]
+        if ignored:
+            notes.append("%s is in service %s: %d of its event(s) fall outside that window and were ignored for the "
+                         "time outside it (%s)" % (n.name, window_text(windows[n.name]), len(ignored),
+                                                   ", ".join(ignored[:10]) + (", ..." if len(ignored) > 10 else "")))
+
     node_names = {n.name for n in contract.nodes}
     racks: dict[str, list[str]] = {}
     for n in contract.nodes:
@@ -287,20 +332,23 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
     for node in contract.nodes:
         mine = [ev for ev in events if contract.covers(ev, node)]
         excl = excluded[node.name]
+        mine_service = services[node.name]
         # Refused maintenance is downtime at every scope: a GPU's goes through the node rule like a failed GPU.
         own = iv.union(((ev.start, ev.end) for ev in mine if ev.scope != "gpu"
                         and (ev.kind == "down" or ev.id in refused_excl)),
                        gpu_rule([ev for ev in mine if ev.scope == "gpu"
                                  and (ev.kind == "down" or ev.id in refused_excl)], node_down_gpus))
-        if service:
-            # min_outage_s judges the whole outage, so one that crosses the month's edge is not cut into blips.
-            counted = iv.clip(iv.drop_shorter(iv.subtract(own, excl), min_outage), *service)
-            excl_in = iv.clip(excl, *service)
+        if mine_service:
+            # min_outage_s judges the whole outage, so one that crosses the month's edge (or the node's window) is
+            # not cut into blips.
+            counted = iv.clip(iv.drop_shorter(iv.subtract(own, excl), min_outage), *mine_service)
+            excl_in = iv.clip(excl, *mine_service)
         else:
             counted, excl_in = [], []
-        # Rule 8: the unobserved service time outside honoured exclusions (excluded time is never downtime).
+        # Rule 8: the unobserved service time outside honoured exclusions (excluded time is never downtime); time
+        # outside the node's own window is not its service time, so never unobserved.
         blind = None if unobserved is None else (
-            iv.subtract(iv.clip(unobserved.get(node.name, []), *service), excl_in) if service else [])
+            iv.subtract(iv.clip(unobserved.get(node.name, []), *mine_service), excl_in) if mine_service else [])
         results[node.name] = {"node": node, "events": mine, "excl": excl_in, "counted": counted, "blind": blind,
                               "worst_own": iv.union(counted, blind or [])}
 
@@ -314,8 +362,13 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
             notes.append("rack %s has %d node(s) in the contract, fewer than the rack rule's %d: the rule cannot "
                          "trigger" % (rack, len(members), rack_k))
         per_rack = params.get("nodes_per_rack")
-        if per_rack and len(members) > per_rack:
-            notes.append("rack %s lists %d nodes, more than nodes_per_rack %d" % (rack, len(members), per_rack))
+        # a tray swapped for a spare is two nodes of the contract, never in service at once: count those at once
+        at_once = max([len(members)] if service is None else [
+            sum(1 for m in members if services[m] and services[m][0] <= t < services[m][1])
+            for t in {services[m][0] for m in members if services[m]}] or [0])
+        if per_rack and at_once > per_rack:
+            notes.append("rack %s lists %d nodes%s, more than nodes_per_rack %d"
+                         % (rack, at_once, "" if at_once == len(members) else " in service at once", per_rack))
         rack_down[rack] = down
         rack_results.append(RackResult(name=rack, nodes=sorted(members), rule_nodes=rack_k, nodes_per_rack=per_rack,
                                        down=down, down_us=iv.total(down), capacity_availability=None))
@@ -326,14 +379,17 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
         # sla_gpus 0 (a login or CPU host) is 0, not the system's count: it weighs nothing in the GPU-weighted
         # cluster availability and credit (only an unset count means gpus_per_node)
         gpus = params["gpus_per_node"] if node.gpus is None else node.gpus
-        service_us = (service[1] - service[0]) if service else 0
-        extra = iv.subtract(rack_down.get(node.rack, []), r["excl"]) if node.rack else []
+        mine_service = services[node.name]
+        service_us = (mine_service[1] - mine_service[0]) if mine_service else 0
+        # Rule 5: the rack rule puts no downtime on a node outside its own service time.
+        extra = (iv.clip(iv.subtract(rack_down.get(node.rack, []), r["excl"]), *mine_service)
+                 if node.rack and mine_service else [])
         down = iv.union(r["counted"], extra)
         excluded_us = iv.total(r["excl"])
         denominator = service_us - excluded_us if eligible_mode else service_us
         # Rule 8: the worst case, every unobserved minute down (and the rack rule on the nodes' worst cases).
-        worst_down = iv.union(r["worst_own"], iv.subtract(rack_worst.get(node.rack, []), r["excl"])
-                              if node.rack else [])
+        worst_down = iv.union(r["worst_own"], iv.clip(iv.subtract(rack_worst.get(node.rack, []), r["excl"]),
+                                                      *mine_service) if node.rack and mine_service else [])
         worst, credit_worst, undetermined = None, None, None
         if denominator > 0:
             availability = 1 - Fraction(iv.total(down), denominator)
@@ -349,7 +405,8 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
                                        pct_text(availability)))
         else:
             availability, credit, meets = None, Fraction(0), None
-        unmon = None if unmonitored is None else (iv.clip(unmonitored.get(node.name, []), *service) if service else [])
+        unmon = None if unmonitored is None else (iv.clip(unmonitored.get(node.name, []), *mine_service)
+                                                  if mine_service else [])
         node_results.append(NodeResult(
             name=node.name, rack=node.rack, gpus=gpus, service_us=service_us, excluded_us=excluded_us,
             own_down_us=iv.total(r["counted"]), rack_rule_us=iv.total(iv.subtract(extra, r["counted"])),
@@ -357,13 +414,14 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
             meets_target=meets, unmonitored_us=None if unmon is None else iv.total(unmon), down=down,
             excluded=r["excl"], unobserved_us=None if r["blind"] is None else iv.total(r["blind"]),
             worst_down_us=None if r["blind"] is None else iv.total(worst_down), worst_availability=worst,
-            credit_worst_pct=credit_worst, undetermined=undetermined))
+            credit_worst_pct=credit_worst, undetermined=undetermined, service=mine_service,
+            window=windows[node.name]))
         for s, e in r["counted"]:
             downtime_rows.append(_row(node, s, e, "node", _evidence(r["events"], s, e, accepted_excl)))
         for s, e in iv.subtract(extra, r["counted"]):
-            members = [m for m in racks[node.rack] if m != node.name]
-            ev = [eid for m in members for eid in _evidence(results[m]["events"], s, e, accepted_excl)]
+            # the evidence of the trays counted down then (never a tray's events outside its own service time)
             trays = sorted(m for m in racks[node.rack] if iv.intersect(results[m]["counted"], [(s, e)]))
+            ev = [eid for m in trays for eid in _evidence(results[m]["events"], s, e, accepted_excl)]
             downtime_rows.append(_row(node, s, e, "rack rule: %d of %s down at once (%s)" % (
                 len(trays), node.rack, ", ".join(trays)), ev))
 
@@ -380,11 +438,13 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
         rr.capacity_worst_availability = _capacity([by_name[m] for m in rr.nodes], worst=True) if judged else None
     cluster = _capacity(node_results)
     cluster_worst = _capacity(node_results, worst=True) if judged else None
-    weight = sum(n.gpus for n in node_results if n.availability is not None)
-    cluster_credit = (sum(n.credit_pct * n.gpus for n in node_results if n.availability is not None) / weight
-                      if weight else Fraction(0))
-    cluster_credit_worst = (sum(n.credit_worst_pct * n.gpus for n in node_results if n.availability is not None)
-                            / weight if weight else Fraction(0)) if judged else None
+    # Rule 6: each node's credit weighs by its GPUs times its own service time (its share of the monthly fee).
+    weight = sum(n.gpus * n.service_us for n in node_results if n.availability is not None)
+    cluster_credit = (Fraction(sum(n.credit_pct * n.gpus * n.service_us for n in node_results
+                                   if n.availability is not None)) / weight if weight else Fraction(0))
+    cluster_credit_worst = (Fraction(sum(n.credit_worst_pct * n.gpus * n.service_us for n in node_results
+                                         if n.availability is not None)) / weight
+                            if weight else Fraction(0)) if judged else None
     # The cluster's verdict by rule 8: its counted figure below the target is a miss; at or above it, met only
     # when its worst case is too.
     cluster_met, cluster_undetermined = None, None
@@ -458,7 +518,9 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
 
 
 def _capacity(nodes: list[NodeResult], worst: bool = False) -> Fraction | None:
-    """GPU-weighted availability of a set of nodes (a rack, the cluster); worst: with their worst-case downtime."""
+    """GPU-weighted availability of a set of nodes (a rack, the cluster); worst: with their worst-case downtime.
+    Each node weighs by its GPUs times its own denominator (rule 6): a node in service for part of the month only
+    for that part."""
     denom = sum(n.denominator_us * n.gpus for n in nodes if n.availability is not None)
     if not denom:
         return None
@@ -503,4 +565,4 @@ def _acceptance(contract, tiers, agreed, accepted, window, tz) -> dict:
 
 
 __all__ = ["review", "pct_text", "unobserved_text", "gpu_rule", "exclusion_verdict", "excluded_intervals", "Review",
-           "NodeResult", "RackResult", "TimeError"]
+           "NodeResult", "RackResult", "TimeError", "node_service", "window_text"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from reports.sla.timeutil import iso_utc
+from reports.sla.timeutil import TimeError, iso_utc, parse_time, zone
 
 SCOPES = ("gpu", "node", "rack", "cluster")
 DOWN = "down"
@@ -65,11 +65,18 @@ class Event:
                 "announced_at": iso_utc(self.announced_at) if self.announced_at is not None else ""}
 
 
+# A node's own service window in the contract (both optional, read as `accepted_at` is): a node swapped in for a
+# spare mid-month is in service from `in_service_from`, the one it replaced until `in_service_until` (exclusive).
+NODE_WINDOW_FIELDS = ("in_service_from", "in_service_until")
+
+
 @dataclass
 class Node:
     name: str
     rack: str | None = None
     gpus: int | None = None  # None: the system's gpus_per_node
+    in_service_from: str | None = None  # YYYY-MM-DD (in the contract's `timezone`) or an RFC 3339 time; None: always
+    in_service_until: str | None = None  # the first instant it is no longer in service; None: still in service
 
 
 @dataclass
@@ -95,22 +102,47 @@ class Contract:
         for item in doc.get("nodes") or []:
             if isinstance(item, str):
                 item = {"name": item}
-            elif isinstance(item, (list, tuple)):  # [name, rack, gpus], as the sla role builds it
-                item = dict(zip(("name", "rack", "gpus"), item))
+            elif isinstance(item, (list, tuple)):
+                # [name, rack, gpus, in_service_from, in_service_until], as the sla role builds it
+                item = dict(zip(("name", "rack", "gpus") + NODE_WINDOW_FIELDS, item))
             gpus = item.get("gpus")
             nodes.append(Node(name=str(item["name"]), rack=str(item["rack"]) if item.get("rack") not in (None, "")
-                              else None, gpus=int(gpus) if gpus not in (None, "") else None))
+                              else None, gpus=int(gpus) if gpus not in (None, "") else None,
+                              in_service_from=_opt(item.get("in_service_from")),
+                              in_service_until=_opt(item.get("in_service_until"))))
         names = [n.name for n in nodes]
         if len(set(names)) != len(names):
             raise EventError("contract lists a node twice: %s" % sorted({n for n in names if names.count(n) > 1}))
         system = str(doc.get("system") or "hgx").lower()
         if system not in SYSTEMS:
             raise EventError("contract system %r is not one of %s" % (system, ", ".join(SYSTEMS)))
-        return cls(provider=str(doc.get("provider") or "default"), tier=str(doc.get("tier") or "silver").lower(),
-                   system=system, nodes=nodes, timezone=str(doc.get("timezone") or "UTC"),
-                   cluster=str(doc.get("cluster") or "cluster"),
-                   acceptance_agreed=_opt(doc.get("acceptance_agreed")), accepted_at=_opt(doc.get("accepted_at")),
-                   overrides=dict(doc.get("overrides") or {}))
+        contract = cls(provider=str(doc.get("provider") or "default"),
+                       tier=str(doc.get("tier") or "silver").lower(), system=system, nodes=nodes,
+                       timezone=str(doc.get("timezone") or "UTC"), cluster=str(doc.get("cluster") or "cluster"),
+                       acceptance_agreed=_opt(doc.get("acceptance_agreed")), accepted_at=_opt(doc.get("accepted_at")),
+                       overrides=dict(doc.get("overrides") or {}))
+        for n in nodes:  # refused here, before anything is staged or computed
+            contract.service_window(n)
+        return contract
+
+    def service_window(self, node: Node) -> tuple[int | None, int | None]:
+        """The node's own service window (in_service_from, in_service_until) as UTC microseconds, None where the
+        contract gives no bound; a time without an offset is read in the contract's zone, as `accepted_at` is."""
+        bounds = []
+        for name in NODE_WINDOW_FIELDS:
+            value = getattr(node, name)
+            if value is None:
+                bounds.append(None)
+                continue
+            try:
+                bounds.append(contract_instant(value, zone(self.timezone)))
+            except TimeError as exc:
+                raise EventError("contract node %s: %s %r: %s" % (node.name, name, value, exc)) from exc
+        start, until = bounds
+        if start is not None and until is not None and until <= start:
+            raise EventError("contract node %s: in_service_until %s is not after in_service_from %s"
+                             % (node.name, node.in_service_until, node.in_service_from))
+        return start, until
 
     def covers(self, ev: Event, node: Node) -> bool:
         """Whether an event concerns a node: its own (node or GPU scope), its rack's, or the whole cluster's."""
@@ -122,7 +154,26 @@ class Contract:
         return {"provider": self.provider, "tier": self.tier, "system": self.system, "timezone": self.timezone,
                 "cluster": self.cluster, "acceptance_agreed": self.acceptance_agreed,
                 "accepted_at": self.accepted_at, "overrides": self.overrides,
-                "nodes": [{"name": n.name, "rack": n.rack, "gpus": n.gpus} for n in self.nodes]}
+                "nodes": [_node_dict(n) for n in self.nodes]}
+
+
+def contract_instant(value, tz) -> int | None:
+    """A contract's date or time (acceptance, a node's service window): YYYY-MM-DD is the start of that day in the
+    contract's zone `tz`; a full time with an offset is exact, one without is read in `tz`; empty is None."""
+    if value in (None, ""):
+        return None
+    text = str(value)
+    if len(text) == 10 and text[4] == "-" and text[7] == "-":
+        return parse_time(text + "T00:00:00", default_tz=tz)
+    return parse_time(text, default_tz=tz)
+
+
+def _node_dict(n: Node) -> dict:
+    out = {"name": n.name, "rack": n.rack, "gpus": n.gpus}
+    for name in NODE_WINDOW_FIELDS:  # only where given: contracts without windows stage as they always did
+        if getattr(n, name) is not None:
+            out[name] = getattr(n, name)
+    return out
 
 
 def _opt(value):

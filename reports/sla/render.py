@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import json
 
-from reports.sla.availability import pct_text
+from reports.sla.availability import pct_text, window_text
 from reports.sla.timeutil import US, duration_text, iso_local, iso_utc
 
 
@@ -36,6 +36,11 @@ def _verdict(meets, undetermined) -> str:
 def _cluster_uncertain(result) -> bool:
     return bool(result.cluster_undetermined) or (result.cluster_credit_worst_pct is not None
                                                  and result.cluster_credit_worst_pct != result.cluster_credit_pct)
+
+
+def windowed(result) -> list:
+    """The nodes whose own service time is not the review's (a service window in the contract: rule 1)."""
+    return [n for n in result.nodes if n.window != (None, None) and n.service != result.service]
 
 
 def table_rows(result) -> dict:
@@ -141,15 +146,38 @@ def _sections(result, observations):
     if result.undetermined_triggers:
         head.append("**Termination triggers undetermined** (time no source observed): "
                     + "; ".join(t["detail"] for t in result.undetermined_triggers) + ".")
+    partial_nodes = windowed(result)
+    if partial_nodes:
+        head.append("In service for part of it only (see Service windows): %s." % ", ".join(
+            "%s (%s)" % (n.name, window_text(n.window)) for n in partial_nodes))
     for note in result.notes:
         head.append("Note: %s." % note)
     tables = table_rows(result)
     out = [("SLA review", head, None, None)]
+    if partial_nodes:
+        rows = [{"node": n.name, "rack": n.rack or "", "gpus": n.gpus,
+                 "in_service_from": iso_utc(n.window[0]), "in_service_until": iso_utc(n.window[1]),
+                 "service_start": iso_utc(n.service[0]) if n.service else "",
+                 "service_end": iso_utc(n.service[1]) if n.service else "",
+                 "service_start_local": iso_local(n.service[0], tz) if n.service else "",
+                 "service_end_local": iso_local(n.service[1], tz) if n.service else "",
+                 "service_s": n.service_us / US} for n in partial_nodes]
+        out.append(("Service windows", [
+            "Nodes the contract puts in service for part of the month (in_service_from, in_service_until: a node "
+            "swapped for a spare, the spare, a node added or retired). Each is judged over its own service time "
+            "only (service_start to service_end: the review's service time cut to its window): its events outside "
+            "it are ignored, time outside it is neither downtime nor unobserved, the rack rule does not count it "
+            "then, and it weighs in the rack and cluster figures and the cluster credit for that time only."],
+            rows, ["node", "rack", "gpus", "in_service_from", "in_service_until", "service_start", "service_end",
+                   "service_start_local", "service_end_local", "service_s"]))
     rows, cols = tables["availability"]
     out.append(("Availability", ["Node downtime (down_s) is its own (after exclusions) plus the rack rule's; "
                                  "gpu_down_s is down_s times the node's GPUs, summed for a rack and the cluster, whose "
-                                 "availability is GPU-weighted (1 - gpu_down_s / (gpus x service_s) with the calendar "
-                                 "denominator); a rack's rack_rule_s is the time the rack rule held. Percentages are "
+                                 "availability is GPU-weighted (1 - gpu_down_s / the sum of each node's gpus x "
+                                 "service_s with the calendar denominator: gpus x service_s of the row when every "
+                                 "node is in service the whole month, a node with a service window weighing for its "
+                                 "own service_s only); a rack's rack_rule_s is the time the rack rule held. "
+                                 "Percentages are "
                                  "cut, not rounded, at 4 decimals. Unmonitored time is reported, never counted. "
                                  "unobserved_s is the service time no source observed (the health probe's "
                                  "unmonitored time that no Slurm snapshot or sacctmgr export covered); "
@@ -159,8 +187,9 @@ def _sections(result, observations):
                 rows, cols))
     rows, cols = tables["credits"]
     out.append(("Credits", ["Per node, the tier's ladder (strictly below a threshold, the largest step applies); "
-                            "the cluster line is the share of the whole monthly fee. A range runs from the "
-                            "counted credit to the credit owed had all unobserved time been down."], rows, cols))
+                            "the cluster line is the share of the whole monthly fee (each node's credit weighed by "
+                            "its GPUs times its service time). A range runs from the counted credit to the credit "
+                            "owed had all unobserved time been down."], rows, cols))
     undetermined = [{"node": n.name, "availability_pct": _range(n.availability, n.worst_availability, True),
                      "credit_pct": _credit_range(n.credit_pct, n.credit_worst_pct), "why": n.undetermined}
                     for n in result.undetermined_nodes]

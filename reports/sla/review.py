@@ -3,7 +3,7 @@
 Layout of runs/<provider>/sla/<YYYY-MM>/ (replaced as a whole, atomically, when a month is reviewed again):
 
     inputs/                 exactly what the review read (the manifest hashes these):
-      contract.json           nodes, racks, tier, system, time zone, acceptance dates
+      contract.json           nodes (racks, GPUs, service windows), tier, system, time zone, acceptance dates
       sla_tiers.yml           the tiers and rules in force
       params.json             month, the review's "now", the Slurm zone, ignored users
       healthprobe_samples.csv the health-probe samples of the month (from runs/<provider>/sla/healthprobe.sqlite)
@@ -242,7 +242,9 @@ def compute(inputs: str):
              "scheduler_down": " ".join(h for h in hosts if slurm_src.down_at(events, h, t)) or "none"}
             for t, hosts in blind.items() if start <= t < horizon]
         events = ev + events
-        unmonitored = {n.name: iv.subtract([(start, horizon)], monitored.get(n.name, [])) for n in contract.nodes}
+        # only a node's own service window can be unmonitored or unobserved (availability.py, rules 1 and 8)
+        unmonitored = {n.name: iv.subtract(_own(contract, n, start, horizon), monitored.get(n.name, []))
+                       for n in contract.nodes}
         unobserved = {name: iv.subtract(spans, observed.get(name, [])) for name, spans in unmonitored.items()}
         if observations["monitoring_outages"]:
             # how long they blinded the probe (the time their samples would have stood for), and how much of that
@@ -266,7 +268,8 @@ def compute(inputs: str):
         observations["sources"].insert(0, {"source": "healthprobe", "records": len(rows), "events": len(ev)})
     else:
         notes.append("no health-probe store: availability rests on the other sources only")
-        unobserved = {n.name: iv.subtract([(start, horizon)], observed.get(n.name, [])) for n in contract.nodes}
+        unobserved = {n.name: iv.subtract(_own(contract, n, start, horizon), observed.get(n.name, []))
+                      for n in contract.nodes}
 
     ids = [e.id for e in events]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
@@ -277,6 +280,12 @@ def compute(inputs: str):
                    unobserved=unobserved)
     result.notes = notes + result.notes
     return result, observations
+
+
+def _own(contract, node, start: int, end: int) -> list:
+    """[start, end) cut to the node's own service window in the contract (availability.py, rule 1)."""
+    since, until = contract.service_window(node)
+    return iv.clip([(start, end)], start if since is None else since, end if until is None else until)
 
 
 def _float(value):
@@ -315,7 +324,9 @@ def write_outputs(result, observations, out: str) -> list[str]:
                            "unmonitored_s": None if n.unmonitored_us is None else n.unmonitored_us / US,
                            "unobserved_s": None if n.unobserved_us is None else n.unobserved_us / US,
                            "worst_case_availability_pct": n.worst_availability_pct,
-                           "credit_worst_pct": _float(n.credit_worst_pct), "undetermined": n.undetermined}
+                           "credit_worst_pct": _float(n.credit_worst_pct), "undetermined": n.undetermined,
+                           # the node's own service time (its window in the contract cut to the review's)
+                           "service": [iso_utc(n.service[0]), iso_utc(n.service[1])] if n.service else None}
                   for n in result.nodes},
         "breaches": result.breaches, "triggers": result.triggers,
         "undetermined_triggers": result.undetermined_triggers, "acceptance": result.acceptance,

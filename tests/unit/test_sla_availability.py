@@ -453,3 +453,140 @@ def test_triggers_only_the_worst_case_reaches_are_undetermined():
     assert [t["trigger"] for t in r.triggers] == ["consecutive"] and r.undetermined_triggers == []
     md = render_markdown(review(c, TIERS, [], "2026-11", unobserved=blind), {})
     assert "Termination triggers: none determined." in md and "**Termination triggers undetermined**" in md
+
+
+# ---------------------------------------------------------------------------------- a node's own service window
+# Rule 1: the contract may give a node `in_service_from` / `in_service_until`. November 2026 (30 days), gold
+# (99.9 %): "old" failed and was swapped for "spare" at midnight on the 15th, so old served 14 days, spare 16.
+SWAP = [{"name": "n1"}, {"name": "old", "in_service_until": "2026-11-15"},
+        {"name": "spare", "in_service_from": "2026-11-15T00:00:00Z"}]
+SWAP_EVENTS = [
+    ev("psu", "old", "2026-11-10T10:00:00Z", "2026-11-10T12:00:00Z"),  # 2 h down before the swap
+    # the health probe finds the retired node unreachable from the swap on; the spare was burnt in the day before
+    ev("gone", "old", "2026-11-15T00:05:00Z", "2026-12-01T00:00:00Z", source="healthprobe"),
+    ev("burnin", "spare", "2026-11-14T08:00:00Z", "2026-11-14T20:00:00Z"),
+]
+
+
+def test_a_node_swapped_for_a_spare_mid_month_is_judged_over_its_own_days():
+    # The old loader ignored the two fields: old was judged over the month with 2 h + 15 d 23 h 55 min down (46.4 %),
+    # the spare charged the 12 h of its burn-in (98.3 %), the cluster credit a GPU-weighted 43.3 % (of 3 nodes).
+    r = review(contract(SWAP), TIERS, SWAP_EVENTS, "2026-11")
+    old, spare, n1 = node(r, "old"), node(r, "spare"), node(r, "n1")
+    assert old.service == (T("2026-11-01T00:00:00Z"), T("2026-11-15T00:00:00Z")) and old.service_us == 14 * 86400 * US
+    assert old.down_us == 7200 * US and old.availability == 1 - Fraction(7200, 14 * 86400)  # 99.4047 %, not 99.7222
+    assert (old.credit_pct, old.meets_target) == (10, False) and [b["node"] for b in r.breaches] == ["old"]
+    assert spare.service == (T("2026-11-15T00:00:00Z"), T("2026-12-01T00:00:00Z"))
+    assert spare.service_us == 16 * 86400 * US
+    assert spare.down_us == 0 and spare.availability == 1 and spare.meets_target is True
+    assert n1.service_us == MONTH_S * US and n1.availability == 1
+    # each node weighs by GPUs x its own service time: old and spare together as one node of the month, so the
+    # cluster lost 2 h of 8 GPUs out of two nodes' months, and old's 10 % weighs 14 of 60 node-days
+    assert r.cluster_availability == 1 - Fraction(7200 * 8, 8 * 60 * 86400)  # 1 - 1/720: 99.8611 %
+    assert r.cluster_credit_pct == Fraction(10 * 14, 60)  # 2.3333 %, not 10 % of one node in three
+    assert [(row["node"], row["evidence"]) for row in r.downtime] == [("old", ["psu"])]
+    rows = {x["name"]: x for x in table_rows(r)["availability"][0]}
+    assert (rows["old"]["service_s"], rows["spare"]["service_s"]) == (14 * 86400, 16 * 86400)
+    md = render_markdown(r, {})
+    assert ("In service for part of it only (see Service windows): old (until 2026-11-15T00:00:00Z), spare "
+            "(from 2026-11-15T00:00:00Z).") in md
+    assert "## Service windows" in md and "| n1 |" not in md.split("## Service windows")[1].split("## Availability")[0]
+    assert ("| old |  | 8 |  | 2026-11-15T00:00:00Z | 2026-11-01T00:00:00Z | 2026-11-15T00:00:00Z | "
+            "2026-11-01T00:00:00+00:00 | 2026-11-15T00:00:00+00:00 | 1209600 |") in md
+    assert "| spare |  | 8 | 2026-11-15T00:00:00Z |  | 2026-11-15T00:00:00Z | 2026-12-01T00:00:00Z |" in md
+    assert "| (cluster, GPU-weighted) |  | 24 | 99.8611 | gold | 99.9 | 2.333333 |" in md
+    # without windows nothing changes: no section, and the head says nothing of it
+    assert "Service windows" not in render_markdown(review(contract(["n1"]), TIERS, [], "2026-11"), {})
+
+
+def test_events_outside_a_nodes_window_are_ignored_for_it_with_a_note():
+    r = review(contract(SWAP), TIERS, SWAP_EVENTS, "2026-11")
+    assert ("old is in service until 2026-11-15T00:00:00Z: 1 of its event(s) fall outside that window and were "
+            "ignored for the time outside it (gone)") in r.notes
+    assert ("spare is in service from 2026-11-15T00:00:00Z: 1 of its event(s) fall outside that window and were "
+            "ignored for the time outside it (burnin)") in r.notes
+    # an event across the swap counts up to it; a cluster-wide one counts for each node in its own window only
+    across = [ev("x", "old", "2026-11-14T23:00:00Z", "2026-11-15T03:00:00Z"),
+              ev("all", "*", "2026-11-14T23:30:00Z", "2026-11-15T00:30:00Z", scope="cluster")]
+    r = review(contract(SWAP), TIERS, across, "2026-11")
+    assert (node(r, "old").down_us, node(r, "spare").down_us, node(r, "n1").down_us) == (3600 * US, 1800 * US,
+                                                                                          3600 * US)
+    assert [n for n in r.notes if "fall outside" in n] == [
+        "old is in service until 2026-11-15T00:00:00Z: 1 of its event(s) fall outside that window and were ignored "
+        "for the time outside it (x)"]
+    # a node whose window misses the month: no service time, nothing counted, said so
+    gone = review(contract([{"name": "n1"}, {"name": "old", "in_service_until": "2026-10-20"}]), TIERS,
+                  [ev("late", "old", "2026-11-02T00:00:00Z", "2026-11-03T00:00:00Z")], "2026-11")
+    assert node(gone, "old").availability is None and node(gone, "old").down_us == 0 and gone.breaches == []
+    assert gone.cluster_availability == 1 and gone.cluster_credit_pct == 0
+    assert ("old is in service until 2026-10-20T00:00:00Z: none of it in this month's service time, nothing is "
+            "counted for it") in gone.notes
+
+
+def test_time_outside_a_nodes_window_is_not_unobserved():
+    # what review.py would give without windows: no source saw old after the swap, nor spare before it
+    blind = {"old": [(T("2026-11-15T00:00:00Z"), T("2026-12-01T00:00:00Z"))],
+             "spare": [(T("2026-11-01T00:00:00Z"), T("2026-11-15T00:00:00Z")),
+                       (T("2026-11-20T10:00:00Z"), T("2026-11-20T11:00:00Z"))],  # and 1 h in its service
+             "n1": []}
+    r = review(contract(SWAP), TIERS, [], "2026-11", unobserved=blind)
+    old, spare = node(r, "old"), node(r, "spare")
+    # the old loader: old undetermined with 16 days unobserved (worst case 46.6 %), spare with 14 days
+    assert old.unobserved_us == 0 and old.worst_availability == 1 and old.meets_target is True
+    assert old.undetermined is None
+    # the hour in the spare's own service is judged over its 16 days: 1 - 1/384 = 99.7395 %, below 99.9 %
+    assert spare.unobserved_us == 3600 * US and spare.worst_availability == 1 - Fraction(3600, 16 * 86400)
+    assert spare.meets_target is None and spare.undetermined == (
+        "1 h 0 min unobserved (no source saw the node): availability between 99.7395 % and 100.0000 %")
+    assert r.cluster_worst_availability == 1 - Fraction(3600, 60 * 86400) and r.cluster_met_target is True
+
+
+def test_a_swapped_nvl72_tray_is_not_down_for_the_rack_rule_outside_its_window():
+    # As the sla role builds the nodes: [name, rack, gpus, in_service_from, in_service_until]. 18 trays of r1, t00
+    # swapped for t18 at midnight on the 10th: 19 trays listed, 18 in service at any time.
+    nodes = [["t%02d" % i, "r1", "", "", ""] for i in range(1, 18)]
+    nodes = [["t00", "r1", "", "", "2026-11-10"]] + nodes + [["t18", "r1", "", "2026-11-10", ""]]
+    events = [ev("gone", "t00", "2026-11-10T00:00:00Z", "2026-12-01T00:00:00Z"),  # unreachable once swapped out
+              ev("a", "t01", "2026-11-12T10:00:00Z", "2026-11-12T11:00:00Z"),
+              ev("b", "t02", "2026-11-12T10:00:00Z", "2026-11-12T11:00:00Z"),
+              # three trays down at once before the swap: the rack rule holds 30 min, for the trays then in service
+              ev("c", "t03", "2026-11-05T10:00:00Z", "2026-11-05T10:30:00Z"),
+              ev("d", "t04", "2026-11-05T10:00:00Z", "2026-11-05T10:30:00Z"),
+              ev("e", "t05", "2026-11-05T10:00:00Z", "2026-11-05T10:30:00Z")]
+    c = Contract.from_dict({"provider": "p", "tier": "gold", "system": "nvl72", "nodes": nodes})
+    r = review(c, TIERS, events, "2026-11")
+    # on the 12th only t01 and t02 were down: the retired t00 is no third (the old loader: a 1 h rack outage)
+    assert r.racks[0].down == [(T("2026-11-05T10:00:00Z"), T("2026-11-05T10:30:00Z"))]
+    assert node(r, "t06").down_us == 1800 * US and node(r, "t00").rack_rule_us == 1800 * US
+    assert node(r, "t18").down_us == 0 and node(r, "t18").rack_rule_us == 0  # not in service on the 5th
+    assert node(r, "t00").down_us == 1800 * US and node(r, "t01").down_us == 5400 * US  # its hour and the rule's
+    assert not [n for n in r.notes if "nodes_per_rack" in n]  # was "rack r1 lists 19 nodes, more than ... 18"
+    # t00 (9 days) and t18 (21 days) weigh as one tray of the month: 18 trays' months in all
+    lost = 18 * 1800 + 2 * 3600  # the rule's 30 min on the 18 trays in service then, and t01's and t02's hour
+    assert r.racks[0].capacity_availability == 1 - Fraction(lost, 18 * MONTH_S)
+    # 19 trays in service at once would still be said
+    crowded = Contract.from_dict({"provider": "p", "tier": "gold", "system": "nvl72",
+                                  "nodes": [n[:3] for n in nodes]})
+    assert "rack r1 lists 19 nodes, more than nodes_per_rack 18" in review(crowded, TIERS, [], "2026-11").notes
+
+
+@pytest.mark.parametrize("window, message", [
+    ({"in_service_from": "2026-11-15", "in_service_until": "2026-11-10"},
+     "contract node spare: in_service_until 2026-11-10 is not after in_service_from 2026-11-15"),
+    ({"in_service_from": "2026-11-15T00:00:00Z", "in_service_until": "2026-11-15"},  # empty: not after
+     "contract node spare: in_service_until 2026-11-15 is not after in_service_from 2026-11-15T00:00:00Z"),
+    ({"in_service_from": "2026-11-31"}, "contract node spare: in_service_from '2026-11-31': unreadable timestamp"),
+    ({"in_service_until": "soon"}, "contract node spare: in_service_until 'soon': unreadable timestamp"),
+])
+def test_a_window_that_ends_before_it_starts_is_refused_naming_the_node(window, message):
+    # the old loader ignored both fields and judged the spare over the whole month
+    with pytest.raises(EventError) as err:
+        Contract.from_dict({"nodes": ["n1", {"name": "spare", **window}]})
+    assert str(err.value).startswith(message)
+    # the role's list form too, and a window's time without an offset is read in the contract's zone
+    with pytest.raises(EventError, match="contract node spare: in_service_until"):
+        Contract.from_dict({"nodes": [["spare", "", "", "2026-11-15", "2026-11-10"]]})
+    c = Contract.from_dict({"timezone": "America/New_York", "nodes": [["spare", "", "", "2026-11-15T09:00:00", ""]]})
+    assert c.service_window(c.nodes[0]) == (T("2026-11-15T14:00:00Z"), None)
+    assert c.as_dict()["nodes"] == [{"name": "spare", "rack": None, "gpus": None,
+                                     "in_service_from": "2026-11-15T09:00:00"}]

@@ -464,3 +464,76 @@ def test_a_cluster_with_one_undetermined_node_is_not_presented_as_met(tmp_path):
     dec, _ = rv.run("2026-12", contract, str(tmp_path / "sla"), now=parse_time("2027-01-01T06:00:00Z"))
     assert json.loads((tmp_path / "sla" / "2026-12" / "inputs" / "history.json").read_text()) == {"2026-11": None}
     assert dec.triggers == [] and [t["trigger"] for t in dec.undetermined_triggers] == ["availability", "consecutive"]
+
+
+# ---------------------------------------------------------------------------------- a node's own service window
+# gpu002 failed and was swapped for the spare gpu003 at midnight on 15 November (availability.py, rule 1): the probe's
+# hourly rounds list gpu002 until then and gpu003 from then; gpu002 did not answer the 10:00 and 11:00 rounds of the
+# 10th (2 h down). Gold, 99.9 %.
+SWAP = {**GOLD, "nodes": [{"name": "gpu001"}, {"name": "gpu002", "in_service_until": "2026-11-15T00:00:00Z"},
+                          {"name": "gpu003", "in_service_from": "2026-11-15"}]}
+
+
+def probe_swap(db):
+    for day in range(1, 31):
+        for hour in range(24):
+            at = "2026-11-%02dT%02d:00:00Z" % (day, hour)
+            hosts = ["gpu001", "gpu002" if day < 15 else "gpu003"]
+            down = ["gpu002"] if at in ("2026-11-10T10:00:00Z", "2026-11-10T11:00:00Z") else []
+            probe_round(db, at, down=down, hosts=hosts, interval_s=3600)
+
+
+def test_a_swapped_node_and_its_spare_end_to_end(tmp_path):
+    db = str(tmp_path / "healthprobe.sqlite")
+    probe_swap(db)
+    result, out = rv.run("2026-11", SWAP, str(tmp_path / "sla"), now=parse_time("2026-12-01T06:00:00Z"),
+                         store_path=db)
+    out = Path(out)
+    by = {n.name: n for n in result.nodes}
+    # gpu002 over its 14 days: 2 h down, 99.4047 %, 10 %; no source saw it after the swap, and that is not
+    # unobserved time (the old loader ignored the window: 99.7222 % counted, 15 d 23 h unobserved, worst 46.5277 %)
+    assert by["gpu002"].service_us == 14 * 86400 * US and by["gpu002"].down_us == 7200 * US
+    assert by["gpu002"].availability == 1 - Fraction(7200, 14 * 86400) and by["gpu002"].credit_pct == 10
+    assert by["gpu002"].unobserved_us == 0 and by["gpu002"].unmonitored_us == 0
+    assert by["gpu002"].meets_target is False and by["gpu002"].undetermined is None
+    # the spare over its 16 days, none of it before the swap unobserved (was: 14 days, undetermined)
+    assert by["gpu003"].service_us == 16 * 86400 * US and by["gpu003"].availability == 1
+    assert by["gpu003"].unobserved_us == 0 and by["gpu003"].meets_target is True
+    # the cluster weighs each by GPUs x service time: 2 h of 8 GPUs in two nodes' months; 10 % on 14 of 60 days
+    assert result.cluster_availability == 1 - Fraction(1, 720) and result.cluster_undetermined is None
+    assert result.cluster_credit_pct == Fraction(7, 3) and result.cluster_met_target is False
+    assert not [n for n in result.notes if "coverage below 90" in n or "no usable" in n]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["nodes"]["gpu002"]["service"] == ["2026-11-01T00:00:00Z", "2026-11-15T00:00:00Z"]
+    assert summary["nodes"]["gpu003"]["service"] == ["2026-11-15T00:00:00Z", "2026-12-01T00:00:00Z"]
+    assert summary["nodes"]["gpu002"]["unobserved_s"] == 0 and summary["cluster_credit_pct"] == pytest.approx(7 / 3)
+    md = (out / "review.md").read_text()
+    assert ("In service for part of it only (see Service windows): gpu002 (until 2026-11-15T00:00:00Z), gpu003 "
+            "(from 2026-11-15T00:00:00Z).") in md
+    assert "| gpu003 |  | 8 | 2026-11-15T00:00:00Z |  | 2026-11-15T00:00:00Z | 2026-12-01T00:00:00Z |" in md
+    assert ("| node | gpu002 |  | 8 | 1209600 | 0 | 7200 | 0 | 7200 | 57600 | 99.4047 | 99.9 | no | 0 | 100.0 | 0 |"
+            in md)
+    assert "<h2>Service windows</h2>" in (out / "review.html").read_text()
+    # the staged contract keeps the windows: recomputed from the inputs alone, the same month
+    staged = json.loads((out / "inputs" / "contract.json").read_text())
+    assert [n.get("in_service_until") for n in staged["nodes"]] == [None, "2026-11-15T00:00:00Z", None]
+    again = rv.rerun_from_inputs(str(out / "inputs"), str(tmp_path / "again"))
+    assert again.cluster_availability == result.cluster_availability
+    assert (tmp_path / "again" / "availability.csv").read_bytes() == (out / "availability.csv").read_bytes()
+
+
+def test_a_window_that_ends_before_it_starts_stops_the_review_before_anything_is_written(tmp_path, capsys):
+    from reports.sla.__main__ import main
+    from reports.sla.events import EventError
+
+    bad = {**SWAP, "nodes": SWAP["nodes"][:2] + [{"name": "gpu003", "in_service_from": "2026-11-15",
+                                                  "in_service_until": "2026-11-01"}]}
+    # the old loader ignored both fields and reviewed the month
+    with pytest.raises(EventError, match="contract node gpu003: in_service_until 2026-11-01 is not after "
+                                         "in_service_from 2026-11-15"):
+        rv.run("2026-11", bad, str(tmp_path / "sla"), now=parse_time("2026-12-01T06:00:00Z"))
+    assert not (tmp_path / "sla").exists() or os.listdir(tmp_path / "sla") == []
+    path = tmp_path / "contract.json"
+    path.write_text(json.dumps(bad))
+    assert main(["review", "--contract", str(path), "--out-root", str(tmp_path / "sla"), "--month", "2026-11"]) == 2
+    assert "contract node gpu003: in_service_until" in capsys.readouterr().err
