@@ -1,7 +1,7 @@
 """Shared pytest setup. Fixture logic lives next to what it drives (tests/cluster/ for the SSH test cluster).
 
 `make test` runs the whole suite on two pytest-xdist workers (`-n 2 --dist loadgroup --no-loadscope-reorder`):
-* **one worker runs every module that uses the SSH test cluster, one after the other** (xdist group "cluster"), on
+* **one worker runs every module that uses the SSH test cluster, one after the other** (one unit of work, "cluster"), on
   the one test cluster it brings up, as a serial run would. Those modules stay timed as they were written: none
   shares hosts, Slurm daemons or the machine's packages with a module running beside it, and test_concurrent_runs'
   `cleanup.yml -e assess_cleanup_run=all` (which on every node ends the processes of every run but the live one,
@@ -23,6 +23,7 @@ What keeps the two apart:
   (_worker_cluster_identity, below), as test_reliability's own cluster derives its identity from the worker's.
 """
 import fcntl
+import functools
 import os
 import sys
 from pathlib import Path
@@ -83,23 +84,45 @@ def _rank(item):
     return len(LONGEST_FIRST)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which adds each item's group to its node id
 def pytest_collection_modifyitems(items):
     # stable: a module's own tests keep their order, and every worker collects the same order
     items.sort(key=_rank)
-    modules: dict = {}
-    for item in items:
-        modules.setdefault(item.module, []).append(item)
-    for module, its in modules.items():
-        path = Path(str(module.__file__)).relative_to(_TESTS).as_posix()
-        if path.startswith("unit/"):
-            continue  # one test at a time, on whichever worker is free
-        # a module that uses the test cluster (any of its tests, through any fixture) goes to the cluster worker; any
-        # other integration module stays whole on one worker
-        cluster = path.startswith("cluster/") or any("test_cluster" in item.fixturenames for item in its)
-        group = pytest.mark.xdist_group("cluster" if cluster else path)
-        for item in its:
-            item.add_marker(group)
+
+
+def _uses_the_cluster(path):
+    """Whether a test module uses the SSH test cluster: the harness's own tests, and every module that names the
+    session fixture (a test or a module fixture takes it as an argument, so its source names it)."""
+    return path.startswith("tests/cluster/") or "test_cluster" in (ROOT / path).read_text()
+
+
+@functools.cache
+def _work_unit_of_module(path):
+    if path.startswith("tests/unit/"):
+        return None
+    return "cluster" if _uses_the_cluster(path) else path
+
+
+def _work_unit(nodeid):
+    """The unit of work a test belongs to under `make test`: every module that uses the test cluster is one unit (the
+    cluster worker's), every other integration module is one of its own (its module fixture runs once), and each unit
+    test is one alone."""
+    return _work_unit_of_module(nodeid.split("::", 1)[0]) or nodeid
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadgroup with the work units above. xdist's own groups (the xdist_group mark) do not take with this
+    pytest: xdist 3.8 renames item._nodeid, which pytest 9 no longer reads (nodeid comes from item._id), so every
+    test stayed a unit of its own and both workers brought up a test cluster. Its scheduler keeps the units in the
+    order they were collected (--no-loadscope-reorder), which puts the cluster's first."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling  # noqa: PLC0415 - only under xdist
+
+    class ClusterWorkerScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return _work_unit(nodeid)
+
+    return ClusterWorkerScheduling(config, log)
 
 
 @pytest.fixture(scope="module", autouse=True)
