@@ -11,6 +11,13 @@ The probe records, the controller judges (reports/phases/monitoring/prometheus.p
   job), and the query's own evaluation time: a series listed but not served, or served with an old sample, is stale;
 - for every metric of `watch` (XID errors): each series' value at the start of the window and every change of it
   after (the controller finds the first change after a fault's injection: when the fault became visible);
+- the clocks (facts `server_clock`, `host_clocks`): the points above are the Prometheus server's clock, the
+  fault's injection another host's (the reliability phase's observer), so the controller needs both against this
+  host's clock. The server's: the quickest of a few instant queries of `time()` bracketed by this host's clock,
+  offset_s = the server's time - the request's midpoint, uncertainty_s = half its round trip (and the server's
+  millisecond); `server_clock_error` where it could not be read. Other hosts' (`clocks`: what the role read in turn
+  on this host and on each of them, roles/monitoring/tasks/main.yml): offset_s = the host's clock - the midpoint of
+  this host's readings just before and after it, uncertainty_s = half the time between them;
 - security: the server's flags that open write or admin endpoints (web.enable-admin-api, web.enable-lifecycle,
   web.enable-remote-write-receiver) and whether the API answered without a credential; every node's exporter
   ports (`exporter_ports`) that accept a connection from this host, and whether they answer without one.
@@ -30,6 +37,7 @@ from datetime import datetime
 
 from probes.monitoring.common import refuse_credential_in_url
 from probes.params import Param, Params
+from probes.reliability.reboot import CLOCK_LINE  # a clock reading's line (reliability/tasks/observer_clock.yml)
 
 PARAMS = Params(
     url=Param(str, "", "the Prometheus-compatible API (e.g. http://head:9090); '' = try `candidates` on port 9090"),
@@ -45,7 +53,10 @@ PARAMS = Params(
     watch=Param(list, ["DCGM_FI_DEV_XID_ERRORS"], "fault metrics whose changes in the lookback are recorded per "
                                                   "series (when a fault became visible)"),
     timeout_s=Param(float, 10, "seconds per HTTP request or TCP connection"),
+    clocks=Param(list, [], "[[host, output], ...]: clocks read in turn by the role, this host's first and again "
+                           "after each other host's (outputs holding a `clustermax-assess-clock: <epoch s>` line)"),
 )
+CLOCK_TRIES = 3  # instant queries of time(): the quickest round trip is kept
 NAMING_LABELS = ("instance", "node", "Hostname", "hostname", "gpu", "UUID", "job", "device")
 WRITE_FLAGS = ("web.enable-admin-api", "web.enable-lifecycle", "web.enable-remote-write-receiver",
                "web.config.file")
@@ -167,6 +178,59 @@ def changes(api, metric, lookback, targets):
     return out
 
 
+def server_clock(api, tries=CLOCK_TRIES):
+    """The Prometheus server's clock against this host's: {offset_s (the server's time minus this host's at the
+    request's midpoint), uncertainty_s (half the round trip, and the millisecond the server answers in), at (this
+    host's time)} of the quickest of `tries` instant queries of time() (a scalar: [evaluation time, "value"], both
+    the server's clock). Raises ApiError."""
+    best = None
+    for _ in range(tries):
+        before = time.time()
+        data = api.data("/api/v1/query", {"query": "time()"})
+        after = time.time()
+        try:
+            server = float(data["result"][1])
+        except (KeyError, IndexError, TypeError, ValueError):
+            raise ApiError("time() did not answer a scalar: %s" % json.dumps(data)[:200]) from None
+        mid = (before + after) / 2
+        reading = {"offset_s": round(server - mid, 3), "uncertainty_s": round((after - before) / 2 + 0.001, 3),
+                   "at": round(mid, 3)}
+        if best is None or reading["uncertainty_s"] < best["uncertainty_s"]:
+            best = reading
+    return best
+
+
+def host_clocks(readings):
+    """{host: {offset_s, uncertainty_s}} of the clocks the role read in turn ([[host, output], ...], this host's
+    first and between any two others'): a host's offset is its clock minus the midpoint of this host's readings just
+    before and after it, the uncertainty half the time between those two. {host: {error}} where its reading or this
+    host's around it is missing (unreachable, no clock line)."""
+    if not readings:
+        return {}
+    me = readings[0][0]
+
+    def clock(output):
+        found = CLOCK_LINE.search(str(output or ""))
+        return float(found.group(1)) if found else None
+
+    mine = [(i, clock(out)) for i, (host, out) in enumerate(readings) if host == me]
+    out = {}
+    for i, (host, output) in enumerate(readings):
+        if host == me:
+            continue
+        before = next((t for j, t in reversed(mine) if j < i), None)
+        after = next((t for j, t in mine if j > i), None)
+        theirs = clock(output)
+        if theirs is None:
+            out[host] = {"error": "no clock read: %s" % (" ".join(str(output or "").split())[:120] or "no output")}
+        elif before is None or after is None:
+            out[host] = {"error": "this host's clock was not read both before and after it"}
+        else:
+            out[host] = {"offset_s": round(theirs - (before + after) / 2, 3),
+                         "uncertainty_s": round((after - before) / 2 + 0.001, 3)}
+    return out
+
+
 def _seconds(duration):
     """A Prometheus duration ("1h", "30s", "500ms") in seconds."""
     if duration.endswith("ms"):
@@ -239,6 +303,12 @@ def run(art, p, out_dir):
             art.facts["errors"].append("%s: %s" % (metric, exc))
     # When each metric's instant query was evaluated (its series' ages are taken from that), None where it served none.
     art.facts["evaluated_at"] = evaluated
+    # The clocks the points above are on, against this host's (the controller times a fault's visibility with them).
+    try:
+        art.facts["server_clock"] = server_clock(api)
+    except ApiError as exc:
+        art.facts["server_clock_error"] = str(exc)
+    art.facts["host_clocks"] = host_clocks(p["clocks"])
     code, flags, err = api.get("/api/v1/status/flags")
     art.facts["flags"] = {k: (flags or {}).get("data", {}).get(k) for k in WRITE_FLAGS} if flags else None
     art.facts["flags_error"] = err

@@ -107,10 +107,18 @@ def test_the_injected_xid_is_seen_and_its_time_measured(monitoring):
     assert (v0, v1) == (0, 79) and t0 < monitoring["injected"]
     assert -1.0 <= t1 - monitoring["injected"] <= 10.0, t1 - monitoring["injected"]
     assert [v for _, v in series["1"]] == [0]
-    # Graded against the injection the reliability phase records (its fault_inject result), here the harness's.
+    # Graded against the injection the reliability phase records (its fault_inject result: injected_at by the node's
+    # clock, the start by the batch's observer's, and the fault_injection artifact naming the observer), here the
+    # harness's, by this machine's clock: every test host's, the first host's included (the observer named, where the
+    # probe ran). The probe read the Prometheus server's clock against that host's.
+    assert set(doc["facts"]["server_clock"]) == {"offset_s", "uncertainty_s", "at"}
+    assert abs(doc["facts"]["server_clock"]["offset_s"]) <= doc["facts"]["server_clock"]["uncertainty_s"] + 0.01
     art = Artifact("fault_inject", doc["run_id"], n4)
     art.add("injected_at", round(monitoring["injected"], 3), "s_epoch", method="harness", xid=79)
-    run = run_of_artifacts([doc, art.to_dict()])
+    art.add("event_at", round(monitoring["injected"], 3), "s_epoch", event="inject_started_observer")
+    batch = Artifact("fault_injection", doc["run_id"], n4)
+    batch.facts.update(node=n4, scheduler="none", batch="1", observer=doc["host"], stage="fault-b1", xid="79")
+    run = run_of_artifacts([doc, art.to_dict(), batch.to_dict()])
     register_phase_kinds()
     [check] = [c for c in load_rubric()["checks"] if c["id"] == "monitoring.fault_visible"]
     [row] = CLUSTER_KINDS[check["kind"]](check, run, run.hosts)

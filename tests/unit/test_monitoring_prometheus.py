@@ -5,8 +5,10 @@ not show (write endpoints open, a node with GPUs but no DCGM series at all) are 
 changed that the case is about."""
 
 import importlib
+import importlib.util
 import json
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,13 @@ from reports.phases.monitoring import section
 from reports.render import markdown
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "prometheus_artifacts" / "testcluster_prometheus_2.42.json"
+# GET /api/v1/query?query=time() and /api/v1/status/buildinfo recorded from Debian's prometheus 2.42 (the README)
+TIME_ANSWER = FIX.parent / "api_v1_query_time.json"
+BUILDINFO = FIX.parent / "api_v1_status_buildinfo.json"
+RECORDED_TIME = 1796622419.684  # the server's time in TIME_ANSWER
+_spec = importlib.util.spec_from_file_location("http_replay", FIX.parents[2] / "monitoring" / "http_replay.py")
+http_replay = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(http_replay)
 INJECTED = 1796263059.428
 N1, N2, N3, N4 = ("cmxz-node%d" % i for i in range(1, 5))
 
@@ -117,27 +126,118 @@ def test_write_endpoints_open_without_a_credential_fail(checks):
     assert row["status"] == "pass"
 
 
+def clocked(offset_s=0.0, uncertainty_s=0.002, host_clocks=None):
+    """The fixture with the clock readings the probe now records: the server's clock against the probe's host's
+    (server_clock, as server_clock() writes it from a time() answer) and other hosts' (host_clocks). The recorded run
+    had one clock (the test cluster's hosts are namespaces of one machine, Prometheus in cmxz-node1, where the probe
+    ran): offset 0. A server offset_s ahead stamps every sample offset_s later: the watched points move with it."""
+    d = doc()
+    d["facts"]["server_clock"] = {"offset_s": offset_s, "uncertainty_s": uncertainty_s,
+                                  "at": d["facts"]["evaluated_at"]["DCGM_FI_DEV_XID_ERRORS"] - offset_s}
+    d["facts"]["host_clocks"] = host_clocks or {}
+    for series in d["facts"]["watch"].values():
+        for w in series:
+            w["points"] = [[ts + offset_s, v] for ts, v in w["points"]]
+    return d
+
+
+def injected(node, at, observer=N1, node_clock=None):
+    """The reliability phase's artifacts of one injection (probes/reliability/fault_inject.py, fault_injection.py):
+    injected_at by the node's own clock (node_clock, default the same as the observer's), the start by the batch's
+    observer's clock (event_at inject_started_observer, read just before the inject task) and the artifact naming the
+    observer. observer None: an older fault_inject without the observer's reading, alone."""
+    art = Artifact("fault_inject", "r", node)
+    art.add("injected_at", at if node_clock is None else node_clock, "s_epoch", method="harness", xid=79)
+    if observer is None:
+        return [art.to_dict()]
+    art.add("event_at", at, "s_epoch", event="inject_started_observer")
+    batch = Artifact("fault_injection", "r", node)
+    batch.facts.update(node=node, scheduler="slurm", batch="1", observer=observer, stage="fault-b1", xid="79")
+    return [art.to_dict(), batch.to_dict()]
+
+
 def test_the_injected_xid_is_visible_within_seconds_of_its_injection(checks):
-    art = Artifact("fault_inject", "r", N4)
-    art.add("injected_at", INJECTED, "s_epoch", method="harness", xid=79)
-    rows = grade(checks, "monitoring.fault_visible", [doc(), art.to_dict()])
+    rows = grade(checks, "monitoring.fault_visible", [clocked()] + injected(N4, INJECTED))
     assert rows[N4]["status"] == "pass"
     assert rows[N4]["observed"] == "visible after 1.1 s; scheduler detection none"
-    art = Artifact("fault_inject", "r", N3)
-    art.add("injected_at", INJECTED, "s_epoch", method="harness", xid=79)
-    rows = grade(checks, "monitoring.fault_visible", [doc(), art.to_dict()])
+    rows = grade(checks, "monitoring.fault_visible", [clocked()] + injected(N3, INJECTED))
     assert rows[N3]["status"] == "fail" and rows[N3]["observed"] == "not visible; scheduler detection none"
+
+
+def test_a_prometheus_clock_ahead_of_the_observers_is_taken_off(checks):
+    # The server 5 s ahead: its points say 1796263065.5, the observer's clock said 1796263059.428 at the injection,
+    # and the probe read the server 5 s ahead of its host, the observer. The node's own clock 30 s ahead of both.
+    rows = grade(checks, "monitoring.fault_visible",
+                 [clocked(offset_s=5.0)] + injected(N4, INJECTED, node_clock=INJECTED + 30))
+    assert rows[N4]["status"] == "pass"
+    assert rows[N4]["observed"] == ("visible after 1.1 s; scheduler detection none; Prometheus' clock 5.0 s ahead of "
+                                    "the observer cmxz-node1's (±2 ms), corrected")
+
+
+def test_an_observer_other_than_the_probes_host_is_related_through_its_clock(checks):
+    # The batch's observer cmxz-node2 read 3.0 s behind the probe's host (±0.4 s): the injection at INJECTED by the
+    # probe's host's clock is INJECTED - 3.0 by the observer's, the clock the reliability timeline records it on.
+    rel = {N2: {"offset_s": -3.0, "uncertainty_s": 0.4}}
+    rows = grade(checks, "monitoring.fault_visible",
+                 [clocked(host_clocks=rel)] + injected(N4, INJECTED - 3.0, observer=N2, node_clock=INJECTED + 20))
+    assert rows[N4]["status"] == "pass"
+    assert rows[N4]["observed"] == ("visible after 1.1 s; scheduler detection none; Prometheus' clock 3.0 s ahead of "
+                                    "the observer cmxz-node2's (±0.4 s), corrected")
+    # Not read (the role could not reach it), or never read: no delay across clocks.
+    rows = grade(checks, "monitoring.fault_visible", [clocked(host_clocks={N2: {"error": "no clock read: no output"}})]
+                 + injected(N4, INJECTED - 3.0, observer=N2))
+    assert rows[N4]["status"] == "error" and rows[N4]["observed"] == ""
+    assert rows[N4]["reason"] == "cmxz-node2's clock was not read against cmxz-node1's: no clock read: no output"
+    rows = grade(checks, "monitoring.fault_visible", [clocked()] + injected(N4, INJECTED - 3.0, observer=N2))
+    assert rows[N4]["status"] == "skip" and rows[N4]["reason"].startswith("cmxz-node2's clock was not read against")
+
+
+def test_an_injection_by_the_nodes_own_clock_needs_that_clock(checks):
+    # An older fault_inject (no observer's reading): injected_at is the node's own clock.
+    rows = grade(checks, "monitoring.fault_visible", [clocked()] + injected(N4, INJECTED, observer=None))
+    assert rows[N4]["status"] == "skip" and rows[N4]["reason"].startswith("cmxz-node4's clock was not read against")
+    rel = {N4: {"offset_s": 0.0, "uncertainty_s": 0.3}}
+    rows = grade(checks, "monitoring.fault_visible", [clocked(host_clocks=rel)] + injected(N4, INJECTED, observer=None))
+    assert rows[N4]["status"] == "pass" and rows[N4]["observed"] == "visible after 1.1 s; scheduler detection none"
+
+
+def test_an_artifact_without_the_servers_clock_is_a_skip_not_a_mixed_clock_delay(checks):
+    rows = grade(checks, "monitoring.fault_visible", [doc()] + injected(N4, INJECTED))
+    assert rows[N4]["status"] == "skip" and rows[N4]["observed"] == ""
+    assert rows[N4]["reason"].startswith("clock offset not recorded: the artifact holds no reading of the Prometheus "
+                                         "server's clock against cmxz-node1's")
+    d = doc()
+    d["facts"]["server_clock_error"] = "HTTP 503 on /api/v1/query"
+    rows = grade(checks, "monitoring.fault_visible", [d] + injected(N4, INJECTED))
+    assert rows[N4]["status"] == "error" and rows[N4]["reason"] == (
+        "the Prometheus server's clock could not be read against cmxz-node1's: HTTP 503 on /api/v1/query")
+
+
+def test_a_change_before_the_injection_is_reported_not_clamped_to_0(checks):
+    # The XID's point (1796263060.5) 0.6 s before the injection by the observer's clock, the clocks known to 2 ms:
+    # a clock off by more than measured, or an error from before the injection, never "visible after 0.0 s".
+    rows = grade(checks, "monitoring.fault_visible", [clocked()] + injected(N4, 1796263061.1))
+    assert rows[N4]["status"] == "error"
+    assert rows[N4]["observed"] == "non-zero 0.6 s before the injection; scheduler detection none"
+    assert "more than the ±2 ms the clocks are known to" in rows[N4]["reason"]
+    # Within what the clocks are known to (±0.8 s): the fault at once, its measured sign shown.
+    rows = grade(checks, "monitoring.fault_visible", [clocked(uncertainty_s=0.8)] + injected(N4, 1796263061.1))
+    assert rows[N4]["status"] == "pass"
+    assert rows[N4]["observed"] == ("visible after -0.6 s (before it by less than the clocks' ±0.8 s); scheduler "
+                                    "detection none; Prometheus' clock level with the observer cmxz-node1's "
+                                    "(±0.8 s)")
+    # Long before (more than fail_s): an error from before the injection, history; nothing after it: not visible.
+    rows = grade(checks, "monitoring.fault_visible", [clocked()] + injected(N4, 1796263060.5 + 301))
+    assert rows[N4]["status"] == "fail" and rows[N4]["observed"].startswith("not visible")
 
 
 def test_an_xid_held_from_before_the_injection_is_not_taken_for_it(checks):
     # XID errors hold the last XID seen: a value already there before the injection is not the injection's.
-    d = doc()
+    d = clocked()
     for w in d["facts"]["watch"]["DCGM_FI_DEV_XID_ERRORS"]:
         if w["labels"]["node"] == N4 and w["labels"]["gpu"] == "0":
             w["points"] = [[w["points"][0][0], 43.0]]  # 43 all along, no change after the injection
-    art = Artifact("fault_inject", "r", N4)
-    art.add("injected_at", INJECTED, "s_epoch", method="harness", xid=79)
-    rows = grade(checks, "monitoring.fault_visible", [d, art.to_dict()])
+    rows = grade(checks, "monitoring.fault_visible", [d] + injected(N4, INJECTED))
     assert rows[N4]["status"] == "fail" and rows[N4]["observed"].startswith("not visible")
 
 
@@ -160,6 +260,55 @@ def test_no_prometheus_is_a_skip_for_every_check(checks, tmp_path):
     for check_id in checks:
         rows = grade(checks, check_id, [art.to_dict()])
         assert [r["status"] for r in rows.values()] == ["skip"], check_id
+
+
+def replayed_clock(tmp_path):
+    """A replay of the recorded time() and buildinfo answers, nothing else (every other request answers 404)."""
+    routes = tmp_path / "routes.json"
+    routes.write_text(json.dumps([
+        {"method": "GET", "path": "/api/v1/query", "query": {"query": "time()"}, "file": str(TIME_ANSWER)},
+        {"method": "GET", "path": "/api/v1/status/buildinfo", "file": str(BUILDINFO)}]))
+    return http_replay.Replay(str(routes))
+
+
+def test_the_servers_clock_is_read_against_this_hosts_by_time(tmp_path):
+    # The replay answers the recorded time(): a server whose clock stands at RECORDED_TIME, behind this machine's.
+    with replayed_clock(tmp_path) as r:
+        before = time.time()
+        clock = probe.server_clock(probe.Api(r.url, probe.PARAMS.resolve("prometheus", {"timeout_s": 5})))
+        after = time.time()
+        asked = [e for e in r.log if e["path"] == "/api/v1/query"]
+    assert [e["query"] for e in asked] == [{"query": "time()"}] * probe.CLOCK_TRIES
+    assert set(clock) == {"offset_s", "uncertainty_s", "at"}
+    assert before - 0.001 <= clock["at"] <= after + 0.001
+    assert 0.001 <= clock["uncertainty_s"] <= (after - before) / 2 + 0.002
+    assert abs(clock["offset_s"] - (RECORDED_TIME - clock["at"])) <= 0.001
+
+
+def test_other_hosts_clocks_are_read_between_two_of_this_hosts():
+    line = "clustermax-assess-clock: %.3f"
+    readings = [[N1, line % 100.0 + "\n"], [N2, line % 97.5 + "\r\n"], [N1, line % 100.4 + "\n"],
+                [N3, "sh: 1: /opt/venv/bin/python3: not found\r\n"], [N1, line % 101.0 + "\n"], [N4, ""]]
+    clocks = probe.host_clocks(readings)
+    assert clocks[N2] == {"offset_s": -2.7, "uncertainty_s": 0.201}
+    assert clocks[N3] == {"error": "no clock read: sh: 1: /opt/venv/bin/python3: not found"}
+    assert clocks[N4] == {"error": "no clock read: no output"}
+    assert probe.host_clocks([]) == {} and probe.host_clocks([[N1, line % 100.0]]) == {}
+
+
+def test_the_probe_records_the_clocks_with_its_artifact(tmp_path):
+    line = "clustermax-assess-clock: %.3f\n"
+    with replayed_clock(tmp_path) as r:
+        art = Artifact("prometheus", "r", N1)
+        params = {"url": r.url, "timeout_s": 5, "series": {"gpu": ["DCGM_FI_DEV_XID_ERRORS"]},
+                  "clocks": [[N1, line % 100.0], [N2, line % 103.0], [N1, line % 100.5]]}
+        probe.run(art, probe.PARAMS.resolve("prometheus", params), str(tmp_path))
+    d = art.to_dict()
+    assert validate(d) == [] and d["status"] == "ok"
+    assert abs(d["facts"]["server_clock"]["offset_s"] - (RECORDED_TIME - d["facts"]["server_clock"]["at"])) <= 0.001
+    assert d["facts"]["host_clocks"] == {N2: {"offset_s": 2.75, "uncertainty_s": 0.251}}
+    # The rest of the API answered nothing (not recorded): each read is an error, not an empty answer.
+    assert "DCGM_FI_DEV_XID_ERRORS: HTTP 404 on /api/v1/series" in d["facts"]["errors"]
 
 
 def test_a_bad_since_is_an_error_before_any_request(tmp_path):

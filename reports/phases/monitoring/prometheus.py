@@ -21,7 +21,9 @@ probe (reports/grading/one_host.py):
   mon_write_endpoints   one row: no admin, lifecycle or remote-write endpoint open on an API that answers without a
                         credential (security)
   mon_fault_visible     per injected fault (subject: its node): a watched metric (XID errors) of that node became
-                        non-zero within pass_s of the injection; the scheduler's detection time beside it
+                        non-zero within pass_s of the injection; the scheduler's detection time beside it. The
+                        metrics' times (the Prometheus server's clock) are put on the injection's (the reliability
+                        observer's) with the offsets the probe measured, never subtracted across clocks
 """
 
 import json
@@ -253,28 +255,76 @@ def grade_write_endpoints(check, run, host):
 
 
 def injections(run):
-    """[(host, injected at (epoch s), detect_s or None)] of the run's fault injections (the reliability phase's
-    fault_inject results; the scheduler's detection time from its timeline)."""
+    """[{node, t, clock, clock_of, detect}] of the run's fault injections, one per injected host: the injection that
+    stands (the fallback's where the reliability timeline times detection from it, timeline.fault_outcome), at the
+    time that timeline times it from (timeline.injection_time: by the batch's observer's clock, else, in an artifact
+    without the observer's reading, by the node's own); clock: the host whose clock that is (None where no artifact
+    names the observer), clock_of: "observer" or "node"; detect: the scheduler's detection time from the timeline."""
     from reports.phases.reliability import timeline  # noqa: PLC0415 - only where a fault was injected
 
-    # The injection that stands per host: the fallback's when the first one went unseen (timeline.fault_outcome).
-    stands = {}
-    for r in run.records("fault_inject"):
-        if r["metric"] == "injected_at" and r["variant"] in (None, "fallback"):
-            if r["host"] not in stands or r["variant"] == "fallback":
-                stands[r["host"]] = float(r["value"])
     out = []
-    for host, t_inject in stands.items():
+    for host in sorted({d["host"] for d in run.artifacts if d["probe"] == "fault_inject"}):
+        first, fallback = run.artifact(host, "fault_inject"), run.artifact(host, "fault_inject", "fallback")
         doc = run.artifact(host, "fault_injection")
-        detect = timeline.outcome(run, doc)["metrics"].get("detect_s") if doc else None
-        out.append((host, t_inject, detect))
+        rec = timeline.outcome(run, doc) if doc else None
+        facts = (rec or {}).get("facts") or {}
+        if rec is not None and rec["status"] == "ok":  # the timeline's choice: the fallback where it timed from it
+            inject = fallback if facts.get("first_method") is not None else first
+        else:  # no timeline: the fallback where it injected (the first injection went unseen)
+            inject = fallback if timeline.injection_time(fallback) is not None else first
+        t = timeline.injection_time(inject)
+        if t is None:
+            continue
+        clock_of = timeline.injection_clock(inject)
+        clock = host if clock_of == "node" else facts.get("observer") or None
+        out.append({"node": host, "t": t, "clock": clock, "clock_of": clock_of,
+                    "detect": rec["metrics"].get("detect_s") if rec else None})
     return out
+
+
+def clock_shift(facts, host, clock):
+    """(shift, uncertainty, status, why): a time by the Prometheus server's clock plus shift is that time by `clock`'s
+    (the host whose clock the injection is timed by), to within ± uncertainty (the measurements' added): the
+    server's clock against this host's (facts server_clock), this host's against `clock`'s (facts host_clocks; none
+    where `clock` is this host). (None, None, status, why) where a relation was not measured: the times are then on
+    clocks that may be seconds apart, and no delay is taken from them."""
+    server = facts.get("server_clock")
+    if not server:
+        if facts.get("server_clock_error"):
+            return None, None, "error", "the Prometheus server's clock could not be read against %s's: %s" % (
+                host, facts["server_clock_error"])
+        return None, None, "skip", ("clock offset not recorded: the artifact holds no reading of the Prometheus "
+                                    "server's clock against %s's (written before the probe recorded one), so the "
+                                    "metrics' times cannot be put on the injection's clock" % host)
+    shift, unc = -float(server["offset_s"]), float(server["uncertainty_s"])
+    if clock != host:
+        rel = (facts.get("host_clocks") or {}).get(clock)
+        if not rel or rel.get("offset_s") is None:
+            why = "%s's clock was not read against %s's%s" % (
+                clock, host, ": %s" % rel["error"] if rel and rel.get("error") else " (the monitoring role reads the "
+                "clocks of the observers named in this run's fault_injection artifacts)")
+            return None, None, "error" if rel else "skip", why
+        shift, unc = shift + float(rel["offset_s"]), unc + float(rel["uncertainty_s"])
+    return shift, unc, None, None
+
+
+def _sec(seconds):
+    return "%.1f s" % seconds if seconds >= 0.1 else "%.0f ms" % (seconds * 1000)
 
 
 @on_runners
 def grade_fault_visible(check, run, host):
     """Kind `mon_fault_visible`: each injected fault's node shows a watched metric (XID errors) other than 0 within
-    pass_s (warn up to fail_s) of the injection, next to the scheduler's detection time."""
+    pass_s (warn up to fail_s) of the injection, next to the scheduler's detection time.
+
+    Three clocks: the metrics' times are the Prometheus server's, the injection's the reliability phase's (the batch's
+    observer's, timeline.injection_time), the probe's own host's in between; the metrics' times are put on the
+    injection's clock with the offsets the probe measured (clock_shift), and the observed text gives the offset
+    applied where it or its uncertainty is 0.5 s or more. Where an offset was not measured the row says so instead of
+    subtracting one clock from another. A value other than 0 from before the injection by more than the uncertainty
+    is never taken for it: held from before the window (the series' first point), it is history; a change within
+    fail_s before the injection is a clock off by more than measured, or an error from before it: an error row, unless
+    a change after the injection shows the fault."""
     pre = ungradable(check, run, host, error_is_final=True)
     if pre:
         return [pre]
@@ -283,30 +333,72 @@ def grade_fault_visible(check, run, host):
         return [make_row(check, host, "skip", reason="no fault was injected in this run (the reliability phase's "
                                                      "fault injection did not run)")]
     facts = find_artifact(run, host, check["probe"])["facts"]
-    _, step = intervals(facts)
     pass_s, fail_s = float(check["pass_s"]), float(check["fail_s"])
+    expected = "visible in the metrics within %g s (warn up to %g s)" % (pass_s, fail_s)
+    watched = "/".join(facts.get("watch") or {}) or "watched"
     rows = []
-    for node, t_inject, detect in faults:
-        # The first change to a value other than 0 at or after the injection (one range step of grid slack); the
-        # value a series held before the window is its first point, before the injection.
-        seen = sorted(pt[0] for series in (facts.get("watch") or {}).values() for w in series
-                      if node_of(w["labels"], facts.get("nodes") or []) == node
-                      for pt in w["points"] if pt[1] != 0 and pt[0] >= t_inject - w.get("step", step or 0))
+    for f in faults:
+        node, t_inject = f["node"], f["t"]
+        detect_text = "scheduler detection %s" % ("%.1f s" % f["detect"] if f["detect"] is not None else "none")
+        if f["clock"] is None:
+            rows.append(make_row(check, host, "skip", reason="the injection was timed by its batch's observer's clock "
+                                 "and no fault_injection artifact names the observer", subject=node))
+            continue
+        shift, unc, status, why = clock_shift(facts, host, f["clock"])
+        if why:
+            rows.append(make_row(check, host, status, reason=why, subject=node))
+            continue
+        # Each change of a series (points: its value at the window's start, then every change), on the injection's
+        # clock. At or after the injection (within the clocks' uncertainty): the fault showing; before it: a value
+        # held from before the window (the first point) is history, a change is noted.
+        after, before = [], []
+        for series in (facts.get("watch") or {}).values():
+            for w in series:
+                if node_of(w["labels"], facts.get("nodes") or []) != node:
+                    continue
+                for k, (ts, value) in enumerate(w["points"]):
+                    t = float(ts) + shift
+                    if value == 0:
+                        continue
+                    if t >= t_inject - unc:
+                        after.append(t)
+                    elif k > 0:
+                        before.append(t)
+        after.sort()
+        early = [t for t in before if t >= t_inject - unc - fail_s]
         unread = [m for m in facts.get("watch") or {} if m in errored(facts)]
-        detect_text = "scheduler detection %s" % ("%.1f s" % detect if detect is not None else "none")
-        expected = "visible in the metrics within %g s (warn up to %g s)" % (pass_s, fail_s)
-        if not seen and unread:
+        clock_name = "the observer %s's" % f["clock"] if f["clock_of"] == "observer" else "%s's own" % f["clock"]
+        offset, clock_text = -shift, ""
+        if abs(offset) >= 0.5 or unc >= 0.5:
+            moved = round(abs(offset), 1) > 0
+            clock_text = "; Prometheus' clock %s %s (±%s)%s" % (
+                "%.1f s %s" % (abs(offset), "ahead of" if offset > 0 else "behind") if moved else "level with",
+                clock_name, _sec(unc), ", corrected" if moved else "")
+        if not after and unread:
             rows.append(make_row(check, host, "error", reason="could not be read: %s" % "; ".join(
                 "%s (%s)" % (m, errored(facts)[m]) for m in unread), subject=node))
             continue
-        if not seen:
-            rows.append(make_row(check, host, "fail", "not visible; %s" % detect_text, expected,
-                                 "no %s series of %s became non-zero after the injection" % (
-                                     "/".join(facts.get("watch") or {}) or "watched", node), subject=node))
+        if not after and early:
+            ahead = t_inject - max(early)
+            rows.append(make_row(check, host, "error", "non-zero %.1f s before the injection; %s%s" % (
+                ahead, detect_text, clock_text), expected,
+                "a %s series of %s became non-zero %.1f s before the injection, more than the ±%s the clocks are "
+                "known to: a clock off by more than measured, or an error from before the injection; nothing after "
+                "it" % (watched, node, ahead, _sec(unc)), subject=node))
             continue
-        visible = max(0.0, seen[0] - t_inject)
+        if not after:
+            rows.append(make_row(check, host, "fail", "not visible; %s%s" % (detect_text, clock_text), expected,
+                                 "no %s series of %s became non-zero after the injection" % (watched, node),
+                                 subject=node))
+            continue
+        visible = after[0] - t_inject
         status = "pass" if visible <= pass_s else "warn" if visible <= fail_s else "fail"
-        rows.append(make_row(check, host, status, "visible after %.1f s; %s" % (visible, detect_text), expected,
+        text = "visible after %.1f s" % visible
+        if visible < 0:  # before the injection, within what the clocks are known to: at once, as far as they tell
+            text += " (before it by less than the clocks' ±%s)" % _sec(unc)
+        if early:
+            text += " (also non-zero %.1f s before the injection)" % (t_inject - max(early))
+        rows.append(make_row(check, host, status, "%s; %s%s" % (text, detect_text, clock_text), expected,
                              subject=node))
     return rows
 

@@ -378,6 +378,16 @@ def injection_time(inject):
                  and (r.get("labels") or {}).get("event") == "inject_started_observer"), node_clock)
 
 
+def injection_clock(inject):
+    """Whose clock injection_time(inject) is on: "observer" (the batch's observer's, inject_started_observer),
+    "node" (the injected node's own, injected_at: an artifact without the observer's reading), or None."""
+    results = (inject or {}).get("results") or []
+    if not any(r["metric"] == "injected_at" for r in results):
+        return None
+    return "observer" if any(r["metric"] == "event_at" and (r.get("labels") or {}).get("event") ==
+                             "inject_started_observer" for r in results) else "node"
+
+
 def fault_outcome(run, doc):
     b = _Batch(run, doc)
     inject = b.own("fault_inject")
