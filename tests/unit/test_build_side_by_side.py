@@ -21,6 +21,13 @@ ROOT = Path(__file__).resolve().parents[2]
 TWO_CPUS = len(os.sched_getaffinity(0)) > 1
 
 
+def _publish_pid(path):
+    """The pid file appears whole (written aside, then renamed): the other side acts as soon as the name exists, and
+    under load it once read an empty file, or killed the writer between the open and the write (cc5, 2026-12-07)."""
+    path.with_suffix(".tmp").write_text(str(os.getpid()))
+    os.replace(path.with_suffix(".tmp"), path)
+
+
 def _wait_for(path, seconds=60):
     """Wait until path exists (a handshake between the two processes, not a timing assertion)."""
     deadline = time.monotonic() + seconds
@@ -95,7 +102,7 @@ def test_a_failure_here_stops_the_forked_copy_and_is_raised_as_it_is(tmp_path, f
         raise ValueError("report.html could not be rendered")
 
     def there():
-        (tmp_path / "there.pid").write_text(str(os.getpid()))
+        _publish_pid(tmp_path / "there.pid")
         time.sleep(20)
         (tmp_path / "there.finished").write_text("left running")
 
@@ -110,7 +117,7 @@ def test_an_interrupt_while_waiting_for_the_copy_stops_it(tmp_path, forking):
     """Ctrl-C (here a SIGALRM handler raising KeyboardInterrupt) while this side waits for the copy: the copy is
     killed and reaped, and the interrupt goes on up."""
     def there():
-        (tmp_path / "there.pid").write_text(str(os.getpid()))
+        _publish_pid(tmp_path / "there.pid")
         time.sleep(20)
         (tmp_path / "there.finished").write_text("left running")
 
@@ -137,7 +144,9 @@ def test_the_forked_copy_dies_with_a_killed_build(tmp_path):
                 time.sleep(0.01)
             os.kill(os.getpid(), signal.SIGKILL)
         def there():
-            (out / "there.pid").write_text(str(os.getpid()))
+            # whole or absent (see _publish_pid): here() kills the build the moment the name exists
+            (out / "there.tmp").write_text(str(os.getpid()))
+            os.replace(out / "there.tmp", out / "there.pid")
             time.sleep(600)
         side_by_side(here, there, "the tables")
     """)

@@ -1,5 +1,5 @@
-"""How `make test` splits the suite over its two workers (tests/conftest.py): every module that uses the SSH test
-cluster in one unit of work, each other integration module whole, each unit test alone."""
+"""How `make test-parallel` splits the suite over its two workers (tests/conftest.py): every module that uses the
+SSH test cluster in one unit of work, each other integration module whole, each unit test alone."""
 
 from pathlib import Path
 
