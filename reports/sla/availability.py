@@ -34,20 +34,27 @@ The rules, in the order they are applied (all durations in UTC microseconds, all
 7. Breaches: nodes below the tier's target. Termination triggers: cluster availability below the tier's
    termination threshold; the target missed for N consecutive months (with the earlier months' reviews); the
    acceptance not made within `termination_after_days` of the agreed date.
-8. Time no source observed. `unobserved` (node -> intervals; reports/sla/review.py builds it) is the service time
-   in which no source saw the node at all: the health probe's unmonitored time (samples beyond their hold, and
-   the monitoring outages, rounds in which no host answered) minus what another source observed (Slurm snapshots
-   for their hold, the sacctmgr event history for its span). A source that records only down events (a provider
-   log, the assessment's test windows) cannot vouch for up time and observes nothing. That time is never counted,
-   but it bounds the truth: the worst case is the availability had all of it (outside honoured exclusions) been
-   down, with the rack rule applied to it too. Counted availability below the target is a breach, whatever the
-   worst case; counted at or above the target is met only when the worst case is too (the unobserved time is too
-   short to matter); otherwise the verdict is undetermined (`meets_target` None, `undetermined` says why) and the
-   credit is the range from the counted to the worst-case credit. The cluster is judged the same way on its
-   GPU-weighted figures, and a termination trigger that only the worst case reaches is listed as undetermined,
-   never as met or missed. Without `unobserved` (None) there is no worst case: the counted figures stand. Only a
-   node's own service time can be unobserved: a retired node no source sees after its `in_service_until`, or a
-   spare before its `in_service_from`, is out of service then, not unobserved.
+8. Time no source observed. `unobserved` (node -> intervals; reports/sla/review.py builds it) is the service time in
+   which no source saw the node at all: the health probe's unmonitored time (samples beyond their hold, and the
+   monitoring outages, rounds in which no host answered) minus what another source observed (Slurm snapshots for
+   their hold; the sacctmgr event history for its span, but only of the nodes Slurm shows it knows, named in the
+   export's node events or listed by a Slurm snapshot: an export with no node event at all vouches for no node a
+   snapshot does not list; neither of them over a probe round whose own Slurm snapshot failed). A source that records
+   only down events (a provider log, the assessment's test windows) cannot vouch for up time and observes nothing.
+   That time is never counted, but it bounds the truth: the worst case is the availability had all of it (outside
+   honoured exclusions) been down, built as the counted downtime is (rules 4 and 5): the unobserved time joined to
+   the node's own outages, outages shorter than `min_outage_s` dropped, each judged whole (a gap too short to hold
+   such an outage adds nothing, one next to an outage seen makes it longer; a gap that reaches the edge of the
+   node's service time may go on beyond it, where nothing is known), then clipped to the service time, with the rack
+   rule applied to the nodes' worst cases. The `undetermined` reason says how much of the worst case is the node's
+   own unobserved time and how much the rack rule on other nodes adds. Counted availability below the target is a
+   breach, whatever the worst case; counted at or above the target is met only when the worst case is too (the
+   unobserved time is too short to matter); otherwise the verdict is undetermined (`meets_target` None,
+   `undetermined` says why) and the credit is the range from the counted to the worst-case credit. The cluster is
+   judged the same way on its GPU-weighted figures, and a termination trigger that only the worst case reaches is
+   listed as undetermined, never as met or missed. Without `unobserved` (None) there is no worst case: the counted
+   figures stand. Only a node's own service time can be unobserved: a retired node no source sees after its
+   `in_service_until`, or a spare before its `in_service_from`, is out of service then, not unobserved.
 """
 
 from __future__ import annotations
@@ -349,8 +356,17 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
         # outside the node's own window is not its service time, so never unobserved.
         blind = None if unobserved is None else (
             iv.subtract(iv.clip(unobserved.get(node.name, []), *mine_service), excl_in) if mine_service else [])
+        worst_own = counted
+        if blind and mine_service:
+            # Built as `counted` is: the unobserved time joined to the node's own outages before min_outage_s judges
+            # each whole outage, then clipped. What lies beyond the edge of the service time is unknown, so an
+            # unobserved stretch that reaches an edge may go on past it (as an outage across the edge counts whole).
+            beyond = ([(mine_service[0] - min_outage, mine_service[0])] if blind[0][0] == mine_service[0] else []) + (
+                [(mine_service[1], mine_service[1] + min_outage)] if blind[-1][1] == mine_service[1] else [])
+            worst_own = iv.clip(iv.drop_shorter(iv.union(iv.subtract(own, excl), iv.subtract(beyond, excl), blind),
+                                                min_outage), *mine_service)
         results[node.name] = {"node": node, "events": mine, "excl": excl_in, "counted": counted, "blind": blind,
-                              "worst_own": iv.union(counted, blind or [])}
+                              "worst_own": worst_own}
 
     rack_results, rack_down, rack_worst = [], {}, {}
     for rack, members in sorted(racks.items()):
@@ -388,8 +404,9 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
         excluded_us = iv.total(r["excl"])
         denominator = service_us - excluded_us if eligible_mode else service_us
         # Rule 8: the worst case, every unobserved minute down (and the rack rule on the nodes' worst cases).
-        worst_down = iv.union(r["worst_own"], iv.clip(iv.subtract(rack_worst.get(node.rack, []), r["excl"]),
-                                                      *mine_service) if node.rack and mine_service else [])
+        worst_rack = (iv.clip(iv.subtract(rack_worst.get(node.rack, []), r["excl"]), *mine_service)
+                      if node.rack and mine_service else [])
+        worst_down = iv.union(r["worst_own"], worst_rack)
         worst, credit_worst, undetermined = None, None, None
         if denominator > 0:
             availability = 1 - Fraction(iv.total(down), denominator)
@@ -400,9 +417,9 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
                 credit_worst = tier.credit(worst * 100)
                 if meets and not tier.meets_target(worst * 100):
                     meets = None
-                    undetermined = ("%s unobserved (no source saw the node): availability between %s %% and %s %%"
-                                    % (unobserved_text(iv.total(worst_down) - iv.total(down)), pct_text(worst),
-                                       pct_text(availability)))
+                    undetermined = "%s: availability between %s %% and %s %%" % (
+                        _worst_why(node, r, down, worst_down, results, racks, min_outage), pct_text(worst),
+                        pct_text(availability))
         else:
             availability, credit, meets = None, Fraction(0), None
         unmon = None if unmonitored is None else (iv.clip(unmonitored.get(node.name, []), *mine_service)
@@ -515,6 +532,29 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
                   notes=notes, events=events, cluster_worst_availability=cluster_worst,
                   cluster_credit_worst_pct=cluster_credit_worst, cluster_met_target=cluster_met,
                   cluster_undetermined=cluster_undetermined, undetermined_triggers=open_triggers)
+
+
+def _worst_why(node, r: dict, down: list, worst_down: list, results: dict, racks: dict, min_outage: int) -> str:
+    """What the worst case adds to a node's counted downtime, its own unobserved time apart from the rack rule's
+    (rule 8): "6 h 0 min unobserved (no source saw the node)", "none of its own time unobserved; 2 h 0 min down by
+    the rack rule in the worst case (t00, t01, t02 of r1 down or unobserved at once)"."""
+    own = iv.subtract(r["worst_own"], down)  # the node's own worst case beyond what is counted
+    blind = iv.total(iv.subtract(r["blind"] or [], down))
+    rack = iv.subtract(worst_down, iv.union(r["worst_own"], down))  # the rack rule on the other nodes' worst case
+    parts = []
+    if blind:
+        parts.append("%s unobserved (no source saw the node)" % unobserved_text(blind))
+        if iv.total(own) != blind:
+            parts[-1] += ", %s down in its own worst case (min_outage_s %s s judged on each whole outage)" % (
+                unobserved_text(iv.total(own)), _fmt(Fraction(min_outage, US)))
+    else:
+        parts.append("none of its own time unobserved")
+    if rack:
+        trays = sorted(m for m in racks.get(node.rack, []) if m != node.name
+                       and iv.intersect(results[m]["worst_own"], rack))
+        parts.append("%s down by the rack rule in the worst case (%s of %s down or unobserved at once)"
+                     % (unobserved_text(iv.total(rack)), ", ".join(trays), node.rack))
+    return "; ".join(parts)
 
 
 def _capacity(nodes: list[NodeResult], worst: bool = False) -> Fraction | None:

@@ -43,6 +43,23 @@ def windowed(result) -> list:
     return [n for n in result.nodes if n.window != (None, None) and n.service != result.service]
 
 
+def gpus_at_once(nodes, result) -> int:
+    """The most GPUs of `nodes` in service at the same time: what a rack or cluster row's "gpus" means. A node
+    swapped for a spare mid-month and the spare are two nodes of the contract, never in service at once: they count
+    once (rule 1). With no service time this month at all, the nodes' windows cut to the month."""
+    def span(n):
+        if result.service is not None:
+            return n.service
+        since, until = n.window
+        s = result.window[0] if since is None else max(result.window[0], since)
+        e = result.window[1] if until is None else min(result.window[1], until)
+        return (s, e) if e > s else None
+
+    spans = [(span(n), n.gpus) for n in nodes]
+    spans = [(sp, g) for sp, g in spans if sp is not None]
+    return max([sum(g for (s, e), g in spans if s <= t < e) for t in {sp[0] for sp, _ in spans}] or [0])
+
+
 def table_rows(result) -> dict:
     """name -> (rows, columns) for every table of the review (also the CSV files)."""
     tz = result.contract.timezone
@@ -70,7 +87,7 @@ def table_rows(result) -> dict:
     # a rack row is the time the rack rule held, not the rack's downtime.
     for r in result.racks:
         members = [n for n in result.nodes if n.rack == r.name]
-        avail.append({"level": "rack", "name": r.name, "rack": r.name, "gpus": sum(n.gpus for n in members),
+        avail.append({"level": "rack", "name": r.name, "rack": r.name, "gpus": gpus_at_once(members, result),
                       "service_s": service_s, "rack_rule_s": r.down_us / US, "gpu_down_s": gpu_down_s(members),
                       "availability_pct": _range(r.capacity_availability, r.capacity_worst_availability,
                                                  any(n.uncertain for n in members)),
@@ -78,7 +95,7 @@ def table_rows(result) -> dict:
                       "worst_case_pct": "" if r.capacity_worst_availability is None
                       else _pct(r.capacity_worst_availability)})
     cluster_uncertain = _cluster_uncertain(result)
-    avail.append({"level": "cluster", "name": result.contract.cluster, "gpus": sum(n.gpus for n in result.nodes),
+    avail.append({"level": "cluster", "name": result.contract.cluster, "gpus": gpus_at_once(result.nodes, result),
                   "service_s": service_s, "gpu_down_s": gpu_down_s(result.nodes),
                   "availability_pct": _range(result.cluster_availability, result.cluster_worst_availability,
                                              cluster_uncertain),
@@ -90,7 +107,7 @@ def table_rows(result) -> dict:
                 "availability_pct": _range(n.availability, n.worst_availability, n.uncertain),
                 "tier": result.tier_name, "target_pct": _frac_pct(result.target_pct),
                 "credit_pct_of_node_fee": _credit_range(n.credit_pct, n.credit_worst_pct)} for n in result.nodes]
-    credits.append({"node": "(cluster, GPU-weighted)", "gpus": sum(n.gpus for n in result.nodes),
+    credits.append({"node": "(cluster, GPU-weighted)", "gpus": gpus_at_once(result.nodes, result),
                     "availability_pct": _range(result.cluster_availability, result.cluster_worst_availability,
                                                cluster_uncertain), "tier": result.tier_name,
                     "target_pct": _frac_pct(result.target_pct),
@@ -176,7 +193,9 @@ def _sections(result, observations):
                                  "availability is GPU-weighted (1 - gpu_down_s / the sum of each node's gpus x "
                                  "service_s with the calendar denominator: gpus x service_s of the row when every "
                                  "node is in service the whole month, a node with a service window weighing for its "
-                                 "own service_s only); a rack's rack_rule_s is the time the rack rule held. "
+                                 "own service_s only); a rack's or the cluster's gpus is the most GPUs in service at "
+                                 "the same time (a node swapped for a spare and the spare count once); a rack's "
+                                 "rack_rule_s is the time the rack rule held. "
                                  "Percentages are "
                                  "cut, not rounded, at 4 decimals. Unmonitored time is reported, never counted. "
                                  "unobserved_s is the service time no source observed (the health probe's "

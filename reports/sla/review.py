@@ -23,12 +23,17 @@ Layout of runs/<provider>/sla/<YYYY-MM>/ (replaced as a whole, atomically, when 
 
 A review can be recomputed from its inputs alone: `python -m reports.sla review --from-inputs DIR/inputs`.
 
-Time no source observed (reports/sla/availability.py, rule 8) is put together here, from what each source knows
-of its own coverage: the health probe's unmonitored time (beyond a sample's hold, and its monitoring outages)
-minus what the Slurm snapshots observed (each for its hold) and what a sacctmgr export observed (from the month's
-start, the sla role's query starting a day before it, to the export). Provider logs and the assessment's records
-carry no coverage and observe nothing. Without a health-probe store every minute no other source observed is
-unobserved. The review then judges each node and the cluster at that time's worst case as well as counted.
+Time no source observed (reports/sla/availability.py, rule 8) is put together here, from what each source knows of
+its own coverage: the health probe's unmonitored time (beyond a sample's hold, and its monitoring outages) minus
+what the Slurm snapshots observed (each for its hold) and what a sacctmgr export observed (from the month's start,
+the sla role's query starting a day before it, to the export). The export vouches only for the nodes Slurm shows it
+knows: those its node events name or a Slurm snapshot lists; a contract node it names no event of and no snapshot
+lists (another name in Slurm, not in Slurm, an export of another cluster or with its events purged) is not observed
+by it. No Slurm source observed the probe rounds whose own Slurm snapshot failed (rc not 0: Slurm could not be
+asked; each such round until the next snapshot, for at most a snapshot's hold): neither the export nor the hold of
+the snapshot before. Provider logs and the assessment's records carry no coverage and observe nothing. Without a
+health-probe store every minute no other source observed is unobserved. The review then judges each node and the
+cluster at that time's worst case as well as counted.
 """
 
 from __future__ import annotations
@@ -191,7 +196,7 @@ def compute(inputs: str):
     snaps_path = os.path.join(inputs, "slurm_snapshots.jsonl")
     slurm_tz = params.get("slurm_timezone") or "UTC"
     ignore = params.get("slurm_ignore_users") or []
-    snapshots = []
+    snapshots, exports = [], []
     if os.path.exists(snaps_path):
         with open(snaps_path, encoding="utf-8") as fh:
             snapshots += [json.loads(line) for line in fh if line.strip()]
@@ -200,19 +205,42 @@ def compute(inputs: str):
             text = fh.read()
         if spec["format"] == "sacctmgr":
             observed_at = parse_time(spec["observed_at"])
-            ev = slurm_src.events_from_sacctmgr(slurm_src.parse_sacctmgr_events(text), slurm_tz, observed_at, ignore,
+            rows = slurm_src.parse_sacctmgr_events(text)
+            ev = slurm_src.events_from_sacctmgr(rows, slurm_tz, observed_at, ignore,
                                                 prefix="sacctmgr:%s" % os.path.basename(spec["path"]), notes=notes)
             events += ev
             observations["sources"].append({"source": spec["path"], "records": text.count("\n"), "events": len(ev)})
-            # The event history from the query's Start= (the sla role asks from a day before the month) to the
-            # export: every node's state changes as slurmctld recorded them, so every node of the contract.
-            for n in contract.nodes:
-                saw(n.name, [(start, observed_at)] if observed_at > start else [])
+            exports.append((spec["path"], observed_at, slurm_src.sacctmgr_nodes(rows)))
         else:
             snapshots.append({"id": os.path.basename(spec["path"]), "observed_at_us": parse_time(spec["observed_at"]),
                               "format": spec["format"], "text": text})
+    ok = [s for s in snapshots if s.get("rc") in (None, 0)]
+    # The event history from the query's Start= (the sla role asks from a day before the month) to the export
+    # vouches only for the nodes Slurm shows it knows (reports/sla/sources/slurm.py): named in the export's node
+    # events or listed by a Slurm snapshot. "No event" of a node Slurm has under another name, or does not have, or
+    # an export with no event at all (another cluster's, or purged by PurgeEventAfter), is not "in service". Nor
+    # does any Slurm source vouch for the time of the probe rounds whose own Slurm snapshot failed (Slurm could not
+    # be asked): neither the export, nor the hold of the snapshot before (each round until the next snapshot).
+    failed = slurm_src.failed_spans(snapshots, hold, int(hold * default_interval * US))
+    known = slurm_src.snapshot_nodes(ok)
+    for path, observed_at, named in exports:
+        vouched = [n.name for n in contract.nodes if n.name in named or n.name in known]
+        for name in vouched:
+            saw(name, iv.subtract([(start, observed_at)], failed) if observed_at > start else [])
+        unvouched = [n.name for n in contract.nodes if n.name not in vouched]
+        if unvouched and not named:
+            notes.append("the sacctmgr export %s has no node event at all (another cluster's, or its events purged?) "
+                         "and no Slurm snapshot lists %s: it does not vouch for their time"
+                         % (path, ", ".join(unvouched)))
+        elif unvouched:
+            notes.append("the sacctmgr export %s names no event of %s and no Slurm snapshot lists them: it does not "
+                         "vouch for their time (Slurm may not know them by these names)"
+                         % (path, ", ".join(unvouched)))
+        lost = iv.clip(failed, start, min(observed_at, horizon))
+        if vouched and lost:
+            notes.append("the sacctmgr export %s does not vouch for the %s in which the probe's Slurm snapshots "
+                         "failed (Slurm could not be asked)" % (path, unobserved_text(iv.total(lost))))
     if snapshots:
-        ok = [s for s in snapshots if s.get("rc") in (None, 0)]
         if len(ok) < len(snapshots):
             notes.append("%d Slurm snapshot(s) failed and were skipped" % (len(snapshots) - len(ok)))
         # each snapshot holds for its own round's interval (stored with it), the default only for one without
@@ -222,15 +250,17 @@ def compute(inputs: str):
         seen = slurm_src.coverage_from_snapshots(ok, slurm_tz, ignore, max_gap_us=int(hold * default_interval * US),
                                                  excluded=excluded, hold_intervals=hold)
         for name, spans in seen.items():
-            saw(name, spans)
+            # a failed snapshot ends the hold of the one before it, as any later sample ends a probe sample's
+            saw(name, iv.subtract(spans, failed))
         observations["sources"].append({"source": "slurm snapshots", "records": len(ok), "events": len(ev)})
 
     # The health probe last: a round in which no node answered is shown with what the scheduler saw then.
-    unmonitored = None
+    unmonitored, first_sample = None, None
     samples_csv = os.path.join(inputs, "healthprobe_samples.csv")
     if os.path.exists(samples_csv):
         with open(samples_csv, newline="", encoding="utf-8") as fh:
             rows = [_typed(r) for r in csv.DictReader(fh)]
+        first_sample = min((r["sampled_at_us"] for r in rows), default=None)
         # sla_gpus 0 (a login or CPU host) expects no GPU: only an unset count means the system's gpus_per_node
         expected = {n.name: (system["gpus_per_node"] if n.gpus is None else n.gpus) for n in contract.nodes}
         ev, monitored, reboots, blind = healthprobe_src.events_from_samples(
@@ -278,6 +308,19 @@ def compute(inputs: str):
     history = read_json("history.json", {}) or {}
     result = judge(contract, tiers, events, month, now_us=now, unmonitored=unmonitored, history=history,
                    unobserved=unobserved)
+    if first_sample is not None and result.service is not None and first_sample > result.service[0]:
+        # The probe started after the service start (a store begun mid-month): the time before its first sample is
+        # unobserved wherever no other source saw it. If the cluster (or a node) was not in service before, the
+        # contract says so, not the review.
+        lead = [(result.service[0], min(first_sample, result.service[1]))]
+        blind = [n.name for n in result.nodes if iv.intersect(unobserved.get(n.name, []), lead)]
+        if blind:
+            notes.append("the health probe's first sample is at %s, after the service start %s: no source observed "
+                         "%s for some or all of the time before it (judged at its worst case, see Availability); "
+                         "if the cluster was not in service until then, the contract's `accepted_at` sets a later "
+                         "service start (a node's `in_service_from` for one node)"
+                         % (iso_utc(first_sample), iso_utc(result.service[0]),
+                            "any node" if len(blind) == len(result.nodes) else ", ".join(blind)))
     result.notes = notes + result.notes
     return result, observations
 

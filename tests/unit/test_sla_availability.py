@@ -439,6 +439,62 @@ def test_time_no_source_observed_bounds_the_verdict():
     assert node(review(c, TIERS, events + [notice], "2026-11", unobserved=blind), "n1").meets_target is True
 
 
+def test_minimum_outage_judges_the_worst_case_as_it_judges_the_counted_downtime():
+    """min_outage_s 300 (rule 4) in the worst case (rule 8): the unobserved time is joined to the node's own outages
+    before outages shorter than 5 min are dropped, each judged whole, as the counted downtime is."""
+    doc = dict(TIERS.doc)
+    doc["accounting"] = {**TIERS.accounting, "min_outage_s": 300}
+    tiers = Tiers(doc)
+    c = contract(["n1"])
+    # a 4-minute outage seen, then 3 minutes no source observed: had they been down, one 7-minute outage
+    seen = [ev("a", "n1", "2026-11-10T10:00:00Z", "2026-11-10T10:04:00Z")]
+    blind = {"n1": [(T("2026-11-10T10:04:00Z"), T("2026-11-10T10:07:00Z"))]}
+    n1 = node(review(c, tiers, seen, "2026-11", unobserved=blind), "n1")
+    assert n1.down_us == 0 and n1.unobserved_us == 180 * US
+    assert n1.worst_down_us == 420 * US  # was 180 s: the unobserved 3 min added to the already dropped 4 min
+    # thirty isolated 4-minute gaps, one a day: an outage inside any of them would be under 5 min and dropped
+    gaps = {"n1": [(T("2026-11-%02dT12:00:00Z" % d), T("2026-11-%02dT12:04:00Z" % d)) for d in range(1, 31)]}
+    r = review(c, tiers, [], "2026-11", unobserved=gaps)
+    n1 = node(r, "n1")
+    assert n1.unobserved_us == 2 * 3600 * US and n1.worst_down_us == 0 and n1.worst_availability == 1
+    # was 2 h down in the worst case (99.7222 %): undetermined, credit 0 to 10 %
+    assert n1.meets_target is True and n1.undetermined is None and n1.credit_worst_pct == 0
+    assert r.cluster_met_target is True and r.cluster_worst_availability == 1
+    # judged on the whole outage across the month's edge: 2 min of October and 2 of November seen down (dropped as
+    # counted), then 2 min unobserved: 6 min had they been down, 4 of them in November (was 2)
+    edge = [ev("e", "n1", "2026-10-31T23:58:00Z", "2026-11-01T00:02:00Z")]
+    first = {"n1": [(T("2026-11-01T00:02:00Z"), T("2026-11-01T00:04:00Z"))]}
+    n1 = node(review(c, tiers, edge, "2026-11", unobserved=first), "n1")
+    assert n1.down_us == 0 and n1.worst_down_us == 240 * US
+    # a gap that reaches the end of the service time may go on past it (nothing is known there): not dropped
+    last = {"n1": [(T("2026-11-30T23:56:00Z"), T("2026-12-01T00:00:00Z"))]}
+    assert node(review(c, tiers, [], "2026-11", unobserved=last), "n1").worst_down_us == 240 * US
+    # the rack rule on the worst cases, as before: three trays' same 4-minute gaps hold no outage either
+    nv = review(contract(nvl72(), system="nvl72"), tiers, [], "2026-11",
+                unobserved={"t%02d" % i: gaps["n1"] for i in range(3)})
+    assert all(n.worst_down_us == 0 and n.meets_target is True for n in nv.nodes)  # was 2 h on all 18 trays
+
+
+def test_a_tray_undetermined_by_the_rack_rule_alone_says_so():
+    """NVL72: t00, t01 and t02 unobserved the same 2 h. The rack rule on their worst case puts those 2 h on every
+    tray, so t05, observed throughout (unobserved_s 0), meets 99.9 % only as counted."""
+    blind = {"t%02d" % i: [(T("2026-11-20T10:00:00Z"), T("2026-11-20T12:00:00Z"))] for i in range(3)}
+    blind["t03"] = [(T("2026-11-20T11:00:00Z"), T("2026-11-20T11:30:00Z"))]
+    r = review(contract(nvl72(), system="nvl72"), TIERS, [], "2026-11", unobserved=blind)
+    t05 = node(r, "t05")
+    assert t05.unobserved_us == 0 and t05.worst_down_us == 7200 * US and t05.meets_target is None
+    # was "2 h 0 min unobserved (no source saw the node): ..." of a node no minute of which was unobserved
+    assert t05.undetermined == ("none of its own time unobserved; 2 h 0 min down by the rack rule in the worst case "
+                                "(t00, t01, t02, t03 of r1 down or unobserved at once): availability between "
+                                "99.7222 % and 100.0000 %")
+    # t03: 30 min of its own, 1 h 30 min more by the rule (was "2 h 0 min unobserved")
+    assert node(r, "t03").undetermined == (
+        "0 h 30 min unobserved (no source saw the node); 1 h 30 min down by the rack rule in the worst case (t00, "
+        "t01, t02 of r1 down or unobserved at once): availability between 99.7222 % and 100.0000 %")
+    assert node(r, "t00").undetermined == ("2 h 0 min unobserved (no source saw the node): availability between "
+                                           "99.7222 % and 100.0000 %")
+
+
 def test_triggers_only_the_worst_case_reaches_are_undetermined():
     c = contract(["n1"])  # gold: terminate below 95 %, or the target missed 2 months in a row
     blind = {"n1": [(T("2026-11-05T00:00:00Z"), T("2026-11-07T00:00:00Z"))]}  # 2 days: worst case 93.3333 %
@@ -494,7 +550,10 @@ def test_a_node_swapped_for_a_spare_mid_month_is_judged_over_its_own_days():
     assert ("| old |  | 8 |  | 2026-11-15T00:00:00Z | 2026-11-01T00:00:00Z | 2026-11-15T00:00:00Z | "
             "2026-11-01T00:00:00+00:00 | 2026-11-15T00:00:00+00:00 | 1209600 |") in md
     assert "| spare |  | 8 | 2026-11-15T00:00:00Z |  | 2026-11-15T00:00:00Z | 2026-12-01T00:00:00Z |" in md
-    assert "| (cluster, GPU-weighted) |  | 24 | 99.8611 | gold | 99.9 | 2.333333 |" in md
+    # 16 GPUs: n1 and one of old / spare in service at any time (was 24, every contract node summed, the swapped-out
+    # node and its spare both)
+    assert "| (cluster, GPU-weighted) |  | 16 | 99.8611 | gold | 99.9 | 2.333333 |" in md
+    assert rows["cluster"]["gpus"] == 16
     # without windows nothing changes: no section, and the head says nothing of it
     assert "Service windows" not in render_markdown(review(contract(["n1"]), TIERS, [], "2026-11"), {})
 
@@ -564,6 +623,15 @@ def test_a_swapped_nvl72_tray_is_not_down_for_the_rack_rule_outside_its_window()
     # t00 (9 days) and t18 (21 days) weigh as one tray of the month: 18 trays' months in all
     lost = 18 * 1800 + 2 * 3600  # the rule's 30 min on the 18 trays in service then, and t01's and t02's hour
     assert r.racks[0].capacity_availability == 1 - Fraction(lost, 18 * MONTH_S)
+    # the rack's and the cluster's GPUs: 18 trays of 4 in service at any time (was 76: t00 and t18 both summed)
+    rows = {x["level"]: x for x in table_rows(r)["availability"][0]}
+    assert rows["rack"]["gpus"] == rows["cluster"]["gpus"] == 72
+    assert [x["gpus"] for x in table_rows(r)["credits"][0] if x["node"] == "(cluster, GPU-weighted)"] == [72]
+    # with no service time at all (not accepted yet), the most at once by the windows, in the month (was 76)
+    waiting = Contract.from_dict({"provider": "p", "tier": "gold", "system": "nvl72", "nodes": nodes,
+                                  "acceptance_agreed": "2026-12-01"})
+    assert [x["gpus"] for x in table_rows(review(waiting, TIERS, [], "2026-11"))["availability"][0]
+            if x["level"] == "cluster"] == [72]
     # 19 trays in service at once would still be said
     crowded = Contract.from_dict({"provider": "p", "tier": "gold", "system": "nvl72",
                                   "nodes": [n[:3] for n in nodes]})

@@ -537,3 +537,96 @@ def test_a_window_that_ends_before_it_starts_stops_the_review_before_anything_is
     path.write_text(json.dumps(bad))
     assert main(["review", "--contract", str(path), "--out-root", str(tmp_path / "sla"), "--month", "2026-11"]) == 2
     assert "contract node gpu003: in_service_until" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------- what a sacctmgr export vouches for
+# The six hours no host answered (BLIND_6H) beside the recorded sacctmgr export (tests/fixtures/slurm/sla: events of
+# gpu001-gpu004, exported 2026-11-30T05:36:03Z). Silver, 99.5 %: 6 h of 720 h unobserved is 99.1666 % at worst.
+SACCTMGR = FIX / "slurm" / "sla" / "sacctmgr_event.txt"
+NAMED = {**GOLD, "tier": "silver", "nodes": [{"name": "gpu002"}, {"name": "gpu003.dc1"}, {"name": "gpu005"}]}
+OUTAGE = {at: {"down": [n["name"] for n in NAMED["nodes"]]} for at in BLIND_6H}
+FAILED = {"host": "slurmctl", "rc": 1, "format": "scontrol-oneliner",
+          "text": "slurm_load_node error: Unable to contact slurm controller (connect failure)"}
+
+
+def export(path=SACCTMGR):
+    return [{"format": "sacctmgr", "path": str(path), "observed_at": "2026-11-30T05:36:03Z"}]
+
+
+def header_only(tmp_path):
+    """The recorded export's header and dashes alone: sacctmgr asked about another cluster, or after slurmdbd's
+    PurgeEventAfter removed the month's events."""
+    path = tmp_path / "sacctmgr_event.txt"
+    path.write_text("".join(SACCTMGR.read_text().splitlines(keepends=True)[:2]))
+    return path
+
+
+def test_a_sacctmgr_export_vouches_only_for_the_nodes_slurm_knows(tmp_path):
+    result, _ = blind_review(tmp_path, OUTAGE, contract=NAMED, slurm_files=export(), ignore_users=["alice"])
+    by = {n.name: n for n in result.nodes}
+    # gpu002: the export has its drain of 3 Nov, Slurm knows it: the event history vouches for the 6 h
+    assert by["gpu002"].unobserved_us == 0 and by["gpu002"].meets_target is True
+    # gpu003.dc1 is gpu003 in Slurm, and Slurm has no gpu005: the export says nothing of them (was 0 s and met)
+    for name in ("gpu003.dc1", "gpu005"):
+        assert by[name].unobserved_us == 6 * 3600 * US and by[name].meets_target is None
+        assert by[name].worst_availability == 1 - Fraction(6, 720)
+    assert ("the sacctmgr export slurm/01-sacctmgr_event.txt names no event of gpu003.dc1, gpu005 and no Slurm "
+            "snapshot lists them: it does not vouch for their time (Slurm may not know them by these names)"
+            in result.notes)
+    # the same store with an export that has only its header: it vouches for no node (all three were 0 s and met)
+    empty, _ = rv.run("2026-11", NAMED, str(tmp_path / "empty"), now=parse_time("2026-12-01T06:00:00Z"),
+                      store_path=str(tmp_path / "healthprobe.sqlite"), slurm_files=export(header_only(tmp_path)))
+    assert [(n.unobserved_us, n.meets_target) for n in empty.nodes] == [(6 * 3600 * US, None)] * 3
+    assert empty.cluster_met_target is None
+    assert ("the sacctmgr export slurm/01-sacctmgr_event.txt has no node event at all (another cluster's, or its "
+            "events purged?) and no Slurm snapshot lists gpu002, gpu003.dc1, gpu005: it does not vouch for their "
+            "time" in empty.notes)
+
+
+def test_an_export_without_events_vouches_for_a_node_a_slurm_snapshot_lists(tmp_path):
+    # one Slurm snapshot on the 1st lists gpu002 (by that name): Slurm knows it, and its history has no event of it
+    special = {**OUTAGE, "2026-11-01T00:00:00Z": {"slurm": idle("gpu002")}}
+    result, _ = blind_review(tmp_path, special, contract=NAMED, slurm_files=export(header_only(tmp_path)))
+    by = {n.name: n for n in result.nodes}
+    assert by["gpu002"].unobserved_us == 0 and by["gpu002"].meets_target is True
+    assert by["gpu003.dc1"].meets_target is None and by["gpu005"].meets_target is None
+
+
+def test_a_sacctmgr_export_does_not_vouch_for_rounds_whose_slurm_snapshot_failed(tmp_path):
+    # sla_slurm_host set: every round stores `scontrol -o show node` (gpu002 in service), and in the six rounds no
+    # host answered, the snapshot failed too (Slurm could not be asked): nothing vouches for those hours
+    contract = {**NAMED, "nodes": [{"name": "gpu002"}]}
+    special = {"2026-11-%02dT%02d:00:00Z" % (d, h): {"slurm": idle("gpu002")} for d in range(1, 31) for h in range(24)}
+    special.update({at: {"down": ["gpu002"], "slurm": FAILED} for at in BLIND_6H})
+    result, _ = blind_review(tmp_path, special, contract=contract, slurm_files=export())
+    [n] = result.nodes
+    # was 0 s and met: the export covered every contract node from the month's start to the export
+    assert n.unobserved_us == 6 * 3600 * US and n.meets_target is None
+    assert n.worst_availability == 1 - Fraction(6 * 3600 + 9919, 720 * 3600)  # and its counted drain of 3 Nov
+    assert ("the sacctmgr export slurm/01-sacctmgr_event.txt does not vouch for the 6 h 0 min in which the probe's "
+            "Slurm snapshots failed (Slurm could not be asked)" in result.notes)
+    assert "6 Slurm snapshot(s) failed and were skipped" in result.notes
+
+
+# ---------------------------------------------------------------------------------- a probe begun mid-month
+def test_a_probe_begun_mid_month_says_when_it_began_and_what_sets_a_later_start(tmp_path):
+    """The store's first round is at 2026-11-12T00:00:00Z and no other source exists: the 11 days before it no
+    source observed, so the node is undetermined (99.9 % needs all but 43 min of the month), and the note names the
+    probe's first sample and how the contract says the cluster was not in service yet."""
+    db = str(tmp_path / "healthprobe.sqlite")
+    for day in range(12, 31):
+        for hour in range(24):
+            probe_round(db, "2026-11-%02dT%02d:00:00Z" % (day, hour), hosts=["gpu001"], interval_s=3600)
+    result, _ = rv.run("2026-11", GOLD, str(tmp_path / "sla"), now=parse_time("2026-12-01T06:00:00Z"), store_path=db)
+    [n] = result.nodes
+    assert n.unobserved_us == 11 * 86400 * US and n.meets_target is None
+    note = next(x for x in result.notes if x.startswith("the health probe's first sample"))
+    assert note == ("the health probe's first sample is at 2026-11-12T00:00:00Z, after the service start "
+                    "2026-11-01T00:00:00Z: no source observed any node for some or all of the time before it (judged "
+                    "at its worst case, see Availability); if the cluster was not in service until then, the "
+                    "contract's `accepted_at` sets a later service start (a node's `in_service_from` for one node)")
+    # said so in the contract: the service starts with the probe, the node meets the target, and no such note
+    accepted, _ = rv.run("2026-11", {**GOLD, "accepted_at": "2026-11-12"}, str(tmp_path / "accepted"),
+                         now=parse_time("2026-12-01T06:00:00Z"), store_path=db)
+    assert accepted.nodes[0].meets_target is True and accepted.nodes[0].unobserved_us == 0
+    assert not [x for x in accepted.notes if x.startswith("the health probe's first sample")]

@@ -17,11 +17,16 @@ Inputs, as recorded from the tools (tests/fixtures/slurm/ has examples):
   (`Unknown` while still open); needs slurmdbd accounting. Cluster events (no NodeName) are not downtime. Its User
   column is `name(uid)`, compared with `ignore_users` by the name (event_user).
 
-What each observed, for the time no source observed (reports/sla/availability.py, rule 8): a snapshot observed
-the nodes it lists for as long as it stands (coverage_from_snapshots); a sacctmgr export is the scheduler's whole
-event history from the query's Start= to the export, so it observed every node of the contract in that span (the
-sla role asks from a day before the month, reports/sla/review.py; a node with no event was in service as far as
-slurmctld kept its record).
+What each observed, for the time no source observed (reports/sla/availability.py, rule 8): a snapshot observed the
+nodes it lists for as long as it stands (coverage_from_snapshots); a sacctmgr export is the scheduler's event
+history from the query's Start= to the export (the sla role asks from a day before the month,
+reports/sla/review.py), and it vouches only for the nodes Slurm shows it knows: those its node events name
+(sacctmgr_nodes), or a Slurm snapshot lists (snapshot_nodes). A contract node under another name in Slurm
+(gpu003.dc1 for gpu003), one Slurm does not have, or an export with no node event at all (asked about another
+cluster, or its events purged by slurmdbd's PurgeEventAfter) says nothing of a node no snapshot lists: the export
+cannot tell "no event" from "not Slurm's node". Nor does it, or the hold of the snapshot before, vouch for the time
+a failed Slurm snapshot of a probe round stands for (failed_spans): Slurm could not be asked then, so its record of
+that time cannot be relied on.
 
 Down means the phases down, draining and drained of probes/common/slurm.py: base state DOWN, FAIL, FUTURE or
 UNKNOWN, a drain, or a flag that keeps work off the node (NOT_RESPONDING `*`, FAIL, REBOOT_ISSUED, an invalid
@@ -224,6 +229,12 @@ def parse_sacctmgr_events(text: str) -> list[dict]:
     return [{h: line[s:e].strip() for h, (s, e) in zip(header, spans)} for line in lines[2:]]
 
 
+def sacctmgr_nodes(rows: list[dict]) -> set[str]:
+    """The nodes a `sacctmgr show event` export names in its node events (any state, any user: Slurm knows them)."""
+    return {name for row in rows if (row.get("NodeName") or "").strip()
+            for name in expand_hostlist(row["NodeName"])}
+
+
 def event_user(text: str) -> str:
     """The user name of a `sacctmgr show event` User column. sacctmgr prints `name(uid)` (SchedMD
     src/sacctmgr/event_functions.c: snprintf "%s(%u)" into 20 bytes), and its default fixed-width table cuts what is
@@ -278,6 +289,31 @@ def snapshot_records(text: str, fmt: str) -> list[dict]:
     if fmt.startswith("sinfo"):
         return parse_sinfo(text)
     raise SlurmParseError("unknown snapshot format %r" % fmt)
+
+
+def snapshot_nodes(snapshots: list[dict]) -> set[str]:
+    """The nodes the (successful) snapshots list: nodes Slurm knows by that name."""
+    return {rec["node"] for snap in snapshots
+            for rec in snapshot_records(snap["text"], snap.get("format") or "scontrol-oneliner")}
+
+
+def failed_spans(snapshots: list[dict], hold_intervals: float | None = None,
+                 max_gap_us: int | None = None) -> list[tuple[int, int]]:
+    """The time the failed snapshots (rc not 0: Slurm could not be asked) stand for, as a snapshot stands: from its
+    time until the next snapshot of any outcome, for at most hold_intervals of its round's interval (max_gap_us for
+    one without)."""
+    ordered = sorted(snapshots, key=lambda s: s["observed_at_us"])
+    out = []
+    for snap, nxt in zip(ordered, ordered[1:] + [None]):
+        if snap.get("rc") in (None, 0):
+            continue
+        t = snap["observed_at_us"]
+        ends = [nxt["observed_at_us"]] if nxt is not None else []
+        ends += ([t + int(hold_intervals * float(snap["interval_s"]) * US)] if hold_intervals and snap.get("interval_s")
+                 else [t + max_gap_us] if max_gap_us is not None else [])
+        if ends:
+            out.append((t, min(ends)))
+    return iv.merge(out)
 
 
 def lists_only_out_of_service(text: str, fmt: str) -> bool:
