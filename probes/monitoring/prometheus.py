@@ -13,11 +13,16 @@ The probe records, the controller judges (reports/phases/monitoring/prometheus.p
   after (the controller finds the first change after a fault's injection: when the fault became visible);
 - the clocks (facts `server_clock`, `host_clocks`): the points above are the Prometheus server's clock, the
   fault's injection another host's (the reliability phase's observer), so the controller needs both against this
-  host's clock. The server's: the quickest of a few instant queries of `time()` bracketed by this host's clock,
-  offset_s = the server's time - the request's midpoint, uncertainty_s = half its round trip (and the server's
-  millisecond); `server_clock_error` where it could not be read. Other hosts' (`clocks`: what the role read in turn
-  on this host and on each of them, roles/monitoring/tasks/main.yml): offset_s = the host's clock - the midpoint of
-  this host's readings just before and after it, uncertainty_s = half the time between them;
+  host's clock. The server's: the quickest of a few instant queries of `time()` bracketed by this host's clock
+  (sent with nocache=1, else VictoriaMetrics evaluates it 30 s back; answered as a scalar, or as VictoriaMetrics'
+  vector of one sample), offset_s = the server's time - the request's midpoint, uncertainty_s = half its round trip
+  (and the server's millisecond); `server_clock_error` where it could not be read. Other hosts' (`clocks`: what
+  the role read in turn on this host and on each of them, roles/monitoring/tasks/main.yml): offset_s = the host's
+  clock - the midpoint of this host's readings just before and after it, uncertainty_s = half the time between them;
+  time() reads the clock of the server that evaluates the query. That is the clock that stamped the samples only
+  where that server scraped them itself (the controller checks the scrape targets and the samples' age against it,
+  reports/phases/monitoring/prometheus.py stamping_clock); behind Thanos Query, Mimir or a remote-write receiver
+  the samples carry the scraper's clock, which no query here reads;
 - security: the server's flags that open write or admin endpoints (web.enable-admin-api, web.enable-lifecycle,
   web.enable-remote-write-receiver) and whether the API answered without a credential; every node's exporter
   ports (`exporter_ports`) that accept a connection from this host, and whether they answer without one.
@@ -57,6 +62,11 @@ PARAMS = Params(
                            "after each other host's (outputs holding a `clustermax-assess-clock: <epoch s>` line)"),
 )
 CLOCK_TRIES = 3  # instant queries of time(): the quickest round trip is kept
+# Sent with every query: VictoriaMetrics otherwise evaluates an instant query near "now" at now -
+# -search.latencyOffset (30 s by default) and serves ranges from its cache (app/vmselect/prometheus/prometheus.go,
+# QueryHandler); Prometheus reads only the query parameters it knows and ignores the rest, as the APIs built like
+# it do.
+NOCACHE = {"nocache": "1"}
 NAMING_LABELS = ("instance", "node", "Hostname", "hostname", "gpu", "UUID", "job", "device")
 WRITE_FLAGS = ("web.enable-admin-api", "web.enable-lifecycle", "web.enable-remote-write-receiver",
                "web.config.file")
@@ -136,7 +146,7 @@ def series_of(api, metric, lookback):
     """[{labels, ts}] of one metric: every series of the lookback, with its newest served sample's time or None."""
     now = time.time()
     listed = api.data("/api/v1/series", {"match[]": metric, "start": now - _seconds(lookback), "end": now})
-    served = api.data("/api/v1/query", {"query": "timestamp(%s)" % metric})
+    served = api.data("/api/v1/query", dict(NOCACHE, query="timestamp(%s)" % metric))
     newest, evaluated = {}, None
     for item in served.get("result") or []:
         evaluated = float(item["value"][0])
@@ -166,7 +176,7 @@ def changes(api, metric, lookback, targets):
     step = min([_seconds(t.get("scrapeInterval") or "15s") for t in targets] or [15.0])
     step = max(step, window / MAX_POINTS)
     now = time.time()
-    data = api.data("/api/v1/query_range", {"query": metric, "start": now - window, "end": now, "step": step})
+    data = api.data("/api/v1/query_range", dict(NOCACHE, query=metric, start=now - window, end=now, step=step))
     out = []
     for item in data.get("result") or []:
         points, last = [], None
@@ -178,20 +188,41 @@ def changes(api, metric, lookback, targets):
     return out
 
 
+def instant_time(data, query="time()"):
+    """The evaluation time of an instant query's answer that holds one sample, checked against its value (the query
+    is time(): the two must agree): a scalar [t, "v"] (Prometheus) or a vector of one sample with no labels
+    [{"metric": {}, "value": [t, "v"]}] (VictoriaMetrics answers every instant query as a vector:
+    app/vmselect/prometheus/query_response.qtpl). A value other than its time by more than the millisecond both are
+    written in is a query evaluated at another time than it says (VictoriaMetrics' latency offset where nocache was
+    not honoured: the value 30 s behind), never a clock reading. Raises ApiError."""
+    try:
+        kind, result = data["resultType"], data["result"]
+        if kind == "vector" and len(result) == 1:
+            result = result[0]["value"]
+        elif kind != "scalar":
+            raise TypeError(kind)
+        at, value = float(result[0]), float(result[1])
+    except (KeyError, IndexError, TypeError, ValueError):
+        raise ApiError("%s did not answer a scalar or a one-sample vector: %s" % (query, json.dumps(data)[:200])) \
+            from None
+    if abs(value - at) > 0.0015:
+        raise ApiError("%s answered %.3f stamped %.3f: evaluated %.3f s from the time it gives (a query cache's "
+                       "latency offset?), not a clock reading" % (query, value, at, at - value))
+    return at
+
+
 def server_clock(api, tries=CLOCK_TRIES):
     """The Prometheus server's clock against this host's: {offset_s (the server's time minus this host's at the
     request's midpoint), uncertainty_s (half the round trip, and the millisecond the server answers in), at (this
-    host's time)} of the quickest of `tries` instant queries of time() (a scalar: [evaluation time, "value"], both
-    the server's clock). Raises ApiError."""
+    host's time)} of the quickest of `tries` instant queries of time() (instant_time: the evaluation time the answer
+    gives, by the server's clock), sent with nocache=1 and no `time` parameter (with one, time() would answer the
+    time given, not the server's). Raises ApiError."""
     best = None
     for _ in range(tries):
         before = time.time()
-        data = api.data("/api/v1/query", {"query": "time()"})
+        data = api.data("/api/v1/query", dict(NOCACHE, query="time()"))
         after = time.time()
-        try:
-            server = float(data["result"][1])
-        except (KeyError, IndexError, TypeError, ValueError):
-            raise ApiError("time() did not answer a scalar: %s" % json.dumps(data)[:200]) from None
+        server = instant_time(data)
         mid = (before + after) / 2
         reading = {"offset_s": round(server - mid, 3), "uncertainty_s": round((after - before) / 2 + 0.001, 3),
                    "at": round(mid, 3)}

@@ -25,6 +25,8 @@ from reports.render import markdown
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "prometheus_artifacts" / "testcluster_prometheus_2.42.json"
 # GET /api/v1/query?query=time() and /api/v1/status/buildinfo recorded from Debian's prometheus 2.42 (the README)
 TIME_ANSWER = FIX.parent / "api_v1_query_time.json"
+# The same answer as VictoriaMetrics writes it: a vector of one sample (composed from its template, the README)
+VM_TIME_ANSWER = FIX.parent / "vm_api_v1_query_time.json"
 BUILDINFO = FIX.parent / "api_v1_status_buildinfo.json"
 RECORDED_TIME = 1796622419.684  # the server's time in TIME_ANSWER
 _spec = importlib.util.spec_from_file_location("http_replay", FIX.parents[2] / "monitoring" / "http_replay.py")
@@ -43,9 +45,11 @@ def checks():
     return {c["id"]: c for c in load_rubric()["checks"] if c.get("probe") == "prometheus"}
 
 
-def grade(checks, check_id, docs):
+def grade(checks, check_id, docs, run_dir=None):
     register_phase_kinds()
     run = run_of_artifacts(docs)
+    if run_dir is not None:  # where raw files are read (the reliability timeline's scheduler samples)
+        run.run_dir = str(run_dir)
     check = checks[check_id]
     return {r["subject"]: r for r in CLUSTER_KINDS[check["kind"]](check, run, run.hosts)}
 
@@ -141,16 +145,20 @@ def clocked(offset_s=0.0, uncertainty_s=0.002, host_clocks=None):
     return d
 
 
-def injected(node, at, observer=N1, node_clock=None):
+def injected(node, at, observer=N1, node_clock=None, variant=None):
     """The reliability phase's artifacts of one injection (probes/reliability/fault_inject.py, fault_injection.py):
     injected_at by the node's own clock (node_clock, default the same as the observer's), the start by the batch's
     observer's clock (event_at inject_started_observer, read just before the inject task) and the artifact naming the
-    observer. observer None: an older fault_inject without the observer's reading, alone."""
-    art = Artifact("fault_inject", "r", node)
-    art.add("injected_at", at if node_clock is None else node_clock, "s_epoch", method="harness", xid=79)
+    observer. observer None: an older fault_inject without the observer's reading, alone. variant "fallback": the
+    fallback's fault_inject alone (roles/fault_injection/tasks/batch.yml injects it after the first went unseen)."""
+    art = Artifact("fault_inject", "r", node, variant=variant)
+    art.facts["method"] = "kmsg" if variant == "fallback" else "dcgm"
+    art.add("injected_at", at if node_clock is None else node_clock, "s_epoch", method=art.facts["method"], xid=79)
     if observer is None:
         return [art.to_dict()]
     art.add("event_at", at, "s_epoch", event="inject_started_observer")
+    if variant == "fallback":
+        return [art.to_dict()]
     batch = Artifact("fault_injection", "r", node)
     batch.facts.update(node=node, scheduler="slurm", batch="1", observer=observer, stage="fault-b1", xid="79")
     return [art.to_dict(), batch.to_dict()]
@@ -159,7 +167,9 @@ def injected(node, at, observer=N1, node_clock=None):
 def test_the_injected_xid_is_visible_within_seconds_of_its_injection(checks):
     rows = grade(checks, "monitoring.fault_visible", [clocked()] + injected(N4, INJECTED))
     assert rows[N4]["status"] == "pass"
-    assert rows[N4]["observed"] == "visible after 1.1 s; scheduler detection none"
+    # The XID's point 1796263060.5, on the range query's 1 s grid: the change lies in the second before it.
+    assert rows[N4]["observed"] == "visible after 1.1 s (0.1 to 1.1 s: the range query's 1 s step); scheduler " \
+                                   "detection none"
     rows = grade(checks, "monitoring.fault_visible", [clocked()] + injected(N3, INJECTED))
     assert rows[N3]["status"] == "fail" and rows[N3]["observed"] == "not visible; scheduler detection none"
 
@@ -170,8 +180,9 @@ def test_a_prometheus_clock_ahead_of_the_observers_is_taken_off(checks):
     rows = grade(checks, "monitoring.fault_visible",
                  [clocked(offset_s=5.0)] + injected(N4, INJECTED, node_clock=INJECTED + 30))
     assert rows[N4]["status"] == "pass"
-    assert rows[N4]["observed"] == ("visible after 1.1 s; scheduler detection none; Prometheus' clock 5.0 s ahead of "
-                                    "the observer cmxz-node1's (±2 ms), corrected")
+    assert rows[N4]["observed"] == ("visible after 1.1 s (0.1 to 1.1 s: the range query's 1 s step); scheduler "
+                                    "detection none; Prometheus' clock 5.0 s ahead of the observer cmxz-node1's "
+                                    "(±2 ms), corrected")
 
 
 def test_an_observer_other_than_the_probes_host_is_related_through_its_clock(checks):
@@ -181,8 +192,9 @@ def test_an_observer_other_than_the_probes_host_is_related_through_its_clock(che
     rows = grade(checks, "monitoring.fault_visible",
                  [clocked(host_clocks=rel)] + injected(N4, INJECTED - 3.0, observer=N2, node_clock=INJECTED + 20))
     assert rows[N4]["status"] == "pass"
-    assert rows[N4]["observed"] == ("visible after 1.1 s; scheduler detection none; Prometheus' clock 3.0 s ahead of "
-                                    "the observer cmxz-node2's (±0.4 s), corrected")
+    assert rows[N4]["observed"] == ("visible after 1.1 s (-0.3 to 1.5 s: the range query's 1 s step, the clocks' "
+                                    "±0.4 s); scheduler detection none; Prometheus' clock 3.0 s ahead of the "
+                                    "observer cmxz-node2's (±0.4 s), corrected")
     # Not read (the role could not reach it), or never read: no delay across clocks.
     rows = grade(checks, "monitoring.fault_visible", [clocked(host_clocks={N2: {"error": "no clock read: no output"}})]
                  + injected(N4, INJECTED - 3.0, observer=N2))
@@ -198,7 +210,8 @@ def test_an_injection_by_the_nodes_own_clock_needs_that_clock(checks):
     assert rows[N4]["status"] == "skip" and rows[N4]["reason"].startswith("cmxz-node4's clock was not read against")
     rel = {N4: {"offset_s": 0.0, "uncertainty_s": 0.3}}
     rows = grade(checks, "monitoring.fault_visible", [clocked(host_clocks=rel)] + injected(N4, INJECTED, observer=None))
-    assert rows[N4]["status"] == "pass" and rows[N4]["observed"] == "visible after 1.1 s; scheduler detection none"
+    assert rows[N4]["status"] == "pass" and rows[N4]["observed"] == (
+        "visible after 1.1 s (-0.2 to 1.4 s: the range query's 1 s step, the clocks' ±0.3 s); scheduler detection none")
 
 
 def test_an_artifact_without_the_servers_clock_is_a_skip_not_a_mixed_clock_delay(checks):
@@ -223,12 +236,118 @@ def test_a_change_before_the_injection_is_reported_not_clamped_to_0(checks):
     # Within what the clocks are known to (±0.8 s): the fault at once, its measured sign shown.
     rows = grade(checks, "monitoring.fault_visible", [clocked(uncertainty_s=0.8)] + injected(N4, 1796263061.1))
     assert rows[N4]["status"] == "pass"
-    assert rows[N4]["observed"] == ("visible after -0.6 s (before it by less than the clocks' ±0.8 s); scheduler "
-                                    "detection none; Prometheus' clock level with the observer cmxz-node1's "
-                                    "(±0.8 s)")
+    assert rows[N4]["observed"] == ("visible after -0.6 s (-2.4 to 0.2 s: the range query's 1 s step, the clocks' "
+                                    "±0.8 s; before it by less than the clocks' ±0.8 s); scheduler detection none; "
+                                    "Prometheus' clock level with the observer cmxz-node1's (±0.8 s)")
     # Long before (more than fail_s): an error from before the injection, history; nothing after it: not visible.
     rows = grade(checks, "monitoring.fault_visible", [clocked()] + injected(N4, 1796263060.5 + 301))
     assert rows[N4]["status"] == "fail" and rows[N4]["observed"].startswith("not visible")
+
+
+def watched_by(observer, node, samples, tmp_path):
+    """The batch's observer's scheduler watch (probes/reliability/sched_watch.py: the artifact and its .jsonl of
+    samples) under tmp_path/artifacts, where the reliability timeline reads it (reports/phases/reliability/timeline.py
+    _Batch.watch_samples): [(t, phase, reason)] of node."""
+    art = Artifact("sched_watch", "r", observer, variant="fault-b1")
+    art.raw.append("sched_watch-fault-b1.jsonl")
+    (tmp_path / "artifacts" / observer).mkdir(parents=True)
+    (tmp_path / "artifacts" / observer / art.raw[0]).write_text("".join(json.dumps(
+        {"t": t, "node": node, "phase": phase, "state": "IDLE+DRAIN" if phase == "drained" else "IDLE",
+         "reason": reason}) + "\n" for t, phase, reason in samples))
+    return art.to_dict()
+
+
+def test_a_fault_the_metrics_showed_before_the_fallback_is_timed_from_the_first_injection(checks, tmp_path):
+    # DCGM showed the first injection's XID (its point 1.1 s after it); the scheduler noticed nothing for 600 s, the
+    # fallback went in and gave the same XID 79: the series never changed after the fallback. Timed from the
+    # fallback (as the reliability timeline times detection) it read "not visible"; it was visible after the first.
+    docs = [clocked()] + injected(N4, INJECTED) + injected(N4, INJECTED + 600.0, variant="fallback")
+    rows = grade(checks, "monitoring.fault_visible", docs)
+    assert rows[N4]["status"] == "pass"
+    assert rows[N4]["observed"] == ("visible 1.1 s after the first injection (0.1 to 1.1 s: the range query's 1 s "
+                                    "step); scheduler detection none")
+    # The fallback within fail_s of the first: the change is not "before the injection" (a clock blamed), either.
+    rows = grade(checks, "monitoring.fault_visible",
+                 [clocked()] + injected(N4, INJECTED) + injected(N4, INJECTED + 200.0, variant="fallback"))
+    assert rows[N4]["status"] == "pass" and rows[N4]["observed"].startswith("visible 1.1 s after the first injection")
+    # With the reliability timeline (the observer's watch: in service, drained 30 s after the fallback), which times
+    # detection from the fallback: the row says the scheduler saw it only then.
+    watch = watched_by(N1, N4, [(INJECTED - 1, "available", None),
+                                (INJECTED + 630.0, "drained", "XID 79 in kernel log (health check)"),
+                                (INJECTED + 700.0, "drained", "XID 79 in kernel log (health check)")], tmp_path)
+    rows = grade(checks, "monitoring.fault_visible", docs + [watch], run_dir=tmp_path)
+    assert rows[N4]["status"] == "pass"
+    assert rows[N4]["observed"] == ("visible 1.1 s after the first injection (0.1 to 1.1 s: the range query's 1 s "
+                                    "step); the scheduler's detection came only after the fallback (30.0 s after "
+                                    "it, 630.0 s after the first)")
+
+
+def test_a_change_after_the_fallback_only_is_timed_from_the_fallback(checks):
+    # The first injection (600 s before the point) showed nothing; the fallback's XID did, 1.1 s after it.
+    docs = [clocked()] + injected(N4, INJECTED - 600.0) + injected(N4, INJECTED, variant="fallback")
+    rows = grade(checks, "monitoring.fault_visible", docs)
+    assert rows[N4]["status"] == "pass"
+    assert rows[N4]["observed"] == ("visible 1.1 s after the fallback injection (0.1 to 1.1 s: the range query's 1 s "
+                                    "step); scheduler detection none")
+
+
+def test_the_range_querys_step_is_in_the_delays_range(checks):
+    # A 24 h window is queried at window / 10000 = 8.64 s (probes/monitoring/prometheus.py changes): the point at T
+    # holds the latest sample at or before T, so the XID went in within the 8.64 s before its point.
+    d = clocked(uncertainty_s=0.3)
+    for w in d["facts"]["watch"]["DCGM_FI_DEV_XID_ERRORS"]:
+        w["step"] = 8.64
+    rows = grade(checks, "monitoring.fault_visible", [d] + injected(N4, INJECTED))
+    assert rows[N4]["status"] == "pass"
+    assert rows[N4]["observed"] == ("visible after 1.1 s (-7.9 to 1.4 s: the range query's 8.64 s step, the clocks' "
+                                    "±0.3 s); scheduler detection none")
+    # An artifact written before the step was recorded: no range claimed.
+    for w in d["facts"]["watch"]["DCGM_FI_DEV_XID_ERRORS"]:
+        del w["step"]
+    rows = grade(checks, "monitoring.fault_visible", [d] + injected(N4, INJECTED))
+    assert rows[N4]["observed"] == "visible after 1.1 s; scheduler detection none"
+
+
+def test_clocks_read_hours_after_the_injection_name_their_drift(checks):
+    d = clocked()
+    d["facts"]["server_clock"]["at"] = INJECTED + 2 * 3600.0
+    rows = grade(checks, "monitoring.fault_visible", [d] + injected(N4, INJECTED))
+    assert rows[N4]["status"] == "pass"
+    assert rows[N4]["observed"].endswith("; scheduler detection none; clocks read 2.0 h after the injection, their "
+                                         "drift since not included")
+    d["facts"]["server_clock"]["at"] = INJECTED + 3000.0  # within the hour: nothing said
+    rows = grade(checks, "monitoring.fault_visible", [d] + injected(N4, INJECTED))
+    assert rows[N4]["observed"].endswith("; scheduler detection none")
+
+
+def test_samples_another_clock_may_have_stamped_are_a_skip(checks):
+    # No targets API (Mimir, vmselect): the probe's error on /api/v1/targets, as run() records it.
+    d = clocked()
+    d["facts"]["targets"], d["facts"]["errors"] = [], ["targets: HTTP 404 on /api/v1/targets"]
+    rows = grade(checks, "monitoring.fault_visible", [d] + injected(N4, INJECTED))
+    assert rows[N4]["status"] == "skip" and rows[N4]["reason"].startswith(
+        "the Prometheus server has no scrape targets API (HTTP 404 on /api/v1/targets), so its samples were stamped "
+        "by whatever scraped them")
+    # A targets API that lists none (a remote-write receiver, an agent's destination).
+    d["facts"]["errors"] = []
+    rows = grade(checks, "monitoring.fault_visible", [d] + injected(N4, INJECTED))
+    assert rows[N4]["status"] == "skip" and "scrapes no target itself" in rows[N4]["reason"]
+    # Targets, but not the one the node's series came from.
+    d = clocked()
+    d["facts"]["targets"] = [t for t in d["facts"]["targets"] if t["labels"]["node"] != N4]
+    rows = grade(checks, "monitoring.fault_visible", [d] + injected(N4, INJECTED))
+    assert rows[N4]["status"] == "skip" and rows[N4]["reason"].startswith(
+        "cmxz-node4's DCGM_FI_DEV_XID_ERRORS series (instance 10.237.201.14:9100) are not among the Prometheus "
+        "server's scrape targets")
+    # Samples older than the server's scrapes allow (1 s interval, the freshest 10 s old): a scraper's clock behind.
+    d = clocked()
+    at = d["facts"]["evaluated_at"]["DCGM_FI_DEV_XID_ERRORS"]
+    for s in d["facts"]["series"]["DCGM_FI_DEV_XID_ERRORS"]:
+        s["ts"] = at - 10.0 if s["ts"] is not None else None
+    rows = grade(checks, "monitoring.fault_visible", [d] + injected(N4, INJECTED))
+    assert rows[N4]["status"] == "skip" and rows[N4]["reason"].startswith(
+        "the freshest DCGM_FI_DEV_XID_ERRORS sample was 10.0 s older than the query that served it, more than two "
+        "scrape intervals (1 s) and 5 s")
 
 
 def test_an_xid_held_from_before_the_injection_is_not_taken_for_it(checks):
@@ -262,11 +381,12 @@ def test_no_prometheus_is_a_skip_for_every_check(checks, tmp_path):
         assert [r["status"] for r in rows.values()] == ["skip"], check_id
 
 
-def replayed_clock(tmp_path):
-    """A replay of the recorded time() and buildinfo answers, nothing else (every other request answers 404)."""
+def replayed_clock(tmp_path, answer=TIME_ANSWER):
+    """A replay of the recorded time() and buildinfo answers, nothing else (every other request answers 404): time()
+    only as the probe must ask it, with nocache=1 (a request without it is not answered)."""
     routes = tmp_path / "routes.json"
     routes.write_text(json.dumps([
-        {"method": "GET", "path": "/api/v1/query", "query": {"query": "time()"}, "file": str(TIME_ANSWER)},
+        {"method": "GET", "path": "/api/v1/query", "query": {"query": "time()", "nocache": "1"}, "file": str(answer)},
         {"method": "GET", "path": "/api/v1/status/buildinfo", "file": str(BUILDINFO)}]))
     return http_replay.Replay(str(routes))
 
@@ -278,11 +398,56 @@ def test_the_servers_clock_is_read_against_this_hosts_by_time(tmp_path):
         clock = probe.server_clock(probe.Api(r.url, probe.PARAMS.resolve("prometheus", {"timeout_s": 5})))
         after = time.time()
         asked = [e for e in r.log if e["path"] == "/api/v1/query"]
-    assert [e["query"] for e in asked] == [{"query": "time()"}] * probe.CLOCK_TRIES
+    # nocache=1 with each (VictoriaMetrics' latency offset otherwise; Prometheus ignores it), and no `time`: given
+    # one, time() answers it, not the server's clock.
+    assert [e["query"] for e in asked] == [{"query": "time()", "nocache": "1"}] * probe.CLOCK_TRIES
     assert set(clock) == {"offset_s", "uncertainty_s", "at"}
     assert before - 0.001 <= clock["at"] <= after + 0.001
     assert 0.001 <= clock["uncertainty_s"] <= (after - before) / 2 + 0.002
     assert abs(clock["offset_s"] - (RECORDED_TIME - clock["at"])) <= 0.001
+
+
+def test_a_victoriametrics_vector_answer_is_the_same_clock_reading(tmp_path):
+    # VictoriaMetrics answers time() as a vector of one unlabelled sample (the README); read as a scalar it was an
+    # error on every fault row.
+    assert json.loads(VM_TIME_ANSWER.read_text())["data"]["resultType"] == "vector"
+    with replayed_clock(tmp_path, VM_TIME_ANSWER) as r:
+        clock = probe.server_clock(probe.Api(r.url, probe.PARAMS.resolve("prometheus", {"timeout_s": 5})))
+        asked = [e["query"] for e in r.log if e["path"] == "/api/v1/query"]
+    assert asked == [{"query": "time()", "nocache": "1"}] * probe.CLOCK_TRIES
+    assert abs(clock["offset_s"] - (RECORDED_TIME - clock["at"])) <= 0.001
+
+
+def test_an_answer_evaluated_at_another_time_is_not_a_clock_reading(tmp_path):
+    # VictoriaMetrics without nocache (the README): time() evaluated 30 s back, the answer stamped now. Taken as the
+    # server's clock, a phantom "30 s behind, corrected".
+    lagged = json.loads(VM_TIME_ANSWER.read_text())
+    lagged["data"]["result"][0]["value"][1] = "%.3f" % (RECORDED_TIME - 30)
+    (tmp_path / "lagged.json").write_text(json.dumps(lagged))
+    with replayed_clock(tmp_path, tmp_path / "lagged.json") as r:
+        with pytest.raises(probe.ApiError, match=r"time\(\) answered 1796622389.684 stamped 1796622419.684: evaluated "
+                                                 r"30.000 s from the time it gives"):
+            probe.server_clock(probe.Api(r.url, probe.PARAMS.resolve("prometheus", {"timeout_s": 5})))
+    two = json.loads(VM_TIME_ANSWER.read_text())["data"]
+    two["result"] *= 2
+    with pytest.raises(probe.ApiError, match="did not answer a scalar or a one-sample vector"):
+        probe.instant_time(two)
+
+
+def test_every_query_is_sent_with_nocache():
+    # The series' newest samples and the watched changes too: VictoriaMetrics' latency offset would age every
+    # sample by 30 s (stale at two 15 s intervals) and hide the window's last 30 s.
+    asked = []
+
+    class Api:
+        def data(self, path, params=None):
+            asked.append((path, params))
+            return [] if path == "/api/v1/series" else {"resultType": "vector", "result": []}
+
+    probe.series_of(Api(), "DCGM_FI_DEV_XID_ERRORS", "1h")
+    probe.changes(Api(), "DCGM_FI_DEV_XID_ERRORS", "1h", [])
+    queries = [params for path, params in asked if path.startswith("/api/v1/query")]
+    assert len(queries) == 2 and all(q["nocache"] == "1" for q in queries)
 
 
 def test_other_hosts_clocks_are_read_between_two_of_this_hosts():

@@ -21,9 +21,11 @@ probe (reports/grading/one_host.py):
   mon_write_endpoints   one row: no admin, lifecycle or remote-write endpoint open on an API that answers without a
                         credential (security)
   mon_fault_visible     per injected fault (subject: its node): a watched metric (XID errors) of that node became
-                        non-zero within pass_s of the injection; the scheduler's detection time beside it. The
-                        metrics' times (the Prometheus server's clock) are put on the injection's (the reliability
-                        observer's) with the offsets the probe measured, never subtracted across clocks
+                        non-zero within pass_s of the injection (the first one, or the fallback where the change
+                        came after it); the scheduler's detection time beside it. The metrics' times (the Prometheus
+                        server's clock) are put on the injection's (the reliability observer's) with the offsets the
+                        probe measured, never subtracted across clocks; skipped where the samples may be stamped by
+                        another clock than the server's (stamping_clock)
 """
 
 import json
@@ -255,31 +257,83 @@ def grade_write_endpoints(check, run, host):
 
 
 def injections(run):
-    """[{node, t, clock, clock_of, detect}] of the run's fault injections, one per injected host: the injection that
-    stands (the fallback's where the reliability timeline times detection from it, timeline.fault_outcome), at the
-    time that timeline times it from (timeline.injection_time: by the batch's observer's clock, else, in an artifact
-    without the observer's reading, by the node's own); clock: the host whose clock that is (None where no artifact
-    names the observer), clock_of: "observer" or "node"; detect: the scheduler's detection time from the timeline."""
+    """[{node, detect, timed_from, injections: [{which, t, clock, clock_of}]}] of the run's fault injections, one per
+    injected host. injections: each injection that went in, in order: the first ("first") and, where the first went
+    unseen for fault_injection_fallback_after, the fallback ("fallback"), each at its time on the clock the
+    reliability timeline times it on (timeline.injection_time: the batch's observer's, else, in an artifact without
+    the observer's reading, the node's own); clock: the host whose clock that is (None where no artifact names the
+    observer), clock_of: "observer" or "node". detect: the scheduler's detection time from the timeline, timed from
+    the injection timed_from names ("fallback" where the timeline timed from it, timeline.fault_outcome; else
+    "first"; None without a timeline)."""
     from reports.phases.reliability import timeline  # noqa: PLC0415 - only where a fault was injected
 
     out = []
     for host in sorted({d["host"] for d in run.artifacts if d["probe"] == "fault_inject"}):
-        first, fallback = run.artifact(host, "fault_inject"), run.artifact(host, "fault_inject", "fallback")
         doc = run.artifact(host, "fault_injection")
         rec = timeline.outcome(run, doc) if doc else None
         facts = (rec or {}).get("facts") or {}
-        if rec is not None and rec["status"] == "ok":  # the timeline's choice: the fallback where it timed from it
-            inject = fallback if facts.get("first_method") is not None else first
-        else:  # no timeline: the fallback where it injected (the first injection went unseen)
-            inject = fallback if timeline.injection_time(fallback) is not None else first
-        t = timeline.injection_time(inject)
-        if t is None:
+        timed_from = None
+        if rec is not None and rec["status"] == "ok":
+            timed_from = "fallback" if facts.get("first_unseen_s") is not None else "first"
+        went_in = []
+        for which in ("first", "fallback"):
+            inject = run.artifact(host, "fault_inject", None if which == "first" else "fallback")
+            t = timeline.injection_time(inject) if (inject or {}).get("status", "ok") == "ok" else None
+            if t is None:
+                continue
+            clock_of = timeline.injection_clock(inject)
+            went_in.append({"which": which, "t": t, "clock_of": clock_of,
+                            "clock": host if clock_of == "node" else facts.get("observer") or None})
+        if not went_in:
             continue
-        clock_of = timeline.injection_clock(inject)
-        clock = host if clock_of == "node" else facts.get("observer") or None
-        out.append({"node": host, "t": t, "clock": clock, "clock_of": clock_of,
+        out.append({"node": host, "injections": sorted(went_in, key=lambda i: i["t"]), "timed_from": timed_from,
                     "detect": rec["metrics"].get("detect_s") if rec else None})
     return out
+
+
+STAMP_SLACK_S = 5.0  # a loaded server's scrape and append latency, beyond two scrape intervals
+
+
+def stamping_clock(facts, node):
+    """Why the samples' times of node's watched series may be on a clock other than the one time() read (the
+    server's that evaluates queries), or None where nothing says so. The two are one clock where the server scraped
+    the samples itself: its scrape targets API (facts targets) lists the series' instance. No targets (an API
+    without one, as Mimir's or vmselect's, or one that scrapes nothing, as a remote-write receiver's): the
+    samples were stamped by whatever scraped them. And the freshest sample of a watched metric at most two of the
+    longest scrape intervals, and STAMP_SLACK_S, older than the query that served it (a sample is stamped when its
+    scrape starts and served once it ends, within a scrape timeout <= the interval): older, a scraper's clock behind
+    the server's, or nothing being scraped. Limit: a scraper whose clock is ahead of the server's still shows fresh
+    samples, and a query server that lists the scrapers' targets as its own (Thanos Query, promxy) passes the first
+    test; the delay is then off by the scraper's offset, which no query here reads."""
+    watched = facts.get("watch") or {}
+    targets = facts.get("targets") or []
+    if not targets:
+        why = errored(facts).get("targets")
+        return ("the Prometheus server %s, so its samples were stamped by whatever scraped them (a remote-write "
+                "sender, an agent, a sidecar's Prometheus): time() read the clock of the server that answers queries, "
+                "not that one, and no delay is taken across the two" % (
+                    "has no scrape targets API (%s)" % why if why else "scrapes no target itself"))
+    scraped = {t["labels"].get("instance") for t in targets}
+    nodes = facts.get("nodes") or []
+    instances = sorted({w["labels"].get("instance") or "" for series in watched.values() for w in series
+                        if node_of(w["labels"], nodes) == node})
+    if instances and not scraped.intersection(instances):
+        return ("%s's %s series (instance %s) are not among the Prometheus server's scrape targets: stamped by "
+                "whatever scraped them, on a clock time() did not read" % (
+                    node, "/".join(watched), ", ".join(i or "none" for i in instances)))
+    by_instance, _ = intervals(facts)
+    longest = max(by_instance.values() or [0.0])
+    for metric in watched:
+        stamps = [s["ts"] for s in (facts.get("series") or {}).get(metric) or [] if s.get("ts") is not None]
+        if not stamps or not longest:
+            continue
+        lag = evaluated(facts, metric) - max(stamps)
+        if lag > 2 * longest + STAMP_SLACK_S:
+            return ("the freshest %s sample was %.1f s older than the query that served it, more than two scrape "
+                    "intervals (%g s) and %g s: the samples are stamped by a clock behind the server's (a remote-write "
+                    "sender's, a sidecar's) or nothing was being scraped, so the server's clock is not theirs" % (
+                        metric, lag, longest, STAMP_SLACK_S))
+    return None
 
 
 def clock_shift(facts, host, clock):
@@ -312,6 +366,13 @@ def _sec(seconds):
     return "%.1f s" % seconds if seconds >= 0.1 else "%.0f ms" % (seconds * 1000)
 
 
+DRIFT_NOTED_S = 3600  # clocks read this long after the injection: their drift since is named, not measured
+
+
+def _span(seconds):
+    return "%.1f h" % (seconds / 3600) if seconds >= 3600 else "%.0f s" % seconds
+
+
 @on_runners
 def grade_fault_visible(check, run, host):
     """Kind `mon_fault_visible`: each injected fault's node shows a watched metric (XID errors) other than 0 within
@@ -321,10 +382,20 @@ def grade_fault_visible(check, run, host):
     observer's, timeline.injection_time), the probe's own host's in between; the metrics' times are put on the
     injection's clock with the offsets the probe measured (clock_shift), and the observed text gives the offset
     applied where it or its uncertainty is 0.5 s or more. Where an offset was not measured the row says so instead of
-    subtracting one clock from another. A value other than 0 from before the injection by more than the uncertainty
-    is never taken for it: held from before the window (the series' first point), it is history; a change within
-    fail_s before the injection is a clock off by more than measured, or an error from before it: an error row, unless
-    a change after the injection shows the fault."""
+    subtracting one clock from another; where the samples may be stamped by another clock than the server's that
+    time() read (stamping_clock: no scrape of its own, or samples older than its scrapes allow), it skips. A value
+    other than 0 from before the injection by more than the uncertainty is never taken for it: held from before the
+    window (the series' first point), it is history; a change within fail_s before the injection is a clock off by
+    more than measured, or an error from before it: an error row, unless a change after the injection shows the
+    fault.
+
+    A fault unseen by the scheduler until the fallback injection (timeline.fault_outcome) may still have shown in the
+    metrics after the first: the first change at or after the first injection counts, timed from the injection it
+    follows (the latest one before it), and the row says which. The range query's points are its step apart
+    (changes in probes/monitoring/prometheus.py): a point at T holds the latest sample at or before T, so the change
+    lies in (T - step, T], and the delay shown, T minus the injection, lies within [delay - step, delay] widened by
+    the clocks' uncertainty: the observed text gives that range. The offsets are measured when the probe ran: an
+    injection more than an hour before that is named, the clocks' drift since not being in the range."""
     pre = ungradable(check, run, host, error_is_final=True)
     if pre:
         return [pre]
@@ -336,68 +407,108 @@ def grade_fault_visible(check, run, host):
     pass_s, fail_s = float(check["pass_s"]), float(check["fail_s"])
     expected = "visible in the metrics within %g s (warn up to %g s)" % (pass_s, fail_s)
     watched = "/".join(facts.get("watch") or {}) or "watched"
+    measured_at = float((facts.get("server_clock") or {}).get("at") or 0.0)
     rows = []
     for f in faults:
-        node, t_inject = f["node"], f["t"]
-        detect_text = "scheduler detection %s" % ("%.1f s" % f["detect"] if f["detect"] is not None else "none")
-        if f["clock"] is None:
+        node, went_in = f["node"], f["injections"]
+        if any(i["clock"] is None for i in went_in):
             rows.append(make_row(check, host, "skip", reason="the injection was timed by its batch's observer's clock "
                                  "and no fault_injection artifact names the observer", subject=node))
             continue
-        shift, unc, status, why = clock_shift(facts, host, f["clock"])
+        # Each injection on the Prometheus server's clock (t_server, ± unc), through the offsets measured.
+        why = None
+        for inj in went_in:
+            shift, unc, status, why = clock_shift(facts, host, inj["clock"])
+            if why:
+                break
+            inj.update(shift=shift, unc=unc, t_server=inj["t"] - shift)
         if why:
             rows.append(make_row(check, host, status, reason=why, subject=node))
             continue
-        # Each change of a series (points: its value at the window's start, then every change), on the injection's
-        # clock. At or after the injection (within the clocks' uncertainty): the fault showing; before it: a value
-        # held from before the window (the first point) is history, a change is noted.
+        went_in.sort(key=lambda i: i["t_server"])
+        other = stamping_clock(facts, node)
+        if other:
+            rows.append(make_row(check, host, "skip", reason=other, subject=node))
+            continue
+        first = went_in[0]
+        # Each change of a series (points: its value at the window's start, then every change), on the server's
+        # clock. At or after the first injection (within the clocks' uncertainty): the fault showing; before it: a
+        # value held from before the window (the first point) is history, a change is noted.
         after, before = [], []
         for series in (facts.get("watch") or {}).values():
             for w in series:
                 if node_of(w["labels"], facts.get("nodes") or []) != node:
                     continue
                 for k, (ts, value) in enumerate(w["points"]):
-                    t = float(ts) + shift
                     if value == 0:
                         continue
-                    if t >= t_inject - unc:
-                        after.append(t)
+                    if float(ts) >= first["t_server"] - first["unc"]:
+                        after.append((float(ts), w.get("step")))
                     elif k > 0:
-                        before.append(t)
-        after.sort()
-        early = [t for t in before if t >= t_inject - unc - fail_s]
+                        before.append(float(ts))
+        after.sort(key=lambda p: p[0])
+        early = [t for t in before if t >= first["t_server"] - first["unc"] - fail_s]
         unread = [m for m in facts.get("watch") or {} if m in errored(facts)]
-        clock_name = "the observer %s's" % f["clock"] if f["clock_of"] == "observer" else "%s's own" % f["clock"]
+        two = len(went_in) > 1
+        if after:  # the injection the change follows: the latest one before it, within the clocks' uncertainty
+            inj = [i for i in went_in if after[0][0] >= i["t_server"] - i["unc"]][-1]
+        else:
+            inj = first
+        shift, unc = inj["shift"], inj["unc"]
+        clock_name = ("the observer %s's" % inj["clock"] if inj["clock_of"] == "observer"
+                      else "%s's own" % inj["clock"])
         offset, clock_text = -shift, ""
         if abs(offset) >= 0.5 or unc >= 0.5:
             moved = round(abs(offset), 1) > 0
             clock_text = "; Prometheus' clock %s %s (±%s)%s" % (
                 "%.1f s %s" % (abs(offset), "ahead of" if offset > 0 else "behind") if moved else "level with",
                 clock_name, _sec(unc), ", corrected" if moved else "")
+        if measured_at and measured_at - inj["t"] > DRIFT_NOTED_S:
+            clock_text += "; clocks read %s after the injection, their drift since not included" % _span(
+                measured_at - inj["t"])
+        if f["detect"] is None:
+            detect_text = "scheduler detection none"
+        elif two and f["timed_from"] == "fallback" and inj["which"] == "first":
+            detect_text = "the scheduler's detection came only after the fallback (%.1f s after it, %.1f s after " \
+                          "the first)" % (f["detect"], went_in[-1]["t"] - first["t"] + f["detect"])
+        elif two and f["timed_from"]:
+            detect_text = "scheduler detection %.1f s after the %s injection" % (f["detect"], f["timed_from"])
+        else:
+            detect_text = "scheduler detection %.1f s" % f["detect"]
+        since = " the first injection" if two else " the injection"
         if not after and unread:
             rows.append(make_row(check, host, "error", reason="could not be read: %s" % "; ".join(
                 "%s (%s)" % (m, errored(facts)[m]) for m in unread), subject=node))
             continue
         if not after and early:
-            ahead = t_inject - max(early)
-            rows.append(make_row(check, host, "error", "non-zero %.1f s before the injection; %s%s" % (
-                ahead, detect_text, clock_text), expected,
-                "a %s series of %s became non-zero %.1f s before the injection, more than the ±%s the clocks are "
-                "known to: a clock off by more than measured, or an error from before the injection; nothing after "
-                "it" % (watched, node, ahead, _sec(unc)), subject=node))
+            ahead = first["t_server"] - max(early)
+            rows.append(make_row(check, host, "error", "non-zero %.1f s before%s; %s%s" % (
+                ahead, since, detect_text, clock_text), expected,
+                "a %s series of %s became non-zero %.1f s before%s, more than the ±%s the clocks are known to: a "
+                "clock off by more than measured, or an error from before the injection; nothing after it" % (
+                    watched, node, ahead, since, _sec(first["unc"])), subject=node))
             continue
         if not after:
             rows.append(make_row(check, host, "fail", "not visible; %s%s" % (detect_text, clock_text), expected,
-                                 "no %s series of %s became non-zero after the injection" % (watched, node),
+                                 "no %s series of %s became non-zero after%s" % (watched, node, since),
                                  subject=node))
             continue
-        visible = after[0] - t_inject
+        change, step = after[0]
+        visible = change - inj["t_server"]
         status = "pass" if visible <= pass_s else "warn" if visible <= fail_s else "fail"
-        text = "visible after %.1f s" % visible
+        text = ("visible %.1f s after the %s injection" % (visible, inj["which"]) if two
+                else "visible after %.1f s" % visible)
+        notes = []
+        if step:  # the change lies in (T - step, T]: the delay within [visible - step, visible], ± the clocks
+            notes.append("%.1f to %.1f s: the range query's %g s step%s" % (
+                visible - float(step) - unc, visible + unc, float(step),
+                ", the clocks' ±%s" % _sec(unc) if unc >= 0.05 else ""))
         if visible < 0:  # before the injection, within what the clocks are known to: at once, as far as they tell
-            text += " (before it by less than the clocks' ±%s)" % _sec(unc)
+            notes.append("before it by less than the clocks' ±%s" % _sec(unc))
         if early:
-            text += " (also non-zero %.1f s before the injection)" % (t_inject - max(early))
+            notes.append("also non-zero %.1f s before%s" % (first["t_server"] - max(early), since))
+        if notes:
+            text += " (%s)" % "; ".join(notes)
         rows.append(make_row(check, host, status, "%s; %s%s" % (text, detect_text, clock_text), expected,
                              subject=node))
     return rows
