@@ -147,9 +147,10 @@ def record(art, tool, parsed, scope=None, tasks=None):
         art.facts.setdefault("%s_warnings" % tool, []).append(line[:300])
 
 
-def run_tool(art, tool, argv, res, out_dir, raw, scope=None, tasks=None):
+def run_tool(art, tool, argv, res, out_dir, raw, scope=None, tasks=None, launcher=None):
     """One tool's run (res: its CmdResult) kept as raw and read into results; returns the failure, or None. A world
-    across nodes (scope given) was launched through launch.run_launched, whose output starts with its command line."""
+    across nodes (scope given) was launched through launch.run_launched (launcher: srun or mpirun), whose output
+    starts with its command line; its failure names the rank and host the launcher saw fail first."""
     with open(os.path.join(out_dir, raw), "w") as fh:
         head = "" if scope is not None else "# %s\n" % " ".join(str(a) for a in argv)
         fh.write(head + res.stdout + res.stderr)
@@ -162,7 +163,9 @@ def run_tool(art, tool, argv, res, out_dir, raw, scope=None, tasks=None):
         parsed = {"ior": parse_ior, "mdtest": parse_mdtest, "elbencho": parse_elbencho}[tool](res.stdout)
     except ToolOutputError as exc:
         art.facts[key] = "error: %s" % exc
-        return "%s (exit %s; output in %s)" % (exc, res.rc, raw)
+        # a world that srun ended prints "srun: Force Terminated" where the summary was: the launcher says who failed
+        who = launch.failure_text(launcher, res.stdout + res.stderr) if launcher else ""
+        return "%s (exit %s%s; output in %s)" % (exc, res.rc, "; %s" % who if who else "", raw)
     record(art, tool, parsed, scope, tasks)
     art.facts[key] = "ran: %s" % " ".join(str(a) for a in argv)
     if res.rc not in (0, None) or parsed["errors"]:
@@ -371,7 +374,7 @@ def _world(art, params, out_dir, work, tier, base, facts, launcher, why_launch, 
             res = launch.run_launched(launcher, argv, dict(os.environ), os.path.join(work, "launch.%s.log" % tool),
                                       job, params["timeout_s"])
             why = run_tool(art, tool, argv, res, out_dir, "%s.%s.n%d.txt" % (base, tool, nodes),
-                           scope={"scope": "cluster", "nodes": nodes})
+                           scope={"scope": "cluster", "nodes": nodes}, launcher=launcher)
             if why:
                 failures.append("across %d nodes: %s" % (nodes, why))
     finally:

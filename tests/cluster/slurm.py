@@ -373,9 +373,10 @@ class Slurm:
             if cp.returncode != 0:
                 raise ClusterError(f"sacctmgr {' '.join(argv)}: {(cp.stderr or cp.stdout)[-400:]}")
 
-    def down(self) -> None:
+    def down(self, keep_logs: Path | None = None) -> None:
         """End every daemon by PID (from its pid file, checked to be that daemon in that host), forget the boot
-        services and mounts, remove the Slurm state. The hosts themselves stay up."""
+        services and mounts, remove the Slurm state. The hosts themselves stay up. keep_logs: a directory the
+        daemons' logs are copied to first, for a test that failed to be diagnosed after the state is gone."""
         pids = []
         for name, files in self.pidfiles().items():
             host = next((h for h in self.cluster.hosts if h["name"] == name), None)
@@ -393,6 +394,8 @@ class Slurm:
             # Undo the mounts inside the running host, so nothing of this Slurm is seen there any more.
             for target in MOUNT_TARGETS:
                 self.cluster.exec(h["name"], ["umount", "-l", target], timeout=10)
+        if keep_logs is not None and (self.dir / "log").is_dir():
+            shutil.copytree(self.dir / "log", keep_logs, dirs_exist_ok=True)
         if self.dir.exists():
             shutil.rmtree(self.dir, ignore_errors=True)
 

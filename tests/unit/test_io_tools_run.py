@@ -397,3 +397,23 @@ def test_buffered_where_o_direct_is_refused_and_across_nodes_each_rank_reads_ano
     assert "-C" in ior and "-B" not in ior  # across nodes -C reads another node's file: no O_DIRECT needed
     assert command("mdtest", "mdtest", params, "/w", mpi=world)[3:] == [
         "mdtest", "-n", "50", "-i", "1", "-u", "-N", "8", "-d", "/w/mdtest"]
+
+
+def test_a_world_without_a_summary_names_the_rank_the_launcher_saw_fail(tmp_path):
+    """An mdtest world across nodes that srun ended before its summary: the reason names the rank and host srun
+    reported failing first (cc5's reason quoted only srun's last line, 'srun: Force Terminated StepId=15.0')."""
+    from probes.artifact import Artifact
+    from probes.common.command import CmdResult
+    from probes.storage import io_tools_run
+
+    said = (ROOT / "tests" / "fixtures" / "launchers" / "fault-exit3-srun-kill-on-bad-exit.txt").read_text()
+    res = CmdResult(["srun", "mdtest"], 143, said, "", False, False)
+    art = Artifact("io_tools_run", "r", "a")
+    why = io_tools_run.run_tool(art, "mdtest", ["mdtest"], res, str(tmp_path), "m.n4.txt",
+                                scope={"scope": "cluster", "nodes": 4}, launcher="srun")
+    assert why.startswith("mdtest output, line ") and "no 'SUMMARY' table" in why
+    assert why.endswith("(exit 143; srun: rank 1 on cmxl-node2 exited with status 3; rank 0 ended by srun after "
+                        "that; output in m.n4.txt)")
+    # a node's own run (no launcher across nodes) says what it said before
+    own = io_tools_run.run_tool(art, "mdtest", ["mdtest"], res, str(tmp_path), "m.txt")
+    assert own.endswith("(exit 143; output in m.txt)")
