@@ -4,6 +4,7 @@ after success, failure and timeout, metadata anomaly counting, checkpoint, impor
 import errno
 import json
 import os
+import re
 import socket
 import stat
 import subprocess
@@ -267,10 +268,13 @@ def test_fio_sweep_without_fio_skips_with_the_reason(tmp_path):
 def test_fio_hosts_of_a_point_start_every_workload_together(tmp_path, monkeypatch):
     """Two fio servers (hostA on 127.0.0.1, hostB on 127.0.0.2) and the sweep's own job files; hostB's buffered write
     takes 1.5 s longer to end (as a client whose dirty pages take longer to flush would). Each job stamps the wall
-    clock right before its I/O and right after it (fio's exec_prerun/exec_postrun), so the windows are known without
-    fio's job_start (not in fio 3.33's JSON). In one fio invocation stonewall holds each server for its own jobs
-    only: hostB would start every later workload 1.5 s after hostA, windows of 1 s that never meet, and their sum
-    would be two hosts each measured alone. One invocation per workload starts them together."""
+    clock right before its I/O and once it has ended (fio's exec_prerun/exec_postrun), so the windows are known
+    without fio's job_start (not in fio 3.33's JSON). In one fio invocation stonewall holds each server for its own
+    jobs only: hostA would start its next workload while hostB still ends its write, and every later workload's
+    windows would drift apart, their sum two hosts each measured alone. One invocation per workload, naming both
+    hosts, starts them together: no host begins a workload before every host has ended the one before. That is an
+    order of events, which a loaded machine cannot change (the windows' overlap in seconds, asserted before, can:
+    a clean-clone run under load saw the two servers start one workload 0.7 s apart)."""
     from probes.artifact import Artifact
     from probes.common.netif import wait_listening
     from probes.storage import fio as storage_fio
@@ -279,7 +283,8 @@ def test_fio_hosts_of_a_point_start_every_workload_together(tmp_path, monkeypatc
     stamps = tmp_path / "stamps"
     stamps.mkdir()
     stamp = tmp_path / "stamp.sh"
-    stamp.write_text('#!/bin/sh\necho "$(date +%%s%%N) $3" >> %s/$1-$2\n[ -n "$4" ] && sleep "$4"\nexit 0\n' % stamps)
+    # the slow end sleeps before its stamp: the stamp is when the job has ended on that host
+    stamp.write_text('#!/bin/sh\n[ -n "$4" ] && sleep "$4"\necho "$(date +%%s%%N) $3" >> %s/$1-$2\nexit 0\n' % stamps)
     stamp.chmod(0o755)
     real_job_file = storage_fio.job_file
 
@@ -323,14 +328,21 @@ def test_fio_hosts_of_a_point_start_every_workload_together(tmp_path, monkeypatc
     assert sorted((e["client"], e["workload"]) for e in entries) == sorted(
         (h, w) for h in addr for w in workloads)
 
+    # one fio invocation per workload, each naming both hosts' job files for that workload alone
+    for name in workloads:
+        jobs_text = (tmp_path / ("fio_sweep-t-c2-%s.jobs.txt" % name)).read_text()
+        assert re.findall(r"^# host (\S+)$", jobs_text, re.M) == ["hostA", "hostB"], name
+        assert re.findall(r"^\[(?!global\])(.+)\]$", jobs_text, re.M) == [name, name], name
+
     def window(host, name):
         rows = [line.split() for line in (stamps / ("%s-%s" % (host, name))).read_text().splitlines()]
-        return (min(int(t) for t, k in rows if k == "pre") / 1e9, max(int(t) for t, k in rows if k == "post") / 1e9)
+        return (min(int(t) for t, k in rows if k == "pre"), max(int(t) for t, k in rows if k == "post"))
 
-    for name in workloads:
-        (a0, a1), (b0, b1) = window("hostA", name), window("hostB", name)
-        shared = max(0.0, min(a1, b1) - max(a0, b0)) / max(a1 - a0, b1 - b0)
-        assert shared > 0.5, "%s: hostA %.2f-%.2f s, hostB %.2f-%.2f s" % (name, 0, a1 - a0, b0 - a0, b1 - a0)
+    for before, after in zip(workloads, workloads[1:]):
+        ended = max(window(h, before)[1] for h in addr)
+        started = {h: window(h, after)[0] for h in addr}
+        assert all(t > ended for t in started.values()), "%s began on %s before %s had ended on every host" % (
+            after, [h for h, t in started.items() if t <= ended], before)
 
 
 # ------------------------------------------------------------------------------------------- metadata
