@@ -181,9 +181,11 @@ def test_placement_scope_and_scaling():
     assert placement_scope({"nodes": 2, "racks": None, "nvlink_domains": None}).startswith("not declared")
     assert placement_scope({"nodes": 2, "nvlink_domains": ["nvl-1", "nvl-1"], "racks": ["r1", "r1"]}) == (
         "within NVLink domain nvl-1; within rack r1")
+    # multi-node worlds only (one node's NVLink is no reference for the NICs), each pair at its largest common size:
+    # (larger nodes, ranks, smaller nodes, bytes, larger's busbw, ratio)
     rows = scaling({(2, 16): [(8, 1.0), (1024, 300.0), (4096, 310.0)], (4, 32): [(8, 1.0), (1024, 240.0)],
-                    (1, 8): [(1024, 400.0)]})
-    assert rows == [(1, 8, 1024, 400.0, None), (2, 16, 1024, 300.0, 75.0), (4, 32, 1024, 240.0, 80.0)]
+                    (1, 8): [(1024, 400.0)]}, "all_gather")
+    assert rows == [(4, 32, 2, 1024, 240.0, 0.8)]
 
 
 class LimitReached(Exception):

@@ -11,6 +11,7 @@ from probes.artifact import Artifact
 from probes.common.command import CmdResult
 from probes.network import nccl_output, nccl_tests
 from probes.network.busbw import busbw_factor
+from probes.network.worker import plan_steps
 from reports import grading as grade
 from reports.load import run_of_artifacts as make_run
 from reports.phases.network import grade as gn
@@ -645,3 +646,104 @@ def test_gather_across_nodes_is_shown_but_not_judged(tmp_path):
     doc = run.artifact("h", "nccl_tests", None)
     assert gn.plateau_reference(check("network.nccl_tests_nvlink_off_plateau"), run, "h", doc, "gather", 2, 2) == (
         23.0, "1 rails / 1 GPUs × 23 GB/s per ib_hdr200 NIC")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Scaling across world sizes whose chunked sizes differ (the rank count rounds them), skipped worlds, and the report's
+# scaling table
+
+
+def probe_curve(coll, ranks, peak, sizes=tuple(1 << k for k in range(20, 31))):
+    """A curve at the sizes the collectives probe measures for `ranks` ranks (worker.plan_steps, float32): a chunked
+    collective's size is rounded down to whole elements per rank (1 GiB is 1,073,741,760 bytes at 48 ranks)."""
+    place = "in_place" if coll == "all_reduce" else "out_of_place"
+    return [(nbytes, peak * nbytes / (nbytes + (8 << 20)))
+            for _, pl, _, nbytes in plan_steps([coll], list(sizes), ranks, 4) if pl == place]
+
+
+def six_hosts(all_gather_peaks, all_reduce=True):
+    """Six hosts, worlds of 2, 4 and 6 nodes x 8 GPUs (the last world is every host: 48 ranks)."""
+    curves = {}
+    for nodes, peak in all_gather_peaks.items():
+        curves[(nodes, 8 * nodes, "all_gather", "out_of_place")] = probe_curve("all_gather", 8 * nodes, peak)
+        if all_reduce:
+            curves[(nodes, 8 * nodes, "all_reduce", "in_place")] = probe_curve("all_reduce", 8 * nodes, 360)
+    hosts = ["h%d" % i for i in range(1, 7)]
+    return make_run([coll_doc(h, curves, params={"fabric": "ib_ndr400", "rails": 8}) for h in hosts] +
+                    [info_doc(h, gpus=8) for h in hosts])
+
+
+def test_scaling_matches_sizes_rounded_to_whole_elements_per_rank():
+    """all_gather collapses from 360 GB/s at 2 nodes to 150 at 4 and 6. At 48 ranks the probe's 1 GiB is 1,073,741,760
+    bytes, no size of the 6-node world equalled one of the others: all_gather dropped out of scaling altogether (the
+    2 -> 4 step too) and the check passed on all_reduce ("worst 1.00"); without all_reduce it skipped, saying fewer than
+    two world sizes were measured. Each pair of worlds is now compared at the largest size both measured, sizes one
+    element per rank apart being the same size asked for."""
+    c = check("network.collectives_scaling")
+    run = six_hosts({2: 360, 4: 150, 6: 150})
+    rows = gn.grade_scaling(c, run, run.hosts)
+    assert {r["status"] for r in rows} == {"fail"}
+    assert rows[0]["observed"] == "worst 0.42: all_gather out-of-place at 6 nodes vs 2 (1 GiB)"
+    # without the 6-node world: the same verdict, on the 4-node one
+    # the report's table reads the same comparison
+    assert "| all_gather | out-of-place | 6 | 48 | 1 GiB | 148.8 | 41.7 % of 2 nodes |" in section.render(run, [], None)
+    four = six_hosts({2: 360, 4: 150})
+    assert gn.grade_scaling(c, four, four.hosts)[0]["observed"] == (
+        "worst 0.42: all_gather out-of-place at 4 nodes vs 2 (1 GiB)")
+    # no all_reduce at all: all_gather alone is judged, not skipped
+    healthy = six_hosts({2: 360, 4: 358, 6: 357}, all_reduce=False)
+    row = gn.grade_scaling(c, healthy, healthy.hosts)[0]
+    assert row["status"] == "pass" and row["observed"] == "worst 0.99: all_gather out-of-place at 6 nodes vs 2 (1 GiB)"
+    # the sizes: 1 GiB asked for is 1,073,741,760 bytes at 48 ranks, matched with 1 GiB; half of it is another size
+    assert probe_curve("all_gather", 48, 150)[-1][0] == 1_073_741_760 and probe_curve("all_gather", 32, 1)[-1][0] == (
+        1 << 30)
+    assert gn.common_size([(1 << 29, 1.0), (1_073_741_760, 2.0)], [(1 << 29, 3.0), (1 << 30, 4.0)], 48) == (
+        1 << 30, 2.0, 4.0)
+    assert gn.common_size([(1_073_741_760, 2.0)], [(1 << 29, 3.0)], 48) is None
+
+
+def test_a_world_size_not_run_is_a_skip_not_a_failure():
+    """nccl-tests under torchrun runs the one-node worlds only: the probe records each multi-node world it could not
+    start as kind "skipped", and its artifact is ok. That was a critical fail; it is a skip with the reason. A real
+    failure beside it still fails."""
+    skipped = {"kind": "skipped", "nodes": 2, "collective": None, "log": None,
+               "message": "not run at 2 nodes: nccl-tests starts across nodes only through MPI (srun or mpirun); the "
+                          "launcher is torchrun"}
+    hang = {"nodes": 4, "kind": "hang", "log": "nccl_tests.n4.log", "stuck_ranks": [3],
+            "message": "hang at 4 nodes: rank 3 stuck in all_reduce_perf"}
+    one_node = {(1, 8, "all_reduce", "out_of_place"): logistic(470)}
+    run = make_run([coll_doc("h1", one_node, failures=[skipped], probe="nccl_tests"),
+                    coll_doc("h2", one_node, failures=[hang, skipped], probe="nccl_tests", status="error")])
+    c = check("network.nccl_tests_failures")
+    assert c["severity"] == "critical"
+    [row] = gn.grade_failures(c, run, "h1")
+    assert (row["status"], row["observed"]) == ("skip", "1 world size not run")
+    assert row["reason"] == skipped["message"]
+    [row] = gn.grade_failures(c, run, "h2")
+    assert (row["status"], row["observed"]) == ("fail", "1 hang")
+    assert row["reason"] == ("hang at 4 nodes: rank 3 stuck in all_reduce_perf (log: artifacts/h2/nccl_tests.n4.log); "
+                             "also " + skipped["message"])
+
+
+def test_the_scaling_tables_efficiency_is_the_checks_own_figure():
+    """A perfect fabric (46 GB/s per GPU, 8 NDR rails): alltoall at 350 GB/s on one node (NVLink), then 86.25, 59.4
+    and 51.75 at 2, 4 and 8 nodes, each 46 x N/(N-1) x (n-1)/n. The check grades it 100 %; the table chained each
+    world to the one before it from the one-node world and did not normalise alltoall: 24.6 %, 68.9 % and 87.1 %.
+    The table now shows the check's ratio, against the smallest multi-node world, and says so."""
+    curves = {(1, 8, "alltoall", "out_of_place"): [(1 << 30, 350.0)]}
+    for n in (2, 4, 8):
+        curves[(n, 8 * n, "alltoall", "out_of_place")] = [(1 << 30, 46 * gn.alltoall_network_factor(n, 8 * n))]
+    run = make_run([coll_doc("h%d" % i, curves) for i in range(8)])
+    [row] = gn.grade_scaling(check("network.collectives_scaling"), run, ["h0"])
+    assert (row["status"], row["observed"]) == ("pass", "worst 1.00: alltoall out-of-place at 4 nodes vs 2 (1 GiB)")
+    md = section.render(run, [], None)
+    assert "| efficiency (against the smallest multi-node world) |" in md
+    assert "| alltoall | out-of-place | 1 | 8 | 1 GiB | 350.0 | – (one node: NVLink) |" in md
+    assert "| alltoall | out-of-place | 2 | 16 | 1 GiB | 86.2 | reference |" in md
+    assert "| alltoall | out-of-place | 4 | 32 | 1 GiB | 59.4 | 100.0 % of 2 nodes |" in md
+    assert "| alltoall | out-of-place | 8 | 64 | 1 GiB | 51.8 | 100.0 % of 2 nodes |" in md
+    assert "alltoall per GPU of network bandwidth, busbw / (N/(N-1) × (n-1)/n)" in md
+    # one function for both: each world against the next smaller one and the smallest, per GPU of network bandwidth
+    worlds = {key[:2]: points for key, points in gn.curves(gn.frame(run, "collectives", "busbw_gbps")).items()}
+    assert [(n, ref, round(ratio, 6)) for n, _, ref, _, _, ratio in gn.scaling(worlds, "alltoall")] == [
+        (4, 2, 1.0), (8, 2, 1.0), (8, 4, 1.0)]

@@ -121,20 +121,66 @@ def placement_scope(step):
     return "; ".join(parts) or "not declared (assess_rack, assess_nvlink_domain)"
 
 
-def scaling(points_by_world):
-    """[(nodes, ranks, size, busbw, efficiency %)] for one collective and placement: busbw at the largest size
-    every world measured, and each world against the next smaller one (busbw is per rank: ideal scaling keeps it
-    level, 100 %)."""
-    worlds = sorted(points_by_world)
-    common = set.intersection(*[{s for s, _ in points_by_world[w]} for w in worlds]) if worlds else set()
-    if not common:
-        return []
-    size = max(common)
+# nccl-tests and the collectives probe round a chunked collective's message down to whole elements per rank
+# (chunk x ranks x element bytes: probes/network/worker.py plan_steps, nccl-tests' byte counts alike), so one size
+# asked for is measured at a different size in each world: 1 GiB is 1,073,741,824 bytes at 16 and 32 ranks and
+# 1,073,741,760 at 48. Two worlds' sizes less than one element per rank of the larger world apart (8 bytes, the
+# widest type) are the same size asked for; matched exactly, every chunked collective of a world size that is not a
+# power of two dropped out of scaling.
+WIDEST_ELEMENT = 8
+
+
+def common_size(points, ref_points, ranks):
+    """(size, value, ref value) at the largest message size both curves [(size, value), ...] measured, sizes matched
+    within the rounding of `ranks` ranks (WIDEST_ELEMENT per rank); None when they share none. The size named is the
+    larger of the two, the nearer to the size asked for (the rounding is down)."""
+    if not ref_points:
+        return None
+    tolerance = WIDEST_ELEMENT * ranks
+    best = None
+    for size, value in points:
+        ref_size, ref_value = min(ref_points, key=lambda p: abs(p[0] - size))
+        if abs(ref_size - size) < tolerance and (best is None or max(size, ref_size) > best[0]):
+            best = (max(size, ref_size), value, ref_value)
+    return best
+
+
+def tree_left_out(coll, backends, variant):
+    """Whether a collective's 2-node world is no reference for its scaling (TREE_AT_TWO_NODES): under NCCL or RCCL
+    (gloo on the CPU has no tree), unless the run forced the ring (variant ring)."""
+    return coll in TREE_AT_TWO_NODES and bool(set(backends) & {"cuda", "rocm"}) and variant != "ring"
+
+
+def scaled_worlds(points_by_world, leave_out_two=False):
+    """The (nodes, ranks) worlds scaling compares, by size: the multi-node ones (one node runs over NVLink, not the
+    network), without the 2-node world where it is left out (tree_left_out)."""
+    return sorted(w for w in points_by_world if w[0] > 1 and not (leave_out_two and w[0] == 2))
+
+
+def scaling(points_by_world, coll, leave_out_two=False):
+    """How one collective and placement scales, from its curves {(nodes, ranks): [(size, busbw), ...]}:
+    [(nodes, ranks, ref nodes, size, busbw, ratio)], each multi-node world (scaled_worlds) against the next smaller
+    one (n to 2n) and against the smallest, each pair at the largest size both measured (common_size). busbw is per
+    rank, so a well-scaling fabric keeps it level: ratio 1. alltoall's ratio is per GPU of network bandwidth (busbw /
+    alltoall_network_factor: the share of its traffic that stays in the node falls as nodes are added). The grade
+    (grade_scaling) and the report's scaling table (section.py) both read these ratios."""
+    worlds = scaled_worlds(points_by_world, leave_out_two)
+
+    def per_gpu(world, value):
+        return value / alltoall_network_factor(*world) if coll in ALLTOALL else value
+
     out, prev = [], None
-    for nodes, ranks in worlds:
-        value = dict(points_by_world[(nodes, ranks)])[size]
-        out.append((nodes, ranks, size, value, 100.0 * value / prev if prev else None))
-        prev = value
+    for world in worlds:
+        # against the next smaller world (n to 2n) and against the smallest: a steady loss per doubling adds up even
+        # when no single step looks bad
+        for ref in sorted({prev, worlds[0]} - {None, world}):
+            found = common_size(points_by_world[world], points_by_world[ref], max(world[1], ref[1]))
+            if found is None:
+                continue
+            size, value, ref_value = found
+            if per_gpu(ref, ref_value) > 0:
+                out.append((world[0], world[1], ref[0], size, value, per_gpu(world, value) / per_gpu(ref, ref_value)))
+        prev = world
     return out
 
 
@@ -172,8 +218,15 @@ def _curve_name(key):
 # per host
 
 
+def _failure_text(failures, host):
+    return "; ".join("%s%s" % (f.get("message", "?"), " (log: artifacts/%s/%s)" % (host, f["log"])
+                               if f.get("log") else "") for f in failures)
+
+
 def grade_failures(check, run, host):
-    """Hangs, crashes and failed runs the probe recorded on this host: each one is a failure with its log."""
+    """Hangs, crashes and failed runs the probe recorded on this host: each one is a failure with its log. A world
+    size the probe did not run (kind "skipped": nccl-tests under a launcher that cannot start MPI, a node lost at the
+    previous step) measured nothing and broke nothing: a skip row with its reason, unless real failures fail it."""
     pre = ungradable(check, run, host)
     if pre:
         return [pre]
@@ -181,19 +234,25 @@ def grade_failures(check, run, host):
     failures = (doc.get("facts") or {}).get("failures") or []
     if isinstance(failures, str):
         failures = [{"kind": "error", "message": failures}]
-    if failures:
+    real = [f for f in failures if f.get("kind", "error") != "skipped"]
+    skipped = [f for f in failures if f.get("kind", "error") == "skipped"]
+    expected = "no hang, crash or error"
+    if real:
         kinds = {}
-        for f in failures:
+        for f in real:
             kinds[f.get("kind", "error")] = kinds.get(f.get("kind", "error"), 0) + 1
         observed = ", ".join("%d %s" % (n, k) for k, n in sorted(kinds.items()))
-        reason = "; ".join("%s%s" % (f.get("message", "?"), " (log: artifacts/%s/%s)" % (host, f["log"])
-                                     if f.get("log") else "") for f in failures)
-        return [make_row(check, host, "fail", observed, "no hang, crash or error", reason)]
+        reason = _failure_text(real, host) + ("; also %s" % _failure_text(skipped, host) if skipped else "")
+        return [make_row(check, host, "fail", observed, expected, reason)]
     if doc["status"] == "error":
-        return [make_row(check, host, "error", "probe error", "no hang, crash or error", doc.get("reason"))]
+        return [make_row(check, host, "error", "probe error", expected, doc.get("reason"))]
+    if skipped:
+        return [make_row(check, host, "skip", "%d world size%s not run" % (len(skipped), "s" if len(skipped) > 1
+                                                                            else ""), expected,
+                         _failure_text(skipped, host))]
     run_sizes = (doc.get("facts") or {}).get("world_sizes_run")
     observed = "none" + (" (world sizes %s)" % run_sizes if run_sizes else "")
-    return [make_row(check, host, "pass", observed, "no hang, crash or error")]
+    return [make_row(check, host, "pass", observed, expected)]
 
 
 def _select_nodes(df, nodes):
@@ -583,8 +642,9 @@ def grade_rail_straggler(check, run, hosts):
 TREE_AT_TWO_NODES = ("all_reduce",)
 
 def grade_scaling(check, run, hosts):
-    """busbw as world size grows: the peak at every multi-node world size against the smallest multi-node one.
-    busbw is normalised for the rank count, so a well-scaling fabric keeps it flat."""
+    """busbw as world size grows: every multi-node world against the next smaller one and the smallest multi-node
+    one, each pair at the largest size both measured (scaling). busbw is normalised for the rank count, so a
+    well-scaling fabric keeps it flat."""
     df = frame(run, check["probe"], "busbw_gbps", check.get("variant"))
     docs = [find_artifact(run, h, check["probe"], check.get("variant")) for h in hosts]
     backends = {d["device"]["backend"] for d in docs if d and d["status"] != "skipped"}
@@ -592,31 +652,17 @@ def grade_scaling(check, run, hosts):
     if check.get("placement"):
         multi = multi[multi.placement == check["placement"]]
     ratios, left_out, normalised = [], set(), set()
-    if not multi.empty:
-        for (coll, place), part in multi.groupby(["collective", "placement"]):
-            sizes = set.intersection(*[set(p.size_bytes) for _, p in part.groupby("nodes")])
-            if not sizes:
-                continue
-            size = max(sizes)
-            at = part[part.size_bytes == size].groupby("nodes").value.min()  # slowest host sets the pace
-            if coll in ALLTOALL:
-                ranks = part.groupby("nodes").ranks.max()
-                at = pd.Series({n: v / alltoall_network_factor(int(n), int(ranks[n])) for n, v in at.items()})
-                normalised.add(coll)
-            nccl = bool(set(part.backend) & {"cuda", "rocm"})  # NCCL or RCCL; gloo on CPU has no tree
-            if nccl and coll in TREE_AT_TWO_NODES and check.get("variant") != "ring" and 2 in at.index:
-                at = at.drop(2)
-                left_out.add(coll)
-            if len(at) < 2:
-                continue
-            # each world against the next smaller one (n to 2n) and against the smallest: a steady loss per
-            # doubling adds up even when no single step looks bad
-            base_nodes, prev = int(at.index.min()), None
-            for nodes, value in at.items():
-                for ref in sorted({prev, base_nodes} - {None, int(nodes)}):
-                    if at[ref] > 0:
-                        ratios.append((value / at[ref], coll, place, int(nodes), ref, size))
-                prev = int(nodes)
+    by_coll = {}
+    for (nodes, ranks, coll, place), points in curves(multi).items():  # the slowest host per size sets the pace
+        by_coll.setdefault((coll, place), {})[(nodes, ranks)] = points
+    for (coll, place), worlds in sorted(by_coll.items()):
+        leave_out_two = tree_left_out(coll, multi.backend, check.get("variant"))
+        if leave_out_two and any(nodes == 2 for nodes, _ in worlds):
+            left_out.add(coll)
+        if coll in ALLTOALL:
+            normalised.add(coll)
+        for nodes, _, ref, size, _, ratio in scaling(worlds, coll, leave_out_two):
+            ratios.append((ratio, coll, place, nodes, ref, size))
     rows = []
     cpu = bool(backends) and not (backends & {"cuda", "rocm"})
     fail_below, warn_below = float(check.get("fail_below", 0.7)), float(check.get("warn_below", 0.85))

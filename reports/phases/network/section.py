@@ -9,7 +9,15 @@ several hosts shows the lowest value per point (the slowest host sets the pace).
 import json
 
 from reports.grading.rows import summary_line
-from reports.phases.network.grade import curves, frame, human_bytes, placement_scope, scaling
+from reports.phases.network.grade import (
+    curves,
+    frame,
+    human_bytes,
+    placement_scope,
+    scaled_worlds,
+    scaling,
+    tree_left_out,
+)
 from reports.render import markdown, plots
 from reports.render.blocks import Bullets, Heading, Paragraph, Table, em, figure, joined, link, strong
 from reports.render.markdown import fmt_tenths as fmt
@@ -173,9 +181,31 @@ def collectives_part(run, probe, variant, report_dir):
     return out
 
 
+def _efficiency_cells(worlds, coll, leave_out_two):
+    """{(nodes, ranks): (size, busbw, efficiency text)} of one collective and placement: each multi-node world
+    against the smallest at the largest size both measured, the ratio network.*_scaling judges (grade.scaling);
+    the worlds it does not compare show their largest size and why."""
+    compared = scaled_worlds(worlds, leave_out_two)
+    cells = {}
+    for world, points in worlds.items():
+        size, value = points[-1]
+        if world[0] == 1:
+            why = "– (one node: NVLink)"
+        elif world not in compared:
+            why = "– (NCCL tree at 2 nodes: no reference)"
+        else:
+            why = "reference" if world == compared[0] else "–"
+        cells[world] = (size, value, why)
+    for nodes, ranks, ref, size, value, ratio in scaling(worlds, coll, leave_out_two):
+        if compared and ref == compared[0][0]:
+            cells[(nodes, ranks)] = (size, value, "%s %% of %d nodes" % (fmt(100 * ratio), ref))
+    return cells
+
+
 def scaling_part(run, probe, variant):
-    """World size -> busbw at the largest common size, efficiency against the next smaller world, and where each
-    world ran (hosts, racks or NVLink domains) with the launcher that started it."""
+    """World size -> busbw and its efficiency against the smallest multi-node world (the figure the scaling check
+    judges: grade.scaling), and where each world ran (hosts, racks or NVLink domains) with the launcher that started
+    it."""
     busbw = frame(run, probe, "busbw_gbps", variant)
     if busbw.empty:
         return []
@@ -193,18 +223,22 @@ def scaling_part(run, probe, variant):
     for (coll, place), worlds in sorted(by_coll.items()):
         if len(worlds) < 2:
             continue
-        for nodes, ranks, size, value, eff in scaling(worlds):
+        cells = _efficiency_cells(worlds, coll, tree_left_out(coll, busbw.backend, variant))
+        for (nodes, ranks), (size, value, eff) in sorted(cells.items()):
             step = steps.get(nodes) or {"nodes": nodes}
-            rows.append([coll, place.replace("_", "-"), nodes, ranks, human_bytes(size), fmt(value),
-                         "–" if eff is None else "%s %%" % fmt(eff), placement_scope(step),
+            rows.append([coll, place.replace("_", "-"), nodes, ranks, human_bytes(size), fmt(value), eff,
+                         placement_scope(step),
                          ", ".join(step.get("hosts") or []) if nodes > 1 else "each node alone"])
     if not rows:
         return []
     return [Heading(4, "Scaling across nodes: %s" % _name(probe, variant)),
-            Paragraph("Started by %s. busbw at the largest size every world size measured; efficiency against the "
-                      "next smaller world (busbw is per rank: 100 %% is ideal)." % (", ".join(launchers) or "?")),
-            Table(["collective", "placement", "nodes", "ranks", "size", "busbw GB/s", "efficiency", "where",
-                   "hosts"], rows)]
+            Paragraph("Started by %s. Efficiency: busbw against the smallest multi-node world's (the reference row) "
+                      "at the largest size both measured, the figure the scaling check judges (busbw is per rank: "
+                      "100 %% is ideal); alltoall per GPU of network bandwidth, busbw / (N/(N-1) × (n-1)/n) "
+                      "(NVIDIA/nccl-tests#130). One node runs over NVLink and is not compared."
+                      % (", ".join(launchers) or "?")),
+            Table(["collective", "placement", "nodes", "ranks", "size", "busbw GB/s",
+                   "efficiency (against the smallest multi-node world)", "where", "hosts"], rows)]
 
 
 def plot_perftest(bars, report_dir):
