@@ -4,16 +4,25 @@ loops, topology-aware scheduling, GPUs allocated correctly).
 
 Every test submits real jobs with the cluster's own commands (sbatch, srun, salloc, scancel) and records what it saw;
 the controller judges (reports/phases/orchestration/). The tests, each recorded in facts.tests[name] as ok, error
-(with the reason) or skipped (with the reason), so one that fails never hides the others:
+(with the reason) or skipped (with the reason), so one that fails never hides the others. An error where Slurm ran
+nothing for the test (it refused the allocation: srun's and salloc's "Unable to allocate resources: ...", sbatch's
+"Batch job submission failed: ..."; or the job stayed pending past job_timeout_s, with squeue's reason) carries
+"ran": false: nothing was measured, apart from a job that ran and failed:
 
 - launch: `launch_samples` batch jobs one after the other: submit -> RUNNING (this probe's clock, polling squeue),
   submit -> the batch script's first line, RUNNING -> first line (the prolog and the launch), the script's last
-  line -> the job left COMPLETING (the epilog and the cleanup). A state is seen at the end of the poll that found
-  it, up to one poll late: `running_seen_within_s` is that bound for RUNNING (the prolog time is short by at most
-  that much, the submit-to-RUNNING time long by at most that much); the epilog time is long by at most one poll.
-  The script writes its two timestamps into `shared_dir`, which must be visible from the node it runs on and from
-  this one (a home or shared file system); where it is not, the script's times are skipped with that reason and
-  the RUNNING times stay.
+  line -> the job left COMPLETING (the epilog and the cleanup). A state is seen by the poll that found it: the change
+  lies between the start of the last poll without it and the end of that poll; `running_seen_within_s` is that bound
+  for RUNNING (the submit-to-RUNNING time, taken at the end of the poll, is long by at most that much). The script
+  writes its two timestamps, by the compute node's clock, and the node's name into `shared_dir`, which must be
+  visible from the node it runs on and from this one (a home or shared file system); where it is not, the script's
+  times are skipped with that reason and the RUNNING times stay. The node's clock is then read against this host's
+  (node_clock: `srun date` steps inside a salloc on that node, each bracketed by this host's clock, read as the
+  monitoring probe reads hosts' clocks, host_clocks; facts.node_clocks) and the script's times put on this host's
+  clock: each such time (submit_to_script_s, prolog_launch_s, epilog_s, labelled with the sample and the node) has
+  its <metric less _s>_uncertainty_s: the clock reading's uncertainty plus the poll's (RUNNING and the end are timed
+  from the start of the poll that saw them). A node whose clock could not be read has its jobs' script times left
+  out, with the reason in the test's note.
 - salloc: salloc -> the command it runs (here, on this node), then `srun_steps` one-task steps inside that
   allocation, each timed (the step overhead).
 - array_vs_loop: `jobs` trivial jobs as one array and as `jobs` separate sbatch calls: seconds to submit, seconds
@@ -44,6 +53,7 @@ import time
 
 from probes.common import slurm as slurm_mod
 from probes.common.command import run_cmd
+from probes.monitoring.prometheus import host_clocks  # a host's clock against this one's, from bracketed readings
 from probes.params import Param, Params
 
 PARAMS = Params(
@@ -62,6 +72,7 @@ PARAMS = Params(
     time_limit_min=Param(int, 5, "--time of every job (minutes)"),
     job_timeout_s=Param(float, 120, "seconds any one job may take to start and finish"),
     poll_s=Param(float, 0.1, "seconds between two squeue polls"),
+    clock_tries=Param(int, 3, "srun steps reading a launch node's clock against this host's (the quickest counts)"),
 )
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
             "DEADLINE", "SPECIAL_EXIT", "REVOKED"}
@@ -69,8 +80,16 @@ CONFIG_KEYS = ("AccountingStorageType", "AccountingStorageEnforce", "AccountingS
                "TopologyPlugin", "MaxArraySize", "Prolog", "Epilog", "PrologFlags", "SchedulerType", "SelectType",
                "GresTypes", "ClusterName", "SLURM_VERSION")
 # sdiag's reading RPCs (squeue, scontrol show, sinfo, sdiag itself): this probe's own polling, not the jobs' load.
-# What srun says when the node it asked for is taken (the exclusive test's second job).
-BUSY = re.compile(r"Requested nodes are busy|Unable to allocate resources|Immediate allocation|Resources", re.I)
+# What srun says when the node it asked for is taken (the exclusive test's second job): with --immediate, a request
+# that was not granted in time, or that the controller answered ESLURM_NODES_BUSY, is reported with that error's
+# text (src/srun/allocate.c _retry, 17.11 to 25.x). Any other reason of "Unable to allocate resources" is no answer
+# to the question (an account, a QoS limit, a partition): nothing was tested.
+BUSY = re.compile(r"Unable to allocate resources: Requested nodes are busy")
+# What srun, salloc and sbatch print when the controller did not allocate at all (the job never ran), with Slurm's
+# reason: srun's and salloc's "Unable to allocate resources: %s" (with --immediate, or a request refused outright),
+# salloc's "Job submit/allocate failed: %m", sbatch's "Batch job submission failed: %m".
+REFUSED = re.compile(r"\b(?:srun|salloc): error: (?:Unable to allocate resources|Job submit/allocate failed): (.+)"
+                     r"|\bsbatch: error: Batch job submission failed: (.+)")
 READ_RPC = re.compile(r"(INFO|_PING|STATS)")
 # One row of sdiag's RPC statistics by message type (parse_sdiag_rpcs): name, (id), count:, ave_time:, total_time:
 SDIAG_RPC_ROW = re.compile(r"([^\s(]+)\s*\(\s*(\d+)\)\s+count:(\d+)\s+ave_time:\d+\s+total_time:(\d+)(?:\s|$)")
@@ -87,6 +106,20 @@ for _ in range(int(sys.argv[1])):
     steps.append({"s": time.perf_counter() - t0, "rc": rc.returncode, "err": rc.stderr[-300:]})
 print("CMXA " + json.dumps({"start": start, "steps": steps}))
 """
+# The salloc'd command of node_clock: `tries` one-task steps printing the node's clock as CLOCK_LINE, each with this
+# host's clock just before and after it (salloc runs the command here).
+CLOCK_SCRIPT = """import json, subprocess, sys, time
+reads = []
+for _ in range(int(sys.argv[1])):
+    before = time.time()
+    rc = subprocess.run(["srun", "--ntasks=1", "--nodes=1", "date", "+clustermax-assess-clock: %s.%N"],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    after = time.time()
+    reads.append({"before": before, "after": after, "out": rc.stdout[-300:], "rc": rc.returncode,
+                  "err": rc.stderr[-300:]})
+print("CMXA " + json.dumps({"reads": reads}))
+"""
+HERE = "(this host)"  # this host's key among the clock readings (host_clocks): a name no node has
 GPU_STEP = ('echo "JOB=${SLURM_JOB_ID-unset}"; echo "CVD=${CUDA_VISIBLE_DEVICES-unset}"; '
             'echo "JOB_GPUS=${SLURM_JOB_GPUS-unset}"; '
             'echo "STEP_GPUS=${SLURM_STEP_GPUS-unset}"; echo "NODE=$SLURMD_NODENAME"; '
@@ -98,8 +131,22 @@ class Failed(Exception):
     """One test could not measure what it measures; the others still run."""
 
 
+class NotRun(Failed):
+    """Slurm did not run the test's job (refused its allocation, or it stayed pending past job_timeout_s): nothing
+    was measured. Recorded as an error with "ran": false and Slurm's reason, which the controller reports unscored,
+    apart from a job that ran and showed something wrong."""
+
+
 class Skipped(Exception):
     pass
+
+
+def refusal(res):
+    """Slurm's reason when the command's job was never allocated (REFUSED in its stderr), else None."""
+    if res.rc == 0:
+        return None
+    found = REFUSED.search(res.stderr or "")
+    return (found.group(1) or found.group(2)).strip() if found else None
 
 
 def _last_line(res):
@@ -289,19 +336,25 @@ class Session:
         return text.splitlines()[0].strip() if text else None
 
     def wait_state(self, job_id, done, timeout):
-        """Polls until done(state) -> (state, seen, before): wall-clock times bracketing the change, `seen` the end
-        of the poll that saw it, `before` the start of the last poll that did not (None when the first one did).
-        The change happened between them: a time taken from `seen` is late by at most seen - before."""
+        """Polls until done(state) -> (state, seen, before, started): wall-clock times bracketing the change, `seen`
+        the end of the poll that saw it, `before` the start of the last poll that did not (None when the first one
+        did), `started` the start of the poll that saw it. The change happened between before and seen."""
         t0, before = time.monotonic(), None
         while True:
             started = time.time()
             st = self.state(job_id)
             if done(st):
-                return st, time.time(), before
+                return st, time.time(), before, started
             before = started
             if time.monotonic() - t0 > timeout:
                 raise Failed("job %s still %s after %.0f s" % (job_id, st, timeout))
             time.sleep(self.p["poll_s"])
+
+    def pending_reason(self, job_id):
+        """Slurm's reason a job is pending (squeue %r: Resources, Priority, ReqNodeNotAvail ...), or None."""
+        res = run_cmd(["squeue", "-h", "-j", job_id, "-o", "%r"], timeout=20)
+        text = res.stdout.strip() if res.rc == 0 else ""
+        return text.splitlines()[0].strip() if text else None
 
     def name_states(self, name):
         """Every job (and array task) of a job name -> {job id: state}."""
@@ -326,13 +379,14 @@ class Session:
 
 
 def _read_stamp(path, timeout):
+    """The launch script's stamp file -> (the compute node's time, the node's name), or None until it is there."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             with open(path) as fh:
-                text = fh.read().strip()
-            if text:
-                return float(text)
+                lines = fh.read().split()
+            if len(lines) >= 2:
+                return float(lines[0]), lines[1]
         except (OSError, ValueError):
             pass
         if time.monotonic() > deadline:
@@ -340,31 +394,76 @@ def _read_stamp(path, timeout):
         time.sleep(0.05)
 
 
+def clock_readings(me, node, reads):
+    """The salloc'd CLOCK_SCRIPT's reads ([{before, after, out, rc, err}]) -> the node's clock against this host's
+    ({offset_s, uncertainty_s}, or {error}): host_clocks (the monitoring probe's reading of other hosts' clocks) on
+    this host's clock before and after each `srun date` step around the node's reading; the quickest read counts."""
+    best, errors = None, []
+    for r in reads:
+        if r.get("rc") != 0:
+            errors.append("srun: %s" % ((r.get("err") or "").strip().splitlines() or ["rc=%s" % r.get("rc")])[-1])
+            continue
+        got = host_clocks([[me, "clustermax-assess-clock: %.6f" % r["before"]], [node, r.get("out")],
+                           [me, "clustermax-assess-clock: %.6f" % r["after"]]])[node]
+        if "error" in got:
+            errors.append(got["error"])
+        elif best is None or got["uncertainty_s"] < best["uncertainty_s"]:
+            best = got
+    return best or {"error": "; ".join(errors[:2]) or "no read"}
+
+
+def node_clock(s, p, node):
+    """A compute node's clock against this host's ({offset_s, uncertainty_s}: the node's time minus this host's, or
+    {error}): `clock_tries` one-task steps printing the node's clock (CLOCK_LINE), each timed by this host's clock
+    from inside a salloc on that node (salloc runs CLOCK_SCRIPT here; a step takes tens of milliseconds)."""
+    argv = ["salloc", "--nodes=1", "--ntasks=1", "--nodelist=%s" % node,
+            "--immediate=%d" % max(1, int(p["job_timeout_s"]))] + s.common("clock")
+    argv += [sys.executable, "-c", CLOCK_SCRIPT, str(max(1, p["clock_tries"]))]
+    res = run_cmd(argv, timeout=p["job_timeout_s"] + 30 * max(1, p["clock_tries"]))
+    line = next((x for x in res.stdout.splitlines() if x.startswith("CMXA ")), None)
+    if line is None:
+        return {"error": "salloc: %s" % _last_line(res)}
+    m = re.search(r"salloc: Granted job allocation (\d+)", res.stderr or "")
+    s.ran(m.group(1) if m else None, "clock")
+    return clock_readings(HERE, node, json.loads(line[5:])["reads"])
+
+
+def _bracket_error(started, before, seen):
+    """How far a change seen by the poll that started at `started` and ended at `seen` (the last poll without it
+    started at `before`) may lie from `started`: it happened between before and seen."""
+    return max(seen - started, started - before)
+
+
 def launch_test(s, art, p, shared):
     hidden = None
+    samples = []
     for i in range(p["launch_samples"]):
         start, end = os.path.join(shared, "launch-%d.start" % i), os.path.join(shared, "launch-%d.end" % i)
         # The timestamps are best effort: a directory the node does not share must not fail the job (the times are
-        # then skipped with that reason), so the script always exits 0.
-        script = ("date +%%s.%%N > %s.tmp && mv %s.tmp %s\nsleep %g\ndate +%%s.%%N > %s.tmp && mv %s.tmp %s\n"
-                  "exit 0\n" % (start, start, start, p["hold_s"], end, end, end))
+        # then skipped with that reason), so the script always exits 0. Each is the node's clock and its name.
+        script = ('date +%%s.%%N > %s.tmp && echo "$SLURMD_NODENAME" >> %s.tmp && mv %s.tmp %s\nsleep %g\n'
+                  'date +%%s.%%N > %s.tmp && echo "$SLURMD_NODENAME" >> %s.tmp && mv %s.tmp %s\nexit 0\n'
+                  % (start, start, start, start, p["hold_s"], end, end, end, end))
         t_submit = time.time()
         job = s.sbatch("launch", ["--nodes=1", "--ntasks=1", "--chdir=/", "--output=/dev/null",
                                   "--wrap=%s" % script])
-        st, t_running, before = s.wait_state(job, lambda x: x not in ("PENDING", "CONFIGURING", None),
-                                             p["job_timeout_s"])
+        st, t_running, before, started = s.wait_state(job, lambda x: x not in ("PENDING", "CONFIGURING", None),
+                                                      p["job_timeout_s"])
         labels = {"sample": i}
         seen_running = st == "RUNNING"
+        running = (started, _bracket_error(started, before or t_submit, t_running)) if seen_running else None
         if seen_running:
             art.add("submit_to_running_s", round(t_running - t_submit, 3), "s", **labels)
-            # How late RUNNING may have been seen (one poll): the prolog below is short by at most this much.
+            # How late RUNNING may have been seen (one poll).
             art.add("running_seen_within_s", round(t_running - (before or t_submit), 3), "s", **labels)
         else:  # the job ran and ended between two polls: no RUNNING time, only its bound
             art.facts["tests"]["launch"].setdefault("missed_running", []).append(
                 {"sample": i, "first_seen": st, "within_s": round(t_running - t_submit, 3)})
-        st, t_done, _ = s.wait_state(job, lambda x: x is None or x in TERMINAL, p["job_timeout_s"])
+        t_waited = time.time()
+        st, t_done, before, started = s.wait_state(job, lambda x: x is None or x in TERMINAL, p["job_timeout_s"])
         if st not in (None, "COMPLETED"):
             raise Failed("job %s ended %s" % (job, st))
+        done = (started, _bracket_error(started, before or t_waited, t_done))
         if hidden:
             continue
         t_start, t_end = _read_stamp(start, 5.0), _read_stamp(end, 5.0)
@@ -372,14 +471,34 @@ def launch_test(s, art, p, shared):
             hidden = ("the job's timestamps in %s are not visible from this node: it is not a directory the nodes "
                       "share (set shared_dir)" % shared)
             continue
-        # The script's times are the compute node's clock, the others this host's: signed, so that a skew between
-        # the two shows (a negative time) instead of reading as 0.
-        art.add("submit_to_script_s", round(t_start - t_submit, 3), "s", **labels)
-        if seen_running:
-            art.add("prolog_launch_s", round(t_start - t_running, 3), "s", **labels)
-        art.add("epilog_s", round(t_done - t_end, 3), "s", **labels)
-    if hidden:
-        art.facts["tests"]["launch"]["note"] = hidden
+        samples.append({"labels": labels, "submit": t_submit, "running": running, "done": done,
+                        "start": t_start[0], "end": t_end[0], "node": t_start[1]})
+    # The script's times are the compute node's clock, the others this host's: each node's clock is read against
+    # this host's, and the script's times put on this host's clock, with that reading's uncertainty added to the
+    # polls' (a time between a poll's start and the script's is off by at most the poll's bracket).
+    clocks = {node: node_clock(s, p, node) for node in sorted({x["node"] for x in samples})}
+    if clocks:
+        art.facts["node_clocks"] = clocks
+    unread = sorted(node for node, c in clocks.items() if "error" in c)
+    for x in samples:
+        clock = clocks[x["node"]]
+        if "error" in clock:
+            continue
+        off, unc = clock["offset_s"], clock["uncertainty_s"]
+        labels = dict(x["labels"], node=x["node"])
+        t_start, t_end = x["start"] - off, x["end"] - off
+        art.add("submit_to_script_s", round(t_start - x["submit"], 3), "s", **labels)
+        art.add("submit_to_script_uncertainty_s", round(unc, 3), "s", **labels)
+        if x["running"]:
+            art.add("prolog_launch_s", round(t_start - x["running"][0], 3), "s", **labels)
+            art.add("prolog_launch_uncertainty_s", round(unc + x["running"][1], 3), "s", **labels)
+        art.add("epilog_s", round(x["done"][0] - t_end, 3), "s", **labels)
+        art.add("epilog_uncertainty_s", round(unc + x["done"][1], 3), "s", **labels)
+    notes = [hidden] if hidden else []
+    notes += ["%s's clock could not be read against this host's (%s): its jobs' script times are left out" % (
+        node, clocks[node]["error"]) for node in unread]
+    if notes:
+        art.facts["tests"]["launch"]["note"] = "; ".join(notes)
 
 
 def salloc_test(s, art, p):
@@ -389,6 +508,8 @@ def salloc_test(s, art, p):
     t0 = time.time()
     res = run_cmd(argv, timeout=p["job_timeout_s"] + 30 * p["srun_steps"])
     line = next((x for x in res.stdout.splitlines() if x.startswith("CMXA ")), None)
+    if line is None and refusal(res):
+        raise NotRun("salloc was not allocated: %s" % refusal(res))
     if line is None:
         raise Failed("salloc: %s" % _last_line(res))
     m = re.search(r"salloc: Granted job allocation (\d+)", res.stderr or "")
@@ -508,17 +629,29 @@ def gres_test(s, art, p, nodes):
                     flag=flag, requested=k)
         else:
             row["error"] = _last_line(res)
+            if refusal(res) and "JOB=" not in (res.stdout or ""):  # never allocated: nothing to check
+                row["refused"] = refusal(res)
         out.append(row)
     art.facts["gres"] = {"gpus_per_node": per_node, "requests": out}
     failed = [r for r in out if r["rc"] != 0]
-    if failed:
-        raise Failed("%s: %s" % (failed[0]["flag"], failed[0]["error"]))
+    ran = [r for r in failed if not r.get("refused")]
+    if ran:
+        raise Failed("%s: %s" % (ran[0]["flag"], ran[0]["error"]))
+    if failed and len(failed) == len(out):
+        raise NotRun("%s was not allocated: %s" % (failed[0]["flag"], failed[0]["refused"]))
 
 
 def exclusive_test(s, art, p):
-    job = s.sbatch("exclusive", ["--nodes=1", "--exclusive", "--output=/dev/null", "--chdir=/",
-                                 "--wrap=sleep %d" % int(p["job_timeout_s"])])
-    st, _, _ = s.wait_state(job, lambda x: x not in ("PENDING", "CONFIGURING", None), p["job_timeout_s"])
+    try:
+        job = s.sbatch("exclusive", ["--nodes=1", "--exclusive", "--output=/dev/null", "--chdir=/",
+                                     "--wrap=sleep %d" % int(p["job_timeout_s"])])
+    except Failed as exc:
+        raise NotRun("the exclusive job was refused: %s" % exc) from None
+    try:
+        st, _, _, _ = s.wait_state(job, lambda x: x not in ("PENDING", "CONFIGURING", None), p["job_timeout_s"])
+    except Failed as exc:  # still pending (a busy or drained partition): it never ran
+        why = s.pending_reason(job)
+        raise NotRun("%s%s" % (exc, " (Slurm's reason: %s)" % why if why else "")) from None
     if st != "RUNNING":
         raise Failed("the exclusive job %s is %s" % (job, st))
     res = run_cmd(["scontrol", "show", "job", "-o", job], timeout=20)
@@ -528,6 +661,9 @@ def exclusive_test(s, art, p):
     second = run_cmd(["srun", "--nodes=1", "--ntasks=1", "--nodelist=%s" % node, "--immediate=3"]
                      + s.common("exclusive") + ["true"], timeout=60)
     run_cmd(["scancel", job], timeout=30)
+    if refusal(second) and not BUSY.search(second.stderr or ""):  # refused for another reason: nothing tested
+        raise NotRun("the second job on %s was refused for another reason than a busy node: %s" % (
+            node, refusal(second)))
     # CPUs an exclusive job can have: CPUEfctv (22.05+: CPUTot less CoreSpecCount / CpuSpecList), else CPUTot.
     cpus = (node_fields.get(node) or {}).get("CPUEfctv") or (node_fields.get(node) or {}).get("CPUTot")
     art.facts["exclusive"] = {
@@ -555,6 +691,8 @@ def topology_test(s, art, p, nodes):
         argv = ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1",
                 "--immediate=%d" % max(1, int(p["job_timeout_s"]))] + s.common("topology")
         res = run_cmd(argv + ["sh", "-c", 'echo "$SLURM_JOB_ID $SLURMD_NODENAME"'], timeout=p["job_timeout_s"] + 30)
+        if refusal(res):
+            raise NotRun("two-node job %d was not allocated: %s" % (i, refusal(res)))
         if res.rc != 0:
             raise Failed("two-node job %d: %s" % (i, _last_line(res)))
         lines = [line.split() for line in res.stdout.splitlines() if len(line.split()) == 2]
@@ -649,6 +787,8 @@ def run(art, p, out_dir):
             fn(*args)
         except Skipped as exc:
             art.facts["tests"][name].update(status="skipped", reason=str(exc))
+        except NotRun as exc:
+            art.facts["tests"][name].update(status="error", reason=str(exc), ran=False)
         except Failed as exc:
             art.facts["tests"][name].update(status="error", reason=str(exc))
         except BaseException as exc:  # the probe's time limit, an interrupt: the jobs are still cancelled below

@@ -49,13 +49,38 @@ def other_host():
     return art.to_dict()
 
 
+def with_clocks(doc, offset=0.0, uncertainty=0.02):
+    """The fixture as the probe writes it now: its script times (prolog_launch_s, epilog_s, submit_to_script_s) put
+    on the probe host's clock by a reading of the compute node's clock (facts node_clocks), each sample labelled with
+    its node and carrying its uncertainty. The fixture was written before the probe read the nodes' clocks; the
+    nodes of that test cluster share the host's clock (one machine), so its times stand with offset 0."""
+    node = doc["host"]
+    doc["facts"]["node_clocks"] = {node: {"offset_s": offset, "uncertainty_s": uncertainty}}
+    extra = []
+    for r in doc["results"]:
+        if r["metric"] in ("prolog_launch_s", "epilog_s", "submit_to_script_s"):
+            r["labels"]["node"] = node
+            extra.append({"metric": r["metric"][:-2] + "_uncertainty_s", "value": uncertainty + 0.15, "unit": "s",
+                          "labels": dict(r["labels"])})
+    doc["results"] += extra
+    return doc
+
+
+def set_sample(doc, metric, sample, value, uncertainty):
+    for r in doc["results"]:
+        if r["labels"].get("sample") == sample and r["metric"] == metric:
+            r["value"] = value
+        if r["labels"].get("sample") == sample and r["metric"] == metric[:-2] + "_uncertainty_s":
+            r["value"] = uncertainty
+
+
 def test_the_fixtures_are_valid_artifacts():
     for name in ("production_site_22.05.8.json", "bare_22.05.8.json"):
         assert validate(load(name)) == [], name
 
 
 def test_production_slurm_passes_every_check_with_rows_only_on_the_host_that_ran_it(checks):
-    doc = load("production_site_22.05.8.json")
+    doc = with_clocks(load("production_site_22.05.8.json"))
     for check_id in SLURM_CHECKS:
         rows = rows_of(checks, [doc, other_host()], check_id)
         assert {r["host"] for r in rows} == {"cmxz-node1"}, check_id
@@ -189,3 +214,106 @@ def test_a_copy_of_a_fixture_is_not_changed_by_grading(checks):
     for check_id in SLURM_CHECKS:
         rows_of(checks, [doc], check_id)
     assert doc == before
+
+
+# ---------------------------------------------------------------------------- times across two clocks (prolog, epilog)
+
+def test_script_times_without_a_clock_reading_skip_prolog_and_epilog_they_mix_two_clocks(checks):
+    """The fixture as written (before the probe read the nodes' clocks): prolog and epilog times are the node's
+    clock against the probe host's, so they are not judged; the churn (the probe's clock alone) still is."""
+    doc = load("production_site_22.05.8.json")
+    for check_id in ("orchestration.slurm_prolog", "orchestration.slurm_epilog"):
+        [row] = rows_of(checks, [doc], check_id)
+        assert row["status"] == "skip", check_id
+        assert row["reason"].startswith("no clock offset recorded") and "cmxz-node1" in row["reason"]
+    assert rows_of(checks, [doc], "orchestration.slurm_job_churn")[0]["status"] == "pass"
+
+
+def test_a_prolog_less_job_a_little_negative_within_its_uncertainty_passes_without_a_clock_note(checks):
+    doc = with_clocks(load("production_site_22.05.8.json"))
+    for i in range(3):
+        set_sample(doc, "prolog_launch_s", i, -0.05, 0.17)
+    [row] = rows_of(checks, [doc], "orchestration.slurm_prolog")
+    assert (row["status"], row["reason"]) == ("pass", "")
+    assert row["observed"] == "median -0.05 s, max -0.05 s over 3 (± 0.17 s)"
+
+
+def test_a_time_negative_beyond_its_uncertainty_is_an_error_naming_the_clocks_never_a_pass(checks):
+    """A compute node 15 s behind, misread: the prolog of 0.5 s reads -14.5 s."""
+    doc = with_clocks(load("production_site_22.05.8.json"))
+    set_sample(doc, "prolog_launch_s", 1, -14.5, 0.17)
+    [row] = rows_of(checks, [doc], "orchestration.slurm_prolog")
+    assert row["status"] == "error"
+    assert row["reason"] == ("sample 1: -14.500 s ± 0.170 s, negative beyond its uncertainty: the compute node "
+                             "cmxz-node1's clock (+0.000 s ± 0.020 s against cmxz-node1's) and cmxz-node1's were "
+                             "misread, or one of them moved during the run")
+
+
+@pytest.mark.parametrize("seconds,uncertainty,status", [(0.7, 0.17, "pass"), (16.0, 0.17, "warn"),
+                                                        (9.8, 0.5, "skip"), (0.7, 12.0, "skip"),
+                                                        (100.0, 20.0, "fail")])
+def test_the_epilog_is_judged_only_where_its_uncertainty_stays_inside_one_band(checks, seconds, uncertainty, status):
+    doc = with_clocks(load("production_site_22.05.8.json"))
+    for i in range(3):
+        set_sample(doc, "epilog_s", i, seconds, uncertainty)
+    [row] = rows_of(checks, [doc], "orchestration.slurm_epilog")
+    assert row["status"] == status
+    if status == "skip":
+        assert row["reason"].startswith("the median's uncertainty (± %.3g s" % uncertainty)
+        assert "spans the pass/warn threshold" in row["reason"]
+
+
+# ------------------------------------------------------------------- a test Slurm did not run is not a finding
+
+BUSY = "srun: error: Unable to allocate resources: Requested nodes are busy"
+
+
+def test_a_gpu_request_slurm_did_not_allocate_is_an_error_with_slurms_reason_not_a_fail(checks):
+    doc = load("production_site_22.05.8.json")
+    req = doc["facts"]["gres"]["requests"][1]
+    for key in ("job", "cuda_visible_devices", "job_gpus", "step_gpus", "node", "nvidia_smi_gpus"):
+        req.pop(key, None)
+    req.update(rc=1, error=BUSY, refused="Requested nodes are busy")
+    rows = rows_of(checks, [doc], "orchestration.slurm_gpu_allocation")
+    assert [(r["subject"], r["status"]) for r in rows] == [("--gres=gpu:1", "pass"), ("--gres=gpu:2", "error"),
+                                                            ("--gpus=1", "pass")]
+    assert (rows[1]["observed"], rows[1]["reason"]) == (
+        "not allocated", "Slurm did not allocate it: Requested nodes are busy")
+    del req["refused"]  # an artifact written before the probe marked refusals: srun's own text says it
+    assert rows_of(checks, [doc], "orchestration.slurm_gpu_allocation")[1]["status"] == "error"
+
+
+def test_a_gpu_step_that_ran_and_failed_on_the_node_fails(checks):
+    doc = load("production_site_22.05.8.json")
+    req = doc["facts"]["gres"]["requests"][1]
+    req.update(rc=1, error="srun: error: cmxz-node2: task 0: Exited with exit code 1")
+    doc["facts"]["tests"]["gres"] = {"status": "error", "reason": "--gres=gpu:2: " + req["error"]}
+    rows = rows_of(checks, [doc], "orchestration.slurm_gpu_allocation")
+    assert (rows[1]["status"], rows[1]["observed"]) == ("fail", "the step failed on cmxz-node2")
+
+
+def test_an_exclusive_job_pending_past_the_timeout_is_an_error_not_a_fail(checks):
+    doc = load("production_site_22.05.8.json")
+    del doc["facts"]["exclusive"]
+    why = "job 41 still PENDING after 120 s (Slurm's reason: Resources)"
+    doc["facts"]["tests"]["exclusive"] = {"status": "error", "reason": why, "ran": False}
+    [row] = rows_of(checks, [doc], "orchestration.slurm_exclusive")
+    assert (row["status"], row["observed"], row["reason"]) == ("error", "exclusive test could not run", why)
+    # an exclusive job that ran and ended FAILED on its node is a finding
+    doc["facts"]["tests"]["exclusive"] = {"status": "error", "reason": "the exclusive job 41 is FAILED"}
+    [row] = rows_of(checks, [doc], "orchestration.slurm_exclusive")
+    assert (row["status"], row["reason"]) == ("fail", "the exclusive job 41 is FAILED")
+
+
+def test_salloc_and_topology_not_allocated_are_errors_and_an_older_artifacts_refusal_text_says_so(checks):
+    doc = load("production_site_22.05.8.json")
+    doc["results"] = [r for r in doc["results"] if r["metric"] not in ("salloc_to_shell_s", "srun_step_s")]
+    why = "salloc was not allocated: Requested nodes are busy"
+    doc["facts"]["tests"]["salloc"] = {"status": "error", "reason": why, "ran": False}
+    for check_id in ("orchestration.slurm_salloc", "orchestration.slurm_srun_step"):
+        [row] = rows_of(checks, [doc], check_id)
+        assert (row["status"], row["reason"]) == ("error", why), check_id
+    del doc["facts"]["topology"]
+    doc["facts"]["tests"]["topology"] = {"status": "error", "reason": "two-node job 0: " + BUSY}  # no "ran": older
+    [row] = rows_of(checks, [doc], "orchestration.slurm_topology_placement")
+    assert row["status"] == "error"

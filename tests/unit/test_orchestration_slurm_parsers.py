@@ -4,12 +4,17 @@ tests/fixtures/slurm_jobs (each with its public source in that folder's README.m
 run for real by sh. Variants that no capture shows (the RPC queue columns, a row cut short) are built from a capture
 or from the printf format in Slurm's sdiag.c, and say so."""
 
+import json
 import re
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from probes.artifact import Artifact
+from probes.common.command import CmdResult
 from probes.orchestration import slurm_jobs as sj
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "slurm_jobs"
@@ -247,3 +252,156 @@ def test_gpu_step_run_by_sh(tmp_path):
     step = sj.parse_gpu_step(out)
     assert step == {"job": "4242", "cuda_visible_devices": "0,1", "job_gpus": "2,3", "step_gpus": None,
                     "node": "gpu-a17", "nvidia_smi_gpus": None}
+
+
+# ----------------------------------------------------------------------- a compute node's clock against the probe's
+
+def test_clock_readings_take_the_quickest_bracketed_read():
+    """host_clocks on each `srun date` step bracketed by this host's clock: a node 15 s behind, the quicker read
+    counts; a step that failed and a step without a clock line are left out."""
+    reads = [{"before": 100.0, "after": 100.4, "out": "clustermax-assess-clock: 85.3\n", "rc": 0, "err": ""},
+             {"before": 101.0, "after": 101.04, "out": "clustermax-assess-clock: 86.02\n", "rc": 0, "err": ""},
+             {"before": 102.0, "after": 102.01, "out": "", "rc": 1, "err": "srun: error: Unable to create step\n"}]
+    assert sj.clock_readings(sj.HERE, "cmxz-node1", reads) == {"offset_s": -15.0, "uncertainty_s": 0.021}
+    assert sj.clock_readings(sj.HERE, "n1", reads[2:]) == {"error": "srun: srun: error: Unable to create step"}
+
+
+def test_clock_script_run_with_a_step_that_runs_here(tmp_path):
+    """CLOCK_SCRIPT as salloc runs it, with an `srun` that runs its command here: date's line is CLOCK_LINE's, and
+    this host against itself is 0 within the read's uncertainty."""
+    srun = tmp_path / "srun"
+    srun.write_text('#!/bin/sh\nwhile [ "${1#--}" != "$1" ]; do shift; done\nexec "$@"\n')
+    srun.chmod(0o755)
+    env = {"PATH": "%s:/usr/bin:/bin" % tmp_path}
+    out = subprocess.run([sys.executable, "-c", sj.CLOCK_SCRIPT, "2"], env=env, capture_output=True, text=True,
+                         check=True).stdout
+    reads = json.loads(out.split("CMXA ", 1)[1])["reads"]
+    assert len(reads) == 2 and all(r["rc"] == 0 for r in reads)
+    got = sj.clock_readings(sj.HERE, "here", reads)
+    assert abs(got["offset_s"]) <= got["uncertainty_s"] < 1.0
+
+
+class FakeSession:
+    """Session's jobs without Slurm: wait_state answers the (state, seen, before, started) tuples given."""
+
+    def __init__(self, waits, prefix="cmxa-t"):
+        self.waits, self.prefix, self.submitted, self.names = list(waits), prefix, [], set()
+
+    def sbatch(self, test, args, timeout=60.0):
+        self.submitted.append({"id": str(40 + len(self.submitted)), "test": test, "name": test})
+        return self.submitted[-1]["id"]
+
+    def wait_state(self, job_id, done, timeout):
+        return self.waits.pop(0)
+
+    def pending_reason(self, job_id):
+        return "Resources"
+
+    def common(self, test):
+        return ["--job-name=%s-%s" % (self.prefix, test)]
+
+
+def test_launch_times_are_on_the_probe_hosts_clock(tmp_path, monkeypatch):
+    """The reviewer's case: a compute node 15 s behind the probe host, a prolog of 0.5 s and an epilog of 1 s. The
+    script's stamps (node clock) are moved onto the probe's clock by the node's offset; RUNNING is timed from the
+    start of the poll that saw it; each time carries the clock's uncertainty and the polls'."""
+    p = sj.PARAMS.resolve("slurm_jobs", {"launch_samples": 1})
+    t0 = time.time()
+    (tmp_path / "launch-0.start").write_text("%.6f\nnode7\n" % (t0 + 2.0 - 15))  # RUNNING at t0+1.5, prolog 0.5
+    (tmp_path / "launch-0.end").write_text("%.6f\nnode7\n" % (t0 + 3.0 - 15))
+    s = FakeSession([("RUNNING", t0 + 1.55, t0 + 1.4, t0 + 1.5), (None, t0 + 4.05, t0 + 3.9, t0 + 4.0)])
+    monkeypatch.setattr(sj, "node_clock", lambda s, p, node: {"offset_s": -15.0, "uncertainty_s": 0.02})
+    art = Artifact("slurm_jobs", "r1", "login1")
+    art.facts["tests"] = {"launch": {"status": "ok", "reason": None}}
+    sj.launch_test(s, art, p, str(tmp_path))
+    got = {r["metric"]: (r["value"], r["labels"]) for r in art.results}
+    assert got["prolog_launch_s"] == (0.5, {"sample": 0, "node": "node7"})
+    assert got["prolog_launch_uncertainty_s"][0] == 0.12  # the clock's 0.02 and the poll's 0.1 before its start
+    assert got["epilog_s"] == (1.0, {"sample": 0, "node": "node7"})
+    assert got["epilog_uncertainty_s"][0] == 0.12
+    assert art.facts["node_clocks"] == {"node7": {"offset_s": -15.0, "uncertainty_s": 0.02}}
+
+
+def test_launch_times_of_a_node_whose_clock_was_not_read_are_left_out_with_the_reason(tmp_path, monkeypatch):
+    p = sj.PARAMS.resolve("slurm_jobs", {"launch_samples": 1})
+    t0 = time.time()
+    (tmp_path / "launch-0.start").write_text("%.6f\nnode7\n" % t0)
+    (tmp_path / "launch-0.end").write_text("%.6f\nnode7\n" % t0)
+    s = FakeSession([("RUNNING", t0 + 1.55, t0 + 1.4, t0 + 1.5), (None, t0 + 4.05, t0 + 3.9, t0 + 4.0)])
+    monkeypatch.setattr(sj, "node_clock", lambda s, p, node: {"error": "salloc: " + BUSY_SALLOC})
+    art = Artifact("slurm_jobs", "r1", "login1")
+    art.facts["tests"] = {"launch": {"status": "ok", "reason": None}}
+    sj.launch_test(s, art, p, str(tmp_path))
+    assert {r["metric"] for r in art.results} == {"submit_to_running_s", "running_seen_within_s"}
+    assert art.facts["tests"]["launch"]["note"] == (
+        "node7's clock could not be read against this host's (salloc: %s): its jobs' script times are left out"
+        % BUSY_SALLOC)
+
+
+# -------------------------------------------------------------- a job Slurm did not run against one that failed
+
+BUSY_SRUN = "srun: error: Unable to allocate resources: Requested nodes are busy"
+BUSY_SALLOC = "salloc: error: Unable to allocate resources: Requested nodes are busy"
+
+
+def fake_run_cmd(answers):
+    """run_cmd answering by the command's first word (and, for srun, its GRES flag)."""
+    def run(argv, timeout=10.0, env=None, cwd=None):
+        key = next((a for a in argv if a.startswith(("--gres", "--gpus"))), argv[0]) if argv[0] == "srun" else argv[0]
+        rc, out, err = answers.get(key, (0, "", ""))
+        return CmdResult(argv, rc, out, err, False, False)
+    return run
+
+
+def test_gres_requests_slurm_did_not_allocate_are_marked_refused_and_the_test_not_run(monkeypatch):
+    p = sj.PARAMS.resolve("slurm_jobs", {})
+    ok = (0, "JOB=7\nCVD=0\nJOB_GPUS=0\nSTEP_GPUS=unset\nNODE=g1\nNVSMI=1\n", "")
+    monkeypatch.setattr(sj, "run_cmd", fake_run_cmd({"--gres=gpu:1": ok, "--gpus=1": ok,
+                                                     "--gres=gpu:8": (1, "", BUSY_SRUN + "\n")}))
+    art = Artifact("slurm_jobs", "r1", "login1")
+    s = sj.Session(art, p, "cmxa-t")
+    sj.gres_test(s, art, p, {"g1": {"gpus": 8}})  # one request refused, two ran: the test stands
+    req = art.facts["gres"]["requests"][1]
+    assert (req["flag"], req["rc"], req["refused"], req["error"]) == ("--gres=gpu:8", 1, "Requested nodes are busy",
+                                                                      BUSY_SRUN)
+    assert "refused" not in art.facts["gres"]["requests"][0]
+    refused = (1, "", "srun: job 9 queued and waiting for resources\n" + BUSY_SRUN + "\n")
+    monkeypatch.setattr(sj, "run_cmd", fake_run_cmd({"--gres=gpu:1": refused, "--gpus=1": refused,
+                                                     "--gres=gpu:8": refused}))
+    with pytest.raises(sj.NotRun, match="^--gres=gpu:1 was not allocated: Requested nodes are busy$"):
+        sj.gres_test(s, art, p, {"g1": {"gpus": 8}})
+    ran = (1, "JOB=7\nCVD=0\n", "srun: error: g1: task 0: Exited with exit code 1\n")
+    monkeypatch.setattr(sj, "run_cmd", fake_run_cmd({"--gres=gpu:1": ran}))
+    with pytest.raises(sj.Failed) as exc:
+        sj.gres_test(s, art, p, {"g1": {"gpus": 8}})
+    assert not isinstance(exc.value, sj.NotRun)
+
+
+def test_an_exclusive_job_pending_past_the_timeout_did_not_run(monkeypatch):
+    p = sj.PARAMS.resolve("slurm_jobs", {"job_timeout_s": 5})
+    s = FakeSession([])
+
+    def pending(job_id, done, timeout):
+        raise sj.Failed("job %s still PENDING after %.0f s" % (job_id, timeout))
+    s.wait_state = pending
+    with pytest.raises(sj.NotRun, match=r"^job 40 still PENDING after 5 s \(Slurm's reason: Resources\)$"):
+        sj.exclusive_test(s, Artifact("slurm_jobs", "r1", "login1"), p)
+
+
+def test_a_second_job_refused_for_another_reason_than_a_busy_node_tested_nothing(monkeypatch):
+    """Only "Requested nodes are busy" answers the exclusive test; a QoS limit's refusal is no answer."""
+    p = sj.PARAMS.resolve("slurm_jobs", {})
+    s = FakeSession([("RUNNING", 1.0, 0.9, 0.95)] * 2)
+    qos = "srun: error: Unable to allocate resources: Job violates accounting/QOS policy (job submit limit, user's " \
+          "size and/or time limits)"
+    monkeypatch.setattr(sj, "run_cmd", fake_run_cmd({
+        "scontrol": (0, "JobId=40 NodeList=g1 NumCPUs=2 OverSubscribe=NO\nNodeName=g1 CPUTot=2\n", ""),
+        "srun": (1, "", qos + "\n")}))
+    with pytest.raises(sj.NotRun, match="refused for another reason than a busy node: Job violates"):
+        sj.exclusive_test(s, Artifact("slurm_jobs", "r1", "login1"), p)
+    monkeypatch.setattr(sj, "run_cmd", fake_run_cmd({
+        "scontrol": (0, "JobId=40 NodeList=g1 NumCPUs=2 OverSubscribe=NO\nNodeName=g1 CPUTot=2\n", ""),
+        "srun": (1, "", BUSY_SRUN + "\n")}))
+    art = Artifact("slurm_jobs", "r1", "login1")
+    sj.exclusive_test(s, art, p)
+    assert art.facts["exclusive"]["second_job_refused"] is True

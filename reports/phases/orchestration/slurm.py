@@ -9,7 +9,13 @@ whether anything was left in the queue.
 Check kinds (rubric.d/orchestration.yml), all cluster kinds with rows for the host that ran the probe (the
 generic one_host_artifact kind, in reports/grading/one_host.py, says whether it ran):
   slurm_latency       the median of a metric (check `metric`) against pass_max / warn_max seconds; a failed test
-                      (check `test`) fails it with the probe's reason
+                      (check `test`) fails it with the probe's reason. A time across the compute node's clock and the
+                      probe host's (check `uncertainty`: each sample's uncertainty): judged only where the median's
+                      uncertainty stays inside one band (else skip), an error where a sample is negative beyond its
+                      uncertainty, a skip where the artifact holds no uncertainty (its times mix two clocks)
+A test Slurm ran nothing for (its allocation refused, its job pending past the timeout: "ran": false, or srun's,
+salloc's or sbatch's refusal in the reason) is an error row with Slurm's reason (nothing measured, not scored); a
+test whose job ran and failed, or saw the wrong thing, fails.
   slurm_arrays        job arrays accepted and every task completed; the controller's submit RPCs of the array
                       against the loop's
   slurm_gpus          every GPU request saw exactly the GPUs it asked for
@@ -20,6 +26,7 @@ generic one_host_artifact kind, in reports/grading/one_host.py, says whether it 
   slurm_cleanup       no job of the run left in the queue
 """
 
+import re
 import statistics
 
 from reports.grading import one_host
@@ -50,20 +57,88 @@ def values(doc, metric, **labels):
             and all(r["labels"].get(k) == v for k, v in labels.items())]
 
 
+# What srun, salloc and sbatch print when the controller allocated nothing (probes/orchestration/slurm_jobs.py
+# REFUSED): read in what an artifact recorded before the probe marked such a test "ran": false.
+REFUSED = re.compile(r"\b(?:srun|salloc): error: (?:Unable to allocate resources|Job submit/allocate failed): (.+)"
+                     r"|\bsbatch: error: Batch job submission failed: (.+)")
+
+
 def test_state(doc, test):
     """(status, reason) of one of the probe's tests: ok, error, skipped, or missing when it did not get that far."""
     t = (doc.get("facts") or {}).get("tests", {}).get(test)
     return (t["status"], t.get("reason")) if t else ("missing", "the probe did not get to the %s test" % test)
 
 
-def _not_ok(test, status, reason):
+def could_not_run(doc, test):
+    """Whether the probe's test errored because Slurm ran nothing for it (its allocation refused, its job pending
+    past the timeout): the probe says so ("ran": false); an older artifact's reason is Slurm's refusal itself."""
+    t = (doc.get("facts") or {}).get("tests", {}).get(test) or {}
+    if "ran" in t:
+        return t["ran"] is False
+    return bool(REFUSED.search(t.get("reason") or ""))
+
+
+def _not_ok(doc, test):
+    """The row of a test that is not ok: skip (with the probe's reason), error when Slurm ran nothing for it (nothing
+    was measured: not scored), fail when its job ran and failed or the probe stopped it."""
+    status, reason = test_state(doc, test)
     if status == "skipped":
         return [("skip", None, None, reason, "")]
+    if status == "error" and could_not_run(doc, test):
+        return [("error", "%s test could not run" % test, "it runs", reason, "")]
     return [("fail", "%s test failed" % test, "it runs", reason, "")]
 
 
+def _band(value, pass_max, warn_max):
+    return "pass" if value <= pass_max else "warn" if value <= warn_max else "fail"
+
+
+def samples(doc, metric, uncertainty):
+    """[(value, its uncertainty or None, labels)] of a metric, each with the result of `uncertainty` that has the
+    same labels (the same sample)."""
+    unc = {tuple(sorted(r["labels"].items())): r["value"] for r in doc["results"] if r["metric"] == uncertainty}
+    return [(r["value"], unc.get(tuple(sorted(r["labels"].items()))), r["labels"])
+            for r in doc["results"] if r["metric"] == metric]
+
+
+def _clock_text(doc, node):
+    clock = ((doc.get("facts") or {}).get("node_clocks") or {}).get(node) or {}
+    if clock.get("offset_s") is None:
+        return "the compute node %s's clock and %s's" % (node, doc.get("host"))
+    return "the compute node %s's clock (%+.3f s ± %.3f s against %s's) and %s's" % (
+        node, clock["offset_s"], clock["uncertainty_s"], doc.get("host"), doc.get("host"))
+
+
+def two_clock_verdict(doc, metric, uncertainty, pass_max, warn_max, observed, expected):
+    """The row of a time taken across the compute node's clock and this host's (check `uncertainty`: the metric of
+    each sample's uncertainty, the node's clock reading's and the polls'): an error where a sample is negative beyond
+    its uncertainty (the clocks were misread, or one moved during the run), a skip where the artifact holds no
+    uncertainty (written before the probe read the nodes' clocks: the times mix two clocks) or where the median's
+    uncertainty spans a threshold, else the median's verdict."""
+    rows = samples(doc, metric, uncertainty)
+    if any(u is None for _, u, _ in rows):
+        return ("skip", observed, expected, "no clock offset recorded: the artifact holds no uncertainty of %s "
+                "(written before the probe read the compute nodes' clocks against %s's), so its times mix two "
+                "clocks that may be seconds apart" % (metric, doc.get("host")), "")
+    negative = [(v, u, labels) for v, u, labels in rows if v < -u]
+    if negative:
+        v, u, labels = min(negative, key=lambda x: x[0] + x[1])
+        return ("error", observed, expected, "sample %s: %.3f s ± %.3f s, negative beyond its uncertainty: %s were "
+                "misread, or one of them moved during the run" % (labels.get("sample"), v, u,
+                                                                  _clock_text(doc, labels.get("node"))), "")
+    med = statistics.median([v for v, _, _ in rows])
+    unc = max(u for _, u, _ in rows)
+    low, high = _band(med - unc, pass_max, warn_max), _band(med + unc, pass_max, warn_max)
+    observed += " (± %.3g s)" % unc
+    if low != high:
+        return ("skip", observed, expected, "the median's uncertainty (± %.3g s: the compute nodes' clocks against "
+                "%s's, and the polls) spans the %s/%s threshold: not judged" % (unc, doc.get("host"), low, high), "")
+    return (low, observed, expected, None, "")
+
+
 def grade_latency(check, run, hosts):
-    """The median of check['metric'] (seconds), pass up to pass_max, warn up to warn_max."""
+    """The median of check['metric'] (seconds), pass up to pass_max, warn up to warn_max. A metric across two clocks
+    (check `uncertainty`: the metric holding each sample's uncertainty) is judged with it (two_clock_verdict)."""
     metric, pass_max, warn_max = check["metric"], float(check["pass_max"]), float(check["warn_max"])
     expected = "median <= %g s (warn up to %g s)" % (pass_max, warn_max)
 
@@ -71,19 +146,20 @@ def grade_latency(check, run, hosts):
         status, reason = test_state(doc, check["test"])
         vals = values(doc, metric)
         if status != "ok" and not vals:
-            return _not_ok(check["test"], status, reason)
+            return _not_ok(doc, check["test"])
         if not vals:
             note = (doc["facts"]["tests"][check["test"]].get("note")
                     or "the probe recorded no %s" % metric)
             return [("skip", None, None, note, "")]
         med = statistics.median(vals)
         observed = "median %.3g s, max %.3g s over %d" % (med, max(vals), len(vals))
-        verdict = "pass" if med <= pass_max else "warn" if med <= warn_max else "fail"
+        if check.get("uncertainty"):
+            row = two_clock_verdict(doc, metric, check["uncertainty"], pass_max, warn_max, observed, expected)
+            if row[0] in ("error", "skip") or status != "error":
+                return [row]
         if status == "error":  # some samples were measured, then a job failed or hung: that is the finding
             return [("fail", observed, expected, reason, "")]
-        # A time between the compute node's clock (the script's) and this host's is negative only by clock skew.
-        skew = "negative times: the compute node's clock differs from this host's" if min(vals) < 0 else None
-        return [(verdict, observed, expected, skew, "")]
+        return [(_band(med, pass_max, warn_max), observed, expected, None, "")]
     return rows_on_runner(check, run, hosts, judge)
 
 
@@ -104,7 +180,7 @@ def grade_arrays(check, run, hosts):
         status, reason = test_state(doc, "array_vs_loop")
         summ = array_summary(doc)
         if status != "ok":
-            return _not_ok("array_vs_loop", status, reason)
+            return _not_ok(doc, "array_vs_loop")
         arr, loop = summ.get("array", {}), summ.get("loop", {})
         observed = "%s jobs: array submitted in %.3g s, done in %.3g s; loop %.3g s, %.3g s" % (
             arr.get("jobs"), arr.get("submit_s", float("nan")), arr.get("done_s", float("nan")),
@@ -124,13 +200,20 @@ def grade_gpus(check, run, hosts):
         status, reason = test_state(doc, "gres")
         gres = (doc.get("facts") or {}).get("gres") or {}
         if status == "skipped":
-            return _not_ok("gres", status, reason)
+            return _not_ok(doc, "gres")
         out = []
         for req in gres.get("requests") or []:
             k = req["requested"]
             expected = "%d GPU%s visible" % (k, "s" if k > 1 else "")
-            if req.get("rc") != 0:
-                out.append(("fail", "refused", expected, req.get("error"), req["flag"]))
+            refused = req.get("refused") or REFUSED.search(req.get("error") or "")
+            if req.get("rc") != 0 and refused:  # never allocated: no GPU was given to check
+                why = req["refused"] if req.get("refused") else req.get("error")
+                out.append(("error", "not allocated", expected, "Slurm did not allocate it: %s" % why,
+                            req["flag"]))
+                continue
+            if req.get("rc") != 0:  # allocated, and the step failed on the node
+                out.append(("fail", "the step failed on %s" % (req.get("node") or "its node"), expected,
+                            req.get("error"), req["flag"]))
                 continue
             seen = [x for x in (req.get("cuda_visible_devices") or "").split(",") if x.strip()]
             smi = req.get("nvidia_smi_gpus")
@@ -140,7 +223,7 @@ def grade_gpus(check, run, hosts):
             good = len(seen) == k and (smi is None or smi == k)
             out.append(("pass" if good else "fail", observed, expected, None, req["flag"]))
         if not out:
-            return _not_ok("gres", "error" if status == "error" else "missing", reason)
+            return _not_ok(doc, "gres")
         return out
     return rows_on_runner(check, run, hosts, judge)
 
@@ -152,7 +235,7 @@ def grade_exclusive(check, run, hosts):
         status, reason = test_state(doc, "exclusive")
         ex = (doc.get("facts") or {}).get("exclusive")
         if status != "ok" or not ex:
-            return _not_ok("exclusive", status, reason)
+            return _not_ok(doc, "exclusive")
         observed = "%s of %s CPUs on %s; second job %s" % (
             ex.get("job_cpus"), ex.get("node_cpus"), ex.get("node"),
             "refused" if ex.get("second_job_refused") else "ran beside it")
@@ -194,7 +277,7 @@ def grade_topology(check, run, hosts):
         status, reason = test_state(doc, "topology")
         topo = (doc.get("facts") or {}).get("topology")
         if status != "ok" or not topo:
-            return _not_ok("topology", status, reason)
+            return _not_ok(doc, "topology")
         leaves = leaf_of(topo["switches"])
         verdicts = [placement_verdict(p, leaves) for p in topo["placements"]]
         observed = "; ".join(text for _, text in verdicts)
@@ -240,7 +323,7 @@ def grade_accounting(check, run, hosts):
         status, reason = test_state(doc, "accounting")
         acct = (doc.get("facts") or {}).get("accounting")
         if status != "ok" or not acct:
-            return _not_ok("accounting", status, reason)
+            return _not_ok(doc, "accounting")
         missing = accounting_findings(acct)
         jobs = acct.get("jobs") or []
         observed = "%d of %d jobs in sacct; %d associations, %d QoS; %s; %s" % (
@@ -257,7 +340,7 @@ def grade_enforced(check, run, hosts):
         status, reason = test_state(doc, "refused_account")
         ref = (doc.get("facts") or {}).get("refused_account")
         if status != "ok" or not ref:
-            return _not_ok("refused_account", status, reason)
+            return _not_ok(doc, "refused_account")
         observed = "account %s: %s" % (ref["account"], "refused" if ref["refused"] else "accepted")
         return [("pass" if ref["refused"] else "fail", observed, expected, ref.get("said"), "")]
     return rows_on_runner(check, run, hosts, judge)
