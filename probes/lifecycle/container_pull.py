@@ -7,6 +7,12 @@ apptainer/singularity (`pull` to a SIF file), the last two with cache and temp d
 image is pulled its registry is checked for reachability with a short timeout; an image docker already has is not
 timed (its "pull" would not download anything, and the node's images are never removed). Results: pull_s and
 image_bytes per engine and image. Everything pulled is removed afterwards, also after a failure or a timeout.
+
+A pull that reaches `pull_timeout_s` is measured as far as it went: for the engines that pull into a directory of
+the probe's (podman, enroot, apptainer) the bytes written there until the timeout give pull_mbps as an upper bound
+(labels bound=at_most, note) and pull_s as a lower one (bound=at_least). Every other failed pull (docker's timeout,
+whose bytes stay in the daemon's store; an error of the engine) is in facts.failures and facts.unmeasured (the
+metrics it would have given, its labels, why), so that the grader gives it a row of its own.
 """
 
 import json
@@ -62,7 +68,9 @@ def _pull_argv(engine, exe, image, work):
 
 def _env(engine, work):
     env = dict(os.environ)
-    if engine == "enroot":
+    if engine == "podman":
+        env["TMPDIR"] = os.path.join(work, "tmp")  # where podman downloads blobs (else /var/tmp): counted at a timeout
+    elif engine == "enroot":
         for var, sub in (("ENROOT_CACHE_PATH", "cache"), ("ENROOT_DATA_PATH", "data"), ("ENROOT_TEMP_PATH", "tmp")):
             env[var] = os.path.join(work, sub)
     elif engine == "apptainer":
@@ -71,6 +79,13 @@ def _env(engine, work):
         for var in ("APPTAINER_TMPDIR", "SINGULARITY_TMPDIR"):
             env[var] = os.path.join(work, "tmp")
     return env
+
+
+def _partial_bytes(engine, work):
+    """Bytes a pull that was stopped had written under its own directory (podman's storage and TMPDIR, enroot's and
+    apptainer's cache, temp and output); None for docker, whose daemon keeps them in its own store. Layers counted
+    both as downloaded blobs and unpacked only make the rate's upper bound higher, never a slow link look slower."""
+    return None if engine == "docker" else lifecycle.tree_bytes(work)
 
 
 def _docker_has(exe, image):
@@ -104,7 +119,7 @@ def run(art, p, out_dir):
         art.skip("no usable container engine on this node (%s)" % "; ".join(
             "%s: %s" % kv for kv in sorted(skipped_engines.items())))
         return
-    reach, skipped, failures = {}, {}, {}
+    reach, skipped, failures, unmeasured = {}, {}, {}, []
     for image in p["images"]:
         registry, _ = registry_of(image)
         if registry not in reach:
@@ -128,13 +143,30 @@ def run(art, p, out_dir):
                 secs = time.perf_counter() - t0
                 pulled = engine == "docker"
                 failed = lifecycle.failure(res, p["pull_timeout_s"])
+                labels = {"engine": engine, "image": image, "registry": registry}
                 if failed:
                     failures[key] = failed
+                    got = _partial_bytes(engine, work) if res.timed_out else 0
+                    if got:
+                        # a pull that reached the timeout moved `got` bytes in `secs`: its rate was at most that,
+                        # and a registry too slow to finish is the finding (graded as a bound)
+                        note = "timed out after %g s with %d bytes received (the part-pulled image)" % (
+                            p["pull_timeout_s"], got)
+                        art.add("pull_s", round(secs, 3), "s", bound="at_least", note=note, **labels)
+                        art.add("pull_mbps", round(got * 8 / secs / 1e6, 3), "Mbit/s", bound="at_most", note=note,
+                                **labels)
+                    else:
+                        if res.timed_out:
+                            failed += (" (docker keeps what it pulled in its own store: the bytes received, and so a "
+                                       "bound on the rate, are unknown)" if engine == "docker"
+                                       else " with nothing received")
+                            failures[key] = failed
+                        unmeasured.append({"metrics": ["pull_s", "pull_mbps", "image_bytes"], "labels": labels,
+                                           "why": failed})
                     continue
                 size = _docker_size(exe, image) if engine == "docker" else (
                     os.path.getsize(out_file) if out_file and os.path.exists(out_file)
                     else lifecycle.tree_bytes(work))
-                labels = {"engine": engine, "image": image, "registry": registry}
                 art.add("pull_s", round(secs, 3), "s", **labels)
                 if size:
                     art.add("image_bytes", size, "B", **labels)
@@ -146,7 +178,7 @@ def run(art, p, out_dir):
                     run_cmd([exe, "--root", os.path.join(work, "root"), "--runroot", os.path.join(work, "runroot"),
                              "rmi", "--all", "--force"], timeout=120)
                 storage_tier.remove_tree(work, stop_at=work_root)
-    art.facts.update({"skipped": skipped, "failures": failures})
+    art.facts.update({"skipped": skipped, "failures": failures, "unmeasured": unmeasured})
     if not art.results:
         if failures:
             art.error("every pull failed: %s" % "; ".join("%s: %s" % kv for kv in sorted(failures.items())[:3]))

@@ -167,3 +167,102 @@ def test_section_tables_plot_and_skips(tmp_path):
     offline = make_run(tmp_path / "offline", [skipped("pkg_install", h, "internet downloads are off") for h in HOSTS])
     md = section.render(offline, [], str(tmp_path))
     assert "Not measured: internet downloads are off" in md and "| host | tier |" not in md
+
+
+def net(host, down=None, up=None, timed_out=None, unmeasured=None):
+    """A net_speed artifact as the probe writes it: finished transfers {direction: Mbit/s}, and timed-out ones
+    {direction: (bytes moved, seconds, bytes expected)} recorded as their rate's upper bound."""
+    art = Artifact("net_speed", "r", host)
+    url = "https://speed.cloudflare.com/__down?bytes=1000000000"
+    for direction, mbps in (("download", down), ("upload", up)):
+        if mbps is not None:
+            art.add("%s_mbps" % direction, mbps, "Mbit/s", url=url, **{"try": 0})
+    for direction, (nbytes, secs, total) in (timed_out or {}).items():
+        note = "timed out after 120 s with %d of %d bytes" % (nbytes, total)
+        art.add("%s_mbps" % direction, round(nbytes * 8 / secs / 1e6, 3), "Mbit/s", url=url, bound="at_most",
+                note=note, **{"try": 0})
+        art.add("%s_bytes" % direction, nbytes, "B", url=url, **{"try": 0})
+        art.add("%s_s" % direction, secs, "s", url=url, **{"try": 0})
+    art.facts.update({"unreachable": {}, "failures": {}, "unmeasured": unmeasured or []})
+    return art
+
+
+def test_a_timed_out_transfer_is_judged_by_its_bound(tmp_path):
+    """1e9 B not done in 120 s: 800 MB moved is at most 53.3 Mbit/s, under the 100 Mbit/s line: fail (it used to
+    be skip or error, never scored). A bound over the line cannot pass either (the rate is only known to be at
+    most that): warn. A timed-out try beside a finished one: the worse of the two."""
+    arts = [net("n1", up=500.0, timed_out={"download": (800_000_000, 120.0, 1_000_000_000)}),
+            net("n2", up=500.0, timed_out={"download": (600_000_000, 8.0, 1_000_000_000)}),
+            net("n3", down=2000.0, up=800.0, timed_out={"upload": (300_000_000, 120.0, 400_000_000)})]
+    run = make_run(tmp_path, arts)
+    down = {r["host"]: r for r in rows_of(run, "lifecycle.net_download")}
+    assert down["n1"]["status"] == "fail"
+    assert down["n1"]["observed"] == ("at most 53.333 Mbit/s: timed out after 120 s with 800000000 of 1000000000 "
+                                      "bytes")
+    assert down["n2"]["status"] == "warn" and down["n2"]["observed"].startswith("at most 600 Mbit/s: timed out")
+    assert down["n3"]["status"] == "pass" and down["n3"]["observed"] == "2000 Mbit/s"
+    up = {r["host"]: r for r in rows_of(run, "lifecycle.net_upload")}
+    assert up["n3"]["status"] == "fail" and up["n3"]["observed"] == (
+        "800 Mbit/s; at most 20 Mbit/s: timed out after 120 s with 300000000 of 400000000 bytes")
+    assert up["n1"]["status"] == "pass"
+    bound = grade_lifecycle.judge_bound
+    check = {"expect": {"op": ">=", "value": 100}, "warn": {"op": ">=", "value": 1000}}
+    assert [bound(v, "at_most", check)[0] for v in (99.9, 100, 5000)] == ["fail", "warn", "warn"]
+
+
+def test_a_failed_pull_or_download_is_a_row_of_its_own(tmp_path):
+    """docker pulled ubuntu; nvcr.io/nvidia/pytorch hit the 1800 s limit on docker (bytes unknown: an error row
+    naming it) and on enroot (bytes known: a fail with its bound); Hugging Face timed out with 400 MB (a fail),
+    ModelScope refused (an error row). Before, only ubuntu's pass was left."""
+    ubuntu, nvcr = "docker.io/library/ubuntu:24.04", "nvcr.io/nvidia/pytorch:25.01-py3"
+    pulls = Artifact("container_pull", "r", "n1")
+    pulls.add("pull_s", 1.0, "s", engine="docker", image=ubuntu, registry="docker.io")
+    pulls.add("image_bytes", 100_000_000, "B", engine="docker", image=ubuntu, registry="docker.io")
+    pulls.add("pull_mbps", 800.0, "Mbit/s", engine="docker", image=ubuntu, registry="docker.io")
+    note = "timed out after 1800 s with 3000000000 bytes received (the part-pulled image)"
+    pulls.add("pull_s", 1800.2, "s", engine="enroot", image=nvcr, registry="nvcr.io", bound="at_least", note=note)
+    pulls.add("pull_mbps", 13.333, "Mbit/s", engine="enroot", image=nvcr, registry="nvcr.io", bound="at_most",
+              note=note)
+    why = ("timed out after 1800 s (docker keeps what it pulled in its own store: the bytes received, and so a bound "
+           "on the rate, are unknown)")
+    pulls.facts.update({"skipped": {}, "failures": {"docker " + nvcr: why, "enroot " + nvcr: note},
+                        "unmeasured": [{"metrics": ["pull_s", "pull_mbps", "image_bytes"], "why": why,
+                                        "labels": {"engine": "docker", "image": nvcr, "registry": "nvcr.io"}}]})
+    models = Artifact("model_pull", "r", "n1")
+    note = "timed out after 1800 s with 400000000 bytes received"
+    models.add("process_s", 1800.1, "s", hub="huggingface", model="org/m", bound="at_least", note=note)
+    models.add("download_mbps", 1.778, "Mbit/s", hub="huggingface", model="org/m", bound="at_most", note=note)
+    refused = "rc=1: RuntimeError: model org/m not found on ModelScope"
+    models.facts.update({"skipped": {}, "failures": {"huggingface": note, "modelscope": refused},
+                         "unmeasured": [{"metrics": ["download_s", "process_s", "model_bytes", "download_mbps"],
+                                         "labels": {"hub": "modelscope", "model": "org/m"}, "why": refused}]})
+    run = make_run(tmp_path, [pulls, models])
+    rows = {r["subject"]: r for r in rows_of(run, "lifecycle.container_pull_speed") if r["host"] == "n1"}
+    assert {s: r["status"] for s, r in rows.items()} == {
+        "engine=docker image=%s" % ubuntu: "pass", "engine=enroot image=%s" % nvcr: "fail",
+        "engine=docker image=%s" % nvcr: "error"}
+    assert rows["engine=enroot image=%s" % nvcr]["observed"] == "at most 13.333 Mbit/s: %s" % (
+        "timed out after 1800 s with 3000000000 bytes received (the part-pulled image)")
+    assert rows["engine=docker image=%s" % nvcr]["reason"] == why
+    rows = {r["subject"]: r for r in rows_of(run, "lifecycle.model_download") if r["host"] == "n1"}
+    assert rows["hub=huggingface"]["status"] == "fail"
+    assert rows["hub=huggingface"]["observed"] == "at most 1.778 Mbit/s: %s" % note
+    assert rows["hub=modelscope"]["status"] == "error" and rows["hub=modelscope"]["reason"] == refused
+    md = section.render(run, [], None)  # the tables show a bound as one, never as a measured number
+    assert "| n1 | enroot | nvcr.io/nvidia/pytorch:25.01-py3 | ≥ 1800 | – | ≤ 13.3 |" in md
+    assert "| n1 | huggingface | org/m | ≥ 1800 | – | ≤ 1.78 |" in md
+
+
+def test_serve_ready_past_its_deadline_fails_and_a_taken_port_is_an_error(tmp_path):
+    late = Artifact("serve_ready", "r", "n1")
+    late.facts.update({"model": "/m", "vllm": "/v", "port": 41234, "port_from": "a free port picked here"})
+    late.add("ready_s", 600.0, "s", model="/m", bound="at_least",
+             note="no answer on /v1/models within 600 s (log: serve_ready.log)")
+    taken = Artifact("serve_ready", "r", "n2")
+    taken.error("port 28123 on 127.0.0.1 already answers /v1/models (models: leftover) before vllm serve was "
+                "started: refusing to time another server")
+    run = make_run(tmp_path, [late, taken])
+    rows = {r["host"]: r for r in rows_of(run, "lifecycle.serve_ready")}
+    assert rows["n1"]["status"] == "fail"
+    assert rows["n1"]["observed"] == "at least 600 s: no answer on /v1/models within 600 s (log: serve_ready.log)"
+    assert rows["n2"]["status"] == "error" and "port 28123" in rows["n2"]["reason"]

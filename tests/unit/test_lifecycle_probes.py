@@ -332,3 +332,278 @@ def test_container_pull_times_a_pull_and_removes_the_image(tmp_path, monkeypatch
     assert "pull --quiet %s/team/app:1" % host in log and "rmi --force %s/team/app:1" % host in log
     assert not any(line.startswith(("pull", "rmi")) and "present" in line for line in log)
     assert not (tmp_path / "work").exists()
+
+
+class _Slow(http.server.BaseHTTPRequestHandler):
+    """A link of about 10 Mbit/s: GET /down trickles 64 KiB every 50 ms of a 50 MB body; POST reads 256 KiB every
+    100 ms; GET /late answers 3 MB at once, but only after a second of "server time" before its first byte."""
+
+    def do_GET(self):  # noqa: N802
+        late = self.path == "/late"
+        if late:
+            time.sleep(1.0)
+        size = 3_000_000 if late else 50_000_000
+        self.send_response(200)
+        self.send_header("Content-Length", str(size))
+        self.end_headers()
+        try:
+            if late:
+                self.wfile.write(b"x" * size)
+                return
+            for _ in range(size // 65536):
+                self.wfile.write(b"x" * 65536)
+                time.sleep(0.05)
+        except OSError:  # the probe hung up at its timeout
+            pass
+
+    def do_POST(self):  # noqa: N802
+        left = int(self.headers["Content-Length"])
+        try:
+            while left > 0:
+                got = self.rfile.read(min(left, 262144))
+                if not got:
+                    return
+                left -= len(got)
+                time.sleep(0.1)
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+        except OSError:
+            pass
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def slow_server():
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Slow)
+    srv.daemon_threads = True
+    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th.start()
+    yield "http://127.0.0.1:%d" % srv.server_address[1]
+    srv.shutdown()
+    srv.server_close()
+
+
+def _by_metric(doc, metric):
+    return [r for r in doc["results"] if r["metric"] == metric]
+
+
+def test_a_transfer_that_times_out_is_measured_up_to_the_timeout(tmp_path, slow_server):
+    """A link too slow to finish within timeout_s is the finding, not a missing number: the bytes moved until then
+    over the seconds are the rate's upper bound (bound=at_most, with a note); before, the download was thrown away
+    (a TimeoutError in facts.failures) and lifecycle.net_download read skip or error."""
+    t0 = time.monotonic()
+    _, doc = run_probe("net_speed", str(tmp_path), "r1", "h1", params={
+        "download_urls": [slow_server + "/down"], "upload_urls": [slow_server + "/up"], "upload_bytes": 40_000_000,
+        "timeout_s": 1, "reach_timeout_s": 1})
+    assert time.monotonic() - t0 < 20
+    assert doc["status"] == "ok", doc["reason"]
+    for direction, total in (("download", 50_000_000), ("upload", 40_000_000)):
+        [rate] = _by_metric(doc, direction + "_mbps")
+        [nbytes] = [r["value"] for r in _by_metric(doc, direction + "_bytes")]
+        [secs] = [r["value"] for r in _by_metric(doc, direction + "_s")]
+        assert 0 < nbytes < total and secs >= 0.9
+        assert rate["labels"]["bound"] == "at_most"
+        assert rate["labels"]["note"] == "timed out after 1 s with %d of %d bytes" % (nbytes, total)
+        assert rate["value"] == pytest.approx(nbytes * 8 / secs / 1e6, rel=0.01)
+        assert rate["value"] < 500  # the 10-20 Mbit/s trickle, not a loopback rate
+    assert doc["facts"]["unmeasured"] == []
+
+
+def test_the_rate_is_timed_from_the_first_byte_and_setup_is_apart(tmp_path, slow_server):
+    """A server that takes a second before its first byte: that second is download_setup_s, not transfer time (it
+    used to be counted in download_s, so 100 MB at 10 Gbit/s read about 3.5 Gbit/s)."""
+    _, doc = run_probe("net_speed", str(tmp_path), "r1", "h1", params={
+        "download_urls": [slow_server + "/late"], "upload_urls": [], "reach_timeout_s": 1})
+    assert doc["status"] == "ok", doc["reason"]
+    [secs] = [r["value"] for r in _by_metric(doc, "download_s")]
+    assert secs < 0.5  # 3 MB on loopback, without the second before the first byte
+    [setup] = [r["value"] for r in _by_metric(doc, "download_setup_s")]
+    [rate] = _by_metric(doc, "download_mbps")
+    assert setup >= 0.95
+    assert "bound" not in rate["labels"]
+    assert rate["value"] == pytest.approx(3_000_000 * 8 / secs / 1e6, rel=0.01)
+
+
+def _fake_tool(path, script):
+    path.write_text(script)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+def test_every_pull_the_probe_tried_is_recorded_timeouts_with_their_bound(tmp_path, monkeypatch):
+    """Stand-in docker and enroot: `app` pulls, `denied` fails (registry refuses), `slow` hangs until the pull
+    timeout. enroot's part-written image bounds its rate; docker keeps its bytes in the daemon, so its timeout (like
+    every failure) is in facts.unmeasured with the reason. Before, the failures were only in facts.failures, and the
+    grader dropped them whenever another pull worked."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    _fake_tool(bindir / "docker", '#!/bin/sh\ncase "$1" in\n  info) echo 28.2.2 ;;\n'
+               '  image) case "$*" in *--format*) echo 5000000 ;; *) exit 1 ;; esac ;;\n'
+               '  pull) case "$*" in *denied*) echo "unauthorized: authentication required" >&2; exit 1 ;;\n'
+               '               *slow*) exec sleep 60 ;; esac ;;\nesac\n')
+    # enroot import --output FILE REF: 2 MiB written, then done, refused, or hanging
+    _fake_tool(bindir / "enroot", '#!/bin/sh\ncase "$4" in *denied*) echo "401 Unauthorized" >&2; exit 1 ;; esac\n'
+               'head -c 2097152 /dev/zero > "$3"\ncase "$4" in *slow*) exec sleep 60 ;; esac\n')
+    monkeypatch.setenv("PATH", "%s:%s" % (bindir, os.environ["PATH"]))
+    with socket.socket() as registry:
+        registry.bind(("127.0.0.1", 0))
+        registry.listen(8)
+        host = "127.0.0.1:%d" % registry.getsockname()[1]
+        images = ["%s/team/%s:1" % (host, name) for name in ("app", "denied", "slow")]
+        _, doc = run_probe("container_pull", str(tmp_path / "out"), "r1", "h1", params={
+            "engines": ["docker", "enroot"], "images": images, "work_dir": str(tmp_path / "work"),
+            "pull_timeout_s": 2, "reach_timeout_s": 1})
+    assert doc["status"] == "ok", doc["reason"]
+    rates = {(r["labels"]["engine"], r["labels"]["image"].split("/")[-1]): r for r in _by_metric(doc, "pull_mbps")}
+    assert sorted(rates) == [("docker", "app:1"), ("enroot", "app:1"), ("enroot", "slow:1")]
+    slow = rates[("enroot", "slow:1")]
+    assert slow["labels"]["bound"] == "at_most"
+    assert slow["labels"]["note"] == "timed out after 2 s with 2097152 bytes received (the part-pulled image)"
+    assert slow["value"] == pytest.approx(2097152 * 8 / 2 / 1e6, rel=0.2)
+    unmeasured = {(u["labels"]["engine"], u["labels"]["image"].split("/")[-1]): u for u in doc["facts"]["unmeasured"]}
+    assert sorted(unmeasured) == [("docker", "denied:1"), ("docker", "slow:1"), ("enroot", "denied:1")]
+    assert unmeasured[("docker", "denied:1")]["why"] == "rc=1: unauthorized: authentication required"
+    assert unmeasured[("docker", "slow:1")]["why"].startswith("timed out after 2 s (docker keeps what it pulled")
+    assert unmeasured[("enroot", "denied:1")]["metrics"] == ["pull_s", "pull_mbps", "image_bytes"]
+    assert not (tmp_path / "work").exists()
+
+
+def test_a_model_download_that_times_out_is_measured_and_a_failed_hub_is_kept(tmp_path, monkeypatch):
+    """Stand-in hub clients: huggingface_hub writes 1 MiB of a blob and then hangs past timeout_s; modelscope
+    refuses. The first is a rate bound (bytes written over the seconds), the second an unmeasured entry; before,
+    both were only facts.failures and the artifact an error."""
+    fake = tmp_path / "client"
+    (fake / "huggingface_hub").mkdir(parents=True)
+    (fake / "huggingface_hub" / "__init__.py").write_text(
+        "import os, time\n"
+        "def snapshot_download(repo_id, cache_dir, allow_patterns=None):\n"
+        "    os.makedirs(os.path.join(cache_dir, 'blobs'))\n"
+        "    with open(os.path.join(cache_dir, 'blobs', 'e3b0.incomplete'), 'wb') as fh:\n"
+        "        fh.write(b'w' * 2**20)\n"
+        "    time.sleep(60)\n")
+    (fake / "modelscope").mkdir()
+    (fake / "modelscope" / "__init__.py").write_text(
+        "def snapshot_download(*a, **k):\n    raise RuntimeError('model org/tiny not found on ModelScope')\n")
+    monkeypatch.setenv("PYTHONPATH", str(fake))
+    with socket.socket() as hub:
+        hub.bind(("127.0.0.1", 0))
+        hub.listen(4)
+        url = "http://127.0.0.1:%d" % hub.getsockname()[1]
+        _, doc = run_probe("model_pull", str(tmp_path / "out"), "r1", "h1", params={
+            "hubs": ["huggingface", "modelscope"], "model": "org/tiny", "python": sys.executable,
+            "hf_endpoint": url, "modelscope_endpoint": url, "timeout_s": 3, "reach_timeout_s": 1,
+            "work_dir": str(tmp_path / "work")})
+    assert doc["status"] == "ok", doc["reason"]
+    [rate] = _by_metric(doc, "download_mbps")
+    assert rate["labels"] == {"hub": "huggingface", "model": "org/tiny", "bound": "at_most",
+                              "note": "timed out after 3 s with 1048576 bytes received"}
+    assert rate["value"] == pytest.approx(2**20 * 8 / 3 / 1e6, rel=0.2)
+    [ms] = doc["facts"]["unmeasured"]
+    assert ms["labels"] == {"hub": "modelscope", "model": "org/tiny"} and "download_mbps" in ms["metrics"]
+    assert ms["why"].startswith("rc=1: ") and "model org/tiny not found on ModelScope" in ms["why"]
+    assert not (tmp_path / "work").exists()
+
+
+def _fake_vllm(tmp_path, answer=True):
+    """A stand-in for `vllm serve MODEL --host H --port P`: loads for a second, then answers /v1/models (or, with
+    answer=False, never does)."""
+    fake = tmp_path / "vllm"
+    body = ("import http.server, json, sys, time\ntime.sleep(1.0)\n"
+            "class H(http.server.BaseHTTPRequestHandler):\n"
+            "    def do_GET(self):\n"
+            "        body = json.dumps({'object': 'list', 'data': [{'id': sys.argv[2]}]}).encode()\n"
+            "        self.send_response(200); self.end_headers(); self.wfile.write(body)\n"
+            "    def log_message(self, *a): pass\n"
+            "http.server.HTTPServer((sys.argv[4], int(sys.argv[6])), H).serve_forever()\n") if answer else \
+        "import time\nprint('loading weights', flush=True)\ntime.sleep(60)\n"
+    _fake_tool(fake, "#!%s\n%s" % (sys.executable, body))
+    model = tmp_path / "model"
+    model.mkdir(exist_ok=True)
+    return fake, model
+
+
+@pytest.fixture
+def gpu_node(monkeypatch):
+    gpu = {"backend": "cuda", "model": "NVIDIA H100", "count": 8, "driver": "570", "torch": None}
+    monkeypatch.setattr(serve_mod.device_mod, "describe", lambda: (gpu, [], {"gpu_tool": "nvidia-smi"}))
+
+
+def test_serve_ready_without_an_answer_by_the_deadline_is_a_lower_bound(tmp_path, gpu_node):
+    """vllm serve still loading at timeout_s: ready_s is at least timeout_s (bound=at_least), which the grader
+    fails against its 120 s line; before, the artifact was an error, which is never scored."""
+    fake, model = _fake_vllm(tmp_path, answer=False)
+    _, doc = run_probe("serve_ready", str(tmp_path / "out"), "r1", "h1", params={
+        "vllm": str(fake), "model_path": str(model), "timeout_s": 2, "work_dir": str(tmp_path / "work")})
+    assert doc["status"] == "ok", doc["reason"]
+    [ready] = _by_metric(doc, "ready_s")
+    assert ready["value"] == 2.0
+    assert ready["labels"] == {"model": str(model), "bound": "at_least",
+                               "note": "no answer on /v1/models within 2 s (log: serve_ready.log)"}
+    assert doc["facts"]["port_from"] == "a free port picked here"
+
+
+def test_serve_ready_refuses_a_port_something_already_answers_on(tmp_path, gpu_node):
+    """A leftover server on the port answers /v1/models before ours starts: timing it gave ready_s ~0 s and a pass.
+    The probe refuses, naming the port and what answered; without a port it picks a free one and times its own."""
+
+    class Leftover(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            body = json.dumps({"object": "list", "data": [{"id": "leftover-model"}]}).encode()
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Leftover)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+    fake, model = _fake_vllm(tmp_path)
+    try:
+        _, doc = run_probe("serve_ready", str(tmp_path / "out"), "r1", "h1", params={
+            "vllm": str(fake), "model_path": str(model), "port": port, "timeout_s": 30,
+            "work_dir": str(tmp_path / "work")})
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert doc["status"] == "error" and doc["results"] == []
+    assert doc["reason"].startswith("port %d on 127.0.0.1 already answers /v1/models (models: leftover-model) "
+                                    "before vllm serve was started: refusing" % port)
+    _, doc = run_probe("serve_ready", str(tmp_path / "out"), "r1", "h1", params={
+        "vllm": str(fake), "model_path": str(model), "timeout_s": 30, "work_dir": str(tmp_path / "work")})
+    assert doc["status"] == "ok", doc["reason"]
+    [ready] = [r["value"] for r in _by_metric(doc, "ready_s")]
+    assert 1.0 <= ready < 30 and doc["facts"]["port"] > 0
+    assert not serve_mod.models_answer(doc["facts"]["port"])
+
+
+def test_uv_compiles_bytecode_at_install_as_pip_does(tmp_path, wheelhouse, monkeypatch):
+    """pip writes .pyc files at install and uv does not unless asked: uv's cold import then compiled every module
+    and was graded as if the tier were slow to read them. Both environments now hold the compiled modules right
+    after the install (counted before the probe removes them)."""
+    from probes.lifecycle import pkg_install  # noqa: PLC0415
+
+    wheels, _ = wheelhouse
+    real, pyc = pkg_install.run_cmd, {}
+
+    def counting(argv, **kw):
+        res = real(argv, **kw)
+        if "install" in argv and "--python" in argv:
+            venv = Path(argv[argv.index("--python") + 1]).parents[1]
+            pyc["uv" if Path(argv[0]).name == "uv" else "pip"] = len(list(venv.glob("lib/*/site-packages/cmxlife/"
+                                                                                    "**/*.pyc")))
+        return res
+
+    monkeypatch.setattr(pkg_install, "run_cmd", counting)
+    tier_dir = tmp_path / "tier"
+    tier_dir.mkdir()
+    _, doc = run_probe("pkg_install", str(tmp_path / "out"), "r1", "h1", params={
+        "tiers": [{"name": "fast", "path": str(tier_dir)}], "packages": ["cmxlife"], "no_index": True,
+        "find_links": [str(wheels)], "import_module": "", "pip_venv_with_pip": False})
+    assert doc["status"] == "ok", doc["reason"]
+    assert pyc["pip"] >= 150 and pyc["uv"] == pyc["pip"]
+    assert "--compile-bytecode" in doc["facts"]["bytecode"]

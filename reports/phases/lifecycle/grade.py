@@ -5,8 +5,11 @@ the graders give one row per group of labels they find (subject ``tier=home tool
 
 kinds (registered by reports.grading.kinds.register_phase_kinds):
   lifecycle_metric      per host: threshold on a metric (lower- or higher-is-better, `expect`/`warn`), one row per
-                        combination of the labels named in `per`; with no result, the skip reason the probe gave
-                        for that tool/hub/engine (facts.skipped_*, facts.failures) or its artifact's reason
+                        combination of the labels named in `per`; a result labelled bound=at_most/at_least (a
+                        transfer or start that reached its timeout) is judged as a bound (judge_bound); every step
+                        the probe tried and got no number from (facts.unmeasured) is an error row of its own; with
+                        no result, the skip reason the probe gave for that tool/hub/engine (facts.skipped_*,
+                        facts.failures) or its artifact's reason
   lifecycle_failures    per host: steps the probe tried and that failed (facts.failures) fail the check
   lifecycle_tier_spread per host: for the same install or import (labels in `group`), the slowest tier against the
                         median of the other tiers; a ratio above `warn_ratio`/`fail_ratio` names the tier
@@ -17,7 +20,7 @@ import statistics
 
 from reports.grading import expectations
 from reports.grading.preconditions import ungradable
-from reports.grading.rows import make_row, status_above, text_of
+from reports.grading.rows import make_row, status_above, text_of, worst_status
 from reports.grading.select import AGGREGATES, find_artifact, labels_match, slowest
 
 
@@ -67,23 +70,82 @@ def _why_missing(check, doc):
                                             if wanted else "")
 
 
+def group_records(recs, keys):
+    """{subject: [records]} grouped by the label keys, in a stable order."""
+    groups = {}
+    for r in recs:
+        groups.setdefault(_subject(r["labels"], keys), []).append(r)
+    return dict(sorted(groups.items()))
+
+
+# A bound's far end: "at most X Mbit/s" leaves every value down to nothing open, "at least X s" every one above.
+BOUND_FAR = {"at_most": -1e300, "at_least": 1e300}
+
+
+def judge_bound(value, bound, check):
+    """(status, expected text) of a bound (labels bound=at_most/at_least: a transfer or a start that reached its
+    timeout). When every value the bound leaves open gets the same status (at most 40 Mbit/s against a 100 Mbit/s
+    floor: fail), that is the status. Otherwise the true value is unknown on the bad side of the bound, so the row
+    cannot pass as if the bound were measured, nor fail without knowing: warn (it timed out, worth a look)."""
+    near, expected = expectations.judge(value, check["expect"], check.get("warn"))
+    far, _ = expectations.judge(BOUND_FAR[bound], check["expect"], check.get("warn"))
+    return (near if near == far else "warn"), expected
+
+
+def _bound_text(r, unit):
+    lab = r["labels"]
+    text = "%s %s" % (lab["bound"].replace("_", " "), _fmt(r["value"], unit))
+    return "%s: %s" % (text, lab["note"]) if lab.get("note") else text
+
+
+def _unmeasured_rows(check, host, doc, taken):
+    """Error rows for what the probe tried and got no number from (facts.unmeasured: the metrics the step would
+    have given, its labels, why): a failed pull or download is a row of its own, never hidden behind one of the
+    same check that worked. taken: the subjects that have a row already (a check without `per` names the step by
+    all its labels then)."""
+    keys = check.get("per", [])
+    rows = []
+    for entry in (doc.get("facts") or {}).get("unmeasured") or []:
+        labels = entry.get("labels") or {}
+        if check["metric"] not in (entry.get("metrics") or []) or not labels_match(labels, check.get("labels")):
+            continue
+        subject = _subject(labels, keys)
+        if subject in taken or not subject:
+            subject = _subject(labels, list(keys) + sorted(k for k in labels if k not in keys))
+        taken.add(subject)
+        rows.append(make_row(check, host, "error", "not measured", reason=entry.get("why"), subject=subject))
+    return rows
+
+
 def grade_metric(check, run, host):
     rows, doc = _gradable_doc(check, run, host)
     if rows:
         return rows
     recs = records(run, check["probe"], check["metric"], host, check.get("labels"))
-    groups = group_values(recs, check.get("per", []))
-    if not groups:
+    groups = group_records(recs, check.get("per", []))
+    failed = _unmeasured_rows(check, host, doc, set(groups))
+    if not groups and not failed:
         status = "error" if doc["status"] == "error" else "skip"
         return [make_row(check, host, status, reason=_why_missing(check, doc))]
     agg = AGGREGATES[check.get("agg", "median")]
-    unit = check.get("unit") or recs[0]["unit"]
+    unit = check.get("unit") or (recs[0]["unit"] if recs else "")
     out = []
-    for subject, values in groups.items():
-        value = float(agg(values))
-        status, expected = expectations.judge(value, check["expect"], check.get("warn"))
-        out.append(make_row(check, host, status, _fmt(value, unit), expected, subject=subject))
-    return out
+    for subject, group in groups.items():
+        measured = [r["value"] for r in group if not r["labels"].get("bound")]
+        statuses, observed, expected = [], [], None
+        if measured:
+            value = float(agg(measured))
+            status, expected = expectations.judge(value, check["expect"], check.get("warn"))
+            statuses.append(status)
+            observed.append(_fmt(value, unit))
+        # a timed-out try beside finished ones is judged too: the row is the worse of them
+        for r in group:
+            if r["labels"].get("bound") in BOUND_FAR:
+                status, expected = judge_bound(r["value"], r["labels"]["bound"], check)
+                statuses.append(status)
+                observed.append(_bound_text(r, unit))
+        out.append(make_row(check, host, worst_status(statuses), "; ".join(observed), expected, subject=subject))
+    return out + failed
 
 
 def grade_failures(check, run, host):

@@ -119,11 +119,19 @@ def install_part(run, report_dir):
     return out
 
 
+def _shown(r):
+    """A result as the tables show it: a bound (a transfer or start that reached its timeout) as "≤ 40" / "≥ 600"."""
+    if r is None:
+        return None
+    mark = {"at_most": "≤ ", "at_least": "≥ "}.get(r["labels"].get("bound"), "")
+    return mark + fmt(r["value"]) if mark else fmt(r["value"])
+
+
 def transfer_part(run):
     out = []
     net = run.records("net_speed")
     if net:
-        rows = sorted((r["host"], r["metric"].replace("_mbps", ""), r["labels"].get("url"), fmt(r["value"]))
+        rows = sorted((r["host"], r["metric"].replace("_mbps", ""), r["labels"].get("url"), _shown(r))
                       for r in net if r["metric"].endswith("_mbps"))
         out += [Heading(3, "Internet speed"), Table(["host", "direction", "URL", "Mbit/s"], rows)]
     pulls = run.records("container_pull")
@@ -131,21 +139,22 @@ def transfer_part(run):
         by = {}
         for r in pulls:
             key = (r["host"], r["labels"].get("engine"), r["labels"].get("image"))
-            by.setdefault(key, {})[r["metric"]] = r["value"]
-        rows = [[h, e, i, fmt(m.get("pull_s")), fmt((m.get("image_bytes") or 0) / 1e6) if m.get("image_bytes")
-                 else None, fmt(m.get("pull_mbps"))] for (h, e, i), m in sorted(by.items())]
+            by.setdefault(key, {})[r["metric"]] = r
+        rows = [[h, e, i, _shown(m.get("pull_s")), fmt(m["image_bytes"]["value"] / 1e6) if m.get("image_bytes")
+                 else None, _shown(m.get("pull_mbps"))] for (h, e, i), m in sorted(by.items())]
         out += [Heading(3, "Container pulls"), Table(["host", "engine", "image", "pull s", "MB", "Mbit/s"], rows)]
     models = run.records("model_pull")
     if models:
         by = {}
         for r in models:
-            by.setdefault((r["host"], r["labels"].get("hub"), r["labels"].get("model")), {})[r["metric"]] = r["value"]
-        rows = [[h, hub, model, fmt(m.get("download_s")), fmt((m.get("model_bytes") or 0) / 1e6),
-                 fmt(m.get("download_mbps"))] for (h, hub, model), m in sorted(by.items())]
+            by.setdefault((r["host"], r["labels"].get("hub"), r["labels"].get("model")), {})[r["metric"]] = r
+        rows = [[h, hub, model, _shown(m.get("download_s") or m.get("process_s")),
+                 fmt(m["model_bytes"]["value"] / 1e6) if m.get("model_bytes") else None,
+                 _shown(m.get("download_mbps"))] for (h, hub, model), m in sorted(by.items())]
         out += [Heading(3, "Model downloads"), Table(["host", "hub", "model", "s", "MB", "Mbit/s"], rows)]
     serve = [r for r in run.records("serve_ready") if r["metric"] == "ready_s"]
     if serve:
-        rows = [[r["host"], r["labels"].get("model"), fmt(r["value"])] for r in sorted(serve, key=lambda r: r["host"])]
+        rows = [[r["host"], r["labels"].get("model"), _shown(r)] for r in sorted(serve, key=lambda r: r["host"])]
         out += [Heading(3, "vllm serve"), Table(["host", "model", "s until /v1/models answers"], rows)]
     return out
 
