@@ -9,11 +9,14 @@ What each dtype means here (and why one is skipped):
 The block-scaled dtypes (mxfp8, nvfp4) run on real quantized operands with their block scales in the layout
 cuBLASLt reads (probes/gpu_compute/block_scales.py), and before they are measured their product is checked against
 the product of the dequantized operands (block_scaled_error): a kernel that runs but computes wrong is an error.
-A dtype the GPU or the torch build cannot run is skipped with the reason (static checks first, then one small trial
-operation whose error message becomes the reason), never silently replaced by another dtype.
+A dtype the GPU or the torch build cannot run is skipped with the reason (static_support: what the hardware or torch
+does not have), never silently replaced by another dtype. One small trial operation then runs it: on a GPU whose
+static checks pass, an exception there (a CUDA error, an ECC fault) is an error of that GPU and dtype, not a skip; on
+the CPU backend torch's refusal is the skip's reason (its CPU kernels vary by build, and only trying tells).
 """
 
 import os
+import re
 import sys
 from contextlib import contextmanager
 
@@ -40,7 +43,8 @@ class Unsupported(Exception):
 class Context:
     """What a probe learned before measuring: torch, the backend, and the devices to run on."""
 
-    def __init__(self, torch, backend, devices, cpu_threads, visible_env, visible_ids, torch_indices=None):
+    def __init__(self, torch, backend, devices, cpu_threads, visible_env, visible_ids, torch_indices=None,
+                 unseen=None, unseen_error=None):
         self.torch = torch
         self.backend = backend
         self.devices = devices  # labels of the devices (GPU indices as nvidia-smi / amd-smi count them)
@@ -49,6 +53,9 @@ class Context:
         self.visible_ids = visible_ids  # the value that pins worker i to its GPU
         # torch's index in this (unpinned) process of each device, for probes that use all GPUs in one process
         self.torch_indices = list(range(len(devices))) if torch_indices is None else torch_indices
+        # the node's GPUs torch does not see: {node index: why} where known (each one an error row), else one line
+        self.unseen = dict(unseen or {})
+        self.unseen_error = unseen_error
 
 
 def import_torch():
@@ -80,6 +87,89 @@ def visible_ids(env_value, count):
             labels = [int(e) if e.isdigit() else i for i, e in enumerate(entries)]
             return entries, labels
     return [str(i) for i in range(count)], list(range(count))
+
+
+_PCI = re.compile(r"^(?:([0-9a-f]+):)?([0-9a-f]+):([0-9a-f]+)\.[0-7]$")
+
+
+def pci_key(address):
+    """(domain, bus, device) of a PCI address as nvidia-smi ("00000000:18:00.0") or amd-smi ("0000:18:00.0") print
+    it, or None."""
+    m = _PCI.match((address or "").strip().lower())
+    if not m:
+        return None
+    return int(m.group(1) or "0", 16), int(m.group(2), 16), int(m.group(3), 16)
+
+
+def torch_pci_keys(torch, count):
+    """Per torch device (its ordinal in this process): (domain, bus, device) of its PCI address, or None where torch
+    does not say (a torch without the pci_*_id device properties)."""
+    keys = []
+    for i in range(count):
+        try:
+            props = torch.cuda.get_device_properties(i)
+            keys.append((int(props.pci_domain_id), int(props.pci_bus_id), int(props.pci_device_id)))
+        except Exception:  # noqa: BLE001 - no address: the caller keeps torch's numbering and compares counts
+            keys.append(None)
+    return keys
+
+
+def match_node_gpus(torch_keys, node_gpus):
+    """torch's devices against the node's own GPU list (nvidia-smi / amd-smi: describe()'s GPUs, with index and
+    pci_bus_id), by PCI address. Returns (labels, unseen): per torch device the node's index of the same GPU, and the
+    node's GPUs that no torch device is (their entries of node_gpus); (None, None) when some torch device has no address
+    or none the node lists (torch's numbering is all there is then).
+    torch skips what it cannot use (a GPU left in MIG mode, one that fails to initialise), so its ordinals shift
+    past such a GPU: without this, the GPU nvidia-smi calls 4 would be labelled 3, and the one torch missed would
+    not be named at all."""
+    by_key = {}
+    for gpu in node_gpus:
+        key = pci_key(gpu.get("pci_bus_id"))
+        if key is not None:
+            by_key.setdefault(key, gpu)
+    if not torch_keys or any(k not in by_key for k in torch_keys) or len(set(torch_keys)) != len(torch_keys):
+        return None, None
+    seen = set(torch_keys)
+    labels = [by_key[k]["index"] for k in torch_keys]
+    unseen = [g for g in node_gpus if pci_key(g.get("pci_bus_id")) not in seen and g["index"] not in labels]
+    return labels, unseen
+
+
+def unseen_reasons(unseen, tool, backend, seen_count):
+    """{node index: why} for the node's GPUs torch does not see (an error row each), with the PCI address and the
+    MIG mode where the tool gave them."""
+    reasons = {}
+    for gpu in unseen:
+        known = ["PCI %s" % gpu["pci_bus_id"]] if gpu.get("pci_bus_id") else []
+        if gpu.get("mig_mode"):
+            known.append("MIG mode %s" % gpu["mig_mode"])
+        reasons[gpu["index"]] = ("%s lists GPU %s%s but torch (%s) does not see it, only %d of the node's GPUs (a GPU "
+                                 "in MIG mode, or one the driver cannot bring up)" % (
+                                     tool, gpu["index"], " (%s)" % ", ".join(known) if known else "", backend,
+                                     seen_count))
+    return reasons
+
+
+# The environment variables that hide GPUs from torch on purpose (a job given a subset), per backend.
+DEVICE_MASKS = {"cuda": ("CUDA_VISIBLE_DEVICES",),
+                "rocm": ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")}
+
+
+def node_gpu_labels(torch, backend, count, node_gpus, tool, env_value):
+    """(labels, unseen, unseen_error): the node's index of each torch device (None: keep torch's numbering), the node's
+    GPUs torch does not see as {index: why}, and, when they cannot be named (no PCI addresses), one line saying how
+    many are missing. With a *_VISIBLE_DEVICES mask in the environment the job sees a subset on purpose: not
+    compared."""
+    labels, unseen = match_node_gpus(torch_pci_keys(torch, count), node_gpus)
+    if env_value:
+        return labels, {}, None
+    if labels is not None:
+        return labels, unseen_reasons(unseen, tool, backend, count), None
+    if len(node_gpus) > count:
+        return None, {}, ("%s lists %d GPUs but torch (%s) sees %d, and torch gives no PCI address to tell which are "
+                          "missing: the results are labelled by torch's numbering, which skips them"
+                          % (tool, len(node_gpus), backend, count))
+    return None, {}, None
 
 
 def prepare(art, params):
@@ -120,14 +210,25 @@ def prepare(art, params):
         art.device["count"] = 0
         art.facts["cpu_threads"] = threads
         ids, labels, env_name, indices = ["cpu"], [0], None, [0]
+        unseen, unseen_error = {}, None
     else:
         env_name = "HIP_VISIBLE_DEVICES" if backend == "rocm" else "CUDA_VISIBLE_DEVICES"
         ids, labels = visible_ids(os.environ.get(env_name), count)
+        # label each device by the node's own index (matched by PCI address), and name the GPUs torch cannot see
+        mask = next((os.environ[v] for v in DEVICE_MASKS[backend] if os.environ.get(v)), None)
+        node_labels, unseen, unseen_error = node_gpu_labels(torch, backend, count, gpus, tool_facts.get("gpu_tool"),
+                                                            mask)
+        if node_labels is not None:
+            labels = node_labels
         indices = list(range(len(labels)))
         wanted = params["gpus"]
         if wanted:
-            indices = [i for i, label in enumerate(labels) if label in [int(g) for g in wanted]]
+            wanted = [int(g) for g in wanted]
+            indices = [i for i, label in enumerate(labels) if label in wanted]
             ids, labels = [ids[i] for i in indices], [labels[i] for i in indices]
+            unseen = {g: why for g, why in unseen.items() if g in wanted}
+        if unseen:
+            art.facts["gpus_unseen"] = ",".join(str(g) for g in sorted(unseen))
         if not dev["count"]:
             art.device["count"] = count
         if not art.device.get("model"):
@@ -135,9 +236,11 @@ def prepare(art, params):
                 art.device["model"] = torch.cuda.get_device_name(0)
             except Exception:  # noqa: BLE001 - the name is a nicety; the measurement does not need it
                 pass
+        art.facts["gpu_labels"] = "%s index by PCI address" % tool_facts.get("gpu_tool") if node_labels is not None \
+            else "torch's numbering"
     art.facts["backend"] = backend
     art.facts["devices"] = ",".join(str(d) for d in labels)
-    return Context(torch, backend, labels, threads, env_name, ids, indices)
+    return Context(torch, backend, labels, threads, env_name, ids, indices, unseen, unseen_error)
 
 
 def requested_dtypes(params, default):
@@ -261,16 +364,23 @@ def make_gemm(torch, dtype, m, n, k, device, backend):
 
 
 def trial(torch, backend, device, build):
-    """Build and run one small instance; returns None, or the reason it cannot run here."""
+    """Build and run one small instance: None when it ran, else (status, reason). "skipped" when a static check
+    refused it (Unsupported: this hardware or torch has no such dtype or kernel), or on the CPU backend when torch
+    refuses it. "error" when it raised on a GPU that passed the static checks: bf16 on any GPU, fp8 on Hopper. A
+    CUDA or ECC error there says the GPU is faulty, never that it lacks the dtype, and must not read as a skip."""
     try:
         op = build()[0]
         op()
         if backend != "cpu":
             torch.cuda.synchronize()
     except Unsupported as exc:
-        return str(exc)
-    except Exception as exc:  # noqa: BLE001 - the library's refusal is the reason of the skip
-        return "not supported by torch %s on the %s backend: %s" % (torch.__version__, backend, _first_line(exc))
+        return "skipped", str(exc)
+    except Exception as exc:  # noqa: BLE001 - a runtime failure is the outcome; its message the reason
+        if backend == "cpu":
+            return "skipped", "not supported by torch %s on the cpu backend: %s" % (torch.__version__,
+                                                                                    _first_line(exc))
+        return "error", "failed on a %s GPU that supports it (torch %s): %s" % (backend, torch.__version__,
+                                                                                _first_line(exc))
     return None
 
 
@@ -279,8 +389,9 @@ TRIAL_SIZE = 128
 
 
 def gemm_support(torch, dtype, backend, device):
-    """None when a small plain GEMM of this dtype runs here, else why not: what every compute probe asks before it
-    measures a dtype, so that "skipped" always means "this GPU or torch cannot"."""
+    """None when a small plain GEMM of this dtype runs here, else (status, reason) as trial() gives them: what every
+    compute probe asks before it measures a dtype, so that "skipped" always means "this GPU or torch cannot" and a
+    GPU that fails a dtype it has is an error."""
     with matmul_mode(torch, dtype, backend):
         return trial(torch, backend, device, lambda: make_gemm(torch, dtype, TRIAL_SIZE, TRIAL_SIZE, TRIAL_SIZE,
                                                                device, backend))
@@ -464,8 +575,8 @@ def grouped_impl(torch, dtype, device, backend):
     name = "_scaled_grouped_mm" if dtype == "fp8_e4m3" else "_grouped_mm"
     if not hasattr(torch, name):
         return LOOP_IMPL, "torch %s has no torch.%s" % (torch.__version__, name)
-    why = trial(torch, backend, device, lambda: make_grouped(torch, dtype, [16, 0, 32], 32, 64, device, GROUPED_IMPL,
-                                                             backend=backend))
-    if why:
-        return LOOP_IMPL, "torch.%s: %s" % (name, why)
+    failed = trial(torch, backend, device, lambda: make_grouped(torch, dtype, [16, 0, 32], 32, 64, device,
+                                                                GROUPED_IMPL, backend=backend))
+    if failed:  # refused or failed: the loop of plain GEMMs is measured instead (and fails too on a faulty GPU)
+        return LOOP_IMPL, "torch.%s: %s" % (name, failed[1])
     return GROUPED_IMPL, None

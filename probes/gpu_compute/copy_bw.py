@@ -16,6 +16,7 @@ import os
 import time
 
 from probes.gpu_compute import backend as compute_backend
+from probes.gpu_compute import launch as compute_launch
 from probes.gpu_compute.shapes import COPY, gbps, profile_params, rate_stats, resolve
 from probes.params import Params
 
@@ -128,7 +129,10 @@ def run(art, params, out_dir):
                     continue
                 _record(art, raw_fh, "p2p", nbytes, times, "host_sync", gpu=label_of[i], peer=label_of[j],
                         peer_access=peer)
+        # every GPU of the node, those torch does not see too: each one an error row of the per-GPU checks
+        art.facts["gpus"] = ",".join(str(g) for g in sorted(set(ctx.devices) | set(ctx.unseen)))
         if errors:
             art.error("; ".join(errors))
+        compute_launch.unseen_errors(art, ctx)
     finally:
         raw_fh.close()

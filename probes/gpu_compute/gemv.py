@@ -16,9 +16,9 @@ PARAMS = launch.compute_params(GEMV)
 def worker(torch, dev, spec, emit):
     sweep = launch.Sweep(torch, dev, spec, emit)
     for dtype in spec["dtypes"]:
-        why = trial(torch, dev.backend, dev.device, lambda d=dtype: make_gemv(torch, d, 256, 256, dev.device))
-        if why:
-            launch.dtype_skipped(emit, dtype, why)
+        refused = trial(torch, dev.backend, dev.device, lambda d=dtype: make_gemv(torch, d, 256, 256, dev.device))
+        if refused:  # skipped (no such dtype here) or error (a GPU that has it failed)
+            launch.dtype_refused(emit, dtype, refused)
             continue
         errors = []
         for name, m, k in spec["shapes"]:

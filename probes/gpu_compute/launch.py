@@ -1,8 +1,10 @@
 """One worker per GPU, all GPUs of the node at the same time, and what they measured merged into one artifact.
 
 CUDA / ROCm: one Python process per GPU, pinned with CUDA_VISIBLE_DEVICES (HIP_VISIBLE_DEVICES on ROCm) and
-CUDA_DEVICE_ORDER=PCI_BUS_ID, so worker i measures the GPU nvidia-smi calls i. The workers start together, report
-"ready" once torch and the device are initialised, and only then are all told to go, so their timed loops overlap
+CUDA_DEVICE_ORDER=PCI_BUS_ID, and labelled with the index nvidia-smi / amd-smi gives the GPU of the same PCI address
+(backend.prepare: torch's numbering skips a GPU it cannot use, one in MIG mode, and such a GPU is named as an error
+of its own, never left out of the per-GPU table). The workers start together, report "ready" once torch and the
+device are initialised, and only then are all told to go, so their timed loops overlap
 (a node's GPUs share power, cooling and host links, and the slowest one sets the pace of real work).
 CPU backend: the worker runs in this process (one torch import instead of two); `cpu_workers: N` in the params runs
 N subprocess workers instead, which is how the tests exercise the multi-process path without a GPU.
@@ -56,6 +58,16 @@ def dtype_skipped(emit, dtype, why):
     dtype_outcome(emit, dtype, "skipped", why if why.startswith(dtype) else "%s: %s" % (dtype, why))
 
 
+def dtype_refused(emit, dtype, outcome):
+    """The outcome of a trial that did not run (backend.trial: (status, reason)): skipped when this GPU or torch
+    has no such dtype, error (this GPU, this dtype, the exception) when a GPU that has it failed."""
+    status, why = outcome
+    if status == "skipped":
+        dtype_skipped(emit, dtype, why)
+    else:
+        dtype_outcome(emit, dtype, "error", why if why.startswith(dtype) else "%s: %s" % (dtype, why))
+
+
 BLOCK_SCALED_ROCM = {
     d: "%s on ROCm is not implemented in this version: hipBLASLt reads the block scales unswizzled (rows padded to "
        "32), and this version builds cuBLASLt's swizzled layout, which would be measured on wrong data" % d
@@ -63,13 +75,14 @@ BLOCK_SCALED_ROCM = {
 
 
 def dtype_runs(emit, torch, dtype, dev):
-    """Whether to measure dtype on this device; if not, its outcome is emitted: skipped (this GPU or torch cannot
-    run a small GEMM of it) or error (a block-scaled product that runs and is off its dequantized reference)."""
+    """Whether to measure dtype on this device; if not, its outcome is emitted: skipped (this GPU or torch has no
+    such dtype), or error (a small GEMM of a dtype this GPU has fails: a CUDA or ECC error; or a block-scaled product
+    that runs and is off its dequantized reference)."""
     from probes.gpu_compute.backend import block_scaled_error, gemm_support  # noqa: PLC0415 - torch-side only
 
-    why = gemm_support(torch, dtype, dev.backend, dev.device)
-    if why:
-        dtype_skipped(emit, dtype, why)
+    refused = gemm_support(torch, dtype, dev.backend, dev.device)
+    if refused:
+        dtype_refused(emit, dtype, refused)
         return False
     if dev.backend == "rocm" and dtype in BLOCK_SCALED_ROCM:
         # hipBLASLt reads MX/NVFP4 scales unswizzled and wants rows in multiples of 32: not built in this version
@@ -130,10 +143,11 @@ def resolve(target):
     return getattr(importlib.import_module(module), name)
 
 
-def merge_outcomes(per_gpu, devices, requested, failures):
+def merge_outcomes(per_gpu, devices, requested, failures, unseen=None):
     """One (status, reason) per requested dtype from what every GPU reported.
 
-    per_gpu: {dtype: {gpu: (status, reason)}}; failures: {gpu: reason} for workers that died.
+    per_gpu: {dtype: {gpu: (status, reason)}}; failures: {gpu: reason} for workers that died; unseen: {gpu: reason}
+    for the node's GPUs torch does not see (no worker was started for them).
     ok on every GPU -> ok; skipped (or not implemented) on every GPU -> the same (one reason when they agree);
     anything else -> error,
     naming the GPUs: a GPU that cannot do what its siblings do, or that was not measured, is a finding."""
@@ -144,6 +158,8 @@ def merge_outcomes(per_gpu, devices, requested, failures):
         for gpu in devices:
             if gpu in seen:
                 rows[gpu] = seen[gpu]
+            elif gpu in (unseen or {}):
+                rows[gpu] = ("error", "not measured: %s" % unseen[gpu])
             elif gpu in failures:
                 rows[gpu] = ("error", "worker failed before measuring it: %s" % failures[gpu])
             else:
@@ -188,6 +204,7 @@ class Collector:
         self._raw = None
         self.per_gpu = {}
         self.failures = {}
+        self.unseen = {}  # the node's GPUs torch does not see: {gpu: why}
         self.facts = {}
         self.labels = []
         self.ready = set()
@@ -256,6 +273,9 @@ def run_workers(art, out_dir, ctx, target, spec, raw_name):
             _run_subprocesses(collector, out_dir, ctx, target, spec, ids, labels)
     finally:
         collector.close()
+        # the node's GPUs torch does not see: no worker, but a row of the per-GPU table as an error
+        collector.unseen = dict(ctx.unseen)
+        collector.labels = sorted(set(collector.labels) | set(collector.unseen))
         # every GPU a worker was started for: one that left no result is still named in the per-GPU table
         art.facts["gpus"] = ",".join(str(g) for g in collector.labels)
     return collector
@@ -440,11 +460,24 @@ def run_compute_probe(art, params, out_dir, name, table, default_dtypes, build_s
                       "processes": "one per GPU" if ctx.backend != "cpu" else
                       ("%d subprocesses" % spec["cpu_workers"] if spec["cpu_workers"] > 1 else "in-process")})
     collector = run_workers(art, out_dir, ctx, "%s:worker" % PROBES[name], spec, "%s.times.jsonl" % name)
-    merged = merge_outcomes(collector.per_gpu, collector.labels, dtypes, collector.failures)
+    merged = merge_outcomes(collector.per_gpu, collector.labels, dtypes, collector.failures, collector.unseen)
     apply_outcomes(art, merged, unknown)
     if collector.failures and art.status != "error":
         art.error("; ".join("gpu %s: %s" % (g, r) for g, r in sorted(collector.failures.items())))
+    unseen_errors(art, ctx)
     return collector
+
+
+def unseen_errors(art, ctx):
+    """The artifact is an error when the node has GPUs torch does not see: a GPU missing from the measurement is a
+    finding, never a silently shorter table. Its reason leads with them."""
+    missing = ["gpu %s: %s" % (g, why) for g, why in sorted(ctx.unseen.items())]
+    if ctx.unseen_error:
+        missing.append(ctx.unseen_error)
+    if not missing or (art.status == "error" and all(why in (art.reason or "") for why in ctx.unseen.values())
+                        and not ctx.unseen_error):
+        return  # none, or already named (per dtype) in the reason
+    art.error("; ".join(missing + ([art.reason] if art.status == "error" and art.reason else [])))
 
 
 # --- Timing one operation ---

@@ -14,10 +14,9 @@ from reports.grading.select import (
     AGGREGATES,
     artifacts_of,
     find_artifact,
+    gpu_model,
     groups_of,
     host_failed_tasks,
-    host_model_spec,
-    load_models,
     selection,
 )
 
@@ -185,9 +184,9 @@ def grade_metric(check, run, host, models=None):
     pre = ungradable(check, run, host)
     if pre:
         return [pre]
-    models = models if models is not None else load_models(run)
-    _, spec = host_model_spec(run, host, models)
     doc = find_artifact(run, host, check["probe"], check.get("variant"))
+    # node_info's model, else the artifact's own (AMD: node_info has none), as the training and inference graders do
+    _, spec, _ = gpu_model(run, host, doc, models)
     sel = selection(run, check, host)
     groups = groups_of(check, sel)
     if not groups:

@@ -135,9 +135,11 @@ def host_model_spec(run, host, models):
     return key, (models.get(key) if key else None)
 
 
-def gpu_model(run, host, doc):
-    """(gpus.yml key or None, its spec or None, a name for messages): node_info's GPU model, else the artifact's."""
-    models = load_models(run)
+def gpu_model(run, host, doc, models=None):
+    """(gpus.yml key or None, its spec or None, a name for messages): node_info's GPU model, else the artifact's
+    device.model (torch's name of the GPU it measured). On AMD nodes node_info has no name (amd-smi list gives
+    none), so every check against gpus.yml there rests on the artifact's. models: gpus.yml's (default: loaded)."""
+    models = models if models is not None else load_models(run)
     key, spec = host_model_spec(run, host, models)
     name = ((doc or {}).get("device") or {}).get("model")
     if key is None and name:

@@ -43,12 +43,22 @@ def gemm(host, bf16, fp8=None, backend="cuda", model=H100):
     return art.to_dict()
 
 
-def gemv(host, gbps):
+def gemv(host, gbps, model=H100):
     art = Artifact("gemv", "r", host)
-    art.device.update(backend="cuda", model=H100)
+    art.device.update(backend="cuda", model=model)
     art.facts.update({"dtype.bf16": "ok", "dtypes": "bf16"})
     for gpu, value in enumerate(gbps):
         art.add("gbps", value, "GB/s", gpu=gpu, dtype="bf16", m=28672, k=8192, shape="llama70b_mlp_up_row")
+    return art.to_dict()
+
+
+def mamf(host, best, dtype="bf16", model=H100):
+    """best: mamf_tflops per GPU (the best shape of the sweep), as probes/gpu_compute/mamf.py records it."""
+    art = Artifact("mamf", "r", host)
+    art.device.update(backend="cuda", model=model, count=len(best))
+    art.facts.update({"dtypes": dtype, "dtype.%s" % dtype: "ok", "gpus": ",".join(str(g) for g in range(len(best)))})
+    for gpu, value in enumerate(best):
+        art.add("mamf_tflops", value, "TFLOP/s", gpu=gpu, dtype=dtype, m=12288, n=4096, k=4096)
     return art.to_dict()
 
 
@@ -206,3 +216,56 @@ def test_the_torch_grouped_gemm_check_never_reads_the_deepgemm_variant():
     assert list(selection(run, dict(check, labels={"dtype": "bf16"}), "h").values) == [100.0]
     deep = next(c for c in load_rubric()["checks"] if c["id"] == "compute.deepgemm_grouped")
     assert list(selection(run, dict(deep, labels={"dtype": "bf16"}), "h").values) == [900.0]
+
+
+AMD_MI300X = "AMD Instinct MI300X"
+
+
+def test_amd_nodes_are_judged_by_the_model_torch_names_in_the_artifact():
+    """node_info has no GPU model on AMD (amd-smi list names none): the checks against gpus.yml take the artifact's
+    device.model, as the training and inference graders do. Before, every one was a skip."""
+    docs = [info("a1", None), gemm("a1", [100.0] * 8, backend="rocm", model=AMD_MI300X),
+            info("a2", None), gemm("a2", [650.0] * 8, backend="rocm", model=AMD_MI300X)]
+    rows = {(r["check_id"], r["host"], r["subject"]): r for r in grade.grade(run_of(docs), compute_checks())}
+    slow = rows[("compute.gemm_bf16_vs_mamf", "a1", "gpu=0")]
+    assert slow["status"] == "fail" and slow["expected"] == ">= 467.9 (0.7 × mamf_bf16_tflops 668.4)"
+    peak = rows[("compute.gemm_bf16_vs_peak", "a1", "gpu=7")]
+    assert peak["status"] == "fail" and peak["expected"] == ">= 653.5 (0.5 × bf16_peak_tflops 1307)"
+    # 650 of MAMF 668.4: above 0.9 of it
+    assert rows[("compute.gemm_bf16_vs_mamf", "a2", "gpu=3")]["status"] == "pass"
+    # a model node_info names still wins over the artifact's
+    run = run_of([info("n1"), gemm("n1", [100.0], model=AMD_MI300X)])
+    [row] = grade_metric(next(c for c in compute_checks()["checks"] if c["id"] == "compute.gemm_bf16_vs_mamf"),
+                         run, "n1", MODELS)
+    assert row["expected"] == ">= 556.1 (0.7 × mamf_bf16_tflops 794.5)"
+
+
+def test_mamf_sweep_floors_allow_the_quick_sweep_on_all_gpus_at_once():
+    """A healthy GPU reaches 80-90 % of the published MAMF on a quick sweep (anchors.md), and the quick profile's
+    m step of 1024 with every GPU loaded lands lower still: warn below 0.8, fail below 0.7 (H100 MAMF 794.5:
+    635.6 and 556.15)."""
+    run = run_of([info("n1"), mamf("n1", [700.0, 600.0, 540.0])])
+    rows = {r["subject"]: r for r in grade.grade(run, compute_checks()) if r["check_id"] == "compute.mamf_bf16"}
+    assert (rows["gpu=0"]["status"], rows["gpu=1"]["status"], rows["gpu=2"]["status"]) == ("pass", "warn", "fail")
+    assert rows["gpu=2"]["expected"] == ">= 556.1 (0.7 × mamf_bf16_tflops 794.5)"
+    assert rows["gpu=1"]["expected"] == (">= 556.1 (0.7 × mamf_bf16_tflops 794.5) (warn below >= 635.6 (0.8 × "
+                                         "mamf_bf16_tflops 794.5))")
+    fp8 = next(c for c in compute_checks()["checks"] if c["id"] == "compute.mamf_fp8")
+    assert (fp8["expect"]["fraction"], fp8["warn"]["fraction"]) == (0.7, 0.8)
+
+
+def test_gh200_144gb_hbm3e_is_judged_by_its_own_memory_bandwidth():
+    """GH200 comes with 96 GB HBM3 at 4.0 TB/s or 144 GB HBM3e at 4.9 TB/s (NVIDIA's datasheet): the 144 GB part
+    is its own gpus.yml entry. 3400 GB/s is healthy for the 96 GB part (0.75 x 4000 = 3000) and a warning for the
+    144 GB one (0.75 x 4900 = 3675)."""
+    gh144, gh96 = "NVIDIA GH200 144G HBM3e", "NVIDIA GH200 480GB"
+    run = run_of([info("g1", gh144), gemv("g1", [3400.0], model=gh144),
+                  info("g2", gh96), gemv("g2", [3400.0], model=gh96)])
+    rows = {r["host"]: r for r in grade.grade(run, compute_checks())
+            if r["check_id"] == "compute.gemv_hbm" and r["subject"] == "gpu=0"}
+    assert rows["g1"]["status"] == "warn" and rows["g1"]["expected"].startswith(">= 2940 (0.6 × hbm_gbps 4900)")
+    assert rows["g2"]["status"] == "pass" and rows["g2"]["expected"] == ">= 2400 (0.6 × hbm_gbps 4000)"
+    big, small = MODELS["GH200-144GB"], MODELS["GH200"]
+    assert (big["hbm_gb"], big["hbm_tbps"]) == (144, 4.9)
+    assert {k: v for k, v in big.items() if k not in ("match", "hbm_gb", "hbm_tbps", "hbm_gbps")} == {
+        k: v for k, v in small.items() if k not in ("match", "hbm_gb", "hbm_tbps", "hbm_gbps")}

@@ -1,6 +1,7 @@
 """The compute probes on the CPU backend, in-process and as one subprocess per device: what they record, how
 unsupported dtypes and faults show, and that a timeout keeps what was measured."""
 
+import contextlib
 import json
 import os
 import stat
@@ -300,3 +301,189 @@ def test_fp8_grouped_loop_computes_what_the_bf16_loop_does():
     x, w = keep8[0].float(), keep8[1].float()
     expected = torch.cat([x[0:3] @ w[0].t(), x[3:8] @ w[2].t()])
     assert torch.allclose(keep8[2].float(), expected, rtol=0.02, atol=0.1)
+
+
+ECC = "CUDA error: uncorrectable ECC error encountered\nCUDA kernel errors might be asynchronously reported"
+
+
+def test_a_cuda_error_in_the_trial_gemm_is_an_error_of_that_gpu_not_a_skip(monkeypatch):
+    """Only the static checks (Unsupported: no such dtype or kernel on this GPU or torch) make a dtype "skipped". A
+    CUDA error while the small trial GEMM of bf16 (which every GPU has) runs is an error of that GPU and dtype, and
+    when every GPU of the node fails alike the artifact is an error, so compute.gemm_ran shows error, not skip."""
+    import torch
+
+    from reports.grading import load_rubric
+    from reports.grading.kinds import grade_artifact, grade_metric
+    from reports.load import run_of_artifacts
+
+    def broken(torch, dtype, m, n, k, device, backend):
+        if dtype == "mxfp8":
+            raise compute_backend.Unsupported("NVIDIA H100 (compute capability 9.0) has no block-scaled mxfp8 tensor "
+                                              "cores (needs 10.0 or newer, Blackwell)")
+        raise RuntimeError(ECC)
+
+    monkeypatch.setattr(compute_backend, "make_gemm", broken)
+    monkeypatch.setattr(compute_backend, "matmul_mode", lambda *a: contextlib.nullcontext())  # no CUDA flags here
+    assert compute_backend.trial(torch, "cuda", "cpu", lambda: broken(torch, "bf16", 1, 1, 1, None, "cuda")) == (
+        "error", "failed on a cuda GPU that supports it (torch %s): RuntimeError: CUDA error: uncorrectable ECC error "
+                 "encountered" % torch.__version__)
+    per_gpu = {}
+    for gpu in range(4):
+        out = []
+        for dtype in ("bf16", "mxfp8"):
+            assert compute_launch.dtype_runs(out.append, torch, dtype, compute_launch.Device("cuda", gpu, "cpu")) \
+                is False
+        per_gpu.setdefault("bf16", {})[gpu] = (out[0]["status"], out[0]["reason"])
+        per_gpu.setdefault("mxfp8", {})[gpu] = (out[1]["status"], out[1]["reason"])
+    assert per_gpu["bf16"][0] == ("error", "bf16: failed on a cuda GPU that supports it (torch %s): RuntimeError: CUDA "
+                                           "error: uncorrectable ECC error encountered" % torch.__version__)
+    assert per_gpu["mxfp8"][0][0] == "skipped" and "no block-scaled mxfp8" in per_gpu["mxfp8"][0][1]
+    from probes.artifact import Artifact
+
+    art = Artifact("gemm", "r", "h")
+    art.device.update(backend="cuda", model="NVIDIA H100 80GB HBM3", count=4)
+    art.facts.update({"dtypes": "bf16,mxfp8", "gpus": "0,1,2,3"})
+    compute_launch.apply_outcomes(art, compute_launch.merge_outcomes(per_gpu, [0, 1, 2, 3], ["bf16", "mxfp8"], {}))
+    assert art.status == "error" and "uncorrectable ECC error" in art.reason
+    assert (art.facts["dtype.bf16"], art.facts["dtype.mxfp8"]) == ("error", "skipped")
+    checks = {c["id"]: c for c in load_rubric()["checks"]}
+    run = run_of_artifacts([art.to_dict()])
+    [ran] = grade_artifact(checks["compute.gemm_ran"], run, "h")
+    assert ran["status"] == "error" and "uncorrectable ECC error" in ran["reason"]
+    rows = grade_metric(checks["compute.gemm_bf16_vs_mamf"], run, "h")
+    assert [(r["subject"], r["status"]) for r in rows] == [("", "error")] and "ECC" in rows[0]["reason"]
+
+
+def test_gemv_reports_a_failing_trial_as_an_error_and_a_refused_one_as_a_skip(monkeypatch):
+    import torch
+
+    from probes.gpu_compute import gemv
+
+    outcomes = {"bf16": ("error", "failed on a cuda GPU that supports it (torch x): RuntimeError: " + ECC),
+                "fp16": ("skipped", "no fp16 here")}
+    monkeypatch.setattr(gemv, "trial", lambda torch, backend, device, build: outcomes[build.__defaults__[0]])
+    out = []
+    spec = {"dtypes": ["bf16", "fp16"], "shapes": [], "flush_bytes": 1 << 20, "warmup": 1, "iters": 1, "warmup_s": 0}
+    gemv.worker(torch, compute_launch.Device("cpu", 0, torch.device("cpu")), spec, out.append)
+    got = {r["dtype"]: (r["status"], r["reason"]) for r in out if r["kind"] == "dtype"}
+    assert got["bf16"][0] == "error" and got["bf16"][1].startswith("bf16: failed on a cuda GPU")
+    assert got["fp16"] == ("skipped", "fp16: no fp16 here")
+
+
+def h100_node(mig_on=3):
+    """describe()'s GPU list of an 8 x H100 node (a real nvidia-smi capture), GPU mig_on left in MIG mode."""
+    from probes.common import device as vendor
+
+    gpus = vendor.parse_nvidia_query((FIX / "nvidia-smi" / "h100_8x_query.csv").read_text())
+    gpus[mig_on]["mig_mode"] = "Enabled"
+    return gpus
+
+
+def fake_cuda_torch(node_gpus, hidden, pci=True):
+    """A torch whose CUDA sees the node's GPUs but `hidden` (as CUDA skips a GPU in MIG mode), numbered in PCI bus
+    order, with the pci_*_id device properties of torch >= 2.5 (pci=False: an older torch without them)."""
+    from types import SimpleNamespace
+
+    seen = [g for g in node_gpus if g["index"] not in hidden]
+
+    def props(i):
+        domain, bus, device = compute_backend.pci_key(seen[i]["pci_bus_id"])
+        return SimpleNamespace(pci_domain_id=domain, pci_bus_id=bus, pci_device_id=device) if pci else \
+            SimpleNamespace(name="NVIDIA H100 80GB HBM3")
+
+    cuda = SimpleNamespace(is_available=lambda: True, device_count=lambda: len(seen), get_device_properties=props,
+                           get_device_name=lambda i=0: "NVIDIA H100 80GB HBM3")
+    return SimpleNamespace(__version__="2.9.0+cu128", version=SimpleNamespace(cuda="12.8", hip=None), cuda=cuda)
+
+
+def test_pci_addresses_as_the_vendor_tools_print_them():
+    assert compute_backend.pci_key("00000000:5D:00.0") == (0, 0x5D, 0)  # nvidia-smi
+    assert compute_backend.pci_key("0000:0c:00.0") == (0, 0x0C, 0)  # amd-smi
+    assert compute_backend.pci_key("0001:c1:02.0") == (1, 0xC1, 2)
+    assert compute_backend.pci_key(None) is None and compute_backend.pci_key("N/A") is None
+
+
+def test_torch_devices_are_labelled_by_the_node_index_and_a_gpu_torch_cannot_see_is_named():
+    """8 GPUs on the node, GPU 3 in MIG mode: CUDA numbers the other seven 0..6, so torch's ordinal 3 is nvidia-smi's
+    GPU 4. Matched by PCI address, each device keeps the node's index, and GPU 3 is named with its address."""
+    node = h100_node()
+    torch = fake_cuda_torch(node, hidden={3})
+    labels, unseen = compute_backend.match_node_gpus(compute_backend.torch_pci_keys(torch, 7), node)
+    assert labels == [0, 1, 2, 4, 5, 6, 7] and [g["index"] for g in unseen] == [3]
+    labels, why, line = compute_backend.node_gpu_labels(torch, "cuda", 7, node, "nvidia-smi", None)
+    assert labels == [0, 1, 2, 4, 5, 6, 7] and line is None
+    assert why == {3: "nvidia-smi lists GPU 3 (PCI 00000000:5D:00.0, MIG mode Enabled) but torch (cuda) does not see "
+                      "it, only 7 of the node's GPUs (a GPU in MIG mode, or one the driver cannot bring up)"}
+    # a job restricted by CUDA_VISIBLE_DEVICES sees a subset on purpose: labelled, not compared
+    assert compute_backend.node_gpu_labels(torch, "cuda", 7, node, "nvidia-smi", "0,1,2,4,5,6,7") == (
+        [0, 1, 2, 4, 5, 6, 7], {}, None)
+    # a torch without PCI addresses: its numbering stays, and the shortfall is one line
+    old = fake_cuda_torch(node, hidden={3}, pci=False)
+    labels, why, line = compute_backend.node_gpu_labels(old, "cuda", 7, node, "nvidia-smi", None)
+    assert (labels, why) == (None, {}) and line.startswith("nvidia-smi lists 8 GPUs but torch (cuda) sees 7")
+    # every GPU seen: the identity, nothing missing
+    full = fake_cuda_torch(node, hidden=set())
+    assert compute_backend.node_gpu_labels(full, "cuda", 8, node, "nvidia-smi", None) == (list(range(8)), {}, None)
+
+
+def test_prepare_labels_by_the_node_index_and_records_the_unseen_gpu(monkeypatch):
+    from probes.artifact import Artifact
+
+    node = h100_node()
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(compute_backend.vendor, "describe", lambda: (
+        {"backend": "cuda", "model": "NVIDIA H100 80GB HBM3", "count": 8, "driver": "550.54.15", "torch": None},
+        node, {"gpu_tool": "nvidia-smi", "gpu_error": None}))
+    monkeypatch.setattr(compute_backend, "import_torch", lambda: (fake_cuda_torch(node, hidden={3}), None))
+    art = Artifact("gemm", "r", "h")
+    params = {"backend": "auto", "cpu_threads": 1, "gpus": None}
+    ctx = compute_backend.prepare(art, params)
+    assert ctx.devices == [0, 1, 2, 4, 5, 6, 7] and ctx.visible_ids == ["0", "1", "2", "3", "4", "5", "6"]
+    assert list(ctx.unseen) == [3] and "PCI 00000000:5D:00.0" in ctx.unseen[3]
+    assert art.facts["gpus_unseen"] == "3" and art.facts["devices"] == "0,1,2,4,5,6,7"
+    # the gpus param counts as nvidia-smi does: GPU 4 is torch's 3, pinned so; the unseen GPU 3 asked for is named
+    ctx = compute_backend.prepare(Artifact("gemm", "r", "h"), dict(params, gpus=[3, 4]))
+    assert (ctx.devices, ctx.visible_ids, list(ctx.unseen)) == ([4], ["3"], [3])
+    assert list(compute_backend.prepare(Artifact("gemm", "r", "h"), dict(params, gpus=[4])).unseen) == []
+
+
+def test_a_gpu_torch_cannot_see_is_an_error_row_of_the_per_gpu_table(tmp_path, monkeypatch):
+    """Two workers measure GPUs 0 and 1; the node's GPU 2 is one torch does not see: the artifact is an error naming
+    it, and the per-GPU checks show it as an error row beside the measured GPUs."""
+    from reports.grading import load_rubric
+    from reports.grading.kinds import grade_metric
+    from reports.load import run_of_artifacts
+
+    why = ("nvidia-smi lists GPU 2 (PCI 00000000:3A:00.0, MIG mode Enabled) but torch (cuda) does not see it, only 2 "
+           "of the node's GPUs (a GPU in MIG mode, or one the driver cannot bring up)")
+    real_context = compute_backend.Context  # prepare's Context on that node: GPU 2 unseen
+    monkeypatch.setattr(compute_backend, "Context", lambda *a, **k: real_context(*a, **dict(k, unseen={2: why})))
+    art, col = run_stub_workers(tmp_path, monkeypatch, "unseen_gpu", """
+        def worker(torch, dev, spec, emit):
+            launch.result(emit, "tflops", 700.0, "TFLOP/s", dtype="bf16", gpu=dev.gpu, shape="s")
+            launch.dtype_outcome(emit, "bf16", "ok")
+    """)
+    assert col.labels == [0, 1, 2] and art.facts["gpus"] == "0,1,2" and col.unseen == {2: why}
+    merged = compute_launch.merge_outcomes(col.per_gpu, col.labels, ["bf16"], col.failures, col.unseen)
+    assert merged["bf16"] == ("error", "gpu 2 error: not measured: " + why)
+    compute_launch.apply_outcomes(art, merged)
+    compute_launch.unseen_errors(art, real_context(None, "cpu", [0], 1, None, ["cpu"], unseen={2: why}))
+    assert art.status == "error" and art.reason == "bf16: gpu 2 error: not measured: " + why
+    check = dict(next(c for c in load_rubric()["checks"] if c["id"] == "compute.gemm_bf16_vs_mamf"), backends=None)
+    rows = grade_metric(check, run_of_artifacts([art.to_dict()]), "h")
+    assert [(r["subject"], r["status"]) for r in rows] == [("gpu=0", "skip"), ("gpu=1", "skip"), ("gpu=2", "error")]
+    assert "GPU 2 (PCI 00000000:3A:00.0, MIG mode Enabled)" in rows[2]["reason"]
+
+
+def test_an_unseen_gpu_makes_an_artifact_that_measured_everything_else_an_error():
+    from probes.artifact import Artifact
+
+    ctx = compute_backend.Context(None, "cuda", [0, 1], None, "CUDA_VISIBLE_DEVICES", ["0", "1"],
+                                  unseen={2: "nvidia-smi lists GPU 2 but torch (cuda) does not see it"})
+    art = Artifact("copy_bw", "r", "h")
+    compute_launch.unseen_errors(art, ctx)
+    assert art.status == "error" and art.reason == "gpu 2: nvidia-smi lists GPU 2 but torch (cuda) does not see it"
+    art.error("p2p 0->1: RuntimeError: boom")
+    compute_launch.unseen_errors(art, compute_backend.Context(None, "cuda", [0, 1], None, None, ["0", "1"],
+                                                              unseen_error="nvidia-smi lists 8 GPUs but torch sees 7"))
+    assert art.reason == "nvidia-smi lists 8 GPUs but torch sees 7; p2p 0->1: RuntimeError: boom"

@@ -39,7 +39,8 @@ CHECK = {"id": "compute.gemm_bf16", "category": "compute", "title": "BF16 GEMM v
 
 @pytest.mark.parametrize("name,key", [
     ("NVIDIA H100 80GB HBM3", "H100-SXM"), ("NVIDIA H200", "H200-SXM"), ("NVIDIA GB200", "GB200"),
-    ("NVIDIA B200", "B200"), ("NVIDIA GH200 480GB", "GH200"), ("AMD Instinct MI300X", "MI300X"),
+    ("NVIDIA B200", "B200"), ("NVIDIA GH200 480GB", "GH200"),
+    ("NVIDIA GH200 144G HBM3e", "GH200-144GB"), ("AMD Instinct MI300X", "MI300X"),
     ("NVIDIA A100-SXM4-80GB", "A100-SXM"), ("NVIDIA H100 PCIe", "H100-PCIe"), ("NVIDIA H100 NVL", "H100-NVL"),
     ("NVIDIA H200 NVL", "H200-NVL"), ("NVIDIA A100-SXM4-40GB", "A100-SXM-40GB"), ("NVIDIA A100 80GB PCIe", "A100-PCIe"),
     ("NVIDIA A100-PCIE-40GB", "A100-PCIe-40GB"), ("Tesla T4", None), (None, None)])

@@ -106,6 +106,15 @@ def test_peak_busbw_single_node_against_the_gpu_model():
     assert gn.grade_peak_busbw(c, run, "cpu")[0]["reason"] == "backend=cpu: expectation is for cuda/rocm"
 
 
+def test_peak_busbw_single_node_takes_the_model_from_the_artifact_where_node_info_has_none():
+    """AMD nodes: node_info has no GPU model (amd-smi list names none); the artifact's device.model (torch's name of
+    the GPU) is looked up instead, as the compute, training and inference graders do. Before, a skip."""
+    c = check("network.collectives_allreduce_1node")  # 0.9 x 460 (H100) = 414
+    run = make_run([coll_doc("amd", {(1, 8, "all_reduce", "in_place"): logistic(380)}), info_doc("amd", model=None)])
+    [row] = gn.grade_peak_busbw(c, run, "amd")
+    assert row["status"] == "fail" and "0.9 × allreduce_busbw_8gpu_gbps_min 460" in row["expected"]
+
+
 def test_peak_busbw_multi_node_against_the_declared_fabric():
     c = check("network.collectives_allreduce_multinode")  # 0.9 x 8 rails x 46 = 331.2, warn below 349.6
     fabric = {"fabric": "ib_ndr400", "rails": 8}

@@ -35,7 +35,7 @@ from reports.grading.expectations import missing
 from reports.grading.kinds import grade_straggler
 from reports.grading.preconditions import ungradable
 from reports.grading.rows import make_row, status_above, status_below, worst_status
-from reports.grading.select import find_artifact, host_model_spec, labels_match, load_models, selection
+from reports.grading.select import find_artifact, gpu_model, labels_match, selection
 from reports.phases.audit.network import host_nics
 
 LABELS = ("collective", "size_bytes", "placement", "nodes", "ranks")
@@ -280,9 +280,10 @@ def gpus_per_node(run, host, doc):
     return None
 
 
-def model_value(run, host, field):
-    """(value, None) of a field of the host's GPU model in gpus.yml, or (None, why not)."""
-    _, spec = host_model_spec(run, host, load_models(run))
+def model_value(run, host, field, doc=None):
+    """(value, None) of a field of the host's GPU model in gpus.yml, or (None, why not). The model is node_info's,
+    else doc's device.model (AMD nodes: node_info has none)."""
+    _, spec, _ = gpu_model(run, host, doc)
     if spec is None:
         return None, "no expectation for this GPU model in gpus.yml"
     if field not in spec:
@@ -325,7 +326,7 @@ def _expected_busbw(check, run, host, doc, ranks, nodes):
     fraction = float(check["expect"].get("fraction", 1.0))
     if nodes == 1:
         field, why = one_node_field(check["expect"]["of"], run, host, doc, ranks)
-        base, why = model_value(run, host, field) if field else (None, why)
+        base, why = model_value(run, host, field, doc) if field else (None, why)
         if base is None:
             return None, why if not field else "%s (%d GPUs in one node)" % (why, ranks)
         return fraction * base, ">= %.4g (%g × %s %g)" % (fraction * base, fraction, field, base)
@@ -333,7 +334,7 @@ def _expected_busbw(check, run, host, doc, ranks, nodes):
     if value is not None:
         return fraction * value, ">= %.4g (%g × %s)" % (fraction * value, fraction, how)
     if check.get("model_field"):
-        base, _ = model_value(run, host, check["model_field"])
+        base, _ = model_value(run, host, check["model_field"], doc)
         if base is not None:
             return fraction * base, ">= %.4g (%g × %s %g)" % (fraction * base, fraction, check["model_field"], base)
     return None, how
@@ -437,7 +438,7 @@ def plateau_reference(check, run, host, doc, coll, nodes, ranks):
     GPU's NIC."""
     if nodes == 1 and not check.get("scale_out_only"):
         field, why = one_node_field(check["one_node_of"], run, host, doc, ranks)
-        value, why = model_value(run, host, field) if field else (None, why)
+        value, why = model_value(run, host, field, doc) if field else (None, why)
         if value is None:
             return None, why if not field else "%s (%d GPUs in one node)" % (why, ranks)
         return value, "%s %g" % (field, value)
