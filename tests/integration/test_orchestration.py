@@ -119,6 +119,11 @@ def test_slurm_half_measures_everything_and_leaves_nothing(orchestration, test_c
     prolog = list(zip(_values(doc, "prolog_launch_s"), _values(doc, "running_seen_within_s")))
     assert len(prolog) == 3 and all(low < 5 and low + late >= 0.5 for low, late in prolog), prolog
     assert all(v >= 0.5 for v in _values(doc, "epilog_s")), _values(doc, "epilog_s")
+    # the launch node's clock was read against the probe's (srun date inside a salloc), and each script time carries
+    # that reading's uncertainty plus the poll's
+    clocks = doc["facts"]["node_clocks"]
+    assert clocks and all(c["uncertainty_s"] < 1 and abs(c["offset_s"]) < 1 for c in clocks.values()), clocks
+    assert len(_values(doc, "prolog_launch_uncertainty_s")) == len(_values(doc, "epilog_uncertainty_s")) == 3
     for start, running in zip(_values(doc, "submit_to_script_s"), _values(doc, "submit_to_running_s")):
         assert start > running
     assert len(_values(doc, "srun_step_s")) == 5 and len(_values(doc, "salloc_to_shell_s")) == 1
