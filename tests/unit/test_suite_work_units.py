@@ -1,4 +1,4 @@
-"""How `make test-parallel` splits the suite over its two workers (tests/conftest.py): every module that uses the
+"""How `make test` splits the suite over its two workers (tests/conftest.py): every module that uses the
 SSH test cluster in one unit of work, each other integration module whole, each unit test alone."""
 
 from pathlib import Path
