@@ -90,6 +90,11 @@ BUSY = re.compile(r"Unable to allocate resources: Requested nodes are busy")
 # salloc's "Job submit/allocate failed: %m", sbatch's "Batch job submission failed: %m".
 REFUSED = re.compile(r"\b(?:srun|salloc): error: (?:Unable to allocate resources|Job submit/allocate failed): (.+)"
                      r"|\bsbatch: error: Batch job submission failed: (.+)")
+# Refusals that are the finding, not a test Slurm could not run: the GPU request or the array itself is what the
+# test asks about (a GRES the cluster does not define, a node configuration no node has, arrays switched off with
+# MaxArraySize=0): the test fails with Slurm's words.
+FEATURE_REFUSED = re.compile(r"Invalid generic resource|Invalid Trackable RESource|Requested node configuration is "
+                             r"not available|Invalid job array specification|Invalid feature specification", re.I)
 READ_RPC = re.compile(r"(INFO|_PING|STATS)")
 # One row of sdiag's RPC statistics by message type (parse_sdiag_rpcs): name, (id), count:, ave_time:, total_time:
 SDIAG_RPC_ROW = re.compile(r"([^\s(]+)\s*\(\s*(\d+)\)\s+count:(\d+)\s+ave_time:\d+\s+total_time:(\d+)(?:\s|$)")
@@ -141,12 +146,18 @@ class Skipped(Exception):
     pass
 
 
+def refused_reason(text):
+    """Slurm's reason in a command's stderr when it allocated nothing for a reason other than the tested feature
+    (REFUSED, less FEATURE_REFUSED: an account, a QoS, a busy or drained node), else None."""
+    found = REFUSED.search(text or "")
+    reason = (found.group(1) or found.group(2)).strip() if found else None
+    return None if reason is None or FEATURE_REFUSED.search(reason) else reason
+
+
 def refusal(res):
-    """Slurm's reason when the command's job was never allocated (REFUSED in its stderr), else None."""
-    if res.rc == 0:
-        return None
-    found = REFUSED.search(res.stderr or "")
-    return (found.group(1) or found.group(2)).strip() if found else None
+    """Slurm's reason when the command's job was never allocated and nothing was tested (refused_reason), else
+    None."""
+    return None if res.rc == 0 else refused_reason(res.stderr)
 
 
 def _last_line(res):
@@ -790,7 +801,8 @@ def run(art, p, out_dir):
         except NotRun as exc:
             art.facts["tests"][name].update(status="error", reason=str(exc), ran=False)
         except Failed as exc:
-            art.facts["tests"][name].update(status="error", reason=str(exc))
+            # it ran (or Slurm refused the very thing it tests): the grader fails it
+            art.facts["tests"][name].update(status="error", reason=str(exc), ran=True)
         except BaseException as exc:  # the probe's time limit, an interrupt: the jobs are still cancelled below
             art.facts["tests"][name].update(status="error", reason="stopped: %s" % (str(exc) or type(exc).__name__))
             raise

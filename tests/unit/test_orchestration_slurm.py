@@ -317,3 +317,23 @@ def test_salloc_and_topology_not_allocated_are_errors_and_an_older_artifacts_ref
     doc["facts"]["tests"]["topology"] = {"status": "error", "reason": "two-node job 0: " + BUSY}  # no "ran": older
     [row] = rows_of(checks, [doc], "orchestration.slurm_topology_placement")
     assert row["status"] == "error"
+
+
+def test_a_refusal_of_the_tested_feature_itself_fails(checks):
+    """Slurm refusing the very thing a test asks about is the finding, not a test it could not run: a GRES the
+    cluster does not define, a node configuration no node has (the GPU-allocation check), arrays switched off
+    (MaxArraySize=0: the job-array check). In an artifact from before the probe marked its tests, and in one after."""
+    doc = load("production_site_22.05.8.json")
+    req = doc["facts"]["gres"]["requests"][1]
+    for key in ("job", "cuda_visible_devices", "job_gpus", "step_gpus", "node", "nvidia_smi_gpus"):
+        req.pop(key, None)
+    req.update(rc=1, error="srun: error: Unable to allocate resources: Invalid generic resource (gres) specification")
+    rows = rows_of(checks, [doc], "orchestration.slurm_gpu_allocation")
+    assert rows[1]["status"] == "fail", rows[1]
+    req["error"] = "srun: error: Unable to allocate resources: Requested node configuration is not available"
+    assert rows_of(checks, [doc], "orchestration.slurm_gpu_allocation")[1]["status"] == "fail"
+    array = "sbatch: sbatch: error: Batch job submission failed: Invalid job array specification"
+    for test in ({"status": "error", "reason": array}, {"status": "error", "reason": array, "ran": True}):
+        doc["facts"]["tests"]["array_vs_loop"] = test
+        [row] = rows_of(checks, [doc], "orchestration.slurm_job_arrays")
+        assert (row["status"], row["reason"]) == ("fail", array), test

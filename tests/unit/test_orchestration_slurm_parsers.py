@@ -405,3 +405,17 @@ def test_a_second_job_refused_for_another_reason_than_a_busy_node_tested_nothing
     art = Artifact("slurm_jobs", "r1", "login1")
     sj.exclusive_test(s, art, p)
     assert art.facts["exclusive"]["second_job_refused"] is True
+
+
+def test_a_refusal_names_a_test_not_run_only_when_it_is_not_the_tested_feature():
+    """srun's and sbatch's own refusal lines (src/srun/allocate.c, src/sbatch/sbatch.c): busy nodes, an account or a
+    QoS mean nothing was tested; a GRES, a node configuration or an array specification refused is the finding."""
+    assert sj.refused_reason("srun: error: Unable to allocate resources: Requested nodes are busy") == \
+        "Requested nodes are busy"
+    assert sj.refused_reason("sbatch: error: Batch job submission failed: Job violates accounting/QOS policy "
+                             "(job submit limit, user's size and/or time limits)").startswith("Job violates")
+    for feature in ("srun: error: Unable to allocate resources: Invalid generic resource (gres) specification",
+                    "srun: error: Unable to allocate resources: Requested node configuration is not available",
+                    "sbatch: error: Batch job submission failed: Invalid job array specification"):
+        assert sj.refused_reason(feature) is None, feature
+    assert sj.refused_reason("srun: error: cmxz-node2: task 0: Exited with exit code 1") is None

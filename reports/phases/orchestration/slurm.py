@@ -26,9 +26,9 @@ test whose job ran and failed, or saw the wrong thing, fails.
   slurm_cleanup       no job of the run left in the queue
 """
 
-import re
 import statistics
 
+from probes.orchestration.slurm_jobs import refused_reason
 from reports.grading import one_host
 from reports.grading.preconditions import ungradable
 from reports.grading.rows import make_row
@@ -57,10 +57,6 @@ def values(doc, metric, **labels):
             and all(r["labels"].get(k) == v for k, v in labels.items())]
 
 
-# What srun, salloc and sbatch print when the controller allocated nothing (probes/orchestration/slurm_jobs.py
-# REFUSED): read in what an artifact recorded before the probe marked such a test "ran": false.
-REFUSED = re.compile(r"\b(?:srun|salloc): error: (?:Unable to allocate resources|Job submit/allocate failed): (.+)"
-                     r"|\bsbatch: error: Batch job submission failed: (.+)")
 
 
 def test_state(doc, test):
@@ -75,7 +71,8 @@ def could_not_run(doc, test):
     t = (doc.get("facts") or {}).get("tests", {}).get(test) or {}
     if "ran" in t:
         return t["ran"] is False
-    return bool(REFUSED.search(t.get("reason") or ""))
+    # an artifact from before the probe said so: Slurm's refusal in the reason, unless it refused the tested feature
+    return refused_reason(t.get("reason")) is not None
 
 
 def _not_ok(doc, test):
@@ -205,7 +202,7 @@ def grade_gpus(check, run, hosts):
         for req in gres.get("requests") or []:
             k = req["requested"]
             expected = "%d GPU%s visible" % (k, "s" if k > 1 else "")
-            refused = req.get("refused") or REFUSED.search(req.get("error") or "")
+            refused = req.get("refused") or refused_reason(req.get("error"))
             if req.get("rc") != 0 and refused:  # never allocated: no GPU was given to check
                 why = req["refused"] if req.get("refused") else req.get("error")
                 out.append(("error", "not allocated", expected, "Slurm did not allocate it: %s" % why,
