@@ -78,15 +78,23 @@ def dtype_runs(emit, torch, dtype, dev):
     """Whether to measure dtype on this device; if not, its outcome is emitted: skipped (this GPU or torch has no
     such dtype), or error (a small GEMM of a dtype this GPU has fails: a CUDA or ECC error; or a block-scaled product
     that runs and is off its dequantized reference)."""
-    from probes.gpu_compute.backend import block_scaled_error, gemm_support  # noqa: PLC0415 - torch-side only
+    from probes.gpu_compute.backend import (  # noqa: PLC0415 - torch-side only
+        block_scaled_error,
+        gemm_support,
+        static_support,
+    )
 
+    # Before the trial GEMM: on ROCm a block-scaled GEMM of this version's layout is not built, and torch's ROCm
+    # _scaled_mm may raise for it (NVFP4 "not supported on ROCM"), which on a GPU that has the dtype reads as an error.
+    # A GPU or torch without the dtype at all is still a skip (static_support).
+    if dev.backend == "rocm" and dtype in BLOCK_SCALED_ROCM and not static_support(torch, dtype, dev.backend,
+                                                                                  dev.device):
+        # hipBLASLt reads MX/NVFP4 scales unswizzled and wants rows in multiples of 32: not built in this version
+        dtype_not_implemented(emit, dtype, BLOCK_SCALED_ROCM[dtype])
+        return False
     refused = gemm_support(torch, dtype, dev.backend, dev.device)
     if refused:
         dtype_refused(emit, dtype, refused)
-        return False
-    if dev.backend == "rocm" and dtype in BLOCK_SCALED_ROCM:
-        # hipBLASLt reads MX/NVFP4 scales unswizzled and wants rows in multiples of 32: not built in this version
-        dtype_not_implemented(emit, dtype, BLOCK_SCALED_ROCM[dtype])
         return False
     wrong = block_scaled_error(torch, dtype, dev.backend, dev.device)
     if wrong:

@@ -109,9 +109,30 @@ def test_block_scaled_dtypes_on_rocm_are_not_implemented_not_measured_on_a_wrong
     from probes.gpu_compute import launch
 
     monkeypatch.setattr(backend, "gemm_support", lambda *a: None)
+    monkeypatch.setattr(backend, "static_support", lambda *a: None)
     out = []
     dev = type("Dev", (), {"backend": "rocm", "device": "cuda:0"})()
     assert launch.dtype_runs(out.append, torch, "mxfp8", dev) is False
     assert out == [{"kind": "dtype", "dtype": "mxfp8", "status": "not_implemented",
                     "reason": launch.BLOCK_SCALED_ROCM["mxfp8"]}]
     assert "hipBLASLt reads the block scales unswizzled" in out[0]["reason"]
+
+
+def test_on_rocm_the_block_scaled_gate_comes_before_the_trial_gemm(monkeypatch):
+    """torch's ROCm _scaled_mm raises for NVFP4 ("NVFP4 scaling not supported on ROCM"): the trial GEMM of a GPU
+    that has the dtype (MI355X) would make it an error of that GPU and the artifact an error. The gate that says
+    "not implemented" comes first; a GPU or torch without the dtype at all is still a skip."""
+    from probes.gpu_compute import launch
+
+    monkeypatch.setattr(backend, "static_support", lambda *a: None)
+    monkeypatch.setattr(backend, "gemm_support", lambda *a: (
+        "error", "failed on a rocm GPU that supports it: NotImplementedError: NVFP4 scaling not supported on ROCM"))
+    dev = type("Dev", (), {"backend": "rocm", "device": "cuda:0"})()
+    out = []
+    assert launch.dtype_runs(out.append, torch, "nvfp4", dev) is False
+    assert [(o["dtype"], o["status"]) for o in out] == [("nvfp4", "not_implemented")]
+    monkeypatch.setattr(backend, "static_support", lambda *a: "this GPU has no FP4 (gfx942)")
+    monkeypatch.setattr(backend, "gemm_support", lambda *a: ("skipped", "this GPU has no FP4 (gfx942)"))
+    out = []
+    assert launch.dtype_runs(out.append, torch, "nvfp4", dev) is False
+    assert [(o["dtype"], o["status"]) for o in out] == [("nvfp4", "skipped")]
