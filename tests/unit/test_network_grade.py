@@ -695,7 +695,8 @@ def test_scaling_matches_sizes_rounded_to_whole_elements_per_rank():
     assert rows[0]["observed"] == "worst 0.42: all_gather out-of-place at 6 nodes vs 2 (1 GiB)"
     # without the 6-node world: the same verdict, on the 4-node one
     # the report's table reads the same comparison
-    assert "| all_gather | out-of-place | 6 | 48 | 1 GiB | 148.8 | 41.7 % of 2 nodes |" in section.render(run, [], None)
+    assert ("| all_gather | out-of-place | 6 | 48 | 1 GiB | 148.8 | 41.7 % of 2 nodes (357.2 GB/s at 1 GiB) |"
+            in section.render(run, [], None))
     four = six_hosts({2: 360, 4: 150})
     assert gn.grade_scaling(c, four, four.hosts)[0]["observed"] == (
         "worst 0.42: all_gather out-of-place at 4 nodes vs 2 (1 GiB)")
@@ -749,8 +750,8 @@ def test_the_scaling_tables_efficiency_is_the_checks_own_figure():
     assert "| efficiency (against the smallest multi-node world) |" in md
     assert "| alltoall | out-of-place | 1 | 8 | 1 GiB | 350.0 | – (one node: NVLink) |" in md
     assert "| alltoall | out-of-place | 2 | 16 | 1 GiB | 86.2 | reference |" in md
-    assert "| alltoall | out-of-place | 4 | 32 | 1 GiB | 59.4 | 100.0 % of 2 nodes |" in md
-    assert "| alltoall | out-of-place | 8 | 64 | 1 GiB | 51.8 | 100.0 % of 2 nodes |" in md
+    assert "| alltoall | out-of-place | 4 | 32 | 1 GiB | 59.4 | 100.0 % of 2 nodes (86.2 GB/s at 1 GiB) |" in md
+    assert "| alltoall | out-of-place | 8 | 64 | 1 GiB | 51.8 | 100.0 % of 2 nodes (86.2 GB/s at 1 GiB) |" in md
     assert "alltoall per GPU of network bandwidth, busbw / (N/(N-1) × (n-1)/n)" in md
     # one function for both: each world against the next smaller one and the smallest, per GPU of network bandwidth
     worlds = {key[:2]: points for key, points in gn.curves(gn.frame(run, "collectives", "busbw_gbps")).items()}

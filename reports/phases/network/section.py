@@ -198,7 +198,11 @@ def _efficiency_cells(worlds, coll, leave_out_two):
         cells[world] = (size, value, why)
     for nodes, ranks, ref, size, value, ratio in scaling(worlds, coll, leave_out_two):
         if compared and ref == compared[0][0]:
-            cells[(nodes, ranks)] = (size, value, "%s %% of %d nodes" % (fmt(100 * ratio), ref))
+            # the reference row shows its own largest size; the comparison is at the size both measured, so the
+            # reference's busbw there is named beside the ratio (the nearest of its sizes: sizes are rounded per rank)
+            at = min(worlds[compared[0]], key=lambda point: abs(point[0] - size))
+            cells[(nodes, ranks)] = (size, value, "%s %% of %d nodes (%s GB/s at %s)" % (
+                fmt(100 * ratio), ref, fmt(at[1]), human_bytes(at[0])))
     return cells
 
 
