@@ -18,8 +18,9 @@ Results (driver only): fio_bw_bytes, fio_iops, fio_clat_{mean,p50,p90,p99,p99_9}
 clients, scope (aggregate | client) and, per client, client (host name) and jobs. Aggregate latency percentiles are
 the worst client's (fio's per-client percentiles cannot be merged). Where fio reports when each client's window
 began (job_start, from fio newer than 3.33), facts.window_overlap has each multi-host point's shared fraction, and a
-point whose windows share less than min_window_overlap records no aggregate (a failure). Other hosts record facts
-only.
+point whose windows share less than min_window_overlap records no aggregate (a failure). facts.dropped_points has
+every point with no aggregate: its clients, workload, the clients whose own fio failed there, and why. Other hosts
+record facts only.
 """
 
 import os
@@ -226,10 +227,14 @@ def _drive(art, p, tier, infos, out_dir):
     for clients in p["clients"]:
         if not workloads:
             break
+        before = len(failures)
         entries, jobs = point.run(clients, workloads, p["runtime_s"], p["ramp_s"], "c%d" % clients)
         if entries is not None:
             points += _record(art, tier, clients, jobs, workloads, entries, failures, p["min_window_overlap"])
             swept[clients] = {e["workload"] for e in entries if not e["error"]}
+        else:  # no fio output at all: every client of the point failed
+            for name in workloads:
+                _dropped(art, clients, name, sorted(jobs), failures[before:])
     endurance = [w for w in endurance if w in workloads]
     if endurance:
         art.facts["endurance"] = {"workloads": endurance, "windows": p["endurance_windows"],
@@ -383,13 +388,24 @@ def _record_endurance(art, tier, clients, jobs, name, window, start_s, entries, 
             art.add(metric, round(agg[key], 3), unit, **labels)
 
 
+def _dropped(art, clients, name, failed_clients, reasons):
+    """facts.dropped_points: a sweep point with no aggregate recorded, the clients whose own fio failed there (an
+    error, no result, no bandwidth; none where the point was dropped for its windows) and why. The graders grade
+    a client's rows only at points with an aggregate (reports/phases/storage/grade.py)."""
+    art.facts.setdefault("dropped_points", []).append({"clients": clients, "workload": name,
+                                                       "failed_clients": list(failed_clients),
+                                                       "reason": "; ".join(reasons)})
+
+
 def _record(art, tier, clients, jobs, workloads, entries, failures, least=MIN_WINDOW_OVERLAP):
     points = 0
     for name in workloads:
         rw, bs, direct, op = storage_fio.workload_spec(name)
         agg, per_client = storage_fio.aggregate(entries, name)
+        before = len(failures)
         if agg is None:
             failures.append("c%d %s: no result from fio" % (clients, name))
+            _dropped(art, clients, name, sorted(jobs), failures[before:])
             continue
         labels = {"tier": tier["name"], "workload": name, "clients": clients, "rw": rw, "bs": bs,
                   "direct": direct}
@@ -407,6 +423,9 @@ def _record(art, tier, clients, jobs, workloads, entries, failures, least=MIN_WI
         if no_bw:
             failures.append("c%d %s: no bandwidth from fio on %s: %s (no aggregate recorded)" % (
                 clients, name, ", ".join(map(str, no_bw)), storage_fio.NO_BW))
+        if len(failures) > before:
+            _dropped(art, clients, name, sorted(set(missing) | set(map(str, bad)) | set(map(str, no_bw or ()))),
+                     failures[before:])
         # the point's aggregate only where every client answered without an error: a sum over fewer clients than
         # the point's count would read as the tier losing throughput with more clients (as _record_endurance); and
         # only over windows measured together (apart: a client that ran alone part of the time adds too much)

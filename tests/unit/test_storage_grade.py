@@ -206,6 +206,96 @@ def test_a_sweep_point_that_misses_a_client_records_no_aggregate(tmp_path):
     assert none == [] and [r for r in whole.to_dict()["results"] if r["labels"].get("scope") == "aggregate"]
 
 
+def partial_driver(dropped=None, reason=None):
+    """seq_read_direct at c=1 and c=2 with aggregates (800 MB/s per client), at c=4 only the four clients' rows
+    (700 MB/s each) and no aggregate: the point was dropped. dropped: facts.dropped_points (None: an artifact from
+    before that fact, its failure only in its reason)."""
+    art = Artifact("fio_sweep", "r", "n1", variant="shared")
+    art.facts.update({"role": "driver"})
+    for c in (1, 2):
+        labels = {"tier": "shared", "workload": "seq_read_direct", "clients": c}
+        art.add("fio_bw_bytes", 800e6 * c, "B/s", scope="aggregate", **labels)
+        for h in HOSTS[:c]:
+            art.add("fio_bw_bytes", 800e6, "B/s", scope="client", client=h, jobs=1, **labels)
+    labels = {"tier": "shared", "workload": "seq_read_direct", "clients": 4}
+    for h in HOSTS:
+        art.add("fio_bw_bytes", 700e6, "B/s", scope="client", client=h, jobs=1, **labels)
+    if dropped is not None:
+        art.facts["dropped_points"] = dropped
+    art.error(reason)
+    return art
+
+
+def client_rows(run, check_id):
+    return {r["host"]: r for r in rows_of(run, check_id) if "workload=seq_read_direct" in r["subject"]}
+
+
+N2_FAILED = "c4 seq_read_direct: fio reported an error on n2 (no aggregate recorded)"
+
+
+@pytest.mark.parametrize("facts", [False, True], ids=["reason-only", "dropped_points"])
+def test_a_clients_rows_at_a_point_with_no_aggregate_are_not_graded(tmp_path, facts):
+    """The reviewer's run: n2's fio reported an error at c=4, so the driver recorded no aggregate there, but every
+    client's row at c=4 is in the artifact. n2's rows are an error naming c=4 and why, not a pass at 700 MB/s; n1
+    took part in valid points too and is graded at c=2, saying c=4 was not; n3 and n4 ran only at c=4."""
+    dropped = [{"clients": 4, "workload": "seq_read_direct", "failed_clients": ["n2"], "reason": N2_FAILED}]
+    run = make_run(tmp_path, [partial_driver(dropped if facts else None, N2_FAILED)] + [server(h) for h in HOSTS[1:]])
+    for check_id in ("storage.fio_seq_bw", "storage.fio_client_peers"):
+        rows = client_rows(run, check_id)
+        assert rows["n2"]["status"] == "error" and rows["n2"]["subject"].endswith("c=4")
+        assert rows["n2"]["reason"] == N2_FAILED
+        assert rows["n1"]["subject"].endswith("c=2") and rows["n1"]["observed"].startswith("800 MB/s")
+        assert "c=4 not graded" in rows["n1"]["observed"] and N2_FAILED in rows["n1"]["observed"]
+        for host in ("n3", "n4"):
+            assert rows[host]["status"] == "error" and rows[host]["subject"].endswith("c=4")
+            assert N2_FAILED in rows[host]["reason"]
+    assert client_rows(run, "storage.fio_seq_bw")["n1"]["status"] == "pass"
+
+
+def test_a_point_dropped_for_its_windows_grades_the_largest_valid_point(tmp_path):
+    """c=4 was dropped because the clients' windows were apart (no client failed): no host is an error for its own
+    client, n1 and n2 are graded at c=2 and say why c=4 was not."""
+    apart = ("c4 seq_read_direct: the clients' windows share 60% of the longest (under 90%): their rates were not "
+             "measured together (no aggregate recorded)")
+    dropped = [{"clients": 4, "workload": "seq_read_direct", "failed_clients": [], "reason": apart}]
+    run = make_run(tmp_path, [partial_driver(dropped, apart)] + [server(h) for h in HOSTS[1:]])
+    rows = client_rows(run, "storage.fio_seq_bw")
+    for host in ("n1", "n2"):
+        assert rows[host]["status"] == "pass" and rows[host]["subject"].endswith("c=2")
+        assert rows[host]["observed"] == "800 MB/s (c=4 not graded, no aggregate there: %s)" % apart
+    assert rows["n3"]["status"] == "error" and "no valid point" in rows["n3"]["reason"]
+
+
+def test_the_probe_records_which_points_it_dropped_and_whose_fio_failed(tmp_path):
+    """_record on the real c=3 capture with n2's fio reporting an error: facts.dropped_points names every workload's
+    point, n2 as the client that failed and the failure; graded, n2's rows are errors at c=3, not passes."""
+    from probes.storage import fio as storage_fio
+    from probes.storage import fio_sweep
+
+    entries = storage_fio.parse_output((FIO_FIX / "clientserver_sweep_c3.out").read_text(), C3_NAMES)
+    for e in entries:
+        if e["client"] == "n2":
+            e["error"] = 5
+    art = Artifact("fio_sweep", "r", "n1", variant="shared")
+    art.facts.update({"role": "driver", "tier_path": "/x", "tier_shared": True, "size_mib": 4, "runtime_s": 1})
+    failures = []
+    fio_sweep._record(art, {"name": "shared"}, 3, {"n1": 2, "n2": 1}, storage_fio.SWEEP_WORKLOADS, entries, failures)
+    art.error("; ".join(failures[:3]))
+    dropped = art.facts["dropped_points"]
+    assert [d["workload"] for d in dropped] == list(storage_fio.SWEEP_WORKLOADS)
+    assert all(d["clients"] == 3 and d["failed_clients"] == ["n2"] and
+               d["reason"] == "c3 %s: fio reported an error on n2 (no aggregate recorded)" % d["workload"]
+               for d in dropped)
+    run = make_run(tmp_path, [art, server("n2")])
+    rows = [r for r in rows_of(run, "storage.fio_seq_bw") if r["host"] in ("n1", "n2")]
+    assert rows and all(r["status"] == "error" and r["subject"].endswith("c=3") for r in rows)
+    assert all("fio reported an error on n2" in r["reason"] for r in rows)
+    missing, _, _ = c3_driver(drop=("n2",))
+    assert {tuple(d["failed_clients"]) for d in missing.facts["dropped_points"]} == {("n2",)}
+    whole, _, _ = c3_driver()
+    assert "dropped_points" not in whole.facts
+
+
 def test_a_failed_tier_is_an_error_row_beside_a_tier_with_results(tmp_path):
     """Checkpoint integrity on two tiers of one host: home saved and loaded, shared failed. The shared tier's error
     is a row of its own, not hidden by home's results."""
@@ -221,3 +311,40 @@ def test_a_failed_tier_is_an_error_row_beside_a_tier_with_results(tmp_path):
     rows = {r["subject"]: r for r in rows_of(run, "storage.ckpt_integrity") if r["host"] == "n1"}
     assert rows["tier=home"]["status"] == "pass"
     assert rows["tier=shared"]["status"] == "error" and rows["tier=shared"]["reason"].startswith("torch.load raised")
+
+
+def dcp_artifact(host, worlds, planned="1,4", failure=None):
+    """A checkpoint artifact with DCP rank rows at each node count of `worlds` ({nodes: GB/s}); planned: its
+    facts.world_sizes (None: an artifact from before it was recorded); failure: the world of all nodes failed."""
+    art = Artifact("checkpoint", "r", host, variant="shared")
+    if planned is not None:
+        art.facts["world_sizes"] = planned
+    for nodes, gbps in worlds.items():
+        labels = {"tier": "shared", "method": "dcp", "nodes": nodes, "ranks": nodes}
+        art.add("ckpt_save_gbps", gbps, "GB/s", scope="rank", rank=0, **labels)
+        art.add("ckpt_save_gbps", gbps * nodes, "GB/s", scope="node", **labels)
+    if failure:
+        art.facts["failures"] = [{"nodes": 4, "kind": "crash", "log": None, "message": failure}]
+        art.error("1 of 2 world sizes failed; first: %s (log: -)" % failure)
+    return art
+
+
+def test_dcp_save_with_no_result_in_the_planned_world_of_all_nodes_is_an_error(tmp_path):
+    """The world of all four nodes failed completely: the only rank rows are the node saving alone (1.2 GB/s), not
+    the contended save. The row is an error naming nodes=4 and the world's failure, not a pass at 1.2 GB/s."""
+    crash = "crash at 4 nodes: rank 2 on n3 was killed by signal 9 in save (step 1)"
+    run = make_run(tmp_path, [dcp_artifact("n1", {1: 1.2}, failure=crash)])
+    [row] = [r for r in rows_of(run, "storage.dcp_save") if r["host"] == "n1"]
+    assert (row["status"], row["subject"], row["reason"]) == ("error", "tier=shared nodes=4", crash)
+    assert "nodes=4" in row["observed"]
+
+
+def test_dcp_save_names_the_node_count_it_graded(tmp_path):
+    """Every world ran: the rank's own rate in the world of all nodes, named in the subject; an artifact from before
+    facts.world_sizes is graded at its largest world as before, and names it too."""
+    run = make_run(tmp_path, [dcp_artifact("n1", {1: 1.2, 4: 0.3}), dcp_artifact("n2", {1: 1.2}, planned=None)])
+    rows = {r["host"]: r for r in rows_of(run, "storage.dcp_save")}
+    assert (rows["n1"]["status"], rows["n1"]["subject"], rows["n1"]["observed"]) == ("warn", "tier=shared nodes=4",
+                                                                                     "0.3 GB/s")
+    assert (rows["n2"]["status"], rows["n2"]["subject"], rows["n2"]["observed"]) == ("pass", "tier=shared nodes=1",
+                                                                                     "1.2 GB/s")

@@ -23,6 +23,7 @@ kinds (registered by reports.grading.kinds.register_phase_kinds):
                       first host) against a threshold, or why no world ran
 """
 
+import re
 import statistics
 
 from reports.grading import expectations
@@ -79,14 +80,30 @@ def grade_tier_metric(check, run, host):
         key = r["labels"].get(per, r["variant"]) if per != "host" else ""
         grouped.setdefault("" if key is None else str(key), []).append(r)
     largest = check.get("at_largest")
+    at = {}  # key -> the label's value graded (named in the row's subject)
+    unrun = {}  # key -> (the largest planned value, why it has no result): an error row, never a smaller world's grade
     if largest:
-        for key, rs in grouped.items():
+        for key, rs in list(grouped.items()):
             size = [float(r["labels"].get(largest) or 0) for r in rs]  # labels may come back as text
+            mine = [d for d in docs if per != "tier" or str(d.get("variant")) == key]
+            planned = _planned_largest(mine, largest)
+            if planned is not None and planned > max(size):
+                unrun[key] = (planned, _failure_at(mine, largest, planned))
+                del grouped[key]
+                continue
             grouped[key] = [r for r, n in zip(rs, size) if n == max(size)]
+            at[key] = max(size)
     groups = {key: [r["value"] for r in rs] for key, rs in grouped.items()}
     rows = []
+    for key in sorted(unrun):
+        planned, why = unrun[key]
+        rows.append(make_row(check, host, "error", "no result at %s=%g" % (largest, planned), reason=why,
+                             subject=" ".join(t for t in ("%s=%s" % (per, key) if key else "",
+                                                          "%s=%g" % (largest, planned)) if t)))
     for doc in docs:
         tier = doc.get("variant")
+        if per == "tier" and str(tier) in unrun:
+            continue
         if doc["status"] == "skipped" and (per != "tier" or tier not in groups):
             rows.append(make_row(check, host, "skip", reason=doc.get("reason"),
                                  subject="tier=%s" % tier if tier else ""))
@@ -105,9 +122,40 @@ def grade_tier_metric(check, run, host):
     for key in sorted(groups):
         value = float(agg(groups[key]))
         status, expected = _judge(check, value)
-        rows.append(make_row(check, host, status, _fmt(value, check), expected,
-                             subject="%s=%s" % (per, key) if key else ""))
+        subject = "%s=%s" % (per, key) if key else ""
+        if key in at:
+            subject = ("%s %s=%g" % (subject, largest, at[key])).strip()
+        rows.append(make_row(check, host, status, _fmt(value, check), expected, subject=subject))
     return rows
+
+
+# at_largest label -> the artifact fact that lists its planned values ("1,2": probes/storage/checkpoint.py)
+PLANNED = {"nodes": "world_sizes"}
+
+
+def _planned_largest(docs, label):
+    """The largest value of `label` these artifacts planned to run, or None where none says (no such fact: an
+    artifact from before it was recorded is graded at the largest value it has results for)."""
+    sizes = []
+    for doc in docs:
+        value = (doc.get("facts") or {}).get(PLANNED.get(label, ""))
+        for size in value.split(",") if isinstance(value, str) else value if isinstance(value, list) else ():
+            try:
+                sizes.append(float(size))
+            except (TypeError, ValueError):
+                pass
+    return max(sizes) if sizes else None
+
+
+def _failure_at(docs, label, size):
+    """Why there is no result at label=size: the artifact's failure of that world (facts.failures, probes/common/
+    worlds.py), else its reason."""
+    for doc in docs:
+        for failure in (doc.get("facts") or {}).get("failures") or ():
+            if isinstance(failure, dict) and failure.get(label) is not None and float(failure[label]) == size:
+                return failure.get("message")
+    reason = next((d.get("reason") for d in docs if d.get("reason")), None)
+    return reason or "no result at %s=%g" % (label, size)
 
 
 # ------------------------------------------------------------------------------------------------ fio sweep
@@ -143,10 +191,57 @@ def _per_process(check, record):
     return record["value"] / max(1, int(record["labels"].get("jobs") or 1))
 
 
+# a failure message of the probe's _record that names the point (older artifacts, before facts.dropped_points)
+_POINT_FAILURE = re.compile(r"^c(?P<clients>\d+) (?P<workload>\S+): ")
+_CLIENTS_FAILED = re.compile(r": (?:fio reported an error on|no result from|no bandwidth from fio on) (?P<hosts>.+?)"
+                             r"(?:: .*)? \(no aggregate recorded\)$")
+
+
+def _dropped_points(doc):
+    """{(workload, clients): (clients whose own fio failed there, why)} of the sweep points the driver recorded no
+    aggregate for (probes/storage/fio_sweep.py: facts.dropped_points)."""
+    facts = (doc or {}).get("facts") or {}
+    out = {}
+    if "dropped_points" in facts:
+        for d in facts["dropped_points"] or ():
+            out[(d.get("workload"), int(d.get("clients") or 0))] = (set(d.get("failed_clients") or ()),
+                                                                   d.get("reason") or "")
+        return out
+    # an artifact from before facts.dropped_points: the same read from its failure messages (facts.failures, or the
+    # first three in its reason); "no result from fio" names no client and every client's rows are missing anyway
+    texts = facts.get("failures") or ((doc or {}).get("reason") or "").split("; ")
+    for text in texts:
+        m = _POINT_FAILURE.match(text or "")
+        if not m:
+            continue
+        failed, why = out.get((m.group("workload"), int(m.group("clients"))), (set(), ""))
+        hit = _CLIENTS_FAILED.search(text)
+        if hit:
+            failed = failed | {h.strip() for h in hit.group("hosts").split(",")}
+        out[(m.group("workload"), int(m.group("clients")))] = (failed, "; ".join(t for t in (why, text) if t))
+    return out
+
+
+def _valid_points(run, driver):
+    """{(tier, workload): {clients}} of the sweep points this driver recorded an aggregate for: the points every
+    client answered without an error, within one common window (probes/storage/fio_sweep.py _record)."""
+    out = {}
+    for r in _records(run, "fio_sweep", driver):
+        labels = r["labels"]
+        if labels.get("scope") == "aggregate" and "window" not in labels and labels.get("clients") is not None:
+            out.setdefault((r["variant"], labels.get("workload")), set()).add(int(labels["clients"]))
+    return out
+
+
 def grade_fio_client(check, run, host):
     """This host's fio numbers as a client, per tier and workload, at the largest client count it was part of,
     per fio process (a host running several jobs has its rates divided by its job count; its p99 latency is
-    already over all of its jobs' I/O)."""
+    already over all of its jobs' I/O).
+
+    Only points whose aggregate the driver recorded are graded: a client's rows at a dropped point (a client's fio
+    failed or gave nothing, the clients' windows apart) were not measured under the point's full load. Where the
+    largest point the host took part in was dropped for its own client's failure, its row is an error naming the
+    point; dropped for another reason, the largest valid point is graded and the row says so."""
     pre = ungradable(check, run, host, probe="fio_sweep", variant=ANY_VARIANT)
     if pre:
         return [pre]
@@ -155,31 +250,53 @@ def grade_fio_client(check, run, host):
     rows = []
     for tier, _doc in _tiers_that_ran(check, run, host, "fio_sweep", rows):
         subject = "tier=%s" % tier
+        driver = _driver_of(run, tier)
+        dropped = _dropped_points(driver)
         mine = [r for r in recs if r["variant"] == tier and r["labels"].get("client") == host]
-        if not mine:
-            driver = _driver_of(run, tier)
+        by_workload = {}
+        for r in mine:
+            by_workload.setdefault(r["labels"]["workload"], {})[int(r["labels"]["clients"])] = r
+        for (workload, _clients), (failed, _why) in dropped.items():
+            if host in failed and _workload_ok(check, workload):
+                by_workload.setdefault(workload, {})
+        if not by_workload:
             why = ("the sweep's driver %s recorded no %s for this host" % (driver["host"], check["metric"])
                    if driver else "no driver artifact for tier %s" % tier)
             status = "error" if driver is not None and driver["status"] == "error" else "skip"
             rows.append(make_row(check, host, status, reason=(driver or {}).get("reason") or why, subject=subject))
             continue
-        by_workload = {}
-        for r in mine:
-            by_workload.setdefault(r["labels"]["workload"], []).append(r)
+        valid = _valid_points(run, driver["host"]) if driver else {}
         for workload in sorted(by_workload):
-            top = max(by_workload[workload], key=lambda r: int(r["labels"]["clients"]))
-            clients = int(top["labels"]["clients"])
+            mine_at = by_workload[workload]
+            ok_counts = valid.get((tier, workload), set())
+            took = set(mine_at) | {c for (w, c), (failed, _) in dropped.items() if w == workload and host in failed}
+            largest = max(took)
+            note = ""
+            if largest not in ok_counts:
+                failed, why = dropped.get((workload, largest), (set(), ""))
+                why = why or "c%d %s: no aggregate recorded" % (largest, workload)
+                graded = [c for c in mine_at if c in ok_counts]
+                if host in failed or not graded:
+                    # its own client failed there, or it has no point measured under full load to fall back to
+                    rows.append(make_row(check, host, "error", reason=why if host in failed else
+                                         "%s; no valid point of this host to grade instead" % why,
+                                         subject="tier=%s workload=%s c=%d" % (tier, workload, largest)))
+                    continue
+                note = " (c=%d not graded, no aggregate there: %s)" % (largest, why)
+                largest = max(graded)
+            top = mine_at[largest]
+            clients = largest
             value = _per_process(check, top)
             sub = "tier=%s workload=%s c=%d" % (tier, workload, clients)
             if check.get("mode", "threshold") == "threshold":
                 status, expected = _judge(check, value)
-                rows.append(make_row(check, host, status, _fmt(value, check), expected, subject=sub))
+                rows.append(make_row(check, host, status, _fmt(value, check) + note, expected, subject=sub))
                 continue
             peers = [_per_process(check, r) for r in recs
                      if r["variant"] == tier and r["labels"]["workload"] == workload
                      and int(r["labels"]["clients"]) == clients]
             if len(peers) < 3:
-                rows.append(make_row(check, host, "skip", _fmt(value, check), subject=sub,
+                rows.append(make_row(check, host, "skip", _fmt(value, check) + note, subject=sub,
                                      reason="fewer than 3 clients at c=%d to compare with" % clients))
                 continue
             median = statistics.median(peers)
@@ -188,8 +305,8 @@ def grade_fio_client(check, run, host):
             fail_pct = float(check["max_below_median_pct"])
             warn_pct = float(check.get("warn_below_median_pct", fail_pct))
             status = status_above(off, warn_pct, fail_pct)
-            rows.append(make_row(check, host, status, "%s (%.1f%% %s the clients' median)" % (
-                _fmt(value, check), max(off, 0.0), "above" if lower_better else "below"),
+            rows.append(make_row(check, host, status, "%s (%.1f%% %s the clients' median)%s" % (
+                _fmt(value, check), max(off, 0.0), "above" if lower_better else "below", note),
                 "within %g%% of the median %s" % (fail_pct, _fmt(median, check)), subject=sub))
     return rows
 
