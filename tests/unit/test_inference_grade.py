@@ -9,6 +9,8 @@ import pytest
 import yaml
 from inference_runs import DP2, FIXTURES, H200, OVERLONG, SINGLE, inference_doc, per_engine_files, point_files, read
 
+from probes.artifact import Artifact
+from probes.inference import points
 from reports import DATA_DIR
 from reports import grading as grade
 from reports.grading import select
@@ -207,6 +209,51 @@ def test_a_world_of_two_nodes_is_set_against_one_node_at_the_same_concurrency_pe
     row = gi.grade_scaling(c, run, hosts)[0]
     assert row["status"] == "fail" and row["observed"].startswith("chat 0.60 (chat, c4, 2 nodes vs 1 node: ")
     assert gi.regime_of_points(run)[("h1", 2, "chat", 4)][0] == "comms-bound"
+
+
+def saturated_doc(host, worlds):
+    """One host's artifact written by the probe's own writer (points.record_point) from the real chat c1 summary,
+    with a 10 s duration and hand-set per-request lists: worlds {nodes: {concurrency: (good, total)}}, the good
+    requests at TPOT 10 ms, the others at 90 ms (outside the chat SLO's 40 ms); one GPU per node (cuda)."""
+    summary, _ = read(SINGLE / "chat.c1.json")
+    art = Artifact("inference", "r", host)
+    art.device.update(backend="cuda", model=H200, count=1)
+    art.facts.update(engine="vllm", model_name="tiny-random", gpus_per_node=1, tensor_parallel=1,
+                     world_sizes_run=",".join(str(n) for n in sorted(worlds)))
+    for nodes, concs in sorted(worlds.items()):
+        for conc, (good, total) in sorted(concs.items()):
+            requests = {"ok": [True] * total, "ttft_ms": [100.0] * total,
+                        "tpot_ms": [10.0] * good + [90.0] * (total - good)}
+            points.record_point(art, nodes, "chat", conc, dict(summary, duration_s=10.0), requests,
+                                points.world_gpus(nodes, 1))
+    return art.to_dict()
+
+
+def test_a_saturated_top_point_is_passed_over_for_the_highest_concurrency_one_node_meets_its_slos_at():
+    """The sweep runs to saturation: at c4 no request of either world is within the chat SLO (TPOT 90 ms > 40 ms).
+    One node at c1: 10 of 10 good in 10 s on 1 GPU, 1.0 good requests/s per GPU; two nodes at c1: 4 of 20 good in
+    10 s on 2 GPUs, 0.2: a fail at c1 (ratio 0.20 < 0.75), never a skip for the top point's lack of good requests."""
+    c = check("inference.inferencex_multi_node")
+    run = make_run([saturated_doc("h1", {1: {1: (10, 10), 4: (0, 10)}, 2: {1: (4, 20), 4: (0, 20)}})])
+    [row] = gi.grade_scaling(c, run, ["h1"])
+    assert row["status"] == "fail"
+    assert row["observed"] == ("chat 0.20 (chat, c1, 2 nodes vs 1 node: 0.2 vs 1 good requests/s per GPU; c4 not "
+                               "compared: no good request on one node)")
+    # two nodes level with one at c1: a pass, still judged at c1
+    level = make_run([saturated_doc("h1", {1: {1: (10, 10), 4: (0, 10)}, 2: {1: (20, 20), 4: (0, 20)}})])
+    assert gi.grade_scaling(c, level, ["h1"])[0]["status"] == "pass"
+    # no concurrency both worlds ran with a good request on one node: unjudged, and the reason says so
+    none = make_run([saturated_doc("h1", {1: {1: (0, 10), 4: (0, 10)}, 2: {1: (4, 20), 4: (0, 20)}})])
+    [row] = gi.grade_scaling(c, none, ["h1"])
+    assert row["status"] == "skip" and row["reason"] == (
+        "chat: no concurrency per engine the 2-node world ran has a good request on one node (c4: no good request "
+        "on one node; c1: no good request on one node)")
+    # a two-node point between one-node points of which one has no good request: not interpolated through zero
+    between = make_run([saturated_doc("h1", {1: {1: (10, 10), 4: (0, 10)}, 2: {2: (4, 20)}})])
+    [row] = gi.grade_scaling(c, between, ["h1"])
+    assert row["status"] == "skip" and row["reason"] == (
+        "chat: no concurrency per engine the 2-node world ran has a good request on one node (c2: no one-node "
+        "figure to interpolate: the one-node point at c4 has no good request)")
 
 
 def test_the_one_node_figure_is_interpolated_between_its_points_never_extrapolated():

@@ -14,7 +14,8 @@ Check kinds (rubric.d/inference.yml), registered by reports.grading.kinds.regist
                     model's published figure (gpus.yml), for the model the figure is for; a skip with its reason
                     wherever no figure exists
   infer_scaling     cluster: goodput per GPU at the largest node count against one node at the same concurrency per
-                    engine, per scenario (the worst scenario sets the status; the CPU backend warns at most)
+                    engine, the highest where one node has a good request, per scenario (the worst scenario sets the
+                    status; the CPU backend warns at most)
 The probe's failures are judged by the network phase's net_failures, the ready time by the generic metric kind.
 
 Regimes (regime_of_points): each point is compute-bound, memory-bound or comms-bound, from the curve, the one-node
@@ -413,10 +414,13 @@ def grade_throughput(check, run, host):
 
 
 def scaling_pairs(run, slos):
-    """[(scenario, ratio, larger point key, one-node value, larger value, interpolated)]: per scenario, at the largest
-    node count that ran it, the point of the highest concurrency per engine that the one-node curve covers, its
-    goodput per GPU (good requests/s within `slos` / GPUs of the world) against the one-node figure at the same
-    concurrency per engine (the median over hosts; baseline_at interpolates between one-node points)."""
+    """[(scenario, ratio, larger point key, one-node value, larger value, interpolated, why)]: per scenario, at the
+    largest node count that ran it, the point of the highest concurrency per engine that the one-node curve covers
+    with a one-node goodput above 0, its goodput per GPU (good requests/s within `slos` / GPUs of the world) against
+    the one-node figure at the same concurrency per engine (the median over hosts; baseline_at interpolates between
+    one-node points). A sweep runs to saturation, so its top points often have no good request on one node: they are
+    passed over, and `why` names them (None when none was). Where no matched concurrency has a one-node goodput above
+    0 the scenario is unjudged: ratio None, the point of the highest matched concurrency, and `why` says so."""
     pts = points(run)
     values = {}
     for key, p in pts.items():
@@ -435,43 +439,71 @@ def scaling_pairs(run, slos):
             largest[key[2]] = max(largest.get(key[2], 0), key[1])
     out = []
     for scenario, nodes in sorted(largest.items()):
+        curve = curves.get(scenario) or {}
         matched = []
         for key, v in values.items():
             _host, n, s, per_engine = key
             if (n, s) != (nodes, scenario):
                 continue
-            if per_engine in (curves.get(scenario) or {}):
-                matched.append((per_engine, key, v, curves[scenario][per_engine], False))
-            elif (curves.get(scenario) or {}) and min(curves[scenario]) < per_engine < max(curves[scenario]):
-                one, _ = baseline_at(curves[scenario], per_engine)
+            if per_engine in curve:
+                matched.append((per_engine, key, v, curve[per_engine], False))
+            elif curve and min(curve) < per_engine < max(curve):
+                one, _ = baseline_at(curve, per_engine)
                 matched.append((per_engine, key, v, one, True))
-        if matched:
-            per_engine, key, v, one, interpolated = max(matched, key=lambda m: m[0])
-            out.append((scenario, v / one if one else None, key, one, v, interpolated))
+        if not matched:
+            continue
+        matched.sort(key=lambda m: -m[0])  # highest concurrency per engine first (stable: ties keep their order)
+        passed = []
+        for per_engine, key, v, one, interpolated in matched:
+            if one is not None and one > 0:
+                why = "; ".join("c%d not compared: %s" % p for p in passed) or None
+                out.append((scenario, v / one, key, one, v, interpolated, why))
+                break
+            if per_engine not in (c for c, _ in passed):
+                passed.append((per_engine, _no_baseline(curve, per_engine)))
+        else:
+            per_engine, key, v, one, interpolated = matched[0]
+            why = "no concurrency per engine the %d-node world ran has a good request on one node (%s)" % (
+                nodes, "; ".join("c%d: %s" % p for p in passed))
+            out.append((scenario, None, key, one, v, interpolated, why))
     return out
+
+
+def _no_baseline(curve, per_engine):
+    """Why a one-node curve gives no goodput above 0 at `per_engine` (a concurrency it has, or one between two of
+    its points): no good request at the point itself, else the neighbour(s) baseline_at will not interpolate
+    through."""
+    if per_engine in curve:
+        return "no good request on one node"
+    c0, c1 = max(c for c in curve if c < per_engine), min(c for c in curve if c > per_engine)
+    zero = [c for c in (c0, c1) if curve[c] <= 0]
+    return "no one-node figure to interpolate: the one-node point%s at %s ha%s no good request" % (
+        "s" if len(zero) > 1 else "", " and ".join("c%d" % c for c in zero), "ve" if len(zero) > 1 else "s")
 
 
 def grade_scaling(check, run, hosts):
     """Goodput per GPU at the largest node count against one node, per scenario (scaling_pairs): fail below
     fail_below, warn below warn_below, the worst scenario setting the status; on the CPU backend at most a
-    warning (test hosts share CPUs). A scenario with no good request on one node has nothing to compare with."""
+    warning (test hosts share CPUs). Each scenario is judged at the highest concurrency per engine both node counts
+    ran where one node has a good request (the row names it, and the higher ones passed over); a scenario with no
+    such concurrency has nothing to compare with."""
     slos = check.get("slo") or {}
     judged, unjudged = [], []
-    for scenario, ratio, key, one, many, interpolated in scaling_pairs(run, slos):
+    for scenario, ratio, key, one, many, interpolated, why in scaling_pairs(run, slos):
         if ratio is None:
-            unjudged.append("%s: no good request on one node" % scenario)
+            unjudged.append("%s: %s" % (scenario, why))
             continue
         judged.append((status_below(ratio, float(check["warn_below"]), float(check["fail_below"])), ratio, key,
-                       one, many, interpolated))
+                       one, many, interpolated, why))
     expected = "goodput per GPU at the most nodes >= %g × one node's (warn below %g)" % (
         float(check["fail_below"]), float(check["warn_below"]))
     status, observed = None, ""
     if judged:
         judged.sort(key=lambda j: (-SEVERITY_OF_STATUS[j[0]], j[1]))
         status = judged[0][0]
-        observed = "; ".join("%s %.2f (%s vs 1 node%s: %.3g vs %.3g good requests/s per GPU)" % (
-            key[2], ratio, point_name(*key[1:]), " interpolated" if interp else "", many, one)
-            for _, ratio, key, one, many, interp in judged)
+        observed = "; ".join("%s %.2f (%s vs 1 node%s: %.3g vs %.3g good requests/s per GPU%s)" % (
+            key[2], ratio, point_name(*key[1:]), " interpolated" if interp else "", many, one,
+            "; " + why if why else "") for _, ratio, key, one, many, interp, why in judged)
     docs = [find_artifact(run, h, check["probe"]) for h in hosts]
     backends = {d["device"]["backend"] for d in docs if d and d["status"] != "skipped"}
     if backends and not (backends & {"cuda", "rocm"}) and status == "fail":

@@ -120,7 +120,7 @@ def latency_table(pts):
 
 def scaling_table(run, slos):
     rows = []
-    for scenario, ratio, key, one, many, interpolated in scaling_pairs(run, slos):
+    for scenario, ratio, key, one, many, interpolated, _why in scaling_pairs(run, slos):
         base = "%s (interpolated)" % fmt(one) if interpolated and one is not None else fmt(one)
         rows.append([scenario, point_name(*key[1:]), base, fmt(many), fmt(ratio) if ratio is not None else None])
     if not rows:
