@@ -127,3 +127,24 @@ def tree_bytes(path):
             except OSError:
                 pass
     return total
+
+
+def received_bytes(path="/proc/net/dev"):
+    """Bytes this node's network interfaces (all but loopback) have received so far: /proc/net/dev's receive
+    column, summed; None where it cannot be read. /proc/net/dev is the reading process's network namespace's."""
+    try:
+        with open(path) as fh:
+            lines = fh.read().splitlines()[2:]
+    except OSError:
+        return None
+    total = 0
+    for line in lines:
+        name, _, counters = line.partition(":")
+        fields = counters.split()
+        if name.strip() == "lo" or not fields:
+            continue
+        try:
+            total += int(fields[0])
+        except ValueError:
+            return None
+    return total

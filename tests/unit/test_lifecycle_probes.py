@@ -19,6 +19,7 @@ from probes.audit import storage as audit_storage
 from probes.cli import run_probe
 from probes.common import tiers as storage_tier
 from probes.lifecycle import common as lifecycle
+from probes.lifecycle import container_pull
 from probes.lifecycle import serve_ready as serve_mod
 from probes.lifecycle.container_pull import registry_of
 from probes.storage import import_time
@@ -300,7 +301,9 @@ def test_drop_page_cache_says_what_it_did(tmp_path):
 
 def test_container_pull_times_a_pull_and_removes_the_image(tmp_path, monkeypatch):
     """A stand-in docker CLI (its daemon "answers"), a registry on loopback (only its TCP port is checked): the
-    pull is timed, the image's size read, the image removed; an image docker already has is left alone."""
+    pull is timed, the image's size read, the image removed; an image docker already has is left alone. (Without
+    interface counters: the stand-in downloads nothing.)"""
+    monkeypatch.setattr(lifecycle, "received_bytes", lambda: None)
     calls = tmp_path / "calls.log"
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -437,7 +440,8 @@ def test_every_pull_the_probe_tried_is_recorded_timeouts_with_their_bound(tmp_pa
     """Stand-in docker and enroot: `app` pulls, `denied` fails (registry refuses), `slow` hangs until the pull
     timeout. enroot's part-written image bounds its rate; docker keeps its bytes in the daemon, so its timeout (like
     every failure) is in facts.unmeasured with the reason. Before, the failures were only in facts.failures, and the
-    grader dropped them whenever another pull worked."""
+    grader dropped them whenever another pull worked. (Here without interface counters: the bytes are the image's.)"""
+    monkeypatch.setattr(lifecycle, "received_bytes", lambda: None)
     bindir = tmp_path / "bin"
     bindir.mkdir()
     _fake_tool(bindir / "docker", '#!/bin/sh\ncase "$1" in\n  info) echo 28.2.2 ;;\n'
@@ -607,3 +611,65 @@ def test_uv_compiles_bytecode_at_install_as_pip_does(tmp_path, wheelhouse, monke
     assert doc["status"] == "ok", doc["reason"]
     assert pyc["pip"] >= 150 and pyc["uv"] == pyc["pip"]
     assert "--compile-bytecode" in doc["facts"]["bytecode"]
+
+
+def test_a_pull_rate_is_the_bytes_received_not_the_images_unpacked_size(tmp_path, monkeypatch):
+    """docker reports an image's unpacked size (ubuntu:24.04: about 78 MB for about 30 MB pulled): that size over the
+    pull time read 2.6 times the link's rate. The rate is what the node's interfaces received during the pull; a
+    pull that received next to nothing (its layers were on the node) gives no rate; a docker pull that timed out is
+    bounded by what arrived (before, its bytes were unknown, in the daemon's store)."""
+    counter = {"rx": 10_000_000}
+
+    def received_bytes():
+        return counter["rx"]
+
+    monkeypatch.setattr(lifecycle, "received_bytes", received_bytes)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    marker = tmp_path / "pulling"
+    # the stand-in's pull says which image it pulls; the counter moves by what that image "downloads"
+    _fake_tool(bindir / "docker", '#!/bin/sh\ncase "$1" in\n  info) echo 28.2.2 ;;\n'
+               '  image) case "$*" in *--format*) echo 78000000 ;; *) exit 1 ;; esac ;;\n'
+               '  pull) echo "$3" > %s; case "$3" in *slow*) exec sleep 60 ;; *) sleep 0.5 ;; esac ;;\nesac\n' % marker)
+    monkeypatch.setenv("PATH", "%s:%s" % (bindir, os.environ["PATH"]))
+    wire = {"ubuntu": 30_000_000, "cached": 20_000, "slow": 5_000_000}
+    real_run_cmd = container_pull.run_cmd
+
+    def run_cmd(argv, **kwargs):
+        res = real_run_cmd(argv, **kwargs)
+        if "pull" in argv:
+            counter["rx"] += next(v for k, v in wire.items() if k in argv[-1])
+        return res
+
+    monkeypatch.setattr(container_pull, "run_cmd", run_cmd)
+    with socket.socket() as registry:
+        registry.bind(("127.0.0.1", 0))
+        registry.listen(8)
+        host = "127.0.0.1:%d" % registry.getsockname()[1]
+        images = ["%s/library/%s:1" % (host, name) for name in ("ubuntu", "cached", "slow")]
+        _, doc = run_probe("container_pull", str(tmp_path / "out"), "r1", "h1", params={
+            "engines": ["docker"], "images": images, "work_dir": str(tmp_path / "work"), "pull_timeout_s": 2,
+            "reach_timeout_s": 1})
+    rates = {r["labels"]["image"].split("/")[-1]: r for r in _by_metric(doc, "pull_mbps")}
+    assert sorted(rates) == ["slow:1", "ubuntu:1"]
+    seconds = {r["labels"]["image"].split("/")[-1]: r["value"] for r in _by_metric(doc, "pull_s")}
+    ubuntu = rates["ubuntu:1"]
+    assert ubuntu["labels"]["bytes"] == "received"
+    assert ubuntu["value"] == pytest.approx(30_000_000 * 8 / seconds["ubuntu:1"] / 1e6, rel=0.01)
+    assert [r["value"] for r in _by_metric(doc, "image_bytes")][0] == 78_000_000  # kept, not the rate's bytes
+    assert doc["facts"]["skipped"]["docker %s" % images[1]].endswith("its layers were on the node already, no rate")
+    slow = rates["slow:1"]
+    assert slow["labels"]["bound"] == "at_most"
+    assert slow["labels"]["note"] == "timed out after 2 s with 5000000 bytes received (the node's interfaces)"
+
+
+def test_received_bytes_sums_every_interface_but_loopback(tmp_path):
+    """/proc/net/dev as Linux prints it: two header lines, then per interface the receive bytes first."""
+    dev = tmp_path / "dev"
+    dev.write_text("Inter-|   Receive                                                |  Transmit\n"
+                   " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets\n"
+                   "    lo: 9000000   100    0    0    0     0          0         0  9000000   100\n"
+                   "  eth0: 123456789 98765  0    0    0     0          0         0  5555 44\n"
+                   "ib0:1000 10 0 0 0 0 0 0 2000 20\n")
+    assert lifecycle.received_bytes(str(dev)) == 123456789 + 1000
+    assert lifecycle.received_bytes(str(tmp_path / "missing")) is None
