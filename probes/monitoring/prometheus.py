@@ -40,9 +40,9 @@ import urllib.parse
 import urllib.request
 from datetime import datetime
 
+from probes.common.clocks import host_clocks  # other hosts' clocks against this one's
 from probes.monitoring.common import refuse_credential_in_url
 from probes.params import Param, Params
-from probes.reliability.reboot import CLOCK_LINE  # a clock reading's line (reliability/tasks/observer_clock.yml)
 
 PARAMS = Params(
     url=Param(str, "", "the Prometheus-compatible API (e.g. http://head:9090); '' = try `candidates` on port 9090"),
@@ -229,37 +229,6 @@ def server_clock(api, tries=CLOCK_TRIES):
         if best is None or reading["uncertainty_s"] < best["uncertainty_s"]:
             best = reading
     return best
-
-
-def host_clocks(readings):
-    """{host: {offset_s, uncertainty_s}} of the clocks the role read in turn ([[host, output], ...], this host's
-    first and between any two others'): a host's offset is its clock minus the midpoint of this host's readings just
-    before and after it, the uncertainty half the time between those two. {host: {error}} where its reading or this
-    host's around it is missing (unreachable, no clock line)."""
-    if not readings:
-        return {}
-    me = readings[0][0]
-
-    def clock(output):
-        found = CLOCK_LINE.search(str(output or ""))
-        return float(found.group(1)) if found else None
-
-    mine = [(i, clock(out)) for i, (host, out) in enumerate(readings) if host == me]
-    out = {}
-    for i, (host, output) in enumerate(readings):
-        if host == me:
-            continue
-        before = next((t for j, t in reversed(mine) if j < i), None)
-        after = next((t for j, t in mine if j > i), None)
-        theirs = clock(output)
-        if theirs is None:
-            out[host] = {"error": "no clock read: %s" % (" ".join(str(output or "").split())[:120] or "no output")}
-        elif before is None or after is None:
-            out[host] = {"error": "this host's clock was not read both before and after it"}
-        else:
-            out[host] = {"offset_s": round(theirs - (before + after) / 2, 3),
-                         "uncertainty_s": round((after - before) / 2 + 0.001, 3)}
-    return out
 
 
 def _seconds(duration):

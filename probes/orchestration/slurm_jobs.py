@@ -52,8 +52,8 @@ import sys
 import time
 
 from probes.common import slurm as slurm_mod
+from probes.common.clocks import host_clocks  # a host's clock against this one's, from bracketed readings
 from probes.common.command import run_cmd
-from probes.monitoring.prometheus import host_clocks  # a host's clock against this one's, from bracketed readings
 from probes.params import Param, Params
 
 PARAMS = Params(

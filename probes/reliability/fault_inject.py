@@ -39,10 +39,10 @@ import signal
 import time
 
 from probes.common import device, procs
+from probes.common.clocks import CLOCK_LINE
 from probes.common.command import run_cmd
 from probes.params import Param, Params
 from probes.reliability import detached
-from probes.reliability.reboot import CLOCK_LINE
 
 METHODS = ("dcgm", "kmsg", "pcie_bridge_reset", "amdgpu_ras")
 NVIDIA_METHODS = ("dcgm", "kmsg", "pcie_bridge_reset")

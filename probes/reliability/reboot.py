@@ -14,12 +14,8 @@ computed on the controller from all of these artifacts (reports/phases/reliabili
 A `skip` reason means nothing was done to this node.
 """
 
-import re
-
+from probes.common.clocks import CLOCK_LINE  # the observer's clock reading (roles/reboot/tasks/batch.yml)
 from probes.params import Param, Params
-
-# The line of the observer's clock reading (roles/reboot/tasks/batch.yml), among whatever its terminal printed.
-CLOCK_LINE = re.compile(r"^clustermax-assess-clock: ([0-9]+(?:\.[0-9]+)?)\s*$", re.M)
 
 # Which node, batch and observer a per-node artifact of the destructive phase belongs to (reboot, fault_injection).
 BATCH_PARAMS = {

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from probes.artifact import Artifact, validate
+from probes.common.clocks import host_clocks
 from probes.monitoring import prometheus as probe
 from reports.grading.kinds import CLUSTER_KINDS, register_phase_kinds
 from reports.grading.rubric import load_rubric
@@ -454,11 +455,11 @@ def test_other_hosts_clocks_are_read_between_two_of_this_hosts():
     line = "clustermax-assess-clock: %.3f"
     readings = [[N1, line % 100.0 + "\n"], [N2, line % 97.5 + "\r\n"], [N1, line % 100.4 + "\n"],
                 [N3, "sh: 1: /opt/venv/bin/python3: not found\r\n"], [N1, line % 101.0 + "\n"], [N4, ""]]
-    clocks = probe.host_clocks(readings)
+    clocks = host_clocks(readings)
     assert clocks[N2] == {"offset_s": -2.7, "uncertainty_s": 0.201}
     assert clocks[N3] == {"error": "no clock read: sh: 1: /opt/venv/bin/python3: not found"}
     assert clocks[N4] == {"error": "no clock read: no output"}
-    assert probe.host_clocks([]) == {} and probe.host_clocks([[N1, line % 100.0]]) == {}
+    assert host_clocks([]) == {} and host_clocks([[N1, line % 100.0]]) == {}
 
 
 def test_the_probe_records_the_clocks_with_its_artifact(tmp_path):
