@@ -188,3 +188,14 @@ def describe(timeout=15.0):
         "torch": None,
     }
     return device, gpus, facts
+
+
+def sysfs_bdf(bus_id):
+    """A GPU's PCI address as nvidia-smi ('00000000:3B:00.0') or amd-smi ('0000:3b:00.0') print it -> the name under
+    /sys/bus/pci/devices ('0000:3b:00.0'), or None: the one reading of a PCI address (fault injection's sysfs paths
+    and kernel-log addresses, the compute probes' matching of torch devices to the node's GPUs)."""
+    m = re.match(r"^(?:([0-9A-Fa-f]+):)?([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})\.?([0-7])?$", (bus_id or "").strip())
+    if not m:
+        return None
+    return ("%s:%s:%s.%s" % ((m.group(1) or "0")[-4:].rjust(4, "0"), m.group(2), m.group(3),
+                             m.group(4) or "0")).lower()

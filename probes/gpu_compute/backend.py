@@ -89,16 +89,11 @@ def visible_ids(env_value, count):
     return [str(i) for i in range(count)], list(range(count))
 
 
-_PCI = re.compile(r"^(?:([0-9a-f]+):)?([0-9a-f]+):([0-9a-f]+)\.[0-7]$")
-
-
 def pci_key(address):
     """(domain, bus, device) of a PCI address as nvidia-smi ("00000000:18:00.0") or amd-smi ("0000:18:00.0") print
-    it, or None."""
-    m = _PCI.match((address or "").strip().lower())
-    if not m:
-        return None
-    return int(m.group(1) or "0", 16), int(m.group(2), 16), int(m.group(3), 16)
+    it (vendor.sysfs_bdf), or None."""
+    bdf = vendor.sysfs_bdf(address)
+    return tuple(int(part, 16) for part in re.split(r"[:.]", bdf)[:3]) if bdf else None
 
 
 def torch_pci_keys(torch, count):

@@ -41,6 +41,7 @@ import time
 from probes.common import device, procs
 from probes.common.clocks import CLOCK_LINE
 from probes.common.command import run_cmd
+from probes.common.device import sysfs_bdf
 from probes.params import Param, Params
 from probes.reliability import detached
 
@@ -76,21 +77,8 @@ PARAMS = Params(
 
 
 def xid_pci(bus_id):
-    """nvidia-smi's '00000000:3B:00.0' -> the kernel log's '0000:3b:00'."""
-    m = re.match(r"^(?:([0-9A-Fa-f]+):)?([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})(?:\.[0-7])?$", (bus_id or "").strip())
-    if not m:
-        return "0000:00:00"
-    domain = (m.group(1) or "0")[-4:].rjust(4, "0")
-    return ("%s:%s:%s" % (domain, m.group(2), m.group(3))).lower()
-
-
-def sysfs_bdf(bus_id):
-    """'00000000:3B:00.0' -> '0000:3b:00.0' (the name under /sys/bus/pci/devices)."""
-    m = re.match(r"^(?:([0-9A-Fa-f]+):)?([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})\.?([0-7])?$", (bus_id or "").strip())
-    if not m:
-        return None
-    return ("%s:%s:%s.%s" % ((m.group(1) or "0")[-4:].rjust(4, "0"), m.group(2), m.group(3),
-                             m.group(4) or "0")).lower()
+    """nvidia-smi's '00000000:3B:00.0' -> the kernel log's '0000:3b:00' (the device's address without its function)."""
+    return (sysfs_bdf(bus_id) or "0000:00:00.0")[:-2]
 
 
 def upstream_bridge(bdf, sys_root="/sys"):

@@ -12,7 +12,8 @@ import pytest
 from fakes import install_fake_slurm
 
 from probes.cli import run_probe
-from probes.reliability.fault_inject import sysfs_bdf, upstream_bridge, xid_pci
+from probes.common.device import sysfs_bdf
+from probes.reliability.fault_inject import upstream_bridge, xid_pci
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 META = json.loads((FIX / "slurm" / "sequences.json").read_text())
