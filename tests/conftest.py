@@ -57,6 +57,10 @@ LONGEST_FIRST = ["cluster/", "integration/test_tools.py", "integration/test_conc
 # The modules that need the machine alone (above), and the lock file they hold alone (the others share it).
 MACHINE_ALONE = ("integration/test_tools.py", "integration/test_concurrent_runs.py")
 MACHINE_LOCK = ROOT / ".cache" / "tests-machine.lock"
+# The one module that assesses this machine through inventories/local.ini. This machine has one run lock, so two
+# local runs at the same time are refused, as they should be: one module is one unit of work, never run beside
+# itself. A local run in a module of the cluster unit ran beside it and was refused in CI (stop 52).
+THIS_MACHINE_MODULE = "tests/integration/test_local_demo.py"
 
 
 def _worker_cluster_identity():
@@ -100,6 +104,9 @@ def _uses_the_cluster(path):
 
 @functools.cache
 def _work_unit_of_module(path):
+    if path.startswith("tests/") and path != THIS_MACHINE_MODULE and '"local.ini"' in (ROOT / path).read_text():
+        raise pytest.UsageError("%s assesses this machine (inventories/local.ini): only %s may, or its run beside "
+                                "that module's is refused by this machine's run lock" % (path, THIS_MACHINE_MODULE))
     if path.startswith("tests/unit/"):
         return None
     return "cluster" if _uses_the_cluster(path) else path

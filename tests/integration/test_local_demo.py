@@ -1,4 +1,9 @@
-"""The embedded default: assess.yml against this machine through inventories/local.ini (no SSH, no root)."""
+"""The embedded default: assess.yml against this machine through inventories/local.ini (no SSH, no root).
+
+Every test that assesses this machine lives here: this machine has one run lock (/tmp/clustermax-assess.lock), so a
+second local run beside one of them is refused, as it should be. One module is one unit of work under `make test`
+(tests/conftest.py), so its tests never run beside each other.
+"""
 
 import csv
 import json
@@ -6,6 +11,10 @@ import socket
 from pathlib import Path
 
 from helpers import ROOT, read_journal, run_dirs, run_playbook
+
+from reports.grading import load_rubric
+
+AUDIT_IDS = {c["id"] for c in load_rubric()["checks"] if c["id"].startswith("audit.")}
 
 
 def test_local_assessment_writes_the_inventory_of_this_machine(tmp_path):
@@ -34,3 +43,22 @@ def test_local_assessment_writes_the_inventory_of_this_machine(tmp_path):
     assert run["stats"]["localhost"]["failures"] == 0
     # nothing of the run is left on the node
     assert not Path("/tmp/clustermax-assess-%s" % run_dir.name).exists()
+
+
+def test_local_audit_under_check_mode(tmp_path):
+    """The embedded default under --check: the audit is read-only, so it still runs."""
+    out = tmp_path / "runs"
+    res = run_playbook(ROOT / "inventories" / "local.ini", "--check", "--tags", "audit",
+                       "-e", "assess_output_dir=%s" % out)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    [run_dir] = run_dirs(out)
+    doc = json.loads((run_dir / "artifacts" / "localhost" / "audit.json").read_text())
+    assert doc["status"] == "ok"
+    assert doc["facts"]["system"]["kernel"] == Path("/proc/sys/kernel/osrelease").read_text().strip()
+    with open(run_dir / "report" / "checks.csv") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["check_id"].startswith("audit.")]
+    assert {r["host"] for r in rows} == {"localhost"}
+    assert {r["check_id"] for r in rows} == AUDIT_IDS and len(rows) == len(AUDIT_IDS)
+    graded = [r for r in rows if r["status"] in ("pass", "warn", "fail")]
+    assert len(graded) >= 20  # real verdicts on this machine, not only skips
+    assert not list(Path("/tmp").glob("clustermax-assess-%s" % run_dir.name))
