@@ -866,3 +866,46 @@ def test_report_section_lists_findings_and_drift(tmp_path, fleet):
     assert "audit.sw.driver_security | FAIL | h100, h200" in md
     assert "dated 2026-08-01" in md
     assert "| h100 | mlx5_0 (400G IB)" in md
+
+
+def _nvlink5_row(tmp_path, output):
+    f = b200_node()
+    f["gpu_nvidia"]["nvlink_errors"] = {str(k): v for k, v in audit_nvidia.parse_nvlink_errors(output).items()}
+    run = write_run(tmp_path, {"b300": f})
+    return by(audit_rows(run))[("audit.gpu.nvlink_errors", "b300")]
+
+
+@pytest.mark.parametrize("edit, status, named", [
+    ({}, "pass", None),
+    ({"Link 5: Link recovery failed events: 0": "Link 5: Link recovery failed events: 1",
+      "Link 5: Total link recovery events: 0": "Link 5: Total link recovery events: 1"},
+     "fail", "link_recovery_failed_events=1"),
+    ({"Link 5: Link recovery successful events: 0": "Link 5: Link recovery successful events: 2",
+      "Link 5: Total link recovery events: 0": "Link 5: Total link recovery events: 2"},
+     "warn", "link_recovery_successful_events=2"),
+    ({"Link 9: Symbol Errors: 0": "Link 9: Symbol Errors: 4"}, "warn", "symbol=4")])
+def test_nvlink5_counters_judge_the_errors_not_the_fec_histogram(tmp_path, edit, status, named):
+    """`nvidia-smi nvlink -e` on NVLink 5 (B300, driver 595): twelve error counters per link, beside the FEC
+    histogram (bucket 0 in the billions on a healthy link), raw per-lane counters (non-zero on a healthy link) and
+    BER floats. The fixture follows the counter names and healthy readings recorded on a p6-b300 with driver
+    595.91.07 (a public troubleshooting reference of AWS's GPU instances) and GKE's NVLink check's test lines
+    ("Link 0: FEC Errors - 0: 17941761", safe to ignore). A healthy GPU used to warn on fec_0 and raw_lane_0."""
+    output = text("nvidia-smi-nvlink-e_b300_r595.txt")
+    for old, new in edit.items():
+        assert old in output
+        output = output.replace(old, new)
+    row = _nvlink5_row(tmp_path, output)
+    assert row["status"] == status, row
+    if named:
+        assert row["observed"] == "GPU 0: %s" % " ".join(sorted([named, "total_link_recovery_events=%s" % named[-1]])
+                                                         if "recovery" in named else [named]), row
+    else:
+        assert "fec_" not in row["observed"] and "raw_" not in row["observed"]
+        assert row["observed"].endswith("; 21 other counters recorded, not errors (FEC histogram, raw lane, traffic)")
+
+
+def test_nvlink_output_with_no_counter_the_check_knows_is_a_skip_naming_them(tmp_path):
+    output = "\n".join(line for line in text("nvidia-smi-nvlink-e_b300_r595.txt").splitlines()
+                       if "FEC" in line or line.startswith("GPU"))
+    row = _nvlink5_row(tmp_path, output)
+    assert row["status"] == "skip" and row["reason"].startswith("no NVLink error counter this check knows among the 16")

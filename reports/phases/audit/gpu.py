@@ -410,15 +410,25 @@ def nvlink_errors(v, c):
     errs = v.nv.get("nvlink_errors") or {}
     if not errs:
         raise Skip("not applicable: no NVLink error counters reported")
-    fail_keys = set(c.get("fail_counters", []))
+    # only the error counters are judged: NVLink 5's FEC histogram, raw lane and traffic counters are not errors
+    error_keys, fail_keys = set(c["error_counters"]), set(c.get("fail_counters", []))
     totals = Counter()
     bad_gpus = {}
+    others = set()
     for idx, counters in errs.items():
         for key, n in counters.items():
+            if key not in error_keys:
+                others.add(key)
+                continue
             totals[key] += n
             if n > int(c.get("max_per_gpu", 0)):
                 bad_gpus.setdefault(idx, []).append("%s=%d" % (key, n))
-    obs = ", ".join("%s %d" % kv for kv in sorted(totals.items())) or "no counters"
+    if not totals:
+        raise Skip("no NVLink error counter this check knows among the %d reported (%s)"
+                   % (len(others), name_list(sorted(others))))
+    obs = ", ".join("%s %d" % kv for kv in sorted(totals.items()))
+    if others:
+        obs += "; %d other counters recorded, not errors (FEC histogram, raw lane, traffic)" % len(others)
     if not bad_gpus:
         return R("pass", obs, "no NVLink errors")
     worst = "fail" if any(k in fail_keys and totals[k] for k in totals) else "warn"
