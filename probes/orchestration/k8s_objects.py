@@ -92,13 +92,15 @@ def hold_command(hold_s=3600, before=""):
 
 
 # The line the GPU pod prints once `nvidia-smi -L` has finished: Ready comes as soon as the container starts (no
-# readiness probe), while nvidia-smi may take seconds (no persistence mode), so the log is read until this line.
+# readiness probe), while nvidia-smi may take seconds (no persistence mode), so the log is read until this line. It
+# carries nvidia-smi's exit status ("CMXA-GPUS-LISTED exit=0"): the line comes whether nvidia-smi ran or not.
 GPUS_LISTED = "CMXA-GPUS-LISTED"
 
 
 def gpu_command(hold_s=3600):
-    """List the GPUs the container was given (read back with `kubectl logs`), then hold them until deleted."""
-    return hold_command(hold_s, before="nvidia-smi -L; echo %s; " % GPUS_LISTED)
+    """List the GPUs the container was given (read back with `kubectl logs`, which holds both of the container's
+    streams: a missing nvidia-smi's "not found" and nvidia-smi's own errors too), then hold them until deleted."""
+    return hold_command(hold_s, before="nvidia-smi -L; echo %s exit=$?; " % GPUS_LISTED)
 
 
 def cleanup_plan(run, namespace):
@@ -224,13 +226,51 @@ def node_allocatable(node, resource):
     return quantity((((node or {}).get("status") or {}).get("allocatable") or {}).get(resource, 0))
 
 
-GPU_LINE = re.compile(r"^GPU \d+: ", re.M)
+GPU_LINE = re.compile(r"^\s*GPU \d+: ")
+MIG_LINE = re.compile(r"^\s*MIG \S+\s+Device\s+\d+: ")
+_LISTED = re.compile(r"^%s(?: exit=(\d+))?[ \t]*$" % GPUS_LISTED, re.M)
+# What nvidia-smi prints when NVML works and finds no GPU (exit status 6): a count, 0, not a failure to count.
+NO_DEVICES = "No devices were found"
+
+
+def count_listed(lines):
+    """Devices in `nvidia-smi -L` lines: a GPU line ("GPU 0: NVIDIA A100 ... (UUID: GPU-...)") is one device, unless
+    MIG device lines follow it ("  MIG 1g.5gb     Device  0: (UUID: MIG-...)"): in a container given MIG devices
+    nvidia-smi lists their parent GPU and then each MIG device the container was given, and those are its devices."""
+    total, migs, gpu_open = 0, 0, False
+    for line in lines:
+        if GPU_LINE.match(line):
+            total += migs or (1 if gpu_open else 0)
+            migs, gpu_open = 0, True
+        elif MIG_LINE.match(line):
+            migs += 1
+    return total + (migs or (1 if gpu_open else 0))
+
+
+def gpu_listing(log_text):
+    """The churn pod's log read: {"visible": devices nvidia-smi listed, or None when it did not list them,
+    "exit": nvidia-smi's exit status from the marker line (None from a marker without one), "error": why the count
+    is unknown}. Known when nvidia-smi exited 0, or said it found no device; unknown when it is missing (the shell's
+    "nvidia-smi: not found", exit 127: an image without it, a node whose runtime does not inject it, amd.com/gpu) or
+    failed (no driver, a driver/NVML mismatch): no GPU was counted then, which is not 0 GPUs seen."""
+    text = log_text or ""
+    m = _LISTED.search(text)
+    status = int(m.group(1)) if m and m.group(1) is not None else None
+    lines = [x.rstrip() for x in (text[:m.start()] if m else text).splitlines() if x.strip()]
+    listed = count_listed(lines)
+    other = [x.strip() for x in lines if not GPU_LINE.match(x) and not MIG_LINE.match(x)]
+    found_none = bool(other) and not listed and all(x == NO_DEVICES for x in other)
+    if status == 0 or found_none or (status is None and (listed or not other)):
+        return {"visible": listed, "exit": status, "error": None}
+    said = " / ".join(other)[-300:] or "no output"
+    if status is None:
+        return {"visible": None, "exit": None, "error": "nvidia-smi -L listed no GPU: %s" % said}
+    return {"visible": None, "exit": status, "error": "nvidia-smi -L exit %d: %s" % (status, said)}
 
 
 def visible_gpus(log_text):
-    """GPUs `nvidia-smi -L` listed in the container's log ("GPU 0: NVIDIA A100 ... (UUID: GPU-...)"); MIG devices
-    are indented under their GPU and not counted."""
-    return len(GPU_LINE.findall(log_text or ""))
+    """Devices `nvidia-smi -L` listed in the container's log (gpu_listing), None when it did not list them."""
+    return gpu_listing(log_text)["visible"]
 
 
 _COUNTED = re.compile(r"^\s*(\d+)\s+(.+?)\s*$")

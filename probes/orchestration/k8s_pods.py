@@ -254,8 +254,9 @@ class Run:
         art.facts["churn"] = cycles
 
     def read_gpus(self, name, gpus, wait_s=60.0):
-        """The GPUs the pod's `nvidia-smi -L` listed, once its log says it finished (ko.GPUS_LISTED); None with the
-        reason when the log cannot be read or nvidia-smi did not finish within wait_s."""
+        """The GPUs the pod's `nvidia-smi -L` listed, once its log says it finished (ko.GPUS_LISTED), with
+        nvidia-smi's exit status; None with the reason when the log cannot be read, nvidia-smi did not finish within
+        wait_s, or it is missing or failed in the container (listing_error: its exit status and what it said)."""
         deadline = time.monotonic() + min(wait_s, self.p["ready_timeout_s"])
         while True:
             res = self.k.run(["logs", name])
@@ -263,7 +264,12 @@ class Run:
                 gpus["logs_error"] = why(res)
                 return
             if ko.GPUS_LISTED in res.stdout:
-                gpus["visible"] = ko.visible_gpus(res.stdout)
+                listing = ko.gpu_listing(res.stdout)
+                gpus["visible"] = listing["visible"]
+                if listing["exit"] is not None:
+                    gpus["nvidia_smi_exit"] = listing["exit"]
+                if listing["error"]:
+                    gpus["listing_error"] = listing["error"]
                 return
             if time.monotonic() > deadline:
                 gpus["logs_error"] = "nvidia-smi -L did not finish within %g s (log: %r)" % (

@@ -8,9 +8,11 @@ writes are then graded and rendered."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import jsonschema
 import pytest
@@ -156,6 +158,15 @@ def test_gpus_asked_allocatable_and_seen():
     assert ko.node_allocatable(nodes["minikube"], "nvidia.com/gpu") == 0
     assert ko.visible_gpus((FIX / "nvidia-smi-L_1gpu.txt").read_text()) == 1
     assert ko.visible_gpus("") == 0
+    # MIG: the devices under their GPU are what the container was given; a GPU without any is one device
+    assert ko.visible_gpus(MIG_2) == 2
+    assert ko.count_listed((MIG_2 + (FIX / "nvidia-smi-L_1gpu.txt").read_text()).splitlines()) == 3
+    # the marker carries nvidia-smi's exit status; a marker without one (older pods) is read from the text alone
+    listed = (FIX / "nvidia-smi-L_1gpu_listed.txt").read_text()
+    assert ko.gpu_listing(listed) == {"visible": 1, "exit": 0, "error": None}
+    assert ko.gpu_listing(listed.replace(" exit=0", "")) == {"visible": 1, "exit": None, "error": None}
+    assert ko.gpu_listing("sh: 1: nvidia-smi: not found\n%s\n" % ko.GPUS_LISTED) == {
+        "visible": None, "exit": None, "error": "nvidia-smi -L listed no GPU: sh: 1: nvidia-smi: not found"}
 
 
 def test_a_stuck_delete_names_what_holds_it():
@@ -286,7 +297,7 @@ def test_the_replay_churn(replayed):
     assert len(_results(doc, "ready_s", test="churn", cycle=1, clock="probe")) == 1
     assert _results(doc, "warmup_s", test="churn") and not _results(doc, "ready_s", test="churn", cycle=0)
     # GPUs: the container lists one (nvidia-smi -L), the recorded pod spec holds none (a CPU pod's recording)
-    assert churn[1]["gpus"] == {"requested": 1, "api": 0, "node_allocatable": None, "visible": 1}
+    assert churn[1]["gpus"] == {"requested": 1, "api": 0, "node_allocatable": None, "visible": 1, "nvidia_smi_exit": 0}
     assert churn[2]["pending"]["reasons"] == {"Insufficient nvidia.com/gpu": 1}
     assert _results(doc, "pod_ready", test="churn") == [1, 0]
     # cycle 1's delete never finished: the API kept answering with a pod that has a deletionTimestamp
@@ -399,6 +410,122 @@ def test_grading_the_replayed_artifact(replayed):
     assert net[0]["status"] == "pass" and "rdma_shared_device" in net[0]["observed"]
     dra = _rows("k8s_dra", "orchestration.k8s_dra", run)
     assert dra[0]["observed"].startswith("1 ComputeDomain(s): default/inference-cd (2 nodes, not reported)")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# GPUs seen in a churn pod: the pod's own command run here under /bin/sh, with a stand-in nvidia-smi that prints a
+# recorded `nvidia-smi -L` and exits as nvidia-smi does (or none at all), read back by the probe and graded
+
+SMI_FIX = ROOT / "tests" / "fixtures" / "tools" / "nvidia-smi"
+# `nvidia-smi -L` of an A100 80GB PCIe with two MIG devices, NVIDIA/nvidia-container-toolkit#203 (greenmoss,
+# 2024-01-08): what a container given two MIG devices of one GPU lists (the parent GPU, then one line per device)
+MIG_2 = ("GPU 0: NVIDIA A100 80GB PCIe (UUID: GPU-932bfb2c-849a-2a22-1e84-9eff6bc02b39)\n"
+         "  MIG 3g.40gb     Device  0: (UUID: MIG-0929581a-2be6-5dec-bf34-0954c6c529a6)\n"
+         "  MIG 3g.40gb     Device  1: (UUID: MIG-3adbed3a-d03d-549f-a016-ba1fd7359f23)\n")
+
+
+def _pod_log(tmp_path, listing=None, status=0):
+    """What `kubectl logs` returns for a churn pod (both streams of its container): ko.gpu_command run by dash (the
+    Ubuntu-based CUDA image's sh) with a PATH holding only sleep and cat and, when listing is given, an nvidia-smi
+    that prints it and exits with status; without one the shell reports nvidia-smi missing, as in a container the
+    NVIDIA runtime did not set up (an amd.com/gpu node, Azure/AKS#1271: "sh: 27: nvidia-smi: not found")."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(parents=True)
+    for tool in ("sleep", "cat"):
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    if listing is not None:
+        (tmp_path / "listing.txt").write_text(listing)
+        smi = bin_dir / "nvidia-smi"
+        smi.write_text("#!/bin/sh\ncat '%s'\nexit %d\n" % (tmp_path / "listing.txt", status))
+        smi.chmod(0o755)
+    out = subprocess.run(ko.gpu_command(hold_s=0), executable="/bin/sh", env={"PATH": str(bin_dir)},
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
+    return out.stdout
+
+
+class _Logs:
+    """kubectl answering `logs` with the container's log."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def run(self, args, namespaced=True, timeout=None):
+        assert args[0] == "logs"
+        return SimpleNamespace(rc=0, stdout=self.log, stderr="", missing=False, timed_out=False)
+
+
+def _seen(log, n):
+    """The probe's reading of the pod's log (Run.read_gpus), as the churn cycle records it."""
+    gpus = {"requested": n, "api": n, "node_allocatable": 7, "visible": None}
+    k8s_pods.Run(Artifact("k8s_pods", "r", "h1"), {"ready_timeout_s": 3.0, "poll_s": 0.05}, ".",
+                 _Logs(log)).read_gpus("cmx-churn-1-abcde", gpus)
+    return gpus
+
+
+def _churn_row(gpus, resource):
+    art = Artifact("k8s_pods", "r", "h1")
+    art.facts.update(gpu_resource=resource, gpus_per_pod=gpus["requested"], churn=[
+        {"cycle": i, "warmup": False, "pod": "cmx-churn-%d" % i, "node": "n1", "outcome": "ready",
+         "probe": {"scheduled": 0.1, "started": 1.0, "ready": 1.2}, "api": {}, "gpus": dict(gpus), "delete_s": 1.0}
+        for i in (1, 2)])
+    for i in (1, 2):
+        art.add("start_s", 1.0, "s", test="churn", cycle=i, clock="probe")
+    [row] = _rows("k8s_churn", "orchestration.k8s_gpu_pod_churn", make_run([art.to_dict()]))
+    return row
+
+
+@pytest.mark.parametrize("resource", ["nvidia.com/gpu", "amd.com/gpu"])
+def test_churn_gpus_unknown_when_the_container_has_no_nvidia_smi(tmp_path, resource):
+    log = _pod_log(tmp_path)
+    assert "nvidia-smi: not found" in log
+    gpus = _seen(log, 1)
+    row = _churn_row(gpus, resource)
+    assert (row["status"], row["reason"]) == ("warn", "; ".join(
+        "cycle %d: GPUs seen in the container unknown (nvidia-smi -L exit 127: sh: 1: nvidia-smi: not found)" % i
+        for i in (1, 2)))
+    # the artifact keeps why: nvidia-smi's exit status and what the log said
+    assert gpus["visible"] is None and gpus["nvidia_smi_exit"] == 127
+    assert gpus["listing_error"] == "nvidia-smi -L exit 127: sh: 1: nvidia-smi: not found"
+
+
+def test_churn_gpus_unknown_when_nvidia_smi_cannot_reach_the_driver(tmp_path):
+    """nvidia-smi present but failing (exit 9, NVIDIA driver not loaded): a recorded message, no count."""
+    msg = (ROOT / "tests" / "fixtures" / "nvidia-smi" / "driver_not_loaded.txt").read_text()
+    gpus = _seen(_pod_log(tmp_path, msg, status=9), 1)
+    assert _churn_row(gpus, "nvidia.com/gpu")["status"] == "warn"
+    assert gpus["visible"] is None and gpus["nvidia_smi_exit"] == 9
+    assert gpus["listing_error"].startswith("nvidia-smi -L exit 9: NVIDIA-SMI has failed because it couldn't "
+                                            "communicate with the NVIDIA driver.")
+
+
+@pytest.mark.parametrize("resource", ["nvidia.com/mig-3g.40gb", "nvidia.com/gpu"])
+def test_churn_two_mig_slices_of_one_gpu_are_two_gpus(tmp_path, resource):
+    """Two MIG devices asked (mixed strategy by profile, or nvidia.com/gpu under the "single" strategy), two given."""
+    gpus = _seen(_pod_log(tmp_path, MIG_2), 2)
+    row = _churn_row(gpus, resource)
+    assert row["status"] == "pass" and not row["reason"], row
+    assert gpus["visible"] == 2
+    # one MIG device given of the two asked is one
+    one = _seen(_pod_log(tmp_path / "one", MIG_2.rsplit("  MIG", 1)[0]), 2)
+    assert one["visible"] == 1
+    assert "the container saw 1 GPU(s), asked 2" in _churn_row(one, resource)["reason"]
+
+
+def test_churn_one_full_gpu_asked_one_still_passes(tmp_path):
+    gpus = _seen(_pod_log(tmp_path, (FIX / "nvidia-smi-L_1gpu.txt").read_text()), 1)
+    assert gpus["visible"] == 1 and "listing_error" not in gpus
+    assert _churn_row(gpus, "nvidia.com/gpu")["status"] == "pass"
+
+
+@pytest.mark.parametrize("listing,status", [
+    ((SMI_FIX / "error_no-devices-found.txt").read_text(), 6),  # NVML answered: no device in the container
+    ("", 0)])  # nvidia-smi ran, listed nothing and succeeded
+def test_churn_zero_gpus_listed_by_nvidia_smi_still_fails(tmp_path, listing, status):
+    gpus = _seen(_pod_log(tmp_path, listing, status), 1)
+    assert gpus["visible"] == 0, gpus
+    row = _churn_row(gpus, "nvidia.com/gpu")
+    assert row["status"] == "fail"
+    assert "cycle 1: the container saw 0 GPU(s), asked 1" in row["reason"]
 
 
 def test_latency_thresholds_and_percentiles():

@@ -112,7 +112,7 @@ def grade_churn(check, run, host):
         elif g.get("visible") is None:
             statuses.append("warn")
             findings.append("cycle %s: GPUs seen in the container unknown (%s)" % (
-                c["cycle"], g.get("logs_error") or "no nvidia-smi -L output"))
+                c["cycle"], g.get("logs_error") or g.get("listing_error") or "no nvidia-smi -L output"))
         if g.get("api") != g.get("requested"):
             statuses.append("warn")
             findings.append("cycle %s: the API records %s GPU(s) for the pod, %s asked" % (c["cycle"], g.get("api"),
