@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from probes.artifact import Artifact, write_json_atomic
+from probes.common import k8s as sched_k8s
 from probes.common import slurm as sched_slurm
 from probes.reliability import sched_action, sched_watch
 from reports.grading import load_rubric
@@ -363,6 +364,45 @@ def test_xid94_drained_warns_and_failed_job_fails(tmp_path):
     assert failed["status"] == "fail" and "Unable to allocate" in failed["reason"]
 
 
+@pytest.mark.parametrize("xid", [94, 13, 63])
+def test_a_drain_for_a_no_drain_xid_warns_in_remediation_as_in_contained_xid(tmp_path, xid):
+    """xid.yml marks RESTART_APP (94, 13) and IGNORE_UNTIL_RESET (63) drain: false. A health check that drains the
+    node for them takes capacity away for an application fault: reliability.remediation warns, as
+    reliability.contained_xid does on the same observation (it passed, "drained (XID 94)")."""
+    run = make_run(tmp_path, fault_docs("n1", detect=30.0, action="drained", xid=xid))
+    [act] = gr.grade_action(check("reliability.remediation"), run, "n1")
+    [cont] = gr.grade_contained(check("reliability.contained_xid"), run, "n1")
+    assert cont["status"] == "warn" and "capacity lost for nothing" in cont["reason"]
+    assert act["status"] == "warn", act
+    assert act["observed"] == "drained (XID %d)" % xid
+    assert "capacity lost for an application fault" in act["reason"]
+
+
+def test_recorded_xid94_drained_warns_in_remediation_too(tmp_path):
+    """The recorded run with XID 94 injected and the health check draining node 4 as it did for XID 79."""
+    run = xid94_run(tmp_path, drained=True)
+    [act] = gr.grade_action(check("reliability.remediation"), run, NODE4)
+    [cont] = gr.grade_contained(check("reliability.contained_xid"), run, NODE4)
+    assert cont["status"] == "warn"
+    assert act["status"] == "warn" and act["observed"] == "drained (XID 94)"
+    assert "taken out of service" in act["reason"] and "application restart" in act["reason"]
+
+
+def test_judging_the_no_drain_buckets():
+    """RESTART_APP, IGNORE_UNTIL_RESET: kept in service passes; drained, kept out or taken out and returned warns
+    (capacity lost, as reliability.contained_xid says); reboot, removal, replacement warn as before."""
+    for bucket in ("RESTART_APP", "IGNORE_UNTIL_RESET"):
+        assert gr.judge_action("none", bucket, 700.0) == ("pass", None)
+        for kept_out in ("drained", "out_of_service", "returned"):
+            status, why = gr.judge_action(kept_out, bucket, 700.0)
+            assert status == "warn" and "capacity lost for an application fault" in why, (kept_out, bucket)
+        for harsh in ("reboot", "removed", "replaced"):
+            assert gr.judge_action(harsh, bucket, 700.0)[0] == "warn"
+    assert "for an XID that needs only an application restart" in gr.judge_action("drained", "RESTART_APP", 1.0)[1]
+    assert "for an XID that needs only a GPU reset at some point" in gr.judge_action(
+        "drained", "IGNORE_UNTIL_RESET", 1.0)[1]
+
+
 def test_xid_actions_say_which_xids_drain():
     assert not gr.drains(94, XID) and not gr.drains(13, XID) and not gr.drains(63, XID)
     assert gr.recommended(95, XID)[0] == "RESET_GPU"
@@ -473,6 +513,97 @@ def test_nvl72_tray_never_drained_fails(tmp_path):
     _rewrite_samples(run_dir, stay)
     [row] = gr.grade_return(check("reliability.return_to_service"), load_run(str(run_dir)), NODE4)
     assert row["status"] == "fail" and row["observed"] == "not drained"
+
+
+# --- An NVL72 tray drained in time and then kept out of service by other means: Slurm reports a drained tray that
+# the provider powers off or that stops answering as DOWN+DRAIN, IDLE+DRAIN+NOT_RESPONDING, ...+REBOOT_ISSUED (the
+# shared phase `down`), Kubernetes a cordoned node gone NotReady as `down` too. The samples are the schedulers' own
+# readers' (probes/common/slurm.sample, probes/common/k8s.sample) of those states.
+def _k8s_node(ready=True, cordoned=False, conditions=()):
+    conds = [{"type": "Ready", "status": "True" if ready else "False",
+              "reason": None if ready else "NodeStatusUnknown", "message": None if ready else "Kubelet stopped "
+              "posting node status."}] + [{"type": c, "status": "False"} for c in conditions]
+    return {"spec": {"unschedulable": cordoned}, "status": {"conditions": conds}}
+
+
+def nvl72_docs(host, readings, scheduler="slurm", watched=900.0):
+    """fault_docs' records of an NVL72 tray (node_info gpu_model NVIDIA GB200) whose observer samples are
+    readings: [(s after the fault, what the scheduler said)] read by that scheduler's own reader: Slurm, a State
+    (the health check's XID 79 reason with it once drained); Kubernetes, a node object (_k8s_node). The last
+    reading is repeated at the end of the watch."""
+    docs = [d for d in fault_docs(host, detect=30.0, watched=watched) if not any(k.startswith("samples ") for k in d)]
+    docs[0]["facts"]["scheduler"] = scheduler
+    samples = []
+    for offset, said in readings:
+        if scheduler == "slurm":
+            fields = {"State": said}
+            if "DRAIN" in said:
+                fields["Reason"] = "XID 79 in kernel log (health check) [root@2027-01-15T08:00:30]"
+            samples.append(sched_slurm.sample(host, fields, T0 + offset))
+        else:
+            samples.append(sched_k8s.sample(host, said, T0 + offset))
+    samples.append(dict(samples[-1], t=max(T0 + watched, samples[-1]["t"]), final=True))
+    info = _art("node_info", host)
+    info.facts["gpu_model"] = "NVIDIA GB200"
+    return docs + [{"samples fault-b1": samples}, info.to_dict()]
+
+
+@pytest.mark.parametrize("down_state", ["DOWN+DRAIN", "IDLE+DRAIN+NOT_RESPONDING", "DOWN+DRAIN+REBOOT_ISSUED"])
+def test_nvl72_tray_drained_in_time_then_down_to_the_end_of_the_watch_passes(tmp_path, down_state):
+    """Drained 30 s after XID 79, then powered off for repair (Slurm: still DRAIN, now DOWN or not responding, phase
+    down) and never back: kept out of service to the end of the watch, what an NVL72 tray should do. It failed as
+    "then back in service (0 flap(s))" though it never came back."""
+    run = make_run(tmp_path, nvl72_docs("n1", [(-1, "IDLE"), (30, "IDLE+DRAIN"), (120, down_state)]))
+    done = timeline.outcome(run, run.artifact("n1", "fault_injection"))
+    assert done["facts"]["final_phase"] == "down"
+    assert (done["metrics"]["drain_s"], done["metrics"]["returned"], done["metrics"]["flaps"]) == (30.0, 0, 0)
+    [row] = gr.grade_return(check("reliability.return_to_service"), run, "n1")
+    assert row["status"] == "pass", row
+    assert row["observed"] == "drained after 30.0 s, then down (out of service to the end of the 900.0 s watch)"
+
+
+def test_nvl72_kubernetes_tray_cordoned_then_not_ready_passes(tmp_path):
+    """Kubernetes: the health agent cordons the tray 30 s after the fault (drained), then it is powered off for the
+    rack's repair (NotReady: down) and stays so."""
+    readings = [(-1, _k8s_node()), (30, _k8s_node(cordoned=True)), (200, _k8s_node(ready=False, cordoned=True))]
+    run = make_run(tmp_path, nvl72_docs("n1", readings, scheduler="kubernetes"))
+    [row] = gr.grade_return(check("reliability.return_to_service"), run, "n1")
+    assert row["status"] == "pass", row
+    assert row["observed"] == "drained after 30.0 s, then down (out of service to the end of the 900.0 s watch)"
+
+
+def test_nvl72_tray_down_then_drained_again_names_every_phase_after_the_drain(tmp_path):
+    """Drained, powered off (down), back up still drained (the repair not done): out of service throughout."""
+    readings = [(-1, "IDLE"), (30, "IDLE+DRAIN"), (120, "DOWN+DRAIN"), (400, "IDLE+DRAIN")]
+    run = make_run(tmp_path, nvl72_docs("n1", readings))
+    [row] = gr.grade_return(check("reliability.return_to_service"), run, "n1")
+    assert row["status"] == "pass", row
+    assert row["observed"] == ("drained after 30.0 s, then down -> drained (out of service to the end of the "
+                               "900.0 s watch)")
+
+
+@pytest.mark.parametrize("readings,observed", [
+    # drained, down for a while, then resumed without a job shown to run on it: back before the repair
+    ([(-1, "IDLE"), (30, "IDLE+DRAIN"), (120, "DOWN+DRAIN"), (300, "IDLE")],
+     "drained after 30.0 s, then back in service (available, 0 flap(s))"),
+    # drained, back in service, then down to the end: work could be placed on it in between
+    ([(-1, "IDLE"), (30, "IDLE+DRAIN"), (120, "IDLE"), (200, "DOWN")],
+     "drained after 30.0 s, then back in service (available, 1 flap(s))"),
+])
+def test_nvl72_tray_back_in_service_after_the_drain_still_fails(tmp_path, readings, observed):
+    run = make_run(tmp_path, nvl72_docs("n1", readings))
+    [row] = gr.grade_return(check("reliability.return_to_service"), run, "n1")
+    assert row["status"] == "fail" and row["observed"] == observed
+    assert row["reason"] == "an NVL72 tray must stay out of service until it is repaired"
+
+
+def test_nvl72_kubernetes_tray_uncordoned_while_unhealthy_fails(tmp_path):
+    """Cordoned, then uncordoned with the health agent's condition still failing (unhealthy: schedulable)."""
+    readings = [(-1, _k8s_node()), (30, _k8s_node(cordoned=True)), (200, _k8s_node(conditions=["GpuHealthy"]))]
+    run = make_run(tmp_path, nvl72_docs("n1", readings, scheduler="kubernetes"))
+    [row] = gr.grade_return(check("reliability.return_to_service"), run, "n1")
+    assert row["status"] == "fail"
+    assert row["observed"] == "drained after 30.0 s, then back in service (unhealthy, 0 flap(s))"
 
 
 # --- Hot spares on HGX (issue 18; seed: a failed node is replaced by a hot spare "in under an hour end to end").

@@ -13,13 +13,16 @@ kinds (registered by reports.grading.kinds):
                         a contained XID (94) is a skip here, graded by reliability_contained instead
   reliability_contained per host, for an injected XID whose action is not a drain (xid.yml `drain: false`, 94): the
                         node kept in service and a basic command still runs on it
-  reliability_action    per host: the remediation observed against the one reports/data/xid.yml recommends for the XID
+  reliability_action    per host: the remediation observed against the one reports/data/xid.yml recommends for the XID;
+                        for an XID whose action is not a drain (RESTART_APP, IGNORE_UNTIL_RESET) a node kept out of
+                        service (drained) warns, as reliability_contained does
   reliability_return    per host: back in service within `within_s` of the injection and the basic command the
                         observer ran on it then succeeded (sched_action -job: job_rc 0); on HGX also a node kept
                         out and replaced by a hot spare whose basic command succeeded within `within_s` of the
                         injection (seed: a hot spare "in under an hour end to end"). An NVL72-style tray
                         (system_kind: node_info GPU model GB200/GB300) passes instead when drained within
-                        `nvl72_drain_s` and kept out
+                        `nvl72_drain_s` and kept out of service from then to the end of the watch (drained, or
+                        down/not responding for its repair: timeline's out-of-service phases)
 """
 
 import os
@@ -158,10 +161,20 @@ def judge_action(observed, bucket, watched_s):
     """(status, why) for an observed remediation against the recommended bucket."""
     window = "within the %s watch" % _s(watched_s)
     if bucket in HARMLESS:
+        # xid.yml drain: false. Kept in service (none) is what the XID calls for; taking the node out of service
+        # for it loses capacity for an application fault, for a while (returned) or to the end of the watch, as
+        # reliability.contained_xid says of the same observation; a reboot, removal or replacement more so.
+        needs = "an application restart" if bucket == "RESTART_APP" else "a GPU reset at some point"
         if observed in ("reboot", "removed", "replaced"):
             return "warn", "the node was %s for an XID that needs only %s" % (
-                "rebooted" if observed == "reboot" else "replaced",
-                "an application restart" if bucket == "RESTART_APP" else "a GPU reset at some point")
+                "rebooted" if observed == "reboot" else "replaced", needs)
+        if observed in ("drained", "out_of_service"):
+            return "warn", ("the node was taken out of service (%s) for an XID that needs only %s, and kept out to "
+                            "the end of the %s watch: capacity lost for an application fault" % (
+                                observed.replace("_", " "), needs, _s(watched_s)))
+        if observed == "returned":
+            return "warn", ("the node was taken out of service for an XID that needs only %s, then returned: "
+                            "capacity lost for an application fault" % needs)
         return "pass", None
     if observed == "none":
         return "fail", "the node was left schedulable after an uncontained error"
@@ -240,22 +253,37 @@ def system_kind(run, host):
 
 
 def _grade_return_nvl72(check, host, done, how):
-    """NVL72-style tray: drained within `nvl72_drain_s` and kept out to the end of the watch passes."""
-    m = done["metrics"]
+    """NVL72-style tray: drained within `nvl72_drain_s` and kept out of service from then to the end of the watch
+    passes, whatever phase kept it out after the drain (timeline: the scheduler's out-of-service phases; a drained
+    tray powered off or not responding for its repair is Slurm DOWN+DRAIN, Kubernetes NotReady: phase down). Back in
+    service after the drain (available, or schedulable while flagged unhealthy) fails, unless a fresh job ran on it
+    at the end (returned and job_ok)."""
+    m, facts = done["metrics"], done["facts"]
     drain_within = float(check.get("nvl72_drain_s", 120))
     expected = "NVL72 tray (%s): drained within %s and kept out until the rack is repaired" % (how, _s(drain_within))
     if m.get("drain_s") is None:
         return [make_row(check, host, "fail", "not drained", expected, "the tray was never drained")]
+    drained = "drained after %s" % _s(m["drain_s"])
     if m["drain_s"] > drain_within:
-        return [make_row(check, host, "fail", "drained after %s" % _s(m["drain_s"]), expected)]
-    if m.get("drain_open") and not m.get("flaps"):
-        return [make_row(check, host, "pass", "drained after %s, kept out for the %s watch" % (
-            _s(m["drain_s"]), _s(m.get("watched_s", 0.0))), expected)]
+        return [make_row(check, host, "fail", drained, expected)]
+    after = (facts.get("after_drain") or "").split(" -> ")
+    if facts.get("kept_out_after_drain") and not m.get("flaps"):
+        watch = "%s watch" % _s(m.get("watched_s", 0.0))
+        if all(phase in timeline.DRAINED for phase in after):
+            return [make_row(check, host, "pass", "%s, kept out for the %s" % (drained, watch), expected)]
+        return [make_row(check, host, "pass", "%s, then %s (out of service to the end of the %s)" % (
+            drained, " -> ".join(after[1:]), watch), expected)]
     if m.get("returned") and m.get("job_ok"):
-        return [make_row(check, host, "pass", "drained after %s, back with a job run after %s" % (
-            _s(m["drain_s"]), _s(m["return_s"])), expected)]
-    return [make_row(check, host, "fail", "drained after %s, then back in service (%d flap(s))" % (
-        _s(m["drain_s"]), int(m.get("flaps", 0))), expected, "an NVL72 tray must stay drained until it is repaired")]
+        return [make_row(check, host, "pass", "%s, back with a job run after %s" % (drained, _s(m["return_s"])),
+                         expected)]
+    back = facts.get("back_after_drain")
+    if back is None:  # out of service from the drain on, but back in service between the first sign and the drain
+        observed = "%s, out of service since, but back in service before the drain (%d flap(s))" % (
+            drained, int(m.get("flaps", 0)))
+    else:
+        observed = "%s, then back in service (%s, %d flap(s))" % (drained, back, int(m.get("flaps", 0)))
+    return [make_row(check, host, "fail", observed, expected,
+                     "an NVL72 tray must stay out of service until it is repaired")]
 
 
 def _grade_replaced(check, host, done, within, expected):

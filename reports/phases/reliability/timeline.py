@@ -89,7 +89,10 @@ def fault_timeline(samples, t_inject, t_end=None, spare=None, out_phases=OUT_OF_
     done about it is the node held out of service (out_phases, sched.held_out of the scheduler). A node flagged
     unhealthy but left schedulable was detected, and nothing kept work off it (``held_out`` false).
     spare: (node, t available) of the spare that came into service in this node's place (spare_for); it counts
-    only when the node was taken out and stayed out to the end of the watch (``spare``, ``spare_s``)."""
+    only when the node was taken out and stayed out to the end of the watch (``spare``, ``spare_s``).
+    A node drained (sched.DRAINED) at some point also gets ``after_drain`` (its phases from that first drain to the
+    end of the watch), ``kept_out_after_drain`` (every one of them in out_phases: drained, then down, is still
+    out of service) and, when not, ``back_after_drain`` (the first phase that let work back on the node)."""
     samples = known(samples)
     if not samples:
         return {"observed": False, "why": "no scheduler state could be read"}
@@ -125,6 +128,16 @@ def fault_timeline(samples, t_inject, t_end=None, spare=None, out_phases=OUT_OF_
         out["drain_s"] = _r(drains[0][1] - t_inject)
     out["time_drained_s"] = _r(sum(iv[2] - iv[1] for iv in drains))
     out["drain_open"] = ivs[-1][0] in DRAINED
+    if drains:
+        # From the first drain to the end of the watch: the phases in order, and whether every one of them kept work
+        # off the node (out_phases: drained, then down or lost is still out of service; available, or only flagged
+        # unhealthy while schedulable, is not). An NVL72 tray must stay out until its repair (grade.py).
+        since = [iv for iv in ivs if iv[1] >= drains[0][1]]
+        out["after_drain"] = [iv[0] for iv in since]
+        back = [iv[0] for iv in since if iv[0] not in out_phases]
+        out["kept_out_after_drain"] = not back
+        if back:
+            out["back_after_drain"] = back[0]
     # Returns: an available stretch after being out. The last one counts as the return to service only when the
     # node is still available at the end; every earlier one was a flap (back, then out again).
     returns = [iv for iv in ivs if iv[0] == "available" and iv[1] > first[1]]
@@ -430,6 +443,11 @@ def fault_outcome(run, doc):
         return _record(doc, "skipped", tl.get("why"), facts)
     facts.update(observed_action=observed_action(tl, rebooted), detect_phase=tl.get("detect_phase"),
                  detect_reason=tl.get("detect_reason"), final_phase=tl.get("final_phase"))
+    if tl.get("after_drain"):
+        # the phases from the first drain to the end of the watch ("drained -> down"), and whether all kept work off
+        facts.update(after_drain=" -> ".join(tl["after_drain"]), kept_out_after_drain=tl["kept_out_after_drain"])
+        if tl.get("back_after_drain"):
+            facts["back_after_drain"] = tl["back_after_drain"]  # the first phase after it that let work back on
     # injected_at: the injection on the observer's clock (injection_time), the zero of every *_s and of job_ok_at
     metrics = {"injected_at": t_inject, "watched_s": tl["watched_s"], "detected": 1 if tl["detected"] else 0,
                "rebooted": 1 if rebooted else 0, "returned": 1 if tl.get("returned") else 0,
