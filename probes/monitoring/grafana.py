@@ -4,11 +4,12 @@ jobs, the current scheduler state and when each check last ran -- a stale green 
 
 Read only: GET /api/health; GET /api/search?type=dash-db; GET /api/dashboards/uid/<uid> for each dashboard (up to
 max_dashboards); each panel target's PromQL is classified (pure rules below) and, with a prometheus_url, evaluated as
-an instant query (GET <prometheus_url>/api/v1/query): did it return data, and do the series' node labels name this
-cluster's nodes. Nothing is created, changed or deleted in the provider's Grafana: the anonymous-access test repeats
-the search and one dashboard without credentials (Grafana's dashboard answer says whether the caller may save it:
-meta.canSave for an anonymous caller means anonymous writes are possible) and reads /api/frontend/settings -- no
-write is attempted.
+an instant query (GET <prometheus_url>/api/v1/query): did it return data, and which node labels its series carry
+(recorded raw: the controller files them under this cluster's nodes by their names and addresses, with the rule the
+Prometheus half uses, probes/monitoring/common.py node_of). Nothing is created, changed or deleted in the
+provider's Grafana: the anonymous-access test repeats the search and one dashboard without credentials (Grafana's
+dashboard answer says whether the caller may save it: meta.canSave for an anonymous caller means anonymous writes are
+possible) and reads /api/frontend/settings -- no write is attempted.
 
 Why a prometheus_url and not Grafana's /api/ds/query: that endpoint is a POST whose body names a datasource uid,
 and the dashboards (e.g. NVIDIA's dcgm-exporter dashboard) name their datasource through a `$datasource` variable
@@ -21,7 +22,7 @@ $__range, $__auto...) become "5m" (a rate window any scrape interval up to 75 s 
 in the model (custom, constant, textbox: fixed_values) takes that value; any other variable, in any of its spellings
 ($var, ${var}, ${var:fmt}, [[var]]), stands for "All" -- query variables are filled from the datasource in the browser,
 and All is the one value that does not depend on it: a matcher label="$var" or label=~"$var" becomes label=~".*", a
-bare use becomes .*. Every series then comes back, and the node check decides whether they are ours.
+bare use becomes .*. Every series then comes back, and the controller decides whether they are ours.
 
 Credentials: token_file (a service account token or API key, sent as "Bearer <token>") or basic_auth_file
 ("user:password"), read at run time. The credential is never written into the artifact, its raw files or any error
@@ -29,14 +30,15 @@ text: redact() replaces it everywhere text from outside is kept.
 
 Results (labels): grafana_up (1: /api/health answered); dashboards (count); dashboards_class {class: gpu_health |
 scheduler | freshness} (dashboards of that class); panels_total, panels_evaluated, panels_with_data,
-panels_with_cluster_nodes, panels_aggregate (data, but no node label: an aggregate); anonymous_read (1: the search
-answered dashboards without credentials); anonymous_write (1: a dashboard read without credentials says the caller
-may save it).
+panels_aggregate (data, none of it with a node label: an aggregate); anonymous_read (1: the search answered
+dashboards without credentials); anonymous_write (1: a dashboard read without credentials says the caller may save
+it). Which panels show this cluster's nodes is the controller's (reports/phases/monitoring/grafana.py).
 Facts: url, version, database, dashboards [{uid, title, classes, panels: [{id, title, classes, targets: [{expr,
-query, evaluated, data, series, nodes_seen, cluster_nodes, unlabelled, error}]}]}], anonymous {search_status,
+query, evaluated, data, series, node_labels (the distinct sets of SERIES_NODE_LABELS the series carry, at most
+MAX_LABEL_SETS), node_label_sets (how many distinct sets there were), unlabelled, error}]}]}], anonymous {search_status,
 search_dashboards, dashboard_uid, dashboard_status, rights {canSave, canEdit, canAdmin}, settings_status,
-anonymous_enabled, write_possible}, nodes, evaluated_with, errors, candidates (the URLs tried), http_calls, rules
-(the class patterns, node labels and rate window used).
+anonymous_enabled, write_possible}, nodes ([{name, address}] as given), evaluated_with, errors, candidates (the URLs
+tried), http_calls, rules (the class patterns, node labels and rate window used).
 """
 
 import base64
@@ -47,7 +49,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from probes.monitoring.common import refuse_credential_in_url
+from probes.monitoring.common import SERIES_NODE_LABELS, refuse_credential_in_url
 from probes.params import Param, Params
 
 PARAMS = Params(
@@ -57,7 +59,8 @@ PARAMS = Params(
     basic_auth_file=Param(str, "", "file holding user:password for Grafana (when no token_file)"),
     prometheus_url=Param(str, "", "Prometheus base URL the panel queries are evaluated against (empty: not "
                                   "evaluated)"),
-    nodes=Param(list, [], "this cluster's node names (the inventory's hostnames)"),
+    nodes=Param(list, [], "this cluster's nodes: [{name, address}] (recorded for the controller, which files the "
+                          "series under them)"),
     timeout_s=Param(float, 10, "seconds one HTTP request may take"),
     max_dashboards=Param(int, 50, "dashboards read at most"),
     max_panels=Param(int, 200, "panel targets evaluated at most (all dashboards together)"),
@@ -73,7 +76,7 @@ CLASS_RULES = (
                              r"_last_[a-z_]*time[a-z_]*)\b|\btime\(\)\s*-")),
 )
 CLASSES = tuple(c for c, _ in CLASS_RULES)
-NODE_LABELS = ("instance", "Hostname", "hostname", "node", "nodename", "host")
+MAX_LABEL_SETS = 1000  # distinct node label sets kept per query (a Prometheus shared by many clusters holds more)
 INTERVAL_VARS = ("__rate_interval", "__interval", "interval", "__range", "__auto", "__auto_interval",
                  "__interval_ms", "__range_s")
 RATE_WINDOW = "5m"
@@ -145,31 +148,16 @@ def substitute_vars(expr, fixed=None):
     return re.sub(_VAR, ".*", text)
 
 
-def short_name(name):
-    """A host name or instance without port and domain: 'node1.example:9400' -> 'node1'."""
-    text = str(name or "")
-    if text.startswith("["):
-        text = text.split("]")[0][1:]
-    elif text.count(":") == 1:
-        text = text.split(":")[0]
-    return text.split(".")[0] if not re.match(r"^\d+\.\d+\.\d+\.\d+$", text) else text
-
-
-def series_nodes(result):
-    """Node names the series of an instant query's result carry (in any of NODE_LABELS)."""
-    seen = set()
+def node_label_sets(result):
+    """The distinct sets of node labels (SERIES_NODE_LABELS: instance, node, Hostname, ...) the series of an instant
+    query's result carry, each {label: value}, sorted; a series with none of them adds none."""
+    seen = {}
     for s in result or []:
         metric = (s or {}).get("metric") or {}
-        for label in NODE_LABELS:
-            if metric.get(label):
-                seen.add(str(metric[label]))
-    return sorted(seen)
-
-
-def cluster_nodes_in(seen, nodes):
-    """Which of this cluster's nodes the seen label values name (compared without port and domain)."""
-    short = {short_name(n): n for n in nodes or []}
-    return sorted({short[short_name(s)] for s in seen if short_name(s) in short})
+        labels = {k: str(metric[k]) for k in SERIES_NODE_LABELS if metric.get(k)}
+        if labels:
+            seen[json.dumps(labels, sort_keys=True)] = labels
+    return [seen[k] for k in sorted(seen)]
 
 
 def redact(text, secrets):
@@ -252,10 +240,10 @@ def candidate_urls(p):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def evaluate(client, prom, expr, nodes, fixed=None):
+def evaluate(client, prom, expr, fixed=None):
     query = substitute_vars(expr, fixed)
-    out = {"expr": expr, "query": query, "evaluated": False, "data": None, "series": 0, "nodes_seen": [],
-           "cluster_nodes": [], "unlabelled": False, "error": None}
+    out = {"expr": expr, "query": query, "evaluated": False, "data": None, "series": 0, "node_labels": [],
+           "node_label_sets": 0, "unlabelled": False, "error": None}
     if not prom:
         out["error"] = "no prometheus_url: not evaluated"
         return out
@@ -268,10 +256,10 @@ def evaluate(client, prom, expr, nodes, fixed=None):
     series = result if isinstance(result, list) else []
     out.update(evaluated=True, series=len(series), data=bool(series) or (result is not None and not
                                                                           isinstance(result, list)))
-    out["nodes_seen"] = series_nodes(series)[:20]
-    out["cluster_nodes"] = cluster_nodes_in(series_nodes(series), nodes)
+    labels = node_label_sets(series)
+    out["node_labels"], out["node_label_sets"] = labels[:MAX_LABEL_SETS], len(labels)
     # an aggregate (sum by (state), avg(...)) names no node: data, but not attributable to nodes either way
-    out["unlabelled"] = bool(series) and not out["nodes_seen"]
+    out["unlabelled"] = bool(series) and not labels
     return out
 
 
@@ -352,7 +340,7 @@ def run(art, p, out_dir):
                     row["targets"].append({"expr": expr, "evaluated": False, "error": "max_panels reached"})
                     continue
                 budget -= 1
-                row["targets"].append(evaluate(client, p["prometheus_url"], expr, p["nodes"], fixed))
+                row["targets"].append(evaluate(client, p["prometheus_url"], expr, fixed))
             dash["panels"].append(row)
         dash["classes"] = sorted({c for row in dash["panels"] for c in row["classes"]}, key=CLASSES.index)
         dashboards.append(dash)
@@ -365,14 +353,12 @@ def run(art, p, out_dir):
     art.add("panels_total", len(panels), "panels")
     art.add("panels_evaluated", len(evaluated), "panels")
     art.add("panels_with_data", sum(1 for row in evaluated if any(t.get("data") for t in row["targets"])), "panels")
-    art.add("panels_with_cluster_nodes", sum(1 for row in evaluated if any(t.get("cluster_nodes") for t in
-                                                                          row["targets"])), "panels")
-    art.add("panels_aggregate", sum(1 for row in evaluated if not any(t.get("cluster_nodes") for t in row["targets"])
+    art.add("panels_aggregate", sum(1 for row in evaluated if not any(t.get("node_labels") for t in row["targets"])
                                     and any(t.get("unlabelled") for t in row["targets"])), "panels")
     anon = anonymous(client, base, dashboards[0]["uid"] if dashboards else None)
     art.facts["anonymous"] = anon
     art.add("anonymous_read", 1 if anon["search_dashboards"] else 0, "bool")
     art.add("anonymous_write", 1 if anon["write_possible"] else 0, "bool")
     art.facts["http_calls"] = client.calls
-    art.facts["rules"] = {"classes": {c: rx.pattern for c, rx in CLASS_RULES}, "node_labels": list(NODE_LABELS),
+    art.facts["rules"] = {"classes": {c: rx.pattern for c, rx in CLASS_RULES}, "node_labels": list(SERIES_NODE_LABELS),
                           "rate_window": RATE_WINDOW}

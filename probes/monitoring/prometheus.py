@@ -7,8 +7,9 @@ The probe records, the controller judges (reports/phases/monitoring/prometheus.p
 - the scrape targets (/api/v1/targets): instance, job, labels, health, scrape interval, last scrape, last error;
 - for every metric of `series` (DCGM exporter, node exporter and scheduler families): every series the API held
   in the last `lookback` (/api/v1/series) and the newest sample of those it still serves (an instant query of
-  `timestamp(metric)`), with the labels that name a node and a GPU (instance, node, Hostname, hostname, gpu, UUID,
-  job), and the query's own evaluation time: a series listed but not served, or served with an old sample, is stale;
+  `timestamp(metric)`), with the labels that name a node and a GPU (instance, node, Hostname, hostname, nodename,
+  host, gpu, UUID, job), and the query's own evaluation time: a series listed but not served, or served with an
+  old sample, is stale;
 - for every metric of `watch` (XID errors): each series' value at the start of the window and every change of it
   after (the controller finds the first change after a fault's injection: when the fault became visible);
 - the clocks (facts `server_clock`, `host_clocks`): the points above are the Prometheus server's clock, the
@@ -24,7 +25,8 @@ The probe records, the controller judges (reports/phases/monitoring/prometheus.p
   reports/phases/monitoring/prometheus.py stamping_clock); behind Thanos Query, Mimir or a remote-write receiver
   the samples carry the scraper's clock, which no query here reads;
 - security: the server's flags that open write or admin endpoints (web.enable-admin-api, web.enable-lifecycle,
-  web.enable-remote-write-receiver) and whether the API answered without a credential; every node's exporter
+  web.enable-remote-write-receiver, web.enable-otlp-receiver, and the enable-feature list: otlp-write-receiver,
+  remote-write-receiver) and whether the API answered without a credential; every node's exporter
   ports (`exporter_ports`) that accept a connection from this host, and whether they answer without one.
 A credential (`token_file`: a bearer token, `basic_auth_file`: "user:password") is read from its file when the
 request is made and never written to the artifact, its raw files or an error text.
@@ -41,7 +43,7 @@ import urllib.request
 from datetime import datetime
 
 from probes.common.clocks import host_clocks  # other hosts' clocks against this one's
-from probes.monitoring.common import refuse_credential_in_url
+from probes.monitoring.common import SERIES_NODE_LABELS, refuse_credential_in_url
 from probes.params import Param, Params
 
 PARAMS = Params(
@@ -67,9 +69,14 @@ CLOCK_TRIES = 3  # instant queries of time(): the quickest round trip is kept
 # QueryHandler); Prometheus reads only the query parameters it knows and ignores the rest, as the APIs built like
 # it do.
 NOCACHE = {"nocache": "1"}
-NAMING_LABELS = ("instance", "node", "Hostname", "hostname", "gpu", "UUID", "job", "device")
+# The labels that name a node (every one node_of reads: the controller files each series under its node), a GPU, a job.
+NAMING_LABELS = SERIES_NODE_LABELS + ("gpu", "UUID", "job", "device")
+# The flags of /api/v1/status/flags kept as the server gives them (strings): the switches of the write and admin
+# endpoints (3.x: web.enable-otlp-receiver, POST /api/v1/otlp/v1/metrics), enable-feature (a comma-separated list:
+# 2.x opens the OTLP endpoint with otlp-write-receiver, the remote-write one with remote-write-receiver) and
+# web.config.file. Absent from a version that has no such flag: kept as None.
 WRITE_FLAGS = ("web.enable-admin-api", "web.enable-lifecycle", "web.enable-remote-write-receiver",
-               "web.config.file")
+               "web.enable-otlp-receiver", "enable-feature", "web.config.file")
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

@@ -15,6 +15,7 @@ import pytest
 from probes.artifact import Artifact, validate
 from probes.cli import run_probe
 from probes.monitoring import grafana as gp
+from probes.monitoring.common import node_of
 from reports.grading.rubric import load_rubric
 from reports.load import run_of_artifacts as make_run
 from reports.phases.monitoring import grafana as gg
@@ -121,12 +122,15 @@ def test_template_variables_are_substituted_for_an_instant_query():
         'sum(slurm_node_gpus{cluster=~".*",nodes=~".*"}) by (state)'
 
 
-def test_series_nodes_from_the_recorded_dcgm_answer():
+def test_node_label_sets_from_the_recorded_dcgm_answer():
     result = load("prom_query_dcgm_gpu_util.json")["data"]["result"]
-    assert gp.series_nodes(result) == [NODE]
-    assert gp.cluster_nodes_in([NODE], [NODE + ".example.net"]) == [NODE + ".example.net"]
-    assert gp.cluster_nodes_in(["10.0.0.5:9400", "node1.cluster:9100"], ["node1", "node2"]) == ["node1"]
-    assert gp.series_nodes(load("prom_query_empty.json")["data"]["result"]) == []
+    assert gp.node_label_sets(result) == [{"Hostname": NODE}]
+    assert gp.node_label_sets(load("prom_query_empty.json")["data"]["result"]) == []
+    # the controller's rule (probes/monitoring/common.py), the Prometheus half's too
+    assert node_of({"Hostname": NODE}, [NODE + ".example.net"]) == NODE + ".example.net"
+    nodes = [{"name": "node1", "address": "10.0.0.5"}, {"name": "node2", "address": "10.0.0.6"}]
+    assert [node_of({"instance": i}, nodes) for i in ("10.0.0.5:9400", "node2.cluster:9100", "10.0.0.7:9100")] == [
+        "node1", "node2", None]
 
 
 def test_redaction_covers_token_and_basic_forms():
@@ -146,10 +150,11 @@ def test_the_replay_run_writes_a_valid_artifact(replayed):
     assert (dash["uid"], dash["classes"], len(dash["panels"])) == ("Oxed_c6Wz", ["gpu_health"], 8)
     assert (slurm["title"], slurm["classes"], len(slurm["panels"])) == ("nodes", ["scheduler"], 4)
     util = [p for p in dash["panels"] if p["title"] == "GPU Utilization"][0]["targets"][0]
-    assert (util["data"], util["series"], util["cluster_nodes"]) == (True, 3, [NODE])
+    assert (util["data"], util["series"], util["node_labels"], util["node_label_sets"]) == (
+        True, 3, [{"Hostname": NODE}], 1)
     res = {(r["metric"], r["labels"].get("class")): r["value"] for r in doc["results"]}
     assert res[("panels_total", None)] == 12 and res[("panels_evaluated", None)] == 12
-    assert res[("panels_with_data", None)] == 1 and res[("panels_with_cluster_nodes", None)] == 1
+    assert res[("panels_with_data", None)] == 1
     assert res[("panels_aggregate", None)] == 0
     assert res[("dashboards_class", "gpu_health")] == 1 and res[("dashboards_class", "scheduler")] == 1
     assert res[("dashboards_class", "freshness")] == 0
@@ -276,3 +281,87 @@ def test_blocks_render(replayed):
     assert "| nodes | n8o02ZMGz | scheduler | 4 |" in text
     assert "Panels without data for this cluster's nodes" in text and "GPU Temperature" in text
     assert "h2: skipped" in text and TOKEN not in text
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# node exporters scraped by address: one rule with the Prometheus half (probes/monitoring/common.py node_of)
+
+PROM_ARTIFACT = ROOT / "tests" / "fixtures" / "prometheus_artifacts" / "testcluster_prometheus_2.42.json"
+
+
+def by_address(tmp_path):
+    """(routes file, nodes): a replay of Node Exporter Full's first row (the recorded model, served with the recorded
+    dashboard answer's meta) whose every panel query answers the node_load1 series the real test-cluster run recorded
+    (tests/fixtures/prometheus_artifacts), without the `node` label that cluster's relabelling added: the usual static
+    scrape config, targets by address (instance="10.237.201.11:9100"). nodes: that run's, as the role gives them
+    (name and address)."""
+    recorded = json.loads(PROM_ARTIFACT.read_text())["facts"]
+    answer = {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {k: v for k, v in s["labels"].items() if k != "node"},
+         "value": [recorded["evaluated_at"]["node_load1"], "0.42"]} for s in recorded["series"]["node_load1"]]}}
+    model = load("node-exporter-full-first-row.json")
+    search = [dict(load("api_search.json")[0], uid=model["uid"], title=model["title"])]
+    dash = {"meta": load("api_dashboards_uid_Oxed_c6Wz.json")["meta"], "dashboard": model}
+    for name, body in (("answer.json", answer), ("search.json", search), ("dash.json", dash)):
+        (tmp_path / name).write_text(json.dumps(body))
+    routes = [{"method": "GET", "path": "/api/health", "file": str(FIX / "api_health.json")},
+              {"method": "GET", "path": "/api/search", "query": {"type": "dash-db"}, "auth": True,
+               "file": "search.json"},
+              {"method": "GET", "path": "/api/dashboards/uid/" + model["uid"], "auth": True, "file": "dash.json"}]
+    fixed = gp.fixed_values(model)
+    routes += [{"method": "GET", "path": "/api/v1/query", "query": {"query": gp.substitute_vars(e, fixed)},
+                "file": "answer.json"} for _, exprs in gp.panel_targets(model) for e in exprs]
+    (tmp_path / "routes.json").write_text(json.dumps(routes))
+    return str(tmp_path / "routes.json"), recorded["nodes"]
+
+
+def test_panels_over_node_exporters_scraped_by_address_show_this_clusters_nodes(tmp_path):
+    routes, nodes = by_address(tmp_path)
+    tok = tmp_path / "token"
+    tok.write_text(TOKEN)
+    with http_replay.Replay(routes, authorization="Bearer " + TOKEN) as r:
+        _, doc = run_probe("grafana", str(tmp_path / "out"), "r", "cmxz-node1", params=dict(
+            url=r.url, prometheus_url=r.url, token_file=str(tok), nodes=nodes, timeout_s=5))
+    assert doc["status"] == "ok" and validate(doc) == []
+    rows = gg.CLUSTER["grafana_panels_data"](check("monitoring.dashboard_panels_data"), make_run([doc]),
+                                            ["cmxz-node1"])
+    assert (rows[0]["status"], rows[0]["observed"], rows[0]["reason"] or None) == (
+        "pass", "6 of 6 evaluated panels return data for this cluster's nodes (100 %)", None)
+    # the Prometheus half files the same series under the same nodes (one rule)
+    from reports.phases.monitoring import prometheus as prom  # noqa: PLC0415
+    answer = json.loads((tmp_path / "answer.json").read_text())["data"]["result"]
+    assert [prom.node_of(s["metric"], nodes) for s in answer] == [n["name"] for n in nodes]
+
+
+def test_the_role_gives_the_grafana_probe_names_and_addresses():
+    import yaml  # noqa: PLC0415
+
+    tasks = yaml.safe_load((ROOT / "roles" / "monitoring" / "tasks" / "main.yml").read_text())
+    [task] = [t for t in tasks if (t.get("clustermax.assess.probe") or {}).get("name") == "grafana"]
+    assert task["clustermax.assess.probe"]["params"]["nodes"] == "{{ monitoring_nodes }}"
+
+
+def previous_version_artifact():
+    """An artifact as the previous probe version wrote it (nodes by name only; each target's nodes_seen -- at most 20
+    label values -- and cluster_nodes matched on names), over the by-address answer above: no cluster node found."""
+    recorded = json.loads(PROM_ARTIFACT.read_text())["facts"]
+    seen = sorted(s["labels"]["instance"] for s in recorded["series"]["node_load1"])
+    target = {"expr": "node_load1", "query": "node_load1", "evaluated": True, "data": True, "series": len(seen),
+              "nodes_seen": seen, "cluster_nodes": [], "unlabelled": False, "error": None}
+    art = Artifact("grafana", "r", "cmxz-node1")
+    art.facts.update(url="http://head:3000", nodes=[n["name"] for n in recorded["nodes"]], dashboards=[
+        {"uid": "rYdddlPWk", "title": "Node Exporter Full", "classes": [],
+         "panels": [{"id": i, "title": "panel %d" % i, "classes": [], "targets": [dict(target)]} for i in range(3)]}])
+    return art.to_dict()
+
+
+def test_an_artifact_of_the_previous_probe_version_is_graded_or_says_why_not():
+    c = check("monitoring.dashboard_panels_data")
+    prom_doc = json.loads(PROM_ARTIFACT.read_text())  # the same run's prometheus artifact: names and addresses
+    [row] = gg.CLUSTER["grafana_panels_data"](c, make_run([previous_version_artifact(), prom_doc]), ["cmxz-node1"])
+    assert (row["status"], row["observed"]) == (
+        "pass", "3 of 3 evaluated panels return data for this cluster's nodes (100 %)")
+    assert "earlier probe version" in row["reason"]
+    # alone, the nodes' addresses are unknown: series naming a node by address cannot be told from another cluster's
+    [row] = gg.CLUSTER["grafana_panels_data"](c, make_run([previous_version_artifact()]), ["cmxz-node1"])
+    assert row["status"] == "skip" and "addresses" in row["reason"]

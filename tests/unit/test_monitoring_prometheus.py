@@ -131,6 +131,47 @@ def test_write_endpoints_open_without_a_credential_fail(checks):
     assert row["status"] == "pass"
 
 
+def flags_answer(**changed):
+    """GET /api/v1/status/flags as Prometheus writes it: every command-line flag by its name, every value a string
+    (the flag's value as kingpin prints it; --enable-feature given twice is joined with ","). Composed, not recorded:
+    the flag names are those of cmd/prometheus/main.go -- Prometheus 3.x opens the OTLP write endpoint (POST
+    /api/v1/otlp/v1/metrics) with --web.enable-otlp-receiver, 2.47 to 2.55 with --enable-feature=otlp-write-receiver,
+    and 2.x reads the deprecated --enable-feature=remote-write-receiver as --web.enable-remote-write-receiver."""
+    data = {"config.file": "/etc/prometheus/prometheus.yml", "enable-feature": "", "storage.tsdb.path": "data/",
+            "web.config.file": "", "web.enable-admin-api": "false", "web.enable-lifecycle": "false",
+            "web.enable-remote-write-receiver": "false", "web.listen-address": "0.0.0.0:9090"}
+    data.update(changed)
+    return {"status": "success", "data": data}
+
+
+@pytest.mark.parametrize("flags,opened", [
+    ({"web.enable-otlp-receiver": "true"}, ["web.enable-otlp-receiver"]),
+    ({"enable-feature": "otlp-write-receiver,exemplar-storage"}, ["enable-feature=otlp-write-receiver"]),
+    ({"enable-feature": "exemplar-storage,remote-write-receiver"}, ["enable-feature=remote-write-receiver"]),
+    ({"enable-feature": "exemplar-storage,native-histograms", "web.enable-otlp-receiver": "false"}, [])])
+def test_an_otlp_or_feature_flag_write_receiver_is_a_write_endpoint(checks, tmp_path, flags, opened):
+    (tmp_path / "flags.json").write_text(json.dumps(flags_answer(**flags)))
+    routes = tmp_path / "routes.json"
+    routes.write_text(json.dumps([{"method": "GET", "path": "/api/v1/status/buildinfo", "file": str(BUILDINFO)},
+                                  {"method": "GET", "path": "/api/v1/status/flags", "file": "flags.json"}]))
+    with http_replay.Replay(str(routes)) as r:
+        art = Artifact("prometheus", "r", N1)
+        probe.run(art, probe.PARAMS.resolve("prometheus", {"url": r.url, "timeout_s": 5, "watch": []}), str(tmp_path))
+    d = doc()
+    d["facts"]["flags"] = art.to_dict()["facts"]["flags"]  # what this probe keeps of the server's flags
+    [row] = grade(checks, "monitoring.prometheus_write_endpoints", [d]).values()
+    assert (row["status"], row["reason"] or None) == (("fail", json.dumps(opened)) if opened else ("pass", None))
+
+
+def test_an_artifact_of_the_earlier_probe_says_the_otlp_endpoints_were_not_checked(checks):
+    # the recorded artifact kept four flags (written before web.enable-otlp-receiver and enable-feature were kept)
+    [row] = grade(checks, "monitoring.prometheus_write_endpoints", [doc()]).values()
+    assert row["status"] == "pass" and row["observed"] == (
+        "no admin, lifecycle, remote-write or OTLP write endpoint; API answers without a credential; "
+        "web.enable-otlp-receiver, enable-feature not recorded (an artifact of an earlier probe version): the OTLP "
+        "receiver and feature-flag write endpoints are not checked")
+
+
 def clocked(offset_s=0.0, uncertainty_s=0.002, host_clocks=None):
     """The fixture with the clock readings the probe now records: the server's clock against the probe's host's
     (server_clock, as server_clock() writes it from a time() answer) and other hosts' (host_clocks). The recorded run

@@ -4,8 +4,9 @@ The probe records every series of the rubric's metric families that the API held
 labels that name a node and a GPU and the time of its newest served sample (None: listed, no longer served), the
 scrape targets with their intervals, the server's write/admin flags and which exporter ports answer without a
 credential (probes/monitoring/prometheus.py). Here:
-- a series belongs to a node by its `node`, `Hostname` or `hostname` label, else by its `instance`'s host part
-  against the node's name or address;
+- a series belongs to a node by the one rule the Grafana half uses too (probes/monitoring/common.py node_of): its
+  `node`, `Hostname`, `hostname`, `nodename` or `host` label, else its `instance`'s host part, against the node's
+  name, address or short name;
 - a node's GPUs are those any DCGM series names for it (label `gpu`), and at least the GPUs the node's own
   node_info artifact counts: every GPU must have every metric of the gpu family;
 - a series is fresh when its newest sample is at most `fresh_intervals` scrape intervals older than the query's
@@ -18,8 +19,9 @@ probe (reports/grading/one_host.py):
   mon_family_present    one row: at least one metric of the family exists (e.g. the scheduler's state)
   mon_fresh             every series of the node is fresh (stale ones named)
   mon_exporters_open    no exporter port of the node answers /metrics without a credential (security)
-  mon_write_endpoints   one row: no admin, lifecycle or remote-write endpoint open on an API that answers without a
-                        credential (security)
+  mon_write_endpoints   one row: no admin, lifecycle, remote-write or OTLP write endpoint open on an API that answers
+                        without a credential (security); the server's flags as /api/v1/status/flags gives them, the
+                        `enable-feature` list included (write_endpoints)
   mon_fault_visible     per injected fault (subject: its node): a watched metric (XID errors) of that node became
                         non-zero within pass_s of the injection (the first one, or the fallback where the change
                         came after it); the scheduler's detection time beside it. The metrics' times (the Prometheus
@@ -30,30 +32,30 @@ probe (reports/grading/one_host.py):
 
 import json
 
+from probes.monitoring.common import node_of
 from reports.grading.one_host import on_runners
 from reports.grading.preconditions import ungradable
 from reports.grading.rows import make_row
 from reports.grading.select import find_artifact
 
 PROBE = "prometheus"
-NODE_LABELS = ("node", "Hostname", "hostname")
+# The flags of /api/v1/status/flags that open an endpoint taking writes (or admin actions): switches ("true"), and
+# the features of `enable-feature` (a comma-separated list) that do the same: Prometheus 2.47 to 2.55 open the OTLP
+# write endpoint (POST /api/v1/otlp/v1/metrics) with otlp-write-receiver, 3.x with --web.enable-otlp-receiver; 2.x
+# still reads the deprecated remote-write-receiver feature as --web.enable-remote-write-receiver.
+WRITE_SWITCHES = ("web.enable-admin-api", "web.enable-lifecycle", "web.enable-remote-write-receiver",
+                  "web.enable-otlp-receiver")
+WRITE_FEATURES = ("remote-write-receiver", "otlp-write-receiver")
+# Flags an artifact of an earlier probe version did not keep (absent, not "false").
+LATER_FLAGS = ("web.enable-otlp-receiver", "enable-feature")
 
 
-def node_of(labels, nodes):
-    """The node a series belongs to (a name of `nodes`), or None."""
-    names = {n["name"]: n for n in nodes}
-    short = {n["name"].split(".")[0]: n["name"] for n in nodes}
-    for key in NODE_LABELS:
-        value = labels.get(key)
-        if value in names:
-            return value
-        if value and value.split(".")[0] in short:
-            return short[value.split(".")[0]]
-    host = (labels.get("instance") or "").rsplit(":", 1)[0].strip("[]")
-    for n in nodes:
-        if host and host in (n["name"], n.get("address"), n["name"].split(".")[0]):
-            return n["name"]
-    return None
+def write_endpoints(flags):
+    """The write or admin endpoints the server's flags open: the switches set to true, and each write feature of
+    `enable-feature` as enable-feature=<feature>."""
+    opened = [k for k in WRITE_SWITCHES if str(flags.get(k)).strip().lower() == "true"]
+    features = [f.strip() for f in str(flags.get("enable-feature") or "").split(",")]
+    return opened + ["enable-feature=%s" % f for f in WRITE_FEATURES if f in features]
 
 
 def gpu_counts(run):
@@ -245,11 +247,14 @@ def grade_write_endpoints(check, run, host):
     if flags is None:
         return [make_row(check, host, "skip", reason="the server's flags could not be read: %s" % facts.get(
             "flags_error"))]
-    opened = sorted(k for k, v in flags.items() if k != "web.config.file" and str(v).lower() == "true")
+    opened = write_endpoints(flags)
     # What counts is whether the probe reached the API without a credential: a web config file may set up TLS only.
     auth = not facts.get("unauthenticated_api")
-    observed = "%s; API %s" % (", ".join(opened) or "no admin, lifecycle or remote-write endpoint",
-                               "needs a credential" if auth else "answers without a credential")
+    unread = [k for k in LATER_FLAGS if k not in flags]
+    observed = "%s; API %s%s" % (", ".join(opened) or "no admin, lifecycle, remote-write or OTLP write endpoint",
+                                 "needs a credential" if auth else "answers without a credential",
+                                 "; %s not recorded (an artifact of an earlier probe version): the OTLP receiver and "
+                                 "feature-flag write endpoints are not checked" % ", ".join(unread) if unread else "")
     expected = "no write endpoint open without a credential"
     bad = opened and not auth
     return [make_row(check, host, "fail" if bad else "pass", observed, expected,
