@@ -2,7 +2,9 @@
 
 Exit codes: 0 done (review: no breach, no trigger, no undetermined verdict), 1 done with findings (review: a
 breach, a termination trigger, or a verdict that time no source observed leaves undetermined; rrule-check: a rule
-AWX would refuse), 2 could not run.
+AWX would refuse), 2 could not run. A review of a month not over is provisional (its line says "provisional":
+true): only what the rest of the month cannot change is a finding there (a breach or trigger its best case already
+reaches); its open verdicts are not (availability.py, rule 9).
 """
 
 from __future__ import annotations
@@ -112,7 +114,8 @@ def main(argv=None) -> int:
     except Exception:  # noqa: BLE001 - exit 1 means "findings"; an internal error must never look like that
         traceback.print_exc()
         return 2
-    summary = {"review": out, "month": result.month, "cluster_availability_pct": result.cluster_availability_pct,
+    summary = {"review": out, "month": result.month, "provisional": result.provisional,
+               "cluster_availability_pct": result.cluster_availability_pct,
                "cluster_credit_pct": float(result.cluster_credit_pct), "breaches": len(result.breaches),
                "triggers": [t["trigger"] for t in result.triggers],
                "undetermined": [n.name for n in result.undetermined_nodes],
@@ -120,8 +123,9 @@ def main(argv=None) -> int:
                "undetermined_triggers": [t["trigger"] for t in result.undetermined_triggers],
                "down_s": {n.name: n.down_us / 1e6 for n in result.nodes if n.down_us}}
     print(json.dumps(summary))
-    findings = (result.breaches or result.triggers or result.undetermined_nodes or result.cluster_undetermined
-                or result.undetermined_triggers)
+    # a month not over: its open verdicts are provisional, not findings (the month's end settles them)
+    findings = result.breaches or result.triggers or (not result.provisional and (
+        result.undetermined_nodes or result.cluster_undetermined or result.undetermined_triggers))
     return 1 if findings else 0
 
 

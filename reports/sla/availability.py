@@ -4,9 +4,9 @@ The rules, in the order they are applied (all durations in UTC microseconds, all
 
 1. Service time. The month is [first instant, first instant of the next month) in the contract's time zone. Time
    before the acceptance (`accepted_at`) is not service time; with an agreed acceptance date but no acceptance yet
-   there is no service time at all. A review of the running month stops at "now". A node's service time is that,
-   cut to its own service window when the contract gives one (`in_service_from`, `in_service_until`, read as
-   `accepted_at` is: a node swapped for a spare mid-month, the spare that replaced it): nothing outside a node's
+   there is no service time at all. A review of the running month stops at "now" (rule 9). A node's service time
+   is that, cut to its own service window when the contract gives one (`in_service_from`, `in_service_until`, read
+   as `accepted_at` is: a node swapped for a spare mid-month, the spare that replaced it): nothing outside a node's
    window is counted for it, neither downtime (its own events there are ignored for it, with a note), nor
    exclusions, nor time no source observed (rule 8). A node whose window misses the month has no service time.
 2. A node's own downtime: its node-scope `down` events, the rack- and cluster-scope `down` events that cover it, and
@@ -33,7 +33,8 @@ The rules, in the order they are applied (all durations in UTC microseconds, all
    node of the whole month. With no windows every node's service time is the same and both are GPU-weighted means.
 7. Breaches: nodes below the tier's target. Termination triggers: cluster availability below the tier's
    termination threshold; the target missed for N consecutive months (with the earlier months' reviews); the
-   acceptance not made within `termination_after_days` of the agreed date.
+   acceptance not made within `termination_after_days` of the agreed date: calendar days in the contract's zone
+   (the agreed date's local time, that many local dates later; across a DST change not N x 24 h).
 8. Time no source observed. `unobserved` (node -> intervals; reports/sla/review.py builds it) is the service time in
    which no source saw the node at all: the health probe's unmonitored time (samples beyond their hold, and the
    monitoring outages, rounds in which no host answered) minus what another source observed (Slurm snapshots for
@@ -55,6 +56,17 @@ The rules, in the order they are applied (all durations in UTC microseconds, all
    listed as undetermined, never as met or missed. Without `unobserved` (None) there is no worst case: the counted
    figures stand. Only a node's own service time can be unobserved: a retired node no source sees after its
    `in_service_until`, or a spare before its `in_service_from`, is out of service then, not unobserved.
+9. A month not over (a review before its end: `partial`). The availability is the figure so far (rules 1-8 over the
+   service time up to "now"), but credits, the target and the termination triggers are the month's, so the review
+   asserts only what the rest of the month cannot change. The best case is the downtime so far over the whole
+   month's service time (every remaining minute up; unobserved time counted up): the credit is at least the best
+   case's (no upper bound yet: `credit_worst_pct` None), a node or the cluster whose best case misses the target has
+   missed it, and the availability trigger holds when the best case is below the threshold. Met is asserted only
+   when even the worst case (the worst so far, every remaining minute down) meets the target. Anything else is
+   undetermined as in rule 8 (`meets_target` / `cluster_met_target` None, `undetermined` says "the month is not
+   over"), so the consecutive rule counts the month neither as met nor as missed, and a later month's history reads
+   it as undetermined; an availability trigger reached only by the figure so far is listed with the undetermined
+   triggers, as provisional.
 """
 
 from __future__ import annotations
@@ -66,7 +78,7 @@ from fractions import Fraction
 from reports.sla import intervals as iv
 from reports.sla.events import Contract, Event, contract_instant
 from reports.sla.tiers import Tiers
-from reports.sla.timeutil import US, TimeError, add_months, iso_utc, month_window, zone
+from reports.sla.timeutil import US, TimeError, add_days, add_months, iso_utc, month_window, zone
 
 DAY_US = 86400 * US
 
@@ -98,10 +110,21 @@ class NodeResult:
     service: tuple[int, int] | None = None
     # Its window as the contract gives it (UTC microseconds; None: no bound on that side)
     window: tuple[int | None, int | None] = (None, None)
+    # Rule 9, a month not over (None otherwise): the node's service time and denominator over the whole month, the
+    # best case (the downtime so far over the whole month: every remaining minute up) and the month's worst downtime
+    # (its worst case so far plus every remaining minute down).
+    month_service_us: int | None = None
+    month_denominator_us: int | None = None
+    best_availability: Fraction | None = None
+    month_worst_down_us: int | None = None
 
     @property
     def availability_pct(self) -> float | None:
         return None if self.availability is None else float(self.availability * 100)
+
+    @property
+    def best_availability_pct(self) -> float | None:
+        return None if self.best_availability is None else float(self.best_availability * 100)
 
     @property
     def worst_availability_pct(self) -> float | None:
@@ -109,9 +132,12 @@ class NodeResult:
 
     @property
     def uncertain(self) -> bool:
-        """Whether the unobserved time could change the verdict or the credit (then a range is shown)."""
+        """Whether the unobserved time could change the verdict or the credit (then a range is shown); in a month
+        not over, whether the verdict is provisional or the figure so far has a worst case apart from it."""
         return self.undetermined is not None or (self.credit_worst_pct is not None
-                                                 and self.credit_worst_pct != self.credit_pct)
+                                                 and self.credit_worst_pct != self.credit_pct) or (
+            self.best_availability is not None and self.worst_availability is not None
+            and self.worst_availability != self.availability)
 
 
 @dataclass
@@ -154,10 +180,21 @@ class Review:
     cluster_met_target: bool | None = None
     cluster_undetermined: str | None = None
     undetermined_triggers: list[dict] = field(default_factory=list)
+    # Rule 9: the cluster's best case over the whole month when the month is not over (None otherwise).
+    cluster_best_availability: Fraction | None = None
+
+    @property
+    def provisional(self) -> bool:
+        """A review of a month not over (rule 9): its credits are minimums, its open verdicts provisional."""
+        return self.partial
 
     @property
     def cluster_availability_pct(self) -> float | None:
         return None if self.cluster_availability is None else float(self.cluster_availability * 100)
+
+    @property
+    def cluster_best_availability_pct(self) -> float | None:
+        return None if self.cluster_best_availability is None else float(self.cluster_best_availability * 100)
 
     @property
     def cluster_worst_availability_pct(self) -> float | None:
@@ -272,6 +309,10 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
     agreed = _instant(contract.acceptance_agreed, tz)
     accepted = _instant(contract.accepted_at, tz)
     start, end = window
+    # Rule 9: the service time of the whole month, whatever "now" is (the month not over is judged against it).
+    month_start = start if accepted is None else max(start, accepted)
+    month_service = ((month_start, end) if end > month_start and not (agreed is not None and accepted is None)
+                     else None)
     partial = False
     if now_us is not None and now_us < end:
         end, partial = max(start, now_us), True
@@ -288,12 +329,14 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
     # Rule 1: each node's own service time, the review's cut to the node's window where the contract gives one.
     windows = {n.name: contract.service_window(n) for n in contract.nodes}
     services = {n.name: node_service(contract, n, service) for n in contract.nodes}
+    month_services = {n.name: node_service(contract, n, month_service) for n in contract.nodes}
     for n in contract.nodes:
         if windows[n.name] == (None, None) or service is None:
             continue
         if services[n.name] is None:
-            notes.append("%s is in service %s: none of it in this month's service time, nothing is counted for it"
-                         % (n.name, window_text(windows[n.name])))
+            notes.append("%s is in service %s: none of it in this month's service time%s, nothing is counted for it"
+                         % (n.name, window_text(windows[n.name]), " so far (the month is not over)"
+                            if partial and month_services[n.name] is not None else ""))
             continue
         outside = iv.subtract([service], [services[n.name]])
         ignored = [ev.id for ev in events if ev.scope in ("node", "gpu") and ev.target == n.name
@@ -422,6 +465,27 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
                         pct_text(availability))
         else:
             availability, credit, meets = None, Fraction(0), None
+        month_us = month_denominator = best = month_worst_down = None
+        if partial:
+            # Rule 9: the month is not over. Asserted is what the rest of it cannot change: the best case (every
+            # remaining minute up) sets the credit owed at least and a certain miss; a certain "met" needs the worst
+            # case (the worst so far, every remaining minute down); anything else waits for the month's end.
+            mine_month = month_services[node.name]
+            month_us = (mine_month[1] - mine_month[0]) if mine_month else 0
+            month_denominator = month_us - excluded_us if eligible_mode else month_us
+            credit, credit_worst, meets, undetermined = Fraction(0), None, None, None
+            if month_denominator > 0:
+                best = 1 - Fraction(iv.total(down), month_denominator)
+                month_worst_down = min(month_denominator, month_us - service_us + iv.total(
+                    worst_down if r["blind"] is not None else down))
+                credit = tier.credit(best * 100)
+                if not tier.meets_target(best * 100):
+                    meets = False
+                elif tier.meets_target((1 - Fraction(month_worst_down, month_denominator)) * 100):
+                    meets = True
+                else:
+                    undetermined = "the month is not over: %s, at best %s %% over the whole month" % (
+                        _so_far(availability, worst, "availability"), pct_text(best))
         unmon = None if unmonitored is None else (iv.clip(unmonitored.get(node.name, []), *mine_service)
                                                   if mine_service else [])
         node_results.append(NodeResult(
@@ -432,7 +496,8 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
             excluded=r["excl"], unobserved_us=None if r["blind"] is None else iv.total(r["blind"]),
             worst_down_us=None if r["blind"] is None else iv.total(worst_down), worst_availability=worst,
             credit_worst_pct=credit_worst, undetermined=undetermined, service=mine_service,
-            window=windows[node.name]))
+            window=windows[node.name], month_service_us=month_us, month_denominator_us=month_denominator,
+            best_availability=best, month_worst_down_us=month_worst_down))
         for s, e in r["counted"]:
             downtime_rows.append(_row(node, s, e, "node", _evidence(r["events"], s, e, accepted_excl)))
         for s, e in iv.subtract(extra, r["counted"]):
@@ -461,7 +526,7 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
                                    if n.availability is not None)) / weight if weight else Fraction(0))
     cluster_credit_worst = (Fraction(sum(n.credit_worst_pct * n.gpus * n.service_us for n in node_results
                                          if n.availability is not None)) / weight
-                            if weight else Fraction(0)) if judged else None
+                            if weight else Fraction(0)) if judged and not partial else None
     # The cluster's verdict by rule 8: its counted figure below the target is a miss; at or above it, met only
     # when its worst case is too.
     cluster_met, cluster_undetermined = None, None
@@ -473,13 +538,49 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
                                     "%s %% and %s %%" % (sum(1 for n in node_results if n.unobserved_us),
                                                          len(node_results), pct_text(cluster_worst),
                                                          pct_text(cluster)))
+    cluster_best = None
+    if partial:
+        # Rule 9: the cluster over the whole month, judged as each node is: a miss only when the best case misses,
+        # met only when the worst case meets; the credit (each node's best-case credit, weighed by GPUs times its
+        # service time over the whole month) is owed at least; no upper bound yet.
+        in_month = [n for n in node_results if n.month_denominator_us]
+        month_denom = sum(n.month_denominator_us * n.gpus for n in in_month)
+        month_weight = sum(n.month_service_us * n.gpus for n in in_month)
+        cluster_credit = (Fraction(sum(n.credit_pct * n.gpus * n.month_service_us for n in in_month)) / month_weight
+                          if month_weight else Fraction(0))
+        cluster_credit_worst, cluster_met, cluster_undetermined = None, None, None
+        if month_denom:
+            cluster_best = 1 - Fraction(sum(n.down_us * n.gpus for n in in_month), month_denom)
+            month_worst = 1 - Fraction(sum(n.month_worst_down_us * n.gpus for n in in_month), month_denom)
+            if cluster_best * 100 < tier.target:
+                cluster_met = False
+            elif month_worst * 100 >= tier.target:
+                cluster_met = True
+            else:
+                cluster_undetermined = "the month is not over: %s, at best %s %% over the whole month" % (
+                    _so_far(cluster, cluster_worst, "cluster availability"), pct_text(cluster_best))
 
     breaches = [{"node": n.name, "availability_pct": n.availability_pct, "target_pct": float(tier.target),
                  "credit_pct": float(n.credit_pct), "down_s": n.down_us / US,
-                 "credit_worst_pct": None if n.credit_worst_pct is None else float(n.credit_worst_pct)}
+                 "credit_worst_pct": None if n.credit_worst_pct is None else float(n.credit_worst_pct),
+                 "best_case_availability_pct": n.best_availability_pct}
                 for n in node_results if n.meets_target is False]
     triggers, open_triggers = [], []
-    if cluster is not None and tier.termination_below is not None and cluster * 100 < tier.termination_below:
+    if partial:
+        # Rule 9: the threshold is the month's: crossed for certain when the best case is below it; below it only so
+        # far (counted, or at the worst case of rule 8), provisional.
+        low = tier.termination_below
+        so_far = min(x for x in (cluster, cluster_worst, Fraction(1)) if x is not None)
+        if cluster_best is not None and low is not None and cluster_best * 100 < low:
+            triggers.append({"trigger": "availability", "detail": "cluster availability at best %s %% over the whole "
+                             "month (%s: the month is not over) is below the %s termination threshold %s %%"
+                             % (pct_text(cluster_best), _so_far(cluster, cluster_worst, ""), tier.name, _fmt(low))})
+        elif cluster is not None and low is not None and so_far * 100 < low:
+            open_triggers.append({"trigger": "availability", "detail": "%s is below the %s termination threshold "
+                                  "%s %%, but the month is not over: at best %s %% over the whole month (provisional)"
+                                  % (_so_far(cluster, cluster_worst, "cluster availability"), tier.name, _fmt(low),
+                                     pct_text(cluster_best))})
+    elif cluster is not None and tier.termination_below is not None and cluster * 100 < tier.termination_below:
         triggers.append({"trigger": "availability", "detail": "cluster availability %s %% is below the %s "
                          "termination threshold %s %%" % (pct_text(cluster), tier.name,
                                                           _fmt(tier.termination_below))})
@@ -516,9 +617,11 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
                                                          tier.termination_consecutive)})
         elif worst_run >= tier.termination_consecutive:
             open_triggers.append({"trigger": "consecutive", "detail": "the %s target %s %% may have been missed %d "
-                                  "months in a row (termination after %d): %d of them undetermined"
+                                  "months in a row (termination after %d): %d of them undetermined%s"
                                   % (tier.name, _fmt(tier.target), worst_run, tier.termination_consecutive,
-                                     sum(1 for flag in missed[:worst_run] if flag is None))})
+                                     sum(1 for flag in missed[:worst_run] if flag is None),
+                                     " (this month is not over: provisional)" if partial and missed[0] is None
+                                     else "")})
     acceptance = _acceptance(contract, tiers, agreed, accepted, window, tz)
     if acceptance.get("trigger"):
         triggers.append({"trigger": "acceptance", "detail": acceptance["trigger"]})
@@ -531,7 +634,19 @@ def review(contract: Contract, tiers: Tiers, events: list[Event], month: str, no
                   exclusions=exclusion_rows, breaches=breaches, triggers=triggers, acceptance=acceptance,
                   notes=notes, events=events, cluster_worst_availability=cluster_worst,
                   cluster_credit_worst_pct=cluster_credit_worst, cluster_met_target=cluster_met,
-                  cluster_undetermined=cluster_undetermined, undetermined_triggers=open_triggers)
+                  cluster_undetermined=cluster_undetermined, undetermined_triggers=open_triggers,
+                  cluster_best_availability=cluster_best)
+
+
+def _so_far(counted, worst, what: str) -> str:
+    """A month not over (rule 9): its figure so far for people, "availability so far 98.6111 %", "... so far
+    between 0.0000 % and 98.6111 %" where time no source observed leaves a worst case (rule 8)."""
+    what = (what + " so far") if what else "so far"
+    if counted is None:
+        return "no service time so far"
+    if worst is not None and worst != counted:
+        return "%s between %s %% and %s %%" % (what, pct_text(worst), pct_text(counted))
+    return "%s %s %%" % (what, pct_text(counted))
 
 
 def _worst_why(node, r: dict, down: list, worst_down: list, results: dict, racks: dict, min_outage: int) -> str:
@@ -589,7 +704,9 @@ def _acceptance(contract, tiers, agreed, accepted, window, tz) -> dict:
         if accepted is not None:
             out["status"] = "accepted %s (no agreed date recorded)" % iso_utc(accepted)
         return out
-    deadline = agreed + int(days or 0) * DAY_US if days is not None else None
+    # Contract days are calendar days in the contract's zone: the agreed date's local time of day (the start of the
+    # day for a date), N local dates later, whatever a DST change in between does to the hours (never N x 24 h).
+    deadline = add_days(agreed, int(days or 0), tz) if days is not None else None
     if accepted is not None:
         late = accepted - agreed
         out["status"] = ("accepted on time" if late <= 0 else "accepted %.1f days late" % (late / DAY_US))

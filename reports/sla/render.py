@@ -21,21 +21,30 @@ def _frac_pct(value) -> str:
 def _range(counted, worst, uncertain: bool) -> str:
     """An availability that time no source observed leaves open (availability.py, rule 8): the range from the worst
     case to the counted value, never the counted value alone; otherwise the counted value."""
-    return "%s to %s" % (_pct(worst), _pct(counted)) if uncertain and worst is not None else _pct(counted)
+    return ("%s to %s" % (_pct(worst), _pct(counted)) if uncertain and worst is not None and worst != counted
+            else _pct(counted))
 
 
-def _credit_range(counted, worst) -> str:
+def _credit_range(counted, worst, partial: bool = False) -> str:
+    """The credit owed; in a month not over (availability.py, rule 9) the best case's, owed at least."""
+    if partial:
+        return "at least %s" % _frac_pct(counted)
     return _frac_pct(counted) if worst is None or worst == counted else "%s to %s" % (_frac_pct(counted),
                                                                                      _frac_pct(worst))
 
 
-def _verdict(meets, undetermined) -> str:
-    return "undetermined" if undetermined else "" if meets is None else ("yes" if meets else "no")
+def _verdict(meets, undetermined, partial: bool = False) -> str:
+    """yes / no / undetermined (rule 8), or provisional: a month not over whose verdict its rest may change."""
+    if undetermined:
+        return "provisional" if partial else "undetermined"
+    return "" if meets is None else ("yes" if meets else "no")
 
 
 def _cluster_uncertain(result) -> bool:
     return bool(result.cluster_undetermined) or (result.cluster_credit_worst_pct is not None
-                                                 and result.cluster_credit_worst_pct != result.cluster_credit_pct)
+                                                 and result.cluster_credit_worst_pct != result.cluster_credit_pct) or (
+        result.partial and result.cluster_worst_availability is not None
+        and result.cluster_worst_availability != result.cluster_availability)
 
 
 def windowed(result) -> list:
@@ -63,6 +72,7 @@ def gpus_at_once(nodes, result) -> int:
 def table_rows(result) -> dict:
     """name -> (rows, columns) for every table of the review (also the CSV files)."""
     tz = result.contract.timezone
+    partial = result.partial
     service_s = (result.service[1] - result.service[0]) / US if result.service else 0
 
     def gpu_down_s(nodes):
@@ -77,12 +87,13 @@ def table_rows(result) -> dict:
                       "rack_rule_s": n.rack_rule_us / US, "down_s": n.down_us / US, "gpu_down_s": gpu_down_s([n]),
                       "availability_pct": _range(n.availability, n.worst_availability, n.uncertain),
                       "target_pct": _frac_pct(result.target_pct),
-                      "meets_target": _verdict(n.meets_target, n.undetermined),
+                      "meets_target": _verdict(n.meets_target, n.undetermined, partial),
                       "unmonitored_s": "" if n.unmonitored_us is None else n.unmonitored_us / US,
                       "monitored_pct": "%.1f" % (100 - 100 * n.unmonitored_us / n.service_us)
                       if n.service_us and n.unmonitored_us is not None else "",
                       "unobserved_s": "" if n.unobserved_us is None else n.unobserved_us / US,
-                      "worst_case_pct": "" if n.worst_availability is None else _pct(n.worst_availability)})
+                      "worst_case_pct": "" if n.worst_availability is None else _pct(n.worst_availability),
+                      "best_case_pct": "" if n.best_availability is None else _pct(n.best_availability)})
     # Rack and cluster rows have no down_s (node wall seconds): their availability is GPU-weighted, and rack_rule_s on
     # a rack row is the time the rack rule held, not the rack's downtime.
     for r in result.racks:
@@ -100,19 +111,22 @@ def table_rows(result) -> dict:
                   "availability_pct": _range(result.cluster_availability, result.cluster_worst_availability,
                                              cluster_uncertain),
                   "target_pct": _frac_pct(result.target_pct),
-                  "meets_target": _verdict(result.cluster_met_target, result.cluster_undetermined),
+                  "meets_target": _verdict(result.cluster_met_target, result.cluster_undetermined, partial),
                   "worst_case_pct": "" if result.cluster_worst_availability is None
-                  else _pct(result.cluster_worst_availability)})
+                  else _pct(result.cluster_worst_availability),
+                  "best_case_pct": "" if result.cluster_best_availability is None
+                  else _pct(result.cluster_best_availability)})
     credits = [{"node": n.name, "rack": n.rack or "", "gpus": n.gpus,
                 "availability_pct": _range(n.availability, n.worst_availability, n.uncertain),
                 "tier": result.tier_name, "target_pct": _frac_pct(result.target_pct),
-                "credit_pct_of_node_fee": _credit_range(n.credit_pct, n.credit_worst_pct)} for n in result.nodes]
+                "credit_pct_of_node_fee": _credit_range(n.credit_pct, n.credit_worst_pct, partial)}
+               for n in result.nodes]
     credits.append({"node": "(cluster, GPU-weighted)", "gpus": gpus_at_once(result.nodes, result),
                     "availability_pct": _range(result.cluster_availability, result.cluster_worst_availability,
                                                cluster_uncertain), "tier": result.tier_name,
                     "target_pct": _frac_pct(result.target_pct),
                     "credit_pct_of_node_fee": _credit_range(result.cluster_credit_pct,
-                                                            result.cluster_credit_worst_pct)})
+                                                            result.cluster_credit_worst_pct, partial)})
     downtime = [{**{k: v for k, v in row.items() if not k.endswith("_us")},
                  "start_local": iso_local(row["start_us"], tz), "end_local": iso_local(row["end_us"], tz),
                  "evidence": " ".join(row["evidence"])}
@@ -122,7 +136,7 @@ def table_rows(result) -> dict:
         "availability": (avail, ["level", "name", "rack", "gpus", "service_s", "excluded_s", "own_down_s",
                                  "rack_rule_s", "down_s", "gpu_down_s", "availability_pct", "target_pct",
                                  "meets_target", "unmonitored_s", "monitored_pct", "unobserved_s",
-                                 "worst_case_pct"]),
+                                 "worst_case_pct", "best_case_pct"]),
         "credits": (credits, ["node", "rack", "gpus", "availability_pct", "tier", "target_pct",
                               "credit_pct_of_node_fee"]),
         "downtime": (downtime, ["node", "rack", "start", "end", "start_local", "end_local", "duration_s", "cause",
@@ -138,6 +152,23 @@ def _sections(result, observations):
     """(title, intro lines, rows, columns) in reading order, shared by Markdown and HTML."""
     c = result.contract
     tz = c.timezone
+    partial = result.partial
+    if partial:
+        # A month not over (availability.py, rule 9): the figure so far, the month's best case, the credit owed at
+        # least, and the verdicts its rest may still change said to be provisional.
+        cluster_line = ("Cluster availability (GPU-weighted): **%s %%** so far, at best %s %% over the whole month; "
+                        "cluster credit: **at least %s %%** of the monthly fee (provisional: the month is not over)."
+                        % (_range(result.cluster_availability, result.cluster_worst_availability,
+                                  _cluster_uncertain(result)), _pct(result.cluster_best_availability),
+                           _frac_pct(result.cluster_credit_pct)))
+    else:
+        cluster_line = ("Cluster availability (GPU-weighted): **%s %%**; cluster credit: **%s %%** of the monthly "
+                        "fee%s." % (_range(result.cluster_availability, result.cluster_worst_availability,
+                                           _cluster_uncertain(result)),
+                                    _credit_range(result.cluster_credit_pct, result.cluster_credit_worst_pct),
+                                    " (undetermined: time no source observed)" if _cluster_uncertain(result)
+                                    else ""))
+    open_word = "provisional" if partial else "undetermined"
     head = [
         "Provider **%s**, month **%s** (%s), tier **%s** (target %s %%), system **%s**." % (
             c.provider, result.month, tz, result.tier_name.capitalize(), _frac_pct(result.target_pct), c.system),
@@ -146,14 +177,14 @@ def _sections(result, observations):
                                                ", partial: the month is not over" if result.partial else ""),
         "Service time: %s." % ("%s to %s" % (iso_utc(result.service[0]), iso_utc(result.service[1]))
                                if result.service else "none (not in service)"),
-        "Cluster availability (GPU-weighted): **%s %%**; cluster credit: **%s %%** of the monthly fee%s." % (
-            _range(result.cluster_availability, result.cluster_worst_availability, _cluster_uncertain(result)),
-            _credit_range(result.cluster_credit_pct, result.cluster_credit_worst_pct),
-            " (undetermined: time no source observed)" if _cluster_uncertain(result) else ""),
-        "Cluster target %s %%: %s." % (_frac_pct(result.target_pct), "**undetermined**, " + result.cluster_undetermined
+        cluster_line,
+        "Cluster target %s %%: %s." % (_frac_pct(result.target_pct),
+                                       "**%s**, %s" % (open_word, result.cluster_undetermined)
                                        if result.cluster_undetermined else "n/a (no service time)"
                                        if result.cluster_met_target is None else "met" if result.cluster_met_target
-                                       else "**missed**"),
+                                       else "**missed**" + (" (at best %s %% over the whole month)"
+                                                            % _pct(result.cluster_best_availability)
+                                                            if partial else "")),
         "Acceptance: %s." % result.acceptance["status"],
     ]
     if result.triggers:
@@ -161,7 +192,8 @@ def _sections(result, observations):
     else:
         head.append("Termination triggers: none%s." % (" determined" if result.undetermined_triggers else ""))
     if result.undetermined_triggers:
-        head.append("**Termination triggers undetermined** (time no source observed): "
+        head.append("**Termination triggers %s** (%s): " % (
+            open_word, "the month is not over" if partial else "time no source observed")
                     + "; ".join(t["detail"] for t in result.undetermined_triggers) + ".")
     partial_nodes = windowed(result)
     if partial_nodes:
@@ -202,27 +234,39 @@ def _sections(result, observations):
                                  "unmonitored time that no Slurm snapshot or sacctmgr export covered); "
                                  "worst_case_pct counts all of it as down. Where that could change the verdict or "
                                  "the credit, availability_pct is the range from the worst case to the counted "
-                                 "value, and a node that meets the target only as counted is undetermined."],
+                                 "value, and a node that meets the target only as counted is undetermined."]
+                + (["The month is not over: availability_pct is the figure so far; best_case_pct is the downtime "
+                    "so far over the whole month's service time (every remaining minute up). A node or the cluster "
+                    "whose best case misses the target has missed it (no); one whose best case meets it is "
+                    "provisional until the month is over (yes only when even every remaining minute down could not "
+                    "make it miss)."] if partial else []),
                 rows, cols))
     rows, cols = tables["credits"]
     out.append(("Credits", ["Per node, the tier's ladder (strictly below a threshold, the largest step applies); "
                             "the cluster line is the share of the whole monthly fee (each node's credit weighed by "
                             "its GPUs times its service time). A range runs from the counted credit to the credit "
-                            "owed had all unobserved time been down."], rows, cols))
+                            "owed had all unobserved time been down."]
+                + (["The month is not over: each credit is the one owed at least (the best case, every remaining "
+                    "minute up); the rest of the month can only add to it."] if partial else []), rows, cols))
     undetermined = [{"node": n.name, "availability_pct": _range(n.availability, n.worst_availability, True),
-                     "credit_pct": _credit_range(n.credit_pct, n.credit_worst_pct), "why": n.undetermined}
+                     "credit_pct": _credit_range(n.credit_pct, n.credit_worst_pct, partial), "why": n.undetermined}
                     for n in result.undetermined_nodes]
     if undetermined or result.cluster_undetermined:
-        out.append(("Undetermined", ["Nodes whose counted availability meets the target but whose worst case "
-                                     "(every minute no source observed counted as down) does not: neither met nor "
-                                     "missed until another record of that time settles it."]
+        out.append(("Provisional" if partial else "Undetermined", [
+            "The month is not over: nodes whose best case (every remaining minute up) meets the target, but whose "
+            "rest of the month may still make them miss it: neither met nor missed until the month is over (nor "
+            "counted as either in the consecutive-months rule)." if partial else
+            "Nodes whose counted availability meets the target but whose worst case (every minute no source "
+            "observed counted as down) does not: neither met nor missed until another record of that time settles "
+            "it."]
                     + (["Cluster: %s." % result.cluster_undetermined] if result.cluster_undetermined else []),
                     undetermined or None, ["node", "availability_pct", "credit_pct", "why"]))
     # The breach rows carry floats for machines (summary.json); shown cut like every other availability.
     by_name = {n.name: n for n in result.nodes}
     breaches = [{**b, "availability_pct": _range(by_name[b["node"]].availability,
                                                  by_name[b["node"]].worst_availability, by_name[b["node"]].uncertain),
-                 "credit_pct": _credit_range(by_name[b["node"]].credit_pct, by_name[b["node"]].credit_worst_pct)}
+                 "credit_pct": _credit_range(by_name[b["node"]].credit_pct, by_name[b["node"]].credit_worst_pct,
+                                             partial)}
                 for b in result.breaches]
     out.append(("Breaches", [] if breaches else ["No node missed the target."], breaches or None,
                 ["node", "availability_pct", "target_pct", "credit_pct", "down_s"]))
@@ -298,7 +342,8 @@ def render_html(result, observations) -> str:
                 for c in cols:
                     text = _cell(row.get(c, ""))
                     cls = (" class='no'" if c == "meets_target" and text == "no" else
-                           " class='open'" if c == "meets_target" and text == "undetermined" else "")
+                           " class='open'" if c == "meets_target" and text in ("undetermined", "provisional")
+                           else "")
                     cells.append("<td%s>%s</td>" % (cls, html.escape(text)))
                 parts.append("<tr>" + "".join(cells) + "</tr>")
             parts.append("</table>")

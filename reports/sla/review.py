@@ -355,8 +355,12 @@ def write_outputs(result, observations, out: str) -> list[str]:
         "window": [iso_utc(result.window[0]), iso_utc(result.window[1])],
         "service": [iso_utc(result.service[0]), iso_utc(result.service[1])] if result.service else None,
         "partial": result.partial, "target_pct": float(result.target_pct),
+        # a month not over (availability.py, rule 9): availability so far, credits owed at least, verdicts that the
+        # rest of the month may change undetermined (null), never met or missed
+        "provisional": result.provisional,
         "cluster_availability_pct": result.cluster_availability_pct,
-        # None: no service time, or undetermined (cluster_undetermined says why: availability.py, rule 8)
+        "cluster_best_case_availability_pct": result.cluster_best_availability_pct,
+        # None: no service time, or undetermined (cluster_undetermined says why: availability.py, rules 8 and 9)
         "cluster_met_target": result.cluster_met_target,
         "cluster_undetermined": result.cluster_undetermined,
         "cluster_worst_case_availability_pct": result.cluster_worst_availability_pct,
@@ -367,6 +371,7 @@ def write_outputs(result, observations, out: str) -> list[str]:
                            "unmonitored_s": None if n.unmonitored_us is None else n.unmonitored_us / US,
                            "unobserved_s": None if n.unobserved_us is None else n.unobserved_us / US,
                            "worst_case_availability_pct": n.worst_availability_pct,
+                           "best_case_availability_pct": n.best_availability_pct,
                            "credit_worst_pct": _float(n.credit_worst_pct), "undetermined": n.undetermined,
                            # the node's own service time (its window in the contract cut to the review's)
                            "service": [iso_utc(n.service[0]), iso_utc(n.service[1])] if n.service else None}

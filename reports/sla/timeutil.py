@@ -118,6 +118,17 @@ def add_months(month: str, n: int) -> str:
     return "%04d-%02d" % (index // 12, index % 12 + 1)
 
 
+def add_days(us: int, days: int, tz=UTC) -> int:
+    """The instant `days` calendar days after `us` at the same wall-clock time in zone tz: a contract's days are
+    the local calendar's, so across a DST change one of them is 23 or 25 hours long (30 x 86400 s is not 30 days).
+    The local time is taken as `us` shows it (its fold kept); one the new date skips (the spring-forward hour) is
+    read with the offset before the change, as `parse_time` reads it."""
+    tz = zone(tz) if isinstance(tz, str) or tz is None else tz
+    local = from_us(us, tz)
+    wall = local.replace(tzinfo=None) + timedelta(days=int(days))
+    return to_us(wall.replace(tzinfo=tz, fold=local.fold))
+
+
 def iso_utc(us: int | None) -> str:
     """RFC 3339 UTC with microseconds only when there are any: 2026-11-03T10:00:00Z."""
     if us is None:

@@ -285,6 +285,36 @@ def test_not_accepted_after_the_deadline():
     assert review(contract(["n1"], acceptance_agreed="2026-11-20"), TIERS, [], "2026-11").triggers == []
 
 
+def test_the_acceptance_deadline_counts_calendar_days_across_the_autumn_dst_change():
+    """America/Chicago: agreed 15 October (CDT, -5), 30 days later is 14 November (CST, -6): 30 days and 1 hour
+    of elapsed time. Accepted on 14 November is within the deadline (was late by the DST hour: a trigger)."""
+    c = contract(["n1"], timezone="America/Chicago", acceptance_agreed="2026-10-15", accepted_at="2026-11-14")
+    r = review(c, TIERS, [], "2026-11")
+    assert r.acceptance["trigger"] is None and r.triggers == []
+    assert review(contract(["n1"], timezone="UTC", acceptance_agreed="2026-10-15", accepted_at="2026-11-14"),
+                  TIERS, [], "2026-11").triggers == []
+    # a second after the start of 14 November, local time, is late
+    late = contract(["n1"], timezone="America/Chicago", acceptance_agreed="2026-10-15",
+                    accepted_at="2026-11-14T00:00:01")
+    assert [t["trigger"] for t in review(late, TIERS, [], "2026-11").triggers] == ["acceptance"]
+
+
+def test_the_acceptance_deadline_counts_calendar_days_across_the_spring_dst_change():
+    """America/Chicago: agreed 10 February (CST, -6), 30 days later is 12 March (CDT, -5): 30 days less 1 hour of
+    elapsed time. Accepted at 00:30 local on 12 March is 30 min late (was on time: 30 x 24 h ran to 01:00 local)."""
+    c = contract(["n1"], timezone="America/Chicago", acceptance_agreed="2026-02-10",
+                 accepted_at="2026-03-12T00:30:00")
+    r = review(c, TIERS, [], "2026-03")
+    assert [t["trigger"] for t in r.triggers] == ["acceptance"]
+    assert "plus 30 days: the buyer may terminate" in r.acceptance["trigger"]
+    on_time = contract(["n1"], timezone="America/Chicago", acceptance_agreed="2026-02-10", accepted_at="2026-03-12")
+    assert review(on_time, TIERS, [], "2026-03").triggers == []
+    # not accepted at all: the deadline (12 March, local) falls in March, not in February
+    never = contract(["n1"], timezone="America/Chicago", acceptance_agreed="2026-02-10")
+    assert [t["trigger"] for t in review(never, TIERS, [], "2026-03").triggers] == ["acceptance"]
+    assert review(never, TIERS, [], "2026-02").triggers == []
+
+
 def test_termination_triggers_threshold_and_consecutive_months():
     c = contract(["n1"])
     low = [ev("e", "n1", "2026-11-01T00:00:00Z", "2026-11-03T00:00:00Z")]  # 2 days: 93.3 %
@@ -304,6 +334,99 @@ def test_partial_month_stops_at_now_and_unknown_hosts_are_noted():
     r = review(c, TIERS, events, "2026-11", now_us=T("2026-11-15T00:00:00Z"))
     assert r.partial and node(r, "n1").service_us == 14 * 86400 * US and node(r, "n1").down_us == 3600 * US
     assert any("ghost" in note for note in r.notes)
+
+
+# ------------------------------------------------------------------------------------- a month that is not over
+# A review of the running month (now before the month's end) has the availability so far, but the rules are
+# monthly: what it asserts must hold whatever the rest of the month brings. The best case is the downtime so far
+# over the whole month's service time (every remaining minute up): a credit is at least the best case's, a missed
+# target or a termination trigger is asserted only when the best case already misses or triggers it, and otherwise
+# the month's verdict is provisional (undetermined, as rule 8's: neither met nor missed, in the consecutive rule
+# too).
+ONE_DAY = "2026-11-02T00:00:00Z"
+
+
+def test_a_running_month_asserts_what_even_its_best_case_misses():
+    """The reviewer's case: gold, n1 and n2, n1 down 10:00-13:00 on 1 November, reviewed at midnight on the 2nd
+    with October missed. So far (1 day): n1 87.5 %, the cluster 93.75 %; at best over the month (3 h of 720 h):
+    n1 99.5833 %, the cluster 99.7916 %: below 99.9 % (certain), not below 95 % (provisional)."""
+    c = contract(["n1", "n2"])
+    events = [ev("healthprobe:n1:1-36", "n1", "2026-11-01T10:00:00Z", "2026-11-01T13:00:00Z", source="healthprobe")]
+    r = review(c, TIERS, events, "2026-11", now_us=T(ONE_DAY), history={"2026-10": False})
+    n1 = node(r, "n1")
+    # was credit 100 % (87.5 % over the day so far), a cluster credit of 50 % and an availability trigger
+    assert (n1.credit_pct, r.cluster_credit_pct) == (10, 5)
+    assert [t["trigger"] for t in r.triggers] == ["consecutive"]  # October missed, November missed whatever comes
+    assert [t["trigger"] for t in r.undetermined_triggers] == ["availability"]  # only the figure so far is below 95 %
+    assert "the month is not over" in r.undetermined_triggers[0]["detail"]
+    # the availability so far is kept (the month is partial); the best case beside it
+    assert r.partial and n1.availability == Fraction(7, 8) and r.cluster_availability == 1 - Fraction(3, 48)
+    assert n1.best_availability == 1 - Fraction(3, 720) and r.cluster_best_availability == 1 - Fraction(3, 1440)
+    assert n1.meets_target is False and [b["node"] for b in r.breaches] == ["n1"] and r.cluster_met_target is False
+    assert n1.credit_worst_pct is None  # at least 10 %: the rest of the month may add to it
+    assert node(r, "n2").meets_target is None and node(r, "n2").undetermined.startswith("the month is not over")
+    assert any("the month is not over" in note for note in r.notes)  # the partial note stays
+    # the same events over the whole month, as before
+    full = review(c, TIERS, events, "2026-11", history={"2026-10": False})
+    assert not full.partial and node(full, "n1").best_availability is None
+    assert (node(full, "n1").credit_pct, full.cluster_credit_pct) == (10, 5)
+    assert [t["trigger"] for t in full.triggers] == ["consecutive"] and full.undetermined_triggers == []
+    assert full.cluster_met_target is False and node(full, "n2").meets_target is True
+
+
+def test_a_running_month_whose_best_case_is_below_the_termination_threshold_triggers():
+    """n1 down the first 2 days, reviewed at midnight on the 3rd: 0 % so far, 93.3333 % at best (48 h of 720 h),
+    below gold's 95 %: the trigger holds whatever the rest of the month brings, and the credit is at least 100 %."""
+    c = contract(["n1"])
+    events = [ev("e", "n1", "2026-11-01T00:00:00Z", "2026-11-03T00:00:00Z")]
+    r = review(c, TIERS, events, "2026-11", now_us=T("2026-11-03T00:00:00Z"))
+    assert [t["trigger"] for t in r.triggers] == ["availability"] and r.undetermined_triggers == []
+    assert "93.3333 %" in r.triggers[0]["detail"]  # the best case, not the 0.0000 % so far
+    assert node(r, "n1").credit_pct == 100 and r.cluster_met_target is False
+    assert node(r, "n1").best_availability == 1 - Fraction(48, 720) and node(r, "n1").availability == 0
+
+
+def test_a_running_month_the_rest_of_which_can_still_meet_the_target_is_provisional():
+    """n1 down 20 min on 1 November, reviewed at midnight on the 2nd, October missed: 98.6111 % so far (a 30 %
+    credit and a missed target were asserted, and with October the consecutive trigger), 99.9537 % at best: the
+    month is neither met nor missed yet, and does not count as missed."""
+    c = contract(["n1"])
+    events = [ev("e", "n1", "2026-11-01T10:00:00Z", "2026-11-01T10:20:00Z")]
+    r = review(c, TIERS, events, "2026-11", now_us=T(ONE_DAY), history={"2026-10": False})
+    n1 = node(r, "n1")
+    assert r.triggers == [] and r.breaches == [] and n1.credit_pct == 0 and r.cluster_credit_pct == 0
+    assert n1.meets_target is None and r.cluster_met_target is None  # neither met nor missed
+    assert n1.availability == 1 - Fraction(1, 72) and n1.best_availability == 1 - Fraction(1, 2160)
+    assert n1.undetermined == ("the month is not over: availability so far 98.6111 %, at best 99.9537 % over the "
+                               "whole month")
+    assert r.cluster_undetermined == ("the month is not over: cluster availability so far 98.6111 %, at best "
+                                      "99.9537 % over the whole month")
+    # the consecutive rule: November is undetermined, a miss only if the rest of the month misses
+    [open_trigger] = r.undetermined_triggers
+    assert open_trigger["trigger"] == "consecutive" and "may have been missed 2 months in a row" in open_trigger[
+        "detail"]
+    # the rendered review says provisional where it is
+    rows = {x["name"]: x for x in table_rows(r)["availability"][0]}
+    assert (rows["n1"]["meets_target"], rows["cluster"]["meets_target"]) == ("provisional", "provisional")
+    assert (rows["n1"]["availability_pct"], rows["n1"]["best_case_pct"]) == ("98.6111", "99.9537")
+    assert [x["credit_pct_of_node_fee"] for x in table_rows(r)["credits"][0]] == ["at least 0", "at least 0"]
+    md = render_markdown(r, {})
+    assert "Cluster target 99.9 %: **provisional**, the month is not over" in md
+    assert "**Termination triggers provisional** (the month is not over)" in md and "## Provisional" in md
+    assert "cluster credit: **at least 0 %** of the monthly fee" in md and "**missed**" not in md
+    # the same events over the whole month: 99.9537 %, met
+    full = review(c, TIERS, events, "2026-11", history={"2026-10": False})
+    assert node(full, "n1").meets_target is True and full.cluster_met_target is True and full.triggers == []
+    assert full.undetermined_triggers == [] and "provisional" not in render_markdown(full, {})
+
+
+def test_a_running_month_nothing_can_spoil_any_more_is_met():
+    """Reviewed 30 min before the month ends with no downtime: even were those 30 min down, 99.9305 % >= 99.9 %."""
+    r = review(contract(["n1"]), TIERS, [], "2026-11", now_us=T("2026-11-30T23:30:00Z"))
+    assert r.partial and node(r, "n1").meets_target is True and r.cluster_met_target is True
+    assert r.cluster_undetermined is None and r.undetermined_triggers == []
+    late = review(contract(["n1"]), TIERS, [], "2026-11", now_us=T("2026-11-30T23:00:00Z"))  # 1 h may be down
+    assert node(late, "n1").meets_target is None and late.cluster_met_target is None
 
 
 def test_minimum_outage_drops_blips():

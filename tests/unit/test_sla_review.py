@@ -630,3 +630,66 @@ def test_a_probe_begun_mid_month_says_when_it_began_and_what_sets_a_later_start(
                          now=parse_time("2026-12-01T06:00:00Z"), store_path=db)
     assert accepted.nodes[0].meets_target is True and accepted.nodes[0].unobserved_us == 0
     assert not [x for x in accepted.notes if x.startswith("the health probe's first sample")]
+
+
+# ---------------------------------------------------------------------------------- a month that is not over
+def test_a_review_of_the_running_month_is_provisional_end_to_end(tmp_path, capsys):
+    """Gold, gpu001, reviewed at midnight on 2 November: the probe saw it up every hour of the 1st, the provider's
+    log has it down 20 min. So far 98.6111 % (was: a missed target, a 30 % credit, exit 1); at best over the month
+    99.9537 %: provisional, no finding yet, and the next month does not count November as missed."""
+    from reports.sla.__main__ import main
+
+    db = str(tmp_path / "healthprobe.sqlite")
+    for hour in range(24):
+        probe_round(db, "2026-11-01T%02d:00:00Z" % hour, hosts=["gpu001"], interval_s=3600)
+    log = tmp_path / "noc.csv"
+    log.write_text("start,end,target,reason\n2026-11-01T10:00:00Z,2026-11-01T10:20:00Z,gpu001,PSU\n")
+    out_root = str(tmp_path / "sla")
+    result, out = rv.run("2026-11", GOLD, out_root, now=parse_time("2026-11-02T00:00:00Z"), store_path=db,
+                         imports=[str(log)])
+    out = Path(out)
+    [n] = result.nodes
+    assert result.breaches == [] and result.triggers == [] and n.credit_pct == 0  # was a breach, 30 %
+    assert n.meets_target is None and result.cluster_met_target is None and n.unobserved_us == 0
+    assert n.availability == 1 - Fraction(1, 72) and n.best_availability == 1 - Fraction(1, 2160)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["partial"] is True and summary["provisional"] is True
+    assert summary["cluster_met_target"] is None and summary["cluster_undetermined"].startswith(
+        "the month is not over")
+    assert summary["cluster_best_case_availability_pct"] == pytest.approx(99.9537, abs=1e-4)
+    assert summary["nodes"]["gpu001"]["best_case_availability_pct"] == pytest.approx(99.9537, abs=1e-4)
+    md = (out / "review.md").read_text()
+    assert "partial: the month is not over" in md and "Cluster target 99.9 %: **provisional**" in md
+    assert "| node | gpu001 |  | 8 | 86400 | 0 | 1200 | 0 | 1200 | 9600 | 98.6111 | 99.9 | provisional |" in md
+    assert "| gpu001 |  | 8 | 98.6111 | gold | 99.9 | at least 0 |" in md
+    assert "<td class='open'>provisional</td>" in (out / "review.html").read_text()
+    # nothing certain yet: no finding (exit 0), and the command's line says the month is provisional
+    assert main(["review", "--from-inputs", str(out / "inputs"), "--out", str(tmp_path / "again")]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["provisional"] is True and doc["breaches"] == 0 and doc["triggers"] == []
+    # December, a whole month missed: November (provisional) is undetermined, not a miss (gold terminates after 2)
+    dec_log = tmp_path / "dec.csv"
+    dec_log.write_text("start,end,target\n2026-12-02T00:00:00Z,2026-12-02T02:00:00Z,gpu001\n")
+    dec, _ = rv.run("2026-12", GOLD, out_root, now=parse_time("2027-01-01T06:00:00Z"), imports=[str(dec_log)])
+    assert json.loads((Path(out_root) / "2026-12" / "inputs" / "history.json").read_text()) == {"2026-11": None}
+    assert dec.cluster_met_target is False and dec.triggers == []  # was "missed 2 months in a row"
+    assert "consecutive" in [t["trigger"] for t in dec.undetermined_triggers]
+
+
+def test_a_review_of_the_running_month_asserts_a_certain_breach(tmp_path, capsys):
+    """The same, down 3 h: 87.5 % so far, 99.5833 % at best, below 99.9 % whatever the rest of the month brings:
+    a breach with at least a 10 % credit (was 100 %), a finding (exit 1)."""
+    from reports.sla.__main__ import main
+
+    log = tmp_path / "noc.csv"
+    log.write_text("start,end,target,reason\n2026-11-01T10:00:00Z,2026-11-01T13:00:00Z,gpu001,PSU\n")
+    result, out = rv.run("2026-11", GOLD, str(tmp_path / "sla"), now=parse_time("2026-11-02T00:00:00Z"),
+                         imports=[str(log)])
+    [n] = result.nodes
+    assert n.credit_pct == 10 and n.meets_target is False and result.cluster_met_target is False
+    assert [b["node"] for b in result.breaches] == ["gpu001"] and result.triggers == []
+    md = (Path(out) / "review.md").read_text()
+    assert "Cluster target 99.9 %: **missed**" in md and "cluster credit: **at least 10 %**" in md
+    assert main(["review", "--from-inputs", str(Path(out) / "inputs"), "--out", str(tmp_path / "again")]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["provisional"] is True and doc["breaches"] == 1
