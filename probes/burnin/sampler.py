@@ -11,7 +11,8 @@
 * GPU memory errors: ECC counters and row-remapping state of every GPU from ``nvidia-smi -q -x`` (the audit's
   parser), read once before the load starts and once after it stopped, so the controller sees what changed;
 * kernel log: new /dev/kmsg records since the start, XID / SXID / AER lines parsed (probes/common/kernel_log.py) and
-  appended, with their wall time, to the kernel timeline.
+  appended, with their wall time, to the kernel timeline; a read that fails mid-run writes one ``kmsg_error`` record
+  (when, the error, and up to when the log was read) to the monitor timeline.
 
 Each sample is one JSON line appended to the monitor file as soon as it is taken, so an interrupted run keeps
 everything up to its last interval.
@@ -269,6 +270,7 @@ class Monitor:
                 "; ECC totals read before and after" if self.error_tool == "amd-smi" else "")
         self.kmsg = soak_kernel.KmsgReader(cfg.get("kmsg_path", "/dev/kmsg"))
         self.facts["kmsg"] = self.kmsg.error or "reading %s from the start of the run" % self.kmsg.path
+        self.kmsg_error = self.kmsg.error  # the last failure written to the timeline (the start's is in the facts)
         self.other_err = 0
         self.prev_cpu = cpu_times(read_text("/proc/stat"))
         self.prev_nic = nic_counters(self.sys_root)
@@ -318,7 +320,14 @@ class Monitor:
         rec["kernel_lines"] = lines
         rec["kernel_events"] = len(events)
         append_jsonl(self.kernel_path, events)
-        append_jsonl(self.monitor_path, [rec])
+        failed = []
+        if self.kmsg.error != self.kmsg_error:
+            # a read failed mid-run: the log was read in full only up to the last read that worked (the previous
+            # sample's); the facts were written at the start, so the timeline carries it (summary: facts.kmsg_error)
+            self.kmsg_error = self.kmsg.error
+            failed.append({"type": "kmsg_error", "t": round(now, 3), "error": self.kmsg.error,
+                           "read_until": round(self.prev_t, 3)})
+        append_jsonl(self.monitor_path, failed + [rec])
         self.prev_t = now
         return rec
 

@@ -265,6 +265,18 @@ def _gpu_errors(art, samples):
                             gpu=g["gpu"], pci=g.get("pci"), counter=field, at=s["when"])
 
 
+def _kmsg_failure(art, samples, t_start):
+    """The first read of /dev/kmsg that failed mid-run (the monitor's kmsg_error record): the error, when (t+ s), and
+    up to when the log was read in full (t+ s). facts.kmsg holds only the start's (written once, as the run began)."""
+    for s in samples:
+        if s.get("type") == "kmsg_error":
+            t = float(s["t"])
+            art.facts["kmsg_error"] = s.get("error") or "a read of the kernel log failed"
+            art.facts["kmsg_error_at_s"] = "%.1f" % (t - t_start)
+            art.facts["kmsg_read_until_s"] = "%.1f" % (float(s.get("read_until") or t) - t_start)
+            return
+
+
 def _kernel(art, events, t_start):
     merged = merge_events(events)
     counts = dict({k: 0 for k in KINDS}, err=sum(1 for e in events if e.get("kind") == "err"))
@@ -369,6 +381,7 @@ def summarize(art, cfg, p):
     _monitor(art, streams["monitor"], float(cfg["interval"]), t_load)
     _gpu_errors(art, streams["monitor"])
     _kernel(art, streams["kernel"], t_start)
+    _kmsg_failure(art, streams["monitor"], t_start)
     if cfg.get("gemm"):
         _gemm(art, streams["gemm"], t_start, t_load, cfg, done)
     if cfg.get("collectives"):

@@ -42,14 +42,15 @@ def _write(path, records):
 
 def node(tmp_path, host, gpu=False, done=True, xid_at=None, tflops=None, coll_error=None, kernel=None, monitor=None,
          coll_bw=None, device=None, gemm=None, coll=None, exits=None, cfg_extra=None, gemm_until=None,
-         done_extra=None):
+         done_extra=None, state=None):
     """A burn-in artifact summarised from timeline files, as poll/stop make it. monitor: the monitor's records (as
     probes.burnin.sampler.Monitor wrote them) instead of the recorded nvidia-smi stream; device: the device block the
     start found (runner.start keeps it in the run's configuration); gemm_until: {worker: how many of its samples it
     wrote} (a worker that died); gemm: records appended to the GEMM workers' timeline; coll: the collective loop's
     records instead of rank 0's samples; exits: the workers' exit codes in the done file; cfg_extra: what the
     runner added to the configuration (t_load, the moved deadline); done_extra: what else its done file holds
-    (exit_t: when it saw each worker's exit)."""
+    (exit_t: when it saw each worker's exit); state: the monitor's facts, which the runner writes to its state file
+    as the run starts (gpu_telemetry, kmsg)."""
     out = tmp_path / ("node-%s" % host)
     out.mkdir()
     p = soak_runner.paths(str(out), "burnin", None)
@@ -70,6 +71,9 @@ def node(tmp_path, host, gpu=False, done=True, xid_at=None, tflops=None, coll_er
     elif monitor is None:
         monitor = [{"type": "monitor", "t": T0 + 5 * (k + 1), "cpu_util_pct": 99.0, "nics": {}} for k in range(4)]
     _write(p["monitor"], monitor)
+    if state is not None:
+        with open(p["state"], "w") as fh:
+            json.dump({"monitor": state, "pid": 4242}, fh)
     tflops = tflops or [0.02, 0.02, 0.019, 0.021]
     workers = [0, 1] if gpu else [0]
     _write(p["gemm"], [{"type": "gemm", "worker": w, "gpu": w if gpu else None, "device": "cuda:%d" % w if gpu
@@ -683,3 +687,188 @@ def test_a_one_rank_collective_loop_has_no_bus_bandwidth(tmp_path):
     report.mkdir()
     md = section.render(run, [], str(report))  # the section's tables and plots take the samples without busbw
     assert "| c1 | cpu | done, 60 s | 0.020 | 0.0% | – | – | – | 0 | 0 | 0 | 0 |" in md  # all-to-all busbw: none
+
+
+def _smi_q(tmp_path, monkeypatch):
+    """A stand-in nvidia-smi whose `-q -x` prints the XML it was last given, or hangs (a GPU that stopped answering:
+    the reading's timeout) when it was given None. Returns the function that gives it."""
+    bindir, now = tmp_path / "bin", tmp_path / "xml-now"
+    bindir.mkdir(exist_ok=True)
+    (bindir / "nvidia-smi").write_text('#!/bin/sh\nf="$(cat %s)"\n[ -n "$f" ] || exec sleep 5\ncat "$f"\n' % now)
+    (bindir / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (bindir, os.environ["PATH"]))
+    given = []
+
+    def prints(xml):
+        if xml is None:
+            now.write_text("")
+            return
+        given.append(tmp_path / ("q-x-%d.xml" % len(given)))
+        given[-1].write_text(xml)
+        now.write_text(str(given[-1]))
+    return prints
+
+
+def test_ecc_without_the_reading_before_the_load_is_an_error_and_a_pending_remap_fails_by_itself(tmp_path,
+                                                                                                  monkeypatch):
+    """The recorded A100's counters after the load (1 uncorrectable volatile, 4 aggregate, 4 rows remapped for
+    uncorrectable errors, 3 correctable). On g1 and g2 nvidia-smi -q -x did not answer before the load (the reading
+    timed out); after it, g1's GPU has a row remap pending. On g3 both readings worked and show the same counters,
+    with a remap pending before and after. Before, each GPU passed "no new error": g1 and g2 compared 0 counters (no
+    start reading), g3's pending flag did not change."""
+    prints = _smi_q(tmp_path, monkeypatch)
+    pending = A100.replace("<remapped_row_pending>No<", "<remapped_row_pending>Yes<")
+    lines = [line for line in (FIX / "nvidia-smi" / "h100_2x_burnin_query_lms1000.csv").read_text().splitlines()
+             if line.split(", ")[1] == "0"]
+    rows = [soak_smi.parse_line(line) for line in lines]
+    mons = _windows(rows, rows[0]["timestamp"], [(0, 5), (5, 10), (10, 15), (15, 20)])
+    nodes = []
+    for host, before, after in (("g1", None, pending), ("g2", None, A100), ("g3", pending, pending)):
+        prints(before)
+        start = sampler.gpu_error_reading("start", timeout=0.5)
+        prints(after)
+        end = sampler.gpu_error_reading("end", timeout=0.5)
+        nodes.append(node(tmp_path, host, gpu=True, monitor=[start] + mons + [end]))
+    assert nodes[0][0]["facts"]["gpu_errors_start"] == "nvidia-smi -q -x: timed out after 0.5 s"
+    run = make_run(tmp_path, nodes)
+    got = {}
+    for host in ("g1", "g2", "g3"):
+        [got[host]] = [r for r in gb.grade_ecc(CHECKS["burnin.ecc"], run, host) if r["subject"] == "burnin gpu 0"]
+    after = ("after the load: uncorrectable ECC (volatile) 1, uncorrectable ECC (aggregate) 4, rows remapped for "
+             "uncorrectable errors 4, correctable ECC (volatile) 3")
+    # no reading before: nothing to compare with, an error naming why; but a pending remap fails whatever came before
+    assert (got["g1"]["status"], got["g1"]["observed"]) == ("fail", "row remap pending (needs a GPU reset); " + after)
+    assert got["g1"]["reason"].startswith("no reading before the load (nvidia-smi -q -x: timed out after 0.5 s)")
+    assert (got["g2"]["status"], got["g2"]["observed"]) == ("error", after)
+    assert got["g2"]["reason"] == ("no reading before the load (nvidia-smi -q -x: timed out after 0.5 s): nothing "
+                                   "to compare the reading after it with")
+    # both read: no counter rose, but the GPU still has a remap pending (it needs a reset before it takes work)
+    assert (got["g3"]["status"], got["g3"]["observed"]) == (
+        "fail", "row remap pending (needs a GPU reset), already before the load")
+
+
+def _an_hour_of_h100_telemetry(ticks):
+    """The monitor's records of a 1-hour burn-in of two H100s in 10 s windows (360), the nvidia-smi stream reduced
+    per window as Monitor.sample does it: GPU 0 of the recorded stream (its two idle ticks, its warm-up, then its
+    loaded ticks over and over) printed for GPU 0 and GPU 1 once a second. ticks: the seconds from the start at which
+    nvidia-smi printed; in the other windows its stream gave nothing (it died or stalled): `gpus` is empty there."""
+    lines = [line for line in (FIX / "nvidia-smi" / "h100_2x_burnin_query_lms1000.csv").read_text().splitlines()
+             if line.split(", ")[1] == "0"]
+    rows0 = [soak_smi.parse_line(line) for line in lines]
+    pci = {0: "00000000:18:00.0", 1: "00000000:2A:00.0"}
+    ticks = set(ticks)
+    records = [_ecc_reading("start", 0.0, 0)]
+    for w in range(360):
+        rows = [dict(rows0[k if k < 12 else 12 + (k - 12) % 8], timestamp=T0 + k + 0.12, gpu=g, pci=pci[g])
+                for k in range(10 * w, 10 * w + 10) if k in ticks for g in (0, 1)]
+        t = T0 + 10.0 * (w + 1)
+        records.append({"type": "monitor", "t": t, "dt": 10.0, "cpu_util_pct": 41.5, "cpu_temp_c": None,
+                        "cpu_mhz": None, "load1": 12.3, "nics": {"ib0": {"rx_bytes": 1 << 30, "tx_bytes": 1 << 30}},
+                        "rdma": {}, "gpus": soak_smi.window_sample(rows, t), "kernel_lines": 0, "kernel_events": 0})
+    records.append(_ecc_reading("end", 3600.5, 0))
+    return records
+
+
+def test_gpu_checks_judge_only_what_their_telemetry_covers(tmp_path):
+    """Four 1-hour burn-ins of two H100s: nvidia-smi's stream died after the first minute ("died": telemetry in 6 of
+    360 windows), 5 minutes before the end ("late": 330 of 360, none in the last tenth), stalled for 5 minutes
+    mid-run ("gap": 330 of 360, both tenths covered), or never printed a row ("none"). Before, "died" and "late"
+    passed all four GPU checks (the clock drop's "last tenth" was minute 1, or minutes 50 to 55), and "none" skipped
+    as a node without GPUs."""
+    hour = {"cfg_extra": {"deadline": T0 + 3600.0, "duration_s": 3600.0, "interval": 10.0},
+            "done_extra": {"t_end": T0 + 3600.4}}
+    nodes = [node(tmp_path, "died", gpu=True, monitor=_an_hour_of_h100_telemetry(range(60)), **hour),
+             node(tmp_path, "late", gpu=True, monitor=_an_hour_of_h100_telemetry(range(3300)), **hour),
+             node(tmp_path, "gap", gpu=True, monitor=_an_hour_of_h100_telemetry(
+                 k for k in range(3600) if not 1800 <= k < 2100), **hour),
+             node(tmp_path, "none", gpu=True, monitor=_an_hour_of_h100_telemetry([]), **hour)]
+    m = {(r["metric"], r["labels"].get("gpu")): r["value"] for r in nodes[0][0]["results"]}
+    assert (m[("monitor_samples", None)], m[("gpu_samples", 0)], m[("gpu_samples", 1)]) == (360, 6, 6)
+    run = make_run(tmp_path, nodes)
+    ids = ("burnin.throttling", "burnin.clock_drop", "burnin.temperature", "burnin.power")
+    got = {(r["check_id"], r["host"], r["subject"]): r for r in grade(run, {"checks": [CHECKS[c] for c in ids]})}
+    for cid in ids:
+        for gpu in ("gpu 0", "gpu 1"):
+            died = got[(cid, "died", gpu)]
+            assert died["status"] == "error", (cid, died)
+            assert died["reason"].startswith("GPU telemetry in 6 of 360 monitor windows (first 60 s of 3600 s)")
+            late = got[(cid, "late", gpu)]
+            if cid == "burnin.clock_drop":  # the clock at the end of the run is unknown
+                assert late["status"] == "error"
+                assert late["reason"].startswith("GPU telemetry in 6 of 36 monitor windows of the last tenth of the "
+                                                 "load (t+3240-3600 s)")
+            else:
+                assert late["status"] == "pass", (cid, late)
+            assert got[(cid, "gap", gpu)]["status"] == "pass", (cid, got[(cid, "gap", gpu)])
+        [none] = [r for k, r in got.items() if k[:2] == (cid, "none")]
+        assert (none["status"], none["subject"]) == ("error", "")
+        assert none["reason"].startswith("GPU telemetry in 0 of 360 monitor windows")
+    assert got[("burnin.temperature", "gap", "gpu 0")]["observed"] == "68 C"
+
+
+# The monitor's facts (the runner's state file) where /dev/kmsg refused it: not root, kernel.dmesg_restrict = 1.
+KMSG_REFUSED = {"gpu_telemetry": "nvidia-smi -lms 1000", "kmsg": "cannot read /dev/kmsg: Operation not permitted"}
+KMSG_READ = {"gpu_telemetry": "nvidia-smi -lms 1000", "kmsg": "reading /dev/kmsg from the start of the run"}
+
+
+def test_a_kernel_log_that_was_not_read_is_not_reported_clean(tmp_path):
+    """g1 could not open /dev/kmsg; g2 read it from the start and found nothing. burnin.kernel_errors skips g1 with
+    the reason; before, the section still said "No XID, SXID or AER line in the kernel log during the runs"."""
+    run = make_run(tmp_path, [node(tmp_path, "g1", gpu=True, state=KMSG_REFUSED),
+                              node(tmp_path, "g2", gpu=True, state=KMSG_READ)])
+    [row] = [r for r in gb.grade_kernel(CHECKS["burnin.kernel_errors"], run, "g1") if r["subject"] == "burnin"]
+    assert (row["status"], row["reason"]) == ("skip", "kernel log not readable: cannot read /dev/kmsg: Operation "
+                                                      "not permitted")
+    md = section.render(run, [], None)
+    assert "No XID, SXID or AER line in the kernel log during the runs." not in md
+    assert ("**Not all of the kernel log was read**: g1 (burnin) not read: cannot read /dev/kmsg: Operation not "
+            "permitted.") in md
+    assert "No XID, SXID or AER line in the part of the kernel log that was read." in md
+    # every host read in full: the sentence as before
+    base = tmp_path / "alone"
+    base.mkdir()
+    alone = make_run(base, [node(base, "g3", gpu=True, state=KMSG_READ)])
+    assert "No XID, SXID or AER line in the kernel log during the runs." in section.render(alone, [], None)
+
+
+def test_a_kmsg_read_that_fails_mid_run_is_recorded_and_the_log_judged_only_up_to_it(tmp_path):
+    """The monitor reads /dev/kmsg every interval; its third read fails (here: its descriptor now names a directory,
+    EISDIR, through KmsgReader's own read). Before, the failure stayed inside the monitor (facts.kmsg is written
+    once, at the start): burnin.kernel_errors passed "none in 60 s"."""
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_text("")
+    out = tmp_path / "monitor.jsonl"
+    mon = sampler.Monitor({"gpu_tool": "none", "interval": 1, "kmsg_path": str(kmsg),
+                           "kfd_path": str(tmp_path / "no-kfd"), "sys_root": str(tmp_path / "sys")}, str(out),
+                          str(tmp_path / "kernel.jsonl"))
+    try:
+        mon.sample()
+        first = mon.sample()
+        os.close(mon.kmsg.fd)
+        mon.kmsg.fd = os.open(str(tmp_path), os.O_RDONLY)
+        mon.sample()
+        mon.sample()  # it keeps failing: recorded once
+    finally:
+        mon.close()
+    records = sampler.read_jsonl(str(out))
+    assert [r["type"] for r in records] == ["monitor", "monitor", "kmsg_error", "monitor", "monitor"]
+    failed = records[2]
+    assert failed["error"] == "reading %s: Is a directory" % kmsg and failed["read_until"] == first["t"]
+    facts = dict(mon.facts)
+    # c1 found nothing up to the failure; c2 logged a fatal AER before it
+    aer = (FIX / "kmsg" / "journalctl_aer_correctable_uncorrectable_fatal.txt").read_text().splitlines()
+    docs = [node(tmp_path, "c1", monitor=records, state=facts),
+            node(tmp_path, "c2", monitor=records, state=facts, kernel=[(12.0, aer[4].split("kernel: ", 1)[1])])]
+    doc = docs[0][0]
+    until = "%.1f" % (first["t"] - T0)
+    assert (doc["facts"]["kmsg_error"], doc["facts"]["kmsg_read_until_s"], doc["facts"]["kmsg_error_at_s"]) == (
+        failed["error"], until, "%.1f" % (failed["t"] - T0))
+    run = make_run(tmp_path, docs)
+    [c1] = [r for r in gb.grade_kernel(CHECKS["burnin.kernel_errors"], run, "c1") if r["subject"] == "burnin"]
+    assert (c1["status"], c1["observed"]) == ("error", "none found up to t+%.0f s" % float(until))
+    assert c1["reason"].startswith("the kernel log was read only up to t+%.0f s: reading %s: Is a directory" % (
+        float(until), kmsg))
+    c2 = {r["subject"]: r for r in gb.grade_kernel(CHECKS["burnin.kernel_errors"], run, "c2")}
+    assert c2["burnin AER"]["status"] == "fail" and c2["burnin"]["status"] == "error"
+    md = section.render(run, [], None)
+    assert "c1 (burnin) read only up to t+%.0f s: reading %s: Is a directory" % (float(until), kmsg) in md

@@ -10,7 +10,9 @@ kinds (registered by reports.grading.kinds.register_phase_kinds), all per host:
   burnin_kernel      every XID, fatal SXID (or one whose severity no line gives), GPU that failed to initialise
                      (RmInitAdapter) or fell off the bus in the kernel log during the burn-in fails with its line and
                      time (t+ s from the start); a non-fatal SXID warns; uncorrected AER fails, corrected AER warns; a
-                     line that names an Xid / SXid but could not be read is an error row with the line; none: pass
+                     line that names an Xid / SXid but could not be read is an error row with the line; none: pass.
+                     /dev/kmsg not readable from the start: skip with the reason; a read that failed mid-run
+                     (facts.kmsg_error): an error row saying up to when the log was read, beside what was found
   burnin_gemm        per GEMM worker: FLOP/s degradation (first tenth against last tenth), `warn_pct` / `fail_pct`;
                      `field: errors`: wrong GEMM results fail; `field: sustained`: the mean TFLOP/s of the run against
                      `fail_fraction` / `warn_fraction` x the GPU model's gpus.yml field that `expect_of` names for the
@@ -18,10 +20,17 @@ kinds (registered by reports.grading.kinds.register_phase_kinds), all per host:
                      start or died (its error record), or whose samples end more than an interval (+5 s) before the
                      load stopped, fails all three for its GPU, with the error or where its samples end
   burnin_gpu         per GPU, `field`: throttle (slowdown episodes), clock_drop (SM clock, first against last
-                     tenth), temperature (max against `max_c`), power (max against the enforced power limit)
+                     tenth of the load's time), temperature (max against `max_c`), power (max against the enforced
+                     power limit). Judged only where the GPU's telemetry (the nvidia-smi stream, per monitor window)
+                     covers at least `min_telemetry_share` of the monitor's time, and for clock_drop of each tenth:
+                     else an error row naming the coverage (a fault it saw still fails); a node whose stream never
+                     printed a GPU row is an error, not a node without GPUs
   burnin_ecc         per soak and GPU: the ECC counters and row-remapping state read before the load and after it;
-                     a new uncorrectable error, uncorrectable remapped row, or a remap newly pending or failed fails,
-                     at least `correctable_warn` new correctable errors (or rows remapped for them) warn
+                     a new uncorrectable error or uncorrectable remapped row fails, at least `correctable_warn` new
+                     correctable errors (or rows remapped for them) warn; a row remap pending or failed in the reading
+                     after the load fails by itself (whatever the reading before said, or when it failed). Without a
+                     reading before the load (it failed: facts.gpu_errors_start) the counters cannot be compared: an
+                     error row naming why, with the counts the reading after the load holds
   burnin_links       per soak: every NIC and RDMA port whose link went down during the run (carrier changes of a
                      physical NIC, link_downed of a port) fails, one that counted errors warns (error counters at
                      least `warn_errors`, a port counter stuck at its maximum: it cannot count); none: one pass row
@@ -157,12 +166,14 @@ def kernel_status(labels):
 def grade_kernel(check, run, host):
     rows = []
     for probe, doc in _soaks_that_ran(check, run, host, rows):
-        kmsg = (doc.get("facts") or {}).get("kmsg", "")
-        if kmsg.startswith("cannot") or kmsg.startswith("reading /dev/kmsg:"):
+        facts = doc.get("facts") or {}
+        kmsg = facts.get("kmsg", "")
+        if kmsg.startswith("cannot"):
             rows.append(make_row(check, host, "skip", reason="kernel log not readable: %s" % kmsg, subject=probe))
             continue
         expected = ("no XID, SXID, GPU init failure or GPU off the bus (and no uncorrected AER) during the run; "
                     "a non-fatal SXID warns")
+        partial = kmsg_partial(facts)
         found = []
         for _t, labels in kernel_events(doc):
             status = kernel_status(labels)
@@ -177,12 +188,34 @@ def grade_kernel(check, run, host):
             subject = "%s %s%s" % (probe, KIND_NAMES.get(kind, kind.upper()),
                                    " %s" % labels["code"] if labels.get("code") is not None else "")
             found.append(make_row(check, host, status, event_text(labels), expected, subject=subject))
-        if found:
-            rows.extend(found)
-        else:
-            elapsed = plain_metrics(doc).get("elapsed_s", 0.0)
+        rows.extend(found)
+        elapsed = plain_metrics(doc).get("elapsed_s", 0.0)
+        if partial:
+            # the log was read only up to the failure: no pass for the time after it (a fault found before it
+            # keeps its own row)
+            rows.append(make_row(check, host, "error", "%s up to t+%.0f s" % (
+                "%d finding(s)" % len(found) if found else "none found", partial[0]), expected,
+                "the kernel log was read only up to t+%.0f s: %s (at t+%.0f s); a fault after that, up to the end "
+                "at t+%.0f s, is not seen" % (partial[0], partial[1], partial[2], elapsed), subject=probe))
+        elif not found:
             rows.append(make_row(check, host, "pass", "none in %.0f s" % elapsed, expected, subject=probe))
     return rows
+
+
+def kmsg_partial(facts):
+    """(read up to t+ s, error, failed at t+ s) of a run whose /dev/kmsg read failed mid-run (facts.kmsg_error, from
+    the monitor's kmsg_error record); None when it was read to the end."""
+    if not facts.get("kmsg_error"):
+        return None
+    try:
+        at = float(facts.get("kmsg_error_at_s"))
+    except (TypeError, ValueError):
+        at = 0.0
+    try:
+        until = float(facts.get("kmsg_read_until_s"))
+    except (TypeError, ValueError):
+        until = at
+    return until, facts["kmsg_error"], at
 
 
 def _degradation(check, degradation_pct, warn_pct, fail_pct):
@@ -293,14 +326,128 @@ GPU_FIELDS = {"throttle": "gpu_throttle_episodes", "clock_drop": "gpu_sm_clock_d
               "temperature": "gpu_temp_max_c", "power": "gpu_power_max_w"}
 
 
+def _gpu_windows(run, doc):
+    """[(start, end, {gpu: its window sample})] of the monitor's windows (epoch seconds, in time order), from the
+    monitor timeline beside the artifact; None when it is not there, or when no window holds the nvidia-smi stream's
+    `gpus` (the monitor streamed no GPU telemetry: a CPU or an AMD node). A window where the stream printed nothing
+    (it died or stalled) has no GPU."""
+    mons = [s for s in read_stream(run, doc, "monitor") if s.get("type") == "monitor" and s.get("t") is not None]
+    if not any("gpus" in s for s in mons):
+        return None
+    interval = float((doc.get("facts") or {}).get("interval_s") or 0.0)
+    out = []
+    for s in sorted(mons, key=lambda s: float(s["t"])):
+        t = float(s["t"])
+        out.append((t - float(s.get("dt") or interval), t, {g["gpu"]: g for g in s.get("gpus") or []}))
+    return out
+
+
+def _seconds(windows, lo=None, hi=None):
+    """Seconds of the windows inside [lo, hi] (all of each when no bound)."""
+    return sum(max(0.0, min(b, hi if hi is not None else b) - max(a, lo if lo is not None else a))
+               for a, b, _ in windows)
+
+
+def _spans(windows, t_start):
+    """The stretches the windows cover, in words ("first 60 s", "t+0-1800 s, t+2100-3600 s")."""
+    spans = []
+    for a, b, _ in windows:
+        if spans and a <= spans[-1][1] + 1e-6:
+            spans[-1][1] = b
+        else:
+            spans.append([a, b])
+    if not spans:
+        return None
+    if len(spans) == 1 and abs(spans[0][0] - t_start) < 1.0:
+        return "first %.0f s" % (spans[0][1] - spans[0][0])
+    text = ", ".join("t+%.0f-%.0f s" % (a - t_start, b - t_start) for a, b in spans[:3])
+    return text + (", ..." if len(spans) > 3 else "")
+
+
+def _coverage(windows, gpu, t_start, lo=None, hi=None, where=""):
+    """(share of the monitor's seconds in [lo, hi] that carry this GPU's telemetry, that in words)."""
+    inside = [w for w in windows if (lo is None or w[1] > lo) and (hi is None or w[0] < hi)]
+    covered = [w for w in inside if gpu in w[2]]
+    total = _seconds(inside, lo, hi)
+    share = _seconds(covered, lo, hi) / total if total > 0 else (1.0 if covered else 0.0)
+    text = "GPU telemetry in %d of %d monitor windows%s" % (len(covered), len(inside), where)
+    if not where:
+        span = _spans(covered, inside[0][0]) if inside else None
+        length = inside[-1][1] - inside[0][0] if inside else 0.0
+        text += " (%s of %.0f s)" % (span or "none", length)
+    return share, text
+
+
+def _clock_tenths(windows, gpu, doc, need):
+    """(first, last, None): the mean SM clock of this GPU in the first and the last tenth of the load's time (the
+    windows after it began, as the summary takes them), or (None, None, why) when its telemetry covers less than
+    `need` of either tenth."""
+    facts = doc.get("facts") or {}
+    t_start = float(facts.get("t_start") or 0.0)
+    t_load = t_start + float(facts["load_from_s"]) if facts.get("load_from_s") else None
+    load = [w for w in windows if t_load is None or w[1] > t_load]
+    if not load:
+        return None, None, "no monitor window under the load"
+    lo, hi = max(load[0][0], t_load if t_load is not None else load[0][0]), load[-1][1]
+    tenth = max((hi - lo) / 10.0, 1e-6)
+    means = []
+    for name, a, b in (("first", lo, lo + tenth), ("last", hi - tenth, hi)):
+        share, text = _coverage(load, gpu, t_start, a, b, " of the %s tenth of the load (t+%.0f-%.0f s)" % (
+            name, a - t_start, b - t_start))
+        clocks = [w[2][gpu].get("sm_mhz") for w in load if w[1] > a and w[0] < b and gpu in w[2]
+                  and w[2][gpu].get("sm_mhz") is not None]
+        if share < need or not clocks:
+            return None, None, "%s: under the %g%% needed to judge it" % (text, 100 * need)
+        means.append(sum(clocks) / len(clocks))
+    return means[0], means[1], None
+
+
+def _gpu_judgement(check, field, value, m, tenths=None):
+    """(status, observed, expected, reason) of one GPU for one field, on what its telemetry saw."""
+    if field == "throttle":
+        secs = m.get("gpu_throttle_s", 0.0)
+        status = "fail" if value >= int(check.get("fail_episodes", 1)) else "pass"
+        cap = m.get("gpu_power_cap_share")  # of the load's windows: none when no window came after it began
+        return status, "%d episode(s), %.0f s slowed (thermal / HW slowdown / power brake)%s" % (
+            value, secs, "; power cap %.0f%% of the time" % (100 * cap) if cap is not None else ""), \
+            "no thermal or hardware slowdown", None
+    if field == "clock_drop":
+        warn, fail = float(check.get("warn_pct", 5)), float(check.get("fail_pct", 10))
+        expected = "SM clock at most %g%% below its start (%g%% fails)" % (warn, fail)
+        first, last = m.get("gpu_sm_clock_first_mhz", 0), m.get("gpu_sm_clock_last_mhz", 0)
+        if tenths is not None:  # the first and last tenth of the load's time, from the timeline
+            first, last, why = tenths
+            if why:
+                return "error", None, expected, why
+            value = max(0.0, (first - last) / first * 100.0) if first else 0.0
+        return status_above(value, warn, fail), "%.1f%% (%.0f -> %.0f MHz)" % (value, first, last), expected, None
+    if field == "temperature":
+        max_c, warn_c = float(check.get("max_c", 85)), float(check.get("warn_c", 80))
+        return status_above(value, warn_c, max_c), "%.0f C" % value, "at most %g C (over %g C warns)" % (
+            max_c, warn_c), None
+    limit = m.get("gpu_power_limit_w")
+    if not limit:
+        return "skip", "%.0f W" % value, None, "no power limit reported"
+    over = float(check.get("over_share", 0.05))
+    return "fail" if value > limit * (1 + over) else "pass", "%.0f W max" % value, \
+        "at most the enforced limit %.0f W (+%g%%)" % (limit, 100 * over), None
+
+
 def grade_gpu(check, run, host):
     row, doc = _precondition(check, run, host, "burnin")
     if row:
         return [row]
     gpus = _by_labels(doc, "gpu_", ("gpu",))
+    windows = _gpu_windows(run, doc)
+    need = float(check.get("min_telemetry_share", 0.9))
+    t_start = float((doc.get("facts") or {}).get("t_start") or 0.0)
     if not gpus:
+        if windows:  # the monitor streamed nvidia-smi, and it never printed a GPU's row
+            return [make_row(check, host, "error", reason="%s: nvidia-smi's stream gave no GPU row" % _coverage(
+                windows, None, t_start)[1])]
         return [_no_gpu_row(check, host, doc)]
     field = check["field"]
+    n_windows = plain_metrics(doc).get("monitor_samples")
     rows = []
     for (gpu,), m in sorted(gpus.items(), key=lambda kv: kv[0]):
         subject = "gpu %s" % gpu
@@ -308,35 +455,21 @@ def grade_gpu(check, run, host):
         if value is None:
             rows.append(make_row(check, host, "skip", reason="nvidia-smi gave no %s" % field, subject=subject))
             continue
-        if field == "throttle":
-            secs = m.get("gpu_throttle_s", 0.0)
-            status = "fail" if value >= int(check.get("fail_episodes", 1)) else "pass"
-            cap = m.get("gpu_power_cap_share")  # of the load's windows: none when no window came after it began
-            rows.append(make_row(check, host, status, "%d episode(s), %.0f s slowed (thermal / HW slowdown / power "
-                                 "brake)%s" % (value, secs, "; power cap %.0f%% of the time" % (100 * cap)
-                                               if cap is not None else ""),
-                                 "no thermal or hardware slowdown", subject=subject))
-        elif field == "clock_drop":
-            warn, fail = float(check.get("warn_pct", 5)), float(check.get("fail_pct", 10))
-            status = status_above(value, warn, fail)
-            rows.append(make_row(check, host, status, "%.1f%% (%.0f -> %.0f MHz)" % (
-                value, m.get("gpu_sm_clock_first_mhz", 0), m.get("gpu_sm_clock_last_mhz", 0)),
-                "SM clock at most %g%% below its start (%g%% fails)" % (warn, fail), subject=subject))
-        elif field == "temperature":
-            max_c, warn_c = float(check.get("max_c", 85)), float(check.get("warn_c", 80))
-            status = status_above(value, warn_c, max_c)
-            rows.append(make_row(check, host, status, "%.0f C" % value,
-                                 "at most %g C (over %g C warns)" % (max_c, warn_c), subject=subject))
-        elif field == "power":
-            limit = m.get("gpu_power_limit_w")
-            if not limit:
-                rows.append(make_row(check, host, "skip", "%.0f W" % value, reason="no power limit reported",
-                                     subject=subject))
-                continue
-            over = float(check.get("over_share", 0.05))
-            status = "fail" if value > limit * (1 + over) else "pass"
-            rows.append(make_row(check, host, status, "%.0f W max" % value,
-                                 "at most the enforced limit %.0f W (+%g%%)" % (limit, 100 * over), subject=subject))
+        if windows:
+            share, covered = _coverage(windows, gpu, t_start)
+        elif n_windows:  # no timeline beside the artifact: its counts
+            share = m.get("gpu_samples", 0) / n_windows
+            covered = "GPU telemetry in %d of %d monitor windows" % (m.get("gpu_samples", 0), n_windows)
+        else:
+            share, covered = 1.0, None
+        tenths = _clock_tenths(windows, gpu, doc, need) if field == "clock_drop" and windows else None
+        status, observed, expected, reason = _gpu_judgement(check, field, value, m, tenths)
+        if share < need and status in ("pass", "warn", "error"):
+            # too little of the run watched to say it passed (or only warned): a fault it saw still fails
+            status, reason = "error", "%s: under the %g%% of the run needed to judge it" % (covered, 100 * need)
+        elif share < need and status == "fail":
+            reason = "judged on what was watched: %s" % covered
+        rows.append(make_row(check, host, status, observed, expected, reason, subject=subject))
     return rows
 
 
@@ -434,18 +567,41 @@ def _ecc_readings(doc):
     return out
 
 
-def _ecc_row(check, host, subject, counters):
-    """The row of one GPU whose counters were read at the start and at the end."""
+def _ecc_at_end(counters):
+    """The error counts a GPU's reading after the load holds (not zero), in words: "uncorrectable ECC (volatile) 1,
+    ..."; uncorrectable ones first."""
+    ends = {k: c["end"] for k, c in counters.items() if "end" in c}
+    return ["%s %d" % (names[k], v) for names in (ECC_UNCORRECTABLE, ECC_CORRECTABLE) for k, v in ends.items()
+            if k in names and v > 0]
+
+
+def _ecc_row(check, host, subject, counters, no_start=None):
+    """The row of one GPU whose counters were read after the load. A pending remap or a remap failure in that
+    reading fails by itself (the GPU needs a reset, or replacing, whatever it said before the load); the counters are
+    compared with the reading before the load. no_start: why that reading has nothing of this GPU (it failed, or did
+    not list the GPU): the counters cannot be compared, an error row naming why, unless a flag fails it."""
     new = {k: c["end"] - c["start"] for k, c in counters.items() if "start" in c and "end" in c}
     went_down = [k for k, d in new.items() if d < 0 and k not in ECC_FLAGS]
     bad = ["%s +%d" % (ECC_UNCORRECTABLE[k], d) for k, d in new.items() if k in ECC_UNCORRECTABLE and d > 0]
-    bad += [ECC_FLAGS[k] for k, d in new.items() if k in ECC_FLAGS and d > 0]
+    flags = ["%s%s" % (ECC_FLAGS[k], ", already before the load" if c.get("start") else "")
+             for k, c in counters.items() if k in ECC_FLAGS and c.get("end")]
     warn_at = int(check.get("correctable_warn", 1))
     soft = ["%s +%d" % (ECC_CORRECTABLE[k], d) for k, d in new.items() if k in ECC_CORRECTABLE and d >= warn_at]
-    expected = "no new uncorrectable error, remapped row or remap failure during the run; %d or more new " \
-               "correctable errors warn" % warn_at
-    if bad:
-        return make_row(check, host, "fail", ", ".join(bad + soft), expected, subject=subject)
+    expected = "no new uncorrectable error or remapped row during the run, no row remap pending or failed after it; " \
+               "%d or more new correctable errors warn" % warn_at
+    if no_start:
+        counts = _ecc_at_end(counters)
+        after = "after the load: %s" % (", ".join(counts) if counts else "no error counted (%d counters)" % len(
+            counters))
+        why = "no reading before the load (%s)" % no_start
+        if flags:
+            return make_row(check, host, "fail", "; ".join(flags + [after]), expected, why + ": the counters cannot "
+                            "be compared, but a pending remap or a remap failure fails whatever came before",
+                            subject=subject)
+        return make_row(check, host, "error", after, expected, why + ": nothing to compare the reading after it "
+                        "with", subject=subject)
+    if bad or flags:
+        return make_row(check, host, "fail", ", ".join(flags + bad + soft), expected, subject=subject)
     if went_down:
         return make_row(check, host, "warn", "%s went down during the run" % ", ".join(sorted(went_down)), expected,
                         "the volatile counters start again at a GPU reset or a driver reload: something reset the "
@@ -483,7 +639,10 @@ def grade_ecc(check, run, host):
                     rows.append(make_row(check, host, "error", reason="no reading after the load: %s" % (
                         facts.get("gpu_errors_end") or "not recorded"), subject=subject))
             else:
-                rows.append(_ecc_row(check, host, subject, counters))
+                no_start = None
+                if not any("start" in c for c in counters.values()):
+                    no_start = facts.get("gpu_errors_start") or "it has no counter of this GPU"
+                rows.append(_ecc_row(check, host, subject, counters, no_start))
     return rows
 
 

@@ -13,7 +13,7 @@ An interrupted run shows its partial timeline (up to the last poll) and says so.
 
 
 from probes.common.kernel_log import merge_events
-from reports.phases.burnin.grade import read_stream, worker_exits_text
+from reports.phases.burnin.grade import kmsg_partial, read_stream, worker_exits_text
 from reports.render import markdown, plots
 from reports.render.blocks import Heading, Paragraph, Table, figure, strong
 
@@ -77,6 +77,21 @@ def _event_code(e):
     if e.get("kind") == "sxid" and e.get("fatal") is not None:
         return "%s %s" % (code, "fatal" if e["fatal"] else "non-fatal")
     return code
+
+
+def _kmsg_not_read(docs):
+    """[(read nothing, in words)] of each run whose kernel log was not read to the end: not at all (/dev/kmsg could
+    not be opened: facts.kmsg), or only up to a read that failed mid-run (facts.kmsg_error)."""
+    out = []
+    for d in docs:
+        facts = d.get("facts") or {}
+        partial = kmsg_partial(facts)
+        if (facts.get("kmsg") or "").startswith("cannot"):
+            out.append((True, "%s (%s) not read: %s" % (d["host"], d["probe"], facts["kmsg"])))
+        elif partial:
+            out.append((False, "%s (%s) read only up to t+%.0f s: %s (at t+%.0f s)" % (
+                d["host"], d["probe"], partial[0], partial[1], partial[2])))
+    return out
 
 
 def _mark_events(ax, events, host=None):
@@ -281,8 +296,16 @@ def blocks(run, rows, report_dir):
                 Table(["host", "run", "t+ (s)", "kind", "code", "line"],
                       [[h, p, _f(t, "%.1f"), e["kind"].upper(), _event_code(e), e.get("line")]
                        for h, p, t, e in sorted(events, key=lambda x: (x[3]["t"], x[0]))])]
-    elif ran_burn:
-        out.append(Paragraph("No XID, SXID or AER line in the kernel log during the runs."))
+    ran = ran_burn + ran_fabric + ran_storage
+    not_read = _kmsg_not_read(ran)
+    if not events and ran_burn:
+        if not not_read:
+            out.append(Paragraph("No XID, SXID or AER line in the kernel log during the runs."))
+        elif sum(1 for nothing, _ in not_read if nothing) < len(ran):  # some of it was read
+            out.append(Paragraph("No XID, SXID or AER line in the part of the kernel log that was read."))
+    if not_read:
+        out.append(Paragraph([strong("Not all of the kernel log was read"), ": %s. A fault in what was not read shows "
+                              "neither here nor in burnin.kernel_errors." % "; ".join(text for _, text in not_read)]))
     if report_dir and ran_burn:
         out += figure(plot_timeline(run, ran_burn, [e for e in events if e[1] == "burnin"], report_dir),
                         "burn-in timeline: temperature, power, clocks, TFLOP/s per GPU or worker")
