@@ -12,7 +12,7 @@ statistics (bandwidth, IOPS, completion-latency percentiles) are read with probe
 
 import json
 
-from probes.storage.fio import NO_BW, _duration, _side
+from probes.storage.fio import NO_BW, _duration, _side, side_io_bytes
 
 PHASES = {"seq_mixed": ("rw", "1m", "64k"), "rand_mixed": ("randrw", "4k", "64k")}
 
@@ -50,6 +50,7 @@ class StatusStream:
         self.buf = ""
         self.prev = None
         self.last_doc = None
+        self.untimed = None
         self.decoder = json.JSONDecoder()
 
     def _docs(self):
@@ -72,9 +73,13 @@ class StatusStream:
         out = []
         for doc in self._docs():
             self.last_doc = doc
+            if "timestamp_ms" not in doc:
+                # fio 2.x: its status documents say nothing of when they were written, so no interval has a rate
+                self.untimed = doc.get("fio version") or "fio (no version)"
+                continue
             job = doc["jobs"][0]
-            cur = (float(doc.get("timestamp_ms", 0)) / 1000.0, int(job["read"].get("io_bytes", 0)),
-                   int(job["write"].get("io_bytes", 0)), int(job["read"].get("total_ios", 0)),
+            cur = (float(doc["timestamp_ms"]) / 1000.0, side_io_bytes(job["read"]),
+                   side_io_bytes(job["write"]), int(job["read"].get("total_ios", 0)),
                    int(job["write"].get("total_ios", 0)))
             had_status = self.prev is not None
             prev = self.prev or (cur[0] - _elapsed_ms(job, self.clients) / 1000.0, 0, 0, 0, 0)
@@ -117,6 +122,9 @@ class StatusStream:
             # no MiB/s rather than 0: the phase counts as an error (summary's fio_errors), not as a stalled device
             rec["error"] = "fio %s: no %s bandwidth: %s" % (self.last_doc.get("fio version", "(no version)"),
                                                            " or ".join(missing), NO_BW)
+        elif self.untimed:
+            rec["error"] = ("%s: its status documents have no timestamp_ms, so the phase's intervals have no rate "
+                            "(the soak's timeline needs fio 3.0 or later)" % self.untimed)
         return [rec]
 
 

@@ -145,6 +145,18 @@ def extract_json(text):
 NO_BW = "its JSON has no bw_bytes, no io_bytes with runtime and no bw"
 
 
+def before_fio_3(stats):
+    """Whether one direction's statistics are in fio 2.x's units (Ubuntu 16.04's 2.2.10, Debian 9's 2.16): completion
+    latency as `clat` in microseconds (fio 3.0 renamed it clat_ns, in nanoseconds) and io_bytes in KiB (its bw, KiB/s,
+    is io_bytes over runtime). Read from the fields themselves, so that a status document needs no version line."""
+    return "clat_ns" not in stats and "clat" in stats
+
+
+def side_io_bytes(stats):
+    """Bytes one direction moved (fio 2.x counts KiB under the same name)."""
+    return int(stats.get("io_bytes", 0)) * (1024 if before_fio_3(stats) else 1)
+
+
 def side_bw_bytes(stats):
     """Bytes per second of one direction, or None where fio's JSON gives nothing to compute it from. fio 3.1 has no
     bw_bytes (3.7 has it): io_bytes over runtime (ms) is the same number exactly; `bw` (KiB/s, rounded) is the last
@@ -153,7 +165,7 @@ def side_bw_bytes(stats):
         return float(stats["bw_bytes"])
     if "io_bytes" in stats and "runtime" in stats:
         runtime_ms = int(stats["runtime"])
-        return int(stats["io_bytes"]) * 1000.0 / runtime_ms if runtime_ms > 0 else 0.0
+        return side_io_bytes(stats) * 1000.0 / runtime_ms if runtime_ms > 0 else 0.0
     if "bw" in stats:
         return float(stats["bw"]) * 1024.0
     return None
@@ -162,15 +174,16 @@ def side_bw_bytes(stats):
 def _side(stats):
     """Bandwidth, IOPS and completion latency of one direction (read or write) of one fio job entry. "bw_bytes" is
     left out where fio's JSON has no field to compute it from (see side_bw_bytes)."""
-    clat = stats.get("clat_ns") or {}
+    # fio 2.x: `clat` in microseconds; fio 3: `clat_ns`
+    clat, per_us = (stats.get("clat") or {}, 1.0) if before_fio_3(stats) else (stats.get("clat_ns") or {}, 1000.0)
     ios = int(stats.get("total_ios", clat.get("N", 0)) or 0)
     out = {
         "iops": float(stats.get("iops", 0)),
-        "io_bytes": int(stats.get("io_bytes", 0)),
+        "io_bytes": side_io_bytes(stats),
         "runtime_ms": int(stats.get("runtime", 0)),
         "ios": ios,
-        "clat_mean_us": float(clat.get("mean", 0.0)) / 1000.0,
-        "clat_max_us": float(clat.get("max", 0.0)) / 1000.0,
+        "clat_mean_us": float(clat.get("mean", 0.0)) / per_us,
+        "clat_max_us": float(clat.get("max", 0.0)) / per_us,
         # the number of latency samples, weighing this side's mean against others': fio 3.1, 3.7 and 3.16 (Ubuntu
         # 20.04, DGX OS 5) print clat_ns without "N" (3.33 has it); every completed I/O is a sample, so total_ios
         # stands in for it
@@ -182,7 +195,7 @@ def _side(stats):
     pct = clat.get("percentile") or {}
     for key, name in PERCENTILES:
         if key in pct:
-            out["clat_%s_us" % name] = float(pct[key]) / 1000.0
+            out["clat_%s_us" % name] = float(pct[key]) / per_us
     return out
 
 

@@ -301,6 +301,20 @@ def test_fio_3_1_phase_totals_have_the_bandwidth_fio_printed_without_bw_bytes():
                            "no bw"
 
 
+def test_fio_2_status_documents_have_no_time_and_the_phase_says_so():
+    """fio 2.2.10's JSON (real capture, tests/fixtures/fio/README.md) has no timestamp_ms: no interval can be timed,
+    and the phase is an error that says why; its totals are in bytes (fio 2 counts io_bytes in KiB). Before, every
+    document had time 0 and the phase recorded nothing, without a word."""
+    text = (FIX / "fio" / "fio-2.2.10-randwrite-4k-libaio-kib-usec-readme.json").read_text()
+    stream = soak_fio.StatusStream("rand_mixed", 1, 60)
+    assert stream.feed(text + text) == []
+    [fin] = stream.finish(0)
+    assert fin["write_mibps"] == pytest.approx(37500272 * 1024 * 1000 / 600008 / 2 ** 20, abs=1e-3)  # 61.034
+    assert fin["write_clat_p99_us"] == 8640.0
+    assert fin["error"] == ("fio-2.2.10: its status documents have no timestamp_ms, so the phase's intervals have no "
+                            "rate (the soak's timeline needs fio 3.0 or later)")
+
+
 def test_fio_job_text_for_the_two_phases():
     spec = {"phase_s": 450, "size_mib": 64}
     seq = soak_fio.job_text("seq_mixed", "/data/x", 8, spec)

@@ -247,6 +247,7 @@ def test_a_point_whose_windows_did_not_overlap_records_no_aggregate():
 FIO_316 = "fio-3.16-randrw-8k-3groups-no-clat-N-io-perf-readme.json"
 FIO_37 = "fio-3.7-randrw-rwmixread70-4k-psync-no-clat-N-no-job-runtime.json"
 FIO_31 = "fio-3.1-write-4k-sync-no-bw_bytes-gvisor-sample.json"
+FIO_2 = "fio-2.2.10-randwrite-4k-libaio-kib-usec-readme.json"
 
 
 def relabelled(name, workload):
@@ -296,6 +297,24 @@ def test_fio_3_1_bandwidth_from_io_bytes_and_runtime():
     agg, _ = storage_fio.aggregate([entry], "seq_write_buffered")
     assert agg["bw_bytes"] == pytest.approx(1795554889.63, abs=0.01) and agg["iops"] == pytest.approx(438367.893)
     assert agg["clat_mean_us"] == pytest.approx(2.0764, abs=1e-4)  # no N either: weighed by total_ios
+
+
+def test_fio_2_counts_kib_and_microseconds():
+    """fio 2.2.10 (Ubuntu 16.04): io_bytes in KiB (its bw, 62499 KiB/s, is io_bytes over runtime), no bw_bytes, and
+    completion latency as `clat` in microseconds (fio 3 prints clat_ns). Before, the bandwidth read 62,499.6 B/s
+    (1024 times low) and every latency 0."""
+    [entry] = relabelled(FIO_2, "rand_write_direct")
+    write = json.loads((FIX / FIO_2).read_text())["jobs"][0]["write"]
+    assert write["bw"] == 62499 and "clat_ns" not in write
+    assert entry["write"]["io_bytes"] == 37500272 * 1024
+    assert entry["write"]["bw_bytes"] == pytest.approx(37500272 * 1024 * 1000 / 600008)  # 63,999,610.9 B/s
+    assert entry["write"]["bw_bytes"] == pytest.approx(write["bw"] * 1024, rel=1e-5)
+    assert entry["write"]["iops"] == pytest.approx(15624.70)
+    assert entry["write"]["clat_mean_us"] == pytest.approx(8151.19) and entry["write"]["clat_max_us"] == 261110
+    assert entry["write"]["clat_p99_us"] == 8640 and entry["write"]["clat_p99_9_us"] == 14912
+    assert entry["read"]["bw_bytes"] == 0.0  # runtime 0: nothing read, a real 0
+    agg, _ = storage_fio.aggregate([entry], "rand_write_direct")
+    assert agg["bw_bytes"] == pytest.approx(63999610.885, abs=0.01) and agg["clat_mean_us"] == pytest.approx(8151.19)
 
 
 def test_a_side_without_any_bandwidth_field_fails_the_point_naming_fio():
