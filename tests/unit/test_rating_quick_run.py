@@ -13,6 +13,7 @@ import pytest
 import yaml
 from rating_runs import ANALYST_GOOD
 
+from probes.burnin import runner as soak_runner
 from reports import DATA_DIR, profiles
 from reports.build import build, evaluate
 from reports.grading import RubricError, load_rubric
@@ -71,6 +72,9 @@ def at_standard_durations(run_dir):
       amount (the soak overran its new plan by as much as it overran the old one);
     - storage_soak.fio.jsonl: each (client count, phase)'s interval times are stretched about its first start so the
       phase spans the standard minimum;
+    - storage_soak.json and its fio timeline: the standard profile's client counts (roles/burnin
+      burnin_profiles.standard.storage_clients), each with the results and intervals of the one client count the
+      quick run recorded (the quick profile runs 1 client);
     - fio_sweep-*.json: the facts runtime_s and size_mib become the standard minimums;
     - checkpoint-*.json: the param size_mib becomes the standard minimum."""
     declare(run_dir, "standard")
@@ -94,7 +98,16 @@ def at_standard_durations(run_dir):
                 lo, hi = spans[(s["clients"], s["phase"])]
                 k = STANDARD["storage_soak_phase_s"] / (hi - lo)
                 s["t_start"], s["t"] = lo + (s["t_start"] - lo) * k, lo + (s["t"] - lo) * k
+        one = [s for s in samples if s.get("clients") == 1]  # the fio intervals and phase ends of the 1 client
+        samples = [dict(s, clients=n) for n in STANDARD["storage_soak_clients"] for s in one] + [
+            s for s in samples if "clients" not in s]
         timeline.write_text("".join(json.dumps(s) + "\n" for s in samples))
+
+        def at_each_count(doc, counts=STANDARD["storage_soak_clients"]):
+            one = [r for r in doc["results"] if (r.get("labels") or {}).get("clients") == 1]
+            doc["results"] = [dict(r, labels=dict(r["labels"], clients=n)) for n in counts for r in one] + [
+                r for r in doc["results"] if "clients" not in (r.get("labels") or {})]
+        _rewrite_json(host_dir / "storage_soak.json", at_each_count)
         for sweep in host_dir.glob("fio_sweep-*.json"):
             _rewrite_json(sweep, lambda doc: doc["facts"].update(runtime_s=float(STANDARD["fio_runtime_s"]),
                                                                  size_mib=STANDARD["fio_size_mib"]))
@@ -133,16 +146,33 @@ def test_the_quick_run_is_a_screening_with_the_durations_it_ran(shipped):
     assert (measure(doc, "storage_soak_phase_s")["value"], measure(doc, "storage_soak_phase_s")["host"]) == (
         10.0, "cmxbl-node1")  # rand_mixed at 1 client: 1796157528.077 .. 1796157538.081
     assert measure(doc, "fio_runtime_s")["value"] == 1.0 and measure(doc, "fio_size_mib")["value"] == 32.0
-    assert {m["state"] for m in profile["measures"]} == {"below"}
+    # the sizes the soaks recorded: the quick profile's 1 client; GEMM and message sizes are the CPU's in every
+    # profile (roles/burnin: 0 = 512 and 1 MiB on the CPU), which this CPU run meets
+    assert measure(doc, "storage_soak_clients")["value"] == [1]
+    assert (measure(doc, "burnin_gemm_size")["value"], measure(doc, "burnin_message_bytes")["value"],
+            measure(doc, "fabric_soak_message_bytes")["value"]) == (512, 1 << 20, 1 << 20)
+    assert measure(doc, "burnin_gemm_size")["minimums"] == {"standard": 512, "full": 512}
+    assert {m["id"]: m["state"] for m in profile["measures"]} == dict(
+        {mid: "below" for mid in ("burnin_s", "fabric_soak_s", "storage_soak_phase_s", "fio_runtime_s",
+                                  "fio_size_mib", "checkpoint_size_mib", "storage_soak_clients")},
+        burnin_gemm_size="met", burnin_message_bytes="met", fabric_soak_message_bytes="met")
     assert profile["lacks"] == [
         "declared profile quick is below standard (its sizes are smaller)",
         "burn-in 60.2 s on cmxbl-node2 < 1 h", "fabric soak 20.4 s on cmxbl-node2 < 15 min",
         "storage endurance phase 10 s on cmxbl-node1 < 7.5 min", "fio sweep point 1 s on cmxbl-node1 < 30 s",
         "fio sweep file 32 MiB on cmxbl-node1 < 4096 MiB",
-        "checkpoint state per rank 64 MiB on cmxbl-node1 < 4096 MiB"]
+        "checkpoint state per rank 64 MiB on cmxbl-node1 < 4096 MiB",
+        "storage soak client counts 1 on cmxbl-node1 (standard needs 1, 8, 32)"]
+    # these artifacts predate facts.load_from_s: the soaks' durations are read from their start, and the verdict says so
+    assert profile["notes"] == [
+        "%s counted from its start on cmxbl-node1, cmxbl-node2, cmxbl-node3, cmxbl-node4: the artifact records no load "
+        "start (load_from_s: older probes, or collectives that never began), so start-up time is in it" % title
+        for title in ("burn-in", "fabric soak")]
     # the report's headline states the profile and what actually ran
     assert ("- profile: quick declared; ran burn-in 60.2 s, fabric soak 20.4 s, storage endurance phase 10 s, "
-            "fio sweep point 1 s, fio sweep file 32 MiB, checkpoint state per rank 64 MiB: **screening**") in md
+            "fio sweep point 1 s, fio sweep file 32 MiB, checkpoint state per rank 64 MiB, storage soak client counts "
+            "1, burn-in GEMM size 512, burn-in all-to-all message 1 MiB, fabric soak message 1 MiB: "
+            "**screening**") in md
     assert "**Tier: Screening, not a rating (declared profile quick is below standard" in md
 
 
@@ -166,7 +196,8 @@ def test_excellent_numbers_on_the_quick_profile_are_a_screening_and_at_standard_
     assert standard["tier"] == {"name": "Gold", "rated": True, "medallion": True, "score_tier": "Gold",
                                 "provisional": None, "capped_by": []}
     assert standard["profile"]["rating"] == "standard" and standard["profile"]["lacks"] == []
-    assert [m["value"] for m in standard["profile"]["measures"]] == [3600.2, 900.4, 450.0, 30.0, 4096.0, 4096.0]
+    assert [m["value"] for m in standard["profile"]["measures"]] == [3600.2, 900.4, 450.0, 30.0, 4096.0, 4096.0,
+                                                                    [1, 8, 32], 512, 1 << 20, 1 << 20]
     # the same scores: only the durations moved
     assert standard["score"] == quick["score"] and standard["coverage"] == quick["coverage"]
     assert standard["profile"]["next"] == {"profile": "full", "lacks": [
@@ -181,12 +212,20 @@ def test_a_standard_declaration_does_not_hide_quick_durations(quick_run, tmp_pat
     spec = load_tiers()["profiles"]
     judged = profiles.assess(load_run(str(run_dir)), {"profiles": spec})
     assert judged["rating"] == "screening"
-    assert judged["lacks"][0] == "burn-in 60.2 s on cmxbl-node2 < 1 h" and len(judged["lacks"]) == 6
+    assert judged["lacks"][0] == "burn-in 60.2 s on cmxbl-node2 < 1 h" and len(judged["lacks"]) == 7
+    assert judged["lacks"][-1] == "storage soak client counts 1 on cmxbl-node1 (standard needs 1, 8, 32)"
 
 
 @pytest.fixture(scope="module")
 def real_measures(quick_run):
     return profiles.measured(load_run(str(quick_run)), SPEC["measures"])
+
+
+def met_values():
+    """The standard minimums as measured values: durations and sizes as numbers, the client counts as their list.
+    The minimums by backend ({gpu, cpu}: GEMM and message sizes) are left as measured: the recorded CPU run ran
+    the CPU's sizes, which meet them."""
+    return {mid: v if isinstance(v, list) else float(v) for mid, v in STANDARD.items() if not isinstance(v, dict)}
 
 
 def with_values(measures, **values):
@@ -197,7 +236,7 @@ def with_values(measures, **values):
 def test_a_test_that_did_not_run_keeps_the_run_from_every_level_that_needs_it(real_measures):
     """Leaving a test out must not rate better than running it short: a burn-in not run was a standard rating while
     a 58-minute one was a screening (a review reproduced it: Platinum without the burn-in)."""
-    met = {mid: float(v) for mid, v in STANDARD.items()}
+    met = met_values()
     skipped = profiles.judge("full", with_values(real_measures, **dict(met, burnin_s=None)), SPEC)
     assert skipped["rating"] == "screening" and skipped["lacks"] == ["burn-in not run (standard needs 1 h)"]
     assert measure({"profile": skipped}, "burnin_s")["state"] == "not run"
@@ -215,14 +254,14 @@ def test_a_test_that_did_not_run_keeps_the_run_from_every_level_that_needs_it(re
 
 @pytest.mark.parametrize("burnin_s,rating", [(3600.0, "standard"), (3564.0, "standard"), (3563.9, "screening")])
 def test_a_duration_within_the_tolerance_of_its_minimum_meets_it(real_measures, burnin_s, rating):
-    met = {mid: float(v) for mid, v in STANDARD.items()}
+    met = met_values()
     assert SPEC["tolerance_pct"] == 1  # 3600 x 0.99 = 3564: clocks read around the start and the end
     assert profiles.judge("standard", with_values(real_measures, **dict(met, burnin_s=burnin_s)), SPEC)["rating"] \
         == rating
 
 
 def test_a_run_without_a_known_profile_is_a_screening(real_measures):
-    met = {mid: float(v) for mid, v in STANDARD.items()}
+    met = met_values()
     judged = profiles.judge(None, with_values(real_measures, **met), SPEC)
     assert judged["rating"] == "screening" and judged["lacks"] == ["the run recorded no known profile (none)"]
 
@@ -231,16 +270,40 @@ def test_the_shipped_profiles_run_at_least_what_their_rating_needs():
     """The minimums are judgement (tiers.yml); the profiles' durations are the roles' defaults. Running the standard
     profile must meet the standard minimums, the full profile the full ones; quick stays below (a screening)."""
     root = Path(DATA_DIR).parents[1]
-    burnin = yaml.safe_load((root / "roles" / "burnin" / "defaults" / "main.yml").read_text())["burnin_profiles"]
+    defaults = yaml.safe_load((root / "roles" / "burnin" / "defaults" / "main.yml").read_text())
+    burnin = defaults["burnin_profiles"]
     storage = yaml.safe_load((root / "roles" / "storage" / "defaults" / "main.yml").read_text())[
         "storage_profile_sizes"]
+    # the GEMM and message sizes: the role gives 0 in every profile, which the runner makes its default per backend
+    assert defaults["burnin_gemm_size"] == defaults["burnin_coll_size_bytes"] == defaults[
+        "burnin_fabric_size_bytes"] == 0 and defaults["burnin_storage_clients"] == []
+    sizes = {}
+    for kind, backend, gpus in (("gpu", "cuda", [0]), ("cpu", "cpu", [])):
+        params = {"gemm_size": defaults["burnin_gemm_size"], "coll_size_bytes": defaults["burnin_coll_size_bytes"],
+                  "gemm_dtype": "", "threads": 1, "round_s": 1, "check_every": 1}
+        cfg = {"backend": backend, "gpus": gpus, "params": params, "gemm": True, "collectives": [], "interval": 1,
+               "deadline_latest": 0, "hard_deadline": 0, "hosts": ["h"], "rdzv_timeout": 1, "op_timeout": 1,
+               "paths": {"halt": "h", "deadline": "d", "coll": "c", "gemm": "g"}}
+        sizes[kind] = {"gemm": soak_runner._worker_cfgs(cfg)[0]["size"],
+                       "message": soak_runner.coll_template(cfg)["size_bytes"]}
     for name in ("standard", "full"):
         runs = {"burnin_s": burnin[name]["burnin_s"], "fabric_soak_s": burnin[name]["fabric_s"],
                 "storage_soak_phase_s": burnin[name]["storage_phase_s"],
                 "fio_runtime_s": storage[name]["fio_runtime_s"], "fio_size_mib": storage[name]["fio_size_mib"],
-                "checkpoint_size_mib": storage[name]["checkpoint_size_mib"]}
+                "checkpoint_size_mib": storage[name]["checkpoint_size_mib"],
+                "storage_soak_clients": burnin[name]["storage_clients"],
+                "burnin_gemm_size": {k: s["gemm"] for k, s in sizes.items()},
+                "burnin_message_bytes": {k: s["message"] for k, s in sizes.items()},
+                "fabric_soak_message_bytes": {k: s["message"] for k, s in sizes.items()}}
         assert set(runs) == set(SPEC["minimums"][name])
-        assert all(runs[mid] >= minimum for mid, minimum in SPEC["minimums"][name].items()), name
+        for mid, minimum in SPEC["minimums"][name].items():
+            if isinstance(minimum, list):  # a set: every client count the profile names
+                assert runs[mid] == minimum, (name, mid)
+            elif isinstance(minimum, dict):  # by backend: the role's own sizes, not new numbers
+                assert runs[mid] == minimum, (name, mid)
+            else:
+                assert runs[mid] >= minimum, (name, mid)
+    assert set(burnin["quick"]["storage_clients"]) < set(STANDARD["storage_soak_clients"])
     assert burnin["quick"]["burnin_s"] < STANDARD["burnin_s"]
     assert SPEC["minimums"]["full"]["burnin_s"] == 8 * 3600  # the seed's 8-hour burn-in
 
@@ -362,6 +425,8 @@ def test_the_rating_section_shows_profile_coverage_and_gates_with_evidence(shipp
         assert heading in rating
     assert "| burn-in | 60.2 s | cmxbl-node2 | 1 h | 8 h | below |" in rating
     assert "| storage endurance phase | 10 s | cmxbl-node1 | 7.5 min | 7.5 min | below |" in rating
+    assert "| storage soak client counts | 1 | cmxbl-node1 | 1, 8, 32 | 1, 8, 32 | below |" in rating
+    assert "| burn-in all-to-all message | 1 MiB | cmxbl-node1 | 1 MiB | 1 MiB | met |" in rating
     gate = next(g for g in doc["gates"] if g["id"] == "failure_detection")
     # a clear gate that needs a result shown carries the rows that showed it: the XID written on node 4
     assert not gate["triggered"] and gate["graded"] == 1
