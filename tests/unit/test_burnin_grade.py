@@ -872,3 +872,16 @@ def test_a_kmsg_read_that_fails_mid_run_is_recorded_and_the_log_judged_only_up_t
     assert c2["burnin AER"]["status"] == "fail" and c2["burnin"]["status"] == "error"
     md = section.render(run, [], None)
     assert "c1 (burnin) read only up to t+%.0f s: reading %s: Is a directory" % (float(until), kmsg) in md
+
+
+def test_a_run_that_ended_completed_short_of_its_duration_under_load_fails(tmp_path):
+    """The runner's deadline is when the load began plus the duration, but never past the start plus the duration
+    and the rendezvous timeout: a world that formed 20 s into a 60 s run (late, past that cap) ends "completed"
+    after 40 s under load. It used to pass on the 60 s from the start; a world formed at 0.5 s still passes."""
+    late = node(tmp_path, "late", cfg_extra={"t_load": T0 + 20.0, "deadline": T0 + 60.0})
+    prompt = node(tmp_path, "prompt", cfg_extra={"t_load": T0 + 0.5, "deadline": T0 + 60.0})
+    run = make_run(tmp_path, [late, prompt])
+    got = {r["host"]: r for r in grade(run, {"checks": [CHECKS["burnin.completed"]]}) if r["subject"] == "burnin"}
+    assert (got["late"]["status"], got["late"]["observed"]) == ("fail", "40 s under load of 60 s run")
+    assert "the load began 20.0 s after the start" in got["late"]["reason"]
+    assert (got["prompt"]["status"], got["prompt"]["observed"]) == ("pass", "60 s")

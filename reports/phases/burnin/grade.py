@@ -116,9 +116,25 @@ def grade_completed(check, run, host):
                 elapsed, worker_exits_text(facts)), expected, "a worker that exits early left its GPU (or its ranks) "
                 "without load for the rest of the run; its error is in the worker log and the GEMM and collective "
                 "rows", subject=probe))
+        elif under_load(m, facts) is not None and under_load(m, facts) < planned - max(1.0, 0.01 * planned):
+            # the runner's deadline is the load's start plus the duration, but never past its start plus the duration
+            # and the rendezvous timeout: a world that formed later than that ends "completed" short of it
+            rows.append(make_row(check, host, "fail", "%.0f s under load of %.0f s run" % (
+                under_load(m, facts), elapsed), expected, "the load began %s s after the start (the collective "
+                "world formed late) and the run ended at its latest deadline: the planned duration was not run "
+                "under load" % facts["load_from_s"], subject=probe))
         else:
             rows.append(make_row(check, host, "pass", "%.0f s" % elapsed, expected, subject=probe))
     return rows
+
+
+def under_load(metrics, facts):
+    """Seconds the run spent under the whole load (elapsed_s less load_from_s, when the collective world formed and
+    the planned duration began to count); None where the artifact does not record when the load began."""
+    try:
+        return metrics.get("elapsed_s", 0.0) - float(facts["load_from_s"])
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def worker_exits_text(facts):
