@@ -879,9 +879,34 @@ def test_a_run_that_ended_completed_short_of_its_duration_under_load_fails(tmp_p
     and the rendezvous timeout: a world that formed 20 s into a 60 s run (late, past that cap) ends "completed"
     after 40 s under load. It used to pass on the 60 s from the start; a world formed at 0.5 s still passes."""
     late = node(tmp_path, "late", cfg_extra={"t_load": T0 + 20.0, "deadline": T0 + 60.0})
-    prompt = node(tmp_path, "prompt", cfg_extra={"t_load": T0 + 0.5, "deadline": T0 + 60.0})
+    prompt = node(tmp_path, "prompt", cfg_extra={"t_load": T0 + 0.5, "deadline": T0 + 60.5},
+                  done_extra={"t_end": T0 + 60.7})
     run = make_run(tmp_path, [late, prompt])
     got = {r["host"]: r for r in grade(run, {"checks": [CHECKS["burnin.completed"]]}) if r["subject"] == "burnin"}
     assert (got["late"]["status"], got["late"]["observed"]) == ("fail", "40 s under load of 60 s run")
     assert "the load began 20.0 s after the start" in got["late"]["reason"]
-    assert (got["prompt"]["status"], got["prompt"]["observed"]) == ("pass", "60 s")
+    assert (got["prompt"]["status"], got["prompt"]["observed"]) == ("pass", "61 s")
+
+
+def test_a_short_runs_last_window_cut_at_the_stop_without_a_sample_still_judges_its_clocks(tmp_path):
+    """A quick burn-in: 60 s of 5 s windows with nvidia-smi printing once a second, then the monitor's last window,
+    cut short at the stop (0.8 s), before nvidia-smi's next tick. The last tenth of the load is 6.1 s, 0.8 s of it
+    unwatched (87 %): one window's length is allowed, so the clock drop is judged, not an error."""
+    lines = [line for line in (FIX / "nvidia-smi" / "h100_2x_burnin_query_lms1000.csv").read_text().splitlines()
+             if line.split(", ")[1] == "0"]
+    rows0 = [soak_smi.parse_line(line) for line in lines]
+    pci = {0: "00000000:18:00.0", 1: "00000000:2A:00.0"}
+    monitor = []
+    for w in range(12):
+        rows = [dict(rows0[k if k < 12 else 12 + (k - 12) % 8], timestamp=T0 + k + 0.12, gpu=g, pci=pci[g])
+                for k in range(5 * w, 5 * w + 5) for g in (0, 1)]
+        t = T0 + 5.0 * (w + 1)
+        monitor.append({"type": "monitor", "t": t, "dt": 5.0, "cpu_util_pct": 41.5, "nics": {},
+                        "gpus": soak_smi.window_sample(rows, t)})
+    monitor.append({"type": "monitor", "t": T0 + 60.8, "dt": 0.8, "cpu_util_pct": 41.5, "nics": {}, "gpus": []})
+    quick = node(tmp_path, "q1", gpu=True, monitor=monitor, done_extra={"t_end": T0 + 60.8})
+    run = make_run(tmp_path, [quick])
+    rows = grade(run, {"checks": [CHECKS["burnin.clock_drop"], CHECKS["burnin.temperature"]]})
+    assert {(r["check_id"], r["subject"]): r["status"] for r in rows} == {
+        ("burnin.clock_drop", "gpu 0"): "pass", ("burnin.clock_drop", "gpu 1"): "pass",
+        ("burnin.temperature", "gpu 0"): "pass", ("burnin.temperature", "gpu 1"): "pass"}, rows

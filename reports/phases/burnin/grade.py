@@ -22,8 +22,10 @@ kinds (registered by reports.grading.kinds.register_phase_kinds), all per host:
   burnin_gpu         per GPU, `field`: throttle (slowdown episodes), clock_drop (SM clock, first against last
                      tenth of the load's time), temperature (max against `max_c`), power (max against the enforced
                      power limit). Judged only where the GPU's telemetry (the nvidia-smi stream, per monitor window)
-                     covers at least `min_telemetry_share` of the monitor's time, and for clock_drop of each tenth:
-                     else an error row naming the coverage (a fault it saw still fails); a node whose stream never
+                     covers at least `min_telemetry_share` of the monitor's time (or all of it but one monitor
+                     window's length: a short run's last window, cut at the stop, may carry no sample), and for
+                     clock_drop of each tenth (the clocks compared are the summary's): else an error row naming the
+                     coverage (a fault it saw still fails); a node whose stream never
                      printed a GPU row is an error, not a node without GPUs
   burnin_ecc         per soak and GPU: the ECC counters and row-remapping state read before the load and after it;
                      a new uncorrectable error or uncorrectable remapped row fails, at least `correctable_warn` new
@@ -380,45 +382,43 @@ def _spans(windows, t_start):
     return text + (", ..." if len(spans) > 3 else "")
 
 
-def _coverage(windows, gpu, t_start, lo=None, hi=None, where=""):
-    """(share of the monitor's seconds in [lo, hi] that carry this GPU's telemetry, that in words)."""
+def _coverage(windows, gpu, t_start, need, lo=None, hi=None, where=""):
+    """(whether this GPU's telemetry covers enough of the monitor's seconds in [lo, hi] to judge it, that in words).
+    Enough: at least `need` of them, or all but one monitor window's length (a tenth of a short run is a window or
+    two, and its last window, cut short at the stop, may carry no sample)."""
     inside = [w for w in windows if (lo is None or w[1] > lo) and (hi is None or w[0] < hi)]
     covered = [w for w in inside if gpu in w[2]]
-    total = _seconds(inside, lo, hi)
-    share = _seconds(covered, lo, hi) / total if total > 0 else (1.0 if covered else 0.0)
+    total, seen = _seconds(inside, lo, hi), _seconds(covered, lo, hi)
+    window = sorted(w[1] - w[0] for w in windows)[len(windows) // 2] if windows else 0.0
+    enough = (seen >= need * total or total - seen <= window) if total > 0 else bool(covered)
     text = "GPU telemetry in %d of %d monitor windows%s" % (len(covered), len(inside), where)
     if not where:
         span = _spans(covered, inside[0][0]) if inside else None
         length = inside[-1][1] - inside[0][0] if inside else 0.0
         text += " (%s of %.0f s)" % (span or "none", length)
-    return share, text
+    return enough, text
 
 
-def _clock_tenths(windows, gpu, doc, need):
-    """(first, last, None): the mean SM clock of this GPU in the first and the last tenth of the load's time (the
-    windows after it began, as the summary takes them), or (None, None, why) when its telemetry covers less than
-    `need` of either tenth."""
+def _clock_tenths_unwatched(windows, gpu, doc, need):
+    """Why the first or the last tenth of the load's time (the windows after it began, as the summary takes them) is
+    not watched enough to compare this GPU's clocks, or None. The clocks compared are the summary's."""
     facts = doc.get("facts") or {}
     t_start = float(facts.get("t_start") or 0.0)
     t_load = t_start + float(facts["load_from_s"]) if facts.get("load_from_s") else None
     load = [w for w in windows if t_load is None or w[1] > t_load]
     if not load:
-        return None, None, "no monitor window under the load"
+        return "no monitor window under the load"
     lo, hi = max(load[0][0], t_load if t_load is not None else load[0][0]), load[-1][1]
     tenth = max((hi - lo) / 10.0, 1e-6)
-    means = []
     for name, a, b in (("first", lo, lo + tenth), ("last", hi - tenth, hi)):
-        share, text = _coverage(load, gpu, t_start, a, b, " of the %s tenth of the load (t+%.0f-%.0f s)" % (
+        enough, text = _coverage(load, gpu, t_start, need, a, b, " of the %s tenth of the load (t+%.0f-%.0f s)" % (
             name, a - t_start, b - t_start))
-        clocks = [w[2][gpu].get("sm_mhz") for w in load if w[1] > a and w[0] < b and gpu in w[2]
-                  and w[2][gpu].get("sm_mhz") is not None]
-        if share < need or not clocks:
-            return None, None, "%s: under the %g%% needed to judge it" % (text, 100 * need)
-        means.append(sum(clocks) / len(clocks))
-    return means[0], means[1], None
+        if not enough:
+            return "%s: under the %g%% needed to judge it" % (text, 100 * need)
+    return None
 
 
-def _gpu_judgement(check, field, value, m, tenths=None):
+def _gpu_judgement(check, field, value, m, unwatched=None):
     """(status, observed, expected, reason) of one GPU for one field, on what its telemetry saw."""
     if field == "throttle":
         secs = m.get("gpu_throttle_s", 0.0)
@@ -431,11 +431,8 @@ def _gpu_judgement(check, field, value, m, tenths=None):
         warn, fail = float(check.get("warn_pct", 5)), float(check.get("fail_pct", 10))
         expected = "SM clock at most %g%% below its start (%g%% fails)" % (warn, fail)
         first, last = m.get("gpu_sm_clock_first_mhz", 0), m.get("gpu_sm_clock_last_mhz", 0)
-        if tenths is not None:  # the first and last tenth of the load's time, from the timeline
-            first, last, why = tenths
-            if why:
-                return "error", None, expected, why
-            value = max(0.0, (first - last) / first * 100.0) if first else 0.0
+        if unwatched:  # the first or the last tenth of the load's time, too little of it watched
+            return "error", None, expected, unwatched
         return status_above(value, warn, fail), "%.1f%% (%.0f -> %.0f MHz)" % (value, first, last), expected, None
     if field == "temperature":
         max_c, warn_c = float(check.get("max_c", 85)), float(check.get("warn_c", 80))
@@ -460,7 +457,7 @@ def grade_gpu(check, run, host):
     if not gpus:
         if windows:  # the monitor streamed nvidia-smi, and it never printed a GPU's row
             return [make_row(check, host, "error", reason="%s: nvidia-smi's stream gave no GPU row" % _coverage(
-                windows, None, t_start)[1])]
+                windows, None, t_start, need)[1])]
         return [_no_gpu_row(check, host, doc)]
     field = check["field"]
     n_windows = plain_metrics(doc).get("monitor_samples")
@@ -472,18 +469,18 @@ def grade_gpu(check, run, host):
             rows.append(make_row(check, host, "skip", reason="nvidia-smi gave no %s" % field, subject=subject))
             continue
         if windows:
-            share, covered = _coverage(windows, gpu, t_start)
+            enough, covered = _coverage(windows, gpu, t_start, need)
         elif n_windows:  # no timeline beside the artifact: its counts
-            share = m.get("gpu_samples", 0) / n_windows
+            enough = m.get("gpu_samples", 0) >= need * n_windows or m.get("gpu_samples", 0) >= n_windows - 1
             covered = "GPU telemetry in %d of %d monitor windows" % (m.get("gpu_samples", 0), n_windows)
         else:
-            share, covered = 1.0, None
-        tenths = _clock_tenths(windows, gpu, doc, need) if field == "clock_drop" and windows else None
-        status, observed, expected, reason = _gpu_judgement(check, field, value, m, tenths)
-        if share < need and status in ("pass", "warn", "error"):
+            enough, covered = True, None
+        unwatched = _clock_tenths_unwatched(windows, gpu, doc, need) if field == "clock_drop" and windows else None
+        status, observed, expected, reason = _gpu_judgement(check, field, value, m, unwatched)
+        if not enough and status in ("pass", "warn", "error"):
             # too little of the run watched to say it passed (or only warned): a fault it saw still fails
             status, reason = "error", "%s: under the %g%% of the run needed to judge it" % (covered, 100 * need)
-        elif share < need and status == "fail":
+        elif not enough and status == "fail":
             reason = "judged on what was watched: %s" % covered
         rows.append(make_row(check, host, status, observed, expected, reason, subject=subject))
     return rows
