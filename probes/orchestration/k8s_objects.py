@@ -250,9 +250,11 @@ def count_listed(lines):
 def gpu_listing(log_text):
     """The churn pod's log read: {"visible": devices nvidia-smi listed, or None when it did not list them,
     "exit": nvidia-smi's exit status from the marker line (None from a marker without one), "error": why the count
-    is unknown}. Known when nvidia-smi exited 0, or said it found no device; unknown when it is missing (the shell's
-    "nvidia-smi: not found", exit 127: an image without it, a node whose runtime does not inject it, amd.com/gpu) or
-    failed (no driver, a driver/NVML mismatch): no GPU was counted then, which is not 0 GPUs seen."""
+    is unknown, or what it said beside the devices it listed}. Known when nvidia-smi exited 0, said it found no
+    device, or listed devices before failing on another (those are the devices the container could use). Unknown
+    when it listed none and is missing (the shell's "nvidia-smi: not found", exit 127: an image without it, a node
+    whose runtime does not inject it, amd.com/gpu) or failed (no driver, a driver/NVML mismatch): no GPU was counted
+    then, which is not 0 GPUs seen."""
     text = log_text or ""
     m = _LISTED.search(text)
     status = int(m.group(1)) if m and m.group(1) is not None else None
@@ -263,6 +265,10 @@ def gpu_listing(log_text):
     if status == 0 or found_none or (status is None and (listed or not other)):
         return {"visible": listed, "exit": status, "error": None}
     said = " / ".join(other)[-300:] or "no output"
+    if listed:
+        # it ran and listed devices, and failed on another ("Unable to determine the device handle for GPU1: ...
+        # Unknown Error": a GPU fallen off the bus): the container saw the devices listed, and no more
+        return {"visible": listed, "exit": status, "error": "nvidia-smi -L exit %s: %s" % (status, said)}
     if status is None:
         return {"visible": None, "exit": None, "error": "nvidia-smi -L listed no GPU: %s" % said}
     return {"visible": None, "exit": status, "error": "nvidia-smi -L exit %d: %s" % (status, said)}

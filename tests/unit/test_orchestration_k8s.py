@@ -595,3 +595,17 @@ def test_the_replayer_answers_in_order_switches_after_a_call_and_logs_what_it_co
     assert rc == 1 and text == "kubectl_replay: no recorded response for: get nodes -f @transcript.json\n"
     log = [json.loads(x) for x in (tmp_path / "calls.jsonl").read_text().splitlines()]
     assert [c["answered"] for c in log] == [True] * 5 + [False]
+
+
+def test_churn_a_gpu_lost_in_the_container_fails_with_what_nvidia_smi_said(tmp_path):
+    """A pod given two GPUs, one of them fallen off the bus: nvidia-smi prints the driver's line for it (as recorded
+    on a node with GPU 1 lost, driver 610.57: "Unable to determine the device handle for GPU1: 0000:34:00.0: Unknown
+    Error", index file id 61292000755), lists the other and exits non-zero (15, NVML's "GPU is lost"). The container
+    saw one GPU of two: a fail, not the unknown count of a container without nvidia-smi."""
+    lost = "Unable to determine the device handle for GPU1: 0000:34:00.0: Unknown Error"
+    listing = "%s\nGPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-f7b02328-d6fe-5b1f-9683-150416809000)\n" % lost
+    gpus = _seen(_pod_log(tmp_path, listing, 15), 2)
+    assert (gpus["visible"], gpus["nvidia_smi_exit"]) == (1, 15)
+    row = _churn_row(gpus, "nvidia.com/gpu")
+    assert row["status"] == "fail"
+    assert "cycle 1: the container saw 1 GPU(s), asked 2 (nvidia-smi -L exit 15: %s)" % lost in row["reason"]

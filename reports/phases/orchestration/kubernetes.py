@@ -107,8 +107,9 @@ def grade_churn(check, run, host):
             continue
         if g.get("visible") is not None and g["visible"] != g.get("requested"):
             statuses.append("fail")
-            findings.append("cycle %s: the container saw %s GPU(s), asked %s" % (c["cycle"], g["visible"],
-                                                                                  g.get("requested")))
+            findings.append("cycle %s: the container saw %s GPU(s), asked %s%s" % (
+                c["cycle"], g["visible"], g.get("requested"),
+                " (%s)" % g["listing_error"] if g.get("listing_error") else ""))
         elif g.get("visible") is None:
             statuses.append("warn")
             findings.append("cycle %s: GPUs seen in the container unknown (%s)" % (
