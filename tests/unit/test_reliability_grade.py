@@ -372,10 +372,12 @@ def test_a_drain_for_a_no_drain_xid_warns_in_remediation_as_in_contained_xid(tmp
     run = make_run(tmp_path, fault_docs("n1", detect=30.0, action="drained", xid=xid))
     [act] = gr.grade_action(check("reliability.remediation"), run, "n1")
     [cont] = gr.grade_contained(check("reliability.contained_xid"), run, "n1")
-    assert cont["status"] == "warn" and "capacity lost for nothing" in cont["reason"]
+    assert cont["status"] == "warn" and "capacity lost" in cont["reason"]
     assert act["status"] == "warn", act
     assert act["observed"] == "drained (XID %d)" % xid
-    assert "capacity lost for an application fault" in act["reason"]
+    # 63 is a row remap waiting for a GPU reset, not an application fault
+    assert ("capacity lost for an application fault" in act["reason"]) == (xid != 63), act["reason"]
+    assert ("capacity lost for nothing" in cont["reason"]) == (xid != 63), cont["reason"]
 
 
 def test_recorded_xid94_drained_warns_in_remediation_too(tmp_path):
@@ -389,13 +391,19 @@ def test_recorded_xid94_drained_warns_in_remediation_too(tmp_path):
 
 
 def test_judging_the_no_drain_buckets():
-    """RESTART_APP, IGNORE_UNTIL_RESET: kept in service passes; drained, kept out or taken out and returned warns
-    (capacity lost, as reliability.contained_xid says); reboot, removal, replacement warn as before."""
+    """RESTART_APP: kept in service passes; drained, kept out or taken out and returned warns (capacity lost for an
+    application fault, as reliability.contained_xid says). IGNORE_UNTIL_RESET (63, a row remap that waits for the
+    next GPU reset): kept in service, or drained for the reset and back, passes; kept out to the end warns. Reboot,
+    removal, replacement warn for both."""
+    for kept_out in ("drained", "out_of_service", "returned"):
+        status, why = gr.judge_action(kept_out, "RESTART_APP", 700.0)
+        assert status == "warn" and "capacity lost for an application fault" in why, kept_out
+    assert gr.judge_action("returned", "IGNORE_UNTIL_RESET", 700.0) == ("pass", None)
+    for kept_out in ("drained", "out_of_service"):
+        status, why = gr.judge_action(kept_out, "IGNORE_UNTIL_RESET", 700.0)
+        assert status == "warn" and why.endswith("watch: capacity lost"), (kept_out, why)
     for bucket in ("RESTART_APP", "IGNORE_UNTIL_RESET"):
         assert gr.judge_action("none", bucket, 700.0) == ("pass", None)
-        for kept_out in ("drained", "out_of_service", "returned"):
-            status, why = gr.judge_action(kept_out, bucket, 700.0)
-            assert status == "warn" and "capacity lost for an application fault" in why, (kept_out, bucket)
         for harsh in ("reboot", "removed", "replaced"):
             assert gr.judge_action(harsh, bucket, 700.0)[0] == "warn"
     assert "for an XID that needs only an application restart" in gr.judge_action("drained", "RESTART_APP", 1.0)[1]
@@ -852,3 +860,14 @@ def test_a_node_taken_out_just_before_the_fallback_is_timed_from_the_first_injec
     assert done["facts"]["fallback"].startswith("moot") and "first_method" not in done["facts"]
     [row] = gr.grade_detect(check("reliability.failure_detection"), run, "n1")
     assert row["status"] == "fail" and row["observed"].startswith("620.0 s")
+
+
+def test_xid63_drained_for_the_reset_and_back_passes_both_checks(tmp_path):
+    """XID 63 (a row remap that takes effect at the next GPU reset, xid.yml IGNORE_UNTIL_RESET): a provider that
+    drains the node, resets the GPU and returns it has done what the XID waits for. Both remediation and
+    contained_xid pass; before, both warned of "capacity lost for an application fault"."""
+    run = make_run(tmp_path, fault_docs("n1", detect=30.0, action="returned", xid=63))
+    [act] = gr.grade_action(check("reliability.remediation"), run, "n1")
+    [cont] = gr.grade_contained(check("reliability.contained_xid"), run, "n1")
+    assert (act["status"], act["observed"]) == ("pass", "returned (XID 63)")
+    assert cont["status"] == "pass" and cont["observed"].startswith("drained for a GPU reset and back, a job ran")

@@ -161,18 +161,23 @@ def judge_action(observed, bucket, watched_s):
     """(status, why) for an observed remediation against the recommended bucket."""
     window = "within the %s watch" % _s(watched_s)
     if bucket in HARMLESS:
-        # xid.yml drain: false. Kept in service (none) is what the XID calls for; taking the node out of service
-        # for it loses capacity for an application fault, for a while (returned) or to the end of the watch, as
-        # reliability.contained_xid says of the same observation; a reboot, removal or replacement more so.
-        needs = "an application restart" if bucket == "RESTART_APP" else "a GPU reset at some point"
+        # xid.yml drain: false. RESTART_APP (94, 13, ...): an application fault; kept in service (none) is what
+        # it calls for, and taking the node out of service for it loses capacity, for a while (returned) or to the
+        # end of the watch, as reliability.contained_xid says of the same observation. IGNORE_UNTIL_RESET (63: a
+        # row remap that takes effect at the next GPU reset): kept in service, or drained for the reset and back
+        # (returned), is right; kept out to the end of the watch loses capacity. A reboot, removal or replacement
+        # more than either needs.
+        app = bucket == "RESTART_APP"
+        needs = "an application restart" if app else "a GPU reset at some point"
         if observed in ("reboot", "removed", "replaced"):
             return "warn", "the node was %s for an XID that needs only %s" % (
                 "rebooted" if observed == "reboot" else "replaced", needs)
         if observed in ("drained", "out_of_service"):
             return "warn", ("the node was taken out of service (%s) for an XID that needs only %s, and kept out to "
-                            "the end of the %s watch: capacity lost for an application fault" % (
-                                observed.replace("_", " "), needs, _s(watched_s)))
-        if observed == "returned":
+                            "the end of the %s watch: capacity lost%s" % (
+                                observed.replace("_", " "), needs, _s(watched_s),
+                                " for an application fault" if app else ""))
+        if observed == "returned" and app:
             return "warn", ("the node was taken out of service for an XID that needs only %s, then returned: "
                             "capacity lost for an application fault" % needs)
         return "pass", None
@@ -223,17 +228,23 @@ def grade_contained(check, run, host, data=None):
     observed = facts.get("observed_action") or "unknown"
     if observed == "unknown":
         return [make_row(check, host, "error", observed, expected, "the scheduler's view could not be read")]
-    if observed != "none":
+    # IGNORE_UNTIL_RESET (63): drained for the GPU reset the XID waits for and back is that reset done (as
+    # reliability.remediation judges it); an application fault (RESTART_APP) needed no drain at all
+    reset_done = bucket == "IGNORE_UNTIL_RESET" and observed == "returned"
+    if observed != "none" and not reset_done:
         return [make_row(check, host, "warn", "%s (XID %d)" % (observed, xid), expected,
-                         "the node was taken out of service (%s) for an error contained to the application: "
-                         "capacity lost for nothing" % (facts.get("detect_reason") or facts.get("detect_phase")))]
+                         "the node was taken out of service (%s) for %s: capacity lost%s" % (
+                             facts.get("detect_reason") or facts.get("detect_phase"),
+                             "an error contained to the application" if bucket == "RESTART_APP" else
+                             "an error whose fix waits for the next GPU reset, and kept out",
+                             " for nothing" if bucket == "RESTART_APP" else ""))]
+    kept = "drained for a GPU reset and back" if reset_done else "kept in service"
     if m.get("job_ok"):
-        return [make_row(check, host, "pass", "kept in service, a job ran (%s)" % _s(m.get("job_s", 0.0)),
-                         expected)]
+        return [make_row(check, host, "pass", "%s, a job ran (%s)" % (kept, _s(m.get("job_s", 0.0))), expected)]
     if m.get("job_rc") is not None:
-        return [make_row(check, host, "fail", "kept in service, the job failed (rc %d)" % int(m["job_rc"]),
+        return [make_row(check, host, "fail", "%s, the job failed (rc %d)" % (kept, int(m["job_rc"])),
                          expected, facts.get("job_error") or "the job failed")]
-    return [make_row(check, host, "warn", "kept in service, no job ran", expected,
+    return [make_row(check, host, "warn", "%s, no job ran" % kept, expected,
                      "not shown that jobs continue: %s" % (facts.get("job_skipped") or "no job result recorded "
                                                            "(sched_action -job)"))]
 
