@@ -111,7 +111,9 @@ def junit_xml(rows, ratings=None, meta=None, timestamp=None, hostname="controlle
                 values.update(provider=meta.get("provider"), run_id=meta.get("run_id"),
                               profile=meta.get("profile"))
             if ratings:
-                values.update(tier=ratings["tier"]["name"], score=ratings.get("score"),
+                # the score as the tiers judged it (never rounded across a tier's line), coverage exact
+                shown = ratings.get("shown") or {}
+                values.update(tier=ratings["tier"]["name"], score=shown.get("score", ratings.get("score")),
                               coverage=ratings.get("coverage"))
             props = ["   " + _element("property", [("name", key), ("value", "" if value is None else _clean(value))])
                      for key, value in values.items()]

@@ -30,6 +30,7 @@ from collections import Counter
 
 from reports import DATA_DIR, yamlio
 from reports.profiles import SCREENING, ran_text, rating_text, validate_profiles
+from reports.shown import at_least, shown
 
 RATINGS_SCHEMA = "clustermax.assess/ratings/v1"
 ANALYST_SCHEMA = "clustermax.assess/analyst/v1"
@@ -301,8 +302,8 @@ def category_scores(summaries, tiers, analyst_given=False):
         entry = {
             "id": cat["id"], "title": cat.get("title", cat["id"]), "evidence": cat["evidence"],
             "weight": float(cat["weight"]),
-            "score": None if score is None else round(score, 2),
-            "coverage": round(coverage, 4),
+            "score": score,
+            "coverage": coverage,
             "status": "rated" if score is not None else "not measured",
             "checks": len(checks), "graded_checks": len(graded),
             "judged_checks": sum(1 for s in checks if _judged(s)),
@@ -418,8 +419,9 @@ def untested(categories):
             and c["checks"] > c["not_implemented"]]
 
 
-def _score_tier(score, lowest, coverage, tiers, unmeasured=()):
-    """(tier entry, [(tier name, [unmet requirements])] for every better tier). unmeasured: untested()'s ids."""
+def _score_tier(score, lowest, coverage, tiers, unmeasured=(), coverage_text=None):
+    """(tier entry, [(tier name, [unmet requirements])] for every better tier). unmeasured: untested()'s ids;
+    coverage_text: the coverage as shown beside every coverage line (rate's shown["coverage"])."""
     not_reached = []
     for tier in tiers["tiers"]:
         unmet = []
@@ -429,12 +431,14 @@ def _score_tier(score, lowest, coverage, tiers, unmeasured=()):
             unmet.append("%d categor%s not measured (%s) > %d" % (len(unmeasured), "y" if len(unmeasured) == 1
                                                                    else "ies", ", ".join(unmeasured),
                                                                    tier["max_unmeasured"]))
-        if tier.get("min_score") is not None and score < tier["min_score"]:
-            unmet.append("score %.1f < %g" % (score, tier["min_score"]))
-        if tier.get("min_category_score") is not None and lowest[1] < tier["min_category_score"]:
-            unmet.append("%s %.1f < %g" % (lowest[0], lowest[1], tier["min_category_score"]))
-        if tier.get("min_coverage") is not None and coverage < tier["min_coverage"]:
-            unmet.append("coverage %s < %s" % _percents(coverage, tier["min_coverage"]))
+        if tier.get("min_score") is not None and not at_least(score, tier["min_score"]):
+            unmet.append("score %s < %g" % (shown(score, [tier["min_score"]]), tier["min_score"]))
+        if tier.get("min_category_score") is not None and not at_least(lowest[1], tier["min_category_score"]):
+            unmet.append("%s %s < %g" % (lowest[0], shown(lowest[1], [tier["min_category_score"]]),
+                                         tier["min_category_score"]))
+        if tier.get("min_coverage") is not None and not at_least(coverage, tier["min_coverage"]):
+            value, limit = _percents(coverage, tier["min_coverage"])
+            unmet.append("coverage %s < %s" % (coverage_text or value, limit))
         if not unmet:
             return tier, not_reached
         not_reached.append((tier["name"], unmet))
@@ -473,6 +477,14 @@ def rate(rows, tiers=None, analyst=None, profile=None):
     coverage = sum(c["weight"] * c["coverage"] for c in categories) / total_w if total_w else 0.0
     score = (sum(c["weight"] * c["score"] for c in measured) / sum(c["weight"] for c in measured)
              if measured else None)
+    # how the numbers the tiers judge are shown: never on the other side of a tier's line than the exact number
+    lines = {key: [t[key] for t in tiers["tiers"] if t.get(key) is not None]
+             for key in ("min_score", "min_category_score", "min_coverage")}
+    lines["min_coverage"].append(float(tiers.get("min_coverage_to_rate", 0)))
+    for c in categories:
+        c["score_shown"] = None if c["score"] is None else shown(c["score"], lines["min_category_score"])
+    shown_numbers = {"score": None if score is None else shown(score, lines["min_score"]),
+                     "coverage": shown(coverage, lines["min_coverage"], decimals=0, scale=100) + "%"}
     rationale = []
     tier = {"name": NOT_RATED, "rated": False, "medallion": False, "score_tier": None, "provisional": None,
             "capped_by": []}
@@ -486,10 +498,12 @@ def rate(rows, tiers=None, analyst=None, profile=None):
         # a void category (every measurement errored) is the lowest, at 0, for min_category_score
         lowest = min([(c["id"], c["score"]) for c in measured] + [(c["id"], 0.0) for c in categories if c["void"]],
                      key=lambda x: x[1])
-        rationale.append("Overall score %.1f/100 from %d of %d categories (weighted by tiers.yml); coverage %.0f%% "
-                         "of the rubric's weight; lowest category: %s %.1f."
-                         % (score, len(measured), len(categories), 100 * coverage, lowest[0], lowest[1]))
-        score_tier, not_reached = _score_tier(score, lowest, coverage, tiers, untested(categories))
+        rationale.append("Overall score %s/100 from %d of %d categories (weighted by tiers.yml); coverage %s "
+                         "of the rubric's weight; lowest category: %s %s."
+                         % (shown_numbers["score"], len(measured), len(categories), shown_numbers["coverage"],
+                            lowest[0], shown(lowest[1], lines["min_category_score"])))
+        score_tier, not_reached = _score_tier(score, lowest, coverage, tiers, untested(categories),
+                                              shown_numbers["coverage"])
         for name, unmet in not_reached:
             rationale.append("Not %s: %s." % (name, "; ".join(unmet)))
         if score_tier is None:  # tiers.yml whose last tier still has requirements
@@ -518,7 +532,7 @@ def rate(rows, tiers=None, analyst=None, profile=None):
         if clear:
             rationale.append("Gates clear: %s." % ", ".join(clear))
         tier["score_tier"] = score_tier["name"]
-        too_little = coverage < float(tiers.get("min_coverage_to_rate", 0))
+        too_little = not at_least(coverage, float(tiers.get("min_coverage_to_rate", 0)))
         if too_little:
             rationale.append("%s: coverage %s is below the %s needed to rate; the measured part alone would give "
                              "%s." % ((NOT_RATED,) + _percents(coverage, tiers["min_coverage_to_rate"]) + (final,)))
@@ -565,8 +579,9 @@ def rate(rows, tiers=None, analyst=None, profile=None):
     return {
         "tier": tier,
         "profile": profile,
-        "score": None if score is None else round(score, 2),
-        "coverage": round(coverage, 4),
+        "score": score,
+        "coverage": coverage,
+        "shown": shown_numbers,
         "categories": categories,
         "supporting": [{"id": cid, "title": spec.get("title", cid), "why": spec.get("why", ""),
                         "counts": _counts(summaries, cid)} for cid, spec in supporting.items()],
@@ -617,6 +632,7 @@ def ratings_document(run, rows, rating, headline=None, inputs=None, analyst=None
         "profile": rating["profile"],
         "score": rating["score"],
         "coverage": rating["coverage"],
+        "shown": rating["shown"],
         "categories": rating["categories"],
         "supporting": rating["supporting"],
         "unrated_categories": rating["unrated_categories"],
@@ -632,22 +648,28 @@ def fmt_score(value):
     return "–" if value is None else "%.1f" % value
 
 
+def category_score_text(c):
+    """A category's score as the tiers judged it (rate's score_shown; a document of before it: plain)."""
+    return c.get("score_shown") or fmt_score(c["score"])
+
+
 def tier_line(doc):
     tier = doc["tier"]
+    # the score and coverage as the tiers judged them (rate's "shown"; a document of before it: plain)
+    numbers = doc.get("shown") or {"score": fmt_score(doc["score"]), "coverage": "%.0f%%" % (100 * doc["coverage"])}
+    score, coverage = numbers["score"] or "–", numbers["coverage"]
     if tier["rated"]:
-        text = "%s, score %s, coverage %.0f%%" % (tier["name"], fmt_score(doc["score"]), 100 * doc["coverage"])
+        text = "%s, score %s, coverage %s" % (tier["name"], score, coverage)
         if tier["capped_by"]:
             text += " (capped by %s; scores alone: %s)" % (", ".join(tier["capped_by"]), tier["score_tier"])
         if tier.get("not_shown"):
             text += " (unrated for: %s, not shown)" % ", ".join(tier["not_shown"])
         return text
     if tier["name"] == SCREENING_TIER:
-        return "%s, not a rating (%s; provisional %s, score %s, coverage %.0f%%)" % (
-            SCREENING_TIER, "; ".join(doc["profile"]["lacks"]), tier["provisional"] or "none",
-            fmt_score(doc["score"]), 100 * doc["coverage"])
+        return "%s, not a rating (%s; provisional %s, score %s, coverage %s)" % (
+            SCREENING_TIER, "; ".join(doc["profile"]["lacks"]), tier["provisional"] or "none", score, coverage)
     if tier["provisional"]:
-        return "%s (coverage %.0f%%; provisional %s, score %s)" % (NOT_RATED, 100 * doc["coverage"],
-                                                                   tier["provisional"], fmt_score(doc["score"]))
+        return "%s (coverage %s; provisional %s, score %s)" % (NOT_RATED, coverage, tier["provisional"], score)
     return "%s (nothing graded)" % NOT_RATED
 
 
@@ -661,7 +683,7 @@ def rating_table(doc, indent="  "):
     body = []
     for c in doc["categories"]:
         n = c["counts"]
-        body.append((c["id"], c["evidence"], fmt_score(c["score"]) if c["score"] is not None else "not measured",
+        body.append((c["id"], c["evidence"], category_score_text(c) if c["score"] is not None else "not measured",
                      "%.0f%%" % (100 * c["coverage"]), n["pass"], n["warn"], n["fail"], n["error"], n["skip"]))
     widths = [max(len(str(x)) for x in col) for col in zip(header, *body)]
     for row in [header] + body:

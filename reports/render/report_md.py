@@ -9,7 +9,7 @@ import json
 from reports import phases
 from reports.grading import summarize
 from reports.profiles import amount, ran_text, rating_text
-from reports.rate import NOT_IMPLEMENTED_KIND, fmt_score, tier_line
+from reports.rate import NOT_IMPLEMENTED_KIND, category_score_text, tier_line
 from reports.render import host_pages, markdown
 from reports.render.blocks import Bullets, Heading, Paragraph, Quote, Table, code, em, strong
 
@@ -111,7 +111,7 @@ def coverage_blocks(ratings):
            Paragraph("Coverage %s of the rubric's category weight. A category is measured only when a check with an "
                      "expectation was graded in it; a check that only says its probe ran never measures one on its "
                      "own. Tests not run and tests not implemented in this version count as not covered."
-                     % _pct(ratings["coverage"])),
+                     % (ratings.get("shown") or {}).get("coverage", _pct(ratings["coverage"]))),
            Table(["category", "checks", "graded with an expectation", "probe ran only", "not run",
                   "not implemented", "coverage"], body)]
     if missing:
@@ -151,7 +151,7 @@ def rating_blocks(ratings):
     for c in ratings["categories"]:
         n = c["counts"]
         cats.append([c["title"], evidence_text(c), "%g" % c["weight"],
-                     fmt_score(c["score"]) if c["score"] is not None else "not measured",
+                     category_score_text(c) if c["score"] is not None else "not measured",
                      _pct(c["coverage"]), n["pass"], n["warn"], n["fail"], n["error"], n["skip"]])
     out = [Heading(2, "Rating"), Paragraph(strong("Tier: %s" % tier_line(ratings))),
            Table(["category", "evidence", "weight", "score", "coverage", "pass", "warn", "fail", "error", "skip"],

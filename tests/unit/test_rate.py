@@ -493,3 +493,48 @@ def test_a_node_that_dropped_out_after_preflight_is_unassessed_and_caps_at_gold(
     assert doc["coverage"] >= 0.85 and doc["tier"]["score_tier"] == "Platinum"
     assert doc["tier"]["name"] == "Gold" and doc["tier"]["capped_by"] == ["unassessed_nodes"]
     assert code == EXIT_FINDINGS
+
+
+def test_a_category_just_under_its_floor_is_judged_exact_and_shown_so():
+    """Category a: a major check on 19 hosts (17 pass, 2 fail) and a minor one on 32 (16 pass, 1 warn, 15 fail):
+    exactly 79.9959, under Top's category floor of 80. The score was rounded to 80.0 before the comparison, and the
+    run rated Top."""
+    rows = [row("a.x", "pass" if i < 17 else "fail", host="h%d" % i) for i in range(19)]
+    rows += [row("a.y", "pass" if i < 16 else "warn" if i == 16 else "fail", severity="minor", host="h%d" % i)
+             for i in range(32)]
+    rows += [row("b.x", "pass", host="h%d" % i) for i in range(32)] + [row("b.detect", "pass", severity="info")]
+    result = rate(rows, small_tiers())
+    [a] = [c for c in result["categories"] if c["id"] == "a"]
+    assert a["score"] == pytest.approx(100 * 3891 / 4864) and a["score"] < 80
+    assert result["tier"]["name"] == "Mid"
+    assert "Not Top: a 79.996 < 80." in result["rationale"]
+    assert a["score_shown"] == "79.996"
+
+
+def test_a_coverage_just_under_the_line_to_rate_is_not_shown_on_it():
+    """Coverage 49.925 % against min_coverage_to_rate 50 %: every place it is shown says 49.9 %, never 50 %."""
+    rows = [row("a.x", "pass", host="h%d" % i) for i in range(1000)]
+    rows += [row("b.x", "pass" if i < 997 else "skip", host="h%d" % i) for i in range(1000)]
+    rows += [row("b.y", "skip", severity="critical", host="h%d" % i) for i in range(1000)]
+    rows += [row("b.z", "skip", severity="minor", host="h%d" % i) for i in range(1000)]
+    rows.append(row("b.detect", "pass", severity="info"))
+    result = rate(rows, small_tiers())
+    assert result["coverage"] == pytest.approx(0.49925) and result["tier"]["name"] == NOT_RATED
+    assert result["shown"]["coverage"] == "49.9%"
+    from reports.rate import tier_line
+    assert "coverage 49.9%" in tier_line(result)
+    assert any("coverage 49.9% of the rubric's weight" in line for line in result["rationale"])
+
+
+@pytest.mark.parametrize("value, lines, kwargs, text", [
+    (89.99905, [90, 80], {}, "89.999"),        # overall score under Platinum's 90
+    (74.995, [75], {}, "74.995"),
+    (120.04, [120], {}, "120.04"),             # a detection past the 120 s limit
+    (0.5952, [0.6], {"decimals": 0, "scale": 100}, "59.5"),
+    (60.0, [60], {}, "60.0"),                  # on the line: shown on it
+    (59.99999999999997, [60], {}, "60.0"),     # a weighted mean's float noise is on the line
+    (97.61904761904762, [90, 80], {}, "97.6"),  # far from every line: the decimals asked for
+])
+def test_a_shown_number_is_on_the_side_of_each_line_the_exact_one_is(value, lines, kwargs, text):
+    from reports.shown import shown
+    assert shown(value, lines, **kwargs) == text

@@ -1,0 +1,35 @@
+"""A number as shown beside a verdict: never on the other side of a threshold than the exact number it stands for.
+
+A value rounded for display can land on, or past, the line it was judged against: 74.995 is "75.0" beside a category
+floor of 75 it missed, a detection of 120.04 s is "120.0 s" beside a 120 s limit it exceeded. `shown` keeps the
+decimals asked for and adds more, only where fewer would put the shown value on the other side of (or on) a
+threshold than the exact one. `at_least` is the comparison the judgement itself makes, with room for the float noise
+of a weighted mean (60 computed as 59.99999999999997 is 60), never for a rounded value.
+"""
+
+# A weighted mean of exact fractions is off by a few ulps; a judged number is never that close to a line on purpose.
+FLOAT_NOISE = 1e-9
+
+
+def at_least(value, floor):
+    """value >= floor, counting float noise as equal."""
+    return value >= floor - FLOAT_NOISE * max(1.0, abs(floor))
+
+
+def _side(value, line):
+    if abs(value - line) <= FLOAT_NOISE * max(1.0, abs(line)):
+        return 0
+    return 1 if value > line else -1
+
+
+def shown(value, thresholds=(), decimals=1, scale=1.0, max_decimals=6):
+    """value * scale with `decimals` decimals, or as many more as it takes for the shown number to sit on the same side
+    of every threshold (also scaled) as the exact one ("%.1f": 90.0 for 89.99905 beside a floor of 90 becomes
+    "89.999")."""
+    lines = [t * scale for t in thresholds if t is not None]
+    exact = value * scale
+    for digits in range(decimals, max_decimals + 1):
+        text = "%.*f" % (digits, exact)
+        if all(_side(float(text), line) == _side(exact, line) for line in lines):
+            return text
+    return text
