@@ -8,7 +8,8 @@ Providers and buyers run `cmax audit` today, so they will hold our audit against
   counts must add up: a report read in part is never compared.
 * reports/data/reference_cmax.yml: every cmax check id (of every target: vm, standalone, slurm, k8s print the same 59)
   mapped to our check ids; `differs` lists the (cmax status, our status) pairs we judge differently on purpose, each
-  with its reason; `not_implemented` says why a check has no counterpart yet.
+  with its reason and, where the reason holds only on some hosts, `when:` (a condition of WHEN, checked on our rows
+  of the host); `not_implemented` says why a check has no counterpart yet.
 * compare: one line per cmax check for one host: agree, differs (documented), disagree, not implemented, or
   "cmax skipped" (cmax did not judge it, so there is nothing to agree with).
 
@@ -34,6 +35,20 @@ _COUNTS = re.compile(r"^(\d+ (?:failed|warnings?|passed|skipped))(?:, (\d+ (?:fa
 _SHOW = re.compile(r"^\s+([A-Za-z0-9_.\-]+): (.+)$")
 # How far apart two statuses are: the worse of our mapped rows stands for them (fail first).
 SEVERITY = {"fail": 0, "error": 1, "warn": 2, "pass": 3, "skip": 4}
+
+
+# Conditions a `differs` entry can name with `when:`: the difference is documented only where it holds, read from our
+# rows of the host (the skip reasons of the checks that apply to GPU hosts: reports/phases/audit/common.py CONDITIONS).
+# A pair whose condition does not hold, or cannot be told from the rows, is a disagreement.
+def _skipped_for(rows, *reasons):
+    return any(r.get("status") == "skip" and str(r.get("reason") or "").startswith(reasons) for r in rows)
+
+
+WHEN = {
+    "no_gpu": lambda rows: _skipped_for(rows, "not applicable: no GPU on this host"),
+    "no_nvidia_gpu": lambda rows: _skipped_for(rows, "not applicable: no GPU on this host",
+                                               "not applicable: no NVIDIA GPU on this host"),
+}
 
 
 class ReportError(ValueError):
@@ -120,6 +135,9 @@ def mapping_problems(mapping, our_ids):
             elif d["cmax"] == "skip":
                 problems.append("%s: differs entry with cmax skip is never used (what cmax skipped is not compared)"
                                 % cmax_id)
+            if d.get("when") is not None and d["when"] not in WHEN:
+                problems.append("%s: differs entry when %r is not a condition of reports/reference_cmax.py (%s)"
+                                % (cmax_id, d["when"], ", ".join(sorted(WHEN))))
     return problems
 
 
@@ -161,7 +179,8 @@ def compare(report, rows, host, mapping=None):
             line["verdict"] = "agree"
         else:
             reason = next((d["reason"] for d in entry.get("differs") or []
-                           if d["cmax"] == c["status"] and d["ours"] == line["ours"]), None)
+                           if d["cmax"] == c["status"] and d["ours"] == line["ours"]
+                           and (d.get("when") is None or (d["when"] in WHEN and WHEN[d["when"]](rows)))), None)
             line.update(verdict="differs" if reason else "disagree", why=reason or "")
         if entry.get("note") and line["verdict"] != "not implemented":
             line["why"] = "; ".join(x for x in (line["why"], "not the same test: %s" % entry["note"]) if x)

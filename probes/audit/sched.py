@@ -12,8 +12,10 @@ from probes.audit.collect import read, read_key_values
 from probes.common import slurm
 from probes.common.slurm import parse_scontrol_config
 
+# Where slurm.conf is looked for ($SLURM_CONF first). /run/slurm/conf/slurm.conf is slurmd's cached copy on a
+# configless compute node (slurmd --conf-server, Slurm >= 20.02; linked there since 22.05), where scontrol finds it.
 SLURM_CONFS = ("/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf", "/usr/local/etc/slurm.conf",
-               "/etc/slurm/slurm.conf.d/slurm.conf")
+               "/etc/slurm/slurm.conf.d/slurm.conf", "/run/slurm/conf/slurm.conf")
 SLURM_KEYS = ("ClusterName", "SlurmctldHost", "ControlMachine", "TopologyPlugin", "TopologyParam",
               "HealthCheckProgram", "HealthCheckInterval", "HealthCheckNodeState", "Prolog", "Epilog",
               "PrologSlurmctld", "PrologFlags", "TaskPlugin", "TaskPluginParam", "ProctrackType", "SelectType",

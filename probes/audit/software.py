@@ -138,17 +138,22 @@ def hpcx_installs():
     return sorted(set(found), key=_key)
 
 
+# A version with its pre-release suffix, if any (runc 1.5.0-rc.2, 1.0.0-rc93; Docker 29.0.0-rc.1; nvidia-ctk
+# 1.19.1-rc.1): a release candidate of a minimum is below it, so the suffix is kept. A distro revision is not.
+_PRE = r"(?:[-~.]?(?:rc|alpha|beta|pre|dev)(?:\.?\d+)*(?![A-Za-z]))?"
+VERSION_PRE = r"(\d+(?:\.\d+)+" + _PRE + ")"
+
 # tool -> (source name, argv, parser); parsers take stdout+stderr
 TOOLS = {
     "nvcc": (["nvcc", "--version"], parse_nvcc),
     "dcgmi": (["dcgmi", "--version"], parse_dcgmi),
     "dcgm_exporter": (["dcgm-exporter", "--version"], parse_exporter),
-    "nvidia_ctk": (["nvidia-ctk", "--version"], version_in),
-    "nvidia_container_cli": (["nvidia-container-cli", "--version"], version_in),
-    "dockerd": (["dockerd", "--version"], version_in),
+    "nvidia_ctk": (["nvidia-ctk", "--version"], lambda t: version_in(t, VERSION_PRE)),
+    "nvidia_container_cli": (["nvidia-container-cli", "--version"], lambda t: version_in(t, VERSION_PRE)),
+    "dockerd": (["dockerd", "--version"], lambda t: version_in(t, VERSION_PRE)),
     "docker_client": (["docker", "--version"], version_in),
     "containerd": (["containerd", "--version"], lambda t: version_in(t, r"\bv?(\d+\.\d+\.\d+)")),
-    "runc": (["runc", "--version"], lambda t: version_in(t, r"runc version (\d+\.\d+\.\d+)")),
+    "runc": (["runc", "--version"], lambda t: version_in(t, r"runc version (\d+\.\d+\.\d+" + _PRE + ")")),
     "enroot": (["enroot", "version"], version_in),
     "apptainer": (["apptainer", "--version"], version_in),
     "singularity": (["singularity", "--version"], version_in),

@@ -160,3 +160,22 @@ def test_tools_missing_is_data_not_failure(tmp_path, monkeypatch):
         assert src[name]["status"] == "missing", name
     assert src["mounts"]["status"] == "ok"  # /proc/self/mounts when findmnt is missing
     assert doc["facts"]["storage"]["mounts"]
+
+
+def test_a_configless_slurm_node_reads_slurmds_cached_config(tmp_path, monkeypatch):
+    """A configless compute node (slurmd --conf-server) keeps slurmd's copy at /run/slurm/conf/slurm.conf (Slurm >=
+    22.05), where scontrol finds it: it is a Slurm node, not 'no Slurm'. The file is the real slurm.conf fixture."""
+    from probes.audit import sched as audit_sched
+    cached = "/run/slurm/conf/slurm.conf"
+    real_exists, real_read = os.path.exists, audit_sched.read
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no scontrol, no srun here: the file alone
+    monkeypatch.setattr(audit_sched.os.path, "exists",
+                        lambda p: p == cached or (not str(p).startswith(("/etc/slurm", "/usr/local/etc/slurm",
+                                                                         "/run/slurm")) and real_exists(p)))
+    monkeypatch.setattr(audit_sched, "read", lambda p, *a: (FIX / "slurm.conf_flat_topology").read_text()
+                        if p == cached else real_read(p, *a))
+    c = Collector(str(tmp_path))
+    facts = audit_sched.collect(c)
+    assert facts["slurm_conf"] == cached and facts["source"] == "slurm.conf"
+    assert c.sources["slurm"]["status"] == "ok"

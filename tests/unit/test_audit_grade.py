@@ -448,6 +448,12 @@ def test_odd_cases_driver_not_loaded_tools_missing_not_root(tmp_path):
     ("runc", "1.2.5", "fail", None),
     ("runc", "1.0.3", "fail", "end of life"),
     ("runc", "1.5.0", "pass", None),
+    ("runc", "1.5.0-rc.2", "fail", None),  # the table's 1.5 minimum is 1.5.0-rc.3 (cmax 0.2.1's table)
+    ("runc", "1.5.0-rc.3", "pass", None),
+    ("runc", "1.4.3-rc.1", "fail", None),  # a release candidate of the minimum is below it
+    ("container_toolkit", "1.19.1-rc.1", "fail", None),
+    ("docker_engine", "29.7.0~rc.1", "fail", None),  # dpkg's "~" sorts before the release
+    ("docker_engine", "5:29.7.0-1~ubuntu.24.04~noble", "pass", None),  # a distro revision is no pre-release
     ("connectx_firmware", "28.39.8002", "pass", None),
     ("connectx_firmware", "28.43.1014", "fail", None),
     ("connectx_firmware", "22.41.1000", "fail", "end of life"),  # train 41 is not in the table
@@ -462,6 +468,182 @@ def test_minimum_versions_table(entry, version, status, why):
     assert got == status, (entry, version, expected, reason)
     if why:
         assert why in reason
+
+
+def _system_rows(tmp_path, systems, started="2026-09-15T00:00:00Z"):
+    """{host: {system fields}} on the B200 node (Ubuntu 24.04) -> {(check, host): row}."""
+    nodes = {}
+    for host, sysd in systems.items():
+        f = b200_node()
+        f["system"].update(sysd)
+        nodes[host] = (f, started, {})
+    return by(audit_rows(write_run(tmp_path, nodes)))
+
+
+def test_kernel_security_judges_the_generic_minimum_only_on_the_generic_series(tmp_path):
+    """Ubuntu's derivative kernels (-nvidia, -aws, -azure, -gcp, -oracle) number their ABI in a series of their own
+    from 1000 up: the generic kernel's minimum 6.8.0-124 says nothing of them (never a pass across series)."""
+    t = _system_rows(tmp_path, {
+        "nvidia": {"kernel": "6.8.0-1008-nvidia", "kernels_installed": ["6.8.0-1008-nvidia"]},
+        "aws": {"kernel": "6.8.0-1008-aws", "kernels_installed": ["6.8.0-1008-aws"]},
+        "azure": {"kernel": "6.8.0-1007-azure", "kernels_installed": ["6.8.0-1007-azure"]},
+        "gb": {"kernel": "6.8.0-1028-nvidia-64k", "kernels_installed": ["6.8.0-1028-nvidia-64k"]},
+        "generic": {"kernel": "6.8.0-60-generic", "kernels_installed": ["6.8.0-60-generic"]},
+        "fixed": {"kernel": "6.8.0-124-generic", "kernels_installed": ["6.8.0-124-generic"]},
+        "lowlat": {"kernel": "6.8.0-60-lowlatency", "kernels_installed": ["6.8.0-60-lowlatency"]},
+        "arm64k": {"kernel": "6.8.0-60-generic-64k", "kernels_installed": ["6.8.0-60-generic-64k"]},
+    })
+    for host, flavour in (("nvidia", "nvidia"), ("aws", "aws"), ("azure", "azure"), ("gb", "nvidia-64k")):
+        row = t[("audit.sw.kernel_security", host)]
+        assert row["status"] == "skip", (host, row)
+        assert "no minimum in the table for the -%s flavour" % flavour in row["reason"]
+    assert t[("audit.sw.kernel_security", "generic")]["status"] == "fail"
+    assert t[("audit.sw.kernel_security", "fixed")]["status"] == "pass"
+    assert t[("audit.sw.kernel_security", "lowlat")]["status"] == "fail"
+    assert t[("audit.sw.kernel_security", "arm64k")]["status"] == "fail"
+
+
+def test_kernel_security_uses_an_entry_of_the_table_for_a_derivative_flavour(tmp_path, monkeypatch):
+    table = copy.deepcopy(audit_software.minimums())
+    table["kernel"]["ubuntu"]["24.04"]["6.8.0-nvidia"] = "6.8.0-1040"
+    monkeypatch.setattr(audit_software, "minimums", lambda: table)
+    t = _system_rows(tmp_path, {
+        "old": {"kernel": "6.8.0-1008-nvidia", "kernels_installed": ["6.8.0-1008-nvidia"]},
+        "new": {"kernel": "6.8.0-1040-nvidia", "kernels_installed": ["6.8.0-1040-nvidia"]},
+        "arm": {"kernel": "6.8.0-1028-nvidia-64k", "kernels_installed": ["6.8.0-1028-nvidia-64k"]},
+        "aws": {"kernel": "6.8.0-1008-aws", "kernels_installed": ["6.8.0-1008-aws"]},
+    })
+    old = t[("audit.sw.kernel_security", "old")]
+    assert old["status"] == "fail" and old["expected"].startswith(">= 6.8.0-1040")
+    assert t[("audit.sw.kernel_security", "new")]["status"] == "pass"
+    assert t[("audit.sw.kernel_security", "arm")]["status"] == "fail"  # -nvidia-64k: the -nvidia series
+    assert t[("audit.sw.kernel_security", "aws")]["status"] == "skip"
+
+
+def test_os_support_interim_ubuntu_releases_end_on_their_own_dates(tmp_path):
+    """Interim releases (YY.10, odd YY.04) get 9 months (ubuntu.com/about/release-cycle): past their end they fail,
+    and one the table does not list is a skip saying why, never a pass as 'newer than the table'. Only an LTS newer
+    than the table passes as such."""
+    t = _system_rows(tmp_path, {
+        "u2410": {"os_version": "24.10"}, "u2504": {"os_version": "25.04"}, "u2510": {"os_version": "25.10"},
+        "u2610": {"os_version": "26.10"}, "u2604": {"os_version": "26.04"}, "u2004": {"os_version": "20.04"},
+        "centos7": {"os_id": "centos", "os_version": "7"},
+    })
+    for host, end in (("u2410", "2025-07-10"), ("u2504", "2026-01-31"), ("u2510", "2026-07-31")):
+        row = t[("audit.sw.os_support", host)]
+        assert row["status"] == "fail", (host, row)
+        assert "standard security support ended %s" % end in row["reason"]
+    interim = t[("audit.sw.os_support", "u2610")]
+    assert interim["status"] == "skip" and "interim release" in interim["reason"] and "26.10" in interim["reason"]
+    assert t[("audit.sw.os_support", "u2604")]["status"] == "pass"  # an LTS newer than the table
+    assert t[("audit.sw.os_support", "u2004")]["status"] == "fail"
+    centos = t[("audit.sw.os_support", "centos7")]
+    assert centos["status"] == "fail" and "2024-06-30" in centos["reason"]
+    # before its end an interim release passes
+    early = _system_rows(tmp_path / "early", {"u2510": {"os_version": "25.10"}}, started="2026-03-01T00:00:00Z")
+    assert early[("audit.sw.os_support", "u2510")]["status"] == "pass"
+
+
+def test_kernel_latest_el_kernels_of_the_next_minor_release_are_the_same_flavour(tmp_path):
+    """The dist tag (el9_4, el9_5) is not the flavour of a RHEL/Rocky/Alma kernel: its arch (and +debug, +rt) is."""
+    t = _system_rows(tmp_path, {
+        "rocky": {"os_id": "rocky", "os_version": "9.4", "kernel": "5.14.0-427.13.1.el9_4.x86_64",
+                  "kernels_installed": ["5.14.0-427.13.1.el9_4.x86_64", "5.14.0-503.14.1.el9_5.x86_64",
+                                        "0-rescue-3f2a1c9d8e7b4a6f9c0d1e2f3a4b5c6d"]},
+        "debug": {"os_id": "rocky", "os_version": "9.5", "kernel": "5.14.0-503.14.1.el9_5.x86_64",
+                  "kernels_installed": ["5.14.0-503.14.1.el9_5.x86_64", "5.14.0-503.15.1.el9_5.x86_64+debug"]},
+        "booted": {"os_id": "rocky", "os_version": "9.5", "kernel": "5.14.0-503.14.1.el9_5.x86_64",
+                   "kernels_installed": ["5.14.0-427.13.1.el9_4.x86_64", "5.14.0-503.14.1.el9_5.x86_64"]},
+        "ubuntu": {"kernel": "6.8.0-60-generic", "kernels_installed": ["6.8.0-60-generic", "6.8.0-124-generic",
+                                                                       "6.8.0-1040-nvidia"]},
+    })
+    rocky = t[("audit.sw.kernel_latest", "rocky")]
+    assert rocky["status"] == "warn" and "installed 5.14.0-503.14.1.el9_5.x86_64" in rocky["observed"]
+    assert t[("audit.sw.kernel_latest", "debug")]["status"] == "pass"  # a newer +debug kernel is another flavour
+    assert t[("audit.sw.kernel_latest", "booted")]["status"] == "pass"
+    ubuntu = t[("audit.sw.kernel_latest", "ubuntu")]
+    assert ubuntu["status"] == "warn" and "installed 6.8.0-124-generic" in ubuntu["observed"]
+
+
+@pytest.mark.parametrize("low, high", [
+    ("1.4.3-rc.1", "1.4.3"), ("29.7.0~rc.1", "29.7.0"), ("1.5.0-rc.2", "1.5.0-rc.3"), ("1.0.0-rc93", "1.0.0"),
+    ("2.0.0-alpha.1", "2.0.0-beta"), ("2.0.0-beta.2", "2.0.0-rc.1"), ("1.4.2", "1.4.3-rc.1"), ("1.5.0rc1", "1.5.0"),
+    ("1.1.12", "1.1.12-0ubuntu3"), ("6.8.0-60-generic", "6.8.0-124-generic"),
+])
+def test_vkey_orders_a_pre_release_below_its_release(low, high):
+    assert audit_common.vkey(low) < audit_common.vkey(high)
+    assert audit_common.vkey(high) > audit_common.vkey(low) and not audit_common.vkey(low) >= audit_common.vkey(high)
+    assert max([high, low], key=audit_common.vkey) == high == max([low, high], key=audit_common.vkey)
+
+
+def _slurm_node(scontrol_text, **slurm):
+    """The H100 node with its Slurm config read from a (changed) real `scontrol show config` capture."""
+    f = h100_node()
+    f["slurm"]["config"] = audit_sched._select(audit_sched.parse_scontrol_config(scontrol_text))
+    f["slurm"].update(slurm)
+    return f
+
+
+def test_healthcheck_interval_0_runs_only_when_slurmd_starts(tmp_path):
+    """slurm.conf(5): HealthCheckInterval 0 (the default) disables the periodic runs of HealthCheckProgram."""
+    zero = text("scontrol-show-config_h100.txt").replace("HealthCheckInterval     = 300 sec",
+                                                          "HealthCheckInterval     = 0 sec")
+    assert zero != text("scontrol-show-config_h100.txt")
+    only_slurm = _slurm_node(zero)
+    only_slurm["health"].update(nhc=None, nhc_conf=None)
+    with_nhc = _slurm_node(zero)  # NHC installed beside Slurm's
+    every = _slurm_node(text("scontrol-show-config_h100.txt"))
+    every["health"].update(nhc=None, nhc_conf=None)
+    t = by(audit_rows(write_run(tmp_path, {"zero": only_slurm, "nhc": with_nhc, "every": every})))
+    hc = t[("audit.slurm.healthcheck", "zero")]
+    assert hc["status"] == "warn" and "runs only when slurmd starts: HealthCheckInterval 0" in hc["reason"]
+    agent = t[("audit.health.agent", "zero")]
+    assert agent["status"] == "warn" and "HealthCheckInterval 0" in agent["reason"]
+    assert t[("audit.health.agent", "nhc")]["status"] == "pass"
+    assert t[("audit.slurm.healthcheck", "every")]["status"] == "pass"
+    assert t[("audit.health.agent", "every")]["status"] == "pass"
+
+
+def test_constrain_devices_needs_the_task_cgroup_plugin(tmp_path):
+    """cgroup.conf ConstrainDevices is applied by task/cgroup: with TaskPlugin=task/affinity jobs see every GPU."""
+    real = text("scontrol-show-config_h100.txt")
+    affinity = real.replace("TaskPlugin              = task/cgroup,task/affinity",
+                            "TaskPlugin              = task/affinity")
+    assert affinity != real
+    cg = {"CgroupPlugin": "autodetect", "ConstrainCores": "yes", "ConstrainDevices": "yes"}
+    t = by(audit_rows(write_run(tmp_path, {"affinity": _slurm_node(affinity, cgroup_conf=cg),
+                                           "both": _slurm_node(real, cgroup_conf=cg)})))
+    bad = t[("audit.slurm.cgroup_devices", "affinity")]
+    assert bad["status"] == "fail" and "task/cgroup" in bad["reason"] and "TaskPlugin=task/affinity" in bad["observed"]
+    assert t[("audit.slurm.cgroup_devices", "both")]["status"] == "pass"
+
+
+def test_local_nvme_does_not_count_the_boot_disk_partitions_as_scratch(tmp_path):
+    """The H100 node's real mounts (findmnt-J_h100_node.json: / on md0, /raid on md1) moved onto an NVMe boot disk as
+    an Ubuntu 24.04 cloud image lays it out (/ on nvme0n1p1, /boot on p16, /boot/efi on p15), the instance NVMe
+    drives unmounted: nothing of the boot disk is scratch."""
+    boot = h100_node()
+    mounts = [m for m in boot["storage"]["mounts"] if m["target"] not in ("/", "/raid")]
+    size = {"size": 2**30, "avail": 2**29, "free": 2**29, "inodes": 65536, "inodes_free": 60000, "readonly": False}
+    mounts += [dict(size, source="/dev/nvme0n1p1", target="/", fstype="ext4", options="rw,relatime,discard"),
+               dict(size, source="/dev/nvme0n1p16", target="/boot", fstype="ext4", options="rw,relatime"),
+               dict(size, source="/dev/nvme0n1p15", target="/boot/efi", fstype="vfat", options="rw,relatime"),
+               dict(size, source="/dev/nvme0n1p2", target="/var/log", fstype="ext4", options="rw,relatime")]
+    boot["storage"]["mounts"] = sorted(mounts, key=lambda m: m["target"])
+    boot["storage"]["nvme"] = {"nvme%dn1" % i: {"size_bytes": 3840755982336, "model": "Amazon EC2 NVMe Instance "
+                                                "Storage"} for i in range(1, 9)}
+    boot["storage"]["nvme"]["nvme0n1"] = {"size_bytes": 512 * 2**30, "model": "Amazon Elastic Block Store"}
+    scratch = copy.deepcopy(boot)
+    scratch["storage"]["mounts"].append(dict(size, source="/dev/nvme1n1", target="/scratch", fstype="xfs",
+                                             options="rw,noatime"))
+    raid = h100_node()  # the fixture as captured: /raid on md1
+    t = by(audit_rows(write_run(tmp_path, {"boot": boot, "scratch": scratch, "raid": raid})))
+    row = t[("audit.storage.local_nvme", "boot")]
+    assert (row["status"], row["observed"]) == ("warn", "9 NVMe devices, none mounted as scratch")
+    found = t[("audit.storage.local_nvme", "scratch")]
+    assert found["status"] == "pass" and found["observed"].startswith("/scratch (/dev/nvme1n1")
+    assert "/boot" not in found["observed"]
+    assert t[("audit.storage.local_nvme", "raid")]["status"] == "pass"
 
 
 def audit_checks():

@@ -427,3 +427,16 @@ def test_software_version_parsers(tmp_path):
     assert audit_software.header_version([str(tmp_path / "missing.h"), str(header)], "NCCL") == "2.21.5"
     (tmp_path / "version.json").write_text(json.dumps({"cuda": {"name": "CUDA SDK", "version": "13.3.1"}}))
     assert audit_software.cuda_toolkit(str(tmp_path)) == ("13.3.1", "version.json")
+
+
+def test_software_version_parsers_keep_the_pre_release():
+    """A release candidate of a minimum is not the minimum: the probe records the -rc.N (runc 1.0 printed -rc93)."""
+    runc = audit_software.TOOLS["runc"][1]
+    assert runc("runc version 1.5.0-rc.2\ncommit: v1.5.0-rc.2-0-g5c6b9c1\nspec: 1.3.0\ngo: go1.24.6\n"
+                "libseccomp: 2.5.5") == "1.5.0-rc.2"
+    assert runc("runc version 1.0.0-rc93\ncommit: 12644e614e25b05da6fd08a38ffa0cfe1903fdec\nspec: 1.0.2-dev") == \
+        "1.0.0-rc93"
+    assert runc("runc version 1.1.12-0ubuntu3.1\nspec: 1.0.2-dev") == "1.1.12"  # a distro revision is no pre-release
+    assert audit_software.TOOLS["dockerd"][1]("Docker version 29.0.0-rc.1, build 198b5e3") == "29.0.0-rc.1"
+    ctk = audit_software.TOOLS["nvidia_ctk"][1]
+    assert ctk("NVIDIA Container Toolkit CLI version 1.19.1-rc.1\ncommit: 5505e") == "1.19.1-rc.1"

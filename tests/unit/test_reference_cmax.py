@@ -137,3 +137,37 @@ def test_text_lists_disagreements_first():
     out = ref.text(lines, "n1").splitlines()
     assert out[0].startswith("cmax audit beside ours on n1: 59 checks: ")
     assert out[1].split()[0] == "disagree"
+
+
+NO_GPU = "not applicable: no GPU on this host (none on the PCI bus, none reported by nvidia-smi/amd-smi)"
+
+
+def test_a_documented_difference_holds_only_where_its_condition_holds():
+    """cmax fails containers.nvidiaContainerToolkit and software.ncu.installed on its no-GPU VM (the real report):
+    our skip there is the documented difference. On a GPU node our skip (docker had no local image; ncu's skip for
+    another reason) is a disagreement, whatever the status pair."""
+    report = ref.read_report(REPORT)
+    runtime_skip = ("not applicable: no container or job step could start here: docker: no local image that can run "
+                    "nvidia-smi (no image at all); podman: not installed; apptainer: not installed")
+    gpu_node = [_row("audit.gpu.count", "pass", observed="8 GPUs"),
+                _row("audit.sw.nvidia_container_runtime", "skip", reason=runtime_skip),
+                _row("audit.sw.ncu", "skip", reason="not read: something else")]
+    lines = {x["cmax_id"]: x for x in ref.compare(report, gpu_node, "n1")}
+    for cmax_id in ("containers.nvidiaContainerToolkit", "software.ncu.installed"):
+        assert (lines[cmax_id]["cmax"], lines[cmax_id]["ours"]) == ("fail", "skip")
+        assert lines[cmax_id]["verdict"] == "disagree", lines[cmax_id]
+        assert "even where there is no GPU" not in lines[cmax_id]["why"]
+    no_gpu = [_row("audit.gpu.count", "skip", reason=NO_GPU),
+              _row("audit.sw.nvidia_container_runtime", "skip", reason=NO_GPU),
+              _row("audit.sw.ncu", "skip", reason="not applicable: no NVIDIA GPU on this host")]
+    lines = {x["cmax_id"]: x for x in ref.compare(report, no_gpu, "n1")}
+    for cmax_id in ("containers.nvidiaContainerToolkit", "software.ncu.installed"):
+        assert lines[cmax_id]["verdict"] == "differs", lines[cmax_id]
+
+
+def test_a_differs_condition_must_be_one_the_code_checks():
+    ours = {c["id"] for c in load_rubric()["checks"]}
+    bad = {"checks": {"w": {"ours": ["audit.sw.ncu"],
+                            "differs": [{"cmax": "fail", "ours": "skip", "reason": "r", "when": "tuesday"}]}}}
+    assert ref.mapping_problems(bad, ours) == ["w: differs entry when 'tuesday' is not a condition of "
+                                               "reports/reference_cmax.py (%s)" % ", ".join(sorted(ref.WHEN))]

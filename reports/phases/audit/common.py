@@ -50,12 +50,46 @@ def R(status, observed=None, expected=None, reason=None):
     return status, observed, expected, reason
 
 
+# A pre-release word after the version (1.4.3-rc.1, 29.7.0~rc.1, 1.0.0-rc93, 2.0.0-beta.2, 1.5.0rc1): below its
+# release, as semver's "-" and dpkg's "~" order it. Only these words, after a digit or a separator: a distro revision
+# (-0ubuntu3, ~ubuntu.24.04) or a commit hash is no pre-release.
+_PART = re.compile(r"(\d+)|(?:(?<=\d)|(?<=[-~.]))(dev|alpha|beta|pre|rc)(?=\d|[-.~+]|$)", re.I)
+_PRE_RANK = {"dev": -5, "alpha": -4, "beta": -3, "pre": -2, "rc": -1}
+
+
+class VKey(tuple):
+    """A version key that compares as if the shorter key were padded with zeros, so that a pre-release's negative rank
+    (1.4.3-rc.1 -> 1, 4, 3, -1, 1) sorts below its release (1, 4, 3). Slices are plain tuples."""
+
+    def _pad(self, other):
+        n = max(len(self), len(other))
+        return tuple(self) + (0,) * (n - len(self)), tuple(other) + (0,) * (n - len(other))
+
+    def __lt__(self, other):
+        a, b = self._pad(other)
+        return a < b
+
+    def __le__(self, other):
+        a, b = self._pad(other)
+        return a <= b
+
+    def __gt__(self, other):
+        a, b = self._pad(other)
+        return a > b
+
+    def __ge__(self, other):
+        a, b = self._pad(other)
+        return a >= b
+
+
 def vkey(version):
-    """'1:570.133.20-0ubuntu1' -> (570, 133, 20, 0, 1): epoch dropped, every digit run a number."""
+    """'1:570.133.20-0ubuntu1' -> (570, 133, 20, 0, 1): epoch dropped, every digit run a number; a pre-release word
+    ('1.4.3-rc.1', '29.7.0~rc.1') a negative number, so it sorts below its release."""
     text = str(version or "")
     if ":" in text.split(".")[0]:
         text = text.split(":", 1)[1]
-    return tuple(int(p) for p in re.findall(r"\d+", text))
+    parts = [int(number) if number else _PRE_RANK[word.lower()] for number, word in _PART.findall(text)]
+    return VKey(parts)
 
 
 def short_text(value, limit=110):

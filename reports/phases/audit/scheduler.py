@@ -36,17 +36,34 @@ def topology(v, c):
              "without topology, jobs are placed without regard to the network" if flat else None)
 
 
+def healthcheck_interval(cfg):
+    """HealthCheckInterval in seconds ('300 sec' from scontrol, '300' from slurm.conf; unset is slurm.conf(5)'s default
+    0, which disables the periodic runs: the program then runs only when slurmd starts). None when unreadable."""
+    value = cfg.get("HealthCheckInterval")
+    if value in (None, ""):
+        return 0
+    m = re.match(r"^\s*(\d+)", str(value))
+    return int(m.group(1)) if m else None
+
+
+HEALTHCHECK_ONCE = "runs only when slurmd starts: HealthCheckInterval 0"
+
+
 @host_rule
 def healthcheck(v, c):
     cfg = _slurm_cfg(v)
     prog = cfg.get("HealthCheckProgram")
+    expected = "a health check program on every node, run every HealthCheckInterval (> 0)"
     if not prog:
-        return R("fail", "HealthCheckProgram unset", "a health check program on every node")
+        return R("fail", "HealthCheckProgram unset", expected)
     exists = v.slurm().get("healthcheck_exists")
-    obs = "%s every %s (%s)" % (prog, cfg.get("HealthCheckInterval", "?"), cfg.get("HealthCheckNodeState", "?"))
+    obs = "%s every %s (%s)" % (prog, cfg.get("HealthCheckInterval", "0 (unset)"), cfg.get("HealthCheckNodeState", "?"))
     if exists is False:
-        return R("fail", obs + "; not found on this node", "a health check program on every node")
-    return R("pass", obs, "a health check program on every node")
+        return R("fail", obs + "; not found on this node", expected)
+    if healthcheck_interval(cfg) == 0:
+        return R("warn", obs, expected, "%s (slurm.conf(5): 0 disables the periodic runs), so a node that breaks "
+                                        "later is not drained" % HEALTHCHECK_ONCE)
+    return R("pass", obs, expected)
 
 
 @host_rule
@@ -155,13 +172,24 @@ def gres_gpus(v, c):
 
 @host_rule
 def cgroup_devices(v, c):
-    _slurm_cfg(v)
+    """cgroup.conf ConstrainDevices=yes, applied by the task/cgroup plugin (slurm.conf TaskPlugin): without it the
+    limit is never set up and jobs see every GPU of the node."""
+    cfg = _slurm_cfg(v)
     cg = v.slurm().get("cgroup_conf")
+    expected = "ConstrainDevices=yes with TaskPlugin task/cgroup (jobs see only their GPUs)"
     if cg is None:
-        return R("fail", "no cgroup.conf", "ConstrainDevices=yes (jobs see only their GPUs)")
+        return R("fail", "no cgroup.conf", expected)
     value = {k.lower(): x for k, x in cg.items()}.get("constraindevices", "no")
-    return R("pass" if value.lower() == "yes" else "fail", "ConstrainDevices=%s" % value,
-             "ConstrainDevices=yes (jobs see only their GPUs)")
+    if value.lower() != "yes":
+        return R("fail", "ConstrainDevices=%s" % value, expected)
+    task = cfg.get("TaskPlugin")
+    if not task:
+        return R("warn", "ConstrainDevices=yes; TaskPlugin not read", expected,
+                 "the device limit is applied only by task/cgroup, and this node's TaskPlugin was not read")
+    if "task/cgroup" not in [p.strip() for p in str(task).split(",")]:
+        return R("fail", "ConstrainDevices=yes, TaskPlugin=%s" % task, expected,
+                 "without task/cgroup in TaskPlugin the device limit is not applied: jobs see every GPU")
+    return R("pass", "ConstrainDevices=yes, TaskPlugin=%s" % task, expected)
 
 
 @host_rule

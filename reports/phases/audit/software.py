@@ -295,6 +295,19 @@ def connectx_uniform(v, c):
              "one firmware on every adapter")
 
 
+# A kernel's release without its version: what stays the same across its updates. EL kernels carry the dist tag of
+# the minor release that built them (5.14.0-427.13.1.el9_4.x86_64, then 5.14.0-503.14.1.el9_5.x86_64 after an update
+# to 9.5), and the RT ones of EL 9.0-9.2 an rt build number (...rt14.315.el9_2...): neither is part of the flavour,
+# which is the arch and its variant (x86_64, x86_64+debug, rt.x86_64). Ubuntu's is the suffix (generic, nvidia-64k).
+_DIST_TAG = re.compile(r"\.(?:el\d+(?:_\d+)*|amzn\d+|fc\d+)(?=\.|$)")
+_EL_RT = re.compile(r"\.rt\d+(?:\.\d+)*(?=\.)")
+
+
+def kernel_flavour(release):
+    text = _EL_RT.sub(".rt", _DIST_TAG.sub("", release or ""))
+    return re.sub(r"^[\d.\-]+", "", text)
+
+
 @host_rule
 def kernel_latest(v, c):
     sysd = v.sec("system")
@@ -302,8 +315,8 @@ def kernel_latest(v, c):
     installed = sysd.get("kernels_installed") or []
     if not installed:
         raise Skip("not reported: no kernel found in /boot or /lib/modules")
-    flavour = re.sub(r"^[\d.\-]+", "", running or "")
-    same = [k for k in installed if re.sub(r"^[\d.\-]+", "", k) == flavour] or installed
+    flavour = kernel_flavour(running)
+    same = [k for k in installed if kernel_flavour(k) == flavour] or installed
     newest = max(same, key=vkey)
     if vkey(newest) > vkey(running):
         return R("warn", "running %s, installed %s" % (running, newest), "the newest installed kernel is booted",
@@ -314,19 +327,40 @@ def kernel_latest(v, c):
 
 @host_rule
 def kernel_security(v, c):
+    """The table's minimum of a kernel line is of the OS's own series (generic_flavours); a derivative kernel (Ubuntu's
+    -nvidia, -aws, -azure ... number their ABI from 1000 up) is judged only by an entry "<line>-<flavour>"."""
+    spec = minimum_of(c)
     sysd = v.sec("system")
     osid, osver, kernel = sysd.get("os_id"), sysd.get("os_version"), sysd.get("kernel") or ""
-    table = minimum_of(c).get(osid or "", {}).get(osver or "")
+    table = spec.get(osid or "", {}).get(osver or "")
     if not table:
         raise Skip("not applicable: the table has no kernel minimum for %s %s" % (osid, osver))
     line = ".".join(kernel.split("-")[0].split(".")[:3])
-    if line not in table:
-        newest = max(table, key=vkey)
-        if vkey(line) > vkey(newest):
+    flavour = kernel_flavour(kernel)
+    generic = (spec.get("generic_flavours") or {}).get(osid)
+    own = next((k for k in ("%s-%s" % (line, flavour), "%s-%s" % (line, flavour.split("-")[0])) if k in table), None)
+    if own:
+        ok = vkey(kernel)[:4] >= vkey(table[own])[:4]
+        return R("pass" if ok else "fail", kernel, ">= %s (the -%s series; %s)" % (
+            table[own], own.split("-", 1)[1], _table_note(v)))
+    if generic is not None and flavour.split("-")[0] not in generic:
+        raise Skip("not applicable: no minimum in the table for the -%s flavour (its ABI numbers are a series of "
+                   "their own; the table's %s %s minimum is for the %s kernels)" % (
+                       flavour or "(none)", osid, osver, "/".join(generic)))
+    mins = {k: x for k, x in table.items() if not re.search(r"[a-z]", k)}
+    if line not in mins:
+        newest = max(mins, key=vkey) if mins else None
+        if newest and vkey(line) > vkey(newest):
             return R("pass", kernel, "kernel line newer than the table (%s)" % _table_note(v))
         raise Skip("not applicable: no minimum for the %s kernel line on %s %s" % (line, osid, osver))
-    ok = vkey(kernel)[:4] >= vkey(table[line])[:4]
-    return R("pass" if ok else "fail", kernel, ">= %s (%s)" % (table[line], _table_note(v)))
+    ok = vkey(kernel)[:4] >= vkey(mins[line])[:4]
+    return R("pass" if ok else "fail", kernel, ">= %s (%s)" % (mins[line], _table_note(v)))
+
+
+def _ubuntu_interim(osid, osver):
+    """Ubuntu's interim releases (YY.10, and YY.04 of an odd year) get 9 months of support; LTS are YY.04, YY even."""
+    m = re.match(r"^(\d+)\.(\d+)$", osver or "")
+    return osid == "ubuntu" and bool(m) and not (m.group(2) == "04" and int(m.group(1)) % 2 == 0)
 
 
 @host_rule
@@ -340,6 +374,9 @@ def os_support(v, c):
     if key not in ends:
         newest = max(ends, key=vkey)
         if vkey(osver) > vkey(newest):
+            if _ubuntu_interim(osid, osver):
+                raise Skip("not judged: %s %s is an interim release (9 months of support) that the table does not "
+                           "list: add its end from ubuntu.com/about/release-cycle" % (osid, osver))
             return R("pass", "%s %s" % (osid, osver), "a supported release (newer than the table)")
         return R("fail", "%s %s" % (osid, osver), "a supported release (%s)" % ", ".join(sorted(ends, key=vkey)),
                  "release not in the table: end of life")

@@ -85,11 +85,35 @@ def home_shared(v, c):
              None if shared else "users see a different home directory on every node")
 
 
+# The boot disk's own mounts are the system, never scratch: the boot and EFI partitions wherever they are, and on the
+# disk that holds / (an NVMe boot disk: / on nvme0n1p1, /boot on p16, /boot/efi on p15) the system paths below.
+BOOT_MOUNTS = ("/", "/boot", "/boot/efi", "/efi")
+SYSTEM_PATHS = ("/usr", "/var", "/home", "/opt", "/tmp", "/srv", "/snap", "/root")
+_NVME_DISK = re.compile(r"^/dev/(nvme\d+n\d+)(?:p\d+)?$")
+
+
+def _disk(source):
+    m = _NVME_DISK.match(source or "")
+    return m.group(1) if m else None
+
+
+def _system_mount(m, root_disk):
+    target = m.get("target") or ""
+    if target in BOOT_MOUNTS or target.startswith("/boot/"):
+        return True
+    on_root_disk = root_disk is not None and _disk(m.get("source")) == root_disk
+    return on_root_disk and any(target == p or target.startswith(p + "/") for p in SYSTEM_PATHS)
+
+
 @host_rule
 def local_nvme(v, c):
+    """A local NVMe (or md RAID) mount that is not the system: not the boot disk's /, /boot, /boot/efi, nor a system
+    path on the disk of /. A device-mapper volume (LVM over NVMe) is not recognised: the probe does not record what
+    a /dev/mapper device sits on."""
     st = v.sec("storage")
     mounts = _mounts(v)
-    local = [m for m in mounts if tier_of(m) == "local NVMe/RAID" and m.get("target") != "/"]
+    root_disk = next((_disk(m.get("source")) for m in mounts if m.get("target") == "/"), None)
+    local = [m for m in mounts if tier_of(m) == "local NVMe/RAID" and not _system_mount(m, root_disk)]
     devices = st.get("nvme") or {}
     if local:
         return R("pass", name_list("%s (%s, %.1f TB)" % (m["target"], m.get("source"), (m.get("size") or 0) / 1e12)

@@ -6,6 +6,7 @@ from datetime import datetime
 
 from reports.phases.audit.common import Error, R, Skip, host_rule, name_list, sysctl_rule
 from reports.phases.audit.gpu import COHERENT
+from reports.phases.audit.scheduler import HEALTHCHECK_ONCE, healthcheck_interval
 
 
 @host_rule
@@ -165,11 +166,17 @@ def agent(v, c):
             found.append(d)
     if h.get("nvsentinel_config"):
         found.append("NVSentinel config")
-    hc = (v.slurm().get("config") or {}).get("HealthCheckProgram")
-    if hc:
+    cfg = v.slurm().get("config") or {}
+    hc = cfg.get("HealthCheckProgram")
+    expected = "a node health-check agent (NHC, NVSentinel, ...)"
+    if hc and healthcheck_interval(cfg) == 0:
+        if not found:
+            return R("warn", "Slurm HealthCheckProgram %s" % hc, expected,
+                     "it %s: no periodic health check" % HEALTHCHECK_ONCE)
+        found.append("Slurm HealthCheckProgram %s (%s)" % (hc, HEALTHCHECK_ONCE))
+    elif hc:
         found.append("Slurm HealthCheckProgram %s" % hc)
-    return R("pass" if found else "fail", name_list(found) or "none",
-             "a node health-check agent (NHC, NVSentinel, ...)")
+    return R("pass" if found else "fail", name_list(found) or "none", expected)
 
 
 # a failure's messages -> what to do about it (dcgmi's own advice, "Reset GPU. Restart DCGM.", misses these)
