@@ -14,7 +14,11 @@ torch.distributed.checkpoint (DCP), the way training jobs checkpoint.
 Per world (labels method=dcp, nodes, ranks): per rank (scope rank, label rank) its GB/s of save and load and its
 bytes; this node's ranks together (scope node: their bytes over the world's barrier-to-barrier time); the world
 (scope aggregate, on the node of rank 0: every rank's bytes over that time). Every load is checked against what was
-saved (ckpt_load_mismatch, and the facts torch_save_load_matches and dcp_load_matches). GB/s = 1e9 bytes/s.
+saved (ckpt_load_mismatch, and the facts torch_save_load_matches and dcp_load_matches); a DCP load that raised on the
+checkpoint's data (a shard cut short raises EOFError: probes/storage/dcp_job.py load_failure) is a mismatch of each
+rank whose load raised, and every load that raised is in the fact dcp_load_errors (nodes, rank, on_data, error). A
+world that failed before its loads were checked has no ckpt_load_mismatch: the controller names it from
+facts.failures. GB/s = 1e9 bytes/s.
 """
 
 import os
@@ -183,11 +187,20 @@ def _dcp_worlds(art, params, out_dir, not_ready, plan, shape, size, dirs, labels
     art.facts.update({"torch_backend": backend, "procs_per_node": ppn, "world_sizes": ",".join(map(str, plan))})
     settings = dict(world_settings(params, "probes.storage.dcp_job:save_load", backend, ppn), size_bytes=size,
                     tensors=params["tensors"], dtype=params["dtype"], dcp_dirs=dirs)
-    matches = []
+    matches, verified = [], set()  # every load's verdict; the worlds whose ranks here all checked theirs
 
     def record(art, world, nodes):
         recs = [x for r in world.ranks for x in world.records(r) if x.get("type") == "dcp"]
         extra = dict(labels, method="dcp", nodes=nodes, ranks=world.world)
+        for x in (x for r in world.ranks for x in world.records(r) if x.get("type") == "dcp_load_failed"):
+            # the rank's load raised: on the checkpoint's data (a shard that cannot be read back is data lost, a
+            # mismatch of this rank's load), or for the world's sake (a peer gone: no verdict on the data; the
+            # world's failure says what happened, and the controller names the world as not verified)
+            art.facts.setdefault("dcp_load_errors", []).append(
+                {"nodes": nodes, "rank": x["rank"], "on_data": bool(x.get("on_data")), "error": x.get("error")})
+            if x.get("on_data"):
+                matches.append(False)
+                art.add("ckpt_load_mismatch", 1, "count", scope="rank", rank=x["rank"], **extra)
         for x in recs:
             matches.append(x["matches"])
             art.add("ckpt_load_mismatch", 0 if x["matches"] else 1, "count", scope="rank", rank=x["rank"], **extra)
@@ -198,6 +211,7 @@ def _dcp_worlds(art, params, out_dir, not_ready, plan, shape, size, dirs, labels
                     rank=x["rank"], **extra)
         if len(recs) != len(world.ranks):
             return  # a rank failed (the world's failure says which): its node's and world's totals would be short
+        verified.add(nodes)
         save_s, load_s = max(x["all_save_s"] for x in recs), max(x["all_load_s"] for x in recs)
         mine = sum(x["bytes"] for x in recs)
         scopes = [("node", mine)]
@@ -212,4 +226,6 @@ def _dcp_worlds(art, params, out_dir, not_ready, plan, shape, size, dirs, labels
 
     drive(art, node, params, settings, plan, placement_order(node.n, params["racks"], params["nvlink_domains"]),
           env, launch_env, node_env, record)
-    art.facts["dcp_load_matches"] = all(matches) if matches else None
+    # True only where every world of this node checked its loads: a failed world's may never have been
+    unchecked = [f for f in art.facts.get("failures") or () if f.get("nodes") not in verified]
+    art.facts["dcp_load_matches"] = False if not all(matches) else None if unchecked or not matches else True

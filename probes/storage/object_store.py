@@ -73,7 +73,11 @@ class Bench:
         self._lock = threading.Lock()
         self.errors = {}
         self.throttled = 0
+        # keys whose PUT (or multipart upload) succeeded: the objects the store holds, read back and listed; and keys
+        # whose PUT was sent without an answer that it succeeded (refused, timed out, cut off): one that timed out
+        # may have landed, so the cleanup deletes these too, and nothing judges the store by them either way
         self.created = set()
+        self.maybe = set()
 
     def client(self):
         c = getattr(self._local, "client", None)
@@ -88,6 +92,18 @@ class Bench:
     def close(self):
         for c in self.clients:
             c.close()
+
+    def put(self, key, fn):
+        """fn() writes key (a PUT, a multipart upload); the key is the store's once fn returns."""
+        self.maybe.add(key)
+        result = fn()
+        self.created.add(key)
+        self.maybe.discard(key)
+        return result
+
+    def written(self, keys):
+        """The keys, in order, whose write succeeded."""
+        return [k for k in keys if k in self.created]
 
     def _fail(self, op, exc):
         with self._lock:
@@ -181,11 +197,12 @@ def _large(art, bench, p, prefix):
             yield piece
 
     def put(client, key):
-        bench.created.add(key)
-        client.put(p["bucket"], key, body(0, size), length=size)
+        bench.put(key, lambda: client.put(p["bucket"], key, body(0, size), length=size))
 
     def put_multipart(client, key):
-        bench.created.add(key)
+        bench.put(key, lambda: _multipart(client, key))
+
+    def _multipart(client, key):
         upload_id = client.create_multipart(p["bucket"], key)
         try:
             etags = [client.upload_part(p["bucket"], key, upload_id, n, body(offset, min(part, size - offset)),
@@ -207,14 +224,23 @@ def _large(art, bench, p, prefix):
     if part:
         ways.append(("multipart", put_multipart, "PUT multipart"))
         art.facts["multipart"] = {"part_bytes": part, "parts": -(-size // part)}
+    else:
+        art.facts["upload.multipart"], art.facts["upload_reason.multipart"] = "skipped", "part_mib 0: not asked"
     for upload, write, op in ways:
         keys = ["%slarge-%s/%d" % (prefix, upload, i) for i in range(p["large_count"])]
         labels = {"object_bytes": size, "threads": p["threads"], "upload": upload}
         wall, _ = bench.each(op, keys, write)
-        done = len(keys) - len(bench.errors.get(op, []))
+        done = bench.written(keys)
+        # each way's outcome, as the compute probes record their parts' (upload.<way> ok | error, upload_reason.<way>):
+        # a way that failed for every object has no result, and the controller's row for it says why
+        art.facts["upload.%s" % upload] = "ok" if len(done) == len(keys) else "error"
+        if len(done) < len(keys):
+            art.facts["upload_reason.%s" % upload] = "%d of %d failed: %s" % (
+                len(keys) - len(done), len(keys), (bench.errors.get(op) or ["no answer"])[0])
         if done:
-            art.add("obj_put_gbps", round(done * size / wall / 1e9, 4), "GB/s", **labels)
-        wall, sizes = bench.each("GET large", keys, get)
+            art.add("obj_put_gbps", round(len(done) * size / wall / 1e9, 4), "GB/s", **labels)
+        # only what was uploaded is read back: an object whose upload failed was never there to GET
+        wall, sizes = bench.each("GET large", done, get)
         if sizes:
             art.add("obj_get_gbps", round(sum(sizes) / wall / 1e9, 4), "GB/s", **labels)
 
@@ -235,9 +261,8 @@ def _small(art, bench, p, prefix):
     labels = {"object_bytes": size, "threads": p["threads"]}
 
     def put(client, key):
-        bench.created.add(key)
         t0 = time.perf_counter()
-        client.put(p["bucket"], key, data)
+        bench.put(key, lambda: client.put(p["bucket"], key, data))
         return time.perf_counter() - t0
 
     wall, lat = bench.each("PUT small", keys, put)
@@ -252,7 +277,8 @@ def _small(art, bench, p, prefix):
             raise ValueError("GET %s returned %d bytes, expected %d" % (key, len(body), size))
         return time.perf_counter() - t0, ttfb
 
-    wall, lat = bench.each("GET small", keys, get)
+    written = bench.written(keys)  # a key whose PUT failed was never written: its GET is no error of the store's
+    wall, lat = bench.each("GET small", written, get)
     if lat:
         art.add("obj_get_per_s", round(len(lat) / wall, 2), "ops/s", **labels)
         for pct in (50, 90, 99):
@@ -261,6 +287,8 @@ def _small(art, bench, p, prefix):
             art.add("obj_get_ttfb_ms", round(percentile([f for _, f in lat], pct) * 1000, 3), "ms",
                     pct="p%d" % pct, **labels)
 
+    if not written:
+        return  # nothing was written to list (the PUTs' errors say why): no LIST consistency measured
     client = bench.client()
     t0 = time.perf_counter()
     try:
@@ -269,7 +297,9 @@ def _small(art, bench, p, prefix):
         bench._fail("LIST", exc)
         return
     wall = time.perf_counter() - t0
-    expected = {k for k in keys if k in bench.created} - {None}
+    # the objects whose PUT succeeded; a refused PUT stored nothing, and one that timed out may or may not have
+    # landed (bench.maybe): neither is expected, and neither one listed counts against the store
+    expected = set(written)
     art.add("obj_list_per_s", round(len(listed) / wall, 1) if wall else 0.0, "objects/s", pages=pages)
     art.add("obj_list_missing", len(expected - set(listed)), "count")
 
@@ -332,8 +362,10 @@ def _endurance(art, bench, p, prefix):
         while time.perf_counter() < stop:
             key = "%s%08d" % (own, n)
             n += 1
-            bench.created.add(key)
+            bench.maybe.add(key)
             if call("PUT", client.put, p["bucket"], key, data):
+                bench.created.add(key)
+                bench.maybe.discard(key)
                 live.append(key)
             if live:
                 call("GET", get, client, live[rng.randrange(len(live))])
@@ -398,7 +430,7 @@ def _cleanup(art, bench, p, prefix):
                 bench._fail("cleanup", exc)
         art.add("obj_multipart_aborted", aborted, "count")
         left, _ = client.list(p["bucket"], prefix)
-        for key in set(left) | bench.created:
+        for key in set(left) | bench.created | bench.maybe:  # also what a PUT without an answer may have stored
             try:
                 client.delete(p["bucket"], key)
             except (storage_s3.S3Error, OSError) as exc:

