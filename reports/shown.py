@@ -22,14 +22,21 @@ def _side(value, line):
     return 1 if value > line else -1
 
 
-def shown(value, thresholds=(), decimals=1, scale=1.0, max_decimals=6):
+def shown(value, thresholds=(), decimals=1, scale=1.0, max_decimals=6, significant=None):
     """value * scale with `decimals` decimals, or as many more as it takes for the shown number to sit on the same side
     of every threshold (also scaled) as the exact one ("%.1f": 90.0 for 89.99905 beside a floor of 90 becomes
-    "89.999")."""
+    "89.999").
+
+    significant: that many significant digits ("%g", as the report's tables show a number under 100) instead of
+    decimals, and up to max_decimals more by the same rule ("%.3g": 100 for 99.96 beside a floor of 100 becomes
+    "99.96")."""
     lines = [t * scale for t in thresholds if t is not None]
     exact = value * scale
-    for digits in range(decimals, max_decimals + 1):
-        text = "%.*f" % (digits, exact)
+    if significant is None:
+        texts = ("%.*f" % (digits, exact) for digits in range(decimals, max_decimals + 1))
+    else:
+        texts = ("%.*g" % (digits, exact) for digits in range(significant, significant + max_decimals + 1))
+    for text in texts:
         if all(_side(float(text), line) == _side(exact, line) for line in lines):
             return text
     return text

@@ -19,6 +19,7 @@ from reports.grading.select import (
     host_failed_tasks,
     selection,
 )
+from reports.shown import shown
 
 
 def grade_reachable(check, run, host):
@@ -257,7 +258,7 @@ def grade_straggler(check, run, hosts, judge=None):
             continue
         median = medians[key]
         below = 100.0 * (median - value) / median if median else 0.0
-        observed = "%s (%.1f%% below %s median)" % (text_of(value), max(below, 0), scope)
+        observed = "%s (%s%% below %s median)" % (text_of(value), shown(max(below, 0), (warn_pct, fail_pct)), scope)
         rows.append(make_row(check, host, status_above(below, warn_pct, fail_pct), observed,
                              "within %g%% of the %s median %s" % (fail_pct, scope, text_of(median)), why,
                              subject=subject))

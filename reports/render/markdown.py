@@ -1,6 +1,10 @@
-"""report.md from blocks (reports.render.blocks), and the number formats every part's tables share."""
+"""report.md from blocks (reports.render.blocks), and the number formats every part's tables share (with the checks
+whose lines a number is shown against)."""
+
+import functools
 
 from reports.render.blocks import Span, spans
+from reports.shown import shown
 
 _SPAN_MD = {"text": "%s", "strong": "**%s**", "em": "*%s*", "code": "`%s`"}
 
@@ -48,15 +52,32 @@ def render(blocks):
     return "\n\n".join(_block(b) for b in blocks) + "\n" if blocks else ""
 
 
-def fmt(value, digits=3, decimals=0):
-    """A measured number for a table: from 100 up with `decimals` decimals, else `digits` significant digits."""
+def fmt(value, digits=3, decimals=0, thresholds=()):
+    """A measured number for a table: from 100 up with `decimals` decimals, else `digits` significant digits.
+    thresholds: the lines a check judged the value against (in the units shown): more digits where fewer would show
+    it on the other side of one, or on it (reports/shown.py: 99.96 beside a floor of 100 is "99.96", not "100")."""
     if value is None:
         return None
     if abs(value) >= 100:
-        return "%.*f" % (decimals, value)
-    return "%.*g" % (digits, value)
+        return shown(value, thresholds, decimals=decimals)
+    return shown(value, thresholds, significant=digits)
 
 
-def fmt_tenths(value):
+def fmt_tenths(value, thresholds=()):
     """fmt with one decimal from 100 up (GPU and network rates, where 781.9 and 782 are worth telling apart)."""
-    return fmt(value, decimals=1)
+    return fmt(value, decimals=1, thresholds=thresholds)
+
+
+@functools.cache
+def _shipped_checks():
+    from reports.grading.rubric import load_rubric  # noqa: PLC0415 - a section asks for lines, not at import
+
+    return tuple(load_rubric()["checks"])
+
+
+def graded_checks(run, match):
+    """The rubric checks for which match(check) is true, as the run's rows were graded with them
+    (reports.grading.grade: run.graded_with), else the shipped rubric's: where a section reads the lines a value it
+    shows was judged against, so that it shows the value on the same side of them as the check's row."""
+    graded = [c for c in (getattr(run, "graded_with", None) or {}).get("checks") or () if match(c)]
+    return graded or [c for c in _shipped_checks() if match(c)]

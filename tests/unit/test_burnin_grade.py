@@ -910,3 +910,53 @@ def test_a_short_runs_last_window_cut_at_the_stop_without_a_sample_still_judges_
     assert {(r["check_id"], r["subject"]): r["status"] for r in rows} == {
         ("burnin.clock_drop", "gpu 0"): "pass", ("burnin.clock_drop", "gpu 1"): "pass",
         ("burnin.temperature", "gpu 0"): "pass", ("burnin.temperature", "gpu 1"): "pass"}, rows
+
+
+def test_a_degradation_just_past_a_line_is_shown_past_it(tmp_path):
+    """GPU 0's GEMMs fell 10.04 % from the first tenth to the last (gemm_degradation fails above 10 %), the
+    all-to-all 20.04 % (collective_degradation fails above 20 %): shown as 10.0% and 20.0%, beside "(10% fails)" and
+    "(20% fails)", they read as on the lines. Each keeps its side; far from a line, one decimal as before."""
+    g1 = node(tmp_path, "g1", gpu=True, tflops=[100.0, 98.0, 90.0, 89.96], coll_bw=[2.5, 2.5, 2.5, 1.999])
+    c1 = node(tmp_path, "c1", tflops=[0.02, 0.02, 0.019, 0.0179], coll_bw=[2.5, 2.5, 2.5, 2.25])
+    run = make_run(tmp_path, [g1, c1])
+    rows = grade(run, {"checks": [CHECKS[c] for c in ("burnin.gemm_degradation", "burnin.collective_degradation")]})
+    got = {(r["check_id"], r["host"], r["subject"]): (r["status"], r["observed"]) for r in rows}
+    assert got[("burnin.gemm_degradation", "g1", "gpu 0")] == (
+        "fail", "10.04% (first tenth 100.000, last tenth 89.960 TFLOP/s)")
+    assert got[("burnin.collective_degradation", "g1", "burnin alltoall")] == (
+        "fail", "20.04% (first tenth 2.500, last tenth 1.999 GB/s)")
+    # 10.5 % and 10.0 %: far from a line, or exactly on one (10 % of the collective's warns only above 10)
+    assert got[("burnin.gemm_degradation", "c1", "worker 0 (cpu)")] == (
+        "fail", "10.5% (first tenth 0.020, last tenth 0.018 TFLOP/s)")
+    assert got[("burnin.collective_degradation", "c1", "burnin alltoall")] == (
+        "pass", "10.0% (first tenth 2.500, last tenth 2.250 GB/s)")
+
+
+def test_a_storage_soak_degradation_just_past_a_line_is_shown_past_it(tmp_path):
+    """The storage soak's fio bandwidth (read + write per interval, as the soak's fio timeline has it) fell 25.04 %
+    from the first tenth of a phase to its last: a fail (burnin.storage_degradation fails above 25 %), shown as
+    25.0% beside "(25% fails)". It keeps its side."""
+    out = tmp_path / "node-s1"
+    out.mkdir()
+    p = soak_runner.paths(str(out), "storage_soak", None)
+    cfg = {"t_start": T0, "deadline": T0 + 60, "duration_s": 60.0, "interval": 5.0, "grace_s": 30,
+           "marker": soak_runner.marker("r1", "s1", "storage_soak"), "gemm": False, "collectives": [],
+           "fio": {"tier": "/scratch"}}
+    _write(p["monitor"], [{"type": "monitor", "t": T0 + 5 * (k + 1), "cpu_util_pct": 20.0, "nics": {}}
+                          for k in range(4)])
+    _write(p["fio"], [{"type": "fio", "phase": "mixed_seq", "clients": 1, "t_start": T0 + 5 * k, "t": T0 + 5 * (k + 1),
+                       "read_mibps": bw / 2, "write_mibps": bw / 2} for k, bw in enumerate([1000, 1000, 1000, 749.6])]
+           + [{"type": "fio_phase", "phase": "mixed_seq", "clients": 1, "rc": 0}])
+    with open(p["done"], "w") as fh:
+        json.dump({"ended_by": "completed", "t_start": T0, "t_end": T0 + 60.2, "exits": {}}, fh)
+    art = Artifact("storage_soak", "r1", "s1")
+    soak_summary.summarize(art, cfg, p)
+    doc = art.to_dict()
+    host_dir = tmp_path / "run" / "artifacts" / "s1"
+    write_json_atomic(str(host_dir / "storage_soak.json"), doc)
+    for name in doc["raw"]:
+        (host_dir / name).write_text((out / name).read_text())
+    (tmp_path / "run" / "assess_run.json").write_text(json.dumps({"id": "r1", "provider": "p", "hosts": ["s1"]}))
+    [row] = grade(load_run(str(tmp_path / "run")), {"checks": [CHECKS["burnin.storage_degradation"]]})
+    assert (row["subject"], row["status"]) == ("mixed_seq c1", "fail")
+    assert row["observed"].startswith("25.04% (1000 -> 750 MiB/s; "), row

@@ -156,3 +156,16 @@ def test_each_phase_grader_imports_first_and_every_rubric_kind_is_registered():
         res = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
         assert res.returncode == 0, (phase, res.stderr[-1500:])
     assert {c["kind"] for c in load_rubric()["checks"]} <= kinds.kind_names()
+
+
+def test_a_straggler_just_past_a_line_is_shown_past_it():
+    """GPU 7 10.04 % below its node's median fails (more than 10 % below), GPU 6 5.04 % below warns (more than 5 %):
+    shown as 10.0 % and 5.0 %, next to "within 10%", they read as on the lines. The percentage keeps the side."""
+    check = dict(CHECK, kind="straggler", scope="node", max_below_median_pct=10, warn_below_median_pct=5)
+    run = make_run([gemm_doc("n1", [800.0] * 6 + [759.68, 719.68]), info_doc("n1")])
+    rows = {r["subject"]: r for r in grade_straggler(check, run, ["n1"])}
+    assert rows["gpu=7"]["status"] == "fail"
+    assert rows["gpu=7"]["observed"] == "719.68 (10.04% below node median)"
+    assert rows["gpu=7"]["expected"] == "within 10% of the node median 800"
+    assert rows["gpu=6"]["status"] == "warn" and rows["gpu=6"]["observed"] == "759.68 (5.04% below node median)"
+    assert rows["gpu=0"]["status"] == "pass" and rows["gpu=0"]["observed"] == "800 (0.0% below node median)"

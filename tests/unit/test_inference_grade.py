@@ -439,3 +439,37 @@ def test_every_point_of_the_sweep_draws_prompts_of_its_own():
         prefill = {p["concurrency"]: p["args"] for p in plan if p["scenario"] == "prefill"}
         assert prefill[4][prefill[4].index("--num-prompts") + 1] == str(16 * nodes)
     assert sweep_points(SCENARIOS, [1], 1, 4, 8, 2) != sweep_points(SCENARIOS, [1], 1, 4, 8, 1)  # the param counts
+
+
+def _longer_chat_c1(tmp_path, good, repeats=250):
+    """The fixture's chat c1 result file (8 requests) as one of repeats x 8 requests, the 8 made again one after the
+    other (start times and duration moved on), every request after the first `good` answered with a first token
+    after 1 s (over the chat SLO's 450 ms)."""
+    data = json.loads((SINGLE / "chat.c1.json").read_text())
+    n, duration = data["num_prompts"], data["duration"]
+    for key in ("input_lens", "output_lens", "ttfts", "itls", "latencies", "generated_texts", "errors",
+                "queue_times"):
+        data[key] = data[key] * repeats
+    data["start_times"] = [t + k * duration for k in range(repeats) for t in data["start_times"]]
+    data["ttfts"] = [t if i < good else 1.0 for i, t in enumerate(data["ttfts"])]
+    data["num_prompts"] = data["completed"] = n * repeats
+    data["duration"] = duration * repeats
+    path = tmp_path / ("good%d" % good) / "chat.c1.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("good, status, shown", [
+    (1799, "fail", "89.95"),   # under the 90 % floor: "%.1f" showed 90.0 beside ">= 90 %"
+    (1979, "warn", "98.95"),   # under the 99 % warn line: it showed 99.0
+    (1960, "warn", "98.0"),    # far from both: one decimal, as before
+])
+def test_a_goodput_just_under_a_line_is_shown_under_it(tmp_path, good, status, shown):
+    worlds = {1: {**point_files(), ("chat", 1): _longer_chat_c1(tmp_path, good)}}
+    run = make_run([inference_doc("h1", worlds=worlds)])
+    row = next(r for r in gi.grade_goodput(check("inference.goodput"), run, "h1") if r["subject"] == "chat, c1, 1 node")
+    assert row["status"] == status
+    assert row["observed"].startswith("%s %% (%d of 2000 requests within TTFT <= 450 ms, TPOT <= 40 ms)" % (
+        shown, good)), row
+    assert row["expected"] == ">= 90 % within the SLOs (warn below 99 %)"

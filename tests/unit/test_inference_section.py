@@ -141,3 +141,19 @@ def test_the_section_counts_goodput_with_the_slos_the_rows_were_graded_with(tmp_
     shown = next(r for r in table.rows if r[:4] == ["h2", 1, "chat", 1])[8]
     share = row["observed"].split(" %")[0].split()[-1]
     assert shown.startswith("%s %%" % share) and not shown.startswith("100.0"), (row["observed"], shown)
+
+
+def test_the_goodput_the_check_judged_is_shown_on_its_side_of_the_checks_lines(tmp_path):
+    """chat at concurrency 1 on one node, the point inference.goodput judges, with 1799 of 2000 requests within the
+    SLO: 89.95 %, a fail under the check's 90 %; the points table showed "90.0 %". It shows the digits that keep the
+    side, as the check's row does; a point the check does not judge keeps one decimal."""
+    from test_inference_grade import _longer_chat_c1
+
+    run = make_run([inference_doc("h1", worlds={1: {**FILES, ("chat", 1): _longer_chat_c1(tmp_path, 1799)}})])
+    rows = grade.grade(run)
+    [judged] = [r for r in rows if r["check_id"] == "inference.goodput" and r["subject"] == "chat, c1, 1 node"]
+    assert judged["status"] == "fail" and judged["observed"].startswith("89.95 % (1799 of 2000 requests")
+    points = tables(section.blocks(run, rows, None))["Points: throughput, goodput, regime"]
+    chat = {r[3]: r for r in points.rows if r[2] == "chat"}
+    assert chat[1][8].startswith("89.95 % (1799/2000), "), chat[1][8]
+    assert chat[4][8].startswith("100.0 % (16/16), ")

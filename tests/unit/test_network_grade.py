@@ -757,3 +757,24 @@ def test_the_scaling_tables_efficiency_is_the_checks_own_figure():
     worlds = {key[:2]: points for key, points in gn.curves(gn.frame(run, "collectives", "busbw_gbps")).items()}
     assert [(n, ref, round(ratio, 6)) for n, _, ref, _, _, ratio in gn.scaling(worlds, "alltoall")] == [
         (4, 2, 1.0), (8, 2, 1.0), (8, 4, 1.0)]
+
+
+@pytest.mark.parametrize("slower, status, worst, efficiency", [
+    (69.96, "fail", "0.6996", "69.96"),   # under the 0.7 the check fails below: not "0.70", not "70 %"
+    (84.97, "warn", "0.8497", "84.97"),   # under the 0.85 it warns below: not "0.85", not "85 %"
+    (60.0, "fail", "0.60", "60"),         # far from both: the digits as before
+])
+def test_a_scaling_ratio_just_under_a_line_is_shown_under_it(slower, status, worst, efficiency):
+    """The ratio network.*_scaling judges, in the row ("worst %.2f") and in the section's efficiency column (fmt:
+    3 significant digits), against the check's fail_below 0.7 and warn_below 0.85. The busbw column is judged by
+    no line: as before."""
+    c = check("network.collectives_scaling")
+    curves = {(2, 16, "all_gather", "out_of_place"): [(1 << 28, 100.0)],
+              (4, 32, "all_gather", "out_of_place"): [(1 << 28, slower)]}
+    run = make_run([coll_doc("h%d" % i, curves) for i in range(4)])
+    [row] = gn.grade_scaling(c, run, ["h0"])
+    assert (row["status"], row["observed"]) == (status, "worst %s: all_gather out-of-place at 4 nodes vs 2 (256 MiB)"
+                                                 % worst)
+    md = section.render(run, [], None)
+    assert "| all_gather | out-of-place | 4 | 32 | 256 MiB | %.3g | %s %% of 2 nodes (100.0 GB/s at 256 MiB) |" % (
+        slower, efficiency) in md, md

@@ -538,3 +538,18 @@ def test_a_coverage_just_under_the_line_to_rate_is_not_shown_on_it():
 def test_a_shown_number_is_on_the_side_of_each_line_the_exact_one_is(value, lines, kwargs, text):
     from reports.shown import shown
     assert shown(value, lines, **kwargs) == text
+
+
+@pytest.mark.parametrize("value, lines, significant, text", [
+    (99.96, [100, 500], 3, "99.96"),           # IOR write under its 100 MiB/s floor: not "100"
+    (0.04996, [0.05, 0.5], 3, "0.04996"),      # a checkpoint save under its 0.05 GB/s floor: not "0.05"
+    (69.96, [70, 85], 3, "69.96"),             # a scaling efficiency under its 70 % line
+    (0.5, [0.05, 0.5], 3, "0.5"),              # on the line: shown on it, as %g shows it
+    (99.96, [], 3, "100"),                     # no line: the significant digits asked for
+    (12.34, [100, 500], 3, "12.3"),            # far from every line: the same
+])
+def test_a_number_shown_with_significant_digits_keeps_its_side_of_each_line(value, lines, significant, text):
+    """The tables' format (reports/render/markdown.fmt: 3 significant digits under 100) by the same rule as the
+    decimals: more digits only where fewer would cross a line or land on it."""
+    from reports.shown import shown
+    assert shown(value, lines, significant=significant) == text

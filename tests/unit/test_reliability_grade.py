@@ -871,3 +871,56 @@ def test_xid63_drained_for_the_reset_and_back_passes_both_checks(tmp_path):
     [cont] = gr.grade_contained(check("reliability.contained_xid"), run, "n1")
     assert (act["status"], act["observed"]) == ("pass", "returned (XID 63)")
     assert cont["status"] == "pass" and cont["observed"].startswith("drained for a GPU reset and back, a job ran")
+
+
+# --- A time shown beside the limit it was judged against is on the limit's side (reports/shown.py): a detection
+# at 120.04 s warns (pass only within 120 s) and caps the tier at Silver; it was shown as 120.0 s everywhere.
+def test_a_detection_just_over_the_limit_is_shown_over_it_in_the_row_the_gate_and_the_section(tmp_path):
+    from reports.grading import grade
+    from reports.rate import evaluate_gates, load_tiers
+
+    run = make_run(tmp_path, [fault_docs("n1", detect=120.04, action="drained"),
+                              fault_docs("n2", detect=45.0, action="drained")])
+    rubric = {"checks": [c for c in RUBRIC["checks"] if c["id"].startswith("reliability.")]}
+    rows = grade(run, rubric)
+    row = next(r for r in rows if (r["check_id"], r["host"]) == ("reliability.failure_detection", "n1"))
+    assert row["status"] == "warn"
+    assert row["observed"] == "120.04 s (XID 79 in kernel log (health check))"
+    assert row["expected"] == "noticed (flagged unhealthy or taken out of service) within 120.0 s (over 600.0 s fails)"
+    [gate] = [g for g in evaluate_gates(rows, load_tiers()) if g["id"] == "failure_detection"]
+    assert gate["triggered"] and [e["observed"] for e in gate["evidence"]] == [row["observed"]]
+    md = section.render(run, rows, None)
+    assert "| n1 | XID 79 | kmsg | 120.04 |" in md
+    assert "- **n1** (XID 79): t+0.0 s injected (kmsg) -> t+120.04 s taken out of service" in md
+    # far from either limit: one decimal, as before
+    n2 = next(r for r in rows if (r["check_id"], r["host"]) == ("reliability.failure_detection", "n2"))
+    assert n2["status"] == "pass" and n2["observed"].startswith("45.0 s (")
+    assert "| n2 | XID 79 | kmsg | 45.0 |" in md and "t+45.0 s taken out of service" in md
+    # the section reads the limits the rows were graded with: within 300 s, 120.04 is far from every line
+    lenient = {"checks": [dict(c, pass_s=300) if c["id"] == "reliability.failure_detection" else c
+                          for c in rubric["checks"]]}
+    rows = grade(run, lenient)
+    assert next(r for r in rows if (r["check_id"], r["host"]) == ("reliability.failure_detection", "n1"))[
+        "observed"].startswith("120.0 s (")
+    assert "| n1 | XID 79 | kmsg | 120.0 |" in section.render(run, rows, None)
+
+
+def test_a_return_just_over_the_hour_is_shown_over_it(tmp_path):
+    """Back in service 3600.04 s after the fault, against return_to_service's hour: a fail, shown as 3600.04 s
+    (not 3600.0) in the row and in the section's table."""
+    from reports.grading import grade
+
+    run = make_run(tmp_path, [fault_docs("n1", detect=30.0, action="returned", returned=3600.04, watched=4000.0)])
+    rubric = {"checks": [c for c in RUBRIC["checks"] if c["id"].startswith("reliability.")]}
+    rows = grade(run, rubric)
+    row = next(r for r in rows if (r["check_id"], r["host"]) == ("reliability.return_to_service", "n1"))
+    assert (row["status"], row["observed"]) == ("fail", "back after 3600.04 s, a fresh job took 2.0 s")
+    md = section.render(run, rows, None)
+    assert "| returned | REBOOT: GPU fell off the bus: drain and reboot the node | 3600.04 |" in md, md
+    assert "t+3600.04 s back in service" in md
+
+
+def test_an_nvl72_tray_drained_just_after_the_limit_is_shown_after_it(tmp_path):
+    run = make_run(tmp_path, nvl72_docs("n1", [(-1, "IDLE"), (120.04, "IDLE+DRAIN")]))
+    [row] = gr.grade_return(check("reliability.return_to_service"), run, "n1")
+    assert (row["status"], row["observed"]) == ("fail", "drained after 120.04 s")

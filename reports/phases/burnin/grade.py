@@ -56,6 +56,7 @@ from reports.grading import expectations
 from reports.grading.preconditions import ungradable
 from reports.grading.rows import make_row, status_above
 from reports.grading.select import find_artifact, load_models, plain_metrics
+from reports.shown import shown
 
 
 def read_stream(run, doc, stream):
@@ -236,12 +237,23 @@ def kmsg_partial(facts):
     return until, facts["kmsg_error"], at
 
 
+def _degradation_lines(check, warn_pct, fail_pct):
+    """(warn, fail) percent of a soak's degradation check: the check's `warn_pct` and `fail_pct`, else the
+    defaults."""
+    return float(check.get("warn_pct", warn_pct)), float(check.get("fail_pct", fail_pct))
+
+
 def _degradation(check, degradation_pct, warn_pct, fail_pct):
     """(status, expected) of a soak's degradation (first tenth against last tenth); the check's `warn_pct` and
     `fail_pct` override the defaults."""
-    warn, fail = float(check.get("warn_pct", warn_pct)), float(check.get("fail_pct", fail_pct))
+    warn, fail = _degradation_lines(check, warn_pct, fail_pct)
     return status_above(degradation_pct, warn, fail), "last tenth at most %g%% below the first (%g%% fails)" % (
         warn, fail)
+
+
+def _degradation_shown(check, degradation_pct, warn_pct, fail_pct):
+    """The degradation as its row shows it: "10.04%" past a 10 % line, never "10.0%" (reports/shown.py)."""
+    return "%s%%" % shown(degradation_pct, _degradation_lines(check, warn_pct, fail_pct))
 
 
 def _gemm_stopped(doc, m, error):
@@ -313,8 +325,8 @@ def grade_gemm(check, run, host):
             rows.append(make_row(check, host, "skip", reason="no FLOP/s samples under the load", subject=subject))
             continue
         status, expected = _degradation(check, deg, 5, 10)
-        observed = "%.1f%% (first tenth %.3f, last tenth %.3f TFLOP/s)" % (
-            deg, m.get("gemm_tflops_first", 0), m.get("gemm_tflops_last", 0))
+        observed = "%s (first tenth %.3f, last tenth %.3f TFLOP/s)" % (
+            _degradation_shown(check, deg, 5, 10), m.get("gemm_tflops_first", 0), m.get("gemm_tflops_last", 0))
         rows.append(make_row(check, host, status, observed, expected, subject=subject))
     return rows
 
@@ -501,8 +513,8 @@ def _coll_degradation(check, run, host):
                 continue
             status, expected = _degradation(check, deg, 10, 20)
             first, last = c.get("coll_busbw_first_gbps"), c.get("coll_busbw_last_gbps")
-            observed = "%.1f%%" % deg + (" (first tenth %.3f, last tenth %.3f GB/s)" % (first, last)
-                                         if first is not None else "")
+            observed = _degradation_shown(check, deg, 10, 20) + (
+                " (first tenth %.3f, last tenth %.3f GB/s)" % (first, last) if first is not None else "")
             rows.append(make_row(check, host, status, observed, expected, subject="%s %s" % (probe, coll)))
     return rows
 
@@ -772,9 +784,10 @@ def grade_storage(check, run, host):
             rows.append(make_row(check, host, "skip", reason="no bandwidth intervals", subject=subject))
             continue
         status, expected = _degradation(check, deg, 10, 25)
-        rows.append(make_row(check, host, status, "%.1f%% (%.0f -> %.0f MiB/s; min %.0f avg %.0f max %.0f)" % (
-            deg, m.get("fio_bw_first_mibps", 0), m.get("fio_bw_last_mibps", 0), m.get("fio_bw_min_mibps", 0),
-            m.get("fio_bw_avg_mibps", 0), m.get("fio_bw_max_mibps", 0)), expected, subject=subject))
+        rows.append(make_row(check, host, status, "%s (%.0f -> %.0f MiB/s; min %.0f avg %.0f max %.0f)" % (
+            _degradation_shown(check, deg, 10, 25), m.get("fio_bw_first_mibps", 0), m.get("fio_bw_last_mibps", 0),
+            m.get("fio_bw_min_mibps", 0), m.get("fio_bw_avg_mibps", 0), m.get("fio_bw_max_mibps", 0)), expected,
+            subject=subject))
     return rows
 
 

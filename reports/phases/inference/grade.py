@@ -30,6 +30,7 @@ from reports.grading import expectations
 from reports.grading.preconditions import ungradable
 from reports.grading.rows import SEVERITY_OF_STATUS, make_row, status_below
 from reports.grading.select import find_artifact, gpu_model
+from reports.shown import shown
 
 PROBE = "inference"
 GOODPUT_CHECK = "inference.goodput"
@@ -361,8 +362,8 @@ def grade_goodput(check, run, host):
             rows.append(make_row(check, host, "skip", subject=subject,
                                  reason="no per-request results recorded for this point"))
             continue
-        observed = "%.1f %% (%d of %d requests within %s)" % (100 * g["fraction"], g["good"], g["total"],
-                                                               slo_text(slos[scenario]))
+        observed = "%s %% (%d of %d requests within %s)" % (
+            shown(g["fraction"], (fail_below, warn_below), scale=100), g["good"], g["total"], slo_text(slos[scenario]))
         if g["per_s"] is not None:
             observed += "; goodput %.3g requests/s" % g["per_s"]
         rows.append(make_row(check, host, status_below(g["fraction"], warn_below, fail_below), observed,

@@ -12,6 +12,7 @@ import statistics
 
 from reports.grading.rows import summary_line
 from reports.phases.inference.grade import (
+    GOODPUT_CHECK,
     LATENCIES,
     PERCENTILES,
     PROBE,
@@ -26,7 +27,8 @@ from reports.phases.inference.grade import (
 )
 from reports.render import markdown, plots
 from reports.render.blocks import Bullets, Heading, Paragraph, Table, code, figure, joined, link, strong
-from reports.render.markdown import fmt
+from reports.render.markdown import fmt, graded_checks
+from reports.shown import shown
 
 ORDER = 46
 
@@ -88,15 +90,33 @@ def _ordered(pts):
     return sorted(pts, key=lambda k: (k[1], k[2], k[3], k[0]))
 
 
+def goodput_lines(run, pts):
+    """{point: (fail_below, warn_below)} of the points inference.goodput judged (grade.grade_goodput: per host and
+    scenario, the lowest concurrency on the check's `nodes`), as the run was graded with it (graded_slos' check)."""
+    out = {}
+    for check in graded_checks(run, lambda c: c.get("id") == GOODPUT_CHECK):
+        nodes, lowest = int(check.get("nodes", 1)), {}
+        for key in pts:
+            host, n, scenario, conc = key
+            if n == nodes and ((host, scenario) not in lowest or conc < lowest[(host, scenario)][3]):
+                lowest[(host, scenario)] = key
+        lines = tuple(float(check[k]) for k in ("fail_below", "warn_below") if k in check)
+        for key in lowest.values():
+            out[key] = out.get(key, ()) + lines
+    return out
+
+
 def points_table(run, pts, slos):
     regimes = regime_of_points(run)
+    judged = goodput_lines(run, pts)
     rows = []
     for key in _ordered(pts):
         host, nodes, scenario, conc = key
         p = pts[key]
         g = point_goodput(run, key, p, slos)
-        good = "%.1f %% (%d/%d), %s/s" % (100 * g["fraction"], g["good"], g["total"], fmt(g["per_s"])) \
-            if g and g["total"] and g["per_s"] is not None else None
+        # the fraction the goodput check judged is shown on its side of the check's lines (reports/shown.py)
+        good = "%s %% (%d/%d), %s/s" % (shown(g["fraction"], judged.get(key, ()), scale=100), g["good"], g["total"],
+                                        fmt(g["per_s"])) if g and g["total"] and g["per_s"] is not None else None
         regime, why = regimes.get(key, (None, ""))
         rows.append([host, nodes, scenario, conc, fmt(p.get("output_tokens_per_s_per_gpu")),
                      fmt(p.get("interactivity_tokens_per_s_per_user")), fmt(p.get("requests_per_s")),

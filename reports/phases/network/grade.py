@@ -37,6 +37,7 @@ from reports.grading.preconditions import ungradable
 from reports.grading.rows import make_row, status_above, status_below, worst_status
 from reports.grading.select import find_artifact, gpu_model, labels_match, selection
 from reports.phases.audit.network import host_nics
+from reports.shown import shown
 
 LABELS = ("collective", "size_bytes", "placement", "nodes", "ranks")
 # Point-to-point patterns: a rank's traffic to the other nodes leaves on its own NIC, so these see one GPU's share of
@@ -642,6 +643,12 @@ def grade_rail_straggler(check, run, hosts):
 # real series (tests/fixtures/nccl-tests/real, NVIDIA/nccl-tests#309): 466.7 GB/s at 2 nodes, 325.9 at 4, 321 at 8.
 TREE_AT_TWO_NODES = ("all_reduce",)
 
+
+def scaling_lines(check):
+    """(fail_below, warn_below) of a net_scaling check: a ratio (scaling) below them fails, warns."""
+    return float(check.get("fail_below", 0.7)), float(check.get("warn_below", 0.85))
+
+
 def grade_scaling(check, run, hosts):
     """busbw as world size grows: every multi-node world against the next smaller one and the smallest multi-node
     one, each pair at the largest size both measured (scaling). busbw is normalised for the rank count, so a
@@ -666,7 +673,7 @@ def grade_scaling(check, run, hosts):
             ratios.append((ratio, coll, place, nodes, ref, size))
     rows = []
     cpu = bool(backends) and not (backends & {"cuda", "rocm"})
-    fail_below, warn_below = float(check.get("fail_below", 0.7)), float(check.get("warn_below", 0.85))
+    fail_below, warn_below = scaling_lines(check)
     for host in hosts:
         pre = ungradable(check, run, host)
         if pre:
@@ -692,8 +699,9 @@ def grade_scaling(check, run, hosts):
         if cpu and status == "fail":
             status = "warn"
             expected += "; cpu backend: warn only (test hosts share CPUs)"
-        observed = "worst %.2f: %s %s at %d nodes vs %d (%s)" % (ratio, coll, place.replace("_", "-"), nodes, base,
-                                                                 human_bytes(size))
+        observed = "worst %s: %s %s at %d nodes vs %d (%s)" % (
+            shown(ratio, (fail_below, warn_below), decimals=2), coll, place.replace("_", "-"), nodes, base,
+            human_bytes(size))
         rows.append(make_row(check, host, status, observed, expected, note[2:]))
     return rows
 

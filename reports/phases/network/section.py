@@ -16,6 +16,7 @@ from reports.phases.network.grade import (
     placement_scope,
     scaled_worlds,
     scaling,
+    scaling_lines,
     tree_left_out,
 )
 from reports.render import markdown, plots
@@ -181,10 +182,12 @@ def collectives_part(run, probe, variant, report_dir):
     return out
 
 
-def _efficiency_cells(worlds, coll, leave_out_two):
+def _efficiency_cells(worlds, coll, leave_out_two, lines=None):
     """{(nodes, ranks): (size, busbw, efficiency text)} of one collective and placement: each multi-node world
     against the smallest at the largest size both measured, the ratio network.*_scaling judges (grade.scaling);
-    the worlds it does not compare show their largest size and why."""
+    the worlds it does not compare show their largest size and why. The efficiency is shown on the side of each of
+    `lines` (the check's fail_below and warn_below; by default grade.scaling_lines' own) the ratio is on."""
+    percent_lines = [100 * line for line in (scaling_lines({}) if lines is None else lines)]
     compared = scaled_worlds(worlds, leave_out_two)
     cells = {}
     for world, points in worlds.items():
@@ -202,7 +205,7 @@ def _efficiency_cells(worlds, coll, leave_out_two):
             # reference's busbw there is named beside the ratio (the nearest of its sizes: sizes are rounded per rank)
             at = min(worlds[compared[0]], key=lambda point: abs(point[0] - size))
             cells[(nodes, ranks)] = (size, value, "%s %% of %d nodes (%s GB/s at %s)" % (
-                fmt(100 * ratio), ref, fmt(at[1]), human_bytes(at[0])))
+                fmt(100 * ratio, thresholds=percent_lines), ref, fmt(at[1]), human_bytes(at[0])))
     return cells
 
 
@@ -223,11 +226,15 @@ def scaling_part(run, probe, variant):
     by_coll = {}
     for (nodes, ranks, coll, place), points in curves(busbw).items():
         by_coll.setdefault((coll, place), {})[(nodes, ranks)] = points
+    # the lines of the scaling check of this probe (and variant) that judged these ratios
+    checks = markdown.graded_checks(run, lambda c: c.get("kind") == "net_scaling" and c.get("probe") == probe
+                                    and c.get("variant") == variant)
+    lines = [line for c in checks for line in scaling_lines(c)]
     rows = []
     for (coll, place), worlds in sorted(by_coll.items()):
         if len(worlds) < 2:
             continue
-        cells = _efficiency_cells(worlds, coll, tree_left_out(coll, busbw.backend, variant))
+        cells = _efficiency_cells(worlds, coll, tree_left_out(coll, busbw.backend, variant), lines)
         for (nodes, ranks), (size, value, eff) in sorted(cells.items()):
             step = steps.get(nodes) or {"nodes": nodes}
             rows.append([coll, place.replace("_", "-"), nodes, ranks, human_bytes(size), fmt(value), eff,

@@ -31,6 +31,7 @@ import statistics
 from reports import DATA_DIR, yamlio
 from reports.grading import make_row, ungradable
 from reports.phases.reliability import timeline
+from reports.shown import shown
 
 # What the observed actions mean for the buckets of xid.yml.
 HARMLESS = ("RESTART_APP", "IGNORE_UNTIL_RESET")
@@ -50,8 +51,20 @@ def _precondition(check, run, host, probe):
     return None, done
 
 
-def _s(value):
-    return "%.1f s" % value
+def _s(value, limits=()):
+    """Seconds with one decimal, or more where one would show a time judged against `limits` on the other side of
+    one, or on it (a detection of 120.04 s past a 120 s limit is "120.04 s", not "120.0 s")."""
+    return "%s s" % shown(value, limits)
+
+
+def detect_limits(check):
+    """(pass_s, fail_s) of reliability_detect: within pass_s passes, within fail_s warns."""
+    return float(check.get("pass_s", 120)), float(check.get("fail_s", 600))
+
+
+def return_limit(check):
+    """within_s of reliability_return (HGX): back in service, or replaced, within it."""
+    return float(check.get("within_s", 3600))
 
 
 def grade_reboot(check, run, host):
@@ -119,7 +132,7 @@ def grade_detect(check, run, host, data=None):
                          "by injecting an XID whose action is a drain (79, 48, ...); reliability.contained_xid "
                          "grades this one" % (xid, bucket, text))]
     m = done["metrics"]
-    pass_s, fail_s = float(check.get("pass_s", 120)), float(check.get("fail_s", 600))
+    pass_s, fail_s = detect_limits(check)
     expected = "noticed (flagged unhealthy or taken out of service) within %s (over %s fails)" % (
         _s(pass_s), _s(fail_s))
     if not m.get("detected"):
@@ -133,7 +146,7 @@ def grade_detect(check, run, host, data=None):
     status = "pass" if detect <= pass_s else "warn" if detect <= fail_s else "fail"
     facts = done["facts"]
     how = facts.get("detect_reason") or facts.get("detect_phase")
-    observed = "%s (%s)" % (_s(detect), how)
+    observed = "%s (%s)" % (_s(detect, (pass_s, fail_s)), how)
     if facts.get("first_method"):
         observed += ", by %s after the %s injection went unseen for %s" % (
             facts.get("method"), facts["first_method"], _s(float(facts.get("first_unseen_s") or 0)))
@@ -274,7 +287,7 @@ def _grade_return_nvl72(check, host, done, how):
     expected = "NVL72 tray (%s): drained within %s and kept out until the rack is repaired" % (how, _s(drain_within))
     if m.get("drain_s") is None:
         return [make_row(check, host, "fail", "not drained", expected, "the tray was never drained")]
-    drained = "drained after %s" % _s(m["drain_s"])
+    drained = "drained after %s" % _s(m["drain_s"], (drain_within,))
     if m["drain_s"] > drain_within:
         return [make_row(check, host, "fail", drained, expected)]
     after = (facts.get("after_drain") or "").split(" -> ")
@@ -302,14 +315,15 @@ def _grade_replaced(check, host, done, within, expected):
     once the basic command ran on it (sched_action -job with joined_from), within `within_s` of the fault."""
     m, facts = done["metrics"], done["facts"]
     spare = facts["spare"]
-    observed = "replaced by %s after %s" % (spare, _s(m["spare_s"]))
+    observed = "replaced by %s after %s" % (spare, _s(m["spare_s"], (within,)))
     if m["spare_s"] > within:
         return make_row(check, host, "fail", observed, expected, "the spare came into service later than %s" %
                         _s(within))
     if m.get("spare_job_ok"):
         ran = m.get("spare_job_ok_s")
         if ran is not None and ran > within:
-            return make_row(check, host, "fail", observed + ", a fresh job ran on it after %s" % _s(ran), expected,
+            return make_row(check, host, "fail", observed + ", a fresh job ran on it after %s" % _s(ran, (within,)),
+                            expected,
                             "the spare took work later than %s after the fault" % _s(within))
         return make_row(check, host, "pass", observed + ", a fresh job ran on it", expected)
     if m.get("spare_job_rc") is not None:
@@ -329,12 +343,12 @@ def grade_return(check, run, host):
     kind, how = system_kind(run, host)
     if kind == "nvl72":
         return _grade_return_nvl72(check, host, done, how)
-    within = float(check.get("within_s", 3600))
+    within = return_limit(check)
     expected = ("back in service, or kept out and replaced by a hot spare, and a basic command runs within %s of "
                 "the fault" % _s(within))
     if m.get("returned"):
         back = m["return_s"]
-        observed = "back after %s" % _s(m["return_s"])
+        observed = "back after %s" % _s(m["return_s"], (within,))
         if m.get("job_ok"):
             observed += ", a fresh job took %s" % _s(m["job_s"])
             return [make_row(check, host, "pass" if back <= within else "fail", observed, expected)]

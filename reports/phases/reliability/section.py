@@ -6,9 +6,10 @@ A plot (PNG, matplotlib Agg) beside report.md shows every node's stages on one t
 the first event of that node). When nothing destructive was allowed the section says why in one line.
 """
 
-from reports.phases.reliability import timeline
+from reports.phases.reliability import grade, timeline
 from reports.render import markdown, plots
 from reports.render.blocks import Bullets, Heading, Paragraph, Table, figure, strong
+from reports.shown import shown
 
 ORDER = 70
 PLOT = "reliability_timeline.png"
@@ -21,8 +22,20 @@ REBOOT_EVENTS = (("drain_issued", "drain issued"), ("drained", "drained"), ("reb
                  ("resume_issued", "resumed"), ("available", "available"), ("job_ok", "fresh job ran"))
 
 
-def _s(value):
-    return None if value is None else "%.1f" % value
+def _s(value, limits=()):
+    """Seconds with one decimal, or more where one would show a time judged against `limits` on the other side of
+    one, or on it, as the check's row shows it (grade._s)."""
+    return None if value is None else shown(value, limits)
+
+
+def limits(run):
+    """{"detect": (pass_s, fail_s) of every reliability_detect check, "return": within_s of every reliability_return
+    check}: the limits the run's rows judged the times the fault part shows against (reports.render.markdown
+    .graded_checks: as graded, else as shipped)."""
+    detect = markdown.graded_checks(run, lambda c: c.get("kind") == "reliability_detect")
+    back = markdown.graded_checks(run, lambda c: c.get("kind") == "reliability_return")
+    return {"detect": sum((grade.detect_limits(c) for c in detect), ()),
+            "return": tuple(grade.return_limit(c) for c in back)}
 
 
 def reboot_stages(done):
@@ -58,9 +71,16 @@ def fault_stages(done):
     return sorted(stages, key=lambda x: x[0])
 
 
-def _line(host, title, stages):
-    steps = " -> ".join("t+%.1f s %s" % (t, label) for t, label in stages)
-    return [strong(host), " (%s): %s" % (title, steps)]
+# the stages of fault_stages whose time a check judges: the limits (of limits()) it is shown against
+JUDGED_STAGES = (("taken out of service", "detect"), ("back in service", "return"))
+
+
+def _line(host, title, stages, lines=None):
+    """One node's timeline; a stage a check judges (JUDGED_STAGES) is timed against that check's lines (limits())."""
+    def at(t, label):
+        judged = [(lines or {}).get(key, ()) for prefix, key in JUDGED_STAGES if label.startswith(prefix)]
+        return "t+%s s %s" % (_s(t, judged[0] if judged else ()), label)
+    return [strong(host), " (%s): %s" % (title, " -> ".join(at(t, label) for t, label in stages))]
 
 
 # The state a node is in after each stage, and its colour in the plot.
@@ -136,7 +156,7 @@ def reboot_part(done, reboots):
             ] + _skipped("Not rebooted", reboots)
 
 
-def fault_part(done, faults, rows):
+def fault_part(done, faults, rows, lines=None):
     by_check = {(r["check_id"], r["host"]): r for r in rows}
     table = []
     for d in done:
@@ -146,9 +166,9 @@ def fault_part(done, faults, rows):
             drained = ">= %s (still drained)" % drained
         action_row = by_check.get(("reliability.remediation", d["host"])) or {}
         table.append([d["host"], fault_name(d), facts.get("method"),
-                      _s(m.get("detect_s")) if m.get("detected") else strong("never"), drained,
-                      facts.get("observed_action"), action_row.get("expected"),
-                      _s(m.get("return_s")) if m.get("returned") else "not back",
+                      _s(m.get("detect_s"), (lines or {}).get("detect", ())) if m.get("detected") else
+                      strong("never"), drained, facts.get("observed_action"), action_row.get("expected"),
+                      _s(m.get("return_s"), (lines or {}).get("return", ())) if m.get("returned") else "not back",
                       _s(m.get("job_s")), int(m.get("flaps", 0)), _s(m.get("watched_s"))])
     return [Heading(3, "Fault injection: detection and remediation (seconds from the fault)"),
             Table(["host", "fault", "method", "detect", "time drained", "action observed", "recommended",
@@ -168,11 +188,12 @@ def blocks(run, rows, report_dir):
         return out + [Paragraph("Not run: %s." % "; ".join(r for r in reasons if r))]
     if done_r:
         out += reboot_part(done_r, reboots)
+    lines = limits(run) if done_f else None
     if done_f:
-        out += fault_part(done_f, faults, rows)
+        out += fault_part(done_f, faults, rows, lines)
     steps = [_line(d["host"], "reboot, batch %s" % d["facts"].get("batch"), reboot_stages(d))
              for d in done_r if reboot_stages(d)]
-    steps += [_line(d["host"], fault_name(d), fault_stages(d)) for d in done_f]
+    steps += [_line(d["host"], fault_name(d), fault_stages(d), lines) for d in done_f]
     out.append(Heading(3, "Timeline per node"))
     if steps:
         out.append(Bullets(steps))

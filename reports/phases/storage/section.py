@@ -8,8 +8,10 @@ throughput against clients (one line per workload), and the latency percentiles 
 clients. Aggregate latency percentiles are the worst client's, as the fio_sweep probe records them.
 """
 
+import fnmatch
 import json
 
+from reports.grading.select import labels_match
 from reports.render import markdown, plots
 from reports.render.blocks import Bullets, Figures, Heading, Image, Paragraph, Table, code, strong
 from reports.render.markdown import fmt
@@ -23,6 +25,42 @@ PCTS = (("fio_clat_p50_us", "p50"), ("fio_clat_p90_us", "p90"), ("fio_clat_p99_u
 
 def _docs(run, probe):
     return [d for d in run.artifacts if d["probe"] == probe]
+
+
+def _values(checks, scale):
+    """The fixed lines (expect and warn `value`s) of checks, in the units their rows show: the check's `scale` times
+    the metric's unit. Only those of the checks whose scale is the table's (`scale`: the table shows the metric
+    times it), so that a line and the number shown beside it are in one unit."""
+    return [float(e["value"]) for c in checks if float(c.get("scale", 1.0)) == scale
+            for e in (c.get("expect"), c.get("warn")) if e and "value" in e]
+
+
+def lines(run, probe, metric, labels, scale=1.0):
+    """The lines a value shown here (the metric times `scale`) was judged against: those of the checks of `probe`
+    and `metric` whose `labels` the value's labels have (storage_tier_metric, storage_world), as the run was graded
+    (markdown.graded_checks)."""
+    return _values(markdown.graded_checks(run, lambda c: c.get("probe") == probe and c.get("metric") == metric
+                                          and labels_match(labels, c.get("labels"))), scale)
+
+
+def lines_of(run):
+    """lines(run, probe, metric, **labels), each answer kept for the part that asks (a fleet's thousands of rows ask
+    the same few)."""
+    known = {}
+
+    def get(probe, metric, **labels):
+        key = (probe, metric, tuple(sorted(labels.items())))
+        if key not in known:
+            known[key] = lines(run, probe, metric, labels)
+        return known[key]
+    return get
+
+
+def fio_lines(run, metric, workload, scale=1.0):
+    """The lines of the fio checks per client (storage_fio_client, threshold mode) of `metric` and `workload`."""
+    return _values(markdown.graded_checks(run, lambda c: (
+        c.get("kind") == "storage_fio_client" and c.get("metric") == metric and c.get("mode", "threshold") ==
+        "threshold" and any(fnmatch.fnmatchcase(workload, w) for w in c.get("workloads") or ["*"]))), scale)
 
 
 def _workloads(names):
@@ -154,11 +192,16 @@ def fio_part(run, report_dir):
                 out.append(Figures([Image(name, name) for name in names]))
         rows = []
         for w in _workloads({w for w, _ in tier_points}):
+            # at one client the aggregate is that client's one fio process: the value the checks per client judge
+            # (MB/s and IOPS per process); the aggregate p99 is the worst client's own, as they judge each client's
+            bw, iops, p99 = (fio_lines(run, metric, w, scale) for metric, scale in (
+                ("fio_bw_bytes", 1e-6), ("fio_iops", 1.0), ("fio_clat_p99_us", 1e-3)))
             for c in sorted(c for ww, c in tier_points if ww == w):
                 m = tier_points[(w, c)]
-                rows.append([w, c, fmt(m.get("fio_bw_bytes", 0) / 1e6), fmt(m.get("fio_iops")),
+                rows.append([w, c, fmt(m.get("fio_bw_bytes", 0) / 1e6, thresholds=bw if c == 1 else ()),
+                             fmt(m.get("fio_iops"), thresholds=iops if c == 1 else ()),
                              fmt(m.get("fio_clat_mean_us", 0) / 1000.0), fmt(m.get("fio_clat_p50_us", 0) / 1000.0),
-                             fmt(m.get("fio_clat_p99_us", 0) / 1000.0)])
+                             fmt(m.get("fio_clat_p99_us", 0) / 1000.0, thresholds=p99)])
         if rows:
             out.append(Table(["workload", "clients", "MB/s", "IOPS", "mean ms", "p50 ms", "p99 ms"], rows))
         out += fio_endurance_part(run, doc)
@@ -201,6 +244,7 @@ def checkpoint_part(run):
     pages, not here: a fleet would have thousands."""
     rows = []
     values = {}
+    judged = lines_of(run)
     for r in run.records("checkpoint"):
         labels = r["labels"]
         dcp = labels.get("method") == "dcp"
@@ -216,8 +260,11 @@ def checkpoint_part(run):
         world = ", ".join(["%d node%s" % (nodes, "s" if nodes > 1 else "")] * bool(nodes)
                           + ["%d rank%s" % (ranks, "s" if ranks > 1 else "")] * bool(ranks)) or "–"
         rows.append([host, tier, method, world, scope,
-                     fmt(size / 2**20) if size else None, fmt(got.get("ckpt_save_gbps")),
-                     fmt(got.get("ckpt_load_gbps"))])
+                     fmt(size / 2**20) if size else None,
+                     fmt(got.get("ckpt_save_gbps"),
+                         thresholds=judged("checkpoint", "ckpt_save_gbps", method=method, scope=scope)),
+                     fmt(got.get("ckpt_load_gbps"),
+                         thresholds=judged("checkpoint", "ckpt_load_gbps", method=method, scope=scope))])
     out = [Heading(3, "Checkpoint save and load")]
     modes = sorted({"%s: %s" % ((d.get("facts") or {}).get("tier"), (d.get("facts") or {}).get("dcp_mode"))
                     for d in _docs(run, "checkpoint") if (d.get("facts") or {}).get("dcp_mode")})
@@ -232,6 +279,7 @@ def checkpoint_part(run):
 def metadata_part(run):
     recs = run.records("metadata")
     rows = []
+    judged = lines_of(run)
     for doc in sorted(_docs(run, "metadata"), key=lambda d: (d.get("variant") or "", d["host"])):
         mine = [r for r in recs if r["host"] == doc["host"] and r["variant"] == doc.get("variant")]
         for scope in ("aggregate", "host"):
@@ -243,7 +291,9 @@ def metadata_part(run):
                               if r["labels"].get("scope") == scope and r["metric"] == "meta_anomalies"
                               and r["value"])
             rows.append([doc.get("variant"), doc["host"], scope, (doc.get("facts") or {}).get("ranks"),
-                         fmt(sel.get("meta_create_per_s")), fmt(sel.get("meta_stat_per_s")),
+                         fmt(sel.get("meta_create_per_s"),
+                             thresholds=judged("metadata", "meta_create_per_s", scope=scope)),
+                         fmt(sel.get("meta_stat_per_s")),
                          fmt(sel.get("meta_unlink_per_s")), sel.get("meta_mkdir_winners"),
                          int(sel.get("meta_anomalies_total", 0)), kinds or "none",
                          int(sel.get("meta_stale_after_unlink", 0))])
@@ -255,6 +305,7 @@ def metadata_part(run):
 
 
 def import_part(run):
+    first_lines = lines(run, "import_time", "import_s", {"cache": "first"})  # warm imports: no check
     rows = []
     for doc in sorted(_docs(run, "import_time"), key=lambda d: d["host"]):
         recs = [r for r in run.records("import_time") if r["host"] == doc["host"] and r["metric"] == "import_s"]
@@ -263,7 +314,7 @@ def import_part(run):
                           and r["labels"].get("cache") == "first"), None)
             warm = next((r["value"] for r in recs if r["labels"].get("tier") == tier
                          and r["labels"].get("cache") == "warm"), None)
-            rows.append([doc["host"], tier, fmt(first), fmt(warm)])
+            rows.append([doc["host"], tier, fmt(first, thresholds=first_lines), fmt(warm)])
     out = [Heading(3, "import torch")]
     measured = sorted({(d.get("facts") or {}).get("measured") for d in _docs(run, "import_time")} - {None})
     out += [Paragraph("Measured: %s" % m) for m in measured[:1]]
@@ -277,16 +328,20 @@ def object_part(run):
     DELETE; then the endurance run window by window."""
     recs = run.records("object_store")
     rows = []
+    put = {upload: lines(run, "object_store", "obj_put_gbps", {"upload": upload}) for upload in ("single", "multipart")}
+    get_p99 = lines(run, "object_store", "obj_get_latency_ms", {"pct": "p99"})
     for host in sorted({r["host"] for r in recs}):
         def val(metric, host=host, **labels):
             # upload=None matches the results of artifacts from before multipart uploads (no upload label)
             return next((r["value"] for r in recs if r["host"] == host and r["metric"] == metric
                          and all(r["labels"].get(k) in ((v, None) if k == "upload" and v == "single" else (v,))
                                  for k, v in labels.items())), None)
-        rows.append([host, fmt(val("obj_put_gbps", upload="single")), fmt(val("obj_put_gbps", upload="multipart")),
+        rows.append([host, fmt(val("obj_put_gbps", upload="single"), thresholds=put["single"]),
+                     fmt(val("obj_put_gbps", upload="multipart"), thresholds=put["multipart"]),
                      fmt(val("obj_get_gbps", upload="single")), fmt(val("obj_put_per_s")),
                      fmt(val("obj_get_per_s")), fmt(val("obj_get_latency_ms", pct="p50")),
-                     fmt(val("obj_get_latency_ms", pct="p90")), fmt(val("obj_get_latency_ms", pct="p99")),
+                     fmt(val("obj_get_latency_ms", pct="p90")),
+                     fmt(val("obj_get_latency_ms", pct="p99"), thresholds=get_p99),
                      fmt(val("obj_get_ttfb_ms", pct="p99")), fmt(val("obj_list_per_s")), fmt(val("obj_delete_per_s"))])
     out = [Heading(3, "Object storage (S3)")]
     if rows:
@@ -329,14 +384,16 @@ def datagen_part(run):
     included), then the aggregate of all hosts over the slowest one's time."""
     recs = run.records("datagen")
     rows = []
+    per_host = lines(run, "datagen", "bytes_per_s", {"scope": "host"}, scale=1e-6)
     for doc in sorted(_docs(run, "datagen"), key=lambda d: (d.get("variant") or "", d["host"])):
         mine = {(r["labels"].get("scope"), r["metric"]): r["value"] for r in recs
                 if r["host"] == doc["host"] and r["variant"] == doc.get("variant")}
         facts = doc.get("facts") or {}
-        mb = lambda v: fmt(v / 1e6) if v is not None else "–"  # noqa: E731
+        mb = lambda v, judged=(): fmt(v / 1e6, thresholds=judged) if v is not None else "–"  # noqa: E731
         if ("host", "bytes_per_s") in mine:
             rows.append([doc.get("variant"), doc["host"], facts.get("codec"), int(mine[("host", "files")]),
-                         mb(mine[("host", "bytes")]), mb(mine[("host", "bytes_per_s")]),
+                         mb(mine[("host", "bytes")]),
+                         mb(mine[("host", "bytes_per_s")], per_host),
                          fmt(mine[("host", "files_per_s")]), mb(mine.get(("host", "video_bytes_per_s"))),
                          mb(mine.get(("host", "parquet_bytes_per_s")))])
         if ("cluster", "aggregate_bytes_per_s") in mine:
@@ -367,6 +424,7 @@ def io_tools_part(run):
     """IOR, mdtest and elbencho per tier: each node alone (scope=node), then the world across every node that the
     first host started on a shared tier (scope=cluster), and why a world did not start."""
     rows, why_not, records = [], [], {}
+    judged = lines_of(run)
     for r in run.records("io_tools_run"):
         records.setdefault((r["host"], r["variant"]), []).append(r)
     for doc in sorted(_docs(run, "io_tools_run"), key=lambda d: (d.get("variant") or "", d["host"])):
@@ -382,7 +440,8 @@ def io_tools_part(run):
             where = doc["host"] if scope == "node" else "%d nodes (%s, from %s)" % (
                 next(r["labels"]["nodes"] for r in sel), ", ".join(how), doc["host"])
             rows.append([doc.get("variant"), where, max(int(r["labels"].get("tasks") or 0) for r in sel)]
-                        + [fmt(value.get((m, op))) for m, op, _ in IO_COLUMNS])
+                        + [fmt(value.get((m, op)), thresholds=judged("io_tools_run", m, operation=op, scope=scope))
+                           for m, op, _ in IO_COLUMNS])
         if str(facts.get("across_nodes", "")).startswith("not run") and "launcher" in facts:
             why_not.append("tier %s, across nodes: %s" % (doc.get("variant"), facts["across_nodes"]))
         if str(facts.get("elbencho_across_nodes", "")).startswith("not run") and "launcher" in facts:

@@ -8,18 +8,35 @@
       buttons.forEach(function (o) { o.classList.toggle('on', o === b); });
     });
   });
-  // a table.sortable sorts by the column whose header is clicked (numbers as numbers), again to reverse
+  // a table.sortable sorts by the column whose header is clicked, again to reverse. A cell that starts with a number
+  // sorts by that number whatever follows it ("99.96 MiB/s", "701.3 (12.0% below cluster median)"; an address such
+  // as 10.0.0.12 is no number); a status by severity, worst first, in the order of reports/rate.py WORST_ORDER (the
+  // report's "worst first"); numbers come before statuses, statuses before other text.
+  var WORST_FIRST = ['fail', 'error', 'warn', 'pass', 'skip'];
+  var LEADING_NUMBER = /^\s*([-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?)(?!\d|[.,]\d)/;
+  function sortKey(text) {
+    var status = WORST_FIRST.indexOf(text.trim().toLowerCase());
+    if (status >= 0) { return [1, status]; }
+    var m = LEADING_NUMBER.exec(text);
+    return m ? [0, Number(m[1].replace(/,/g, ''))] : [2, text];
+  }
+  function compareKeys(x, y) {
+    return x[0] - y[0] || (x[0] === 2 ? x[1].localeCompare(y[1]) : x[1] - y[1]);
+  }
   document.querySelectorAll('table.sortable').forEach(function (t) {
     Array.prototype.forEach.call(t.tHead.rows[0].cells, function (th, i) {
       th.addEventListener('click', function () {
-        var body = t.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+        var body = t.tBodies[0];
         var dir = th.dataset.dir === 'asc' ? -1 : 1;
         th.dataset.dir = dir === 1 ? 'asc' : 'desc';
-        rows.sort(function (a, b) {
-          var x = a.cells[i].textContent, y = b.cells[i].textContent, nx = Number(x), ny = Number(y);
-          return dir * (x !== '' && y !== '' && !isNaN(nx) && !isNaN(ny) ? nx - ny : x.localeCompare(y));
+        var keyed = Array.prototype.map.call(body.rows, function (r) {
+          var text = r.cells[i].textContent;
+          return {row: r, text: text, key: sortKey(text)};
         });
-        rows.forEach(function (r) { body.appendChild(r); });
+        keyed.sort(function (a, b) {
+          return dir * (compareKeys(a.key, b.key) || a.text.localeCompare(b.text));
+        });
+        keyed.forEach(function (e) { body.appendChild(e.row); });
       });
     });
   });
