@@ -49,7 +49,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from probes.monitoring.common import SERIES_NODE_LABELS, refuse_credential_in_url
+from probes.monitoring.common import SERIES_NODE_LABELS, as_nodes, node_of, refuse_credential_in_url
 from probes.params import Param, Params
 
 PARAMS = Params(
@@ -240,7 +240,15 @@ def candidate_urls(p):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def evaluate(client, prom, expr, fixed=None):
+def kept_label_sets(labels, nodes):
+    """At most MAX_LABEL_SETS of a query's node label sets: those naming one of this cluster's nodes first (node_of,
+    the controller's rule), then the others, so that on a Prometheus shared by many clusters this cluster's series
+    are never the ones cut off (sorted by name, they may come last)."""
+    ours = [x for x in labels if node_of(x, nodes)]
+    return (ours + [x for x in labels if not node_of(x, nodes)])[:MAX_LABEL_SETS]
+
+
+def evaluate(client, prom, expr, fixed=None, nodes=()):
     query = substitute_vars(expr, fixed)
     out = {"expr": expr, "query": query, "evaluated": False, "data": None, "series": 0, "node_labels": [],
            "node_label_sets": 0, "unlabelled": False, "error": None}
@@ -257,7 +265,7 @@ def evaluate(client, prom, expr, fixed=None):
     out.update(evaluated=True, series=len(series), data=bool(series) or (result is not None and not
                                                                           isinstance(result, list)))
     labels = node_label_sets(series)
-    out["node_labels"], out["node_label_sets"] = labels[:MAX_LABEL_SETS], len(labels)
+    out["node_labels"], out["node_label_sets"] = kept_label_sets(labels, as_nodes(nodes)), len(labels)
     # an aggregate (sum by (state), avg(...)) names no node: data, but not attributable to nodes either way
     out["unlabelled"] = bool(series) and not labels
     return out
@@ -340,7 +348,7 @@ def run(art, p, out_dir):
                     row["targets"].append({"expr": expr, "evaluated": False, "error": "max_panels reached"})
                     continue
                 budget -= 1
-                row["targets"].append(evaluate(client, p["prometheus_url"], expr, fixed))
+                row["targets"].append(evaluate(client, p["prometheus_url"], expr, fixed, p["nodes"]))
             dash["panels"].append(row)
         dash["classes"] = sorted({c for row in dash["panels"] for c in row["classes"]}, key=CLASSES.index)
         dashboards.append(dash)

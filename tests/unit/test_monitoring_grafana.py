@@ -133,6 +133,29 @@ def test_node_label_sets_from_the_recorded_dcgm_answer():
         "node1", "node2", None]
 
 
+def test_on_a_prometheus_of_many_clusters_this_clusters_label_sets_are_kept_under_the_cap():
+    """1,500 dcgm-exporter hosts on one Prometheus, this cluster's 8 (gpu-z001..8) sorting last: a panel query whose
+    $Hostname became .* returns every host's series, and the probe keeps MAX_LABEL_SETS label sets. This cluster's
+    are kept first, so the controller still files the panel under its nodes; before, they were cut off and the panel
+    read "data, but no series names this cluster's nodes". The answer is the recorded dcgm one's shape, per host."""
+    from reports.phases.monitoring import grafana as gg
+    template = load("prom_query_dcgm_gpu_util.json")["data"]["result"][0]
+    others, ours = ["gpu-a%04d" % i for i in range(1492)], ["gpu-z%03d" % i for i in range(1, 9)]
+    result = [dict(template, metric=dict(template["metric"], Hostname=h)) for h in others + ours]
+
+    class Prom:
+        def get(self, url, params, auth=False):
+            return 200, {"status": "success", "data": {"resultType": "vector", "result": result}}, None
+
+    nodes = [{"name": n, "address": "10.9.0.%d" % k} for k, n in enumerate(ours)]
+    t = gp.evaluate(Prom(), "http://prom:9090", 'DCGM_FI_DEV_GPU_UTIL{Hostname=~"$Hostname"}', nodes=nodes)
+    assert (t["node_label_sets"], len(t["node_labels"])) == (1500, gp.MAX_LABEL_SETS)
+    assert {x["Hostname"] for x in t["node_labels"]} >= set(ours)
+    facts = {"nodes": nodes, "dashboards": [{"title": "DCGM", "panels": [{"title": "GPU util", "targets": [t]}]}]}
+    [panel] = gg.panel_outcomes(facts, gg.cluster_nodes(None, facts))
+    assert panel[4] == ours
+
+
 def test_redaction_covers_token_and_basic_forms():
     assert gp.redact("Authorization: Bearer %s failed" % TOKEN, [TOKEN]) == "Authorization: Bearer <redacted> failed"
 
