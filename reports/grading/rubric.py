@@ -1,6 +1,7 @@
 """The rubric: rubric.yml plus one rubric.d/<phase>.yml per phase and not_implemented.yml (the seed's tests not built
 yet), each validated against reports/data/schemas/rubric.schema.json when it is loaded."""
 
+import functools
 import glob
 import os
 from collections import Counter
@@ -54,3 +55,18 @@ def load_rubric(path=None):
     if dupes:
         raise RubricError("rubric defines these check ids more than once: %s" % ", ".join(dupes))
     return rubric
+
+
+@functools.cache
+def shipped_checks():
+    """{id: check} of the shipped rubric, loaded once: for a grader or a report section that reads another check's
+    settings (read only: the dicts are shared)."""
+    return {c["id"]: c for c in load_rubric()["checks"]}
+
+
+def graded_checks(run, match):
+    """The rubric checks for which match(check) is true, as the run's rows were graded with them
+    (reports.grading.grade: run.graded_with), else the shipped rubric's: where a section or a grader reads the lines a
+    value was judged against, so that it shows or counts the value as the check's row did."""
+    graded = [c for c in (getattr(run, "graded_with", None) or {}).get("checks") or () if match(c)]
+    return graded or [c for c in shipped_checks().values() if match(c)]

@@ -1,7 +1,6 @@
 """report.md from blocks (reports.render.blocks), and the number formats every part's tables share (with the checks
 whose lines a number is shown against)."""
 
-import functools
 
 from reports.render.blocks import Span, spans
 from reports.shown import shown
@@ -66,18 +65,3 @@ def fmt(value, digits=3, decimals=0, thresholds=()):
 def fmt_tenths(value, thresholds=()):
     """fmt with one decimal from 100 up (GPU and network rates, where 781.9 and 782 are worth telling apart)."""
     return fmt(value, decimals=1, thresholds=thresholds)
-
-
-@functools.cache
-def _shipped_checks():
-    from reports.grading.rubric import load_rubric  # noqa: PLC0415 - a section asks for lines, not at import
-
-    return tuple(load_rubric()["checks"])
-
-
-def graded_checks(run, match):
-    """The rubric checks for which match(check) is true, as the run's rows were graded with them
-    (reports.grading.grade: run.graded_with), else the shipped rubric's: where a section reads the lines a value it
-    shows was judged against, so that it shows the value on the same side of them as the check's row."""
-    graded = [c for c in (getattr(run, "graded_with", None) or {}).get("checks") or () if match(c)]
-    return graded or [c for c in _shipped_checks() if match(c)]

@@ -22,13 +22,13 @@ Regimes (regime_of_points): each point is compute-bound, memory-bound or comms-b
 comparison and the telemetry; see curve_regimes, comms_regime and telemetry_regime for the rules.
 """
 
-import functools
 import math
 import statistics
 
 from reports.grading import expectations
 from reports.grading.preconditions import ungradable
 from reports.grading.rows import SEVERITY_OF_STATUS, make_row, status_below
+from reports.grading.rubric import graded_checks, shipped_checks
 from reports.grading.select import find_artifact, gpu_model
 from reports.shown import shown
 
@@ -120,23 +120,15 @@ def gpus_in_world(point, nodes):
 # goodput
 
 
-@functools.cache
-def _shipped_checks():
-    from reports.grading.rubric import load_rubric  # noqa: PLC0415 - the section asks for the SLOs, not at import
-
-    return {c["id"]: c for c in load_rubric()["checks"]}
-
-
 def shipped_slos():
     """{scenario: {ttft_ms, tpot_ms}} of the shipped rubric's goodput check."""
-    return dict((_shipped_checks().get(GOODPUT_CHECK) or {}).get("slo") or {})
+    return dict((shipped_checks().get(GOODPUT_CHECK) or {}).get("slo") or {})
 
 
 def graded_slos(run):
     """The goodput SLOs the run's rows were graded with (reports.grading.grade: run.graded_with), so that the report
     section counts as the check did; the shipped ones for a run not graded here."""
-    rubric = getattr(run, "graded_with", None) or {}
-    check = next((c for c in rubric.get("checks") or [] if c.get("id") == GOODPUT_CHECK), None)
+    check = next(iter(graded_checks(run, lambda c: c.get("id") == GOODPUT_CHECK)), None)
     return dict(check["slo"]) if check and check.get("slo") else shipped_slos()
 
 

@@ -11,6 +11,7 @@ for the host that drove it (every host drives its own one-node points), the plot
 import statistics
 
 from reports.grading.rows import summary_line
+from reports.grading.rubric import graded_checks
 from reports.phases.inference.grade import (
     GOODPUT_CHECK,
     LATENCIES,
@@ -27,7 +28,7 @@ from reports.phases.inference.grade import (
 )
 from reports.render import markdown, plots
 from reports.render.blocks import Bullets, Heading, Paragraph, Table, code, figure, joined, link, strong
-from reports.render.markdown import fmt, graded_checks
+from reports.render.markdown import fmt
 from reports.shown import shown
 
 ORDER = 46

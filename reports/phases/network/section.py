@@ -9,6 +9,7 @@ several hosts shows the lowest value per point (the slowest host sets the pace).
 import json
 
 from reports.grading.rows import summary_line
+from reports.grading.rubric import graded_checks
 from reports.phases.network.grade import (
     curves,
     frame,
@@ -227,7 +228,7 @@ def scaling_part(run, probe, variant):
     for (nodes, ranks, coll, place), points in curves(busbw).items():
         by_coll.setdefault((coll, place), {})[(nodes, ranks)] = points
     # the lines of the scaling check of this probe (and variant) that judged these ratios
-    checks = markdown.graded_checks(run, lambda c: c.get("kind") == "net_scaling" and c.get("probe") == probe
+    checks = graded_checks(run, lambda c: c.get("kind") == "net_scaling" and c.get("probe") == probe
                                     and c.get("variant") == variant)
     lines = [line for c in checks for line in scaling_lines(c)]
     rows = []

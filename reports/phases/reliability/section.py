@@ -6,6 +6,7 @@ A plot (PNG, matplotlib Agg) beside report.md shows every node's stages on one t
 the first event of that node). When nothing destructive was allowed the section says why in one line.
 """
 
+from reports.grading.rubric import graded_checks
 from reports.phases.reliability import grade, timeline
 from reports.render import markdown, plots
 from reports.render.blocks import Bullets, Heading, Paragraph, Table, figure, strong
@@ -31,9 +32,9 @@ def _s(value, limits=()):
 def limits(run):
     """{"detect": (pass_s, fail_s) of every reliability_detect check, "return": within_s of every reliability_return
     check}: the limits the run's rows judged the times the fault part shows against (reports.render.markdown
-    .graded_checks: as graded, else as shipped)."""
-    detect = markdown.graded_checks(run, lambda c: c.get("kind") == "reliability_detect")
-    back = markdown.graded_checks(run, lambda c: c.get("kind") == "reliability_return")
+    graded_checks: as graded, else as shipped)."""
+    detect = graded_checks(run, lambda c: c.get("kind") == "reliability_detect")
+    back = graded_checks(run, lambda c: c.get("kind") == "reliability_return")
     return {"detect": sum((grade.detect_limits(c) for c in detect), ()),
             "return": tuple(grade.return_limit(c) for c in back)}
 

@@ -11,6 +11,7 @@ clients. Aggregate latency percentiles are the worst client's, as the fio_sweep 
 import fnmatch
 import json
 
+from reports.grading.rubric import graded_checks
 from reports.grading.select import labels_match
 from reports.render import markdown, plots
 from reports.render.blocks import Bullets, Figures, Heading, Image, Paragraph, Table, code, strong
@@ -38,8 +39,8 @@ def _values(checks, scale):
 def lines(run, probe, metric, labels, scale=1.0):
     """The lines a value shown here (the metric times `scale`) was judged against: those of the checks of `probe`
     and `metric` whose `labels` the value's labels have (storage_tier_metric, storage_world), as the run was graded
-    (markdown.graded_checks)."""
-    return _values(markdown.graded_checks(run, lambda c: c.get("probe") == probe and c.get("metric") == metric
+    (reports.grading.rubric.graded_checks)."""
+    return _values(graded_checks(run, lambda c: c.get("probe") == probe and c.get("metric") == metric
                                           and labels_match(labels, c.get("labels"))), scale)
 
 
@@ -58,7 +59,7 @@ def lines_of(run):
 
 def fio_lines(run, metric, workload, scale=1.0):
     """The lines of the fio checks per client (storage_fio_client, threshold mode) of `metric` and `workload`."""
-    return _values(markdown.graded_checks(run, lambda c: (
+    return _values(graded_checks(run, lambda c: (
         c.get("kind") == "storage_fio_client" and c.get("metric") == metric and c.get("mode", "threshold") ==
         "threshold" and any(fnmatch.fnmatchcase(workload, w) for w in c.get("workloads") or ["*"]))), scale)
 

@@ -21,11 +21,11 @@ bound and the MoE job collective bound (expert parallelism's all_to_all crosses 
 network slows the one and not the other.
 """
 
-import functools
 
 from reports.grading import expectations
 from reports.grading.preconditions import ungradable
 from reports.grading.rows import SEVERITY_OF_STATUS, make_row, status_above, status_below
+from reports.grading.rubric import shipped_checks
 from reports.grading.select import find_artifact, gpu_model
 from reports.phases.training.flops import flops_per_token, mfu
 
@@ -119,17 +119,10 @@ def _no_result(check, host, doc, what):
 # MoE against dense
 
 
-@functools.cache
-def _shipped_checks():
-    from reports.grading.rubric import load_rubric  # noqa: PLC0415 - only a MoE row that warns or fails needs it
-
-    return {c["id"]: c for c in load_rubric()["checks"]}
-
-
 def contrast_notes(check, run, hosts):
     """{host: note} for a check with `contrast: <dense check id>`: where the dense check passes on the host, a note
     that the MoE job's shortfall points at the network. The dense check is graded here without its own contrast."""
-    other = _shipped_checks().get(check.get("contrast") or "")
+    other = shipped_checks().get(check.get("contrast") or "")
     if other is None:
         return {}
     other = dict(other, contrast=None)
