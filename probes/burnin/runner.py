@@ -17,6 +17,7 @@ and never runs past ``hard_deadline``. Every process carries the marker ``cluste
 its command line, which is how ``stop`` (or anyone) finds and ends a run's processes.
 """
 
+import importlib.util
 import json
 import os
 import shutil
@@ -82,7 +83,7 @@ def _given(value, default):
 def paths(out_dir, probe, variant):
     base = os.path.splitext(artifact_filename(probe, variant))[0]
     p = {"base": base, "dir": out_dir}
-    for key in ("cfg", "done", "stop", "halt", "heartbeat", "log", "state", "launch", "deadline"):
+    for key in ("cfg", "done", "stop", "halt", "heartbeat", "log", "state", "launch", "deadline", "skipped"):
         p[key] = os.path.join(out_dir, ".%s.%s" % (base, key))
     for stream in STREAMS:
         p[stream] = os.path.join(out_dir, "%s.%s.jsonl" % (base, stream))
@@ -104,6 +105,16 @@ def start(art, params, out_dir, components):
     p = paths(out_dir, art.probe, art.variant)
     dev, gpus, tool_facts = device.describe()
     art.device.update(dev)
+    for key in ("cfg", "skipped"):  # a start replaces whatever an earlier start of this name left
+        if os.path.exists(p[key]):
+            os.unlink(p[key])
+    loads = [what for what, on in (("GEMM", components.get("gemm")), ("collective", components.get("coll"))) if on]
+    if loads and importlib.util.find_spec("torch") is None:
+        # As the GEMM and collectives probes do: a skip naming the Python. Started anyway, the workers died at their
+        # import, and the rows read as a GPU that stopped (or gave wrong products) under load.
+        _skip_start(art, p, "torch is not importable by %s: %s needs torch for its %s load%s" % (
+            sys.executable, p["base"], " and ".join(loads), "s" if len(loads) > 1 else ""))
+        return
     duration = params["duration_s"]
     interval = params["interval_s"]
     hosts = list(params["hosts"] or [art.host])
@@ -149,6 +160,22 @@ def start(art, params, out_dir, components):
     art.add("planned_s", cfg["planned_s"], "s")
 
 
+def _skip_start(art, p, reason):
+    """A start that leaves no runner: the skip, and its reason for the poll and stop steps that follow."""
+    with open(p["skipped"], "w") as fh:
+        fh.write(reason)
+    art.skip(reason)
+
+
+def _not_started(art, p):
+    """The skip of a poll or stop without a run: the start's reason when it skipped, else that none was started."""
+    try:
+        with open(p["skipped"]) as fh:
+            art.skip(fh.read())
+    except OSError:
+        art.skip("no %s run was started on this node" % p["base"])
+
+
 def _wait_done(p, wait_s):
     deadline = time.time() + max(0.0, float(wait_s))
     while not os.path.exists(p["done"]) and time.time() < deadline:
@@ -168,7 +195,7 @@ def poll(art, params, out_dir):
     p = paths(out_dir, art.probe, art.variant)
     cfg = _load_cfg(p)
     if cfg is None:
-        art.skip("no %s run was started on this node" % p["base"])
+        _not_started(art, p)
         return
     now = time.time()
     wait = _given(params["wait_s"], 5.0)
@@ -209,7 +236,7 @@ def stop(art, params, out_dir):
     p = paths(out_dir, art.probe, art.variant)
     cfg = _load_cfg(p)
     if cfg is None:
-        art.skip("no %s run was started on this node" % p["base"])
+        _not_started(art, p)
         return
     # A run near its end is let finish (the play's poll slots can run out a little early after unreachable polls).
     if not _wait_done(p, min(_given(params["wait_s"], 0.0), max(0.0, cfg["deadline"] - time.time()) + cfg["grace_s"])):
@@ -391,10 +418,11 @@ def runner_main(cfg_path):
         workers.append((name, wcfg, children.start(argv, env=env, log_path=p["log"])))
     if getattr(launched, "entry", None):
         workers.append(launched.entry)
-    fio = None
+    fio = fio_thread = None
     if cfg.get("fio"):
         fio = FioPhases(cfg, children)
-        threads.append(threading.Thread(target=fio.run, args=(stop_event,), daemon=True))
+        fio_thread = threading.Thread(target=fio.run, args=(stop_event,), daemon=True)
+        threads.append(fio_thread)
     for t in threads:
         t.start()
     coll_seen = time.time()
@@ -421,6 +449,12 @@ def runner_main(cfg_path):
             if name not in exits and proc.poll() is not None:
                 exits[name] = proc.returncode
                 exit_t[name] = round(now, 3)
+        if ended["by"] is None and workers and len(exits) == len(workers) and any(exits.values()) and (
+                fio_thread is None or not fio_thread.is_alive()):
+            # One dead worker leaves the others their load to the end; once every one has ended, and one failed, the
+            # rest of the run would be the monitor of an idle node (a world that never formed kept it to
+            # deadline_latest, three times a 60 s plan).
+            ended["by"] = "every worker ended, %d failed" % sum(1 for v in exits.values() if v)
         if fio is not None and not [t for t in threads if t.is_alive() and t is not threads[0]]:
             if ended["by"] is None and not workers:
                 ended["by"] = "completed"  # every fio phase ran

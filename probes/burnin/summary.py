@@ -11,6 +11,7 @@ import time
 from probes.burnin.sampler import AMD_ERROR_FIELDS, GPU_ERROR_FIELDS, read_jsonl
 from probes.burnin.stats import change_pct, degradation_pct, episodes, min_avg_max, r, tenths
 from probes.common.kernel_log import KINDS, merge_events
+from probes.common.procs import tail
 
 
 def _done(p):
@@ -367,6 +368,11 @@ def summarize(art, cfg, p):
         bad = {k: v for k, v in (done.get("exits") or {}).items() if v not in (0, None)}
         if bad:
             art.facts["worker_exits"] = json.dumps(bad, sort_keys=True)
+            # what they printed last (a traceback, NCCL's WARN lines): the log stays on the node, in a working
+            # directory the cleanup step removes
+            log = tail(p["log"], 15, 8192)
+            if log:
+                art.facts["worker_log_tail"] = log
     art.add("elapsed_s", r(t_end - t_start, 1), "s")
     art.add("planned_s", planned, "s")
     art.add("remaining_s", r(left if not done else 0.0, 1), "s")

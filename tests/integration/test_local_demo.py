@@ -7,10 +7,12 @@ second local run beside one of them is refused, as it should be. One module is o
 
 import csv
 import json
+import os
 import socket
+import sys
 from pathlib import Path
 
-from helpers import ROOT, read_journal, run_dirs, run_playbook
+from helpers import ROOT, ansible_env, read_journal, run_dirs, run_playbook
 
 from reports.grading import load_rubric
 
@@ -22,8 +24,17 @@ def test_local_assessment_writes_the_inventory_of_this_machine(tmp_path):
     # every phase runs; the burn-in's quick durations (about 2 min) are cut to seconds: test_burnin.py covers it
     short_burnin = {"burnin_duration_s": 6, "burnin_fabric_duration_s": 3, "burnin_storage_phase_s": 2,
                     "burnin_storage_size_mib": 16, "burnin_interval_s": 2, "burnin_poll_s": 2}
+    # The first python3 on PATH has no torch, as a system's beside `make venv`'s (`make demo` leaves PATH as it is):
+    # the probes still run under the venv's Python (local.ini's assess_python). Before, they ran under this one, and
+    # GEMM, collectives, training and the burn-in loads skipped or failed for want of torch.
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "python3").write_text('#!/bin/sh\nexec %s -S "$@"\n' % os.path.realpath(sys.executable))
+    (bare / "python3").chmod(0o755)
+    env = ansible_env()
+    env["PATH"] = "%s:%s" % (bare, env["PATH"])
     res = run_playbook(ROOT / "inventories" / "local.ini", "-e", "assess_profile=quick",
-                       "-e", "assess_output_dir=%s" % out, "-e", json.dumps(short_burnin))
+                       "-e", "assess_output_dir=%s" % out, "-e", json.dumps(short_burnin), env=env)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     [run_dir] = run_dirs(out)
     assert run_dir.parent.name == "local"
@@ -31,6 +42,11 @@ def test_local_assessment_writes_the_inventory_of_this_machine(tmp_path):
     assert "report: %s" % (run_dir / "report" / "report.md") in res.stdout
     doc = json.loads((run_dir / "artifacts" / "localhost" / "node_info.json").read_text())
     assert doc["status"] == "ok" and doc["facts"]["hostname"] == socket.gethostname()
+    assert Path(doc["facts"]["python_executable"]).parent == Path(sys.executable).parent  # the venv's bin
+    for probe in ("gemm", "burnin"):
+        loaded = json.loads((run_dir / "artifacts" / "localhost" / ("%s.json" % probe)).read_text())
+        assert loaded["status"] == "ok" and loaded["device"]["backend"] == "cpu", (probe, loaded.get("reason"))
+        assert "worker_exits" not in loaded["facts"], loaded["facts"]
     md = (run_dir / "report" / "report.md").read_text()
     assert "| localhost | %s |" % socket.gethostname() in md
     with open(run_dir / "report" / "checks.csv") as fh:

@@ -5,7 +5,10 @@ process of its run behind."""
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -190,3 +193,51 @@ def test_a_gemm_that_raises_mid_run_writes_when_and_why(tmp_path, monkeypatch):
     assert err["error"] == "RuntimeError: CUDA error: an illegal memory access was encountered"
     assert (err["worker"], err["device"], err["dtype"], err["size"]) == (0, "cpu", "fp32", 32)
     assert before - 0.001 <= records[-2]["t"] <= err["t"] <= time.time() + 0.001  # times rounded to the ms
+
+
+def test_a_node_whose_python_has_no_torch_skips_the_loads_that_need_it_and_starts_nothing(tmp_path):
+    """The probes' Python without torch (the demo's system python3, a node the tools step did not reach): before, the
+    burn-in started its GEMM and collective workers anyway, they died at their import, and the rows read as a GPU whose
+    load stopped ("GEMM worker failed ... exit 1", burnin.gemm_errors failed as silent data corruption) with the
+    reason in a log the cleanup step removed. Now the start is a skip naming the Python, as the GEMM and collectives
+    probes' are, and the poll and stop steps that follow repeat it. `python -S`: the real probe CLI, without the
+    site-packages that hold torch here."""
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    out = tmp_path / "out"
+    for probe, needs in (("burnin", "burnin needs torch for its GEMM and collective loads"),
+                         ("fabric_soak", "fabric_soak needs torch for its collective load")):
+        res = subprocess.run([sys.executable, "-S", "-m", "probes", probe, "--out", str(out), "--run-id", "unit-nt",
+                              "--host", "h1", "--params", json.dumps({"mode": "start", "duration_s": 30})],
+                             env=env, capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        doc = json.loads((out / ("%s.json" % probe)).read_text())
+        reason = "torch is not importable by %s: %s" % (sys.executable, needs)
+        assert doc["status"] == "skipped" and doc["reason"] == reason, doc
+        assert not (out / (".%s.cfg" % probe)).exists()
+        assert not soak_runner.marked_pids("clustermax-assess-soak=unit-nt/h1/%s" % probe)
+        for mode in ("poll", "stop"):
+            _, doc = run_probe(probe, str(out), "unit-nt", "h1", params={"mode": mode, "wait_s": 0})
+            assert doc["status"] == "skipped" and doc["reason"] == reason, (mode, doc)
+
+
+def test_a_run_whose_every_worker_failed_ends_then_not_at_its_deadline(tmp_path):
+    """A fabric soak whose second host never comes: its one collective worker fails at the rendezvous (3 s). Before,
+    the runner kept the idle node to its latest deadline (the duration plus the rendezvous timeout: 63 s here, 180 s
+    for the demo's 60 s burn-in); now it ends when every worker has ended and one failed, not completed, with what the
+    workers printed last (the log itself stays in a working directory the cleanup step removes)."""
+    pytest.importorskip("torch")
+    out = str(tmp_path)
+    _, doc = run_probe("fabric_soak", out, "unit-alone", "h1", params={
+        "mode": "start", "duration_s": 60, "interval_s": 1, "grace_s": 5, "heartbeat_timeout": 120, "rdzv_timeout": 3,
+        "hosts": ["h1", "h2"], "addresses": ["127.0.0.1", "127.0.0.1"], "rank": 0})
+    assert doc["status"] == "ok", doc.get("reason")
+    assert _wait(lambda: os.path.exists(os.path.join(out, ".fabric_soak.done")), timeout=45)
+    _, doc = run_probe("fabric_soak", out, "unit-alone", "h1", params={"mode": "stop"})
+    facts = doc["facts"]
+    assert facts["ended_by"] == "every worker ended, 1 failed", facts
+    assert json.loads(facts["worker_exits"]) == {"coll-0": 1}
+    assert facts["worker_log_tail"].strip(), facts
+    m = {r["metric"]: r["value"] for r in doc["results"] if not r["labels"]}
+    assert m["completed"] == 0 and m["elapsed_s"] < 30, m
+    assert _wait(lambda: not soak_runner.marked_pids(facts["marker"]))
