@@ -22,6 +22,12 @@ def _side(value, line):
     return 1 if value > line else -1
 
 
+def same_side(shown_value, value, thresholds):
+    """Whether a number as shown (read back: float(text)) sits on the same side of every threshold as the exact one:
+    for a text made otherwise than by shown() (a grader's own format), kept where it does not cross a line."""
+    return all(_side(shown_value, line) == _side(value, line) for line in thresholds if line is not None)
+
+
 def shown(value, thresholds=(), decimals=1, scale=1.0, max_decimals=6, significant=None):
     """value * scale with `decimals` decimals, or as many more as it takes for the shown number to sit on the same side
     of every threshold (also scaled) as the exact one ("%.1f": 90.0 for 89.99905 beside a floor of 90 becomes
@@ -37,6 +43,6 @@ def shown(value, thresholds=(), decimals=1, scale=1.0, max_decimals=6, significa
     else:
         texts = ("%.*g" % (digits, exact) for digits in range(significant, significant + max_decimals + 1))
     for text in texts:
-        if all(_side(float(text), line) == _side(exact, line) for line in lines):
+        if same_side(float(text), exact, lines):
             return text
     return text

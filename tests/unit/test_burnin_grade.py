@@ -960,3 +960,46 @@ def test_a_storage_soak_degradation_just_past_a_line_is_shown_past_it(tmp_path):
     [row] = grade(load_run(str(tmp_path / "run")), {"checks": [CHECKS["burnin.storage_degradation"]]})
     assert (row["subject"], row["status"]) == ("mixed_seq c1", "fail")
     assert row["observed"].startswith("25.04% (1000 -> 750 MiB/s; "), row
+
+
+def _just_past_the_lines(tmp_path):
+    """Rows of clock_drop, dips and gemm_sustained of two H100 nodes: on g1 GPU 0's SM clock fell 10.04 % (clock_drop
+    fails above 10 %) and its GEMMs held 635.56 TFLOP/s, under the warn line 635.6 (0.8 × MAMF 794.5); on d1 GPU 0's
+    lowest GEMM interval was 79.96 % of the median (dips warn below 80 %). Shown as 10.0%, 635.6 and 80%, each read
+    as on its line."""
+    gpus = device.parse_nvidia_query((FIX / "nvidia-smi" / "h100_8x_query.csv").read_text())
+    dev = {"backend": "cuda", "model": gpus[0]["model"], "count": len(gpus), "driver": gpus[0]["driver"],
+           "torch": None}
+    lines = (FIX / "nvidia-smi" / "h100_2x_burnin_query_lms1000.csv").read_text().splitlines()
+    samples = soak_smi.sample_stream(lines, 5.0)
+    base = samples[0]["t"]
+    monitor = []
+    for k, sm_mhz in enumerate((1800.0, 1750.0, 1700.0, 1619.28)):  # GPU 0's mean SM clock in each window
+        gs = [dict(s, t=T0 + 5 * (k + 1), **({"sm_mhz": sm_mhz} if s["gpu"] == 0 else {}))
+              for s in samples if s["t"] == base + 5 * k]
+        monitor.append({"type": "monitor", "t": T0 + 5 * (k + 1), "gpus": gs, "nics": {}})
+    g1 = node(tmp_path, "g1", gpu=True, monitor=monitor, device=dev, tflops=[635.56] * 4)
+    d1 = node(tmp_path, "d1", gpu=True, device=dev, tflops=[700.0, 700.0, 559.72, 700.0])
+    run = make_run(tmp_path, [g1, d1])
+    rows = grade(run, {"checks": [CHECKS[c] for c in ("burnin.clock_drop", "burnin.dips", "burnin.gemm_sustained")]})
+    return {(r["check_id"], r["host"], r["subject"]): (r["status"], r["observed"]) for r in rows}
+
+
+def test_a_clock_drop_just_past_its_line_is_shown_past_it(tmp_path):
+    got = _just_past_the_lines(tmp_path)
+    assert got[("burnin.clock_drop", "g1", "gpu 0")] == ("fail", "10.04% (1800 -> 1619 MHz)")
+    assert got[("burnin.clock_drop", "d1", "gpu 0")] == ("pass", "4.2% (1851 -> 1773 MHz)")  # far from it: as before
+
+
+def test_a_sustained_mean_just_under_its_warn_line_is_shown_under_it(tmp_path):
+    got = _just_past_the_lines(tmp_path)
+    assert got[("burnin.gemm_sustained", "g1", "gpu 0")] == ("warn", "635.56 TFLOP/s mean over the run (bf16)")
+    assert got[("burnin.gemm_sustained", "d1", "gpu 0")] == ("pass", "664.9 TFLOP/s mean over the run (bf16)")
+
+
+def test_a_dip_just_under_its_warn_line_is_shown_under_it(tmp_path):
+    got = _just_past_the_lines(tmp_path)
+    assert got[("burnin.dips", "d1", "burnin gpu 0")] == (
+        "warn", "lowest interval 79.96% of the median (559.7 of 700 TFLOP/s) at t+15 s")
+    assert got[("burnin.dips", "g1", "burnin gpu 0")] == (
+        "pass", "lowest interval 100% of the median (635.6 of 635.6 TFLOP/s) at t+5 s")

@@ -269,3 +269,20 @@ def test_gh200_144gb_hbm3e_is_judged_by_its_own_memory_bandwidth():
     assert (big["hbm_gb"], big["hbm_tbps"]) == (144, 4.9)
     assert {k: v for k, v in big.items() if k not in ("match", "hbm_gb", "hbm_tbps", "hbm_gbps")} == {
         k: v for k, v in small.items() if k not in ("match", "hbm_gb", "hbm_tbps", "hbm_gbps")}
+
+
+def test_section_tables_show_judged_numbers_on_their_side_of_the_checks_lines():
+    """GPU 0's pinned device-to-host copy at 47.996 GB/s fails H100's 48 GB/s line and its GEMV at 2512.46 GB/s warns
+    under 0.75 × 3350 = 2512.5: the tables showed "48" and "2512.5", on the lines. Each keeps its side now; GPU 1,
+    far from the lines, as before (reports/shown.py)."""
+    docs = [info("n1"), gemv("n1", [2512.46, 2900.0]),
+            copy_bw("n1", [55.0, 55.0], [47.996, 55.0], lambda g, p: 390.0)]
+    run = run_of(docs)
+    rows = grade.grade(run, compute_checks())
+    by = {(r["check_id"], r["subject"]): r["status"] for r in rows if r["host"] == "n1"}
+    assert by[("compute.copy_d2h", "gpu=0")] == "fail" and by[("compute.gemv_hbm", "gpu=0")] == "warn"
+    md = section.render(run, rows, None)
+    assert "| n1 gpu0 | 55 | 47.996 | 390.0 | 390.0 |" in md, md
+    assert "| n1 gpu1 | 55 | 55 | 390.0 | 390.0 |" in md
+    assert "| n1 gpu0 | bf16 | 2512.46 | llama70b_mlp_up_row |" in md
+    assert "| n1 gpu1 | bf16 | 2900.0 | llama70b_mlp_up_row |" in md

@@ -266,3 +266,45 @@ def test_serve_ready_past_its_deadline_fails_and_a_taken_port_is_an_error(tmp_pa
     assert rows["n1"]["status"] == "fail"
     assert rows["n1"]["observed"] == "at least 600 s: no answer on /v1/models within 600 s (log: serve_ready.log)"
     assert rows["n2"]["status"] == "error" and "port 28123" in rows["n2"]["reason"]
+
+
+# --- A number shown beside the line it was judged against is on the line's side (reports/shown.py).
+def test_an_import_just_over_its_limit_is_shown_over_it(tmp_path):
+    """A cold import of 20.0004 s (the probe keeps 4 decimals) fails the 20 s limit: it was shown as "20 s"."""
+    run = make_run(tmp_path, [pkg("n1", {**GOOD, ("lustre", "pip"): (3.0, 70.0, 20.0004)})])
+    cold = {r["subject"]: r for r in rows_of(run, "lifecycle.import_cold") if r["host"] == "n1"}
+    assert (cold["tier=lustre tool=pip"]["status"], cold["tier=lustre tool=pip"]["observed"]) == ("fail", "20.0004 s")
+    assert (cold["tier=home tool=pip"]["status"], cold["tier=home tool=pip"]["observed"]) == ("pass", "1.6 s")
+
+
+def test_a_tier_spread_just_under_its_fail_ratio_is_shown_under_it(tmp_path):
+    """uv on home 3.99 times scratch's install time warns (fails above 4×): it was shown as 4.0×."""
+    run = make_run(tmp_path, [pkg("n1", {**GOOD, ("home", "uv"): (0.1, 60.17, 1.5)})])
+    spread = {r["subject"]: r for r in rows_of(run, "lifecycle.install_tier_spread") if r["host"] == "n1"}
+    assert (spread["tool=uv"]["status"], spread["tool=uv"]["observed"]) == (
+        "warn", "tier home 3.99× the other tiers' median (60.27 s vs 15.1 s)")
+
+
+def test_a_host_just_under_twice_its_peers_median_is_shown_under_it(tmp_path):
+    """n4's pip install on home 99.6 % above the hosts' median warns (fails above 100 %): it was shown as +100%."""
+    slow = {**GOOD, ("home", "pip"): (3.0, 122.748, 1.6)}
+    run = make_run(tmp_path, [pkg("n1", GOOD), pkg("n2", GOOD), pkg("n3", GOOD), pkg("n4", slow)])
+    peers = {(r["host"], r["subject"]): r for r in rows_of(run, "lifecycle.install_peers")}
+    row = peers[("n4", "tier=home tool=pip")]
+    assert (row["status"], row["observed"]) == ("warn", "125.748 s (+99.6% against the median)")
+
+
+def test_section_tables_show_numbers_on_their_side_of_the_checks_lines(tmp_path):
+    """The tables' 3 significant digits put a pip install of 600.4 s on the 600 s limit it failed, a cold import of
+    20.04 s on its 20 s limit (a warm one of 10.02 s on 10 s), a download of 99.96 Mbit/s on its 100 Mbit/s floor
+    and a vllm serve ready after 120.4 s on its 120 s limit: each is shown on its side of the check's line now."""
+    serve = Artifact("serve_ready", "r", "n1")
+    serve.add("ready_s", 120.4, "s", model="Qwen/Qwen2.5-0.5B-Instruct")
+    run = make_run(tmp_path, [pkg("n1", {**GOOD, ("lustre", "pip"): (3.0, 600.4, 20.04)}), net("n1", down=99.96,
+                                                                                               up=500.0), serve])
+    md = section.render(run, [], None)
+    assert "| n1 | lustre | pip | 3 | 600.4 | 603 | 20.04 | 10.02 | – | torch 2.7.1 |" in md, md
+    assert "| n1 | home | pip | 3 | 60 | 63 | 1.6 | 0.8 | – | torch 2.7.1 |" in md  # far from the lines: as before
+    assert "| n1 | download | https://speed.cloudflare.com/__down?bytes=1000000000 | 99.96 |" in md
+    assert "| n1 | upload | https://speed.cloudflare.com/__down?bytes=1000000000 | 500 |" in md
+    assert "| n1 | Qwen/Qwen2.5-0.5B-Instruct | 120.4 |" in md

@@ -388,3 +388,21 @@ def test_an_artifact_of_the_previous_probe_version_is_graded_or_says_why_not():
     # alone, the nodes' addresses are unknown: series naming a node by address cannot be told from another cluster's
     [row] = gg.CLUSTER["grafana_panels_data"](c, make_run([previous_version_artifact()]), ["cmxz-node1"])
     assert row["status"] == "skip" and "addresses" in row["reason"]
+
+
+def test_a_share_of_panels_just_under_the_warn_line_is_shown_under_it():
+    """35 of 44 panels with this cluster's nodes' data (79.5 %) warn (below 80 %): in whole percent it was shown as
+    "80 %" beside ">= 80 %" (reports/shown.py)."""
+    def target(node):
+        return {"expr": "up", "query": "up", "evaluated": True, "data": node is not None, "series": int(bool(node)),
+                "node_labels": [{"instance": "%s:9100" % node}] if node else [], "node_label_sets": int(bool(node)),
+                "unlabelled": False, "error": None}
+    art = Artifact("grafana", "r", "cmxz-node1")
+    art.facts.update(url="http://head:3000", nodes=[{"name": "cmxz-node1", "address": "10.0.0.1"}], dashboards=[
+        {"uid": "rYdddlPWk", "title": "Node Exporter Full", "classes": [],
+         "panels": [{"id": i, "title": "panel %d" % i, "classes": [], "targets": [
+             target("cmxz-node1" if i < 35 else None)]} for i in range(44)]}])
+    [row] = gg.CLUSTER["grafana_panels_data"](check("monitoring.dashboard_panels_data"), make_run([art.to_dict()]),
+                                             ["cmxz-node1"])
+    assert (row["status"], row["observed"]) == (
+        "warn", "35 of 44 evaluated panels return data for this cluster's nodes (79.5 %)")

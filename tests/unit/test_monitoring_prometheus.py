@@ -216,6 +216,15 @@ def test_the_injected_xid_is_visible_within_seconds_of_its_injection(checks):
     assert rows[N3]["status"] == "fail" and rows[N3]["observed"] == "not visible; scheduler detection none"
 
 
+def test_a_fault_visible_just_after_the_minute_is_shown_after_it(checks):
+    """Injected 60.04 s before the XID's change: a warn (pass within 60 s), shown as "60.0 s" before
+    (reports/shown.py)."""
+    rows = grade(checks, "monitoring.fault_visible", [clocked()] + injected(N4, INJECTED - 58.968))
+    assert rows[N4]["status"] == "warn"
+    assert rows[N4]["observed"] == "visible after 60.04 s (59.0 to 60.0 s: the range query's 1 s step); scheduler " \
+                                   "detection none"
+
+
 def test_a_prometheus_clock_ahead_of_the_observers_is_taken_off(checks):
     # The server 5 s ahead: its points say 1796263065.5, the observer's clock said 1796263059.428 at the injection,
     # and the probe read the server 5 s ahead of its host, the observer. The node's own clock 30 s ahead of both.

@@ -229,6 +229,19 @@ def test_pair_outliers_point_at_the_slow_host():
     assert rows["n2"]["status"] == "warn" and "rtt" in rows["n2"]["observed"]
 
 
+def test_pairs_just_inside_their_lines_are_shown_inside_them():
+    """n3's pairs 24.6 % below the median pair (warn over 25 %) and n2's rtt 99.6 % above it (warn over +100 %) pass:
+    in whole percent they were shown as 25% and +100%, on the lines (reports/shown.py)."""
+    hosts = ["n1", "n2", "n3", "n4"]
+    docs = [pairs_doc(h, hosts, 4.572 if h == "n3" else 9.0, rtt=74.8 if h == "n2" else 25.0) for h in hosts]
+    run = make_run(docs)
+    rows = {r["host"]: r for r in gn.grade_pairs(check("network.tcp_pair_outlier"), run, hosts)}
+    assert (rows["n3"]["status"], rows["n3"]["observed"]) == (
+        "pass", "bw 6.79 Gbit/s (24.6% below the median pair 9); rtt 25 us (+0%)")
+    assert (rows["n2"]["status"], rows["n2"]["observed"]) == (
+        "pass", "bw 9 Gbit/s (0% below the median pair 9); rtt 49.9 us (+99.6%)")
+
+
 def test_rail_bandwidth_against_the_fabric():
     def perf(host, bws, fabric):
         art = Artifact("perftest", "r", host, params={"fabric": fabric})

@@ -6,6 +6,7 @@ from a transcript of those recordings (a churn cycle whose delete is stuck, a GP
 scheduler's reason, a sandbox batch half Pending, PVC cycles) and logs what the probe asked. The artifacts it
 writes are then graded and rendered."""
 
+import copy
 import json
 import os
 import shutil
@@ -535,6 +536,29 @@ def test_latency_thresholds_and_percentiles():
     assert kg._latency(c, distribution([1, 2, 3]), "start")[0] == "pass"
     assert kg._latency(c, distribution([1, 2, 30]), "start")[0] == "fail"
     assert kg._latency(c, distribution([7, 7, 7]), "start")[0] == "warn"
+
+
+def test_ready_and_cycle_times_just_over_their_lines_are_shown_over_them(replayed):
+    """Sandbox batch 1's pod Ready after 6.004 s and the PVC cycle taking 60.04 s: both warn (p90 <= 6 s, <= 60 s),
+    and both were shown as "6" and "60" (3 significant digits) in the rows and the section's tables; each keeps its
+    side of the line now (reports/shown.py)."""
+    from reports.phases.orchestration import section
+
+    doc = copy.deepcopy(replayed[0])
+    doc["facts"]["sandbox"][0]["ready_s"] = [6.004]
+    for r in doc["results"]:
+        if r["metric"] == "pvc_cycle_s":
+            r["value"] = 60.04
+    run = make_run([doc])
+    sandbox = _rows("k8s_sandbox", "orchestration.k8s_sandbox_pods", run)
+    assert (sandbox[0]["status"], sandbox[0]["observed"]) == (
+        "warn", "1 of 1 Ready; ready p50 6.004 s, p90 6.004 s, max 6.004 s (n=1)")
+    [pvc] = _rows("k8s_pvc", "orchestration.k8s_pvc_lifecycle", run)
+    assert (pvc["status"], pvc["observed"]) == (
+        "warn", "1 of 1 cycles wrote and fsynced; cycle p50 60.04 s, p90 60.04 s, max 60.04 s (n=1)")
+    md = markdown.render(section.blocks(run, [], None))
+    assert "| pvc | cycle | 1 | 60.04 | 60.04 | 60.04 | – |" in md, md
+    assert "| 1 | 1 | 0 | 6.004 | 6.004 |" in md
 
 
 def test_a_skipped_artifact_is_a_skip_with_its_reason_for_every_kind():

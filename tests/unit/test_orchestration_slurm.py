@@ -150,6 +150,19 @@ def test_launch_latency_median_against_the_thresholds(checks, seconds, status):
     assert row["status"] == status and row["observed"].startswith("median %.3g s" % seconds)
 
 
+def test_a_launch_median_just_over_its_line_is_shown_over_it(checks):
+    """Every job RUNNING 5.004 s after sbatch: the median warns (passes up to 5 s), and "%.3g" showed it as "5 s"
+    beside "median <= 5 s", in the row and in the section's latency table; each keeps its side now."""
+    doc = load("production_site_22.05.8.json")
+    for r in doc["results"]:
+        if r["metric"] == "submit_to_running_s":
+            r["value"] = 5.004
+    [row] = rows_of(checks, [doc], "orchestration.slurm_job_churn")
+    assert (row["status"], row["observed"]) == ("warn", "median 5.004 s, max 5.004 s over 3")
+    text = markdown.render(section.blocks(run_of_artifacts([doc]), [], None))
+    assert "| sbatch to RUNNING | 3 | 5.004 | 5.004 | 5.004 |" in text, text
+
+
 def test_a_job_that_never_ran_fails_churn_keeping_the_samples_measured(checks):
     doc = load("production_site_22.05.8.json")
     doc["facts"]["tests"]["launch"] = {"status": "error", "reason": "job 9 still PENDING after 120 s"}

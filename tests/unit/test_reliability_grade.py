@@ -217,6 +217,21 @@ def test_reboot_checks_and_peers(tmp_path):
     assert peers["n4"]["status"] == "skip"
 
 
+def test_a_reboot_just_over_twice_its_peers_median_is_shown_over_it(tmp_path):
+    """n3 back after 124.04 s, against twice the others' median 62 s: a fail, shown as 124.0 s (on the line) in the
+    row and in the section's reboot table; each keeps its side of the line now (reports/shown.py)."""
+    from reports.grading import grade
+
+    run = make_run(tmp_path, [reboot_docs("n1", rts=60), reboot_docs("n2", rts=64), reboot_docs("n3", rts=124.04)])
+    peers = by_host(gr.grade_peers(check("reliability.reboot_duration"), run, ["n1", "n2", "n3"]))
+    assert (peers["n3"]["status"], peers["n3"]["observed"]) == ("fail", "124.04 s")
+    assert (peers["n1"]["status"], peers["n1"]["observed"]) == ("pass", "60.0 s")  # far from every line: as before
+    rows = grade(run, {"checks": [c for c in RUBRIC["checks"] if c["id"].startswith("reliability.")]})
+    md = section.render(run, rows, None)
+    assert "| n3 | slurm | 1 | 0.5 | 114.0 | – | 116.0 | 1.0 | 0.4 | 124.04 | 125.0 | yes | yes |" in md, md
+    assert "| n1 | slurm | 1 | 0.5 | 50.0 | – | 52.0 | 1.0 | 0.4 | 60.0 | 61.0 | yes | yes |" in md
+
+
 def test_peers_ignore_small_absolute_differences(tmp_path):
     run = make_run(tmp_path, [reboot_docs("n1", rts=5), reboot_docs("n2", rts=20)])
     peers = by_host(gr.grade_peers(check("reliability.reboot_duration"), run, ["n1", "n2"]))

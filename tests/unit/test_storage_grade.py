@@ -348,3 +348,71 @@ def test_dcp_save_names_the_node_count_it_graded(tmp_path):
                                                                                      "0.3 GB/s")
     assert (rows["n2"]["status"], rows["n2"]["subject"], rows["n2"]["observed"]) == ("pass", "tier=shared nodes=1",
                                                                                      "1.2 GB/s")
+
+
+# --- A number shown beside the line it was judged against is on the line's side (reports/shown.py): rounded to the
+# grader's decimals, each of these sat on the line it had crossed.
+def test_a_client_just_under_the_floor_is_shown_under_it(tmp_path):
+    """99.99996 MB/s fails the 100 MB/s floor: it was shown as "100 MB/s" (4 decimals, 6 digits)."""
+    run = make_run(tmp_path, [fio_driver({"seq_read_buffered": {1: 99.99996}})])
+    [row] = [r for r in rows_of(run, "storage.fio_seq_bw") if r["host"] == "n1"]
+    assert (row["status"], row["observed"]) == ("fail", "99.99996 MB/s")
+    # far from the lines: as before
+    run = make_run(tmp_path / "far", [fio_driver({"seq_read_buffered": {1: 812.345678}})])
+    [row] = [r for r in rows_of(run, "storage.fio_seq_bw") if r["host"] == "n1"]
+    assert (row["status"], row["observed"]) == ("pass", "812.346 MB/s")
+
+
+def test_a_client_just_past_the_peers_warn_line_is_shown_past_it(tmp_path):
+    """n4 at 0.8496 of the others: 15.04 % below the clients' median warns (over 15 %); it was shown as 15.0 %."""
+    run = make_run(tmp_path, [fio_driver(GOOD, slow={"n4": 0.8496})] + [server(h) for h in HOSTS[1:]])
+    rows = {r["host"]: r for r in rows_of(run, "storage.fio_client_peers")
+            if r["subject"].endswith("seq_read_buffered c=4")}
+    assert rows["n4"]["status"] == "warn"
+    assert rows["n4"]["observed"] == "764.64 MB/s (15.04% below the clients' median)"
+
+
+def test_scaling_and_degradation_just_past_their_lines_are_shown_past_them(tmp_path):
+    """The aggregate 10.04 % lower at c2 than at c1 warns (over 10 %), and 40.04 % lower per client at c4 than at c1
+    warns (over 40 %): both were shown at one decimal, on the line."""
+    run = make_run(tmp_path, [fio_driver({"seq_read_buffered": {1: 1000, 2: 899.6},
+                                          "seq_write_buffered": {1: 1000, 4: 2398.4}})])
+    scaling = {r["subject"]: r for r in rows_of(run, "storage.fio_scaling") if r["host"] == "n1"}
+    row = scaling["tier=shared workload=seq_read_buffered"]
+    assert (row["status"], row["observed"]) == ("warn", "c1 1000 MB/s → c2 899.6 MB/s (10.04% lower at c2 than at c1)")
+    degradation = {r["subject"]: r for r in rows_of(run, "storage.fio_degradation") if r["host"] == "n1"}
+    row = degradation["tier=shared workload=seq_write_buffered"]
+    assert (row["status"], row["observed"]) == ("warn", "1000 MB/s per client at c1, 599.6 MB/s at c4 (40.04% lower)")
+
+
+def test_the_slowest_tier_just_under_the_warn_ratio_is_shown_under_it(tmp_path):
+    """A tier 3.998 times slower than the other passes (warn above 4×): it was shown as 4.0×."""
+    run = make_run(tmp_path, [fio_driver({"seq_read_buffered": {1: 1000}}, tier="fast"),
+                              fio_driver({"seq_read_buffered": {1: 1000 / 3.998}}, tier="slow")])
+    [row] = [r for r in rows_of(run, "storage.fio_slow_tier") if r["host"] == "n1"]
+    assert row["status"] == "pass"
+    assert row["observed"] == "tier slow: 250.125 MB/s, the other tiers' median 1000 MB/s (3.998× slower)"
+
+
+def test_endurance_just_past_its_warn_line_is_shown_past_it(tmp_path):
+    """Endurance runs 15.04 % below the sweep's point warn (over 15 %): shown as -15.0 % before."""
+    art = fio_driver({"mixed_seq_direct": {1: 1000}})
+    for window, mbps in enumerate((849.6, 849.6, 900.0)):
+        art.add("fio_endurance_bw_bytes", mbps * 1e6, "B/s", scope="aggregate", tier="shared",
+                workload="mixed_seq_direct", clients=1, window=window, start_s=30.0 * window)
+    run = make_run(tmp_path, [art])
+    [row] = [r for r in rows_of(run, "storage.fio_endurance") if r["host"] == "n1"]
+    assert row["status"] == "warn"
+    assert row["observed"] == ("1000 MB/s in the sweep, 849.6 MB/s over 3 endurance runs (median; worst 849.6 MB/s): "
+                               "-15.04%")
+
+
+def test_a_window_drift_just_past_its_warn_line_is_shown_past_it(tmp_path):
+    """S3 endurance throughput 10.04 % lower in the last window than in the first warns (over 10 %)."""
+    art = Artifact("object_store", "r", "n1")
+    for window, ops in enumerate((1000.0, 950.0, 899.6)):
+        art.add("obj_endurance_ops_per_s", ops, "ops/s", window=window, start_s=60.0 * window)
+    run = make_run(tmp_path, [art])
+    [row] = [r for r in rows_of(run, "storage.obj_endurance_throughput") if r["host"] == "n1"]
+    assert (row["status"], row["observed"]) == ("warn", "1000 ops/s in the first window, 899.6 ops/s in the last "
+                                                        "(-10.04%)")

@@ -430,3 +430,44 @@ def test_moe_scaling_on_a_healthy_fabric_pays_the_step_out_of_one_node_once():
     lossy = cluster("moe", hosts=hosts, tps={1: 3000, 2: 2000, 4: 1860, 8: 1730, 16: 1609, 32: 1496})
     row = gt.grade_scaling(c, make_run(dense + lossy), hosts)[0]
     assert row["status"] == "warn" and row["observed"].startswith("worst 0.75: 32 nodes (256 ranks) vs 2 nodes")
+
+
+# --- A number shown beside the line it was judged against is on the line's side (reports/shown.py).
+def test_an_mfu_just_under_its_floor_is_shown_under_it():
+    """4028 tokens/s per GPU is 23.587 % MFU, under the floor 23.59 % (0.7 × 33.7): a fail shown as "23.6 %"."""
+    run = make_run([train_doc("h1", tps={1: 4028, 2: GOOD_TPS})])
+    [row] = gt.grade_throughput(check("training.torchtitan_dense"), run, "h1")
+    assert row["status"] == "fail"
+    assert row["observed"] == "23.587 % MFU (4028 tokens/s per GPU × 57.91 GFLOP per token / 989 TFLOPS)"
+
+
+def test_tokens_per_s_just_under_the_warn_line_are_shown_under_it():
+    """4897.6 tokens/s per GPU is under the warn line 4897.7 (0.85 × 5762): shown as "4898" before."""
+    run = make_run([train_doc("h1", tps={1: 4897.6, 2: GOOD_TPS})])
+    [row] = gt.grade_throughput(check("training.dense_tokens_per_s"), run, "h1")
+    assert (row["status"], row["observed"]) == ("warn", "4897.6 tokens/s per GPU")
+
+
+def test_a_step_time_cv_just_over_the_warn_line_is_shown_over_it():
+    """A cv of 0.0504 warns (above 0.05): "%.3f" showed it as 0.050."""
+    rows = gt.grade_step_cv(check("training.dense_step_variance"), make_run([train_doc("h1", cv=0.0504)]), "h1")
+    assert rows[0]["status"] == "warn" and rows[0]["observed"].startswith("cv 0.0504 (p50 2.84 s, p99 ")
+
+
+def test_a_scaling_ratio_just_under_its_floor_is_shown_under_it():
+    """2 nodes at 0.7496 of one node's pace fail (below 0.75): shown as "worst 0.75" before."""
+    rows = gt.grade_scaling(check("training.dense_scaling"), make_run(cluster(tps={1: 5800, 2: 4347.68})),
+                            ["h1", "h2", "h3", "h4"])
+    assert (rows[0]["status"], rows[0]["observed"]) == (
+        "fail", "worst 0.7496: 2 nodes (16 ranks) vs 1 node (8 ranks) (4348 vs 5800 tokens/s per GPU)")
+
+
+def test_the_section_shows_judged_numbers_on_their_side_of_the_checks_lines():
+    """The dense table's one-node world: 4897.6 tokens/s per GPU (under the warn line 4897.7) and a step time cv of
+    0.05004 (over the warn line 0.05), and in another run 23.587 % MFU (under the floor 23.59 %), were shown as 4898,
+    0.05 and 23.6 % (3 significant digits)."""
+    table = section.job_table(make_run(cluster(tps={1: 4897.6, 2: GOOD_TPS}, cv=0.05004)), "dense")
+    assert table.rows[0][2] == "4897.6" and table.rows[0][6] == "0.05004"
+    assert table.rows[1][2] == "5762" and table.rows[1][6] == "0.05004"  # 2 nodes: no tokens/s line at 2 nodes
+    table = section.job_table(make_run(cluster(tps={1: 4028, 2: GOOD_TPS})), "dense")
+    assert table.rows[0][3] == "23.587 %" and table.rows[0][6] == "0.02"

@@ -348,7 +348,7 @@ def _sustained(check, run, host, doc, subject, m, dtype):
         return make_row(check, host, "skip", value, reason="%s (GPU %s)" % (why, model), subject=subject)
     warn, warn_text, _ = expectations.resolve({"fraction": check.get("warn_fraction", 0.8), "of": of}, spec)
     status = "fail" if value < fail else "warn" if value < warn else "pass"
-    return make_row(check, host, status, "%.1f TFLOP/s mean over the run (%s)" % (value, dtype),
+    return make_row(check, host, status, "%s TFLOP/s mean over the run (%s)" % (shown(value, (fail, warn)), dtype),
                     "%s (warn below %s)" % (text, warn_text), subject=subject)
 
 
@@ -445,7 +445,9 @@ def _gpu_judgement(check, field, value, m, unwatched=None):
         first, last = m.get("gpu_sm_clock_first_mhz", 0), m.get("gpu_sm_clock_last_mhz", 0)
         if unwatched:  # the first or the last tenth of the load's time, too little of it watched
             return "error", None, expected, unwatched
-        return status_above(value, warn, fail), "%.1f%% (%.0f -> %.0f MHz)" % (value, first, last), expected, None
+        # one decimal, or more where one would show the drop on the other side of a line, or on it (reports/shown.py)
+        return status_above(value, warn, fail), "%s%% (%.0f -> %.0f MHz)" % (shown(value, (warn, fail)), first, last), \
+            expected, None
     if field == "temperature":
         max_c, warn_c = float(check.get("max_c", 85)), float(check.get("warn_c", 80))
         return status_above(value, warn_c, max_c), "%.0f C" % value, "at most %g C (over %g C warns)" % (
@@ -760,8 +762,10 @@ def grade_dips(check, run, host):
             t_low, low = min(values, key=lambda tv: tv[1])
             share = low / median
             status = "fail" if share < fail else "warn" if share < warn else "pass"
-            rows.append(make_row(check, host, status, "lowest interval %.0f%% of the median (%.4g of %.4g %s) at "
-                                 "t+%.0f s" % (100 * share, low, median, unit, t_low - t_start), expected,
+            # the share in whole percent, or with decimals where those would show it on the other side of a line
+            rows.append(make_row(check, host, status, "lowest interval %s%% of the median (%.4g of %.4g %s) at "
+                                 "t+%.0f s" % (shown(share, (warn, fail), decimals=0, scale=100), low, median, unit,
+                                               t_low - t_start), expected,
                                  subject=subject))
     return rows
 

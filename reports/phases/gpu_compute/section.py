@@ -9,6 +9,9 @@ import math
 import statistics
 
 from probes.gpu_compute.shapes import MOE_MODELS, PROJECTIONS
+from reports.grading import expectations
+from reports.grading.rubric import graded_checks
+from reports.grading.select import gpu_model, labels_match
 from reports.load import labels_of
 from reports.render import markdown, plots
 from reports.render.blocks import Bullets, Heading, Paragraph, Table, figure, strong
@@ -27,6 +30,26 @@ def _records(run, probe):
     cols = [res[c].tolist() for c in ("labels", "host", "metric", "value", "unit", "backend", "variant")]
     return [dict(labels_of(labels), host=host, metric=metric, value=float(value), unit=unit, backend=backend,
                  variant=variant) for labels, host, metric, value, unit, backend, variant in zip(*cols)]
+
+
+def lines_of(run):
+    """get(probe, metric, host, **labels): the lines a GPU's value of that probe, metric and labels was judged against
+    (the `metric` checks selecting it, with the host's GPU model's figures: as kinds.grade_metric resolves them, as
+    the run was graded), so that the tables show it on the side of each that its row does (reports/shown.py); each
+    answer kept for the GPUs that ask again."""
+    known = {}
+
+    def get(probe, metric, host, **labels):
+        key = (probe, metric, host, tuple(sorted(labels.items())))
+        if key not in known:
+            checks = graded_checks(run, lambda c: c.get("kind") == "metric" and c.get("probe") == probe
+                                   and c.get("metric") == metric and not c.get("variant")
+                                   and labels_match(labels, dict(c.get("labels") or {}, **(c.get("part") or {}))))
+            _, spec, _ = gpu_model(run, host, run.artifact(host, probe)) if checks else (None, None, None)
+            found = (expectations.resolve(e, spec)[0] for c in checks for e in (c.get("expect"), c.get("warn")) if e)
+            known[key] = [line for line in found if line is not None]
+        return known[key]
+    return get
 
 
 def _gpu_key(rec):
@@ -108,7 +131,10 @@ def gemm_table(run):
         return None, {}
     keys = sorted({k for k, _ in best})
     dtypes = [d for d in DTYPES if any((k, d) in best for k in keys)]
-    rows = [[_gpu_name(k[0], k[1], backend[k])] + [fmt(best[(k, d)][0]) if (k, d) in best else None for d in dtypes]
+    judged = lines_of(run)
+    rows = [[_gpu_name(k[0], k[1], backend[k])] + [fmt(best[(k, d)][0], thresholds=judged("gemm", "tflops", k[0],
+                                                                                         dtype=d))
+                                                   if (k, d) in best else None for d in dtypes]
             for k in keys]
     text = Table(["GPU"] + ["%s TFLOP/s" % d for d in dtypes], rows)
     data = {d: [(_gpu_name(k[0], k[1], backend[k]), best[(k, d)][0]) for k in keys if (k, d) in best]
@@ -131,9 +157,12 @@ def mamf_table(run):
     if not summary:
         return None, {}
     rows = []
+    judged = lines_of(run)
     for (gkey, dtype), s in sorted(summary.items()):
         mx = s.get("max", (None, None))
-        rows.append([_gpu_name(gkey[0], gkey[1], s.get("backend")), dtype, fmt(mx[0]), fmt(s.get("geo")), mx[1],
+        rows.append([_gpu_name(gkey[0], gkey[1], s.get("backend")), dtype,
+                     fmt(mx[0], thresholds=judged("mamf", "mamf_tflops", gkey[0], dtype=dtype)), fmt(s.get("geo")),
+                     mx[1],
                      len(curves.get((gkey, dtype), []))])
     text = Table(["GPU", "dtype", "MAMF TFLOP/s (best shape)", "geometric mean", "best shape m x n x k", "shapes"],
                  rows)
@@ -254,7 +283,9 @@ def gemv_table(run):
             best[key] = (rec["value"], rec.get("shape"))
     if not best:
         return None
-    rows = [[_gpu_name(k[0], k[1], backend[k]), d, fmt(v), shape] for (k, d), (v, shape) in sorted(best.items())]
+    judged = lines_of(run)
+    rows = [[_gpu_name(k[0], k[1], backend[k]), d, fmt(v, thresholds=judged("gemv", "gbps", k[0], dtype=d)), shape]
+            for (k, d), (v, shape) in sorted(best.items())]
     return Table(["GPU", "dtype", "best GB/s", "shape"], rows)
 
 
@@ -275,11 +306,14 @@ def copy_table(run):
         return None, None
     paths = [p for p in COPY_PATHS if any(p in cells.get(k, {}) for k in keys)]
     rows = []
+    judged = lines_of(run)
     for k in keys:
-        row = [_gpu_name(k[0], k[1], backend[k])] + [fmt(cells.get(k, {}).get(p)) for p in paths]
+        row = [_gpu_name(k[0], k[1], backend[k])] + [
+            fmt(cells.get(k, {}).get(p), thresholds=judged("copy_bw", "gbps", k[0], direction=p)) for p in paths]
         pv = peers.get(k, {})
-        if any(peers.values()):
-            row += [fmt(min(pv.values())) if pv else None, fmt(max(pv.values())) if pv else None]
+        if any(peers.values()):  # the slowest peer is the one compute.copy_p2p judges
+            row += [fmt(min(pv.values()), thresholds=judged("copy_bw", "gbps", k[0], direction="p2p")) if pv else None,
+                    fmt(max(pv.values())) if pv else None]
         rows.append(row)
     header = ["GPU"] + ["%s GB/s" % p for p in paths]
     if any(peers.values()):

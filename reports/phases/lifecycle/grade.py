@@ -22,6 +22,7 @@ from reports.grading import expectations
 from reports.grading.preconditions import ungradable
 from reports.grading.rows import make_row, status_above, text_of, worst_status
 from reports.grading.select import AGGREGATES, find_artifact, labels_match, slowest
+from reports.shown import same_side, shown
 
 
 def records(run, probe, metric, host=None, labels=None):
@@ -42,9 +43,24 @@ def group_values(recs, keys):
     return dict(sorted(groups.items()))
 
 
-def _fmt(value, unit):
+def lines(check):
+    """The fixed lines (expect and warn `value`s) of a lifecycle_metric check."""
+    return [float(e["value"]) for e in (check.get("expect"), check.get("warn")) if e and "value" in e]
+
+
+def _fmt(value, unit, lines=()):
+    """value with 3 decimals at most, 6 significant digits; more where that would show it on the other side of one
+    of `lines` (the check's), or on it: an import of 20.0004 s past a 20 s limit is "20.0004 s", not "20 s"."""
     text = text_of(round(value, 3))
+    if not same_side(float(text), value, lines):
+        text = shown(value, lines, decimals=3)
+        text = text.rstrip("0").rstrip(".") if "." in text else text
     return ("%s %s" % (text, unit or "")).strip()
+
+
+def _signed(text):
+    """A shown number with its sign, as "%+" shows it."""
+    return text if text.startswith("-") else "+" + text
 
 
 def _gradable_doc(check, run, host):
@@ -92,9 +108,9 @@ def judge_bound(value, bound, check):
     return (near if near == far else "warn"), expected
 
 
-def _bound_text(r, unit):
+def _bound_text(r, unit, lines=()):
     lab = r["labels"]
-    text = "%s %s" % (lab["bound"].replace("_", " "), _fmt(r["value"], unit))
+    text = "%s %s" % (lab["bound"].replace("_", " "), _fmt(r["value"], unit, lines))
     return "%s: %s" % (text, lab["note"]) if lab.get("note") else text
 
 
@@ -137,13 +153,13 @@ def grade_metric(check, run, host):
             value = float(agg(measured))
             status, expected = expectations.judge(value, check["expect"], check.get("warn"))
             statuses.append(status)
-            observed.append(_fmt(value, unit))
+            observed.append(_fmt(value, unit, lines(check)))
         # a timed-out try beside finished ones is judged too: the row is the worse of them
         for r in group:
             if r["labels"].get("bound") in BOUND_FAR:
                 status, expected = judge_bound(r["value"], r["labels"]["bound"], check)
                 statuses.append(status)
-                observed.append(_bound_text(r, unit))
+                observed.append(_bound_text(r, unit, lines(check)))
         out.append(make_row(check, host, worst_status(statuses), "; ".join(observed), expected, subject=subject))
     return out + failed
 
@@ -190,8 +206,8 @@ def grade_tier_spread(check, run, host):
                                 reason="only one tier (%s): nothing to compare" % next(iter(values))))
             continue
         slow, value, others, ratio = spread
-        observed = "tier %s %.1f× the other tiers' median (%s vs %s)" % (
-            slow, ratio, _fmt(value, "s"), _fmt(others, "s"))
+        observed = "tier %s %s× the other tiers' median (%s vs %s)" % (
+            slow, shown(ratio, (warn, fail)), _fmt(value, "s"), _fmt(others, "s"))
         expected = "slowest tier ≤ %g× the others (warn above %g×; times under %g s not compared)" % (fail, warn, floor)
         if value < floor:
             status = "pass"
@@ -232,7 +248,8 @@ def grade_peers(check, run, hosts):
         median = statistics.median(peers)
         above = 100.0 * (value - median) / median if median > 0 else 0.0
         status = "pass" if value < floor else status_above(above, warn, fail)
-        rows.append(make_row(check, host, status, "%s (%+.0f%% against the median)" % (_fmt(value, "s"), above),
+        rows.append(make_row(check, host, status, "%s (%s%% against the median)" % (
+            _fmt(value, "s"), _signed(shown(above, (warn, fail), decimals=0))),
                              "within %g%% of the hosts' median %s" % (fail, _fmt(median, "s")), subject=subject))
     return rows
 

@@ -7,6 +7,9 @@ one bar per tool (and cold/warm for imports), the median over hosts with the ran
 
 import statistics
 
+from reports.grading.rubric import graded_checks
+from reports.grading.select import labels_match
+from reports.phases.lifecycle.grade import lines as check_lines
 from reports.render import markdown, plots
 from reports.render.blocks import Heading, Paragraph, Table, code, figure, joined
 from reports.render.markdown import fmt
@@ -14,6 +17,22 @@ from reports.render.markdown import fmt
 ORDER = 55
 PLOT = "lifecycle_tiers.png"
 PROBES = ("net_speed", "pkg_install", "container_pull", "model_pull", "serve_ready")
+
+
+def lines_of(run):
+    """get(probe, metric, labels): the lines a value of that probe, metric and labels was judged against (the
+    lifecycle_metric checks whose labels it has, as the run was graded), so that the tables show it on the side of
+    each that the check's row did (reports/shown.py); each answer kept for the rows that ask again."""
+    known = {}
+
+    def get(probe, metric, labels):
+        key = (probe, metric, tuple(sorted((k, str(v)) for k, v in labels.items())))
+        if key not in known:
+            known[key] = [line for c in graded_checks(run, lambda c: (
+                c.get("kind") == "lifecycle_metric" and c.get("probe") == probe and c.get("metric") == metric
+                and labels_match(labels, c.get("labels")))) for line in check_lines(c)]
+        return known[key]
+    return get
 
 
 def _docs(run, probe):
@@ -92,14 +111,20 @@ def install_part(run, report_dir):
                                 code(", ".join(module) or "–"), "; cold = after %s." % (", ".join(drops) or "–")]))
     out += figure(_plot(rows, report_dir) if report_dir else None, "install and import time per tier")
     table = []
+    judged = lines_of(run)
+
+    def cell(m, name, tier, tool):
+        metric, _, cache = name.partition("/")
+        labels = dict({"tier": tier, "tool": tool}, **({"cache": cache} if cache else {}))
+        return fmt(m.get(name), thresholds=judged("pkg_install", metric, labels))
     for (host, tier, tool), m in sorted(rows.items()):
         doc = next((d for d in docs if d["host"] == host), {})
         versions = ((doc.get("facts") or {}).get("versions") or {}).get("%s/%s" % (tier, tool)) or {}
         wanted = [p.split("[")[0].split("=")[0].split("<")[0].split(">")[0].strip().lower()
                   for p in (doc.get("facts") or {}).get("packages") or []]
         shown = ", ".join("%s %s" % (n, versions[n]) for n in wanted if n in versions)
-        table.append([host, tier, tool, fmt(m.get("venv_s")), fmt(m.get("install_s")), fmt(m.get("total_s")),
-                      fmt(m.get("import_s/cold")), fmt(m.get("import_s/warm")),
+        table.append([host, tier, tool, fmt(m.get("venv_s")), cell(m, "install_s", tier, tool), fmt(m.get("total_s")),
+                      cell(m, "import_s/cold", tier, tool), cell(m, "import_s/warm", tier, tool),
                       fmt(m.get("env_bytes", 0) / 2**20) if m.get("env_bytes") else None, shown or None])
     if table:
         out.append(Table(["host", "tier", "tool", "venv s", "install s", "total s", "import cold s", "import warm s",
@@ -119,20 +144,23 @@ def install_part(run, report_dir):
     return out
 
 
-def _shown(r):
-    """A result as the tables show it: a bound (a transfer or start that reached its timeout) as "≤ 40" / "≥ 600"."""
+def _shown(r, judged, probe):
+    """A result as the tables show it: a bound (a transfer or start that reached its timeout) as "≤ 40" / "≥ 600";
+    on the side of the lines its check judged it against (judged: lines_of) that the check's row shows it."""
     if r is None:
         return None
+    text = fmt(r["value"], thresholds=judged(probe, r["metric"], r["labels"]))
     mark = {"at_most": "≤ ", "at_least": "≥ "}.get(r["labels"].get("bound"), "")
-    return mark + fmt(r["value"]) if mark else fmt(r["value"])
+    return mark + text
 
 
 def transfer_part(run):
     out = []
+    judged = lines_of(run)
     net = run.records("net_speed")
     if net:
-        rows = sorted((r["host"], r["metric"].replace("_mbps", ""), r["labels"].get("url"), _shown(r))
-                      for r in net if r["metric"].endswith("_mbps"))
+        rows = sorted((r["host"], r["metric"].replace("_mbps", ""), r["labels"].get("url"),
+                       _shown(r, judged, "net_speed")) for r in net if r["metric"].endswith("_mbps"))
         out += [Heading(3, "Internet speed"), Table(["host", "direction", "URL", "Mbit/s"], rows)]
     pulls = run.records("container_pull")
     if pulls:
@@ -140,21 +168,23 @@ def transfer_part(run):
         for r in pulls:
             key = (r["host"], r["labels"].get("engine"), r["labels"].get("image"))
             by.setdefault(key, {})[r["metric"]] = r
-        rows = [[h, e, i, _shown(m.get("pull_s")), fmt(m["image_bytes"]["value"] / 1e6) if m.get("image_bytes")
-                 else None, _shown(m.get("pull_mbps"))] for (h, e, i), m in sorted(by.items())]
+        rows = [[h, e, i, _shown(m.get("pull_s"), judged, "container_pull"),
+                 fmt(m["image_bytes"]["value"] / 1e6) if m.get("image_bytes") else None,
+                 _shown(m.get("pull_mbps"), judged, "container_pull")] for (h, e, i), m in sorted(by.items())]
         out += [Heading(3, "Container pulls"), Table(["host", "engine", "image", "pull s", "MB", "Mbit/s"], rows)]
     models = run.records("model_pull")
     if models:
         by = {}
         for r in models:
             by.setdefault((r["host"], r["labels"].get("hub"), r["labels"].get("model")), {})[r["metric"]] = r
-        rows = [[h, hub, model, _shown(m.get("download_s") or m.get("process_s")),
+        rows = [[h, hub, model, _shown(m.get("download_s") or m.get("process_s"), judged, "model_pull"),
                  fmt(m["model_bytes"]["value"] / 1e6) if m.get("model_bytes") else None,
-                 _shown(m.get("download_mbps"))] for (h, hub, model), m in sorted(by.items())]
+                 _shown(m.get("download_mbps"), judged, "model_pull")] for (h, hub, model), m in sorted(by.items())]
         out += [Heading(3, "Model downloads"), Table(["host", "hub", "model", "s", "MB", "Mbit/s"], rows)]
     serve = [r for r in run.records("serve_ready") if r["metric"] == "ready_s"]
     if serve:
-        rows = [[r["host"], r["labels"].get("model"), _shown(r)] for r in sorted(serve, key=lambda r: r["host"])]
+        rows = [[r["host"], r["labels"].get("model"), _shown(r, judged, "serve_ready")]
+                for r in sorted(serve, key=lambda r: r["host"])]
         out += [Heading(3, "vllm serve"), Table(["host", "model", "s until /v1/models answers"], rows)]
     return out
 

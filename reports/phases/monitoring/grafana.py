@@ -25,6 +25,7 @@ from reports.grading.preconditions import ungradable
 from reports.grading.rows import make_row, status_below
 from reports.grading.select import find_artifact
 from reports.render.blocks import Bullets, Heading, Paragraph, Table, code
+from reports.shown import shown
 
 PROBE = "grafana"
 CLASSES = ("gpu_health", "scheduler", "freshness")
@@ -137,8 +138,9 @@ def grade_panels_data(check, run, host):
         "matched to the nodes' names%s" % (" and addresses (from the run's prometheus artifact)" if any(
             n.get("address") for n in nodes) else "") if earlier else "") if x) or None
     return [make_row(check, host, status_below(share, warn, fail),
-                     "%d of %d evaluated panels return data for this cluster's nodes (%.0f %%)" % (
-                         len(ours), len(evaluated), 100 * share),
+                     # in whole percent, or with decimals where those would cross a line (reports/shown.py)
+                     "%d of %d evaluated panels return data for this cluster's nodes (%s %%)" % (
+                         len(ours), len(evaluated), shown(share, (warn, fail), decimals=0, scale=100)),
                      ">= %g %% (fail below %g %%)" % (100 * warn, 100 * fail), reason=reason)]
 
 

@@ -37,6 +37,7 @@ from reports.grading.one_host import on_runners
 from reports.grading.preconditions import ungradable
 from reports.grading.rows import make_row
 from reports.grading.select import find_artifact
+from reports.shown import shown
 
 PROBE = "prometheus"
 # The flags of /api/v1/status/flags that open an endpoint taking writes (or admin actions): switches ("true"), and
@@ -501,8 +502,9 @@ def grade_fault_visible(check, run, host):
         change, step = after[0]
         visible = change - inj["t_server"]
         status = "pass" if visible <= pass_s else "warn" if visible <= fail_s else "fail"
-        text = ("visible %.1f s after the %s injection" % (visible, inj["which"]) if two
-                else "visible after %.1f s" % visible)
+        # the delay judged, on its side of each line (reports/shown.py: 60.04 s is not "60.0 s" beside a 60 s limit)
+        text = ("visible %s s after the %s injection" % (shown(visible, (pass_s, fail_s)), inj["which"]) if two
+                else "visible after %s s" % shown(visible, (pass_s, fail_s)))
         notes = []
         if step:  # the change lies in (T - step, T]: the delay within [visible - step, visible], ± the clocks
             notes.append("%.1f to %.1f s: the range query's %g s step%s" % (

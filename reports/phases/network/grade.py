@@ -735,11 +735,15 @@ def grade_pairs(check, run, hosts):
         value = statistics.median(mine)
         below = 100.0 * (bw_median - value) / bw_median if bw_median else 0.0
         status = status_above(below, bw_warn, bw_fail)
-        text = "bw %.3g Gbit/s (%.0f%% below the median pair %.3g)" % (value, max(below, 0), bw_median)
+        # percentages in whole numbers, or with decimals where those would show them on the other side of a line
+        text = "bw %.3g Gbit/s (%s%% below the median pair %.3g)" % (
+            value, shown(max(below, 0), (bw_warn, bw_fail), decimals=0), bw_median)
         my_rtt = [v for (s, d), v in rtt.items() if host in (s, d)]
         if my_rtt and rtt_median:
             above = 100.0 * (statistics.median(my_rtt) - rtt_median) / rtt_median
-            text += "; rtt %.3g us (%+.0f%%)" % (statistics.median(my_rtt), above)
+            above_text = shown(above, (rtt_warn,), decimals=0)
+            text += "; rtt %.3g us (%s%%)" % (statistics.median(my_rtt),
+                                              above_text if above_text.startswith("-") else "+" + above_text)
             if above > rtt_warn and status == "pass":
                 status = "warn"
         rows.append(make_row(check, host, status, text, "bw within %g%% of the median pair (warn %g%%), rtt within "

@@ -4,6 +4,7 @@ placement, accounting, enforcement and cleanup), then the Kubernetes half (repor
 Every number is a result or fact of an artifact; verdicts come from the graders."""
 
 from reports.grading import one_host
+from reports.grading.rubric import graded_checks
 from reports.phases.orchestration import common, kubernetes, slurm
 from reports.render import markdown
 from reports.render.blocks import Bullets, Heading, Paragraph, Table, code
@@ -16,13 +17,24 @@ LATENCIES = (("submit_to_running_s", "sbatch to RUNNING"), ("submit_to_script_s"
              ("salloc_to_shell_s", "salloc to its command"), ("srun_step_s", "srun step in an allocation"))
 
 
-def latency_table(doc):
+def latency_lines(run):
+    """{metric: (pass_max, warn_max) of every slurm_latency check of it}, as the run was graded: the median (p50)
+    the table shows beside the check's verdict is on the side of them its row shows it."""
+    out = {}
+    for c in graded_checks(run, lambda c: c.get("kind") == "slurm_latency"):
+        out[c["metric"]] = out.get(c["metric"], ()) + (float(c["pass_max"]), float(c["warn_max"]))
+    return out
+
+
+def latency_table(doc, lines=None):
     rows = []
     for metric, label in LATENCIES:
         vals = slurm.values(doc, metric)
         if vals:
             dist = common.distribution(vals)
-            rows.append([label, dist["n"], fmt(dist["p50"]), fmt(dist["p90"]), fmt(dist["max"])])
+            # the check judges the median (p50); p90 and max beside it are read against the same lines
+            judged = (lines or {}).get(metric, ())
+            rows.append([label, dist["n"]] + [fmt(dist[k], thresholds=judged) for k in ("p50", "p90", "max")])
     return [Table(["seconds", "samples", "p50", "p90", "max"], rows)] if rows else []
 
 
@@ -119,7 +131,8 @@ def slurm_part(run):
                     ": %s" % doc["reason"] if doc.get("reason") else ""))]
         if doc["status"] == "skipped":
             continue
-        out += tests_table(doc) + latency_table(doc) + array_table(doc) + gpu_table(doc) + placement_part(doc)
+        out += tests_table(doc) + latency_table(doc, latency_lines(run)) + array_table(doc) + gpu_table(doc)
+        out += placement_part(doc)
         out += accounting_part(doc)
     return out
 

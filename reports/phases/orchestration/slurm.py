@@ -33,6 +33,7 @@ from reports.grading import one_host
 from reports.grading.preconditions import ungradable
 from reports.grading.rows import make_row
 from reports.grading.select import find_artifact
+from reports.shown import shown
 
 PROBE = "slurm_jobs"
 
@@ -149,7 +150,11 @@ def grade_latency(check, run, hosts):
                     or "the probe recorded no %s" % metric)
             return [("skip", None, None, note, "")]
         med = statistics.median(vals)
-        observed = "median %.3g s, max %.3g s over %d" % (med, max(vals), len(vals))
+        # the median judged, and the max beside it, on their side of each line (reports/shown.py: 5.004 s is not "5"
+        # beside "median <= 5 s")
+        lines = (pass_max, warn_max)
+        observed = "median %s s, max %s s over %d" % (shown(med, lines, significant=3),
+                                                      shown(max(vals), lines, significant=3), len(vals))
         if check.get("uncertainty"):
             row = two_clock_verdict(doc, metric, check["uncertainty"], pass_max, warn_max, observed, expected)
             if row[0] in ("error", "skip") or status != "error":

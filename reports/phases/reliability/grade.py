@@ -82,6 +82,13 @@ def grade_reboot(check, run, host):
     return [make_row(check, host, "fail", "not back", expected, why)]
 
 
+def peer_limits(check, median):
+    """The lines a reliability_peers value is judged against, beside the other nodes' `median`: fail_factor and
+    warn_factor times it, and min_excess_s above it (slower than a factor by no more than that passes)."""
+    fail_f, warn_f = float(check.get("fail_factor", 2.0)), float(check.get("warn_factor", 1.5))
+    return fail_f * median, warn_f * median, median + float(check.get("min_excess_s", 30))
+
+
 def grade_peers(check, run, hosts):
     """Each host's value of `metric` (probe `probe`) against the median of the others: slower than `fail_factor`
     times that median (and by more than `min_excess_s`) fails, slower than `warn_factor` times warns."""
@@ -112,7 +119,7 @@ def grade_peers(check, run, hosts):
             status = "warn"
         else:
             status = "pass"
-        rows.append(make_row(check, host, status, _s(value), expected))
+        rows.append(make_row(check, host, status, _s(value, peer_limits(check, median)), expected))
     return rows
 
 

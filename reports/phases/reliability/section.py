@@ -6,6 +6,8 @@ A plot (PNG, matplotlib Agg) beside report.md shows every node's stages on one t
 the first event of that node). When nothing destructive was allowed the section says why in one line.
 """
 
+import statistics
+
 from reports.grading.rubric import graded_checks
 from reports.phases.reliability import grade, timeline
 from reports.render import markdown, plots
@@ -37,6 +39,21 @@ def limits(run):
     back = graded_checks(run, lambda c: c.get("kind") == "reliability_return")
     return {"detect": sum((grade.detect_limits(c) for c in detect), ()),
             "return": tuple(grade.return_limit(c) for c in back)}
+
+
+def peer_lines(run, done):
+    """{(metric, host): lines} of the reboot times a reliability_peers check judged against the other rebooted nodes'
+    median (grade.peer_limits), as the run was graded: the reboot table shows each on its side of them."""
+    out = {}
+    for check in graded_checks(run, lambda c: c.get("kind") == "reliability_peers" and c.get("probe") == "reboot"):
+        values = {d["host"]: d["metrics"][check["metric"]] for d in done
+                  if d["metrics"].get(check["metric"]) is not None}
+        for host in values:
+            others = [v for h, v in values.items() if h != host]
+            if len(others) >= int(check.get("min_peers", 1)):
+                out[(check["metric"], host)] = out.get((check["metric"], host), ()) + grade.peer_limits(
+                    check, statistics.median(others))
+    return out
 
 
 def reboot_stages(done):
@@ -144,12 +161,12 @@ def _skipped(what, docs):
     return [Paragraph(what + ": " + "; ".join("%s (%s)" % (d["host"], d.get("reason")) for d in skipped))]
 
 
-def reboot_part(done, reboots):
+def reboot_part(done, reboots, lines=None):
     table = []
     for d in done:
         m, facts = d["metrics"], d["facts"]
         table.append([d["host"], facts.get("scheduler"), facts.get("batch")]
-                     + [_s(m.get(k)) for k, _ in REBOOT_COLUMNS]
+                     + [_s(m.get(k), (lines or {}).get((k, d["host"]), ())) for k, _ in REBOOT_COLUMNS]
                      + ["yes" if m.get("boot_id_changed") else strong("no"),
                         "yes" if m.get("returned") else [strong("no"), ": %s" % facts.get("reboot_error", "")]])
     return [Heading(3, "Reboot timings (seconds)"),
@@ -188,7 +205,7 @@ def blocks(run, rows, report_dir):
         reasons = sorted({d.get("reason") or "" for d in reboots + faults})
         return out + [Paragraph("Not run: %s." % "; ".join(r for r in reasons if r))]
     if done_r:
-        out += reboot_part(done_r, reboots)
+        out += reboot_part(done_r, reboots, peer_lines(run, done_r))
     lines = limits(run) if done_f else None
     if done_f:
         out += fault_part(done_f, faults, rows, lines)

@@ -32,6 +32,7 @@ from reports.grading import expectations
 from reports.grading.preconditions import ANY_VARIANT, ungradable
 from reports.grading.rows import make_row, status_above, text_of
 from reports.grading.select import AGGREGATES, artifacts_of, labels_match, slowest
+from reports.shown import same_side, shown
 
 
 def _docs(run, host, probe):
@@ -53,11 +54,31 @@ def _tiers_that_ran(check, run, host, probe, rows):
             yield doc.get("variant"), doc
 
 
+def _lines(check):
+    """The fixed lines (expect and warn `value`s) of a check, in the units its rows show (check.scale applied)."""
+    return [float(e["value"]) for e in (check.get("expect"), check.get("warn")) if e and "value" in e]
+
+
 def _fmt(value, check):
+    """value in the check's units: 4 decimals at most, 6 significant digits; more where that would show it on the
+    other side of one of the check's lines, or on it (fio 99.99996 MB/s beside a floor of 100 is "99.99996", not
+    "100": reports/shown.py)."""
     scale = float(check.get("scale", 1.0))
     unit = check.get("unit", "")
-    text = text_of(round(value * scale, 4) if scale != 1.0 else round(value, 4))
+    exact = value * scale if scale != 1.0 else value
+    text = text_of(round(exact, 4))
+    lines = _lines(check)
+    if not same_side(float(text), exact, lines):
+        text = shown(exact, lines, decimals=4)
+        text = text.rstrip("0").rstrip(".") if "." in text else text  # 4 decimals at most, as text_of shows them
     return ("%s %s" % (text, unit)).strip()
+
+
+def _pct(value, lines, sign=False):
+    """A percentage (or ratio) with one decimal, or more where one would put it on the other side of one of `lines`
+    (the check's warn and fail lines, in the same sense as value), or on it; sign: with its sign, as "%+.1f"."""
+    text = shown(value, lines)
+    return "+" + text if sign and not text.startswith("-") else text
 
 
 def _judge(check, value):
@@ -442,8 +463,9 @@ def grade_fio_client(check, run, host):
             fail_pct = float(check["max_below_median_pct"])
             warn_pct = float(check.get("warn_below_median_pct", fail_pct))
             status = status_above(off, warn_pct, fail_pct)
-            rows.append(make_row(check, host, status, "%s (%.1f%% %s the clients' median)%s" % (
-                _fmt(value, check), max(off, 0.0), "above" if lower_better else "below", note),
+            rows.append(make_row(check, host, status, "%s (%s%% %s the clients' median)%s" % (
+                _fmt(value, check), _pct(max(off, 0.0), (warn_pct, fail_pct)), "above" if lower_better else "below",
+                note),
                 "within %g%% of the median %s" % (fail_pct, _fmt(median, check)), subject=sub))
     return rows
 
@@ -505,7 +527,7 @@ def grade_scaling(check, run, hosts):
                 worst, where = drop, (best_c, c)
         observed = " → ".join("c%d %s" % (c, _fmt(series[c], check)) for c in counts)
         if where:
-            observed += " (%.1f%% lower at c%d than at c%d)" % (worst, where[1], where[0])
+            observed += " (%s%% lower at c%d than at c%d)" % (_pct(worst, (warn_pct, fail_pct)), where[1], where[0])
         status = status_above(worst, warn_pct, fail_pct)
         graded.setdefault(driver, []).append(make_row(check, driver, status, observed,
                                                       "aggregate never more than %g%% below a smaller client count"
@@ -531,8 +553,8 @@ def grade_degradation(check, run, hosts):
         degradation = 100.0 * (base - loaded) / base if base else 0.0
         status = status_above(degradation, warn_pct, fail_pct)
         graded.setdefault(driver, []).append(make_row(
-            check, driver, status, "%s per client at c%d, %s at c%d (%.1f%% lower)" % (
-                _fmt(base, check), lo, _fmt(loaded, check), hi, max(degradation, 0.0)),
+            check, driver, status, "%s per client at c%d, %s at c%d (%s%% lower)" % (
+                _fmt(base, check), lo, _fmt(loaded, check), hi, _pct(max(degradation, 0.0), (warn_pct, fail_pct))),
             "at most %g%% lower per client under load" % fail_pct, subject=sub))
     return _cluster_rows(check, run, hosts, graded)
 
@@ -567,9 +589,12 @@ def grade_window_drift(check, run, host):
                          reason="the first window has no %s to compare with" % check["metric"])]
     change = 100.0 * (end - base) / base
     worse = -change if check["worse"] == "lower" else change
+    # the change is judged in the bad direction: its lines are -warn and -fail where lower is worse
+    sense = -1.0 if check["worse"] == "lower" else 1.0
     return [make_row(check, host, status_above(worse, warn_pct, fail_pct),
-                     "%s in the first window, %s in the last (%+.1f%%)" % (_fmt(base, check), _fmt(end, check),
-                                                                            change),
+                     "%s in the first window, %s in the last (%s%%)" % (
+                         _fmt(base, check), _fmt(end, check), _pct(change, (sense * warn_pct, sense * fail_pct),
+                                                                   sign=True)),
                      "at most %g%% %s in the last window" % (fail_pct, check["worse"]))]
 
 
@@ -591,8 +616,8 @@ def grade_slow_tier(check, run, hosts):
             continue
         slow, value, others, ratio = spread
         graded.setdefault(driver, []).append(make_row(
-            check, driver, status_above(ratio, warn, fail), "tier %s: %s, the other tiers' median %s (%.1f× slower)"
-            % (slow, _fmt(value, check), _fmt(others, check), ratio),
+            check, driver, status_above(ratio, warn, fail), "tier %s: %s, the other tiers' median %s (%s× slower)"
+            % (slow, _fmt(value, check), _fmt(others, check), _pct(ratio, (warn, fail))),
             "slowest tier ≤ %g× slower than the others (warn above %g×)" % (fail, warn), subject=sub))
     if not graded:
         return [make_row(check, host, "skip", reason="no fio sweep point at 1 client in this run") for host in hosts]
@@ -622,8 +647,9 @@ def grade_fio_endurance(check, run, hosts):
         degradation = 100.0 * (base - typical) / base
         graded.setdefault(driver, []).append(make_row(
             check, driver, status_above(degradation, warn_pct, fail_pct),
-            "%s in the sweep, %s over %d endurance runs (median; worst %s): %+.1f%%" % (
-                _fmt(base, check), _fmt(typical, check), len(series), _fmt(worst, check), -degradation),
+            "%s in the sweep, %s over %d endurance runs (median; worst %s): %s%%" % (
+                _fmt(base, check), _fmt(typical, check), len(series), _fmt(worst, check),
+                _pct(-degradation, (-warn_pct, -fail_pct), sign=True)),
             "at most %g%% lower than the sweep" % fail_pct, subject=sub))
     if not graded:
         return [make_row(check, host, "skip", reason=check.get("missing_reason")

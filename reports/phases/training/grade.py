@@ -28,6 +28,7 @@ from reports.grading.rows import SEVERITY_OF_STATUS, make_row, status_above, sta
 from reports.grading.rubric import shipped_checks
 from reports.grading.select import find_artifact, gpu_model
 from reports.phases.training.flops import flops_per_token, mfu
+from reports.shown import shown
 
 PROBE = "training"
 
@@ -194,6 +195,12 @@ def shape_mismatch(check, facts):
         check.get("shape_name", "another model"), want, seq_len, ran, facts.get("seq_len", "?"))
 
 
+def throughput_lines(check, spec):
+    """The lines (expect, warn) of a train_throughput check for the GPU model `spec`, those gpus.yml gives."""
+    lines = (expectations.resolve(e, spec)[0] for e in (check.get("expect"), check.get("warn")) if e)
+    return [line for line in lines if line is not None]
+
+
 def grade_throughput(check, run, host):
     """tokens/s per GPU or MFU at one world size against the GPU model's expectation (fail below `expect`, warn below
     `warn`), for the model shape the expectation is for."""
@@ -206,13 +213,17 @@ def grade_throughput(check, run, host):
     if world is None:
         return _no_result(check, host, doc, "tokens/s per GPU")
     subject, value, facts = world_name(world), tps[world][host], doc.get("facts") or {}
-    observed = "%.0f tokens/s per GPU" % value
     _, spec, name = gpu_model(run, host, doc)
+    # the number judged is shown on its side of the check's lines (reports/shown.py: an MFU of 26.596 % is not
+    # "26.6" beside a floor of 26.6); without an expectation, as before
+    lines = throughput_lines(check, spec)
+    tokens_lines = lines if check["measure"] == "tokens_per_s" else ()
+    observed = "%s tokens/s per GPU" % shown(value, tokens_lines, decimals=0)
     if check["measure"] == "mfu":
         value, text = host_mfu(run, host, doc, value)
         if value is None:
             return [make_row(check, host, "skip", observed, subject=subject, reason=text)]
-        observed = "%.3g %% MFU (%s × %s)" % (value, observed, text)
+        observed = "%s %% MFU (%s × %s)" % (shown(value, lines, significant=3), observed, text)
         own = by_world(run, check.get("variant"), "torchtitan_mfu_pct", host).get(world, {}).get(host)
         if own is not None:
             # torchtitan's own figure (its FLOPs count and the peak it assumed): what a run by hand prints
@@ -253,7 +264,7 @@ def grade_step_cv(check, run, host):
     rows = []
     for world in sorted(cvs):
         cv = cvs[world][host]
-        observed = "cv %.3f" % cv
+        observed = "cv %s" % shown(cv, (warn_cv, fail_cv), decimals=3)
         if world in p50 and world in p99:
             observed += " (p50 %.3g s, p99 %.3g s)" % (p50[world][host], p99[world][host])
         rows.append(make_row(check, host, status_above(cv, warn_cv, fail_cv), observed,
@@ -325,8 +336,9 @@ def grade_scaling(check, run, hosts):
     if judged:
         status, ratio, smaller, larger, at_smaller, at_larger = max(
             judged, key=lambda j: (SEVERITY_OF_STATUS[j[0]], -j[1]))
-        observed = "worst %.2f: %s vs %s (%.0f vs %.0f tokens/s per GPU)" % (
-            ratio, world_name(larger), world_name(smaller), at_larger, at_smaller)
+        observed = "worst %s: %s vs %s (%.0f vs %.0f tokens/s per GPU)" % (
+            shown(ratio, _floors(check, smaller), decimals=2), world_name(larger), world_name(smaller), at_larger,
+            at_smaller)
         share = {w: max(v.values()) for w, v in by_world(run, variant, "alltoall_share").items()}
         if smaller in share and larger in share:
             observed += "; all_to_all %.0f %% → %.0f %% of the step" % (100 * share[smaller], 100 * share[larger])

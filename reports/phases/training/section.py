@@ -9,7 +9,20 @@ and start-up time.
 """
 
 from reports.grading.rows import summary_line
-from reports.phases.training.grade import PROBE, by_world, host_mfu, nonfinite_loss, pace, per_step, world_name
+from reports.grading.rubric import graded_checks
+from reports.grading.select import gpu_model
+from reports.phases.training.grade import (
+    PROBE,
+    by_world,
+    host_mfu,
+    nonfinite_loss,
+    pace,
+    per_step,
+    pick_world,
+    shape_mismatch,
+    throughput_lines,
+    world_name,
+)
 from reports.render import markdown, plots
 from reports.render.blocks import Bullets, Heading, Paragraph, Table, code, figure, joined, link, strong
 from reports.render.markdown import fmt
@@ -92,6 +105,21 @@ def describe(doc):
                                                      f["torchtitan_argv"]) if f.get("torchtitan_argv") else "")]
 
 
+def judged_lines(run, variant, world, host, measure):
+    """The lines the train_throughput checks of this job measuring `measure` (tokens_per_s, mfu) judged `host`'s
+    value at `world` against (the world their `nodes` picks; the host's GPU model's figures), as the run was graded:
+    the table shows the value on the side of them its row does (reports/shown.py)."""
+    doc = run.artifact(host, PROBE, variant)
+    if doc is None or doc["device"]["backend"] not in ("cuda", "rocm"):
+        return []
+    worlds = by_world(run, variant, "tokens_per_s_per_gpu", host)
+    _, spec, _ = gpu_model(run, host, doc)
+    return [line for c in graded_checks(run, lambda c: c.get("kind") == "train_throughput" and c.get("variant") ==
+                                        variant and c.get("measure") == measure)
+            if pick_world(worlds, c.get("nodes", 1)) == world and not shape_mismatch(c, doc.get("facts") or {})
+            for line in throughput_lines(c, spec)]
+
+
 def _mfu_cell(run, variant, world, tps_by_host):
     """MFU of the world's slowest host, or "—, <why not>" (the CPU backend, no peak for the GPU model)."""
     host = min(tps_by_host, key=tps_by_host.get)
@@ -100,7 +128,8 @@ def _mfu_cell(run, variant, world, tps_by_host):
     if backend not in ("cuda", "rocm"):
         return "—, backend=%s" % backend
     value, why = host_mfu(run, host, doc, tps_by_host[host])
-    return "%s %%" % fmt(value) if value is not None else "—, %s" % why
+    return "%s %%" % fmt(value, thresholds=judged_lines(run, variant, world, host, "mfu")) if value is not None \
+        else "—, %s" % why
 
 
 def job_table(run, variant):
@@ -115,6 +144,9 @@ def job_table(run, variant):
         values = cols[metric].get(world)
         return max(values.values()) if values else None
 
+    # the step time cv judged (train_step_cv: every host at every world), shown on its side of the check's lines
+    cv_lines = [float(c[k]) for c in graded_checks(run, lambda c: c.get("kind") == "train_step_cv" and
+                                                   c.get("variant") == variant) for k in ("warn_cv", "fail_cv")]
     rows = []
     for world in sorted(set(tps) | set(cols["loss_last"]) | set(diverged)):
         first, last = cols["loss_first"].get(world), cols["loss_last"].get(world)
@@ -123,10 +155,13 @@ def job_table(run, variant):
         if world in diverged:
             bad = next(iter(diverged[world].values()))
             loss = "%s at step %s" % (bad["loss"], bad["step"])
-        row = [world[0], world[1], fmt(min(tps[world].values())) if world in tps else None,
+        slowest = min(tps[world], key=tps[world].get) if world in tps else None
+        row = [world[0], world[1], fmt(tps[world][slowest], thresholds=judged_lines(
+                   run, variant, world, slowest, "tokens_per_s")) if world in tps else None,
                _mfu_cell(run, variant, world, tps[world]) if world in tps else None,
                fmt(worst("step_time_mean_s", world)), fmt(worst("step_time_p99_s", world)),
-               fmt(worst("step_time_cv", world)), fmt(memory / 2**30) if memory is not None else None, loss,
+               fmt(worst("step_time_cv", world), thresholds=cv_lines),
+               fmt(memory / 2**30) if memory is not None else None, loss,
                fmt(worst("time_to_first_step_s", world))]
         if variant == "moe":
             share = worst("alltoall_share", world)
