@@ -1,6 +1,7 @@
 """Storage for the audit: mounts (`findmnt -J`, or /proc/self/mounts), their free space and inodes (statvfs,
 each in its own thread with a timeout: a hung network mount must not hang the audit), local NVMe devices,
-/etc/fstab, and which mount holds /home. The controller sorts mounts into tiers from the filesystem types."""
+/etc/fstab, which mount holds /home, and what device-mapper (LVM) and md RAID devices are built on (their slaves in
+sysfs). The controller sorts mounts into tiers from the filesystem types."""
 
 import json
 import os
@@ -115,6 +116,54 @@ def nvme_devices(root="/sys/block"):
     return out
 
 
+def _disk_of(link):
+    """The whole disk of a slaves/ entry: a partition (nvme0n1p1, md0p1) is a directory below its disk's in sysfs
+    (.../nvme0n1/nvme0n1p1, with a `partition` file), a whole disk is itself."""
+    real = os.path.realpath(link)
+    if os.path.isfile(os.path.join(real, "partition")):
+        return os.path.basename(os.path.dirname(real))
+    return os.path.basename(link)
+
+
+def stacked_devices(root="/sys/block"):
+    """Device-mapper (dm-N: LVM, dm-crypt, multipath) and md (software RAID) block devices and what they are built on,
+    as sysfs shows them: {"dm-0": {"dm_name": "vg_scratch-lv_scratch", "dm_uuid_prefix": "LVM", "slaves":
+    ["nvme0n1p1", "nvme1n1p1"], "disks": ["nvme0n1", "nvme1n1"]}, "md0": {"md_level": "raid0", ...}}.
+
+    `slaves` are the names in /sys/block/<dev>/slaves/ (a partition is named as such: nvme0n1p1); `disks` are the
+    whole disks at the bottom, the slaves followed down through further dm/md devices (LVM on md RAID, dm-crypt on
+    LVM) and partitions taken to their disk. A /dev/mapper/<name> mount is matched by `dm_name` (dm/name)."""
+    out = {}
+    names = [n for n in listdir(root) if n.startswith(("dm-", "md"))]
+    slaves = {n: listdir(os.path.join(root, n, "slaves")) for n in names}
+
+    def bottom(name, seen):
+        disks = []
+        for slave in slaves.get(name, []):
+            disk = _disk_of(os.path.join(root, name, "slaves", slave))
+            if disk in seen:
+                continue
+            if disk in slaves and slaves[disk]:
+                disks += bottom(disk, seen | {disk})
+            else:
+                disks.append(disk)
+        return disks
+
+    for name in names:
+        entry = {"slaves": slaves[name], "disks": sorted(set(bottom(name, {name})))}
+        dm_name = read_strip(os.path.join(root, name, "dm", "name"))
+        if dm_name is not None:
+            entry["dm_name"] = dm_name
+            uuid = read_strip(os.path.join(root, name, "dm", "uuid")) or ""
+            # the subsystem prefix of the dm uuid (LVM-, CRYPT-, mpath-, part1-): what kind of mapping it is
+            entry["dm_uuid_prefix"] = uuid.split("-", 1)[0] if "-" in uuid else None
+        level = read_strip(os.path.join(root, name, "md", "level"))
+        if level is not None:
+            entry["md_level"] = level
+        out[name] = entry
+    return out
+
+
 def collect(c):
     res = c.cmd("findmnt", ["findmnt", "-J", "-o", "TARGET,SOURCE,FSTYPE,OPTIONS"], timeout=10)
     mounts = None
@@ -145,6 +194,7 @@ def collect(c):
         "user_home": home,
         "user_home_mount": (mount_of(home, mounts) or {}).get("target"),
         "nvme": nvme_devices(),
+        "stacked": stacked_devices(),
         "fstab": parse_fstab(read("/etc/fstab")),
         "mount_targets": sorted({m["target"] for m in mounts if not _transient(m["target"])}),
     }

@@ -179,3 +179,23 @@ def test_a_configless_slurm_node_reads_slurmds_cached_config(tmp_path, monkeypat
     facts = audit_sched.collect(c)
     assert facts["slurm_conf"] == cached and facts["source"] == "slurm.conf"
     assert c.sources["slurm"]["status"] == "ok"
+
+
+def test_a_configless_slurm_node_before_22_05_reads_slurmds_conf_cache(tmp_path, monkeypatch):
+    """Before Slurm 22.05 slurmd kept its configless copy only in <SlurmdSpoolDir>/conf-cache (no /run/slurm/conf
+    link): the default spool's conf-cache/slurm.conf is read as the node's slurm.conf."""
+    from probes.audit import sched as audit_sched
+    cached = "/var/spool/slurmd/conf-cache/slurm.conf"
+    real_exists, real_read = os.path.exists, audit_sched.read
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(audit_sched.os.path, "exists",
+                        lambda p: p == cached or (not str(p).startswith(("/etc/slurm", "/usr/local/etc/slurm",
+                                                                         "/run/slurm", "/var/spool/slurmd"))
+                                                  and real_exists(p)))
+    monkeypatch.setattr(audit_sched, "read", lambda p, *a: (FIX / "slurm.conf_flat_topology").read_text()
+                        if p == cached else real_read(p, *a))
+    c = Collector(str(tmp_path))
+    facts = audit_sched.collect(c)
+    assert facts["slurm_conf"] == cached and facts["source"] == "slurm.conf"
+    assert c.sources["slurm"]["status"] == "ok"

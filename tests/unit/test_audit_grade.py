@@ -3,6 +3,7 @@ through the probe's own parsers, written as artifacts, loaded and graded like a 
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -529,7 +530,7 @@ def test_os_support_interim_ubuntu_releases_end_on_their_own_dates(tmp_path):
         "u2610": {"os_version": "26.10"}, "u2604": {"os_version": "26.04"}, "u2004": {"os_version": "20.04"},
         "centos7": {"os_id": "centos", "os_version": "7"},
     })
-    for host, end in (("u2410", "2025-07-10"), ("u2504", "2026-01-31"), ("u2510", "2026-07-31")):
+    for host, end in (("u2410", "2025-07-10"), ("u2504", "2026-01-15"), ("u2510", "2026-07-31")):
         row = t[("audit.sw.os_support", host)]
         assert row["status"] == "fail", (host, row)
         assert "standard security support ended %s" % end in row["reason"]
@@ -542,6 +543,37 @@ def test_os_support_interim_ubuntu_releases_end_on_their_own_dates(tmp_path):
     # before its end an interim release passes
     early = _system_rows(tmp_path / "early", {"u2510": {"os_version": "25.10"}}, started="2026-03-01T00:00:00Z")
     assert early[("audit.sw.os_support", "u2510")]["status"] == "pass"
+
+
+def test_os_support_ubuntu_25_04_ended_on_15_january_2026(tmp_path):
+    """Ubuntu 25.04's end is a day (distro-info-data's ubuntu.csv: 2026-01-15), not the month's last day."""
+    t = _system_rows(tmp_path, {"u2504": {"os_version": "25.04"}}, started="2026-01-20T00:00:00Z")
+    row = t[("audit.sw.os_support", "u2504")]
+    assert row["status"] == "fail" and row["reason"] == "standard security support ended 2026-01-15"
+    before = _system_rows(tmp_path / "b", {"u2504": {"os_version": "25.04"}}, started="2026-01-15T12:00:00Z")
+    assert before[("audit.sw.os_support", "u2504")]["status"] == "pass"
+
+
+@pytest.mark.parametrize("os_id, version, status, end", [
+    # os-release ID and VERSION_ID as these releases write them
+    ("almalinux", "9.5", "pass", "2032-05-31"), ("almalinux", "8.10", "pass", "2029-03-01"),
+    ("almalinux", "10.0", "pass", "2035-05-31"), ("rocky", "10.0", "pass", "2035-05-31"),
+    ("rocky", "9.6", "pass", "2032-05-31"), ("ol", "9.5", "pass", "2032-06-30"), ("ol", "8.10", "pass", "2029-07-31"),
+    ("ol", "7.9", "fail", "2024-12-31"), ("sles", "15.6", "fail", "2025-12-31"), ("sles", "15.5", "fail", "2024-12-31"),
+    ("sles", "12.5", "fail", "2024-10-31"),
+    ("sles", "15.7", "pass", None),  # the last SLES 15 service pack: newer than the table
+    ("sles", "15.4", "fail", None),  # an older service pack than the table lists: end of life
+])
+def test_os_support_rhel_rebuilds_and_sles(tmp_path, os_id, version, status, end):
+    t = _system_rows(tmp_path, {"n": {"os_id": os_id, "os_version": version}}, started="2026-11-20T00:00:00Z")
+    row = t[("audit.sw.os_support", "n")]
+    assert row["status"] == status, row
+    if end:
+        assert row["expected"] == "security updates until %s" % end
+    elif status == "pass":
+        assert row["expected"] == "a supported release (newer than the table)"
+    else:
+        assert row["reason"] == "release not in the table: end of life"
 
 
 def test_kernel_latest_el_kernels_of_the_next_minor_release_are_the_same_flavour(tmp_path):
@@ -644,6 +676,148 @@ def test_local_nvme_does_not_count_the_boot_disk_partitions_as_scratch(tmp_path)
     assert found["status"] == "pass" and found["observed"].startswith("/scratch (/dev/nvme1n1")
     assert "/boot" not in found["observed"]
     assert t[("audit.storage.local_nvme", "raid")]["status"] == "pass"
+
+
+# ------------------------------------------------------------------------ NVMe scratch behind LVM (dm) or md RAID
+
+# PCI paths of the NVMe controllers in the fake sysfs, as the kernel names them (one root port per drive)
+_NVME_PCI = {i: "pci0000:00/0000:00:%02x.1/0000:%02x:00.0" % (1 + i, 1 + i) for i in range(6)}
+
+
+def fake_sysfs_block(tmp_path, dm=(), md=(), partitions=(), disks=()):
+    """A /sys laid out as the kernel lays it out: /sys/block/<dev> are links into /sys/devices (NVMe disks below their
+    PCI controller, ...nvme/nvmeN/nvmeNn1; SATA ones below ata; dm-N and mdN in devices/virtual/block), a partition is
+    a directory of its disk with a `partition` file (nvme0n1/nvme0n1p1), and a dm or md device's slaves/ holds
+    relative links to what it is built on, named as the partition or disk (dm-0/slaves/nvme0n1p1 ->
+    ../../../../pci0000:00/.../nvme/nvme0/nvme0n1/nvme0n1p1). dm: (name, dm name, dm uuid, [slaves]); md: (name,
+    level, [slaves]). Returns the /sys/block path."""
+    sys_root = tmp_path / "sys"
+    block, devices = sys_root / "block", sys_root / "devices"
+    block.mkdir(parents=True)
+    where = {}  # device name -> its directory under /sys/devices (relative)
+    for disk in disks:
+        if disk.startswith("nvme"):
+            ctrl = int(re.match(r"nvme(\d+)", disk).group(1))
+            rel = "%s/nvme/nvme%d/%s" % (_NVME_PCI[ctrl], ctrl, disk)
+            (devices / rel.rsplit("/", 1)[0] / "model").parent.mkdir(parents=True, exist_ok=True)
+            (devices / rel.rsplit("/", 1)[0] / "model").write_text("SAMSUNG MZWLR7T6HBLA-00007                \n")
+        else:  # sda: SCSI disk on an AHCI port
+            rel = "pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0/block/%s" % disk
+        (devices / rel).mkdir(parents=True)
+        (devices / rel / "size").write_text("7501476528\n")
+        (devices / rel / "dev").write_text("259:%d\n" % len(where))
+        if disk.startswith("nvme"):
+            (devices / rel / "device").symlink_to("../../nvme%d" % ctrl)
+        (block / disk).symlink_to("../devices/" + rel)
+        where[disk] = rel
+    for part in partitions:
+        disk = re.match(r"^(nvme\d+n\d+|sd[a-z]+)", part).group(1)
+        rel = where[disk] + "/" + part
+        (devices / rel).mkdir()
+        (devices / rel / "partition").write_text(re.search(r"(\d+)$", part).group(1) + "\n")
+        where[part] = rel
+    virtual = []
+    for name, dm_name, uuid, slaves in dm:
+        rel = "virtual/block/" + name
+        (devices / rel / "dm").mkdir(parents=True)
+        (devices / rel / "dm" / "name").write_text(dm_name + "\n")
+        (devices / rel / "dm" / "uuid").write_text(uuid + "\n")
+        virtual.append((name, rel, slaves))
+    for name, level, slaves in md:
+        rel = "virtual/block/" + name
+        (devices / rel / "md").mkdir(parents=True)
+        (devices / rel / "md" / "level").write_text(level + "\n")
+        virtual.append((name, rel, slaves))
+    for name, rel, _ in virtual:
+        (block / name).symlink_to("../devices/" + rel)
+        where[name] = rel
+    for _, rel, slaves in virtual:
+        (devices / rel / "slaves").mkdir()
+        for slave in slaves:  # from devices/virtual/block/<name>/slaves/ up to devices/
+            (devices / rel / "slaves" / slave).symlink_to("../../../../" + where[slave])
+    return str(block)
+
+
+LVM_UUID = "LVM-7Hn2Qf0cXbYtV1kR3mW9sLd4aPz8eJuG%s"
+
+
+def _stacked_tree(tmp_path):
+    """LVM over NVMe partitions, md RAID 0 over whole NVMe drives with LVM on top, LVM over a SATA and an NVMe disk,
+    md RAID 1 over SATA partitions, and the boot NVMe disk's LVM (RHEL's default layout: rhel-root, rhel-home)."""
+    return fake_sysfs_block(
+        tmp_path, disks=["nvme0n1", "nvme1n1", "nvme2n1", "nvme3n1", "nvme4n1", "nvme5n1", "sda", "sdb"],
+        partitions=["nvme0n1p1", "nvme0n1p2", "nvme0n1p3", "nvme1n1p1", "nvme2n1p1", "sda1", "sdb1"],
+        md=[("md127", "raid0", ["nvme3n1", "nvme4n1"]), ("md1", "raid1", ["sda1", "sdb1"])],
+        dm=[("dm-0", "rhel-root", LVM_UUID % "root", ["nvme0n1p3"]),
+            ("dm-1", "rhel-home", LVM_UUID % "home", ["nvme0n1p3"]),
+            ("dm-2", "vg_scratch-lv_scratch", LVM_UUID % "lv01", ["nvme1n1p1", "nvme2n1p1"]),
+            ("dm-3", "vg_raid-data", LVM_UUID % "data", ["md127"]),
+            ("dm-4", "vg_mixed-scratch", LVM_UUID % "mix0", ["sda", "nvme5n1"])])
+
+
+def test_stacked_devices_follow_slaves_down_to_the_disks(tmp_path):
+    block = _stacked_tree(tmp_path)
+    got = audit_storage.stacked_devices(block)
+    assert got["dm-2"] == {"slaves": ["nvme1n1p1", "nvme2n1p1"], "disks": ["nvme1n1", "nvme2n1"],
+                           "dm_name": "vg_scratch-lv_scratch", "dm_uuid_prefix": "LVM"}
+    assert got["md127"] == {"slaves": ["nvme3n1", "nvme4n1"], "disks": ["nvme3n1", "nvme4n1"], "md_level": "raid0"}
+    assert got["dm-3"]["slaves"] == ["md127"] and got["dm-3"]["disks"] == ["nvme3n1", "nvme4n1"]  # LVM on md
+    assert got["dm-4"]["disks"] == ["nvme5n1", "sda"]
+    assert got["md1"]["disks"] == ["sda", "sdb"] and got["md1"]["md_level"] == "raid1"
+    assert got["dm-0"]["disks"] == got["dm-1"]["disks"] == ["nvme0n1"]
+    assert set(got) == {"dm-0", "dm-1", "dm-2", "dm-3", "dm-4", "md127", "md1"}
+    # the NVMe disks are still listed as before (partitions are not /sys/block entries)
+    assert sorted(audit_storage.nvme_devices(block)) == ["nvme%dn1" % i for i in range(6)]
+    assert audit_storage.nvme_devices(block)["nvme1n1"]["model"] == "SAMSUNG MZWLR7T6HBLA-00007"
+    assert audit_storage.stacked_devices(str(tmp_path / "absent")) == {}
+
+
+def test_local_nvme_behind_lvm_or_md(tmp_path):
+    """Scratch on /dev/mapper/<vg>-<lv> or /dev/mdN over NVMe drives is NVMe scratch (the probe's sysfs slaves, followed
+    down to the disks); partly on NVMe it is named with how many of its disks are; on SATA it is not NVMe; the boot
+    disk's LVM (/ on rhel-root, /home on rhel-home) is the system, never scratch."""
+    stacked = audit_storage.stacked_devices(_stacked_tree(tmp_path))
+    size = {"size": 7.68e12, "avail": 7e12, "free": 7e12, "inodes": 10**8, "inodes_free": 9 * 10**7, "readonly": False}
+
+    def node(*mounts):
+        f = h100_node()
+        rest = [m for m in f["storage"]["mounts"] if m["target"] not in ("/", "/raid")]
+        base = [dict(size, source="/dev/mapper/rhel-root", target="/", fstype="xfs", options="rw,relatime"),
+                dict(size, source="/dev/mapper/rhel-home", target="/home", fstype="xfs", options="rw,relatime"),
+                dict(size, source="/dev/nvme0n1p2", target="/boot", fstype="xfs", options="rw,relatime"),
+                dict(size, source="/dev/nvme0n1p1", target="/boot/efi", fstype="vfat", options="rw,relatime")]
+        f["storage"]["mounts"] = sorted(rest + base + [dict(size, source=s, target=t, fstype="xfs",
+                                                             options="rw,noatime") for s, t in mounts],
+                                        key=lambda m: m["target"])
+        f["storage"]["nvme"] = {"nvme%dn1" % i: {"size_bytes": 7681501126656, "model": "SAMSUNG MZWLR7T6HBLA-00007"}
+                                for i in range(6)}
+        f["storage"]["stacked"] = stacked
+        return f
+
+    t = by(audit_rows(write_run(tmp_path / "run", {
+        "lvm": node(("/dev/mapper/vg_scratch-lv_scratch", "/scratch")),
+        "md": node(("/dev/md127", "/raid")),
+        "lvm_on_md": node(("/dev/mapper/vg_raid-data", "/data")),
+        "mixed": node(("/dev/mapper/vg_mixed-scratch", "/scratch")),
+        "sata_md": node(("/dev/md1", "/scratch")),
+        "boot_only": node(),
+    })))
+    row = t[("audit.storage.local_nvme", "lvm")]
+    assert row["status"] == "pass", row
+    assert row["observed"].startswith("/scratch (/dev/mapper/vg_scratch-lv_scratch: dm-2 LVM over nvme1n1, nvme2n1")
+    md = t[("audit.storage.local_nvme", "md")]
+    assert md["status"] == "pass" and "md127 raid0 over nvme3n1, nvme4n1" in md["observed"]
+    on_md = t[("audit.storage.local_nvme", "lvm_on_md")]
+    assert on_md["status"] == "pass" and "dm-3 LVM over nvme3n1, nvme4n1" in on_md["observed"]
+    mixed = t[("audit.storage.local_nvme", "mixed")]
+    assert mixed["status"] == "warn" and "1 of 2 devices NVMe (not NVMe: sda)" in mixed["observed"]
+    assert "only partly on NVMe" in mixed["reason"]
+    sata = t[("audit.storage.local_nvme", "sata_md")]
+    assert sata["status"] == "warn"
+    assert sata["observed"] == "6 NVMe devices, none mounted as scratch; not on NVMe: /scratch (/dev/md1: md1 raid1 " \
+                               "over sda, sdb, 7.7 TB)"
+    boot = t[("audit.storage.local_nvme", "boot_only")]
+    assert (boot["status"], boot["observed"]) == ("warn", "6 NVMe devices, none mounted as scratch")
 
 
 def audit_checks():

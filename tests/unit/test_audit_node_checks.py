@@ -3,6 +3,7 @@ minimum on a login node without a GPU, the Slurm node state and GRES GPU count f
 captures (multi-line, after a prompt), and whether a short container or job step reaches the GPUs (stand-in docker,
 srun and scontrol that print recorded outputs)."""
 
+import os
 import shutil
 from pathlib import Path
 
@@ -110,6 +111,156 @@ def test_node_state_and_gres_from_real_scontrol_captures(tmp_path, monkeypatch, 
     gr = rows[("audit.slurm.gres_gpus", "gpu1")]
     assert (gr["status"], gr["observed"]) == (status_gres, gres_observed)
     assert rows[("audit.slurm.gres_gpus", "login")]["reason"] == "not applicable: needs Slurm and GPUs on the host"
+
+
+# ------------------------------------------------------------------------------- configless Slurm: scontrol only
+
+CONFIGLESS = FIX / "audit" / "slurm_configless"  # real `scontrol show config` captures: README.md names the sources
+SCONTROL_25 = (CONFIGLESS / "scontrol-show-config_25.11.4_docker.txt").read_text()
+# What scontrol prints on a node with no slurm.conf whose DNS has no _slurmctld._tcp SRV record (Slurm >= 20.02; the
+# same three lines sinfo/sbatch print, each prefixed by the tool's name)
+NO_CONFIG_SOURCE = ("scontrol: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host\n"
+                    "scontrol: error: fetch_config: DNS SRV lookup failed\n"
+                    "scontrol: fatal: Could not establish a configuration source\n")
+
+
+def _no_slurm_conf(monkeypatch):
+    """No slurm.conf on this node: none of SLURM_CONFS exists (nor slurmd's conf-cache), $SLURM_CONF unset."""
+    real_exists = os.path.exists
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    monkeypatch.setattr(audit_sched.os.path, "exists", lambda p: not str(p).startswith(
+        ("/etc/slurm", "/usr/local/etc/slurm", "/run/slurm", "/var/spool/slurmd")) and real_exists(p))
+
+
+def _configless_facts(tmp_path, monkeypatch, show_config, capture="scontrol_show_node_twcc_v100.txt"):
+    _no_slurm_conf(monkeypatch)
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "show_config.txt").write_text(show_config)
+    _bin(tmp_path, monkeypatch, {
+        "scontrol": 'case "$1 $2" in\n  "show config") cat "%s";;\n  "show node") cat "%s";;\n  *) exit 1;;\nesac\n'
+                    % (tmp_path / "show_config.txt", CAPTURES / capture),
+        "srun": 'echo "MPI plugin types are..."; echo "        none"; echo "        pmix"\n'})
+    c = Collector(str(tmp_path))
+    return audit_sched.collect(c), c
+
+
+def test_a_configless_node_without_a_cached_slurm_conf_records_scontrol_show_config(tmp_path, monkeypatch):
+    """slurmd --conf-server (or DNS SRV) and no cached copy: the probe records `scontrol show config` as printed, with
+    its exit status, for the controller to read; the node's own facts (state, GRES, srun's MPI) as on any node."""
+    facts, c = _configless_facts(tmp_path, monkeypatch, SCONTROL_25)
+    assert c.sources["slurm"]["status"] == "ok"
+    assert facts["slurm_conf"] is None and facts["source"] == "scontrol" and facts["configless"] is True
+    assert facts["scontrol_config"]["rc"] == 0 and facts["scontrol_config"]["stdout"] == SCONTROL_25
+    assert "config" not in facts and facts["slurm_conf_readable"] is False  # read on the controller, from the raw
+    assert facts["plugstack"] is None  # PlugStackConfig (null): no file to read
+    assert (facts["node_state"], facts["node_gres"], facts["mpi_plugins"]) == ("IDLE+DRAIN", "gpu:8", ["none", "pmix"])
+
+
+def test_an_unreadable_slurm_conf_is_read_from_scontrol_show_config(tmp_path, monkeypatch):
+    """slurm.conf present but not readable by the audit's user (mode 0600): scontrol still answers, and is read."""
+    conf = tmp_path / "etc" / "slurm.conf"
+    conf.parent.mkdir()
+    conf.write_text("ClusterName=linux\n")
+    monkeypatch.setattr(audit_sched, "read", lambda p, *a: None if p == str(conf) else open(p).read())
+    facts, c = _configless_facts(tmp_path, monkeypatch, SCONTROL_25)
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    c = Collector(str(tmp_path))
+    facts = audit_sched.collect(c)
+    assert c.sources["slurm"] == {"status": "ok", "reason": "%s is not readable: read from scontrol show config" % conf}
+    assert (facts["slurm_conf"], facts["source"], facts["configless"]) == (str(conf), "scontrol", False)
+    node = h100_node()
+    node["slurm"] = facts
+    row = _graded(tmp_path / "run", {"n": node}, {"audit.slurm.controller"})[("audit.slurm.controller", "n")]
+    assert row["observed"] == ("slurmctld answers (%s not readable: read from scontrol show config), Slurm 25.11.4"
+                               % conf)
+
+
+def test_no_slurm_conf_and_no_configuration_source_is_not_a_slurm_node(tmp_path, monkeypatch):
+    _no_slurm_conf(monkeypatch)
+    _bin(tmp_path, monkeypatch, {"scontrol": "printf '%s' >&2; exit 1\n" % NO_CONFIG_SOURCE.replace("\n", "\\n")})
+    c = Collector(str(tmp_path))
+    facts = audit_sched.collect(c)
+    src = c.sources["slurm"]
+    assert src["status"] == "not_applicable"
+    assert src["reason"] == ("no Slurm on this node (no slurm.conf; scontrol show config exit 1: scontrol: error: "
+                             "resolve_ctls_from_dns_srv: res_nsearch error: Unknown host)")
+    assert facts["scontrol_config"]["rc"] == 1 and "Could not establish a configuration source" in \
+        facts["scontrol_config"]["stderr"]
+    (tmp_path / "none").mkdir()
+    _bin(tmp_path / "none", monkeypatch, {})  # no scontrol at all: as before, nothing recorded
+    c = Collector(str(tmp_path))
+    assert audit_sched.collect(c) == {"slurm_conf": None}
+    assert c.sources["slurm"] == {"status": "not_applicable",
+                                  "reason": "no Slurm on this node (no slurm.conf, no scontrol)"}
+    assert "scontrol_config" not in c.sources
+
+
+def test_scontrol_show_config_read_as_slurm_conf_keys():
+    """scontrol's Key = Value lines named as slurm.conf names them: SlurmctldHost[0] -> SlurmctldHost, Epilog[0]
+    (recent Slurm prints Prolog/Epilog as lists) -> Epilog; values with their units; (null) dropped."""
+    cfg = audit_sched.config_from_scontrol(SCONTROL_25)
+    assert cfg["SlurmctldHost"] == "slurmctld" and cfg["SLURM_VERSION"] == "25.11.4"
+    assert cfg["HealthCheckInterval"] == "0 sec" and "HealthCheckProgram" not in cfg
+    assert (cfg["TaskPlugin"], cfg["TopologyPlugin"], cfg["SelectType"]) == (
+        "task/affinity", "topology/flat", "select/cons_tres")
+    assert "PlugStackConfig" not in cfg and "MpiDefault" not in cfg  # (null)
+    head = audit_sched.config_from_scontrol((CONFIGLESS / "scontrol-show-config_imperial_head.txt").read_text())
+    assert head["Epilog"] == "/etc/slurm/epilog.d/*.sh" and head["GresTypes"] == "gpu,shard"
+    two = audit_sched.scontrol_params({"SlurmctldHost[1]": "head2(10.0.0.2)", "SlurmctldHost[0]": "head(10.0.0.1)"})
+    assert two == {"SlurmctldHost": "head(10.0.0.1),head2(10.0.0.2)"}
+    sections = audit_sched.scontrol_sections(SCONTROL_25 + CGROUP_SECTION)
+    assert sections["Cgroup Support"]["ConstrainDevices"] == "yes" and "ConstrainDevices" not in sections[""]
+
+
+# appended to a capture as src/api/config_info.c prints it (README.md): the section's heading, then "%-23s = %s"
+CGROUP_SECTION = "\nCgroup Support Configuration:\n" + "".join("%-23s = %s\n" % kv for kv in (
+    ("AllowedRAMSpace", "100.0%"), ("AllowedSwapSpace", "0.0%"), ("CgroupMountpoint", "/sys/fs/cgroup"),
+    ("CgroupPlugin", "autodetect"), ("ConstrainCores", "yes"), ("ConstrainDevices", "yes"),
+    ("ConstrainRAMSpace", "yes"), ("ConstrainSwapSpace", "no")))
+
+
+def test_a_configless_node_is_graded_on_its_scontrol_show_config(tmp_path, monkeypatch):
+    """The Slurm checks judge a configless node on what scontrol printed, as they judge slurm.conf: not 'no Slurm'."""
+    facts, _ = _configless_facts(tmp_path, monkeypatch, SCONTROL_25)
+    with_cgroup, _ = _configless_facts(tmp_path / "cg", monkeypatch, SCONTROL_25 + CGROUP_SECTION)
+    later = SCONTROL_25.replace("Configuration data as of 2026-04-21T06:19:30",
+                                "Configuration data as of 2026-04-21T06:19:41").replace(
+        "NEXT_JOB_ID             = 26", "NEXT_JOB_ID             = 27")
+    again, _ = _configless_facts(tmp_path / "again", monkeypatch, later)
+    nodes = {}
+    for host, f in (("cl1", facts), ("cl2", with_cgroup), ("cl3", again)):
+        node = h100_node()
+        node["slurm"] = f
+        nodes[host] = node
+    checks = {"audit.slurm.controller", "audit.slurm.topology", "audit.slurm.healthcheck", "audit.slurm.select",
+              "audit.slurm.accounting", "audit.slurm.cgroup_devices", "audit.slurm.gres", "audit.slurm.node_state",
+              "audit.slurm.pyxis", "audit.consistency.slurm", "audit.consistency.all_facts", "audit.health.agent"}
+    rows = _graded(tmp_path / "run", nodes, checks)
+    ctl = rows[("audit.slurm.controller", "cl1")]
+    assert ctl["status"] == "pass" and "configless, read from scontrol show config" in ctl["observed"]
+    assert ctl["observed"].endswith("Slurm 25.11.4")
+    topo = rows[("audit.slurm.topology", "cl1")]
+    assert (topo["status"], topo["observed"]) == ("fail", "TopologyPlugin=topology/flat")
+    assert rows[("audit.slurm.healthcheck", "cl1")]["observed"] == "HealthCheckProgram unset"
+    assert rows[("audit.slurm.select", "cl1")]["status"] == "pass"
+    assert rows[("audit.slurm.accounting", "cl1")]["status"] == "pass"
+    assert rows[("audit.slurm.gres", "cl1")]["observed"] == (
+        "GresTypes=gpu; node Gres=gpu:8; gres.conf not read (no slurm.conf read on the node)")
+    assert rows[("audit.slurm.node_state", "cl1")]["observed"] == "IDLE+DRAIN"
+    assert rows[("audit.slurm.pyxis", "cl1")]["observed"].startswith(
+        "plugstack not read (no PlugStackConfig file on the node)")
+    cg = rows[("audit.slurm.cgroup_devices", "cl1")]
+    assert cg["status"] == "skip" and "printed no Cgroup Support Configuration" in cg["reason"]
+    # ConstrainDevices from scontrol's Cgroup Support section, TaskPlugin task/affinity: the limit is not applied
+    cg2 = rows[("audit.slurm.cgroup_devices", "cl2")]
+    assert (cg2["status"], cg2["observed"]) == ("fail", "ConstrainDevices=yes, TaskPlugin=task/affinity")
+    # the same configuration on every host, though scontrol printed it at different times (its raw output is no drift)
+    for host in ("cl1", "cl2", "cl3"):
+        assert rows[("audit.consistency.slurm", host)]["status"] == "pass", host
+    assert rows[("audit.consistency.all_facts", "cl1")]["status"] == "pass"
+    assert rows[("audit.consistency.all_facts", "cl3")]["status"] == "pass"
+    odd = rows[("audit.consistency.all_facts", "cl2")]
+    assert odd["status"] == "warn" and odd["observed"].startswith("8 of ") and "slurm.cgroup_conf." in odd["observed"]
 
 
 # ------------------------------------------------------------------------------- containers reach the GPUs

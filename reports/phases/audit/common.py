@@ -11,6 +11,7 @@ import os
 import re
 from datetime import datetime, timezone
 
+from probes.audit.sched import config_from_scontrol, scontrol_sections
 from reports import DATA_DIR, yamlio
 from reports.grading import expectations, find_artifact, make_row, ungradable
 
@@ -106,12 +107,30 @@ def name_list(items, limit=6):
 # ------------------------------------------------------------------------------------------------ host view
 
 
+def with_scontrol_config(facts):
+    """A node with no slurm.conf readable (configless Slurm without slurmd's cached copy, slurmctld found by DNS SRV)
+    records `scontrol show config` as printed (slurm.scontrol_config: rc, stdout). Its "Key = Value" lines are read
+    here into what a slurm.conf gives the rules: slurm.config (the same keys, named as in slurm.conf: SlurmctldHost
+    for SlurmctldHost[0], values as scontrol prints them, "300 sec") and, from its "Cgroup Support Configuration"
+    section, slurm.cgroup_conf. The facts are not changed; a copy is."""
+    s = facts.get("slurm")
+    raw = s.get("scontrol_config") if isinstance(s, dict) else None
+    if not isinstance(raw, dict) or "config" in s or raw.get("rc") != 0:
+        return facts
+    text = raw.get("stdout") or ""
+    s = dict(s, config=config_from_scontrol(text))
+    cgroup = scontrol_sections(text).get("Cgroup Support")
+    if "cgroup_conf" not in s and cgroup:
+        s["cgroup_conf"] = cgroup
+    return dict(facts, slurm=s)
+
+
 class View:
     """Read access to one host's audit facts, with the conventions every rule shares."""
 
     def __init__(self, run, host, doc):
         self.run, self.host, self.doc = run, host, doc
-        self.f = doc.get("facts") or {}
+        self.f = with_scontrol_config(doc.get("facts") or {})
         self.params = doc.get("params") or {}
         self.sources = self.f.get("sources") or {}
 
@@ -306,6 +325,12 @@ def host_view(run, host, doc):
 
 # ------------------------------------------------------------------------------------------------ conditions
 
+def is_slurm_node(v):
+    """A slurm.conf found, or none readable but `scontrol show config` answered (configless Slurm)."""
+    s = v.slurm()
+    return bool(s.get("slurm_conf") or s.get("config"))
+
+
 def is_nvl72(v):
     names = " ".join(v.gpu_names()).upper()
     return any(m in names for m in ("GB200", "GB300")) or any(
@@ -332,8 +357,8 @@ CONDITIONS = {
     else "not applicable: no NVSwitch baseboard on this host",
     "nvl72": lambda v: None if v.vendor == "nvidia" and is_nvl72(v)
     else "not applicable: not a multi-node NVLink (NVL72) node",
-    "slurm": lambda v: None if v.slurm().get("slurm_conf") else "not applicable: no Slurm on this host (no slurm.conf)",
-    "slurm_gpu": lambda v: None if v.slurm().get("slurm_conf") and v.vendor
+    "slurm": lambda v: None if is_slurm_node(v) else "not applicable: no Slurm on this host (no slurm.conf)",
+    "slurm_gpu": lambda v: None if is_slurm_node(v) and v.vendor
     else "not applicable: needs Slurm and GPUs on the host",
     "systemd": lambda v: None if v.sec("system").get("pid1") == "systemd"
     else "not applicable: systemd is not PID 1 on this host",

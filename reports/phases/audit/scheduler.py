@@ -9,6 +9,12 @@ from probes.common import slurm
 from reports.phases.audit.common import Error, R, Skip, host_rule, name_list
 
 
+def _scontrol_only(s):
+    """No slurm.conf was read on the node (configless, or not readable by the audit's user): the configuration came
+    from `scontrol show config`, and the files beside slurm.conf (gres.conf, cgroup.conf) were not read."""
+    return bool(s.get("configless") or s.get("slurm_conf_readable") is False)
+
+
 def _slurm_cfg(v):
     v.need("slurm")
     return v.slurm().get("config") or {}
@@ -20,8 +26,12 @@ def controller(v, c):
     _slurm_cfg(v)
     live = s.get("source") == "scontrol"
     ver = (s.get("config") or {}).get("SLURM_VERSION") or (v.tool("slurm") or {}).get("version")
-    return R("pass" if live else "warn", "%s%s" % ("slurmctld answers" if live else "slurm.conf only (slurmctld did "
-                                                  "not answer)", ", Slurm %s" % ver if ver else ""),
+    how = "slurmctld answers" if live else "slurm.conf only (slurmctld did not answer)"
+    if s.get("configless"):
+        how += " (no slurm.conf on the node: configless, read from scontrol show config)"
+    elif _scontrol_only(s):
+        how += " (%s not readable: read from scontrol show config)" % s.get("slurm_conf")
+    return R("pass" if live else "warn", "%s%s" % (how, ", Slurm %s" % ver if ver else ""),
              "slurmctld answers scontrol")
 
 
@@ -82,9 +92,11 @@ def gres(v, c):
     node_gres = s.get("node_gres") or ""
     conf = s.get("gres_conf") or []
     ok = "gpu" in types and ("gpu" in node_gres or any("gpu" in x.lower() for x in conf))
+    read_here = "%d lines" % len(conf) if s.get("gres_conf") is not None else "absent"
+    if "gres_conf" not in s and _scontrol_only(s):
+        read_here = "not read (no slurm.conf read on the node)"
     return R("pass" if ok else "fail", "GresTypes=%s; node Gres=%s; gres.conf %s" % (
-        types or "unset", node_gres or "?", "%d lines" % len(conf) if s.get("gres_conf") is not None else "absent"),
-        "GPUs scheduled as GRES on GPU nodes")
+        types or "unset", node_gres or "?", read_here), "GPUs scheduled as GRES on GPU nodes")
 
 
 @host_rule
@@ -103,8 +115,10 @@ def pyxis(v, c):
     plugin = v.sec("libraries").get("pyxis_plugin") or []
     enroot = v.tool("enroot")
     ok = bool(lines) and bool(enroot)
+    unread = s.get("plugstack") is None and _scontrol_only(s)
     return R("pass" if ok else "warn", "plugstack %s, spank_pyxis.so %s, enroot %s" % (
-        "has pyxis" if lines else "without pyxis", "found" if plugin else "not found",
+        "not read (no PlugStackConfig file on the node)" if unread else "has pyxis" if lines else "without pyxis",
+        "found" if plugin else "not found",
         (enroot or {}).get("version") or "missing"), "pyxis in plugstack.conf with enroot installed")
 
 
@@ -177,6 +191,9 @@ def cgroup_devices(v, c):
     cfg = _slurm_cfg(v)
     cg = v.slurm().get("cgroup_conf")
     expected = "ConstrainDevices=yes with TaskPlugin task/cgroup (jobs see only their GPUs)"
+    if cg is None and _scontrol_only(v.slurm()):
+        raise Skip("not read: no slurm.conf read on this node (configless, or not readable), and scontrol show config "
+                   "printed no Cgroup Support Configuration")
     if cg is None:
         return R("fail", "no cgroup.conf", expected)
     value = {k.lower(): x for k, x in cg.items()}.get("constraindevices", "no")

@@ -86,10 +86,12 @@ def home_shared(v, c):
 
 
 # The boot disk's own mounts are the system, never scratch: the boot and EFI partitions wherever they are, and on the
-# disk that holds / (an NVMe boot disk: / on nvme0n1p1, /boot on p16, /boot/efi on p15) the system paths below.
+# disk that holds / (an NVMe boot disk: / on nvme0n1p1, /boot on p16, /boot/efi on p15; or LVM on it: / on
+# /dev/mapper/rhel-root, /home on rhel-home) the system paths below.
 BOOT_MOUNTS = ("/", "/boot", "/boot/efi", "/efi")
 SYSTEM_PATHS = ("/usr", "/var", "/home", "/opt", "/tmp", "/srv", "/snap", "/root")
 _NVME_DISK = re.compile(r"^/dev/(nvme\d+n\d+)(?:p\d+)?$")
+_STACKED = re.compile(r"^/dev/(dm-\d+|md\d+)(?:p\d+)?$")
 
 
 def _disk(source):
@@ -97,30 +99,93 @@ def _disk(source):
     return m.group(1) if m else None
 
 
-def _system_mount(m, root_disk):
+def stacked_of(source, stacked):
+    """The probe's record of the dm or md device a mount's source is (/dev/mapper/<dm name>, /dev/dm-N, /dev/mdN or a
+    partition of it): (name, record), or None (not such a device, or a run whose probe did not record them)."""
+    src = re.sub(r"\[.*\]$", "", source or "")  # findmnt's btrfs subvolume suffix: /dev/mapper/x[/@home]
+    if src.startswith("/dev/mapper/"):
+        name = src[len("/dev/mapper/"):]
+        return next(((k, d) for k, d in sorted(stacked.items()) if d.get("dm_name") == name), None)
+    m = _STACKED.match(src)
+    return (m.group(1), stacked[m.group(1)]) if m and m.group(1) in stacked else None
+
+
+def _disks(m, stacked):
+    """The whole disks under a mount: its NVMe disk, or the bottom of its dm/md device; empty when not known."""
+    d = _disk(m.get("source"))
+    if d:
+        return {d}
+    found = stacked_of(m.get("source"), stacked)
+    return set(found[1].get("disks") or []) if found else set()
+
+
+def _system_mount(m, root_disks, stacked):
     target = m.get("target") or ""
     if target in BOOT_MOUNTS or target.startswith("/boot/"):
         return True
-    on_root_disk = root_disk is not None and _disk(m.get("source")) == root_disk
+    on_root_disk = bool(root_disks & _disks(m, stacked))
     return on_root_disk and any(target == p or target.startswith(p + "/") for p in SYSTEM_PATHS)
+
+
+def _stacked_text(name, rec):
+    kind = rec.get("md_level") or {"LVM": "LVM", "CRYPT": "dm-crypt", "mpath": "multipath"}.get(
+        rec.get("dm_uuid_prefix") or "", "device-mapper")
+    return "%s %s over %s" % (name, kind, name_list(rec.get("disks") or ["nothing"], 4))
+
+
+def _nvme_backing(m, stacked):
+    """How a mount sits on NVMe: ("nvme", text) on an NVMe disk or partition, or on a dm/md device whose disks are all
+    NVMe; ("partly", text) when only some are; ("other", text) when none are; None when it is none of these. A run
+    whose probe did not record dm/md devices (no `stacked`) keeps the old reading: /dev/mdN counts, /dev/mapper not."""
+    src = m.get("source") or ""
+    if stacked is None:
+        return ("nvme", src) if "nvme" in src or re.match(r"^/dev/md\d", src) else None
+    found = None if _disk(src) else stacked_of(src, stacked)
+    if not found:
+        return ("nvme", src) if "nvme" in src and not src.startswith("/dev/mapper/") else None
+    name, rec = found
+    disks = rec.get("disks") or []
+    nvme = [d for d in disks if d.startswith("nvme")]
+    text = "%s: %s" % (src, _stacked_text(name, rec))
+    if disks and len(nvme) == len(disks):
+        return "nvme", text
+    if nvme:
+        return "partly", "%s: %d of %d devices NVMe (not NVMe: %s)" % (
+            src, len(nvme), len(disks), name_list([d for d in disks if d not in nvme], 4))
+    return "other", text
 
 
 @host_rule
 def local_nvme(v, c):
-    """A local NVMe (or md RAID) mount that is not the system: not the boot disk's /, /boot, /boot/efi, nor a system
-    path on the disk of /. A device-mapper volume (LVM over NVMe) is not recognised: the probe does not record what
-    a /dev/mapper device sits on."""
+    """A local NVMe mount that is not the system: not the boot disk's /, /boot, /boot/efi, nor a system path on the
+    disk(s) of /. A device-mapper volume (LVM, /dev/mapper/<vg>-<lv>) or an md RAID (/dev/mdN) counts when every disk
+    under it is NVMe (the probe's `stacked`: the slaves in sysfs, followed down to the disks); one that is only partly
+    on NVMe is named with how many of its disks are, and does not count."""
     st = v.sec("storage")
     mounts = _mounts(v)
-    root_disk = next((_disk(m.get("source")) for m in mounts if m.get("target") == "/"), None)
-    local = [m for m in mounts if tier_of(m) == "local NVMe/RAID" and not _system_mount(m, root_disk)]
+    stacked = st.get("stacked")
+    root = next((m for m in mounts if m.get("target") == "/"), None)
+    root_disks = _disks(root, stacked or {}) if root else set()
+    local, partly, other = [], [], []
+    for m in mounts:
+        if not tier_of(m).startswith("local ") or _system_mount(m, root_disks, stacked or {}):
+            continue
+        backing = _nvme_backing(m, stacked)
+        if backing is None:
+            continue
+        kind, text = backing
+        row = "%s (%s, %.1f TB)" % (m["target"], text, (m.get("size") or 0) / 1e12)
+        {"nvme": local, "partly": partly, "other": other}[kind].append(row)
     devices = st.get("nvme") or {}
+    expected = "local NVMe scratch mounted"
     if local:
-        return R("pass", name_list("%s (%s, %.1f TB)" % (m["target"], m.get("source"), (m.get("size") or 0) / 1e12)
-                               for m in local), "local NVMe scratch mounted")
+        return R("pass", name_list(local + partly), expected)
+    if partly:
+        return R("warn", name_list(partly), expected, "the scratch volume is only partly on NVMe drives")
     if devices:
-        return R("warn", "%d NVMe devices, none mounted as scratch" % len(devices), "local NVMe scratch mounted")
-    return R("warn", "no NVMe device", "local NVMe scratch mounted")
+        return R("warn", "%d NVMe devices, none mounted as scratch%s" % (
+            len(devices), "; not on NVMe: %s" % name_list(other) if other else ""), expected)
+    return R("warn", "no NVMe device%s" % ("; not on NVMe: %s" % name_list(other) if other else ""), expected)
 
 
 def _free_rule(target_pick, what):
