@@ -42,7 +42,7 @@ def _write(path, records):
 
 def node(tmp_path, host, gpu=False, done=True, xid_at=None, tflops=None, coll_error=None, kernel=None, monitor=None,
          coll_bw=None, device=None, gemm=None, coll=None, exits=None, cfg_extra=None, gemm_until=None,
-         done_extra=None, state=None):
+         done_extra=None, state=None, log=None):
     """A burn-in artifact summarised from timeline files, as poll/stop make it. monitor: the monitor's records (as
     probes.burnin.sampler.Monitor wrote them) instead of the recorded nvidia-smi stream; device: the device block the
     start found (runner.start keeps it in the run's configuration); gemm_until: {worker: how many of its samples it
@@ -50,7 +50,7 @@ def node(tmp_path, host, gpu=False, done=True, xid_at=None, tflops=None, coll_er
     records instead of rank 0's samples; exits: the workers' exit codes in the done file; cfg_extra: what the
     runner added to the configuration (t_load, the moved deadline); done_extra: what else its done file holds
     (exit_t: when it saw each worker's exit); state: the monitor's facts, which the runner writes to its state file
-    as the run starts (gpu_telemetry, kmsg)."""
+    as the run starts (gpu_telemetry, kmsg); log: the lines the workers printed (the runner's log file)."""
     out = tmp_path / ("node-%s" % host)
     out.mkdir()
     p = soak_runner.paths(str(out), "burnin", None)
@@ -95,6 +95,9 @@ def node(tmp_path, host, gpu=False, done=True, xid_at=None, tflops=None, coll_er
     if kernel is not None:  # [(seconds from the start, kernel message)] as the sampler writes them
         _write(p["kernel"], [e for e in (soak_kernel.event(m, T0 + at, 3, i) for i, (at, m) in enumerate(kernel))
                              if e])
+    if log is not None:
+        with open(p["log"], "w") as fh:
+            fh.write("\n".join(log) + "\n")
     if done:
         with open(p["done"], "w") as fh:
             json.dump(dict({"ended_by": "completed", "t_start": T0, "t_end": T0 + 60.2, "exits": exits or {}},
@@ -1003,3 +1006,36 @@ def test_a_dip_just_under_its_warn_line_is_shown_under_it(tmp_path):
         "warn", "lowest interval 79.96% of the median (559.7 of 700 TFLOP/s) at t+15 s")
     assert got[("burnin.dips", "g1", "burnin gpu 0")] == (
         "pass", "lowest interval 100% of the median (635.6 of 635.6 TFLOP/s) at t+5 s")
+
+
+# What a collective worker whose world never formed printed last (this machine, a fabric soak whose second host never
+# came: tests/unit/test_burnin_runner.py), and a GEMM worker's CUDA failure as torch raises it.
+C10D_TIMEOUT = ["[W1207 15:35:34.745910253 socket.cpp:469] [c10d] waitForInput: poll for socket SocketImpl(fd=12, "
+                "addr=[::ffff:127.0.0.1]:50954, remote=[::ffff:127.0.0.1]:25592) returned 0, likely a timeout",
+                "[W1207 15:35:34.746743554 socket.cpp:494] [c10d] waitForInput: socket SocketImpl(fd=12, "
+                "addr=[::ffff:127.0.0.1]:50954, remote=[::ffff:127.0.0.1]:25592) timed out after 3000ms"]
+
+
+def test_a_worker_that_failed_is_named_with_the_last_line_the_workers_printed(tmp_path):
+    """The workers' log lives in the node's working directory, which the cleanup step removes: before, the rows said
+    "see the workers' log", and nobody could. The artifact keeps its last lines (summary: worker_log_tail) and the
+    rows show the last one."""
+    ecc = "RuntimeError: CUDA error: uncorrectable ECC error encountered"
+    traceback = ["Traceback (most recent call last):", '  File "<string>", line 1, in <module>', ecc]
+    doc, out = node(tmp_path, "s1", gpu=True, gemm_until={1: 0}, gemm=[_gemm_error(1, 3.2, ecc)],
+                    exits={"gemm-1": 3}, log=traceback)
+    assert doc["facts"]["worker_log_tail"] == "\n".join(traceback)
+    lone, lone_out = node(tmp_path, "c1", coll=[], exits={"coll-0": 1}, log=C10D_TIMEOUT,
+                          done_extra={"ended_by": "every worker ended, 1 failed"})
+    run = make_run(tmp_path, [(doc, out), (lone, lone_out)])
+    ids = ("burnin.completed", "burnin.collectives")
+    got = {(r["check_id"], r["host"], r["subject"]): r for r in grade(run, {"checks": [CHECKS[c] for c in ids]})}
+    row = got[("burnin.completed", "s1", "burnin")]
+    assert (row["status"], row["observed"]) == (
+        "fail", "60 s, but worker(s) exited before the end: gemm-1 exit 3 (the workers' log ends: %s)" % ecc)
+    row = got[("burnin.completed", "c1", "burnin")]
+    assert (row["status"], row["observed"]) == ("fail", "ended after 60 s: every worker ended, 1 failed")
+    assert row["reason"] == "coll-0 exit 1 (the workers' log ends: %s)" % C10D_TIMEOUT[-1]
+    row = got[("burnin.collectives", "c1", "burnin")]
+    assert (row["status"], row["reason"]) == ("error", "no collective samples (the workers' log ends: %s)"
+                                              % C10D_TIMEOUT[-1])

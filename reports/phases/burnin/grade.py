@@ -141,13 +141,30 @@ def under_load(metrics, facts):
 
 
 def worker_exits_text(facts):
-    """The workers that exited with an error (facts.worker_exits, the runner's exit codes) in words:
-    "gemm-1 exit 1, gemm-3 killed by signal 9"; "" when none."""
+    """The workers that exited with an error (facts.worker_exits, the runner's exit codes) in words, with the last
+    line the workers printed (facts.worker_log_tail: the log itself is gone with the node's working directory):
+    "gemm-1 exit 1, gemm-3 killed by signal 9 (the workers' log ends: RuntimeError: CUDA error: ...)"; "" when
+    none."""
     try:
         exits = json.loads(facts.get("worker_exits") or "{}")
     except ValueError:
         return str(facts.get("worker_exits"))
-    return ", ".join("%s %s" % (name, exit_text(code) or code) for name, code in sorted(exits.items()))
+    text = ", ".join("%s %s" % (name, exit_text(code) or code) for name, code in sorted(exits.items()))
+    last = log_end(facts)
+    return "%s (the workers' log ends: %s)" % (text, last) if text and last else text
+
+
+def _log_pointer(doc):
+    """Where to read why a load wrote nothing: the last line of its workers' log, kept in the artifact."""
+    last = log_end(doc.get("facts") or {})
+    return "the workers' log ends: %s" % last if last else "see the workers' log"
+
+
+def log_end(facts):
+    """The last non-empty line of the workers' log the artifact kept (facts.worker_log_tail), at most 300
+    characters; "" without one."""
+    lines = [line.strip() for line in (facts.get("worker_log_tail") or "").splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
 
 
 def kernel_events(doc):
@@ -292,7 +309,7 @@ def grade_gemm(check, run, host):
     if not workers:
         if _interrupted(doc):
             return [make_row(check, host, "skip", reason="interrupted before the first GEMM sample")]
-        return [make_row(check, host, "error", reason="no GEMM samples in the burn-in (see the worker log)")]
+        return [make_row(check, host, "error", reason="no GEMM samples in the burn-in (%s)" % _log_pointer(doc))]
     dtypes = {(r["labels"].get("worker"), r["labels"].get("gpu"), r["labels"].get("device")): r["labels"].get("dtype")
               for r in doc.get("results") or [] if r["metric"] == "gemm_tflops_mean"}
     rows = []
@@ -545,7 +562,7 @@ def grade_coll(check, run, host):
                 rows.append(make_row(check, host, "skip", reason="interrupted before the first collective sample",
                                      subject=probe))
             else:
-                rows.append(make_row(check, host, "error", reason="no collective samples (see the workers' log)",
+                rows.append(make_row(check, host, "error", reason="no collective samples (%s)" % _log_pointer(doc),
                                      subject=probe))
         for (coll,), c in sorted(colls.items(), key=lambda kv: str(kv[0])):
             if coll is None:
