@@ -1039,3 +1039,24 @@ def test_a_worker_that_failed_is_named_with_the_last_line_the_workers_printed(tm
     row = got[("burnin.collectives", "c1", "burnin")]
     assert (row["status"], row["reason"]) == ("error", "no collective samples (the workers' log ends: %s)"
                                               % C10D_TIMEOUT[-1])
+
+
+def test_power_and_degradation_columns_just_past_their_lines_are_shown_past_them(tmp_path):
+    """GPU 0 of the recorded H100 stream drew at most 735.4 W under its 700 W limit (burnin.power fails over 5 %
+    above it: 735 W), shown "735 W max"; a GEMM worker's FLOP/s fell 10.04 % (gemm_degradation fails over 10 %),
+    shown "10.0%" in the burn-in table beside its failed row."""
+    lines = (FIX / "nvidia-smi" / "h100_2x_burnin_query_lms1000.csv").read_text().splitlines()
+    samples = soak_smi.sample_stream(lines, 5.0)
+    base = samples[0]["t"]
+    monitor = [{"type": "monitor", "t": T0 + 5 * (k + 1), "nics": {},
+                "gpus": [dict(s, t=T0 + 5 * (k + 1), **({"power_max_w": 735.4} if s["gpu"] == 0 and k == 2 else {}))
+                         for s in samples if s["t"] == base + 5 * k]} for k in range(4)]
+    doc, out = node(tmp_path, "p1", gpu=True, monitor=monitor, tflops=[600.0] * 10 + [539.76] * 10)
+    run = make_run(tmp_path, [(doc, out)])
+    rows = grade(run, {"checks": [CHECKS["burnin.power"], CHECKS["burnin.gemm_degradation"]]})
+    got = {(r["check_id"], r["subject"]): (r["status"], r["observed"]) for r in rows}
+    assert got[("burnin.power", "gpu 0")] == ("fail", "735.4 W max")
+    assert got[("burnin.power", "gpu 1")] == ("pass", "692 W max")  # far from the line: as before
+    assert got[("burnin.gemm_degradation", "gpu 0")][0] == "fail"
+    table = markdown.render([section._burnin_table([doc], run)])
+    assert "| 10.04%, 10.04% |" in table, table

@@ -254,7 +254,7 @@ def kmsg_partial(facts):
     return until, facts["kmsg_error"], at
 
 
-def _degradation_lines(check, warn_pct, fail_pct):
+def degradation_lines(check, warn_pct, fail_pct):
     """(warn, fail) percent of a soak's degradation check: the check's `warn_pct` and `fail_pct`, else the
     defaults."""
     return float(check.get("warn_pct", warn_pct)), float(check.get("fail_pct", fail_pct))
@@ -263,14 +263,14 @@ def _degradation_lines(check, warn_pct, fail_pct):
 def _degradation(check, degradation_pct, warn_pct, fail_pct):
     """(status, expected) of a soak's degradation (first tenth against last tenth); the check's `warn_pct` and
     `fail_pct` override the defaults."""
-    warn, fail = _degradation_lines(check, warn_pct, fail_pct)
+    warn, fail = degradation_lines(check, warn_pct, fail_pct)
     return status_above(degradation_pct, warn, fail), "last tenth at most %g%% below the first (%g%% fails)" % (
         warn, fail)
 
 
 def _degradation_shown(check, degradation_pct, warn_pct, fail_pct):
     """The degradation as its row shows it: "10.04%" past a 10 % line, never "10.0%" (reports/shown.py)."""
-    return "%s%%" % shown(degradation_pct, _degradation_lines(check, warn_pct, fail_pct))
+    return "%s%%" % shown(degradation_pct, degradation_lines(check, warn_pct, fail_pct))
 
 
 def _gemm_stopped(doc, m, error):
@@ -473,7 +473,8 @@ def _gpu_judgement(check, field, value, m, unwatched=None):
     if not limit:
         return "skip", "%.0f W" % value, None, "no power limit reported"
     over = float(check.get("over_share", 0.05))
-    return "fail" if value > limit * (1 + over) else "pass", "%.0f W max" % value, \
+    line = limit * (1 + over)
+    return "fail" if value > line else "pass", "%s W max" % shown(value, (line,), decimals=0), \
         "at most the enforced limit %.0f W (+%g%%)" % (limit, 100 * over), None
 
 

@@ -13,9 +13,11 @@ An interrupted run shows its partial timeline (up to the last poll) and says so.
 
 
 from probes.common.kernel_log import merge_events
-from reports.phases.burnin.grade import kmsg_partial, read_stream, worker_exits_text
+from reports.grading.rubric import graded_checks
+from reports.phases.burnin.grade import degradation_lines, kmsg_partial, read_stream, worker_exits_text
 from reports.render import markdown, plots
 from reports.render.blocks import Heading, Paragraph, Table, figure, strong
+from reports.shown import shown
 
 ORDER = 60
 PLOTS = {"timeline": "burnin_timeline.png", "coll": "burnin_collectives.png", "storage": "burnin_storage.png"}
@@ -194,7 +196,19 @@ def _line_plot(lines, events, xlabel, ylabel, title, report_dir, name):
     return plots.save(fig, report_dir, name, layout="bbox")
 
 
-def _burnin_table(docs):
+def _graded_degradation_lines(run, check_id, warn_pct, fail_pct):
+    """(warn, fail) percent of a degradation check as the run was graded (the grader's defaults without one): a
+    table's degradation column shows its number on the side of them that the check's row did (reports/shown.py)."""
+    checks = graded_checks(run, lambda c: c.get("id") == check_id) if run is not None else []
+    return degradation_lines(checks[0] if checks else {}, warn_pct, fail_pct)
+
+
+def _pct(value, lines):
+    return None if value is None else "%s%%" % shown(value, lines)
+
+
+def _burnin_table(docs, run=None):
+    lines = _graded_degradation_lines(run, "burnin.gemm_degradation", 5, 10)
     rows = []
     for d in docs:
         m = _plain(d)
@@ -204,7 +218,7 @@ def _burnin_table(docs):
                for m2 in ("coll_busbw_min_gbps", "coll_busbw_avg_gbps", "coll_busbw_max_gbps")]
         rows.append([d["host"], d.get("device", {}).get("backend"), _state(d),
                      ", ".join("%.3f" % v for _, v in sorted(tf.items(), key=str)) or None,
-                     ", ".join("%.1f%%" % v for _, v in sorted(deg.items(), key=str)) or None,
+                     ", ".join(_pct(v, lines) for _, v in sorted(deg.items(), key=str)) or None,
                      a2a[0], a2a[1], a2a[2],
                      int(m.get("coll_errors", 0) + m.get("coll_hangs", 0)),
                      int(m.get("kernel_xid_count", 0)), int(m.get("kernel_sxid_count", 0)),
@@ -253,7 +267,8 @@ def _fabric_table(docs):
                    "samples"], rows)
 
 
-def _storage_table(docs):
+def _storage_table(docs, run=None):
+    lines = _graded_degradation_lines(run, "burnin.storage_degradation", 10, 25)
     rows = []
     for d in docs:
         per = {}
@@ -264,7 +279,7 @@ def _storage_table(docs):
             rows.append([d["host"], phase, clients, _f(m.get("fio_bw_first_mibps"), "%.0f"),
                          _f(m.get("fio_bw_last_mibps"), "%.0f"), _f(m.get("fio_bw_min_mibps"), "%.0f"),
                          _f(m.get("fio_bw_avg_mibps"), "%.0f"), _f(m.get("fio_bw_max_mibps"), "%.0f"),
-                         _f(m.get("fio_bw_degradation_pct"), "%.1f%%"), _f(m.get("fio_read_clat_p99_us"), "%.0f"),
+                         _pct(m.get("fio_bw_degradation_pct"), lines), _f(m.get("fio_read_clat_p99_us"), "%.0f"),
                          _f(m.get("fio_write_clat_p99_us"), "%.0f")])
         if not per:
             rows.append([d["host"], _state(d)] + [None] * 9)
@@ -287,7 +302,7 @@ def blocks(run, rows, report_dir):
                                   sorted("%s (%s)" % (d["host"], d["probe"]) for d in interrupted))]))
     events = _events(run, ran_burn + ran_fabric + ran_storage)
     if burn:
-        out += [Heading(3, "Burn-in: GEMMs and all-to-all at the same time"), _burnin_table(burn)]
+        out += [Heading(3, "Burn-in: GEMMs and all-to-all at the same time"), _burnin_table(burn, run)]
         gpu = _gpu_table(ran_burn)
         if gpu:
             out.append(gpu)
@@ -315,7 +330,7 @@ def blocks(run, rows, report_dir):
         out += figure(plot_collectives(run, ran_burn + ran_fabric, [], report_dir),
                         "collective bus bandwidth over time")
     if storage:
-        out += [Heading(3, "Storage soak: sequential then random mixed I/O"), _storage_table(storage)]
+        out += [Heading(3, "Storage soak: sequential then random mixed I/O"), _storage_table(storage, run)]
         if report_dir and ran_storage:
             out += figure(plot_storage(run, ran_storage, report_dir), "storage bandwidth over time")
     skipped = [d for d in burn + fabric + storage if d["status"] != "ok"]
