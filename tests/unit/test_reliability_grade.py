@@ -232,6 +232,15 @@ def test_a_reboot_just_over_twice_its_peers_median_is_shown_over_it(tmp_path):
     assert "| n1 | slurm | 1 | 0.5 | 50.0 | – | 52.0 | 1.0 | 0.4 | 60.0 | 61.0 | yes | yes |" in md
 
 
+def test_a_peers_factor_is_shown_as_configured(tmp_path):
+    """fail_factor 1.25 (a site's tighter line) read "at most 1.2x the median" ("%.1f") beside a node at 1.23x, which it passes."""
+    run = make_run(tmp_path, [reboot_docs("n1", rts=200), reboot_docs("n2", rts=200), reboot_docs("n3", rts=246)])
+    tight = dict(check("reliability.reboot_duration"), fail_factor=1.25, warn_factor=1.1, min_excess_s=10)
+    peers = by_host(gr.grade_peers(tight, run, ["n1", "n2", "n3"]))
+    assert peers["n3"]["status"] == "warn"
+    assert peers["n3"]["expected"] == "at most 1.25x the median of the other 2 node(s), 200.0 s"
+
+
 def test_peers_ignore_small_absolute_differences(tmp_path):
     run = make_run(tmp_path, [reboot_docs("n1", rts=5), reboot_docs("n2", rts=20)])
     peers = by_host(gr.grade_peers(check("reliability.reboot_duration"), run, ["n1", "n2"]))

@@ -111,7 +111,7 @@ def grade_peers(check, run, hosts):
             rows.append(make_row(check, host, "skip", _s(value), reason="no other node to compare with"))
             continue
         median = statistics.median(others)
-        expected = "at most %.1fx the median of the other %d node(s), %s" % (fail_f, len(others), _s(median))
+        expected = "at most %gx the median of the other %d node(s), %s" % (fail_f, len(others), _s(median))
         excess = value - median
         if excess > min_excess and value > fail_f * median:
             status = "fail"
