@@ -159,11 +159,17 @@ def _data_row(tokens, columns):
     `size count type redop root` (every collective since 2.13). Where the numbers start is read from the header
     (its first `time`), root and redop by their header names; a row with fewer lead cells than its header printed
     blanks there (an empty redop), and the cells it has are told apart by kind (a root is an integer, a redop a
-    word). The placements' cells are counted from the end of the line."""
+    word). The placements' cells are counted from the end of the line, unless the header names columns after them
+(#iters of a derived util.cu): a row with all of the header's columns is then read by them from the left."""
     if len(tokens) < 3 or not tokens[0].isdigit() or not tokens[1].isdigit() or (columns is None and len(tokens) < 8):
         return [], False
     per_place = 8 if columns is not None and "i_min" in columns else 4  # -I: i_min i_max i_p99 i_cv% as well
     header_lead = columns[3:columns.index("time")] if columns is not None and "time" in columns else None
+    named_tail = len(columns) - 3 - len(header_lead) - 2 * per_place if header_lead is not None else 0
+    if named_tail > 0 and len(tokens) >= len(columns):
+        # a derived util.cu prints columns past the in-place ones, named in its header ("#wrong #iters", then an
+        # unnamed experiment name): a row with every column the header names is read by the header, from the left
+        tokens = tokens[:len(columns) - named_tail]
     # every release prints both placements: the lead cells after size, count and type are what is left once they
     # are taken from the end of the line (a line cut short leaves too few, and is not read)
     extra = len(tokens) - 3 - 2 * per_place
@@ -289,6 +295,44 @@ def parse_json(text, program=None):
         out["complete"] = True
     out["errors"] = [e for e in (doc.get("errors") or []) if e]
     out["collective"] = collective_from_program(out["program"]) if out["program"] else None
+    return out
+
+
+# Where nccl-tests' output names the process that broke: NCCL's own prefix "host:pid:tid [cudaDev] NCCL WARN ..." (its
+# debug lines), nccl-tests' "host: Test NCCL failure ..." and " .. host pid 54340: Test failure ...", and the MPI
+# rank of the line from mpirun --tag-output ("[1,12]<stdout>:") or srun --label ("12: ").
+_WARN_AT = re.compile(r"^(?P<host>[^\s:\[]+):(?P<pid>\d+):\d+ \[(?P<device>\d+)\].*\bNCCL WARN\b")
+_TEST_FAIL_AT = re.compile(r"^(?:\.\.\s+)?(?P<host>[^\s:\[]+)(?: pid (?P<pid>\d+))?: Test (?:NCCL |CUDA )?failure\b")
+_TAG_RANK = re.compile(r"^(?:\([^)]*\)\s)?(?:\[\d+,(?P<mpi>\d+)\]|\s*(?P<srun>\d+):\s)")
+
+
+def failing_processes(text):
+    """The processes an nccl-tests output names in its NCCL WARN and Test failure lines, as printed: [{"host", "pid",
+    "device", "rank", "line"}] in order of appearance, one per (host, pid, device), rank from the launcher's tag or
+    else from the rank line of the same host and pid (None where neither says). Raw observations: which host broke
+    is the grader's to say."""
+    devices = parse_text(text)["devices"]
+    out, seen = [], set()
+    for raw_line in (text or "").splitlines():
+        tag = _TAG_RANK.match(raw_line)
+        line = _TAG.sub("", raw_line.rstrip()).strip()
+        m = _WARN_AT.match(line) or _TEST_FAIL_AT.match(line)
+        if not m:
+            continue
+        host, pid = m.group("host"), int(m.group("pid")) if m.group("pid") else None
+        device = int(m.group("device")) if "device" in m.groupdict() and m.group("device") is not None else None
+        rank = None
+        if tag and (tag.group("mpi") or tag.group("srun")):
+            rank = int(tag.group("mpi") or tag.group("srun"))
+        else:
+            mine = [d for d in devices if d["host"] == host and pid is not None and d["pid"] == pid
+                    and (device is None or d["device"] == device)]
+            rank = mine[0]["rank"] if len(mine) == 1 else None
+        key = (host, pid, device)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append({"host": host, "pid": pid, "device": device, "rank": rank, "line": line[:300]})
     return out
 
 

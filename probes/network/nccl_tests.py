@@ -34,7 +34,7 @@ from probes.common.readers import read_text
 from probes.common.rendezvous import Mesh, StoreError
 from probes.common.tools import not_installed
 from probes.common.worlds import placement, placement_order, world_size_plan
-from probes.network.nccl_output import not_one_world, nranks, parse_json, parse_text
+from probes.network.nccl_output import failing_processes, not_one_world, nranks, parse_json, parse_text
 from probes.network.plan import RECORDED_PARAMS, human_bytes
 from probes.params import SIZE, Param, Params
 
@@ -164,10 +164,15 @@ def run_one(art, coll, binary, runner, args, timeout, base, out_dir, json_ok, no
     if parsed.get("nccl_version"):
         art.facts["nccl_version_code"] = parsed["nccl_version"]
     last = human_bytes(parsed["last_size"]) if parsed["last_size"] else "nothing"
+    # the processes the output names in its NCCL WARN and Test failure lines (host, pid, device, rank), as printed:
+    # in a multi-node world the host that broke is often not this one, the launching host
+    named = {"named": failing_processes(res.stdout + "\n" + (res.stderr or ""))}
+    if not named["named"]:
+        named = {}
     if res.timed_out:
-        return {"kind": "hang", "collective": coll, "log": text_name,
-                "message": "hang: %s printed results up to %s and was stopped after %g s" % (
-                    os.path.basename(binary), last, timeout)}
+        return dict({"kind": "hang", "collective": coll, "log": text_name,
+                     "message": "hang: %s printed results up to %s and was stopped after %g s" % (
+                         os.path.basename(binary), last, timeout)}, **named)
     if res.missing or res.rc is None:
         return {"kind": "error", "collective": coll, "log": text_name, "message": res.stderr.strip()[:300]}
     if res.rc != 0 or not text["complete"]:
@@ -175,8 +180,9 @@ def run_one(art, coll, binary, runner, args, timeout, base, out_dir, json_ok, no
         why = errors[0] if errors else ((res.stderr or res.stdout).strip().splitlines() or ["no output"])[-1]
         if res.rc != 0 and text["complete"] and parsed.get("out_of_bounds"):
             why = "%d tests with wrong results" % parsed["out_of_bounds"]
-        return {"kind": "error", "collective": coll, "log": text_name,
-                "message": "%s exited %s after %s: %s" % (os.path.basename(binary), res.rc, last, why[:300])}
+        return dict({"kind": "error", "collective": coll, "log": text_name,
+                     "message": "%s exited %s after %s: %s" % (os.path.basename(binary), res.rc, last, why[:300])},
+                    **named)
     if parsed is text and text["unread"]:
         # a result line this parser cannot read is reported, never guessed at (its numbers are not filed)
         return {"kind": "error", "collective": coll, "log": text_name,

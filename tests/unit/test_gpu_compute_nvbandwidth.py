@@ -104,3 +104,42 @@ def test_probe_skips_without_gpu_or_without_the_tool(tmp_path, monkeypatch):
     _tool(bin_dir, "nvbandwidth", "echo 'nvbandwidth: error while loading shared libraries' >&2\nexit 127\n")
     _, doc = run_probe("nvbandwidth", str(tmp_path / "c"), "r", "h")
     assert doc["status"] == "error" and "exit 127" in doc["reason"] and "shared libraries" in doc["reason"]
+
+
+def test_one_gpus_degraded_nvlink_fails_that_gpu_and_the_node_not_its_neighbours():
+    """nvbandwidth -j device_to_device_memcpy_write_ce on 8 x H100: GPU 5's NVLink is degraded, every copy to or from
+    it runs at ~200 GB/s, the other pairs at 390 (its row and column of the matrix are low, as nvbandwidth by hand
+    shows). compute.nvbandwidth_d2d fails GPU 5 alone, and the node on its slowest pair."""
+    import json as _json
+
+    from probes.artifact import Artifact as _Artifact
+    from probes.gpu_compute.nvbandwidth import parse as _parse
+    from probes.gpu_compute.nvbandwidth import record as _record
+    from reports import grading as _grading
+    from reports.load import run_of_artifacts
+    from reports.phases.gpu_compute import grade as gc
+
+    mat = [["N/A" if r == c else ("200.1" if 5 in (r, c) else "390.2") for c in range(8)] for r in range(8)]
+    doc = {"nvbandwidth": {"version": "v0.7", "git_version": "", "CUDA Runtime Version": 12040, "Driver Version": "550",
+           "GPU Device list": ["0: NVIDIA H100 80GB HBM3"] * 8,
+           "testcases": [{"name": "device_to_device_memcpy_write_ce", "status": "Passed",
+                          "bandwidth_description": "memcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)",
+                          "bandwidth_matrix": mat, "sum": 0}]}}
+    art = _Artifact("nvbandwidth", "r", "n1")
+    art.device.update(backend="cuda", model="NVIDIA H100 80GB HBM3")
+    _record(art, _parse(_json.dumps(doc)))
+    info = _Artifact("node_info", "r", "n1")
+    info.facts["gpu_model"] = "NVIDIA H100 80GB HBM3"
+    run = run_of_artifacts([art.to_dict(), info.to_dict()])
+    rubric = _grading.load_rubric()
+    c = next(c for c in rubric["checks"] if c["id"] == "compute.nvbandwidth_d2d")
+    rows = {r["subject"]: r for r in gc.grade_pairs(c, run, "n1")}
+    assert [s for s, r in rows.items() if r["status"] == "fail"] == ["gpu=5", "slowest pair"]
+    assert rows["gpu=5"]["observed"] == "200.1 GB/s median of its 14 pairs (slowest 200.1, with GPU 0)"
+    assert rows["gpu=0"]["observed"] == "390.2 GB/s median of its 14 pairs (slowest 200.1, with GPU 5)"
+    pair = rows["slowest pair"]
+    assert pair["observed"] == "200.1 GB/s: GPU 0 and GPU 5 (gpu=0, peer=5)"
+    assert pair["reason"] == "GPU 5 is the common factor: the median of its pairs is slow too"
+    # the full grade runs the check through its kind, gpu_pairs
+    graded = [r for r in _grading.grade(run, {"checks": [c]}) if r["status"] == "fail"]
+    assert sorted(r["subject"] for r in graded) == ["gpu=5", "slowest pair"]

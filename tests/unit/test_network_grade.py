@@ -286,7 +286,8 @@ def test_rail_bandwidth_judges_only_the_audits_compute_rails():
     rows = {h: {r["subject"].split()[0]: r for r in gn.grade_rail_bw(c, run, h)} for h in ("a", "b", "u")}
     # with the audit: the storage port is measured, shown, not judged (it failed against the 380 pass line)
     a = rows["a"]
-    assert (a["hca=mlx5_8"]["status"], a["hca=mlx5_8"]["observed"]) == ("skip", "190 Gbit/s")
+    # (the observed value names its link, client→server: a port is judged on its links, grade_rail_bw)
+    assert (a["hca=mlx5_8"]["status"], a["hca=mlx5_8"]["observed"]) == ("skip", "a→x 190 Gbit/s")
     assert a["hca=mlx5_8"]["reason"] == STORAGE_SKIP
     assert (a["hca=mlx5_3"]["status"], a["hca=mlx5_0"]["status"], a["hca=mlx5_0"]["reason"]) == ("fail", "pass", "")
     # without it: every device judged as before, and each row says why
@@ -791,3 +792,173 @@ def test_a_scaling_ratio_just_under_a_line_is_shown_under_it(slower, status, wor
     md = section.render(run, [], None)
     assert "| all_gather | out-of-place | 4 | 32 | 256 MiB | %.3g | %s %% of 2 nodes (100.0 GB/s at 256 MiB) |" % (
         slower, efficiency) in md, md
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A multi-node nccl-tests world that failed: the launching host keeps its output, every host of the world fails
+
+
+def failed_world_docs(tmp_path, warn_host="gpu-b"):
+    """3 hosts; the 2-node all_reduce world (gpu-a, gpu-b; gpu-a launches through mpirun) aborts when rank 12 hits an
+    IB completion error (its NCCL WARN line names warn_host; None: no such line). Artifacts as nccl_tests.run writes
+    them: the failure and the output on gpu-a, placement on every host."""
+    from probes.common.worlds import placement
+    hosts = ["gpu-a", "gpu-b", "gpu-c"]
+    rows = "\n".join("[1,0]<stdout>:%12d  %12d     float     sum      -1    39.07    0.00    0.00       0    39.43    "
+                     "0.00    0.00       0" % (s, s // 4) for s in (8, 16, 32, 64))
+    ranks = "\n".join("[1,%d]<stdout>:#  Rank %2d Group  0 Pid %6d on %s device %2d [0000:18:00] %s"
+                      % (r, r, 1000 + r, "gpu-a" if r < 8 else "gpu-b", r % 8, H100) for r in range(16))
+    out = ("[1,0]<stdout>:# nccl-tests version 2.17.6 nccl-headers=22703 nccl-library=22703\n"
+           "[1,0]<stdout>:# nThread 1 nGpus 1 minBytes 8 maxBytes 17179869184 step: 2(factor) warmup iters: 5 "
+           "iters: 20 agg iters: 1 validation: 1 graph: 0\n" + ranks +
+           "\n[1,0]<stdout>:#       size         count      type   redop    root     time   algbw   busbw #wrong     "
+           "time   algbw   busbw #wrong\n" + rows + "\n")
+    if warn_host:
+        out += ("[1,12]<stdout>:%s:1012:2301 [4] NCCL WARN NET/IB : Got completion from peer 10.0.0.1<40033> with "
+                "status=12 opcode=0 len=0 vendor err 129 (Recv) localGid ::ffff:10.0.0.2 hca mlx5_4\n" % warn_host)
+    docs = []
+    for rank, host in enumerate(hosts):
+        art = Artifact("nccl_tests", "r", host)
+        art.device.update(backend="cuda", model=H100)
+        art.facts["placement"] = [placement(hosts, [rank]), placement(hosts, [0, 1])]
+        failures = []
+        if rank == 0:
+            fail = nccl_tests.run_one(
+                art, "all_reduce", "/opt/nccl-tests/build/all_reduce_perf",
+                lambda argv, t: CmdResult(argv, 1, out, "mpirun noticed that process rank 12 ... exited on signal 6",
+                                          False, False), [], 60, "nccl_tests", str(tmp_path), False, 2,
+                world_ranks=16)
+            failures.append(dict(fail, nodes=2))
+            art.error("1 nccl-tests runs failed")
+        art.facts["failures"] = failures
+        docs.append(art.to_dict())
+    return docs
+
+
+def test_a_failed_nccl_tests_world_fails_every_host_in_it_and_names_the_one_that_broke(tmp_path):
+    run = make_run(failed_world_docs(tmp_path))
+    c = check("network.nccl_tests_failures")
+    rows = {h: gn.grade_failures(c, run, h)[0] for h in ("gpu-a", "gpu-b", "gpu-c")}
+    # the probe recorded which process the output names (NCCL's "host:pid:tid [device]", mpirun's rank tag)
+    [named] = run.artifacts[0]["facts"]["failures"][0]["named"]
+    assert (named["host"], named["pid"], named["device"], named["rank"]) == ("gpu-b", 1012, 4, 12)
+    # the host whose rank broke fails, and its row says so
+    b = rows["gpu-b"]
+    assert (b["status"], b["observed"]) == ("fail", "1 error")
+    assert b["reason"].startswith("its rank 12 (device 4) broke the 2-node all_reduce world launched from gpu-a: "
+                                  "all_reduce_perf exited 1 after 64 B: gpu-b:1012:2301 [4] NCCL WARN NET/IB")
+    assert "(log: artifacts/gpu-a/nccl_tests.all_reduce.n2.txt)" in b["reason"]
+    # the launching host keeps its row, naming the host that broke
+    a = rows["gpu-a"]
+    assert (a["status"], a["observed"]) == ("fail", "1 error")
+    assert a["reason"].startswith("rank 12 on gpu-b (device 4) broke: all_reduce_perf exited 1 after 64 B")
+    # a host outside that world passes
+    assert rows["gpu-c"]["status"] == "pass"
+
+
+def test_a_failed_world_whose_output_names_another_host_fails_the_members_naming_it(tmp_path):
+    # the WARN line names gpu-a (the launcher's own rank broke): gpu-b was in the world that failed
+    run = make_run(failed_world_docs(tmp_path, warn_host="gpu-a"))
+    c = check("network.nccl_tests_failures")
+    b = gn.grade_failures(c, run, "gpu-b")[0]
+    assert b["status"] == "fail" and b["reason"].startswith(
+        "the 2-node all_reduce world launched from gpu-a failed: gpu-a broke: all_reduce_perf exited 1")
+    assert gn.grade_failures(c, run, "gpu-a")[0]["reason"].startswith("its own rank 12 (device 4) broke: ")
+    # no host named: every member still fails, and says the output named none
+    run = make_run(failed_world_docs(tmp_path, warn_host=None))
+    b = gn.grade_failures(c, run, "gpu-b")[0]
+    assert b["status"] == "fail" and "launched from gpu-a failed (its output names no host)" in b["reason"]
+    assert gn.grade_failures(c, run, "gpu-c")[0]["status"] == "pass"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# perftest's ring (host i the client of host i+1, rail k to rail k): a link is two ports, a port is two links
+
+
+def ring_docs(hosts, slow, fabric="ib_ndr400"):
+    """perftest artifacts of a ring of hosts as one_round files them (under the client, peer = the server), 8 rails
+    at 392 Gbit/s; slow: {(client, server, hca): Gbit/s} of the links that are not."""
+    docs = []
+    for i, host in enumerate(hosts):
+        peer = hosts[(i + 1) % len(hosts)]
+        art = Artifact("perftest", "r", host, params={"fabric": fabric, "rails": 8})
+        for k in range(8):
+            hca = "mlx5_%d" % k
+            art.add("bw_avg_gbits", slow.get((host, peer, hca), 392.0), "Gbit/s", hca=hca, test="write", mem="host",
+                    peer=peer, bytes=65536)
+        docs.append(art.to_dict())
+    return docs
+
+
+def bad_rows(cid, run, hosts):
+    c = check(cid)
+    if c["kind"] == "net_rail_straggler":
+        rows = gn.grade_rail_straggler(c, run, hosts)
+    else:
+        rows = [r for h in hosts for r in gn.grade_rail_bw(c, run, h)]
+    return {(r["host"], r["subject"]): r for r in rows if r["status"] != "pass"}
+
+
+def test_a_slow_port_fails_its_host_not_the_neighbour_that_measured_it():
+    # b's mlx5_3 is slow: both links it is in (a→b, measured and filed by a; b→c) run at 200
+    hosts = ["a", "b", "c", "d"]
+    run = make_run(ring_docs(hosts, {("a", "b", "mlx5_3"): 200.0, ("b", "c", "mlx5_3"): 200.0}))
+    line = bad_rows("network.perftest_rail_line_rate", run, hosts)
+    assert list(line) == [("b", "hca=mlx5_3 write host")]
+    row = line[("b", "hca=mlx5_3 write host")]
+    assert row["observed"] == "b→c 200 Gbit/s; a→b 200 Gbit/s" and row["reason"].startswith(
+        "every link of this port is slow, as client and as server")
+    # a passes, and its row names the port its slow link is charged to
+    [a3] = [r for r in gn.grade_rail_bw(check("network.perftest_rail_line_rate"), run, "a")
+            if r["subject"] == "hca=mlx5_3 write host"]
+    assert a3["status"] == "pass" and "a→b is slow: b's mlx5_3 is" in a3["reason"]
+    outlier = bad_rows("network.perftest_rail_outlier", run, hosts)
+    assert list(outlier) == [("b", "hca=mlx5_3")] and outlier[("b", "hca=mlx5_3")]["status"] == "fail"
+
+
+def test_a_link_slow_alone_fails_as_that_link_on_both_ends():
+    hosts = ["a", "b", "c", "d"]
+    run = make_run(ring_docs(hosts, {("a", "b", "mlx5_3"): 200.0}))
+    line = bad_rows("network.perftest_rail_line_rate", run, hosts)
+    assert sorted(line) == [("a", "hca=mlx5_3 write host a→b"), ("b", "hca=mlx5_3 write host a→b")]
+    assert "path between them" in line[("a", "hca=mlx5_3 write host a→b")]["reason"]
+    assert bad_rows("network.perftest_rail_outlier", run, hosts) == {}
+
+
+def test_two_nodes_name_the_pair():
+    run = make_run(ring_docs(["a", "b"], {("a", "b", "mlx5_3"): 200.0, ("b", "a", "mlx5_3"): 200.0}))
+    line = bad_rows("network.perftest_rail_line_rate", run, ["a", "b"])
+    assert sorted(line) == [("a", "hca=mlx5_3 write host"), ("b", "hca=mlx5_3 write host")]
+    assert "both links of the pair a and b are slow" in line[("a", "hca=mlx5_3 write host")]["reason"]
+    assert "both links of the pair b and a are slow" in line[("b", "hca=mlx5_3 write host")]["reason"]
+
+
+def test_values_just_under_a_line_are_shown_under_it():
+    # nccl-tests and perftest print 2 decimals: 459.96 beside a line of 460 is not "460"
+    art = Artifact("nccl_tests", "r", "n1")
+    art.device.update(backend="cuda", model=H100)
+    for size, bw in [(1 << 30, 455.10), (1 << 31, 458.20), (1 << 32, 459.96)]:
+        for place in ("out_of_place", "in_place"):
+            art.add("busbw_gbps", bw, "GB/s", collective="all_reduce", size_bytes=size, placement=place, nodes=1,
+                    ranks=8, dtype="float")
+    art.facts["gpus"] = 8
+    run = make_run([art.to_dict(), info_doc("n1", gpus=8)])
+    [row] = gn.grade_peak_busbw(check("network.nccl_tests_allreduce_1node"), run, "n1")
+    assert (row["status"], row["observed"]) == ("fail", "459.96 GB/s (4 GiB, 1 node, 8 ranks)")
+    assert row["expected"].startswith(">= 460 ")
+
+    p = Artifact("perftest", "r", "n1", params={"fabric": "ib_ndr400", "rails": 8})
+    p.add("bw_avg_gbits", 379.96, "Gbit/s", hca="mlx5_0", test="write", mem="host", peer="n2", bytes=65536)
+    [row] = gn.grade_rail_bw(check("network.perftest_rail_line_rate"), make_run([p.to_dict()]), "n1")
+    assert (row["status"], row["observed"]) == ("fail", "n1→n2 379.96 Gbit/s")
+
+    art = Artifact("nccl_tests", "r", "n1")
+    art.device.update(backend="cuda", model=H100)
+    for size, bw in [(1 << 30, 181.0), (1 << 31, 182.2), (1 << 32, 182.49)]:
+        art.add("busbw_gbps", bw, "GB/s", collective="all_gather", size_bytes=size, placement="out_of_place",
+                nodes=1, ranks=8, dtype="float")
+    art.facts["gpus"] = 8
+    run = make_run([art.to_dict(), info_doc("n1", gpus=8)])
+    [row] = gn.grade_plateau(check("network.nccl_tests_plateau"), run, "n1")
+    assert (row["status"], row["observed"]) == ("fail", "peak 182.49 GB/s at 4 GiB (8 ranks)")
+    assert row["expected"].startswith(">= 182.5 ")

@@ -342,3 +342,40 @@ def test_a_world_that_printed_fewer_ranks_than_it_was_started_with(tmp_path):
     assert busbw == [] and "8 ranks printed where the world has 16" in failure["message"]
     failure, busbw = _run_one(tmp_path, "all_gather", text, 2, world_ranks=8)
     assert failure is None and len(busbw) == 46
+
+
+def test_the_processes_a_failed_output_names():
+    from probes.network.nccl_output import failing_processes
+    got = failing_processes(
+        "# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 5 iters: 20\n"
+        "#  Rank  0 Group  0 Pid   1234 on      node1 device  0 [0000:18:00] NVIDIA H100 80GB HBM3\n"
+        "#  Rank  1 Group  0 Pid   5678 on      node2 device  0 [0000:18:00] NVIDIA H100 80GB HBM3\n"
+        "node2:5678:5690 [0] NCCL WARN NET/IB : Got completion from peer 10.0.0.2 with error 12\n"
+        "node2:5678:5690 [0] NCCL WARN NET/IB : Got completion from peer 10.0.0.2 with error 12\n"
+        "node2: Test NCCL failure common.cu:1005 'remote process exited or there was a network error'\n"
+        "[1,9]<stdout>:node3:77:77 [1] NCCL WARN Cuda failure 'an illegal memory access was encountered'\n")
+    assert [(p["host"], p["pid"], p["device"], p["rank"]) for p in got] == [
+        ("node2", 5678, 0, 1), ("node2", None, None, None), ("node3", 77, 1, 9)]
+    # nccl-tests' own failure lines of a real capture name their host ("test")
+    real = failing_processes((FIX / "nccl-tests" / "nccl-tests_cuda_failure_h100x8.txt").read_text())
+    assert [(p["host"], p["pid"]) for p in real] == [("test", None), ("test", 54340)]
+
+
+def test_trailing_columns_the_header_names_are_read_by_the_header():
+    # a derived util.cu: "#wrong #iters" in the header, each row ends "%5d %s" (iterations, an experiment name)
+    text = parse_text(
+        "# nThread 1 nGpus 8 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 "
+        "validation: 1 graph: 0\n"
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw "
+        "#wrong #iters\n"
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  "
+        "(GB/s)\n"
+        "           8             2     float     sum      -1    19.28    0.00    0.00      0    17.24    0.00    0.00"
+        "      0     20    \n"
+        "          16             4     float     sum      -1    16.32    0.00    0.00      0    16.53    0.00    0.00"
+        "      0     20    exp_a\n"
+        "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0\n", program="all_reduce_perf")
+    assert text["unread"] == [] and text["complete"]
+    assert [(r["size"], r["placement"], r["root"], r["redop"], r["time_us"], r["wrong"]) for r in text["rows"]] == [
+        (8, "out_of_place", -1, "sum", 19.28, 0), (8, "in_place", -1, "sum", 17.24, 0),
+        (16, "out_of_place", -1, "sum", 16.32, 0), (16, "in_place", -1, "sum", 16.53, 0)]

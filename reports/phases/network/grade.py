@@ -32,7 +32,6 @@ import pandas as pd
 from probes.network.plan import human_bytes
 from reports import DATA_DIR, yamlio
 from reports.grading.expectations import missing
-from reports.grading.kinds import grade_straggler
 from reports.grading.preconditions import ungradable
 from reports.grading.rows import make_row, status_above, status_below, worst_status
 from reports.grading.select import find_artifact, gpu_model, labels_match, selection
@@ -220,14 +219,102 @@ def _curve_name(key):
 
 
 def _failure_text(failures, host):
-    return "; ".join("%s%s" % (f.get("message", "?"), " (log: artifacts/%s/%s)" % (host, f["log"])
-                               if f.get("log") else "") for f in failures)
+    return "; ".join("%s%s%s" % (_named_text(f, host), f.get("message", "?"),
+                                 " (log: artifacts/%s/%s)" % (host, f["log"]) if f.get("log") else "")
+                     for f in failures)
+
+
+def _proc_text(proc, with_host=True):
+    """"rank 12 on gpu-b (device 4)" for one process a failed output names (the probe's `named`)."""
+    where = "rank %s" % proc["rank"] if proc.get("rank") is not None else "a rank"
+    return "%s%s%s" % (where, " on %s" % proc["host"] if with_host else "",
+                       " (device %s)" % proc["device"] if proc.get("device") is not None else "")
+
+
+def _named_text(failure, host):
+    """What the output of a failed world names as broken (the probe's `named`: NCCL WARN and Test failure lines),
+    said from `host`'s side."""
+    named = [p for p in failure.get("named") or [] if p.get("host")]
+    mine = [_proc_text(p, False) for p in named if p["host"] == host]
+    others = [_proc_text(p) for p in named if p["host"] != host]
+    parts = (["its own %s broke" % ", ".join(mine)] if mine else []) + (
+        ["%s broke" % ", ".join(others)] if others else [])
+    return "%s: " % "; ".join(parts) if parts else ""
+
+
+def world_members(run, doc, nodes):
+    """The hosts of the world of `nodes` nodes whose run `doc` (the launching host's artifact) recorded: its
+    placement fact ({nodes, hosts, ...} per world size). Without one: the launching host, the hosts its output names,
+    and every host of the probe when the world had that many nodes."""
+    for step in (doc.get("facts") or {}).get("placement") or []:
+        if isinstance(step, dict) and int(step.get("nodes") or 0) == int(nodes) and step.get("hosts"):
+            return list(step["hosts"])
+    hosts = {doc["host"]}
+    for failure in (doc.get("facts") or {}).get("failures") or []:
+        if isinstance(failure, dict) and failure.get("nodes") == nodes:
+            hosts |= {p["host"] for p in failure.get("named") or [] if p.get("host")}
+    everyone = sorted({d["host"] for d in run.artifacts if d["probe"] == doc["probe"]
+                       and d.get("variant") == doc.get("variant")} | set(run.unreachable or ()))
+    if len(everyone) == int(nodes):
+        hosts |= set(everyone)
+    return sorted(hosts)
+
+
+def _real(failures):
+    if isinstance(failures, str):
+        failures = [{"kind": "error", "message": failures}]
+    return [f for f in failures if isinstance(f, dict) and f.get("kind", "error") != "skipped"]
+
+
+# Probes whose multi-node world is started from its first host, which alone records the world's output and failures
+# (nccl_tests.run). The collectives probe records a failed world on every node that took part (probes/common/
+# worlds.py): its rows need no one else's artifact.
+LAUNCHER_RECORDS = ("nccl_tests",)
+
+
+def world_failures(check, run, host):
+    """Failures of multi-node worlds this host was in that another host's artifact recorded (nccl-tests: the world's
+    first host launches it and keeps its output): [(launching host, failure)]. A world whose failure this host
+    recorded itself (the collectives probe records it on every node) is not counted twice."""
+    if check["probe"] not in LAUNCHER_RECORDS:
+        return []
+    own = find_artifact(run, host, check["probe"], check.get("variant")) or {}
+    own_worlds = {f.get("nodes") for f in _real((own.get("facts") or {}).get("failures") or [])}
+    out = []
+    for doc in run.artifacts:
+        if doc["host"] == host or doc["probe"] != check["probe"] or doc.get("variant") != check.get("variant"):
+            continue
+        for f in _real((doc.get("facts") or {}).get("failures") or []):
+            nodes = f.get("nodes")
+            if not isinstance(nodes, int) or nodes < 2 or nodes in own_worlds:
+                continue
+            if host in world_members(run, doc, nodes):
+                out.append((doc["host"], f))
+    return out
+
+
+def _world_failure_text(launcher, failure, host):
+    named = [p for p in failure.get("named") or [] if p.get("host")]
+    mine = [p for p in named if p["host"] == host]
+    others = sorted({p["host"] for p in named if p["host"] != host})
+    world = "the %s-node %sworld launched from %s" % (failure.get("nodes"), "%s " % failure["collective"]
+                                                     if failure.get("collective") else "", launcher)
+    log = " (log: artifacts/%s/%s)" % (launcher, failure["log"]) if failure.get("log") else ""
+    if mine:
+        head = "its %s broke %s" % (", ".join(_proc_text(p, False) for p in mine), world)
+    elif others:
+        head = "%s failed: %s broke" % (world, ", ".join(others))
+    else:
+        head = "%s failed (its output names no host)" % world
+    return "%s: %s%s" % (head, failure.get("message", "?"), log)
 
 
 def grade_failures(check, run, host):
-    """Hangs, crashes and failed runs the probe recorded on this host: each one is a failure with its log. A world
-    size the probe did not run (kind "skipped": nccl-tests under a launcher that cannot start MPI, a node lost at the
-    previous step) measured nothing and broke nothing: a skip row with its reason, unless real failures fail it."""
+    """Hangs, crashes and failed runs the probe recorded on this host, and those of the multi-node worlds it was in
+    that another host recorded (nccl-tests keeps a world's output on the host that launched it; world_failures): each
+    one is a failure with its log, naming the hosts whose ranks the output says broke. A world size the probe did
+    not run (kind "skipped": nccl-tests under a launcher that cannot start MPI, a node lost at the previous step)
+    measured nothing and broke nothing: a skip row with its reason, unless real failures fail it."""
     pre = ungradable(check, run, host)
     if pre:
         return [pre]
@@ -237,13 +324,16 @@ def grade_failures(check, run, host):
         failures = [{"kind": "error", "message": failures}]
     real = [f for f in failures if f.get("kind", "error") != "skipped"]
     skipped = [f for f in failures if f.get("kind", "error") == "skipped"]
+    foreign = world_failures(check, run, host)
     expected = "no hang, crash or error"
-    if real:
+    if real or foreign:
         kinds = {}
-        for f in real:
+        for f in real + [f for _, f in foreign]:
             kinds[f.get("kind", "error")] = kinds.get(f.get("kind", "error"), 0) + 1
         observed = ", ".join("%d %s" % (n, k) for k, n in sorted(kinds.items()))
-        reason = _failure_text(real, host) + ("; also %s" % _failure_text(skipped, host) if skipped else "")
+        reason = "; ".join(filter(None, [_failure_text(real, host)] +
+                                  [_world_failure_text(launcher, f, host) for launcher, f in foreign]))
+        reason += "; also %s" % _failure_text(skipped, host) if skipped else ""
         return [make_row(check, host, "fail", observed, expected, reason)]
     if doc["status"] == "error":
         return [make_row(check, host, "error", "probe error", expected, doc.get("reason"))]
@@ -358,9 +448,15 @@ def grade_peak_busbw(check, run, host):
             check.get("collective", "all_reduce"), check.get("nodes", 1)))]
     best = df.loc[df.value.idxmax()]
     nodes, ranks = int(best.nodes), int(best.ranks)
-    observed = "%.4g GB/s (%s, %d node%s, %d ranks)" % (best.value, human_bytes(best.size_bytes), nodes,
-                                                         "s" if nodes > 1 else "", ranks)
     threshold, text = _expected_busbw(check, run, host, doc, ranks, nodes)
+    lines = ()
+    if threshold is not None:
+        lines = (threshold,) + ((threshold / float(check["expect"].get("fraction", 1.0)) *
+                                 float(check["warn"]["fraction"]),) if check.get("warn") else ())
+    # the peak with as many digits as keep it on its side of the lines (459.96 beside 460 is not "460")
+    observed = "%s GB/s (%s, %d node%s, %d ranks)" % (shown(best.value, lines, significant=4),
+                                                      human_bytes(best.size_bytes), nodes, "s" if nodes > 1 else "",
+                                                      ranks)
     if threshold is None:
         return [make_row(check, host, "skip", observed, reason=text)]
     status = "pass" if best.value >= threshold else "fail"
@@ -501,8 +597,10 @@ def grade_plateau(check, run, host):
     for (nodes, ranks, coll), points in sorted(found.items(), key=lambda kv: (kv[0][2], kv[0][0])):
         subject = _curve_subject(nodes, coll)
         size, peak = max(points, key=lambda p: p[1])
-        observed = "peak %.4g GB/s at %s (%d ranks)" % (peak, human_bytes(size), ranks)
         ref, how = plateau_reference(check, run, host, doc, coll, nodes, ranks)
+        observed = "peak %s GB/s at %s (%d ranks)" % (
+            shown(peak, (fail_f * ref, warn_f * ref) if ref is not None else (), significant=4), human_bytes(size),
+            ranks)
         if ref is None:
             rows.append(make_row(check, host, "skip", observed, reason=how, subject=subject))
             continue
@@ -549,7 +647,8 @@ def grade_latency(check, run, host):
         estimate = float(model["base_us"]) + float(model["per_step_us"]) * 2 * (ranks - 1)
         rows.append(make_row(
             check, host, status_above(time_us, warn_f * estimate, fail_f * estimate),
-            "%.3g us at %s (%d ranks)" % (time_us, human_bytes(size), ranks),
+            "%s us at %s (%d ranks)" % (shown(time_us, (warn_f * estimate, fail_f * estimate), significant=3),
+                                        human_bytes(size), ranks),
             "<= %.4g us (%g × the latency estimate %.3g us; warn above %.4g)" % (
                 fail_f * estimate, fail_f, estimate, warn_f * estimate), subject=subject))
     return rows
@@ -581,44 +680,134 @@ def rail_verdict(nics, hca):
     return False, "%s: %s NIC (%s) by the audit, not a rail of the fabric" % (hca, nic["role"], rate)
 
 
+# perftest pairs the nodes in a ring (probes/network/perftest.py one_round): host i is the client of host i+1, rail k
+# to rail k, and files the result under the client with the server as its `peer` label. A link's bandwidth is that of
+# two ports, the client's and the server's: a slow link says one of them (or the path between) is slow, not which.
+# Each port is in two links of its rail, as client (to the next host) and as server (of the previous one): a port is
+# blamed only when both are slow; a link slow alone, between two ports whose other links are fine, is the path.
+
+
+def _rail_key(labels):
+    return labels.get("hca"), labels.get("test"), labels.get("mem")
+
+
+def rail_links(run, check):
+    """Every perftest link the check selects: [{"client", "server", "key": (hca, test, mem), "value"}], the server
+    from the result's peer label (None where an artifact has none); a node alone measures its own loopback (its
+    server is itself)."""
+    cache = run.__dict__.setdefault("_rail_links", {})
+    ckey = (id(run.results), len(run.results), check["probe"], check.get("metric", "bw_avg_gbits"),
+            json.dumps(check.get("labels"), sort_keys=True))
+    if ckey not in cache:
+        res = run.results
+        sel = res[(res.probe == check["probe"]) & (res.metric == check.get("metric", "bw_avg_gbits"))]
+        links = []
+        for host, value, labels_json in zip(sel.host, sel.value, sel.labels):
+            labels = json.loads(labels_json)
+            if labels_match(labels, check.get("labels")):
+                links.append({"client": host, "server": labels.get("peer"), "key": _rail_key(labels),
+                              "value": float(value)})
+        cache[ckey] = links
+    return cache[ckey]
+
+
+def port_links(links, host, key):
+    """The links of one host's port (hca, test, mem): as client first, then as server of another host."""
+    return ([link for link in links if link["client"] == host and link["key"] == key] +
+            [link for link in links if link["server"] == host and link["client"] != host and link["key"] == key])
+
+
+def _link_name(link):
+    return "%s→%s" % (link["client"], link["server"] or "?")
+
+
+def _links_text(links, lines):
+    return "; ".join("%s %s Gbit/s" % (_link_name(link), shown(link["value"], lines, significant=4))
+                     for link in links)
+
+
+def rail_threshold(check, spec, fabric):
+    """(threshold Gbit/s, expected text) of a rail on the declared fabric."""
+    if spec.get("perftest_gbits_min") and check.get("use_pass_line", True):
+        return float(spec["perftest_gbits_min"]), ">= %g Gbit/s (%s pass line)" % (spec["perftest_gbits_min"], fabric)
+    frac = float(check.get("fraction_of_line_rate", 0.9))
+    return frac * float(spec["nic_gbits"]), ">= %.4g Gbit/s (%g × %s line rate %g)" % (
+        frac * float(spec["nic_gbits"]), frac, fabric, spec["nic_gbits"])
+
+
+def blamed_port(links, host, key, threshold):
+    """Whether a host's port is slow: every link it is in on this rail was (at least one measured)."""
+    mine = port_links(links, host, key)
+    return bool(mine) and all(link["value"] < threshold for link in mine)
+
+
 def grade_rail_bw(check, run, host):
-    """Per RDMA rail: perftest bandwidth against the fabric's expectation (fraction × line rate, or its pass line).
-    Only the rails are judged (rail_verdict): a device the audit calls storage, frontend or other is a skip row."""
+    """Per RDMA port (hca, test, mem) of this host: its links on that rail (as the client of the next host, as the
+    server of the previous one: rail_links) against the fabric's expectation (fraction × line rate, or its pass
+    line). The port fails only when all of its links are slow (with 2 nodes both links join the same two ports: the
+    pair is named); a slow link whose other end's port is the slow one passes here, naming it; a link slow alone,
+    between ports whose other links are fine, fails on both ends as that link (subject with client→server). Only the
+    rails are judged (rail_verdict): a device the audit calls storage, frontend or other is a skip row."""
     pre = ungradable(check, run, host)
     if pre:
         return [pre]
     doc = find_artifact(run, host, check["probe"], check.get("variant"))
     nics = host_nics(run, host)
-    res = run.results
-    sel = res[(res.host == host) & (res.probe == check["probe"]) & (res.metric == check.get("metric", "bw_avg_gbits"))]
+    links = rail_links(run, check)
+    keys = []
+    for link in links:
+        if link["client"] == host and link["key"] not in keys:
+            keys.append(link["key"])
     rows = []
     fabric = (doc.get("params") or {}).get("fabric") or ""
     spec = load_fabrics().get(fabric)
-    for value, labels_json in zip(sel.value, sel.labels):
-        labels = json.loads(labels_json)
-        if not labels_match(labels, check.get("labels")):
-            continue
-        subject = "hca=%s %s %s" % (labels.get("hca"), labels.get("test"), labels.get("mem"))
-        observed = "%.4g Gbit/s" % value
-        judged, note = rail_verdict(nics, labels.get("hca"))
+    for key in keys:
+        hca = key[0]
+        subject = "hca=%s %s %s" % key
+        mine = port_links(links, host, key)
+        judged, note = rail_verdict(nics, hca)
         if not judged:
-            rows.append(make_row(check, host, "skip", observed, reason=note, subject=subject))
+            rows.append(make_row(check, host, "skip", _links_text(mine, ()), reason=note, subject=subject))
             continue
         if not spec:
             why = ("fabric %r is not in gpus.yml fabrics" % fabric) if fabric else \
                 "no fabric declared: set network_fabric in the inventory"
-            rows.append(make_row(check, host, "skip", observed, reason="; ".join(filter(None, [why, note])),
-                                 subject=subject))
+            rows.append(make_row(check, host, "skip", _links_text(mine, ()),
+                                 reason="; ".join(filter(None, [why, note])), subject=subject))
             continue
-        if spec.get("perftest_gbits_min") and check.get("use_pass_line", True):
-            threshold, text = float(spec["perftest_gbits_min"]), ">= %g Gbit/s (%s pass line)" % (
-                spec["perftest_gbits_min"], fabric)
+        threshold, text = rail_threshold(check, spec, fabric)
+        observed = _links_text(mine, (threshold,))
+        slow = [link for link in mine if link["value"] < threshold]
+        others = sorted({h for link in mine for h in (link["client"], link["server"]) if h and h != host})
+        notes = [note]
+        if slow and len(slow) == len(mine):
+            status = "fail"
+            if len(mine) == 1:
+                pass  # one link measured (one node's loopback, or no other host's link into this port): as measured
+            elif len(others) == 1:
+                notes.insert(0, "both links of the pair %s and %s are slow: with 2 nodes they join the same two "
+                                "ports, the slow one is %s's or %s's %s (or the path between them); a third node "
+                                "tells which" % (host, others[0], host, others[0], hca))
+            else:
+                notes.insert(0, "every link of this port is slow, as client and as server: the port (NIC, cable, "
+                                "switch port)")
         else:
-            frac = float(check.get("fraction_of_line_rate", 0.9))
-            threshold, text = frac * float(spec["nic_gbits"]), ">= %.4g Gbit/s (%g × %s line rate %g)" % (
-                frac * float(spec["nic_gbits"]), frac, fabric, spec["nic_gbits"])
-        rows.append(make_row(check, host, "pass" if value >= threshold else "fail", observed, text, note,
-                             subject=subject))
+            status = "pass"
+            for link in slow:
+                other = link["server"] if link["client"] == host else link["client"]
+                if other and blamed_port(links, other, key, threshold):
+                    notes.append("%s is slow: %s's %s is (every link of that port is slow)" % (
+                        _link_name(link), other, hca))
+        rows.append(make_row(check, host, status, observed, text, "; ".join(filter(None, notes)), subject=subject))
+        # a link slow alone: neither end's port is slow on its other links, so the path between them is
+        for link in slow if status == "pass" else ():
+            other = link["server"] if link["client"] == host else link["client"]
+            if other and not blamed_port(links, other, key, threshold):
+                rows.append(make_row(
+                    check, host, "fail", "%s Gbit/s" % shown(link["value"], (threshold,), significant=4), text,
+                    "this link alone is slow: the other links of %s's and %s's %s are not, so the path between them "
+                    "(cable, switch port) is" % (link["client"], link["server"], hca),
+                    subject="%s %s" % (subject, _link_name(link))))
     if not rows:
         status = "error" if doc["status"] == "error" else "skip"
         rows.append(make_row(check, host, status, reason=doc.get("reason") or "no perftest result on this host"))
@@ -630,11 +819,50 @@ def grade_rail_bw(check, run, host):
 
 
 def grade_rail_straggler(check, run, hosts):
-    """Kind straggler (per: hca) over the rails only: a storage or frontend NIC at half the rails' rate is no slow
-    rail, and no peer of the rails' median either (rail_verdict decides, as for net_rail_bw)."""
+    """Per rail (hca): each host's port against the cluster's median port, over the rails only (rail_verdict: a
+    storage or frontend NIC at half the rails' rate is no slow rail, and no peer of the rails' median either). A port
+    is its links on the rail as client and as server (rail_links), at their best (agg max): a link is slow when
+    either end is, so a port whose best link is slow is the slow one, and its healthy neighbours are not blamed."""
     nics = {host: host_nics(run, host) for host in hosts}
-    return grade_straggler(check, run, hosts,
-                           judge=lambda host, subject: rail_verdict(nics[host], subject.partition("=")[2]))
+    links = rail_links(run, check)
+    agg = {"max": max, "min": min, "median": statistics.median}[check.get("agg", "max")]
+    fail_pct = float(check["max_below_median_pct"])
+    warn_pct = float(check.get("warn_below_median_pct", fail_pct))
+    rows, ports = [], {}
+    for host in hosts:
+        pre = ungradable(check, run, host)
+        if pre:
+            rows.append(pre)
+            continue
+        hcas = []
+        for link in links:
+            if link["client"] == host and link["key"][0] not in hcas:
+                hcas.append(link["key"][0])
+        if not hcas:
+            rows.append(make_row(check, host, "skip", reason="no %s result" % check["metric"]))
+        for hca in hcas:
+            mine = [link for key in {link["key"] for link in links if link["key"][0] == hca}
+                    for link in port_links(links, host, key)]
+            ports[(host, "hca=%s" % hca)] = (float(agg([link["value"] for link in mine])), mine)
+    verdicts = {k: rail_verdict(nics[k[0]], k[1].partition("=")[2]) for k in ports}
+    peers = [v for k, (v, _) in ports.items() if verdicts[k][0]]
+    median = statistics.median(peers) if len(peers) >= 3 else None
+    for (host, subject), (value, mine) in sorted(ports.items()):
+        judged, why = verdicts[(host, subject)]
+        if not judged:
+            rows.append(make_row(check, host, "skip", "%.4g" % value, reason=why, subject=subject))
+            continue
+        if median is None:
+            rows.append(make_row(check, host, "skip", "%.4g" % value, subject=subject, reason="; ".join(
+                filter(None, ["fewer than 3 peers to compare with", why]))))
+            continue
+        below = 100.0 * (median - value) / median if median else 0.0
+        observed = "%s (%s%% below cluster median; links %s)" % (
+            shown(value, (median * (1 - fail_pct / 100), median * (1 - warn_pct / 100)), significant=4),
+            shown(max(below, 0), (warn_pct, fail_pct)), _links_text(mine, ()))
+        rows.append(make_row(check, host, status_above(below, warn_pct, fail_pct), observed,
+                             "within %g%% of the cluster median %.4g" % (fail_pct, median), why, subject=subject))
+    return rows
 
 
 # Collectives whose 2-node busbw is no reference for larger worlds: all_reduce's Tree/NVLSTree "can give perf
