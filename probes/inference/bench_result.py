@@ -17,7 +17,11 @@ What older and other versions write (see tests/fixtures/vllm_bench/README.md for
 - without --save-detailed there are no per-request lists (vLLM 0.32 still keeps `latencies` and `queue_times`
   then, but no ttfts): requests is {};
 - a failed request has ttft 0, no itls and output length 0 in the tool's lists: its ttft_ms/tpot_ms/e2el_ms are
-  None (nothing was measured), ok False, never a 0 ms request that meets every SLO.
+  None (nothing was measured), ok False, never a 0 ms request that meets every SLO. Its error text may be empty:
+  vLLM's request functions set `output.error = response.reason or ""` for an answer other than 200, and an HTTP/2
+  answer or a server that sends no reason phrase leaves "". So a request is failed when it has an error text OR no
+  first token (ttft not above 0: the tool sets ttft on the first chunk and marks a stream without one failed) OR a
+  latency not above 0; a success always has both (failed_requests).
 
 peak_concurrent_requests (the most requests in flight at one instant) is counted here from the file's per-request
 start_times and latencies (its successful requests, as [start, start + latency), an end before a start at the same
@@ -108,21 +112,37 @@ def read(text, name="result"):
     return summary, _requests(data, name)
 
 
+def _positive(value):
+    value = _number(value)
+    return value is not None and value > 0
+
+
+def failed_requests(data, n):
+    """Per request whether the tool counted it failed: an error text, or (the error text can be "": vLLM's
+    `response.reason or ""`) no first token or no latency, which every successful request has (ttft and latency
+    above 0). Lists the file does not have (or of another length) say nothing."""
+    def column(key):
+        value = data.get(key)
+        return value if isinstance(value, list) and len(value) == n else None
+
+    errors, ttfts, lat = column("errors"), column("ttfts"), column("latencies")
+    return [bool(errors and errors[i]) or (ttfts is not None and not _positive(ttfts[i]))
+            or (lat is not None and not _positive(lat[i])) for i in range(n)]
+
+
 def peak_in_flight(data):
     """The most successful requests in flight at one instant, from the file's start_times and latencies (None
     without them, or without a successful request): vLLM's own sweep over [start, start + latency) at commit 009e6d4a,
     whatever `max_concurrent_requests` the writing version put in the file (see the module's docstring)."""
-    starts, lat, errors = data.get("start_times"), data.get("latencies"), data.get("errors")
+    starts, lat = data.get("start_times"), data.get("latencies")
     if not isinstance(starts, list) or not isinstance(lat, list) or len(starts) != len(lat):
         return None
-    if not isinstance(errors, list) or len(errors) != len(starts):
-        errors = [""] * len(starts)
     events = []
-    for start, latency, err in zip(starts, lat, errors):
+    for start, latency, failed in zip(starts, lat, failed_requests(data, len(starts))):
         start, latency = _number(start), _number(latency)
         if start is None or latency is None:
             return None
-        if not err:
+        if not failed:
             events += [(start, 1), (start + latency, -1)]
     if not events:
         return None
@@ -149,9 +169,9 @@ def _requests(data, name):
         raise BenchResultError("%s result %s: its per-request lists differ in length (%s)" % (
             TOOL, name, ", ".join("%s %d" % (key, len(value)) for key, value in lists.items())))
     lat, itls = lists.get("latencies"), lists.get("itls")
-    ins, errors = lists.get("input_lens") or [None] * n, lists.get("errors") or [""] * n
+    ins, failed = lists.get("input_lens") or [None] * n, failed_requests(data, n)
     out = {"ttft_ms": [], "tpot_ms": [], "e2el_ms": [], "input_len": list(ins), "output_len": list(outs),
-           "ok": [not err for err in errors]}
+           "ok": [not f for f in failed]}
     for i in range(n):
         ttft = _number(ttfts[i])
         if lat is not None:
@@ -161,7 +181,7 @@ def _requests(data, name):
             latency = ttft + sum(gaps) if None not in gaps else None
         else:
             latency = None
-        if errors[i]:  # failed: the tool's ttft 0 / latency 0 are no measurement
+        if failed[i]:  # failed: the tool's ttft 0 / latency 0 are no measurement
             ttft = latency = None
         out["ttft_ms"].append(round(ttft * 1000, 4) if ttft is not None else None)
         out["e2el_ms"].append(round(latency * 1000, 4) if latency is not None else None)

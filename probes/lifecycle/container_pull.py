@@ -8,11 +8,17 @@ image is pulled its registry is checked for reachability with a short timeout; a
 timed (its "pull" would not download anything, and the node's images are never removed). Results: pull_s and
 image_bytes per engine and image. Everything pulled is removed afterwards, also after a failure or a timeout.
 
-pull_mbps is the bytes the node's interfaces received during the pull (/proc/net/dev, all but loopback: what came
-over the wire, compressed layers and all; wire_bytes) over the pull's time. The image's size is not the transfer: docker
-reports the unpacked size (ubuntu:24.04: about 78 MB unpacked for about 30 MB pulled, a rate 2.6 times too high), and
-layers a node already holds are not downloaded. Other traffic of the node in the same seconds counts too (the
-lifecycle role takes the hosts one at a time, so the assessment's own is small). A pull that received under
+pull_mbps is the bytes the node's interfaces received during the pull (/proc/net/dev: what came over the wire,
+compressed layers and all; wire_bytes) over the pull's time. Each byte is counted once (common.wire_interfaces):
+interfaces stack (a NIC under a bridge, bond members and the bond, a VLAN and its parent) and every level counts the
+same bytes, so the sum over all of them read a 200 Mbit/s pull as 400. Counted: the interface the routing table sends
+the registry's address through (the one the connection that checked its reachability opened to); else the physical
+interfaces; else, with none (a container's veth), those that are not a bridge, a bond or stacked on another.
+facts.rx_interfaces[registry] says which were counted, by which rule, and why each other one was not.
+The image's size is not the transfer: docker reports the unpacked size (ubuntu:24.04: about 78 MB unpacked for about
+30 MB pulled, a rate 2.6 times too high), and layers a node already holds are not downloaded. Other traffic of the
+node on the counted interfaces in the same seconds counts too (the lifecycle role takes the hosts one at a time, so
+the assessment's own is small). A pull that received under
 MIN_WIRE_BYTES downloaded next to nothing (its layers were there): no rate. Where the counters cannot be read, the
 image's size is used and labelled (bytes=image).
 
@@ -39,6 +45,8 @@ PARAMS = Params(
     work_dir=Param(str, None, "where pulls go (default: lifecycle/containers beside the artifacts' directory)"),
     pull_timeout_s=Param(float, 1800, "seconds per pull"),
     reach_timeout_s=Param(float, 3, "seconds for the TCP connection that checks a registry is reachable"),
+    proc_root=Param(str, "/proc", "where procfs is (net/dev, net/route, net/ipv6_route)"),
+    sys_root=Param(str, "/sys", "where sysfs is (class/net)"),
 )
 MIN_WIRE_BYTES = 1_000_000  # a pull that received less downloaded next to nothing: no rate from it
 
@@ -128,12 +136,16 @@ def run(art, p, out_dir):
         art.skip("no usable container engine on this node (%s)" % "; ".join(
             "%s: %s" % kv for kv in sorted(skipped_engines.items())))
         return
-    reach, skipped, failures, unmeasured = {}, {}, {}, []
+    reach, skipped, failures, unmeasured, rx_interfaces = {}, {}, {}, [], {}
+    art.facts["rx_interfaces"] = rx_interfaces
     for image in p["images"]:
         registry, _ = registry_of(image)
         if registry not in reach:
-            reach[registry] = lifecycle.reachable(registry_url(registry), p["reach_timeout_s"])
-        ok, why = reach[registry]
+            reach[registry] = lifecycle.connect(registry_url(registry), p["reach_timeout_s"])
+            if reach[registry][0]:
+                rx_interfaces[registry] = lifecycle.wire_interfaces(reach[registry][2], p["proc_root"],
+                                                                    p["sys_root"])[1]
+        ok, why, _ = reach[registry]
         if not ok:
             skipped[image] = "registry %s not reachable: %s" % (registry, why)
             continue
@@ -147,11 +159,12 @@ def run(art, p, out_dir):
             try:
                 os.makedirs(os.path.join(work, "tmp"), exist_ok=True)
                 argv, out_file = _pull_argv(engine, exe, image, work)
-                rx0 = lifecycle.received_bytes()
+                counted = rx_interfaces[registry]["counted"]
+                rx0 = lifecycle.received_bytes(counted, p["proc_root"])
                 t0 = time.perf_counter()
                 res = run_cmd(argv, timeout=p["pull_timeout_s"], env=_env(engine, work))
                 secs = time.perf_counter() - t0
-                rx1 = lifecycle.received_bytes()
+                rx1 = lifecycle.received_bytes(counted, p["proc_root"])
                 wire = rx1 - rx0 if rx0 is not None and rx1 is not None and rx1 >= rx0 else None
                 pulled = engine == "docker"
                 failed = lifecycle.failure(res, p["pull_timeout_s"])

@@ -4,6 +4,7 @@ import operator
 import os
 
 from reports import DATA_DIR, yamlio
+from reports.shown import shown
 
 OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt, "==": operator.eq}
 
@@ -28,14 +29,19 @@ def gpu_model_key(name, models):
     return best
 
 
-def resolve(expect, model_spec):
+def resolve(expect, model_spec, observed=None):
     """Threshold of an expectation: a fixed `value`, or `fraction` × the GPU model's field `of`.
-    Returns (threshold or None, text, reason when it cannot be resolved)."""
+    Returns (threshold or None, text, reason when it cannot be resolved).
+
+    observed: the value the threshold will be shown beside (exact, unrounded). The threshold's text then has as many
+    significant digits as it takes to read on its own side of that value ("%.4g" of 0.7 × 5762 = 4033.4 is "4033",
+    which reads as met by an observed 4033.3 that failed: it is "4033.4" then); where nothing crosses, the text is
+    the usual one."""
     op = expect.get("op", ">=")
     if op not in OPS:
         raise ValueError("unknown comparison %r" % op)
     if "value" in expect:
-        return float(expect["value"]), "%s %s" % (op, _fmt(expect["value"])), None
+        return float(expect["value"]), "%s %s" % (op, _fmt(expect["value"], observed)), None
     field = expect["of"]
     if model_spec is None:
         return None, None, "no expectation for this GPU model in gpus.yml"
@@ -43,7 +49,8 @@ def resolve(expect, model_spec):
         return None, None, missing(model_spec, field)
     fraction = float(expect.get("fraction", 1.0))
     threshold = fraction * float(model_spec[field])
-    return threshold, "%s %s (%g × %s %s)" % (op, _fmt(threshold), fraction, field, _fmt(model_spec[field])), None
+    return threshold, "%s %s (%g × %s %s)" % (op, _fmt(threshold, observed), fraction, field,
+                                               _fmt(model_spec[field])), None
 
 
 def missing(model_spec, field):
@@ -59,16 +66,22 @@ def meets(value, expect, threshold):
 def judge(value, expect, warn=None):
     """(status, expected text) of a value against a fixed expectation and, when it meets it, the warn one:
     fail below expect, warn below warn, else pass (graders whose thresholds do not depend on the GPU model)."""
-    threshold, text, _ = resolve(expect, None)
+    threshold, text, _ = resolve(expect, None, value)
     if not meets(value, expect, threshold):
         return "fail", text
     if warn:
-        w_threshold, w_text, _ = resolve(warn, None)
+        w_threshold, w_text, _ = resolve(warn, None, value)
         if not meets(value, warn, w_threshold):
             return "warn", "%s (warn unless %s)" % (text, w_text)
     return "pass", text
 
 
-def _fmt(value):
+def _fmt(value, observed=None):
+    """A threshold as shown: whole numbers as they are, others with 4 significant digits, or more where an observed
+    value shown beside it would otherwise read as on the other side of it (or on it)."""
     value = float(value)
-    return str(int(value)) if value.is_integer() else "%.4g" % value
+    if value.is_integer():
+        return str(int(value))
+    if observed is None:
+        return "%.4g" % value
+    return shown(value, (float(observed),), significant=4)

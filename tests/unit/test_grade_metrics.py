@@ -7,7 +7,7 @@ import yaml
 from probes.artifact import Artifact
 from reports import DATA_DIR
 from reports.grading import RubricError, load_rubric
-from reports.grading.expectations import gpu_model_key, load_gpus, resolve
+from reports.grading.expectations import gpu_model_key, judge, load_gpus, resolve
 from reports.grading.kinds import grade_metric, grade_straggler
 from reports.load import run_of_artifacts as make_run
 
@@ -53,6 +53,24 @@ def test_resolve_fraction_of_model_value():
     assert threshold == pytest.approx(556.15) and why is None and "0.7 × mamf_bf16_tflops 794.5" in text
     why = resolve({"of": "mamf_fp8_tflops"}, MODELS["A100-SXM"])[2]
     assert why == "gpus.yml has no mamf_fp8_tflops for this GPU model"
+
+
+def test_a_threshold_is_shown_on_its_side_of_the_value_beside_it():
+    """0.7 × H100's 5762 tokens/s per GPU = 4033.4: "%.4g" shows it as "4033", which an observed 4033.3 (failed)
+    reads as meeting. Given the observed value, the threshold has the digits it takes to stay on its side; where
+    nothing crosses, the usual text."""
+    expect = {"op": ">=", "fraction": 0.7, "of": "training_llama8b_tps_per_gpu"}
+    h100 = MODELS["H100-SXM"]
+    assert h100["training_llama8b_tps_per_gpu"] == 5762
+    usual = ">= 4033 (0.7 × training_llama8b_tps_per_gpu 5762)"
+    assert resolve(expect, h100)[1] == usual
+    threshold, text, _ = resolve(expect, h100, 4033.3)
+    assert threshold > 4033.3 and text == ">= 4033.4 (0.7 × training_llama8b_tps_per_gpu 5762)"
+    assert resolve(expect, h100, 4033.5)[1] == usual and resolve(expect, h100, 5000)[1] == usual
+    # a fixed value too, and judge() shows its lines so
+    assert resolve({"op": "<=", "value": 0.12345}, None, 0.12348)[1] == "<= 0.12345"
+    assert resolve({"op": "<=", "value": 0.12345}, None, 0.2)[1] == "<= 0.1235"
+    assert judge(0.12348, {"op": "<=", "value": 0.12345}) == ("fail", "<= 0.12345")
 
 
 def test_a_pcie_card_is_judged_by_its_own_datasheet_and_skips_what_only_the_sxm_part_has():

@@ -10,7 +10,7 @@ import yaml
 from inference_runs import DP2, FIXTURES, H200, OVERLONG, SINGLE, inference_doc, per_engine_files, point_files, read
 
 from probes.artifact import Artifact
-from probes.inference import points
+from probes.inference import bench_result, points
 from reports import DATA_DIR
 from reports import grading as grade
 from reports.grading import select
@@ -118,6 +118,21 @@ def test_a_failed_request_fails_the_errors_check_naming_the_point():
     assert (g["good"], g["total"]) == (11, 16) and requests["ttft_ms"].count(None) == 5
     # the lowest chat concurrency (c1) is what the goodput check grades: it still passes there
     assert gi.grade_goodput(check("inference.goodput"), run, "h2")[1]["status"] == "pass"
+
+
+def test_a_failed_request_without_a_reason_phrase_is_never_good():
+    """overlong.c4.json with its 5 "Bad Request" reasons blanked: vLLM writes output.error = response.reason or ""
+    for a refusal without a reason phrase. The 5 are still failed (no first token): goodput counts 11 of 16, as for
+    the capture, never 16 with a ttft of 0 ms."""
+    data = json.loads(OVERLONG.read_text())
+    data["errors"] = ["" for _ in data["errors"]]
+    summary, requests = bench_result.read(json.dumps(data), "blank.json")
+    assert summary["requests_failed"] == 5
+    slo = check("inference.goodput")["slo"]["chat"]
+    g = gi.goodput(requests, summary["duration_s"], slo)
+    assert (g["good"], g["total"]) == (11, 16)
+    assert [requests["ok"][i] for i in (3, 6, 7, 10, 13)] == [False] * 5
+    assert not gi.is_good(requests["ok"][3], requests["ttft_ms"][3], requests["tpot_ms"][3], slo)
 
 
 def test_regimes_on_the_real_curve_and_from_telemetry():
@@ -296,6 +311,106 @@ def test_single_node_throughput_against_a_figure_and_for_its_model_only(monkeypa
     assert gi.grade_throughput(c, run, "g1")[0]["status"] == "warn"
     assert gi.grade_throughput(c, run, "g2")[0]["reason"] == (
         "the expectation is for %s; this run served tiny-random" % served)
+
+
+def _hf_snapshot(hub, repo_id, config):
+    """A model as huggingface_hub's cache lays it out: models--org--name/{blobs/<sha256>, refs/main,
+    snapshots/<commit>/config.json -> ../../blobs/<sha256>}."""
+    repo = hub / ("models--" + repo_id.replace("/", "--"))
+    commit = "3c8f1a2b9d0e4f5a6b7c8d9e0f1a2b3c4d5e6f7a"
+    (repo / "blobs").mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    blob = repo / "blobs" / "5f0c9a1e2d3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5"
+    blob.write_text(json.dumps(config))
+    snap = repo / "snapshots" / commit
+    snap.mkdir(parents=True)
+    (snap / "config.json").symlink_to(Path("..") / ".." / "blobs" / blob.name)
+    return snap
+
+
+LLAMA_CONFIG = {"architectures": ["LlamaForCausalLM"], "hidden_size": 8192, "model_type": "llama",
+                "num_hidden_layers": 80, "torch_dtype": "bfloat16", "transformers_version": "4.47.0"}
+
+
+def test_the_served_model_is_named_from_the_hf_cache_layout_and_its_config(tmp_path):
+    """A snapshot directory's own name is a commit hash: the name is the repository id of the cache's
+    models--org--name; config.json's "_name_or_path" is recorded as it is (here the model it was quantized from)."""
+    from probes.inference import inference
+
+    snap = _hf_snapshot(tmp_path / "hub", "nvidia/Llama-3.3-70B-Instruct-FP8",
+                        dict(LLAMA_CONFIG, _name_or_path="meta-llama/Llama-3.3-70B-Instruct"))
+    assert inference.model_names(str(snap) + "/") == {
+        "model_name": "nvidia/Llama-3.3-70B-Instruct-FP8", "model_config_name": "meta-llama/Llama-3.3-70B-Instruct"}
+    plain = tmp_path / "models" / "Llama-3.3-70B-Instruct-FP8"
+    plain.mkdir(parents=True)
+    assert inference.model_names(str(plain)) == {"model_name": "Llama-3.3-70B-Instruct-FP8",
+                                                 "model_config_name": None}
+    (plain / "config.json").write_text(json.dumps(dict(LLAMA_CONFIG, _name_or_path="/tmp/quantize/out")))
+    assert inference.model_names(str(plain))["model_config_name"] == "/tmp/quantize/out"
+
+
+@pytest.mark.parametrize("served, config_name, status", [
+    ("Llama-3.3-70B-Instruct-FP8", None, "pass"),  # a directory named as the Hub names the model
+    ("nvidia/Llama-3.3-70B-Instruct-FP8", None, "pass"),  # a Hugging Face cache snapshot (model_names)
+    ("llama_3.3_70b_instruct_fp8", None, "pass"),
+    ("3c8f1a2b9d", "nvidia/Llama-3.3-70B-Instruct-FP8", "pass"),  # named only by its config.json
+    ("my-model", "/scratch/Llama-3.3-70B-Instruct-FP8", "pass"),  # a path in config.json: its last part
+    ("meta-llama/Llama-3.3-70B-Instruct", None, "skip"),  # not the FP8 model the figure is for
+    ("Llama-3.3-70B-Instruct-FP8-Dynamic", "meta-llama/Llama-3.3-70B-Instruct", "skip"),
+])
+def test_the_expectations_model_is_matched_by_normalised_name(monkeypatch, served, config_name, status):
+    """rubric's "Llama 3.3 70B Instruct FP8" against the names a real model directory gives: before, compared as
+    strings, no directory name nor cache path ever matched and every row was a skip."""
+    models = select.load_models(make_run([]))
+    monkeypatch.setitem(models["H200-SXM"], "inference_output_tps_per_gpu", 700.0)
+    monkeypatch.setattr(select, "load_models", lambda run: models)
+    c = check("inference.inferencex_single_node")
+    doc = inference_doc("g1", backend="cuda", gpu=H200, gpus_per_node=1, model_name=served)
+    doc["facts"]["model_config_name"] = config_name
+    [row] = gi.grade_throughput(c, make_run([doc]), "g1")
+    assert row["status"] == status
+    if status == "skip":
+        assert row["reason"] == "the expectation is for Llama 3.3 70B Instruct FP8; this run served %s" % served
+
+
+def test_model_names_compare_with_the_org_optional():
+    assert gi.same_model("meta-llama/Llama-3.3-70B-Instruct", "Llama 3.3 70B Instruct")
+    assert gi.same_model("Llama 3.3 70B Instruct", "meta-llama/Llama-3.3-70B-Instruct")
+    assert not gi.same_model("meta-llama/Llama-3.3-70B-Instruct", "someone/Llama-3.3-70B-Instruct")
+    assert not gi.same_model("Llama 3.3 70B Instruct FP8", None)
+    assert gi.model_id("/shared/models/Llama-3.3-70B-Instruct-FP8/") == (None, "llama-3-3-70b-instruct-fp8")
+
+
+def test_throughput_and_its_line_are_each_shown_on_their_side_of_the_other(monkeypatch):
+    """chat c4 serves 628.524 output tokens/s per GPU; a figure of 897.9 puts the fail line at 0.7 × 897.9 = 628.53.
+    Before: "629 output tokens/s per GPU" failed beside ">= 628.5" (both texts on the wrong side)."""
+    models = select.load_models(make_run([]))
+    monkeypatch.setitem(models["H200-SXM"], "inference_output_tps_per_gpu", 897.9)
+    monkeypatch.setattr(select, "load_models", lambda run: models)
+    c = check("inference.inferencex_single_node")
+    run = make_run([inference_doc("g1", backend="cuda", gpu=H200, gpus_per_node=1, model_name=c["model_name"])])
+    [row] = gi.grade_throughput(c, run, "g1")
+    assert row["status"] == "fail"
+    assert row["observed"] == "628.5 output tokens/s per GPU"
+    assert row["expected"] == ">= 628.53 (0.7 × inference_output_tps_per_gpu 897.9)"
+    monkeypatch.setitem(models["H200-SXM"], "inference_output_tps_per_gpu", 700.0)  # nothing near a line: as before
+    [row] = gi.grade_throughput(c, run, "g1")
+    assert (row["observed"], row["expected"]) == ("629 output tokens/s per GPU",
+                                                  ">= 490 (0.7 × inference_output_tps_per_gpu 700)")
+
+
+def test_a_scaling_ratio_just_under_the_line_is_not_shown_on_it():
+    """goodput per GPU at 2 nodes 0.7496 × one node's, below fail_below 0.75: "%.2f" showed "0.75" beside the fail."""
+    files = point_files()
+    two = {("chat", 1): files[("chat", 1)], ("chat", 4): files[("chat", 4)]}
+    run = make_run([inference_doc(h, worlds={1: files, 2: two} if h == "h1" else None, backend="cuda", gpu=H200,
+                                  gpus_per_node=8, scale={(2, "chat", 1): 1.4992, (2, "chat", 4): 1.4992})
+                    for h in ("h1", "h2")])
+    c = check("inference.inferencex_multi_node")
+    assert float(c["fail_below"]) == 0.75
+    row = gi.grade_scaling(c, run, ["h1", "h2"])[0]
+    assert row["status"] == "fail" and row["observed"].startswith("chat 0.7496 (chat, c4, 2 nodes vs 1 node: ")
 
 
 def test_a_cpu_run_skips_the_gpu_checks_with_backend_cpu_and_judges_the_rest():

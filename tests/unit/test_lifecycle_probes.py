@@ -303,7 +303,7 @@ def test_container_pull_times_a_pull_and_removes_the_image(tmp_path, monkeypatch
     """A stand-in docker CLI (its daemon "answers"), a registry on loopback (only its TCP port is checked): the
     pull is timed, the image's size read, the image removed; an image docker already has is left alone. (Without
     interface counters: the stand-in downloads nothing.)"""
-    monkeypatch.setattr(lifecycle, "received_bytes", lambda: None)
+    monkeypatch.setattr(lifecycle, "received_bytes", lambda *_: None)
     calls = tmp_path / "calls.log"
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -441,7 +441,7 @@ def test_every_pull_the_probe_tried_is_recorded_timeouts_with_their_bound(tmp_pa
     timeout. enroot's part-written image bounds its rate; docker keeps its bytes in the daemon, so its timeout (like
     every failure) is in facts.unmeasured with the reason. Before, the failures were only in facts.failures, and the
     grader dropped them whenever another pull worked. (Here without interface counters: the bytes are the image's.)"""
-    monkeypatch.setattr(lifecycle, "received_bytes", lambda: None)
+    monkeypatch.setattr(lifecycle, "received_bytes", lambda *_: None)
     bindir = tmp_path / "bin"
     bindir.mkdir()
     _fake_tool(bindir / "docker", '#!/bin/sh\ncase "$1" in\n  info) echo 28.2.2 ;;\n'
@@ -620,7 +620,7 @@ def test_a_pull_rate_is_the_bytes_received_not_the_images_unpacked_size(tmp_path
     bounded by what arrived (before, its bytes were unknown, in the daemon's store)."""
     counter = {"rx": 10_000_000}
 
-    def received_bytes():
+    def received_bytes(*_):
         return counter["rx"]
 
     monkeypatch.setattr(lifecycle, "received_bytes", received_bytes)
@@ -663,13 +663,164 @@ def test_a_pull_rate_is_the_bytes_received_not_the_images_unpacked_size(tmp_path
     assert slow["labels"]["note"] == "timed out after 2 s with 5000000 bytes received (the node's interfaces)"
 
 
-def test_received_bytes_sums_every_interface_but_loopback(tmp_path):
-    """/proc/net/dev as Linux prints it: two header lines, then per interface the receive bytes first."""
-    dev = tmp_path / "dev"
-    dev.write_text("Inter-|   Receive                                                |  Transmit\n"
-                   " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets\n"
-                   "    lo: 9000000   100    0    0    0     0          0         0  9000000   100\n"
-                   "  eth0: 123456789 98765  0    0    0     0          0         0  5555 44\n"
-                   "ib0:1000 10 0 0 0 0 0 0 2000 20\n")
-    assert lifecycle.received_bytes(str(dev)) == 123456789 + 1000
-    assert lifecycle.received_bytes(str(tmp_path / "missing")) is None
+# /sys/class/net as the kernel lays it out: each entry a link into /sys/devices (devices/virtual/net/<if> for a
+# software device, the PCI or virtio device's net/<if> for a NIC, whose `device` links back to it); a bridge has a
+# bridge/ directory, a bond bonding/; an upper device a lower_<if> link to each device under it (the bridge to its
+# ports, the bond to its members, a VLAN to its parent), each lower an upper_<if> link back, and a bridge port or
+# bond member a `master` link (captured from a bridge, veths and a macvlan made in a network namespace).
+NIC = {"eth0": "pci0000:00/0000:00:03.0/virtio2", "eno1": "pci0000:00/0000:00:1f.6",
+       "ens1f0": "pci0000:16/0000:16:02.0/0000:17:00.0", "ens1f1": "pci0000:16/0000:16:02.0/0000:17:00.1",
+       "ib0": "pci0000:3a/0000:3a:00.0/0000:3b:00.0"}
+STACKED = {"br0": ("bridge", ["eno1"]), "bond0": ("bonding", ["ens1f0", "ens1f1"]), "eth0.100": (None, ["eth0"]),
+           "docker0": ("bridge", ["veth1a2b3c4"])}
+
+
+def fake_sysfs(root, nics, stacked, virtual=()):
+    net = root / "class" / "net"
+    net.mkdir(parents=True)
+    names = set(nics) | set(stacked) | set(virtual) | {"lo"} | {n for _, lows in stacked.values() for n in lows}
+    for name in sorted(names):
+        where = ("devices/%s/net/%s" % (nics[name], name)) if name in nics else "devices/virtual/net/%s" % name
+        (root / where / "statistics").mkdir(parents=True)
+        (root / where / "type").write_text("1\n" if name != "lo" else "772\n")
+        if name in nics:
+            (root / where / "device").symlink_to(Path("../../..") / Path(nics[name]).name)  # ../../../virtio2
+        (net / name).symlink_to(Path("../..") / where)
+    for upper, (kind, lowers) in stacked.items():
+        if kind:
+            (net / upper / kind).mkdir()
+        for low in lowers:
+            (net / upper / ("lower_" + low)).symlink_to(Path("..") / low)
+            (net / low / ("upper_" + upper)).symlink_to(Path("..") / upper)
+            if kind:
+                (net / low / "master").symlink_to(Path("..") / upper)
+                (net / low / ("brport" if kind == "bridge" else "bonding_slave")).mkdir()
+    return str(root)
+
+
+def fake_proc(root, dev, route=None, ipv6_route=None):
+    (root / "net").mkdir(parents=True)
+    for name, fixture in (("dev", dev), ("route", route), ("ipv6_route", ipv6_route)):
+        if fixture:
+            (root / "net" / name).write_text((FIXTURES / "proc" / fixture).read_text())
+    return str(root)
+
+
+def test_received_bytes_counts_each_byte_once_on_stacked_interfaces(tmp_path):
+    """A node with eno1 under the bridge br0, ens1f0/ens1f1 bonded as bond0, a VLAN eth0.100 on eth0, docker0 with
+    a veth, IPoIB: every upper device counts again what its lowers received, so the old sum over all but loopback
+    counted bytes two and three times. Counted: the physical interfaces only; a 20 MB download through br0 (eno1
+    and br0 both count it) is 20 MB, not 40."""
+    proc = fake_proc(tmp_path / "proc", "net_dev_stacked.txt")
+    sys_root = fake_sysfs(tmp_path / "sys", NIC, STACKED, virtual=["veth1a2b3c4"])
+    counted, facts = lifecycle.wire_interfaces(None, proc, sys_root)
+    assert counted == ["eno1", "ens1f0", "ens1f1", "eth0", "ib0"]
+    assert facts["rule"] == "the physical interfaces (%s/class/net/<if>/device)" % sys_root and facts["route"] is None
+    assert facts["left_out"] == {
+        "bond0": "a bond (its members count the same bytes)", "br0": "a bridge (its ports count the same bytes)",
+        "docker0": "a bridge (its ports count the same bytes)", "eth0.100": "stacked on eth0 (counts the same bytes)",
+        "veth1a2b3c4": "virtual (no device)"}
+    before = lifecycle.received_bytes(None, proc, sys_root)
+    assert before == 4000000000 + 2500000000 + 1800000000 + 1700000000 + 600000000
+    dev = Path(proc) / "net" / "dev"
+    text = dev.read_text()
+    for name, old, new in (("eno1", 2500000000, 2520000000), ("br0", 2400000000, 2420000000)):
+        line = next(x for x in text.splitlines() if x.split(":")[0].strip() == name)
+        text = text.replace(line, line.replace(str(old), str(new)))
+    dev.write_text(text)
+    assert lifecycle.received_bytes(None, proc, sys_root) - before == 20_000_000
+    assert lifecycle.received_bytes(["br0"], proc) - 2400000000 == 20_000_000
+    assert lifecycle.received_bytes(None, str(tmp_path / "missing"), sys_root) is None
+
+
+def test_the_interface_routed_to_the_registry_is_the_one_counted(tmp_path):
+    """The routing table says where a registry's answer comes in: 10.20.x on bond0 (the bond, not its members: both
+    count), 10.100.x on the VLAN, the rest by the default route over br0 (metric 0 beats eth0's 100); the longest
+    prefix wins. IPv6 too, and a reject route or a loopback address gives none (then the physical rule)."""
+    proc = fake_proc(tmp_path / "proc", "net_dev_stacked.txt", "net_route_stacked.txt", "net_ipv6_route_stacked.txt")
+    sys_root = fake_sysfs(tmp_path / "sys", NIC, STACKED, virtual=["veth1a2b3c4"])
+    route = lifecycle.route_interface
+    assert [route(a, proc) for a in ("10.20.4.5", "10.30.0.9", "10.100.7.7", "10.0.3.3", "151.101.64.133",
+                                     "192.168.1.20", "172.17.0.2")] == [
+        "bond0", "bond0", "eth0.100", "eth0", "br0", "br0", "docker0"]
+    assert route("2001:db8:100::9", proc) == "eth0.100" and route("2606:4700::6810:84e5", proc) == "br0"
+    assert route("127.0.0.1", proc) is None and route("::1", proc) is None
+    assert route("10.66.1.1", proc) == "br0"  # the reject route is passed over: the default route holds it
+    counted, facts = lifecycle.wire_interfaces("10.20.4.5", proc, sys_root)
+    assert counted == ["bond0"] and facts["route"] == {"address": "10.20.4.5", "interface": "bond0"}
+    assert facts["rule"] == "the interface the routing table sends 10.20.4.5 through"
+    assert facts["left_out"]["ens1f0"] == "not the route to 10.20.4.5"
+    assert lifecycle.received_bytes(counted, proc) == 3500000000
+    # no routing table to read: the physical interfaces, the route recorded as not found
+    os.remove(os.path.join(proc, "net", "route"))
+    counted, facts = lifecycle.wire_interfaces("10.20.4.5", proc, sys_root)
+    assert counted == ["eno1", "ens1f0", "ens1f1", "eth0", "ib0"]
+    assert facts["route"] == {"address": "10.20.4.5", "interface": None}
+
+
+def test_a_container_or_vm_with_one_interface_still_counts_it(tmp_path):
+    """A VM's virtio NIC has a device; a container's eth0 is a veth with none, and no physical interface is in its
+    namespace: it is counted (not an upper device). A veth under a bridge in a namespace: the port, not the bridge."""
+    proc = fake_proc(tmp_path / "proc", "net_dev_container.txt")
+    vm = fake_sysfs(tmp_path / "vm", {"eth0": NIC["eth0"]}, {})
+    assert lifecycle.wire_interfaces(None, proc, vm)[0] == ["eth0"]
+    container = fake_sysfs(tmp_path / "ct", {}, {}, virtual=["eth0"])
+    counted, facts = lifecycle.wire_interfaces(None, proc, container)
+    assert counted == ["eth0"] and facts["left_out"] == {}
+    assert facts["rule"] == "no physical interface: those that are not a bridge, a bond or stacked on another"
+    assert lifecycle.received_bytes(None, proc, container) == 734003200
+    # the reviewer's namespace: a veth port of br0, both counting the same download
+    (Path(proc) / "net" / "dev").write_text((FIXTURES / "proc" / "net_dev_container.txt").read_text() +
+                                            "   br0:734003200  500000    0    0    0     0          0         0 "
+                                            "       0       0    0    0    0     0       0          0\n")
+    bridged = fake_sysfs(tmp_path / "ns", {}, {"br0": ("bridge", ["eth0"])})
+    counted, facts = lifecycle.wire_interfaces(None, proc, bridged)
+    assert counted == ["eth0"] and facts["left_out"] == {"br0": "a bridge (its ports count the same bytes)"}
+    # no sysfs at all: every interface but loopback, said so
+    counted, facts = lifecycle.wire_interfaces(None, proc, str(tmp_path / "nosys"))
+    assert counted == ["br0", "eth0"] and facts["rule"].endswith("not readable: every interface but loopback")
+
+
+def test_a_pull_through_a_bridge_is_counted_once_and_the_artifact_says_which_interfaces(tmp_path, monkeypatch):
+    """container_pull on the stacked node (proc_root/sys_root point at the fake trees): a 30 MB pull that arrives
+    on eno1 and through br0 (both count it) is 30 MB of wire bytes, not 60; facts.rx_interfaces names what was
+    counted, by which rule, and why the others were not."""
+    proc = fake_proc(tmp_path / "proc", "net_dev_stacked.txt")
+    sys_root = fake_sysfs(tmp_path / "sys", NIC, STACKED, virtual=["veth1a2b3c4"])
+    dev = Path(proc) / "net" / "dev"
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    _fake_tool(bindir / "docker", '#!/bin/sh\ncase "$1" in\n  info) echo 28.2.2 ;;\n'
+               '  image) case "$*" in *--format*) echo 78000000 ;; *) exit 1 ;; esac ;;\n'
+               '  pull) sleep 0.5 ;;\nesac\n')
+    monkeypatch.setenv("PATH", "%s:%s" % (bindir, os.environ["PATH"]))
+    real_run_cmd = container_pull.run_cmd
+
+    def run_cmd(argv, **kwargs):
+        res = real_run_cmd(argv, **kwargs)
+        if "pull" in argv:
+            text = dev.read_text()
+            for name, old in (("eno1", 2500000000), ("br0", 2400000000)):
+                line = next(x for x in text.splitlines() if x.split(":")[0].strip() == name)
+                text = text.replace(line, line.replace(str(old), str(old + 30_000_000)))
+            dev.write_text(text)
+        return res
+
+    monkeypatch.setattr(container_pull, "run_cmd", run_cmd)
+    with socket.socket() as registry:
+        registry.bind(("127.0.0.1", 0))
+        registry.listen(8)
+        host = "127.0.0.1:%d" % registry.getsockname()[1]
+        _, doc = run_probe("container_pull", str(tmp_path / "out"), "r1", "h1", params={
+            "engines": ["docker"], "images": ["%s/library/ubuntu:24.04" % host], "work_dir": str(tmp_path / "work"),
+            "reach_timeout_s": 1, "proc_root": proc, "sys_root": sys_root})
+    assert doc["status"] == "ok", doc["reason"]
+    assert [r["value"] for r in _by_metric(doc, "wire_bytes")] == [30_000_000]
+    [secs] = [r["value"] for r in _by_metric(doc, "pull_s")]
+    [rate] = _by_metric(doc, "pull_mbps")
+    assert rate["value"] == pytest.approx(30_000_000 * 8 / secs / 1e6, rel=0.01)
+    seen = doc["facts"]["rx_interfaces"][host]
+    assert seen["counted"] == ["eno1", "ens1f0", "ens1f1", "eth0", "ib0"]
+    assert seen["route"] == {"address": "127.0.0.1", "interface": None}  # loopback: no route, the physical rule
+    assert seen["rule"].startswith("the physical interfaces")
+    assert seen["left_out"]["br0"] == "a bridge (its ports count the same bytes)"

@@ -154,6 +154,26 @@ def test_failed_requests_are_not_ok_and_carry_no_latency():
     assert requests["ttft_ms"][:3] == pytest.approx([42.1292, 53.0834, 52.2457], abs=1e-4)
 
 
+def test_a_failed_request_with_an_empty_error_text_is_still_failed():
+    """vLLM's request functions set output.error = response.reason or "" on an answer other than 200: a refusal
+    without a reason phrase (HTTP/2 has none) is a failed request with error "". The same capture with its reasons
+    blanked must read the same: before, those 5 requests were ok with a ttft of 0 ms (good under every SLO)."""
+    data = raw(FAILED)
+    _, captured = read(FAILED)
+    failed = [i for i, e in enumerate(data["errors"]) if e]
+    assert failed == [3, 6, 7, 10, 13] and data["failed"] == 5
+    for i in failed:
+        data["errors"][i] = ""
+    summary, requests = bench_result.read(json.dumps(data), "blank.json")
+    assert requests == captured
+    assert sum(requests["ok"]) == summary["requests_completed"] == 11
+    assert summary["peak_concurrent_requests"] == read(FAILED)[0]["peak_concurrent_requests"]
+    # the old layout (no latencies): the missing first token alone says so
+    del data["latencies"]
+    _, old = bench_result.read(json.dumps(data), "old.json")
+    assert [i for i, ok in enumerate(old["ok"]) if not ok] == failed and old["ttft_ms"][3] is None
+
+
 # ------------------------------------------------------------------------------------ no --save-detailed, goodput
 
 

@@ -23,6 +23,7 @@ comparison and the telemetry; see curve_regimes, comms_regime and telemetry_regi
 """
 
 import math
+import re
 import statistics
 
 from reports.grading import expectations
@@ -181,12 +182,15 @@ def curve_regimes(curve):
     for (c0, t0, l0), (c1, t1, l1) in zip(pts, pts[1:]):
         scaling = math.log(t1 / t0) / math.log(c1 / c0) if c1 > c0 else 0.0
         growth = l1 / l0
+        # each ratio as shown on its side of the line it was judged against (reports/shown.py)
+        gain = shown(t1 / t0, ((c1 / c0) ** DECODE_SCALING_MIN,) if c1 > c0 else (), decimals=2)
+        tpot = shown(growth, (TPOT_FLAT_MAX,), decimals=2)
         if scaling >= DECODE_SCALING_MIN and growth <= TPOT_FLAT_MAX:
             regime = "memory-bound"
-            why = "c%d→c%d: throughput × %.2f, TPOT × %.2f (batch-limited decode)" % (c0, c1, t1 / t0, growth)
+            why = "c%d→c%d: throughput × %s, TPOT × %s (batch-limited decode)" % (c0, c1, gain, tpot)
         else:
             regime = "compute-bound"
-            why = "c%d→c%d: throughput × %.2f, TPOT × %.2f (saturated)" % (c0, c1, t1 / t0, growth)
+            why = "c%d→c%d: throughput × %s, TPOT × %s (saturated)" % (c0, c1, gain, tpot)
         out[c1] = (regime, why)
         if c0 == pts[0][0]:
             out[c0] = (regime, why)
@@ -200,7 +204,8 @@ def comms_regime(per_gpu, baseline_per_gpu):
         return None
     ratio = per_gpu / baseline_per_gpu
     if ratio < COMMS_RATIO_BELOW:
-        return ("comms-bound", "output tokens/s per GPU %.2f × one node's at the same concurrency per engine" % ratio)
+        return ("comms-bound", "output tokens/s per GPU %s × one node's at the same concurrency per engine"
+                % shown(ratio, (COMMS_RATIO_BELOW,), decimals=2))
     return None
 
 
@@ -212,9 +217,10 @@ def telemetry_regime(telemetry):
         return None
     mem, sm = telemetry.get("mem_util_pct"), telemetry.get("gpu_util_pct")
     if mem is not None and mem >= TELEMETRY_MEMORY_PCT:
-        return "memory-bound", "memory utilization %.0f %%" % mem
+        return "memory-bound", "memory utilization %s %%" % shown(mem, (TELEMETRY_MEMORY_PCT,), decimals=0)
     if sm is not None and sm >= TELEMETRY_COMPUTE_PCT:
-        return "compute-bound", "GPU utilization %.0f %%, memory %.0f %%" % (sm, mem or 0)
+        return "compute-bound", "GPU utilization %s %%, memory %s %%" % (
+            shown(sm, (TELEMETRY_COMPUTE_PCT,), decimals=0), shown(mem or 0, (TELEMETRY_MEMORY_PCT,), decimals=0))
     return None
 
 
@@ -364,6 +370,32 @@ def grade_goodput(check, run, host):
     return rows
 
 
+def model_id(name):
+    """(org or None, name) of a model's name, normalised: lower case, '-', '_', ' ' and '.' alike ("Llama 3.3 70B
+    Instruct FP8", "Llama-3.3-70B-Instruct-FP8" and "llama_3.3_70b_instruct_fp8" are one). "org/name" is a Hugging
+    Face repository id; a path (config.json's "_name_or_path" may be one) is its last part, with no org."""
+    text = (name or "").strip().rstrip("/")
+    org = None
+    if text.startswith(("/", ".", "~")) or text.count("/") > 1:
+        text = text.rsplit("/", 1)[-1]
+    elif "/" in text:
+        org, text = text.split("/", 1)
+
+    def norm(part):
+        return re.sub(r"[-_ .]+", "-", part.lower()).strip("-")
+
+    return (norm(org) or None) if org is not None else None, norm(text)
+
+
+def same_model(wanted, served):
+    """Whether the model an expectation is for (`wanted`) is the one served: the same normalised name (model_id), and
+    the same org where both name one (the org is optional)."""
+    if not wanted or not served:
+        return False
+    (w_org, w_name), (s_org, s_name) = model_id(wanted), model_id(served)
+    return bool(w_name) and w_name == s_name and (w_org is None or s_org is None or w_org == s_org)
+
+
 def grade_throughput(check, run, host):
     """The highest output tokens/s per GPU among the host's one-node points of the check's scenario, against the GPU
     model's published figure (`expect`: fail below; `warn`: warn below). A skip with its reason where gpus.yml has
@@ -380,23 +412,27 @@ def grade_throughput(check, run, host):
         return _no_points(check, host, doc)
     key = max(pts, key=lambda k: pts[k]["output_tokens_per_s_per_gpu"])
     value, subject = pts[key]["output_tokens_per_s_per_gpu"], point_name(*key[1:])
-    observed = "%.0f output tokens/s per GPU" % value
     _, spec, name = gpu_model(run, host, doc)
+    # the value and its lines each shown on their side of the other (reports/shown.py; expectations.resolve)
+    lines = [expectations.resolve(e, spec)[0] for e in (check["expect"], check.get("warn")) if e]
+    observed = "%s output tokens/s per GPU" % shown(value, lines, decimals=0)
     field = check["expect"]["of"]
-    threshold, text, _ = expectations.resolve(check["expect"], spec)
+    threshold, text, _ = expectations.resolve(check["expect"], spec, value)
     if threshold is None:
         why = ("it is not in gpus.yml" if spec is None else expectations.missing(spec, field))
         return [make_row(check, host, "skip", observed, subject=subject,
                          reason="no expectation for %s: %s" % (name, why))]
-    served = (doc.get("facts") or {}).get("model_name")
-    if check.get("model_name") and served != check["model_name"]:
+    facts = doc.get("facts") or {}
+    served = facts.get("model_name")
+    if check.get("model_name") and not any(
+            same_model(check["model_name"], facts.get(k)) for k in ("model_name", "model_config_name")):
         return [make_row(check, host, "skip", observed, subject=subject, reason=(
             "the expectation is for %s; this run served %s" % (check["model_name"], served or "another model")))]
     status, expected = "pass", text
     if not expectations.meets(value, check["expect"], threshold):
         status = "fail"
     elif check.get("warn"):
-        w_threshold, w_text, _ = expectations.resolve(check["warn"], spec)
+        w_threshold, w_text, _ = expectations.resolve(check["warn"], spec, value)
         if not expectations.meets(value, check["warn"], w_threshold):
             status, expected = "warn", "%s (warn below %s)" % (text, w_text)
     return [make_row(check, host, status, observed, expected, subject=subject)]
@@ -488,14 +524,15 @@ def grade_scaling(check, run, hosts):
             continue
         judged.append((status_below(ratio, float(check["warn_below"]), float(check["fail_below"])), ratio, key,
                        one, many, interpolated, why))
+    lines = (float(check["fail_below"]), float(check["warn_below"]))
     expected = "goodput per GPU at the most nodes >= %g × one node's (warn below %g)" % (
         float(check["fail_below"]), float(check["warn_below"]))
     status, observed = None, ""
     if judged:
         judged.sort(key=lambda j: (-SEVERITY_OF_STATUS[j[0]], j[1]))
         status = judged[0][0]
-        observed = "; ".join("%s %.2f (%s vs 1 node%s: %.3g vs %.3g good requests/s per GPU%s)" % (
-            key[2], ratio, point_name(*key[1:]), " interpolated" if interp else "", many, one,
+        observed = "; ".join("%s %s (%s vs 1 node%s: %.3g vs %.3g good requests/s per GPU%s)" % (
+            key[2], shown(ratio, lines, decimals=2), point_name(*key[1:]), " interpolated" if interp else "", many, one,
             "; " + why if why else "") for _, ratio, key, one, many, interp, why in judged)
     docs = [find_artifact(run, h, check["probe"]) for h in hosts]
     backends = {d["device"]["backend"] for d in docs if d and d["status"] != "skipped"}
