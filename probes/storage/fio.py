@@ -17,8 +17,10 @@ Pure functions only: the probe (probes/storage/fio_sweep.py) runs fio, these bui
 
 import json
 
-# name -> (fio rw, block size, direct). Writes come before reads of the same kind so that the read finds
-# the file already laid out by the write (fio lays out missing files itself either way).
+# name -> (fio rw, block size, direct). Writes come before reads of the same kind. The files every workload shares are
+# written in full once, before any timed window (prefill_job_file): a time-based write that finds its file missing
+# only fallocates it, and a read of space it did not reach reads unwritten extents, which the file system answers with
+# zeros and no device I/O.
 WORKLOADS = {
     "seq_write_buffered": ("write", "1m", 0),
     "seq_read_buffered": ("read", "1m", 0),
@@ -83,8 +85,9 @@ def job_file(workloads, directory, size_mib, runtime_s, numjobs=1, ramp_s=0, buf
     """Text of one fio job file running `workloads` one after the other, each its own reporting group.
 
     Files are named by clone number only (filename_format), so every workload reuses the same files: they
-    are laid out once per host. In client/server mode fio prefixes the names with the client's host name, so
-    hosts writing into one shared directory never collide."""
+    are written once per host, by prefill_job_file's job before the first workload that uses them. In client/server
+    mode fio prefixes the names with the client's host name, so hosts writing into one shared directory never
+    collide."""
     lines = [
         "[global]",
         "directory=%s" % directory,
@@ -112,6 +115,39 @@ def job_file(workloads, directory, size_mib, runtime_s, numjobs=1, ramp_s=0, buf
         if op == "write" and not direct:
             # Dirty pages of a buffered write are flushed inside the job, not during the next workload.
             lines.append("end_fsync=1")
+    return "\n".join(lines) + "\n"
+
+
+PREFILL_JOB = "prefill"
+
+
+def prefill_job_file(directory, size_mib, clones, direct=1, direct_engine="libaio", direct_iodepth=16,
+                     buffered_engine="psync"):
+    """Text of the untimed fio job file that writes the files of `clones` (clone numbers of job_file's jobs, whose
+    files are cmxa-fio.<clone>) in full, once, before any timed workload reads them.
+
+    fio writes a file's data as it lays it out only for a job that reads (or with overwrite=1); a time-based write
+    that finds its file missing only fallocates it and writes what its runtime reaches, so on a slow tier a later
+    read would read unwritten extents: zeros from the file system, no device I/O, and a read rate far above the
+    tier's. Not time based: each file is written from its first byte to `size`. One section per file, all run
+    together (one reporting group, named PREFILL_JOB: one client_stats entry per host, its io_bytes the bytes
+    written). Direct where the tier takes O_DIRECT; buffered, with end_fsync, where it does not."""
+    lines = [
+        "[global]",
+        "directory=%s" % directory,
+        "size=%dm" % int(size_mib),
+        "group_reporting=1",
+        "rw=write",
+        "bs=1m",
+        "direct=%d" % (1 if direct else 0),
+    ]
+    if direct:
+        lines += ["ioengine=%s" % direct_engine, "iodepth=%d" % int(direct_iodepth)]
+    else:
+        lines += ["ioengine=%s" % buffered_engine, "iodepth=1", "end_fsync=1"]
+    for clone in clones:
+        # the file job_file's clone `clone` uses: fio names both by the same format (and the same host prefix)
+        lines += ["", "[%s]" % PREFILL_JOB, "filename_format=cmxa-fio.%d" % int(clone)]
     return "\n".join(lines) + "\n"
 
 

@@ -6,7 +6,13 @@ Every host of the sweep runs this probe at the same time with the same params an
   * the hosts meet at a rendezvous on rank 0 (probes/common/rendezvous.py) and exchange what they found;
   * rank 0 (the driver) runs, for each client count c, fio's client, which sends each of the first c hosts (round
     robin: more clients than hosts gives a host several jobs) its own job file; fio's JSON gives per-client
-    numbers, this probe adds them up. On one host a single invocation runs every workload in turn (stonewall: the
+    numbers, this probe adds them up. Before a client count's first workload, one untimed fio client invocation
+    over the same hosts writes in full the files that count uses for the first time (fio.prefill_job_file): a
+    time-based write only fallocates a missing file and writes what its runtime reaches, and a read of the rest
+    would read unwritten extents (zeros, no device I/O: a slow tier read as fast). Its bytes and duration are
+    facts.prefill; a host whose files could not be written fails the point, which is not measured. Every workload
+    (and endurance run) reads written data, and the timed invocations start together as before. On one host a
+    single invocation runs every workload in turn (stonewall: the
     host's jobs of a workload start together). Over several hosts each workload is its own invocation: stonewall
     does not hold one fio server for another, so in one invocation a host whose write took longer to end (its
     end_fsync, its layout) would start every later workload late, and the sum of the hosts' rates would mix
@@ -220,7 +226,7 @@ def _drive(art, p, tier, infos, out_dir):
                       "direct_engine": direct_engine, "direct_iodepth": p["direct_iodepth"],
                       "buffered_engine": p["buffered_engine"], "buffered_iodepth": p["buffered_iodepth"],
                       "size_mib": p["size_mib"], "runtime_s": p["runtime_s"], "ramp_s": p["ramp_s"]})
-    point = Point(art, p, tier, names, addr, direct_engine, out_dir)
+    point = Point(art, p, tier, names, addr, direct_engine, out_dir, direct_ok=not no_direct)
     failures = point.failures
     points = 0
     swept = {}  # client count -> the workloads whose sweep point has a result: the endurance runs' baselines
@@ -232,9 +238,9 @@ def _drive(art, p, tier, infos, out_dir):
         if entries is not None:
             points += _record(art, tier, clients, jobs, workloads, entries, failures, p["min_window_overlap"])
             swept[clients] = {e["workload"] for e in entries if not e["error"]}
-        else:  # no fio output at all: every client of the point failed
+        else:  # no fio output at all: every client of the point failed, or the hosts whose files were not written
             for name in workloads:
-                _dropped(art, clients, name, sorted(jobs), failures[before:])
+                _dropped(art, clients, name, point.unwritten or sorted(jobs), failures[before:])
     endurance = [w for w in endurance if w in workloads]
     if endurance:
         art.facts["endurance"] = {"workloads": endurance, "windows": p["endurance_windows"],
@@ -266,19 +272,28 @@ def _drive(art, p, tier, infos, out_dir):
 class Point:
     """A point's fio client invocations over the first hosts (one per workload over several hosts): every host's
     job file, fio's output kept as raw files, its JSON parsed; an invocation that fails adds to failures and gives
-    no entries."""
+    no entries. Before the first invocation that uses a file, the prefill writes it in full (see _prefill)."""
 
-    def __init__(self, art, p, tier, names, addr, direct_engine, out_dir):
+    def __init__(self, art, p, tier, names, addr, direct_engine, out_dir, direct_ok=True):
         self.art, self.p, self.tier, self.names, self.addr = art, p, tier, names, addr
-        self.direct_engine, self.out_dir = direct_engine, out_dir
+        self.direct_engine, self.out_dir, self.direct_ok = direct_engine, out_dir, direct_ok
         self.fio = shutil.which(p["fio"])
         self.base = storage_tier.run_dir(tier["path"], art.run_id)
         self.failures = []
+        self.prefilled = {}  # host -> how many of its clones' files (0 … n-1) the prefill has written in full
+        self.unwritten = []  # the hosts whose files the last run's prefill could not write
+
+    def _dir(self, host):
+        return os.path.join(self.base, "fio-%s" % self.tier["name"], host)
 
     def run(self, clients, workloads, runtime_s, ramp_s, tag):
         """(entries or None, {host: jobs}) of the workloads in turn with `clients` fio processes: one fio invocation
-        on one host; over several hosts one per workload (see the module's doc), within the point's time budget."""
+        on one host; over several hosts one per workload (see the module's doc), within the point's time budget.
+        None, with the hosts in self.unwritten, where the prefill could not write a host's files."""
         jobs = storage_fio.split_clients(clients, self.names)
+        self.unwritten = self._prefill(jobs, tag)
+        if self.unwritten:
+            return None, jobs
         if len(jobs) == 1 or len(workloads) == 1:
             return self._invoke(jobs, workloads, runtime_s, ramp_s, tag, self._budget(jobs, workloads, runtime_s,
                                                                                       ramp_s)), jobs
@@ -295,6 +310,62 @@ class Point:
                 ran = True
         return (entries if ran else None), jobs
 
+    def _prefill(self, jobs, tag):
+        """Write in full, in one untimed fio client invocation over the hosts that need it, the files of the clones
+        in `jobs` that no earlier prefill wrote (a later client count's new clones; earlier files stay written: the
+        workloads only overwrite them). facts.prefill gets each invocation's bytes and duration per host, raw
+        facts; returns the hosts whose files were not written in full (each a failure: the point is not
+        measured), [] when all are."""
+        new = {h: list(range(self.prefilled.get(h, 0), n)) for h, n in jobs.items() if n > self.prefilled.get(h, 0)}
+        if not new:
+            return []
+        p = self.p
+        texts = {h: storage_fio.prefill_job_file(self._dir(h), p["size_mib"], clones, direct=self.direct_ok,
+                                                 direct_engine=self.direct_engine,
+                                                 direct_iodepth=p["direct_iodepth"],
+                                                 buffered_engine=p["buffered_engine"])
+                 for h, clones in new.items()}
+        # seconds at a slow 20 MiB/s per host (its files are written together), and fio's start
+        timeout = max(len(c) for c in new.values()) * p["size_mib"] / 20.0 + 60
+        began = time.monotonic()
+        rc, out, err = self._run_fio(texts, "%s-prefill" % tag, timeout)
+        fact = {"clients": sum(jobs.values()), "duration_s": round(time.monotonic() - began, 3), "rc": rc,
+                "hosts": {h: {"files": len(c), "size_bytes": len(c) * p["size_mib"] * 2**20} for h, c in new.items()}}
+        self.art.facts.setdefault("prefill", []).append(fact)
+        hosts = ", ".join(new)
+        if rc is None:
+            self.failures.append("%s: the prefill (fio writing every file in full before the point) timed out "
+                                 "after %.0f s on %s (the point is not measured)" % (tag, timeout, hosts))
+            return sorted(new)
+        try:
+            entries = storage_fio.parse_output(out, {"%s,%s" % (self.addr[h], p["fio_port"]): h for h in new})
+        except ValueError:
+            tail = (err.strip() or out.strip()).splitlines()[-3:]
+            self.failures.append("%s: the prefill's fio rc=%s, no JSON: %s (on %s; the point is not measured)" % (
+                tag, rc, " | ".join(tail), hosts))
+            return sorted(new)
+        failed = []
+        for host in new:
+            mine = [e for e in entries if e["client"] == host]
+            written = sum(e["write"]["io_bytes"] for e in mine)
+            facts = fact["hosts"][host]
+            facts.update({"io_bytes": written, "runtime_ms": max([e["write"]["runtime_ms"] for e in mine] or [0]),
+                          "error": max([e["error"] for e in mine] or [0])})
+            why = None
+            if not mine:
+                why = "no result from fio"
+            elif facts["error"]:
+                why = "fio reported error %d (%s)" % (facts["error"], os.strerror(facts["error"]))
+            elif written < facts["size_bytes"]:
+                why = "fio wrote %d of its %d bytes" % (written, facts["size_bytes"])
+            if why:
+                failed.append(host)
+                self.failures.append("%s: the prefill could not write the files on %s: %s (the point is not "
+                                     "measured)" % (tag, host, why))
+            else:
+                self.prefilled[host] = jobs[host]
+        return sorted(failed)
+
     def _budget(self, jobs, workloads, runtime_s, ramp_s):
         per_workload = runtime_s + ramp_s + 2
         layout = max(jobs.values()) * self.p["size_mib"] / 50.0  # seconds at a slow 50 MiB/s
@@ -302,29 +373,12 @@ class Point:
 
     def _invoke(self, jobs, workloads, runtime_s, ramp_s, tag, timeout):
         """One fio client invocation: the entries of its JSON, or None (a failure)."""
-        p, tier = self.p, self.tier
-        argv = [self.fio, "--output-format=json", "--eta=never"]
-        job_texts = []
-        for host, numjobs in jobs.items():
-            text = storage_fio.job_file(
-                workloads, os.path.join(self.base, "fio-%s" % tier["name"], host), p["size_mib"], runtime_s,
-                numjobs=numjobs, ramp_s=ramp_s, buffered_engine=p["buffered_engine"],
-                buffered_iodepth=p["buffered_iodepth"], direct_engine=self.direct_engine,
-                direct_iodepth=p["direct_iodepth"])
-            job_path = os.path.join(self.out_dir, ".fio-%s-%s-%s.fio" % (tier["name"], tag, host))
-            with open(job_path, "w") as fh:
-                fh.write(text)
-            job_texts.append("# host %s\n%s" % (host, text))
-            argv += ["--client=%s,%d" % (self.addr[host], p["fio_port"]), job_path]
-        stem = "fio_sweep-%s-%s" % (tier["name"], tag)
-        with open(os.path.join(self.out_dir, stem + ".jobs.txt"), "w") as fh:
-            fh.write("\n".join(job_texts))
-        self.art.raw.append(stem + ".jobs.txt")
-        res = run_cmd(argv, timeout=timeout)
-        rc, out, err = res.rc, res.stdout, res.stderr
-        with open(os.path.join(self.out_dir, stem + ".out"), "w") as fh:
-            fh.write(out)
-        self.art.raw.append(stem + ".out")
+        p = self.p
+        texts = {host: storage_fio.job_file(
+            workloads, self._dir(host), p["size_mib"], runtime_s, numjobs=numjobs, ramp_s=ramp_s,
+            buffered_engine=p["buffered_engine"], buffered_iodepth=p["buffered_iodepth"],
+            direct_engine=self.direct_engine, direct_iodepth=p["direct_iodepth"]) for host, numjobs in jobs.items()}
+        rc, out, err = self._run_fio(texts, tag, timeout)
         if rc is None:
             self.failures.append("%s: fio timed out" % tag)
             return None
@@ -337,6 +391,28 @@ class Point:
         if rc != 0:
             self.failures.append("%s: fio exited %s: %s" % (tag, rc, err.strip().splitlines()[-1:] or ""))
         return entries
+
+    def _run_fio(self, texts, tag, timeout):
+        """fio's client with each host's job file ({host: text}): (rc, stdout, stderr), rc None where it timed out;
+        the job files and fio's output kept as raw files."""
+        p, tier = self.p, self.tier
+        argv = [self.fio, "--output-format=json", "--eta=never"]
+        job_texts = []
+        for host, text in texts.items():
+            job_path = os.path.join(self.out_dir, ".fio-%s-%s-%s.fio" % (tier["name"], tag, host))
+            with open(job_path, "w") as fh:
+                fh.write(text)
+            job_texts.append("# host %s\n%s" % (host, text))
+            argv += ["--client=%s,%d" % (self.addr[host], p["fio_port"]), job_path]
+        stem = "fio_sweep-%s-%s" % (tier["name"], tag)
+        with open(os.path.join(self.out_dir, stem + ".jobs.txt"), "w") as fh:
+            fh.write("\n".join(job_texts))
+        self.art.raw.append(stem + ".jobs.txt")
+        res = run_cmd(argv, timeout=timeout)
+        with open(os.path.join(self.out_dir, stem + ".out"), "w") as fh:
+            fh.write(res.stdout)
+        self.art.raw.append(stem + ".out")
+        return res.rc, res.stdout, res.stderr
 
 
 def _windows_apart(art, point, agg, least):
@@ -360,7 +436,8 @@ def _windows_apart(art, point, agg, least):
 
 def _record_endurance(art, tier, clients, jobs, name, window, start_s, entries, failures, least=MIN_WINDOW_OVERLAP):
     """One endurance window's aggregate over the clients: bandwidth, IOPS and the worst client's p99 and p99.9. A
-    window that misses a client is a failure and is not recorded: its sum would read as degradation."""
+    window that misses a client or whose fio reported an error on a client is a failure and is not recorded: its
+    sum would read as degradation (as _record's points)."""
     agg, per_client = storage_fio.aggregate(entries, name)
     if agg is None:
         failures.append("c%d %s window %d: no result from fio" % (clients, name, window))
@@ -371,8 +448,10 @@ def _record_endurance(art, tier, clients, jobs, name, window, start_s, entries, 
         return
     bad = [e["client"] for e in per_client if e["error"]]
     if bad:
-        failures.append("c%d %s window %d: fio reported an error on %s" % (clients, name, window,
-                                                                         ", ".join(map(str, bad))))
+        # a failed client's zeros (or its part of a window) in the sum would read as degradation, as a missing one's
+        failures.append("c%d %s window %d: fio reported an error on %s (no aggregate recorded)" % (
+            clients, name, window, ", ".join(map(str, bad))))
+        return
     if "no_bw" in agg:
         failures.append("c%d %s window %d: no bandwidth from fio on %s: %s" % (
             clients, name, window, ", ".join(map(str, agg["no_bw"])), storage_fio.NO_BW))

@@ -116,11 +116,18 @@ def test_fio_sweep_over_both_tiers_with_1_2_4_clients(storage_run):
             [total] = results(driver, "fio_bw_bytes", scope="aggregate", clients=clients,
                               workload="seq_read_buffered")
             assert total["value"] == pytest.approx(sum(r["value"] for r in per), rel=1e-3)
-        # over several hosts one fio client run per workload (each starts on every host together): one output each
+        # over several hosts one fio client run per workload (each starts on every host together): one output each,
+        # and the untimed prefill's before them
         outs = {p.name for p in (storage_run["dir"] / "artifacts" / hosts[0]).glob("fio_sweep-%s-c4-*.out" % tier)
                 if not re.search(r"-w\d+\.out$", p.name)}  # the endurance windows' runs are their own
         swept = {r["labels"]["workload"] for r in results(driver, "fio_bw_bytes", scope="aggregate", clients=4)}
-        assert outs == {"fio_sweep-%s-c4-%s.out" % (tier, w) for w in swept}, outs
+        assert outs == {"fio_sweep-%s-c4-%s.out" % (tier, w) for w in swept | {"prefill"}}, outs
+        # the prefill wrote every file in full before a timed window read it, each client count only its new ones
+        prefill = driver["facts"]["prefill"]
+        assert [(p["clients"], sorted(p["hosts"])) for p in prefill] == [
+            (1, hosts[:1]), (2, hosts[1:2]), (4, hosts[2:4])], prefill
+        assert all(h["error"] == 0 and h["io_bytes"] == h["size_bytes"] > 0
+                   for p in prefill for h in p["hosts"].values())
         for host in hosts[1:]:
             doc = art(storage_run, host, "fio_sweep-" + tier)
             assert doc["status"] == "ok" and doc["facts"]["role"] == "server" and doc["results"] == []

@@ -50,6 +50,38 @@ def test_one_job_file_runs_all_workloads_in_turn():
     assert "ramp_time" not in cp["global"]
 
 
+def sections(text):
+    """[(section name, {key: value})] of a job file in order, repeated names kept (fio allows them)."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("["):
+            out.append((line[1:-1], {}))
+        elif "=" in line:
+            key, value = line.split("=", 1)
+            out[-1][1][key] = value
+    return out
+
+
+@pytest.mark.parametrize("direct", [1, 0])
+def test_prefill_writes_the_sweeps_files_in_full_untimed(direct):
+    """The prefill writes clones 2 and 3 (a client count's new files) whole: sequential 1 MiB writes of the
+    sweep's size, not time based (a time-based write stops at its runtime and leaves fallocated space), one
+    section per file named as job_file's clone of that number; direct where the tier allows, else buffered with
+    end_fsync so that the data is on the tier before the first timed window."""
+    text = storage_fio.prefill_job_file("/data/t/h1", 64, [2, 3], direct=direct, direct_engine="libaio",
+                                        direct_iodepth=8)
+    (g_name, g), *jobs = sections(text)
+    assert g_name == "global" and g["directory"] == "/data/t/h1" and g["size"] == "64m"
+    assert g["rw"] == "write" and g["bs"] == "1m" and g["direct"] == str(direct) and g["group_reporting"] == "1"
+    assert not {"time_based", "runtime", "ramp_time", "numjobs", "filename_format", "rate"} & set(g)
+    assert (g["ioengine"], g["iodepth"], g.get("end_fsync")) == (("libaio", "8", None) if direct else
+                                                                 ("psync", "1", "1"))
+    sweep = parse_job(storage_fio.job_file(["seq_read_direct"], "/data/t/h1", 64, 1, numjobs=4))["global"]
+    assert [(name, job["filename_format"]) for name, job in jobs] == [
+        (storage_fio.PREFILL_JOB, sweep["filename_format"].replace("$jobnum", str(c))) for c in (2, 3)]
+    assert all(set(job) == {"filename_format"} for _, job in jobs)
+
+
 def test_unknown_workload_is_refused_with_the_known_names():
     with pytest.raises(ValueError, match="seq_read_buffered"):
         storage_fio.job_file(["seq_read_fast"], "/x", 16, 1)

@@ -206,6 +206,64 @@ def test_a_sweep_point_that_misses_a_client_records_no_aggregate(tmp_path):
     assert none == [] and [r for r in whole.to_dict()["results"] if r["labels"].get("scope") == "aggregate"]
 
 
+def endurance_driver(windows):
+    """A driver artifact recorded by the probe's own _record and _record_endurance from real fio 3.33 client/server
+    captures of mixed_rand_direct at c=2 (tests/fixtures/fio/README.md): the sweep's point from the clean run, then
+    one endurance window per capture named in `windows` ("ok": the clean run, "eperm": n2's open failed with
+    EPERM, its client_stats entry has error 1 and zeros). Returns (artifact, failures)."""
+    from probes.storage import fio as storage_fio
+    from probes.storage import fio_sweep
+
+    captures = {"ok": "clientserver_endurance_mixed_c2_ok.out", "eperm": "clientserver_endurance_mixed_c2_eperm_n2.out"}
+    parsed = {k: storage_fio.parse_output((FIO_FIX / v).read_text(), C3_NAMES) for k, v in captures.items()}
+    jobs = {"n1": 1, "n2": 1}
+    art = Artifact("fio_sweep", "r", "n1", variant="shared")
+    art.facts.update({"role": "driver", "tier_path": "/x", "tier_shared": True, "size_mib": 8, "runtime_s": 2})
+    failures = []
+    fio_sweep._record(art, {"name": "shared"}, 2, jobs, ["mixed_rand_direct"], parsed["ok"], failures)
+    assert failures == []
+    for window, which in enumerate(windows):
+        fio_sweep._record_endurance(art, {"name": "shared"}, 2, jobs, "mixed_rand_direct", window, 2.0 * window,
+                                    parsed[which], failures)
+    if failures:
+        art.error("; ".join(failures[:3]))
+    return art, failures
+
+
+def test_an_endurance_window_whose_fio_failed_on_a_client_records_no_aggregate(tmp_path):
+    """n2's fio failed (EPERM on open) in endurance windows 1 and 2: each is a failure naming n2 and records no
+    fio_endurance_* (the healthy client's rate alone read as -30.6 % against the sweep's two-client point: a warn
+    for storage degradation that was a dead client). Graded through the rubric, the one clean window compares
+    with the sweep (the same capture: 0 %) and passes."""
+    from probes.storage import fio as storage_fio
+
+    eperm = storage_fio.parse_output((FIO_FIX / "clientserver_endurance_mixed_c2_eperm_n2.out").read_text(), C3_NAMES)
+    assert {e["client"]: e["error"] for e in eperm} == {"n1": 0, "n2": 1}
+    art, failures = endurance_driver(["ok", "eperm", "eperm"])
+    windows = {r["labels"]["window"] for r in art.to_dict()["results"] if r["metric"].startswith("fio_endurance_")}
+    assert windows == {0}
+    assert failures == ["c2 mixed_rand_direct window %d: fio reported an error on n2 (no aggregate recorded)" % w
+                        for w in (1, 2)]
+    run = write_and_load_run(tmp_path, [art, server("n2")], ["n1", "n2"], "quick")
+    [row] = [r for r in rows_of(run, "storage.fio_endurance") if r["host"] == "n1"]
+    assert row["subject"] == "tier=shared workload=mixed_rand_direct clients=2"
+    assert row["status"] == "pass"
+    assert row["observed"] == ("1986.05 MB/s in the sweep, 1986.05 MB/s over 1 endurance runs (median; worst "
+                               "1986.05 MB/s): -0.0%")
+
+
+def test_an_endurance_run_whose_every_window_failed_is_not_graded_as_degradation(tmp_path):
+    """Every window with n2's fio failing: no window is recorded, so nothing reads as the tier slowing down; the
+    driver's artifact is an error naming n2."""
+    art, failures = endurance_driver(["eperm", "eperm"])
+    assert len(failures) == 2 and all("fio reported an error on n2" in f for f in failures)
+    assert not [r for r in art.to_dict()["results"] if r["metric"].startswith("fio_endurance_")]
+    assert art.status == "error" and "fio reported an error on n2" in art.reason
+    run = write_and_load_run(tmp_path, [art, server("n2")], ["n1", "n2"], "quick")
+    rows = [r for r in rows_of(run, "storage.fio_endurance") if r["host"] == "n1"]
+    assert rows and all(r["status"] not in ("warn", "fail") for r in rows), rows
+
+
 def partial_driver(dropped=None, reason=None):
     """seq_read_direct at c=1 and c=2 with aggregates (800 MB/s per client), at c=4 only the four clients' rows
     (700 MB/s each) and no aggregate: the point was dropped. dropped: facts.dropped_points (None: an artifact from

@@ -254,7 +254,11 @@ def test_fio_sweep_fio_failure_is_data_and_files_go(tmp_path):
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     _, doc = run_probe("fio_sweep", str(tmp_path / "out"), "r1", "h1", variant="t",
                        params=fio_params(tmp_path, fio=str(fake)), timeout=60)
-    assert doc["status"] == "error" and "c1: fio rc=1, no JSON: fio: connect: Connection refused" in doc["reason"]
+    # the point's first fio invocation is the prefill: its failure names the host, and the point is not measured
+    assert doc["status"] == "error"
+    assert "c1: the prefill's fio rc=1, no JSON: fio: connect: Connection refused (on h1;" in doc["reason"]
+    assert {d["workload"]: d["failed_clients"] for d in doc["facts"]["dropped_points"]} == {
+        w: ["h1"] for w in fio_params(tmp_path)["workloads"]}
     assert leftovers(tmp_path) == []
 
 
@@ -274,7 +278,8 @@ def test_fio_hosts_of_a_point_start_every_workload_together(tmp_path, monkeypatc
     windows would drift apart, their sum two hosts each measured alone. One invocation per workload, naming both
     hosts, starts them together: no host begins a workload before every host has ended the one before. That is an
     order of events, which a loaded machine cannot change (the windows' overlap in seconds, asserted before, can:
-    a clean-clone run under load saw the two servers start one workload 0.7 s apart)."""
+    a clean-clone run under load saw the two servers start one workload 0.7 s apart). The prefill that writes the
+    files first is one more invocation over both hosts, before the first workload's: it shifts no window apart."""
     from probes.artifact import Artifact
     from probes.common.netif import wait_listening
     from probes.storage import fio as storage_fio
@@ -300,7 +305,16 @@ def test_fio_hosts_of_a_point_start_every_workload_together(tmp_path, monkeypatc
                           "exec_postrun=%s %s %s post%s" % (stamp, host, name, slow)]
         return "\n".join(lines) + "\n"
 
+    real_prefill = storage_fio.prefill_job_file
+
+    def stamped_prefill(directory, *args, **kwargs):
+        host = os.path.basename(directory)
+        stamps = ["exec_prerun=%s %s prefill pre" % (stamp, host), "exec_postrun=%s %s prefill post" % (stamp, host)]
+        return "\n".join(line + ("\n" + "\n".join(stamps) if line == "[prefill]" else "")
+                         for line in real_prefill(directory, *args, **kwargs).splitlines()) + "\n"
+
     monkeypatch.setattr(storage_fio, "job_file", stamped_job_file)
+    monkeypatch.setattr(storage_fio, "prefill_job_file", stamped_prefill)
     port = free_port()
     addr = {"hostA": "127.0.0.1", "hostB": "127.0.0.2"}
     servers = []
@@ -338,11 +352,171 @@ def test_fio_hosts_of_a_point_start_every_workload_together(tmp_path, monkeypatc
         rows = [line.split() for line in (stamps / ("%s-%s" % (host, name))).read_text().splitlines()]
         return (min(int(t) for t, k in rows if k == "pre"), max(int(t) for t, k in rows if k == "post"))
 
-    for before, after in zip(workloads, workloads[1:]):
+    # the untimed prefill (its own invocation) has ended on every host before any host starts the first workload
+    for before, after in zip(["prefill"] + workloads, workloads):
         ended = max(window(h, before)[1] for h in addr)
         started = {h: window(h, after)[0] for h in addr}
         assert all(t > ended for t in started.values()), "%s began on %s before %s had ended on every host" % (
             after, [h for h, t in started.items() if t <= ended], before)
+
+
+class FioServers:
+    """`fio --server` on each address of addr ({host: ip}) and the port, and a Point of the sweep over them on a tier
+    under tmp_path whose host directories exist (a host in not_dirs gets a plain file there instead)."""
+
+    def __init__(self, tmp_path, addr, not_dirs=()):
+        from probes.artifact import Artifact
+
+        self.tmp_path, self.addr, self.port, self.servers = tmp_path, addr, free_port(), []
+        self.art = Artifact("fio_sweep", "r1", list(addr)[0], variant="t")
+        self.tier = tier(tmp_path)
+        self.base = os.path.join(storage_tier.run_dir(self.tier["path"], self.art.run_id), "fio-t")
+        for host in addr:
+            os.makedirs(self.base, exist_ok=True)
+            if host in not_dirs:
+                open(os.path.join(self.base, host), "w").close()
+            else:
+                os.makedirs(os.path.join(self.base, host))
+
+    def __enter__(self):
+        from probes.common.netif import wait_listening
+
+        for ip in self.addr.values():
+            server = subprocess.Popen(["fio", "--server=%s,%d" % (ip, self.port)], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL)
+            self.servers.append(server)
+            assert wait_listening(ip, self.port, server, timeout=15)
+        return self
+
+    def __exit__(self, *exc):
+        for server in self.servers:
+            server.terminate()
+            server.wait(timeout=10)
+
+    def point(self, size_mib):
+        from probes.storage import fio_sweep
+
+        params = {"fio": "fio", "fio_port": self.port, "size_mib": size_mib, "buffered_engine": "psync",
+                  "buffered_iodepth": 1, "direct_iodepth": 16}
+        return fio_sweep.Point(self.art, params, self.tier, list(self.addr), self.addr, "libaio", str(self.tmp_path))
+
+    def file(self, host, clone):
+        """The file of a host's fio clone: fio's server prefixes it with the address the client reached."""
+        return os.path.join(self.base, host, "%s.cmxa-fio.%d" % (self.addr[host], clone))
+
+
+def zero_blocks(path, block=4096):
+    """How many `block`-byte blocks of the file read as zeros: unwritten (fallocated) extents do; fio's own data
+    (random buffers) never fills a whole block with zeros."""
+    zero, n = bytes(block), 0
+    with open(path, "rb") as fh:
+        while True:
+            chunk = fh.read(block)
+            if not chunk:
+                return n
+            n += chunk == zero[:len(chunk)]
+
+
+def unwritten_extents(path):
+    """filefrag's extents flagged unwritten (allocated, never written), or None where filefrag or FIEMAP is missing."""
+    try:
+        res = subprocess.run(["filefrag", "-v", path], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if res.returncode != 0 or "ext:" not in res.stdout:
+        return None
+    return sum(1 for line in res.stdout.splitlines() if "unwritten" in line)
+
+
+@FIO
+def test_a_read_after_a_rate_limited_write_reads_written_data(tmp_path, monkeypatch):
+    """The sweep's own job files on one fio server, its direct write held to 1 MiB/s for its 1 s (a slow or throttled
+    tier): the time-based write covers about 1 of the file's 8 MiB. Without the prefill fio only fallocated the
+    file, and the read that follows read the other 7 MiB as unwritten extents (zeros from ext4/XFS, no device I/O:
+    9765 MB/s against the tier's 1449 MB/s in the review's repro). With it the whole file holds fio's data before the
+    first timed window: no block of zeros, no unwritten extent, and facts.prefill says what it wrote. Asserted on
+    the file, never on a rate."""
+    from probes.storage import fio as storage_fio
+
+    real_job_file = storage_fio.job_file
+
+    def throttled(*args, **kwargs):
+        return real_job_file(*args, **kwargs).replace("rw=write\n", "rw=write\nrate=1m\n")
+
+    monkeypatch.setattr(storage_fio, "job_file", throttled)
+    workloads = ["seq_write_direct", "seq_read_direct"]
+    with FioServers(tmp_path, {"hostA": "127.0.0.1"}) as fio:
+        point = fio.point(size_mib=8)
+        entries, jobs = point.run(1, workloads, 1, 0, "c1")
+        assert point.failures == [] and jobs == {"hostA": 1}
+        path = fio.file("hostA", 0)
+        assert "rate=1m" in (tmp_path / "fio_sweep-t-c1.jobs.txt").read_text()
+        wrote = {e["workload"]: e["write"]["io_bytes"] for e in entries}
+        assert 0 < wrote["seq_write_direct"] <= 4 * 2**20  # the timed write alone left most of the file unwritten
+        assert os.path.getsize(path) == 8 * 2**20
+        assert zero_blocks(path) == 0
+        assert unwritten_extents(path) in (0, None)
+    [prefill] = fio.art.facts["prefill"]
+    assert prefill["clients"] == 1 and prefill["rc"] == 0
+    assert prefill["hosts"] == {"hostA": {"files": 1, "size_bytes": 8 * 2**20, "io_bytes": 8 * 2**20,
+                                          "runtime_ms": prefill["hosts"]["hostA"]["runtime_ms"], "error": 0}}
+    jobs_text = (tmp_path / "fio_sweep-t-c1-prefill.jobs.txt").read_text()
+    assert "time_based" not in jobs_text and "rw=write" in jobs_text and "filename_format=cmxa-fio.0" in jobs_text
+
+
+@FIO
+@pytest.mark.parametrize("how", ["not_a_directory", "immutable"])
+def test_a_host_whose_files_the_prefill_cannot_write_fails_the_point_naming_it(tmp_path, how):
+    """Two fio servers (hostA on 127.0.0.1, hostB on 127.0.0.2); hostB's test directory is a plain file (fio drops
+    its job: no result), or its file is immutable (chattr +i: fio's open fails with EPERM, error 1). The point is
+    not measured: no timed invocation runs, the failure names hostB, and hostA's written file is in
+    facts.prefill."""
+    addr = {"hostA": "127.0.0.1", "hostB": "127.0.0.2"}
+    fio = FioServers(tmp_path, addr, not_dirs=("hostB",) if how == "not_a_directory" else ())
+    locked = None
+    if how == "immutable":
+        locked = fio.file("hostB", 0)
+        with open(locked, "wb") as fh:
+            fh.truncate(4 * 2**20)
+        if subprocess.run(["chattr", "+i", locked], capture_output=True).returncode != 0:
+            pytest.skip("chattr +i does not work here")
+    try:
+        with fio:
+            point = fio.point(size_mib=4)
+            entries, jobs = point.run(2, ["seq_write_direct", "seq_read_direct"], 1, 0, "c2")
+    finally:
+        if locked:
+            subprocess.run(["chattr", "-i", locked])
+    assert entries is None and jobs == {"hostA": 1, "hostB": 1} and point.unwritten == ["hostB"]
+    why = "no result from fio" if how == "not_a_directory" else "fio reported error 1 (Operation not permitted)"
+    assert point.failures == ["c2: the prefill could not write the files on hostB: %s (the point is not measured)"
+                              % why]
+    assert sorted(p.name for p in tmp_path.glob("fio_sweep-*.out")) == ["fio_sweep-t-c2-prefill.out"]
+    [prefill] = fio.art.facts["prefill"]
+    assert prefill["hosts"]["hostA"]["io_bytes"] == 4 * 2**20 and prefill["hosts"]["hostB"]["io_bytes"] == 0
+    assert point.prefilled == {"hostA": 1}
+
+
+@FIO
+def test_the_prefill_writes_each_client_counts_new_files_once(tmp_path):
+    """One host, clients 1 then 2, the endurance workloads after the sweep: the prefill writes clone 0's file before
+    c1's first workload and only clone 1's before c2's; the endurance runs find every file written and start none.
+    A prefill's bytes and duration are raw facts, not graded."""
+    params = fio_params(tmp_path, clients=[1, 2], workloads=["seq_write_direct", "seq_read_direct"],
+                        endurance_workloads=["mixed_rand_direct"], endurance_windows=1, endurance_window_s=0.3)
+    _, doc = run_probe("fio_sweep", str(tmp_path / "out"), "r1", "h1", variant="t", params=params, timeout=120)
+    assert doc["status"] == "ok", doc["reason"]
+    prefill = doc["facts"]["prefill"]
+    assert [(f["clients"], f["hosts"]["h1"]["files"], f["hosts"]["h1"]["io_bytes"]) for f in prefill] == [
+        (1, 1, 4 * 2**20), (2, 1, 4 * 2**20)]
+    assert all(f["duration_s"] >= 0 and f["hosts"]["h1"]["error"] == 0 for f in prefill)
+    assert [r for r in doc["raw"] if "prefill" in r and r.endswith(".out")] == [
+        "fio_sweep-t-c1-prefill.out", "fio_sweep-t-c2-prefill.out"]
+    assert doc["raw"].index("fio_sweep-t-c2-prefill.out") < doc["raw"].index("fio_sweep-t-c2.out")
+    c2 = (tmp_path / "out" / "fio_sweep-t-c2-prefill.jobs.txt").read_text()
+    assert "filename_format=cmxa-fio.1" in c2 and "cmxa-fio.0" not in c2
+    assert not [r for r in doc["results"] if "prefill" in r["metric"] or r["labels"].get("workload") == "prefill"]
+    assert leftovers(tmp_path) == []
 
 
 # ------------------------------------------------------------------------------------------- metadata
