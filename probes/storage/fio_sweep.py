@@ -46,6 +46,9 @@ from probes.storage import fio as storage_fio
 # The least shared fraction of the clients' windows for their sum to stand for the cluster's aggregate. Outside the
 # shared part a client may run without the others' load; over a tenth of its window that moves its rate by about a
 # shared tier's run-to-run spread, over more it no longer stands for the cluster under the point's load.
+# The slowest write rate a tier is given time for, MiB/s per host: the prefill's and the timed runs' allowances for
+# writing their files, as roles/storage/tasks/fio.yml's timeout allows it (a slower tier's point fails, named).
+SLOW_MIB_S = 50.0
 MIN_WINDOW_OVERLAP = 0.9
 
 PARAMS = Params(
@@ -325,8 +328,8 @@ class Point:
                                                  direct_iodepth=p["direct_iodepth"],
                                                  buffered_engine=p["buffered_engine"])
                  for h, clones in new.items()}
-        # seconds at a slow 20 MiB/s per host (its files are written together), and fio's start
-        timeout = max(len(c) for c in new.values()) * p["size_mib"] / 20.0 + 60
+        # seconds at SLOW_MIB_S per host (its files are written together), and fio's start
+        timeout = max(len(c) for c in new.values()) * p["size_mib"] / SLOW_MIB_S + 60
         began = time.monotonic()
         rc, out, err = self._run_fio(texts, "%s-prefill" % tag, timeout)
         fact = {"clients": sum(jobs.values()), "duration_s": round(time.monotonic() - began, 3), "rc": rc,
@@ -368,7 +371,7 @@ class Point:
 
     def _budget(self, jobs, workloads, runtime_s, ramp_s):
         per_workload = runtime_s + ramp_s + 2
-        layout = max(jobs.values()) * self.p["size_mib"] / 50.0  # seconds at a slow 50 MiB/s
+        layout = max(jobs.values()) * self.p["size_mib"] / SLOW_MIB_S
         return len(workloads) * per_workload + layout + 60
 
     def _invoke(self, jobs, workloads, runtime_s, ramp_s, tag, timeout):
