@@ -45,10 +45,27 @@ def _text(data):
     return (data or b"").decode("utf-8", "replace")
 
 
+# Slurm's commands print every time in the format SLURM_TIME_FORMAT names when it is set in the environment
+# ("relative", or any strftime format); the parsers read the standard one (2026-12-01T10:05:20: scontrol's
+# SlurmdStartTime, the stamp on a Reason, sacct's times), so a Slurm command is always run with it.
+SLURM_COMMANDS = frozenset(("scontrol", "sinfo", "squeue", "sacct", "sacctmgr", "sreport", "sshare", "sprio", "sstat",
+                            "sdiag", "srun", "sbatch", "salloc", "scancel"))
+
+
+def command_env(argv, env=None):
+    """The environment argv runs in: env (None: this process's) as it is, but for a Slurm command
+    (SLURM_COMMANDS) with SLURM_TIME_FORMAT=standard."""
+    if os.path.basename(str(argv[0])) not in SLURM_COMMANDS:
+        return env
+    return dict(os.environ if env is None else env, SLURM_TIME_FORMAT="standard")
+
+
 def run_cmd(argv, timeout=10.0, env=None, cwd=None):
     """Run argv with a timeout (seconds, None for none) -> CmdResult. A missing executable is a result
     (missing=True), not an exception; so is a timeout (timed_out=True). Any exception while waiting (the probe's
-    time limit, KeyboardInterrupt) ends the process group and is raised again."""
+    time limit, KeyboardInterrupt) ends the process group and is raised again. A Slurm command runs with
+    SLURM_TIME_FORMAT=standard (command_env)."""
+    env = command_env(argv, env)
     exe = argv[0] if os.path.isabs(argv[0]) else shutil.which(argv[0])
     if exe is None or not os.access(exe, os.X_OK):
         return CmdResult(argv, None, "", "%s: not found" % argv[0], True, False)

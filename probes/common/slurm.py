@@ -102,6 +102,19 @@ def parse_scontrol_config(text):
     return out
 
 
+def config_value(key, timeout=20.0):
+    """(value, None) of one parameter as `scontrol show config` prints it ("1" for ReturnToService 1), or
+    (None, why) when it cannot be read."""
+    res = run_cmd([SCONTROL, "show", "config"], timeout=timeout)
+    config = parse_scontrol_config(res.stdout)
+    if key in config:
+        return config[key], None
+    if res.rc != 0 or not config:
+        why = (res.stderr or res.stdout or "").strip().splitlines()
+        return None, "scontrol show config: %s" % (why[-1] if why else "rc=%s" % res.rc)
+    return None, "scontrol show config prints no %s" % key
+
+
 def split_state(state):
     """'IDLE+DRAIN+NOT_RESPONDING' -> ('IDLE', {'DRAIN', 'NOT_RESPONDING'}); sinfo-style '*' and '~' suffixes and
     its names for drained and draining nodes ('drained' -> ('IDLE', {'DRAIN'})) too."""

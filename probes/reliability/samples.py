@@ -21,8 +21,14 @@ what the provider did are computed on the controller from the recorded samples
 import json
 
 from probes.common.sched import NOTICED, OUT_OF_SERVICE
+from probes.common.slurm import split_state
 
-CHANGE_KEYS = ("phase", "state", "reason", "slurmd_start", "boot_id")
+CHANGE_KEYS = ("phase", "state", "reason", "slurmd_start", "boot_time", "boot_id")
+# What tells that the scheduler heard from a new boot of the node: Slurm's SlurmdStartTime and BootTime (slurmd
+# sends both when it registers), Kubernetes' nodeInfo.bootID (the kubelet posts it). scontrol prints "None" for a
+# time it does not have (BootTime of a node not responding): no value, never a change.
+BOOT_KEYS = ("slurmd_start", "boot_time", "boot_id")
+_NO_VALUE = (None, "", "None", "none", "Unknown", "(null)", "N/A", "n/a")
 # What is kept of the other nodes' samples, and what a change of theirs is. A pool change is one: a new GPU node
 # becomes Ready before its GPU labels and resources appear, and its pool must be on record once they do.
 OTHER_KEYS = ("t", "node", "phase", "state", "reason", "pool", "other")
@@ -50,6 +56,38 @@ class Compactor:
 
 def known(samples):
     return sorted((s for s in samples if s.get("phase") not in (None, "unknown")), key=lambda s: s["t"])
+
+
+def boot_marks(sample):
+    """{key: value} of the BOOT_KEYS the sample (or a dict of such marks) knows."""
+    return {k: (sample or {}).get(k) for k in BOOT_KEYS if (sample or {}).get(k) not in _NO_VALUE}
+
+
+def new_boot(before, sample):
+    """The first of BOOT_KEYS that both `before` (a sample, or its boot_marks, from before the reboot) and `sample`
+    know and that differs between them, or None: evidence that the node booted (or its slurmd started) again since."""
+    old, now = boot_marks(before), boot_marks(sample)
+    return next((k for k in BOOT_KEYS if k in old and k in now and old[k] != now[k]), None)
+
+
+def answering(sample):
+    """The scheduler hears from the node now. Slurm: listed, without NOT_RESPONDING, whatever else its state says: a
+    node that rebooted without `scontrol reboot` registers as DOWN+DRAIN under ReturnToService 0 or 1 (slurmctld
+    node_mgr.c validate_node_specs, "Node unexpectedly rebooted", keeping DRAIN and its reason) and answers all the
+    same. Kubernetes and the rest: listed and not down (NotReady)."""
+    if sample.get("phase") in (None, "unknown", "missing"):
+        return False
+    if "slurmd_start" in sample or "boot_time" in sample:  # a Slurm sample (probes/common/slurm.py sample)
+        return "NOT_RESPONDING" not in split_state(sample.get("state"))[1]
+    return sample["phase"] != "down"
+
+
+def registered(before, sample):
+    """The node is back in the scheduler after a reboot: it answers (``answering``) with a new boot (``new_boot``
+    against `before`). A phase alone cannot tell: the drained node's state from before the reboot may still be shown
+    when the node is already back up (slurmctld pings every SlurmdTimeout/3; a cordoned Kubernetes node stays
+    Ready,SchedulingDisabled for node-monitor-grace-period after its kubelet stopped)."""
+    return new_boot(before, sample) is not None and answering(sample)
 
 
 def intervals(samples, start=None, end=None):

@@ -4,8 +4,12 @@ Runs on the observer node (a Slurm client, or a host with kubectl). Actions (``p
 
 * ``state``   read the nodes once; with ``scheduler: auto`` also find out which scheduler there is;
 * ``drain``   drain each node (Kubernetes: cordon and drain) and wait until it is drained, up to ``timeout``;
-* ``return``  after a reboot: wait until the scheduler hears from the node again, resume it (only the nodes in
-              ``resume``), wait until it is available, then run a fresh job on it (``job_command``);
+* ``return``  after a reboot: wait until the scheduler hears from a new boot of the node (samples.registered: a
+              changed SlurmdStartTime / BootTime, Kubernetes bootID, against the first reading of the watcher
+              ``booted_from``, and the node answering), resume it (only the nodes in ``resume``; a node Slurm put
+              DOWN+DRAIN for rebooting unexpectedly, ReturnToService 0 or 1, as well as a drained one), wait until
+              it is available, then run a fresh job on it (``job_command``). Slurm's ReturnToService is recorded
+              as it is (fact ``return_to_service``);
 * ``job``     a fresh job on each node that is available (after a fault injection, once the node is back); with
               ``joined_from`` (a sched_watch tag) also on the hot spare that watcher saw come into service in place
               of each faulted node kept out (samples.spares, the rule the controller judges by; the results
@@ -21,11 +25,11 @@ import os
 import time
 
 from probes.common import sched
+from probes.common import slurm as sched_slurm
 from probes.common.sched import OUT_OF_SERVICE
 from probes.params import Param, Params
 from probes.reliability import samples as watch_samples
 
-REGISTERED = ("available", "draining", "drained", "unhealthy")
 ACTIONS = ("state", "drain", "return", "job", "restore")
 PARAMS = Params(
     action=Param(str, None, "what to do (required)", choices=ACTIONS),
@@ -44,6 +48,9 @@ PARAMS = Params(
     joined_from=Param(str, "", "job: the tag of a sched_watch run on this node (its <tag>.jsonl beside the "
                                "artifacts): also a job on the hot spare it saw join in place of each node it "
                                "watched that is kept out (samples.spares), earliest first"),
+    booted_from=Param(str, "", "return: the tag of a sched_watch run on this node (its <tag>.jsonl beside the "
+                               "artifacts), started before the reboot: a node is back once the scheduler shows a "
+                               "boot of it other than in the watcher's first reading of it (samples.registered)"),
 )
 
 
@@ -144,17 +151,56 @@ def _job_joined(art, scheduler, nodes, params, out_dir):
             art.facts["job_skipped_%s" % s["node"]] = "node is %s" % s["phase"]
 
 
-def _return(art, scheduler, nodes, params, interval):
+def booted_before(out_dir, tag, nodes):
+    """{node: boot_marks} of each node's first reading by the watcher <tag> that tells its boot (before the reboot:
+    the watch starts before the drain); {} without a watcher."""
+    out = {}
+    if not tag or not out_dir:
+        return out
+    for s in watch_samples.read_samples(os.path.join(out_dir, tag + ".jsonl")):
+        node = s.get("node")
+        if s.get("other") or node not in nodes or node in out:
+            continue
+        marks = watch_samples.boot_marks(s)
+        if marks:
+            out[node] = marks
+    return out
+
+
+def _return_to_service(art, scheduler):
+    """Slurm's ReturnToService as `scontrol show config` prints it: it decides how a node rebooted without `scontrol
+    reboot` registers (0 or 1: DOWN, "Node unexpectedly rebooted"; 2: back as it was)."""
+    if scheduler.name != "slurm":
+        return
+    value, why = sched_slurm.config_value("ReturnToService")
+    art.facts["return_to_service"] = value if value is not None else "unknown (%s)" % why
+
+
+def _return(art, scheduler, nodes, params, interval, out_dir=None):
     timeout = _timeout(params, 900.0)
     resume = set(params["resume"])
-    # The scheduler hears from the node again (Slurm: slurmd registered; Kubernetes: Ready).
-    registered, last = _wait(scheduler, nodes, lambda s: s["phase"] in REGISTERED, timeout, interval)
+    _return_to_service(art, scheduler)
+    before = booted_before(out_dir, params.get("booted_from"), nodes)
+
+    def back(s):
+        # A new boot the scheduler heard from; without a boot of before on record, the node answering at all.
+        mine = before.get(s["node"])
+        return watch_samples.registered(mine, s) if mine else watch_samples.answering(s)
+
+    # The scheduler hears from the node's new boot (Slurm: slurmd registered; Kubernetes: the kubelet posted).
+    registered, last = _wait(scheduler, nodes, back, timeout, interval)
     for node in nodes:
         if node in registered:
             _stamp(art, "registered_at", node, registered[node]["t"])
+            mine = before.get(node)
+            art.facts["registered_by_%s" % node] = (
+                "new boot (%s changed)" % watch_samples.new_boot(mine, registered[node]) if mine else
+                "answering (no boot from before the reboot on record)")
         else:
-            art.facts["not_registered_%s" % node] = "%s (%s)" % ((last.get(node) or {}).get("phase"),
-                                                                (last.get(node) or {}).get("reason"))
+            s = last.get(node) or {}
+            art.facts["not_registered_%s" % node] = "%s (%s%s)" % (
+                s.get("phase"), s.get("reason"),
+                "; no new boot seen" if before.get(node) and watch_samples.answering(s) else "")
     for node in nodes:
         if node in resume and node in registered:
             _stamp(art, "resume_issued_at", node)
@@ -238,7 +284,7 @@ def run(art, params, out_dir):
     if action == "drain":
         _drain(art, scheduler, nodes, params, interval)
     elif action == "return":
-        _return(art, scheduler, nodes, params, interval)
+        _return(art, scheduler, nodes, params, interval, out_dir)
     elif action == "job":
         for s in scheduler.read(nodes, time.time()):
             if s["phase"] == "available":

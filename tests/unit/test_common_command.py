@@ -117,3 +117,21 @@ def test_the_probes_time_limit_ends_a_tool_tree_through_run_probe(tmp_path, monk
     _, doc = run_probe("nccl_tests", str(tmp_path / "out"), "r1", "n1", params=params, timeout=3)
     assert doc["status"] == "error" and "timed out" in doc["reason"]
     assert gone(marker) == []
+
+
+def test_slurm_commands_print_times_in_the_standard_format_whatever_the_environment(tmp_path, monkeypatch):
+    """A site's SLURM_TIME_FORMAT (relative, or a strftime format) changes every time scontrol prints, the stamp on a
+    Reason among them (probes/common/slurm.py reason_time reads 2026-12-01T10:05:20): a Slurm command runs with
+    SLURM_TIME_FORMAT=standard; any other command keeps the environment as it is."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for tool in ("scontrol", "sinfo", "othertool"):
+        (bindir / tool).write_text('#!/bin/sh\necho "${SLURM_TIME_FORMAT:-unset} ${KEEP:-gone}"\n')
+        (bindir / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (bindir, os.environ["PATH"]))
+    monkeypatch.setenv("SLURM_TIME_FORMAT", "relative")
+    monkeypatch.setenv("KEEP", "kept")
+    assert run_cmd(["scontrol", "show", "node", "-o"]).stdout.strip() == "standard kept"
+    assert run_cmd([str(bindir / "sinfo")]).stdout.strip() == "standard kept"
+    assert run_cmd(["scontrol"], env={"KEEP": "given", "PATH": os.environ["PATH"]}).stdout.strip() == "standard given"
+    assert run_cmd(["othertool"]).stdout.strip() == "relative kept"

@@ -212,29 +212,34 @@ def test_reboot_checks_and_peers(tmp_path):
     assert rows["n1"]["status"] == "pass" and rows["n1"]["observed"] == "back after 60.0 s"
     assert rows["n4"]["status"] == "fail" and "Timed out" in rows["n4"]["reason"]
     peers = by_host(gr.grade_peers(check("reliability.reboot_duration"), run, HOSTS))
-    assert peers["n3"]["status"] == "fail" and "median of the other 2 node(s), 62.0 s" in peers["n3"]["expected"]
+    # each node's own return (node_return_s: reboot -> registered, rts - 8 s here), not reboot -> fresh job
+    assert peers["n3"]["status"] == "fail" and "median of the other 2 node(s), 54.0 s" in peers["n3"]["expected"]
     assert peers["n1"]["status"] == "pass" and peers["n2"]["status"] == "pass"
     assert peers["n4"]["status"] == "skip"
 
 
 def test_a_reboot_just_over_twice_its_peers_median_is_shown_over_it(tmp_path):
-    """n3 back after 124.04 s, against twice the others' median 62 s: a fail, shown as 124.0 s (on the line) in the
+    """n3's own return 124.04 s, against twice the others' median 62 s: a fail, shown as 124.0 s (on the line) in the
     row and in the section's reboot table; each keeps its side of the line now (reports/shown.py)."""
     from reports.grading import grade
 
-    run = make_run(tmp_path, [reboot_docs("n1", rts=60), reboot_docs("n2", rts=64), reboot_docs("n3", rts=124.04)])
+    # the nodes' own returns (node_return_s, registered: rts - 8 s) 60, 64 and 124.04 s
+    run = make_run(tmp_path, [reboot_docs("n1", rts=68), reboot_docs("n2", rts=72), reboot_docs("n3", rts=132.04)])
     peers = by_host(gr.grade_peers(check("reliability.reboot_duration"), run, ["n1", "n2", "n3"]))
     assert (peers["n3"]["status"], peers["n3"]["observed"]) == ("fail", "124.04 s")
     assert (peers["n1"]["status"], peers["n1"]["observed"]) == ("pass", "60.0 s")  # far from every line: as before
     rows = grade(run, {"checks": [c for c in RUBRIC["checks"] if c["id"].startswith("reliability.")]})
     md = section.render(run, rows, None)
-    assert "| n3 | slurm | 1 | 0.5 | 114.0 | – | 116.0 | 1.0 | 0.4 | 124.04 | 125.0 | yes | yes |" in md, md
-    assert "| n1 | slurm | 1 | 0.5 | 50.0 | – | 52.0 | 1.0 | 0.4 | 60.0 | 61.0 | yes | yes |" in md
+    assert "| n3 | slurm | 1 | 0.5 | 122.0 | – | 124.0 | 1.0 | 0.4 | 132.0 | 133.0 | 124.04 | yes | yes |" in md, md
+    assert "| n1 | slurm | 1 | 0.5 | 58.0 | – | 60.0 | 1.0 | 0.4 | 68.0 | 69.0 | 60.0 | yes | yes |" in md
 
 
 def test_a_peers_factor_is_shown_as_configured(tmp_path):
-    """fail_factor 1.25 (a site's tighter line) read "at most 1.2x the median" ("%.1f") beside a node at 1.23x, which it passes."""
-    run = make_run(tmp_path, [reboot_docs("n1", rts=200), reboot_docs("n2", rts=200), reboot_docs("n3", rts=246)])
+    """fail_factor 1.25 (a site's tighter line) read "at most 1.2x the median" ("%.1f") beside a node at 1.23x, which
+    it passes."""
+    # the nodes' own returns (node_return_s, registered: rts - 8 s) 200, 200 and 246 s
+    docs = [reboot_docs("n1", rts=208), reboot_docs("n2", rts=208), reboot_docs("n3", rts=254)]
+    run = make_run(tmp_path, docs)
     tight = dict(check("reliability.reboot_duration"), fail_factor=1.25, warn_factor=1.1, min_excess_s=10)
     peers = by_host(gr.grade_peers(tight, run, ["n1", "n2", "n3"]))
     assert peers["n3"]["status"] == "warn"
@@ -948,3 +953,63 @@ def test_an_nvl72_tray_drained_just_after_the_limit_is_shown_after_it(tmp_path):
     run = make_run(tmp_path, nvl72_docs("n1", [(-1, "IDLE"), (120.04, "IDLE+DRAIN")]))
     [row] = gr.grade_return(check("reliability.return_to_service"), run, "n1")
     assert (row["status"], row["observed"]) == ("fail", "drained after 120.04 s")
+
+
+# --- A batch rebooted together: Ansible runs each task on every node of the batch before the next (linear strategy),
+# so the controller's "back" and the return action (registered, resume, fresh job) come once the slowest node is back.
+DRAINED_LINE = (Path(__file__).resolve().parents[1] / "fixtures" / "slurm" / "show_node_drained.txt").read_text(
+    ).splitlines()[1]  # cmxd-node2, IDLE+DRAIN with our reason, as scontrol show node -o printed it
+
+
+def slurm_sample(node, t, state, slurmd_start, reason=True):
+    """The watcher's sample of `node` at t: the recorded scontrol line with its name, State and SlurmdStartTime."""
+    fields = sched_slurm.parse_show_node(DRAINED_LINE)["cmxd-node2"]
+    line = DRAINED_LINE.replace("cmxd-node2", node).replace("State=IDLE+DRAIN", "State=" + state).replace(
+        "SlurmdStartTime=" + fields["SlurmdStartTime"], "SlurmdStartTime=" + slurmd_start)
+    if not reason:
+        line = line[:line.index(" Reason=")]
+    return sched_slurm.sample(node, sched_slurm.parse_show_node(line)[node], t)
+
+
+def batch_reboot_run(tmp_path, elapsed):
+    """{node: the reboot module's elapsed s}: rebooted in one batch; each node's slurmd registers 5 s after its own
+    reboot is over (a new SlurmdStartTime), the rest waits for the slowest node."""
+    started, slowest = T0 + 1, max(elapsed.values())
+    docs, drain, ret, samples = [], [], [], []
+    for i, (host, el) in enumerate(sorted(elapsed.items())):
+        art = _art("reboot", host)
+        art.facts.update(node=host, scheduler="slurm", batch="1", observer=OBS, stage="reboot-b1")
+        art.add("event_at", started, "s_epoch", event="reboot_started")
+        art.add("event_at", started + 0.2, "s_epoch", event="reboot_started_observer")
+        art.add("event_at", started + slowest + 2, "s_epoch", event="reboot_returned")  # the task after the reboot
+        art.add("reboot_module_elapsed_s", float(el), "s")
+        docs += [art.to_dict()] + _boot_ids("reboot", host, "a", "b")
+        drain += [("drain_issued_at", T0, host), ("drained_at", T0 + 0.5, host)]
+        gate = started + slowest + 3
+        ret += [("registered_at", gate, host), ("resume_issued_at", gate + 1 + i * 0.1, host),
+                ("available_at", gate + 10 + i, host), ("job_started_at", gate + 12 + 2 * i, host),
+                ("job_ok_at", gate + 13 + 2 * i, host)]
+        new = "2026-12-01T10:%02d:%02d" % divmod(int(el + 5), 60)
+        samples += [slurm_sample(host, T0 - 1, "IDLE", "2026-12-01T09:00:00", reason=False),
+                    slurm_sample(host, T0 + 0.5, "IDLE+DRAIN", "2026-12-01T09:00:00"),
+                    slurm_sample(host, started + 0.2 + el + 5, "IDLE+DRAIN", new),
+                    slurm_sample(host, gate + 10 + i, "IDLE", new, reason=False)]
+    samples.append(dict(samples[-1], t=started + slowest + 60, final=True))
+    return make_run(tmp_path, docs + [{"reboot-b1-drain": drain, "reboot-b1-return": ret,
+                                       "samples reboot-b1": sorted(samples, key=lambda s: s["t"])}])
+
+
+def test_each_node_of_a_batch_is_timed_by_its_own_reboot_and_registration(tmp_path):
+    """Three nodes back in ~100 s, n4 hung in POST for 610 s. Before, every node got the slowest one's reboot_s and
+    the peers check compared the batch-gated reboot -> fresh job, so n4 passed beside its peers."""
+    run = batch_reboot_run(tmp_path, {"n1": 95, "n2": 98, "n3": 101, "n4": 610})
+    got = {h: timeline.outcome(run, run.artifact(h, "reboot"))["metrics"] for h in HOSTS}
+    assert {h: m["reboot_s"] for h, m in got.items()} == {"n1": 95.0, "n2": 98.0, "n3": 101.0, "n4": 610.0}
+    # the node's own return: reboot (observer's clock) -> the watcher sees its new SlurmdStartTime
+    assert {h: m["node_return_s"] for h, m in got.items()} == {"n1": 100.0, "n2": 103.0, "n3": 106.0, "n4": 615.0}
+    assert {h: m["registered_s"] for h, m in got.items()} == {h: m["node_return_s"] for h, m in got.items()}
+    # the fresh job stays its own metric, and reboot -> fresh job is the batch's
+    assert all(m["job_s"] == 1.0 and m["return_to_service_s"] > 620 for m in got.values())
+    peers = by_host(gr.grade_peers(check("reliability.reboot_duration"), run, HOSTS))
+    assert {h: r["status"] for h, r in peers.items()} == {"n1": "pass", "n2": "pass", "n3": "pass", "n4": "fail"}
+    assert "median of the other 3 node(s), 103.0 s" in peers["n4"]["expected"]

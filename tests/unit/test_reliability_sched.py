@@ -402,3 +402,95 @@ def test_the_pool_of_a_node_as_the_schedulers_tell_it():
     labelled = json.loads(json.dumps(k8s["gpu-node-1"]))
     labelled["metadata"]["labels"]["nvidia.com/gpu.product"] = "NVIDIA-H100-80GB-HBM3"
     assert sched_k8s.pool(labelled) == "NVIDIA-H100-80GB-HBM3"
+
+
+# --- After a reboot: the scheduler heard from a new boot of the node (samples.registered), whatever its phase.
+def _drained_line(**changes):
+    """cmxd-node2 of the recorded `scontrol show node -o` (IDLE+DRAIN, our reason), with fields changed as slurmctld
+    shows them after the node rebooted."""
+    line = (FIX / "slurm" / "show_node_drained.txt").read_text().splitlines()[1]
+    fields = sched_slurm.parse_show_node(line)["cmxd-node2"]
+    for key, value in changes.items():
+        line = line.replace("%s=%s" % (key, fields[key]), "%s=%s" % (key, value))
+    return sched_slurm.sample("cmxd-node2", sched_slurm.parse_show_node(line)["cmxd-node2"], 10.0)
+
+
+def test_a_new_boot_is_a_changed_slurmd_start_or_boot_time_and_the_node_answering():
+    before = _drained_line()
+    assert before["phase"] == "drained" and before["slurmd_start"] == "2026-11-30T05:29:04"
+    # the drained state from before the reboot, read before slurmctld noticed the node gone: not back
+    assert not watch_samples.registered(before, _drained_line())
+    # ReturnToService 0 or 1: slurmd of the new boot registered, slurmctld keeps the node DOWN, with DRAIN and our
+    # reason ("Node unexpectedly rebooted", node_mgr.c validate_node_specs): back, phase down all the same
+    down = _drained_line(State="DOWN+DRAIN", SlurmdStartTime="2026-11-30T05:40:12", BootTime="2026-11-30T05:39:40")
+    assert down["phase"] == "down"
+    assert watch_samples.registered(before, down) and watch_samples.new_boot(before, down) == "slurmd_start"
+    # the same time, NOT_RESPONDING: slurmctld does not hear from it now
+    gone = _drained_line(State="DOWN+DRAIN+NOT_RESPONDING", SlurmdStartTime="2026-11-30T05:40:12")
+    assert not watch_samples.registered(before, gone)
+    # BootTime=None (scontrol's word for a node not responding) is no new boot; a changed BootTime is one
+    assert watch_samples.new_boot(before, _drained_line(BootTime="None")) is None
+    assert watch_samples.new_boot(before, _drained_line(BootTime="2026-11-30T05:39:40")) == "boot_time"
+
+
+def test_a_new_boot_on_kubernetes_is_a_changed_boot_id_with_the_node_ready():
+    node = k8s_nodes()["gpu-node-1"]
+    taints = sched_k8s.taint_keys(node)  # the GPU pool's own taint, there at the baseline
+    before = sched_k8s.sample("gpu-node-1", node, 1.0, taints)
+    assert before["boot_id"] and before["phase"] == "available"
+    cordoned = json.loads(json.dumps(node))
+    cordoned["spec"]["unschedulable"] = True
+    # still Ready,SchedulingDisabled for node-monitor-grace-period after the kubelet stopped
+    stale = sched_k8s.sample("gpu-node-1", cordoned, 2.0, taints)
+    assert stale["phase"] == "drained" and not watch_samples.registered(before, stale)
+    cordoned["status"]["nodeInfo"]["bootID"] = "0b6b2a4e-7d7a-4c59-9d0e-5f1d3f4c2a10"
+    assert watch_samples.registered(before, sched_k8s.sample("gpu-node-1", cordoned, 3.0, taints))
+
+
+def _baseline(tmp_path, tag, nodes):
+    """The watcher's first reading, written as sched_watch start writes it."""
+    reading = sched.Scheduler("slurm").read(nodes, time.time(), others=True)
+    sched_watch._append(str(tmp_path / (tag + ".jsonl")), sched_watch.Recorder(nodes).add(reading))
+
+
+def _return(tmp_path, variant, **params):
+    base = {"action": "return", "scheduler": "slurm", "nodes": ["node4"], "resume": ["node4"], "interval": 0.1,
+            "timeout": 5, "job_command": ["true"], "booted_from": "sched_watch-reboot-b1"}
+    _, doc = run_probe("sched_action", str(tmp_path), "r", "obs", variant=variant, params=dict(base, **params))
+    by_node = {}
+    for r in doc["results"]:
+        by_node.setdefault(r["labels"]["node"], {})[r["metric"]] = r["value"]
+    return doc, by_node.get("node4", {})
+
+
+def test_return_resumes_a_node_slurm_kept_down_for_rebooting_unexpectedly(fake_slurm, tmp_path, monkeypatch):
+    """ReturnToService 1 (the recorded `scontrol show config`): node4 rebooted by ansible.builtin.reboot, slurmd of
+    the new boot registered and slurmctld shows it DOWN+DRAIN with our reason. The return action takes it as back
+    (a new SlurmdStartTime), resumes it and runs the fresh job; before, it waited the whole timeout for a phase it
+    never saw, and resumed nothing."""
+    monkeypatch.setenv("FAKE_SLURM_CONFIG", str(FIX / "audit" / "scontrol-show-config_h100.txt"))
+    _set(fake_slurm, node4={"State": "IDLE+DRAIN", "Reason": "clustermax.assess reboot test"})
+    _baseline(tmp_path, "sched_watch-reboot-b1", ["node4"])
+    _set(fake_slurm, node4={"State": "DOWN+DRAIN", "Reason": "clustermax.assess reboot test",
+                            "SlurmdStartTime": "2026-11-30T06:02:11", "BootTime": "2026-11-30T06:01:40"})
+    t0 = time.time()
+    doc, got = _return(tmp_path, "reboot-b1-return")
+    assert time.time() - t0 < 4  # not the timeout
+    assert doc["facts"]["registered_by_node4"] == "new boot (slurmd_start changed)"
+    assert doc["facts"]["return_to_service"] == "1"
+    assert got["available"] == 1 and got["job_rc"] == 0
+    assert got["registered_at"] <= got["resume_issued_at"] <= got["available_at"] <= got["job_ok_at"]
+    assert json.loads(fake_slurm.read_text())["node4"]["State"] == "IDLE"
+
+
+def test_return_waits_for_a_new_boot_not_the_drained_state_from_before(fake_slurm, tmp_path):
+    """A fast reboot slurmctld has not noticed yet: node4 still shows IDLE+DRAIN with the SlurmdStartTime of the boot
+    before. That is no return: nothing is resumed (before, it was resumed at once, and the fresh job timed)."""
+    _set(fake_slurm, node4={"State": "IDLE+DRAIN", "Reason": "clustermax.assess reboot test"})
+    _baseline(tmp_path, "sched_watch-reboot-b1", ["node4"])
+    doc, got = _return(tmp_path, "reboot-b1-return", timeout=1.0)
+    assert "registered_at" not in got and "resume_issued_at" not in got and got["available"] == 0
+    assert doc["facts"]["not_registered_node4"] == "drained (clustermax.assess reboot test; no new boot seen)"
+    assert json.loads(fake_slurm.read_text())["node4"]["State"] == "IDLE+DRAIN"
+    # Slurm's ReturnToService is recorded as what could be read: this stand-in prints no configuration
+    assert doc["facts"]["return_to_service"].startswith("unknown (scontrol show config")

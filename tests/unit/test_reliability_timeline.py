@@ -232,9 +232,27 @@ def test_the_controller_computes_from_raw_observations_what_the_old_probes_compu
             continue
         done = timeline.outcome(recorded_run, doc)
         assert done["status"] == "ok"
-        assert done["metrics"] == {r["metric"]: r["value"] for r in doc["results"] if not r["labels"]}
-        assert done["events"] == {r["labels"]["event"]: r["value"] for r in doc["results"]
-                                  if r["metric"] == "event_at"}
+        metrics = {r["metric"]: r["value"] for r in doc["results"] if not r["labels"]}
+        events = {r["labels"]["event"]: r["value"] for r in doc["results"] if r["metric"] == "event_at"}
+        if doc["probe"] == "reboot":
+            # Since then: the node's own reboot is the start + the reboot module's own wait on it (the old probes
+            # took the controller's time after the task, the batch's slowest node's), and node_return_s (what
+            # reliability.reboot_duration compares) is its own re-registration, registered_s.
+            assert done["metrics"]["reboot_s"] == metrics["reboot_module_elapsed_s"] == 4.0
+            assert done["events"]["reboot_returned"] == pytest.approx(events["reboot_started"] + 4.0, abs=1e-3)
+            assert done["metrics"]["node_return_s"] == metrics["registered_s"]
+            metrics.update(reboot_s=4.0, node_return_s=metrics["registered_s"])
+            events["reboot_returned"] = done["events"]["reboot_returned"]
+        else:
+            # Since then, what bounds detect_s: the probe's lag to the fault going in (injected_at - started_at,
+            # the node's clock) and the watcher's interval between two readings.
+            inject = recorded_run.artifact(doc["host"], "fault_inject")
+            lag = metrics["injected_at"] - timeline.parse_us(inject["started_at"]) / timeline.US
+            assert done["metrics"]["inject_lag_s"] == pytest.approx(lag, abs=1e-3) and 0 < lag < 5
+            assert done["metrics"]["watch_interval_s"] == 0.5
+            metrics.update(inject_lag_s=done["metrics"]["inject_lag_s"], watch_interval_s=0.5)
+        assert done["metrics"] == metrics
+        assert done["events"] == events
         assert {k: done["facts"].get(k) for k in doc["facts"]} == doc["facts"]
         compared.append((doc["host"], doc["probe"]))
     assert compared == [("cmxbl-node2", "reboot"), ("cmxbl-node3", "reboot"), ("cmxbl-node4", "fault_injection")]
@@ -414,3 +432,58 @@ def test_spares_are_paired_once_per_batch_whatever_each_nodes_injection_time():
     samples = swap(out=(("node4", 2.0), ("node3", 52.0)), extra={"node7": 60.0})
     assert timeline.spare_for(samples, "node4", T0) == ("node5", T0 + 40.0)
     assert timeline.spare_for(samples, "node3", T0 + 50) == ("node7", T0 + 60.0)
+
+
+# --- Registered again after a reboot: a new boot the scheduler heard from (samples.registered), as the watcher saw
+# it; never the earlier of that and the return action's reading of a phase.
+DRAINED_LINE = (FIX / "show_node_drained.txt").read_text().splitlines()[1]  # cmxd-node2: IDLE+DRAIN, our reason
+
+
+def slurm_at(t, state, slurmd_start):
+    fields = sched_slurm.parse_show_node(DRAINED_LINE)["cmxd-node2"]
+    line = DRAINED_LINE.replace("State=IDLE+DRAIN", "State=" + state).replace(
+        "SlurmdStartTime=" + fields["SlurmdStartTime"], "SlurmdStartTime=" + slurmd_start)
+    return sched_slurm.sample("cmxd-node2", sched_slurm.parse_show_node(line)["cmxd-node2"], t)
+
+
+def test_a_stale_drained_state_read_after_the_reboot_is_not_registered():
+    """A 45 s reboot slurmctld's ping never caught: the return action read IDLE+DRAIN from before the reboot at +46
+    and took it as back; slurmd of the new boot registered only at +75 (a new SlurmdStartTime). Before, registered_s
+    was the earlier, 46 s."""
+    t, s0, s1 = T0, "2026-12-01T09:00:00", "2026-12-01T10:05:20"
+    samples = [slurm_at(t - 20, "IDLE", s0), slurm_at(t - 9, "IDLE+DRAIN", s0), slurm_at(t + 75, "IDLE+DRAIN", s1),
+               slurm_at(t + 77, "IDLE", s1)]
+    ev = {"drain_issued": t - 10, "drained": t - 9, "reboot_started": t - 1, "reboot_started_observer": t,
+          "reboot_returned": t + 45, "registered": t + 46, "resume_issued": t + 76, "available": t + 77,
+          "job_started": t + 77.1, "job_ok": t + 78}
+    st = timeline.reboot_timeline(samples, ev, t + 90)
+    assert st["registered_s"] == st["node_return_s"] == 75.0 and st["events"]["registered"] == t + 75
+    # slurmctld's DOWN+DRAIN of the new boot (ReturnToService 1): registered all the same; not while NOT_RESPONDING
+    down = [slurm_at(t - 9, "IDLE+DRAIN", s0), slurm_at(t + 95, "DOWN+DRAIN+NOT_RESPONDING", s0),
+            slurm_at(t + 325, "DOWN+DRAIN", s1), slurm_at(t + 400, "IDLE", s1)]
+    st = timeline.reboot_timeline(down, dict(ev, registered=t + 325.5, resume_issued=t + 326), t + 500)
+    assert st["registered_s"] == 325.0 and st["seen_down_s"] == 95.0
+    # samples without a boot to compare (recorded before slurmd_start was): the return action's reading
+    bare = [{k: v for k, v in s.items() if k not in watch.BOOT_KEYS} for s in samples]
+    assert timeline.reboot_timeline(bare, ev, t + 90)["registered_s"] == 46.0
+
+
+def test_a_cordoned_kubernetes_node_still_ready_is_not_registered_until_its_new_boot_id():
+    """The kubelet stopped at +2; the node stays Ready,SchedulingDisabled (node-monitor-grace-period) and the return
+    action read it so at +36. The watcher saw the new boot's bootID at +70: that is when it was back."""
+    node = sched_k8s.parse_nodes((FIX.parent / "kubectl" / "get_nodes.json").read_text())["gpu-node-1"]
+    taints = sched_k8s.taint_keys(node)
+
+    def at(t, boot_id, cordoned):
+        doc = copy.deepcopy(node)
+        doc["spec"]["unschedulable"] = cordoned
+        doc["status"]["nodeInfo"]["bootID"] = boot_id
+        return sched_k8s.sample("gpu-node-1", doc, t, taints)
+
+    old, new = node["status"]["nodeInfo"]["bootID"], "0b6b2a4e-7d7a-4c59-9d0e-5f1d3f4c2a10"
+    samples = [at(T0 - 20, old, False), at(T0 - 9, old, True), at(T0 + 70, new, True), at(T0 + 72, new, False)]
+    ev = {"drain_issued": T0 - 10, "drained": T0 - 9, "reboot_started": T0 - 1, "reboot_started_observer": T0,
+          "reboot_returned": T0 + 35, "registered": T0 + 36, "resume_issued": T0 + 36.5, "available": T0 + 37,
+          "job_started": T0 + 37.1, "job_ok": T0 + 75}
+    st = timeline.reboot_timeline(samples, ev, T0 + 80)
+    assert st["registered_s"] == st["node_return_s"] == 70.0

@@ -18,7 +18,8 @@ ORDER = 70
 PLOT = "reliability_timeline.png"
 REBOOT_COLUMNS = (("drain_s", "drain"), ("reboot_s", "reboot"), ("seen_down_s", "seen down"),
                   ("registered_s", "scheduler sees it back"), ("resume_s", "resume -> available"),
-                  ("job_s", "fresh job"), ("return_to_service_s", "reboot -> fresh job"), ("total_s", "total"))
+                  ("job_s", "fresh job"), ("return_to_service_s", "reboot -> fresh job"), ("total_s", "total"),
+                  ("node_return_s", "node's own return"))
 REBOOT_EVENTS = (("drain_issued", "drain issued"), ("drained", "drained"), ("reboot_started", "reboot issued"),
                  ("seen_down", "scheduler sees it down"), ("registered", "scheduler sees it back"),
                  ("reboot_returned", "up with a new boot id"),

@@ -25,15 +25,17 @@ batch number: the host that holds the batch's sched_watch artifact.
 import os
 
 from probes.common.sched import DRAINED, NOTICED, OUT_OF_SERVICE, held_out
-from probes.reliability.samples import intervals, known, read_samples, spares
+from probes.reliability.samples import boot_marks, intervals, known, read_samples, registered, spares
 from reports import DATA_DIR, yamlio
+from reports.sla.timeutil import US, TimeError
+from reports.sla.timeutil import parse_time as parse_us
 
 # sched_action result metrics -> reboot_timeline event names
 ACTION_EVENTS = {"drain_issued_at": "drain_issued", "drained_at": "drained", "registered_at": "registered",
                  "resume_issued_at": "resume_issued", "available_at": "available", "job_started_at": "job_started",
                  "job_ok_at": "job_ok"}
 REBOOT_TIMINGS = ("drain_s", "reboot_s", "seen_down_s", "registered_s", "resume_s", "job_s", "return_to_service_s",
-                  "total_s")
+                  "total_s", "node_return_s")
 # The events the reboot artifact itself holds: what only the controller saw, by its clock, and the reboot's start by
 # the observer's clock (the scheduler's times are the observer's: the controller's clock may be seconds or minutes
 # off the cluster's, so a duration never subtracts one clock from the other).
@@ -188,8 +190,9 @@ def reboot_timeline(samples, events, t_end=None):
     """Stage timings of one planned reboot.
 
     events (seconds since the epoch, any may be missing): drain_issued, drained (the drain action saw it drained),
-    reboot_started, reboot_returned (boot id changed and a command ran, by the controller's clock), registered
-    (the scheduler saw the node answer again), resume_issued, available, job_started, job_ok.
+    reboot_started, reboot_returned (boot id changed and a command ran, by the controller's clock: the start + the
+    reboot module's own elapsed on this node), registered (the scheduler heard from the node's new boot),
+    resume_issued, available, job_started, job_ok.
     The scheduler samples fill in what an action did not see and add what only a watcher sees (the node seen down,
     slurmd restarted).
 
@@ -217,18 +220,21 @@ def reboot_timeline(samples, events, t_end=None):
         until = ev.get("resume_issued") or float("inf")
         down = _first(samples, rs, lambda s: s["phase"] in ("down", "missing") and s["t"] < until)
         out["seen_down_s"] = _dur(rs, down["t"]) if down else None
-        # Registered again: the watcher sees slurmd's start time change (Slurm), else the return action saw the
-        # node answer; the earlier of the two, since the action only starts looking once the reboot task is done.
-        seen = []
-        if ev.get("registered") is not None:
-            seen.append(ev["registered"])
-        if base is not None and base.get("slurmd_start"):
-            s = _first(samples, rs, lambda s: s.get("slurmd_start") not in (None, base.get("slurmd_start")))
-            if s:
-                seen.append(s["t"])
-        out["registered_s"] = _dur(rs, min(seen)) if seen else None
-        if seen:
-            out["events"]["registered"] = min(seen)
+        # Registered again: the scheduler shows a new boot of the node, answering (samples.registered: Slurm's
+        # SlurmdStartTime or BootTime, Kubernetes' bootID, changed since the baseline), as the watcher saw it. Not
+        # the earlier of that and a phase: a drained node's state from before the reboot (IDLE+DRAIN, or a cordoned
+        # node still Ready) may be read when the node is already gone. The return action's time counts only where
+        # the watcher's baseline tells no boot (older samples) or the watcher saw none.
+        seen = None
+        booted = base if base is not None else state_at(samples, rs)  # the boot before: the watch began before
+        if boot_marks(booted):
+            s = _first(samples, rs, lambda s: registered(booted, s))
+            seen = s["t"] if s else None
+        if seen is None:
+            seen = ev.get("registered")
+        out["registered_s"] = _dur(rs, seen)
+        if seen is not None:
+            out["events"]["registered"] = seen
         if down:
             out["events"]["seen_down"] = down["t"]
     available = _seen(ev, samples, "available", "resume_issued")
@@ -241,6 +247,11 @@ def reboot_timeline(samples, events, t_end=None):
         rs, back = ev.get("reboot_started"), ev.get("reboot_returned")
     out["return_to_service_s"] = _dur(rs, back)
     out["total_s"] = _dur(start, back)
+    # The node's own return, what reliability.reboot_duration compares between the rebooted nodes: to the scheduler
+    # hearing from its new boot. The resume, the fresh job (return_to_service_s) and the controller's "back" come
+    # only once the reboot task is over on every node of the batch (Ansible's linear strategy), so they are the
+    # batch's slowest node's, not this one's. Without a scheduler: the reboot module's own wait for this node.
+    out["node_return_s"] = out["reboot_s"] if ev.get("drain_issued") is None else out.get("registered_s")
     # Flapping after the node came back: it left service again before the end of the watch.
     if available is not None:
         ivs = intervals(samples, start=available, end=t_end)
@@ -320,12 +331,17 @@ def reboot_outcome(run, doc):
         event = (r.get("labels") or {}).get("event")
         if r["metric"] == "event_at" and event in CONTROLLER_EVENTS:
             events[event] = float(r["value"])
+    elapsed = _unlabelled(doc, "reboot_module_elapsed_s")
+    if elapsed is not None and events.get("reboot_started") is not None and events.get("reboot_returned") is not None:
+        # The node's own reboot: the module's own wait on it. The time the controller went on (the task after it)
+        # is the batch's slowest node's (Ansible's linear strategy); artifacts written before roles/reboot recorded
+        # the start + the elapsed carry that one.
+        events["reboot_returned"] = events["reboot_started"] + elapsed
     samples = b.samples()
     t_end = max([s["t"] for s in samples] or [0]) or None
     stages = reboot_timeline(samples, events, t_end)
     metrics = {"boot_id_changed": 1 if changed else 0}
     metrics.update((name, stages[name]) for name in REBOOT_TIMINGS if stages.get(name) is not None)
-    elapsed = _unlabelled(doc, "reboot_module_elapsed_s")
     if elapsed is not None:
         metrics["reboot_module_elapsed_s"] = elapsed
     if stages.get("flaps_after_return") is not None:
@@ -401,6 +417,27 @@ def injection_clock(inject):
                              "inject_started_observer" for r in results) else "node"
 
 
+def inject_lag(inject):
+    """Seconds from the fault_inject probe's start to its fault going in (injected_at - started_at, both the node's
+    clock): the part of detect_s, timed from the observer's reading before the probe's task, that passed before
+    the fault was there (the device described, the methods tried first). None when it cannot be told."""
+    results = (inject or {}).get("results") or []
+    at = next((float(r["value"]) for r in results if r["metric"] == "injected_at"), None)
+    try:
+        started = parse_us((inject or {}).get("started_at") or "") / US
+    except (TimeError, TypeError, ValueError):
+        return None
+    return _r(at - started) if at is not None and at >= started else None
+
+
+def watch_interval(b):
+    """The seconds between two readings of the batch's watcher (its start's params), or None: a stage seen by it is
+    known to within that."""
+    start = b.observer_doc("sched_watch", "-start") or {}
+    value = (start.get("params") or {}).get("interval")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def fault_outcome(run, doc):
     b = _Batch(run, doc)
     inject = b.own("fault_inject")
@@ -454,6 +491,13 @@ def fault_outcome(run, doc):
                "flaps": tl.get("flaps", 0), "drain_open": 1 if tl.get("drain_open") else 0}
     metrics.update((name, tl[name]) for name in ("detect_s", "drain_s", "time_drained_s", "out_of_service_s",
                                                  "return_s") if tl.get(name) is not None)
+    # What bounds detect_s: it counts from the observer's clock read before the injection task, so it holds the
+    # probe's own lag to the fault going in (inject_lag_s); a change is seen to within the watcher's interval.
+    lag, interval = inject_lag(inject), watch_interval(b)
+    if lag is not None:
+        metrics["inject_lag_s"] = lag
+    if interval is not None:
+        metrics["watch_interval_s"] = interval
     # The basic command the observer ran on the node at the end of the watch (sched_action -job: job_started_at,
     # job_rc, job_ok_at when rc 0, else the fact job_error_<node>; job_skipped_<node> when the node was not
     # available): what tells "back in service" (or "kept in service", for a contained XID) from "takes work".
