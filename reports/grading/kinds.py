@@ -197,14 +197,14 @@ def grade_metric(check, run, host, models=None):
     rows = []
     for subject, values in groups:
         value = float(agg(values))
-        threshold, text, why = expectations.resolve(check["expect"], spec)
+        threshold, text, why = expectations.resolve(check["expect"], spec, value)
         if threshold is None:
             rows.append(make_row(check, host, "skip", value, reason=why, subject=subject))
             continue
         status = "pass" if expectations.meets(value, check["expect"], threshold) else "fail"
         expected = text
         if status == "pass" and check.get("warn"):
-            w_threshold, w_text, _ = expectations.resolve(check["warn"], spec)
+            w_threshold, w_text, _ = expectations.resolve(check["warn"], spec, value)
             if w_threshold is not None and not expectations.meets(value, check["warn"], w_threshold):
                 status, expected = "warn", "%s (warn below %s)" % (text, w_text)
         unit = check.get("unit") or sel.unit

@@ -448,6 +448,14 @@ def test_tokens_per_s_just_under_the_warn_line_are_shown_under_it():
     assert (row["status"], row["observed"]) == ("warn", "4897.6 tokens/s per GPU")
 
 
+def test_a_fail_line_just_over_the_value_is_shown_over_it():
+    """4033.3 tokens/s per GPU fails the line 4033.4 (0.7 × 5762): "%.4g" showed the line as ">= 4033", met by the
+    value beside it."""
+    run = make_run([train_doc("h1", tps={1: 4033.3, 2: GOOD_TPS})])
+    [row] = gt.grade_throughput(check("training.dense_tokens_per_s"), run, "h1")
+    assert (row["status"], row["expected"]) == ("fail", ">= 4033.4 (0.7 × training_llama8b_tps_per_gpu 5762)")
+
+
 def test_a_step_time_cv_just_over_the_warn_line_is_shown_over_it():
     """A cv of 0.0504 warns (above 0.05): "%.3f" showed it as 0.050."""
     rows = gt.grade_step_cv(check("training.dense_step_variance"), make_run([train_doc("h1", cv=0.0504)]), "h1")

@@ -360,10 +360,10 @@ def _sustained(check, run, host, doc, subject, m, dtype):
     models = load_models(run)
     model = (doc.get("device") or {}).get("model")
     spec = models.get(expectations.gpu_model_key(model, models) or "")
-    fail, text, why = expectations.resolve({"fraction": check.get("fail_fraction", 0.6), "of": of}, spec)
+    fail, text, why = expectations.resolve({"fraction": check.get("fail_fraction", 0.6), "of": of}, spec, value)
     if fail is None:
         return make_row(check, host, "skip", value, reason="%s (GPU %s)" % (why, model), subject=subject)
-    warn, warn_text, _ = expectations.resolve({"fraction": check.get("warn_fraction", 0.8), "of": of}, spec)
+    warn, warn_text, _ = expectations.resolve({"fraction": check.get("warn_fraction", 0.8), "of": of}, spec, value)
     status = "fail" if value < fail else "warn" if value < warn else "pass"
     return make_row(check, host, status, "%s TFLOP/s mean over the run (%s)" % (shown(value, (fail, warn)), dtype),
                     "%s (warn below %s)" % (text, warn_text), subject=subject)

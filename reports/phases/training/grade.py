@@ -231,7 +231,7 @@ def grade_throughput(check, run, host):
     why = shape_mismatch(check, facts)
     if why:
         return [make_row(check, host, "skip", observed, subject=subject, reason=why)]
-    threshold, text, _ = expectations.resolve(check["expect"], spec)
+    threshold, text, _ = expectations.resolve(check["expect"], spec, value)
     if threshold is None:
         return [make_row(check, host, "skip", observed, subject=subject,
                          reason=no_expectation(name, spec, check["expect"]["of"]))]
@@ -239,7 +239,7 @@ def grade_throughput(check, run, host):
     if not expectations.meets(value, check["expect"], threshold):
         status = "fail"
     elif check.get("warn"):
-        w_threshold, w_text, _ = expectations.resolve(check["warn"], spec)
+        w_threshold, w_text, _ = expectations.resolve(check["warn"], spec, value)
         if not expectations.meets(value, check["warn"], w_threshold):
             status, expected = "warn", "%s (warn below %s)" % (text, w_text)
     row = make_row(check, host, status, observed, expected, subject=subject)
