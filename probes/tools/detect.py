@@ -5,6 +5,7 @@ tools_build share one way of finding each thing."""
 import glob
 import json
 import os
+import platform
 import re
 import shutil
 import sys
@@ -34,6 +35,13 @@ def os_release(text):
     family = next((FAMILIES[i] for i in ids if i in FAMILIES), None)
     return {"id": fields.get("ID"), "version_id": fields.get("VERSION_ID"), "id_like": fields.get("ID_LIKE"),
             "pretty_name": fields.get("PRETTY_NAME"), "family": family}
+
+
+def platform_tag(osr=None):
+    """"x86_64-ubuntu24.04": the CPU architecture and the OS a venv or a build was made on. Keys name it, so nodes
+    sharing a prefix (an NFS home) never take another architecture's or distribution's binaries for theirs."""
+    osr = osr if osr is not None else os_release(read_text("/etc/os-release"))
+    return "%s-%s%s" % (platform.machine() or "unknown", osr.get("id") or "unknown-os", osr.get("version_id") or "")
 
 
 def installed_packages(family, names, timeout=30.0):
@@ -101,11 +109,13 @@ def nvidia():
                                          "driver": None, "archs": [], "gpus": 0}
     driver = nvidia_driver_version(res.stdout)
     cuda = nvidia_cuda_version(res.stdout) or cuda_for_driver(driver)
-    q = run_cmd(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"], timeout=30)
-    archs = sorted({line.strip().replace(".", "") for line in q.stdout.splitlines()
-                    if re.match(r"^\d+\.\d+$", line.strip())}) if q.rc == 0 else []
+    q = run_cmd(["nvidia-smi", "--query-gpu=compute_cap,name", "--format=csv,noheader"], timeout=30)
+    rows = [[f.strip() for f in line.split(",", 1)] for line in q.stdout.splitlines() if line.strip()] \
+        if q.rc == 0 else []
+    # by number: "90" before "100" (the last is the one whose PTX a build carries)
+    archs = sorted({r[0].replace(".", "") for r in rows if re.match(r"^\d+\.\d+$", r[0])}, key=int)
     return {"driver": driver, "cuda": "%d.%d" % cuda if cuda else None, "archs": archs,
-            "gpus": len(q.stdout.splitlines()) if q.rc == 0 else 0, "error": None}
+            "names": sorted({r[1] for r in rows if len(r) > 1 and r[1]}), "gpus": len(rows), "error": None}
 
 
 def rocm_version_text(text):
@@ -203,25 +213,44 @@ def mpi(home=""):
                 else "mpich" if "HYDRA" in text or "mpich" in text.lower() else "intel" if "Intel" in text
                 else "unknown")
         m = re.search(r"(\d+\.\d+(?:\.\d+)?)", text)
-        return {"kind": kind, "home": mpi_home(bindir), "mpirun": mpirun, "bin": bindir,
-                "version": m.group(1) if m else None}
+        return dict(mpi_dirs(bindir), kind=kind, mpirun=mpirun, bin=bindir, version=m.group(1) if m else None)
     return None
 
 
-def mpi_home(bindir):
-    """The MPI_HOME a Makefile wants (include/mpi.h and lib/libmpi.so under it): the compiler wrapper's own
-    include dir where it says (Debian puts Open MPI under /usr/lib/<triplet>/openmpi), else bin/.."""
+def _libmpi_dir(dirs):
+    return next((d for d in dirs if glob.glob(os.path.join(d, "libmpi.so*"))), None)
+
+
+def mpi_dirs(bindir):
+    """{home, include, lib} of the MPI whose wrappers are in bindir: where mpi.h and libmpi are, from the compiler
+    wrapper (Open MPI's --showme:incdirs/--showme:libdirs, MPICH's -show), and the MPI_HOME a Makefile wants
+    (include/mpi.h and lib/libmpi.so under it): Debian puts Open MPI under /usr/lib/<triplet>/openmpi/{include,lib};
+    RHEL's openmpi-devel has mpi.h in /usr/include/openmpi-<arch> and libmpi in /usr/lib64/openmpi/lib, two places
+    no single MPI_HOME names (home is then bin/.., and tools_build gives make a directory linking both)."""
     mpicc = os.path.join(bindir, "mpicc")
+    incs, libs = [], []
     res = run_cmd([mpicc, "--showme:incdirs"], timeout=30)
     if res.rc == 0:
-        for inc in res.stdout.split():
-            if os.path.isfile(os.path.join(inc, "mpi.h")):
-                return os.path.dirname(inc.rstrip("/"))
-    res = run_cmd([mpicc, "-show"], timeout=30)  # MPICH
-    for flag in res.stdout.split() if res.rc == 0 else []:
-        if flag.startswith("-I") and os.path.isfile(os.path.join(flag[2:], "mpi.h")):
-            return os.path.dirname(flag[2:].rstrip("/"))
-    return os.path.dirname(bindir)
+        incs = res.stdout.split()
+        res = run_cmd([mpicc, "--showme:libdirs"], timeout=30)
+        libs = res.stdout.split() if res.rc == 0 else []
+    else:
+        res = run_cmd([mpicc, "-show"], timeout=30)  # MPICH
+        flags = res.stdout.split() if res.rc == 0 else []
+        incs = [f[2:] for f in flags if f.startswith("-I")]
+        libs = [f[2:] for f in flags if f.startswith("-L")]
+    inc = next((i.rstrip("/") for i in incs if os.path.isfile(os.path.join(i, "mpi.h"))), None)
+    lib = _libmpi_dir([d.rstrip("/") for d in libs])
+    home = os.path.dirname(bindir)
+    if inc and os.path.basename(inc) == "include":
+        home = os.path.dirname(inc)
+    lib = lib or _libmpi_dir([os.path.join(home, "lib"), os.path.join(home, "lib64")]) or os.path.join(home, "lib")
+    return {"home": home, "include": inc or os.path.join(home, "include"), "lib": lib}
+
+
+def mpi_home(bindir):
+    """The MPI_HOME a Makefile wants (mpi_dirs)."""
+    return mpi_dirs(bindir)["home"]
 
 
 def python_info(python=None):
@@ -235,3 +264,19 @@ def python_info(python=None):
     except (ValueError, IndexError):
         return {"python": python, "version": None, "torch": None, "error": (res.stderr or res.stdout)[-300:]}
     return dict(doc, python=python)
+
+
+# One tiny op on the GPU: a torch without kernels for the node's GPUs imports and says is_available(), then fails here.
+DEVICE_CHECK = ("import torch\nx = torch.ones(1, device='cuda') + 1\ntorch.cuda.synchronize()\n"
+                "print('device-check', float(x.item()), torch.cuda.get_device_name(0))")
+# What torch prints when its build has no kernels for the GPU (the error, and the warning before it).
+NO_KERNEL = re.compile(r"no kernel image is available|is not compatible with the current PyTorch installation|"
+                       r"invalid device function", re.I)
+
+
+def torch_device_check(python, timeout=180.0):
+    """{ok, no_kernel, output} of one CUDA (or ROCm: torch's "cuda" device) op under the interpreter's torch."""
+    res = run_cmd([python, "-c", DEVICE_CHECK], timeout=timeout)
+    text = (res.stdout + res.stderr).strip()
+    ok = res.rc == 0 and "device-check 2.0" in res.stdout
+    return {"ok": ok, "no_kernel": not ok and bool(NO_KERNEL.search(text)), "output": text[-1500:]}

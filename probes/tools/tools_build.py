@@ -2,13 +2,15 @@
 built from source into the tools prefix.
 
 Each build goes to <prefix>/build/<tool>/<key>, the key a digest of what the binaries depend on: the source (git
-URL and ref, or the tarball's sha256), the CUDA toolkit or ROCm version, NCCL's version and place, the MPI, and
-the GPU architectures compiled for. A build with a marker under its key is reused (state `present`); sources are
-fetched into <prefix>/src. Builds run under an flock per tool, so nodes sharing a prefix build once.
+URL and ref, or the tarball's sha256), the CPU architecture and OS release (detect.platform_tag), the CUDA toolkit
+or ROCm version, NCCL's version and place, the MPI, and the GPU architectures compiled for. A build with a marker
+under its key is reused (state `present`); sources are fetched into <prefix>/src. Builds run under an flock per
+tool, so nodes sharing a prefix build once.
 
 Build once, copy to the same image: with `build: false` a node only reports what it has (state `waiting` where
 it would build); `archive_out` packs this node's builds for the role to copy, `archive_in` unpacks a copy from an
-identical node before looking (state `copied`). nccl-tests is built the way its README says:
+identical node before looking (state `copied`); `build_differing` then builds here what still waits under a key
+other than the builder's (same image, another MPI or NCCL). nccl-tests is built the way its README says:
 `make MPI=1 MPI_HOME=… CUDA_HOME=… NCCL_HOME=… NVCC_GENCODE=…`; a wheel's NCCL (no unversioned libnccl.so) gets
 a link directory beside the build. Upstream links without an rpath: the libraries the binaries need are recorded
 in ld_library_path, which the probe action puts in the environment of every later probe.
@@ -55,6 +57,10 @@ PARAMS = Params(
     build=Param(bool, True, "build what is missing (false: only report, state waiting)"),
     archive_in=Param(str, "", "a tar.gz of another node's builds to unpack first"),
     archive_out=Param(str, "", "write this node's builds (present or built) to this tar.gz"),
+    build_differing=Param(bool, False, "with build false: build what still waits (after archive_in) under a key "
+                                       "other than the one in builder_builds (the node that builds for this image "
+                                       "has another MPI, NCCL, ...: its copy cannot serve)"),
+    builder_builds=Param(dict, {}, "the records of the node that builds for this image (build_differing)"),
     mpi_home=Param(str, "", "MPI to build with (tools_mpi_home)"),
     cuda_home=Param(str, "", "CUDA toolkit (tools_cuda_home)"),
     nccl_home=Param(str, "", "NCCL (tools_nccl_home)"),
@@ -112,7 +118,9 @@ def needs(tool, env):
 
 
 def build_key(tool, src_id, env):
-    parts = [tool, src_id]
+    # the CPU architecture and OS (release) first: a shared prefix holds one build per kind of node, never another
+    # architecture's binaries (Exec format error) or ones linked against another distribution's libraries
+    parts = [tool, src_id, "platform=%s" % (env.get("platform") or detect.platform_tag())]
     if tool in ("nccl_tests", "nvbandwidth"):
         parts += ["cuda=%s" % env["cuda"]["version"], "archs=%s" % ",".join(env["archs"])]
     if tool == "nccl_tests":
@@ -175,6 +183,27 @@ def nccl_link_dir(nccl, out):
     return shim
 
 
+def mpi_lib(mpi):
+    """Where libmpi is (detect.mpi_dirs), for ld_library_path."""
+    return mpi.get("lib") or os.path.join(mpi["home"], "lib")
+
+
+def mpi_link_dir(mpi, out):
+    """MPI_HOME for make (-I$(MPI_HOME)/include -L$(MPI_HOME)/lib): the MPI's home where mpi.h and libmpi are under
+    it; else (RHEL's openmpi-devel: /usr/include/openmpi-x86_64 and /usr/lib64/openmpi/lib) a directory beside the
+    build with include -> the wrapper's include dir and lib -> its lib dir."""
+    home, inc, lib = mpi["home"], mpi.get("include"), mpi_lib(mpi)
+    if not inc or (os.path.realpath(inc) == os.path.realpath(os.path.join(home, "include"))
+                   and os.path.realpath(lib) == os.path.realpath(os.path.join(home, "lib"))):
+        return home
+    shim = os.path.join(out, "mpi-home")
+    os.makedirs(shim, exist_ok=True)
+    for link, target in ((os.path.join(shim, "include"), inc), (os.path.join(shim, "lib"), lib)):
+        if not os.path.lexists(link):
+            os.symlink(target, link)
+    return shim
+
+
 def recipe(tool, src_dir, out, env, jobs):
     """-> ([argv or (argv, cwd), ...], bin_dir, ld_library_path, executables to copy into bin_dir or None: paths,
     or (path, the name it gets there)).
@@ -187,7 +216,7 @@ def recipe(tool, src_dir, out, env, jobs):
         steps = [] if os.path.isfile(configure) else [([os.path.join(work, "bootstrap")], work)]
         steps += [([configure, "--prefix=%s" % out, "MPICC=%s" % os.path.join(mpi["bin"], "mpicc")], work),
                   (["make", "-j%d" % jobs], work), (["make", "install"], work)]
-        return steps, os.path.join(out, "bin"), [os.path.join(mpi["home"], "lib")], None
+        return steps, os.path.join(out, "bin"), [mpi_lib(mpi)], None
     if tool == "fio_http":
         return ([([os.path.join(work, "configure")], work), (["make", "-j%d" % jobs], work)],
                 os.path.join(out, "bin"), [], [(os.path.join(work, "fio"), "fio-http")])
@@ -206,19 +235,19 @@ def recipe(tool, src_dir, out, env, jobs):
         argv = ["make", "-C", src_dir, "-j%d" % jobs, "BUILDDIR=%s" % build, "CUDA_HOME=%s" % env["cuda"]["home"],
                 "NCCL_HOME=%s" % nccl_link_dir(env["nccl"], out)]
         if mpi:
-            argv += ["MPI=1", "MPI_HOME=%s" % mpi["home"]]
+            argv += ["MPI=1", "MPI_HOME=%s" % mpi_link_dir(mpi, out)]
         code = gencode(env["archs"])
         if code:
             argv.append("NVCC_GENCODE=%s" % code)
-        libs = [env["nccl"]["lib"]] + ([os.path.join(mpi["home"], "lib")] if mpi else [])
+        libs = [env["nccl"]["lib"]] + ([mpi_lib(mpi)] if mpi else [])
         return [argv], build, libs, None
     if tool == "rccl_tests":
         rocm = env["rocm"]["home"]
         argv = ["make", "-C", src_dir, "-j%d" % jobs, "BUILDDIR=%s" % build, "HIP_HOME=%s" % rocm,
                 "ROCM_HOME=%s" % rocm, "RCCL_HOME=%s" % rocm]
         if mpi:
-            argv += ["MPI=1", "MPI_HOME=%s" % mpi["home"]]
-        return [argv], build, [os.path.join(rocm, "lib")] + ([os.path.join(mpi["home"], "lib")] if mpi else []), None
+            argv += ["MPI=1", "MPI_HOME=%s" % mpi_link_dir(mpi, out)]
+        return [argv], build, [os.path.join(rocm, "lib")] + ([mpi_lib(mpi)] if mpi else []), None
     configure = ["cmake", "-S", src_dir, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
                  "-DCMAKE_CUDA_COMPILER=%s" % env["cuda"]["nvcc"]]
     if env["archs"]:
@@ -344,7 +373,12 @@ def unpack(archive, prefix):
             parts = m.name.split("/")
             if len(parts) == 3 and parts[2] == MARKER:
                 keys.append(parts[1])
-        tar.extractall(root)  # noqa: S202 - members checked above
+        # members checked above; the NCCL and MPI link directories hold absolute symlinks, which the "data" filter
+        # (Python 3.14's default, PEP 706) refuses
+        if hasattr(tarfile, "fully_trusted_filter"):
+            tar.extractall(root, filter="fully_trusted")  # noqa: S202
+        else:
+            tar.extractall(root)  # noqa: S202
     return keys
 
 
@@ -362,7 +396,8 @@ def run(art, params, out_dir):
         return
     nv = detect.nvidia()
     env = {"cuda": detect.cuda_toolkit(params["cuda_home"]), "nvidia": nv, "rocm": detect.rocm(),
-           "mpi": detect.mpi(params["mpi_home"]), "archs": (nv or {}).get("archs") or []}
+           "mpi": detect.mpi(params["mpi_home"]), "archs": (nv or {}).get("archs") or [],
+           "platform": detect.platform_tag()}
     env["nccl"] = detect.nccl(params["nccl_home"], params["pythons"])
     unpacked = []
     if params["archive_in"]:
@@ -379,6 +414,12 @@ def run(art, params, out_dir):
             rec = build_one(tool, src, env, params)
             if rec.get("key") in unpacked and rec["state"] == "present":
                 rec["state"] = "copied"
+            theirs = (params["builder_builds"].get(tool) or {}).get("key")
+            if rec["state"] == "waiting" and params["build_differing"] and theirs != rec.get("key"):
+                # same image, another key (its MPI or NCCL differs): the builder's copy cannot serve, so build here
+                rec = dict(build_one(tool, src, env, dict(params, build=True)),
+                           why_here="the node that builds for this image built under key %s, this node needs %s"
+                           % (theirs, rec.get("key")))
             records[tool] = rec
     except LockTimeout as exc:
         art.error(str(exc))

@@ -2,8 +2,9 @@
 
 Read-only. Run twice by the tools role: before the package step (variant `before`: its `missing_packages` is
 what the role installs) and after it (variant `after`: what the report's tools section compares with, so that
-"installed" is measured, not assumed). MPI counts as present when any MPI is found (HPC-X, one on PATH, or a
-distribution's off-PATH layout): Open MPI is then not asked for.
+"installed" is measured, not assumed). MPI counts as present when any MPI with its development files (mpicc,
+mpi.h) is found (HPC-X, one on PATH, or a distribution's off-PATH layout): Open MPI is then not asked for. A runtime
+alone does not count.
 Facts: os, family, uid, home, prefix, packages {tool: {names, installed}}, missing_packages, commands, mpi, cuda,
 nvidia, rocm, nccl, python, image (what nodes must share for one build to serve them all).
 """
@@ -48,6 +49,12 @@ def image_key(osr, nvidia, rocm, cuda):
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16], parts
 
 
+def mpi_buildable(mpi):
+    """The MPI has what the builds need: its compiler wrapper (IOR's MPICC) and mpi.h (nccl-tests' MPI_HOME)."""
+    return (os.access(os.path.join(mpi["bin"], "mpicc"), os.X_OK)
+            and os.path.isfile(os.path.join(mpi.get("include") or os.path.join(mpi["home"], "include"), "mpi.h")))
+
+
 def run(art, params, out_dir):
     osr = detect.os_release(read_text("/etc/os-release"))
     family = osr["family"]
@@ -66,9 +73,15 @@ def run(art, params, out_dir):
         if not names[tool]:
             note = "no package for %s on %s (tools_packages)" % (tool, family or osr.get("id"))
         elif tool == "openmpi" and mpi and not state:
-            note = "another MPI is present: %s %s at %s" % (mpi["kind"], mpi["version"] or "", mpi["bin"])
-            state = True
+            if mpi_buildable(mpi):
+                note = "another MPI is present: %s %s at %s" % (mpi["kind"], mpi["version"] or "", mpi["bin"])
+                state = True
+            else:  # a runtime alone (openmpi-bin without libopenmpi-dev): nccl-tests and IOR cannot build with it
+                note = ("%s %s at %s has no development files (mpicc, mpi.h): its packages are asked for"
+                        % (mpi["kind"], mpi["version"] or "", mpi["bin"]))
         packages[tool] = {"names": names[tool], "installed": state, "note": note}
+        if tool == "openmpi" and mpi and not state and names[tool]:
+            packages[tool]["runtime_only"] = True
         if state is False:
             missing += [n for n in names[tool] if not installed.get(n)]
     cuda = detect.cuda_toolkit(params["cuda_home"])
@@ -89,7 +102,8 @@ def run(art, params, out_dir):
                                          % (osr.get("pretty_name") or "this OS", family))
     if params["pins"]:
         python, _, _, chosen = tools_venv.plan(dict(params, index_url=""), nvidia, rocm)
-        art.facts["venv_ready"] = bool(chosen) and tools_venv.ready(prefix, tools_venv.venv_key(python, chosen))
+        art.facts["venv_ready"] = bool(chosen and chosen["variant"]) and tools_venv.ready(
+            prefix, tools_venv.venv_key(python, chosen))
     if params["inference_pins"]:
         _, kind, key = tools_inference.plan({"pins": params["inference_pins"]}, nvidia or {}, rocm or {})
         # None: no build for this node (the tools step says why), nothing to copy a wheelhouse for
@@ -104,17 +118,23 @@ PROBE_TOOL = {"openmpi": "mpi"}
 
 def package_reason(tool, rec, step, family):
     """Why a package tool is still missing after the package step, with the variable that controls it."""
-    if rec.get("note"):
+    if rec.get("note") and not rec.get("runtime_only"):
         return rec["note"]
     if step.get("off"):
         return "not installed: %s is false" % step["off"]
+    refresh = step.get("refresh") or {}
+    # Debian/Ubuntu: apt's lists are refreshed before the install; with no mirror the install uses the cache as it is
+    stale = ("; `apt-get update` failed before it, so apt had only the lists it already held (a mirror or proxy "
+             "the node can reach, or a filled cache): %s" % (" ".join((refresh.get("msg") or "").split())[-400:]
+                                                             or "no output")) if refresh.get("failed") else ""
     if step.get("failed"):
         cmd = {"debian": "apt-get install", "redhat": "dnf install", "suse": "zypper install"}.get(family, "install")
-        return "`%s %s` failed (rc %s): %s (tools_system_packages, tools_package_names)" % (
+        return "`%s %s` failed (rc %s): %s%s (tools_system_packages, tools_package_names)" % (
             cmd, " ".join(step.get("asked") or rec["names"]), step.get("rc"),
-            " ".join((step.get("msg") or "").split())[-600:] or "no output")
+            " ".join((step.get("msg") or "").split())[-600:] or "no output", stale)
     if step.get("ran"):
-        return "the package step ran but %s is still not installed (tools_package_names)" % ", ".join(rec["names"])
+        return "the package step ran but %s is still not installed%s (tools_package_names)" % (
+            ", ".join(rec["names"]), stale)
     return "not installed, and the package step did not run (tools_system_packages)"
 
 

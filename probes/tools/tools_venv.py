@@ -11,8 +11,10 @@ datagen's numpy, av and pyarrow by default) are a second pip call, from the whee
 pip runs with no configuration file and no PIP_* variable (install.pip_env) so that a node's own pip configuration
 cannot change what is installed.
 
-The venv lives in <prefix>/venv/py<X.Y>-torch<version>-<variant>; a marker written last names what it holds, so an
-existing venv with the same (python, torch, variant) is reused (changed: false) and a half-made one is made again.
+The venv lives in <prefix>/venv/py<X.Y>-<machine>-<os><version>-torch<version>-<variant>; a marker written last names
+what it holds, so an existing venv with the same (python, platform, torch, variant) is reused (changed: false) and a
+half-made one is made again. On a node with GPUs a GPU build must run one op on the device (a torch without kernels
+for the node's GPUs imports, then fails "no kernel image is available"): else an error artifact.
 Facts: python (the venv's interpreter), key, torch, variant, why, reused, changed, the pip command and its tail.
 A failed install is an error artifact whose reason carries the command, the last lines of its output and the
 variable that controls it; the role then keeps the Python preflight found.
@@ -49,15 +51,21 @@ def plan(params, nv=None, rocm=None):
     rocm = rocm if rocm is not None else detect.rocm()
     python = "%d.%d" % sys.version_info[:2]
     chosen = variants.choose(params["pins"], cuda=(nv or {}).get("cuda"), rocm=(rocm or {}).get("version"),
-                             python=python, index_url=params["index_url"])
+                             python=python, index_url=params["index_url"], archs=(nv or {}).get("archs") or (),
+                             names=(nv or {}).get("names") or ())
     if chosen and params["variant"]:
-        chosen = dict(chosen, variant=params["variant"], why="forced (tools_torch_variant)",
+        # forced: the release chosen for the node, or (none runs on its GPUs) the newest for this Python
+        torch = chosen["torch"] or next((p["torch"] for p in params["pins"]
+                                         if not p.get("python") or python in p["python"]), None)
+        chosen = dict(chosen, torch=torch, variant=params["variant"], why="forced (tools_torch_variant)",
                       index_url=params["index_url"] or variants.DEFAULT_INDEX % params["variant"])
     return python, nv, rocm, chosen
 
 
-def venv_key(python, chosen):
-    return "py%s-torch%s-%s" % (python, chosen["torch"], chosen["variant"])
+def venv_key(python, chosen, tag=None):
+    """py3.12-x86_64-ubuntu24.04-torch2.13.0-cu130: the Python, the CPU architecture and OS (detect.platform_tag: a
+    shared prefix holds one venv per kind of node), torch and its variant."""
+    return "py%s-%s-torch%s-%s" % (python, tag or detect.platform_tag(), chosen["torch"], chosen["variant"])
 
 
 def ready(prefix, key):
@@ -125,6 +133,25 @@ def install_all_packages(art, venv, params, chosen, marker_path, env):
                          env, key="gpu_packages")
 
 
+def check_device(art, vpython, chosen, nv, rocm):
+    """On a GPU build on a node with GPUs: one tiny op on the device (detect.torch_device_check). None when it ran
+    (or there is nothing to check), else the error: torch's build has no kernels for the node's GPUs. Any other
+    failure (a GPU in a bad state) is recorded as a fact for the GPU probes to meet, not the venv's fault."""
+    gpus = (nv or {}).get("gpus") or (rocm or {}).get("archs")
+    if chosen["variant"] == "cpu" or not gpus:
+        return None
+    res = detect.torch_device_check(vpython)
+    art.facts["device_check"] = res
+    if res["no_kernel"]:
+        return ("torch %s %s in %s has no kernels for this node's GPUs (%s): one op on the device failed "
+                "(tools_torch_pins, tools_torch_variant):\n%s" % (
+                    chosen["torch"], chosen["variant"], os.path.dirname(os.path.dirname(vpython)),
+                    ", ".join((nv or {}).get("names") or []) or ", ".join(
+                        "compute capability %s" % variants.cc_text(a) for a in (nv or {}).get("archs") or [])
+                    or ", ".join((rocm or {}).get("archs") or []), res["output"][-800:]))
+    return None
+
+
 def run(art, params, out_dir):
     if not params["prefix"]:
         art.error("no prefix given (assess_tools_prefix)")
@@ -134,6 +161,10 @@ def run(art, params, out_dir):
                      changed=False)
     if chosen is None:
         art.error("no torch release in tools_torch_pins has a build for Python %s on this node" % python)
+        return
+    if chosen["variant"] is None:  # none of the builds the driver loads has kernels for the node's GPUs
+        art.facts.update(gpu_archs=chosen.get("archs"), why=chosen["why"])
+        art.error(chosen["why"])
         return
     key = venv_key(python, chosen)
     venvs = os.path.join(params["prefix"], "venv")
@@ -148,6 +179,10 @@ def run(art, params, out_dir):
                 info = detect.python_info(vpython)
                 if info.get("torch"):
                     art.facts.update(python=vpython, reused=True, installed_torch=info["torch"])
+                    unusable = check_device(art, vpython, chosen, nv, rocm)
+                    if unusable:
+                        art.error(unusable)
+                        return
                     install_all_packages(art, venv, params, chosen, os.path.join(venv, MARKER), env)
                     return
             need = params["min_free_gib"] or (2 if chosen["variant"] == "cpu" else 8)
@@ -177,6 +212,11 @@ def run(art, params, out_dir):
                 return
             write_marker(os.path.join(venv, MARKER), {"key": key, "torch": info["torch"],
                                                       "variant": chosen["variant"], "python": python})
+            # marked first: the venv is whole, its torch is what the pins name (another node's GPUs may run it)
+            unusable = check_device(art, vpython, chosen, nv, rocm)
+            if unusable:
+                art.error(unusable)
+                return
             art.facts.update(python=vpython, reused=False, installed_torch=info["torch"], changed=True)
             install_all_packages(art, venv, params, chosen, os.path.join(venv, MARKER), env)
     except LockTimeout as exc:
