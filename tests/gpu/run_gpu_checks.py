@@ -142,10 +142,11 @@ def tools_variant(art):
         nv.get("driver"), nv.get("cuda"), nv.get("archs"), (f.get("cuda") or {}).get("version"),
         (f.get("nccl") or {}).get("version"), (f.get("mpi") or {}).get("kind")))
     chosen = variants.choose(vars_["tools_torch_pins"], cuda=nv.get("cuda"), rocm=(f.get("rocm") or {}).get("version"),
-                             python="%d.%d" % sys.version_info[:2])
+                             python="%d.%d" % sys.version_info[:2], archs=nv.get("archs") or (),
+                             names=nv.get("names") or ())
     print("wheel variant: torch %s %s (%s), index %s" % (chosen["torch"], chosen["variant"], chosen["why"],
-                                                         chosen["index_url"]))
-    return not (chosen["variant"].startswith("cu") and nv.get("cuda"))
+                                                         chosen.get("index_url")))
+    return not ((chosen["variant"] or "").startswith("cu") and nv.get("cuda"))
 
 
 def nccl_tests(art):
