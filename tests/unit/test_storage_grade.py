@@ -218,7 +218,9 @@ def endurance_driver(windows):
     parsed = {k: storage_fio.parse_output((FIO_FIX / v).read_text(), C3_NAMES) for k, v in captures.items()}
     jobs = {"n1": 1, "n2": 1}
     art = Artifact("fio_sweep", "r", "n1", variant="shared")
-    art.facts.update({"role": "driver", "tier_path": "/x", "tier_shared": True, "size_mib": 8, "runtime_s": 2})
+    art.facts.update({"role": "driver", "tier_path": "/x", "tier_shared": True, "size_mib": 8, "runtime_s": 2,
+                      # as the probe's run records it before the windows
+                      "endurance": {"workloads": ["mixed_rand_direct"], "windows": len(windows), "window_s": 2.0}})
     failures = []
     fio_sweep._record(art, {"name": "shared"}, 2, jobs, ["mixed_rand_direct"], parsed["ok"], failures)
     assert failures == []
@@ -262,6 +264,11 @@ def test_an_endurance_run_whose_every_window_failed_is_not_graded_as_degradation
     run = write_and_load_run(tmp_path, [art, server("n2")], ["n1", "n2"], "quick")
     rows = [r for r in rows_of(run, "storage.fio_endurance") if r["host"] == "n1"]
     assert rows and all(r["status"] not in ("warn", "fail") for r in rows), rows
+    # planned and never recorded: an error naming why, not "no fio endurance run (... workloads empty)"
+    [row] = rows
+    assert (row["status"], row["subject"]) == ("error", "tier=shared"), row
+    assert row["reason"].startswith("endurance of mixed_rand_direct planned, no window recorded: c2 mixed_rand_direct "
+                                    "window 0: fio reported an error on n2"), row["reason"]
 
 
 def partial_driver(dropped=None, reason=None):

@@ -651,6 +651,16 @@ def grade_fio_endurance(check, run, hosts):
                 _fmt(base, check), _fmt(typical, check), len(series), _fmt(worst, check),
                 _pct(-degradation, (-warn_pct, -fail_pct), sign=True)),
             "at most %g%% lower than the sweep" % fail_pct, subject=sub))
+    # a tier whose endurance was planned (facts.endurance) and recorded no window: every window failed, and the
+    # driver's reason says how (a client's fio error, windows apart); not "no endurance run"
+    for doc in run.artifacts:
+        facts = doc.get("facts") or {}
+        if (doc["probe"] == "fio_sweep" and facts.get("role") == "driver" and (facts.get("endurance") or {}).get(
+                "workloads") and not any(k[0] == doc["host"] and k[1] == doc.get("variant") for k in windows)):
+            graded.setdefault(doc["host"], []).append(make_row(
+                check, doc["host"], "error", subject="tier=%s" % doc.get("variant"), reason=(
+                    "endurance of %s planned, no window recorded: %s" % (
+                        ", ".join(facts["endurance"]["workloads"]), doc.get("reason") or "the artifact says nothing"))))
     if not graded:
         return [make_row(check, host, "skip", reason=check.get("missing_reason")
                          or "no fio endurance run in this run") for host in hosts]
