@@ -824,3 +824,14 @@ def test_a_pull_through_a_bridge_is_counted_once_and_the_artifact_says_which_int
     assert seen["route"] == {"address": "127.0.0.1", "interface": None}  # loopback: no route, the physical rule
     assert seen["rule"].startswith("the physical interfaces")
     assert seen["left_out"]["br0"] == "a bridge (its ports count the same bytes)"
+    # the report says where the bytes were counted (the artifact's own facts, beside the pulls table)
+    from reports.load import load_run
+    from reports.phases.lifecycle import section
+
+    run_dir = tmp_path / "run"
+    (run_dir / "artifacts" / "h1").mkdir(parents=True)
+    (run_dir / "assess_run.json").write_text(json.dumps({"hosts": ["h1"], "id": "r1", "profile": "quick"}))
+    (run_dir / "artifacts" / "h1" / "container_pull.json").write_text(json.dumps(doc))
+    md = section.render(load_run(str(run_dir)), [], None)
+    assert "| h1 | %s | eno1, ens1f0, ens1f1, eth0, ib0 | the physical interfaces" % host in md, md
+    assert "br0: a bridge (its ports count the same bytes)" in md

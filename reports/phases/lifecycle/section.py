@@ -35,6 +35,15 @@ def lines_of(run):
     return get
 
 
+def _counted_interfaces(docs):
+    """The container_pull artifacts' facts.rx_interfaces: per host and registry, the interfaces counted, by which
+    rule, and the ones left out with why (None without any)."""
+    rows = [[d["host"], registry, ", ".join(f.get("counted") or []) or None, f.get("rule"),
+             "; ".join("%s: %s" % kv for kv in sorted((f.get("left_out") or {}).items())) or None]
+            for d in docs for registry, f in sorted(((d.get("facts") or {}).get("rx_interfaces") or {}).items())]
+    return Table(["host", "registry", "counted", "why these", "left out"], rows) if rows else None
+
+
 def _docs(run, probe):
     return sorted((d for d in run.artifacts if d["probe"] == probe), key=lambda d: d["host"])
 
@@ -172,6 +181,10 @@ def transfer_part(run):
                  fmt(m["image_bytes"]["value"] / 1e6) if m.get("image_bytes") else None,
                  _shown(m.get("pull_mbps"), judged, "container_pull")] for (h, e, i), m in sorted(by.items())]
         out += [Heading(3, "Container pulls"), Table(["host", "engine", "image", "pull s", "MB", "Mbit/s"], rows)]
+        counted = _counted_interfaces(_docs(run, "container_pull"))
+        if counted:
+            out += [Paragraph("Where the received bytes of a pull were counted (each byte once: a bridge, a bond and "
+                              "a VLAN count the bytes of the interface under them again):"), counted]
     models = run.records("model_pull")
     if models:
         by = {}
