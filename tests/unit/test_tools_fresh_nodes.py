@@ -106,16 +106,34 @@ def test_volta_and_pascal_on_a_cuda_13_driver_get_cu126_not_cu130_which_starts_a
     assert variants.runs_on("cu130", "75") and not variants.runs_on("cu130", "70")
 
 
+# A site's pins without the cu128 release (tools_torch_pins set to 2.13 alone): what a node none of them covers gets.
+ONLY_2_13 = [p for p in PINS if p["torch"] == "2.13.0"]
+
+
+@pytest.mark.parametrize("driver", ["570.133.20", "575.57.08"])
+def test_blackwell_on_a_cuda_12_8_or_12_9_driver_gets_the_cu128_release(driver):
+    """torch 2.13's cu126 has kernels up to sm_90 and no PTX, and its cu130 needs driver 580: the shipped pins' 2.11
+    cu128 (7.0-12.0) runs there; an H100 beside it keeps 2.13's cu126."""
+    cuda = capture("575.57.08_header-only.txt")[0] if driver.startswith("575") else \
+        "%d.%d" % detect.cuda_for_driver(driver)
+    for archs, names in ((["100"], ["NVIDIA B200"]), (["103"], ["NVIDIA B300 SXM6 AC"])):
+        chosen = variants.choose(PINS, cuda=cuda, python="3.12", archs=archs, names=names)
+        assert (chosen["torch"], chosen["variant"]) == ("2.11.0", "cu128"), chosen
+    chosen = variants.choose(PINS, cuda=cuda, python="3.12", archs=["90"], names=["NVIDIA H100 80GB HBM3"])
+    assert (chosen["torch"], chosen["variant"]) == ("2.13.0", "cu126")
+
+
 @pytest.mark.parametrize("driver", ["570.133.20", "575.57.08"])
 def test_blackwell_on_a_cuda_12_8_or_12_9_driver_gets_no_torch_that_cannot_run_on_it(driver):
-    """torch 2.13's cu126 has kernels up to sm_90 and no PTX; its cu130 needs driver 580. Not cu126 (it would import,
-    say is_available(), and fail its first kernel), but a reason naming the GPUs and the variants."""
+    """With pins that have no cu128 build (2.13 alone): torch 2.13's cu126 has kernels up to sm_90 and no PTX; its
+    cu130 needs driver 580. Not cu126 (it would import, say is_available(), and fail its first kernel), but a reason
+    naming the GPUs and the variants."""
     if driver.startswith("575"):
         cuda, _ = capture("575.57.08_header-only.txt")
     else:
         cuda = "%d.%d" % detect.cuda_for_driver(driver)
     for archs, names in ((["100"], ["NVIDIA B200"]), (["103"], ["NVIDIA B300 SXM6 AC"])):
-        chosen = variants.choose(PINS, cuda=cuda, python="3.12", archs=archs, names=names)
+        chosen = variants.choose(ONLY_2_13, cuda=cuda, python="3.12", archs=archs, names=names)
         assert chosen["variant"] is None and chosen["torch"] is None
         why = chosen["why"]
         assert "compute capability %s (%s)" % (variants.cc_text(archs[0]), names[0]) in why
@@ -128,7 +146,7 @@ def test_tools_venv_refuses_a_blackwell_node_it_has_no_build_for(tmp_path, monke
                                                    "names": ["NVIDIA B200"], "gpus": 8, "error": None})
     monkeypatch.setattr(detect, "rocm", lambda: None)
     art = Artifact("tools_venv", "r", "h")
-    tools_venv.run(art, {"prefix": str(tmp_path), "pins": PINS, "index_url": "", "variant": "", "wheelhouse": "",
+    tools_venv.run(art, {"prefix": str(tmp_path), "pins": ONLY_2_13, "index_url": "", "variant": "", "wheelhouse": "",
                          "extra_index_urls": [], "packages": [], "gpu_packages": [], "min_free_gib": 0,
                          "timeout": 60}, str(tmp_path))
     assert art.status == "error" and "NVIDIA B200" in art.reason and "no kernel image" in art.reason
@@ -175,7 +193,7 @@ def test_the_venv_must_run_one_op_on_the_gpu(tmp_path, monkeypatch, output, rc, 
     assert chosen["variant"] == "cu126"
     made_venv(tmp_path, tools_venv.venv_key(python, chosen), output, rc)
     art = Artifact("tools_venv", "r", "h")
-    tools_venv.run(art, {"prefix": str(tmp_path), "pins": PINS, "index_url": "", "variant": "", "wheelhouse": "",
+    tools_venv.run(art, {"prefix": str(tmp_path), "pins": ONLY_2_13, "index_url": "", "variant": "", "wheelhouse": "",
                          "extra_index_urls": [], "packages": [], "gpu_packages": [], "min_free_gib": 0,
                          "timeout": 60}, str(tmp_path))
     assert art.status == status, art.reason
