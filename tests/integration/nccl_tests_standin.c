@@ -20,10 +20,11 @@
  * SIGKILL, or sleep for ever once the first size's row has been printed. Every rank needs the variables (mpirun
  * -x, srun --export): a rank without them does not fail.
  *
- * Build: mpicc -O2 -o all_reduce_perf nccl_tests_standin.c (then link or copy it under the other names). */
+ * Build: mpicc -O2 -o all_reduce_perf nccl_tests_standin.c $(pkg-config --cflags --libs pmix) (then link or copy
+ * it under the other names). */
 
 #define _GNU_SOURCE
-#include <mpi.h>
+#include "standin_start.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -422,7 +423,7 @@ int main(int argc, char *argv[]) {
     }
   }
 
-  MPI_Init(&argc, &argv);
+  standin_init(&argc, &argv);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 

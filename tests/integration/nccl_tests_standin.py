@@ -11,7 +11,9 @@ prints no `# nccl-tests version` line.
     build_io_tools_standin(dest_dir) -> dest_dir with ior and mdtest (io_tools_standin.c: their command lines and
                                summary formats, real POSIX file I/O from every rank, not IOR or mdtest)
 
-Needs mpicc (Debian: apt-get install -y --no-install-recommends openmpi-bin libopenmpi-dev). Fault tests:
+Needs mpicc and PMIx from pkg-config (Debian: apt-get install -y --no-install-recommends openmpi-bin
+libopenmpi-dev pkgconf; libpmix-dev comes with libopenmpi-dev). Every stand-in starts with standin_start.h (MPI_Init,
+then a PMIx fence with data: why is written there). Fault tests:
 STANDIN_FAIL_RANK=R STANDIN_FAIL_MODE=exit|kill|hang make rank R exit(3), die of SIGKILL, or hang once the first
 size's row is printed (every rank needs the variables: mpirun -x, srun --export).
 """
@@ -59,16 +61,29 @@ def build_io_tools_standin(dest_dir, mpicc=None):
     return dest
 
 
+def _pmix_flags(name):
+    """Compiler and linker flags for PMIx (standin_start.h: the fence after MPI_Init), from pkg-config."""
+    try:
+        res = subprocess.run(["pkg-config", "--cflags", "--libs", "pmix"], capture_output=True, text=True, timeout=30)
+    except FileNotFoundError:
+        raise StandinBuildError("pkg-config not found: the %s stand-in links PMIx (Debian: apt-get install -y "
+                                "--no-install-recommends pkgconf libpmix-dev)" % name) from None
+    if res.returncode != 0:
+        raise StandinBuildError("pkg-config --cflags --libs pmix failed (exit %s): %s: the %s stand-in links PMIx "
+                                "(Debian: libpmix-dev)" % (res.returncode, (res.stderr or res.stdout).strip(), name))
+    return res.stdout.split()
+
+
 def _compile(source, dest, name, mpicc=None):
-    """mpicc -O2 source -o dest/name; returns dest."""
+    """mpicc -O2 source -o dest/name with PMIx; returns dest."""
     mpicc = mpicc or shutil.which("mpicc")
     if not mpicc:
         raise StandinBuildError("mpicc not found on PATH: the %s stand-in needs an MPI compiler "
                                 "(Debian: apt-get install -y --no-install-recommends openmpi-bin libopenmpi-dev)"
                                 % name)
     dest.mkdir(parents=True, exist_ok=True)
-    res = subprocess.run([mpicc, "-O2", "-o", str(dest / name), str(source)], capture_output=True, text=True,
-                         timeout=120)
+    res = subprocess.run([mpicc, "-O2", "-o", str(dest / name), str(source)] + _pmix_flags(name), capture_output=True,
+                         text=True, timeout=120)
     if res.returncode != 0:
         raise StandinBuildError("mpicc -O2 %s failed (exit %s): %s" % (source, res.returncode,
                                                                        (res.stderr or res.stdout).strip()[-2000:]))

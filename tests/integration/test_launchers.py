@@ -30,6 +30,8 @@ from helpers import ROOT, boot_seconds, mpirun_args, run_dirs, run_everywhere, r
 from integration.elbencho_standin import install as install_elbencho_standin
 from integration.nccl_tests_standin import build_hpl_mxp_standin, build_io_tools_standin, build_standin
 
+from probes.common.launch import srun_argv
+
 pytestmark = pytest.mark.cluster
 
 RACKS = ["r1", "r2", "r1", "r2"]
@@ -57,6 +59,17 @@ def soak(cluster, launcher, margs=()):
         return run_everywhere(cluster, "fabric_soak", dict(params, mode="poll", wait_s=60), out=out)
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def start_of_a_late_world(cluster, standin):
+    """A 2-node world of the nccl-tests stand-in, started by srun as the probes start it (srun_argv, --mpi=pmix),
+    whose rank 1 reaches the stand-ins' start fence 2 s late (standin_start.h): the ranks' stderr lines say when
+    each reached and left it."""
+    names = [h["name"] for h in cluster.hosts[:2]]
+    argv = srun_argv(names, 1, [str(standin / "all_reduce_perf"), "-b", "8", "-e", "8", "-w", "0", "-n", "1"],
+                     "cmxa-start-fence", mpi="pmix", immediate_s=30)
+    cp = cluster.exec(names[0], ["env", "STANDIN_START_LATE_RANK=1"] + argv, timeout=90)
+    return {"rc": cp.returncode, "output": cp.stdout + cp.stderr}
 
 
 # What the Slurm daemons say about a step that failed: errors, timeouts, nodes not responding, steps ended.
@@ -126,6 +139,7 @@ def launched(test_cluster, tmp_path_factory, request):
         for mode in ("kill", "hang"):
             timed(runs, "srun-" + mode, run_everywhere, test_cluster, "collectives", dict(
                 FAULT_SWEEP, launcher="srun", fault={"rank": 1, "nodes": 2, "after_steps": 3, "mode": mode}))
+        timed(runs, "start-srun", start_of_a_late_world, test_cluster, standin)
         timed(runs, "nccl-srun", run_everywhere, test_cluster, "nccl_tests", dict(nccl, launcher="srun"))
         timed(runs, "hpl-srun", run_everywhere, test_cluster, "hpl_mxp", dict(hpl, launcher="srun"))
         timed(runs, "io-srun", run_everywhere, test_cluster, "io_tools_run", dict(io, launcher="srun"))
@@ -242,6 +256,20 @@ def test_a_killed_or_hung_rank_is_named_with_its_host(launched, launcher, mode, 
         assert {r["labels"]["size_bytes"] for r in doc["results"] if r["labels"]["nodes"] == 2} >= {8, 64}
     for name in (names[1], names[3]):
         assert docs[name]["facts"]["world_sizes_run"] == ""  # not in the 2-node world
+
+
+def test_the_stand_ins_start_is_a_barrier_across_nodes_under_srun(launched):
+    """No rank of a stand-in leaves its start before the last rank has arrived (standin_start.h), though Slurm's
+    PMIx plugin here completes the fence without data that ends Open MPI's MPI_Init on each node alone: a rank that
+    sent first crashed a peer still in MPI_Init (SIGSEGV in mca_btl_tcp, 5 of 150 4-node worlds under load)."""
+    run = launched["start-srun"]
+    text = run["output"]
+    assert run["rc"] == 0, text
+    reached = {int(r): float(t) for r, t in re.findall(r"rank (\d+) reached the fence at ([\d.]+)", text)}
+    left = {int(r): float(t) for r, t in re.findall(r"rank (\d+) left the fence at ([\d.]+)", text)}
+    assert sorted(reached) == sorted(left) == [0, 1], text
+    assert reached[1] - reached[0] >= 1.5, text  # rank 1 came late
+    assert min(left.values()) >= reached[1], text  # and rank 0 waited for it
 
 
 def test_nothing_is_left_behind(launched):

@@ -224,6 +224,7 @@ def nvbandwidth_like_tree(dest: Path) -> Path:
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "io_tools"
 # IOR's and mdtest's command lines, real POSIX I/O from every MPI rank, their summary formats (version "standin")
 IO_TOOLS_STANDIN = Path(__file__).resolve().with_name("io_tools_standin.c")
+STANDIN_START = IO_TOOLS_STANDIN.with_name("standin_start.h")
 ELBENCHO_CAPTURE = FIXTURES / "elbencho" / "elbencho-2.1-0-multihost-4hosts-mkdirs-write-direct-resfile.txt"
 
 IOR_CONFIGURE = """\
@@ -259,8 +260,8 @@ MPICC = @MPICC@
 
 all: src/ior src/mdtest
 
-src/ior: src/io_tools_standin.c
-\t$(MPICC) -O2 -o $@ $<
+src/ior: src/io_tools_standin.c src/standin_start.h
+\t$(MPICC) -O2 -o $@ $< $(shell pkg-config --cflags --libs pmix)
 
 src/mdtest: src/ior
 \tcp src/ior src/mdtest
@@ -322,6 +323,7 @@ def ior_like_tree(dest: Path, release: bool = True) -> Path:
         (dest / "configure").chmod(0o755)
     _write(dest / "Makefile.in", IOR_MAKEFILE_IN)
     _write(dest / "src" / "io_tools_standin.c", IO_TOOLS_STANDIN.read_text())
+    _write(dest / "src" / "standin_start.h", STANDIN_START.read_text())  # its start (MPI_Init, then a PMIx fence)
     return dest
 
 
