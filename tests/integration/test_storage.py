@@ -19,6 +19,8 @@ import pytest
 import seaweed
 from helpers import ROOT, ansible_env, read_journal, run_dirs, run_playbook
 
+from reports.render.markdown import fmt
+
 pytestmark = pytest.mark.cluster
 # Four of the profile's eight fio workloads: both directions, both patterns, both engines (buffered psync, direct
 # libaio), and 12 fio client runs per tier instead of 24 (about a minute less on 2 cores). The other four differ only
@@ -128,6 +130,17 @@ def test_fio_sweep_over_both_tiers_with_1_2_4_clients(storage_run):
             (1, hosts[:1]), (2, hosts[1:2]), (4, hosts[2:4])], prefill
         assert all(h["error"] == 0 and h["io_bytes"] == h["size_bytes"] > 0
                    for p in prefill for h in p["hosts"].values())
+        # and the report says so under the tier: per client count, each host's MiB, fio's seconds and rate
+        md = (storage_run["dir"] / "report" / "report.md").read_text()
+        part = md.split("**Tier %s**" % tier, 1)[1].split("**Tier ", 1)[0]
+        shown = [line for line in part.splitlines() if "prefill before the points at" in line]
+        assert len(shown) == len(prefill), part
+        for p, line in zip(prefill, shown):
+            assert "at %d clients (untimed; " % p["clients"] in line, line
+            for host, h in p["hosts"].items():
+                mib = fmt(h["size_bytes"] / 2**20)
+                assert "%s: %s of %s MiB in %s s (%s MB/s)" % (host, mib, mib, fmt(h["runtime_ms"] / 1000.0), fmt(
+                    h["io_bytes"] / (h["runtime_ms"] / 1000.0) / 1e6)) in line, line
         for host in hosts[1:]:
             doc = art(storage_run, host, "fio_sweep-" + tier)
             assert doc["status"] == "ok" and doc["facts"]["role"] == "server" and doc["results"] == []

@@ -182,6 +182,7 @@ def fio_part(run, report_dir):
                 facts.get("buffered_iodepth"), facts.get("direct_engine"), facts.get("direct_iodepth"))]))
         notes = ["skipped %s: %s" % kv for kv in sorted((facts.get("skipped_workloads") or {}).items())]
         notes += ["host %s not used: %s" % kv for kv in sorted((facts.get("hosts_not_used") or {}).items())]
+        notes += prefill_notes(facts)
         if doc["status"] != "ok":
             notes.append("%s: %s" % (doc["status"], doc.get("reason")))
         if notes:
@@ -207,6 +208,28 @@ def fio_part(run, report_dir):
             out.append(Table(["workload", "clients", "MB/s", "IOPS", "mean ms", "p50 ms", "p99 ms"], rows))
         out += fio_endurance_part(run, doc)
     return out
+
+
+def prefill_notes(facts):
+    """The untimed prefill (facts.prefill: one fio invocation before the first point of each client count that used
+    files for the first time): what each host wrote in full before any timed window, at fio's own write rate, so a
+    reader sees that the reads and overwrites met written files, and what writing them cost."""
+    notes = []
+    for p in facts.get("prefill") or []:
+        parts = []
+        for host, h in sorted((p.get("hosts") or {}).items()):
+            planned = fmt(h["size_bytes"] / 2**20)
+            if "io_bytes" not in h:  # fio timed out or printed no JSON: the failure is in the probe's reason
+                parts.append("%s: %s MiB planned, no result" % (host, planned))
+                continue
+            secs = h.get("runtime_ms", 0) / 1000.0
+            parts.append("%s: %s of %s MiB in %s s%s%s" % (
+                host, fmt(h["io_bytes"] / 2**20), planned, fmt(secs),
+                " (%s MB/s)" % fmt(h["io_bytes"] / secs / 1e6) if secs > 0 else "",
+                ", fio error %d" % h["error"] if h.get("error") else ""))
+        notes.append("prefill before the points at %d clients (untimed; %s s with fio's start): %s" % (
+            p["clients"], fmt(p["duration_s"]), "; ".join(parts)))
+    return notes
 
 
 def fio_endurance_part(run, doc):
