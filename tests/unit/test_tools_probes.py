@@ -89,7 +89,9 @@ def test_the_driver_table_agrees_with_every_capture_that_prints_its_cuda():
 
 @pytest.mark.parametrize("rocm,torch,variant", [
     ("6.3.1", "2.6.0", "rocm6.2.4"), ("6.2.4", "2.6.0", "rocm6.2.4"), ("6.1.2", "2.6.0", "rocm6.1"),
-    ("7.2.0", "2.13.0", "rocm7.2"), ("7.14", "2.13.0", "rocm7.2"), ("6.0", "2.13.0", "cpu")])
+    ("7.2.0", "2.13.0", "rocm7.2"), ("7.14", "2.13.0", "rocm7.2"), ("6.0", "2.13.0", "cpu"),
+    # MI355X shipped with ROCm 7.0: 2.13's rocm7.2 is newer than the node's ROCm, 2.10 has rocm7.1 and rocm7.0
+    ("7.0.2", "2.10.0", "rocm7.0"), ("7.1.1", "2.10.0", "rocm7.1")])
 def test_rocm_variant_follows_the_installed_rocm(rocm, torch, variant):
     chosen = variants.choose(PINS, rocm=rocm, python="3.11")
     assert (chosen["torch"], chosen["variant"]) == (torch, variant)
