@@ -229,6 +229,31 @@ def test_closed_batches_are_left_alone_a_reboot_batch_resumes_what_it_drained(tm
     assert why["fault-b3"].startswith("the batch ended without a restore")
 
 
+def test_a_dead_runs_window_lasts_until_its_dcgm_holds_stop_and_their_fault_can_no_longer_be_seen(tmp_path):
+    """A DCGM hold re-injects its XID for hold_s (detect + remediation timeouts) after its injection, whether or not
+    the controller lives: a health check that drains the node again in that time (after the site's automation put
+    it back) drains it for our fault, so recover.yml resumes it."""
+    run_dir = _run_dir(tmp_path)
+    _watch_start(run_dir, "fault-b1", {"n2": True, "n3": True})
+    _watch_start(run_dir, "fault-b2", {"n3": True})
+    start = recovery.parse_time(json.loads((run_dir / "artifacts" / "h1" / "sched_watch-fault-b1-start.json")
+                                           .read_text())["started_at"])
+    inject = Artifact("fault_inject", RUN_ID, "h2", params={"hold_s": 2400})
+    inject.facts.update(method="dcgm", dcgm_gpu="0", dcgm_field="230")
+    inject.add("injected_at", start + 5.0, "s_epoch", method="dcgm", xid=79)
+    _write(run_dir, inject)
+    info = _art("node_info", "h2")
+    info.facts["hostname"] = "n2.cluster.example"
+    _write(run_dir, info)
+    stages = {s["stage"]: s for s in recovery.plan(str(run_dir))["stages"]}
+    # b1 held n2's fault until 2400 s after its injection, detectable 600 s (detect_timeout's default) after that
+    t0, t1 = stages["fault-b1"]["drained_between"]
+    assert t0 == start and t1 == pytest.approx(start + 5.0 + 2400 + 600, abs=0.01)
+    # b2's node had no hold: its window ends 600 s after the run's last sign (here its own start)
+    t0, t1 = stages["fault-b2"]["drained_between"]
+    assert t1 == pytest.approx(t0 + 600, abs=0.01)
+
+
 def test_a_node_whose_gpu_was_lost_to_a_pcie_reset_stays_out(tmp_path):
     run_dir = _run_dir(tmp_path)
     _watch_start(run_dir, "fault-b1", {"n2": True, "n3": True})

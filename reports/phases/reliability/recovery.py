@@ -88,6 +88,24 @@ def _lost_gpus(by_key, docs):
     return out
 
 
+def _hold_ends(by_key, docs):
+    """{node: epoch s} when the DCGM hold of each node injected through DCGM stops re-injecting on its own (its
+    injection plus the probe's hold_s, detect + remediation timeouts): until then its fault stays detectable, even
+    after the controller is gone."""
+    out = {}
+    for doc in docs:
+        if doc["probe"] != "fault_inject" or doc.get("variant") not in (None, "fallback"):
+            continue
+        if ((doc.get("facts") or {}).get("method")) != "dcgm":
+            continue
+        hold = float((doc.get("params") or {}).get("hold_s") or 0)
+        for r in doc.get("results") or []:
+            if r["metric"] == "injected_at":
+                node = _node_of(by_key, doc["host"])
+                out[node] = max(out.get(node, 0.0), float(r["value"]) + hold)
+    return out
+
+
 def parse_time(text):
     """Epoch seconds of an RFC 3339 time (the artifacts' and the journal's), or 0.0 when there is none."""
     try:
@@ -129,6 +147,7 @@ def plan(run_dir):
     docs, errors = load_artifacts(os.path.join(run_dir, "artifacts"))
     by_key = {(d["host"], d["probe"], d.get("variant")): d for d in docs}
     lost = _lost_gpus(by_key, docs)
+    holds = _hold_ends(by_key, docs)
     last_sign = max([parse_time(x.get("ts")) for x in journal] + [0.0])
     stages = []
     for doc in docs:
@@ -144,15 +163,17 @@ def plan(run_dir):
         keep_out = {n: lost[n] for n in resume if n in lost}
         state, why = _batch_state(by_key, docs, observer, stage)
         # Drains of this batch's making happened from its start until the injected fault could still be detected
-        # after the controller's last sign of life; one drained at another time is someone else's (sched_action
-        # restore checks it where the scheduler stamps its reasons: Slurm).
+        # after the controller's last sign of life, or after its nodes' DCGM holds stopped re-injecting, whichever
+        # is later (a hold outlives a dead controller by up to the remediation timeout); one drained at another
+        # time is someone else's (sched_action restore checks it where the scheduler stamps its reasons: Slurm).
         detect_s = float((doc.get("params") or {}).get("detect_timeout") or 600)
+        held = max([holds[n] for n in resume if n in holds] + [0.0])
         stages.append({
             "stage": stage, "test": test, "observer": observer,
             "scheduler": (doc.get("facts") or {}).get("scheduler") or "none",
             "open": state == "open", "why": why,
             "resume": [n for n in resume if n not in keep_out], "keep_out": keep_out,
-            "drained_between": [_time_of(doc), max(last_sign, _time_of(doc)) + detect_s],
+            "drained_between": [_time_of(doc), max(last_sign, _time_of(doc), held) + detect_s],
         })
     stages.sort(key=lambda s: s["stage"])
     return {"run_dir": run_dir, "run_id": request.get("id") or os.path.basename(run_dir),
