@@ -190,9 +190,17 @@ def nccl(home="", pythons=()):
     return None
 
 
+def mpi_env(bindir):
+    """The environment an MPI's wrappers need: HPC-X's Open MPI is relocated (unpacked away from where it was
+    built), so its mpicc and mpirun find their files only through OPAL_PREFIX=<hpcx>/ompi, which hpcx-init.sh's
+    hpcx_load exports (HPCX_MPI_DIR); a node where nobody loaded it has none. {} for any other MPI."""
+    return {"OPAL_PREFIX": os.path.dirname(bindir)} if "hpcx" in bindir.lower() else {}
+
+
 def mpi(home=""):
-    """{kind, home, mpirun, bin, version} of the MPI to build and launch with, or None. HPC-X ($HPCX_HOME,
-    /opt/hpcx) first, then an MPI on PATH, then the off-PATH distribution layouts. home: MPI_HOME from the user."""
+    """{kind, home, mpirun, bin, version, env} of the MPI to build and launch with, or None. HPC-X ($HPCX_HOME,
+    /opt/hpcx) first, then an MPI on PATH, then the off-PATH distribution layouts. home: MPI_HOME from the user.
+    env: what its wrappers need in their environment (mpi_env)."""
     candidates = []
     if home:
         candidates.append(os.path.join(home, "bin"))
@@ -207,13 +215,15 @@ def mpi(home=""):
         mpirun = os.path.join(bindir, "mpirun")
         if not os.access(mpirun, os.X_OK):
             continue
-        res = run_cmd([mpirun, "--version"], timeout=30)
+        env = mpi_env(bindir)
+        res = run_cmd([mpirun, "--version"], timeout=30, env=dict(os.environ, **env))
         text = res.stdout + res.stderr
         kind = ("hpcx" if "hpcx" in bindir.lower() else "openmpi" if "Open MPI" in text or "OpenRTE" in text
                 else "mpich" if "HYDRA" in text or "mpich" in text.lower() else "intel" if "Intel" in text
                 else "unknown")
         m = re.search(r"(\d+\.\d+(?:\.\d+)?)", text)
-        return dict(mpi_dirs(bindir), kind=kind, mpirun=mpirun, bin=bindir, version=m.group(1) if m else None)
+        return dict(mpi_dirs(bindir, env), kind=kind, mpirun=mpirun, bin=bindir, version=m.group(1) if m else None,
+                    env=env)
     return None
 
 
@@ -221,21 +231,23 @@ def _libmpi_dir(dirs):
     return next((d for d in dirs if glob.glob(os.path.join(d, "libmpi.so*"))), None)
 
 
-def mpi_dirs(bindir):
+def mpi_dirs(bindir, env=None):
     """{home, include, lib} of the MPI whose wrappers are in bindir: where mpi.h and libmpi are, from the compiler
     wrapper (Open MPI's --showme:incdirs/--showme:libdirs, MPICH's -show), and the MPI_HOME a Makefile wants
     (include/mpi.h and lib/libmpi.so under it): Debian puts Open MPI under /usr/lib/<triplet>/openmpi/{include,lib};
     RHEL's openmpi-devel has mpi.h in /usr/include/openmpi-<arch> and libmpi in /usr/lib64/openmpi/lib, two places
-    no single MPI_HOME names (home is then bin/.., and tools_build gives make a directory linking both)."""
+    no single MPI_HOME names (home is then bin/.., and tools_build gives make a directory linking both). env: what
+    the wrappers need (mpi_env)."""
     mpicc = os.path.join(bindir, "mpicc")
+    env = dict(os.environ, **(env or {}))
     incs, libs = [], []
-    res = run_cmd([mpicc, "--showme:incdirs"], timeout=30)
+    res = run_cmd([mpicc, "--showme:incdirs"], timeout=30, env=env)
     if res.rc == 0:
         incs = res.stdout.split()
-        res = run_cmd([mpicc, "--showme:libdirs"], timeout=30)
+        res = run_cmd([mpicc, "--showme:libdirs"], timeout=30, env=env)
         libs = res.stdout.split() if res.rc == 0 else []
     else:
-        res = run_cmd([mpicc, "-show"], timeout=30)  # MPICH
+        res = run_cmd([mpicc, "-show"], timeout=30, env=env)  # MPICH
         flags = res.stdout.split() if res.rc == 0 else []
         incs = [f[2:] for f in flags if f.startswith("-I")]
         libs = [f[2:] for f in flags if f.startswith("-L")]
@@ -250,7 +262,7 @@ def mpi_dirs(bindir):
 
 def mpi_home(bindir):
     """The MPI_HOME a Makefile wants (mpi_dirs)."""
-    return mpi_dirs(bindir)["home"]
+    return mpi_dirs(bindir, mpi_env(bindir))["home"]
 
 
 def python_info(python=None):

@@ -71,6 +71,8 @@ PARAMS = Params(
 MARKER = ".clustermax-build.json"
 # Built in a copy of their source (out/src): their build writes into the tree it runs in.
 IN_A_COPY = ("ior", "elbencho", "fio_http")
+# the builds that use the MPI (IOR's configure and make call its mpicc; nccl-tests and rccl-tests link its libmpi)
+MPI_TOOLS = ("ior", "nccl_tests", "rccl_tests")
 # The variables that switch each build and name its source: every failure reason ends with them.
 CONTROL = {tool: "tools_%s / assess_sources.%s" % (tool, tool) for tool in TOOLS}
 
@@ -319,14 +321,18 @@ def build_one(tool, src, env, params):
         jobs = params["jobs"] or max(1, os.cpu_count() or 1)
         steps, bin_dir, libs, collect = recipe(tool, src_dir, out, env, jobs)
         steps = [s if isinstance(s, tuple) else (s, None) for s in steps]
-        shown, here = [], None
+        # what the MPI's wrappers need (HPC-X's OPAL_PREFIX: detect.mpi_env), for the builds that call them
+        wrapper_env = ((env.get("mpi") or {}).get("env") or {}) if tool in MPI_TOOLS else {}
+        shown = ["export %s=%s" % kv for kv in sorted(wrapper_env.items())]
+        here = None
         for argv, cwd in steps:  # as one would type it: cd where the next step runs, then the step
             shown += ["cd %s" % cwd] if cwd and cwd != here else []
             shown.append(" ".join(argv))
             here = cwd or here
         shown = " && ".join(shown)
+        step_env = dict(os.environ, **wrapper_env) if wrapper_env else None
         for argv, cwd in steps:
-            res = run_cmd(argv, timeout=params["timeout"], cwd=cwd)
+            res = run_cmd(argv, timeout=params["timeout"], cwd=cwd, env=step_env)
             if res.rc != 0:
                 shutil.rmtree(out, ignore_errors=True)
                 return dict(rec, state="failed", command=" ".join(argv), tail=tail(res),

@@ -328,9 +328,9 @@ def test_gpu_builds_get_torchtitan_in_a_pip_call_of_their_own_with_torch_held(tm
         assert json.loads(marker.read_text()) == {"key": "k"}  # neither call is marked done
 
 
-def build_io_tools(tmp_path, prefix, **sources):
+def build_io_tools(tmp_path, prefix, mpi_home="", **sources):
     """tools_build of the given sources alone (a build not named is off)."""
-    return run_build(tmp_path, {"prefix": str(prefix), "builds": sources})
+    return run_build(tmp_path, {"prefix": str(prefix), "builds": sources, "mpi_home": mpi_home})
 
 
 @pytest.mark.skipif(not detect.mpi(), reason="needs an MPI with mpicc (openmpi-bin, libopenmpi-dev)")
@@ -361,6 +361,45 @@ def test_ior_and_mdtest_build_with_the_nodes_mpicc_from_a_release_or_a_git_check
     src = Path(rec["bin_dir"]).parent / "src"
     assert rec["state"] == "built" and rec["command"].startswith("cd %s && %s/bootstrap && %s/configure " % (
         src, src, src)), rec
+
+
+def relocated_hpcx(root):
+    """HPC-X's Open MPI as its tarball unpacks it: away from where it was built, so its wrappers find their files
+    only through OPAL_PREFIX (hpcx-init.sh's hpcx_load exports it). mpicc here is Open MPI's wrapper as it behaves
+    there: without OPAL_PREFIX it looks for its data file under the build prefix and fails with the wrapper's own
+    messages; with it, it answers --showme from the relocated tree and compiles through this machine's mpicc (with
+    OPAL_PREFIX unset, which would send that wrapper to HPC-X's tree)."""
+    real = detect.mpi()
+    ompi = root / "ompi"
+    (ompi / "bin").mkdir(parents=True)
+    (ompi / "include").symlink_to(real["include"])
+    (ompi / "lib").symlink_to(real["lib"])
+    built = "/build-result/hpcx-v2.24-gcc-doca_ofed-ubuntu24.04-cuda13-x86_64/ompi"
+    (ompi / "bin" / "mpicc").write_text(
+        '#!/bin/sh\nif [ -z "$OPAL_PREFIX" ]; then\n'
+        '  echo "Cannot open configuration file %s/share/openmpi/mpicc-wrapper-data.txt" >&2\n'
+        '  echo "Error parsing data file mpicc: Not found" >&2; exit 243\nfi\n'
+        'case "$1" in\n--showme:incdirs) echo "$OPAL_PREFIX/include" ;;\n--showme:libdirs) echo "$OPAL_PREFIX/lib" ;;\n'
+        '*) exec env -u OPAL_PREFIX %s "$@" ;;\nesac\n' % (built, os.path.join(real["bin"], "mpicc")))
+    (ompi / "bin" / "mpirun").write_text("#!/bin/sh\necho 'mpirun (Open MPI) 4.1.7rc1'\n")
+    for exe in ("mpicc", "mpirun"):
+        (ompi / "bin" / exe).chmod(0o755)
+    return ompi
+
+
+@pytest.mark.skipif(not detect.mpi(), reason="needs an MPI with mpicc (openmpi-bin, libopenmpi-dev)")
+def test_ior_builds_with_a_relocated_hpcx_given_its_opal_prefix(tmp_path):
+    ompi = relocated_hpcx(tmp_path / "hpcx-v2.24")
+    mpi = detect.mpi(str(ompi))
+    assert mpi["kind"] == "hpcx" and mpi["env"] == {"OPAL_PREFIX": str(ompi)}
+    assert (mpi["include"], mpi["lib"], mpi["home"]) == (str(ompi / "include"), str(ompi / "lib"), str(ompi))
+    release = tarball(ior_like_tree(tmp_path / "ior-4.0.0"), tmp_path / "ior-4.0.0.tar.gz")
+    doc = build_io_tools(tmp_path, tmp_path / "p", ior={"tarball": str(release)}, mpi_home=str(ompi))
+    rec = doc["facts"]["builds"]["ior"]
+    assert rec["state"] == "built" and rec["binaries"] == ["ior", "mdtest"], rec
+    # the command as one would type it again, with the variable it needed
+    assert rec["command"].startswith("export OPAL_PREFIX=%s && cd " % ompi), rec["command"]
+    assert "MPICC=%s/bin/mpicc" % ompi in rec["command"]
 
 
 def test_ior_without_an_mpi_compiler_is_missing_naming_the_variables():
