@@ -67,7 +67,11 @@ PARAMS = Params(
     pythons=Param(list, [], "Pythons whose nvidia-nccl wheel may provide NCCL (the probe venv)"),
     jobs=Param(int, 0, "make -j (0: the node's CPUs)"),
     timeout=Param(float, 1800, "seconds one build may take"),
+    offline=Param(bool, False, "air-gapped (assess_wheelhouse): a git source is asked first whether it answers, "
+                               "and is missing with what to give when it does not"),
 )
+# How long an air-gapped run waits for a git source to answer `git ls-remote` (a blackholed route hangs until then).
+OFFLINE_GIT_TIMEOUT_S = 30
 MARKER = ".clustermax-build.json"
 # Built in a copy of their source (out/src): their build writes into the tree it runs in.
 IN_A_COPY = ("ior", "elbencho", "fio_http")
@@ -135,9 +139,26 @@ def build_key(tool, src_id, env):
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16], parts
 
 
+def source_dir(tool, src_id, prefix):
+    return os.path.join(prefix, "src", "%s-%s" % (tool, hashlib.sha256(src_id.encode()).hexdigest()[:12]))
+
+
+def git_unanswered(src):
+    """None when the git source answers `git ls-remote` for its ref within OFFLINE_GIT_TIMEOUT_S (an internal
+    mirror of an air-gapped site), else what git said (upstream from a node with no route out)."""
+    res = run_cmd(["git", "ls-remote", "--exit-code", src["git"], src["ref"]], timeout=OFFLINE_GIT_TIMEOUT_S,
+                  env=dict(os.environ, GIT_TERMINAL_PROMPT="0"))
+    if res.rc == 0:
+        return None
+    if res.timed_out:
+        return "no answer within %d s" % OFFLINE_GIT_TIMEOUT_S
+    lines = (res.stderr or res.stdout).strip().splitlines()
+    return lines[-1] if lines else "git ls-remote rc=%s" % res.rc
+
+
 def fetch_source(tool, src, src_id, prefix, timeout):
     """-> (source directory, None) or (None, (command, result))."""
-    dest = os.path.join(prefix, "src", "%s-%s" % (tool, hashlib.sha256(src_id.encode()).hexdigest()[:12]))
+    dest = source_dir(tool, src_id, prefix)
     if os.path.isfile(os.path.join(dest, ".clustermax-source")):
         return dest, None
     shutil.rmtree(dest, ignore_errors=True)
@@ -149,7 +170,8 @@ def fetch_source(tool, src, src_id, prefix, timeout):
     else:
         argv = ["git", "-c", "advice.detachedHead=false", "clone", "--depth", "1", "--branch", src["ref"],
                 src["git"], dest]
-    res = run_cmd(argv, timeout=min(timeout, 900))
+    # never a credentials prompt from a private URL: it would wait for no one until the timeout
+    res = run_cmd(argv, timeout=min(timeout, 900), env=dict(os.environ, GIT_TERMINAL_PROMPT="0"))
     if res.rc != 0:
         shutil.rmtree(dest, ignore_errors=True)
         return None, (argv, res)
@@ -307,6 +329,13 @@ def build_one(tool, src, env, params):
                         binaries=marker.get("binaries"))
         if not params["build"]:
             return dict(rec, state="waiting", reason="built on another node of the same image, then copied")
+        fetched = os.path.isfile(os.path.join(source_dir(tool, src_id, params["prefix"]), ".clustermax-source"))
+        if params["offline"] and not src.get("tarball") and not fetched:
+            why = git_unanswered(src)
+            if why:
+                return dict(rec, state="missing", reason=(
+                    "air-gapped run (assess_wheelhouse): %s did not answer (%s); give its source as a tarball "
+                    "(assess_sources.%s.tarball) or a git mirror the nodes reach" % (src["git"], why, tool)))
         src_dir, failed = fetch_source(tool, src, src_id, params["prefix"], params["timeout"])
         if failed:
             argv, res = failed

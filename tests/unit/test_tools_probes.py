@@ -6,6 +6,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tarfile
@@ -400,6 +401,36 @@ def test_ior_builds_with_a_relocated_hpcx_given_its_opal_prefix(tmp_path):
     # the command as one would type it again, with the variable it needed
     assert rec["command"].startswith("export OPAL_PREFIX=%s && cd " % ompi), rec["command"]
     assert "MPICC=%s/bin/mpicc" % ompi in rec["command"]
+
+
+@pytest.mark.skipif(not shutil.which("git"), reason="needs git")
+def test_an_air_gapped_build_from_a_git_source_that_does_not_answer_is_missing_and_says_what_to_give(tmp_path):
+    """With assess_wheelhouse (offline) a git source is asked first: upstream from a node with no route out is
+    missing, naming the tarball to give, before a clone waits on it; a mirror the nodes reach is cloned."""
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # a port nobody listens on: git is refused at once
+    url = "http://127.0.0.1:%d/ior.git" % closed.getsockname()[1]
+    try:
+        doc = run_build(tmp_path, {"prefix": str(tmp_path / "p"), "offline": True,
+                                   "builds": {"elbencho": {"git": url, "ref": "v3.1-11"}}})
+    finally:
+        closed.close()
+    rec = doc["facts"]["builds"]["elbencho"]
+    assert rec["state"] == "missing", rec
+    assert rec["reason"].startswith("air-gapped run (assess_wheelhouse): %s did not answer (" % url), rec["reason"]
+    assert rec["reason"].endswith("give its source as a tarball (assess_sources.elbencho.tarball) or a git mirror "
+                                  "the nodes reach"), rec["reason"]
+    assert not (tmp_path / "p" / "src").exists() or not any((tmp_path / "p" / "src").iterdir())
+    # a mirror that answers (a repository on the node's own disk here) is cloned and built as online
+    mirror = elbencho_like_tree(tmp_path / "mirror")
+    git = ["git", "-C", str(mirror), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for argv in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "elbencho"], ["tag", "v3.1-11"]):
+        subprocess.run(git + argv, check=True, capture_output=True)
+    if not shutil.which("g++"):
+        return
+    doc = run_build(tmp_path, {"prefix": str(tmp_path / "q"), "offline": True,
+                               "builds": {"elbencho": {"git": "file://%s" % mirror, "ref": "v3.1-11"}}})
+    assert doc["facts"]["builds"]["elbencho"]["state"] == "built", doc["facts"]["builds"]["elbencho"]
 
 
 def test_ior_without_an_mpi_compiler_is_missing_naming_the_variables():
