@@ -21,6 +21,9 @@ FAMILIES = {"debian": "debian", "ubuntu": "debian", "rhel": "redhat", "rocky": "
 OFF_PATH_MPI = ["/usr/lib64/openmpi/bin", "/usr/lib64/mpi/gcc/openmpi4/bin", "/usr/lib64/mpi/gcc/openmpi5/bin",
                 "/usr/lib64/mpich/bin"]
 HPCX_DIRS = ["/opt/hpcx", "/opt/nvidia/hpcx"]
+# Where CUDA toolkits are installed: the /usr/local/cuda link, then the versioned directories beside it.
+CUDA_ROOTS = ["/usr/local/cuda"]
+CUDA_VERSIONED = "/usr/local/cuda-*"
 ROCM_DIRS = ["/opt/rocm"]
 
 
@@ -141,18 +144,43 @@ def rocm():
     return None
 
 
-def cuda_toolkit(home=""):
-    """{home, nvcc, version} of the CUDA toolkit (home, $CUDA_HOME, /usr/local/cuda, nvcc on PATH), or None."""
-    candidates = [home, os.environ.get("CUDA_HOME"), "/usr/local/cuda"]
-    nvcc = next((os.path.join(c, "bin", "nvcc") for c in candidates
-                 if c and os.access(os.path.join(c, "bin", "nvcc"), os.X_OK)), None) or shutil.which("nvcc")
-    if not nvcc:
-        return None
-    real = os.path.realpath(nvcc)
+def _version(text):
+    """"12.8" -> (12, 8); () when there is no number."""
+    m = re.match(r"^(\d+)(?:\.(\d+))?", str(text or ""))
+    return tuple(int(g) for g in m.groups() if g is not None) if m else ()
+
+
+def _toolkit_at(nvcc):
     res = run_cmd([nvcc, "--version"], timeout=30)
     m = re.search(r"release (\d+\.\d+)", res.stdout)
-    return {"home": os.path.dirname(os.path.dirname(real)), "nvcc": nvcc,
+    return {"home": os.path.dirname(os.path.dirname(os.path.realpath(nvcc))), "nvcc": nvcc,
             "version": m.group(1) if m else None}
+
+
+def runs_on_driver(toolkit_version, driver_cuda):
+    """Whether what a toolkit builds runs under a driver for driver_cuda: the driver's CUDA major or older (CUDA's
+    minor version compatibility covers a newer minor of the same major; a newer major fails at its first call with
+    "CUDA driver version is insufficient for CUDA runtime version"). True when either is unknown."""
+    have, want = _version(driver_cuda), _version(toolkit_version)
+    return not have or not want or want[0] <= have[0]
+
+
+def cuda_toolkit(home="", driver_cuda=None):
+    """{home, nvcc, version} of the CUDA toolkit to build with, or None: home when given (the user's), else the first
+    of $CUDA_HOME, /usr/local/cuda, the versioned /usr/local/cuda-X.Y (newest first) and nvcc on PATH whose
+    binaries run under the driver (runs_on_driver with driver_cuda, the CUDA version nvidia-smi names); when none
+    does, the first found, which the build then refuses, saying why."""
+    if home and os.access(os.path.join(home, "bin", "nvcc"), os.X_OK):
+        return _toolkit_at(os.path.join(home, "bin", "nvcc"))
+    roots = [os.environ.get("CUDA_HOME")] + CUDA_ROOTS + sorted(
+        glob.glob(CUDA_VERSIONED), key=lambda p: _version(p.rsplit("-", 1)[-1]), reverse=True)
+    found, seen = [], set()
+    for nvcc in [os.path.join(r, "bin", "nvcc") for r in roots if r] + [shutil.which("nvcc")]:
+        if not nvcc or not os.access(nvcc, os.X_OK) or os.path.realpath(nvcc) in seen:
+            continue
+        seen.add(os.path.realpath(nvcc))
+        found.append(_toolkit_at(nvcc))
+    return next((t for t in found if runs_on_driver(t["version"], driver_cuda)), found[0] if found else None)
 
 
 def _nccl_version(header):

@@ -106,6 +106,14 @@ def needs(tool, env):
             if not env["nvidia"]:
                 return "not_applicable", "no NVIDIA driver and no CUDA toolkit on this node"
             return "missing", "no CUDA toolkit (nvcc) on this node (tools_cuda_home, CUDA_HOME, /usr/local/cuda, PATH)"
+        driver_cuda = (env["nvidia"] or {}).get("cuda")
+        if not detect.runs_on_driver(env["cuda"]["version"], driver_cuda):
+            return "missing", (
+                "the CUDA toolkit %s at %s is newer than the driver's CUDA %s (driver %s): what it builds would stop "
+                "at its first call (\"CUDA driver version is insufficient for CUDA runtime version\"); install a "
+                "CUDA %s.x toolkit or give tools_cuda_home" % (
+                    env["cuda"]["version"], env["cuda"]["home"], driver_cuda, env["nvidia"].get("driver"),
+                    driver_cuda.split(".")[0]))
         if tool == "nccl_tests" and not env["nccl"]:
             return "missing", ("no NCCL to build against (tools_nccl_home, NCCL_HOME, /usr/include/nccl.h, or the "
                                "probe venv's nvidia-nccl wheel)")
@@ -263,7 +271,10 @@ def recipe(tool, src_dir, out, env, jobs):
         code = gencode(env["archs"])
         if code:
             argv.append("NVCC_GENCODE=%s" % code)
-        libs = [env["nccl"]["lib"]] + ([mpi_lib(mpi)] if mpi else [])
+        # nccl-tests link libcudart.so (its Makefile: -L$(CUDA_LIB) -lcudart), which the loader finds only where the
+        # toolkit's installer registered it: the toolkit's lib64 goes with the build
+        cudart = os.path.join(env["cuda"]["home"], "lib64")
+        libs = [env["nccl"]["lib"]] + ([mpi_lib(mpi)] if mpi else []) + ([cudart] if os.path.isdir(cudart) else [])
         return [argv], build, libs, None
     if tool == "rccl_tests":
         rocm = env["rocm"]["home"]
@@ -430,7 +441,8 @@ def run(art, params, out_dir):
         art.error("no prefix given (assess_tools_prefix)")
         return
     nv = detect.nvidia()
-    env = {"cuda": detect.cuda_toolkit(params["cuda_home"]), "nvidia": nv, "rocm": detect.rocm(),
+    env = {"cuda": detect.cuda_toolkit(params["cuda_home"], (nv or {}).get("cuda")), "nvidia": nv,
+           "rocm": detect.rocm(),
            "mpi": detect.mpi(params["mpi_home"]), "archs": (nv or {}).get("archs") or [],
            "platform": detect.platform_tag()}
     env["nccl"] = detect.nccl(params["nccl_home"], params["pythons"])

@@ -84,8 +84,8 @@ def run(art, params, out_dir):
             packages[tool]["runtime_only"] = True
         if state is False:
             missing += [n for n in names[tool] if not installed.get(n)]
-    cuda = detect.cuda_toolkit(params["cuda_home"])
     nvidia = detect.nvidia()
+    cuda = detect.cuda_toolkit(params["cuda_home"], (nvidia or {}).get("cuda"))  # the one the builds will take
     rocm = detect.rocm()
     # the Pythons of venvs already in the prefix: their nvidia-nccl wheel is an NCCL to build against
     venvs = sorted(p for p in glob.glob(os.path.join(prefix, "venv", "*", "bin", "python")) if os.access(p, os.X_OK))

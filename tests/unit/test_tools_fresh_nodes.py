@@ -388,3 +388,57 @@ def test_the_role_unpacks_and_builds_on_the_nodes_that_still_wait():
     assert "'build_differing': true" in params and "builder_builds" in params
     assert "tools_builder != inventory_hostname and waiting | length > 0" in unpack["when"]
     json.dumps(unpack)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 6. a CUDA toolkit newer than the driver's CUDA
+
+
+def recorded_driver(fixture):
+    """What detect.nvidia() makes of a recorded nvidia-smi."""
+    text = (FIX / "nvidia-smi" / fixture).read_text()
+    driver = detect.nvidia_driver_version(text)
+    cuda = detect.nvidia_cuda_version(text) or detect.cuda_for_driver(driver)
+    return {"driver": driver, "cuda": "%d.%d" % cuda, "archs": ["90"], "gpus": 8, "error": None}
+
+
+def toolkit(root, release):
+    """A toolkit directory whose nvcc prints `nvcc --version` as CUDA's does
+    (tests/fixtures/audit/software/cuda-11.5_nvcc-version.txt), for that release."""
+    (root / "bin").mkdir(parents=True)
+    (root / "lib64").mkdir()
+    (root / "bin" / "nvcc").write_text(
+        "#!/bin/sh\necho 'nvcc: NVIDIA (R) Cuda compiler driver'\necho 'Cuda compilation tools, release %s, V%s.0'\n"
+        % (release, release))
+    (root / "bin" / "nvcc").chmod(0o755)
+    return root
+
+
+def test_the_toolkit_that_runs_on_the_driver_is_taken_before_a_newer_one(tmp_path, monkeypatch):
+    """/usr/local/cuda pointing at 13.0 beside a 12.8 on a driver 575 node (CUDA 12.9): the 12.8, whose builds
+    run there (a 13.x build stops at its first call); on a driver 580 node (CUDA 13.0) the 13.0."""
+    new, old = toolkit(tmp_path / "cuda-13.0", "13.0"), toolkit(tmp_path / "cuda-12.8", "12.8")
+    (tmp_path / "cuda").symlink_to(new)
+    monkeypatch.setattr(detect, "CUDA_ROOTS", [str(tmp_path / "cuda")])
+    monkeypatch.setattr(detect, "CUDA_VERSIONED", str(tmp_path / "cuda-*"))
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    driver = recorded_driver("575.57.08_header-only.txt")
+    assert driver["cuda"] == "12.9"
+    chosen = detect.cuda_toolkit("", driver["cuda"])
+    assert (chosen["version"], chosen["home"]) == ("12.8", str(old))
+    assert detect.cuda_toolkit("", recorded_driver("580.126.09_a100-sxm4-40gb.txt")["cuda"])["home"] == str(new)
+    # the user's tools_cuda_home is taken as given; the build then says why it cannot use it
+    assert detect.cuda_toolkit(str(new), driver["cuda"])["home"] == str(new)
+    env = {"cuda": detect.cuda_toolkit(str(new), driver["cuda"]), "nvidia": driver,
+           "nccl": {"home": "/usr", "include": "/usr/include", "lib": "/usr/lib64", "version": "2.27.3"},
+           "mpi": None, "archs": ["90"], "rocm": None}
+    assert tools_build.needs("nccl_tests", env) == ("missing", (
+        "the CUDA toolkit 13.0 at %s is newer than the driver's CUDA 12.9 (driver 575.57.08): what it builds would "
+        "stop at its first call (\"CUDA driver version is insufficient for CUDA runtime version\"); install a "
+        "CUDA 12.x toolkit or give tools_cuda_home" % new))
+    # a 12.x toolkit on that driver builds, and nccl-tests' libcudart comes from its lib64
+    env["cuda"] = chosen
+    assert tools_build.needs("nccl_tests", env) is None
+    _, _, libs, _ = tools_build.recipe("nccl_tests", "/src", str(tmp_path / "out"), env, 8)
+    assert libs == ["/usr/lib64", str(old / "lib64")]
+
