@@ -17,7 +17,7 @@ from probes.common import slurm as sched_slurm
 from probes.reliability import samples as watch
 from probes.reliability import sched_watch
 from reports.load import load_run
-from reports.phases.reliability import timeline
+from reports.phases.reliability import section, timeline
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 META = json.loads((FIX / "sequences.json").read_text())
@@ -259,6 +259,25 @@ def test_the_controller_computes_from_raw_observations_what_the_old_probes_compu
     reboot = timeline.outcome(recorded_run, recorded_run.artifact("cmxbl-node2", "reboot"))
     assert reboot["facts"]["observer"] == "cmxbl-node1"  # found from the batch: old artifacts did not name it
     assert reboot["metrics"]["return_to_service_s"] == pytest.approx(9.175)
+
+
+def test_the_detection_time_is_shown_with_what_bounds_it(recorded_run):
+    """The recorded run's XID on cmxbl-node4: detect_s counts from the observer's clock read before the injection
+    task, so the fault_inject probe's own lag is in it, and the watcher saw the change within its 0.5 s: the
+    report's cell says both beside the time it judged."""
+    done = timeline.outcome(recorded_run, recorded_run.artifact("cmxbl-node4", "fault_injection"))
+    m = done["metrics"]
+    cell = section.detect_cell(m)
+    assert cell == "%s (%s s of it before the fault was in; seen within 0.5 s)" % (
+        section._s(m["detect_s"]), section._s(m["inject_lag_s"]))
+    assert 0 < m["inject_lag_s"] < m["detect_s"]
+    assert "| %s |" % cell in section.render(recorded_run, [], None)
+    # an old artifact without them shows the time alone; an undetected fault says never
+    assert section.detect_cell({"detected": 1, "detect_s": 7.31}) == "7.3"
+    assert section.detect_cell({"detected": 0}) == section.strong("never")
+    # a lag longer than the time it is part of (two clocks far apart) bounds nothing: left out
+    assert section.detect_cell({"detected": 1, "detect_s": 5.0, "inject_lag_s": 3.3e6, "watch_interval_s": 0.5}) \
+        == "5.0 (seen within 0.5 s)"
 
 
 def test_samples_brought_back_by_the_cleanup_stop_are_used(recorded_run):

@@ -175,6 +175,20 @@ def reboot_part(done, reboots, lines=None):
             ] + _skipped("Not rebooted", reboots)
 
 
+def detect_cell(m, lines=None):
+    """The detection time as judged, with what bounds it: the part of it before the fault was in (the injection
+    probe's own lag, counted in: the time is from the clock read before the injection task) and the watcher's
+    interval (a change is seen within it). A lag longer than the time it is part of (the node's clock and the
+    observer's far apart) bounds nothing and is left out."""
+    if not m.get("detected"):
+        return strong("never")
+    lag = m.get("inject_lag_s")
+    bounds = (["%s s of it before the fault was in" % _s(lag)] if lag is not None and lag <= m["detect_s"] else []) \
+        + (["seen within %s s" % _s(m["watch_interval_s"])] if m.get("watch_interval_s") is not None else [])
+    text = _s(m.get("detect_s"), (lines or {}).get("detect", ()))
+    return "%s (%s)" % (text, "; ".join(bounds)) if bounds else text
+
+
 def fault_part(done, faults, rows, lines=None):
     by_check = {(r["check_id"], r["host"]): r for r in rows}
     table = []
@@ -184,9 +198,8 @@ def fault_part(done, faults, rows, lines=None):
         if drained is not None and m.get("drain_open"):
             drained = ">= %s (still drained)" % drained
         action_row = by_check.get(("reliability.remediation", d["host"])) or {}
-        table.append([d["host"], fault_name(d), facts.get("method"),
-                      _s(m.get("detect_s"), (lines or {}).get("detect", ())) if m.get("detected") else
-                      strong("never"), drained, facts.get("observed_action"), action_row.get("expected"),
+        table.append([d["host"], fault_name(d), facts.get("method"), detect_cell(m, lines), drained,
+                      facts.get("observed_action"), action_row.get("expected"),
                       _s(m.get("return_s"), (lines or {}).get("return", ())) if m.get("returned") else "not back",
                       _s(m.get("job_s")), int(m.get("flaps", 0)), _s(m.get("watched_s"))])
     return [Heading(3, "Fault injection: detection and remediation (seconds from the fault)"),
