@@ -9,7 +9,7 @@ from collections import Counter
 
 from reports.grading import expectations, one_host
 from reports.grading.preconditions import ANY_VARIANT, not_run_reason, refused_artifact, ungradable
-from reports.grading.rows import ARTIFACT_STATUS, make_row, status_above, text_of
+from reports.grading.rows import ARTIFACT_STATUS, make_row, no_result_row, status_above, text_of
 from reports.grading.select import (
     AGGREGATES,
     artifacts_of,
@@ -191,8 +191,7 @@ def grade_metric(check, run, host, models=None):
     sel = selection(run, check, host)
     groups = groups_of(check, sel)
     if not groups:
-        status = "error" if doc["status"] == "error" else "skip"
-        return [make_row(check, host, status, reason=doc.get("reason") or "no %s result" % check["metric"])]
+        return [no_result_row(check, host, doc, "no %s result" % check["metric"])]
     agg = AGGREGATES[check.get("agg", "median")]
     rows = []
     for subject, values in groups:

@@ -37,6 +37,13 @@ def make_row(check, host, status, observed=None, expected=None, reason=None, sub
     }
 
 
+def no_result_row(check, host, doc, missing=None, reason=None):
+    """The row of a check that found nothing to judge in its probe's artifact: an error when the artifact is one,
+    else a skip; its reason is `reason` when given, else the artifact's own, else `missing` (what was not found)."""
+    status = "error" if doc["status"] == "error" else "skip"
+    return make_row(check, host, status, reason=reason or doc.get("reason") or missing)
+
+
 def status_above(value, warn, fail):
     """fail above `fail`, warn above `warn`, else pass: for values where more is worse (a drop, a degradation)."""
     return "fail" if value > fail else "warn" if value > warn else "pass"

@@ -15,7 +15,7 @@ import statistics
 from reports.grading import expectations
 from reports.grading.kinds import AGGREGATES, missing_gpus
 from reports.grading.preconditions import ungradable
-from reports.grading.rows import make_row
+from reports.grading.rows import make_row, no_result_row
 from reports.grading.select import find_artifact, gpu_model, labels_match
 from reports.shown import shown
 
@@ -104,9 +104,7 @@ def grade_pairs(check, run, host, models=None):
     _, spec, _ = gpu_model(run, host, doc, models)
     cells = pair_cells(check, run, host)
     if not cells:
-        status = "error" if doc["status"] == "error" else "skip"
-        return [make_row(check, host, status, reason=doc.get("reason") or "no %s result of a GPU pair" %
-                         check["metric"])]
+        return [no_result_row(check, host, doc, "no %s result of a GPU pair" % check["metric"])]
     threshold, text, why = expectations.resolve(check["expect"], spec)
     unit = check.get("unit") or "GB/s"
     error_note = doc.get("reason") if doc["status"] == "error" else None

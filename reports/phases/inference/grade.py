@@ -28,7 +28,7 @@ import statistics
 
 from reports.grading import expectations
 from reports.grading.preconditions import ungradable
-from reports.grading.rows import SEVERITY_OF_STATUS, make_row, status_below
+from reports.grading.rows import SEVERITY_OF_STATUS, make_row, no_result_row, status_below
 from reports.grading.rubric import graded_checks, shipped_checks
 from reports.grading.select import find_artifact, gpu_model
 from reports.shown import shown
@@ -285,8 +285,7 @@ def regime_of_points(run):
 
 
 def _no_points(check, host, doc):
-    status = "error" if doc["status"] == "error" else "skip"
-    return [make_row(check, host, status, reason=doc.get("reason") or "no point of the sweep recorded on this host")]
+    return [no_result_row(check, host, doc, "no point of the sweep recorded on this host")]
 
 
 def grade_errors(check, run, host):

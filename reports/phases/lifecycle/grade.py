@@ -20,7 +20,7 @@ import statistics
 
 from reports.grading import expectations
 from reports.grading.preconditions import ungradable
-from reports.grading.rows import make_row, status_above, text_of, worst_status
+from reports.grading.rows import make_row, no_result_row, status_above, text_of, worst_status
 from reports.grading.select import AGGREGATES, find_artifact, labels_match, slowest
 from reports.shown import same_side, shown
 
@@ -141,8 +141,7 @@ def grade_metric(check, run, host):
     groups = group_records(recs, check.get("per", []))
     failed = _unmeasured_rows(check, host, doc, set(groups))
     if not groups and not failed:
-        status = "error" if doc["status"] == "error" else "skip"
-        return [make_row(check, host, status, reason=_why_missing(check, doc))]
+        return [no_result_row(check, host, doc, reason=_why_missing(check, doc))]
     agg = AGGREGATES[check.get("agg", "median")]
     unit = check.get("unit") or (recs[0]["unit"] if recs else "")
     out = []
@@ -193,8 +192,7 @@ def grade_tier_spread(check, run, host):
         tier = r["labels"].get("tier")
         by_group.setdefault(_subject(r["labels"], keys), {}).setdefault(tier, []).append(r["value"])
     if not by_group:
-        status = "error" if doc["status"] == "error" else "skip"
-        return [make_row(check, host, status, reason=_why_missing(check, doc))]
+        return [no_result_row(check, host, doc, reason=_why_missing(check, doc))]
     warn, fail = float(check["warn_ratio"]), float(check["fail_ratio"])
     floor = float(check.get("min_s", 0))
     out = []

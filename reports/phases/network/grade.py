@@ -33,7 +33,7 @@ from probes.network.plan import human_bytes
 from reports import DATA_DIR, yamlio
 from reports.grading.expectations import missing
 from reports.grading.preconditions import ungradable
-from reports.grading.rows import make_row, status_above, status_below, worst_status
+from reports.grading.rows import make_row, no_result_row, status_above, status_below, worst_status
 from reports.grading.select import find_artifact, gpu_model, labels_match, selection
 from reports.phases.audit.network import host_nics
 from reports.shown import shown
@@ -443,8 +443,7 @@ def grade_peak_busbw(check, run, host):
         df = df[df.placement == check["placement"]]
     df = _select_nodes(df, check.get("nodes", 1))
     if df.empty:
-        status = "error" if doc["status"] == "error" else "skip"
-        return [make_row(check, host, status, reason=doc.get("reason") or "no %s busbw at %s nodes in this run" % (
+        return [no_result_row(check, host, doc, "no %s busbw at %s nodes in this run" % (
             check.get("collective", "all_reduce"), check.get("nodes", 1)))]
     best = df.loc[df.value.idxmax()]
     nodes, ranks = int(best.nodes), int(best.ranks)
@@ -520,8 +519,7 @@ def grade_curve_shape(check, run, host):
     df = frame(run, check["probe"], check.get("metric", "busbw_gbps"), check.get("variant"))
     df = df[df.host == host]
     if df.empty:
-        status = "error" if doc["status"] == "error" else "skip"
-        return [make_row(check, host, status, reason=doc.get("reason") or "no busbw curve measured on this host")]
+        return [no_result_row(check, host, doc, "no busbw curve measured on this host")]
     min_size, fail_pct, warn_pct, cpu = _shape_settings(check, doc["device"]["backend"])
     noise = placement_noise(df)
     found = []
@@ -593,8 +591,7 @@ def _host_curves(check, run, host, metric, best):
 
 
 def _no_curve(check, host, doc, what):
-    status = "error" if doc["status"] == "error" else "skip"
-    return [make_row(check, host, status, reason=doc.get("reason") or "no %s measured on this host" % what)]
+    return [no_result_row(check, host, doc, "no %s measured on this host" % what)]
 
 
 def grade_plateau(check, run, host):
@@ -827,8 +824,7 @@ def grade_rail_bw(check, run, host):
                     "(cable, switch port) is" % (link["client"], link["server"], hca),
                     subject="%s %s" % (subject, _link_name(link))))
     if not rows:
-        status = "error" if doc["status"] == "error" else "skip"
-        rows.append(make_row(check, host, status, reason=doc.get("reason") or "no perftest result on this host"))
+        rows.append(no_result_row(check, host, doc, "no perftest result on this host"))
     return rows
 
 

@@ -24,7 +24,7 @@ network slows the one and not the other.
 
 from reports.grading import expectations
 from reports.grading.preconditions import ungradable
-from reports.grading.rows import SEVERITY_OF_STATUS, make_row, status_above, status_below
+from reports.grading.rows import SEVERITY_OF_STATUS, make_row, no_result_row, status_above, status_below
 from reports.grading.rubric import shipped_checks
 from reports.grading.select import find_artifact, gpu_model
 from reports.phases.training.flops import flops_per_token, mfu
@@ -112,8 +112,7 @@ def host_mfu(run, host, doc, tokens_per_s_per_gpu):
 
 
 def _no_result(check, host, doc, what):
-    status = "error" if doc["status"] == "error" else "skip"
-    return [make_row(check, host, status, reason=doc.get("reason") or "no %s recorded on this host" % what)]
+    return [no_result_row(check, host, doc, "no %s recorded on this host" % what)]
 
 
 # ---------------------------------------------------------------------------------------------------------------
