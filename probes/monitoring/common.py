@@ -6,12 +6,32 @@
   (reports/phases/monitoring/prometheus.py and grafana.py call it on the labels the probes recorded raw)."""
 
 import ipaddress
+import re
 import urllib.parse
 
 # The labels that name a node, in the order they are read: the exporters' own (dcgm-exporter's Hostname, a
 # relabelling's node, node-exporter's nodename, ...), then the scrape target's `instance`.
 NODE_LABELS = ("node", "Hostname", "hostname", "nodename", "host")
 SERIES_NODE_LABELS = NODE_LABELS + ("instance",)
+
+
+# A duration as Prometheus writes one (prometheus/common model.Duration): units from years down to milliseconds,
+# largest first, each at most once: "15s", "1m30s", "2h", "1w", "500ms".
+PROM_DURATION = re.compile(r"^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?$")
+PROM_UNITS_S = (365 * 86400, 7 * 86400, 86400, 3600, 60, 1, 0.001)
+
+
+def prom_duration_s(text):
+    """Seconds of a Prometheus duration ("1m30s" -> 90.0; "0" -> 0.0), or None when text is not one. One reader
+    for the probe's query steps and the controller's scrape intervals: a target scraped every 90 s is "1m30s" in
+    Prometheus' targets API."""
+    text = str(text or "").strip()
+    if text == "0":
+        return 0.0
+    m = PROM_DURATION.match(text)
+    if not text or not m:
+        return None
+    return float(sum(int(g) * unit for g, unit in zip(m.groups(), PROM_UNITS_S) if g))
 
 
 def refuse_credential_in_url(art, p):

@@ -43,7 +43,7 @@ import urllib.request
 from datetime import datetime
 
 from probes.common.clocks import host_clocks  # other hosts' clocks against this one's
-from probes.monitoring.common import SERIES_NODE_LABELS, refuse_credential_in_url
+from probes.monitoring.common import SERIES_NODE_LABELS, prom_duration_s, refuse_credential_in_url
 from probes.params import Param, Params
 
 PARAMS = Params(
@@ -239,11 +239,9 @@ def server_clock(api, tries=CLOCK_TRIES):
 
 
 def _seconds(duration):
-    """A Prometheus duration ("1h", "30s", "500ms") in seconds."""
-    if duration.endswith("ms"):
-        return float(duration[:-2]) / 1000.0
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    return float(duration[:-1]) * units[duration[-1]] if duration and duration[-1] in units else float(duration)
+    """A Prometheus duration ("1h", "1m30s", "500ms") in seconds; a bare number is seconds."""
+    seconds = prom_duration_s(duration)
+    return seconds if seconds is not None else float(duration)
 
 
 def exporter_answers(address, port, timeout):

@@ -16,6 +16,7 @@ import pytest
 from probes.artifact import Artifact, validate
 from probes.common.clocks import host_clocks
 from probes.monitoring import prometheus as probe
+from probes.monitoring.common import prom_duration_s
 from reports.grading.kinds import CLUSTER_KINDS, register_phase_kinds
 from reports.grading.rubric import load_rubric
 from reports.load import run_of_artifacts
@@ -543,8 +544,19 @@ def test_node_of_a_series(labels, node):
 
 def test_durations():
     assert probe._seconds("1h") == 3600 and probe._seconds("500ms") == 0.5 and probe._seconds("30s") == 30
-    assert prom.scrape_seconds("1s") == 1 and prom.scrape_seconds("15s") == 15 and prom.scrape_seconds("1m") == 60
-    assert prom.scrape_seconds("500ms") == 0.5 and prom.scrape_seconds("") is None
+    # as Prometheus writes them (model.Duration): 90 s is "1m30s", a target's interval in /api/v1/targets
+    assert probe._seconds("1m30s") == 90 and probe._seconds("1h2m3s") == 3723 and probe._seconds("1w") == 604800
+    assert prom_duration_s("1s") == 1 and prom_duration_s("15s") == 15 and prom_duration_s("1m") == 60
+    assert prom_duration_s("500ms") == 0.5 and prom_duration_s("2m0s500ms") == 120.5 and prom_duration_s("0") == 0
+    assert prom_duration_s("") is None and prom_duration_s("1.5h") is None and prom_duration_s("30s1m") is None
+
+
+def test_a_target_scraped_every_1m30s_is_judged_on_its_own_interval():
+    """dcgm-exporter scraped every 90 s ("1m30s" in the targets API) beside node-exporter every 15 s: its series
+    40 s old is fresh (within 2 of its own intervals), not stale against the 15 s of another target."""
+    facts = {"targets": [{"labels": {"instance": "10.0.0.2:9400"}, "scrape_interval": "1m30s"},
+                         {"labels": {"instance": "10.0.0.2:9100"}, "scrape_interval": "15s"}]}
+    assert prom.intervals(facts) == ({"10.0.0.2:9400": 90.0, "10.0.0.2:9100": 15.0}, 15.0)
 
 
 def test_the_section_shows_every_node_and_gpu():

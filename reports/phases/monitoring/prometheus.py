@@ -32,7 +32,7 @@ probe (reports/grading/one_host.py):
 
 import json
 
-from probes.monitoring.common import node_of
+from probes.monitoring.common import node_of, prom_duration_s
 from reports.grading.one_host import on_runners
 from reports.grading.preconditions import ungradable
 from reports.grading.rows import make_row
@@ -69,19 +69,11 @@ def gpu_counts(run):
     return out
 
 
-def scrape_seconds(text):
-    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
-    for unit in ("ms", "s", "m", "h"):
-        if text and text.endswith(unit) and text[:-len(unit)].replace(".", "", 1).isdigit():
-            return float(text[:-len(unit)]) * units[unit]
-    return None
-
-
 def intervals(facts):
     """{instance: scrape seconds} of the targets, and the smallest of them (the default)."""
     by = {}
     for t in facts.get("targets") or []:
-        sec = scrape_seconds(t.get("scrape_interval"))
+        sec = prom_duration_s(t.get("scrape_interval"))
         if sec:
             by[t["labels"].get("instance")] = sec
     return by, (min(by.values()) if by else None)
