@@ -16,6 +16,8 @@ from reports import grading as grade
 from reports.grading import select
 from reports.load import run_of_artifacts as make_run
 from reports.phases.inference import grade as gi
+from reports.phases.inference import section
+from reports.phases.inference.grade import graded_slos
 from reports.rate import rate
 
 RUBRIC = grade.load_rubric()
@@ -411,6 +413,9 @@ def test_a_scaling_ratio_just_under_the_line_is_not_shown_on_it():
     assert float(c["fail_below"]) == 0.75
     row = gi.grade_scaling(c, run, ["h1", "h2"])[0]
     assert row["status"] == "fail" and row["observed"].startswith("chat 0.7496 (chat, c4, 2 nodes vs 1 node: ")
+    # and the section's scaling table, on the same side of the line (its plain fmt showed "0.75")
+    [table_row] = section.scaling_table(run, graded_slos(run)).rows
+    assert table_row[0] == "chat" and table_row[-1] == "0.7496", table_row
 
 
 def test_a_cpu_run_skips_the_gpu_checks_with_backend_cpu_and_judges_the_rest():

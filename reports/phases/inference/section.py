@@ -140,10 +140,15 @@ def latency_table(pts):
 
 
 def scaling_table(run, slos):
+    # the ratio with as many digits as keep it on its side of the lines the scaling check judged it against
+    # (0.7496 under a fail line of 0.75 is not "0.75"), as the check's row shows it
+    lines = tuple(float(c[k]) for c in graded_checks(run, lambda c: c.get("kind") == "infer_scaling")
+                  for k in ("fail_below", "warn_below") if k in c)
     rows = []
     for scenario, ratio, key, one, many, interpolated, _why in scaling_pairs(run, slos):
         base = "%s (interpolated)" % fmt(one) if interpolated and one is not None else fmt(one)
-        rows.append([scenario, point_name(*key[1:]), base, fmt(many), fmt(ratio) if ratio is not None else None])
+        rows.append([scenario, point_name(*key[1:]), base, fmt(many),
+                     fmt(ratio, thresholds=lines) if ratio is not None else None])
     if not rows:
         return None
     return Table(["scenario", "most nodes", "1 node: good requests/s per GPU", "most nodes: good requests/s per GPU",
