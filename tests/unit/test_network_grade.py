@@ -223,10 +223,29 @@ def test_pair_outliers_point_at_the_slow_host():
     docs = [pairs_doc(h, hosts, 9.0 if h != "n3" else 2.0, rtt=25.0 if h != "n2" else 80.0) for h in hosts]
     run = make_run(docs)
     rows = {r["host"]: r for r in gn.grade_pairs(check("network.tcp_pair_outlier"), run, hosts)}
-    # n3 sends at 2 Gbit/s: its pairs' median is (2 + 9) / 2 = 5.5 against the median pair 9.0 (-39 %)
-    assert rows["n3"]["status"] == "warn" and "39% below the median pair 9" in rows["n3"]["observed"]
+    # n3 sends at 2 Gbit/s: its pairs' median is (2 + 9) / 2 = 5.5 against the other hosts' median pair 9.0 (-39 %)
+    assert rows["n3"]["status"] == "warn" and "39% below the other hosts' median pair 9" in rows["n3"]["observed"]
     assert rows["n1"]["status"] == "pass" and rows["n4"]["status"] == "pass"
     assert rows["n2"]["status"] == "warn" and "rtt" in rows["n2"]["observed"]
+
+
+def test_a_host_slow_on_every_pair_of_three_fails_against_the_others_pairs():
+    """Three hosts, every pair with n3 at 1 Gbit/s and n1 <-> n2 at 10: n3 is in 4 of the 6 directed pairs, so the
+    median of them all was its own 1 Gbit/s and every host passed. Against the pairs it is not in (10) it is 90 %
+    below; n1 and n2 (5.5, against n3's pairs' 1) pass."""
+    hosts = ["n1", "n2", "n3"]
+    art = {h: Artifact("tcp_pairs", "r", h) for h in hosts}
+    for src in hosts:
+        for dst in hosts:
+            if src != dst:
+                art[src].add("bw_gbits", 1.0 if "n3" in (src, dst) else 10.0, "Gbit/s", src=src, dst=dst,
+                             tool="iperf3")
+                art[src].add("rtt_us", 25.0, "us", src=src, dst=dst)
+    run = make_run([a.to_dict() for a in art.values()])
+    rows = {r["host"]: r for r in gn.grade_pairs(check("network.tcp_pair_outlier"), run, hosts)}
+    assert (rows["n3"]["status"], rows["n3"]["observed"]) == (
+        "fail", "bw 1 Gbit/s (90% below the other hosts' median pair 10); rtt 25 us (+0%)")
+    assert rows["n1"]["status"] == rows["n2"]["status"] == "pass"
 
 
 def test_pairs_just_inside_their_lines_are_shown_inside_them():
@@ -237,9 +256,9 @@ def test_pairs_just_inside_their_lines_are_shown_inside_them():
     run = make_run(docs)
     rows = {r["host"]: r for r in gn.grade_pairs(check("network.tcp_pair_outlier"), run, hosts)}
     assert (rows["n3"]["status"], rows["n3"]["observed"]) == (
-        "pass", "bw 6.79 Gbit/s (24.6% below the median pair 9); rtt 25 us (+0%)")
+        "pass", "bw 6.79 Gbit/s (24.6% below the other hosts' median pair 9); rtt 25 us (+0%)")
     assert (rows["n2"]["status"], rows["n2"]["observed"]) == (
-        "pass", "bw 9 Gbit/s (0% below the median pair 9); rtt 49.9 us (+99.6%)")
+        "pass", "bw 9 Gbit/s (0% below the other hosts' median pair 9); rtt 49.9 us (+99.6%)")
 
 
 def test_rail_bandwidth_against_the_fabric():

@@ -13,7 +13,7 @@ Check kinds (rubric.d/network.yml), registered by reports.grading.kinds.register
   net_latency     per host and curve: the time of the smallest message against NCCL's own latency model
   net_scaling     cluster: busbw at each multi-node world size against the next smaller one (n to 2n) and against
                   the smallest multi-node world size
-  net_pairs       cluster: per host, TCP bandwidth and RTT of its pairs against the cluster's median pair
+  net_pairs       cluster: per host, TCP bandwidth and RTT of its pairs against the other hosts' median pair
   net_rail_bw     per host and rail: perftest bandwidth against the fabric's line rate
   net_rail_straggler
                   cluster, per rail: kind straggler over the rails only; both rail kinds judge the NICs the host's
@@ -948,9 +948,16 @@ def grade_scaling(check, run, hosts):
     return rows
 
 
+def others_median(values, host):
+    """The median of the pairs host is not in, what its own pairs are compared with: with 3 hosts a slow host is in
+    4 of the 6 directed pairs, so the median of them all is its own. All pairs where every pair has it (2 hosts)."""
+    others = [v for (s, d), v in values.items() if host not in (s, d)]
+    return statistics.median(others or list(values.values())) if values else None
+
+
 def grade_pairs(check, run, hosts):
-    """Per host: the median TCP bandwidth of its pairs (sent and received) and their RTT against the cluster's
-    median pair. A slow NIC, cable or switch port shows on every pair of its host."""
+    """Per host: the median TCP bandwidth of its pairs (sent and received) and their RTT against the median pair of
+    the other hosts. A slow NIC, cable or switch port shows on every pair of its host."""
     res = run.results
     sel = res[res.probe == "tcp_pairs"]
     pairs = {}
@@ -963,8 +970,6 @@ def grade_pairs(check, run, hosts):
                                                                                            25))
     rtt_warn = float(check.get("rtt_warn_above_median_pct", 100))
     rows = []
-    bw_median = statistics.median(bw.values()) if bw else None
-    rtt_median = statistics.median(rtt.values()) if rtt else None
     for host in hosts:
         pre = ungradable(check, run, host, probe="tcp_pairs", variant=None)
         if pre:
@@ -974,13 +979,14 @@ def grade_pairs(check, run, hosts):
         if len(bw) < 3 or not mine:
             rows.append(make_row(check, host, "skip", reason="fewer than 3 measured pairs to compare with"))
             continue
-        value = statistics.median(mine)
+        value, bw_median = statistics.median(mine), others_median(bw, host)
         below = 100.0 * (bw_median - value) / bw_median if bw_median else 0.0
         status = status_above(below, bw_warn, bw_fail)
         # percentages in whole numbers, or with decimals where those would show them on the other side of a line
-        text = "bw %.3g Gbit/s (%s%% below the median pair %.3g)" % (
+        text = "bw %.3g Gbit/s (%s%% below the other hosts' median pair %.3g)" % (
             value, shown(max(below, 0), (bw_warn, bw_fail), decimals=0), bw_median)
         my_rtt = [v for (s, d), v in rtt.items() if host in (s, d)]
+        rtt_median = others_median(rtt, host)
         if my_rtt and rtt_median:
             above = 100.0 * (statistics.median(my_rtt) - rtt_median) / rtt_median
             above_text = shown(above, (rtt_warn,), decimals=0)
@@ -988,8 +994,8 @@ def grade_pairs(check, run, hosts):
                                               above_text if above_text.startswith("-") else "+" + above_text)
             if above > rtt_warn and status == "pass":
                 status = "warn"
-        rows.append(make_row(check, host, status, text, "bw within %g%% of the median pair (warn %g%%), rtt within "
-                             "+%g%%" % (bw_fail, bw_warn, rtt_warn)))
+        rows.append(make_row(check, host, status, text, "bw within %g%% of the other hosts' median pair (warn %g%%), "
+                             "rtt within +%g%%" % (bw_fail, bw_warn, rtt_warn)))
     return rows
 
 
