@@ -1265,3 +1265,21 @@ def test_nvlink_output_with_no_counter_the_check_knows_is_a_skip_naming_them(tmp
                        if "FEC" in line or line.startswith("GPU"))
     row = _nvlink5_row(tmp_path, output)
     assert row["status"] == "skip" and row["reason"].startswith("no NVLink error counter this check knows among the 16")
+
+
+def test_free_space_inodes_and_sizes_just_past_their_lines_are_shown_past_them(tmp_path):
+    """/ with 4.6 % free (fail below 5 %) read "5% free", /raid at 90.4 % of its inodes (over 90) "90%", and a
+    /dev/shm of 0.996 GiB (warn below 1 GiB) "1.0 GiB": the verdicts were right, the numbers sat on their lines."""
+    node = cpu_node()
+    mounts = {m["target"]: m for m in node["storage"]["mounts"]}
+    assert {"/", "/raid", "/dev/shm"} <= set(mounts)
+    mounts["/"].update(size=100 * 2**30, avail=int(4.6 * 2**30))
+    mounts["/raid"].update(inodes=1000, inodes_free=96)
+    mounts["/dev/shm"].update(size=int(0.996 * 2**30))
+    rows = by(audit_rows(write_run(tmp_path, {"n1": node})))
+    assert (rows[("audit.storage.root_free", "n1")]["status"], rows[("audit.storage.root_free", "n1")]["observed"]) \
+        == ("fail", "/ 4.6% free (4.6 GiB)")
+    assert (rows[("audit.storage.inodes", "n1")]["status"], rows[("audit.storage.inodes", "n1")]["observed"]) == (
+        "warn", "/raid 90.4%")
+    assert (rows[("audit.storage.dev_shm", "n1")]["status"], rows[("audit.storage.dev_shm", "n1")]["observed"]) \
+        == ("warn", "/dev/shm 0.996 GiB size")

@@ -4,6 +4,7 @@
 import re
 
 from reports.phases.audit.common import Error, R, Skip, host_rule, name_list
+from reports.shown import shown
 
 SHARED_FS = ("nfs", "nfs4", "lustre", "gpfs", "wekafs", "beegfs", "ceph", "virtiofs", "fuse.juicefs", "fuse.s3fs",
              "fuse.gcsfuse", "cifs", "smb3", "glusterfs", "fuse.glusterfs", "9p", "panfs", "fuse.weka")
@@ -211,7 +212,9 @@ def _free_rule(target_pick, what):
             elif pct < pct_warn and status == "pass":
                 status = "warn"
             if pct < pct_warn or len(chosen) == 1:
-                rows.append("%s %.0f%% free (%.1f GiB)" % (m["target"], pct, (m.get("avail") or 0) / 2**30))
+                # whole percent, or the digits that keep it on its side of the lines (4.6 % free is not "5%")
+                rows.append("%s %s%% free (%.1f GiB)" % (m["target"], shown(pct, (pct_warn, pct_fail), decimals=0),
+                                                        (m.get("avail") or 0) / 2**30))
         obs = name_list(rows) if rows else "%d mounts above %g%% free" % (len(chosen), pct_warn)
         return R(status, obs, ">= %g%% free (fail below %g%%)" % (pct_warn, pct_fail))
     return fn
@@ -227,8 +230,8 @@ mounts_free = _free_rule(
 def inodes(v, c):
     mounts = [m for m in _mounts(v) if m.get("inodes")]
     limit = float(c.get("max_used_pct", 90))
-    high = ["%s %.0f%%" % (m["target"], 100.0 * (1 - m["inodes_free"] / m["inodes"])) for m in mounts
-            if m["inodes"] and 100.0 * (1 - m["inodes_free"] / m["inodes"]) > limit]
+    high = ["%s %s%%" % (m["target"], shown(100.0 * (1 - m["inodes_free"] / m["inodes"]), (limit,), decimals=0))
+            for m in mounts if m["inodes"] and 100.0 * (1 - m["inodes_free"] / m["inodes"]) > limit]
     return R("warn" if high else "pass",
              name_list(high) if high else "%d mounts below %g%% inodes used" % (len(mounts), limit),
              "<= %g%% inodes used" % limit)
@@ -243,7 +246,8 @@ def _size_rule(target, min_gib, what):
         if not m or not m.get("size"):
             raise Skip("not applicable: %s is not a separate mount" % target)
         size = (m.get("avail") if c.get("measure") == "avail" else m.get("size")) / 2**30
-        return R("pass" if size >= want else "warn", "%s %.1f GiB %s" % (target, size, c.get("measure", "size")),
+        return R("pass" if size >= want else "warn", "%s %s GiB %s" % (target, shown(size, (want,), decimals=1),
+                                                                        c.get("measure", "size")),
                  ">= %g GiB (%s)" % (want, what))
     return fn
 
