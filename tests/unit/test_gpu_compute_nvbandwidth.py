@@ -81,8 +81,9 @@ def test_probe_runs_nvbandwidth_with_json_output(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, os.environ["PATH"]))
     _, doc = run_probe("nvbandwidth", str(tmp_path / "out"), "r", "h", params={"profile": "quick"})
     assert doc["status"] == "ok", doc["reason"]
+    # the device-to-device test the quick profile runs is the one azhpc-nhc's line is drawn for (read)
     assert args_file.read_text().split() == ["-j", "-t", "host_to_device_memcpy_ce", "device_to_host_memcpy_ce",
-                                             "device_to_device_memcpy_write_ce", "device_local_copy"]
+                                             "device_to_device_memcpy_read_ce", "device_local_copy"]
     assert doc["device"]["backend"] == "cuda" and doc["device"]["count"] == 8
     h2d = [r for r in doc["results"] if r["metric"] == "gbps" and r["labels"]["test"] == "host_to_device_memcpy_ce"]
     assert len(h2d) == 8 and min(r["value"] for r in h2d) > 55
@@ -107,7 +108,7 @@ def test_probe_skips_without_gpu_or_without_the_tool(tmp_path, monkeypatch):
 
 
 def test_one_gpus_degraded_nvlink_fails_that_gpu_and_the_node_not_its_neighbours():
-    """nvbandwidth -j device_to_device_memcpy_write_ce on 8 x H100: GPU 5's NVLink is degraded, every copy to or from
+    """nvbandwidth -j device_to_device_memcpy_read_ce on 8 x H100: GPU 5's NVLink is degraded, every copy to or from
     it runs at ~200 GB/s, the other pairs at 390 (its row and column of the matrix are low, as nvbandwidth by hand
     shows). compute.nvbandwidth_d2d fails GPU 5 alone, and the node on its slowest pair."""
     import json as _json
@@ -122,8 +123,8 @@ def test_one_gpus_degraded_nvlink_fails_that_gpu_and_the_node_not_its_neighbours
     mat = [["N/A" if r == c else ("200.1" if 5 in (r, c) else "390.2") for c in range(8)] for r in range(8)]
     doc = {"nvbandwidth": {"version": "v0.7", "git_version": "", "CUDA Runtime Version": 12040, "Driver Version": "550",
            "GPU Device list": ["0: NVIDIA H100 80GB HBM3"] * 8,
-           "testcases": [{"name": "device_to_device_memcpy_write_ce", "status": "Passed",
-                          "bandwidth_description": "memcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)",
+           "testcases": [{"name": "device_to_device_memcpy_read_ce", "status": "Passed",
+                          "bandwidth_description": "memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)",
                           "bandwidth_matrix": mat, "sum": 0}]}}
     art = _Artifact("nvbandwidth", "r", "n1")
     art.device.update(backend="cuda", model="NVIDIA H100 80GB HBM3")
