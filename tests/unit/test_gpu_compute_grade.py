@@ -169,7 +169,11 @@ def test_report_section_tables_and_plots(graded, tmp_path):
     assert "| n2 gpu5 | 540.0 |" in md  # best shape per GPU and dtype
     assert "| n1 gpu0 | 720.0 | 1300.0 |" in md
     assert "skipped [" in md and "compute capability 9.0" in md  # the skipped dtype and its reason
-    assert "p2p slowest peer GB/s" in md and "| n2 gpu1 | 55 | 40 | 300.0 | 392.0 |" in md
+    # what compute.copy_p2p judges: the median of each GPU's pairs (sent and received) and its slowest pair, which
+    # the bad link 1 -> 6 is on both GPUs' rows while their medians pass (the check's rows say the same)
+    assert "p2p median of its pairs GB/s | p2p slowest pair GB/s" in md
+    assert "| n2 gpu1 | 55 | 40 | 392.0 | 300.0 (GPU 6) |" in md and "| n2 gpu6 | 55 | 40 | 392.0 | 300.0 (GPU 1) |" in md
+    assert "| n2 gpu2 | 55 | 40 | 392.0 | 392.0 (GPU 0) |" in md
     for name in ("gpu_compute_gemm_tflops.png", "gpu_compute_copy_bw.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
     assert section.render(run_of([info("x")]), [], str(tmp_path)) == ""  # phase not run: no section
@@ -289,7 +293,11 @@ def test_section_tables_show_judged_numbers_on_their_side_of_the_checks_lines():
     by = {(r["check_id"], r["subject"]): r["status"] for r in rows if r["host"] == "n1"}
     assert by[("compute.copy_d2h", "gpu=0")] == "fail" and by[("compute.gemv_hbm", "gpu=0")] == "warn"
     md = section.render(run, rows, None)
-    assert "| n1 gpu0 | 55 | 47.996 | 390.0 | 390.0 |" in md, md
-    assert "| n1 gpu1 | 55 | 55 | 390.0 | 390.0 |" in md
+    assert "| n1 gpu0 | 55 | 47.996 | 390.0 | 390.0 (GPU 1) |" in md, md
+    assert "| n1 gpu1 | 55 | 55 | 390.0 | 390.0 (GPU 0) |" in md
+    # the p2p columns are compute.copy_p2p's numbers (a gpu_pairs check), shown on their side of its line too
+    run = run_of([info("n1"), copy_bw("n1", [55.0, 55.0], [55.0, 55.0], lambda g, p: 334.996)])
+    assert "| n1 gpu0 | 55 | 55 | 334.996 | 334.996 (GPU 1) |" in section.render(run, grade.grade(run, compute_checks()),
+                                                                                None)
     assert "| n1 gpu0 | bf16 | 2512.46 | llama70b_mlp_up_row |" in md
     assert "| n1 gpu1 | bf16 | 2900.0 | llama70b_mlp_up_row |" in md

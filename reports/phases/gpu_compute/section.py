@@ -34,7 +34,8 @@ def _records(run, probe):
 
 def lines_of(run):
     """get(probe, metric, host, **labels): the lines a GPU's value of that probe, metric and labels was judged against
-    (the `metric` checks selecting it, with the host's GPU model's figures: as kinds.grade_metric resolves them, as
+    (the `metric` and `gpu_pairs` checks selecting it, with the host's GPU model's figures: as kinds.grade_metric
+    resolves them, as
     the run was graded), so that the tables show it on the side of each that its row does (reports/shown.py); each
     answer kept for the GPUs that ask again."""
     known = {}
@@ -42,7 +43,7 @@ def lines_of(run):
     def get(probe, metric, host, **labels):
         key = (probe, metric, host, tuple(sorted(labels.items())))
         if key not in known:
-            checks = graded_checks(run, lambda c: c.get("kind") == "metric" and c.get("probe") == probe
+            checks = graded_checks(run, lambda c: c.get("kind") in ("metric", "gpu_pairs") and c.get("probe") == probe
                                    and c.get("metric") == metric and not c.get("variant")
                                    and labels_match(labels, dict(c.get("labels") or {}, **(c.get("part") or {}))))
             _, spec, _ = gpu_model(run, host, run.artifact(host, probe)) if checks else (None, None, None)
@@ -310,14 +311,20 @@ def copy_table(run):
     for k in keys:
         row = [_gpu_name(k[0], k[1], backend[k])] + [
             fmt(cells.get(k, {}).get(p), thresholds=judged("copy_bw", "gbps", k[0], direction=p)) for p in paths]
-        pv = peers.get(k, {})
-        if any(peers.values()):  # the slowest peer is the one compute.copy_p2p judges
-            row += [fmt(min(pv.values()), thresholds=judged("copy_bw", "gbps", k[0], direction="p2p")) if pv else None,
-                    fmt(max(pv.values())) if pv else None]
+        if any(peers.values()):
+            # what compute.copy_p2p judges: the median of the GPU's pairs, the copies it sends and those it
+            # receives (one bad link fails the GPU it belongs to, not every GPU it was paired with), and its slowest
+            mine = {(k[1], p): v for p, v in peers.get(k, {}).items()}
+            mine.update({(g, k[1]): pv[k[1]] for (h, g), pv in peers.items() if h == k[0] and k[1] in pv})
+            lines = judged("copy_bw", "gbps", k[0], direction="p2p")
+            slowest = min(mine, key=mine.get) if mine else None
+            row += [fmt(statistics.median(mine.values()), thresholds=lines) if mine else None,
+                    "%s (GPU %d)" % (fmt(mine[slowest], thresholds=lines), slowest[1] if slowest[0] == k[1]
+                                     else slowest[0]) if mine else None]
         rows.append(row)
     header = ["GPU"] + ["%s GB/s" % p for p in paths]
     if any(peers.values()):
-        header += ["p2p slowest peer GB/s", "p2p fastest peer GB/s"]
+        header += ["p2p median of its pairs GB/s", "p2p slowest pair GB/s"]
     peer_ids = sorted({p for pv in peers.values() for p in pv})
     matrix = {"rows": [_gpu_name(k[0], k[1], backend[k]) for k in keys],
               "cols": paths + ["p2p→%d" % p for p in peer_ids],
