@@ -11,6 +11,7 @@ controller gets everything back in the same SSH round trip that ran the probe.
 import argparse
 import base64
 import contextlib
+import faulthandler
 import importlib
 import json
 import math
@@ -27,6 +28,8 @@ from probes.registry import PROBES
 
 # Raw files larger than this are left on the node and fetched separately by the controller.
 INLINE_LIMIT_BYTES = 8 * 1024 * 1024
+# Seconds past its --timeout after which a probe that is still going dumps every thread's stack to stderr.
+STUCK_GRACE_S = 15
 
 
 def parse_args(argv):
@@ -61,6 +64,11 @@ def run_probe(name, out_dir, run_id, host, variant=None, params=None, timeout=0)
     art = Artifact(name, run_id, host, variant=variant, params=params, tool_version=__version__)
     os.makedirs(out_dir, exist_ok=True)
     limit = time_limit(timeout) if timeout and timeout > 0 else contextlib.nullcontext()
+    if timeout and timeout > 0:
+        # A probe still going well past its own time limit is stuck where the limit cannot reach it (a C call that
+        # does not return to Python, or a cleanup that waits): every thread's stack goes to stderr, which the caller
+        # keeps, so a stuck probe says where it was.
+        faulthandler.dump_traceback_later(timeout + STUCK_GRACE_S, exit=False)
     try:
         with limit:  # stopped before any of the handlers below runs
             module = importlib.import_module(PROBES[name])
@@ -84,6 +92,8 @@ def run_probe(name, out_dir, run_id, host, variant=None, params=None, timeout=0)
             art.raw.append(tb_name)
         except OSError:
             pass  # a full disk: the reason above says what failed, the results are kept
+    if timeout and timeout > 0:
+        faulthandler.cancel_dump_traceback_later()
     doc = art.to_dict()
     problems = validate(doc)
     if problems:

@@ -29,8 +29,17 @@ def run_nodes(probe, out, params, hosts, timeout=120, addresses=None, per_host=N
         procs.append(subprocess.Popen([sys.executable, "-m", "probes", probe, "--out", str(out / host), "--host", host,
                                        "--params", json.dumps(p), "--timeout", str(timeout)], cwd=ROOT,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
-    for proc in procs:
-        assert proc.wait(timeout=timeout + 30) == 0, proc.stderr.read()
+    try:
+        for proc in procs:
+            assert proc.wait(timeout=timeout + 30) == 0, proc.stderr.read()
+    except subprocess.TimeoutExpired:
+        # a probe still going 30 s past its own --timeout is stuck: what it printed, with the stacks of its threads
+        # that probes/cli.py dumps 15 s past the limit, says where; no process is left behind
+        for proc in procs:
+            proc.kill()
+        pytest.fail("a %s probe ran past its --timeout %s:\n%s" % (probe, timeout, "\n".join(
+            "--- %s rc=%s\n%s" % (host, proc.wait(), proc.stderr.read().decode(errors="replace")[-6000:])
+            for host, proc in zip(hosts, procs))))
     return {h: json.loads((out / h / ("%s.json" % probe)).read_text()) for h in hosts}
 
 

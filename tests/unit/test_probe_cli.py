@@ -231,3 +231,44 @@ def test_a_full_disk_keeps_what_was_measured_in_the_manifest(tmp_path, fake_prob
         assert cli.manifest(path, doc, str(full / "art"))["artifact"]["results"] == doc["results"]
     finally:
         subprocess.run(["umount", str(full)], capture_output=True)
+
+
+STUCK = """
+import signal, sys, time, types
+sys.path.insert(0, %r)
+from probes import cli
+from probes.params import Params
+
+module = types.ModuleType("probes_test_stuck")
+module.PARAMS = Params()
+
+
+def run(art, params, out_dir):
+    # where the time limit cannot reach: SIGALRM held back, as in a C call that never returns to Python
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+    stuck_in_a_call_that_never_returns(30)
+
+
+def stuck_in_a_call_that_never_returns(seconds):
+    time.sleep(seconds)
+
+
+module.run = run
+sys.modules["probes_test_stuck"] = module
+cli.PROBES["stuck"] = "probes_test_stuck"
+cli.STUCK_GRACE_S = 1
+cli.run_probe("stuck", %r, "r", "h", timeout=0.5)
+"""
+
+
+def test_a_probe_stuck_past_its_limit_says_where_on_stderr(tmp_path):
+    """A probe that its --timeout cannot stop (cc19: a checkpoint probe ran 30 s past its 300 and was never
+    explained) dumps every thread's stack to stderr STUCK_GRACE_S past the limit: the caller keeps it."""
+    proc = subprocess.Popen([sys.executable, "-c", STUCK % (str(ROOT), str(tmp_path))], stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        time.sleep(4)
+    finally:
+        proc.kill()
+    err = proc.communicate()[1]
+    assert "Thread" in err and "stuck_in_a_call_that_never_returns" in err, err
