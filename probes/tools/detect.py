@@ -12,6 +12,7 @@ import sys
 
 from probes.common.command import run_cmd
 from probes.common.readers import read_text
+from probes.tools.variants import version_tuple
 
 # Which package-manager family a distribution belongs to (os-release ID, then ID_LIKE).
 FAMILIES = {"debian": "debian", "ubuntu": "debian", "rhel": "redhat", "rocky": "redhat", "almalinux": "redhat",
@@ -144,12 +145,6 @@ def rocm():
     return None
 
 
-def _version(text):
-    """"12.8" -> (12, 8); () when there is no number."""
-    m = re.match(r"^(\d+)(?:\.(\d+))?", str(text or ""))
-    return tuple(int(g) for g in m.groups() if g is not None) if m else ()
-
-
 def _toolkit_at(nvcc):
     res = run_cmd([nvcc, "--version"], timeout=30)
     m = re.search(r"release (\d+\.\d+)", res.stdout)
@@ -161,7 +156,7 @@ def runs_on_driver(toolkit_version, driver_cuda):
     """Whether what a toolkit builds runs under a driver for driver_cuda: the driver's CUDA major or older (CUDA's
     minor version compatibility covers a newer minor of the same major; a newer major fails at its first call with
     "CUDA driver version is insufficient for CUDA runtime version"). True when either is unknown."""
-    have, want = _version(driver_cuda), _version(toolkit_version)
+    have, want = version_tuple(driver_cuda), version_tuple(toolkit_version)
     return not have or not want or want[0] <= have[0]
 
 
@@ -173,7 +168,7 @@ def cuda_toolkit(home="", driver_cuda=None):
     if home and os.access(os.path.join(home, "bin", "nvcc"), os.X_OK):
         return _toolkit_at(os.path.join(home, "bin", "nvcc"))
     roots = [os.environ.get("CUDA_HOME")] + CUDA_ROOTS + sorted(
-        glob.glob(CUDA_VERSIONED), key=lambda p: _version(p.rsplit("-", 1)[-1]), reverse=True)
+        glob.glob(CUDA_VERSIONED), key=lambda p: version_tuple(p.rsplit("-", 1)[-1]), reverse=True)
     found, seen = [], set()
     for nvcc in [os.path.join(r, "bin", "nvcc") for r in roots if r] + [shutil.which("nvcc")]:
         if not nvcc or not os.access(nvcc, os.X_OK) or os.path.realpath(nvcc) in seen:

@@ -24,7 +24,8 @@ import re
 DEFAULT_INDEX = "https://download.pytorch.org/whl/%s"
 
 
-def _version(text):
+def version_tuple(text):
+    """"12.8" -> (12, 8): the numbers of a version, for comparing; () when there are none."""
     return tuple(int(x) for x in re.findall(r"\d+", text or ""))
 
 
@@ -86,11 +87,11 @@ def arch_range(variant):
 def fits(variant, cuda=None, rocm=None, minor_compat=False):
     kind, ver = variant_version(variant)
     if kind == "cuda":
-        have = _version(cuda)[:2]
+        have = version_tuple(cuda)[:2]
         # minor version compatibility: a build for CUDA X.y runs on any driver for CUDA X (X >= 11)
         return bool(cuda) and (ver <= have or (minor_compat and ver[0] == have[0] and ver[0] >= 11))
     if kind == "rocm":
-        have = _version(rocm)
+        have = version_tuple(rocm)
         return bool(have) and ver[0] == have[0] and ver <= have[:len(ver)]
     return True
 

@@ -13,6 +13,7 @@ from reports.grading import expectations
 from reports.grading.rubric import graded_checks
 from reports.grading.select import gpu_model, labels_match
 from reports.load import labels_of
+from reports.phases.gpu_compute import grade
 from reports.render import markdown, plots
 from reports.render.blocks import Bullets, Heading, Paragraph, Table, figure, strong
 from reports.render.markdown import fmt_tenths as fmt
@@ -308,14 +309,16 @@ def copy_table(run):
     paths = [p for p in COPY_PATHS if any(p in cells.get(k, {}) for k in keys)]
     rows = []
     judged = lines_of(run)
+    # compute.copy_p2p's own cells per host (grade.pair_cells: {(gpu, peer): value}, as it aggregates them)
+    p2p = next(iter(graded_checks(run, lambda c: c.get("kind") == "gpu_pairs" and c.get("probe") == "copy_bw")), None)
+    cells_of = {h: grade.pair_cells(p2p, run, h) for h in {k[0] for k in keys}} if p2p else {}
     for k in keys:
         row = [_gpu_name(k[0], k[1], backend[k])] + [
             fmt(cells.get(k, {}).get(p), thresholds=judged("copy_bw", "gbps", k[0], direction=p)) for p in paths]
         if any(peers.values()):
             # what compute.copy_p2p judges: the median of the GPU's pairs, the copies it sends and those it
             # receives (one bad link fails the GPU it belongs to, not every GPU it was paired with), and its slowest
-            mine = {(k[1], p): v for p, v in peers.get(k, {}).items()}
-            mine.update({(g, k[1]): pv[k[1]] for (h, g), pv in peers.items() if h == k[0] and k[1] in pv})
+            mine = {(int(g), int(p)): v for (g, p), v in cells_of.get(k[0], {}).items() if k[1] in (int(g), int(p))}
             lines = judged("copy_bw", "gbps", k[0], direction="p2p")
             slowest = min(mine, key=mine.get) if mine else None
             row += [fmt(statistics.median(mine.values()), thresholds=lines) if mine else None,
