@@ -5,7 +5,11 @@
 The binary is looked for at params.path, then on PATH, then in a few usual places; without it (or without an
 NVIDIA GPU) the artifact is skipped with the reason. Each matrix cell becomes a `gbps` result labelled with the
 testcase, its row and column, and the GPU it measures (`gpu`: the column of 1-row tests (CPU<->GPU, all-to-one),
-the row GPU of GPU x GPU tests, whose column is `peer`; the layout is told by the matrix's shape, see cells). Per
+the row GPU of GPU x GPU tests, whose column is `peer`; the layout is told by the matrix's shape, see cells). `gpu`
+and `peer` are nvidia-smi's index, as in every other probe: nvbandwidth numbers GPUs as CUDA does, fastest first by
+default, so it runs with CUDA_DEVICE_ORDER=PCI_BUS_ID (nvidia-smi's order), and where it prints each device's PCI
+address (v0.7+) each number is matched to the nvidia-smi GPU of that address (numbering; the fact gpu_numbering says
+which was done). Per
 testcase: `gbps_sum`, `gbps_min`, `gbps_max`, `gbps_mean` over the cells with a number. Testcases nvbandwidth waived
 or failed are facts (testcase.<name>). The output nvbandwidth printed is kept as nvbandwidth.out.json (JSON) or
 nvbandwidth.out.txt (text).
@@ -34,6 +38,9 @@ RAW = "nvbandwidth.out.json"
 # a testcase whose description ends in ns measures latency ("memory latency SM CPU(row) <-> GPU(column) (ns)")
 LATENCY = re.compile(r"\(ns\)\s*$")
 RAW_TEXT = "nvbandwidth.out.txt"
+# a device's PCI address as nvbandwidth prints it: "0: NVIDIA H200 (00000000:18:00): (gpu-node-07)" in -j's
+# "GPU Device list", "Device 0: NVIDIA A100-SXM4-80GB (00000000:34:00)" in text (v0.7+; older builds print none)
+_ADDRESS = re.compile(r"\(([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)\)")
 CANDIDATES = ("/usr/local/bin/nvbandwidth", "/usr/local/cuda/bin/nvbandwidth", "/opt/nvbandwidth/nvbandwidth")
 
 
@@ -84,8 +91,34 @@ def parse(text):
     }
 
 
-def cells(case):
-    """(labels, value) of every measured cell of a testcase, with the GPU each cell is about."""
+def numbering(devices, gpus):
+    """nvbandwidth's device numbers -> nvidia-smi's index of the same GPU, and how that was found (the fact
+    gpu_numbering). Matched by PCI address where nvbandwidth printed one for every device and each is a GPU
+    nvidia-smi lists; else nvbandwidth's own numbers, which are nvidia-smi's when the run's CUDA_DEVICE_ORDER is
+    PCI_BUS_ID and no GPU is hidden from it (CUDA_VISIBLE_DEVICES)."""
+    smi = {vendor.sysfs_bdf(g.get("pci_bus_id")): g["index"] for g in gpus if g.get("pci_bus_id")}
+    addresses = []
+    for entry in devices:
+        m = _ADDRESS.search(str(entry))
+        addresses.append(vendor.sysfs_bdf(m.group(1)) if m else None)
+    own = "nvbandwidth's own (CUDA, in PCI bus order)"
+    if not addresses or None in addresses:
+        return None, own + ": it printed no PCI address to match"
+    if len(set(addresses)) < len(addresses):  # a multinode run lists every process's GPU, of other hosts too
+        return None, own + ": one PCI address listed twice (GPUs of several hosts)"
+    unknown = [a for a in addresses if a not in smi]
+    if unknown:
+        return None, own + ": %s not among nvidia-smi's GPUs" % ", ".join(unknown)
+    index = {n: smi[a] for n, a in enumerate(addresses)}
+    moved = {n: i for n, i in index.items() if n != i}
+    return index, "nvidia-smi index, matched by PCI address%s" % (
+        "" if not moved else " (nvbandwidth's %s)" % ", ".join("%d is GPU %d" % kv for kv in sorted(moved.items())))
+
+
+def cells(case, index=None):
+    """(labels, value) of every measured cell of a testcase, with the GPU each cell is about (nvidia-smi's index
+    through `index`, from numbering, where given)."""
+    index = index or {}
     matrix = case["matrix"]
     if not matrix:
         return []
@@ -111,6 +144,9 @@ def cells(case):
                 labels.update(part=r // cols, gpu=r % cols, peer=c)
             else:
                 labels["gpu"] = r  # one column per row (multinode bisect: process r -> its peer)
+            for key in ("gpu", "peer"):
+                if key in labels:
+                    labels[key] = index.get(labels[key], labels[key])
             out.append((labels, value))
     return out
 
@@ -129,8 +165,10 @@ def find_binary(params):
                                "gpu_compute_nvbandwidth_path)" % ", ".join(CANDIDATES))
 
 
-def record(art, parsed):
-    """Results and facts from a parsed nvbandwidth document; returns the testcases in error."""
+def record(art, parsed, gpus=()):
+    """Results and facts from a parsed nvbandwidth document, the GPUs labelled with nvidia-smi's index (gpus: the
+    node's, from probes.common.device.describe); returns the testcases in error."""
+    index, art.facts["gpu_numbering"] = numbering(parsed["devices"], gpus)
     art.facts.update({"nvbandwidth_version": parsed["version"], "nvbandwidth_git": parsed["git_version"],
                       "cuda_driver_api": parsed["cuda_version"], "driver": parsed["driver"],
                       "devices_listed": len(parsed["devices"])})
@@ -148,7 +186,7 @@ def record(art, parsed):
         if LATENCY.search(case.get("description") or ""):
             # a latency testcase (host_device_latency_sm, v0.8+): its matrix is in ns, in the same JSON field and
             # the same text layout as the bandwidths; a sum of latencies means nothing
-            for labels, value in cells(case):
+            for labels, value in cells(case, index):
                 art.add("latency_ns", value, "ns", **labels)
                 values.append(value)
             if values:
@@ -156,7 +194,7 @@ def record(art, parsed):
                 art.add("latency_ns_max", max(values), "ns", test=case["name"])
             art.facts["testcase.%s" % case["name"]] = "Passed"
             continue
-        measured = cells(case)
+        measured = cells(case, index)
         for labels, value in measured:
             art.add("gbps", value, "GB/s", **labels)
         # A bidirectional testcase stacks its matrices (each direction, then their total: part 0, 1, 2): its sum,
@@ -191,7 +229,9 @@ def run(art, params, out_dir):
         tests = NVBANDWIDTH_TESTS[params["profile"]]
     selected = ["-t"] + list(tests) if tests else []
     argv = [binary, "-j"] + selected
-    res = run_cmd(argv, timeout=params["tool_timeout"])
+    # nvidia-smi's order, not CUDA's default fastest-first (usually the same on a node of one GPU model, not on others)
+    env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID")
+    res = run_cmd(argv, timeout=params["tool_timeout"], env=env)
     raw = RAW
     if not res.timed_out and "{" not in res.stdout:
         # -j came with v0.5: an older build refuses it ("unrecognised option '-j'"), and a build that broke before
@@ -199,7 +239,7 @@ def run(art, params, out_dir):
         refused = (res.stderr or res.stdout).strip().splitlines()
         art.facts["json_unavailable"] = refused[0][:200] if refused else "exit %s, no output" % res.rc
         argv = [binary] + selected
-        res = run_cmd(argv, timeout=params["tool_timeout"])
+        res = run_cmd(argv, timeout=params["tool_timeout"], env=env)
         raw = RAW_TEXT
     with open(os.path.join(out_dir, raw), "w") as fh:
         fh.write(res.stdout)
@@ -213,7 +253,7 @@ def run(art, params, out_dir):
         tail = (res.stderr or res.stdout).strip().splitlines()
         art.error("nvbandwidth exit %s, output not readable (%s): %s" % (res.rc, exc, tail[-1] if tail else ""))
         return
-    failed = record(art, parsed)
+    failed = record(art, parsed, gpus)
     if parsed["error"]:
         failed.insert(0, str(parsed["error"]).strip().splitlines()[0])
     if failed:

@@ -77,13 +77,16 @@ def test_probe_runs_nvbandwidth_with_json_output(tmp_path, monkeypatch):
     bin_dir.mkdir()
     _tool(bin_dir, "nvidia-smi", "cat %s\n" % (FIX / "nvidia-smi" / "h200_8x_query.csv"))
     args_file = tmp_path / "args"
-    _tool(bin_dir, "nvbandwidth", 'echo "$@" > %s\ncat %s\n' % (args_file, FIX / "nvbandwidth" / "h200x8_quick.json"))
+    _tool(bin_dir, "nvbandwidth", 'echo "$@" > %s\necho "$CUDA_DEVICE_ORDER" > %s.order\ncat %s\n'
+          % (args_file, args_file, FIX / "nvbandwidth" / "h200x8_quick.json"))
     monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, os.environ["PATH"]))
     _, doc = run_probe("nvbandwidth", str(tmp_path / "out"), "r", "h", params={"profile": "quick"})
     assert doc["status"] == "ok", doc["reason"]
     # the device-to-device test the quick profile runs is the one azhpc-nhc's line is drawn for (read)
     assert args_file.read_text().split() == ["-j", "-t", "host_to_device_memcpy_ce", "device_to_host_memcpy_ce",
                                              "device_to_device_memcpy_read_ce", "device_local_copy"]
+    assert (tmp_path / "args.order").read_text().strip() == "PCI_BUS_ID"  # nvidia-smi's order, not fastest first
+    assert doc["facts"]["gpu_numbering"] == "nvidia-smi index, matched by PCI address"
     assert doc["device"]["backend"] == "cuda" and doc["device"]["count"] == 8
     h2d = [r for r in doc["results"] if r["metric"] == "gbps" and r["labels"]["test"] == "host_to_device_memcpy_ce"]
     assert len(h2d) == 8 and min(r["value"] for r in h2d) > 55
@@ -144,3 +147,47 @@ def test_one_gpus_degraded_nvlink_fails_that_gpu_and_the_node_not_its_neighbours
     # the full grade runs the check through its kind, gpu_pairs
     graded = [r for r in _grading.grade(run, {"checks": [c]}) if r["status"] == "fail"]
     assert sorted(r["subject"] for r in graded) == ["gpu=5", "slowest pair"]
+
+
+def _smi_gpus():
+    from probes.common.device import parse_nvidia_query
+
+    return parse_nvidia_query((FIX / "nvidia-smi" / "h200_8x_query.csv").read_text())
+
+
+def test_gpus_are_named_by_nvidia_smis_index_of_the_same_pci_address():
+    """nvbandwidth numbers GPUs as CUDA does. The real 8 x H200 run's device list, in the order CUDA's default
+    fastest-first numbering can give (GPU 7's address first): each number is matched to nvidia-smi's GPU of the
+    same address, so a slow cell names the GPU nvidia-smi, DCGM and the RMA form call by that index."""
+    doc = nvbandwidth.parse((FIX / "nvbandwidth" / "h200x8_quick.json").read_text())
+    assert nvbandwidth.numbering(doc["devices"], _smi_gpus()) == (
+        {n: n for n in range(8)}, "nvidia-smi index, matched by PCI address")
+    devices = [doc["devices"][7]] + doc["devices"][:7]  # "0: NVIDIA H200 (00000000:db:00)": nvidia-smi's GPU 7
+    index, how = nvbandwidth.numbering(devices, _smi_gpus())
+    assert index == {0: 7, 1: 0, 2: 1, 3: 2, 4: 3, 5: 4, 6: 5, 7: 6}
+    assert how == ("nvidia-smi index, matched by PCI address (nvbandwidth's 0 is GPU 7, 1 is GPU 0, 2 is GPU 1, "
+                   "3 is GPU 2, 4 is GPU 3, 5 is GPU 4, 6 is GPU 5, 7 is GPU 6)")
+    art = Artifact("nvbandwidth", "r", "h")
+    assert nvbandwidth.record(art, dict(doc, devices=devices), _smi_gpus()) == []
+    h2d = {r["labels"]["col"]: r for r in art.results
+           if r["metric"] == "gbps" and r["labels"]["test"] == "host_to_device_memcpy_ce"}
+    assert h2d[0]["labels"]["gpu"] == 7 and h2d[0]["value"] == doc["testcases"][0]["matrix"][0][0]
+    d2d = next(r for r in art.results if r["metric"] == "gbps" and r["labels"]["test"] ==
+               "device_to_device_memcpy_write_ce" and (r["labels"]["row"], r["labels"]["col"]) == (0, 3))
+    assert (d2d["labels"]["gpu"], d2d["labels"]["peer"]) == (7, 2)
+    assert art.facts["gpu_numbering"] == how
+
+
+def test_without_pci_addresses_or_with_other_hosts_gpus_the_numbers_stay_nvbandwidths():
+    from probes.gpu_compute.nvbandwidth_text import parse_text
+
+    old = parse_text((FIX / "nvbandwidth" / "v0.2_h800x8_d2d_read.txt").read_text())  # "Device 0: NVIDIA H800"
+    assert nvbandwidth.numbering(old["devices"], _smi_gpus()) == (
+        None, "nvbandwidth's own (CUDA, in PCI bus order): it printed no PCI address to match")
+    multi = parse_text((FIX / "nvbandwidth" / "v0.7_gb200_2node_multinode_d2d_read.txt").read_text())
+    index, how = nvbandwidth.numbering(multi["devices"], _smi_gpus())
+    assert index is None and how.endswith("one PCI address listed twice (GPUs of several hosts)"), how
+    a100 = parse_text((FIX / "nvbandwidth" / "v0.7_a100x8_assert.txt").read_text())  # another node's addresses
+    index, how = nvbandwidth.numbering(a100["devices"], _smi_gpus())
+    assert index is None and how.endswith("0000:34:00.0, 0000:35:00.0, 0000:36:00.0, 0000:37:00.0, 0000:9b:00.0, "
+                                          "0000:9c:00.0, 0000:9d:00.0, 0000:9e:00.0 not among nvidia-smi's GPUs"), how
