@@ -3,7 +3,9 @@
 
 - JSON 2.x/3.x: {"DCGM GPU Diagnostic": {"test_categories": [{"category", "tests": [{"name", "results": [{"gpu_ids":
   "0" | "0,1,…" | 0, "status": "Pass"|"PASS"|…, "warnings": "text" | [{"warning": "text", "error_id": …}], "info"}]}]}],
-  "version"}}. Entries may be null, and dcgmi may print a line before the document.
+  "version"}}. Entries may be null, and dcgmi may print a line before the document. dcgmi 3.3 writes "gpu_id", a
+  Deployment test's messages as [{"warnings": "text", "error_id": …}] and "version" / "Driver Version Detected" beside
+  "DCGM GPU Diagnostic" (dcgmi/Diag.cpp).
 - JSON 4.x: {"DCGM Diagnostic": {"test_categories": […results [{"entity_group": "GPU", "entity_id": 0, …}],
   "test_summary": {"status"}]}, "metadata": {"version", "Driver Version Detected"}}.
 - A run dcgmi could not complete: {"DCGM GPU Diagnostic": {"runtime_error": "…"}}.
@@ -28,6 +30,7 @@ _ROW = re.compile(r"^\s*\|(.{27})\|(.*?)\|?\s*$")
 _SECTION = re.compile(r"^\s*[|+]-----\s+(\w[\w ]*?)\s+-+\+")
 _RESULT = re.compile(r"^(Pass|Fail|Warn|Skip|Not Run)\b(?:\s*-\s*(?:(All)|GPUs?:\s*([\d,\s]+)))?\s*$", re.I)
 _GPU_RESULT = re.compile(r"^GPU\s*(\d+):\s*(Pass|Fail|Warn|Skip|Not Run)\b", re.I)
+_GPU_NAMED = re.compile(r"\bGPU (\d+)\b")
 _METADATA = {"DCGM Version": "version", "Driver Version Detected": "driver", "GPU Device IDs Detected": "device_ids"}
 TOOL = "dcgmi diag"
 
@@ -98,9 +101,10 @@ def _gpu_ids(result):
     ids = result.get("entity_id", result.get("gpu_ids", result.get("gpu_id")))
     if ids is None:
         return []
+    # -1: an error of no one GPU (DCGM 3.3's Deployment errors of the host: a library, an environment variable)
     if isinstance(ids, (list, tuple)):
-        return [int(i) for i in ids]
-    return [int(i) for i in re.findall(r"\d+", str(ids))]
+        return [int(i) for i in ids if int(i) >= 0]
+    return [int(i) for i in re.findall(r"-?\d+", str(ids)) if int(i) >= 0]
 
 
 def _messages(value):
@@ -111,7 +115,8 @@ def _messages(value):
     out = []
     for item in items:
         if isinstance(item, dict):
-            item = item.get("warning") or item.get("message") or item.get("info")
+            # DCGM 3.3 names a Deployment test's message "warnings" inside its entry, a per-GPU one "warning"
+            item = item.get("warning") or item.get("warnings") or item.get("message") or item.get("info")
         if item:
             out.append(str(item).strip())
     return out
@@ -131,8 +136,10 @@ def parse_json(text):
         out["error"] = _cannot_read(text)
         return out
     meta = doc.get("metadata") or {}
-    out["version"] = meta.get("version") or root.get("version")
-    out["driver"] = meta.get("Driver Version Detected") or root.get("Driver Version Detected")
+    # DCGM 4: in metadata; dcgmi 3.3 writes both beside "DCGM GPU Diagnostic", older ones inside it
+    out["version"] = meta.get("version") or doc.get("version") or root.get("version")
+    out["driver"] = (meta.get("Driver Version Detected") or doc.get("Driver Version Detected")
+                     or root.get("Driver Version Detected"))
     if root.get("runtime_error"):
         out["error"] = "%s: %s" % (TOOL, str(root["runtime_error"]).strip())
         return out
@@ -146,9 +153,14 @@ def parse_json(text):
                     continue
                 st = _status(res.get("status"))
                 ids = _gpu_ids(res)
+                said = _messages(res.get("warnings"))
+                if category.get("category") == "Deployment" and "gpu_id" in res:
+                    # dcgmi 3.3 writes one result per Deployment test, its gpu_id the GPU of the test's *last*
+                    # error (Diag.cpp HelperJsonAddBasicTests): the GPUs are the ones its messages name
+                    ids = sorted({int(g) for m in said for g in _GPU_NAMED.findall(m)})
                 if ids:
                     gpus.setdefault(st, []).extend(ids)
-                messages += _messages(res.get("warnings"))
+                messages += said
                 info += _messages(res.get("info"))
             summary = _status((test.get("test_summary") or {}).get("status"))
             info += _messages((test.get("test_summary") or {}).get("info"))

@@ -2,6 +2,7 @@
 the text table of 3.1 to 4.4, failures, skips, cuInit warnings, an unreachable host engine, trimmed outputs; the
 audit's collection with a stand-in dcgmi (JSON, then text when -j is refused) and the controller's row."""
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -214,3 +215,75 @@ def test_collect_without_dcgm_is_missing(tmp_path, monkeypatch):
     out = health.collect(c)
     assert out["dcgmi"] is False and "dcgm_diag" not in out
     assert c.sources["dcgm_diag"] == {"status": "missing", "reason": "dcgmi not found (DCGM not installed)"}
+
+
+# ---- layouts read from dcgmi's own writer (NVIDIA/DCGM dcgmi/Diag.cpp, commit 1f7a418e, DCGM 3.3) ----------------
+
+
+def _dcgm33_deployment(errors_by_test):
+    """The JSON dcgmi 3.3 writes for Deployment tests (HelperJsonAddBasicTests): one result per test, its messages
+    as [{"warnings": text, "error_id", …}] and its "gpu_id" the GPU of its last error (-1: no one GPU); "version" and
+    "Driver Version Detected" beside "DCGM GPU Diagnostic" (HelperJsonBuildOutput)."""
+    tests = []
+    for name, errors in errors_by_test.items():
+        result = {"status": "Fail" if errors else "Pass"}
+        for gpu, msg in errors:
+            result["gpu_id"] = gpu
+            result.setdefault("warnings", []).append(
+                {"warnings": msg, "error_id": 29, "error_category": 8, "error_severity": 5})
+        tests.append({"name": name, "results": [result]})
+    return json.dumps({"DCGM GPU Diagnostic": {"test_categories": [{"category": "Deployment", "tests": tests}]},
+                       "version": "3.3.9", "Driver Version Detected": "550.90.07"}, indent=3)
+
+
+PERSISTENCE = ('Persistence mode for GPU %d is currently disabled. The DCGM diagnostic requires peristence mode to be '
+               'enabled. Enable persistence mode by running "nvidia-smi -i <gpuId> -pm 1 " as root.')
+
+
+ENVIRONMENT = "Found CUDA performance-limiting environment variable 'CUDA_LAUNCH_BLOCKING'."
+
+
+def test_json_dcgm33_deployment_messages_gpus_and_version():
+    """Persistence mode off on all 8 GPUs: dcgmi 3.3 writes gpu_id 7 (its last error) and the eight messages under
+    "warnings"; a CUDA_LAUNCH_BLOCKING in the environment is an error of no GPU (gpu_id -1). Before, the row read
+    "Persistence Mode on GPU 7" with no message and no cause, the environment's failure was put on GPU 1, and the
+    DCGM version was lost."""
+    diag = dcgm_diag.parse(_dcgm33_deployment({
+        "Denylist": [], "Persistence Mode": [(g, PERSISTENCE % g) for g in range(8)],
+        "Environment Variables": [(-1, ENVIRONMENT)]}))
+    assert (diag["version"], diag["driver"]) == ("3.3.9", "550.90.07")
+    persistence, env = result(diag, "Persistence Mode"), result(diag, "Environment Variables")
+    assert persistence["gpus"] == {"fail": list(range(8))} and len(persistence["messages"]) == 8
+    assert env["gpus"] == {} and env["messages"] == [ENVIRONMENT]
+    status, observed, _, reason = grade(diag)
+    assert status == "fail" and observed.startswith(
+        "Persistence Mode on GPU 0, 1, 2, 3, 4, 5, 6, 7: Persistence mode for GPU 0 is currently disabled.")
+    assert "Environment Variables: Found CUDA performance-limiting environment variable" in observed
+    assert reason == "persistence mode is off: nvidia-smi -pm 1, or run nvidia-persistenced"
+    one = dcgm_diag.parse(_dcgm33_deployment({"Persistence Mode": [(3, PERSISTENCE % 3)]}))
+    assert result(one, "Persistence Mode")["gpus"] == {"fail": [3]}
+
+
+def test_a_gpu_skipped_by_a_test_the_others_passed_is_a_warning_naming_it():
+    """dcgmi 3.x prints a test that some GPUs passed and one skipped as a "Pass - GPUs:" row and a "Skip - GPU:"
+    continuation row (Diag.cpp HelperDisplayGpuResults); GPU 7 was not tested. Before, the row was a plain pass."""
+    text = (FIX / "diag-r2_text_3.3.3_a100_pass.txt").read_text()
+    mixed = "| Pass - GPUs: 0, 1, 2, 3, 4, 5, 6               |\n|                           | Skip - GPU: 7"
+    for test in ("PCIe", "GPU Memory"):
+        text = text.replace("| %s | Pass - All                                     |" % test.ljust(25),
+                            "| %s %s                                  |" % (test.ljust(25), mixed))
+    diag = dcgm_diag.parse(text)
+    assert result(diag, "PCIe")["gpus"] == {"pass": [0, 1, 2, 3, 4, 5, 6], "skip": [7]}
+    assert grade(diag)[:2] == ("warn", "PCIe skipped on GPU 7; GPU Memory skipped on GPU 7")
+
+
+def test_a_diag_that_passed_no_test_is_not_a_pass():
+    """The GB10's DCGM 4 document with its one test skipped, then not run: nothing was checked."""
+    doc = json.loads((FIX / "diag-r1_json_4.2.3_gb10_software_fail.json").read_text())
+    test = doc["DCGM Diagnostic"]["test_categories"][0]["tests"][0]
+    for status in ("Skip", "Not Run"):
+        test["results"][0]["status"] = test["test_summary"]["status"] = status
+        test["results"][0].pop("warnings", None)
+        observed = grade(dcgm_diag.parse(json.dumps(doc)))[:2]
+        assert observed == ("warn", "no test passed: 1 %s (DCGM 4.2.3)" % (
+            "skipped" if status == "Skip" else "not run")), observed

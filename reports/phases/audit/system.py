@@ -223,11 +223,22 @@ def dcgm_diag(v, c):
         raise Error("dcgmi diag's table ends after %s: the diagnostic did not finish" % (
             results[-1]["test"] if results else "its header"))
     warned = [r for r in results if r.get("status") == "warn"]
-    if warned:
-        return R("warn", "; ".join(_dcgm_finding(r, "warn") for r in warned), expected)
-    counts = {s: sum(1 for r in results if r.get("status") == s) for s in ("pass", "skip")}
-    return R("pass", "%d tests passed%s%s" % (counts["pass"], ", %d skipped" % counts["skip"] if counts["skip"] else "",
-                                             " (DCGM %s)" % diag["version"] if diag.get("version") else ""), expected)
+    # a test that passed on some GPUs and was skipped (or not run) on others did not test those: not a pass of theirs
+    untested = ["%s %s on GPU %s" % (r["test"], how, ", ".join(str(g) for g in gpus))
+                for r in results if r.get("status") == "pass"
+                for how, gpus in (("skipped", (r.get("gpus") or {}).get("skip")),
+                                  ("not run", (r.get("gpus") or {}).get("not run"))) if gpus and gpus != "all"]
+    other = ["%s: %s" % (r["test"], r.get("status")) for r in results
+             if r.get("status") not in ("pass", "skip", "not run", "fail", "warn")]
+    if warned or untested or other:
+        return R("warn", "; ".join([_dcgm_finding(r, "warn") for r in warned] + untested + other), expected)
+    counts = {s: sum(1 for r in results if r.get("status") == s) for s in ("pass", "skip", "not run")}
+    told = ", ".join(["%d tests passed" % counts["pass"]] + ["%d %s" % (counts[s], w) for s, w in (
+        ("skip", "skipped"), ("not run", "not run")) if counts[s]]) + (
+        " (DCGM %s)" % diag["version"] if diag.get("version") else "")
+    if not counts["pass"]:  # every test skipped or not run: nothing was checked
+        return R("warn", "no test passed: " + told.split(", ", 1)[-1], expected)
+    return R("pass", told, expected)
 
 
 @host_rule
