@@ -114,7 +114,8 @@ def io_mode(art, directory):
     """Whether the tools read with O_DIRECT in directory (tiers.direct_io_supported), said in the fact io_mode."""
     direct, why = storage_tier.direct_io_supported(directory)
     art.facts["io_mode"] = "O_DIRECT (IOR -B on one node, elbencho --direct)" if direct else (
-        "buffered: %s; IOR's read on one node and elbencho's read may come from the page cache" % why)
+        "buffered: %s; IOR's read on one node and elbencho's writes and reads measure the page cache (shown, not "
+        "judged)" % why)
     return direct
 
 

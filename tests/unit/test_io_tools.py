@@ -129,6 +129,9 @@ def test_an_ior_row_that_does_not_fit_its_header_names_the_line():
     # 4.0.0: no colon after the label
     ("mdtest-4.0.0-F-C-no-colon-rows-daos-docs-2026.txt", "4.0.0", None,
      ("file_creation", 1, 2568.636, 2568.636, 2568.636, 0.0)),
+    # 4.1: the units in the header ("SUMMARY rate (in ops/sec): (of 1 iterations)"); before, no table was found
+    ("mdtest-4.1.0dev-F-C-r-units-in-summary-header-daos-dfuse.txt", "4.1.0+dev", 10,
+     ("file_creation", 1, 2345.219, 2345.219, 2345.219, 0.0)),
 ])
 def test_mdtest_summary_of_every_version(name, version, tasks, first):
     parsed = parse_mdtest(_text("mdtest", name))
@@ -147,6 +150,18 @@ def test_mdtest_files_only_has_no_directory_rows_and_zero_rates_stay():
     assert [(r["operation"], r["max"]) for r in zero["rows"]][:1] + [(r["operation"], r["max"])
                                                                       for r in zero["rows"]][-2:] == [
         ("file_creation", 0.0), ("tree_creation", 80006.097), ("tree_removal", 62649.036)]
+
+
+def test_mdtest_41_time_table_in_ms_per_op_is_read_in_seconds():
+    """mdtest 4.1 prints its time table in ms/op (hpc/ior src/mdtest.c: "SUMMARY time (in ms/op)"); the parser's
+    time rows are seconds, as 3.x's "SUMMARY time:" table is."""
+    text = _text("mdtest", "mdtest-4.1.0dev-F-C-r-units-in-summary-header-daos-dfuse.txt")
+    rate = text[text.index("SUMMARY rate"):text.index("-- finished")]
+    timed = rate.replace("SUMMARY rate (in ops/sec)", "SUMMARY time (in ms/op)")
+    rows = parse_mdtest(text.replace("-- finished", timed + "-- finished"))["rows"]
+    [create_rate] = [r for r in rows if r["table"] == "rate" and r["operation"] == "file_creation"]
+    [create_time] = [r for r in rows if r["table"] == "time" and r["operation"] == "file_creation"]
+    assert create_rate["mean"] == 2345.219 and create_time["mean"] == pytest.approx(2.345219)
 
 
 def test_an_mdtest_without_summary_is_an_error():

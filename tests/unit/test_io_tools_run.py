@@ -309,6 +309,9 @@ def test_elbencho_runs_across_the_nodes_through_its_services_and_stops_them(tmp_
     # graded on the first host as the world of the tier, the second pointing to it; a row of its own in the report
     from graded_run import grade_checks  # noqa: PLC0415
 
+    from probes.artifact import Artifact  # noqa: PLC0415
+    from probes.common import tiers as storage_tier  # noqa: PLC0415
+    from probes.storage import io_tools_run  # noqa: PLC0415
     from reports.load import load_run  # noqa: PLC0415
     from reports.phases.storage.section import io_tools_part  # noqa: PLC0415
     from reports.render import markdown  # noqa: PLC0415
@@ -325,6 +328,22 @@ def test_elbencho_runs_across_the_nodes_through_its_services_and_stops_them(tmp_
     assert rows[("storage.elbencho_write_world", "b")]["status"] == "skip"
     text = markdown.render(io_tools_part(load_run(str(run))))
     assert "| shared | 2 nodes (elbencho's services, from a) |" in text, text
+    # the same world where the tier refused O_DIRECT (the probe's io_mode): buffered writes without fsync measure
+    # each node's page cache, shown and not judged
+    copy = run / "artifacts" / "a" / "io_tools_run-shared.json"
+    doc = json.loads(copy.read_text())
+    art = Artifact("io_tools_run", "r", "a")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(storage_tier, "direct_io_supported",
+                   lambda d: (False, "O_DIRECT open refused on %s: Invalid argument" % d))
+        io_tools_run.io_mode(art, str(tier))
+    doc["facts"]["io_mode"] = art.facts["io_mode"]
+    copy.write_text(json.dumps(doc))
+    [cached] = [r for r in grade_checks(run, {"storage.elbencho_write_world"}, ["a", "b"], run_id="r-elb")
+                if r["host"] == "a"]
+    assert cached["status"] == "skip" and cached["observed"] == mine["observed"] + " (page cache)", cached
+    assert cached["reason"] == "not measured: the tier refused O_DIRECT (O_DIRECT open refused on %s: Invalid " \
+                               "argument)" % tier
 
 
 def test_a_node_whose_elbencho_service_does_not_start_is_named_and_nothing_is_left(tmp_path):
@@ -417,3 +436,44 @@ def test_a_world_without_a_summary_names_the_rank_the_launcher_saw_fail(tmp_path
     # a node's own run (no launcher across nodes) says what it said before
     own = io_tools_run.run_tool(art, "mdtest", ["mdtest"], res, str(tmp_path), "m.txt")
     assert own.endswith("(exit 143; output in m.txt)")
+
+
+def test_numbers_of_a_tier_that_refused_o_direct_are_shown_not_judged(tmp_path, monkeypatch):
+    """A tier that refused O_DIRECT (tmpfs before 6.6, some FUSE): IOR's read on one node reads each rank's own file
+    back and elbencho writes without --direct or fsync, so both measure the page cache. storage.ior_read passed a
+    FUSE tier's 24000 MiB/s read; now it and the elbencho writes are skips showing the number and why, while IOR's
+    write (-e: fsync) and mdtest are judged as before."""
+    from probes.artifact import Artifact
+    from probes.common import tiers as storage_tier
+    from probes.storage import io_tools_run
+    from reports.grading import grade, load_rubric
+    from reports.load import run_of_artifacts
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool, capture in (("ior", "ior-3.3.0-posix-fpp-C-e-lustre-exascaler-azure.txt"),
+                          ("mdtest", "mdtest-3.3.0-64tasks-8nodes-long-nodemap-lustre-exascaler-gcp.txt"),
+                          ("elbencho", "elbencho-2.1-0-multihost-4hosts-mkdirs-write-direct-resfile.txt")):
+        _stand_in(bin_dir, tool, FIXTURES / tool / capture)
+    doc, _ = _probe(tmp_path, bin_dir, size_mib=4, transfer_kib=256, files_per_rank=50)
+    rubric = load_rubric()
+    ids = ("storage.ior_write", "storage.ior_read", "storage.mdtest_file_create", "storage.elbencho_write")
+    checks = dict(rubric, checks=[c for c in rubric["checks"] if c["id"] in ids])
+
+    def rows(doc):
+        return {r["check_id"]: r for r in grade(run_of_artifacts([doc]), checks) if r["check_id"] in ids}
+
+    direct = rows(doc)
+    assert {k: r["status"] for k, r in direct.items()} == dict.fromkeys(ids, "pass")
+    # the probe's own words for a tier that refused it (io_mode, with the refusal tiers.direct_io_supported gives)
+    monkeypatch.setattr(storage_tier, "direct_io_supported",
+                        lambda d: (False, "O_DIRECT open refused on %s: Invalid argument" % d))
+    art = Artifact("io_tools_run", "r", "n1")
+    assert io_tools_run.io_mode(art, "/mnt/fuse") is False
+    buffered = rows(dict(doc, facts=dict(doc["facts"], io_mode=art.facts["io_mode"])))
+    for check_id in ("storage.ior_read", "storage.elbencho_write"):
+        row = buffered[check_id]
+        assert row["status"] == "skip" and row["observed"] == direct[check_id]["observed"] + " (page cache)", row
+        assert row["reason"] == ("not measured: the tier refused O_DIRECT (O_DIRECT open refused on /mnt/fuse: "
+                                 "Invalid argument)")
+    assert buffered["storage.ior_write"]["status"] == buffered["storage.mdtest_file_create"]["status"] == "pass"

@@ -48,7 +48,8 @@ def metadata(host, anomalies=None, aggregate=False, stale=0):
             art.add("meta_anomalies", n, "count", scope=scope, kind=kind, **labels)
         art.add("meta_anomalies_total", sum((anomalies or {}).values()), "count", scope=scope, **labels)
         art.add("meta_stale_after_unlink", stale, "count", scope=scope, **labels)
-        art.add("meta_create_per_s", 5000.0, "files/s", scope=scope, **labels)
+        for phase in ("create", "stat", "unlink"):  # the probe's rate of each phase that ran to its end
+            art.add("meta_%s_per_s" % phase, 5000.0, "files/s", scope=scope, **labels)
     return art
 
 

@@ -626,3 +626,25 @@ def test_object_store_reads_and_deletes_the_credentials_file_and_never_records_t
 
 if sys.platform != "linux":  # pragma: no cover
     pytestmark = pytest.mark.skip("the storage probes are for Linux nodes")
+
+
+def test_metadata_that_never_met_its_other_host_is_no_pass(tmp_path):
+    """A shared tier of two hosts whose second never comes: this host's ranks stop at the first barrier, having
+    created, stated and removed nothing. Their anomaly count is 0 of nothing: storage.metadata_anomalies (critical)
+    passed it as "0 anomalies"; it is an error saying the test did not finish."""
+    from reports.grading import grade, load_rubric
+    from reports.load import run_of_artifacts
+
+    params = dict(meta_params(tmp_path), hosts=[{"name": "h1", "addr": "127.0.0.1"},
+                                                {"name": "h2", "addr": "127.0.0.1"}], phase_timeout=3)
+    _, doc = run_probe("metadata", str(tmp_path / "out"), "r1", "h1", variant="t", params=params, timeout=120)
+    assert doc["status"] == "error" and "did not arrive in time" in doc["reason"], doc["reason"]
+    assert [r["value"] for r in doc["results"] if r["metric"] == "meta_anomalies_total"] == [0]
+    rubric = load_rubric()
+    check = next(c for c in rubric["checks"] if c["id"] == "storage.metadata_anomalies")
+    [row] = [r for r in grade(run_of_artifacts([doc]), dict(rubric, checks=[check]))
+             if r["check_id"] == check["id"]]
+    assert row["status"] == "error", row
+    assert row["observed"] == "0 anomalies in what ran (6 ranks, this host's ranks; phases done: none)"
+    assert row["reason"].startswith("the test did not finish: ") and "did not arrive in time" in row["reason"]
+    assert leftovers(tmp_path) == []
