@@ -36,7 +36,9 @@ def bad_conditions(node):
         ctype, status = cond.get("type"), cond.get("status")
         if ctype == "Ready":
             continue
-        healthy_when_true = ctype.lower().endswith(("healthy", "ok", "ready"))
+        low = ctype.lower()
+        # "KubeletUnhealthy" ends in "healthy": node-problem-detector's *Unhealthy conditions are False when well
+        healthy_when_true = low.endswith(("healthy", "ok", "ready")) and not low.endswith(("unhealthy", "notready"))
         if (status == "True") != healthy_when_true and status in ("True", "False"):
             out.append("%s=%s" % (ctype, status))
     return sorted(out)

@@ -662,6 +662,7 @@ def exclusive_test(s, art, p):
         st, _, _, _ = s.wait_state(job, lambda x: x not in ("PENDING", "CONFIGURING", None), p["job_timeout_s"])
     except Failed as exc:  # still pending (a busy or drained partition): it never ran
         why = s.pending_reason(job)
+        run_cmd(["scancel", job], timeout=30)  # not left queued behind the tests that follow
         raise NotRun("%s%s" % (exc, " (Slurm's reason: %s)" % why if why else "")) from None
     if st != "RUNNING":
         raise Failed("the exclusive job %s is %s" % (job, st))
@@ -732,7 +733,9 @@ def accounting_test(s, art, p, config):
                 seen.setdefault(parts[0], dict(zip(fmt.split(","), parts)))
         # A job that just ended may be listed before its allocation is written: wait for both.
         # A job cancelled before it started (the refused account's, when accepted) never has an allocation.
-        started = [row for row in seen.values() if not row["State"].startswith("CANCELLED") or row["AllocTRES"]]
+        # Nor does one still pending (the exclusive test's, on a busy partition).
+        started = [row for row in seen.values() if row["AllocTRES"] or row["State"].split(" ")[0] not in (
+            "CANCELLED", "PENDING")]
         if (set(ids) <= set(seen) and all(row["AllocTRES"] for row in started)) or time.monotonic() > deadline:
             break
         time.sleep(1.0)

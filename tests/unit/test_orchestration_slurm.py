@@ -96,6 +96,23 @@ def test_production_slurm_passes_every_check_with_rows_only_on_the_host_that_ran
     assert acct["observed"].startswith("19 of 19 jobs in sacct; 2 associations, 2 QoS; associations,limits,qos")
 
 
+def test_a_job_that_never_started_is_not_missing_its_tres(checks):
+    """The exclusive test's job still pending after job_timeout_s (every node busy): sacct lists it with an empty
+    AllocTRES, as it lists every job that never ran. The accounting check failed a healthy cluster on it ("jobs
+    without allocated TRES"); a finished job without TRES still fails it."""
+    doc = with_clocks(load("production_site_22.05.8.json"))
+    pending = copy.deepcopy(doc)
+    for job in pending["facts"]["accounting"]["jobs"]:
+        if job["test"] == "exclusive":
+            job.update(State="PENDING", AllocTRES="")
+    [acct] = rows_of(checks, [pending], "orchestration.slurm_accounting")
+    assert acct["status"] == "pass", acct
+    broken = copy.deepcopy(doc)
+    broken["facts"]["accounting"]["jobs"][0]["AllocTRES"] = ""  # a launch job that ran, COMPLETED
+    [acct] = rows_of(checks, [broken], "orchestration.slurm_accounting")
+    assert acct["status"] == "fail" and "jobs without allocated TRES in sacct (1)" in acct["reason"], acct
+
+
 def test_bare_slurm_accounting_and_enforcement_absent_are_findings_gpus_and_topology_skip(checks):
     doc = load("bare_22.05.8.json")
     status = {c: [(r["status"], r["reason"]) for r in rows_of(checks, [doc], c)] for c in SLURM_CHECKS}

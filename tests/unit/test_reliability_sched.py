@@ -3,6 +3,7 @@
 watcher's record of the scheduler's other nodes and the fresh job on a spare that joined, against the stand-in
 Slurm (tests/fixtures/fakebin/fake_slurm.py)."""
 
+import copy
 import json
 import os
 import stat
@@ -108,6 +109,26 @@ def test_kubernetes_phases_relative_to_baseline_taints():
     assert sched_k8s.sample("gpu-node-2", nodes["gpu-node-2"], 1.0)["phase"] == "drained"
     assert sched_k8s.sample("gpu-node-4", nodes["gpu-node-4"], 1.0)["phase"] == "unhealthy"  # GpuHealthy=False
     assert sched_k8s.sample("gone", None, 1.0)["phase"] == "missing"
+
+
+def test_node_problem_detectors_unhealthy_conditions_are_false_when_well():
+    """node-problem-detector's health checkers publish KubeletUnhealthy and ContainerRuntimeUnhealthy, False with
+    reason KubeletIsHealthy / ContainerRuntimeIsHealthy on a well node (its config/health-checker-kubelet.json,
+    docker-monitor.json). "Unhealthy" ends in "healthy": every well node with NPD read as unhealthy, and a node
+    whose kubelet NPD found broken (True) as available."""
+    node = k8s_nodes()["gpu-node-1"]
+    well = copy.deepcopy(node)
+    well["status"]["conditions"][:0] = [
+        {"type": "KubeletUnhealthy", "status": "False", "reason": "KubeletIsHealthy",
+         "message": "kubelet on the node is functioning properly"},
+        {"type": "ContainerRuntimeUnhealthy", "status": "False", "reason": "ContainerRuntimeIsHealthy",
+         "message": "Container runtime on the node is functioning properly"}]
+    assert sched_k8s.bad_conditions(well) == []
+    assert sched_k8s.sample("gpu-node-1", well, 1.0)["phase"] == "available"
+    sick = copy.deepcopy(well)
+    sick["status"]["conditions"][0].update(status="True", reason="KubeletUnhealthy", message="kubelet:10248 not ok")
+    assert sched_k8s.bad_conditions(sick) == ["KubeletUnhealthy=True"]
+    assert sched_k8s.sample("gpu-node-1", sick, 1.0)["phase"] == "unhealthy"
 
 
 def test_kubernetes_fresh_pod_goes_through_the_scheduler():
