@@ -190,6 +190,26 @@ def describe(timeout=15.0):
     return device, gpus, facts
 
 
+# `nvidia-smi -L`: "GPU 0: NVIDIA A100 ... (UUID: GPU-...)", and under a GPU in MIG mode its devices
+# ("  MIG 1g.5gb     Device  0: (UUID: MIG-...)")
+SMI_GPU_LINE = re.compile(r"^\s*GPU \d+: ")
+SMI_MIG_LINE = re.compile(r"^\s*MIG \S+\s+Device\s+\d+: ")
+
+
+def count_smi_listed(lines):
+    """Devices in `nvidia-smi -L` lines: a GPU line ("GPU 0: NVIDIA A100 ... (UUID: GPU-...)") is one device, unless
+    MIG device lines follow it ("  MIG 1g.5gb     Device  0: (UUID: MIG-...)"): in a container given MIG devices
+    nvidia-smi lists their parent GPU and then each MIG device the container was given, and those are its devices."""
+    total, migs, gpu_open = 0, 0, False
+    for line in lines:
+        if SMI_GPU_LINE.match(line):
+            total += migs or (1 if gpu_open else 0)
+            migs, gpu_open = 0, True
+        elif SMI_MIG_LINE.match(line):
+            migs += 1
+    return total + (migs or (1 if gpu_open else 0))
+
+
 def sysfs_bdf(bus_id):
     """A GPU's PCI address as nvidia-smi ('00000000:3B:00.0') or amd-smi ('0000:3b:00.0') print it -> the name under
     /sys/bus/pci/devices ('0000:3b:00.0'), or None: the one reading of a PCI address (fault injection's sysfs paths

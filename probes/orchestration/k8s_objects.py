@@ -12,6 +12,8 @@ import json
 import re
 from datetime import datetime
 
+from probes.common.device import SMI_GPU_LINE, SMI_MIG_LINE, count_smi_listed
+
 LABEL_RUN = "clustermax.assess/run"
 LABEL_TEST = "clustermax.assess/test"
 LABEL_INDEX = "clustermax.assess/index"
@@ -172,6 +174,19 @@ def pod_state(pod):
     phase = status.get("phase")
     waiting = [((cs.get("state") or {}).get("waiting") or {}) for cs in status.get("containerStatuses") or []]
     waiting = [w for w in waiting if w]
+    # an init container that cannot start holds the pod's containers at PodInitializing: its reason is the pod's,
+    # as kubectl shows it ("Init:ImagePullBackOff"); one that failed is "Init:Error" (or its waiting CrashLoopBackOff)
+    for cs in status.get("initContainerStatuses") or []:
+        st = cs.get("state") or {}
+        w, t = st.get("waiting") or {}, st.get("terminated") or {}
+        if w.get("reason") and w["reason"] != "PodInitializing":
+            waiting = [dict(w, reason="Init:%s" % w["reason"])]
+            break
+        if t and t.get("exitCode") not in (0, None):
+            waiting = [{"reason": "Init:%s" % (t.get("reason") or "Error"),
+                        "message": t.get("message") or "init container %s exited %s" % (cs.get("name"),
+                                                                                     t.get("exitCode"))}]
+            break
     running = any((cs.get("state") or {}).get("running") for cs in status.get("containerStatuses") or [])
     done = phase in ("Succeeded", "Failed")
     reason = None
@@ -226,25 +241,9 @@ def node_allocatable(node, resource):
     return quantity((((node or {}).get("status") or {}).get("allocatable") or {}).get(resource, 0))
 
 
-GPU_LINE = re.compile(r"^\s*GPU \d+: ")
-MIG_LINE = re.compile(r"^\s*MIG \S+\s+Device\s+\d+: ")
 _LISTED = re.compile(r"^%s(?: exit=(\d+))?[ \t]*$" % GPUS_LISTED, re.M)
 # What nvidia-smi prints when NVML works and finds no GPU (exit status 6): a count, 0, not a failure to count.
 NO_DEVICES = "No devices were found"
-
-
-def count_listed(lines):
-    """Devices in `nvidia-smi -L` lines: a GPU line ("GPU 0: NVIDIA A100 ... (UUID: GPU-...)") is one device, unless
-    MIG device lines follow it ("  MIG 1g.5gb     Device  0: (UUID: MIG-...)"): in a container given MIG devices
-    nvidia-smi lists their parent GPU and then each MIG device the container was given, and those are its devices."""
-    total, migs, gpu_open = 0, 0, False
-    for line in lines:
-        if GPU_LINE.match(line):
-            total += migs or (1 if gpu_open else 0)
-            migs, gpu_open = 0, True
-        elif MIG_LINE.match(line):
-            migs += 1
-    return total + (migs or (1 if gpu_open else 0))
 
 
 def gpu_listing(log_text):
@@ -259,8 +258,8 @@ def gpu_listing(log_text):
     m = _LISTED.search(text)
     status = int(m.group(1)) if m and m.group(1) is not None else None
     lines = [x.rstrip() for x in (text[:m.start()] if m else text).splitlines() if x.strip()]
-    listed = count_listed(lines)
-    other = [x.strip() for x in lines if not GPU_LINE.match(x) and not MIG_LINE.match(x)]
+    listed = count_smi_listed(lines)
+    other = [x.strip() for x in lines if not SMI_GPU_LINE.match(x) and not SMI_MIG_LINE.match(x)]
     found_none = bool(other) and not listed and all(x == NO_DEVICES for x in other)
     if status == 0 or found_none or (status is None and (listed or not other)):
         return {"visible": listed, "exit": status, "error": None}
@@ -284,7 +283,8 @@ _PREDICATE = re.compile(r"^\s*(.+?)\s*\((\d+)\)\s*$")
 
 
 def parse_scheduler_message(message):
-    """The scheduler's FailedScheduling message -> {"nodes": total nodes or None, "reasons": {reason: nodes}}.
+    """The scheduler's FailedScheduling message -> {"nodes": total nodes or None, "reasons": {reason: nodes, None
+    for a reason of the pod itself}}.
     Current schedulers: "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are
     available: ..." (the preemption part is not why the pod waits and is dropped); before 1.10: "No nodes are
     available that match all of the predicates: Insufficient cpu (19), Insufficient memory (19)."."""
@@ -294,11 +294,16 @@ def parse_scheduler_message(message):
     if m:
         out["nodes"] = int(m.group(2))
         body = re.split(r"\.?\s*preemption:", m.group(3), maxsplit=1)[0]
-        for part in body.rstrip(". ").split(", "):
+        # "<n> <why>" joined by ", ", where a why may hold ", " itself (before 1.25: "1 node(s) had taint {k: v},
+        # that the pod didn't tolerate"), and a reason of the pod itself has no count ("pod has unbound immediate
+        # PersistentVolumeClaims": every node, None)
+        for part in re.split(r",\s+(?=\d+\s)", body.rstrip(". ")):
             c = _COUNTED.match(part)
             if c:
                 key = c.group(2).rstrip(".")
                 out["reasons"][key] = out["reasons"].get(key, 0) + int(c.group(1))
+            elif part.strip():
+                out["reasons"].setdefault(part.strip().rstrip("."), None)
         return out
     m = re.match(r"^No nodes are available that match all of the (?:following )?predicates:+\s*(.*)$", text, re.S)
     if m:
@@ -357,7 +362,8 @@ def pending_reasons(pods, events_by_pod):
             messages.append(text)
         else:
             if state["reason"]:
-                found.append(state["reason"].split(":")[0])
+                # "ImagePullBackOff: <message>" -> ImagePullBackOff; "Init:ImagePullBackOff: …" keeps its "Init:"
+                found.append(":".join(state["reason"].split(":")[:2 if state["reason"].startswith("Init:") else 1]))
                 messages.append(state["reason"])
             for reason, msg in warning_reasons(events, name).items():
                 found.append(reason)

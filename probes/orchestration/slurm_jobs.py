@@ -54,6 +54,7 @@ import time
 from probes.common import slurm as slurm_mod
 from probes.common.clocks import host_clocks  # a host's clock against this one's, from bracketed readings
 from probes.common.command import run_cmd
+from probes.common.device import count_smi_listed
 from probes.params import Param, Params
 
 PARAMS = Params(
@@ -129,7 +130,7 @@ GPU_STEP = ('echo "JOB=${SLURM_JOB_ID-unset}"; echo "CVD=${CUDA_VISIBLE_DEVICES-
             'echo "JOB_GPUS=${SLURM_JOB_GPUS-unset}"; '
             'echo "STEP_GPUS=${SLURM_STEP_GPUS-unset}"; echo "NODE=$SLURMD_NODENAME"; '
             'if command -v nvidia-smi >/dev/null 2>&1; then '
-            'echo "NVSMI=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU ")"; else echo "NVSMI=none"; fi')
+            'nvidia-smi -L 2>/dev/null | sed "s/^/NVSMI_L=/"; echo "NVSMI=listed"; else echo "NVSMI=none"; fi')
 
 
 class Failed(Exception):
@@ -273,11 +274,12 @@ def parse_gpu_step(text):
     def unset(v):
         return None if v in (None, "unset") else v
 
-    nvsmi = kv.get("NVSMI")
+    # the devices nvidia-smi lists in the step: a MIG device given to the job is one (under its parent GPU's line)
+    listed = [line[len("NVSMI_L="):] for line in (text or "").splitlines() if line.startswith("NVSMI_L=")]
     return {"job": unset(kv.get("JOB")), "cuda_visible_devices": unset(kv.get("CVD")),
             "job_gpus": unset(kv.get("JOB_GPUS")),
             "step_gpus": unset(kv.get("STEP_GPUS")), "node": kv.get("NODE"),
-            "nvidia_smi_gpus": int(nvsmi) if nvsmi and nvsmi.isdigit() else None}
+            "nvidia_smi_gpus": count_smi_listed(listed) if kv.get("NVSMI") == "listed" else None}
 
 
 def gres_gpus(gres):

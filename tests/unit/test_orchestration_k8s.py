@@ -20,6 +20,7 @@ import pytest
 
 from probes.artifact import Artifact, validate
 from probes.cli import run_probe
+from probes.common.device import count_smi_listed
 from probes.orchestration import k8s_objects as ko
 from probes.orchestration import k8s_pods
 from reports import DATA_DIR
@@ -114,7 +115,8 @@ def test_pod_states_along_a_recorded_lifecycle():
                          ids=lambda e: e["source"])
 def test_every_recorded_scheduler_message_parses_into_counted_reasons(entry):
     parsed = ko.parse_scheduler_message(entry["message"])
-    assert parsed["reasons"] and all(isinstance(n, int) and n > 0 for n in parsed["reasons"].values())
+    # a count of nodes, or None for a reason of the pod itself
+    assert parsed["reasons"] and all(n is None or (isinstance(n, int) and n > 0) for n in parsed["reasons"].values())
     assert not any("preemption" in r for r in parsed["reasons"])
 
 
@@ -126,9 +128,46 @@ def test_scheduler_messages_old_and_new():
         "Insufficient nvidia.com/gpu": 1, "node(s) were unschedulable": 1}
     assert ko.parse_scheduler_message(msgs["k3s-io/k3s#8575"]) == {"nodes": 1,
                                                                    "reasons": {"Insufficient amd.com/gpu": 1}}
+    # a reason of the pod with no node count (was: no reason at all, "Pending (no reason recorded)"), and a reason
+    # holding ", " (was: cut there, "that the pod didn't tolerate" dropped)
+    pvc = msgs["events dump of 2025-05-11 (search index stored copy 5780448954)"]
+    assert ko.parse_scheduler_message(pvc) == {
+        "nodes": 3, "reasons": {"pod has unbound immediate PersistentVolumeClaims": None}}
+    taint = msgs["kubectl describe pod in a Kubernetes Q&A (search index stored copy 27508384968)"]
+    assert ko.parse_scheduler_message(taint)["reasons"] == {
+        "node(s) had taint {node-role.kubernetes.io/master: }, that the pod didn't tolerate": 1,
+        "node(s) didn't match pod affinity/anti-affinity": 2,
+        "node(s) didn't satisfy existing pods anti-affinity rules": 2}
+    pod = load("pod_gpu_pending.json")
+    event = dict(load("events_failed_scheduling_gpu.json")["items"][0], message=pvc)
+    assert ko.pending_reasons([pod], {ko.name_of(pod): {"items": [event]}})["reasons"] == {
+        "pod has unbound immediate PersistentVolumeClaims": 1}
     # before Kubernetes 1.10: predicates with their node counts in brackets
     assert ko.parse_scheduler_message(msgs["argoproj/argo-workflows#190"]) == {
         "nodes": None, "reasons": {"Insufficient cpu": 9, "Insufficient memory": 15, "MatchNodeSelector": 18}}
+
+
+def test_an_init_container_that_cannot_start_is_the_pods_reason():
+    """A scheduled pod whose injected init container cannot pull its image: its own container waits in
+    PodInitializing, and kubectl shows the pod as Init:ImagePullBackOff. The reason read was "PodInitializing"."""
+    pod = copy.deepcopy(load("pod_px-8f6bk_scheduled.json"))
+    pod["spec"]["initContainers"] = [{"name": "istio-init", "image": "docker.io/istio/proxyv2:1.99.0"}]
+    pod["status"]["initContainerStatuses"] = [{
+        "name": "istio-init", "image": "docker.io/istio/proxyv2:1.99.0", "imageID": "", "ready": False,
+        "restartCount": 0, "state": {"waiting": {
+            "reason": "ImagePullBackOff", "message": 'Back-off pulling image "docker.io/istio/proxyv2:1.99.0"'}}}]
+    pod["status"]["containerStatuses"] = [{
+        "name": pod["spec"]["containers"][0]["name"], "image": pod["spec"]["containers"][0]["image"], "imageID": "",
+        "ready": False, "restartCount": 0, "state": {"waiting": {"reason": "PodInitializing"}}}]
+    assert ko.pod_state(pod)["reason"] == ('Init:ImagePullBackOff: Back-off pulling image '
+                                          '"docker.io/istio/proxyv2:1.99.0"')
+    assert ko.pending_reasons([pod], {})["reasons"] == {"Init:ImagePullBackOff": 1}
+    failed = copy.deepcopy(pod)
+    failed["status"]["initContainerStatuses"][0]["state"] = {"terminated": {"exitCode": 1, "reason": "Error"}}
+    assert ko.pod_state(failed)["reason"] == "Init:Error: init container istio-init exited 1"
+    done = copy.deepcopy(pod)
+    done["status"]["initContainerStatuses"][0]["state"] = {"terminated": {"exitCode": 0, "reason": "Completed"}}
+    assert ko.pod_state(done)["reason"] == "PodInitializing"
 
 
 def test_pending_reasons_from_events_or_from_the_pods_condition():
@@ -161,7 +200,7 @@ def test_gpus_asked_allocatable_and_seen():
     assert ko.visible_gpus("") == 0
     # MIG: the devices under their GPU are what the container was given; a GPU without any is one device
     assert ko.visible_gpus(MIG_2) == 2
-    assert ko.count_listed((MIG_2 + (FIX / "nvidia-smi-L_1gpu.txt").read_text()).splitlines()) == 3
+    assert count_smi_listed((MIG_2 + (FIX / "nvidia-smi-L_1gpu.txt").read_text()).splitlines()) == 3
     # the marker carries nvidia-smi's exit status; a marker without one (older pods) is read from the text alone
     listed = (FIX / "nvidia-smi-L_1gpu_listed.txt").read_text()
     assert ko.gpu_listing(listed) == {"visible": 1, "exit": 0, "error": None}

@@ -254,6 +254,26 @@ def test_gpu_step_run_by_sh(tmp_path):
                     "node": "gpu-a17", "nvidia_smi_gpus": None}
 
 
+def test_gpu_step_counts_the_mig_devices_a_job_was_given(tmp_path):
+    """A job given two MIG devices of one GPU (gres gpu:a100_3g.40gb:2): nvidia-smi -L in the step lists the parent
+    GPU and then each MIG device (the listing a container given two MIG devices shows, NVIDIA/nvidia-container-toolkit
+    #203). The step counted "^GPU " lines, 1, and the check failed the node against CUDA_VISIBLE_DEVICES=0,1."""
+    listing = ("GPU 0: NVIDIA A100 80GB PCIe (UUID: GPU-932bfb2c-849a-2a22-1e84-9eff6bc02b39)\n"
+               "  MIG 3g.40gb     Device  0: (UUID: MIG-0929581a-2be6-5dec-bf34-0954c6c529a6)\n"
+               "  MIG 3g.40gb     Device  1: (UUID: MIG-3adbed3a-d03d-549f-a016-ba1fd7359f23)\n")
+    (tmp_path / "listing").write_text(listing)
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\ncat %s\n" % (tmp_path / "listing"))
+    smi.chmod(0o755)
+    env = {"PATH": "%s:/usr/bin:/bin" % tmp_path, "SLURM_JOB_ID": "77", "CUDA_VISIBLE_DEVICES": "0,1",
+           "SLURM_JOB_GPUS": "0", "SLURMD_NODENAME": "gpu-mig1"}
+    out = subprocess.run(["/bin/sh", "-c", sj.GPU_STEP], env=env, capture_output=True, text=True, check=True).stdout
+    assert sj.parse_gpu_step(out)["nvidia_smi_gpus"] == 2
+    (tmp_path / "listing").write_text(listing.splitlines()[0] + "\n")  # a whole GPU: one device
+    out = subprocess.run(["/bin/sh", "-c", sj.GPU_STEP], env=env, capture_output=True, text=True, check=True).stdout
+    assert sj.parse_gpu_step(out)["nvidia_smi_gpus"] == 1
+
+
 # ----------------------------------------------------------------------- a compute node's clock against the probe's
 
 def test_clock_readings_take_the_quickest_bracketed_read():
@@ -355,7 +375,8 @@ def fake_run_cmd(answers):
 
 def test_gres_requests_slurm_did_not_allocate_are_marked_refused_and_the_test_not_run(monkeypatch):
     p = sj.PARAMS.resolve("slurm_jobs", {})
-    ok = (0, "JOB=7\nCVD=0\nJOB_GPUS=0\nSTEP_GPUS=unset\nNODE=g1\nNVSMI=1\n", "")
+    ok = (0, "JOB=7\nCVD=0\nJOB_GPUS=0\nSTEP_GPUS=unset\nNODE=g1\nNVSMI_L=GPU 0: NVIDIA H100 80GB HBM3 (UUID: "
+             "GPU-7b0c4b36-7d3c-3d88-4bd1-2e7c5c6b2bd9)\nNVSMI=listed\n", "")
     monkeypatch.setattr(sj, "run_cmd", fake_run_cmd({"--gres=gpu:1": ok, "--gpus=1": ok,
                                                      "--gres=gpu:8": (1, "", BUSY_SRUN + "\n")}))
     art = Artifact("slurm_jobs", "r1", "login1")
