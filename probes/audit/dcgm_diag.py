@@ -156,8 +156,9 @@ def parse_json(text):
                 said = _messages(res.get("warnings"))
                 if category.get("category") == "Deployment" and "gpu_id" in res:
                     # dcgmi 3.3 writes one result per Deployment test, its gpu_id the GPU of the test's *last*
-                    # error (Diag.cpp HelperJsonAddBasicTests): the GPUs are the ones its messages name
-                    ids = sorted({int(g) for m in said for g in _GPU_NAMED.findall(m)})
+                    # error (Diag.cpp HelperJsonAddBasicTests): the GPUs are the ones its messages name, else that
+                    # gpu_id (a message naming no GPU: "processes with graphics contexts open")
+                    ids = sorted({int(g) for m in said for g in _GPU_NAMED.findall(m)}) or ids
                 if ids:
                     gpus.setdefault(st, []).extend(ids)
                 messages += said

@@ -91,11 +91,12 @@ def parse(text):
     }
 
 
-def numbering(devices, gpus):
+def numbering(devices, gpus, visible=None):
     """nvbandwidth's device numbers -> nvidia-smi's index of the same GPU, and how that was found (the fact
     gpu_numbering). Matched by PCI address where nvbandwidth printed one for every device and each is a GPU
     nvidia-smi lists; else nvbandwidth's own numbers, which are nvidia-smi's when the run's CUDA_DEVICE_ORDER is
-    PCI_BUS_ID and no GPU is hidden from it (CUDA_VISIBLE_DEVICES)."""
+    PCI_BUS_ID and no GPU is hidden from it: a GPU CUDA lost, or CUDA_VISIBLE_DEVICES (`visible`), shifts every
+    number after it, and the fact says so."""
     smi = {vendor.sysfs_bdf(g.get("pci_bus_id")): g["index"] for g in gpus if g.get("pci_bus_id")}
     addresses = []
     for entry in devices:
@@ -103,7 +104,13 @@ def numbering(devices, gpus):
         addresses.append(vendor.sysfs_bdf(m.group(1)) if m else None)
     own = "nvbandwidth's own (CUDA, in PCI bus order)"
     if not addresses or None in addresses:
-        return None, own + ": it printed no PCI address to match"
+        hidden = []
+        if visible is not None:
+            hidden.append("CUDA_VISIBLE_DEVICES=%s" % visible)
+        if gpus and len(devices) < len(gpus):
+            hidden.append("it lists %d of nvidia-smi's %d GPUs" % (len(devices), len(gpus)))
+        return None, own + ": it printed no PCI address to match" + (
+            "; %s: a number past a GPU it does not see is not nvidia-smi's" % " and ".join(hidden) if hidden else "")
     if len(set(addresses)) < len(addresses):  # a multinode run lists every process's GPU, of other hosts too
         return None, own + ": one PCI address listed twice (GPUs of several hosts)"
     unknown = [a for a in addresses if a not in smi]
@@ -165,10 +172,11 @@ def find_binary(params):
                                "gpu_compute_nvbandwidth_path)" % ", ".join(CANDIDATES))
 
 
-def record(art, parsed, gpus=()):
+def record(art, parsed, gpus=(), visible=None):
     """Results and facts from a parsed nvbandwidth document, the GPUs labelled with nvidia-smi's index (gpus: the
-    node's, from probes.common.device.describe); returns the testcases in error."""
-    index, art.facts["gpu_numbering"] = numbering(parsed["devices"], gpus)
+    node's, from probes.common.device.describe; visible: the run's CUDA_VISIBLE_DEVICES); returns the testcases in
+    error."""
+    index, art.facts["gpu_numbering"] = numbering(parsed["devices"], gpus, visible)
     art.facts.update({"nvbandwidth_version": parsed["version"], "nvbandwidth_git": parsed["git_version"],
                       "cuda_driver_api": parsed["cuda_version"], "driver": parsed["driver"],
                       "devices_listed": len(parsed["devices"])})
@@ -253,7 +261,7 @@ def run(art, params, out_dir):
         tail = (res.stderr or res.stdout).strip().splitlines()
         art.error("nvbandwidth exit %s, output not readable (%s): %s" % (res.rc, exc, tail[-1] if tail else ""))
         return
-    failed = record(art, parsed, gpus)
+    failed = record(art, parsed, gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
     if parsed["error"]:
         failed.insert(0, str(parsed["error"]).strip().splitlines()[0])
     if failed:

@@ -54,7 +54,7 @@ import time
 from probes.common import slurm as slurm_mod
 from probes.common.clocks import host_clocks  # a host's clock against this one's, from bracketed readings
 from probes.common.command import run_cmd
-from probes.common.device import count_smi_listed
+from probes.common.device import SMI_GPU_LINE, SMI_MIG_LINE
 from probes.params import Param, Params
 
 PARAMS = Params(
@@ -268,18 +268,23 @@ def parse_topology(text):
 
 
 def parse_gpu_step(text):
-    """The GPU step's KEY=value lines -> {cuda_visible_devices, job_gpus, step_gpus, node, nvidia_smi_gpus}."""
+    """The GPU step's KEY=value lines -> {cuda_visible_devices, job_gpus, step_gpus, node, nvidia_smi_gpus,
+    nvidia_smi_mig}."""
     kv = dict(line.split("=", 1) for line in (text or "").splitlines() if "=" in line)
 
     def unset(v):
         return None if v in (None, "unset") else v
 
-    # the devices nvidia-smi lists in the step: a MIG device given to the job is one (under its parent GPU's line)
+    # what nvidia-smi lists in the step: GPUs, and the MIG devices under a GPU in MIG mode. A job given MIG devices
+    # (gres gpu:a100_3g.40gb:2) sees them under their parent GPU; a job given a whole GPU that is in MIG mode sees
+    # that GPU and all its devices: the controller takes either count as the request's
     listed = [line[len("NVSMI_L="):] for line in (text or "").splitlines() if line.startswith("NVSMI_L=")]
+    ran = kv.get("NVSMI") == "listed"
     return {"job": unset(kv.get("JOB")), "cuda_visible_devices": unset(kv.get("CVD")),
             "job_gpus": unset(kv.get("JOB_GPUS")),
             "step_gpus": unset(kv.get("STEP_GPUS")), "node": kv.get("NODE"),
-            "nvidia_smi_gpus": count_smi_listed(listed) if kv.get("NVSMI") == "listed" else None}
+            "nvidia_smi_gpus": sum(1 for x in listed if SMI_GPU_LINE.match(x)) if ran else None,
+            "nvidia_smi_mig": sum(1 for x in listed if SMI_MIG_LINE.match(x)) if ran else None}
 
 
 def gres_gpus(gres):
@@ -332,6 +337,13 @@ class Session:
         job_id = res.stdout.strip().split(";")[0].strip()
         self.submitted.append({"id": job_id, "test": test, "name": "%s-%s" % (self.prefix, test)})
         return job_id
+
+    def never_started(self, job_id):
+        """A job this probe cancelled before Slurm started it (held, or given up pending): it has no allocation for
+        sacct to show, and the accounting check does not count that against the cluster."""
+        for x in self.submitted:
+            if x["id"] == job_id:
+                x["never_started"] = True
 
     def ran(self, job_id, test):
         """A job srun or salloc started (their job ids come from inside the job)."""
@@ -665,6 +677,7 @@ def exclusive_test(s, art, p):
     except Failed as exc:  # still pending (a busy or drained partition): it never ran
         why = s.pending_reason(job)
         run_cmd(["scancel", job], timeout=30)  # not left queued behind the tests that follow
+        s.never_started(job)
         raise NotRun("%s%s" % (exc, " (Slurm's reason: %s)" % why if why else "")) from None
     if st != "RUNNING":
         raise Failed("the exclusive job %s is %s" % (job, st))
@@ -721,6 +734,7 @@ def accounting_test(s, art, p, config):
     art.facts["accounting"] = acct
     ids = sorted({x["id"] for x in s.submitted}, key=lambda x: int(x) if x.isdigit() else 0)
     fmt = "JobIDRaw,JobID,JobName,Account,User,QOS,State,AllocTRES"
+    never = {x["id"] for x in s.submitted if x.get("never_started")}
     seen, res = {}, None
     deadline = time.monotonic() + 20  # jobs reach slurmdbd a few seconds after they end
     while ids:
@@ -733,17 +747,16 @@ def accounting_test(s, art, p, config):
             parts = line.split("|")
             if len(parts) == len(fmt.split(",")):
                 seen.setdefault(parts[0], dict(zip(fmt.split(","), parts)))
-        # A job that just ended may be listed before its allocation is written: wait for both.
-        # A job cancelled before it started (the refused account's, when accepted) never has an allocation.
-        # Nor does one still pending (the exclusive test's, on a busy partition).
-        started = [row for row in seen.values() if row["AllocTRES"] or row["State"].split(" ")[0] not in (
-            "CANCELLED", "PENDING")]
+        # A job that just ended may be listed before its allocation is written: wait for both. A job this probe
+        # cancelled before it started (the refused account's when accepted, the exclusive one given up pending)
+        # never has one; any other job without one is waited for (slurmdbd may lag its start record).
+        started = [row for i, row in seen.items() if i not in never]
         if (set(ids) <= set(seen) and all(row["AllocTRES"] for row in started)) or time.monotonic() > deadline:
             break
         time.sleep(1.0)
     acct["sacct_error"] = _last_line(res) if res is not None and res.rc != 0 else None
     acct["jobs"] = [dict(seen.get(i) or {}, JobIDRaw=i, test=next(x["test"] for x in s.submitted if x["id"] == i),
-                         in_sacct=i in seen) for i in ids]
+                         in_sacct=i in seen, never_started=i in never) for i in ids]
     user = os.environ.get("USER") or run_cmd(["id", "-un"], timeout=5).stdout.strip()
     assoc = run_cmd(["sacctmgr", "-n", "-P", "show", "assoc", "where", "user=%s" % user,
                      "format=Cluster,Account,User,Partition,QOS,DefaultQOS,Fairshare"], timeout=30)
@@ -772,6 +785,7 @@ def refused_account_test(s, art, p, run_id):
         job = res.stdout.strip().split(";")[0]
         s.submitted.append({"id": job, "test": "refused_account", "name": "%s-refused" % s.prefix})
         run_cmd(["scancel", job], timeout=30)
+        s.never_started(job)
     art.facts["refused_account"] = {"account": account, "refused": refused,
                                     "said": _last_line(res)[-300:] if refused else "accepted as job %s" % job}
 

@@ -122,14 +122,15 @@ def parse_ior(text):
 # ---------------------------------------------------------------------------------------------------- mdtest
 
 MDTEST_VERSION = re.compile(r"^mdtest-([\w.+-]+) was launched with (\d+) total task\(s\) on (\d+) node")
-# mdtest 4.1 names the units: "SUMMARY rate (in ops/sec): (of 1 iterations)", "SUMMARY time (in ms/op): …"
+# mdtest 4.1 labels the units: "SUMMARY rate (in ops/sec): (of 1 iterations)", "SUMMARY time (in ms/op): …"
 MDTEST_SUMMARY = re.compile(r"^SUMMARY(?: (rate|time|tree))?(?: \(in ([^)]*)\))?: \(of (\d+) iterations?\)")
 MDTEST_ROW = re.compile(r"^\s*([A-Za-z][A-Za-z ]*?)\s*:?\s+(%s)\s+(%s)\s+(%s)\s+(%s)\s*$" % ((_NUMBER,) * 4))
 
 
 def parse_mdtest(text):
-    """mdtest's SUMMARY tables: per table (rate: operations per second; time: seconds, mdtest 4.1's ms/op turned
-    into seconds) one row per operation with max, min, mean and std dev over the iterations."""
+    """mdtest's SUMMARY tables: per table (rate: operations per second; time: seconds) one row per operation with
+    max, min, mean and std dev over the iterations. mdtest 4.1 labels its time table "(in ms/op)" but still prints
+    each phase's time in seconds (summarize_results_rank0 prints `time[i]`, t_end - t_start): read as seconds."""
     lines = _lines(text)
     launched = next((m for m in map(MDTEST_VERSION.match, lines) if m), None)
     tables = [(i, m) for i, m in enumerate(map(MDTEST_SUMMARY.match, lines)) if m]
@@ -139,7 +140,6 @@ def parse_mdtest(text):
     rows = []
     for start, m in tables:
         table = m.group(1) or "rate"  # mdtest 1.9 has only the rates, under "SUMMARY:"
-        scale = 1e-3 if table == "time" and (m.group(2) or "").strip() == "ms/op" else 1.0
         i = start + 1
         if i < len(lines) and lines[i].strip().startswith("Operation"):
             i += 1
@@ -153,10 +153,9 @@ def parse_mdtest(text):
             row = MDTEST_ROW.match(line)
             if not row:
                 raise ToolOutputError("mdtest", i + 1, line, "not a row of the SUMMARY %s table" % table)
-            values = [_number(row.group(k)) for k in (2, 3, 4, 5)]
-            values = [v * scale if v is not None and scale != 1.0 else v for v in values]
             rows.append({"table": table, "operation": row.group(1).strip().lower().replace(" ", "_"),
-                         "iterations": int(m.group(3)), **dict(zip(("max", "min", "mean", "stddev"), values))})
+                         "iterations": int(m.group(3)), "max": _number(row.group(2)), "min": _number(row.group(3)),
+                         "mean": _number(row.group(4)), "stddev": _number(row.group(5))})
     if not rows:
         raise ToolOutputError("mdtest", tables[0][0] + 1, lines[tables[0][0]], "the SUMMARY table has no rows")
     return {"version": launched.group(1) if launched else None,

@@ -240,6 +240,8 @@ PERSISTENCE = ('Persistence mode for GPU %d is currently disabled. The DCGM diag
                'enabled. Enable persistence mode by running "nvidia-smi -i <gpuId> -pm 1 " as root.')
 
 
+GRAPHICS = ("NVVS has detected processes with graphics contexts open running on at least one GPU. This may cause "
+            "some tests to fail.")
 ENVIRONMENT = "Found CUDA performance-limiting environment variable 'CUDA_LAUNCH_BLOCKING'."
 
 
@@ -262,6 +264,10 @@ def test_json_dcgm33_deployment_messages_gpus_and_version():
     assert reason == "persistence mode is off: nvidia-smi -pm 1, or run nvidia-persistenced"
     one = dcgm_diag.parse(_dcgm33_deployment({"Persistence Mode": [(3, PERSISTENCE % 3)]}))
     assert result(one, "Persistence Mode")["gpus"] == {"fail": [3]}
+    # a message that names no GPU: the gpu_id dcgmi wrote for it
+    graphics = dcgm_diag.parse(_dcgm33_deployment({"Graphics Processes": [(2, GRAPHICS)]}))
+    assert result(graphics, "Graphics Processes")["gpus"] == {"fail": [2]}
+    assert grade(graphics)[1].startswith("Graphics Processes on GPU 2: NVVS has detected processes")
 
 
 def test_a_gpu_skipped_by_a_test_the_others_passed_is_a_warning_naming_it():

@@ -184,6 +184,17 @@ def test_without_pci_addresses_or_with_other_hosts_gpus_the_numbers_stay_nvbandw
     old = parse_text((FIX / "nvbandwidth" / "v0.2_h800x8_d2d_read.txt").read_text())  # "Device 0: NVIDIA H800"
     assert nvbandwidth.numbering(old["devices"], _smi_gpus()) == (
         None, "nvbandwidth's own (CUDA, in PCI bus order): it printed no PCI address to match")
+    # a GPU CUDA lost, or one CUDA_VISIBLE_DEVICES hides: the numbers past it are not nvidia-smi's, and it is said
+    assert nvbandwidth.numbering(old["devices"][:7], _smi_gpus())[1] == (
+        "nvbandwidth's own (CUDA, in PCI bus order): it printed no PCI address to match; it lists 7 of nvidia-smi's "
+        "8 GPUs: a number past a GPU it does not see is not nvidia-smi's")
+    assert nvbandwidth.numbering(old["devices"][:2], _smi_gpus(), visible="2,3")[1] == (
+        "nvbandwidth's own (CUDA, in PCI bus order): it printed no PCI address to match; CUDA_VISIBLE_DEVICES=2,3 "
+        "and it lists 2 of nvidia-smi's 8 GPUs: a number past a GPU it does not see is not nvidia-smi's")
+    # with addresses, a subset is matched all the same
+    json_doc = nvbandwidth.parse((FIX / "nvbandwidth" / "h200x8_quick.json").read_text())
+    assert nvbandwidth.numbering(json_doc["devices"][2:4], _smi_gpus(), visible="2,3") == (
+        {0: 2, 1: 3}, "nvidia-smi index, matched by PCI address (nvbandwidth's 0 is GPU 2, 1 is GPU 3)")
     multi = parse_text((FIX / "nvbandwidth" / "v0.7_gb200_2node_multinode_d2d_read.txt").read_text())
     index, how = nvbandwidth.numbering(multi["devices"], _smi_gpus())
     assert index is None and how.endswith("one PCI address listed twice (GPUs of several hosts)"), how

@@ -152,18 +152,6 @@ def test_mdtest_files_only_has_no_directory_rows_and_zero_rates_stay():
         ("file_creation", 0.0), ("tree_creation", 80006.097), ("tree_removal", 62649.036)]
 
 
-def test_mdtest_41_time_table_in_ms_per_op_is_read_in_seconds():
-    """mdtest 4.1 prints its time table in ms/op (hpc/ior src/mdtest.c: "SUMMARY time (in ms/op)"); the parser's
-    time rows are seconds, as 3.x's "SUMMARY time:" table is."""
-    text = _text("mdtest", "mdtest-4.1.0dev-F-C-r-units-in-summary-header-daos-dfuse.txt")
-    rate = text[text.index("SUMMARY rate"):text.index("-- finished")]
-    timed = rate.replace("SUMMARY rate (in ops/sec)", "SUMMARY time (in ms/op)")
-    rows = parse_mdtest(text.replace("-- finished", timed + "-- finished"))["rows"]
-    [create_rate] = [r for r in rows if r["table"] == "rate" and r["operation"] == "file_creation"]
-    [create_time] = [r for r in rows if r["table"] == "time" and r["operation"] == "file_creation"]
-    assert create_rate["mean"] == 2345.219 and create_time["mean"] == pytest.approx(2.345219)
-
-
 def test_an_mdtest_without_summary_is_an_error():
     text = _text("mdtest", "mdtest-3.3.0-64tasks-8nodes-long-nodemap-lustre-exascaler-gcp.txt")
     with pytest.raises(ToolOutputError, match="mdtest output, line 9: no 'SUMMARY' table"):

@@ -97,20 +97,41 @@ def test_production_slurm_passes_every_check_with_rows_only_on_the_host_that_ran
 
 
 def test_a_job_that_never_started_is_not_missing_its_tres(checks):
-    """The exclusive test's job still pending after job_timeout_s (every node busy): sacct lists it with an empty
-    AllocTRES, as it lists every job that never ran. The accounting check failed a healthy cluster on it ("jobs
-    without allocated TRES"); a finished job without TRES still fails it."""
+    """The exclusive test's job still pending after job_timeout_s (every node busy): the probe cancels it and marks
+    it never started; sacct lists it with an empty AllocTRES, as it lists every job that never ran. The accounting
+    check failed a healthy cluster on it ("jobs without allocated TRES"). Jobs the probe saw run with no TRES still
+    fail it, whatever state sacct gives them (a slurmdbd that lost their start records shows them PENDING)."""
     doc = with_clocks(load("production_site_22.05.8.json"))
     pending = copy.deepcopy(doc)
     for job in pending["facts"]["accounting"]["jobs"]:
         if job["test"] == "exclusive":
-            job.update(State="PENDING", AllocTRES="")
+            job.update(State="CANCELLED by 0", AllocTRES="", never_started=True)
     [acct] = rows_of(checks, [pending], "orchestration.slurm_accounting")
     assert acct["status"] == "pass", acct
-    broken = copy.deepcopy(doc)
-    broken["facts"]["accounting"]["jobs"][0]["AllocTRES"] = ""  # a launch job that ran, COMPLETED
-    [acct] = rows_of(checks, [broken], "orchestration.slurm_accounting")
-    assert acct["status"] == "fail" and "jobs without allocated TRES in sacct (1)" in acct["reason"], acct
+    lost = copy.deepcopy(doc)
+    for job in lost["facts"]["accounting"]["jobs"]:
+        if job["test"] in ("launch", "salloc"):
+            job.update(State="PENDING", AllocTRES="")
+    [acct] = rows_of(checks, [lost], "orchestration.slurm_accounting")
+    assert acct["status"] == "fail" and "jobs without allocated TRES in sacct (1,2,3,4)" in acct["reason"], acct
+
+
+def test_mig_devices_given_to_a_job_count_as_its_gpus(checks):
+    """--gres=gpu:2 on a node whose GRES are MIG devices: the step's nvidia-smi lists one GPU and the two MIG
+    devices under it (the step counted "^GPU " lines: 1, and failed the node); a whole GPU in MIG mode given to a
+    --gpus=1 job lists one GPU with its seven devices, and passes as one."""
+    doc = with_clocks(load("production_site_22.05.8.json"))
+    mig = copy.deepcopy(doc)
+    two, one = mig["facts"]["gres"]["requests"][1], mig["facts"]["gres"]["requests"][2]
+    two.update(nvidia_smi_gpus=1, nvidia_smi_mig=2)
+    one.update(nvidia_smi_gpus=1, nvidia_smi_mig=7)
+    rows = {r["subject"]: r for r in rows_of(checks, [mig], "orchestration.slurm_gpu_allocation")}
+    assert rows["--gres=gpu:2"]["status"] == "pass", rows["--gres=gpu:2"]
+    assert rows["--gres=gpu:2"]["observed"] == "CUDA_VISIBLE_DEVICES=0,1 on cmxz-node2, nvidia-smi lists 1 (2 MIG devices)"
+    assert rows["--gpus=1"]["status"] == "pass"
+    two.update(nvidia_smi_gpus=1, nvidia_smi_mig=1)  # one of the two devices not there
+    rows = {r["subject"]: r for r in rows_of(checks, [mig], "orchestration.slurm_gpu_allocation")}
+    assert rows["--gres=gpu:2"]["status"] == "fail"
 
 
 def test_bare_slurm_accounting_and_enforcement_absent_are_findings_gpus_and_topology_skip(checks):

@@ -251,7 +251,7 @@ def test_gpu_step_run_by_sh(tmp_path):
     out = subprocess.run(["/bin/sh", "-c", sj.GPU_STEP], env=env, capture_output=True, text=True, check=True).stdout
     step = sj.parse_gpu_step(out)
     assert step == {"job": "4242", "cuda_visible_devices": "0,1", "job_gpus": "2,3", "step_gpus": None,
-                    "node": "gpu-a17", "nvidia_smi_gpus": None}
+                    "node": "gpu-a17", "nvidia_smi_gpus": None, "nvidia_smi_mig": None}
 
 
 def test_gpu_step_counts_the_mig_devices_a_job_was_given(tmp_path):
@@ -268,10 +268,12 @@ def test_gpu_step_counts_the_mig_devices_a_job_was_given(tmp_path):
     env = {"PATH": "%s:/usr/bin:/bin" % tmp_path, "SLURM_JOB_ID": "77", "CUDA_VISIBLE_DEVICES": "0,1",
            "SLURM_JOB_GPUS": "0", "SLURMD_NODENAME": "gpu-mig1"}
     out = subprocess.run(["/bin/sh", "-c", sj.GPU_STEP], env=env, capture_output=True, text=True, check=True).stdout
-    assert sj.parse_gpu_step(out)["nvidia_smi_gpus"] == 2
+    step = sj.parse_gpu_step(out)
+    assert (step["nvidia_smi_gpus"], step["nvidia_smi_mig"]) == (1, 2)
     (tmp_path / "listing").write_text(listing.splitlines()[0] + "\n")  # a whole GPU: one device
     out = subprocess.run(["/bin/sh", "-c", sj.GPU_STEP], env=env, capture_output=True, text=True, check=True).stdout
-    assert sj.parse_gpu_step(out)["nvidia_smi_gpus"] == 1
+    step = sj.parse_gpu_step(out)
+    assert (step["nvidia_smi_gpus"], step["nvidia_smi_mig"]) == (1, 0)
 
 
 # ----------------------------------------------------------------------- a compute node's clock against the probe's
@@ -316,6 +318,8 @@ class FakeSession:
 
     def pending_reason(self, job_id):
         return "Resources"
+
+    never_started = sj.Session.never_started
 
     def common(self, test):
         return ["--job-name=%s-%s" % (self.prefix, test)]
@@ -399,14 +403,21 @@ def test_gres_requests_slurm_did_not_allocate_are_marked_refused_and_the_test_no
 
 
 def test_an_exclusive_job_pending_past_the_timeout_did_not_run(monkeypatch):
+    """It is cancelled (not left queued behind the tests that follow) and marked never started: the accounting
+    neither waits for its allocation nor counts its absence."""
     p = sj.PARAMS.resolve("slurm_jobs", {"job_timeout_s": 5})
     s = FakeSession([])
+    calls = []
 
     def pending(job_id, done, timeout):
         raise sj.Failed("job %s still PENDING after %.0f s" % (job_id, timeout))
     s.wait_state = pending
+    monkeypatch.setattr(sj, "run_cmd", lambda argv, **kw: calls.append(argv) or CmdResult(argv, 0, "", "", False,
+                                                                                           False))
     with pytest.raises(sj.NotRun, match=r"^job 40 still PENDING after 5 s \(Slurm's reason: Resources\)$"):
         sj.exclusive_test(s, Artifact("slurm_jobs", "r1", "login1"), p)
+    assert calls == [["scancel", "40"]]
+    assert s.submitted == [{"id": "40", "test": "exclusive", "name": "exclusive", "never_started": True}]
 
 
 def test_a_second_job_refused_for_another_reason_than_a_busy_node_tested_nothing(monkeypatch):

@@ -218,11 +218,13 @@ def grade_gpus(check, run, hosts):
                             req.get("error"), req["flag"]))
                 continue
             seen = [x for x in (req.get("cuda_visible_devices") or "").split(",") if x.strip()]
-            smi = req.get("nvidia_smi_gpus")
+            smi, mig = req.get("nvidia_smi_gpus"), req.get("nvidia_smi_mig")
             observed = "CUDA_VISIBLE_DEVICES=%s on %s" % (req.get("cuda_visible_devices"), req.get("node"))
             if smi is not None:
-                observed += ", nvidia-smi lists %d" % smi
-            good = len(seen) == k and (smi is None or smi == k)
+                observed += ", nvidia-smi lists %d" % smi + (" (%d MIG devices)" % mig if mig else "")
+            # MIG devices given (gpu:<profile>:k) are k under fewer GPUs; a whole GPU in MIG mode is one with its
+            # devices under it: either count may be the request's
+            good = len(seen) == k and (smi is None or smi == k or bool(mig) and mig == k)
             out.append(("pass" if good else "fail", observed, expected, None, req["flag"]))
         if not out:
             return _not_ok(doc, "gres")
@@ -298,11 +300,10 @@ def accounting_findings(acct):
     absent = [j["JobIDRaw"] for j in jobs if not j.get("in_sacct")]
     if absent and not acct.get("sacct_error"):
         missing.append("%d of %d jobs not in sacct (%s)" % (len(absent), len(jobs), ",".join(absent[:5])))
-    # a job that never started has no allocation to account (the exclusive test's job still pending on a busy
-    # partition, the refused account's job cancelled while held): its empty AllocTRES is no missing TRES
-    never = [j for j in jobs if not j.get("AllocTRES") and str(j.get("State") or "").split(" ")[0] in (
-        "PENDING", "CANCELLED")]
-    no_tres = [j["JobIDRaw"] for j in jobs if j.get("in_sacct") and j not in never
+    # a job the probe cancelled before Slurm started it (the exclusive test's job given up pending on a busy
+    # partition, the refused account's job while held) has no allocation to account: its empty AllocTRES is no
+    # missing TRES. Any other job without one is (a slurmdbd that lost the start records shows them PENDING).
+    no_tres = [j["JobIDRaw"] for j in jobs if j.get("in_sacct") and not j.get("never_started")
                and "cpu=" not in (j.get("AllocTRES") or "")]
     if no_tres:
         missing.append("jobs without allocated TRES in sacct (%s)" % ",".join(no_tres[:5]))
