@@ -127,7 +127,8 @@ def test_mig_devices_given_to_a_job_count_as_its_gpus(checks):
     one.update(nvidia_smi_gpus=1, nvidia_smi_mig=7)
     rows = {r["subject"]: r for r in rows_of(checks, [mig], "orchestration.slurm_gpu_allocation")}
     assert rows["--gres=gpu:2"]["status"] == "pass", rows["--gres=gpu:2"]
-    assert rows["--gres=gpu:2"]["observed"] == "CUDA_VISIBLE_DEVICES=0,1 on cmxz-node2, nvidia-smi lists 1 (2 MIG devices)"
+    assert rows["--gres=gpu:2"]["observed"] == ("CUDA_VISIBLE_DEVICES=0,1 on cmxz-node2, nvidia-smi lists 1 "
+                                                "(2 MIG devices)")
     assert rows["--gpus=1"]["status"] == "pass"
     two.update(nvidia_smi_gpus=1, nvidia_smi_mig=1)  # one of the two devices not there
     rows = {r["subject"]: r for r in rows_of(checks, [mig], "orchestration.slurm_gpu_allocation")}
