@@ -101,7 +101,8 @@ def read(text, name="result"):
     peak = peak_in_flight(data)
     if peak is not None:
         summary["peak_concurrent_requests"] = peak
-    for metric in LATENCIES:
+    # no request completed: vLLM writes 0 for every latency (np.mean(ttfts or 0)), which is no 0 ms request
+    for metric in LATENCIES if data.get("completed") else ():
         for stat in STATS:
             # median_* is the same number as p50_* when both are there; older files have only median_*
             value = _number(data.get("%s_%s_ms" % (stat, metric)))

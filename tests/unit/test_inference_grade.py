@@ -102,6 +102,30 @@ def test_goodput_is_graded_at_each_scenarios_lowest_concurrency_on_one_node():
     assert gi.grade_goodput(tight, run, "h1")[0]["reason"] == "no SLO for scenario agentic in the rubric"
 
 
+def test_one_slow_request_of_eight_is_a_warning_two_a_fail(tmp_path):
+    """The quick profile's 8 requests at c1: with request 0's first token 600 ms late (the capture's chat.c1.json),
+    7 of 8 (87.5 %) are within the chat SLO. One request decides that against the 90 % line, which 8 requests
+    cannot resolve: a warning saying so (it failed the node). Two slow requests (75 %) are a fail."""
+    data = json.loads((SINGLE / "chat.c1.json").read_text())
+    for slow in (1, 2):
+        late = json.loads(json.dumps(data))
+        for i in range(slow):
+            late["ttfts"][i] += 0.6
+            late["latencies"][i] += 0.6
+        path = tmp_path / ("chat.c1.slow%d.json" % slow)
+        path.write_text(json.dumps(late))
+        run = make_run([inference_doc("h1", worlds={1: {**point_files(), ("chat", 1): path}})])
+        [row] = [r for r in gi.grade_goodput(check("inference.goodput"), run, "h1")
+                 if r["subject"] == "chat, c1, 1 node"]
+        if slow == 1:
+            assert (row["status"], row["observed"].split(";")[0]) == (
+                "warn", "87.5 % (7 of 8 requests within TTFT <= 450 ms, TPOT <= 40 ms)"), row
+            assert row["reason"] == ("one request from the fail line, with 8 requests (100 needed to tell 99 % apart):"
+                                     " run more prompts (the standard profile) to judge")
+        else:
+            assert (row["status"], row["reason"]) == ("fail", ""), row
+
+
 def test_a_failed_request_fails_the_errors_check_naming_the_point():
     """overlong.c4.json: the server refused 5 of 16 prompts longer than its context (HTTP 400)."""
     c = check("inference.request_errors")

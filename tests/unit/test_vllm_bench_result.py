@@ -154,6 +154,22 @@ def test_failed_requests_are_not_ok_and_carry_no_latency():
     assert requests["ttft_ms"][:3] == pytest.approx([42.1292, 53.0834, 52.2457], abs=1e-4)
 
 
+def test_a_point_where_every_request_failed_has_no_latency():
+    """overlong.c4.json as vLLM writes it when all 16 prompts are refused: completed 0 and every latency aggregate 0
+    (np.mean(ttfts or 0) * 1000). Those are no 0 ms requests: the summary has no latency, only the counts."""
+    data = raw(FAILED)
+    n = len(data["ttfts"])
+    data.update(completed=0, failed=n, ttfts=[0.0] * n, latencies=[0.0] * n, output_lens=[0] * n,
+                itls=[[] for _ in range(n)], errors=["Bad Request"] * n, output_throughput=0.0, request_throughput=0.0)
+    for key in list(data):
+        if key.endswith("_ms") and key.split("_")[0] in ("mean", "median", "std", "p50", "p90", "p99"):
+            data[key] = 0.0
+    summary, requests = bench_result.read(json.dumps(data), "overlong.c4.json")
+    assert summary["requests_completed"] == 0 and summary["requests_failed"] == n
+    assert not [k for k in summary if k.endswith("_ms")], summary
+    assert not any(requests["ok"]) and set(requests["ttft_ms"]) == {None}
+
+
 def test_a_failed_request_with_an_empty_error_text_is_still_failed():
     """vLLM's request functions set output.error = response.reason or "" on an answer other than 200: a refusal
     without a reason phrase (HTTP/2 has none) is a failed request with error "". The same capture with its reasons
