@@ -106,7 +106,7 @@ def test_the_loss_must_fall_at_every_world_size_on_every_backend():
                     train_doc("cpu", backend="cpu", model=TINY, tps={1: 900, 2: 880})])
     good = gt.grade_loss(c, run, "good")
     assert [r["status"] for r in good] == ["pass"] * 3
-    assert good[0]["subject"] == "1 node (8 ranks)" and good[0]["observed"] == "11 → 7 nats over 20 steps"
+    assert good[0]["subject"] == "1 node (8 ranks)" and good[0]["observed"] == "11 → 7 nats over 23 steps (3 warm-up)"
     flat = gt.grade_loss(c, run, "flat")
     assert {r["status"] for r in flat} == {"fail"} and flat[0]["severity"] == "major"
     assert flat[0]["reason"] == "the loss did not fall: the job does not learn at this world size"

@@ -162,7 +162,11 @@ def grade_loss(check, run, host):
     worlds = sorted(set(first) & set(last) | set(diverged))
     if not worlds:
         return _no_result(check, host, doc, "loss")
-    steps = (doc.get("facts") or {}).get("steps")
+    facts = doc.get("facts") or {}
+    # loss_first is the first step's, warm-up included: the span is every step the job ran
+    steps, warmup = facts.get("steps"), int(facts.get("warmup_steps") or 0)
+    span = (" over %d steps (%d warm-up)" % (steps + warmup, warmup) if warmup else " over %s steps" % steps) \
+        if steps else ""
     rows = []
     for world in worlds:
         if world in diverged:
@@ -173,7 +177,7 @@ def grade_loss(check, run, host):
                                      bad["loss"], bad["step"])))
             continue
         f, la = first[world][host], last[world][host]
-        observed = "%.4g → %.4g nats" % (f, la) + (" over %s steps" % steps if steps else "")
+        observed = "%.4g → %.4g nats" % (f, la) + span
         fell = la < f
         rows.append(make_row(check, host, "pass" if fell else "fail", observed, "loss_last < loss_first",
                              subject=world_name(world), reason=None if fell else (
