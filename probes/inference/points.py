@@ -48,9 +48,11 @@ def record_point(art, nodes, scenario, concurrency, summary, requests, gpus_in_w
     if summary.get("output_tokens_per_s") is not None and gpus_in_world:
         art.add("output_tokens_per_s_per_gpu", _sig(summary["output_tokens_per_s"] / gpus_in_world), "tokens/s",
                 **labels)
-    if summary.get("tpot_mean_ms"):
-        art.add("interactivity_tokens_per_s_per_user", _sig(1000.0 / summary["tpot_mean_ms"]), "tokens/s",
-                **labels)
+    # InferenceX's interactivity: 1000 / TPOT, its charts' default the median's (utils/process_result.py
+    # median_intvty); the mean where a file has no median
+    tpot = summary.get("tpot_p50_ms") or summary.get("tpot_mean_ms")
+    if tpot:
+        art.add("interactivity_tokens_per_s_per_user", _sig(1000.0 / tpot), "tokens/s", **labels)
     if requests:
         art.facts.setdefault("requests", {})[point_key(nodes, scenario, concurrency)] = requests
 

@@ -181,7 +181,7 @@ def plot_curve(run, report_dir, pts):
         ax.plot(xs, ys, marker="o", label="%s, %d node%s" % (scenario, nodes, "s" if nodes > 1 else ""))
         for x, y, c in line:
             ax.annotate("c%d" % c, (x, y), textcoords="offset points", xytext=(3, 3), fontsize=6)
-    ax.set_xlabel("interactivity: tokens/s per user")
+    ax.set_xlabel("interactivity: tokens/s per user (1000 / median TPOT)")
     ax.set_ylabel("output tokens/s per GPU")
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
