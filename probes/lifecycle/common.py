@@ -13,6 +13,7 @@ import socket
 import statistics
 import sys
 import threading
+import urllib.request
 from urllib.parse import urlsplit
 
 from probes.common import tiers as storage_tier
@@ -47,18 +48,41 @@ def endpoint(url):
     return parts.hostname, port
 
 
+def proxy_for(url):
+    """The proxy the node's environment sends url through (http_proxy, https_proxy, all_proxy, less no_proxy), as
+    urllib, pip, uv, huggingface_hub and curl do; None when it goes direct."""
+    parts = urlsplit(url if "://" in url else "https://" + url)
+    if not parts.hostname:
+        return None
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass_environment(parts.hostname, proxies):
+        return None
+    return proxy
+
+
 def reachable(url, timeout=3.0):
     """(True, None) when a TCP connection to the URL's host and port opens within timeout (name lookup included,
-    bounded too: a lookup with no DNS server can take much longer than a connect); else (False, why)."""
+    bounded too: a lookup with no DNS server can take much longer than a connect); else (False, why). Through the
+    node's proxy where its environment names one for the URL (proxy_for): the tools go there, not to the host (a
+    cluster that reaches the internet only through a proxy read as "not reachable", and every probe skipped)."""
     return connect(url, timeout)[:2]
 
 
 def connect(url, timeout=3.0):
     """reachable(), and the IP address the connection opened to (None where none did): (ok, why, address)."""
+    proxy = proxy_for(url)
     try:
-        host, port = endpoint(url)
+        host, port = endpoint(proxy or url)
     except ValueError as exc:
         return False, str(exc), None
+    ok, why, address = _connect(host, port, timeout)
+    if why and proxy:
+        why = "through the proxy %s (the environment's, for %s): %s" % (proxy, url, why)
+    return ok, why, address
+
+
+def _connect(host, port, timeout):
     found = {}
 
     def lookup():

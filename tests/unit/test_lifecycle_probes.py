@@ -206,6 +206,33 @@ def test_net_speed_against_a_loopback_server(tmp_path, speed_server):
     assert doc["status"] == "skipped" and doc["reason"].startswith("no speed-test URL is reachable from this node")
 
 
+def test_net_speed_through_the_nodes_proxy(tmp_path, speed_server, monkeypatch):
+    """A node that reaches the internet only through its proxy (http_proxy / https_proxy): the speed-test host's name
+    does not resolve on the node (.invalid), the proxy fetches it (the loopback server answers a forward proxy's
+    GET). reachable() connected to the host itself and skipped the probe ("no speed-test URL is reachable from
+    this node"), though urllib, pip, uv, huggingface_hub and curl all go through the proxy."""
+    for name in ("no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("http_proxy", speed_server)
+    monkeypatch.setenv("https_proxy", speed_server)
+    url = "http://speed.example.invalid/down"
+    assert lifecycle.proxy_for(url) == speed_server and lifecycle.reachable(url, 1) == (True, None)
+    _, doc = run_probe("net_speed", str(tmp_path), "r1", "h1", params={
+        "download_urls": [url], "upload_urls": [], "reach_timeout_s": 1})
+    assert doc["status"] == "ok", doc["reason"]
+    assert [r["value"] for r in doc["results"] if r["metric"] == "download_bytes"] == [3_000_000]
+    # a proxy that does not answer is named as the reason
+    closed = "http://127.0.0.1:%d" % free_port()
+    monkeypatch.setenv("http_proxy", closed)
+    ok, why = lifecycle.reachable(url, 1)
+    assert not ok and why.startswith("through the proxy %s (the environment's, for %s): no TCP connection to "
+                                     "127.0.0.1 port " % (closed, url)), why
+    # a host no_proxy names goes direct
+    monkeypatch.setenv("no_proxy", "localhost,.example.invalid")
+    assert lifecycle.proxy_for(url) is None
+    assert lifecycle.reachable(url, 1)[1].startswith("name lookup of speed.example.invalid failed")
+
+
 def test_container_pull_without_engines_and_model_pull_without_hub_skip_with_reasons(tmp_path):
     _, doc = run_probe("container_pull", str(tmp_path), "r1", "h1", params={"engines": ["enroot", "apptainer"]})
     if doc["status"] != "skipped":
