@@ -11,6 +11,7 @@ import stat
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -213,6 +214,8 @@ def test_net_speed_through_the_nodes_proxy(tmp_path, speed_server, monkeypatch):
     this node"), though urllib, pip, uv, huggingface_hub and curl all go through the proxy."""
     for name in ("no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
+    # urlopen's opener reads the proxies once per process (a probe's is fresh): this one was built by earlier tests
+    monkeypatch.setattr(urllib.request, "_opener", None)
     monkeypatch.setenv("http_proxy", speed_server)
     monkeypatch.setenv("https_proxy", speed_server)
     url = "http://speed.example.invalid/down"
@@ -356,6 +359,11 @@ def test_container_pull_times_a_pull_and_removes_the_image(tmp_path, monkeypatch
     assert pull["labels"] == {"engine": "docker", "image": "%s/team/app:1" % host, "registry": host}
     assert 0.3 <= pull["value"] < 30
     assert [r["value"] for r in doc["results"] if r["metric"] == "image_bytes"] == [5000000]
+    # without counters the rate is the image's size over the seconds: an upper bound (docker's size is unpacked)
+    [rate] = [r for r in doc["results"] if r["metric"] == "pull_mbps"]
+    assert (rate["labels"]["bytes"], rate["labels"]["bound"]) == ("image", "at_most")
+    assert rate["labels"]["note"] == "from the image's size (no interface counters): fewer bytes came over the wire"
+    assert rate["value"] == pytest.approx(5000000 * 8 / pull["value"] / 1e6, rel=0.01)
     assert doc["facts"]["skipped"] == {"docker %s/team/present:1" % host:
                                        "already present in docker's image store: a pull would not be measured"}
     log = calls.read_text().splitlines()
