@@ -249,8 +249,34 @@ def test_a_failed_pull_or_download_is_a_row_of_its_own(tmp_path):
     assert rows["hub=huggingface"]["observed"] == "at most 1.778 Mbit/s: %s" % note
     assert rows["hub=modelscope"]["status"] == "error" and rows["hub=modelscope"]["reason"] == refused
     md = section.render(run, [], None)  # the tables show a bound as one, never as a measured number
-    assert "| n1 | enroot | nvcr.io/nvidia/pytorch:25.01-py3 | ≥ 1800 | – | ≤ 13.3 |" in md
+    assert "| n1 | enroot | nvcr.io/nvidia/pytorch:25.01-py3 | ≥ 1800 | – | – | ≤ 13.3 |" in md
     assert "| n1 | huggingface | org/m | ≥ 1800 | – | ≤ 1.78 |" in md
+
+
+def test_the_pull_table_shows_the_bytes_its_rate_is_over(tmp_path):
+    """ubuntu:24.04 pulled in 10 s: 30 MB received on the counted interfaces, docker's image size 78 MB (unpacked):
+    24 Mbit/s. The table showed 78 in its only MB column beside 24, a rate a reader could not make from it; a rate
+    from the image's size (no counters) is an upper bound, shown and judged as one."""
+    ubuntu = "docker.io/library/ubuntu:24.04"
+    pulls = Artifact("container_pull", "r", "n1")
+    labels = {"engine": "docker", "image": ubuntu, "registry": "docker.io"}
+    pulls.add("pull_s", 10.0, "s", **labels)
+    pulls.add("image_bytes", 78_000_000, "B", **labels)
+    pulls.add("wire_bytes", 30_000_000, "B", **labels)
+    pulls.add("pull_mbps", 24.0, "Mbit/s", bytes="received", **labels)
+    other = Artifact("container_pull", "r", "n2")
+    other.add("pull_s", 10.0, "s", engine="docker", image=ubuntu, registry="docker.io")
+    other.add("image_bytes", 78_000_000, "B", engine="docker", image=ubuntu, registry="docker.io")
+    other.add("pull_mbps", 62.4, "Mbit/s", engine="docker", image=ubuntu, registry="docker.io", bytes="image",
+              bound="at_most", note="from the image's size (no interface counters): fewer bytes came over the wire")
+    run = make_run(tmp_path, [pulls, other])
+    md = section.render(run, [], None)
+    assert "| host | engine | image | pull s | received MB | image MB | Mbit/s |" in md
+    assert "| n1 | docker | docker.io/library/ubuntu:24.04 | 10 | 30 | 78 | 24 |" in md, md
+    assert "| n2 | docker | docker.io/library/ubuntu:24.04 | 10 | – | 78 | ≤ 62.4 |" in md, md
+    rows = {r["host"]: r for r in rows_of(run, "lifecycle.container_pull_speed")}
+    assert rows["n1"]["status"] == "fail" and rows["n2"]["status"] == "warn"  # 24 < 50; at most 62.4: unknown
+    assert rows["n2"]["observed"].startswith("at most 62.4 Mbit/s: from the image's size")
 
 
 def test_serve_ready_past_its_deadline_fails_and_a_taken_port_is_an_error(tmp_path):
