@@ -210,8 +210,13 @@ def test_the_slowest_tier_is_named_per_workload_at_one_client(tmp_path):
         slow = min(values, key=values.get)
         ratio = max(values.values()) / values[slow]
         row = rows["workload=%s clients=1" % workload]
-        assert row["observed"].startswith("tier %s: " % slow) and row["observed"].endswith("(%.1f× slower)" % ratio)
+        # the ratio with one decimal, or as many more as keep it on its side of a line (cc23 measured 20.03 beside
+        # the fail line of 20: "20.03", not "20.0")
+        shown = re.search(r"\(([\d.]+)× slower\)$", row["observed"])
+        assert row["observed"].startswith("tier %s: " % slow) and shown, row["observed"]
+        assert float(shown.group(1)) == pytest.approx(ratio, abs=0.05)
         assert row["status"] == ("fail" if ratio > 20 else "warn" if ratio > 4 else "pass")
+        assert (float(shown.group(1)) > 20) == (ratio > 20) and (float(shown.group(1)) > 4) == (ratio > 4)
 
 
 @FIO
