@@ -74,13 +74,19 @@ def test_the_skip_quotes_why_the_tools_step_did_not_build_them(tmp_path):
     assert doc["facts"]["mdtest"].endswith("; the tools step: %s" % why)  # mdtest comes with IOR's build
 
 
-def test_each_installed_tool_runs_and_its_output_becomes_results(tmp_path):
+def _all_stand_ins(tmp_path):
+    """tmp_path/bin with IOR, mdtest and elbencho stand-ins printing real captures."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for tool, capture in (("ior", "ior-3.3.0-posix-fpp-C-e-lustre-exascaler-azure.txt"),
                           ("mdtest", "mdtest-3.3.0-64tasks-8nodes-long-nodemap-lustre-exascaler-gcp.txt"),
                           ("elbencho", "elbencho-2.1-0-multihost-4hosts-mkdirs-write-direct-resfile.txt")):
         _stand_in(bin_dir, tool, FIXTURES / tool / capture)
+    return bin_dir
+
+
+def test_each_installed_tool_runs_and_its_output_becomes_results(tmp_path):
+    bin_dir = _all_stand_ins(tmp_path)
     doc, tier = _probe(tmp_path, bin_dir, size_mib=4, transfer_kib=256, files_per_rank=50)
     assert doc["status"] == "ok", doc["reason"]
     res = {(r["metric"], r["labels"].get("operation")): r["value"] for r in doc["results"]}
@@ -449,12 +455,7 @@ def test_numbers_of_a_tier_that_refused_o_direct_are_shown_not_judged(tmp_path, 
     from reports.grading import grade, load_rubric
     from reports.load import run_of_artifacts
 
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for tool, capture in (("ior", "ior-3.3.0-posix-fpp-C-e-lustre-exascaler-azure.txt"),
-                          ("mdtest", "mdtest-3.3.0-64tasks-8nodes-long-nodemap-lustre-exascaler-gcp.txt"),
-                          ("elbencho", "elbencho-2.1-0-multihost-4hosts-mkdirs-write-direct-resfile.txt")):
-        _stand_in(bin_dir, tool, FIXTURES / tool / capture)
+    bin_dir = _all_stand_ins(tmp_path)
     doc, _ = _probe(tmp_path, bin_dir, size_mib=4, transfer_kib=256, files_per_rank=50)
     rubric = load_rubric()
     ids = ("storage.ior_write", "storage.ior_read", "storage.mdtest_file_create", "storage.elbencho_write")
